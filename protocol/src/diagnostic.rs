@@ -1,0 +1,256 @@
+//! Diagnostics: what is wrong, where, by which rule, and how to fix it.
+
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// How serious a diagnostic is. Errors fail `squadctl validate`; warnings do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The file breaks the protocol; consumers must not rely on it.
+    Error,
+    /// The file is usable but something deserves attention (usually forward compatibility).
+    Warning,
+}
+
+impl Severity {
+    /// `error` or `warning`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! rules {
+    ($( $(#[$doc:meta])* $variant:ident = $id:literal, $sev:ident, $title:literal; )*) => {
+        /// Every validation rule, each with a stable id that CI output and docs refer to.
+        ///
+        /// Ids never change meaning once released; `docs/protocol.md` lists them all.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Rule {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Rule {
+            /// All rules, in documentation order.
+            pub const ALL: &'static [Rule] = &[$(Rule::$variant),*];
+
+            /// The stable id, e.g. `missing-field`.
+            pub fn id(self) -> &'static str {
+                match self { $(Rule::$variant => $id,)* }
+            }
+
+            /// The severity diagnostics of this rule carry.
+            pub fn severity(self) -> Severity {
+                match self { $(Rule::$variant => Severity::$sev,)* }
+            }
+
+            /// One line describing what the rule checks.
+            pub fn title(self) -> &'static str {
+                match self { $(Rule::$variant => $title,)* }
+            }
+
+            /// Looks a rule up by its id.
+            pub fn from_id(id: &str) -> Option<Rule> {
+                match id { $($id => Some(Rule::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+rules! {
+    /// The file could not be read.
+    Unreadable = "unreadable", Error, "the file could not be read";
+    /// A directory or special file carries a protocol file name.
+    NotAFile = "not-a-file", Error, "a protocol file name must name a regular file";
+    /// The file exceeds the 1 MiB limit and was not read.
+    FileTooLarge = "file-too-large", Error, "protocol files are at most 1 MiB";
+    /// The bytes are not UTF-8.
+    InvalidUtf8 = "invalid-utf8", Error, "protocol files are UTF-8 text";
+    /// No YAML payload at all.
+    EmptyFile = "empty-file", Error, "the file holds no YAML payload";
+    /// More than one fenced yaml block in a markdown file.
+    MultipleYamlBlocks = "multiple-yaml-blocks", Error, "a markdown file holds exactly one fenced yaml block";
+    /// The YAML does not parse.
+    YamlSyntax = "yaml-syntax", Error, "the payload must be well-formed YAML";
+    /// The payload is not a mapping.
+    NotAMapping = "not-a-mapping", Error, "the payload must be a YAML mapping";
+    /// A required field is absent.
+    MissingField = "missing-field", Error, "a required field is missing";
+    /// A field holds the wrong type of value.
+    WrongType = "wrong-type", Error, "a field has the wrong type";
+    /// A value is not one of the allowed enumeration values.
+    BadEnum = "bad-enum", Error, "a value is not one of the allowed values";
+    /// An identifier does not follow its grammar.
+    BadId = "bad-id", Error, "an identifier does not follow its grammar";
+    /// A timestamp is not RFC 3339 with an offset.
+    BadTimestamp = "bad-timestamp", Error, "timestamps are RFC 3339 with an offset";
+    /// A number is outside its allowed range.
+    OutOfRange = "out-of-range", Error, "a number is outside its allowed range";
+    /// A boundary glob does not compile.
+    BadGlob = "bad-glob", Error, "a boundary glob has invalid syntax";
+    /// A path is absolute or climbs out of the project with `..`.
+    UnsafePath = "unsafe-path", Error, "paths are relative to the project and never contain `..`";
+    /// `response_by` is earlier than `created_at`.
+    ResponseBeforeCreated = "response-before-created", Error, "a response cannot be due before the message was created";
+    /// The file name is not the canonical name built from the content.
+    FilenameMismatch = "filename-mismatch", Error, "the file name must be the canonical name built from the content";
+    /// A field this version does not know.
+    UnknownField = "unknown-field", Warning, "a field is not part of the protocol (kept for forward compatibility)";
+    /// Two task assignments share a task id.
+    DuplicateTask = "duplicate-task", Error, "task ids are unique within a session";
+    /// A reference to a task that has no task assignment in the session.
+    UnknownTask = "unknown-task", Error, "referenced tasks must have a task assignment in the session";
+    /// The dependency graph has a cycle.
+    DependencyCycle = "dependency-cycle", Error, "task dependencies must not form a cycle";
+    /// Two declarations order the same pair of tasks both ways.
+    DependencyContradiction = "dependency-contradiction", Error, "`requires` and `blocks` must not contradict each other";
+    /// A progress update written by an agent other than the assignee.
+    AgentMismatch = "agent-mismatch", Error, "progress updates come from the agent the task is assigned to";
+    /// More than one session status file in a session.
+    DuplicateSessionStatus = "duplicate-session-status", Error, "a session has exactly one session-status.md";
+    /// A session directory without session-status.md.
+    MissingSessionStatus = "missing-session-status", Warning, "a session has a session-status.md";
+    /// A session directory whose name is not `YYYYMMDDTHHMMSSZ[-slug]`.
+    BadSessionName = "bad-session-name", Warning, "session directories are named YYYYMMDDTHHMMSSZ[-slug]";
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+/// A 1-based line and column in the file as it is on disk (the `.md` file,
+/// not the YAML extracted from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Location {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub column: u32,
+}
+
+/// One finding about one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// The file (or session directory) the finding is about.
+    pub path: PathBuf,
+    /// Where in the file, when the finding has a position.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+    /// Error or warning; normally the rule's own severity.
+    pub severity: Severity,
+    /// The rule that produced the finding.
+    pub rule: Rule,
+    /// What is wrong, naming the field and the value.
+    pub message: String,
+    /// How to fix it.
+    pub hint: String,
+}
+
+impl Diagnostic {
+    /// A diagnostic with the rule's own severity and no position.
+    pub fn new(
+        path: impl Into<PathBuf>,
+        rule: Rule,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            path: path.into(),
+            location: None,
+            severity: rule.severity(),
+            rule,
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// Sets the position.
+    pub fn at(mut self, location: Option<Location>) -> Self {
+        self.location = location;
+        self
+    }
+
+    /// Whether this diagnostic is an error.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// `path:line:col` (or `path` without a position), as editors and terminals link it.
+    pub fn position(&self) -> String {
+        position(&self.path, self.location)
+    }
+}
+
+pub(crate) fn position(path: &Path, location: Option<Location>) -> String {
+    match location {
+        Some(l) => format!("{}:{}:{}", path.display(), l.line, l.column),
+        None => path.display().to_string(),
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}[{}]: {}",
+            self.position(),
+            self.severity,
+            self.rule,
+            self.message
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_ids_are_unique_and_round_trip() {
+        let mut seen = std::collections::HashSet::new();
+        for &rule in Rule::ALL {
+            assert!(seen.insert(rule.id()), "duplicate id {}", rule.id());
+            assert_eq!(Rule::from_id(rule.id()), Some(rule));
+            assert!(
+                rule.id()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{}",
+                rule.id()
+            );
+        }
+    }
+
+    #[test]
+    fn display_is_compiler_style() {
+        let d = Diagnostic::new(
+            "a.md",
+            Rule::MissingField,
+            "`meta.agent` is missing",
+            "add it",
+        )
+        .at(Some(Location { line: 3, column: 5 }));
+        assert_eq!(
+            d.to_string(),
+            "a.md:3:5: error[missing-field]: `meta.agent` is missing"
+        );
+    }
+}

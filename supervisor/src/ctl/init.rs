@@ -1,0 +1,209 @@
+//! `squadctl init` and `squadctl session …`.
+
+use crate::exit;
+use crate::root;
+use chrono::{SecondsFormat, SubsecRound, Utc};
+use clap::Subcommand;
+use serde_json::json;
+use squad_protocol::model::{Document, Gate, Phase, SessionState, SessionStatus, ValidationGates};
+use squad_protocol::tree::{ARCHIVES_DIR, RUN_DIR, SESSIONS_DIR, SQUAD_DIR, sessions_dir};
+use squad_protocol::{IdKind, write_atomic};
+use std::fs;
+use std::hash::{BuildHasher, RandomState};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Create `.squad/` with its `sessions/`, `archives/` and `run/` (mode 0700)
+/// directories. Safe to run again: existing directories are left as they are.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Session commands.
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Create a session directory with a valid session-status.md.
+    ///
+    /// The directory is named YYYYMMDDTHHMMSSZ[-slug] (UTC) and appears
+    /// atomically: it is built under a hidden name and renamed into place.
+    New(NewArgs),
+}
+
+/// Arguments of `session new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// Suffix for the directory name (lowercase letters, digits and single dashes).
+    #[arg(long, value_name = "S")]
+    pub slug: Option<String>,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn create_dir(path: &Path, created: &mut Vec<PathBuf>) -> io::Result<()> {
+    match fs::create_dir(path) {
+        Ok(()) => {
+            created.push(path.to_path_buf());
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates the `.squad/` layout under `root`; returns the directories created.
+pub fn create_layout(root: &Path) -> io::Result<Vec<PathBuf>> {
+    let squad = root.join(SQUAD_DIR);
+    let mut created = Vec::new();
+    create_dir(&squad, &mut created)?;
+    create_dir(&squad.join(SESSIONS_DIR), &mut created)?;
+    create_dir(&squad.join(ARCHIVES_DIR), &mut created)?;
+    let run = squad.join(RUN_DIR);
+    create_dir(&run, &mut created)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(created)
+}
+
+/// Runs `squadctl init`.
+pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
+    let root = root::here(root_arg);
+    match create_layout(&root) {
+        Ok(created) => {
+            let squad = root.join(SQUAD_DIR);
+            if args.json {
+                let created: Vec<String> =
+                    created.iter().map(|p| p.display().to_string()).collect();
+                println!(
+                    "{:#}",
+                    json!({"squad_dir": squad.display().to_string(), "created": created})
+                );
+            } else if created.is_empty() {
+                println!("{} already initialized", squad.display());
+            } else {
+                for p in &created {
+                    println!("created {}", p.display());
+                }
+            }
+            exit::OK
+        }
+        Err(e) => super::fail(format!(
+            "cannot create {}: {e}",
+            root.join(SQUAD_DIR).display()
+        )),
+    }
+}
+
+/// Runs a `squadctl session` subcommand.
+pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
+    match cmd {
+        SessionCommand::New(args) => new_session(root_arg, args),
+    }
+}
+
+fn short_hash() -> String {
+    let n = RandomState::new().hash_one((std::process::id(), Utc::now().timestamp_nanos_opt()));
+    format!("{:06x}", n & 0xff_ffff)
+}
+
+fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
+    if let Some(slug) = &args.slug
+        && !IdKind::Agent.matches(slug)
+    {
+        return super::fail(format!(
+            "invalid slug `{slug}`: use lowercase letters, digits and single dashes, e.g. `user-search`"
+        ));
+    }
+    let root = match root::resolve(root_arg) {
+        Ok(r) => r,
+        Err(e) => return super::fail(e),
+    };
+    // Whole seconds: the directory name has no finer resolution either.
+    let now = Utc::now().trunc_subsecs(0);
+    let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
+    let name = match &args.slug {
+        Some(slug) => format!("{stamp}-{slug}"),
+        None => stamp.clone(),
+    };
+    let session_id = format!("sess_{stamp}_{}", short_hash());
+    let status = SessionStatus {
+        session_id: session_id.clone(),
+        started_at: now.fixed_offset(),
+        status: SessionState::Active,
+        phase: Some(Phase::Requirements),
+        agents_active: Some(Vec::new()),
+        tasks_total: Some(0),
+        tasks_completed: Some(0),
+        validation_gates: Some(ValidationGates {
+            requirements: Some(Gate::Pending),
+            design: Some(Gate::Pending),
+            implementation: Some(Gate::Pending),
+            quality: Some(Gate::Pending),
+        }),
+        completed_at: None,
+        failed_at: None,
+        failure_reason: None,
+    };
+    let sessions = sessions_dir(&root);
+    let dir = sessions.join(&name);
+    match build_session(&sessions, &name, &Document::SessionStatus(status)) {
+        Ok(()) => {
+            if args.json {
+                println!(
+                    "{:#}",
+                    json!({
+                        "session": name,
+                        "session_id": session_id,
+                        "path": dir.display().to_string(),
+                        "started_at": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    })
+                );
+            } else {
+                println!("{}", dir.display());
+            }
+            exit::OK
+        }
+        Err(e) => super::fail(format!("cannot create session {}: {e}", dir.display())),
+    }
+}
+
+/// Builds the session under a hidden name, then renames it into place, so the
+/// daemon never sees a session without its status file.
+fn build_session(sessions: &Path, name: &str, status: &Document) -> io::Result<()> {
+    if !sessions.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{} does not exist; run `squadctl init`", sessions.display()),
+        ));
+    }
+    let target = sessions.join(name);
+    if target.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "a session of that name already exists (one per second); pass --slug to tell them apart",
+        ));
+    }
+    let staging = sessions.join(format!(".{name}.new.{}", std::process::id()));
+    let result = (|| {
+        fs::create_dir(&staging)?;
+        fs::create_dir(staging.join("artifacts"))?;
+        fs::create_dir(staging.join("locks"))?;
+        let text = status
+            .to_file_text()
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        write_atomic(&staging.join(status.file_name()), text.as_bytes())?;
+        fs::rename(&staging, &target)?;
+        squad_protocol::atomic::sync_dir(sessions)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&staging);
+    }
+    result
+}

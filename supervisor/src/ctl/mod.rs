@@ -1,0 +1,62 @@
+//! `squadctl`: the command line for agents, humans and CI.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub mod init;
+pub mod schema;
+pub mod validate;
+
+/// squadctl: validate, inspect and drive a squad project's coordination files.
+///
+/// Agents, humans and CI use it. Every command that reads state works straight
+/// from the files, with or without the squadd daemon running.
+///
+/// Exit codes: 0 success, 1 problems found (validation errors, violations,
+/// conflicts), 2 usage or I/O failure.
+#[derive(Debug, Parser)]
+#[command(name = "squadctl", version, propagate_version = true)]
+pub struct Cli {
+    /// Project root: the directory that holds `.squad/`. Default: the nearest
+    /// such directory at or above the current one.
+    #[arg(long, global = true, env = "SQUAD_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate protocol files, session directories or a whole project.
+    Validate(validate::Args),
+    /// Print the JSON Schema of a protocol file kind, for editors.
+    Schema(schema::Args),
+    /// Create `.squad/` (sessions, archives, run) in the project root.
+    Init(init::InitArgs),
+    /// Manage sessions.
+    #[command(subcommand)]
+    Session(init::SessionCommand),
+}
+
+/// Parses the command line and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Validate(args) => validate::run(cli.root.as_deref(), args),
+        Command::Schema(args) => schema::run(args),
+        Command::Init(args) => init::init(cli.root.as_deref(), args),
+        Command::Session(cmd) => init::session(cli.root.as_deref(), cmd),
+    };
+    ExitCode::from(code)
+}
+
+/// Prints an error in the common `squadctl: error: …` form and returns the
+/// failure exit code.
+pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {
+    eprintln!("squadctl: error: {message}");
+    crate::exit::FAILURE
+}

@@ -1,0 +1,57 @@
+//! `squadctl schema`.
+
+use crate::exit;
+use squad_protocol::FileKind;
+use squad_protocol::schema::{all_schemas, schema};
+use std::path::PathBuf;
+
+fn parse_kind(s: &str) -> Result<FileKind, String> {
+    FileKind::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = FileKind::ALL.iter().map(|k| k.as_str()).collect();
+        format!("unknown kind `{s}`; kinds: {}", names.join(", "))
+    })
+}
+
+/// Print the JSON Schema (draft-07) of a protocol file kind.
+///
+/// Kinds: session-status, task-assignment (alias role-plan), progress-update
+/// (alias role-comm), message, error-report (alias error). Without KIND, prints
+/// one object holding every kind's schema.
+///
+/// With the YAML language server, point a glob at a schema file, e.g. in VS
+/// Code settings: "yaml.schemas": {"./schemas/task-assignment.json":
+/// ".squad/sessions/*/role-plan-*.md"}.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The kind; omit for all kinds.
+    #[arg(value_name = "KIND", value_parser = parse_kind)]
+    pub kind: Option<FileKind>,
+
+    /// Write one `<kind>.json` file per kind into DIR instead of printing.
+    #[arg(long, value_name = "DIR", conflicts_with = "kind")]
+    pub out_dir: Option<PathBuf>,
+}
+
+/// Runs `squadctl schema`.
+pub fn run(args: Args) -> u8 {
+    if let Some(dir) = args.out_dir {
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return super::fail(format!("{}: {e}", dir.display()));
+        }
+        for kind in FileKind::ALL {
+            let path = dir.join(format!("{kind}.json"));
+            let text = format!("{:#}\n", schema(kind));
+            if let Err(e) = squad_protocol::write_atomic(&path, text.as_bytes()) {
+                return super::fail(format!("{}: {e}", path.display()));
+            }
+            println!("{}", path.display());
+        }
+        return exit::OK;
+    }
+    let value = match args.kind {
+        Some(kind) => schema(kind),
+        None => all_schemas(),
+    };
+    println!("{value:#}");
+    exit::OK
+}

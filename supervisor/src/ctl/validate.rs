@@ -1,0 +1,135 @@
+//! `squadctl validate`.
+
+use crate::exit;
+use crate::root;
+use clap::ValueEnum;
+use squad_protocol::report::{self, Format, Totals};
+use squad_protocol::tree::{Scope, classify, default_threads, validate_scopes};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// `path:line:col: error[rule-id]: message` and a hint; coloured on a terminal.
+    Human,
+    /// One JSON object: counts and every diagnostic.
+    Json,
+    /// GitHub Actions annotations (`::error file=…,line=…,col=…::…`).
+    Github,
+    /// SARIF 2.1.0, one rule per rule id, for code scanning upload.
+    Sarif,
+}
+
+impl From<OutputFormat> for Format {
+    fn from(f: OutputFormat) -> Format {
+        match f {
+            OutputFormat::Human => Format::Human,
+            OutputFormat::Json => Format::Json,
+            OutputFormat::Github => Format::Github,
+            OutputFormat::Sarif => Format::Sarif,
+        }
+    }
+}
+
+/// When to colour human output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// When stdout is a terminal and NO_COLOR is unset.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Validate protocol files, session directories or a whole project.
+///
+/// Each PATH may be a protocol file (file rules only), a session directory
+/// (file and session rules), a project root, its `.squad/` or its
+/// `.squad/sessions/`. Without PATH, the project root is validated.
+///
+/// Exit status: 0 when no errors (warnings allowed), 1 when any error, 2 on
+/// usage or I/O failure. Rule ids are documented in docs/protocol.md.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files, session directories or project roots.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+
+    /// Shorthand for `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
+    /// Colour for the human format.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+
+    /// Worker threads for parsing (default: every core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// Runs `squadctl validate`.
+pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+    let paths = if args.paths.is_empty() {
+        match root::resolve(root_arg) {
+            Ok(root) => vec![root],
+            Err(e) => return super::fail(e),
+        }
+    } else {
+        args.paths
+    };
+    let mut scopes = Vec::new();
+    for p in &paths {
+        match classify(root::fs_path(p)) {
+            // Keep printed paths relative to the current directory.
+            Ok(Scope::Root(_)) if p.as_os_str().is_empty() => {
+                scopes.push(Scope::Root(PathBuf::new()))
+            }
+            Ok(scope) => scopes.push(scope),
+            Err(e) => return super::fail(format!("{}: {e}", root::fs_path(p).display())),
+        }
+    }
+    let threads = args.threads.unwrap_or_else(default_threads).max(1);
+    let validation = match validate_scopes(&scopes, threads) {
+        Ok(v) => v,
+        Err(e) => return super::fail(e),
+    };
+    let format = if args.json {
+        Format::Json
+    } else {
+        args.format.into()
+    };
+    let color = match args.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }
+    };
+    let text = report::render(
+        format,
+        &validation.diagnostics,
+        Totals {
+            files: validation.files_checked,
+            sessions: validation.sessions_checked,
+        },
+        env!("CARGO_PKG_VERSION"),
+        color,
+    );
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return super::fail(e);
+    }
+    if validation.errors() > 0 {
+        exit::PROBLEMS
+    } else {
+        exit::OK
+    }
+}
