@@ -229,7 +229,7 @@ pub fn check_text(path: &Path, kind: FileKind, text: &str) -> FileReport {
                 .map(|l| location(l.line() + offset, l.column()));
             report
                 .diagnostics
-                .push(yaml_error(path, payload.yaml, &e).at(at));
+                .push(yaml_error(path, payload.yaml, offset, &e).at(at));
             return report;
         }
     };
@@ -311,16 +311,8 @@ pub fn place(
         .collect()
 }
 
-fn yaml_error(path: &Path, yaml: &str, e: &serde_yaml::Error) -> Diagnostic {
-    let mut message = e.to_string();
-    // The position is reported separately; keep the message about the problem.
-    if let Some(i) = message.find(" at line ") {
-        let rest = &message[i + " at line ".len()..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == ' ' || c.is_ascii_alphabetic()))
-            .unwrap_or(rest.len());
-        message = format!("{}{}", &message[..i], &rest[end..]);
-    }
+fn yaml_error(path: &Path, yaml: &str, line_offset: usize, e: &serde_yaml::Error) -> Diagnostic {
+    let message = yaml_message(&e.to_string(), line_offset);
     let line_text = e
         .location()
         .and_then(|l| yaml.lines().nth(l.line().saturating_sub(1)))
@@ -335,6 +327,41 @@ fn yaml_error(path: &Path, yaml: &str, e: &serde_yaml::Error) -> Diagnostic {
         "fix the YAML syntax here; quote values that contain `: `, `#` or start with a special character"
     };
     Diagnostic::new(path, Rule::YamlSyntax, message, hint)
+}
+
+/// The parser's message without its own position (reported separately), with
+/// any further positions ("while parsing a flow sequence at line 3 column 10")
+/// moved from payload lines to file lines.
+fn yaml_message(raw: &str, line_offset: usize) -> String {
+    const AT: &str = " at line ";
+    let mut out = String::new();
+    let mut rest = raw;
+    let mut first = true;
+    while let Some(i) = rest.find(AT) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + AT.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let (Ok(line), Some(tail)) = (
+            after[..digits].parse::<usize>(),
+            after[digits..].strip_prefix(" column "),
+        ) else {
+            out.push_str(AT);
+            rest = after;
+            continue;
+        };
+        let col_digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if !first {
+            out.push_str(&format!(
+                "{AT}{} column {}",
+                line + line_offset,
+                &tail[..col_digits]
+            ));
+        }
+        first = false;
+        rest = &tail[col_digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn describe(v: &Value) -> &'static str {
@@ -393,11 +420,7 @@ impl Walker {
                         Rule::BadId,
                         Target::Value,
                         format!("`{}` is `{s}`, not a valid {kind}", self.here()),
-                        format!(
-                            "a {kind} matches `{}`, e.g. `{}`",
-                            kind.pattern(),
-                            kind.example()
-                        ),
+                        format!("use `{}`, e.g. `{}`", kind.pattern(), kind.example()),
                     );
                 }
             }
@@ -642,6 +665,15 @@ pub fn task_ref_field(kind: FileKind) -> &'static [&'static str] {
 }
 
 fn facts(kind: FileKind, v: &Value) -> Facts {
+    // Only well-formed ids count: a malformed one already has its `bad-id`
+    // diagnostic, and session rules would only repeat it.
+    let id = |path: &[&str], grammar: IdKind| {
+        (!path.is_empty())
+            .then(|| get_str(v, path))
+            .flatten()
+            .filter(|s| grammar.matches(s))
+            .map(str::to_string)
+    };
     let agent_field: &[&str] = match kind {
         FileKind::SessionStatus => &[],
         FileKind::TaskAssignment | FileKind::ProgressUpdate => &["meta", "agent"],
@@ -653,21 +685,16 @@ fn facts(kind: FileKind, v: &Value) -> Facts {
             (FileKind::TaskAssignment, Some(Value::Sequence(items))) => items
                 .iter()
                 .enumerate()
-                .filter_map(|(i, item)| item.as_str().map(|s| (i, s.to_string())))
+                .filter_map(|(i, item)| item.as_str().map(|s| (i, s)))
+                .filter(|(_, s)| IdKind::Task.matches(s))
+                .map(|(i, s)| (i, s.to_string()))
                 .collect(),
             _ => Vec::new(),
         }
     };
-    let field = task_ref_field(kind);
     Facts {
-        task_id: (!field.is_empty())
-            .then(|| get_str(v, field))
-            .flatten()
-            .map(str::to_string),
-        agent: (!agent_field.is_empty())
-            .then(|| get_str(v, agent_field))
-            .flatten()
-            .map(str::to_string),
+        task_id: id(task_ref_field(kind), IdKind::Task),
+        agent: id(agent_field, IdKind::Agent),
         requires: list("requires"),
         blocks: list("blocks"),
     }
@@ -677,27 +704,29 @@ fn facts(kind: FileKind, v: &Value) -> Facts {
 fn cross_field_rules(path: &Path, kind: FileKind, v: &Value, findings: &mut Vec<Finding>) {
     let timestamp = |p: &[&str]| get_str(v, p).and_then(|s| DateTime::parse_from_rfc3339(s).ok());
 
-    // The content is authoritative; the name must be built from it.
+    // The content is authoritative; the name must be built from it. Only
+    // checked when the naming fields are valid ids, or the expected name would
+    // repeat their own errors.
+    let id = |p: &[&str], kind: IdKind| get_str(v, p).filter(|s| kind.matches(s));
     let actual = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let (expected, id_field): (Option<String>, &[&str]) = match kind {
         FileKind::SessionStatus => (Some(SESSION_STATUS_FILE.to_string()), &[]),
         FileKind::TaskAssignment | FileKind::ProgressUpdate => (
-            get_str(v, &["meta", "agent"])
-                .zip(get_str(v, &["meta", "task_id"]))
+            id(&["meta", "agent"], IdKind::Agent)
+                .zip(id(&["meta", "task_id"], IdKind::Task))
                 .map(|(a, t)| canonical_file_name(kind, a, t, "")),
             &["meta", "task_id"],
         ),
         FileKind::Message => (
-            get_str(v, &["meta", "from_agent"])
-                .zip(get_str(v, &["meta", "to_agent"]))
-                .zip(get_str(v, &["meta", "message_id"]))
+            id(&["meta", "from_agent"], IdKind::Agent)
+                .zip(id(&["meta", "to_agent"], IdKind::Agent))
+                .zip(id(&["meta", "message_id"], IdKind::Message))
                 .map(|((f, t), m)| canonical_file_name(kind, f, m, t)),
             &["meta", "message_id"],
         ),
         FileKind::ErrorReport => (
-            get_str(v, &["agent"])
-                .zip(get_str(v, &["error_id"]))
-                .filter(|(_, id)| IdKind::Error.matches(id))
+            id(&["agent"], IdKind::Agent)
+                .zip(id(&["error_id"], IdKind::Error))
                 .map(|(a, id)| canonical_file_name(kind, a, id, "")),
             &["error_id"],
         ),
@@ -775,4 +804,20 @@ fn typed(kind: FileKind, v: Value) -> Result<Document, serde_yaml::Error> {
         FileKind::Message => Document::Message(serde_yaml::from_value(v)?),
         FileKind::ErrorReport => Document::ErrorReport(serde_yaml::from_value(v)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_messages_drop_own_position_and_shift_context_positions() {
+        let raw = "did not find expected ',' or ']' at line 4 column 11, while parsing a flow sequence at line 3 column 10";
+        assert_eq!(
+            yaml_message(raw, 5),
+            "did not find expected ',' or ']', while parsing a flow sequence at line 8 column 10"
+        );
+        assert_eq!(yaml_message("plain", 3), "plain");
+        assert_eq!(yaml_message("odd at line x", 3), "odd at line x");
+    }
 }

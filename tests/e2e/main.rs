@@ -1,1 +1,5 @@
-//! End-to-end tests.
+//! End-to-end tests: the real `squadd` and `squadctl` binaries on temporary
+//! project roots.
+
+mod support;
+mod validate;

@@ -13,8 +13,10 @@ use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Create `.squad/` with its `sessions/`, `archives/` and `run/` (mode 0700)
-/// directories. Safe to run again: existing directories are left as they are.
+/// Create `.squad/` in the project root (default: the current directory).
+///
+/// Creates `sessions/`, `archives/` and `run/` (mode 0700). Safe to run again:
+/// existing directories are left as they are.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Print the result as JSON.

@@ -31,11 +31,12 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate protocol files, session directories or a whole project.
+    // Each command's help is the doc comment of its Args struct.
+    #[allow(missing_docs)]
     Validate(validate::Args),
-    /// Print the JSON Schema of a protocol file kind, for editors.
+    #[allow(missing_docs)]
     Schema(schema::Args),
-    /// Create `.squad/` (sessions, archives, run) in the project root.
+    #[allow(missing_docs)]
     Init(init::InitArgs),
     /// Manage sessions.
     #[command(subcommand)]

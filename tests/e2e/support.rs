@@ -1,0 +1,53 @@
+//! Helpers shared by the end-to-end tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `squadctl` binary under test, with an environment that cannot leak
+/// the developer's settings into the test.
+pub fn squadctl() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_squadctl"));
+    cmd.env_remove("SQUAD_ROOT").env_remove("NO_COLOR");
+    cmd
+}
+
+/// `tests/fixtures/<name>`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+/// Runs a command and returns its output, failing the test if it could not start.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("the binary starts")
+}
+
+/// Stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The exit code (-1 when killed by a signal).
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// Copies a directory tree (fixtures into temporary roots).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
