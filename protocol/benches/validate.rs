@@ -47,14 +47,21 @@ fn generate(root: &Path, files: usize) -> (usize, u64) {
         };
         put(
             "session-status.md".into(),
-            "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: design\n".into(),
+            "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: design\n"
+                .into(),
         );
         // 40 plans, 40 progress updates, 19 messages.
         for t in 0..40 {
             let agent = agents[t % agents.len()];
             let requires = (t > 0).then(|| t - 1);
-            put(format!("role-plan-{agent}-task_{t:04}.md"), plan(t, agent, requires));
-            put(format!("role-comm-{agent}-task_{t:04}.md"), progress(t, agent));
+            put(
+                format!("role-plan-{agent}-task_{t:04}.md"),
+                plan(t, agent, requires),
+            );
+            put(
+                format!("role-comm-{agent}-task_{t:04}.md"),
+                progress(t, agent),
+            );
         }
         for m in 0..19 {
             let (from, to) = (agents[m % 4], agents[(m + 1) % 4]);
@@ -81,11 +88,19 @@ fn main() {
     let (written, bytes) = generate(tmp.path(), files);
     let scopes = [Scope::Root(tmp.path().to_path_buf())];
     let cores = default_threads();
-    println!("tree: {written} files, {:.1} MB, {cores} cores", bytes as f64 / 1e6);
+    println!(
+        "tree: {written} files, {:.1} MB, {cores} cores",
+        bytes as f64 / 1e6
+    );
     for threads in [1, cores] {
         // Warm the page cache once, then measure.
         let v = validate_scopes(&scopes, threads).unwrap();
-        assert_eq!(v.errors(), 0, "generated tree must be valid: {:?}", v.diagnostics.first());
+        assert_eq!(
+            v.errors(),
+            0,
+            "generated tree must be valid: {:?}",
+            v.diagnostics.first()
+        );
         let mut times = Vec::new();
         for _ in 0..7 {
             let start = Instant::now();

@@ -7,7 +7,7 @@ use crate::diagnostic::Rule;
 use crate::ids::is_session_dir_name;
 use crate::kind::{FileKind, SESSION_STATUS_FILE};
 use crate::locate::{PathSeg, Target};
-use crate::validate::{FileReport, Finding, task_ref_field};
+use crate::validate::{Facts, FileReport, Finding, task_ref_field};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -55,11 +55,46 @@ struct Edge<'a> {
     said: String,
 }
 
+/// What session rules need to know about one file of the session.
+pub trait SessionMember {
+    /// The file.
+    fn path(&self) -> &Path;
+    /// Its kind.
+    fn kind(&self) -> FileKind;
+    /// Its identity facts.
+    fn facts(&self) -> &Facts;
+}
+
+impl<T: SessionMember> SessionMember for &T {
+    fn path(&self) -> &Path {
+        (*self).path()
+    }
+    fn kind(&self) -> FileKind {
+        (*self).kind()
+    }
+    fn facts(&self) -> &Facts {
+        (*self).facts()
+    }
+}
+
+impl SessionMember for FileReport {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn kind(&self) -> FileKind {
+        self.kind
+    }
+    fn facts(&self) -> &Facts {
+        &self.facts
+    }
+}
+
 /// Checks the files of one session directory together.
 ///
-/// `dir` is the session directory and `files` the reports of its protocol files
-/// (top-level `*.md` files whose names classify as a kind).
-pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
+/// `dir` is the session directory and `files` its protocol files (top-level
+/// `*.md` files whose names classify as a kind): validation reports, or the
+/// daemon's index entries.
+pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFinding> {
     let mut out = Vec::new();
     let on_file = |path: &Path, finding: Finding| SessionFinding {
         path: path.to_path_buf(),
@@ -84,11 +119,16 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
     }
 
     // Exactly one session status file.
-    let mut status_files: Vec<&FileReport> = files
+    let mut status_files: Vec<&F> = files
         .iter()
-        .filter(|f| f.kind == FileKind::SessionStatus)
+        .filter(|f| f.kind() == FileKind::SessionStatus)
         .collect();
-    status_files.sort_by_key(|f| (file_name(&f.path) != SESSION_STATUS_FILE, f.path.clone()));
+    status_files.sort_by_key(|f| {
+        (
+            file_name(f.path()) != SESSION_STATUS_FILE,
+            f.path().to_path_buf(),
+        )
+    });
     match status_files.split_first() {
         None => out.push(on_dir(Finding {
             rule: Rule::MissingSessionStatus,
@@ -101,14 +141,14 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
         Some((first, extra)) => {
             for f in extra {
                 out.push(on_file(
-                    &f.path,
+                    f.path(),
                     Finding {
                         rule: Rule::DuplicateSessionStatus,
                         field: Vec::new(),
                         target: Target::Value,
                         message: format!(
                             "a second session status file; `{}` is the session's status",
-                            file_name(&first.path)
+                            file_name(first.path())
                         ),
                         hint: "remove or rename this copy; only session-status.md counts".into(),
                     },
@@ -118,26 +158,26 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
     }
 
     // Task ids: each assigned once.
-    let mut plans: BTreeMap<&str, &FileReport> = BTreeMap::new();
-    let mut plan_files: Vec<&FileReport> = files
+    let mut plans: BTreeMap<&str, &F> = BTreeMap::new();
+    let mut plan_files: Vec<&F> = files
         .iter()
-        .filter(|f| f.kind == FileKind::TaskAssignment)
+        .filter(|f| f.kind() == FileKind::TaskAssignment)
         .collect();
-    plan_files.sort_by(|a, b| a.path.cmp(&b.path));
+    plan_files.sort_by(|a, b| a.path().cmp(b.path()));
     for f in &plan_files {
-        let Some(task) = f.facts.task_id.as_deref() else {
+        let Some(task) = f.facts().task_id.as_deref() else {
             continue;
         };
         if let Some(first) = plans.get(task) {
             out.push(on_file(
-                &f.path,
+                f.path(),
                 Finding {
                     rule: Rule::DuplicateTask,
                     field: keys(&["meta", "task_id"]),
                     target: Target::Value,
                     message: format!(
                         "task `{task}` is already assigned in `{}`",
-                        file_name(&first.path)
+                        file_name(first.path())
                     ),
                     hint: "give each task assignment its own task id".into(),
                 },
@@ -156,10 +196,10 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
         hint: format!("add `role-plan-<agent>-{task}.md`, or fix the task id"),
     };
     for f in files {
-        let Some(task) = f.facts.task_id.as_deref() else {
+        let Some(task) = f.facts().task_id.as_deref() else {
             continue;
         };
-        let what = match f.kind {
+        let what = match f.kind() {
             FileKind::ProgressUpdate => "this progress update is about task",
             FileKind::Message => "this message is about task",
             FileKind::ErrorReport => "this error report is about task",
@@ -167,18 +207,18 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
         };
         match plans.get(task) {
             None => out.push(on_file(
-                &f.path,
+                f.path(),
                 Finding {
-                    field: keys(task_ref_field(f.kind)),
+                    field: keys(task_ref_field(f.kind())),
                     ..unknown(task, what)
                 },
             )),
-            Some(plan) if f.kind == FileKind::ProgressUpdate => {
-                if let (Some(writer), Some(assignee)) = (&f.facts.agent, &plan.facts.agent)
+            Some(plan) if f.kind() == FileKind::ProgressUpdate => {
+                if let (Some(writer), Some(assignee)) = (&f.facts().agent, &plan.facts().agent)
                     && writer != assignee
                 {
                     out.push(on_file(
-                        &f.path,
+                        f.path(),
                         Finding {
                             rule: Rule::AgentMismatch,
                             field: keys(&["meta", "agent"]),
@@ -200,14 +240,17 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
     // The dependency graph.
     let mut edges: Vec<Edge<'_>> = Vec::new();
     for f in plans.values() {
-        let Some(task) = f.facts.task_id.as_deref() else {
+        let Some(task) = f.facts().task_id.as_deref() else {
             continue;
         };
-        for (list, entries) in [("requires", &f.facts.requires), ("blocks", &f.facts.blocks)] {
+        for (list, entries) in [
+            ("requires", &f.facts().requires),
+            ("blocks", &f.facts().blocks),
+        ] {
             for (index, other) in entries {
                 if !plans.contains_key(other.as_str()) {
                     out.push(on_file(
-                        &f.path,
+                        f.path(),
                         Finding {
                             field: dep_field(list, *index),
                             ..unknown(other, &format!("`dependencies.{list}` names task"))
@@ -223,7 +266,7 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
                 edges.push(Edge {
                     before,
                     after,
-                    file: &f.path,
+                    file: f.path(),
                     field: dep_field(list, *index),
                     said: format!("`{task}` {list} `{other}`"),
                 });
@@ -292,9 +335,9 @@ pub fn check_session(dir: &Path, files: &[FileReport]) -> Vec<SessionFinding> {
         named.push(start);
         let edge = edges
             .iter()
-            .find(|e| (e.before == start || e.after == start) && e.file == plan.path);
+            .find(|e| (e.before == start || e.after == start) && e.file == plan.path());
         out.push(on_file(
-            &plan.path,
+            plan.path(),
             Finding {
                 rule: Rule::DependencyCycle,
                 field: edge.map_or_else(|| keys(&["dependencies"]), |e| e.field.clone()),

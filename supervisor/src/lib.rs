@@ -1,9 +1,24 @@
 //! # squad-supervisor
 //!
 //! `squadd`, the supervisor daemon, and `squadctl`, the command line for
-//! agents, humans and CI. The binaries are thin: each command is a module of
-//! [`ctl`] whose `run` takes parsed arguments and returns an exit code.
+//! agents, humans and CI. The binaries are thin: each `squadctl` command is a
+//! module of [`ctl`] whose `run` takes parsed arguments and returns an exit
+//! code; the daemon is [`daemon::run`].
+//!
+//! Data flows one way: files → [`index`] (pure per file) → [`derive`] (pure
+//! per session) → [`outputs`] (pure rendering) → atomic writes, [`events`]
+//! and the [`audit`] log.
 
+pub mod audit;
+pub mod control;
 pub mod ctl;
+pub mod daemon;
+pub mod derive;
+pub mod events;
 pub mod exit;
+pub mod index;
+pub mod layout;
+pub mod outputs;
 pub mod root;
+pub mod state;
+pub mod status;

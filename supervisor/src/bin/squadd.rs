@@ -1,6 +1,101 @@
-//! `squadd`: the supervisor daemon (see `squadd --help`).
+//! `squadd`: the squad supervisor daemon. See `squadd --help`.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("squadd: the daemon is not built yet; see issue 3");
-    std::process::ExitCode::from(2)
+use clap::{Parser, ValueEnum};
+use squad_supervisor::daemon::{self, Options};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// One human-readable line per record.
+    Text,
+    /// One JSON object per record (for journald/log shippers).
+    Json,
+}
+
+/// squadd: the squad supervisor daemon.
+///
+/// Watches each root's `.squad/sessions/`, validates every protocol file,
+/// keeps session-status.md and `.claude/context/shared-context.json` in step,
+/// records every action in `.squad/audit.jsonl`, and answers `squadctl` on
+/// `.squad/run/squadd.sock`. Runs in the foreground and logs to stderr; under
+/// systemd (Type=notify) it reports readiness after the start-up scan.
+///
+/// One daemon per root: a second one on the same root exits with status 1,
+/// naming the pid that holds it. SIGTERM or SIGINT stop it cleanly.
+#[derive(Debug, Parser)]
+#[command(name = "squadd", version)]
+struct Args {
+    /// A project root (the directory holding, or to hold, `.squad/`). Repeat
+    /// for several roots. Default: the nearest directory at or above the
+    /// current one holding `.squad/`.
+    #[arg(long = "root", value_name = "DIR")]
+    roots: Vec<PathBuf>,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    /// Log filter (tracing env-filter syntax, e.g. `info` or
+    /// `squad_supervisor=debug`). Default: `$RUST_LOG`, else `info`.
+    #[arg(long, value_name = "FILTER")]
+    log: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = args
+        .log
+        .clone()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| "info".into());
+    let filter = match tracing_subscriber::EnvFilter::try_new(&filter) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("squadd: error: invalid --log filter `{filter}`: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+
+    let roots = if args.roots.is_empty() {
+        match squad_supervisor::root::resolve(None) {
+            Ok(r) if r.as_os_str().is_empty() => vec![PathBuf::from(".")],
+            Ok(r) => vec![r],
+            Err(e) => {
+                eprintln!("squadd: error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        args.roots
+    };
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("squadd: error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(daemon::run(Options { roots })) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            eprintln!("squadd: error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -1,17 +1,18 @@
 //! `squadctl init` and `squadctl session …`.
 
 use crate::exit;
+use crate::layout::create_layout;
 use crate::root;
 use chrono::{SecondsFormat, SubsecRound, Utc};
 use clap::Subcommand;
 use serde_json::json;
 use squad_protocol::model::{Document, Gate, Phase, SessionState, SessionStatus, ValidationGates};
-use squad_protocol::tree::{ARCHIVES_DIR, RUN_DIR, SESSIONS_DIR, SQUAD_DIR, sessions_dir};
+use squad_protocol::tree::{SQUAD_DIR, sessions_dir};
 use squad_protocol::{IdKind, write_atomic};
 use std::fs;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Create `.squad/` in the project root (default: the current directory).
 ///
@@ -44,34 +45,6 @@ pub struct NewArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-fn create_dir(path: &Path, created: &mut Vec<PathBuf>) -> io::Result<()> {
-    match fs::create_dir(path) {
-        Ok(()) => {
-            created.push(path.to_path_buf());
-            Ok(())
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Creates the `.squad/` layout under `root`; returns the directories created.
-pub fn create_layout(root: &Path) -> io::Result<Vec<PathBuf>> {
-    let squad = root.join(SQUAD_DIR);
-    let mut created = Vec::new();
-    create_dir(&squad, &mut created)?;
-    create_dir(&squad.join(SESSIONS_DIR), &mut created)?;
-    create_dir(&squad.join(ARCHIVES_DIR), &mut created)?;
-    let run = squad.join(RUN_DIR);
-    create_dir(&run, &mut created)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&run, fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(created)
 }
 
 /// Runs `squadctl init`.

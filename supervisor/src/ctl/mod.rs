@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 pub mod init;
 pub mod schema;
+pub mod status;
 pub mod validate;
 
 /// squadctl: validate, inspect and drive a squad project's coordination files.
@@ -41,6 +42,12 @@ pub enum Command {
     /// Manage sessions.
     #[command(subcommand)]
     Session(init::SessionCommand),
+    #[allow(missing_docs)]
+    Status(status::StatusArgs),
+    #[allow(missing_docs)]
+    Events(status::EventsArgs),
+    #[allow(missing_docs)]
+    Health(status::HealthArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -51,6 +58,9 @@ pub fn main() -> ExitCode {
         Command::Schema(args) => schema::run(args),
         Command::Init(args) => init::init(cli.root.as_deref(), args),
         Command::Session(cmd) => init::session(cli.root.as_deref(), cmd),
+        Command::Status(args) => status::status(cli.root.as_deref(), args),
+        Command::Events(args) => status::events(cli.root.as_deref(), args),
+        Command::Health(args) => status::health(cli.root.as_deref(), args),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,251 @@
+//! The control socket protocol: JSON lines over `.squad/run/squadd.sock`.
+//!
+//! Each request is one line, each response one line (an `events` request with
+//! `follow` gets one line per event until the client hangs up). Every line
+//! carries `protocol_version`; a daemon and a client that disagree answer with
+//! an error that says which versions met, never a hang.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The protocol version this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest line either side accepts.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// How long the daemon waits for a request line before hanging up.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `<root>/.squad/run/squadd.sock`.
+pub fn socket_path(root: &Path) -> PathBuf {
+    root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.sock")
+}
+
+/// A request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Must equal [`PROTOCOL_VERSION`].
+    pub protocol_version: u32,
+    /// What is asked.
+    #[serde(flatten)]
+    pub method: Method,
+}
+
+/// The methods.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "kebab-case")]
+pub enum Method {
+    /// Liveness.
+    Ping,
+    /// The status report.
+    Status {
+        /// Only this session.
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Recent events, and with `follow` every new one.
+    Events {
+        /// Keep the connection open and stream.
+        #[serde(default)]
+        follow: bool,
+    },
+    /// Resource usage with verdicts.
+    Health,
+}
+
+/// A response line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The daemon's [`PROTOCOL_VERSION`].
+    pub protocol_version: u32,
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// The result, when `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Json>,
+    /// What went wrong, when not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Response {
+    /// A success.
+    pub fn ok(result: Json) -> Self {
+        Response {
+            protocol_version: PROTOCOL_VERSION,
+            ok: true,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// A failure.
+    pub fn error(message: impl Into<String>) -> Self {
+        Response {
+            protocol_version: PROTOCOL_VERSION,
+            ok: false,
+            result: None,
+            error: Some(message.into()),
+        }
+    }
+}
+
+/// Parses a request line, answering version mismatches and garbage with the
+/// error response to send back.
+pub fn parse_request(line: &str) -> Result<Request, Response> {
+    let value: Json = serde_json::from_str(line)
+        .map_err(|e| Response::error(format!("request is not JSON: {e}")))?;
+    let version = value.get("protocol_version").and_then(Json::as_u64);
+    match version {
+        Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
+        Some(v) => {
+            return Err(Response::error(format!(
+                "protocol version mismatch: the client speaks {v}, squadd speaks {PROTOCOL_VERSION}; use the squadctl that came with this squadd"
+            )));
+        }
+        None => {
+            return Err(Response::error(
+                "missing `protocol_version`; every request line carries it",
+            ));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| Response::error(format!("bad request: {e}")))
+}
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No daemon listens on the root (socket missing or refused).
+    #[error("squadd is not running for this root ({0})")]
+    NotRunning(String),
+    /// The daemon answered with an error.
+    #[error("squadd: {0}")]
+    Daemon(String),
+    /// Anything else on the wire.
+    #[error("control socket: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A connection to a daemon.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    /// Connects to the daemon of `root`, with `timeout` for each read and write.
+    pub fn connect(root: &Path, timeout: Duration) -> Result<Client, ClientError> {
+        let path = socket_path(root);
+        let stream = UnixStream::connect(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+                ClientError::NotRunning(format!("{}: {e}", path.display()))
+            }
+            _ => ClientError::Io(e),
+        })?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let writer = stream.try_clone()?;
+        Ok(Client {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one request.
+    pub fn send(&mut self, method: Method) -> Result<(), ClientError> {
+        let mut line = serde_json::to_vec(&Request {
+            protocol_version: PROTOCOL_VERSION,
+            method,
+        })
+        .map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        Ok(())
+    }
+
+    /// Reads one response line; `Ok(None)` when the daemon closed the connection.
+    pub fn read(&mut self) -> Result<Option<Json>, ClientError> {
+        let mut line = String::new();
+        let n = (&mut self.reader)
+            .take(MAX_LINE as u64 * 64)
+            .read_line(&mut line)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let response: Response = serde_json::from_str(&line)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if response.protocol_version != PROTOCOL_VERSION {
+            return Err(ClientError::Daemon(format!(
+                "protocol version mismatch: squadd speaks {}, this squadctl speaks {PROTOCOL_VERSION}; use the squadctl that came with this squadd",
+                response.protocol_version
+            )));
+        }
+        match (response.ok, response.result, response.error) {
+            (true, Some(r), _) => Ok(Some(r)),
+            (true, None, _) => Ok(Some(Json::Null)),
+            (false, _, e) => Err(ClientError::Daemon(
+                e.unwrap_or_else(|| "unspecified error".into()),
+            )),
+        }
+    }
+
+    /// Sends one request and reads its response.
+    pub fn call(&mut self, method: Method) -> Result<Json, ClientError> {
+        self.send(method)?;
+        self.read()?.ok_or_else(|| {
+            ClientError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "squadd closed the connection without answering",
+            ))
+        })
+    }
+
+    /// Changes the read timeout (None: wait forever, for `events --follow`).
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.reader.get_ref().set_read_timeout(timeout)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        let r = Request {
+            protocol_version: PROTOCOL_VERSION,
+            method: Method::Status {
+                session: Some("s".into()),
+            },
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            line,
+            r#"{"protocol_version":1,"method":"status","session":"s"}"#
+        );
+        assert_eq!(parse_request(&line), Ok(r));
+    }
+
+    #[test]
+    fn mismatches_and_garbage_get_actionable_errors() {
+        let e = parse_request(r#"{"protocol_version":99,"method":"ping"}"#).unwrap_err();
+        assert!(
+            e.error
+                .unwrap()
+                .contains("client speaks 99, squadd speaks 1")
+        );
+        let e = parse_request(r#"{"method":"ping"}"#).unwrap_err();
+        assert!(e.error.unwrap().contains("protocol_version"));
+        let e = parse_request("not json").unwrap_err();
+        assert!(!e.ok);
+        let e = parse_request(r#"{"protocol_version":1,"method":"reboot"}"#).unwrap_err();
+        assert!(e.error.unwrap().contains("bad request"));
+    }
+}

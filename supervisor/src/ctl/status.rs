@@ -1,0 +1,223 @@
+//! `squadctl status`, `events` and `health`: ask the daemon, or read the files
+//! when it is down.
+
+use crate::control::{Client, ClientError, Method};
+use crate::daemon::health::{Health, Verdict};
+use crate::events::Event;
+use crate::exit;
+use crate::root;
+use crate::status::{DaemonReport, StatusReport, render_human, report_from_files};
+use squad_protocol::tree::default_threads;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long to wait for the daemon before reading the files instead.
+const DAEMON_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Show the daemon and every session: status, phase, tasks done/total, active
+/// agents, ready and overdue tasks, dependency violations and validation
+/// problems.
+///
+/// Asks squadd when it runs; otherwise reads the files directly (same
+/// derivation) and says the daemon is down.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Only this session (directory name).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Show the daemon's recent events, or follow them as they happen.
+///
+/// Event kinds: started, stopping, file-validated, file-invalid, file-fixed,
+/// file-removed, session-added, session-removed, output-written,
+/// output-failed, task-ready, task-completed, task-overdue,
+/// dependency-violation, session-status-changed, root-missing, root-restored,
+/// rescanned, watch-error. With the daemon down, prints the audit log.
+#[derive(Debug, clap::Args)]
+pub struct EventsArgs {
+    /// Keep streaming new events until interrupted.
+    #[arg(long, short)]
+    pub follow: bool,
+
+    /// Print one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Show the daemon's health: memory, CPU, watches, queue depth and free disk
+/// on each root's volume, each with a verdict (ok, warn, critical).
+///
+/// Exit status: 0 when every verdict is ok, 1 when any is warn or critical,
+/// 2 when the daemon is not running.
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn resolve_root(root_arg: Option<&Path>) -> Result<PathBuf, u8> {
+    root::resolve(root_arg)
+        .map(|r| root::fs_path(&r).to_path_buf())
+        .map_err(super::fail)
+}
+
+fn print(text: &str) -> u8 {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => super::fail(e),
+        _ => exit::OK,
+    }
+}
+
+/// Runs `squadctl status`.
+pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
+    let root = match resolve_root(root_arg) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let now = chrono::Utc::now();
+    let asked = Client::connect(&root, DAEMON_TIMEOUT).and_then(|mut c| {
+        c.call(Method::Status {
+            session: args.session.clone(),
+        })
+    });
+    let report = match asked {
+        Ok(v) => match serde_json::from_value::<StatusReport>(v) {
+            Ok(r) => r,
+            Err(e) => return super::fail(format!("unexpected status from squadd: {e}")),
+        },
+        Err(e) => {
+            let reason = match e {
+                ClientError::NotRunning(_) => "not running".to_string(),
+                other => other.to_string(),
+            };
+            match report_from_files(&root, args.session.as_deref(), default_threads(), now) {
+                Ok(r) => StatusReport {
+                    daemon: DaemonReport::Down { reason },
+                    roots: vec![r],
+                },
+                Err(e) => return super::fail(format!("{}: {e}", root.display())),
+            }
+        }
+    };
+    if let Some(s) = &args.session
+        && report.roots.iter().all(|r| r.sessions.is_empty())
+    {
+        return super::fail(format!("no session named `{s}`"));
+    }
+    if args.json {
+        print(&format!(
+            "{:#}\n",
+            serde_json::to_value(&report).unwrap_or_default()
+        ))
+    } else {
+        print(&render_human(&report, now))
+    }
+}
+
+/// Runs `squadctl events`.
+pub fn events(root_arg: Option<&Path>, args: EventsArgs) -> u8 {
+    let root = match resolve_root(root_arg) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let show = |e: &Event| {
+        if args.json {
+            serde_json::to_string(e).unwrap_or_default()
+        } else {
+            e.human()
+        }
+    };
+    let mut client = match Client::connect(&root, DAEMON_TIMEOUT) {
+        Ok(c) => c,
+        Err(ClientError::NotRunning(_)) if !args.follow => {
+            eprintln!("squadctl: squadd is not running; showing the audit log");
+            return match crate::audit::read_events(&root) {
+                Ok(events) => {
+                    let text: String = events.iter().map(|e| show(e) + "\n").collect();
+                    print(&text)
+                }
+                Err(e) => super::fail(e),
+            };
+        }
+        Err(e) => return super::fail(e),
+    };
+    if let Err(e) = client.send(Method::Events {
+        follow: args.follow,
+    }) {
+        return super::fail(e);
+    }
+    if args.follow {
+        if let Err(e) = client.set_read_timeout(None) {
+            return super::fail(e);
+        }
+        loop {
+            match client.read() {
+                Ok(Some(v)) => match serde_json::from_value::<Event>(v) {
+                    Ok(e) => {
+                        if print(&(show(&e) + "\n")) != exit::OK {
+                            return exit::FAILURE;
+                        }
+                    }
+                    Err(e) => return super::fail(format!("unexpected event: {e}")),
+                },
+                Ok(None) => return exit::OK,
+                Err(e) => return super::fail(e),
+            }
+        }
+    }
+    match client.read() {
+        Ok(Some(v)) => match serde_json::from_value::<Vec<Event>>(v) {
+            Ok(events) => print(&events.iter().map(|e| show(e) + "\n").collect::<String>()),
+            Err(e) => super::fail(format!("unexpected events: {e}")),
+        },
+        Ok(None) => super::fail("squadd closed the connection"),
+        Err(e) => super::fail(e),
+    }
+}
+
+/// Runs `squadctl health`.
+pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
+    let root = match resolve_root(root_arg) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let health =
+        match Client::connect(&root, DAEMON_TIMEOUT).and_then(|mut c| c.call(Method::Health)) {
+            Ok(v) => match serde_json::from_value::<Health>(v) {
+                Ok(h) => h,
+                Err(e) => return super::fail(format!("unexpected health from squadd: {e}")),
+            },
+            Err(e) => return super::fail(e),
+        };
+    let code = print(&if args.json {
+        format!("{:#}\n", serde_json::to_value(&health).unwrap_or_default())
+    } else {
+        let mut out = String::new();
+        for c in &health.checks {
+            let verdict = match c.verdict {
+                Verdict::Ok => "ok",
+                Verdict::Warn => "WARN",
+                Verdict::Critical => "CRITICAL",
+            };
+            out.push_str(&format!(
+                "{verdict:<8} {:<7} {}  ({})\n",
+                c.name, c.value, c.note
+            ));
+        }
+        out
+    });
+    if code != exit::OK {
+        return code;
+    }
+    match health.verdict() {
+        Verdict::Ok => exit::OK,
+        _ => exit::PROBLEMS,
+    }
+}

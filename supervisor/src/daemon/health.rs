@@ -1,0 +1,182 @@
+//! `squadctl health`: the daemon's resource use, each figure with a verdict.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use sysinfo::{Disks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+
+/// A verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Fine.
+    Ok,
+    /// Worth a look.
+    Warn,
+    /// Act now.
+    Critical,
+}
+
+/// One measured figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// What was measured.
+    pub name: String,
+    /// The value, human readable.
+    pub value: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// What the thresholds are, or what to do.
+    pub note: String,
+}
+
+/// The health report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    /// Resident memory, bytes.
+    pub rss_bytes: u64,
+    /// Average CPU use since start, percent of one core.
+    pub cpu_percent: f64,
+    /// Inotify (or equivalent) watches held.
+    pub watches: usize,
+    /// The per-user watch limit, when known.
+    pub max_user_watches: Option<u64>,
+    /// File events waiting to be processed.
+    pub queue_depth: usize,
+    /// Free bytes on each root's volume.
+    pub disk_free_bytes: Vec<(String, u64)>,
+    /// Every figure with its verdict.
+    pub checks: Vec<Check>,
+}
+
+impl Health {
+    /// The worst verdict.
+    pub fn verdict(&self) -> Verdict {
+        self.checks
+            .iter()
+            .map(|c| c.verdict)
+            .max_by_key(|v| match v {
+                Verdict::Ok => 0,
+                Verdict::Warn => 1,
+                Verdict::Critical => 2,
+            })
+            .unwrap_or(Verdict::Ok)
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn threshold<T: PartialOrd>(value: T, warn: T, critical: T) -> Verdict {
+    if value >= critical {
+        Verdict::Critical
+    } else if value >= warn {
+        Verdict::Warn
+    } else {
+        Verdict::Ok
+    }
+}
+
+fn max_user_watches() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Measures the current process.
+pub fn measure(watches: usize, queue_depth: usize, roots: &[&Path]) -> Health {
+    let pid = Pid::from_u32(std::process::id());
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing().with_memory().with_cpu(),
+    );
+    let (rss, cpu) = system.process(pid).map_or((0, 0.0), |p| {
+        let run = p.run_time().max(1) as f64;
+        (
+            p.memory(),
+            p.accumulated_cpu_time() as f64 / 1000.0 / run * 100.0,
+        )
+    });
+    let max_watches = max_user_watches();
+    let disks = Disks::new_with_refreshed_list();
+    let disk_free: Vec<(String, u64, u64)> = roots
+        .iter()
+        .map(|root| {
+            let best = disks
+                .list()
+                .iter()
+                .filter(|d| root.starts_with(d.mount_point()))
+                .max_by_key(|d| d.mount_point().as_os_str().len());
+            (
+                root.display().to_string(),
+                best.map_or(0, |d| d.available_space()),
+                best.map_or(0, |d| d.total_space()),
+            )
+        })
+        .collect();
+
+    let mut checks = vec![
+        Check {
+            name: "memory".into(),
+            value: mib(rss),
+            verdict: threshold(rss, 64 << 20, 256 << 20),
+            note: "resident set; warn at 64 MiB, critical at 256 MiB".into(),
+        },
+        Check {
+            name: "cpu".into(),
+            value: format!("{cpu:.2}% average since start"),
+            verdict: threshold(cpu, 5.0, 50.0),
+            note: "an idle daemon uses ~0%; warn at 5%, critical at 50%".into(),
+        },
+        Check {
+            name: "watches".into(),
+            value: match max_watches {
+                Some(max) => format!("{watches} of {max}"),
+                None => watches.to_string(),
+            },
+            verdict: max_watches.map_or(Verdict::Ok, |max| {
+                threshold(watches as f64 / max.max(1) as f64, 0.5, 0.9)
+            }),
+            note: "raise with: sysctl fs.inotify.max_user_watches=524288".into(),
+        },
+        Check {
+            name: "queue".into(),
+            value: format!("{queue_depth} pending file events"),
+            verdict: threshold(queue_depth, 1_000, 10_000),
+            note: "events waiting to be processed; warn at 1,000".into(),
+        },
+    ];
+    for (root, free, total) in &disk_free {
+        let ratio = if *total == 0 {
+            1.0
+        } else {
+            *free as f64 / *total as f64
+        };
+        let verdict = if *total == 0 {
+            Verdict::Warn
+        } else if *free < (256 << 20) || ratio < 0.02 {
+            Verdict::Critical
+        } else if *free < (1 << 30) || ratio < 0.10 {
+            Verdict::Warn
+        } else {
+            Verdict::Ok
+        };
+        checks.push(Check {
+            name: "disk".into(),
+            value: format!("{} free of {} ({root})", mib(*free), mib(*total)),
+            verdict,
+            note: "warn under 1 GiB or 10% free, critical under 256 MiB or 2%".into(),
+        });
+    }
+    Health {
+        rss_bytes: rss,
+        cpu_percent: cpu,
+        watches,
+        max_user_watches: max_watches,
+        queue_depth,
+        disk_free_bytes: disk_free.into_iter().map(|(r, f, _)| (r, f)).collect(),
+        checks,
+    }
+}

@@ -1,0 +1,909 @@
+//! `squadd`: watch → read → parse → validate → index → derive → act → audit.
+//!
+//! One task owns all state (the [`Supervisor`]); the file watcher and the
+//! control connections send it messages. Nothing polls: the task sleeps until
+//! a file event, a request, the next task deadline or (under systemd) the
+//! next watchdog ping.
+
+pub mod health;
+pub mod pidfile;
+pub mod server;
+pub mod systemd;
+
+use crate::audit::AuditLog;
+use crate::control::{Method, Response, socket_path};
+use crate::derive::{SessionView, changes, derive_session, new_starts};
+use crate::events::{Event, EventKind};
+use crate::index::{IndexedFile, SessionIndex, index_bytes, load_file, scan_root, scan_session};
+use crate::layout::create_layout;
+use crate::outputs::{render_shared_context, render_status};
+use crate::state::State;
+use crate::status::{DaemonReport, RootReport, StatusReport, session_report};
+use chrono::{DateTime, Utc};
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
+use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
+use squad_protocol::atomic::is_temp_name;
+use squad_protocol::kind::SESSION_STATUS_FILE;
+use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads};
+use squad_protocol::validate::read_limited;
+use squad_protocol::{FileKind, Severity, write_atomic};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, mpsc};
+
+/// How long a file written in place may keep changing before it is read
+/// anyway. Renames, closes after writing and deletions are handled at once;
+/// only bare modifications wait, and never longer than this.
+const SETTLE: Duration = Duration::from_millis(3);
+
+/// Events kept for `squadctl events` without `--follow`.
+const RECENT_EVENTS: usize = 256;
+
+/// The relative path of the shared context file.
+pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
+
+/// Daemon options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Project roots to supervise.
+    pub roots: Vec<PathBuf>,
+}
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A root is unusable.
+    #[error("{root}: {message}")]
+    Root {
+        /// The root.
+        root: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another daemon holds a root.
+    #[error(transparent)]
+    Locked(#[from] pidfile::PidLockError),
+    /// The watcher could not start.
+    #[error("cannot watch files: {0}")]
+    Watch(String),
+    /// The runtime could not start.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct RootState {
+    root: PathBuf,
+    sessions_dir: PathBuf,
+    sessions: BTreeMap<String, SessionIndex>,
+    views: BTreeMap<String, SessionView>,
+    state: State,
+    audit: AuditLog,
+    watched: BTreeSet<PathBuf>,
+    missing: bool,
+    _lock: pidfile::PidLock,
+}
+
+/// The daemon's state and its one owner.
+struct Supervisor {
+    roots: Vec<RootState>,
+    watcher: RecommendedWatcher,
+    pending: HashMap<PathBuf, Instant>,
+    rescans: BTreeSet<usize>,
+    queue: Arc<AtomicUsize>,
+    bus: broadcast::Sender<Event>,
+    recent: VecDeque<Event>,
+    seq: u64,
+    started: Instant,
+    last_status_line: String,
+}
+
+fn watch_error_hint(e: &notify::Error) -> String {
+    match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => format!(
+            "{e}: the inotify watch limit is reached; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)"
+        ),
+        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(28) => format!(
+            "{e}: the inotify watch limit is reached (ENOSPC); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(options: Options) -> Result<(), StartError> {
+    let (fs_tx, mut fs_rx) = mpsc::unbounded_channel();
+    let queue = Arc::new(AtomicUsize::new(0));
+    let queue_in = queue.clone();
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        queue_in.fetch_add(1, Ordering::Relaxed);
+        let _ = fs_tx.send(res);
+    })
+    .map_err(|e| StartError::Watch(watch_error_hint(&e)))?;
+
+    let (bus, _) = broadcast::channel(1024);
+    let mut sup = Supervisor {
+        roots: Vec::new(),
+        watcher,
+        pending: HashMap::new(),
+        rescans: BTreeSet::new(),
+        queue,
+        bus,
+        recent: VecDeque::new(),
+        seq: 0,
+        started: Instant::now(),
+        last_status_line: String::new(),
+    };
+
+    for root in &options.roots {
+        sup.open_root(root)?;
+    }
+    // Watches first, then the scan: a change during the scan is seen twice
+    // at worst (and ignored the second time), never missed.
+    for i in 0..sup.roots.len() {
+        sup.watch_root(i);
+    }
+    let now = Utc::now();
+    for i in 0..sup.roots.len() {
+        sup.initial_scan(i, now);
+    }
+
+    let (call_tx, mut call_rx) = mpsc::channel::<server::Call>(64);
+    for (i, r) in sup.roots.iter().enumerate() {
+        let path = socket_path(&r.root);
+        let listener = server::bind(&path).map_err(|e| StartError::Root {
+            root: r.root.display().to_string(),
+            message: format!("cannot bind {}: {e}", path.display()),
+        })?;
+        tokio::spawn(server::accept_loop(listener, i, call_tx.clone()));
+    }
+    drop(call_tx);
+
+    let summary = sup.summary();
+    systemd::ready(&summary);
+    sup.last_status_line = summary;
+    tracing::info!(roots = sup.roots.len(), "ready");
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let watchdog = systemd::watchdog_interval();
+    let mut next_ping = watchdog.map(|d| Instant::now() + d);
+
+    let reason = loop {
+        let wake = sup.next_wake(Utc::now(), next_ping);
+        tokio::select! {
+            biased;
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = sigint.recv() => break "SIGINT",
+            Some(res) = fs_rx.recv() => {
+                sup.note(res);
+                while let Ok(res) = fs_rx.try_recv() {
+                    sup.note(res);
+                }
+            }
+            Some(call) = call_rx.recv() => {
+                let reply = sup.answer(call.root, call.method);
+                let _ = call.reply.send(reply);
+            }
+            _ = sleep_until(wake) => {}
+        }
+        if let (Some(at), Some(every)) = (next_ping, watchdog)
+            && Instant::now() >= at
+        {
+            systemd::watchdog();
+            next_ping = Some(Instant::now() + every);
+        }
+        sup.flush(Instant::now(), Utc::now());
+    };
+
+    tracing::info!(reason, "stopping");
+    systemd::stopping();
+    for i in 0..sup.roots.len() {
+        sup.emit(
+            i,
+            None,
+            None,
+            EventKind::Stopping {
+                reason: reason.to_string(),
+            },
+        );
+        let _ = std::fs::remove_file(socket_path(&sup.roots[i].root));
+    }
+    Ok(())
+}
+
+async fn sleep_until(wake: Option<Instant>) {
+    match wake {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Supervisor {
+    fn open_root(&mut self, root: &Path) -> Result<(), StartError> {
+        let fail = |message: String| StartError::Root {
+            root: root.display().to_string(),
+            message,
+        };
+        let root =
+            std::fs::canonicalize(root).map_err(|e| fail(format!("cannot open the root: {e}")))?;
+        if !root.is_dir() {
+            return Err(fail("not a directory".into()));
+        }
+        if self.roots.iter().any(|r| r.root == root) {
+            return Err(fail("given twice".into()));
+        }
+        create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
+        let lock = pidfile::acquire(&root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"))?;
+        self.roots.push(RootState {
+            sessions_dir: root.join(SQUAD_DIR).join(SESSIONS_DIR),
+            audit: AuditLog::new(&root),
+            state: State::load(&root),
+            sessions: BTreeMap::new(),
+            views: BTreeMap::new(),
+            watched: BTreeSet::new(),
+            missing: false,
+            root,
+            _lock: lock,
+        });
+        Ok(())
+    }
+
+    fn watch(&mut self, i: usize, path: &Path) {
+        if self.roots[i].watched.contains(path) {
+            return;
+        }
+        match self.watcher.watch(path, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.roots[i].watched.insert(path.to_path_buf());
+            }
+            Err(e) => {
+                let error = watch_error_hint(&e);
+                tracing::error!(path = %path.display(), %error, "cannot watch");
+                self.emit(i, None, Some(path), EventKind::WatchError { error });
+            }
+        }
+    }
+
+    fn unwatch(&mut self, i: usize, path: &Path) {
+        if self.roots[i].watched.remove(path) {
+            // The kernel drops watches of deleted directories itself.
+            let _ = self.watcher.unwatch(path);
+        }
+    }
+
+    /// Watches the root, `.squad`, `.squad/sessions` and each session
+    /// directory, each non-recursively: artifacts and other subdirectories
+    /// cost nothing.
+    fn watch_root(&mut self, i: usize) {
+        let root = self.roots[i].root.clone();
+        self.watch(i, &root);
+        self.watch(i, &root.join(SQUAD_DIR));
+        let sessions = self.roots[i].sessions_dir.clone();
+        self.watch(i, &sessions);
+        if let Ok(dirs) = squad_protocol::tree::session_dirs(&root) {
+            for dir in dirs {
+                self.watch(i, &dir);
+            }
+        }
+    }
+
+    fn initial_scan(&mut self, i: usize, now: DateTime<Utc>) {
+        let root = self.roots[i].root.clone();
+        let sessions = match scan_root(&root, default_threads()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(root = %root.display(), error = %e, "start-up scan failed");
+                self.roots[i].missing = true;
+                self.emit(i, None, None, EventKind::RootMissing);
+                BTreeMap::new()
+            }
+        };
+        let files = sessions.values().map(|s| s.files.len()).sum();
+        let count = sessions.len();
+        self.roots[i].sessions = sessions;
+        let names: Vec<String> = self.roots[i].sessions.keys().cloned().collect();
+        // The first derivation is the baseline: no task-ready storm at start.
+        for name in &names {
+            self.record_starts(i, name);
+            let view = self.derive(i, name, now);
+            self.roots[i].views.insert(name.clone(), view);
+            self.write_status(i, name, now);
+            self.report_invalid_files(i, name);
+        }
+        self.save_state(i);
+        self.write_shared_context(i);
+        self.emit(
+            i,
+            None,
+            None,
+            EventKind::Started {
+                sessions: count,
+                files,
+            },
+        );
+    }
+
+    fn report_invalid_files(&mut self, i: usize, name: &str) {
+        let invalid: Vec<(PathBuf, usize, String)> = self.roots[i]
+            .sessions
+            .get(name)
+            .map(|s| {
+                s.files
+                    .values()
+                    .filter_map(|f| invalid_summary(f).map(|(n, first)| (f.path.clone(), n, first)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (path, errors, first) in invalid {
+            self.emit(
+                i,
+                Some(name),
+                Some(&path),
+                EventKind::FileInvalid { errors, first },
+            );
+        }
+    }
+
+    fn derive(&self, i: usize, name: &str, now: DateTime<Utc>) -> SessionView {
+        let r = &self.roots[i];
+        let empty = Default::default();
+        let starts = r.state.task_starts.get(name).unwrap_or(&empty);
+        match r.sessions.get(name) {
+            Some(s) => derive_session(s, starts, now),
+            None => derive_session(&SessionIndex::new(r.sessions_dir.join(name)), starts, now),
+        }
+    }
+
+    /// Records first-seen `in_progress` times; returns whether any was new.
+    fn record_starts(&mut self, i: usize, name: &str) -> bool {
+        let r = &mut self.roots[i];
+        let Some(session) = r.sessions.get(name) else {
+            return false;
+        };
+        let starts = r.state.task_starts.entry(name.to_string()).or_default();
+        let new = new_starts(session, starts);
+        let changed = !new.is_empty();
+        starts.extend(new);
+        changed
+    }
+
+    fn save_state(&mut self, i: usize) {
+        let r = &self.roots[i];
+        if let Err(e) = r.state.save(&r.root) {
+            tracing::warn!(error = %e, "cannot save state.json");
+        }
+    }
+
+    fn emit(&mut self, i: usize, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
+        self.seq += 1;
+        let r = &mut self.roots[i];
+        let event = Event {
+            seq: self.seq,
+            at: Utc::now(),
+            root: r.root.display().to_string(),
+            session: session.map(str::to_string),
+            path: path.map(|p| p.strip_prefix(&r.root).unwrap_or(p).display().to_string()),
+            kind,
+        };
+        tracing::info!(
+            event = event.kind.name(),
+            session = event.session.as_deref().unwrap_or(""),
+            path = event.path.as_deref().unwrap_or(""),
+            detail = %event.kind.detail(),
+        );
+        if event.kind.audited()
+            && let Err(e) = r.audit.append(&event)
+        {
+            tracing::warn!(error = %e, "cannot append to audit.jsonl");
+        }
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(event.clone());
+        let _ = self.bus.send(event);
+    }
+
+    /// Takes one watcher notification.
+    fn note(&mut self, res: notify::Result<notify::Event>) {
+        self.queue.fetch_sub(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let event = match res {
+            Ok(e) => e,
+            Err(e) => {
+                let error = watch_error_hint(&e);
+                tracing::error!(%error, "watcher error");
+                for i in 0..self.roots.len() {
+                    self.emit(
+                        i,
+                        None,
+                        None,
+                        EventKind::WatchError {
+                            error: error.clone(),
+                        },
+                    );
+                    self.rescans.insert(i);
+                }
+                return;
+            }
+        };
+        if event.need_rescan() {
+            for path in &event.paths {
+                if let Some(i) = self.root_of(path) {
+                    self.rescans.insert(i);
+                }
+            }
+            if event.paths.is_empty() {
+                self.rescans.extend(0..self.roots.len());
+            }
+            return;
+        }
+        let settle = match event.kind {
+            // Our own reads (and everyone's) produce access events; only a
+            // close after writing means a writer has finished.
+            FsKind::Access(AccessKind::Close(AccessMode::Write)) => Duration::ZERO,
+            FsKind::Access(_) => return,
+            FsKind::Modify(ModifyKind::Metadata(_)) => return,
+            FsKind::Modify(ModifyKind::Data(_)) | FsKind::Create(CreateKind::File) => SETTLE,
+            _ => Duration::ZERO,
+        };
+        for path in event.paths {
+            let due = now + settle;
+            self.pending
+                .entry(path)
+                .and_modify(|d| *d = (*d).min(due))
+                .or_insert(due);
+        }
+    }
+
+    fn root_of(&self, path: &Path) -> Option<usize> {
+        self.roots.iter().position(|r| path.starts_with(&r.root))
+    }
+
+    /// The next moment something is due: a settling file, a task deadline or
+    /// a watchdog ping.
+    fn next_wake(&self, now: DateTime<Utc>, ping: Option<Instant>) -> Option<Instant> {
+        let file = self.pending.values().min().copied();
+        let deadline = self
+            .roots
+            .iter()
+            .flat_map(|r| r.views.values())
+            .filter_map(|v| v.next_deadline(now))
+            .min()
+            .map(|d| {
+                let wait = (d - now).to_std().unwrap_or(Duration::ZERO);
+                Instant::now() + wait
+            });
+        let rescan = (!self.rescans.is_empty()).then(Instant::now);
+        [file, deadline, ping, rescan].into_iter().flatten().min()
+    }
+
+    /// Processes everything due: rescans, settled paths, passed deadlines.
+    fn flush(&mut self, now: Instant, wall: DateTime<Utc>) {
+        let mut touched: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        for i in std::mem::take(&mut self.rescans) {
+            let names = self.rescan(i);
+            touched.entry(i).or_default().extend(names);
+        }
+        let due: Vec<PathBuf> = self
+            .pending
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in due {
+            self.pending.remove(&path);
+            let Some(i) = self.root_of(&path) else {
+                continue;
+            };
+            if let Some(name) = self.apply_path(i, &path) {
+                touched.entry(i).or_default().insert(name);
+            }
+        }
+        // Sessions whose deadline passed re-derive even without a file change.
+        for (i, r) in self.roots.iter().enumerate() {
+            for (name, view) in &r.views {
+                let passed = view.tasks.iter().any(|t| {
+                    !t.overdue
+                        && t.state != squad_protocol::model::TaskStatus::Completed
+                        && t.due_at.is_some_and(|d| d <= wall)
+                });
+                if passed {
+                    touched.entry(i).or_default().insert(name.clone());
+                }
+            }
+        }
+        for (i, names) in touched {
+            self.settle(i, &names, wall);
+        }
+        let summary = self.summary();
+        if summary != self.last_status_line {
+            systemd::status(&summary);
+            self.last_status_line = summary;
+        }
+    }
+
+    /// Re-reads a whole root; returns the sessions to re-derive.
+    fn rescan(&mut self, i: usize) -> Vec<String> {
+        let root = self.roots[i].root.clone();
+        if !self.roots[i].sessions_dir.is_dir() {
+            if !self.roots[i].missing {
+                self.roots[i].missing = true;
+                self.emit(i, None, None, EventKind::RootMissing);
+            }
+            return Vec::new();
+        }
+        self.watch_root(i);
+        let fresh = match scan_root(&root, default_threads()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "rescan failed");
+                return Vec::new();
+            }
+        };
+        let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
+        let mut names: BTreeSet<String> = fresh.keys().cloned().collect();
+        for gone in old.difference(&names) {
+            self.roots[i].views.remove(gone);
+            let dir = self.roots[i].sessions_dir.join(gone);
+            self.unwatch(i, &dir);
+            self.emit(i, Some(gone), None, EventKind::SessionRemoved);
+        }
+        self.roots[i].sessions = fresh;
+        let was_missing = std::mem::replace(&mut self.roots[i].missing, false);
+        let reason = if was_missing {
+            self.emit(i, None, None, EventKind::RootRestored);
+            "root restored"
+        } else {
+            "the watcher asked for a rescan"
+        };
+        self.emit(
+            i,
+            None,
+            None,
+            EventKind::Rescanned {
+                reason: reason.into(),
+            },
+        );
+        names.extend(old);
+        names.into_iter().collect()
+    }
+
+    /// Applies one changed path; returns the session it touched.
+    fn apply_path(&mut self, i: usize, path: &Path) -> Option<String> {
+        let sessions_dir = self.roots[i].sessions_dir.clone();
+        let Ok(rel) = path.strip_prefix(&sessions_dir) else {
+            // The root, .squad or .squad/sessions itself changed.
+            let affects_sessions = sessions_dir.starts_with(path);
+            if affects_sessions {
+                self.rescans.insert(i);
+            }
+            return None;
+        };
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        match parts.as_slice() {
+            [] => {
+                self.rescans.insert(i);
+                None
+            }
+            [name] => {
+                if name.starts_with('.') {
+                    return None;
+                }
+                let dir = sessions_dir.join(name);
+                let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+                let known = self.roots[i].sessions.contains_key(name);
+                match (is_dir, known) {
+                    (true, false) => {
+                        // Watch first, then scan: files created before the
+                        // watch existed are found by the scan.
+                        self.watch(i, &dir);
+                        match scan_session(&dir) {
+                            Ok(s) => {
+                                self.roots[i].sessions.insert(name.clone(), s);
+                                self.emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
+                                self.report_invalid_files(i, name);
+                                Some(name.clone())
+                            }
+                            Err(e) => {
+                                tracing::warn!(dir = %dir.display(), error = %e, "cannot scan new session");
+                                None
+                            }
+                        }
+                    }
+                    (false, true) => {
+                        self.roots[i].sessions.remove(name);
+                        self.roots[i].views.remove(name);
+                        self.unwatch(i, &dir);
+                        self.emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
+                        self.write_shared_context(i);
+                        None
+                    }
+                    _ => None,
+                }
+            }
+            [name, file] => {
+                if is_temp_name(file) {
+                    return None;
+                }
+                let kind = FileKind::from_file_name(file)?;
+                if !self.roots[i].sessions.contains_key(name) {
+                    // An event for a session we have not seen yet: scan it.
+                    return self.apply_path(i, &sessions_dir.join(name));
+                }
+                self.apply_file(i, name, file, path, kind)
+            }
+            _ => None,
+        }
+    }
+
+    fn apply_file(
+        &mut self,
+        i: usize,
+        name: &str,
+        file: &str,
+        path: &Path,
+        kind: FileKind,
+    ) -> Option<String> {
+        let loaded = match load_file(path, kind) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read");
+                return None;
+            }
+        };
+        let session = self.roots[i].sessions.get_mut(name)?;
+        match loaded {
+            None => {
+                session.files.remove(file)?;
+                self.emit(i, Some(name), Some(path), EventKind::FileRemoved);
+                Some(name.to_string())
+            }
+            Some(new) => {
+                let old = session.files.get(file);
+                if old.is_some_and(|o| o.fingerprint == new.fingerprint && new.fingerprint != 0) {
+                    // Same bytes: a repeated event, or our own write.
+                    return None;
+                }
+                let was_invalid = old.is_some_and(|o| invalid_summary(o).is_some());
+                let event = match invalid_summary(&new) {
+                    Some((errors, first)) => EventKind::FileInvalid { errors, first },
+                    None if was_invalid => EventKind::FileFixed,
+                    None => EventKind::FileValidated {
+                        warnings: new.diagnostics.len(),
+                    },
+                };
+                session.files.insert(file.to_string(), new);
+                self.emit(i, Some(name), Some(path), event);
+                Some(name.to_string())
+            }
+        }
+    }
+
+    /// Re-derives sessions, emits what changed, writes outputs.
+    fn settle(&mut self, i: usize, names: &BTreeSet<String>, wall: DateTime<Utc>) {
+        let mut any = false;
+        let mut starts_changed = false;
+        for name in names {
+            if !self.roots[i].sessions.contains_key(name) {
+                continue;
+            }
+            if let Some(s) = self.roots[i].sessions.get_mut(name) {
+                s.recheck();
+            }
+            starts_changed |= self.record_starts(i, name);
+            let view = self.derive(i, name, wall);
+            let before = self.roots[i].views.get(name);
+            let diff = changes(before, &view);
+            self.roots[i].views.insert(name.clone(), view);
+            for kind in diff {
+                self.emit(i, Some(name), None, kind);
+            }
+            self.write_status(i, name, wall);
+            any = true;
+        }
+        if starts_changed {
+            self.save_state(i);
+        }
+        if any {
+            self.write_shared_context(i);
+        }
+    }
+
+    fn write_status(&mut self, i: usize, name: &str, wall: DateTime<Utc>) {
+        let r = &self.roots[i];
+        let Some(view) = r.views.get(name) else {
+            return;
+        };
+        let path = r.sessions_dir.join(name).join(SESSION_STATUS_FILE);
+        let existing = match read_limited(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => Some(t),
+                Err(_) => return,
+            },
+            Err(_) if !path.exists() => None,
+            Err(_) => return,
+        };
+        if !r.sessions_dir.join(name).is_dir() {
+            return;
+        }
+        let Some(text) = render_status(existing.as_deref(), view, wall) else {
+            return;
+        };
+        if existing.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        match write_atomic(&path, text.as_bytes()) {
+            Ok(()) => {
+                // Index what we wrote, so its watch event is recognised as ours.
+                let entry: IndexedFile =
+                    index_bytes(&path, FileKind::SessionStatus, text.as_bytes());
+                if let Some(s) = self.roots[i].sessions.get_mut(name) {
+                    s.files.insert(SESSION_STATUS_FILE.to_string(), entry);
+                }
+                self.emit(
+                    i,
+                    Some(name),
+                    Some(&path),
+                    EventKind::OutputWritten {
+                        output: "session-status".into(),
+                    },
+                );
+            }
+            Err(e) => self.emit(
+                i,
+                Some(name),
+                Some(&path),
+                EventKind::OutputFailed {
+                    output: "session-status".into(),
+                    error: e.to_string(),
+                },
+            ),
+        }
+    }
+
+    fn write_shared_context(&mut self, i: usize) {
+        let r = &self.roots[i];
+        let path = r.root.join(SHARED_CONTEXT);
+        let existing = std::fs::read_to_string(&path).ok();
+        let pairs: Vec<(&SessionIndex, &SessionView)> = r
+            .sessions
+            .iter()
+            .filter_map(|(name, s)| r.views.get(name).map(|v| (s, v)))
+            .collect();
+        let text = render_shared_context(existing.as_deref(), &pairs);
+        if existing.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        let result = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| write_atomic(&path, text.as_bytes()));
+        let kind = match result {
+            Ok(()) => EventKind::OutputWritten {
+                output: "shared-context".into(),
+            },
+            Err(e) => EventKind::OutputFailed {
+                output: "shared-context".into(),
+                error: e.to_string(),
+            },
+        };
+        self.emit(i, None, Some(&path), kind);
+    }
+
+    fn summary(&self) -> String {
+        let sessions: usize = self.roots.iter().map(|r| r.sessions.len()).sum();
+        let problems: usize = self
+            .roots
+            .iter()
+            .flat_map(|r| r.sessions.values())
+            .map(|s| {
+                s.diagnostics()
+                    .filter(|d| d.severity == Severity::Error)
+                    .count()
+            })
+            .sum();
+        let overdue: usize = self
+            .roots
+            .iter()
+            .flat_map(|r| r.views.values())
+            .map(|v| v.overdue().count())
+            .sum();
+        format!(
+            "{} root(s), {sessions} session(s), {problems} validation error(s), {overdue} overdue task(s)",
+            self.roots.len()
+        )
+    }
+
+    fn root_report(&self, i: usize, session: Option<&str>) -> RootReport {
+        let r = &self.roots[i];
+        RootReport {
+            root: r.root.display().to_string(),
+            missing: r.missing,
+            sessions: r
+                .sessions
+                .iter()
+                .filter(|(name, _)| session.is_none_or(|s| s == name.as_str()))
+                .filter_map(|(name, s)| r.views.get(name).map(|v| session_report(s, v)))
+                .collect(),
+        }
+    }
+
+    fn answer(&mut self, i: usize, method: Method) -> server::Reply {
+        let json = |v: Result<serde_json::Value, serde_json::Error>| {
+            server::Reply::Once(match v {
+                Ok(v) => Response::ok(v),
+                Err(e) => Response::error(e.to_string()),
+            })
+        };
+        match method {
+            Method::Ping => json(Ok(serde_json::json!("pong"))),
+            Method::Status { session } => {
+                let report = StatusReport {
+                    daemon: DaemonReport::Running {
+                        pid: std::process::id(),
+                        uptime_secs: self.started.elapsed().as_secs(),
+                        version: env!("CARGO_PKG_VERSION").to_string(),
+                        roots: self
+                            .roots
+                            .iter()
+                            .map(|r| r.root.display().to_string())
+                            .collect(),
+                        last_event: self.recent.back().cloned(),
+                    },
+                    // The socket belongs to one root; report that root.
+                    roots: vec![self.root_report(i, session.as_deref())],
+                };
+                json(serde_json::to_value(report))
+            }
+            Method::Events { follow } => {
+                let root = self.roots[i].root.display().to_string();
+                let backlog: Vec<Event> = self
+                    .recent
+                    .iter()
+                    .filter(|e| e.root == root)
+                    .cloned()
+                    .collect();
+                if follow {
+                    server::Reply::Stream {
+                        backlog,
+                        events: self.bus.subscribe(),
+                    }
+                } else {
+                    json(serde_json::to_value(backlog))
+                }
+            }
+            Method::Health => {
+                let watches = self.roots.iter().map(|r| r.watched.len()).sum();
+                let queue = self.queue.load(Ordering::Relaxed) + self.pending.len();
+                let roots: Vec<&Path> = self.roots.iter().map(|r| r.root.as_path()).collect();
+                json(serde_json::to_value(health::measure(
+                    watches, queue, &roots,
+                )))
+            }
+        }
+    }
+}
+
+/// `(error count, first error)` when a file has errors.
+fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
+    let errors: Vec<_> = f
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    let first = errors.first()?;
+    let at = first
+        .location
+        .map(|l| format!("{}:{} ", l.line, l.column))
+        .unwrap_or_default();
+    Some((
+        errors.len(),
+        format!("{at}{}: {}", first.rule, first.message),
+    ))
+}

@@ -1,0 +1,72 @@
+//! One daemon per root: an advisory lock on `.squad/run/squadd.pid`.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// Holds the lock for as long as it lives (the OS releases it when the
+/// process exits, however it exits).
+#[derive(Debug)]
+pub struct PidLock {
+    _file: File,
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum PidLockError {
+    /// Another process holds it.
+    #[error(
+        "another squadd (pid {pid}) is already supervising this root; stop it first (lock: {path})"
+    )]
+    Held {
+        /// The pid written in the file, or `unknown`.
+        pid: String,
+        /// The lock file.
+        path: String,
+    },
+    /// The file could not be opened or written.
+    #[error("cannot use the pid file {path}: {source}")]
+    Io {
+        /// The lock file.
+        path: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// Takes the lock on `path` and writes our pid into it.
+pub fn acquire(path: &Path) -> Result<PidLock, PidLockError> {
+    let io_err = |source| PidLockError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io_err)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            let pid = text.trim();
+            return Err(PidLockError::Held {
+                pid: if pid.is_empty() {
+                    "unknown".into()
+                } else {
+                    pid.into()
+                },
+                path: path.display().to_string(),
+            });
+        }
+        Err(TryLockError::Error(e)) => return Err(io_err(e)),
+    }
+    file.set_len(0).map_err(io_err)?;
+    file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+    writeln!(file, "{}", std::process::id()).map_err(io_err)?;
+    file.sync_all().map_err(io_err)?;
+    Ok(PidLock { _file: file })
+}

@@ -1,0 +1,162 @@
+//! The control socket: accepts connections, checks the peer's uid, reads
+//! JSON-line requests with a size limit and a timeout, and hands them to the
+//! supervisor task.
+
+use crate::control::{MAX_LINE, Method, REQUEST_TIMEOUT, Response, parse_request};
+use crate::events::Event;
+use std::path::Path;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+/// What the supervisor answers a request with.
+pub enum Reply {
+    /// One response line.
+    Once(Response),
+    /// Backlog lines, then one line per new event until the client leaves.
+    Stream {
+        /// Recent events.
+        backlog: Vec<Event>,
+        /// New events.
+        events: broadcast::Receiver<Event>,
+    },
+}
+
+/// A request on its way to the supervisor task.
+pub struct Call {
+    /// Index of the root whose socket received it.
+    pub root: usize,
+    /// The request.
+    pub method: Method,
+    /// Where to send the reply.
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// Binds the socket (replacing a stale one: the caller holds the root's pid
+/// lock, so no live daemon owns it) with mode 0600.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Accepts connections forever.
+pub async fn accept_loop(listener: UnixListener, root: usize, calls: mpsc::Sender<Call>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let calls = calls.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(stream, root, calls).await {
+                        tracing::debug!(error = %e, "control connection ended");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn our_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+async fn write_line(w: &mut tokio::net::unix::OwnedWriteHalf, r: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    w.write_all(&line).await
+}
+
+async fn serve(stream: UnixStream, root: usize, calls: mpsc::Sender<Call>) -> std::io::Result<()> {
+    let peer = stream.peer_cred()?.uid();
+    let (read, mut write) = stream.into_split();
+    if peer != our_uid() {
+        tracing::warn!(
+            peer_uid = peer,
+            "refused a control connection from another user"
+        );
+        let r = Response::error("permission denied: squadd only answers its own user");
+        return write_line(&mut write, &r).await;
+    }
+    let mut reader = BufReader::new(read);
+    loop {
+        let mut line = String::new();
+        let read = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            (&mut reader).take(MAX_LINE as u64 + 1).read_line(&mut line),
+        )
+        .await;
+        let n = match read {
+            Err(_) => {
+                let r = Response::error("timed out waiting for a request line");
+                return write_line(&mut write, &r).await;
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let r = Response::error("request is not UTF-8 text");
+                return write_line(&mut write, &r).await;
+            }
+            Ok(r) => r?,
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        if line.len() > MAX_LINE || !line.ends_with('\n') && n > MAX_LINE {
+            let r = Response::error(format!("request line longer than {MAX_LINE} bytes"));
+            return write_line(&mut write, &r).await;
+        }
+        let method = match parse_request(line.trim_end()) {
+            Ok(req) => req.method,
+            Err(r) => {
+                write_line(&mut write, &r).await?;
+                continue;
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        if calls
+            .send(Call {
+                root,
+                method,
+                reply: tx,
+            })
+            .await
+            .is_err()
+        {
+            return write_line(&mut write, &Response::error("squadd is shutting down")).await;
+        }
+        match rx.await {
+            Ok(Reply::Once(r)) => write_line(&mut write, &r).await?,
+            Ok(Reply::Stream {
+                backlog,
+                mut events,
+            }) => {
+                for e in backlog {
+                    write_line(&mut write, &Response::ok(serde_json::json!(e))).await?;
+                }
+                loop {
+                    match events.recv().await {
+                        Ok(e) => {
+                            write_line(&mut write, &Response::ok(serde_json::json!(e))).await?
+                        }
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(skipped = n, "event follower lagged");
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                    }
+                }
+            }
+            Err(_) => {
+                return write_line(&mut write, &Response::error("squadd is shutting down")).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Derivation: what the index means, as pure functions of (index, facts, now).
+//!
+//! Task states, readiness, dependency violations, timeouts and session
+//! counters (DESIGN.md section 5). No I/O: the daemon and `squadctl status`
+//! (daemon down) call the same functions and get the same answers.
+
+use crate::events::EventKind;
+use crate::index::{Plan, Progress, SessionIndex};
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use squad_protocol::model::{Phase, Priority, SessionState, TaskStatus, Timestamp};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// When each task was first seen `in_progress`, by task id. Persisted by the
+/// daemon so a restart computes the same deadlines.
+pub type TaskStarts = BTreeMap<String, Timestamp>;
+
+/// One task, derived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    /// Task id.
+    pub task_id: String,
+    /// Assignee.
+    pub agent: String,
+    /// Priority.
+    pub priority: Priority,
+    /// State from the assignee's latest progress update (`pending` without one).
+    pub state: TaskStatus,
+    /// Tasks that must complete first (its `requires` plus tasks whose
+    /// `blocks` name it).
+    pub prerequisites: Vec<String>,
+    /// Prerequisites not completed yet (or without a plan).
+    pub unmet: Vec<String>,
+    /// Pending with every prerequisite completed.
+    pub ready: bool,
+    /// Started or finished while prerequisites are unmet.
+    pub violation: bool,
+    /// First seen `in_progress`.
+    pub started_at: Option<Timestamp>,
+    /// `started_at + meta.timeout`.
+    pub due_at: Option<DateTime<Utc>>,
+    /// Past `due_at` and not completed.
+    pub overdue: bool,
+    /// Blocker descriptions from the latest progress update.
+    pub blockers: Vec<String>,
+}
+
+/// One session, derived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionView {
+    /// Directory name.
+    pub name: String,
+    /// From session-status.md, when valid.
+    pub session_id: Option<String>,
+    /// Derived status (see [`derive_status`]).
+    pub status: SessionState,
+    /// As written in session-status.md.
+    pub phase: Option<Phase>,
+    /// Number of valid task assignments.
+    pub tasks_total: u64,
+    /// Number of those completed.
+    pub tasks_completed: u64,
+    /// Agents with a task in progress, sorted.
+    pub agents_active: Vec<String>,
+    /// Every task, by id.
+    pub tasks: Vec<TaskView>,
+}
+
+impl SessionView {
+    /// Tasks that are overdue.
+    pub fn overdue(&self) -> impl Iterator<Item = &TaskView> {
+        self.tasks.iter().filter(|t| t.overdue)
+    }
+
+    /// Tasks that are ready to start.
+    pub fn ready(&self) -> impl Iterator<Item = &TaskView> {
+        self.tasks.iter().filter(|t| t.ready)
+    }
+
+    /// The earliest future deadline, for the daemon's timer.
+    pub fn next_deadline(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.tasks
+            .iter()
+            .filter(|t| t.state != TaskStatus::Completed && !t.overdue)
+            .filter_map(|t| t.due_at)
+            .filter(|d| *d > now)
+            .min()
+    }
+}
+
+/// The progress update that counts for a plan: the assignee's own.
+fn progress_of<'a>(plan: &Plan, progress: &[&'a Progress]) -> Option<&'a Progress> {
+    progress
+        .iter()
+        .copied()
+        .filter(|p| p.task_id == plan.task_id && p.agent == plan.agent)
+        .max_by_key(|p| p.updated_at)
+}
+
+/// The session status: `failed` only when set explicitly; `completed` when
+/// recorded as completed (with `completed_at`) or when every task is
+/// completed; otherwise `active`.
+pub fn derive_status(
+    written: Option<SessionState>,
+    completed_recorded: bool,
+    tasks_total: u64,
+    tasks_completed: u64,
+) -> SessionState {
+    match written {
+        Some(SessionState::Failed) => SessionState::Failed,
+        Some(SessionState::Completed) if completed_recorded => SessionState::Completed,
+        _ if tasks_total > 0 && tasks_completed == tasks_total => SessionState::Completed,
+        _ => SessionState::Active,
+    }
+}
+
+/// Derives a session's tasks and counters.
+pub fn derive_session(
+    session: &SessionIndex,
+    starts: &TaskStarts,
+    now: DateTime<Utc>,
+) -> SessionView {
+    let mut plans: BTreeMap<&str, &Plan> = BTreeMap::new();
+    for plan in session.plans() {
+        // Duplicates are a validation error; the first by file name counts.
+        plans.entry(plan.task_id.as_str()).or_insert(plan);
+    }
+    let progress: Vec<&Progress> = session.progress().collect();
+    let states: BTreeMap<&str, (TaskStatus, Option<&Progress>)> = plans
+        .values()
+        .map(|plan| {
+            let p = progress_of(plan, &progress);
+            (
+                plan.task_id.as_str(),
+                (p.map_or(TaskStatus::Pending, |p| p.status), p),
+            )
+        })
+        .collect();
+    let mut prerequisites: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for plan in plans.values() {
+        let entry = prerequisites.entry(plan.task_id.as_str()).or_default();
+        entry.extend(plan.requires.iter().map(String::as_str));
+        for blocked in &plan.blocks {
+            prerequisites
+                .entry(blocked.as_str())
+                .or_default()
+                .insert(plan.task_id.as_str());
+        }
+    }
+
+    let mut tasks = Vec::new();
+    for plan in plans.values() {
+        let (state, p) = states[plan.task_id.as_str()];
+        let prereqs: Vec<String> = prerequisites
+            .get(plan.task_id.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|t| **t != plan.task_id)
+            .map(|t| (*t).to_string())
+            .collect();
+        let unmet: Vec<String> = prereqs
+            .iter()
+            .filter(|t| {
+                states
+                    .get(t.as_str())
+                    .is_none_or(|(s, _)| *s != TaskStatus::Completed)
+            })
+            .cloned()
+            .collect();
+        let started_at = starts.get(&plan.task_id).copied().or_else(|| {
+            p.filter(|p| p.status == TaskStatus::InProgress)
+                .map(|p| p.updated_at)
+        });
+        let due_at = match (started_at, plan.timeout) {
+            (Some(start), Some(secs)) => i64::try_from(secs)
+                .ok()
+                .and_then(Duration::try_seconds)
+                .and_then(|d| start.with_timezone(&Utc).checked_add_signed(d)),
+            _ => None,
+        };
+        tasks.push(TaskView {
+            task_id: plan.task_id.clone(),
+            agent: plan.agent.clone(),
+            priority: plan.priority,
+            state,
+            ready: state == TaskStatus::Pending && unmet.is_empty(),
+            violation: matches!(state, TaskStatus::InProgress | TaskStatus::Completed)
+                && !unmet.is_empty(),
+            prerequisites: prereqs,
+            unmet,
+            started_at,
+            due_at,
+            overdue: state != TaskStatus::Completed && due_at.is_some_and(|d| d <= now),
+            blockers: p
+                .map(|p| p.blockers.iter().map(|b| b.description.clone()).collect())
+                .unwrap_or_default(),
+        });
+    }
+
+    let tasks_total = tasks.len() as u64;
+    let tasks_completed = tasks
+        .iter()
+        .filter(|t| t.state == TaskStatus::Completed)
+        .count() as u64;
+    let agents_active: BTreeSet<&str> = tasks
+        .iter()
+        .filter(|t| t.state == TaskStatus::InProgress)
+        .map(|t| t.agent.as_str())
+        .collect();
+    let status_file = session.status();
+    SessionView {
+        name: session.name.clone(),
+        session_id: status_file.map(|s| s.session_id.clone()),
+        status: derive_status(
+            status_file.map(|s| s.status),
+            status_file.is_some_and(|s| s.completed_at.is_some()),
+            tasks_total,
+            tasks_completed,
+        ),
+        phase: status_file.and_then(|s| s.phase),
+        tasks_total,
+        tasks_completed,
+        agents_active: agents_active.into_iter().map(str::to_string).collect(),
+        tasks,
+    }
+}
+
+/// Tasks now `in_progress` that have no recorded start: the daemon records
+/// them (at the progress update's `updated_at`).
+pub fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, Timestamp)> {
+    let plans: BTreeMap<&str, &Plan> = session.plans().map(|p| (p.task_id.as_str(), p)).collect();
+    session
+        .progress()
+        .filter(|p| p.status == TaskStatus::InProgress && !starts.contains_key(&p.task_id))
+        .filter(|p| {
+            plans
+                .get(p.task_id.as_str())
+                .is_some_and(|plan| plan.agent == p.agent)
+        })
+        .map(|p| (p.task_id.clone(), p.updated_at))
+        .collect()
+}
+
+/// What changed from `before` (None: not known before) to `after`.
+pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKind> {
+    let old: BTreeMap<&str, &TaskView> = before
+        .map(|b| b.tasks.iter().map(|t| (t.task_id.as_str(), t)).collect())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for t in &after.tasks {
+        let prev = old.get(t.task_id.as_str());
+        let was = |f: fn(&TaskView) -> bool| prev.is_some_and(|p| f(p));
+        if t.ready && !was(|p| p.ready) {
+            out.push(EventKind::TaskReady {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+            });
+        }
+        if t.state == TaskStatus::Completed && !was(|p| p.state == TaskStatus::Completed) {
+            out.push(EventKind::TaskCompleted {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+            });
+        }
+        if t.overdue && !was(|p| p.overdue) {
+            out.push(EventKind::TaskOverdue {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+            });
+        }
+        if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
+            out.push(EventKind::DependencyViolation {
+                task_id: t.task_id.clone(),
+                unmet: t.unmet.clone(),
+            });
+        }
+    }
+    if before.is_none_or(|b| b.status != after.status) {
+        out.push(EventKind::SessionStatusChanged {
+            status: after.status,
+        });
+    }
+    out
+}

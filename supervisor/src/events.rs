@@ -1,0 +1,212 @@
+//! Events: every change the supervisor notices or makes. They go to the event
+//! bus (`squadctl events`) and, when they record an action or a finding, to
+//! `.squad/audit.jsonl`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use squad_protocol::model::SessionState;
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EventKind {
+    /// The daemon started supervising a root.
+    Started {
+        /// Sessions found by the start-up scan.
+        sessions: usize,
+        /// Protocol files found by the start-up scan.
+        files: usize,
+    },
+    /// The daemon is stopping.
+    Stopping {
+        /// Why.
+        reason: String,
+    },
+    /// A protocol file was (re)validated and is valid.
+    FileValidated {
+        /// Warnings it has.
+        warnings: usize,
+    },
+    /// A protocol file has errors.
+    FileInvalid {
+        /// Number of errors.
+        errors: usize,
+        /// The first error, `line:col rule: message`.
+        first: String,
+    },
+    /// A protocol file that had errors no longer has any.
+    FileFixed,
+    /// A protocol file was removed.
+    FileRemoved,
+    /// A session directory appeared.
+    SessionAdded,
+    /// A session directory disappeared.
+    SessionRemoved,
+    /// The supervisor wrote one of its outputs.
+    OutputWritten {
+        /// `session-status` or `shared-context`.
+        output: String,
+    },
+    /// An output could not be written.
+    OutputFailed {
+        /// `session-status` or `shared-context`.
+        output: String,
+        /// The I/O error.
+        error: String,
+    },
+    /// A task became ready to start.
+    TaskReady {
+        /// Task id.
+        task_id: String,
+        /// Its assignee, who should be told.
+        agent: String,
+    },
+    /// A task completed.
+    TaskCompleted {
+        /// Task id.
+        task_id: String,
+        /// Its assignee.
+        agent: String,
+    },
+    /// A task passed its deadline (`meta.timeout` after its first
+    /// `in_progress` report) without completing.
+    TaskOverdue {
+        /// Task id.
+        task_id: String,
+        /// Its assignee.
+        agent: String,
+    },
+    /// A task started (or finished) while its prerequisites are unmet.
+    DependencyViolation {
+        /// Task id.
+        task_id: String,
+        /// Unmet prerequisites.
+        unmet: Vec<String>,
+    },
+    /// The session's derived status changed.
+    SessionStatusChanged {
+        /// New status.
+        status: SessionState,
+    },
+    /// The root (or its `.squad/sessions`) disappeared.
+    RootMissing,
+    /// The root is back and was rescanned.
+    RootRestored,
+    /// The watcher lost events or failed; the root was rescanned.
+    Rescanned {
+        /// Why.
+        reason: String,
+    },
+    /// A watcher error (e.g. the inotify watch limit).
+    WatchError {
+        /// The error and what to do about it.
+        error: String,
+    },
+}
+
+impl EventKind {
+    /// The kebab-case name, as in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Started { .. } => "started",
+            EventKind::Stopping { .. } => "stopping",
+            EventKind::FileValidated { .. } => "file-validated",
+            EventKind::FileInvalid { .. } => "file-invalid",
+            EventKind::FileFixed => "file-fixed",
+            EventKind::FileRemoved => "file-removed",
+            EventKind::SessionAdded => "session-added",
+            EventKind::SessionRemoved => "session-removed",
+            EventKind::OutputWritten { .. } => "output-written",
+            EventKind::OutputFailed { .. } => "output-failed",
+            EventKind::TaskReady { .. } => "task-ready",
+            EventKind::TaskCompleted { .. } => "task-completed",
+            EventKind::TaskOverdue { .. } => "task-overdue",
+            EventKind::DependencyViolation { .. } => "dependency-violation",
+            EventKind::SessionStatusChanged { .. } => "session-status-changed",
+            EventKind::RootMissing => "root-missing",
+            EventKind::RootRestored => "root-restored",
+            EventKind::Rescanned { .. } => "rescanned",
+            EventKind::WatchError { .. } => "watch-error",
+        }
+    }
+
+    /// Whether the event records an action or a finding worth keeping in
+    /// the audit log (a valid file being re-read is not).
+    pub fn audited(&self) -> bool {
+        !matches!(self, EventKind::FileValidated { .. })
+    }
+
+    /// A one-line human description of the details.
+    pub fn detail(&self) -> String {
+        match self {
+            EventKind::Started { sessions, files } => {
+                format!("{sessions} sessions, {files} files indexed")
+            }
+            EventKind::Stopping { reason } => reason.clone(),
+            EventKind::FileValidated { warnings } => format!("{warnings} warnings"),
+            EventKind::FileInvalid { errors, first } => format!("{errors} errors; {first}"),
+            EventKind::OutputWritten { output } => output.clone(),
+            EventKind::OutputFailed { output, error } => format!("{output}: {error}"),
+            EventKind::TaskReady { task_id, agent }
+            | EventKind::TaskCompleted { task_id, agent }
+            | EventKind::TaskOverdue { task_id, agent } => format!("{task_id} ({agent})"),
+            EventKind::DependencyViolation { task_id, unmet } => {
+                format!("{task_id} waits for {}", unmet.join(", "))
+            }
+            EventKind::SessionStatusChanged { status } => status.to_string(),
+            EventKind::Rescanned { reason } => reason.clone(),
+            EventKind::WatchError { error } => error.clone(),
+            EventKind::FileFixed
+            | EventKind::FileRemoved
+            | EventKind::SessionAdded
+            | EventKind::SessionRemoved
+            | EventKind::RootMissing
+            | EventKind::RootRestored => String::new(),
+        }
+    }
+}
+
+/// One event on the bus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Sequence number, increasing from 1 per daemon run.
+    pub seq: u64,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// The project root.
+    pub root: String,
+    /// The session directory name, when the event is about a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The file, when the event is about a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// `2024-01-15T10:30:00Z task-ready 2024…-user-search task_010 (frontend)`.
+    pub fn human(&self) -> String {
+        let mut out = format!(
+            "{} {}",
+            self.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            self.kind.name()
+        );
+        if let Some(s) = &self.session {
+            out.push(' ');
+            out.push_str(s);
+        }
+        if let Some(p) = &self.path {
+            out.push(' ');
+            out.push_str(p);
+        }
+        let detail = self.kind.detail();
+        if !detail.is_empty() {
+            out.push_str(": ");
+            out.push_str(&detail);
+        }
+        out
+    }
+}

@@ -1,0 +1,441 @@
+//! The in-memory index of a project: sessions and, per session, what each
+//! protocol file says, reduced to what derivation needs.
+//!
+//! Building an entry is pure (bytes in, entry out); reading files happens in
+//! [`load_file`] and the scanners, at the edge.
+
+use chrono::{DateTime, Utc};
+use squad_protocol::model::{
+    Document, ErrorSeverity, MessageType, Phase, Priority, SessionState, TaskStatus, Timestamp,
+};
+use squad_protocol::session::{SessionMember, check_session};
+use squad_protocol::tree::{parallel_map, place_on_disk, session_dirs, session_files};
+use squad_protocol::validate::{Facts, check_bytes, read_limited};
+use squad_protocol::{Diagnostic, FileKind};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A session's status file, as far as derivation is concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusInfo {
+    /// Session id.
+    pub session_id: String,
+    /// As written.
+    pub status: SessionState,
+    /// As written (preserved, never derived).
+    pub phase: Option<Phase>,
+    /// Start of the session.
+    pub started_at: Timestamp,
+    /// When it completed, if recorded.
+    pub completed_at: Option<Timestamp>,
+    /// When it failed, if recorded.
+    pub failed_at: Option<Timestamp>,
+}
+
+/// A task assignment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Task id.
+    pub task_id: String,
+    /// Assignee.
+    pub agent: String,
+    /// Priority.
+    pub priority: Priority,
+    /// Seconds from first `in_progress` until overdue.
+    pub timeout: Option<u64>,
+    /// Tasks that must complete first.
+    pub requires: Vec<String>,
+    /// Tasks that wait for this one.
+    pub blocks: Vec<String>,
+    /// Allowed globs.
+    pub allowed: Vec<String>,
+    /// Forbidden globs.
+    pub forbidden: Vec<String>,
+}
+
+/// A blocker of a progress update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockerInfo {
+    /// What blocks.
+    pub description: String,
+    /// Who can unblock.
+    pub requires_agent: Option<String>,
+}
+
+/// A decision of a progress update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionInfo {
+    /// Decision type.
+    pub kind: String,
+    /// The decision.
+    pub description: String,
+    /// Details, as JSON.
+    pub data: serde_json::Value,
+}
+
+/// A progress update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Task id.
+    pub task_id: String,
+    /// Reporting agent.
+    pub agent: String,
+    /// Reported state.
+    pub status: TaskStatus,
+    /// When written.
+    pub updated_at: Timestamp,
+    /// When completed, if reported.
+    pub completed_at: Option<Timestamp>,
+    /// Paths of artifacts created.
+    pub artifacts: Vec<String>,
+    /// Blockers.
+    pub blockers: Vec<BlockerInfo>,
+    /// Decisions.
+    pub decisions: Vec<DecisionInfo>,
+}
+
+/// An inter-agent message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageInfo {
+    /// Message id.
+    pub message_id: String,
+    /// Sender.
+    pub from_agent: String,
+    /// Recipient.
+    pub to_agent: String,
+    /// Priority.
+    pub priority: Priority,
+    /// Type.
+    pub kind: MessageType,
+    /// When written.
+    pub created_at: Timestamp,
+    /// Reply due.
+    pub response_by: Option<Timestamp>,
+    /// Whether a reply is expected.
+    pub response_needed: bool,
+    /// The message answered.
+    pub in_reply_to: Option<String>,
+}
+
+/// An error report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorInfo {
+    /// Error id.
+    pub error_id: String,
+    /// Reporter.
+    pub agent: String,
+    /// Task.
+    pub task_id: Option<String>,
+    /// Severity.
+    pub severity: ErrorSeverity,
+    /// When.
+    pub occurred_at: Timestamp,
+    /// Routing request.
+    pub requires_intervention: bool,
+    /// Routing target.
+    pub suggested_agent: Option<String>,
+}
+
+/// What one file contributes, or `Invalid` when it has errors.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// `session-status.md`.
+    Status(StatusInfo),
+    /// A task assignment.
+    Plan(Plan),
+    /// A progress update.
+    Progress(Progress),
+    /// A message.
+    Message(MessageInfo),
+    /// An error report.
+    Error(ErrorInfo),
+    /// The file has errors; see its diagnostics.
+    Invalid,
+}
+
+fn yaml_to_json(v: serde_yaml::Value) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+impl Entry {
+    /// Reduces a valid document to what derivation needs.
+    pub fn from_document(doc: Document) -> Entry {
+        match doc {
+            Document::SessionStatus(d) => Entry::Status(StatusInfo {
+                session_id: d.session_id,
+                status: d.status,
+                phase: d.phase,
+                started_at: d.started_at,
+                completed_at: d.completed_at,
+                failed_at: d.failed_at,
+            }),
+            Document::TaskAssignment(d) => Entry::Plan(Plan {
+                requires: d.requires().to_vec(),
+                blocks: d.blocks().to_vec(),
+                allowed: d.allowed().to_vec(),
+                forbidden: d.forbidden().to_vec(),
+                task_id: d.meta.task_id,
+                agent: d.meta.agent,
+                priority: d.meta.priority,
+                timeout: d.meta.timeout,
+            }),
+            Document::ProgressUpdate(d) => Entry::Progress(Progress {
+                task_id: d.meta.task_id,
+                agent: d.meta.agent,
+                status: d.status,
+                updated_at: d.meta.updated_at,
+                completed_at: d.completed_at,
+                artifacts: d
+                    .artifacts_created
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|a| a.path)
+                    .collect(),
+                blockers: d
+                    .blockers
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|b| BlockerInfo {
+                        description: b.description,
+                        requires_agent: b.requires_agent,
+                    })
+                    .collect(),
+                decisions: d
+                    .decisions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|x| DecisionInfo {
+                        kind: x.kind,
+                        description: x.description,
+                        data: x.data.map_or(serde_json::Value::Null, yaml_to_json),
+                    })
+                    .collect(),
+            }),
+            Document::Message(d) => Entry::Message(MessageInfo {
+                message_id: d.meta.message_id,
+                from_agent: d.meta.from_agent,
+                to_agent: d.meta.to_agent,
+                priority: d.meta.priority,
+                kind: d.kind,
+                created_at: d.meta.created_at,
+                response_by: d.response_by,
+                response_needed: d.response_needed.unwrap_or(false),
+                in_reply_to: d.in_reply_to,
+            }),
+            Document::ErrorReport(d) => Entry::Error(ErrorInfo {
+                error_id: d.error_id,
+                agent: d.agent,
+                task_id: d.task_id,
+                severity: d.severity,
+                occurred_at: d.occurred_at,
+                requires_intervention: d.requires_intervention.unwrap_or(false),
+                suggested_agent: d.suggested_agent,
+            }),
+        }
+    }
+}
+
+/// One protocol file in the index.
+#[derive(Debug, Clone)]
+pub struct IndexedFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its kind.
+    pub kind: FileKind,
+    /// What it contributes.
+    pub entry: Entry,
+    /// Identity facts for session rules.
+    pub facts: Facts,
+    /// Its own diagnostics (file rules).
+    pub diagnostics: Vec<Diagnostic>,
+    /// A hash of the bytes, to tell real changes from repeated events.
+    pub fingerprint: u64,
+}
+
+impl SessionMember for IndexedFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn kind(&self) -> FileKind {
+        self.kind
+    }
+    fn facts(&self) -> &Facts {
+        &self.facts
+    }
+}
+
+/// A stable hash of file bytes.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    // FNV-1a: stable across runs and processes, unlike std's RandomState.
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Builds an index entry from a file's bytes (pure).
+pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
+    let report = check_bytes(path, kind, bytes);
+    IndexedFile {
+        path: path.to_path_buf(),
+        kind,
+        entry: report.document.map_or(Entry::Invalid, Entry::from_document),
+        facts: report.facts,
+        diagnostics: report.diagnostics,
+        fingerprint: fingerprint(bytes),
+    }
+}
+
+/// Reads and indexes one file; `Ok(None)` when it no longer exists.
+pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>> {
+    match read_limited(path) {
+        Ok(bytes) => Ok(Some(index_bytes(path, kind, &bytes))),
+        Err(d) => {
+            if !path.exists() && std::fs::symlink_metadata(path).is_err() {
+                return Ok(None);
+            }
+            // Unreadable, too large, not a file: indexed as invalid with its reason.
+            Ok(Some(IndexedFile {
+                path: path.to_path_buf(),
+                kind,
+                entry: Entry::Invalid,
+                facts: Facts::default(),
+                diagnostics: vec![d],
+                fingerprint: 0,
+            }))
+        }
+    }
+}
+
+/// One session directory.
+#[derive(Debug, Clone)]
+pub struct SessionIndex {
+    /// Directory name.
+    pub name: String,
+    /// The directory.
+    pub dir: PathBuf,
+    /// Protocol files by file name.
+    pub files: BTreeMap<String, IndexedFile>,
+    /// Session-rule diagnostics, recomputed when files change.
+    pub session_diagnostics: Vec<Diagnostic>,
+}
+
+impl SessionIndex {
+    /// An empty session.
+    pub fn new(dir: PathBuf) -> Self {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        SessionIndex {
+            name,
+            dir,
+            files: BTreeMap::new(),
+            session_diagnostics: Vec::new(),
+        }
+    }
+
+    /// Recomputes the session-rule diagnostics (reads only files that have a
+    /// finding, to place it).
+    pub fn recheck(&mut self) {
+        let files: Vec<&IndexedFile> = self.files.values().collect();
+        let findings = check_session(&self.dir, &files);
+        let mut by_file: Vec<(PathBuf, bool, Vec<squad_protocol::validate::Finding>)> = Vec::new();
+        for f in findings {
+            match by_file.iter_mut().find(|(p, _, _)| *p == f.path) {
+                Some((_, _, list)) => list.push(f.finding),
+                None => by_file.push((f.path, f.on_directory, vec![f.finding])),
+            }
+        }
+        self.session_diagnostics = by_file
+            .into_iter()
+            .flat_map(|(path, on_dir, findings)| place_on_disk(&path, on_dir, findings))
+            .collect();
+    }
+
+    /// Every diagnostic of the session: file rules and session rules.
+    pub fn diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.files
+            .values()
+            .flat_map(|f| f.diagnostics.iter())
+            .chain(self.session_diagnostics.iter())
+    }
+
+    /// The status file entry, when valid.
+    pub fn status(&self) -> Option<&StatusInfo> {
+        match self
+            .files
+            .get(squad_protocol::kind::SESSION_STATUS_FILE)
+            .map(|f| &f.entry)
+        {
+            Some(Entry::Status(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Valid task assignments.
+    pub fn plans(&self) -> impl Iterator<Item = &Plan> {
+        self.files.values().filter_map(|f| match &f.entry {
+            Entry::Plan(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// Valid progress updates.
+    pub fn progress(&self) -> impl Iterator<Item = &Progress> {
+        self.files.values().filter_map(|f| match &f.entry {
+            Entry::Progress(p) => Some(p),
+            _ => None,
+        })
+    }
+}
+
+/// Loads every session of a project root, parsing files on `threads` workers.
+pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, SessionIndex>> {
+    let dirs = session_dirs(root)?;
+    let mut work: Vec<(usize, PathBuf, FileKind)> = Vec::new();
+    let mut sessions: Vec<SessionIndex> = Vec::new();
+    for (i, dir) in dirs.into_iter().enumerate() {
+        // A session removed between listing and reading is simply gone.
+        let files = session_files(&dir).unwrap_or_default();
+        work.extend(files.into_iter().map(|(p, k)| (i, p, k)));
+        sessions.push(SessionIndex::new(dir));
+    }
+    let loaded = parallel_map(&work, threads, |(_, path, kind)| load_file(path, *kind));
+    for ((i, path, _), file) in work.iter().zip(loaded) {
+        if let Ok(Some(file)) = file {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            sessions[*i].files.insert(name, file);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for mut s in sessions {
+        s.recheck();
+        out.insert(s.name.clone(), s);
+    }
+    Ok(out)
+}
+
+/// Loads one session directory.
+pub fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
+    let mut s = SessionIndex::new(dir.to_path_buf());
+    for (path, kind) in session_files(dir)? {
+        if let Some(file) = load_file(&path, kind)? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            s.files.insert(name, file);
+        }
+    }
+    s.recheck();
+    Ok(s)
+}
+
+/// The current time, in one place, so everything below takes `now` as a value.
+pub fn now() -> DateTime<Utc> {
+    Utc::now()
+}

@@ -1,0 +1,44 @@
+//! The daemon's own small persistent state, `.squad/run/state.json`: what it
+//! must remember across restarts to give the same answers (when each task was
+//! first seen in progress, for timeouts).
+
+use crate::derive::TaskStarts;
+use serde::{Deserialize, Serialize};
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Persistent daemon state of one root.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Format version.
+    #[serde(default)]
+    pub version: u32,
+    /// Per session directory name, when each task was first seen in progress.
+    #[serde(default)]
+    pub task_starts: BTreeMap<String, TaskStarts>,
+}
+
+/// `<root>/.squad/run/state.json`.
+pub fn state_path(root: &Path) -> PathBuf {
+    root.join(SQUAD_DIR).join(RUN_DIR).join("state.json")
+}
+
+impl State {
+    /// Loads the state; a missing or unreadable file is an empty state (the
+    /// only cost is that timeouts restart from the current progress update).
+    pub fn load(root: &Path) -> State {
+        std::fs::read(state_path(root))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Saves the state atomically.
+    pub fn save(&self, root: &Path) -> io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        squad_protocol::write_atomic_with(&state_path(root), &bytes, Some(0o600))
+    }
+}

@@ -1,0 +1,275 @@
+//! The status report: what `squadctl status` shows, built the same way from
+//! the daemon's live index or, with the daemon down, from the files.
+
+use crate::derive::{SessionView, derive_session};
+use crate::events::Event;
+use crate::index::{SessionIndex, scan_root};
+use crate::state::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use squad_protocol::model::{Phase, SessionState};
+use squad_protocol::{Diagnostic, Severity};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One validation problem, as shown in status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// File (or session directory).
+    pub path: String,
+    /// 1-based line, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 1-based column, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// `error` or `warning`.
+    pub severity: String,
+    /// Rule id.
+    pub rule: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl From<&Diagnostic> for Problem {
+    fn from(d: &Diagnostic) -> Problem {
+        Problem {
+            path: d.path.display().to_string(),
+            line: d.location.map(|l| l.line),
+            column: d.location.map(|l| l.column),
+            severity: d.severity.to_string(),
+            rule: d.rule.id().to_string(),
+            message: d.message.clone(),
+        }
+    }
+}
+
+/// One session in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionReport {
+    /// Directory name.
+    pub name: String,
+    /// From session-status.md.
+    pub session_id: Option<String>,
+    /// Derived status.
+    pub status: SessionState,
+    /// As written.
+    pub phase: Option<Phase>,
+    /// Completed tasks.
+    pub tasks_completed: u64,
+    /// All tasks.
+    pub tasks_total: u64,
+    /// Agents with a task in progress.
+    pub agents_active: Vec<String>,
+    /// Tasks ready to start.
+    pub ready: Vec<String>,
+    /// Tasks past their deadline.
+    pub overdue: Vec<String>,
+    /// Tasks running ahead of their prerequisites.
+    pub violations: Vec<String>,
+    /// Validation errors.
+    pub errors: usize,
+    /// Validation warnings.
+    pub warnings: usize,
+    /// Every validation problem.
+    pub problems: Vec<Problem>,
+}
+
+/// Builds the report of one session.
+pub fn session_report(session: &SessionIndex, view: &SessionView) -> SessionReport {
+    let problems: Vec<Problem> = session.diagnostics().map(Problem::from).collect();
+    let errors = session
+        .diagnostics()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    SessionReport {
+        name: view.name.clone(),
+        session_id: view.session_id.clone(),
+        status: view.status,
+        phase: view.phase,
+        tasks_completed: view.tasks_completed,
+        tasks_total: view.tasks_total,
+        agents_active: view.agents_active.clone(),
+        ready: view.ready().map(|t| t.task_id.clone()).collect(),
+        overdue: view.overdue().map(|t| t.task_id.clone()).collect(),
+        violations: view
+            .tasks
+            .iter()
+            .filter(|t| t.violation)
+            .map(|t| t.task_id.clone())
+            .collect(),
+        errors,
+        warnings: problems.len() - errors,
+        problems,
+    }
+}
+
+/// One project root in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RootReport {
+    /// The root.
+    pub root: String,
+    /// Whether the root (or its `.squad/sessions`) is missing.
+    pub missing: bool,
+    /// Its sessions, by name.
+    pub sessions: Vec<SessionReport>,
+}
+
+/// The daemon, as seen by `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum DaemonReport {
+    /// Running and answering.
+    Running {
+        /// Process id.
+        pid: u32,
+        /// Seconds since start.
+        uptime_secs: u64,
+        /// squadd version.
+        version: String,
+        /// Roots it watches.
+        roots: Vec<String>,
+        /// The latest event.
+        last_event: Option<Event>,
+    },
+    /// Not reachable; the report was read from the files.
+    Down {
+        /// Why the daemon could not be asked.
+        reason: String,
+    },
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Daemon state.
+    pub daemon: DaemonReport,
+    /// Roots.
+    pub roots: Vec<RootReport>,
+}
+
+/// Builds a root's report straight from the files (the daemon is down).
+pub fn report_from_files(
+    root: &Path,
+    session_filter: Option<&str>,
+    threads: usize,
+    now: DateTime<Utc>,
+) -> std::io::Result<RootReport> {
+    let sessions = scan_root(root, threads)?;
+    let state = State::load(root);
+    let empty = Default::default();
+    let reports = sessions
+        .values()
+        .filter(|s| session_filter.is_none_or(|f| f == s.name))
+        .map(|s| {
+            let starts = state.task_starts.get(&s.name).unwrap_or(&empty);
+            session_report(s, &derive_session(s, starts, now))
+        })
+        .collect();
+    Ok(RootReport {
+        root: root.display().to_string(),
+        missing: false,
+        sessions: reports,
+    })
+}
+
+fn duration(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{}s", s / 60, s % 60),
+        s if s < 86400 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Renders the report for people.
+pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    match &report.daemon {
+        DaemonReport::Running {
+            pid,
+            uptime_secs,
+            version,
+            roots,
+            last_event,
+        } => {
+            let _ = writeln!(
+                out,
+                "daemon: running (pid {pid}, up {}, squadd {version}), watching {} root{}",
+                duration(*uptime_secs),
+                roots.len(),
+                if roots.len() == 1 { "" } else { "s" }
+            );
+            if let Some(e) = last_event {
+                let age = (now - e.at).num_seconds().max(0) as u64;
+                let _ = writeln!(out, "  last event {} ago: {}", duration(age), e.human());
+            }
+        }
+        DaemonReport::Down { reason } => {
+            let _ = writeln!(out, "daemon: down ({reason}); read from the files");
+        }
+    }
+    for root in &report.roots {
+        let _ = writeln!(
+            out,
+            "root: {}{}",
+            root.root,
+            if root.missing { " (MISSING)" } else { "" }
+        );
+        if root.sessions.is_empty() {
+            let _ = writeln!(out, "  no sessions");
+        }
+        for s in &root.sessions {
+            let _ = writeln!(
+                out,
+                "  {}  {}  phase {}  tasks {}/{}  active: {}",
+                s.name,
+                s.status,
+                s.phase.map_or_else(|| "-".to_string(), |p| p.to_string()),
+                s.tasks_completed,
+                s.tasks_total,
+                list(&s.agents_active),
+            );
+            let _ = writeln!(
+                out,
+                "    ready: {}  overdue: {}  violations: {}",
+                list(&s.ready),
+                list(&s.overdue),
+                list(&s.violations)
+            );
+            if !s.problems.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "    problems: {} error{}, {} warning{}",
+                    s.errors,
+                    if s.errors == 1 { "" } else { "s" },
+                    s.warnings,
+                    if s.warnings == 1 { "" } else { "s" }
+                );
+                for p in s.problems.iter().take(10) {
+                    let at = match (p.line, p.column) {
+                        (Some(l), Some(c)) => format!("{}:{l}:{c}", p.path),
+                        _ => p.path.clone(),
+                    };
+                    let _ = writeln!(out, "      {at}: {}[{}]: {}", p.severity, p.rule, p.message);
+                }
+                if s.problems.len() > 10 {
+                    let _ = writeln!(
+                        out,
+                        "      … {} more (squadctl validate shows all)",
+                        s.problems.len() - 10
+                    );
+                }
+            }
+        }
+    }
+    out
+}
