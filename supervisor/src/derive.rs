@@ -242,6 +242,9 @@ pub fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, T
 }
 
 /// What changed from `before` (None: not known before) to `after`.
+///
+/// Overdue tasks are not a change between views but a fact to report once
+/// ever; see [`newly_overdue`].
 pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKind> {
     let old: BTreeMap<&str, &TaskView> = before
         .map(|b| b.tasks.iter().map(|t| (t.task_id.as_str(), t)).collect())
@@ -262,12 +265,6 @@ pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKi
                 agent: t.agent.clone(),
             });
         }
-        if t.overdue && !was(|p| p.overdue) {
-            out.push(EventKind::TaskOverdue {
-                task_id: t.task_id.clone(),
-                agent: t.agent.clone(),
-            });
-        }
         if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
             out.push(EventKind::DependencyViolation {
                 task_id: t.task_id.clone(),
@@ -281,4 +278,14 @@ pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKi
         });
     }
     out
+}
+
+/// Overdue tasks not reported yet (`reported` persists across restarts, so a
+/// task that went overdue while the daemon was down is reported at start, and
+/// a restart never reports one twice).
+pub fn newly_overdue<'a>(
+    view: &'a SessionView,
+    reported: &BTreeSet<String>,
+) -> impl Iterator<Item = &'a TaskView> {
+    view.overdue().filter(|t| !reported.contains(&t.task_id))
 }

@@ -5,7 +5,7 @@
 use crate::derive::TaskStarts;
 use serde::{Deserialize, Serialize};
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,9 @@ pub struct State {
     /// Per session directory name, when each task was first seen in progress.
     #[serde(default)]
     pub task_starts: BTreeMap<String, TaskStarts>,
+    /// Per session directory name, overdue tasks already reported.
+    #[serde(default)]
+    pub overdue_reported: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// `<root>/.squad/run/state.json`.

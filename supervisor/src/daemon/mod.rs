@@ -12,7 +12,7 @@ pub mod systemd;
 
 use crate::audit::AuditLog;
 use crate::control::{Method, Response, socket_path};
-use crate::derive::{SessionView, changes, derive_session, new_starts};
+use crate::derive::{SessionView, changes, derive_session, new_starts, newly_overdue};
 use crate::events::{Event, EventKind};
 use crate::index::{IndexedFile, SessionIndex, index_bytes, load_file, scan_root, scan_session};
 use crate::layout::create_layout;
@@ -312,6 +312,7 @@ impl Supervisor {
             self.roots[i].views.insert(name.clone(), view);
             self.write_status(i, name, now);
             self.report_invalid_files(i, name);
+            self.report_overdue(i, name);
         }
         self.save_state(i);
         self.write_shared_context(i);
@@ -368,6 +369,33 @@ impl Supervisor {
         let changed = !new.is_empty();
         starts.extend(new);
         changed
+    }
+
+    /// Reports overdue tasks not reported before; returns whether any was new.
+    fn report_overdue(&mut self, i: usize, name: &str) -> bool {
+        let r = &mut self.roots[i];
+        let Some(view) = r.views.get(name) else {
+            return false;
+        };
+        let reported = r
+            .state
+            .overdue_reported
+            .entry(name.to_string())
+            .or_default();
+        let new: Vec<(String, String)> = newly_overdue(view, reported)
+            .map(|t| (t.task_id.clone(), t.agent.clone()))
+            .collect();
+        reported.extend(new.iter().map(|(t, _)| t.clone()));
+        let any = !new.is_empty();
+        for (task_id, agent) in new {
+            self.emit(
+                i,
+                Some(name),
+                None,
+                EventKind::TaskOverdue { task_id, agent },
+            );
+        }
+        any
     }
 
     fn save_state(&mut self, i: usize) {
@@ -688,7 +716,7 @@ impl Supervisor {
     /// Re-derives sessions, emits what changed, writes outputs.
     fn settle(&mut self, i: usize, names: &BTreeSet<String>, wall: DateTime<Utc>) {
         let mut any = false;
-        let mut starts_changed = false;
+        let mut state_changed = false;
         for name in names {
             if !self.roots[i].sessions.contains_key(name) {
                 continue;
@@ -696,7 +724,7 @@ impl Supervisor {
             if let Some(s) = self.roots[i].sessions.get_mut(name) {
                 s.recheck();
             }
-            starts_changed |= self.record_starts(i, name);
+            state_changed |= self.record_starts(i, name);
             let view = self.derive(i, name, wall);
             let before = self.roots[i].views.get(name);
             let diff = changes(before, &view);
@@ -704,10 +732,11 @@ impl Supervisor {
             for kind in diff {
                 self.emit(i, Some(name), None, kind);
             }
+            state_changed |= self.report_overdue(i, name);
             self.write_status(i, name, wall);
             any = true;
         }
-        if starts_changed {
+        if state_changed {
             self.save_state(i);
         }
         if any {

@@ -1,0 +1,616 @@
+//! The real `squadd` on temporary roots: readiness, agents writing files the
+//! ways agents do, bad input, crashes and restarts, the control socket.
+
+use crate::support::*;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SESSION: &str = "20240115T100000Z-user-search";
+
+/// A running squadd, stopped (SIGKILL) when dropped if still running.
+pub struct Daemon {
+    pub child: Child,
+    pub notify: UnixDatagram,
+    _notify_dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Starts squadd on `root` and waits for READY=1 on a NOTIFY_SOCKET.
+    pub fn start(root: &Path) -> Daemon {
+        let notify_dir = tempfile::tempdir().unwrap();
+        let sock = notify_dir.path().join("notify.sock");
+        let notify = UnixDatagram::bind(&sock).unwrap();
+        notify
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        // A file, not a pipe: nobody drains a pipe while the test runs, and a
+        // full pipe would block the daemon's logging.
+        let log = fs::File::create(notify_dir.path().join("squadd.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(root)
+            .env("NOTIFY_SOCKET", &sock)
+            .env("RUST_LOG", "debug")
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let daemon = Daemon {
+            child,
+            notify,
+            _notify_dir: notify_dir,
+        };
+        let msg = daemon.recv_notify();
+        assert!(msg.contains("READY=1"), "first notification: {msg:?}");
+        daemon
+    }
+
+    /// The next sd_notify datagram.
+    pub fn recv_notify(&self) -> String {
+        let mut buf = [0u8; 4096];
+        let n = self
+            .notify
+            .recv(&mut buf)
+            .expect("a notification from squadd");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits; returns the exit code and stderr.
+    pub fn terminate(mut self) -> (i32, String) {
+        signal(self.pid(), "TERM");
+        let status = self.child.wait().unwrap();
+        let err =
+            fs::read_to_string(self._notify_dir.path().join("squadd.log")).unwrap_or_default();
+        (status.code().unwrap_or(-1), err)
+    }
+
+    /// SIGKILL, no cleanup at all.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// Waits until `f` returns Some, or panics with `what` after 10 s. This waits
+/// for an effect to happen; it measures nothing.
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A root holding the seed session.
+fn seed_root() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("seed"), tmp.path());
+    let session = tmp.path().join(".squad/sessions").join(SESSION);
+    (tmp, session)
+}
+
+fn status_yaml(session: &Path) -> serde_yaml::Value {
+    let text = fs::read_to_string(session.join("session-status.md")).unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+fn shared_context(root: &Path) -> serde_json::Value {
+    let text = fs::read_to_string(root.join(".claude/context/shared-context.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn counters(session: &Path) -> Option<(u64, u64, String)> {
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&fs::read_to_string(session.join("session-status.md")).ok()?).ok()?;
+    Some((
+        v["tasks_completed"].as_u64()?,
+        v["tasks_total"].as_u64()?,
+        v["status"].as_str()?.to_string(),
+    ))
+}
+
+fn status_json(root: &Path) -> serde_json::Value {
+    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
+    let deps = if requires.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "dependencies:\n  requires:\n{}",
+            requires
+                .iter()
+                .map(|r| format!("    - {r}\n"))
+                .collect::<String>()
+        )
+    };
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  created_at: 2024-01-15T10:30:00Z\n  priority: critical\n{deps}instruction: Do it.\nboundaries:\n  allowed:\n    - src/**\n"
+    )
+}
+
+fn progress(task: &str, agent: &str, status: &str) -> String {
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  updated_at: 2024-01-15T11:00:00Z\nstatus: {status}\nartifacts_created:\n  - path: src/{task}.rs\ndecisions:\n  - type: design\n    description: {task} decided\n"
+    )
+}
+
+#[test]
+fn ready_is_sent_after_the_scan_and_status_reports_the_daemon() {
+    let (tmp, session) = seed_root();
+    let d = Daemon::start(tmp.path());
+    // READY came after the start-up scan: the outputs are already there.
+    assert_eq!(counters(&session), Some((1, 3, "active".to_string())));
+    assert!(tmp.path().join(".squad/run/squadd.sock").exists());
+    let v = status_json(tmp.path());
+    assert_eq!(v["daemon"]["state"], "running");
+    assert_eq!(v["daemon"]["pid"], d.pid());
+    let s = &v["roots"][0]["sessions"][0];
+    assert_eq!(s["name"], SESSION);
+    assert_eq!(s["tasks_total"], 3);
+    assert_eq!(s["agents_active"][0], "backend-system-architect");
+    assert_eq!(s["overdue"][0], "task_001", "timeout 300 s from 2024");
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn agents_writing_files_every_way_keep_status_and_context_true() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    assert_eq!(code(&run(squadctl().arg("init").current_dir(root))), 0);
+    let out = run(squadctl()
+        .args(["session", "new", "--slug", "e2e", "--json"])
+        .current_dir(root));
+    let name = serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let session = root.join(".squad/sessions").join(&name);
+    let _d = Daemon::start(root);
+
+    // 1. Plain create.
+    fs::write(
+        session.join("role-plan-alice-task_a.md"),
+        plan("task_a", "alice", &[]),
+    )
+    .unwrap();
+    eventually("task_a counted", || {
+        (counters(&session)? == (0, 1, "active".into())).then_some(())
+    });
+
+    // 2. Write in place, in pieces (open, truncate, several writes, close).
+    {
+        let mut f = fs::File::create(session.join("role-plan-bob-task_b.md")).unwrap();
+        let text = plan("task_b", "bob", &["task_a"]);
+        let (a, b) = text.split_at(text.len() / 2);
+        f.write_all(a.as_bytes()).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        f.write_all(b.as_bytes()).unwrap();
+    }
+    eventually("task_b counted", || {
+        (counters(&session)? == (0, 2, "active".into())).then_some(())
+    });
+    let ctx = eventually("task_b in the shared context", || {
+        let ctx = shared_context(root);
+        (ctx["tasks_pending"].as_array()?.len() == 2).then_some(ctx)
+    });
+    assert_eq!(ctx["schema_version"], "2.0.0");
+    assert_eq!(ctx["tasks_pending"][1]["task"], "task_b");
+    assert_eq!(
+        ctx["tasks_pending"][1]["blocker_reason"],
+        "waiting for task_a"
+    );
+    assert_eq!(
+        ctx["tasks_pending"][0]["priority"], "high",
+        "critical is written as high"
+    );
+
+    // 3. Write to a temporary name, then rename into place.
+    let tmp_file = session.join(".role-comm-alice-task_a.md.partial");
+    fs::write(&tmp_file, progress("task_a", "alice", "completed")).unwrap();
+    fs::rename(&tmp_file, session.join("role-comm-alice-task_a.md")).unwrap();
+    eventually("task_a completed", || {
+        (counters(&session)? == (1, 2, "active".into())).then_some(())
+    });
+    let ctx = eventually("task_a completed in the shared context", || {
+        let ctx = shared_context(root);
+        (ctx["tasks_completed"].as_array()?.len() == 1).then_some(ctx)
+    });
+    assert_eq!(ctx["tasks_completed"][0]["task"], "task_a");
+    assert_eq!(
+        ctx["tasks_completed"][0]["files_modified"][0],
+        "src/task_a.rs"
+    );
+    assert_eq!(
+        ctx["agent_decisions"]["alice"]["decisions"][0]["description"],
+        "task_a decided"
+    );
+    let v = status_json(root);
+    assert_eq!(v["roots"][0]["sessions"][0]["ready"][0], "task_b");
+
+    // The session completes when every task does.
+    fs::write(
+        session.join("role-comm-bob-task_b.md"),
+        progress("task_b", "bob", "completed"),
+    )
+    .unwrap();
+    eventually("session completed", || {
+        (counters(&session)? == (2, 2, "completed".into())).then_some(())
+    });
+    let st = status_yaml(&session);
+    assert!(st["completed_at"].is_string(), "completed_at recorded");
+    assert_eq!(st["phase"], "requirements", "phase preserved");
+    assert_eq!(
+        st["validation_gates"]["design"], "pending",
+        "gates preserved"
+    );
+
+    // 4. Delete.
+    fs::remove_file(session.join("role-comm-bob-task_b.md")).unwrap();
+    fs::remove_file(session.join("role-plan-bob-task_b.md")).unwrap();
+    eventually("task_b gone", || {
+        let ctx = shared_context(root);
+        (counters(&session)?.1 == 1
+            && ctx["tasks_pending"].as_array()?.is_empty()
+            && ctx["tasks_completed"].as_array()?.len() == 1)
+            .then_some(())
+    });
+
+    // Other top-level keys of shared-context.json are preserved.
+    let path = root.join(".claude/context/shared-context.json");
+    let mut ctx = shared_context(root);
+    ctx["team_notes"] = serde_json::json!("keep me");
+    fs::write(&path, serde_json::to_string(&ctx).unwrap()).unwrap();
+    fs::write(
+        session.join("role-plan-carol-task_c.md"),
+        plan("task_c", "carol", &[]),
+    )
+    .unwrap();
+    eventually("task_c in context, notes kept", || {
+        let ctx = shared_context(root);
+        (ctx["tasks_pending"][0]["task"] == "task_c" && ctx["team_notes"] == "keep me")
+            .then_some(())
+    });
+}
+
+#[test]
+fn a_new_session_directory_is_scanned_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    // Files written right after mkdir, before any watch on the new directory
+    // can exist: only the scan on creation finds them.
+    let session = root.join(".squad/sessions/20240115T120000Z-burst");
+    fs::create_dir(&session).unwrap();
+    for i in 0..20 {
+        fs::write(
+            session.join(format!("role-plan-dev-task_{i}.md")),
+            plan(&format!("task_{i}"), "dev", &[]),
+        )
+        .unwrap();
+    }
+    eventually("all 20 tasks counted", || {
+        (counters(&session)?.1 == 20).then_some(())
+    });
+    let st = status_yaml(&session);
+    assert_eq!(st["session_id"], "sess_20240115T120000Z_burst");
+    assert_eq!(st["started_at"], "2024-01-15T12:00:00Z");
+}
+
+#[test]
+fn bad_files_are_reported_and_fixed_and_never_stop_the_daemon() {
+    let (tmp, session) = seed_root();
+    let root = tmp.path();
+    let d = Daemon::start(root);
+    let bad = session.join("role-plan-x-task_x.md");
+    let problems = |root: &Path| {
+        status_json(root)["roots"][0]["sessions"][0]["problems"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    // Malformed, truncated, huge, binary, vanishing.
+    fs::write(&bad, "meta: [").unwrap();
+    eventually("yaml-syntax reported", || {
+        problems(root)
+            .iter()
+            .any(|p| p["rule"] == "yaml-syntax" && p["line"].is_u64())
+            .then_some(())
+    });
+    fs::write(&bad, vec![b'#'; 2 * 1024 * 1024]).unwrap();
+    eventually("file-too-large reported", || {
+        problems(root)
+            .iter()
+            .any(|p| p["rule"] == "file-too-large")
+            .then_some(())
+    });
+    fs::write(&bad, [0xff, 0xfe, 0x00, 0x01]).unwrap();
+    eventually("invalid-utf8 reported", || {
+        problems(root)
+            .iter()
+            .any(|p| p["rule"] == "invalid-utf8")
+            .then_some(())
+    });
+    fs::write(&bad, plan("task_x", "x", &[])).unwrap();
+    eventually("fixed", || problems(root).is_empty().then_some(()));
+    assert_eq!(counters(&session).unwrap().1, 4);
+    fs::remove_file(&bad).unwrap();
+    eventually("removed", || (counters(&session)?.1 == 3).then_some(()));
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    for kind in ["file-invalid", "file-fixed", "file-removed"] {
+        assert!(
+            audit.contains(&format!("\"kind\":\"{kind}\"")),
+            "{kind} audited"
+        );
+    }
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0, "still running until told to stop");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_root_names_the_first() {
+    let (tmp, _) = seed_root();
+    let d = Daemon::start(tmp.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_squadd"))
+        .arg("--root")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("another squadd (pid {})", d.pid())),
+        "{err}"
+    );
+}
+
+#[test]
+fn sigterm_stops_cleanly() {
+    let (tmp, _) = seed_root();
+    let d = Daemon::start(tmp.path());
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+    assert!(!tmp.path().join(".squad/run/squadd.sock").exists());
+    let audit = fs::read_to_string(tmp.path().join(".squad/audit.jsonl")).unwrap();
+    assert!(
+        audit
+            .lines()
+            .last()
+            .unwrap()
+            .contains("\"kind\":\"stopping\"")
+    );
+    // Down: status reads the files and says so.
+    let out = run(squadctl().arg("status").current_dir(tmp.path()));
+    assert_eq!(code_of(&out), 0);
+    assert!(stdout(&out).starts_with("daemon: down"), "{}", stdout(&out));
+}
+
+fn code_of(out: &std::process::Output) -> i32 {
+    code(out)
+}
+
+#[test]
+fn kill_9_and_restart_give_the_same_outputs_as_a_clean_run() {
+    let (tmp, session) = seed_root();
+    let root = tmp.path();
+    let d = Daemon::start(root);
+    fs::write(
+        session.join("role-comm-frontend-ui-developer-task_010.md"),
+        progress("task_010", "frontend-ui-developer", "in_progress"),
+    )
+    .unwrap();
+    eventually("task_010 active", || {
+        let st = status_yaml(&session);
+        (st["agents_active"].as_sequence()?.len() == 2).then_some(())
+    });
+    d.kill9();
+    // Changes while the daemon is down are picked up by the restart.
+    fs::write(
+        session.join("role-comm-backend-system-architect-task_001.md"),
+        progress("task_001", "backend-system-architect", "completed"),
+    )
+    .unwrap();
+    let d = Daemon::start(root);
+    let after_restart = (
+        fs::read(session.join("session-status.md")).unwrap(),
+        fs::read(root.join(".claude/context/shared-context.json")).unwrap(),
+    );
+    d.kill9();
+
+    // A clean run: a fresh copy of the same files, never supervised before
+    // except for the status file as the first daemon left it.
+    let clean = tempfile::tempdir().unwrap();
+    copy_tree(
+        &root.join(".squad/sessions"),
+        &clean.path().join(".squad/sessions"),
+    );
+    fs::create_dir_all(clean.path().join(".squad/run")).unwrap();
+    fs::copy(
+        root.join(".squad/run/state.json"),
+        clean.path().join(".squad/run/state.json"),
+    )
+    .unwrap();
+    let d = Daemon::start(clean.path());
+    let clean_session = clean.path().join(".squad/sessions").join(SESSION);
+    assert_eq!(
+        String::from_utf8(fs::read(clean_session.join("session-status.md")).unwrap()).unwrap(),
+        String::from_utf8(after_restart.0).unwrap()
+    );
+    assert_eq!(
+        String::from_utf8(
+            fs::read(clean.path().join(".claude/context/shared-context.json")).unwrap()
+        )
+        .unwrap(),
+        String::from_utf8(after_restart.1).unwrap()
+    );
+    drop(d);
+    // No temporary files left anywhere.
+    for dir in [session.clone(), root.join(".claude/context")] {
+        for e in fs::read_dir(&dir).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(!name.contains(".tmp."), "leftover {name}");
+        }
+    }
+}
+
+#[test]
+fn overdue_tasks_become_events_without_file_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let session = root.join(".squad/sessions/20240115T100000Z");
+    fs::create_dir_all(&session).unwrap();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    fs::write(
+        session.join("role-plan-dev-task_t.md"),
+        plan("task_t", "dev", &[])
+            .replace("priority: critical\n", "priority: high\n  timeout: 1\n"),
+    )
+    .unwrap();
+    fs::write(
+        session.join("role-comm-dev-task_t.md"),
+        progress("task_t", "dev", "in_progress").replace("2024-01-15T11:00:00Z", &now),
+    )
+    .unwrap();
+    let _d = Daemon::start(root);
+    eventually("task_t overdue", || {
+        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        audit.contains("\"kind\":\"task-overdue\"").then_some(())
+    });
+    let v = status_json(root);
+    assert_eq!(v["roots"][0]["sessions"][0]["overdue"][0], "task_t");
+}
+
+fn raw_call(root: &Path, line: &[u8]) -> String {
+    let mut s = UnixStream::connect(root.join(".squad/run/squadd.sock")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(line).unwrap();
+    let mut out = String::new();
+    BufReader::new(s).read_line(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn the_control_socket_answers_bad_requests_with_errors_not_hangs() {
+    let (tmp, _) = seed_root();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    let r = raw_call(root, b"{\"protocol_version\":99,\"method\":\"status\"}\n");
+    assert!(r.contains("protocol version mismatch"), "{r}");
+    assert!(r.contains("\"protocol_version\":1"), "{r}");
+    let r = raw_call(root, b"garbage\n");
+    assert!(r.contains("\"ok\":false"), "{r}");
+    let big = vec![b'x'; 100 * 1024];
+    let r = raw_call(root, &big);
+    assert!(r.contains("longer than"), "{r}");
+    let r = raw_call(root, b"{\"protocol_version\":1,\"method\":\"ping\"}\n");
+    assert!(r.contains("pong"), "{r}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(root.join(".squad/run"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}
+
+#[test]
+fn events_follow_streams_changes_and_health_reports_verdicts() {
+    let (tmp, session) = seed_root();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    let mut follower = squadctl()
+        .args(["events", "--follow", "--json"])
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    // The backlog ends with the start-up event.
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("\"kind\":\"started\"") {
+            break;
+        }
+    }
+    fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();
+    let line = lines.next().unwrap().unwrap();
+    let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(e["kind"], "file-invalid", "{line}");
+    assert_eq!(e["session"], SESSION);
+    let _ = follower.kill();
+    let _ = follower.wait();
+
+    let out = run(squadctl().args(["health", "--json"]).current_dir(root));
+    let h: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = h["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["memory", "cpu", "watches", "queue", "disk"]);
+    assert!(h["rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(h["watches"], 4, "root, .squad, sessions, one session");
+}
+
+#[test]
+fn a_root_that_disappears_is_reported_not_fatal() {
+    let (tmp, _) = seed_root();
+    let root = tmp.path();
+    let d = Daemon::start(root);
+    fs::remove_dir_all(root.join(".squad/sessions")).unwrap();
+    eventually("root-missing audited", || {
+        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        audit.contains("\"kind\":\"root-missing\"").then_some(())
+    });
+    assert_eq!(status_json(root)["roots"][0]["missing"], true);
+    // It comes back.
+    copy_tree(
+        &fixture("seed/.squad/sessions"),
+        &root.join(".squad/sessions"),
+    );
+    eventually("root restored", || {
+        let v = status_json(root);
+        (v["roots"][0]["missing"] == false && v["roots"][0]["sessions"][0]["tasks_total"] == 3)
+            .then_some(())
+    });
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
