@@ -289,3 +289,207 @@ pub fn newly_overdue<'a>(
 ) -> impl Iterator<Item = &'a TaskView> {
     view.overdue().filter(|t| !reported.contains(&t.task_id))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::index_bytes;
+    use chrono::TimeZone;
+    use squad_protocol::FileKind;
+    use std::path::PathBuf;
+
+    fn plan(
+        task: &str,
+        agent: &str,
+        requires: &[&str],
+        blocks: &[&str],
+        timeout: Option<u64>,
+    ) -> String {
+        let list = |items: &[&str]| format!("[{}]", items.join(", "));
+        let timeout = timeout
+            .map(|t| format!("  timeout: {t}\n"))
+            .unwrap_or_default();
+        format!(
+            "meta:\n  task_id: {task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\n{timeout}dependencies:\n  requires: {}\n  blocks: {}\ninstruction: x\n",
+            list(requires),
+            list(blocks)
+        )
+    }
+
+    fn progress(task: &str, agent: &str, status: &str, at: &str) -> String {
+        format!(
+            "meta:\n  task_id: {task}\n  agent: {agent}\n  updated_at: {at}\nstatus: {status}\n"
+        )
+    }
+
+    fn session(files: &[(&str, String)]) -> SessionIndex {
+        let dir = PathBuf::from("/p/.squad/sessions/20240115T100000Z");
+        let mut s = SessionIndex::new(dir.clone());
+        for (name, text) in files {
+            let kind = FileKind::from_file_name(name).unwrap();
+            let f = index_bytes(&dir.join(name), kind, text.as_bytes());
+            assert!(f.diagnostics.is_empty(), "{name}: {:?}", f.diagnostics);
+            s.files.insert((*name).to_string(), f);
+        }
+        s
+    }
+
+    fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2024, 1, 15, h, m, s).unwrap()
+    }
+
+    fn task<'a>(v: &'a SessionView, id: &str) -> &'a TaskView {
+        v.tasks.iter().find(|t| t.task_id == id).unwrap()
+    }
+
+    #[test]
+    fn status_table() {
+        use SessionState::*;
+        let cases = [
+            (Some(Failed), false, 3, 3, Failed),
+            (Some(Completed), true, 3, 1, Completed),
+            (Some(Completed), false, 3, 1, Active),
+            (Some(Active), false, 3, 3, Completed),
+            (None, false, 0, 0, Active),
+            (Some(Active), false, 2, 1, Active),
+        ];
+        for (written, recorded, total, done, want) in cases {
+            assert_eq!(
+                derive_status(written, recorded, total, done),
+                want,
+                "{written:?} {recorded} {total}/{done}"
+            );
+        }
+    }
+
+    #[test]
+    fn readiness_counts_requires_and_blocks_from_either_side() {
+        let s = session(&[
+            (
+                "role-plan-a-task_1.md",
+                plan("task_1", "a", &[], &["task_3"], None),
+            ),
+            (
+                "role-plan-b-task_2.md",
+                plan("task_2", "b", &["task_1"], &[], None),
+            ),
+            ("role-plan-c-task_3.md", plan("task_3", "c", &[], &[], None)),
+            (
+                "role-comm-a-task_1.md",
+                progress("task_1", "a", "completed", "2024-01-15T10:05:00Z"),
+            ),
+        ]);
+        let v = derive_session(&s, &TaskStarts::new(), at(11, 0, 0));
+        assert_eq!(task(&v, "task_1").state, TaskStatus::Completed);
+        // task_3 is blocked by task_1 (declared on task_1's side only).
+        assert_eq!(task(&v, "task_3").prerequisites, ["task_1"]);
+        assert!(task(&v, "task_2").ready && task(&v, "task_3").ready);
+        assert_eq!((v.tasks_completed, v.tasks_total), (1, 3));
+        assert_eq!(v.status, SessionState::Active);
+    }
+
+    #[test]
+    fn progress_from_another_agent_does_not_count() {
+        let s = session(&[
+            ("role-plan-a-task_1.md", plan("task_1", "a", &[], &[], None)),
+            (
+                "role-comm-b-task_1.md",
+                progress("task_1", "b", "completed", "2024-01-15T10:05:00Z"),
+            ),
+        ]);
+        let v = derive_session(&s, &TaskStarts::new(), at(11, 0, 0));
+        assert_eq!(task(&v, "task_1").state, TaskStatus::Pending);
+    }
+
+    #[test]
+    fn started_before_prerequisites_is_a_violation() {
+        let s = session(&[
+            ("role-plan-a-task_1.md", plan("task_1", "a", &[], &[], None)),
+            (
+                "role-plan-b-task_2.md",
+                plan("task_2", "b", &["task_1"], &[], None),
+            ),
+            (
+                "role-comm-b-task_2.md",
+                progress("task_2", "b", "in_progress", "2024-01-15T10:05:00Z"),
+            ),
+        ]);
+        let v = derive_session(&s, &TaskStarts::new(), at(11, 0, 0));
+        let t = task(&v, "task_2");
+        assert!(t.violation && !t.ready);
+        assert_eq!(t.unmet, ["task_1"]);
+        assert_eq!(v.agents_active, ["b"]);
+    }
+
+    #[test]
+    fn timeouts_run_from_the_first_in_progress_report() {
+        let s = session(&[
+            (
+                "role-plan-a-task_1.md",
+                plan("task_1", "a", &[], &[], Some(300)),
+            ),
+            (
+                "role-comm-a-task_1.md",
+                progress("task_1", "a", "in_progress", "2024-01-15T10:30:00Z"),
+            ),
+        ]);
+        // No recorded start: the current report's time.
+        let v = derive_session(&s, &TaskStarts::new(), at(10, 34, 59));
+        assert_eq!(task(&v, "task_1").due_at, Some(at(10, 35, 0)));
+        assert!(!task(&v, "task_1").overdue);
+        assert_eq!(v.next_deadline(at(10, 34, 59)), Some(at(10, 35, 0)));
+        let v = derive_session(&s, &TaskStarts::new(), at(10, 35, 0));
+        assert!(task(&v, "task_1").overdue);
+        assert_eq!(newly_overdue(&v, &BTreeSet::new()).count(), 1);
+        assert_eq!(
+            newly_overdue(&v, &BTreeSet::from(["task_1".to_string()])).count(),
+            0
+        );
+        // A recorded earlier start wins over a later report.
+        let starts = TaskStarts::from([("task_1".to_string(), at(10, 0, 0).fixed_offset())]);
+        let v = derive_session(&s, &starts, at(10, 20, 0));
+        assert!(task(&v, "task_1").overdue);
+        assert!(new_starts(&s, &starts).is_empty());
+        assert_eq!(new_starts(&s, &TaskStarts::new()).len(), 1);
+    }
+
+    #[test]
+    fn changes_report_transitions_only() {
+        let before = session(&[
+            ("role-plan-a-task_1.md", plan("task_1", "a", &[], &[], None)),
+            (
+                "role-plan-b-task_2.md",
+                plan("task_2", "b", &["task_1"], &[], None),
+            ),
+        ]);
+        let after = session(&[
+            ("role-plan-a-task_1.md", plan("task_1", "a", &[], &[], None)),
+            (
+                "role-plan-b-task_2.md",
+                plan("task_2", "b", &["task_1"], &[], None),
+            ),
+            (
+                "role-comm-a-task_1.md",
+                progress("task_1", "a", "completed", "2024-01-15T10:05:00Z"),
+            ),
+        ]);
+        let now = at(11, 0, 0);
+        let v0 = derive_session(&before, &TaskStarts::new(), now);
+        let v1 = derive_session(&after, &TaskStarts::new(), now);
+        let c = changes(Some(&v0), &v1);
+        assert_eq!(
+            c,
+            [
+                EventKind::TaskCompleted {
+                    task_id: "task_1".into(),
+                    agent: "a".into()
+                },
+                EventKind::TaskReady {
+                    task_id: "task_2".into(),
+                    agent: "b".into()
+                },
+            ]
+        );
+        assert!(changes(Some(&v1), &v1).is_empty());
+    }
+}

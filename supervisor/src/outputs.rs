@@ -204,3 +204,120 @@ pub fn render_shared_context(
     root.insert("tasks_pending".into(), Json::Array(pending));
     format!("{:#}\n", Json::Object(root))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive::{TaskStarts, derive_session};
+    use crate::index::index_bytes;
+    use chrono::TimeZone;
+    use squad_protocol::FileKind;
+    use std::path::PathBuf;
+
+    fn session(files: &[(&str, &str)]) -> SessionIndex {
+        let dir = PathBuf::from("/p/.squad/sessions/20240115T100000Z-x");
+        let mut s = SessionIndex::new(dir.clone());
+        for (name, text) in files {
+            let kind = FileKind::from_file_name(name).unwrap();
+            s.files.insert(
+                (*name).to_string(),
+                index_bytes(&dir.join(name), kind, text.as_bytes()),
+            );
+        }
+        s
+    }
+
+    const PLAN: &str = "meta:\n  task_id: task_1\n  agent: a\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ninstruction: x\n";
+    const DONE: &str = "meta:\n  task_id: task_1\n  agent: a\n  updated_at: 2024-01-15T10:05:00Z\nstatus: completed\nartifacts_created:\n  - path: src/a.rs\n";
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2024, 1, 15, 11, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn a_missing_status_file_is_created_from_the_directory_name() {
+        let s = session(&[("role-plan-a-task_1.md", PLAN)]);
+        let v = derive_session(&s, &TaskStarts::new(), now());
+        let text = render_status(None, &v, now()).unwrap();
+        let y: Yaml = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(y["session_id"], "sess_20240115T100000Z_x");
+        assert_eq!(y["started_at"], "2024-01-15T10:00:00Z");
+        assert_eq!(y["status"], "active");
+        assert_eq!(y["tasks_total"], 1);
+        // What we render validates.
+        let r = squad_protocol::check_text(
+            std::path::Path::new("session-status.md"),
+            FileKind::SessionStatus,
+            &text,
+        );
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    }
+
+    #[test]
+    fn rewriting_preserves_other_fields_encoding_and_markdown() {
+        let existing = "---\nsession_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: design\ncustom: kept\nvalidation_gates:\n  design: passed\ntasks_total: 9\n---\n\n# Notes\nhuman text\n";
+        let s = session(&[
+            ("role-plan-a-task_1.md", PLAN),
+            ("role-comm-a-task_1.md", DONE),
+        ]);
+        let v = derive_session(&s, &TaskStarts::new(), now());
+        let text = render_status(Some(existing), &v, now()).unwrap();
+        assert!(text.starts_with("---\nsession_id: sess_1\n"), "{text}");
+        assert!(text.ends_with("---\n\n# Notes\nhuman text\n"), "{text}");
+        let payload = extract(&text).unwrap();
+        let y: Yaml = serde_yaml::from_str(payload.yaml).unwrap();
+        assert_eq!(y["custom"], "kept");
+        assert_eq!(y["phase"], "design");
+        assert_eq!(y["validation_gates"]["design"], "passed");
+        assert_eq!(y["tasks_total"], 1);
+        assert_eq!(y["status"], "completed");
+        assert_eq!(y["completed_at"], "2024-01-15T11:00:00Z");
+        // Rendering again changes nothing (no rewrite loops).
+        let again = render_status(Some(&text), &v, now() + chrono::Duration::hours(1)).unwrap();
+        assert_eq!(again, text);
+    }
+
+    #[test]
+    fn unreadable_status_files_are_left_alone() {
+        let v = derive_session(&session(&[]), &TaskStarts::new(), now());
+        assert_eq!(render_status(Some("status: [broken"), &v, now()), None);
+        assert_eq!(render_status(Some("- a list\n"), &v, now()), None);
+    }
+
+    #[test]
+    fn shared_context_shape_and_preserved_keys() {
+        let s = session(&[
+            ("role-plan-a-task_1.md", PLAN),
+            (
+                "role-plan-b-task_2.md",
+                &PLAN
+                    .replace("task_1", "task_2")
+                    .replace("agent: a", "agent: b")
+                    .replace("critical", "low"),
+            ),
+            ("role-comm-a-task_1.md", DONE),
+        ]);
+        let v = derive_session(&s, &TaskStarts::new(), now());
+        let existing =
+            r#"{"custom": {"x": 1}, "schema_version": "1.0.0", "tasks_pending": "junk"}"#;
+        let text = render_shared_context(Some(existing), &[(&s, &v)]);
+        let j: Json = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["custom"]["x"], 1);
+        assert_eq!(j["schema_version"], "2.0.0");
+        assert_eq!(j["tasks_completed"][0]["files_modified"][0], "src/a.rs");
+        assert_eq!(j["tasks_completed"][0]["timestamp"], "2024-01-15T10:05:00Z");
+        assert_eq!(j["tasks_pending"][0]["task"], "task_2");
+        assert_eq!(j["tasks_pending"][0]["priority"], "low");
+        assert_eq!(j["tasks_pending"][0]["status"], "pending");
+        // Key order: existing keys keep their place.
+        let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+        assert_eq!(keys[0], "custom");
+        // Garbage is replaced, not merged.
+        let j: Json =
+            serde_json::from_str(&render_shared_context(Some("[1,2"), &[(&s, &v)])).unwrap();
+        assert_eq!(j["tasks_pending"].as_array().unwrap().len(), 1);
+        // Critical is written as high; in_progress and blocked map through.
+        assert_eq!(shared_priority(Priority::Critical), "high");
+        assert_eq!(shared_status(TaskStatus::Completed), "complete");
+    }
+}
