@@ -1,0 +1,236 @@
+//! squadd benchmarks (DESIGN.md section 11: numbers, never timed assertions).
+//!
+//! 1. Latency: a task assignment renamed into a session directory → the
+//!    moment session-status.md reflects it, at 10 and at 500 files/s; p50,
+//!    p99, max.
+//! 2. Start-up: 1,000 sessions × 10 files → READY=1; RSS with that index;
+//!    CPU used over an idle period.
+//!
+//! Run: `cargo bench -p squad-supervisor --bench daemon`. Environment:
+//! `SQUAD_BENCH_DIR` (where to create roots; default the system temp dir,
+//! try /dev/shm for tmpfs), `SQUAD_BENCH_IDLE_SECS` (default 60),
+//! `SQUAD_BENCH_SESSIONS` (default 1000).
+
+use notify::{EventKind, RecursiveMode, Watcher};
+use std::fs;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn tempdir() -> tempfile::TempDir {
+    match std::env::var_os("SQUAD_BENCH_DIR") {
+        Some(dir) => tempfile::tempdir_in(dir).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    }
+}
+
+struct Daemon {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts squadd and returns it with the time to READY=1.
+fn start(root: &Path) -> (Daemon, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("notify");
+    let notify = UnixDatagram::bind(&sock).unwrap();
+    notify.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let t0 = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+        .arg("--root")
+        .arg(root)
+        .arg("--log")
+        .arg("warn")
+        .env("NOTIFY_SOCKET", &sock)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = notify.recv(&mut buf).expect("READY from squadd");
+    let ready = t0.elapsed();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    (Daemon { child, _dir: dir }, ready)
+}
+
+fn plan(i: usize) -> String {
+    format!(
+        "meta:\n  task_id: task_{i:05}\n  agent: bench\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\n  timeout: 300\ninstruction: |\n  Create a REST API endpoint for user search with pagination.\nboundaries:\n  allowed:\n    - backend/src/routes/users_{i}.ts\n  forbidden:\n    - frontend/**\nsuccess_criteria:\n  - Tests achieve 80% coverage\n"
+    )
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn tasks_total(path: &Path) -> Option<usize> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("tasks_total: "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+fn latency(rate: f64, count: usize) {
+    let tmp = tempdir();
+    let root = tmp.path();
+    let session = root.join(".squad/sessions/20240115T100000Z-bench");
+    fs::create_dir_all(&session).unwrap();
+    let (_daemon, _) = start(root);
+    let status = session.join("session-status.md");
+
+    // Observe every change of session-status.md with its time.
+    let (tx, rx) = mpsc::channel::<(Instant, usize)>();
+    let status_path = status.clone();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(e) = res
+            && matches!(e.kind, EventKind::Modify(_) | EventKind::Create(_))
+            && e.paths.iter().any(|p| p == &status_path)
+        {
+            let at = Instant::now();
+            if let Some(n) = tasks_total(&status_path) {
+                let _ = tx.send((at, n));
+            }
+        }
+    })
+    .unwrap();
+    watcher.watch(&session, RecursiveMode::NonRecursive).unwrap();
+
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let begin = Instant::now();
+    let mut sent = Vec::with_capacity(count);
+    for i in 1..=count {
+        let due = begin + interval * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let staging = session.join(format!(".plan-{i}.partial"));
+        fs::write(&staging, plan(i)).unwrap();
+        let t0 = Instant::now();
+        fs::rename(&staging, session.join(format!("role-plan-bench-task_{i:05}.md"))).unwrap();
+        sent.push(t0);
+    }
+    // Collect observations until the last file is reflected.
+    let mut seen: Vec<(Instant, usize)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.last().is_none_or(|(_, n)| *n < count) && Instant::now() < deadline {
+        if let Ok(obs) = rx.recv_timeout(Duration::from_millis(100)) {
+            seen.push(obs);
+        }
+    }
+    let mut lat: Vec<Duration> = sent
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t0)| {
+            seen.iter()
+                .find(|(at, n)| *n > i && at >= t0)
+                .map(|(at, _)| *at - *t0)
+        })
+        .collect();
+    lat.sort();
+    println!(
+        "latency @ {rate:>5.0} files/s: n={:>4}  p50 {:>6.3} ms  p99 {:>6.3} ms  max {:>6.3} ms",
+        lat.len(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(lat[lat.len() - 1]),
+    );
+}
+
+fn proc_stat_cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after ")".
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+}
+
+fn startup_and_idle() {
+    let sessions: usize = env_or("SQUAD_BENCH_SESSIONS", 1000);
+    let idle: u64 = env_or("SQUAD_BENCH_IDLE_SECS", 60);
+    let tmp = tempdir();
+    let root = tmp.path();
+    let base: PathBuf = root.join(".squad/sessions");
+    for s in 0..sessions {
+        let dir = base.join(format!("20240115T{s:06}Z"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("session-status.md"),
+            "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: design\n",
+        )
+        .unwrap();
+        for t in 0..5 {
+            let i = s * 10 + t;
+            fs::write(dir.join(format!("role-plan-bench-task_{i:05}.md")), plan(i)).unwrap();
+            fs::write(
+                dir.join(format!("role-comm-bench-task_{i:05}.md")),
+                format!("meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T10:35:00Z\nstatus: in_progress\nprogress_percentage: 50\nartifacts_created:\n  - path: backend/src/routes/users_{i}.ts\n"),
+            )
+            .unwrap();
+        }
+    }
+    // First start: writes every status file and the shared context.
+    let (first, cold) = start(root);
+    drop(first);
+    // Second start: the steady state after a restart (nothing to write).
+    let (daemon, warm) = start(root);
+    let pid = daemon.child.id();
+    let rss = rss_kib(pid).unwrap_or(0);
+    println!(
+        "start-up, {sessions} sessions x 10 files: first start {:.0} ms, restart {:.0} ms; RSS {:.1} MiB",
+        ms(cold),
+        ms(warm),
+        rss as f64 / 1024.0
+    );
+    let ticks_per_sec = 100.0; // USER_HZ on Linux
+    let before = proc_stat_cpu_ticks(pid).unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(idle));
+    let after = proc_stat_cpu_ticks(pid).unwrap_or(0);
+    let cpu = (after - before) as f64 / ticks_per_sec;
+    println!(
+        "idle {idle} s: CPU {:.3} s = {:.4} % of one core; RSS {:.1} MiB",
+        cpu,
+        cpu / idle as f64 * 100.0,
+        rss_kib(pid).unwrap_or(0) as f64 / 1024.0
+    );
+}
+
+fn main() {
+    // `cargo bench` passes --bench; a filter selects one part.
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    if wants("latency") {
+        latency(10.0, 100);
+        latency(500.0, 2000);
+    }
+    if wants("startup") {
+        startup_and_idle();
+    }
+}
