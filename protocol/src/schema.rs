@@ -76,7 +76,7 @@ fn ty(t: &Ty) -> Value {
             }
             s
         }
-        Ty::Number { min } => json!({"type": "number", "minimum": min}),
+        Ty::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
         Ty::Bool => json!({"type": "boolean"}),
         Ty::Glob | Ty::RelPath => json!({"type": "string", "pattern": REL_PATH_PATTERN}),
         Ty::List(item) => json!({"type": "array", "items": ty(item)}),

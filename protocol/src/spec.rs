@@ -42,10 +42,12 @@ pub enum Ty {
         /// Largest allowed value, if any.
         max: Option<i64>,
     },
-    /// A number (integer or float) that is at least `min`.
+    /// A finite number (integer or float) in `min..=max`.
     Number {
         /// Smallest allowed value.
         min: f64,
+        /// Largest allowed value.
+        max: f64,
     },
     /// `true` or `false`.
     Bool,
@@ -301,7 +303,14 @@ const VALIDATION_RESULT: &[Field] = &[
     req("status", Ty::Enum(VALIDATION_STATUSES), "Check result."),
     opt("errors", NON_NEGATIVE, "Number of errors."),
     opt("warnings", NON_NEGATIVE, "Number of warnings."),
-    opt("coverage", Ty::Number { min: 0.0 }, "Coverage percentage."),
+    opt(
+        "coverage",
+        Ty::Number {
+            min: 0.0,
+            max: 100.0,
+        },
+        "Coverage percentage.",
+    ),
 ];
 
 const BLOCKER: &[Field] = &[

@@ -108,10 +108,14 @@ pub fn read_limited(path: &Path) -> Result<Vec<u8>, Diagnostic> {
             "check that the file exists and is readable by this user",
         )
     };
-    let meta = fs::metadata(path).map_err(unreadable)?;
+    // Not followed: a protocol file that is a symlink could make the
+    // supervisor read (and quote in diagnostics) a file outside the project.
+    let meta = fs::symlink_metadata(path).map_err(unreadable)?;
     if !meta.is_file() {
         let what = if meta.is_dir() {
             "a directory"
+        } else if meta.file_type().is_symlink() {
+            "a symbolic link"
         } else {
             "not a regular file"
         };
@@ -224,9 +228,18 @@ pub fn check_text(path: &Path, kind: FileKind, text: &str) -> FileReport {
     let value: Value = match serde_yaml::from_str(payload.yaml) {
         Ok(v) => v,
         Err(e) => {
-            let at = e
-                .location()
-                .map(|l| location(l.line() + offset, l.column()));
+            // The parser may place an error at the end of input, one line
+            // past a file without a final newline; keep it inside the file.
+            let last_line = text.lines().count().max(1);
+            let at = e.location().map(|l| {
+                let line = l.line() + offset;
+                if line > last_line {
+                    let last = text.lines().last().unwrap_or("");
+                    location(last_line, last.chars().count() + 1)
+                } else {
+                    location(line, l.column())
+                }
+            });
             report
                 .diagnostics
                 .push(yaml_error(path, payload.yaml, offset, &e).at(at));
@@ -489,14 +502,14 @@ impl Walker {
                     );
                 }
             }
-            (Ty::Number { min }, Value::Number(n)) => {
+            (Ty::Number { min, max }, Value::Number(n)) => {
                 let x = n.as_f64().unwrap_or(f64::NAN);
-                if x.is_nan() || x < *min {
+                if !x.is_finite() || x < *min || x > *max {
                     self.push(
                         Rule::OutOfRange,
                         Target::Value,
-                        format!("`{}` is {n}; it must be at least {min}", self.here()),
-                        format!("use a number of at least {min}"),
+                        format!("`{}` is {n}; it must be {min} to {max}", self.here()),
+                        format!("use a number from {min} to {max}"),
                     );
                 }
             }

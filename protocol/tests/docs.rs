@@ -414,7 +414,7 @@ fn allowed(ty: &Ty) -> String {
             max: Some(max),
         } => format!("{min} to {max}"),
         Ty::Int { min, max: None } => format!("≥ {min}"),
-        Ty::Number { min } => format!("≥ {min}"),
+        Ty::Number { min, max } => format!("{min} to {max}"),
         Ty::Timestamp => "RFC 3339 with offset".into(),
         Ty::Bool => "`true`, `false`".into(),
         Ty::Glob => "relative glob, no `..`".into(),

@@ -765,11 +765,9 @@ fn progress_update() -> BoxedStrategy<ProgressUpdate> {
         Just(0.0),
         Just(100.0),
         Just(87.5),
-        Just(1e300),
         Just(f64::MIN_POSITIVE),
         Just(5e-324),
         0.0..=100.0f64,
-        (0.0..f64::MAX),
     ];
     let result = (
         select(ValidationStatus::ALL),
@@ -1192,7 +1190,6 @@ fn positions_count_only_newlines_as_line_breaks() {
 }
 
 #[test]
-#[ignore = "bug: a syntax error at the end of a file without a final newline is reported on the line after the last one"]
 fn syntax_errors_at_the_end_point_into_the_file() {
     let text = "session_id: sess_1\nstatus: [";
     let report = check_text(

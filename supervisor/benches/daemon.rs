@@ -50,7 +50,9 @@ fn start(root: &Path) -> (Daemon, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("notify");
     let notify = UnixDatagram::bind(&sock).unwrap();
-    notify.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
     let t0 = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_squadd"))
         .arg("--root")
@@ -90,65 +92,86 @@ fn tasks_total(path: &Path) -> Option<usize> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-fn latency(rate: f64, count: usize) {
+/// Renames `count` task assignments into `sessions` session directories
+/// (round robin) at `rate` files/s and measures, per file, the time from the
+/// rename until its session's session-status.md counts it.
+fn latency(rate: f64, count: usize, sessions: usize) {
     let tmp = tempdir();
     let root = tmp.path();
-    let session = root.join(".squad/sessions/20240115T100000Z-bench");
-    fs::create_dir_all(&session).unwrap();
+    let dirs: Vec<PathBuf> = (0..sessions)
+        .map(|s| root.join(format!(".squad/sessions/20240115T{s:06}Z-bench")))
+        .collect();
+    for d in &dirs {
+        fs::create_dir_all(d).unwrap();
+    }
     let (_daemon, _) = start(root);
-    let status = session.join("session-status.md");
 
-    // Observe every change of session-status.md with its time.
-    let (tx, rx) = mpsc::channel::<(Instant, usize)>();
-    let status_path = status.clone();
+    // Observe every change of every session-status.md with its time.
+    let (tx, rx) = mpsc::channel::<(Instant, usize, usize)>();
+    let watched = dirs.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(e) = res
-            && matches!(e.kind, EventKind::Modify(_) | EventKind::Create(_))
-            && e.paths.iter().any(|p| p == &status_path)
-        {
-            let at = Instant::now();
-            if let Some(n) = tasks_total(&status_path) {
-                let _ = tx.send((at, n));
+        let Ok(e) = res else { return };
+        if !matches!(e.kind, EventKind::Modify(_) | EventKind::Create(_)) {
+            return;
+        }
+        let at = Instant::now();
+        for p in &e.paths {
+            if p.file_name().is_some_and(|n| n == "session-status.md")
+                && let Some(s) = watched.iter().position(|d| p.parent() == Some(d.as_path()))
+                && let Some(n) = tasks_total(p)
+            {
+                let _ = tx.send((at, s, n));
             }
         }
     })
     .unwrap();
-    watcher.watch(&session, RecursiveMode::NonRecursive).unwrap();
+    for d in &dirs {
+        watcher.watch(d, RecursiveMode::NonRecursive).unwrap();
+    }
 
     let interval = Duration::from_secs_f64(1.0 / rate);
     let begin = Instant::now();
+    // (session, its count after this file, rename time)
     let mut sent = Vec::with_capacity(count);
+    let mut per_session = vec![0usize; sessions];
     for i in 1..=count {
         let due = begin + interval * i as u32;
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        let staging = session.join(format!(".plan-{i}.partial"));
+        let s = i % sessions;
+        let staging = dirs[s].join(format!(".plan-{i}.partial"));
         fs::write(&staging, plan(i)).unwrap();
         let t0 = Instant::now();
-        fs::rename(&staging, session.join(format!("role-plan-bench-task_{i:05}.md"))).unwrap();
-        sent.push(t0);
+        fs::rename(
+            &staging,
+            dirs[s].join(format!("role-plan-bench-task_{i:05}.md")),
+        )
+        .unwrap();
+        per_session[s] += 1;
+        sent.push((s, per_session[s], t0));
     }
-    // Collect observations until the last file is reflected.
-    let mut seen: Vec<(Instant, usize)> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.last().is_none_or(|(_, n)| *n < count) && Instant::now() < deadline {
+    // Collect observations until every session reflects all its files.
+    let mut seen: Vec<(Instant, usize, usize)> = Vec::new();
+    let mut latest = vec![0usize; sessions];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while latest != per_session && Instant::now() < deadline {
         if let Ok(obs) = rx.recv_timeout(Duration::from_millis(100)) {
+            latest[obs.1] = latest[obs.1].max(obs.2);
             seen.push(obs);
         }
     }
     let mut lat: Vec<Duration> = sent
         .iter()
-        .enumerate()
-        .filter_map(|(i, t0)| {
+        .filter_map(|(s, n, t0)| {
             seen.iter()
-                .find(|(at, n)| *n > i && at >= t0)
-                .map(|(at, _)| *at - *t0)
+                .find(|(at, s2, n2)| s2 == s && n2 >= n && at >= t0)
+                .map(|(at, _, _)| *at - *t0)
         })
         .collect();
     lat.sort();
     println!(
-        "latency @ {rate:>5.0} files/s: n={:>4}  p50 {:>6.3} ms  p99 {:>6.3} ms  max {:>6.3} ms",
+        "latency @ {rate:>5.0} files/s into {sessions:>3} session(s): n={:>4}  p50 {:>6.3} ms  p99 {:>6.3} ms  max {:>6.3} ms",
         lat.len(),
         ms(percentile(&lat, 0.5)),
         ms(percentile(&lat, 0.99)),
@@ -224,11 +247,16 @@ fn startup_and_idle() {
 
 fn main() {
     // `cargo bench` passes --bench; a filter selects one part.
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     if wants("latency") {
-        latency(10.0, 100);
-        latency(500.0, 2000);
+        latency(10.0, 100, 10);
+        latency(500.0, 2000, 100);
+        // Stress: every file into one session, which grows to 2,000 tasks.
+        latency(500.0, 2000, 1);
     }
     if wants("startup") {
         startup_and_idle();

@@ -88,15 +88,6 @@ impl SessionView {
     }
 }
 
-/// The progress update that counts for a plan: the assignee's own.
-fn progress_of<'a>(plan: &Plan, progress: &[&'a Progress]) -> Option<&'a Progress> {
-    progress
-        .iter()
-        .copied()
-        .filter(|p| p.task_id == plan.task_id && p.agent == plan.agent)
-        .max_by_key(|p| p.updated_at)
-}
-
 /// The session status: `failed` only when set explicitly; `completed` when
 /// recorded as completed (with `completed_at`) or when every task is
 /// completed; otherwise `active`.
@@ -125,11 +116,22 @@ pub fn derive_session(
         // Duplicates are a validation error; the first by file name counts.
         plans.entry(plan.task_id.as_str()).or_insert(plan);
     }
-    let progress: Vec<&Progress> = session.progress().collect();
+    // The progress update that counts for a plan is the assignee's own.
+    let mut reports: BTreeMap<(&str, &str), &Progress> = BTreeMap::new();
+    for p in session.progress() {
+        let slot = reports
+            .entry((p.task_id.as_str(), p.agent.as_str()))
+            .or_insert(p);
+        if p.updated_at > slot.updated_at {
+            *slot = p;
+        }
+    }
     let states: BTreeMap<&str, (TaskStatus, Option<&Progress>)> = plans
         .values()
         .map(|plan| {
-            let p = progress_of(plan, &progress);
+            let p = reports
+                .get(&(plan.task_id.as_str(), plan.agent.as_str()))
+                .copied();
             (
                 plan.task_id.as_str(),
                 (p.map_or(TaskStatus::Pending, |p| p.status), p),

@@ -39,6 +39,12 @@ use tokio::sync::{broadcast, mpsc};
 /// only bare modifications wait, and never longer than this.
 const SETTLE: Duration = Duration::from_millis(3);
 
+/// How long the shared context may lag a burst of changes. It spans every
+/// session of a root, so it is rendered once per burst rather than once per
+/// file (the status file of the session, the latency-critical output, is
+/// never delayed).
+const CONTEXT_DELAY: Duration = Duration::from_millis(20);
+
 /// Events kept for `squadctl events` without `--follow`.
 const RECENT_EVENTS: usize = 256;
 
@@ -92,6 +98,7 @@ struct Supervisor {
     watcher: RecommendedWatcher,
     pending: HashMap<PathBuf, Instant>,
     rescans: BTreeSet<usize>,
+    context_due: BTreeMap<usize, Instant>,
     queue: Arc<AtomicUsize>,
     bus: broadcast::Sender<Event>,
     recent: VecDeque<Event>,
@@ -129,6 +136,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         watcher,
         pending: HashMap::new(),
         rescans: BTreeSet::new(),
+        context_due: BTreeMap::new(),
         queue,
         bus,
         recent: VecDeque::new(),
@@ -200,6 +208,9 @@ pub async fn run(options: Options) -> Result<(), StartError> {
 
     tracing::info!(reason, "stopping");
     systemd::stopping();
+    for i in std::mem::take(&mut sup.context_due).into_keys() {
+        sup.write_shared_context(i);
+    }
     for i in 0..sup.roots.len() {
         sup.emit(
             i,
@@ -505,7 +516,11 @@ impl Supervisor {
                 Instant::now() + wait
             });
         let rescan = (!self.rescans.is_empty()).then(Instant::now);
-        [file, deadline, ping, rescan].into_iter().flatten().min()
+        let context = self.context_due.values().min().copied();
+        [file, deadline, ping, rescan, context]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Processes everything due: rescans, settled paths, passed deadlines.
@@ -545,6 +560,16 @@ impl Supervisor {
         }
         for (i, names) in touched {
             self.settle(i, &names, wall);
+        }
+        let due: Vec<usize> = self
+            .context_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(i, _)| *i)
+            .collect();
+        for i in due {
+            self.context_due.remove(&i);
+            self.write_shared_context(i);
         }
         let summary = self.summary();
         if summary != self.last_status_line {
@@ -649,7 +674,9 @@ impl Supervisor {
                         self.roots[i].views.remove(name);
                         self.unwatch(i, &dir);
                         self.emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
-                        self.write_shared_context(i);
+                        self.context_due
+                            .entry(i)
+                            .or_insert_with(|| Instant::now() + CONTEXT_DELAY);
                         None
                     }
                     _ => None,
@@ -740,7 +767,9 @@ impl Supervisor {
             self.save_state(i);
         }
         if any {
-            self.write_shared_context(i);
+            self.context_due
+                .entry(i)
+                .or_insert_with(|| Instant::now() + CONTEXT_DELAY);
         }
     }
 
