@@ -50,6 +50,12 @@ pub enum Scope {
 /// `.squad` directory or its `sessions` directory.
 pub fn classify(path: &Path) -> io::Result<Scope> {
     let meta = fs::metadata(path)?;
+    // `.` and `..` have no name of their own; use the directory's real one.
+    let path = &if path.file_name().is_none() {
+        fs::canonicalize(path)?
+    } else {
+        path.to_path_buf()
+    };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     if !meta.is_dir() {
         let kind = name.as_deref().and_then(FileKind::from_file_name);

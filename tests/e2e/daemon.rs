@@ -614,3 +614,27 @@ fn a_root_that_disappears_is_reported_not_fatal() {
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
 }
+
+/// Regression: squadd re-created session-status.md in a session directory
+/// that `rm -rf` was emptying, so the removal failed with ENOTEMPTY.
+#[test]
+fn removing_a_session_while_supervised_succeeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    for round in 0..5 {
+        let session = root.join(format!(".squad/sessions/20240115T10000{round}Z"));
+        fs::create_dir(&session).unwrap();
+        for i in 0..30 {
+            fs::write(
+                session.join(format!("role-plan-dev-task_{i}.md")),
+                plan(&format!("task_{i}"), "dev", &[]),
+            )
+            .unwrap();
+        }
+        eventually("indexed", || (counters(&session)?.1 == 30).then_some(()));
+        fs::remove_dir_all(&session).expect("rm -rf of a supervised session");
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!session.exists(), "squadd re-created the removed session");
+    }
+}

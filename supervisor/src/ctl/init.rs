@@ -56,15 +56,15 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             if args.json {
                 let created: Vec<String> =
                     created.iter().map(|p| p.display().to_string()).collect();
-                println!(
-                    "{:#}",
+                super::print(&format!(
+                    "{:#}\n",
                     json!({"squad_dir": squad.display().to_string(), "created": created})
-                );
+                ));
             } else if created.is_empty() {
-                println!("{} already initialized", squad.display());
+                super::print(&format!("{} already initialized\n", squad.display()));
             } else {
                 for p in &created {
-                    println!("created {}", p.display());
+                    super::print(&format!("created {}\n", p.display()));
                 }
             }
             exit::OK
@@ -131,17 +131,17 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
     match build_session(&sessions, &name, &Document::SessionStatus(status)) {
         Ok(()) => {
             if args.json {
-                println!(
-                    "{:#}",
+                super::print(&format!(
+                    "{:#}\n",
                     json!({
                         "session": name,
                         "session_id": session_id,
                         "path": dir.display().to_string(),
                         "started_at": now.to_rfc3339_opts(SecondsFormat::Secs, true),
                     })
-                );
+                ));
             } else {
-                println!("{}", dir.display());
+                super::print(&format!("{}\n", dir.display()));
             }
             exit::OK
         }

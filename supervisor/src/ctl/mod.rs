@@ -65,6 +65,16 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Writes command output to stdout; a closed pipe (`squadctl … | head`) is
+/// not an error.
+pub(crate) fn print(text: &str) -> u8 {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(e),
+        _ => crate::exit::OK,
+    }
+}
+
 /// Prints an error in the common `squadctl: error: …` form and returns the
 /// failure exit code.
 pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {

@@ -44,7 +44,9 @@ pub fn run(args: Args) -> u8 {
             if let Err(e) = squad_protocol::write_atomic(&path, text.as_bytes()) {
                 return super::fail(format!("{}: {e}", path.display()));
             }
-            println!("{}", path.display());
+            if super::print(&format!("{}\n", path.display())) != exit::OK {
+                return exit::FAILURE;
+            }
         }
         return exit::OK;
     }
@@ -52,6 +54,5 @@ pub fn run(args: Args) -> u8 {
         Some(kind) => schema(kind),
         None => all_schemas(),
     };
-    println!("{value:#}");
-    exit::OK
+    super::print(&format!("{value:#}\n"))
 }

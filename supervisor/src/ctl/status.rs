@@ -1,6 +1,7 @@
 //! `squadctl status`, `events` and `health`: ask the daemon, or read the files
 //! when it is down.
 
+use super::print;
 use crate::control::{Client, ClientError, Method};
 use crate::daemon::health::{Health, Verdict};
 use crate::events::Event;
@@ -8,7 +9,6 @@ use crate::exit;
 use crate::root;
 use crate::status::{DaemonReport, StatusReport, render_human, report_from_files};
 use squad_protocol::tree::default_threads;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -66,13 +66,6 @@ fn resolve_root(root_arg: Option<&Path>) -> Result<PathBuf, u8> {
     root::resolve(root_arg)
         .map(|r| root::fs_path(&r).to_path_buf())
         .map_err(super::fail)
-}
-
-fn print(text: &str) -> u8 {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => super::fail(e),
-        _ => exit::OK,
-    }
 }
 
 /// Runs `squadctl status`.

@@ -5,7 +5,7 @@ use crate::root;
 use clap::ValueEnum;
 use squad_protocol::report::{self, Format, Totals};
 use squad_protocol::tree::{Scope, classify, default_threads, validate_scopes};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// Output formats.
@@ -122,10 +122,8 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         env!("CARGO_PKG_VERSION"),
         color,
     );
-    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes())
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        return super::fail(e);
+    if super::print(&text) != exit::OK {
+        return exit::FAILURE;
     }
     if validation.errors() > 0 {
         exit::PROBLEMS

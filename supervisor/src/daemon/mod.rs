@@ -24,7 +24,7 @@ use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
 use squad_protocol::atomic::is_temp_name;
 use squad_protocol::kind::SESSION_STATUS_FILE;
-use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads};
+use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads, parallel_map};
 use squad_protocol::validate::read_limited;
 use squad_protocol::{FileKind, Severity, write_atomic};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -44,6 +44,11 @@ const SETTLE: Duration = Duration::from_millis(3);
 /// file (the status file of the session, the latency-critical output, is
 /// never delayed).
 const CONTEXT_DELAY: Duration = Duration::from_millis(20);
+
+/// How long a session's status file waits after files were only removed
+/// from it. Writing into a directory that `rm -rf` is emptying would make the
+/// removal fail (ENOTEMPTY); a session that is being deleted is gone by then.
+const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
 /// Events kept for `squadctl events` without `--follow`.
 const RECENT_EVENTS: usize = 256;
@@ -99,6 +104,7 @@ struct Supervisor {
     pending: HashMap<PathBuf, Instant>,
     rescans: BTreeSet<usize>,
     context_due: BTreeMap<usize, Instant>,
+    status_due: BTreeMap<(usize, String), Instant>,
     queue: Arc<AtomicUsize>,
     bus: broadcast::Sender<Event>,
     recent: VecDeque<Event>,
@@ -130,6 +136,11 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     })
     .map_err(|e| StartError::Watch(watch_error_hint(&e)))?;
 
+    // Handlers first: a SIGTERM that arrives while starting (or right after
+    // READY) must stop the daemon cleanly, not kill it.
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+
     let (bus, _) = broadcast::channel(1024);
     let mut sup = Supervisor {
         roots: Vec::new(),
@@ -137,6 +148,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         pending: HashMap::new(),
         rescans: BTreeSet::new(),
         context_due: BTreeMap::new(),
+        status_due: BTreeMap::new(),
         queue,
         bus,
         recent: VecDeque::new(),
@@ -157,6 +169,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     for i in 0..sup.roots.len() {
         sup.initial_scan(i, now);
     }
+    release_scan_memory();
 
     let (call_tx, mut call_rx) = mpsc::channel::<server::Call>(64);
     for (i, r) in sup.roots.iter().enumerate() {
@@ -174,8 +187,6 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     sup.last_status_line = summary;
     tracing::info!(roots = sup.roots.len(), "ready");
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let watchdog = systemd::watchdog_interval();
     let mut next_ping = watchdog.map(|d| Instant::now() + d);
 
@@ -223,6 +234,17 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         let _ = std::fs::remove_file(socket_path(&sup.roots[i].root));
     }
     Ok(())
+}
+
+/// Returns the memory the parallel start-up scan freed to the OS. The scan's
+/// worker threads leave freed parse buffers in their own malloc arenas, which
+/// glibc keeps resident; a long-running daemon should not carry them.
+fn release_scan_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 async fn sleep_until(wake: Option<Instant>) {
@@ -321,10 +343,10 @@ impl Supervisor {
             self.record_starts(i, name);
             let view = self.derive(i, name, now);
             self.roots[i].views.insert(name.clone(), view);
-            self.write_status(i, name, now);
             self.report_invalid_files(i, name);
             self.report_overdue(i, name);
         }
+        self.write_statuses(i, &names, now);
         self.save_state(i);
         self.write_shared_context(i);
         self.emit(
@@ -517,7 +539,8 @@ impl Supervisor {
             });
         let rescan = (!self.rescans.is_empty()).then(Instant::now);
         let context = self.context_due.values().min().copied();
-        [file, deadline, ping, rescan, context]
+        let status = self.status_due.values().min().copied();
+        [file, deadline, ping, rescan, context, status]
             .into_iter()
             .flatten()
             .min()
@@ -526,8 +549,11 @@ impl Supervisor {
     /// Processes everything due: rescans, settled paths, passed deadlines.
     fn flush(&mut self, now: Instant, wall: DateTime<Utc>) {
         let mut touched: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        // Sessions that saw something other than a removal in this batch.
+        let mut changed: BTreeSet<(usize, String)> = BTreeSet::new();
         for i in std::mem::take(&mut self.rescans) {
             let names = self.rescan(i);
+            changed.extend(names.iter().map(|n| (i, n.clone())));
             touched.entry(i).or_default().extend(names);
         }
         let due: Vec<PathBuf> = self
@@ -541,7 +567,10 @@ impl Supervisor {
             let Some(i) = self.root_of(&path) else {
                 continue;
             };
-            if let Some(name) = self.apply_path(i, &path) {
+            if let Some((name, removal)) = self.apply_path(i, &path) {
+                if !removal {
+                    changed.insert((i, name.clone()));
+                }
                 touched.entry(i).or_default().insert(name);
             }
         }
@@ -554,12 +583,28 @@ impl Supervisor {
                         && t.due_at.is_some_and(|d| d <= wall)
                 });
                 if passed {
+                    changed.insert((i, name.clone()));
                     touched.entry(i).or_default().insert(name.clone());
                 }
             }
         }
         for (i, names) in touched {
-            self.settle(i, &names, wall);
+            let deferred: BTreeSet<String> = names
+                .iter()
+                .filter(|n| !changed.contains(&(i, (*n).clone())))
+                .cloned()
+                .collect();
+            self.settle(i, &names, &deferred, wall);
+        }
+        let due: Vec<(usize, String)> = self
+            .status_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (i, name) in due {
+            self.status_due.remove(&(i, name.clone()));
+            self.write_statuses(i, &[name], wall);
         }
         let due: Vec<usize> = self
             .context_due
@@ -596,6 +641,7 @@ impl Supervisor {
                 return Vec::new();
             }
         };
+        release_scan_memory();
         let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
         let mut names: BTreeSet<String> = fresh.keys().cloned().collect();
         for gone in old.difference(&names) {
@@ -624,8 +670,9 @@ impl Supervisor {
         names.into_iter().collect()
     }
 
-    /// Applies one changed path; returns the session it touched.
-    fn apply_path(&mut self, i: usize, path: &Path) -> Option<String> {
+    /// Applies one changed path; returns the session it touched and whether
+    /// the change was only a removal.
+    fn apply_path(&mut self, i: usize, path: &Path) -> Option<(String, bool)> {
         let sessions_dir = self.roots[i].sessions_dir.clone();
         let Ok(rel) = path.strip_prefix(&sessions_dir) else {
             // The root, .squad or .squad/sessions itself changed.
@@ -661,7 +708,7 @@ impl Supervisor {
                                 self.roots[i].sessions.insert(name.clone(), s);
                                 self.emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
                                 self.report_invalid_files(i, name);
-                                Some(name.clone())
+                                Some((name.clone(), false))
                             }
                             Err(e) => {
                                 tracing::warn!(dir = %dir.display(), error = %e, "cannot scan new session");
@@ -672,6 +719,7 @@ impl Supervisor {
                     (false, true) => {
                         self.roots[i].sessions.remove(name);
                         self.roots[i].views.remove(name);
+                        self.status_due.remove(&(i, name.clone()));
                         self.unwatch(i, &dir);
                         self.emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
                         self.context_due
@@ -704,7 +752,7 @@ impl Supervisor {
         file: &str,
         path: &Path,
         kind: FileKind,
-    ) -> Option<String> {
+    ) -> Option<(String, bool)> {
         let loaded = match load_file(path, kind) {
             Ok(l) => l,
             Err(e) => {
@@ -717,7 +765,7 @@ impl Supervisor {
             None => {
                 session.files.remove(file)?;
                 self.emit(i, Some(name), Some(path), EventKind::FileRemoved);
-                Some(name.to_string())
+                Some((name.to_string(), true))
             }
             Some(new) => {
                 let old = session.files.get(file);
@@ -735,14 +783,22 @@ impl Supervisor {
                 };
                 session.files.insert(file.to_string(), new);
                 self.emit(i, Some(name), Some(path), event);
-                Some(name.to_string())
+                Some((name.to_string(), false))
             }
         }
     }
 
     /// Re-derives sessions, emits what changed, writes outputs.
-    fn settle(&mut self, i: usize, names: &BTreeSet<String>, wall: DateTime<Utc>) {
-        let mut any = false;
+    /// `deferred` sessions only lost files: their status file is written
+    /// after [`REMOVAL_DELAY`], if the session still exists then.
+    fn settle(
+        &mut self,
+        i: usize,
+        names: &BTreeSet<String>,
+        deferred: &BTreeSet<String>,
+        wall: DateTime<Utc>,
+    ) {
+        let mut derived = Vec::new();
         let mut state_changed = false;
         for name in names {
             if !self.roots[i].sessions.contains_key(name) {
@@ -760,9 +816,17 @@ impl Supervisor {
                 self.emit(i, Some(name), None, kind);
             }
             state_changed |= self.report_overdue(i, name);
-            self.write_status(i, name, wall);
-            any = true;
+            if deferred.contains(name) {
+                self.status_due
+                    .entry((i, name.clone()))
+                    .or_insert_with(|| Instant::now() + REMOVAL_DELAY);
+            } else {
+                self.status_due.remove(&(i, name.clone()));
+                derived.push(name.clone());
+            }
         }
+        self.write_statuses(i, &derived, wall);
+        let any = !names.is_empty();
         if state_changed {
             self.save_state(i);
         }
@@ -773,55 +837,59 @@ impl Supervisor {
         }
     }
 
-    fn write_status(&mut self, i: usize, name: &str, wall: DateTime<Utc>) {
+    /// The new session-status.md of a session, when it differs from the file.
+    fn status_update(
+        &self,
+        i: usize,
+        name: &str,
+        wall: DateTime<Utc>,
+    ) -> Option<(PathBuf, String)> {
         let r = &self.roots[i];
-        let Some(view) = r.views.get(name) else {
-            return;
-        };
-        let path = r.sessions_dir.join(name).join(SESSION_STATUS_FILE);
+        let view = r.views.get(name)?;
+        let dir = r.sessions_dir.join(name);
+        let path = dir.join(SESSION_STATUS_FILE);
         let existing = match read_limited(&path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(t) => Some(t),
-                Err(_) => return,
-            },
-            Err(_) if !path.exists() => None,
-            Err(_) => return,
+            Ok(bytes) => Some(String::from_utf8(bytes).ok()?),
+            Err(_) if !path.exists() && dir.is_dir() => None,
+            Err(_) => return None,
         };
-        if !r.sessions_dir.join(name).is_dir() {
-            return;
-        }
-        let Some(text) = render_status(existing.as_deref(), view, wall) else {
-            return;
-        };
-        if existing.as_deref() == Some(text.as_str()) {
-            return;
-        }
-        match write_atomic(&path, text.as_bytes()) {
-            Ok(()) => {
-                // Index what we wrote, so its watch event is recognised as ours.
-                let entry: IndexedFile =
-                    index_bytes(&path, FileKind::SessionStatus, text.as_bytes());
-                if let Some(s) = self.roots[i].sessions.get_mut(name) {
-                    s.files.insert(SESSION_STATUS_FILE.to_string(), entry);
-                }
-                self.emit(
-                    i,
-                    Some(name),
-                    Some(&path),
+        let text = render_status(existing.as_deref(), view, wall)?;
+        (existing.as_deref() != Some(text.as_str())).then_some((path, text))
+    }
+
+    /// Writes the session-status.md of each named session that changed. The
+    /// writes (each with its fsyncs) run in parallel so the file system can
+    /// commit them together instead of one journal commit after another.
+    fn write_statuses(&mut self, i: usize, names: &[String], wall: DateTime<Utc>) {
+        let updates: Vec<(String, PathBuf, String)> = names
+            .iter()
+            .filter_map(|n| {
+                self.status_update(i, n, wall)
+                    .map(|(p, t)| (n.clone(), p, t))
+            })
+            .collect();
+        let threads = updates.len().min(8);
+        let results = parallel_map(&updates, threads, |(_, path, text)| {
+            write_atomic(path, text.as_bytes())
+        });
+        for ((name, path, text), result) in updates.into_iter().zip(results) {
+            let kind = match result {
+                Ok(()) => {
+                    // Index what we wrote, so its watch event is recognised as ours.
+                    let entry = index_bytes(&path, FileKind::SessionStatus, text.as_bytes());
+                    if let Some(s) = self.roots[i].sessions.get_mut(&name) {
+                        s.files.insert(SESSION_STATUS_FILE.to_string(), entry);
+                    }
                     EventKind::OutputWritten {
                         output: "session-status".into(),
-                    },
-                );
-            }
-            Err(e) => self.emit(
-                i,
-                Some(name),
-                Some(&path),
-                EventKind::OutputFailed {
+                    }
+                }
+                Err(e) => EventKind::OutputFailed {
                     output: "session-status".into(),
                     error: e.to_string(),
                 },
-            ),
+            };
+            self.emit(i, Some(&name), Some(&path), kind);
         }
     }
 
