@@ -328,3 +328,62 @@ fn help_explains_every_command() {
         assert!(help.contains(word), "{word} missing from validate --help");
     }
 }
+
+/// Every `squadctl` and `squadd` invocation shown in README.md and
+/// docs/daemon.md names a real subcommand and real flags (checked through
+/// `--help`), so the docs cannot drift from the binaries.
+#[test]
+fn commands_in_the_docs_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    for doc in ["README.md", "docs/daemon.md"] {
+        let text = fs::read_to_string(root.join(doc)).unwrap();
+        let mut in_code = false;
+        for line in text.lines() {
+            let line = line.trim();
+            if line.starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            if !in_code {
+                continue;
+            }
+            let (bin, rest) = if let Some(rest) = line.strip_prefix("squadctl ") {
+                (env!("CARGO_BIN_EXE_squadctl"), rest)
+            } else if let Some(rest) = line.strip_prefix("squadd ") {
+                (env!("CARGO_BIN_EXE_squadd"), rest)
+            } else {
+                continue;
+            };
+            let words: Vec<&str> = rest.split('#').next().unwrap().split_whitespace().collect();
+            // Subcommands: the leading words that are not flags or values.
+            let subcommands: Vec<&str> = words
+                .iter()
+                .take_while(|w| {
+                    w.chars().all(|c| c.is_ascii_lowercase() || c == '-') && !w.starts_with('-')
+                })
+                .copied()
+                .collect();
+            let out = std::process::Command::new(bin)
+                .args(&subcommands)
+                .arg("--help")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{doc}: `{line}`: {}", stderr(&out));
+            let help = stdout(&out);
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                let flag = flag
+                    .trim_start_matches('[')
+                    .split(['=', ']'])
+                    .next()
+                    .unwrap();
+                assert!(
+                    help.contains(flag),
+                    "{doc}: `{line}`: {flag} is not in --help"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} commands found in the docs");
+}
