@@ -21,6 +21,11 @@ pub struct Daemon {
 impl Daemon {
     /// Starts squadd on `root` and waits for READY=1 on a NOTIFY_SOCKET.
     pub fn start(root: &Path) -> Daemon {
+        Daemon::start_with_env(root, &[])
+    }
+
+    /// Like [`Daemon::start`], with extra environment variables.
+    pub fn start_with_env(root: &Path, env: &[(&str, &str)]) -> Daemon {
         let notify_dir = tempfile::tempdir().unwrap();
         let sock = notify_dir.path().join("notify.sock");
         let notify = UnixDatagram::bind(&sock).unwrap();
@@ -35,6 +40,7 @@ impl Daemon {
             .arg(root)
             .env("NOTIFY_SOCKET", &sock)
             .env("RUST_LOG", "debug")
+            .envs(env.iter().copied())
             .stderr(log)
             .spawn()
             .unwrap();
@@ -637,4 +643,20 @@ fn removing_a_session_while_supervised_succeeds() {
         std::thread::sleep(Duration::from_millis(150));
         assert!(!session.exists(), "squadd re-created the removed session");
     }
+}
+
+#[test]
+fn the_systemd_watchdog_is_pinged_when_enabled() {
+    let (tmp, _) = seed_root();
+    let d = Daemon::start_with_env(tmp.path(), &[("WATCHDOG_USEC", "200000")]);
+    // Half the interval: a ping within a few notifications.
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let msg = d.recv_notify();
+        if msg.contains("WATCHDOG=1") {
+            return;
+        }
+        seen.push(msg);
+    }
+    panic!("no WATCHDOG=1 among {seen:?}");
 }
