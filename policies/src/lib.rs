@@ -2,4 +2,21 @@
 //!
 //! The supervisor's decisions as pure functions of (policy, facts, now):
 //! nothing here touches the file system, the clock or processes, so every rule
-//! is testable with plain values.
+//! is testable with plain values. The I/O that gathers the facts lives in
+//! `squad-supervisor`.
+//!
+//! - [`policy`]: `default.yaml` (embedded) overridden by a project's
+//!   `.squad/policies.yaml`;
+//! - [`boundary`]: may this path be changed by this task, and which rule says so;
+//! - [`locks`]: lock targets, conflicts, staleness;
+//! - [`duration`]: `15m`-style durations.
+
+#![warn(missing_docs)]
+
+pub mod boundary;
+pub mod duration;
+pub mod locks;
+pub mod policy;
+
+pub use boundary::{Boundaries, Decision};
+pub use policy::Policy;

@@ -1,0 +1,485 @@
+//! Boundary decisions: may this path be changed by this task?
+//!
+//! Pure: paths are strings relative to the project root; whether a path
+//! resolves through a symlink out of the project is a fact the caller
+//! establishes (it needs the file system) and passes in.
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::Serialize;
+use std::fmt;
+
+/// The longest path accepted (Linux PATH_MAX).
+pub const MAX_PATH_LEN: usize = 4096;
+
+/// Why a path is refused before any glob is consulted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum Refusal {
+    /// Empty.
+    Empty,
+    /// Longer than [`MAX_PATH_LEN`].
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Holds a NUL byte.
+    Nul,
+    /// Starts at the file-system root (or a drive).
+    Absolute,
+    /// Climbs with `..`.
+    ParentDir,
+    /// Resolves through a symlink to outside the project.
+    SymlinkOutside {
+        /// Where it leads.
+        target: String,
+    },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Empty => f.write_str("the path is empty"),
+            Refusal::TooLong { len } => {
+                write!(f, "the path is {len} bytes long (limit {MAX_PATH_LEN})")
+            }
+            Refusal::Nul => f.write_str("the path contains a NUL byte"),
+            Refusal::Absolute => {
+                f.write_str("the path is absolute; paths are relative to the project root")
+            }
+            Refusal::ParentDir => f.write_str("the path contains `..`"),
+            Refusal::SymlinkOutside { target } => {
+                write!(
+                    f,
+                    "the path resolves through a symlink to {target}, outside the project"
+                )
+            }
+        }
+    }
+}
+
+/// Normalizes a project-relative path: `./a//b/` → `a/b`. Absolute paths,
+/// `..`, NUL bytes, empty and overlong paths are refused.
+pub fn normalize(path: &str) -> Result<String, Refusal> {
+    if path.len() > MAX_PATH_LEN {
+        return Err(Refusal::TooLong { len: path.len() });
+    }
+    if path.contains('\0') {
+        return Err(Refusal::Nul);
+    }
+    let b = path.as_bytes();
+    if path.starts_with('/')
+        || path.starts_with('\\')
+        || (b.len() >= 2 && b[1] == b':' && b[0].is_ascii_alphabetic())
+    {
+        return Err(Refusal::Absolute);
+    }
+    let mut parts = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => return Err(Refusal::ParentDir),
+            s => parts.push(s),
+        }
+    }
+    if parts.is_empty() {
+        return Err(Refusal::Empty);
+    }
+    Ok(parts.join("/"))
+}
+
+/// Compiles a boundary glob the way every boundary is matched:
+/// `literal_separator(true)`, so `*` never crosses `/`.
+pub fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| format!("invalid glob `{pattern}`: {}", e.kind()))
+}
+
+/// The literal directory prefix of a glob: everything before the first
+/// metacharacter, cut back to the last `/` (`src/api/*.rs` → `src/api/`). A
+/// pattern without metacharacters is its own prefix.
+pub fn literal_prefix(pattern: &str) -> &str {
+    match pattern.find(['*', '?', '[', '{', '\\']) {
+        None => pattern,
+        Some(i) => match pattern[..i].rfind('/') {
+            Some(slash) => &pattern[..=slash],
+            None => "",
+        },
+    }
+}
+
+/// Whether a pattern holds glob metacharacters.
+pub fn is_glob(pattern: &str) -> bool {
+    literal_prefix(pattern).len() != pattern.len()
+}
+
+/// Which list a glob came from, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// The task's `boundaries.allowed`.
+    TaskAllowed,
+    /// The task's `boundaries.forbidden`.
+    TaskForbidden,
+    /// The policy's project-wide `boundaries.forbidden`.
+    ProjectForbidden,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::TaskAllowed => "boundaries.allowed",
+            Source::TaskForbidden => "boundaries.forbidden",
+            Source::ProjectForbidden => "policy boundaries.forbidden",
+        })
+    }
+}
+
+/// The rule that decided: which list, which entry, which glob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleRef {
+    /// The list.
+    pub source: Source,
+    /// Index in the list.
+    pub index: usize,
+    /// The glob.
+    pub glob: String,
+}
+
+impl fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}] `{}`", self.source, self.index, self.glob)
+    }
+}
+
+/// The decision about one path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum Decision {
+    /// Inside the task's boundaries.
+    Allowed {
+        /// The allowed glob that matched.
+        rule: RuleRef,
+    },
+    /// Matched a forbidden glob (forbidden beats allowed).
+    Forbidden {
+        /// The forbidden glob that matched.
+        rule: RuleRef,
+    },
+    /// No allowed glob matches (an empty `allowed` list allows nothing).
+    NotAllowed {
+        /// How many allowed globs the task has.
+        allowed: usize,
+    },
+    /// Refused before matching.
+    Refused {
+        /// Why.
+        refusal: Refusal,
+    },
+}
+
+impl Decision {
+    /// Whether the change may happen.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Decision::Allowed { .. })
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decision::Allowed { rule } => write!(f, "allowed by {rule}"),
+            Decision::Forbidden { rule } => write!(f, "forbidden by {rule}"),
+            Decision::NotAllowed { allowed: 0 } => f.write_str(
+                "not allowed: the task's boundaries.allowed is empty (nothing is allowed)",
+            ),
+            Decision::NotAllowed { allowed } => write!(
+                f,
+                "not allowed: none of the task's {allowed} boundaries.allowed globs matches"
+            ),
+            Decision::Refused { refusal } => write!(f, "refused: {refusal}"),
+        }
+    }
+}
+
+struct Compiled {
+    rule: RuleRef,
+    matcher: GlobMatcher,
+}
+
+fn compile_list(source: Source, globs: &[String]) -> (Vec<Compiled>, Vec<String>) {
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    for (index, glob) in globs.iter().enumerate() {
+        match compile_glob(glob) {
+            Ok(matcher) => ok.push(Compiled {
+                rule: RuleRef {
+                    source,
+                    index,
+                    glob: glob.clone(),
+                },
+                matcher,
+            }),
+            Err(e) => errors.push(format!("{source}[{index}]: {e}")),
+        }
+    }
+    (ok, errors)
+}
+
+/// A task's boundaries plus the project-wide forbidden set, compiled once
+/// and asked about many paths.
+pub struct Boundaries {
+    allowed: Vec<Compiled>,
+    forbidden: Vec<Compiled>,
+    /// Globs that did not compile (the task file would fail validation too);
+    /// they match nothing, which errs on the side of refusing.
+    pub errors: Vec<String>,
+}
+
+impl Boundaries {
+    /// Compiles a task's `allowed`/`forbidden` and the policy's forbidden globs.
+    pub fn new(allowed: &[String], forbidden: &[String], project_forbidden: &[String]) -> Self {
+        let (allowed, mut errors) = compile_list(Source::TaskAllowed, allowed);
+        let (mut forbid, e2) = compile_list(Source::TaskForbidden, forbidden);
+        let (project, e3) = compile_list(Source::ProjectForbidden, project_forbidden);
+        errors.extend(e2);
+        errors.extend(e3);
+        // Project-wide rules are reported first: they are the stronger reason.
+        let mut all = project;
+        all.append(&mut forbid);
+        Boundaries {
+            allowed,
+            forbidden: all,
+            errors,
+        }
+    }
+
+    /// Only the project-wide forbidden set (for changes no task claims).
+    pub fn project_only(project_forbidden: &[String]) -> Self {
+        Boundaries::new(&[], &[], project_forbidden)
+    }
+
+    /// The project-wide or task forbidden glob matching a normalized path.
+    pub fn forbidden_by(&self, normalized: &str) -> Option<&RuleRef> {
+        self.forbidden
+            .iter()
+            .find(|c| c.matcher.is_match(normalized))
+            .map(|c| &c.rule)
+    }
+
+    /// Decides about `path` (as written); `escapes_to` is where it leads when
+    /// it resolves through a symlink out of the project.
+    pub fn decide(&self, path: &str, escapes_to: Option<&str>) -> Decision {
+        let normalized = match normalize(path) {
+            Ok(p) => p,
+            Err(refusal) => return Decision::Refused { refusal },
+        };
+        if let Some(target) = escapes_to {
+            return Decision::Refused {
+                refusal: Refusal::SymlinkOutside {
+                    target: target.to_string(),
+                },
+            };
+        }
+        if let Some(rule) = self.forbidden_by(&normalized) {
+            return Decision::Forbidden { rule: rule.clone() };
+        }
+        match self
+            .allowed
+            .iter()
+            .find(|c| c.matcher.is_match(&normalized))
+        {
+            Some(c) => Decision::Allowed {
+                rule: c.rule.clone(),
+            },
+            None => Decision::NotAllowed {
+                allowed: self.allowed.len(),
+            },
+        }
+    }
+
+    /// Decides whether a lock target (path or glob) lies inside the
+    /// boundaries. A path is decided as by [`Boundaries::decide`]. A glob is
+    /// inside when it equals an allowed glob, or its literal prefix lies under
+    /// an allowed `<dir>/**`; it is refused when its literal prefix nests with
+    /// a forbidden glob's (conservative: it could match a forbidden path).
+    pub fn decide_target(&self, target: &str) -> Decision {
+        if !is_glob(target) {
+            return self.decide(target, None);
+        }
+        let prefix = literal_prefix(target);
+        for c in &self.forbidden {
+            if prefixes_nest(prefix, literal_prefix(&c.rule.glob)) {
+                return Decision::Forbidden {
+                    rule: c.rule.clone(),
+                };
+            }
+        }
+        for c in &self.allowed {
+            let g = &c.rule.glob;
+            let under_dir = g
+                .strip_suffix("/**")
+                .filter(|dir| !is_glob(dir))
+                .is_some_and(|dir| prefix.starts_with(&format!("{dir}/")));
+            if g == target || under_dir || g == "**" {
+                return Decision::Allowed {
+                    rule: c.rule.clone(),
+                };
+            }
+        }
+        Decision::NotAllowed {
+            allowed: self.allowed.len(),
+        }
+    }
+}
+
+/// Whether two literal prefixes nest (one is a path-prefix of the other);
+/// the empty prefix nests with everything.
+pub fn prefixes_nest(a: &str, b: &str) -> bool {
+    let under = |long: &str, short: &str| {
+        short.is_empty()
+            || long == short
+            || (long.starts_with(short)
+                && (short.ends_with('/') || long.as_bytes().get(short.len()) == Some(&b'/')))
+    };
+    under(a, b) || under(b, a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn normalize_table() {
+        let cases: &[(&str, Result<&str, Refusal>)] = &[
+            ("src/a.rs", Ok("src/a.rs")),
+            ("./src//a.rs", Ok("src/a.rs")),
+            ("src/./a.rs/", Ok("src/a.rs")),
+            ("", Err(Refusal::Empty)),
+            (".", Err(Refusal::Empty)),
+            ("/etc/passwd", Err(Refusal::Absolute)),
+            ("C:/x", Err(Refusal::Absolute)),
+            ("\\\\server\\x", Err(Refusal::Absolute)),
+            ("../x", Err(Refusal::ParentDir)),
+            ("a/../../x", Err(Refusal::ParentDir)),
+            ("a\0b", Err(Refusal::Nul)),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                normalize(input).as_deref().map_err(|e| e.clone()),
+                want.clone(),
+                "{input:?}"
+            );
+        }
+        let long = "a/".repeat(5000);
+        assert!(matches!(normalize(&long), Err(Refusal::TooLong { .. })));
+    }
+
+    #[test]
+    fn decisions_say_which_rule_decided() {
+        let b = Boundaries::new(
+            &s(&["backend/src/**", "docs/*.md"]),
+            &s(&["backend/src/secret/**"]),
+            &s(&[".env", ".git/**"]),
+        );
+        let cases: &[(&str, &str)] = &[
+            (
+                "backend/src/routes/users.ts",
+                "allowed by boundaries.allowed[0] `backend/src/**`",
+            ),
+            (
+                "docs/api.md",
+                "allowed by boundaries.allowed[1] `docs/*.md`",
+            ),
+            (
+                "docs/sub/api.md",
+                "not allowed: none of the task's 2 boundaries.allowed globs matches",
+            ),
+            (
+                "backend/src/secret/key.pem",
+                "forbidden by boundaries.forbidden[0] `backend/src/secret/**`",
+            ),
+            (".env", "forbidden by policy boundaries.forbidden[0] `.env`"),
+            (
+                ".git/config",
+                "forbidden by policy boundaries.forbidden[1] `.git/**`",
+            ),
+            ("../x", "refused: the path contains `..`"),
+            (
+                "/etc/passwd",
+                "refused: the path is absolute; paths are relative to the project root",
+            ),
+        ];
+        for (path, want) in cases {
+            assert_eq!(b.decide(path, None).to_string(), *want, "{path}");
+        }
+        assert_eq!(
+            b.decide("backend/src/link", Some("/etc")).to_string(),
+            "refused: the path resolves through a symlink to /etc, outside the project"
+        );
+        let nothing = Boundaries::new(&[], &[], &[]);
+        assert_eq!(
+            nothing.decide("src/a.rs", None).to_string(),
+            "not allowed: the task's boundaries.allowed is empty (nothing is allowed)"
+        );
+    }
+
+    #[test]
+    fn star_does_not_cross_directories() {
+        let b = Boundaries::new(&s(&["src/*.rs"]), &[], &[]);
+        assert!(b.decide("src/a.rs", None).is_allowed());
+        assert!(!b.decide("src/x/a.rs", None).is_allowed());
+    }
+
+    #[test]
+    fn literal_prefixes() {
+        assert_eq!(literal_prefix("src/api/*.rs"), "src/api/");
+        assert_eq!(literal_prefix("src/a.rs"), "src/a.rs");
+        assert_eq!(literal_prefix("**/*.rs"), "");
+        assert_eq!(literal_prefix("*.md"), "");
+        assert_eq!(literal_prefix("src/{a,b}/x"), "src/");
+        assert!(prefixes_nest("src/", "src/api/"));
+        assert!(prefixes_nest("src/a.rs", "src/"));
+        assert!(prefixes_nest("", "anything/"));
+        assert!(!prefixes_nest("src/", "srcx/"));
+        assert!(!prefixes_nest("src/a", "src/ab"));
+        assert!(prefixes_nest("src/a", "src/a/b"));
+    }
+
+    #[test]
+    fn lock_targets_inside_boundaries() {
+        let b = Boundaries::new(
+            &s(&["backend/**", "docs/*.md"]),
+            &[],
+            &s(&[".env", ".git/**"]),
+        );
+        let cases: &[(&str, bool)] = &[
+            ("backend/src/*.rs", true),
+            ("backend/**", true),
+            ("docs/*.md", true),
+            ("docs/**", false),
+            ("**/*.rs", false),
+            ("frontend/*.ts", false),
+            ("backend/a.rs", true),
+        ];
+        for (target, want) in cases {
+            assert_eq!(
+                b.decide_target(target).is_allowed(),
+                *want,
+                "{target}: {}",
+                b.decide_target(target)
+            );
+        }
+        // `**/*.rs` could match anything, including forbidden paths.
+        assert!(matches!(
+            b.decide_target("**/*.rs"),
+            Decision::Forbidden { .. }
+        ));
+    }
+}

@@ -1,0 +1,234 @@
+//! The policy: `policies/default.yaml` (embedded) overridden field by field by
+//! a project's `.squad/policies.yaml`.
+
+use crate::duration::parse_duration;
+use serde::Deserialize;
+use serde_yaml::Value;
+use std::time::Duration;
+
+/// The shipped defaults.
+pub const DEFAULT_POLICY: &str = include_str!("../default.yaml");
+
+/// What `squadctl check` does with changes no task claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unattributed {
+    /// A violation: exit 1.
+    Error,
+    /// Reported as a warning.
+    Warn,
+    /// Not reported.
+    Ignore,
+}
+
+/// The effective policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Project-wide forbidden globs.
+    pub forbidden: Vec<String>,
+    /// Lock TTL when none is given.
+    pub lock_default_ttl: Duration,
+    /// Longest lock TTL accepted.
+    pub lock_max_ttl: Duration,
+    /// `check` handling of unattributed changes.
+    pub unattributed: Unattributed,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    boundaries: RawBoundaries,
+    locks: RawLocks,
+    check: RawCheck,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBoundaries {
+    forbidden: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLocks {
+    default_ttl: String,
+    max_ttl: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    unattributed: Unattributed,
+}
+
+/// Why a policy was refused; names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy: {field}: {message}")]
+pub struct PolicyError {
+    /// Dotted field path, or `(file)`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Mapping(b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+fn field_of(message: &str) -> String {
+    // serde_yaml prefixes nested errors with the path: `locks.max_ttl: …`.
+    message
+        .split_once(": ")
+        .map(|(p, _)| p)
+        .filter(|p| !p.contains(' '))
+        .unwrap_or("(file)")
+        .to_string()
+}
+
+impl Policy {
+    /// The shipped defaults.
+    pub fn defaults() -> Policy {
+        // The embedded default is tested to parse; fall back to a literal copy
+        // of it rather than panic should that ever be broken.
+        Policy::parse(None).unwrap_or_else(|_| Policy {
+            forbidden: vec![
+                ".env".into(),
+                ".env.*".into(),
+                ".git/**".into(),
+                ".squad/policies.yaml".into(),
+                ".squad/run/**".into(),
+            ],
+            lock_default_ttl: Duration::from_secs(15 * 60),
+            lock_max_ttl: Duration::from_secs(24 * 3600),
+            unattributed: Unattributed::Warn,
+        })
+    }
+
+    /// The defaults overridden by the text of a project's policies.yaml.
+    pub fn parse(project: Option<&str>) -> Result<Policy, PolicyError> {
+        let mut value: Value = serde_yaml::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
+            field: "(default.yaml)".into(),
+            message: e.to_string(),
+        })?;
+        if let Some(text) = project {
+            let over: Value = serde_yaml::from_str(text).map_err(|e| PolicyError {
+                field: "(file)".into(),
+                message: e.to_string(),
+            })?;
+            match over {
+                Value::Null => {}
+                Value::Mapping(_) => merge(&mut value, over),
+                _ => {
+                    return Err(PolicyError {
+                        field: "(file)".into(),
+                        message: "policies.yaml must be a mapping".into(),
+                    });
+                }
+            }
+        }
+        // Through text rather than `from_value`: errors then carry the path
+        // of the offending field (`check.unattributed: unknown variant …`).
+        let merged = serde_yaml::to_string(&value).map_err(|e| PolicyError {
+            field: "(file)".into(),
+            message: e.to_string(),
+        })?;
+        let raw: Raw = serde_yaml::from_str(&merged).map_err(|e| {
+            // Positions would point into the merged text, not the user's file.
+            let message = e
+                .to_string()
+                .split(" at line ")
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            PolicyError {
+                field: field_of(&message),
+                message,
+            }
+        })?;
+        let ttl = |field: &str, text: &str| {
+            parse_duration(text).map_err(|message| PolicyError {
+                field: field.into(),
+                message,
+            })
+        };
+        let policy = Policy {
+            lock_default_ttl: ttl("locks.default_ttl", &raw.locks.default_ttl)?,
+            lock_max_ttl: ttl("locks.max_ttl", &raw.locks.max_ttl)?,
+            forbidden: raw.boundaries.forbidden,
+            unattributed: raw.check.unattributed,
+        };
+        for (i, g) in policy.forbidden.iter().enumerate() {
+            crate::boundary::compile_glob(g).map_err(|message| PolicyError {
+                field: format!("boundaries.forbidden[{i}]"),
+                message,
+            })?;
+        }
+        if policy.lock_default_ttl.is_zero() || policy.lock_default_ttl > policy.lock_max_ttl {
+            return Err(PolicyError {
+                field: "locks.default_ttl".into(),
+                message: "must be positive and at most locks.max_ttl".into(),
+            });
+        }
+        Ok(policy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let p = Policy::parse(None).unwrap();
+        assert_eq!(p, Policy::defaults());
+        assert!(p.forbidden.contains(&".git/**".to_string()));
+        assert_eq!(p.lock_default_ttl, Duration::from_secs(900));
+        assert_eq!(p.unattributed, Unattributed::Warn);
+    }
+
+    #[test]
+    fn overrides_merge_field_by_field() {
+        let p = Policy::parse(Some(
+            "check:\n  unattributed: error\nlocks:\n  default_ttl: 5m\n",
+        ))
+        .unwrap();
+        assert_eq!(p.unattributed, Unattributed::Error);
+        assert_eq!(p.lock_default_ttl, Duration::from_secs(300));
+        assert_eq!(p.lock_max_ttl, Duration::from_secs(86_400), "kept");
+        assert_eq!(p.forbidden.len(), 5, "kept");
+        let p = Policy::parse(Some("boundaries:\n  forbidden: [secrets/**]\n")).unwrap();
+        assert_eq!(p.forbidden, ["secrets/**"], "lists replace");
+        assert_eq!(Policy::parse(Some("")).unwrap(), Policy::defaults());
+    }
+
+    #[test]
+    fn bad_policies_name_the_field() {
+        let cases: &[(&str, &str)] = &[
+            ("locks:\n  default_ttl: soon\n", "locks.default_ttl"),
+            ("check:\n  unattributed: maybe\n", "check.unattributed"),
+            (
+                "boundaries:\n  forbidden: ['src/{a']\n",
+                "boundaries.forbidden[0]",
+            ),
+            ("lcoks: {}\n", "(file)"),
+            ("locks:\n  default_ttl: 2d\n", "locks.default_ttl"),
+            ("[1, 2]", "(file)"),
+        ];
+        for (text, field) in cases {
+            let e = Policy::parse(Some(text)).unwrap_err();
+            assert_eq!(&e.field, field, "{text}: {e}");
+        }
+    }
+}
