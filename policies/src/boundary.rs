@@ -97,16 +97,13 @@ pub fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
         .map_err(|e| format!("invalid glob `{pattern}`: {}", e.kind()))
 }
 
-/// The literal directory prefix of a glob: everything before the first
-/// metacharacter, cut back to the last `/` (`src/api/*.rs` → `src/api/`). A
-/// pattern without metacharacters is its own prefix.
+/// The literal prefix of a glob: everything before its first metacharacter
+/// (`src/api/*.rs` → `src/api/`, `.env.*` → `.env.`). Every path the glob
+/// matches starts with it. A pattern without metacharacters is its own prefix.
 pub fn literal_prefix(pattern: &str) -> &str {
     match pattern.find(['*', '?', '[', '{', '\\']) {
         None => pattern,
-        Some(i) => match pattern[..i].rfind('/') {
-            Some(slash) => &pattern[..=slash],
-            None => "",
-        },
+        Some(i) => &pattern[..i],
     }
 }
 
@@ -310,8 +307,18 @@ impl Boundaries {
             return self.decide(target, None);
         }
         let prefix = literal_prefix(target);
+        // Forbidden areas inside an allowed glob stay forbidden (a lock grants
+        // no right to change them); the glob is refused when its own literal
+        // prefix already lies in a forbidden area.
+        let anchor = prefix.trim_end_matches('/');
         for c in &self.forbidden {
-            if prefixes_nest(prefix, literal_prefix(&c.rule.glob)) {
+            let in_forbidden_dir = c
+                .rule
+                .glob
+                .strip_suffix("/**")
+                .filter(|dir| !is_glob(dir))
+                .is_some_and(|dir| prefix.starts_with(&format!("{dir}/")) || anchor == dir);
+            if in_forbidden_dir || (!anchor.is_empty() && c.matcher.is_match(anchor)) {
                 return Decision::Forbidden {
                     rule: c.rule.clone(),
                 };
@@ -335,16 +342,11 @@ impl Boundaries {
     }
 }
 
-/// Whether two literal prefixes nest (one is a path-prefix of the other);
-/// the empty prefix nests with everything.
+/// Whether two literal prefixes nest (one starts with the other). Since every
+/// match of a glob starts with its literal prefix, globs whose prefixes do not
+/// nest can never match the same path; the empty prefix nests with all.
 pub fn prefixes_nest(a: &str, b: &str) -> bool {
-    let under = |long: &str, short: &str| {
-        short.is_empty()
-            || long == short
-            || (long.starts_with(short)
-                && (short.ends_with('/') || long.as_bytes().get(short.len()) == Some(&b'/')))
-    };
-    under(a, b) || under(b, a)
+    a.starts_with(b) || b.starts_with(a)
 }
 
 #[cfg(test)]
@@ -444,11 +446,13 @@ mod tests {
         assert_eq!(literal_prefix("**/*.rs"), "");
         assert_eq!(literal_prefix("*.md"), "");
         assert_eq!(literal_prefix("src/{a,b}/x"), "src/");
+        assert_eq!(literal_prefix(".env.*"), ".env.");
         assert!(prefixes_nest("src/", "src/api/"));
         assert!(prefixes_nest("src/a.rs", "src/"));
         assert!(prefixes_nest("", "anything/"));
         assert!(!prefixes_nest("src/", "srcx/"));
-        assert!(!prefixes_nest("src/a", "src/ab"));
+        assert!(prefixes_nest("src/a", "src/ab"), "src/a* may match src/ab");
+        assert!(!prefixes_nest("backend/", ".env."));
         assert!(prefixes_nest("src/a", "src/a/b"));
     }
 
@@ -476,10 +480,19 @@ mod tests {
                 b.decide_target(target)
             );
         }
-        // `**/*.rs` could match anything, including forbidden paths.
         assert!(matches!(
-            b.decide_target("**/*.rs"),
+            b.decide_target(".git/*"),
             Decision::Forbidden { .. }
         ));
+        assert!(matches!(
+            b.decide_target(".env*"),
+            Decision::Forbidden { .. }
+        ));
+        // A forbidden area inside an allowed directory does not make the
+        // directory unlockable.
+        let b = Boundaries::new(&s(&["shared/**"]), &s(&["shared/secret/**"]), &[]);
+        assert!(b.decide_target("shared/**").is_allowed());
+        assert!(b.decide_target("shared/*.md").is_allowed());
+        assert!(!b.decide_target("shared/secret/*.pem").is_allowed());
     }
 }

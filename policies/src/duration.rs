@@ -1,44 +1,46 @@
 //! Durations as people write them in policy and on the command line:
-//! `90s`, `15m`, `2h`, `7d`, `1h30m`, or a bare number of seconds.
+//! `500ms`, `90s`, `15m`, `2h`, `7d`, `1h30m`, or a bare number of seconds.
 
 use std::time::Duration;
 
 /// Parses a duration; the error says what is accepted.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
-    let bad =
-        || format!("`{text}` is not a duration; write e.g. `30s`, `15m`, `2h`, `7d` or `1h30m`");
+    let bad = || {
+        format!(
+            "`{text}` is not a duration; write e.g. `500ms`, `30s`, `15m`, `2h`, `7d` or `1h30m`"
+        )
+    };
     if s.is_empty() {
         return Err(bad());
     }
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let mut total: u64 = 0;
-    let mut number = String::new();
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            _ => return Err(bad()),
+    let mut total_ms: u64 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let (unit_ms, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else {
+            match rest.chars().next() {
+                Some('s') => (1000, 1),
+                Some('m') => (60_000, 1),
+                Some('h') => (3_600_000, 1),
+                Some('d') => (86_400_000, 1),
+                _ => return Err(bad()),
+            }
         };
-        let n: u64 = number.parse().map_err(|_| bad())?;
-        number.clear();
-        total = n
-            .checked_mul(unit)
-            .and_then(|x| total.checked_add(x))
+        rest = &rest[len..];
+        total_ms = n
+            .checked_mul(unit_ms)
+            .and_then(|x| total_ms.checked_add(x))
             .ok_or_else(bad)?;
     }
-    if !number.is_empty() {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs(total))
+    Ok(Duration::from_millis(total_ms))
 }
 
 /// Formats a duration the way [`parse_duration`] reads it (`1h30m`).
@@ -73,6 +75,8 @@ mod tests {
             ("", None),
             ("m", None),
             ("15", Some(15)),
+            ("1500ms", Some(1)),
+            ("1m30s", Some(90)),
             ("15x", None),
             ("1.5h", None),
             ("-5m", None),

@@ -102,6 +102,37 @@ pub enum EventKind {
         /// The error and what to do about it.
         error: String,
     },
+    /// A lock was taken.
+    LockAcquired {
+        /// Targets.
+        targets: Vec<String>,
+        /// `exclusive` or `shared`.
+        mode: String,
+        /// Holder.
+        agent: String,
+        /// The holder's task.
+        task_id: String,
+    },
+    /// A lock was released by its holder (or because its session ended).
+    LockReleased {
+        /// Targets.
+        targets: Vec<String>,
+        /// Holder.
+        agent: String,
+        /// Why.
+        reason: String,
+    },
+    /// A stale lock was reclaimed.
+    LockReclaimed {
+        /// Targets.
+        targets: Vec<String>,
+        /// Holder.
+        agent: String,
+        /// The holder's task.
+        task_id: String,
+        /// Why it was stale.
+        reason: String,
+    },
 }
 
 impl EventKind {
@@ -127,6 +158,9 @@ impl EventKind {
             EventKind::RootRestored => "root-restored",
             EventKind::Rescanned { .. } => "rescanned",
             EventKind::WatchError { .. } => "watch-error",
+            EventKind::LockAcquired { .. } => "lock-acquired",
+            EventKind::LockReleased { .. } => "lock-released",
+            EventKind::LockReclaimed { .. } => "lock-reclaimed",
         }
     }
 
@@ -156,6 +190,23 @@ impl EventKind {
             EventKind::SessionStatusChanged { status } => status.to_string(),
             EventKind::Rescanned { reason } => reason.clone(),
             EventKind::WatchError { error } => error.clone(),
+            EventKind::LockAcquired {
+                targets,
+                mode,
+                agent,
+                task_id,
+            } => format!("{} ({mode}) by {agent} for {task_id}", targets.join(", ")),
+            EventKind::LockReleased {
+                targets,
+                agent,
+                reason,
+            } => format!("{} by {agent}: {reason}", targets.join(", ")),
+            EventKind::LockReclaimed {
+                targets,
+                agent,
+                task_id,
+                reason,
+            } => format!("{} of {agent} ({task_id}): {reason}", targets.join(", ")),
             EventKind::FileFixed
             | EventKind::FileRemoved
             | EventKind::SessionAdded

@@ -18,6 +18,7 @@ pub mod events;
 pub mod exit;
 pub mod index;
 pub mod layout;
+pub mod locks;
 pub mod outputs;
 pub mod root;
 pub mod state;

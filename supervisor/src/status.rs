@@ -130,7 +130,7 @@ pub enum DaemonReport {
         /// Roots it watches.
         roots: Vec<String>,
         /// The latest event.
-        last_event: Option<Event>,
+        last_event: Option<Box<Event>>,
     },
     /// Not reachable; the report was read from the files.
     Down {

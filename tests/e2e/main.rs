@@ -2,5 +2,6 @@
 //! project roots.
 
 mod daemon;
+mod lock;
 mod support;
 mod validate;

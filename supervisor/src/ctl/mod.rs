@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub mod init;
+pub mod lock;
 pub mod schema;
 pub mod status;
 pub mod validate;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Manage sessions.
     #[command(subcommand)]
     Session(init::SessionCommand),
+    /// Advisory locks on paths and globs (acquire, release, renew, list).
+    #[command(subcommand)]
+    Lock(lock::LockCommand),
     #[allow(missing_docs)]
     Status(status::StatusArgs),
     #[allow(missing_docs)]
@@ -58,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::Schema(args) => schema::run(args),
         Command::Init(args) => init::init(cli.root.as_deref(), args),
         Command::Session(cmd) => init::session(cli.root.as_deref(), cmd),
+        Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),

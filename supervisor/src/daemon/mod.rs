@@ -980,7 +980,7 @@ impl Supervisor {
                             .iter()
                             .map(|r| r.root.display().to_string())
                             .collect(),
-                        last_event: self.recent.back().cloned(),
+                        last_event: self.recent.back().cloned().map(Box::new),
                     },
                     // The socket belongs to one root; report that root.
                     roots: vec![self.root_report(i, session.as_deref())],
