@@ -201,35 +201,57 @@ impl fmt::Display for Decision {
     }
 }
 
-struct Compiled {
-    rule: RuleRef,
-    matcher: GlobMatcher,
+/// One list of globs, matched as a single set (one pass per path, however
+/// many globs), remembering which entry each index is.
+struct List {
+    rules: Vec<RuleRef>,
+    set: globset::GlobSet,
 }
 
-fn compile_list(source: Source, globs: &[String]) -> (Vec<Compiled>, Vec<String>) {
-    let mut ok = Vec::new();
-    let mut errors = Vec::new();
-    for (index, glob) in globs.iter().enumerate() {
-        match compile_glob(glob) {
-            Ok(matcher) => ok.push(Compiled {
-                rule: RuleRef {
-                    source,
-                    index,
-                    glob: glob.clone(),
-                },
-                matcher,
-            }),
-            Err(e) => errors.push(format!("{source}[{index}]: {e}")),
+impl List {
+    fn new(lists: &[(Source, &[String])], errors: &mut Vec<String>) -> List {
+        let mut builder = globset::GlobSetBuilder::new();
+        let mut rules = Vec::new();
+        for (source, globs) in lists {
+            for (index, glob) in globs.iter().enumerate() {
+                match GlobBuilder::new(glob).literal_separator(true).build() {
+                    Ok(g) => {
+                        builder.add(g);
+                        rules.push(RuleRef {
+                            source: *source,
+                            index,
+                            glob: glob.clone(),
+                        });
+                    }
+                    Err(e) => errors.push(format!(
+                        "{source}[{index}]: invalid glob `{glob}`: {}",
+                        e.kind()
+                    )),
+                }
+            }
         }
+        let set = builder.build().unwrap_or_else(|e| {
+            errors.push(format!("cannot build the glob set: {e}"));
+            globset::GlobSet::empty()
+        });
+        List { rules, set }
     }
-    (ok, errors)
+
+    /// The first rule (in list order) matching `path`.
+    fn first_match(&self, path: &str) -> Option<&RuleRef> {
+        self.set
+            .matches(path)
+            .into_iter()
+            .min()
+            .and_then(|i| self.rules.get(i))
+    }
 }
 
 /// A task's boundaries plus the project-wide forbidden set, compiled once
 /// and asked about many paths.
 pub struct Boundaries {
-    allowed: Vec<Compiled>,
-    forbidden: Vec<Compiled>,
+    allowed: List,
+    forbidden: List,
     /// Globs that did not compile (the task file would fail validation too);
     /// they match nothing, which errs on the side of refusing.
     pub errors: Vec<String>,
@@ -238,17 +260,19 @@ pub struct Boundaries {
 impl Boundaries {
     /// Compiles a task's `allowed`/`forbidden` and the policy's forbidden globs.
     pub fn new(allowed: &[String], forbidden: &[String], project_forbidden: &[String]) -> Self {
-        let (allowed, mut errors) = compile_list(Source::TaskAllowed, allowed);
-        let (mut forbid, e2) = compile_list(Source::TaskForbidden, forbidden);
-        let (project, e3) = compile_list(Source::ProjectForbidden, project_forbidden);
-        errors.extend(e2);
-        errors.extend(e3);
-        // Project-wide rules are reported first: they are the stronger reason.
-        let mut all = project;
-        all.append(&mut forbid);
+        let mut errors = Vec::new();
+        let allowed = List::new(&[(Source::TaskAllowed, allowed)], &mut errors);
+        // Project-wide rules come first: they are the stronger reason.
+        let forbidden = List::new(
+            &[
+                (Source::ProjectForbidden, project_forbidden),
+                (Source::TaskForbidden, forbidden),
+            ],
+            &mut errors,
+        );
         Boundaries {
             allowed,
-            forbidden: all,
+            forbidden,
             errors,
         }
     }
@@ -260,10 +284,7 @@ impl Boundaries {
 
     /// The project-wide or task forbidden glob matching a normalized path.
     pub fn forbidden_by(&self, normalized: &str) -> Option<&RuleRef> {
-        self.forbidden
-            .iter()
-            .find(|c| c.matcher.is_match(normalized))
-            .map(|c| &c.rule)
+        self.forbidden.first_match(normalized)
     }
 
     /// Decides about `path` (as written); `escapes_to` is where it leads when
@@ -283,16 +304,10 @@ impl Boundaries {
         if let Some(rule) = self.forbidden_by(&normalized) {
             return Decision::Forbidden { rule: rule.clone() };
         }
-        match self
-            .allowed
-            .iter()
-            .find(|c| c.matcher.is_match(&normalized))
-        {
-            Some(c) => Decision::Allowed {
-                rule: c.rule.clone(),
-            },
+        match self.allowed.first_match(&normalized) {
+            Some(rule) => Decision::Allowed { rule: rule.clone() },
             None => Decision::NotAllowed {
-                allowed: self.allowed.len(),
+                allowed: self.allowed.rules.len(),
             },
         }
     }
@@ -311,33 +326,33 @@ impl Boundaries {
         // no right to change them); the glob is refused when its own literal
         // prefix already lies in a forbidden area.
         let anchor = prefix.trim_end_matches('/');
-        for c in &self.forbidden {
-            let in_forbidden_dir = c
-                .rule
+        if !anchor.is_empty()
+            && let Some(rule) = self.forbidden.first_match(anchor)
+        {
+            return Decision::Forbidden { rule: rule.clone() };
+        }
+        for rule in &self.forbidden.rules {
+            let in_forbidden_dir = rule
                 .glob
                 .strip_suffix("/**")
                 .filter(|dir| !is_glob(dir))
                 .is_some_and(|dir| prefix.starts_with(&format!("{dir}/")) || anchor == dir);
-            if in_forbidden_dir || (!anchor.is_empty() && c.matcher.is_match(anchor)) {
-                return Decision::Forbidden {
-                    rule: c.rule.clone(),
-                };
+            if in_forbidden_dir {
+                return Decision::Forbidden { rule: rule.clone() };
             }
         }
-        for c in &self.allowed {
-            let g = &c.rule.glob;
+        for rule in &self.allowed.rules {
+            let g = &rule.glob;
             let under_dir = g
                 .strip_suffix("/**")
                 .filter(|dir| !is_glob(dir))
                 .is_some_and(|dir| prefix.starts_with(&format!("{dir}/")));
             if g == target || under_dir || g == "**" {
-                return Decision::Allowed {
-                    rule: c.rule.clone(),
-                };
+                return Decision::Allowed { rule: rule.clone() };
             }
         }
         Decision::NotAllowed {
-            allowed: self.allowed.len(),
+            allowed: self.allowed.rules.len(),
         }
     }
 }

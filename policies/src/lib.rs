@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod boundary;
+pub mod check;
 pub mod duration;
 pub mod locks;
 pub mod policy;

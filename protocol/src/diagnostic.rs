@@ -122,6 +122,37 @@ rules! {
     MissingSessionStatus = "missing-session-status", Warning, "a session has a session-status.md";
     /// A session directory whose name is not `YYYYMMDDTHHMMSSZ[-slug]`.
     BadSessionName = "bad-session-name", Warning, "session directories are named YYYYMMDDTHHMMSSZ[-slug]";
+    /// CI: a changed file outside its task's boundaries or in the project-wide forbidden set.
+    BoundaryViolation = "boundary-violation", Error, "a change lies outside its task's boundaries";
+    /// CI: a changed file no task claims.
+    UnattributedChange = "unattributed-change", Warning, "every change is attributed to a task";
+    /// CI: a protocol file or supervisor output changed by someone who does not own it.
+    OwnershipViolation = "ownership-violation", Error, "agents change only their own protocol files";
+    /// CI: a `Squad-Task` trailer naming a task with no task assignment.
+    UnknownTrailerTask = "unknown-trailer-task", Error, "a Squad-Task trailer names an assigned task";
+}
+
+impl Rule {
+    /// Whether the rule belongs to `squadctl check` (CI, documented in
+    /// docs/ci.md) rather than to protocol files (docs/protocol.md).
+    pub fn is_ci(self) -> bool {
+        matches!(
+            self,
+            Rule::BoundaryViolation
+                | Rule::UnattributedChange
+                | Rule::OwnershipViolation
+                | Rule::UnknownTrailerTask
+        )
+    }
+
+    /// Where the rule is documented (an anchor in the repository's docs).
+    pub fn doc_path(self) -> &'static str {
+        if self.is_ci() {
+            "docs/ci.md"
+        } else {
+            "docs/protocol.md"
+        }
+    }
 }
 
 impl fmt::Display for Rule {

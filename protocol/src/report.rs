@@ -155,7 +155,7 @@ fn sarif(diagnostics: &[Diagnostic], tool_version: &str) -> String {
                 "name": r.id(),
                 "shortDescription": {"text": r.title()},
                 "defaultConfiguration": {"level": sarif_level(r.severity())},
-                "helpUri": format!("https://github.com/squad-supervisor/squad-supervisor/blob/main/docs/protocol.md#{}", r.id()),
+                "helpUri": format!("https://github.com/squad-supervisor/squad-supervisor/blob/main/{}#{}", r.doc_path(), r.id()),
             })
         })
         .collect();

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+pub mod check;
 pub mod init;
 pub mod lock;
 pub mod schema;
@@ -43,6 +44,8 @@ pub enum Command {
     /// Manage sessions.
     #[command(subcommand)]
     Session(init::SessionCommand),
+    #[allow(missing_docs)]
+    Check(check::Args),
     /// Advisory locks on paths and globs (acquire, release, renew, list).
     #[command(subcommand)]
     Lock(lock::LockCommand),
@@ -62,6 +65,7 @@ pub fn main() -> ExitCode {
         Command::Schema(args) => schema::run(args),
         Command::Init(args) => init::init(cli.root.as_deref(), args),
         Command::Session(cmd) => init::session(cli.root.as_deref(), cmd),
+        Command::Check(args) => check::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),

@@ -1,0 +1,549 @@
+//! `squadctl check` decisions: which task each changed file belongs to, and
+//! whether that task (and the project) allow the change. Pure: the caller
+//! reads git, the task assignments and the file system, and passes facts in.
+
+use crate::boundary::{Boundaries, Decision, normalize};
+use crate::policy::{Policy, Unattributed};
+use squad_protocol::kind::SESSION_STATUS_FILE;
+use squad_protocol::tree::{SESSIONS_DIR, SQUAD_DIR};
+use squad_protocol::{Diagnostic, Rule, Severity};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// One changed path, as git reports it for one commit (or for `--changed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Project-relative path (for a rename, one change for each side).
+    pub path: String,
+    /// git's status letter: A, M, D, R (both sides), C, T.
+    pub status: char,
+    /// The commit, when known.
+    pub commit: Option<String>,
+    /// Tasks named by the commit's `Squad-Task` trailers (or `--task`).
+    pub trailer_tasks: Vec<String>,
+}
+
+/// A task assignment, as far as `check` needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    /// Task id.
+    pub task_id: String,
+    /// Assignee.
+    pub agent: String,
+    /// The session directory holding the plan.
+    pub session: String,
+    /// `boundaries.allowed`.
+    pub allowed: Vec<String>,
+    /// `boundaries.forbidden`.
+    pub forbidden: Vec<String>,
+}
+
+/// Everything `check` knows besides the changes.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Every task assignment of the project.
+    pub tasks: Vec<Task>,
+    /// Normalized path → tasks whose progress update lists it in `artifacts_created`.
+    pub artifacts: HashMap<String, Vec<String>>,
+    /// Protocol file path → the agent who owns it (writer of the progress
+    /// update, error report or message).
+    pub owners: HashMap<String, String>,
+    /// Changed paths that resolve through a symlink out of the project → target.
+    pub escapes: HashMap<String, String>,
+}
+
+/// What a path under `.squad/` is, for ownership.
+enum Owned {
+    /// The supervisor's output: session-status.md, summary.md, inbox/, the
+    /// audit log, the shared context.
+    Supervisor(&'static str),
+    /// An agent's protocol file (progress update, error report, message).
+    Agent,
+    /// A session's `artifacts/` (the attributed agent's, if in its session).
+    Artifact {
+        /// The session directory name.
+        session: String,
+    },
+    /// Task assignments and lock records: not subject to ownership here.
+    Exempt,
+    /// Anything else: ordinary boundary rules.
+    Ordinary,
+}
+
+fn classify(path: &str) -> Owned {
+    if path == ".claude/context/shared-context.json" {
+        return Owned::Supervisor("shared-context.json");
+    }
+    if path == format!("{SQUAD_DIR}/audit.jsonl") {
+        return Owned::Supervisor("audit.jsonl");
+    }
+    let prefix = format!("{SQUAD_DIR}/{SESSIONS_DIR}/");
+    let Some(rest) = path.strip_prefix(&prefix) else {
+        return Owned::Ordinary;
+    };
+    let mut parts = rest.splitn(3, '/');
+    let (Some(session), Some(second)) = (parts.next(), parts.next()) else {
+        return Owned::Ordinary;
+    };
+    let deeper = parts.next();
+    match (second, deeper) {
+        (SESSION_STATUS_FILE, None) => Owned::Supervisor("session-status.md"),
+        ("summary.md", None) => Owned::Supervisor("summary.md"),
+        ("inbox", Some(_)) => Owned::Supervisor("inboxes"),
+        ("artifacts", Some(_)) => Owned::Artifact {
+            session: session.to_string(),
+        },
+        ("locks", Some(_)) => Owned::Exempt,
+        (name, None) => match squad_protocol::FileKind::from_file_name(name) {
+            Some(squad_protocol::FileKind::TaskAssignment) => Owned::Exempt,
+            Some(_) => Owned::Agent,
+            None => Owned::Ordinary,
+        },
+        _ => Owned::Ordinary,
+    }
+}
+
+/// The owner of a protocol file from its name alone (for deleted files):
+/// `role-comm-<agent>-task_…`, `error-<agent>-<stamp>`, and the sender of
+/// `role-comm-<from>-to-<to>-msg_…` when the name is unambiguous.
+pub fn owner_from_name(file_name: &str) -> Option<String> {
+    let stem = file_name.strip_suffix(".md")?;
+    if let Some(rest) = stem.strip_prefix("role-comm-") {
+        if let Some(i) = rest.find("-msg_") {
+            let pair = &rest[..i];
+            let mut splits = pair.match_indices("-to-");
+            let (at, _) = splits.next()?;
+            return splits.next().is_none().then(|| pair[..at].to_string());
+        }
+        return rest.find("-task_").map(|i| rest[..i].to_string());
+    }
+    let rest = stem.strip_prefix("error-")?;
+    rest.rfind('-').map(|i| rest[..i].to_string())
+}
+
+fn short(commit: &Option<String>) -> String {
+    commit
+        .as_deref()
+        .map(|c| format!(" (commit {})", &c[..c.len().min(10)]))
+        .unwrap_or_default()
+}
+
+/// Checks every change; returns diagnostics (one per problem, deduplicated).
+pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<Diagnostic> {
+    let tasks: BTreeMap<&str, &Task> = facts
+        .tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t))
+        .collect();
+    let mut compiled: HashMap<&str, Boundaries> = HashMap::new();
+    let project = Boundaries::project_only(&policy.forbidden);
+    let mut out: Vec<Diagnostic> = Vec::new();
+    let mut seen: BTreeSet<(String, Rule, String)> = BTreeSet::new();
+    let mut push = |d: Diagnostic, out: &mut Vec<Diagnostic>| {
+        if seen.insert((d.path.display().to_string(), d.rule, d.message.clone())) {
+            out.push(d);
+        }
+    };
+
+    for change in changes {
+        let path = match normalize(&change.path) {
+            Ok(p) => p,
+            Err(refusal) => {
+                push(
+                    Diagnostic::new(
+                        &change.path,
+                        Rule::BoundaryViolation,
+                        format!("changed path refused: {refusal}"),
+                        "changes stay inside the project",
+                    ),
+                    &mut out,
+                );
+                continue;
+            }
+        };
+        let at = short(&change.commit);
+
+        // Tasks the change is attributed to: trailers first, then artifacts.
+        let mut attributed: Vec<&Task> = Vec::new();
+        for t in &change.trailer_tasks {
+            match tasks.get(t.as_str()) {
+                Some(task) => attributed.push(task),
+                None => push(
+                    Diagnostic::new(
+                        &path,
+                        Rule::UnknownTrailerTask,
+                        format!("`Squad-Task: {t}`{at} names a task with no task assignment"),
+                        "fix the trailer, or commit the task's role-plan file",
+                    ),
+                    &mut out,
+                ),
+            }
+        }
+        let via = if attributed.is_empty() {
+            if let Some(ids) = facts.artifacts.get(&path) {
+                attributed.extend(ids.iter().filter_map(|id| tasks.get(id.as_str()).copied()));
+            }
+            "artifacts_created"
+        } else {
+            "Squad-Task trailer"
+        };
+
+        if let Some(target) = facts.escapes.get(&path) {
+            push(
+                Diagnostic::new(
+                    &path,
+                    Rule::BoundaryViolation,
+                    format!(
+                        "`{path}`{at} resolves through a symlink to {target}, outside the project"
+                    ),
+                    "commit the file itself, not a link out of the project",
+                ),
+                &mut out,
+            );
+            continue;
+        }
+
+        // The project-wide forbidden set binds everyone.
+        if let Some(rule) = project.forbidden_by(&path) {
+            let who = attributed
+                .first()
+                .map(|t| format!(" by {} ({})", t.agent, t.task_id))
+                .unwrap_or_default();
+            push(
+                Diagnostic::new(
+                    &path,
+                    Rule::BoundaryViolation,
+                    format!("`{path}` changed{who}{at}: forbidden by {rule}"),
+                    "no task may change this path; revert the change or change the policy",
+                ),
+                &mut out,
+            );
+            continue;
+        }
+
+        let unattributed =
+            |out: &mut Vec<Diagnostic>, push: &mut dyn FnMut(Diagnostic, &mut Vec<Diagnostic>)| {
+                let severity = match policy.unattributed {
+                    Unattributed::Ignore => return,
+                    Unattributed::Error => Severity::Error,
+                    Unattributed::Warn => Severity::Warning,
+                };
+                let mut d = Diagnostic::new(
+                    &path,
+                    Rule::UnattributedChange,
+                    format!("`{path}` changed{at} but no task claims it"),
+                    "add a `Squad-Task: <task_id>` trailer to the commit, or list the file in the task's artifacts_created",
+                );
+                d.severity = severity;
+                push(d, out);
+            };
+
+        match classify(&path) {
+            Owned::Supervisor(what) => {
+                if let Some(task) = attributed.first() {
+                    push(
+                        Diagnostic::new(
+                            &path,
+                            Rule::OwnershipViolation,
+                            format!(
+                                "`{path}` changed by {} ({}){at}: only the supervisor writes {what}",
+                                task.agent, task.task_id
+                            ),
+                            "revert the change; squadd derives this file",
+                        ),
+                        &mut out,
+                    );
+                } else {
+                    unattributed(&mut out, &mut push);
+                }
+            }
+            Owned::Agent => {
+                let owner = facts
+                    .owners
+                    .get(&path)
+                    .cloned()
+                    .or_else(|| path.rsplit('/').next().and_then(owner_from_name));
+                match (attributed.first(), owner) {
+                    (None, _) => unattributed(&mut out, &mut push),
+                    (Some(task), Some(owner)) if attributed.iter().all(|t| t.agent != owner) => {
+                        push(
+                            Diagnostic::new(
+                                &path,
+                                Rule::OwnershipViolation,
+                                format!(
+                                    "`{path}` belongs to {owner} but was changed by {} ({}){at}",
+                                    task.agent, task.task_id
+                                ),
+                                "agents write only their own progress updates, error reports and sent messages",
+                            ),
+                            &mut out,
+                        )
+                    }
+                    _ => {}
+                }
+            }
+            Owned::Artifact { session } => {
+                if attributed.is_empty() {
+                    unattributed(&mut out, &mut push);
+                } else if attributed.iter().all(|t| t.session != session) {
+                    let task = attributed[0];
+                    push(
+                        Diagnostic::new(
+                            &path,
+                            Rule::OwnershipViolation,
+                            format!(
+                                "`{path}` is an artifact of session {session}, changed by {} ({}) of session {}{at}",
+                                task.agent, task.task_id, task.session
+                            ),
+                            "write artifacts into your own session's artifacts/",
+                        ),
+                        &mut out,
+                    );
+                }
+            }
+            Owned::Exempt => {}
+            Owned::Ordinary => {
+                if attributed.is_empty() {
+                    unattributed(&mut out, &mut push);
+                    continue;
+                }
+                let mut first_refusal: Option<(&Task, Decision)> = None;
+                let mut allowed = false;
+                for task in &attributed {
+                    let b = compiled.entry(task.task_id.as_str()).or_insert_with(|| {
+                        Boundaries::new(&task.allowed, &task.forbidden, &policy.forbidden)
+                    });
+                    let d = b.decide(&path, None);
+                    if d.is_allowed() {
+                        allowed = true;
+                        break;
+                    }
+                    first_refusal.get_or_insert((task, d));
+                }
+                if !allowed && let Some((task, decision)) = first_refusal {
+                    push(
+                        Diagnostic::new(
+                            &path,
+                            Rule::BoundaryViolation,
+                            format!(
+                                "`{path}` changed by {} for {} (attributed by {via}){at}: {decision}",
+                                task.agent, task.task_id
+                            ),
+                            format!(
+                                "keep {}'s changes inside its boundaries, or widen them in its role-plan",
+                                task.task_id
+                            ),
+                        ),
+                        &mut out,
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, agent: &str, session: &str, allowed: &[&str], forbidden: &[&str]) -> Task {
+        Task {
+            task_id: id.into(),
+            agent: agent.into(),
+            session: session.into(),
+            allowed: allowed.iter().map(|s| s.to_string()).collect(),
+            forbidden: forbidden.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn change(path: &str, tasks: &[&str]) -> Change {
+        Change {
+            path: path.into(),
+            status: 'M',
+            commit: Some("0123456789abcdef".into()),
+            trailer_tasks: tasks.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn facts() -> Facts {
+        let mut f = Facts {
+            tasks: vec![
+                task(
+                    "task_1",
+                    "backend",
+                    "s1",
+                    &["backend/**"],
+                    &["backend/secrets/**"],
+                ),
+                task("task_2", "frontend", "s1", &["frontend/**"], &[]),
+            ],
+            ..Facts::default()
+        };
+        f.artifacts
+            .insert("frontend/app.ts".into(), vec!["task_2".into()]);
+        f.owners.insert(
+            ".squad/sessions/s1/role-comm-backend-task_1.md".into(),
+            "backend".into(),
+        );
+        f
+    }
+
+    fn rules(policy: &Policy, changes: &[Change]) -> Vec<(String, &'static str, Severity)> {
+        check_changes(policy, &facts(), changes)
+            .into_iter()
+            .map(|d| (d.path.display().to_string(), d.rule.id(), d.severity))
+            .collect()
+    }
+
+    #[test]
+    fn table() {
+        let p = Policy::defaults();
+        use Severity::*;
+        type Expected<'a> = &'a [(&'a str, &'a str, Severity)];
+        let cases: &[(Change, Expected<'_>)] = &[
+            (change("backend/api.rs", &["task_1"]), &[]),
+            (
+                change("backend/secrets/key", &["task_1"]),
+                &[("backend/secrets/key", "boundary-violation", Error)],
+            ),
+            (
+                change("frontend/x.ts", &["task_1"]),
+                &[("frontend/x.ts", "boundary-violation", Error)],
+            ),
+            (change("frontend/app.ts", &[]), &[]),
+            (
+                change("README.md", &[]),
+                &[("README.md", "unattributed-change", Warning)],
+            ),
+            (
+                change(".env", &["task_1"]),
+                &[(".env", "boundary-violation", Error)],
+            ),
+            (
+                change(".env", &[]),
+                &[(".env", "boundary-violation", Error)],
+            ),
+            (
+                change("backend/a.rs", &["task_9"]),
+                &[
+                    ("backend/a.rs", "unknown-trailer-task", Error),
+                    ("backend/a.rs", "unattributed-change", Warning),
+                ],
+            ),
+            (
+                change(
+                    ".squad/sessions/s1/role-comm-backend-task_1.md",
+                    &["task_1"],
+                ),
+                &[],
+            ),
+            (
+                change(
+                    ".squad/sessions/s1/role-comm-backend-task_1.md",
+                    &["task_2"],
+                ),
+                &[(
+                    ".squad/sessions/s1/role-comm-backend-task_1.md",
+                    "ownership-violation",
+                    Error,
+                )],
+            ),
+            (
+                change(".squad/sessions/s1/session-status.md", &["task_1"]),
+                &[(
+                    ".squad/sessions/s1/session-status.md",
+                    "ownership-violation",
+                    Error,
+                )],
+            ),
+            (
+                change(".squad/sessions/s1/inbox/backend/new/x.md", &["task_2"]),
+                &[(
+                    ".squad/sessions/s1/inbox/backend/new/x.md",
+                    "ownership-violation",
+                    Error,
+                )],
+            ),
+            (
+                change(
+                    ".squad/sessions/s1/role-plan-backend-task_1.md",
+                    &["task_2"],
+                ),
+                &[],
+            ),
+            (
+                change(".squad/sessions/s1/artifacts/diagram.png", &["task_1"]),
+                &[],
+            ),
+            (
+                change(".squad/sessions/s2/artifacts/diagram.png", &["task_1"]),
+                &[(
+                    ".squad/sessions/s2/artifacts/diagram.png",
+                    "ownership-violation",
+                    Error,
+                )],
+            ),
+            (
+                change(
+                    ".squad/sessions/s1/error-frontend-20240101T000000Z.md",
+                    &["task_1"],
+                ),
+                &[(
+                    ".squad/sessions/s1/error-frontend-20240101T000000Z.md",
+                    "ownership-violation",
+                    Error,
+                )],
+            ),
+        ];
+        for (c, want) in cases {
+            let got = rules(&p, std::slice::from_ref(c));
+            let want: Vec<(String, &str, Severity)> = want
+                .iter()
+                .map(|(a, b, s)| (a.to_string(), *b, *s))
+                .collect();
+            assert_eq!(got, want, "{}", c.path);
+        }
+    }
+
+    #[test]
+    fn unattributed_follows_policy() {
+        let c = [change("README.md", &[])];
+        let error = Policy::parse(Some("check:\n  unattributed: error\n")).unwrap();
+        assert_eq!(rules(&error, &c)[0].2, Severity::Error);
+        let ignore = Policy::parse(Some("check:\n  unattributed: ignore\n")).unwrap();
+        assert!(rules(&ignore, &c).is_empty());
+    }
+
+    #[test]
+    fn messages_name_task_rule_and_commit() {
+        let d = &check_changes(
+            &Policy::defaults(),
+            &facts(),
+            &[change("frontend/x.ts", &["task_1"])],
+        )[0];
+        assert_eq!(
+            d.message,
+            "`frontend/x.ts` changed by backend for task_1 (attributed by Squad-Task trailer) (commit 0123456789): not allowed: none of the task's 1 boundaries.allowed globs matches"
+        );
+    }
+
+    #[test]
+    fn owners_from_names() {
+        assert_eq!(
+            owner_from_name("role-comm-backend-dev-task_1.md").as_deref(),
+            Some("backend-dev")
+        );
+        assert_eq!(
+            owner_from_name("role-comm-a-b-to-c-msg_1.md").as_deref(),
+            Some("a-b")
+        );
+        assert_eq!(
+            owner_from_name("role-comm-go-to-market-to-b-msg_1.md"),
+            None
+        );
+        assert_eq!(
+            owner_from_name("error-qa-bot-20240101T000000Z.md").as_deref(),
+            Some("qa-bot")
+        );
+    }
+}
