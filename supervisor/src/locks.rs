@@ -202,9 +202,14 @@ pub fn audit(root: &Path, session: Option<&str>, path: Option<&Path>, kind: Even
     }
 }
 
-/// Removes stale records (the caller holds the table mutex) and audits each.
-pub fn reclaim(root: &Path, entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> usize {
+/// A lock-table change to report: session, record file, what happened.
+pub type LockEvent = (String, PathBuf, EventKind);
+
+/// Removes stale records (the caller holds the table mutex); returns what
+/// it reclaimed, for the caller to audit or emit.
+pub fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<LockEvent> {
     let stale = stale_entries(entries, now, host);
+    let mut events = Vec::new();
     for (entry, reason) in &stale {
         match fs::remove_file(entry.path()) {
             Ok(()) => {}
@@ -234,11 +239,30 @@ pub fn reclaim(root: &Path, entries: &mut Vec<Entry>, now: DateTime<Utc>, host: 
                 },
             ),
         };
-        audit(root, Some(&session), Some(entry.path()), kind);
+        events.push((session, entry.path().to_path_buf(), kind));
     }
     let gone: Vec<PathBuf> = stale.iter().map(|(e, _)| e.path().to_path_buf()).collect();
     entries.retain(|e| !gone.iter().any(|g| g == e.path()));
-    stale.len()
+    events
+}
+
+/// Audits lock events from the command line.
+pub fn audit_all(root: &Path, events: Vec<LockEvent>) {
+    for (session, path, kind) in events {
+        audit(root, Some(&session), Some(&path), kind);
+    }
+}
+
+/// The earliest expiry among held records (corrupt ones count until their
+/// time to live), when there is any.
+pub fn next_expiry(entries: &[Entry]) -> Option<DateTime<Utc>> {
+    entries
+        .iter()
+        .map(|e| match e {
+            Entry::Held { record, .. } => record.expires_at,
+            Entry::Corrupt { held_until, .. } => *held_until,
+        })
+        .min()
 }
 
 /// Writes a record atomically into its session's `locks/`.
@@ -269,10 +293,9 @@ pub fn record_path(session_dir: &Path, record: &LockRecord) -> PathBuf {
     ))
 }
 
-/// Releases every lock held in a session (its session ended); returns how
-/// many records were removed. Takes the table mutex itself.
-pub fn release_session(root: &Path, session_dir: &Path, reason: &str) -> io::Result<usize> {
-    let _guard = lock_table(root)?;
+/// Releases every lock held in a session (its session ended); returns what
+/// it released. The caller holds the table mutex.
+pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockEvent>> {
     let session = session_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -280,10 +303,10 @@ pub fn release_session(root: &Path, session_dir: &Path, reason: &str) -> io::Res
     let dir = session_dir.join(LOCKS_DIR);
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut removed = 0;
+    let mut events = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let path = entry.path();
         if path.extension().is_none_or(|x| x != "json") {
@@ -293,11 +316,9 @@ pub fn release_session(root: &Path, session_dir: &Path, reason: &str) -> io::Res
             .ok()
             .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok());
         fs::remove_file(&path)?;
-        removed += 1;
-        audit(
-            root,
-            Some(&session),
-            Some(&path),
+        events.push((
+            session.clone(),
+            path,
             EventKind::LockReleased {
                 targets: record
                     .as_ref()
@@ -306,9 +327,9 @@ pub fn release_session(root: &Path, session_dir: &Path, reason: &str) -> io::Res
                 agent: record.map(|r| r.agent).unwrap_or_default(),
                 reason: reason.into(),
             },
-        );
+        ));
     }
-    Ok(removed)
+    Ok(events)
 }
 
 /// The project's effective policy: defaults overridden by

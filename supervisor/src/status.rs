@@ -73,10 +73,67 @@ pub struct SessionReport {
     pub warnings: usize,
     /// Every validation problem.
     pub problems: Vec<Problem>,
+    /// Locks held in the session.
+    #[serde(default)]
+    pub locks: Vec<LockView>,
+}
+
+/// One lock record, as shown in status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockView {
+    /// Targets.
+    pub targets: Vec<String>,
+    /// `exclusive`, `shared`, or `unreadable`.
+    pub mode: String,
+    /// Holder.
+    pub agent: String,
+    /// The holder's task.
+    pub task_id: String,
+    /// Until when it is held.
+    pub until: DateTime<Utc>,
+}
+
+impl From<&crate::locks::Entry> for LockView {
+    fn from(e: &crate::locks::Entry) -> LockView {
+        match e {
+            crate::locks::Entry::Held { record, .. } => LockView {
+                targets: record.targets.clone(),
+                mode: record.mode.to_string(),
+                agent: record.agent.clone(),
+                task_id: record.task_id.clone(),
+                until: record.expires_at,
+            },
+            crate::locks::Entry::Corrupt {
+                path, held_until, ..
+            } => LockView {
+                targets: vec![path.display().to_string()],
+                mode: "unreadable".into(),
+                agent: String::new(),
+                task_id: String::new(),
+                until: *held_until,
+            },
+        }
+    }
+}
+
+/// The locks of one session among all lock records.
+pub fn session_locks(entries: &[crate::locks::Entry], session: &str) -> Vec<LockView> {
+    entries
+        .iter()
+        .filter(|e| match e {
+            crate::locks::Entry::Held { record, .. } => record.session == session,
+            crate::locks::Entry::Corrupt { session: s, .. } => s == session,
+        })
+        .map(LockView::from)
+        .collect()
 }
 
 /// Builds the report of one session.
-pub fn session_report(session: &SessionIndex, view: &SessionView) -> SessionReport {
+pub fn session_report(
+    session: &SessionIndex,
+    view: &SessionView,
+    locks: Vec<LockView>,
+) -> SessionReport {
     let problems: Vec<Problem> = session.diagnostics().map(Problem::from).collect();
     let errors = session
         .diagnostics()
@@ -101,6 +158,7 @@ pub fn session_report(session: &SessionIndex, view: &SessionView) -> SessionRepo
         errors,
         warnings: problems.len() - errors,
         problems,
+        locks,
     }
 }
 
@@ -157,13 +215,21 @@ pub fn report_from_files(
 ) -> std::io::Result<RootReport> {
     let sessions = scan_root(root, threads)?;
     let state = State::load(root);
+    let ttl = crate::locks::load_policy(root)
+        .map(|p| p.lock_default_ttl)
+        .unwrap_or(std::time::Duration::from_secs(900));
+    let locks = crate::locks::load(root, ttl).unwrap_or_default();
     let empty = Default::default();
     let reports = sessions
         .values()
         .filter(|s| session_filter.is_none_or(|f| f == s.name))
         .map(|s| {
             let starts = state.task_starts.get(&s.name).unwrap_or(&empty);
-            session_report(s, &derive_session(s, starts, now))
+            session_report(
+                s,
+                &derive_session(s, starts, now),
+                session_locks(&locks, &s.name),
+            )
         })
         .collect();
     Ok(RootReport {
@@ -245,6 +311,17 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
                 list(&s.overdue),
                 list(&s.violations)
             );
+            for l in &s.locks {
+                let _ = writeln!(
+                    out,
+                    "    lock: {} ({}) {} {} until {}",
+                    l.targets.join(", "),
+                    l.mode,
+                    l.agent,
+                    l.task_id,
+                    l.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                );
+            }
             if !s.problems.is_empty() {
                 let _ = writeln!(
                     out,

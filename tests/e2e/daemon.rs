@@ -593,7 +593,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         .collect();
     assert_eq!(names, ["memory", "cpu", "watches", "queue", "disk"]);
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);
-    assert_eq!(h["watches"], 4, "root, .squad, sessions, one session");
+    assert_eq!(h["watches"], 5, "root, .squad, sessions, one session, its locks/");
 }
 
 #[test]
@@ -659,4 +659,74 @@ fn the_systemd_watchdog_is_pinged_when_enabled() {
         seen.push(msg);
     }
     panic!("no WATCHDOG=1 among {seen:?}");
+}
+
+fn lock_cmd(root: &Path, agent: &str, task: &str, extra: &[&str]) -> std::process::Output {
+    run(squadctl()
+        .current_dir(root)
+        .args(["lock", "acquire", "--agent", agent, "--task", task])
+        .args(extra))
+}
+
+#[test]
+fn the_daemon_shows_locks_reclaims_expired_ones_and_releases_them_when_the_session_ends() {
+    let (tmp, session) = seed_root();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    // Shown in status.
+    let out = lock_cmd(
+        root,
+        "backend-system-architect",
+        "task_001",
+        &["backend/src/routes/users.ts"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v = eventually("lock in status", || {
+        let v = status_json(root);
+        (v["roots"][0]["sessions"][0]["locks"].as_array()?.len() == 1).then_some(v)
+    });
+    assert_eq!(
+        v["roots"][0]["sessions"][0]["locks"][0]["agent"],
+        "backend-system-architect"
+    );
+
+    // Reclaimed by the daemon itself when it expires, with no command run.
+    let out = lock_cmd(
+        root,
+        "frontend-ui-developer",
+        "task_010",
+        &["frontend/src/components/UserSearch.tsx", "--ttl", "1s"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    eventually("expired lock reclaimed by squadd", || {
+        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        audit
+            .lines()
+            .any(|l| l.contains("\"kind\":\"lock-reclaimed\"") && !l.contains("\"seq\":0"))
+            .then_some(())
+    });
+
+    // Released when the session ends (every task completed).
+    for (agent, task) in [
+        ("backend-system-architect", "task_001"),
+        ("frontend-ui-developer", "task_010"),
+    ] {
+        fs::write(
+            session.join(format!("role-comm-{agent}-{task}.md")),
+            progress(task, agent, "completed"),
+        )
+        .unwrap();
+    }
+    eventually("session completed and its locks released", || {
+        let locks = session.join("locks");
+        let left = fs::read_dir(&locks)
+            .ok()?
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
+            .count();
+        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        (left == 0 && audit.contains("session completed")).then_some(())
+    });
 }

@@ -4,8 +4,8 @@ use crate::events::EventKind;
 use crate::exit;
 use crate::index::{Entry as IndexEntry, scan_session};
 use crate::locks::{
-    Entry, LOCKS_DIR, audit, escapes_root, host_name, load, load_policy, lock_table, process_start,
-    reclaim, record_path, write_record,
+    Entry, LOCKS_DIR, audit, audit_all, escapes_root, host_name, load, load_policy, lock_table,
+    process_start, reclaim, record_path, write_record,
 };
 use crate::root;
 use chrono::{DateTime, Utc};
@@ -305,7 +305,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 lock_table(root).map_err(|e| format!("cannot lock the lock table: {e}"))?;
             let now = Utc::now();
             let mut entries = load(root, policy.lock_default_ttl).map_err(|e| e.to_string())?;
-            reclaim(root, &mut entries, now, &host);
+            audit_all(root, reclaim(&mut entries, now, &host));
             for entry in &entries {
                 let blocking = match entry {
                     Entry::Held { record, .. } => {
@@ -537,7 +537,7 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
         let now = Utc::now();
         let mut entries = load(root, policy.lock_default_ttl).map_err(|e| e.to_string())?;
         // An expired lock is not renewed: it may already be someone else's turn.
-        reclaim(root, &mut entries, now, &host);
+        audit_all(root, reclaim(&mut entries, now, &host));
         let mut renewed = Vec::new();
         for entry in entries {
             let Entry::Held { path, mut record } = entry else {

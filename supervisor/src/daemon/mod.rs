@@ -94,6 +94,12 @@ struct RootState {
     audit: AuditLog,
     watched: BTreeSet<PathBuf>,
     missing: bool,
+    policy: squad_policies::Policy,
+    /// Lock records as last read.
+    locks: Vec<crate::locks::Entry>,
+    /// Re-read the lock table at this moment (a change was seen, a lock
+    /// expires, or the table mutex was busy).
+    locks_due: Option<Instant>,
     _lock: pidfile::PidLock,
 }
 
@@ -270,6 +276,7 @@ impl Supervisor {
         }
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
         let lock = pidfile::acquire(&root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"))?;
+        let policy = crate::locks::load_policy(&root).map_err(fail)?;
         self.roots.push(RootState {
             sessions_dir: root.join(SQUAD_DIR).join(SESSIONS_DIR),
             audit: AuditLog::new(&root),
@@ -278,6 +285,9 @@ impl Supervisor {
             views: BTreeMap::new(),
             watched: BTreeSet::new(),
             missing: false,
+            policy,
+            locks: Vec::new(),
+            locks_due: Some(Instant::now()),
             root,
             _lock: lock,
         });
@@ -300,6 +310,84 @@ impl Supervisor {
         }
     }
 
+    /// Watches a session's `locks/` when it exists (squadctl creates it on
+    /// the first acquisition; its creation event brings us back here).
+    fn watch_locks(&mut self, i: usize, session_dir: &Path) {
+        let locks = session_dir.join(crate::locks::LOCKS_DIR);
+        if locks.is_dir() {
+            self.watch(i, &locks);
+        }
+    }
+
+    /// Re-reads the lock table and reclaims expired locks, unless a command
+    /// holds the table right now (then it retries shortly).
+    fn refresh_locks(&mut self, i: usize) {
+        let root = self.roots[i].root.clone();
+        let guard = match crate::locks::try_lock_table(&root) {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                self.roots[i].locks_due = Some(Instant::now() + Duration::from_millis(50));
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot lock the lock table");
+                self.roots[i].locks_due = Some(Instant::now() + Duration::from_secs(5));
+                return;
+            }
+        };
+        let ttl = self.roots[i].policy.lock_default_ttl;
+        let mut entries = match crate::locks::load(&root, ttl) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read lock records");
+                Vec::new()
+            }
+        };
+        // Only expiry is decided here; dead holders are reclaimed by the next
+        // acquisition, which checks their processes.
+        let expired: Vec<crate::locks::Entry> = entries
+            .iter()
+            .filter(|e| match e {
+                crate::locks::Entry::Held { record, .. } => record.expires_at <= Utc::now(),
+                crate::locks::Entry::Corrupt { held_until, .. } => *held_until <= Utc::now(),
+            })
+            .cloned()
+            .collect();
+        let mut events = Vec::new();
+        if !expired.is_empty() {
+            let mut only_expired = expired;
+            events = crate::locks::reclaim(&mut only_expired, Utc::now(), "");
+            entries.retain(|e| !events.iter().any(|(_, p, _)| p == e.path()));
+        }
+        drop(guard);
+        for (session, path, kind) in events {
+            self.emit(i, Some(&session), Some(&path), kind);
+        }
+        let next = crate::locks::next_expiry(&entries);
+        self.roots[i].locks = entries;
+        self.roots[i].locks_due =
+            next.map(|at| Instant::now() + (at - Utc::now()).to_std().unwrap_or(Duration::ZERO));
+    }
+
+    /// Releases the locks of a session that ended.
+    fn release_session_locks(&mut self, i: usize, name: &str, status: &str) {
+        let root = self.roots[i].root.clone();
+        let dir = self.roots[i].sessions_dir.join(name);
+        let events = crate::locks::lock_table(&root)
+            .and_then(|_guard| crate::locks::release_session(&dir, &format!("session {status}")));
+        match events {
+            Ok(events) => {
+                for (session, path, kind) in events {
+                    self.emit(i, Some(&session), Some(&path), kind);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, session = name, "cannot release the session's locks")
+            }
+        }
+        self.roots[i].locks_due = Some(Instant::now());
+    }
+
     fn unwatch(&mut self, i: usize, path: &Path) {
         if self.roots[i].watched.remove(path) {
             // The kernel drops watches of deleted directories itself.
@@ -319,6 +407,7 @@ impl Supervisor {
         if let Ok(dirs) = squad_protocol::tree::session_dirs(&root) {
             for dir in dirs {
                 self.watch(i, &dir);
+                self.watch_locks(i, &dir);
             }
         }
     }
@@ -345,6 +434,23 @@ impl Supervisor {
             self.roots[i].views.insert(name.clone(), view);
             self.report_invalid_files(i, name);
             self.report_overdue(i, name);
+            // A session that ended while squadd was down still holds its locks.
+            let ended = self.roots[i].views.get(name).map(|v| v.status).filter(|s| {
+                matches!(
+                    s,
+                    squad_protocol::model::SessionState::Completed
+                        | squad_protocol::model::SessionState::Failed
+                )
+            });
+            if let Some(status) = ended
+                && self.roots[i]
+                    .sessions_dir
+                    .join(name)
+                    .join(crate::locks::LOCKS_DIR)
+                    .is_dir()
+            {
+                self.release_session_locks(i, name, status.as_str());
+            }
         }
         self.write_statuses(i, &names, now);
         self.save_state(i);
@@ -540,7 +646,8 @@ impl Supervisor {
         let rescan = (!self.rescans.is_empty()).then(Instant::now);
         let context = self.context_due.values().min().copied();
         let status = self.status_due.values().min().copied();
-        [file, deadline, ping, rescan, context, status]
+        let locks = self.roots.iter().filter_map(|r| r.locks_due).min();
+        [file, deadline, ping, rescan, context, status, locks]
             .into_iter()
             .flatten()
             .min()
@@ -615,6 +722,11 @@ impl Supervisor {
         for i in due {
             self.context_due.remove(&i);
             self.write_shared_context(i);
+        }
+        for i in 0..self.roots.len() {
+            if self.roots[i].locks_due.is_some_and(|at| at <= now) {
+                self.refresh_locks(i);
+            }
         }
         let summary = self.summary();
         if summary != self.last_status_line {
@@ -703,6 +815,7 @@ impl Supervisor {
                         // Watch first, then scan: files created before the
                         // watch existed are found by the scan.
                         self.watch(i, &dir);
+                        self.watch_locks(i, &dir);
                         match scan_session(&dir) {
                             Ok(s) => {
                                 self.roots[i].sessions.insert(name.clone(), s);
@@ -729,6 +842,16 @@ impl Supervisor {
                     }
                     _ => None,
                 }
+            }
+            [name, locks] if locks == crate::locks::LOCKS_DIR => {
+                let dir = sessions_dir.join(name);
+                self.watch_locks(i, &dir);
+                self.roots[i].locks_due = Some(Instant::now());
+                None
+            }
+            [_, locks, _] if locks == crate::locks::LOCKS_DIR => {
+                self.roots[i].locks_due = Some(Instant::now());
+                None
             }
             [name, file] => {
                 if is_temp_name(file) {
@@ -813,6 +936,18 @@ impl Supervisor {
             let diff = changes(before, &view);
             self.roots[i].views.insert(name.clone(), view);
             for kind in diff {
+                if let EventKind::SessionStatusChanged { status } = &kind
+                    && matches!(
+                        status,
+                        squad_protocol::model::SessionState::Completed
+                            | squad_protocol::model::SessionState::Failed
+                    )
+                {
+                    let status = status.to_string();
+                    self.emit(i, Some(name), None, kind);
+                    self.release_session_locks(i, name, &status);
+                    continue;
+                }
                 self.emit(i, Some(name), None, kind);
             }
             state_changed |= self.report_overdue(i, name);
@@ -955,7 +1090,11 @@ impl Supervisor {
                 .sessions
                 .iter()
                 .filter(|(name, _)| session.is_none_or(|s| s == name.as_str()))
-                .filter_map(|(name, s)| r.views.get(name).map(|v| session_report(s, v)))
+                .filter_map(|(name, s)| {
+                    r.views
+                        .get(name)
+                        .map(|v| session_report(s, v, crate::status::session_locks(&r.locks, name)))
+                })
                 .collect(),
         }
     }
