@@ -593,7 +593,10 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         .collect();
     assert_eq!(names, ["memory", "cpu", "watches", "queue", "disk"]);
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);
-    assert_eq!(h["watches"], 5, "root, .squad, sessions, one session, its locks/");
+    assert_eq!(
+        h["watches"], 5,
+        "root, .squad, sessions, one session, its locks/"
+    );
 }
 
 #[test]

@@ -276,3 +276,70 @@ fn renew_extends_and_list_reports() {
     assert_eq!(v["locks"][0]["lock"]["targets"][0], "own-0/a");
     assert_eq!(v["locks"][0]["state"], "held");
 }
+
+#[test]
+fn re_taking_ones_own_lock_replaces_it() {
+    let tmp = project(1);
+    let root = tmp.path();
+    for _ in 0..3 {
+        assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a", "own-0/b"]))), 0);
+    }
+    assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
+    let out = run(squadctl()
+        .current_dir(root)
+        .args(["lock", "list", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut targets: Vec<String> = v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| {
+            l["lock"]["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_string())
+        })
+        .collect();
+    targets.sort();
+    assert_eq!(
+        targets,
+        ["own-0/a", "own-0/b"],
+        "one record per target, no duplicates"
+    );
+}
+
+/// The table is serialized by an OS lock across processes: while another
+/// process holds `.squad/run/locks.mutex`, an acquisition waits; a crash of
+/// the holder releases it (the kernel drops flock locks), and a crash
+/// remnant (a temporary record file) is ignored.
+#[test]
+fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
+    let tmp = project(1);
+    let root = tmp.path();
+    let locks = root.join(".squad/sessions").join(SESSION).join("locks");
+    fs::create_dir_all(&locks).unwrap();
+    fs::write(locks.join(".agent-0--task_0--x.json.tmp.99999.0"), "{half").unwrap();
+    let mutex = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join(".squad/run/locks.mutex"))
+        .unwrap();
+    mutex.lock().unwrap();
+    let mut child = lock(root, 0, &["own-0/a"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "waits for the table mutex"
+    );
+    drop(mutex);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+    assert!(!stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
+}

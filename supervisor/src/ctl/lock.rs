@@ -161,12 +161,32 @@ fn stamp(t: DateTime<Utc>) -> String {
 fn task_session(
     root: &Path,
     session: Option<&str>,
+    agent: &str,
     task: &str,
 ) -> Result<(PathBuf, Vec<String>, Vec<String>, String), String> {
     let dirs: Vec<PathBuf> = match session {
         Some(s) => vec![sessions_dir(root).join(s)],
         None => session_dirs(root).map_err(|e| e.to_string())?,
     };
+    // A valid plan always carries its canonical name (anything else is a
+    // filename-mismatch error), so the agent's own plan is one file away.
+    for dir in &dirs {
+        let name = squad_protocol::model::canonical_file_name(
+            squad_protocol::FileKind::TaskAssignment,
+            agent,
+            task,
+            "",
+        );
+        let path = dir.join(name);
+        if let Ok(Some(f)) =
+            crate::index::load_file(&path, squad_protocol::FileKind::TaskAssignment)
+            && let IndexEntry::Plan(p) = f.entry
+            && p.task_id == task
+        {
+            return Ok((dir.clone(), p.allowed, p.forbidden, p.agent));
+        }
+    }
+    // Otherwise scan, to say who the task belongs to.
     for dir in dirs {
         if !dir.is_dir() {
             return Err(format!("no session directory {}", dir.display()));
@@ -246,7 +266,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
         }
     }
     let (session_dir, allowed, forbidden, assignee) =
-        match task_session(root, args.session.as_deref(), &args.task) {
+        match task_session(root, args.session.as_deref(), &args.agent, &args.task) {
             Ok(x) => x,
             Err(e) => return refuse(e, args.json),
         };
@@ -341,6 +361,42 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             };
             let path = record_path(&session_dir, &record);
             write_record(&path, &record).map_err(|e| format!("{}: {e}", path.display()))?;
+            // Re-taking one's own targets moves them into the new record (the
+            // new one is written first: a crash in between leaves a harmless
+            // duplicate, never a gap).
+            for entry in &entries {
+                let Entry::Held {
+                    path: old_path,
+                    record: old,
+                } = entry
+                else {
+                    continue;
+                };
+                if old.agent != args.agent || old.task_id != args.task || *old_path == path {
+                    continue;
+                }
+                let kept: Vec<String> = old
+                    .targets
+                    .iter()
+                    .filter(|t| !targets.contains(t))
+                    .cloned()
+                    .collect();
+                if kept.len() == old.targets.len() {
+                    continue;
+                }
+                let result = if kept.is_empty() {
+                    std::fs::remove_file(old_path)
+                } else {
+                    write_record(
+                        old_path,
+                        &LockRecord {
+                            targets: kept,
+                            ..old.clone()
+                        },
+                    )
+                };
+                result.map_err(|e| format!("{}: {e}", old_path.display()))?;
+            }
             Ok(Attempt::Taken(path, record))
         })();
         match attempt {
