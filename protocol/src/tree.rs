@@ -6,7 +6,7 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::kind::FileKind;
-use crate::session::check_session;
+use crate::session::{SessionFinding, check_session};
 use crate::validate::{Finding, check_file, place, read_limited};
 use std::fs;
 use std::io;
@@ -185,19 +185,9 @@ pub fn validate_scopes(scopes: &[Scope], threads: usize) -> io::Result<Validatio
                 .diagnostics
                 .extend(report.diagnostics.iter().cloned());
         }
-        // Group session findings per file so each file is read once to place them.
-        let mut by_file: Vec<(PathBuf, bool, Vec<Finding>)> = Vec::new();
-        for f in findings {
-            match by_file.iter_mut().find(|(p, _, _)| *p == f.path) {
-                Some((_, _, list)) => list.push(f.finding),
-                None => by_file.push((f.path, f.on_directory, vec![f.finding])),
-            }
-        }
-        for (path, on_directory, findings) in by_file {
-            validation
-                .diagnostics
-                .extend(place_on_disk(&path, on_directory, findings));
-        }
+        validation
+            .diagnostics
+            .extend(place_session_findings(findings));
     }
     for report in &reports[loose_start..] {
         validation
@@ -208,6 +198,22 @@ pub fn validate_scopes(scopes: &[Scope], threads: usize) -> io::Result<Validatio
         .diagnostics
         .sort_by(|a, b| (&a.path, a.location, a.rule).cmp(&(&b.path, b.location, b.rule)));
     Ok(validation)
+}
+
+/// Turns session findings into diagnostics, reading each file that has a
+/// finding once to place its findings.
+pub fn place_session_findings(findings: Vec<SessionFinding>) -> Vec<Diagnostic> {
+    let mut by_file: Vec<(PathBuf, bool, Vec<Finding>)> = Vec::new();
+    for f in findings {
+        match by_file.iter_mut().find(|(p, _, _)| *p == f.path) {
+            Some((_, _, list)) => list.push(f.finding),
+            None => by_file.push((f.path, f.on_directory, vec![f.finding])),
+        }
+    }
+    by_file
+        .into_iter()
+        .flat_map(|(path, on_directory, findings)| place_on_disk(&path, on_directory, findings))
+        .collect()
 }
 
 /// Places findings in a file by reading it again (only files with session

@@ -9,7 +9,7 @@ use squad_protocol::model::{
     Document, ErrorSeverity, MessageType, Phase, Priority, SessionState, TaskStatus, Timestamp,
 };
 use squad_protocol::session::{SessionMember, check_session};
-use squad_protocol::tree::{parallel_map, place_on_disk, session_dirs, session_files};
+use squad_protocol::tree::{parallel_map, place_session_findings, session_dirs, session_files};
 use squad_protocol::validate::{Facts, check_bytes, read_limited};
 use squad_protocol::{Diagnostic, FileKind};
 use std::collections::BTreeMap;
@@ -339,18 +339,7 @@ impl SessionIndex {
     /// finding, to place it).
     pub fn recheck(&mut self) {
         let files: Vec<&IndexedFile> = self.files.values().collect();
-        let findings = check_session(&self.dir, &files);
-        let mut by_file: Vec<(PathBuf, bool, Vec<squad_protocol::validate::Finding>)> = Vec::new();
-        for f in findings {
-            match by_file.iter_mut().find(|(p, _, _)| *p == f.path) {
-                Some((_, _, list)) => list.push(f.finding),
-                None => by_file.push((f.path, f.on_directory, vec![f.finding])),
-            }
-        }
-        self.session_diagnostics = by_file
-            .into_iter()
-            .flat_map(|(path, on_dir, findings)| place_on_disk(&path, on_dir, findings))
-            .collect();
+        self.session_diagnostics = place_session_findings(check_session(&self.dir, &files));
     }
 
     /// Every diagnostic of the session: file rules and session rules.

@@ -1,15 +1,14 @@
 //! `squadctl check`: CI boundary enforcement on a git diff.
 
-use super::validate::{ColorChoice, OutputFormat};
+use super::validate::OutputArgs;
 use crate::exit;
 use crate::index::{Entry, scan_root};
 use crate::locks::{escapes_root, load_policy};
 use crate::root;
 use squad_policies::boundary::normalize;
 use squad_policies::check::{Change, Facts, Task, check_changes};
-use squad_protocol::report::{self, Format, Totals};
+use squad_protocol::report::{self, Totals};
 use squad_protocol::tree::{SQUAD_DIR, Scope, default_threads, validate_scopes};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -44,17 +43,9 @@ pub struct Args {
     #[arg(long, value_name = "T")]
     pub task: Option<String>,
 
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
-    pub format: OutputFormat,
-
-    /// Shorthand for `--format json`.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
-
-    /// Colour for the human format.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 fn git(root: &Path, args: &[&str]) -> Result<String, String> {
@@ -242,18 +233,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         Err(e) => return super::fail(e),
     };
     diagnostics.extend(validation.diagnostics);
-    let format = if args.json {
-        Format::Json
-    } else {
-        args.format.into()
-    };
-    let color = match args.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-        }
-    };
+    let (format, color) = (args.output.format(), args.output.color());
     let mut paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     paths.sort_unstable();
     paths.dedup();

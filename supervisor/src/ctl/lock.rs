@@ -480,6 +480,14 @@ fn lock_watcher(
     Some((w, rx))
 }
 
+/// Normalizes targets named on the command line.
+fn parse_targets(targets: &[String]) -> Result<Vec<String>, String> {
+    targets
+        .iter()
+        .map(|t| parse_target(t).map_err(|e| format!("`{}`: {e}", shorten(t))))
+        .collect()
+}
+
 fn shorten(s: &str) -> String {
     if s.len() > 80 {
         let cut = (0..=77).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
@@ -490,12 +498,7 @@ fn shorten(s: &str) -> String {
 }
 
 fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u8 {
-    let wanted: Vec<String> = match args
-        .targets
-        .iter()
-        .map(|t| parse_target(t).map_err(|e| format!("`{}`: {e}", shorten(t))))
-        .collect::<Result<_, _>>()
-    {
+    let wanted = match parse_targets(&args.targets) {
         Ok(w) => w,
         Err(e) => return super::fail(e),
     };
@@ -578,12 +581,7 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
         Ok(t) => t,
         Err(e) => return super::fail(e),
     };
-    let wanted: Vec<String> = match args
-        .targets
-        .iter()
-        .map(|t| parse_target(t).map_err(|e| format!("`{}`: {e}", shorten(t))))
-        .collect::<Result<_, _>>()
-    {
+    let wanted = match parse_targets(&args.targets) {
         Ok(w) => w,
         Err(e) => return super::fail(e),
     };

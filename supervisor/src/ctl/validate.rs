@@ -43,6 +43,44 @@ pub enum ColorChoice {
     Never,
 }
 
+/// How results are printed: shared by `validate` and `check`.
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+
+    /// Shorthand for `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
+    /// Colour for the human format.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+impl OutputArgs {
+    /// The format to render.
+    pub fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.format.into()
+        }
+    }
+
+    /// Whether to colour: `auto` means stdout is a terminal and NO_COLOR is unset.
+    pub fn color(&self) -> bool {
+        match self.color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
+        }
+    }
+}
+
 /// Validate protocol files, session directories or a whole project.
 ///
 /// Each PATH may be a protocol file (file rules only), a session directory
@@ -57,17 +95,9 @@ pub struct Args {
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
-    pub format: OutputFormat,
-
-    /// Shorthand for `--format json`.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
-
-    /// Colour for the human format.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Worker threads for parsing (default: every core).
     #[arg(long, value_name = "N")]
@@ -100,18 +130,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         Ok(v) => v,
         Err(e) => return super::fail(e),
     };
-    let format = if args.json {
-        Format::Json
-    } else {
-        args.format.into()
-    };
-    let color = match args.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-        }
-    };
+    let (format, color) = (args.output.format(), args.output.color());
     let text = report::render(
         format,
         &validation.diagnostics,
