@@ -18,6 +18,7 @@ pub mod check;
 pub mod duration;
 pub mod locks;
 pub mod policy;
+pub mod retention;
 
 pub use boundary::{Boundaries, Decision};
 pub use policy::Policy;

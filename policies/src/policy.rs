@@ -32,6 +32,43 @@ pub struct Policy {
     pub lock_max_ttl: Duration,
     /// `check` handling of unattributed changes.
     pub unattributed: Unattributed,
+    /// Retention ages and schedule.
+    pub retention: Retention,
+}
+
+/// `retention:` of the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// Cron expression (validated).
+    pub schedule: String,
+    /// Completed sessions are archived this long after completion.
+    pub archive_completed_after: Duration,
+    /// Archives are deleted this long after archiving.
+    pub delete_archived_after: Duration,
+    /// Failed sessions are deleted this long after failing.
+    pub delete_failed_after: Duration,
+}
+
+impl Retention {
+    /// The parsed schedule.
+    pub fn schedule(&self) -> Result<cron::Schedule, String> {
+        parse_schedule(&self.schedule)
+    }
+}
+
+/// Parses a cron expression (cron crate syntax, with a seconds field); a
+/// 5-field crontab line is refused with the 6-field form to use instead.
+pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
+    use std::str::FromStr;
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    if fields.len() == 5 {
+        return Err(format!(
+            "`{expr}` has 5 fields (crontab); this schedule has a seconds field first: write `0 {expr}`"
+        ));
+    }
+    cron::Schedule::from_str(expr).map_err(|e| {
+        format!("`{expr}` is not a valid schedule ({e}); write e.g. `0 17 * * * *` (hourly at :17) or `@daily`")
+    })
 }
 
 #[derive(Deserialize)]
@@ -40,6 +77,7 @@ struct Raw {
     boundaries: RawBoundaries,
     locks: RawLocks,
     check: RawCheck,
+    retention: RawRetention,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +97,15 @@ struct RawLocks {
 #[serde(deny_unknown_fields)]
 struct RawCheck {
     unattributed: Unattributed,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    schedule: String,
+    archive_completed_after: String,
+    delete_archived_after: String,
+    delete_failed_after: String,
 }
 
 /// Why a policy was refused; names the field.
@@ -113,6 +160,12 @@ impl Policy {
             lock_default_ttl: Duration::from_secs(15 * 60),
             lock_max_ttl: Duration::from_secs(24 * 3600),
             unattributed: Unattributed::Warn,
+            retention: Retention {
+                schedule: "0 17 * * * *".into(),
+                archive_completed_after: Duration::from_secs(24 * 3600),
+                delete_archived_after: Duration::from_secs(30 * 86_400),
+                delete_failed_after: Duration::from_secs(7 * 86_400),
+            },
         })
     }
 
@@ -163,7 +216,27 @@ impl Policy {
                 message,
             })
         };
+        parse_schedule(&raw.retention.schedule).map_err(|message| PolicyError {
+            field: "retention.schedule".into(),
+            message,
+        })?;
+        let retention = Retention {
+            archive_completed_after: ttl(
+                "retention.archive_completed_after",
+                &raw.retention.archive_completed_after,
+            )?,
+            delete_archived_after: ttl(
+                "retention.delete_archived_after",
+                &raw.retention.delete_archived_after,
+            )?,
+            delete_failed_after: ttl(
+                "retention.delete_failed_after",
+                &raw.retention.delete_failed_after,
+            )?,
+            schedule: raw.retention.schedule,
+        };
         let policy = Policy {
+            retention,
             lock_default_ttl: ttl("locks.default_ttl", &raw.locks.default_ttl)?,
             lock_max_ttl: ttl("locks.max_ttl", &raw.locks.max_ttl)?,
             forbidden: raw.boundaries.forbidden,
@@ -214,6 +287,18 @@ mod tests {
     }
 
     #[test]
+    fn schedules() {
+        assert!(parse_schedule("@hourly").is_ok());
+        assert!(parse_schedule("0 0 3 * * *").is_ok());
+        let e = parse_schedule("0 3 * * *").unwrap_err();
+        assert!(e.contains("write `0 0 3 * * *`"), "{e}");
+        assert_eq!(
+            Policy::defaults().retention.archive_completed_after,
+            Duration::from_secs(86_400)
+        );
+    }
+
+    #[test]
     fn bad_policies_name_the_field() {
         let cases: &[(&str, &str)] = &[
             ("locks:\n  default_ttl: soon\n", "locks.default_ttl"),
@@ -225,6 +310,18 @@ mod tests {
             ("lcoks: {}\n", "(file)"),
             ("locks:\n  default_ttl: 2d\n", "locks.default_ttl"),
             ("[1, 2]", "(file)"),
+            (
+                "retention:\n  schedule: '0 3 * * *'\n",
+                "retention.schedule",
+            ),
+            (
+                "retention:\n  schedule: 'every day'\n",
+                "retention.schedule",
+            ),
+            (
+                "retention:\n  delete_failed_after: a week\n",
+                "retention.delete_failed_after",
+            ),
         ];
         for (text, field) in cases {
             let e = Policy::parse(Some(text)).unwrap_err();
