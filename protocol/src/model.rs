@@ -183,6 +183,9 @@ pub struct SessionStatus {
     /// Extension: why the session failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
+    /// Extension: when the session was archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<Timestamp>,
 }
 
 /// Gate state per phase.

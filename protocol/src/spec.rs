@@ -159,6 +159,11 @@ pub const SESSION_STATUS: &[Field] = &[
         "When the session failed (recorded by the supervisor; drives retention).",
     ),
     ext("failure_reason", Ty::Text, "Why the session was failed."),
+    ext(
+        "archived_at",
+        Ty::Timestamp,
+        "When the session was moved to .squad/archives/ (recorded by the supervisor; drives retention).",
+    ),
 ];
 
 const VALIDATION_GATES: &[Field] = &[

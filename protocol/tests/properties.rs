@@ -672,6 +672,7 @@ fn session_status() -> BoxedStrategy<SessionStatus> {
         option::of(timestamp()),
         option::of(timestamp()),
         option::of(text()),
+        option::of(timestamp()),
     )
         .prop_map(
             |(
@@ -685,6 +686,7 @@ fn session_status() -> BoxedStrategy<SessionStatus> {
                 completed_at,
                 failed_at,
                 failure_reason,
+                archived_at,
             )| SessionStatus {
                 session_id,
                 started_at,
@@ -697,6 +699,7 @@ fn session_status() -> BoxedStrategy<SessionStatus> {
                 completed_at,
                 failed_at,
                 failure_reason,
+                archived_at,
             },
         )
         .boxed()

@@ -122,6 +122,41 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// Retention moved a session into `.squad/archives/`.
+    SessionArchived {
+        /// The policy field that decided.
+        rule: String,
+        /// The session's age under it, in seconds.
+        age_secs: u64,
+        /// Where the age counts from.
+        since_source: String,
+    },
+    /// Retention deleted a session or an archive.
+    SessionDeleted {
+        /// The policy field that decided.
+        rule: String,
+        /// The age under it, in seconds.
+        age_secs: u64,
+        /// Where the age counts from.
+        since_source: String,
+    },
+    /// A retention action failed.
+    RetentionFailed {
+        /// What went wrong.
+        error: String,
+    },
+    /// A session ended: summary written, temporary files removed.
+    SessionEnded {
+        /// `completed` or `failed`.
+        status: String,
+        /// Temporary files removed.
+        removed: usize,
+    },
+    /// The policy file was reloaded, or refused (the previous one stays).
+    PolicyReloaded {
+        /// Empty when valid; otherwise the error naming the field.
+        error: String,
+    },
     /// A stale lock was reclaimed.
     LockReclaimed {
         /// Targets.
@@ -158,6 +193,12 @@ impl EventKind {
             EventKind::RootRestored => "root-restored",
             EventKind::Rescanned { .. } => "rescanned",
             EventKind::WatchError { .. } => "watch-error",
+            EventKind::SessionArchived { .. } => "session-archived",
+            EventKind::SessionDeleted { .. } => "session-deleted",
+            EventKind::RetentionFailed { .. } => "retention-failed",
+            EventKind::SessionEnded { .. } => "session-ended",
+            EventKind::PolicyReloaded { error } if error.is_empty() => "policy-reloaded",
+            EventKind::PolicyReloaded { .. } => "policy-refused",
             EventKind::LockAcquired { .. } => "lock-acquired",
             EventKind::LockReleased { .. } => "lock-released",
             EventKind::LockReclaimed { .. } => "lock-reclaimed",
@@ -190,6 +231,21 @@ impl EventKind {
             EventKind::SessionStatusChanged { status } => status.to_string(),
             EventKind::Rescanned { reason } => reason.clone(),
             EventKind::WatchError { error } => error.clone(),
+            EventKind::SessionArchived {
+                rule,
+                age_secs,
+                since_source,
+            }
+            | EventKind::SessionDeleted {
+                rule,
+                age_secs,
+                since_source,
+            } => format!("{rule}: {age_secs} s since {since_source}"),
+            EventKind::RetentionFailed { error } => error.clone(),
+            EventKind::SessionEnded { status, removed } => {
+                format!("{status}; {removed} temporary file(s) removed")
+            }
+            EventKind::PolicyReloaded { error } => error.clone(),
             EventKind::LockAcquired {
                 targets,
                 mode,

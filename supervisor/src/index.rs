@@ -31,6 +31,8 @@ pub struct StatusInfo {
     pub completed_at: Option<Timestamp>,
     /// When it failed, if recorded.
     pub failed_at: Option<Timestamp>,
+    /// When it was archived, if recorded.
+    pub archived_at: Option<Timestamp>,
 }
 
 /// A task assignment.
@@ -169,6 +171,7 @@ impl Entry {
                 started_at: d.started_at,
                 completed_at: d.completed_at,
                 failed_at: d.failed_at,
+                archived_at: d.archived_at,
             }),
             Document::TaskAssignment(d) => Entry::Plan(Plan {
                 requires: d.requires().to_vec(),

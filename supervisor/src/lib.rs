@@ -20,6 +20,7 @@ pub mod index;
 pub mod layout;
 pub mod locks;
 pub mod outputs;
+pub mod retention;
 pub mod root;
 pub mod state;
 pub mod status;

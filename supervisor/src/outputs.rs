@@ -63,25 +63,14 @@ pub fn render_status(
             );
             (m, STATUS_HEADER.to_string(), String::new())
         }
-        Some(text) => {
-            let payload = extract(text).ok()?;
-            let start = (payload.yaml.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
-            let end = start + payload.yaml.len();
-            let map = match serde_yaml::from_str::<Yaml>(payload.yaml).ok()? {
-                Yaml::Mapping(m) => m,
-                _ => return None,
-            };
-            let prefix = match payload.encoding {
-                // Comments do not survive a YAML round trip; keep a header.
-                Encoding::PlainYaml => STATUS_HEADER.to_string(),
-                _ => text[..start].to_string(),
-            };
-            (map, prefix, text[end..].to_string())
-        }
+        Some(text) => split_status(text)?,
     };
     map.insert(key("status"), key(view.status.as_str()));
     if view.status == SessionState::Completed && !map.contains_key("completed_at") {
         map.insert(key("completed_at"), timestamp(now));
+    }
+    if view.status == SessionState::Failed && !map.contains_key("failed_at") {
+        map.insert(key("failed_at"), timestamp(now));
     }
     map.insert(
         key("agents_active"),
@@ -94,6 +83,165 @@ pub fn render_status(
     );
     let body = serde_yaml::to_string(&Yaml::Mapping(map)).ok()?;
     Some(format!("{prefix}{body}{suffix}"))
+}
+
+/// Sets top-level fields of a status file's YAML, keeping its encoding,
+/// other fields and surrounding markdown; `None` when the YAML is not a
+/// mapping (then the file is left alone).
+pub fn set_status_fields(text: &str, fields: &[(&str, String)]) -> Option<String> {
+    let (mut map, prefix, suffix) = split_status(text)?;
+    for (k, v) in fields {
+        map.insert(key(k), Yaml::String(v.clone()));
+    }
+    let body = serde_yaml::to_string(&Yaml::Mapping(map)).ok()?;
+    Some(format!("{prefix}{body}{suffix}"))
+}
+
+/// A status file's YAML mapping, and the text before and after it (plain
+/// YAML gets the supervisor's header back, since comments do not survive a
+/// YAML round trip). `None` when the YAML is not a mapping.
+fn split_status(text: &str) -> Option<(Mapping, String, String)> {
+    let payload = extract(text).ok()?;
+    let start = (payload.yaml.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = start + payload.yaml.len();
+    let map = match serde_yaml::from_str::<Yaml>(payload.yaml).ok()? {
+        Yaml::Mapping(m) => m,
+        _ => return None,
+    };
+    let prefix = match payload.encoding {
+        Encoding::PlainYaml => STATUS_HEADER.to_string(),
+        _ => text[..start].to_string(),
+    };
+    Some((map, prefix, text[end..].to_string()))
+}
+
+/// Renders summary.md for a session that ended.
+pub fn render_summary(session: &SessionIndex, view: &SessionView, now: DateTime<Utc>) -> String {
+    use crate::index::Entry;
+    use std::fmt::Write as _;
+    let stamp = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let mut out = format!("# Session summary: {}\n\n", view.name);
+    let status_info = session.status();
+    let _ = writeln!(
+        out,
+        "- session id: {}\n- status: **{}**{}\n- phase: {}\n- started: {}\n- summary written: {}\n",
+        view.session_id.as_deref().unwrap_or("-"),
+        view.status,
+        status_info
+            .and_then(|s| s.failed_at.or(s.completed_at))
+            .map(|t| format!(" at {}", stamp(t.with_timezone(&Utc))))
+            .unwrap_or_default(),
+        view.phase
+            .map_or_else(|| "-".to_string(), |p| p.to_string()),
+        status_info.map_or_else(
+            || "-".to_string(),
+            |s| stamp(s.started_at.with_timezone(&Utc))
+        ),
+        stamp(now),
+    );
+    let _ = writeln!(
+        out,
+        "## Tasks\n\n| Task | Agent | Status | Duration | Artifacts |\n|---|---|---|---|---|"
+    );
+    for t in &view.tasks {
+        let report = session
+            .progress()
+            .filter(|p| p.task_id == t.task_id && p.agent == t.agent)
+            .max_by_key(|p| p.updated_at);
+        let finished = report
+            .filter(|p| p.status == squad_protocol::model::TaskStatus::Completed)
+            .map(|p| p.completed_at.unwrap_or(p.updated_at));
+        let duration = match (t.started_at, finished) {
+            (Some(a), Some(b)) => {
+                squad_policies::duration::format_duration((b - a).to_std().unwrap_or_default())
+            }
+            _ => "-".into(),
+        };
+        let artifacts = report
+            .map(|p| {
+                p.artifacts
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {duration} | {artifacts} |",
+            t.task_id, t.agent, t.state
+        );
+    }
+    let mut by_priority = std::collections::BTreeMap::new();
+    let mut by_severity = std::collections::BTreeMap::new();
+    let (mut messages, mut errors) = (0, 0);
+    for f in session.files.values() {
+        match &f.entry {
+            Entry::Message(m) => {
+                messages += 1;
+                *by_priority.entry(m.priority).or_insert(0) += 1;
+            }
+            Entry::Error(e) => {
+                errors += 1;
+                *by_severity.entry(e.severity).or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+    let _ = writeln!(out, "\n## Messages\n\n| Priority | Messages |\n|---|---|");
+    for p in Priority::ALL {
+        let _ = writeln!(
+            out,
+            "| {p} | {} |",
+            by_priority.get(p).copied().unwrap_or(0)
+        );
+    }
+    let _ = writeln!(out, "\nEscalations: none recorded.");
+    let _ = writeln!(out, "\n## Errors\n\n| Severity | Reports |\n|---|---|");
+    for s in squad_protocol::model::ErrorSeverity::ALL {
+        let _ = writeln!(
+            out,
+            "| {s} | {} |",
+            by_severity.get(s).copied().unwrap_or(0)
+        );
+    }
+    let problems: Vec<_> = session.diagnostics().collect();
+    let violations: Vec<&str> = view
+        .tasks
+        .iter()
+        .filter(|t| t.violation)
+        .map(|t| t.task_id.as_str())
+        .collect();
+    let _ = writeln!(out, "\n## Problems\n");
+    if problems.is_empty() && violations.is_empty() {
+        let _ = writeln!(out, "None.");
+    }
+    for t in &violations {
+        let _ = writeln!(
+            out,
+            "- dependency violation: `{t}` ran before its prerequisites"
+        );
+    }
+    for d in &problems {
+        let _ = writeln!(
+            out,
+            "- `{}`: {}[{}]: {}",
+            d.position(),
+            d.severity,
+            d.rule,
+            d.message
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n## Totals\n\n- tasks: {} ({} completed)\n- messages: {messages}\n- error reports: {errors}\n- validation problems: {}\n- dependency violations: {}",
+        view.tasks_total,
+        view.tasks_completed,
+        problems.len(),
+        violations.len()
+    );
+    out
 }
 
 /// The SharedContext 2.0.0 priority: low|medium|high (critical is written as high).

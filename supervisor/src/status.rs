@@ -169,6 +169,9 @@ pub struct RootReport {
     pub root: String,
     /// Whether the root (or its `.squad/sessions`) is missing.
     pub missing: bool,
+    /// When the retention job runs next (by the policy's schedule).
+    #[serde(default)]
+    pub next_retention_run: Option<DateTime<Utc>>,
     /// Its sessions, by name.
     pub sessions: Vec<SessionReport>,
 }
@@ -232,9 +235,14 @@ pub fn report_from_files(
             )
         })
         .collect();
+    let next_retention_run = crate::locks::load_policy(root)
+        .ok()
+        .and_then(|p| p.retention.schedule().ok())
+        .and_then(|s| s.after(&now).next());
     Ok(RootReport {
         root: root.display().to_string(),
         missing: false,
+        next_retention_run,
         sessions: reports,
     })
 }
@@ -290,6 +298,13 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
             root.root,
             if root.missing { " (MISSING)" } else { "" }
         );
+        if let Some(next) = root.next_retention_run {
+            let _ = writeln!(
+                out,
+                "  next retention run: {}",
+                next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+        }
         if root.sessions.is_empty() {
             let _ = writeln!(out, "  no sessions");
         }

@@ -33,6 +33,35 @@ pub enum SessionCommand {
     /// The directory is named YYYYMMDDTHHMMSSZ[-slug] (UTC) and appears
     /// atomically: it is built under a hidden name and renamed into place.
     New(NewArgs),
+    /// Mark a session completed (records `completed_at`).
+    ///
+    /// squadd then wraps it up: releases its locks, writes summary.md and
+    /// removes temporary files; retention archives it later.
+    Complete(EndArgs),
+    /// Mark a session failed (records `failed_at` and the reason).
+    ///
+    /// squadd wraps it up as for `complete`; retention deletes failed
+    /// sessions after `retention.delete_failed_after` (7 days by default).
+    Fail(FailArgs),
+}
+
+/// Arguments of `session complete`.
+#[derive(Debug, clap::Args)]
+pub struct EndArgs {
+    /// The session directory name (or its `session_id`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+}
+
+/// Arguments of `session fail`.
+#[derive(Debug, clap::Args)]
+pub struct FailArgs {
+    /// The session directory name (or its `session_id`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Why it failed (recorded as `failure_reason`).
+    #[arg(long, value_name = "R")]
+    pub reason: String,
 }
 
 /// Arguments of `session new`.
@@ -80,6 +109,8 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
 pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
     match cmd {
         SessionCommand::New(args) => new_session(root_arg, args),
+        SessionCommand::Complete(args) => end_session(root_arg, &args.id, None),
+        SessionCommand::Fail(args) => end_session(root_arg, &args.id, Some(&args.reason)),
     }
 }
 
@@ -125,6 +156,7 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
         completed_at: None,
         failed_at: None,
         failure_reason: None,
+        archived_at: None,
     };
     let sessions = sessions_dir(&root);
     let dir = sessions.join(&name);
@@ -181,4 +213,68 @@ fn build_session(sessions: &Path, name: &str, status: &Document) -> io::Result<(
         let _ = fs::remove_dir_all(&staging);
     }
     result
+}
+
+/// Finds a session directory by name or by its `session_id`.
+fn find_session(root: &Path, id: &str) -> Option<std::path::PathBuf> {
+    let dir = sessions_dir(root).join(id);
+    if !id.contains('/') && dir.is_dir() {
+        return Some(dir);
+    }
+    squad_protocol::tree::session_dirs(root)
+        .ok()?
+        .into_iter()
+        .find(|d| {
+            crate::index::load_file(
+                &d.join(squad_protocol::kind::SESSION_STATUS_FILE),
+                squad_protocol::FileKind::SessionStatus,
+            )
+            .ok()
+            .flatten()
+            .is_some_and(
+                |f| matches!(f.entry, crate::index::Entry::Status(ref s) if s.session_id == id),
+            )
+        })
+}
+
+fn end_session(root_arg: Option<&Path>, id: &str, failure: Option<&str>) -> u8 {
+    let root = match root::resolve(root_arg) {
+        Ok(r) => root::fs_path(&r).to_path_buf(),
+        Err(e) => return super::fail(e),
+    };
+    let Some(dir) = find_session(&root, id) else {
+        return super::fail(format!(
+            "no session `{id}` in {}",
+            sessions_dir(&root).display()
+        ));
+    };
+    let path = dir.join(squad_protocol::kind::SESSION_STATUS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => return super::fail(format!("{}: {e}", path.display())),
+    };
+    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let fields: Vec<(&str, String)> = match failure {
+        None => vec![("status", "completed".into()), ("completed_at", now)],
+        Some(reason) => vec![
+            ("status", "failed".into()),
+            ("failed_at", now),
+            ("failure_reason", reason.to_string()),
+        ],
+    };
+    let Some(new) = crate::outputs::set_status_fields(&text, &fields) else {
+        return super::fail(format!(
+            "{}: its YAML is not a mapping; fix it first (squadctl validate)",
+            path.display()
+        ));
+    };
+    if let Err(e) = write_atomic(&path, new.as_bytes()) {
+        return super::fail(format!("{}: {e}", path.display()));
+    }
+    let status = if failure.is_some() {
+        "failed"
+    } else {
+        "completed"
+    };
+    super::print(&format!("{} {status}\n", dir.display()))
 }

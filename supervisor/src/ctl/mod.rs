@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub mod check;
+pub mod gc;
 pub mod init;
 pub mod lock;
 pub mod schema;
@@ -46,6 +47,8 @@ pub enum Command {
     Session(init::SessionCommand),
     #[allow(missing_docs)]
     Check(check::Args),
+    #[allow(missing_docs)]
+    Gc(gc::Args),
     /// Advisory locks on paths and globs (acquire, release, renew, list).
     #[command(subcommand)]
     Lock(lock::LockCommand),
@@ -66,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Init(args) => init::init(cli.root.as_deref(), args),
         Command::Session(cmd) => init::session(cli.root.as_deref(), cmd),
         Command::Check(args) => check::run(cli.root.as_deref(), args),
+        Command::Gc(args) => gc::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),

@@ -16,7 +16,7 @@ use crate::derive::{SessionView, changes, derive_session, new_starts, newly_over
 use crate::events::{Event, EventKind};
 use crate::index::{IndexedFile, SessionIndex, index_bytes, load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::{render_shared_context, render_status};
+use crate::outputs::{render_shared_context, render_status, render_summary};
 use crate::state::State;
 use crate::status::{DaemonReport, RootReport, StatusReport, session_report};
 use chrono::{DateTime, Utc};
@@ -100,7 +100,14 @@ struct RootState {
     /// Re-read the lock table at this moment (a change was seen, a lock
     /// expires, or the table mutex was busy).
     locks_due: Option<Instant>,
+    /// The next scheduled retention run.
+    next_gc: Option<DateTime<Utc>>,
     _lock: pidfile::PidLock,
+}
+
+/// The next run of a retention schedule after `now`.
+fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    policy.retention.schedule().ok()?.after(&now).next()
 }
 
 /// The daemon's state and its one owner.
@@ -277,6 +284,7 @@ impl Supervisor {
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
         let lock = pidfile::acquire(&root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"))?;
         let policy = crate::locks::load_policy(&root).map_err(fail)?;
+        let next_gc = next_run(&policy, Utc::now());
         self.roots.push(RootState {
             sessions_dir: root.join(SQUAD_DIR).join(SESSIONS_DIR),
             audit: AuditLog::new(&root),
@@ -288,6 +296,7 @@ impl Supervisor {
             policy,
             locks: Vec::new(),
             locks_due: Some(Instant::now()),
+            next_gc,
             root,
             _lock: lock,
         });
@@ -369,6 +378,95 @@ impl Supervisor {
             next.map(|at| Instant::now() + (at - Utc::now()).to_std().unwrap_or(Duration::ZERO));
     }
 
+    /// The scheduled retention job: the same plan and execution as
+    /// `squadctl gc`, leaving alone sessions with files still being processed.
+    fn run_retention(&mut self, i: usize, wall: DateTime<Utc>) {
+        let root = self.roots[i].root.clone();
+        let sessions_dir = self.roots[i].sessions_dir.clone();
+        let mut busy: BTreeSet<String> = self
+            .pending
+            .keys()
+            .filter_map(|p| p.strip_prefix(&sessions_dir).ok())
+            .filter_map(|rel| rel.components().next())
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        busy.extend(
+            self.status_due
+                .keys()
+                .filter(|(r, _)| *r == i)
+                .map(|(_, n)| n.clone()),
+        );
+        match crate::retention::gather(&root, wall, &busy) {
+            Ok(facts) => {
+                let plan =
+                    squad_policies::retention::plan(&self.roots[i].policy.retention, &facts, wall);
+                for (session, path, kind) in crate::retention::execute(&root, &plan, wall) {
+                    self.emit(i, Some(&session), Some(&path), kind);
+                }
+            }
+            Err(e) => self.emit(
+                i,
+                None,
+                None,
+                EventKind::RetentionFailed {
+                    error: e.to_string(),
+                },
+            ),
+        }
+        self.roots[i].next_gc = next_run(&self.roots[i].policy, wall);
+    }
+
+    /// Re-reads `.squad/policies.yaml`; an invalid edit keeps the previous
+    /// policy and says so.
+    fn reload_policy(&mut self, i: usize) {
+        let root = self.roots[i].root.clone();
+        let error = match crate::locks::load_policy(&root) {
+            Ok(p) if p == self.roots[i].policy => return,
+            Ok(p) => {
+                self.roots[i].next_gc = next_run(&p, Utc::now());
+                self.roots[i].policy = p;
+                String::new()
+            }
+            Err(e) => format!("{e}; the previous policy stays in force"),
+        };
+        let path = root.join(SQUAD_DIR).join("policies.yaml");
+        self.emit(i, None, Some(&path), EventKind::PolicyReloaded { error });
+    }
+
+    /// Wraps up a session that ended: summary.md, temporary files removed.
+    fn end_session(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
+        let dir = self.roots[i].sessions_dir.join(name);
+        let (Some(session), Some(view)) = (
+            self.roots[i].sessions.get(name),
+            self.roots[i].views.get(name),
+        ) else {
+            return;
+        };
+        let summary = render_summary(session, view, wall);
+        if let Err(e) = write_atomic(&dir.join(SUMMARY_FILE), summary.as_bytes()) {
+            self.emit(
+                i,
+                Some(name),
+                Some(&dir.join(SUMMARY_FILE)),
+                EventKind::OutputFailed {
+                    output: "summary".into(),
+                    error: e.to_string(),
+                },
+            );
+            return;
+        }
+        let removed = remove_temporary_files(&dir);
+        self.emit(
+            i,
+            Some(name),
+            Some(&dir),
+            EventKind::SessionEnded {
+                status: status.into(),
+                removed,
+            },
+        );
+    }
+
     /// Releases the locks of a session that ended.
     fn release_session_locks(&mut self, i: usize, name: &str, status: &str) {
         let root = self.roots[i].root.clone();
@@ -442,14 +540,14 @@ impl Supervisor {
                         | squad_protocol::model::SessionState::Failed
                 )
             });
-            if let Some(status) = ended
-                && self.roots[i]
-                    .sessions_dir
-                    .join(name)
-                    .join(crate::locks::LOCKS_DIR)
-                    .is_dir()
-            {
-                self.release_session_locks(i, name, status.as_str());
+            if let Some(status) = ended {
+                let dir = self.roots[i].sessions_dir.join(name);
+                if dir.join(crate::locks::LOCKS_DIR).is_dir() {
+                    self.release_session_locks(i, name, status.as_str());
+                }
+                if !dir.join(SUMMARY_FILE).exists() {
+                    self.end_session(i, name, status.as_str(), now);
+                }
             }
         }
         self.write_statuses(i, &names, now);
@@ -647,7 +745,13 @@ impl Supervisor {
         let context = self.context_due.values().min().copied();
         let status = self.status_due.values().min().copied();
         let locks = self.roots.iter().filter_map(|r| r.locks_due).min();
-        [file, deadline, ping, rescan, context, status, locks]
+        let gc = self
+            .roots
+            .iter()
+            .filter_map(|r| r.next_gc)
+            .min()
+            .map(|at| Instant::now() + (at - now).to_std().unwrap_or(Duration::ZERO));
+        [file, deadline, ping, rescan, context, status, locks, gc]
             .into_iter()
             .flatten()
             .min()
@@ -727,6 +831,9 @@ impl Supervisor {
             if self.roots[i].locks_due.is_some_and(|at| at <= now) {
                 self.refresh_locks(i);
             }
+            if self.roots[i].next_gc.is_some_and(|at| at <= wall) {
+                self.run_retention(i, wall);
+            }
         }
         let summary = self.summary();
         if summary != self.last_status_line {
@@ -786,6 +893,10 @@ impl Supervisor {
     /// the change was only a removal.
     fn apply_path(&mut self, i: usize, path: &Path) -> Option<(String, bool)> {
         let sessions_dir = self.roots[i].sessions_dir.clone();
+        if path == self.roots[i].root.join(SQUAD_DIR).join("policies.yaml") {
+            self.reload_policy(i);
+            return None;
+        }
         let Ok(rel) = path.strip_prefix(&sessions_dir) else {
             // The root, .squad or .squad/sessions itself changed.
             let affects_sessions = sessions_dir.starts_with(path);
@@ -946,6 +1057,7 @@ impl Supervisor {
                     let status = status.to_string();
                     self.emit(i, Some(name), None, kind);
                     self.release_session_locks(i, name, &status);
+                    self.end_session(i, name, &status, wall);
                     continue;
                 }
                 self.emit(i, Some(name), None, kind);
@@ -1086,6 +1198,7 @@ impl Supervisor {
         RootReport {
             root: r.root.display().to_string(),
             missing: r.missing,
+            next_retention_run: r.next_gc,
             sessions: r
                 .sessions
                 .iter()
@@ -1153,6 +1266,35 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// The summary file written when a session ends.
+pub const SUMMARY_FILE: &str = "summary.md";
+
+/// Removes a session's temporary files (`*.tmp` and our own `.x.tmp.*`
+/// leftovers at its top level, and `artifacts/tmp/`); returns how many
+/// entries went. Links are removed, never followed.
+fn remove_temporary_files(dir: &Path) -> usize {
+    let mut removed = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_file = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
+            if is_file
+                && (name.ends_with(".tmp") || is_temp_name(&name))
+                && std::fs::remove_file(e.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    let tmp = dir.join("artifacts").join("tmp");
+    if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir())
+        && std::fs::remove_dir_all(&tmp).is_ok()
+    {
+        removed += 1;
+    }
+    removed
 }
 
 /// `(error count, first error)` when a file has errors.
