@@ -2,7 +2,8 @@
 //! project roots.
 
 mod check;
-mod daemon;
+pub mod daemon;
 mod lock;
+mod retention;
 mod support;
 mod validate;
