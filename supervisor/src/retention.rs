@@ -160,16 +160,14 @@ fn carry_out(root: &Path, action: &Action, now: DateTime<Utc>) -> io::Result<()>
             }
             stamp_archived(&from, now)?;
             // One rename: the session is wholly in sessions/ or wholly in
-            // archives/, whenever a crash comes.
-            fs::rename(&from, &to)?;
-            squad_protocol::atomic::sync_dir(&archives)?;
-            squad_protocol::atomic::sync_dir(&dir_of(root, Place::Sessions))
+            // archives/, whenever a crash comes. (The parent directories are
+            // synced once for the whole run, in `execute`.)
+            fs::rename(&from, &to)
         }
         Verb::Delete => {
             let parent = dir_of(root, action.place);
             let doomed = parent.join(format!("{DELETING}{}-{}", action.name, std::process::id()));
             fs::rename(&from, &doomed)?;
-            squad_protocol::atomic::sync_dir(&parent)?;
             fs::remove_dir_all(&doomed)
         }
     }
@@ -193,11 +191,21 @@ fn finish_interrupted(root: &Path) {
 /// Carries out a plan; returns, per action, the event to audit.
 pub fn execute(root: &Path, plan: &Plan, now: DateTime<Utc>) -> Vec<(String, PathBuf, EventKind)> {
     finish_interrupted(root);
+    // Actions touch distinct directories: run them side by side so the file
+    // system can commit their fsyncs together.
+    let threads = plan.actions.len().clamp(1, 8);
+    let outcomes =
+        squad_protocol::tree::parallel_map(&plan.actions, threads, |a| carry_out(root, a, now));
+    // Make every rename durable before reporting it.
+    for place in [Place::Sessions, Place::Archives] {
+        let _ = squad_protocol::atomic::sync_dir(&dir_of(root, place));
+    }
     plan.actions
         .iter()
-        .map(|a| {
+        .zip(outcomes)
+        .map(|(a, outcome)| {
             let path = dir_of(root, a.place).join(&a.name);
-            let kind = match carry_out(root, a, now) {
+            let kind = match outcome {
                 Ok(()) if a.verb == Verb::Archive => EventKind::SessionArchived {
                     rule: a.rule.into(),
                     age_secs: a.age_secs,
