@@ -392,3 +392,71 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
         "the previous valid policy stays: {next}"
     );
 }
+
+#[test]
+fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    fs::create_dir_all(&root).unwrap();
+    let units = tmp.path().join("units");
+    let squadd = env!("CARGO_BIN_EXE_squadd");
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["service", "install", "--user", "--binary", squadd, "--dir"])
+        .arg(&units));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("systemctl --user enable --now squadd.service"),
+        "{}",
+        stdout(&out)
+    );
+    let unit = fs::read_to_string(units.join("squadd.service")).unwrap();
+    let root = fs::canonicalize(&root).unwrap();
+    let squadd = fs::canonicalize(squadd).unwrap();
+    assert!(
+        unit.contains(&format!(
+            "ExecStart={} --root {}",
+            squadd.display(),
+            root.display()
+        )),
+        "{unit}"
+    );
+    assert!(unit.contains("Type=notify") && unit.contains("WatchdogSec="));
+
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["service", "install", "--system", "--print", "--binary"])
+        .arg(&squadd));
+    let unit = stdout(&out);
+    assert!(
+        unit.contains(&format!("ReadWritePaths={}", root.display())),
+        "{unit}"
+    );
+    assert!(unit.contains("ProtectSystem=strict") && unit.contains("NoNewPrivileges=yes"));
+
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["service", "install", "--launchd", "--print", "--binary"])
+        .arg(&squadd));
+    assert!(
+        stdout(&out).contains("<string>--root</string>"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = run(squadctl()
+        .args(["service", "uninstall", "--user", "--dir"])
+        .arg(&units));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!units.join("squadd.service").exists());
+    let out = run(squadctl()
+        .args(["service", "uninstall", "--user", "--dir"])
+        .arg(&units));
+    assert_eq!(code(&out), 2, "not installed");
+    // install needs a root.
+    let out = run(squadctl().args(["service", "install", "--print"]));
+    assert_eq!(code(&out), 2);
+}

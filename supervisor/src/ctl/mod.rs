@@ -9,6 +9,7 @@ pub mod gc;
 pub mod init;
 pub mod lock;
 pub mod schema;
+pub mod service;
 pub mod status;
 pub mod validate;
 
@@ -52,6 +53,9 @@ pub enum Command {
     /// Advisory locks on paths and globs (acquire, release, renew, list).
     #[command(subcommand)]
     Lock(lock::LockCommand),
+    /// Install squadd as a systemd or launchd service.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
     #[allow(missing_docs)]
     Status(status::StatusArgs),
     #[allow(missing_docs)]
@@ -71,6 +75,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(cli.root.as_deref(), args),
         Command::Gc(args) => gc::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
+        Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
