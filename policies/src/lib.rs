@@ -17,6 +17,7 @@ pub mod boundary;
 pub mod check;
 pub mod duration;
 pub mod locks;
+pub mod messages;
 pub mod policy;
 pub mod retention;
 

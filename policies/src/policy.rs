@@ -34,6 +34,8 @@ pub struct Policy {
     pub unattributed: Unattributed,
     /// Retention ages and schedule.
     pub retention: Retention,
+    /// Message delivery, escalation and notification.
+    pub messages: crate::messages::MessagePolicy,
 }
 
 /// `retention:` of the policy.
@@ -78,6 +80,43 @@ struct Raw {
     locks: RawLocks,
     check: RawCheck,
     retention: RawRetention,
+    messages: RawMessages,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMessages {
+    deliver_within: RawWithin,
+    low_max_wait: String,
+    escalate_after: RawEscalate,
+    notify: std::collections::BTreeMap<String, RawNotify>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWithin {
+    critical: String,
+    high: String,
+    medium: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEscalate {
+    critical: String,
+    high: String,
+    medium: String,
+    low: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotify {
+    command: Vec<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    retries: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -160,6 +199,21 @@ impl Policy {
             lock_default_ttl: Duration::from_secs(15 * 60),
             lock_max_ttl: Duration::from_secs(24 * 3600),
             unattributed: Unattributed::Warn,
+            messages: crate::messages::MessagePolicy {
+                deliver_within: [
+                    Duration::ZERO,
+                    Duration::from_secs(60),
+                    Duration::from_secs(300),
+                ],
+                low_max_wait: Duration::from_secs(1800),
+                escalate_after: [
+                    Some(Duration::from_secs(120)),
+                    Some(Duration::from_secs(600)),
+                    Some(Duration::from_secs(1800)),
+                    None,
+                ],
+                notify: std::collections::BTreeMap::new(),
+            },
             retention: Retention {
                 schedule: "0 17 * * * *".into(),
                 archive_completed_after: Duration::from_secs(24 * 3600),
@@ -235,7 +289,66 @@ impl Policy {
             )?,
             schedule: raw.retention.schedule,
         };
+        let esc = |field: &str, text: &str| -> Result<Option<Duration>, PolicyError> {
+            if text.trim() == "none" {
+                Ok(None)
+            } else {
+                ttl(field, text).map(Some)
+            }
+        };
+        let m = &raw.messages;
+        let mut notify = std::collections::BTreeMap::new();
+        for (agent, n) in &m.notify {
+            let field = format!("messages.notify.{agent}");
+            if agent != "*" && !squad_protocol::IdKind::Agent.matches(agent) {
+                return Err(PolicyError {
+                    field,
+                    message: format!("`{agent}` is not an agent name (or `*`)"),
+                });
+            }
+            if n.command.is_empty() || n.command[0].trim().is_empty() {
+                return Err(PolicyError {
+                    field: format!("{field}.command"),
+                    message:
+                        "an argv list with the program first, e.g. [\"notify-send\", \"{path}\"]"
+                            .into(),
+                });
+            }
+            notify.insert(
+                agent.clone(),
+                crate::messages::NotifyCommand {
+                    command: n.command.clone(),
+                    timeout: match &n.timeout {
+                        Some(t) => ttl(&format!("{field}.timeout"), t)?,
+                        None => Duration::from_secs(10),
+                    },
+                    retries: n.retries.unwrap_or(3),
+                },
+            );
+        }
+        let messages = crate::messages::MessagePolicy {
+            deliver_within: [
+                ttl(
+                    "messages.deliver_within.critical",
+                    &m.deliver_within.critical,
+                )?,
+                ttl("messages.deliver_within.high", &m.deliver_within.high)?,
+                ttl("messages.deliver_within.medium", &m.deliver_within.medium)?,
+            ],
+            low_max_wait: ttl("messages.low_max_wait", &m.low_max_wait)?,
+            escalate_after: [
+                esc(
+                    "messages.escalate_after.critical",
+                    &m.escalate_after.critical,
+                )?,
+                esc("messages.escalate_after.high", &m.escalate_after.high)?,
+                esc("messages.escalate_after.medium", &m.escalate_after.medium)?,
+                esc("messages.escalate_after.low", &m.escalate_after.low)?,
+            ],
+            notify,
+        };
         let policy = Policy {
+            messages,
             retention,
             lock_default_ttl: ttl("locks.default_ttl", &raw.locks.default_ttl)?,
             lock_max_ttl: ttl("locks.max_ttl", &raw.locks.max_ttl)?,

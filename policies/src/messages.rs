@@ -1,0 +1,208 @@
+//! Message delivery decisions: inbox naming, when to deliver, when to
+//! escalate, when a requested reply is overdue. Pure functions of (policy,
+//! facts, now), so deadlines are tested by passing times, not by sleeping.
+
+use chrono::{DateTime, Utc};
+use squad_protocol::model::Priority;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A notification command for an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyCommand {
+    /// argv; `{path}` is replaced by the delivered file's path.
+    pub command: Vec<String>,
+    /// Kill the command after this long.
+    pub timeout: Duration,
+    /// Further attempts after a failure (with doubling backoff from 1 s).
+    pub retries: u32,
+}
+
+/// `messages:` of the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessagePolicy {
+    /// Delivery deadline for critical, high and medium.
+    pub deliver_within: [Duration; 3],
+    /// The longest a low-priority message waits for its recipient to be free.
+    pub low_max_wait: Duration,
+    /// Escalation delay per priority (critical, high, medium, low); None: never.
+    pub escalate_after: [Option<Duration>; 4],
+    /// Notification commands by agent (`*` for everyone else).
+    pub notify: BTreeMap<String, NotifyCommand>,
+}
+
+fn rank(p: Priority) -> usize {
+    match p {
+        Priority::Critical => 0,
+        Priority::High => 1,
+        Priority::Medium => 2,
+        Priority::Low => 3,
+    }
+}
+
+/// The file name a message is delivered under, so that a plain directory
+/// listing sorts critical → high → medium → low, then by creation time:
+/// `<rank>-<priority>-<created, UTC, compact>-<message_id>.md`.
+pub fn inbox_name(priority: Priority, created_at: DateTime<Utc>, message_id: &str) -> String {
+    format!(
+        "{}-{}-{}-{message_id}.md",
+        rank(priority),
+        priority,
+        created_at.format("%Y%m%dT%H%M%S%.3fZ")
+    )
+}
+
+/// The priority and message id encoded in an inbox file name.
+pub fn parse_inbox_name(name: &str) -> Option<(Priority, String)> {
+    let stem = name.strip_suffix(".md")?;
+    let mut parts = stem.splitn(4, '-');
+    let _rank = parts.next()?;
+    let priority = Priority::parse(parts.next()?)?;
+    let _created = parts.next()?;
+    let id = parts.next()?;
+    id.starts_with("msg_").then(|| (priority, id.to_string()))
+}
+
+/// When to deliver: at once, except a low-priority message to a recipient
+/// with a task in progress, which waits until it is free or `low_max_wait`
+/// has passed since the message was written.
+pub fn deliver_at(
+    policy: &MessagePolicy,
+    priority: Priority,
+    created_at: DateTime<Utc>,
+    recipient_busy: bool,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    if priority != Priority::Low || !recipient_busy {
+        return now;
+    }
+    let latest = created_at + chrono::Duration::from_std(policy.low_max_wait).unwrap_or_default();
+    latest.max(now)
+}
+
+/// The delivery deadline of a message (None for low: "when available").
+pub fn deadline(
+    policy: &MessagePolicy,
+    priority: Priority,
+    created_at: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let within = match priority {
+        Priority::Critical => policy.deliver_within[0],
+        Priority::High => policy.deliver_within[1],
+        Priority::Medium => policy.deliver_within[2],
+        Priority::Low => return None,
+    };
+    Some(created_at + chrono::Duration::from_std(within).unwrap_or_default())
+}
+
+/// When an unacknowledged delivered message escalates (None: never).
+pub fn escalation_at(
+    policy: &MessagePolicy,
+    priority: Priority,
+    delivered_at: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    policy.escalate_after[rank(priority)]
+        .map(|d| delivered_at + chrono::Duration::from_std(d).unwrap_or_default())
+}
+
+/// Whether a message that asked for a reply is overdue at `now`.
+pub fn response_overdue(
+    response_needed: bool,
+    response_by: Option<DateTime<Utc>>,
+    replied: bool,
+    now: DateTime<Utc>,
+) -> bool {
+    response_needed && !replied && response_by.is_some_and(|by| by <= now)
+}
+
+/// The priority a routed error report gets: critical → critical, error →
+/// high, warning → medium.
+pub fn routed_priority(severity: squad_protocol::model::ErrorSeverity) -> Priority {
+    use squad_protocol::model::ErrorSeverity::*;
+    match severity {
+        Critical => Priority::Critical,
+        Error => Priority::High,
+        Warning => Priority::Medium,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(m: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2024, 1, 15, 10, m, s).unwrap()
+    }
+
+    fn policy() -> MessagePolicy {
+        crate::Policy::defaults().messages
+    }
+
+    #[test]
+    fn inbox_names_sort_by_priority_then_time() {
+        let mut names = vec![
+            inbox_name(Priority::Low, t(0, 0), "msg_a"),
+            inbox_name(Priority::Critical, t(5, 0), "msg_b"),
+            inbox_name(Priority::High, t(1, 0), "msg_c"),
+            inbox_name(Priority::Critical, t(2, 0), "msg_d"),
+            inbox_name(Priority::Medium, t(0, 0), "msg_e"),
+        ];
+        names.sort();
+        let ids: Vec<String> = names
+            .iter()
+            .map(|n| parse_inbox_name(n).unwrap().1)
+            .collect();
+        assert_eq!(ids, ["msg_d", "msg_b", "msg_c", "msg_e", "msg_a"]);
+        assert_eq!(
+            inbox_name(Priority::High, t(36, 0), "msg_x"),
+            "1-high-20240115T103600.000Z-msg_x.md"
+        );
+        assert_eq!(parse_inbox_name("junk.md"), None);
+    }
+
+    #[test]
+    fn low_priority_waits_for_a_free_recipient_at_most_low_max_wait() {
+        let p = policy();
+        assert_eq!(
+            deliver_at(&p, Priority::Critical, t(0, 0), true, t(1, 0)),
+            t(1, 0)
+        );
+        assert_eq!(
+            deliver_at(&p, Priority::Low, t(0, 0), false, t(1, 0)),
+            t(1, 0)
+        );
+        assert_eq!(
+            deliver_at(&p, Priority::Low, t(0, 0), true, t(1, 0)),
+            t(30, 0)
+        );
+        assert_eq!(
+            deliver_at(&p, Priority::Low, t(0, 0), true, t(45, 0)),
+            t(45, 0)
+        );
+    }
+
+    #[test]
+    fn deadlines_and_escalations_per_priority() {
+        let p = policy();
+        assert_eq!(deadline(&p, Priority::Critical, t(0, 0)), Some(t(0, 0)));
+        assert_eq!(deadline(&p, Priority::High, t(0, 0)), Some(t(1, 0)));
+        assert_eq!(deadline(&p, Priority::Medium, t(0, 0)), Some(t(5, 0)));
+        assert_eq!(deadline(&p, Priority::Low, t(0, 0)), None);
+        assert_eq!(
+            escalation_at(&p, Priority::Critical, t(0, 0)),
+            Some(t(2, 0))
+        );
+        assert_eq!(escalation_at(&p, Priority::High, t(0, 0)), Some(t(10, 0)));
+        assert_eq!(escalation_at(&p, Priority::Medium, t(0, 0)), Some(t(30, 0)));
+        assert_eq!(escalation_at(&p, Priority::Low, t(0, 0)), None);
+    }
+
+    #[test]
+    fn responses() {
+        assert!(response_overdue(true, Some(t(5, 0)), false, t(5, 0)));
+        assert!(!response_overdue(true, Some(t(5, 0)), true, t(6, 0)));
+        assert!(!response_overdue(true, Some(t(5, 0)), false, t(4, 59)));
+        assert!(!response_overdue(false, Some(t(5, 0)), false, t(6, 0)));
+    }
+}
