@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn inbox_names_sort_by_priority_then_time() {
-        let mut names = vec![
+        let mut names = [
             inbox_name(Priority::Low, t(0, 0), "msg_a"),
             inbox_name(Priority::Critical, t(5, 0), "msg_b"),
             inbox_name(Priority::High, t(1, 0), "msg_c"),
