@@ -157,6 +157,48 @@ pub enum EventKind {
         /// Empty when valid; otherwise the error naming the field.
         error: String,
     },
+    /// A message was delivered into its recipient's inbox.
+    MessageDelivered {
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// Priority.
+        priority: String,
+        /// Delivered after its priority's `deliver_within`.
+        late: bool,
+        /// For routed reports: the file the message was generated from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        routed_from: Option<String>,
+    },
+    /// A delivered message stayed unacknowledged past `escalate_after`: the
+    /// recipient was notified again.
+    MessageEscalated {
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// Priority.
+        priority: String,
+    },
+    /// A message asked for a reply by `response_by` and got none.
+    ResponseOverdue {
+        /// Sender, who is waiting.
+        from: String,
+        /// Recipient, who owes the reply.
+        to: String,
+        /// Message id.
+        message_id: String,
+    },
+    /// A notify command failed after all its retries.
+    NotifyFailed {
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// What went wrong.
+        error: String,
+    },
     /// A stale lock was reclaimed.
     LockReclaimed {
         /// Targets.
@@ -193,6 +235,10 @@ impl EventKind {
             EventKind::RootRestored => "root-restored",
             EventKind::Rescanned { .. } => "rescanned",
             EventKind::WatchError { .. } => "watch-error",
+            EventKind::MessageDelivered { .. } => "message-delivered",
+            EventKind::MessageEscalated { .. } => "message-escalated",
+            EventKind::ResponseOverdue { .. } => "response-overdue",
+            EventKind::NotifyFailed { .. } => "notify-failed",
             EventKind::SessionArchived { .. } => "session-archived",
             EventKind::SessionDeleted { .. } => "session-deleted",
             EventKind::RetentionFailed { .. } => "retention-failed",
@@ -242,6 +288,35 @@ impl EventKind {
                 since_source,
             } => format!("{rule}: {age_secs} s since {since_source}"),
             EventKind::RetentionFailed { error } => error.clone(),
+            EventKind::MessageDelivered {
+                to,
+                message_id,
+                priority,
+                late,
+                routed_from,
+            } => format!(
+                "{message_id} ({priority}) to {to}{}{}",
+                if *late { ", late" } else { "" },
+                routed_from
+                    .as_ref()
+                    .map(|f| format!(", routed from {f}"))
+                    .unwrap_or_default()
+            ),
+            EventKind::MessageEscalated {
+                to,
+                message_id,
+                priority,
+            } => format!("{message_id} ({priority}) still unread by {to}"),
+            EventKind::ResponseOverdue {
+                from,
+                to,
+                message_id,
+            } => format!("{to} owes {from} a reply to {message_id}"),
+            EventKind::NotifyFailed {
+                to,
+                message_id,
+                error,
+            } => format!("{message_id} to {to}: {error}"),
             EventKind::SessionEnded { status, removed } => {
                 format!("{status}; {removed} temporary file(s) removed")
             }

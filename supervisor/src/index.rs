@@ -63,6 +63,8 @@ pub struct BlockerInfo {
     pub description: String,
     /// Who can unblock.
     pub requires_agent: Option<String>,
+    /// Since when.
+    pub since: Option<Timestamp>,
 }
 
 /// A decision of a progress update.
@@ -137,6 +139,10 @@ pub struct ErrorInfo {
     pub requires_intervention: bool,
     /// Routing target.
     pub suggested_agent: Option<String>,
+    /// `error.type`.
+    pub error_type: String,
+    /// `error.message`.
+    pub error_message: String,
 }
 
 /// What one file contributes, or `Invalid` when it has errors.
@@ -202,6 +208,7 @@ impl Entry {
                     .map(|b| BlockerInfo {
                         description: b.description,
                         requires_agent: b.requires_agent,
+                        since: b.blocking_since,
                     })
                     .collect(),
                 decisions: d
@@ -234,6 +241,8 @@ impl Entry {
                 occurred_at: d.occurred_at,
                 requires_intervention: d.requires_intervention.unwrap_or(false),
                 suggested_agent: d.suggested_agent,
+                error_type: d.error.kind,
+                error_message: d.error.message,
             }),
         }
     }

@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod derive;
 pub mod events;
 pub mod exit;
+pub mod inbox;
 pub mod index;
 pub mod layout;
 pub mod locks;

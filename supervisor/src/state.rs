@@ -21,6 +21,12 @@ pub struct State {
     /// Per session directory name, overdue tasks already reported.
     #[serde(default)]
     pub overdue_reported: BTreeMap<String, BTreeSet<String>>,
+    /// Per session directory name, messages already escalated.
+    #[serde(default)]
+    pub escalated: BTreeMap<String, BTreeSet<String>>,
+    /// Per session directory name, overdue replies already reported.
+    #[serde(default)]
+    pub replies_overdue: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// `<root>/.squad/run/state.json`.

@@ -76,6 +76,62 @@ pub struct SessionReport {
     /// Locks held in the session.
     #[serde(default)]
     pub locks: Vec<LockView>,
+    /// Messages delivered and not yet acknowledged, by priority.
+    #[serde(default)]
+    pub unread: std::collections::BTreeMap<String, usize>,
+    /// Age of the oldest unacknowledged message, in seconds.
+    #[serde(default)]
+    pub oldest_unread_secs: Option<u64>,
+    /// Escalated messages still unacknowledged.
+    #[serde(default)]
+    pub escalations: Vec<String>,
+    /// Agents who were sent messages but have no task in the session.
+    #[serde(default)]
+    pub recipients_without_task: Vec<String>,
+}
+
+/// Fills in a session report's message figures from its inboxes.
+pub fn add_messages(
+    report: &mut SessionReport,
+    session: &SessionIndex,
+    escalated: Option<&std::collections::BTreeSet<String>>,
+    now: DateTime<Utc>,
+) {
+    use crate::index::Entry;
+    let assignees: std::collections::BTreeSet<&str> =
+        session.plans().map(|p| p.agent.as_str()).collect();
+    let mut recipients: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for f in session.files.values() {
+        if let Entry::Message(m) = &f.entry
+            && !assignees.contains(m.to_agent.as_str())
+        {
+            recipients.insert(m.to_agent.clone());
+        }
+    }
+    report.recipients_without_task = recipients.into_iter().collect();
+    let agents: Vec<String> = std::fs::read_dir(session.dir.join("inbox"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    for agent in agents {
+        for item in crate::inbox::list(&session.dir, &agent)
+            .into_iter()
+            .filter(|i| i.unread)
+        {
+            *report.unread.entry(item.priority.to_string()).or_insert(0) += 1;
+            if let Some(at) = item.delivered_at {
+                let age = (now - DateTime::<Utc>::from(at)).num_seconds().max(0) as u64;
+                report.oldest_unread_secs =
+                    Some(report.oldest_unread_secs.map_or(age, |o| o.max(age)));
+            }
+            if escalated.is_some_and(|e| e.contains(&item.message_id)) {
+                report.escalations.push(item.message_id);
+            }
+        }
+    }
 }
 
 /// One lock record, as shown in status.
@@ -159,6 +215,10 @@ pub fn session_report(
         warnings: problems.len() - errors,
         problems,
         locks,
+        unread: Default::default(),
+        oldest_unread_secs: None,
+        escalations: Vec::new(),
+        recipients_without_task: Vec::new(),
     }
 }
 
@@ -228,11 +288,13 @@ pub fn report_from_files(
         .filter(|s| session_filter.is_none_or(|f| f == s.name))
         .map(|s| {
             let starts = state.task_starts.get(&s.name).unwrap_or(&empty);
-            session_report(
+            let mut report = session_report(
                 s,
                 &derive_session(s, starts, now),
                 session_locks(&locks, &s.name),
-            )
+            );
+            add_messages(&mut report, s, state.escalated.get(&s.name), now);
+            report
         })
         .collect();
     let next_retention_run = crate::locks::load_policy(root)
@@ -326,6 +388,28 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
                 list(&s.overdue),
                 list(&s.violations)
             );
+            if !s.unread.is_empty() {
+                let counts: Vec<String> = ["critical", "high", "medium", "low"]
+                    .iter()
+                    .filter_map(|p| s.unread.get(*p).map(|n| format!("{n} {p}")))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "    unread messages: {}; oldest {}",
+                    counts.join(", "),
+                    s.oldest_unread_secs.map_or_else(|| "-".into(), duration)
+                );
+            }
+            if !s.escalations.is_empty() {
+                let _ = writeln!(out, "    escalations: {}", s.escalations.join(", "));
+            }
+            if !s.recipients_without_task.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "    messages to agents without a task here: {}",
+                    s.recipients_without_task.join(", ")
+                );
+            }
             for l in &s.locks {
                 let _ = writeln!(
                     out,

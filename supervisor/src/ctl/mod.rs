@@ -8,6 +8,7 @@ pub mod check;
 pub mod gc;
 pub mod init;
 pub mod lock;
+pub mod message;
 pub mod schema;
 pub mod service;
 pub mod status;
@@ -50,6 +51,11 @@ pub enum Command {
     Check(check::Args),
     #[allow(missing_docs)]
     Gc(gc::Args),
+    #[allow(missing_docs)]
+    Send(message::SendArgs),
+    /// An agent's delivered messages (list, next, ack).
+    #[command(subcommand)]
+    Inbox(message::InboxCommand),
     /// Advisory locks on paths and globs (acquire, release, renew, list).
     #[command(subcommand)]
     Lock(lock::LockCommand),
@@ -75,6 +81,8 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(cli.root.as_deref(), args),
         Command::Gc(args) => gc::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
+        Command::Send(args) => message::send(cli.root.as_deref(), args),
+        Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),

@@ -6,6 +6,7 @@
 //! next watchdog ping.
 
 pub mod health;
+pub mod messages;
 pub mod pidfile;
 pub mod server;
 pub mod systemd;
@@ -102,6 +103,10 @@ struct RootState {
     locks_due: Option<Instant>,
     /// The next scheduled retention run.
     next_gc: Option<DateTime<Utc>>,
+    /// The next deferred (low-priority) delivery.
+    deliveries_due: Option<Instant>,
+    /// The next escalation or reply deadline check.
+    inbox_due: Option<Instant>,
     _lock: pidfile::PidLock,
 }
 
@@ -124,6 +129,7 @@ struct Supervisor {
     seq: u64,
     started: Instant,
     last_status_line: String,
+    hooks: tokio::sync::mpsc::UnboundedSender<messages::HookOutcome>,
 }
 
 fn watch_error_hint(e: &notify::Error) -> String {
@@ -155,6 +161,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
 
     let (bus, _) = broadcast::channel(1024);
+    let (hooks, mut hook_rx) = messages::hook_channel();
     let mut sup = Supervisor {
         roots: Vec::new(),
         watcher,
@@ -168,6 +175,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         seq: 0,
         started: Instant::now(),
         last_status_line: String::new(),
+        hooks,
     };
 
     for root in &options.roots {
@@ -213,6 +221,20 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 sup.note(res);
                 while let Ok(res) = fs_rx.try_recv() {
                     sup.note(res);
+                }
+            }
+            Some(outcome) = hook_rx.recv() => {
+                if let Some(error) = outcome.error {
+                    sup.emit(
+                        outcome.root,
+                        Some(&outcome.session),
+                        None,
+                        EventKind::NotifyFailed {
+                            to: outcome.to,
+                            message_id: outcome.message_id,
+                            error,
+                        },
+                    );
                 }
             }
             Some(call) = call_rx.recv() => {
@@ -297,6 +319,8 @@ impl Supervisor {
             locks: Vec::new(),
             locks_due: Some(Instant::now()),
             next_gc,
+            deliveries_due: None,
+            inbox_due: None,
             root,
             _lock: lock,
         });
@@ -551,6 +575,9 @@ impl Supervisor {
             }
         }
         self.write_statuses(i, &names, now);
+        // The backlog written while squadd was down: critical first.
+        self.deliver_messages(i, None, now);
+        self.check_inboxes(i, None, now);
         self.save_state(i);
         self.write_shared_context(i);
         self.emit(
@@ -751,10 +778,18 @@ impl Supervisor {
             .filter_map(|r| r.next_gc)
             .min()
             .map(|at| Instant::now() + (at - now).to_std().unwrap_or(Duration::ZERO));
-        [file, deadline, ping, rescan, context, status, locks, gc]
-            .into_iter()
+        let messages = self
+            .roots
+            .iter()
+            .flat_map(|r| [r.deliveries_due, r.inbox_due])
             .flatten()
-            .min()
+            .min();
+        [
+            file, deadline, ping, rescan, context, status, locks, gc, messages,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Processes everything due: rescans, settled paths, passed deadlines.
@@ -833,6 +868,14 @@ impl Supervisor {
             }
             if self.roots[i].next_gc.is_some_and(|at| at <= wall) {
                 self.run_retention(i, wall);
+            }
+            if self.roots[i].deliveries_due.is_some_and(|at| at <= now) {
+                self.roots[i].deliveries_due = None;
+                self.deliver_messages(i, None, wall);
+            }
+            if self.roots[i].inbox_due.is_some_and(|at| at <= now) {
+                self.roots[i].inbox_due = None;
+                self.check_inboxes(i, None, wall);
             }
         }
         let summary = self.summary();
@@ -1073,6 +1116,8 @@ impl Supervisor {
             }
         }
         self.write_statuses(i, &derived, wall);
+        self.deliver_messages(i, Some(names), wall);
+        self.check_inboxes(i, Some(names), wall);
         let any = !names.is_empty();
         if state_changed {
             self.save_state(i);
@@ -1204,9 +1249,17 @@ impl Supervisor {
                 .iter()
                 .filter(|(name, _)| session.is_none_or(|s| s == name.as_str()))
                 .filter_map(|(name, s)| {
-                    r.views
-                        .get(name)
-                        .map(|v| session_report(s, v, crate::status::session_locks(&r.locks, name)))
+                    r.views.get(name).map(|v| {
+                        let mut report =
+                            session_report(s, v, crate::status::session_locks(&r.locks, name));
+                        crate::status::add_messages(
+                            &mut report,
+                            s,
+                            r.state.escalated.get(name),
+                            Utc::now(),
+                        );
+                        report
+                    })
                 })
                 .collect(),
         }

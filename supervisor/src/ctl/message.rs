@@ -1,0 +1,469 @@
+//! `squadctl send` and `squadctl inbox`: messages for agents.
+
+use crate::exit;
+use crate::inbox::{self, Item};
+use crate::index::{Entry, load_file};
+use crate::root;
+use chrono::{DateTime, Utc};
+use clap::{Subcommand, ValueEnum};
+use serde_json::json;
+use squad_protocol::kind::SESSION_STATUS_FILE;
+use squad_protocol::model::{
+    Document, Message, MessageContext, MessageMeta, MessageType, Priority, SessionState,
+};
+use squad_protocol::tree::{session_dirs, sessions_dir};
+use squad_protocol::{FileKind, IdKind, check_text, write_atomic};
+use std::hash::{BuildHasher, RandomState};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Priorities on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PriorityArg {
+    /// Immediate.
+    Critical,
+    /// Within a minute.
+    High,
+    /// Within five minutes.
+    Medium,
+    /// When the recipient is free.
+    Low,
+}
+
+/// Message types on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TypeArg {
+    /// Expects an answer.
+    Question,
+    /// Expects an action.
+    Request,
+    /// For information.
+    Notification,
+}
+
+/// Send a message to another agent.
+///
+/// Writes a canonical, valid message file
+/// (`role-comm-<from>-to-<to>-<message_id>.md`) into the session atomically
+/// and prints its id. squadd delivers it into the recipient's inbox by
+/// priority.
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// Sender.
+    #[arg(long)]
+    pub from: String,
+    /// Recipient.
+    #[arg(long)]
+    pub to: String,
+    /// Delivery priority.
+    #[arg(long, value_enum)]
+    pub priority: PriorityArg,
+    /// Message type.
+    #[arg(long = "type", value_enum)]
+    pub kind: TypeArg,
+    /// One line.
+    #[arg(long)]
+    pub subject: String,
+    /// The body.
+    #[arg(
+        long,
+        conflicts_with = "message_file",
+        required_unless_present = "message_file"
+    )]
+    pub message: Option<String>,
+    /// Read the body from a file (`-` for stdin).
+    #[arg(long, value_name = "F")]
+    pub message_file: Option<PathBuf>,
+    /// The task the message is about.
+    #[arg(long, value_name = "T")]
+    pub task: Option<String>,
+    /// A reply is needed by this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub response_by: Option<String>,
+    /// The message this one answers.
+    #[arg(long, value_name = "ID")]
+    pub in_reply_to: Option<String>,
+    /// The session (default: the only active session).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Inbox commands.
+#[derive(Debug, Subcommand)]
+pub enum InboxCommand {
+    /// List an agent's delivered messages, unread first, by priority then time.
+    List(InboxArgs),
+    /// Print the highest-priority unread message and acknowledge it (exit 1
+    /// when there is none, after `--wait`).
+    Next(NextArgs),
+    /// Acknowledge a message by id (moves it from new/ to cur/).
+    Ack(AckArgs),
+}
+
+/// Arguments of `inbox list`.
+#[derive(Debug, clap::Args)]
+pub struct InboxArgs {
+    /// The agent.
+    pub agent: String,
+    /// Only this session.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `inbox next`.
+#[derive(Debug, clap::Args)]
+pub struct NextArgs {
+    /// The agent.
+    pub agent: String,
+    /// Wait up to DURATION for a message to arrive.
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<String>,
+    /// Only this session.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `inbox ack`.
+#[derive(Debug, clap::Args)]
+pub struct AckArgs {
+    /// The agent.
+    pub agent: String,
+    /// The message id.
+    pub message_id: String,
+    /// Only this session.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn priority(p: PriorityArg) -> Priority {
+    match p {
+        PriorityArg::Critical => Priority::Critical,
+        PriorityArg::High => Priority::High,
+        PriorityArg::Medium => Priority::Medium,
+        PriorityArg::Low => Priority::Low,
+    }
+}
+
+fn session_state(dir: &Path) -> Option<SessionState> {
+    match load_file(&dir.join(SESSION_STATUS_FILE), FileKind::SessionStatus)
+        .ok()??
+        .entry
+    {
+        Entry::Status(s) => Some(s.status),
+        _ => None,
+    }
+}
+
+/// The session to write into: the named one, or the only active one.
+fn pick_session(root: &Path, named: Option<&str>) -> Result<PathBuf, String> {
+    if let Some(s) = named {
+        let dir = sessions_dir(root).join(s);
+        return if dir.is_dir() {
+            Ok(dir)
+        } else {
+            Err(format!("no session directory {}", dir.display()))
+        };
+    }
+    let active: Vec<PathBuf> = session_dirs(root)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|d| session_state(d) == Some(SessionState::Active))
+        .collect();
+    match active.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(
+            "no active session; create one with `squadctl session new` or pass --session".into(),
+        ),
+        many => Err(format!(
+            "{} active sessions; pass --session (one of: {})",
+            many.len(),
+            many.iter()
+                .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Runs `squadctl send`.
+pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
+    let root = match root::resolve(root_arg) {
+        Ok(r) => root::fs_path(&r).to_path_buf(),
+        Err(e) => return super::fail(e),
+    };
+    for (what, id) in [("--from", &args.from), ("--to", &args.to)] {
+        if !IdKind::Agent.matches(id) {
+            return super::fail(format!(
+                "{what} `{id}` is not a valid agent name (e.g. `backend-dev`)"
+            ));
+        }
+    }
+    let body = match (&args.message, &args.message_file) {
+        (Some(m), _) => m.clone(),
+        (None, Some(f)) if f.as_os_str() == "-" => {
+            let mut s = String::new();
+            if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+                return super::fail(format!("stdin: {e}"));
+            }
+            s
+        }
+        (None, Some(f)) => match std::fs::read_to_string(f) {
+            Ok(s) => s,
+            Err(e) => return super::fail(format!("{}: {e}", f.display())),
+        },
+        (None, None) => return super::fail("pass --message or --message-file"),
+    };
+    let session = match pick_session(&root, args.session.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let now = Utc::now();
+    let response_by = match args
+        .response_by
+        .as_deref()
+        .map(DateTime::parse_from_rfc3339)
+    {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            return super::fail(format!(
+                "--response-by: {e}; write e.g. 2024-01-15T10:45:00Z"
+            ));
+        }
+        None => None,
+    };
+    let hash =
+        RandomState::new().hash_one((std::process::id(), now.timestamp_nanos_opt())) & 0xff_ffff;
+    let message_id = format!("msg_{}_{hash:06x}", now.format("%Y%m%dT%H%M%S%3fZ"));
+    let doc = Document::Message(Message {
+        meta: MessageMeta {
+            message_id: message_id.clone(),
+            from_agent: args.from.clone(),
+            to_agent: args.to.clone(),
+            created_at: now.fixed_offset(),
+            priority: priority(args.priority),
+        },
+        kind: match args.kind {
+            TypeArg::Question => MessageType::Question,
+            TypeArg::Request => MessageType::Request,
+            TypeArg::Notification => MessageType::Notification,
+        },
+        subject: args.subject.clone(),
+        message: body,
+        context: args.task.clone().map(|task_id| MessageContext {
+            task_id: Some(task_id),
+            ..MessageContext::default()
+        }),
+        response_needed: response_by.map(|_| true),
+        response_by,
+        in_reply_to: args.in_reply_to.clone(),
+    });
+    let text = match doc.to_file_text() {
+        Ok(t) => t,
+        Err(e) => return super::fail(e),
+    };
+    let name = doc.file_name();
+    // What we write must validate: refuse rather than hand squadd a bad file.
+    let report = check_text(Path::new(&name), FileKind::Message, &text);
+    if let Some(d) = report.diagnostics.iter().find(|d| d.is_error()) {
+        return super::fail(format!("{}: {}", d.rule, d.message));
+    }
+    let path = session.join(&name);
+    if let Err(e) = write_atomic(&path, text.as_bytes()) {
+        return super::fail(format!("{}: {e}", path.display()));
+    }
+    if args.json {
+        super::print(&format!(
+            "{:#}\n",
+            json!({"message_id": message_id, "path": path.display().to_string()})
+        ))
+    } else {
+        super::print(&format!("{message_id}\n"))
+    }
+}
+
+fn items(root: &Path, agent: &str, session: Option<&str>) -> Result<Vec<Item>, String> {
+    let dirs = match session {
+        Some(s) => vec![sessions_dir(root).join(s)],
+        None => session_dirs(root).map_err(|e| e.to_string())?,
+    };
+    let mut all: Vec<Item> = dirs.iter().flat_map(|d| inbox::list(d, agent)).collect();
+    all.sort_by(|a, b| (!a.unread, &a.name).cmp(&(!b.unread, &b.name)));
+    Ok(all)
+}
+
+fn item_json(i: &Item) -> serde_json::Value {
+    json!({
+        "session": i.session,
+        "message_id": i.message_id,
+        "priority": i.priority,
+        "unread": i.unread,
+        "path": i.path.display().to_string(),
+    })
+}
+
+/// Runs a `squadctl inbox` subcommand.
+pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
+    let root = match root::resolve(root_arg) {
+        Ok(r) => root::fs_path(&r).to_path_buf(),
+        Err(e) => return super::fail(e),
+    };
+    let agent = match &cmd {
+        InboxCommand::List(a) => &a.agent,
+        InboxCommand::Next(a) => &a.agent,
+        InboxCommand::Ack(a) => &a.agent,
+    };
+    if !IdKind::Agent.matches(agent) {
+        return super::fail(format!("`{agent}` is not a valid agent name"));
+    }
+    match cmd {
+        InboxCommand::List(a) => match items(&root, &a.agent, a.session.as_deref()) {
+            Err(e) => super::fail(e),
+            Ok(list) if a.json => super::print(&format!(
+                "{:#}\n",
+                json!({"messages": list.iter().map(item_json).collect::<Vec<_>>()})
+            )),
+            Ok(list) if list.is_empty() => super::print(&format!("{} has no messages\n", a.agent)),
+            Ok(list) => super::print(
+                &list
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{} {:<8} {}  {}  {}\n",
+                            if i.unread { "*" } else { " " },
+                            i.priority,
+                            i.message_id,
+                            i.session,
+                            i.path.display()
+                        )
+                    })
+                    .collect::<String>(),
+            ),
+        },
+        InboxCommand::Next(a) => next(&root, a),
+        InboxCommand::Ack(a) => {
+            let found = match items(&root, &a.agent, a.session.as_deref()) {
+                Ok(list) => list
+                    .into_iter()
+                    .find(|i| i.unread && i.message_id == a.message_id),
+                Err(e) => return super::fail(e),
+            };
+            let Some(item) = found else {
+                eprintln!(
+                    "squadctl: no unread message {} for {}",
+                    a.message_id, a.agent
+                );
+                return exit::PROBLEMS;
+            };
+            match inbox::ack(&item) {
+                Ok(to) if a.json => super::print(&format!(
+                    "{:#}\n",
+                    json!({"acknowledged": item.message_id, "path": to.display().to_string()})
+                )),
+                Ok(_) => super::print(&format!("acknowledged {}\n", item.message_id)),
+                Err(e) => super::fail(e),
+            }
+        }
+    }
+}
+
+fn next(root: &Path, a: NextArgs) -> u8 {
+    let wait = match a
+        .wait
+        .as_deref()
+        .map(squad_policies::duration::parse_duration)
+    {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return super::fail(e),
+        None => Duration::ZERO,
+    };
+    let deadline = Instant::now() + wait;
+    let mut watcher: Option<(notify::RecommendedWatcher, std::sync::mpsc::Receiver<()>)> = None;
+    loop {
+        let list = match items(root, &a.agent, a.session.as_deref()) {
+            Ok(l) => l,
+            Err(e) => return super::fail(e),
+        };
+        if let Some(item) = list.into_iter().find(|i| i.unread) {
+            let body = std::fs::read_to_string(&item.path).unwrap_or_default();
+            match inbox::ack(&item) {
+                // Someone else took it first: look again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return super::fail(e),
+                Ok(to) => {
+                    return if a.json {
+                        let mut v = item_json(&item);
+                        v["path"] = json!(to.display().to_string());
+                        v["content"] = json!(body);
+                        super::print(&format!("{v:#}\n"))
+                    } else {
+                        super::print(&format!(
+                            "# {} {} ({}) {}\n{body}",
+                            item.priority,
+                            item.message_id,
+                            item.session,
+                            to.display()
+                        ))
+                    };
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            eprintln!("squadctl: no unread message for {}", a.agent);
+            return exit::PROBLEMS;
+        }
+        if watcher.is_none() {
+            watcher = inbox_watcher(root, &a.agent);
+        }
+        let timeout = (deadline - now).min(Duration::from_secs(1));
+        match &watcher {
+            Some((_, rx)) => {
+                let _ = rx.recv_timeout(timeout);
+                while rx.try_recv().is_ok() {}
+            }
+            None => std::thread::sleep(timeout),
+        }
+    }
+}
+
+/// A watcher on the agent's `new/` directories (and the sessions directory,
+/// for inboxes that do not exist yet).
+fn inbox_watcher(
+    root: &Path,
+    agent: &str,
+) -> Option<(notify::RecommendedWatcher, std::sync::mpsc::Receiver<()>)> {
+    use notify::{RecursiveMode, Watcher};
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok() {
+            let _ = tx.send(());
+        }
+    })
+    .ok()?;
+    let _ = w.watch(&sessions_dir(root), RecursiveMode::NonRecursive);
+    for dir in session_dirs(root).ok()? {
+        for sub in [
+            dir.clone(),
+            dir.join("inbox"),
+            inbox::inbox_dir(&dir, agent),
+            inbox::inbox_dir(&dir, agent).join("new"),
+        ] {
+            if sub.is_dir() {
+                let _ = w.watch(&sub, RecursiveMode::NonRecursive);
+            }
+        }
+    }
+    Some((w, rx))
+}

@@ -1,0 +1,118 @@
+//! Maildir-style inboxes: `<session>/inbox/<agent>/{tmp,new,cur}`.
+//!
+//! Delivery writes the message into `tmp/`, fsyncs it and renames it into
+//! `new/`; acknowledging moves it to `cur/`. The delivered file is the record
+//! of delivery: a message whose inbox name exists in `new/` or `cur/` has been
+//! delivered, so a restart never delivers twice and never skips.
+
+use squad_policies::messages::parse_inbox_name;
+use squad_protocol::model::Priority;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The inbox directory of an agent in a session.
+pub fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
+    session_dir.join("inbox").join(agent)
+}
+
+/// Whether a message with this inbox name was delivered (acknowledged or not).
+pub fn delivered(session_dir: &Path, agent: &str, name: &str) -> bool {
+    let dir = inbox_dir(session_dir, agent);
+    dir.join("new").join(name).exists() || dir.join("cur").join(name).exists()
+}
+
+/// Delivers `bytes` under `name`; `Ok(false)` when it was already delivered.
+pub fn deliver(session_dir: &Path, agent: &str, name: &str, bytes: &[u8]) -> io::Result<bool> {
+    if delivered(session_dir, agent, name) {
+        return Ok(false);
+    }
+    let dir = inbox_dir(session_dir, agent);
+    for sub in ["tmp", "new", "cur"] {
+        // A deleted inbox is simply recreated.
+        fs::create_dir_all(dir.join(sub))?;
+    }
+    let tmp = dir
+        .join("tmp")
+        .join(format!("{name}.{}", std::process::id()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    let new = dir.join("new");
+    fs::rename(&tmp, new.join(name))?;
+    File::open(&new)?.sync_all()?;
+    Ok(true)
+}
+
+/// One delivered message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Item {
+    /// The session directory name.
+    pub session: String,
+    /// The inbox file name.
+    pub name: String,
+    /// Its path.
+    pub path: PathBuf,
+    /// Priority (from the name).
+    pub priority: Priority,
+    /// Message id (from the name).
+    pub message_id: String,
+    /// Still in `new/` (unacknowledged).
+    pub unread: bool,
+    /// When it was delivered (the file's modification time).
+    #[serde(skip)]
+    pub delivered_at: Option<SystemTime>,
+}
+
+/// The messages in an agent's inbox of one session, sorted as delivered
+/// (priority, then time), unread ones first.
+pub fn list(session_dir: &Path, agent: &str) -> Vec<Item> {
+    let session = session_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = inbox_dir(session_dir, agent);
+    let mut items = Vec::new();
+    for (sub, unread) in [("new", true), ("cur", false)] {
+        let Ok(entries) = fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some((priority, message_id)) = parse_inbox_name(&name) else {
+                continue;
+            };
+            items.push(Item {
+                session: session.clone(),
+                path: e.path(),
+                delivered_at: e.metadata().and_then(|m| m.modified()).ok(),
+                name,
+                priority,
+                message_id,
+                unread,
+            });
+        }
+    }
+    items.sort_by(|a, b| (!a.unread, &a.name).cmp(&(!b.unread, &b.name)));
+    items
+}
+
+/// Acknowledges a delivered message: `new/` → `cur/`.
+pub fn ack(item: &Item) -> io::Result<PathBuf> {
+    let dir = item
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| io::Error::other("inbox item outside an inbox"))?;
+    let cur = dir.join("cur");
+    fs::create_dir_all(&cur)?;
+    let to = cur.join(&item.name);
+    fs::rename(&item.path, &to)?;
+    Ok(to)
+}
