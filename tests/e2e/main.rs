@@ -4,6 +4,7 @@
 mod check;
 pub mod daemon;
 mod lock;
+mod messages;
 mod retention;
 mod support;
 mod validate;
