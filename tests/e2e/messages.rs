@@ -183,8 +183,7 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
         "{first}"
     );
     assert!(
-        first.contains(&format!("inbox/bob/new/0-critical-"))
-            && first.ends_with(&format!("{id}.md")),
+        first.contains("inbox/bob/new/0-critical-") && first.ends_with(&format!("{id}.md")),
         "{first}"
     );
     let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
