@@ -466,6 +466,8 @@ impl Supervisor {
         ) else {
             return;
         };
+        // Temporary files go first: summary.md is the sign the wrap-up is done.
+        let removed = remove_temporary_files(&dir);
         let summary = render_summary(session, view, wall);
         if let Err(e) = write_atomic(&dir.join(SUMMARY_FILE), summary.as_bytes()) {
             self.emit(
@@ -479,7 +481,6 @@ impl Supervisor {
             );
             return;
         }
-        let removed = remove_temporary_files(&dir);
         self.emit(
             i,
             Some(name),
