@@ -116,7 +116,12 @@ fn split_status(text: &str) -> Option<(Mapping, String, String)> {
 }
 
 /// Renders summary.md for a session that ended.
-pub fn render_summary(session: &SessionIndex, view: &SessionView, now: DateTime<Utc>) -> String {
+pub fn render_summary(
+    session: &SessionIndex,
+    view: &SessionView,
+    escalations: &[String],
+    now: DateTime<Utc>,
+) -> String {
     use crate::index::Entry;
     use std::fmt::Write as _;
     let stamp = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -197,7 +202,16 @@ pub fn render_summary(session: &SessionIndex, view: &SessionView, now: DateTime<
             by_priority.get(p).copied().unwrap_or(0)
         );
     }
-    let _ = writeln!(out, "\nEscalations: none recorded.");
+    if escalations.is_empty() {
+        let _ = writeln!(out, "\nEscalations: none.");
+    } else {
+        let _ = writeln!(
+            out,
+            "\nEscalations ({}): {}",
+            escalations.len(),
+            escalations.join(", ")
+        );
+    }
     let _ = writeln!(out, "\n## Errors\n\n| Severity | Reports |\n|---|---|");
     for s in squad_protocol::model::ErrorSeverity::ALL {
         let _ = writeln!(

@@ -468,7 +468,13 @@ impl Supervisor {
         };
         // Temporary files go first: summary.md is the sign the wrap-up is done.
         let removed = remove_temporary_files(&dir);
-        let summary = render_summary(session, view, wall);
+        let escalations: Vec<String> = self.roots[i]
+            .state
+            .escalated
+            .get(name)
+            .map(|e| e.iter().cloned().collect())
+            .unwrap_or_default();
+        let summary = render_summary(session, view, &escalations, wall);
         if let Err(e) = write_atomic(&dir.join(SUMMARY_FILE), summary.as_bytes()) {
             self.emit(
                 i,
