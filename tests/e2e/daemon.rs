@@ -88,6 +88,16 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what the daemon saw.
+        if std::thread::panicking() {
+            let log =
+                fs::read_to_string(self._notify_dir.path().join("squadd.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(400).collect();
+            eprintln!("--- squadd log (last {} lines) ---", tail.len());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
@@ -101,8 +111,9 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
-/// Waits until `f` returns Some, or panics with `what` after 10 s. This waits
-/// for an effect to happen; it measures nothing.
+/// Waits until `f` returns Some, or panics with `what` after 30 s. This waits
+/// for an effect to happen; it measures nothing (the margin is for a loaded
+/// CI machine whose disk is busy with other tests' fsyncs).
 pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
@@ -110,7 +121,7 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
             return v;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < Duration::from_secs(30),
             "timed out waiting for: {what}"
         );
         std::thread::sleep(Duration::from_millis(5));

@@ -857,7 +857,12 @@ impl Supervisor {
             .collect();
         for (i, name) in due {
             self.status_due.remove(&(i, name.clone()));
-            self.write_statuses(i, &[name], wall);
+            self.write_statuses(i, std::slice::from_ref(&name), wall);
+            if self.roots[i].sessions_dir.join(&name).is_dir() {
+                let one = BTreeSet::from([name]);
+                self.deliver_messages(i, Some(&one), wall);
+                self.check_inboxes(i, Some(&one), wall);
+            }
         }
         let due: Vec<usize> = self
             .context_due
@@ -1123,8 +1128,11 @@ impl Supervisor {
             }
         }
         self.write_statuses(i, &derived, wall);
-        self.deliver_messages(i, Some(names), wall);
-        self.check_inboxes(i, Some(names), wall);
+        // Sessions only losing files get no deliveries either: recreating an
+        // inbox in a session being deleted would make `rm -rf` fail.
+        let live: BTreeSet<String> = derived.iter().cloned().collect();
+        self.deliver_messages(i, Some(&live), wall);
+        self.check_inboxes(i, Some(&live), wall);
         let any = !names.is_empty();
         if state_changed {
             self.save_state(i);
