@@ -1,8 +1,7 @@
 //! `squadctl gc`: retention, now, with the plan shown first.
 
 use crate::exit;
-use crate::locks::{audit, load_policy};
-use crate::root;
+use crate::locks::audit;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use squad_policies::duration::format_duration;
@@ -89,13 +88,9 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
 
 /// Runs `squadctl gc`.
 pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
-    let root = match root::resolve(root_arg) {
-        Ok(r) => root::fs_path(&r).to_path_buf(),
-        Err(e) => return super::fail(e),
-    };
-    let policy = match load_policy(&root) {
-        Ok(p) => p,
-        Err(e) => return super::fail(e),
+    let (root, policy) = match super::root_and_policy(root_arg) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let now: DateTime<Utc> = match &args.now {
         Some(t) => match DateTime::parse_from_rfc3339(t) {

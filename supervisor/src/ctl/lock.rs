@@ -4,10 +4,9 @@ use crate::events::EventKind;
 use crate::exit;
 use crate::index::{Entry as IndexEntry, scan_session};
 use crate::locks::{
-    Entry, LOCKS_DIR, audit, audit_all, escapes_root, host_name, load, load_policy, lock_table,
-    process_start, reclaim, record_path, write_record,
+    Entry, LOCKS_DIR, audit, audit_all, escapes_root, host_name, load, lock_table, process_start,
+    reclaim, record_path, write_record,
 };
-use crate::root;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use serde_json::json;
@@ -122,13 +121,9 @@ pub struct ListArgs {
 
 /// Runs a lock command.
 pub fn run(root_arg: Option<&Path>, cmd: LockCommand) -> u8 {
-    let root = match root::resolve(root_arg) {
-        Ok(r) => root::fs_path(&r).to_path_buf(),
-        Err(e) => return super::fail(e),
-    };
-    let policy = match load_policy(&root) {
-        Ok(p) => p,
-        Err(e) => return super::fail(e),
+    let (root, policy) = match super::root_and_policy(root_arg) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     match cmd {
         LockCommand::Acquire(a) => acquire(&root, &policy, a),
@@ -317,7 +312,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let deadline = Instant::now() + wait;
-    let mut watcher: Option<(notify::RecommendedWatcher, std::sync::mpsc::Receiver<()>)> = None;
+    let mut waiter: Option<super::wait::Waiter> = None;
 
     loop {
         let attempt = (|| -> Result<Attempt, String> {
@@ -435,9 +430,14 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 }
                 // Sleep until a lock record changes, the blocker expires, or
                 // the wait runs out: no busy loop.
-                if watcher.is_none() {
-                    watcher = lock_watcher(root);
-                }
+                let waiter = waiter.get_or_insert_with(|| {
+                    super::wait::Waiter::new(
+                        session_dirs(root)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|d| d.join(LOCKS_DIR)),
+                    )
+                });
                 let until_expiry = until
                     .and_then(|u| (u - Utc::now()).to_std().ok())
                     .map(|d| d + Duration::from_millis(10));
@@ -447,37 +447,10 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 }
                 // Dead processes are only noticed by polling; check them now and then.
                 timeout = timeout.min(Duration::from_secs(1));
-                match &watcher {
-                    Some((_, rx)) => {
-                        let _ = rx.recv_timeout(timeout);
-                        while rx.try_recv().is_ok() {}
-                    }
-                    None => std::thread::sleep(timeout),
-                }
+                waiter.wait(timeout);
             }
         }
     }
-}
-
-/// A watcher that signals any change in any session's `locks/`.
-fn lock_watcher(
-    root: &Path,
-) -> Option<(notify::RecommendedWatcher, std::sync::mpsc::Receiver<()>)> {
-    use notify::{RecursiveMode, Watcher};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
-            let _ = tx.send(());
-        }
-    })
-    .ok()?;
-    for dir in session_dirs(root).ok()? {
-        let locks = dir.join(LOCKS_DIR);
-        if locks.is_dir() {
-            let _ = w.watch(&locks, RecursiveMode::NonRecursive);
-        }
-    }
-    Some((w, rx))
 }
 
 /// Normalizes targets named on the command line.

@@ -389,7 +389,7 @@ fn next(root: &Path, a: NextArgs) -> u8 {
         None => Duration::ZERO,
     };
     let deadline = Instant::now() + wait;
-    let mut watcher: Option<(notify::RecommendedWatcher, std::sync::mpsc::Receiver<()>)> = None;
+    let mut waiter: Option<super::wait::Waiter> = None;
     loop {
         let list = match items(root, &a.agent, a.session.as_deref()) {
             Ok(l) => l,
@@ -424,46 +424,22 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             eprintln!("squadctl: no unread message for {}", a.agent);
             return exit::PROBLEMS;
         }
-        if watcher.is_none() {
-            watcher = inbox_watcher(root, &a.agent);
-        }
-        let timeout = (deadline - now).min(Duration::from_secs(1));
-        match &watcher {
-            Some((_, rx)) => {
-                let _ = rx.recv_timeout(timeout);
-                while rx.try_recv().is_ok() {}
+        // Watch the sessions directory (new sessions) and, per session, the
+        // places an inbox appears in: the session, inbox/, the agent's inbox
+        // and its new/. Re-checked at least every second as a safety net.
+        let waiter = waiter.get_or_insert_with(|| {
+            let mut dirs = vec![sessions_dir(root)];
+            for dir in session_dirs(root).unwrap_or_default() {
+                let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
+                dirs.extend([
+                    dir.clone(),
+                    dir.join("inbox"),
+                    agent_inbox.join("new"),
+                    agent_inbox,
+                ]);
             }
-            None => std::thread::sleep(timeout),
-        }
+            super::wait::Waiter::new(dirs)
+        });
+        waiter.wait((deadline - now).min(Duration::from_secs(1)));
     }
-}
-
-/// A watcher on the agent's `new/` directories (and the sessions directory,
-/// for inboxes that do not exist yet).
-fn inbox_watcher(
-    root: &Path,
-    agent: &str,
-) -> Option<(notify::RecommendedWatcher, std::sync::mpsc::Receiver<()>)> {
-    use notify::{RecursiveMode, Watcher};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
-            let _ = tx.send(());
-        }
-    })
-    .ok()?;
-    let _ = w.watch(&sessions_dir(root), RecursiveMode::NonRecursive);
-    for dir in session_dirs(root).ok()? {
-        for sub in [
-            dir.clone(),
-            dir.join("inbox"),
-            inbox::inbox_dir(&dir, agent),
-            inbox::inbox_dir(&dir, agent).join("new"),
-        ] {
-            if sub.is_dir() {
-                let _ = w.watch(&sub, RecursiveMode::NonRecursive);
-            }
-        }
-    }
-    Some((w, rx))
 }

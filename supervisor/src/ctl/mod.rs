@@ -13,6 +13,7 @@ pub mod schema;
 pub mod service;
 pub mod status;
 pub mod validate;
+pub mod wait;
 
 /// squadctl: validate, inspect and drive a squad project's coordination files.
 ///
@@ -99,6 +100,18 @@ pub(crate) fn print(text: &str) -> u8 {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(e),
         _ => crate::exit::OK,
     }
+}
+
+/// The project root (as a file system path) and its effective policy, or the
+/// exit code after saying what is wrong.
+pub(crate) fn root_and_policy(
+    root_arg: Option<&std::path::Path>,
+) -> Result<(std::path::PathBuf, squad_policies::Policy), u8> {
+    let root = crate::root::resolve(root_arg)
+        .map(|r| crate::root::fs_path(&r).to_path_buf())
+        .map_err(fail)?;
+    let policy = crate::locks::load_policy(&root).map_err(fail)?;
+    Ok((root, policy))
 }
 
 /// Prints an error in the common `squadctl: error: …` form and returns the
