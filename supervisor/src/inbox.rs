@@ -103,6 +103,27 @@ pub fn list(session_dir: &Path, agent: &str) -> Vec<Item> {
     items
 }
 
+/// Every unread message of a session, in every agent's inbox.
+pub fn unread(session_dir: &Path) -> Vec<(String, Item)> {
+    let agents: Vec<String> = fs::read_dir(session_dir.join("inbox"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    agents
+        .into_iter()
+        .flat_map(|agent| {
+            list(session_dir, &agent)
+                .into_iter()
+                .filter(|i| i.unread)
+                .map(move |i| (agent.clone(), i))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Acknowledges a delivered message: `new/` → `cur/`.
 pub fn ack(item: &Item) -> io::Result<PathBuf> {
     let dir = item

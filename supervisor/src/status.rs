@@ -109,27 +109,14 @@ pub fn add_messages(
         }
     }
     report.recipients_without_task = recipients.into_iter().collect();
-    let agents: Vec<String> = std::fs::read_dir(session.dir.join("inbox"))
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    for agent in agents {
-        for item in crate::inbox::list(&session.dir, &agent)
-            .into_iter()
-            .filter(|i| i.unread)
-        {
-            *report.unread.entry(item.priority.to_string()).or_insert(0) += 1;
-            if let Some(at) = item.delivered_at {
-                let age = (now - DateTime::<Utc>::from(at)).num_seconds().max(0) as u64;
-                report.oldest_unread_secs =
-                    Some(report.oldest_unread_secs.map_or(age, |o| o.max(age)));
-            }
-            if escalated.is_some_and(|e| e.contains(&item.message_id)) {
-                report.escalations.push(item.message_id);
-            }
+    for (_, item) in crate::inbox::unread(&session.dir) {
+        *report.unread.entry(item.priority.to_string()).or_insert(0) += 1;
+        if let Some(at) = item.delivered_at {
+            let age = (now - DateTime::<Utc>::from(at)).num_seconds().max(0) as u64;
+            report.oldest_unread_secs = Some(report.oldest_unread_secs.map_or(age, |o| o.max(age)));
+        }
+        if escalated.is_some_and(|e| e.contains(&item.message_id)) {
+            report.escalations.push(item.message_id);
         }
     }
 }

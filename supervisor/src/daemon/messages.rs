@@ -61,39 +61,58 @@ fn routed_id(parts: &str) -> String {
     format!("msg_route_{:016x}", fingerprint(parts.as_bytes()))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn routed_message(
-    id: String,
-    to: &str,
+/// A message squadd writes on an agent's behalf, from a report.
+struct Routed {
+    to: String,
     priority: Priority,
     created: Timestamp,
     subject: String,
     body: String,
     task: Option<String>,
-    file: &str,
-) -> Option<String> {
-    Document::Message(Message {
-        meta: MessageMeta {
+}
+
+impl Routed {
+    /// The delivery of this routed message, identified by `key` (stable
+    /// across restarts, so delivery stays idempotent), linking back to the
+    /// report at `from_file` (`rel` relative to the root).
+    fn delivery(self, session: &str, key: &str, rel: &str, from_file: &Path) -> Option<Delivery> {
+        let id = routed_id(key);
+        let text = Document::Message(Message {
+            meta: MessageMeta {
+                message_id: id.clone(),
+                from_agent: "squadd".into(),
+                to_agent: self.to.clone(),
+                created_at: self.created,
+                priority: self.priority,
+            },
+            kind: MessageType::Request,
+            subject: self.subject,
+            message: self.body,
+            context: Some(MessageContext {
+                task_id: self.task,
+                component: None,
+                file: Some(rel.into()),
+            }),
+            response_needed: None,
+            response_by: None,
+            in_reply_to: None,
+        })
+        .to_file_text()
+        .ok()?;
+        Some(Delivery {
+            session: session.to_string(),
+            from: "squadd".into(),
+            name: inbox_name(self.priority, utc(self.created), &id),
+            to: self.to,
+            priority: self.priority,
+            created: utc(self.created),
             message_id: id,
-            from_agent: "squadd".into(),
-            to_agent: to.into(),
-            created_at: created,
-            priority,
-        },
-        kind: MessageType::Request,
-        subject,
-        message: body,
-        context: Some(MessageContext {
-            task_id: task,
-            component: None,
-            file: Some(file.into()),
-        }),
-        response_needed: None,
-        response_by: None,
-        in_reply_to: None,
-    })
-    .to_file_text()
-    .ok()
+            body: Body::Routed {
+                text,
+                from_file: from_file.to_path_buf(),
+            },
+        })
+    }
 }
 
 impl Supervisor {
@@ -161,15 +180,12 @@ impl Supervisor {
                         let Some(to) = &e.suggested_agent else {
                             continue;
                         };
-                        let id = routed_id(&format!("{name}|{}|{}", e.error_id, to));
-                        let priority = routed_priority(e.severity);
-                        let Some(text) = routed_message(
-                            id.clone(),
-                            to,
-                            priority,
-                            e.occurred_at,
-                            format!("Intervention requested: {}", e.error_type),
-                            format!(
+                        let routed = Routed {
+                            to: to.clone(),
+                            priority: routed_priority(e.severity),
+                            created: e.occurred_at,
+                            subject: format!("Intervention requested: {}", e.error_type),
+                            body: format!(
                                 "{} reports a {} error{}:\n\n{}\n\nSource: {rel}\n",
                                 e.agent,
                                 e.severity,
@@ -179,66 +195,33 @@ impl Supervisor {
                                     .unwrap_or_default(),
                                 e.error_message
                             ),
-                            e.task_id.clone(),
-                            &rel,
-                        ) else {
-                            continue;
+                            task: e.task_id.clone(),
                         };
-                        consider(
-                            Delivery {
-                                session: name.clone(),
-                                from: "squadd".into(),
-                                to: to.clone(),
-                                name: inbox_name(priority, utc(e.occurred_at), &id),
-                                priority,
-                                created: utc(e.occurred_at),
-                                message_id: id,
-                                body: Body::Routed {
-                                    text,
-                                    from_file: f.path.clone(),
-                                },
-                            },
-                            &mut ready,
-                        );
+                        let key = format!("{name}|{}|{}", e.error_id, to);
+                        if let Some(d) = routed.delivery(name, &key, &rel, &f.path) {
+                            consider(d, &mut ready);
+                        }
                     }
                     Entry::Progress(p) => {
                         for (n, b) in p.blockers.iter().enumerate() {
                             let Some(to) = &b.requires_agent else {
                                 continue;
                             };
-                            let id = routed_id(&format!("{name}|{rel}|{n}|{}|{to}", b.description));
-                            let created = b.since.unwrap_or(p.updated_at);
-                            let Some(text) = routed_message(
-                                id.clone(),
-                                to,
-                                Priority::High,
-                                created,
-                                format!("Blocked: {} needs {to}", p.task_id),
-                                format!(
+                            let routed = Routed {
+                                to: to.clone(),
+                                priority: Priority::High,
+                                created: b.since.unwrap_or(p.updated_at),
+                                subject: format!("Blocked: {} needs {to}", p.task_id),
+                                body: format!(
                                     "{} is blocked on {}:\n\n{}\n\nSource: {rel}\n",
                                     p.agent, p.task_id, b.description
                                 ),
-                                Some(p.task_id.clone()),
-                                &rel,
-                            ) else {
-                                continue;
+                                task: Some(p.task_id.clone()),
                             };
-                            consider(
-                                Delivery {
-                                    session: name.clone(),
-                                    from: "squadd".into(),
-                                    to: to.clone(),
-                                    name: inbox_name(Priority::High, utc(created), &id),
-                                    priority: Priority::High,
-                                    created: utc(created),
-                                    message_id: id,
-                                    body: Body::Routed {
-                                        text,
-                                        from_file: f.path.clone(),
-                                    },
-                                },
-                                &mut ready,
-                            );
+                            let key = format!("{name}|{rel}|{n}|{}|{to}", b.description);
+                            if let Some(d) = routed.delivery(name, &key, &rel, &f.path) {
+                                consider(d, &mut ready);
+                            }
                         }
                     }
                     _ => {}
@@ -381,30 +364,20 @@ impl Supervisor {
                     }
                 }
                 // Inboxes exist for recipients of messages and of routed reports.
-                let inbox_root = dir.join("inbox");
-                let agents: Vec<String> = std::fs::read_dir(&inbox_root)
-                    .map(|rd| {
-                        rd.filter_map(Result::ok)
-                            .map(|e| e.file_name().to_string_lossy().into_owned())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                for agent in agents {
-                    for item in inbox::list(&dir, &agent).into_iter().filter(|it| it.unread) {
-                        let Some(delivered) = item.delivered_at.map(DateTime::<Utc>::from) else {
-                            continue;
-                        };
-                        let Some(at) = escalation_at(policy, item.priority, delivered) else {
-                            continue;
-                        };
-                        if escalated.is_some_and(|s| s.contains(&item.message_id)) {
-                            continue;
-                        }
-                        if at <= wall {
-                            escalate.push((name.clone(), agent.clone(), item));
-                        } else {
-                            next = Some(next.map_or(at, |n| n.min(at)));
-                        }
+                for (agent, item) in inbox::unread(&dir) {
+                    let Some(delivered) = item.delivered_at.map(DateTime::<Utc>::from) else {
+                        continue;
+                    };
+                    let Some(at) = escalation_at(policy, item.priority, delivered) else {
+                        continue;
+                    };
+                    if escalated.is_some_and(|s| s.contains(&item.message_id)) {
+                        continue;
+                    }
+                    if at <= wall {
+                        escalate.push((name.clone(), agent.clone(), item));
+                    } else {
+                        next = Some(next.map_or(at, |n| n.min(at)));
                     }
                 }
             }

@@ -130,6 +130,8 @@ struct Supervisor {
     started: Instant,
     last_status_line: String,
     hooks: tokio::sync::mpsc::UnboundedSender<messages::HookOutcome>,
+    /// Whether systemd listens for STATUS= lines.
+    notify_socket: bool,
 }
 
 fn watch_error_hint(e: &notify::Error) -> String {
@@ -176,6 +178,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         started: Instant::now(),
         last_status_line: String::new(),
         hooks,
+        notify_socket: std::env::var_os("NOTIFY_SOCKET").is_some(),
     };
 
     for root in &options.roots {
@@ -889,6 +892,11 @@ impl Supervisor {
                 self.roots[i].inbox_due = None;
                 self.check_inboxes(i, None, wall);
             }
+        }
+        // The STATUS= line walks every session: only worth it when a service
+        // manager listens.
+        if !self.notify_socket {
+            return;
         }
         let summary = self.summary();
         if summary != self.last_status_line {
