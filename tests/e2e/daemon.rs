@@ -744,3 +744,32 @@ fn the_daemon_shows_locks_reclaims_expired_ones_and_releases_them_when_the_sessi
         (left == 0 && audit.contains("session completed")).then_some(())
     });
 }
+
+/// Regression: after `.squad/sessions` disappeared and came back, squadd
+/// still counted the old (kernel-dropped) watches as live, so sessions added
+/// after the restore were never seen.
+#[test]
+fn sessions_added_after_the_root_comes_back_are_seen() {
+    let (tmp, _) = seed_root();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    fs::remove_dir_all(root.join(".squad/sessions")).unwrap();
+    eventually("root missing", || {
+        (status_json(root)["roots"][0]["missing"] == true).then_some(())
+    });
+    fs::create_dir(root.join(".squad/sessions")).unwrap();
+    eventually("root back", || {
+        (status_json(root)["roots"][0]["missing"] == false).then_some(())
+    });
+    // Only now, after the rescan, a new session arrives.
+    let session = root.join(".squad/sessions/20240115T110000Z-late");
+    fs::create_dir(&session).unwrap();
+    fs::write(
+        session.join("role-plan-dev-task_1.md"),
+        plan("task_1", "dev", &[]),
+    )
+    .unwrap();
+    eventually("late session indexed", || {
+        (counters(&session)?.1 == 1).then_some(())
+    });
+}

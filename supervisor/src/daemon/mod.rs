@@ -909,6 +909,11 @@ impl Supervisor {
     fn rescan(&mut self, i: usize) -> Vec<String> {
         let root = self.roots[i].root.clone();
         if !self.roots[i].sessions_dir.is_dir() {
+            // The kernel dropped the watches of everything that vanished;
+            // forget them too, or the directories that come back later would
+            // count as watched and never be watched again.
+            let squad = root.join(SQUAD_DIR);
+            self.roots[i].watched.retain(|p| !p.starts_with(&squad));
             if !self.roots[i].missing {
                 self.roots[i].missing = true;
                 self.emit(i, None, None, EventKind::RootMissing);
