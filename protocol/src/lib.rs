@@ -22,6 +22,7 @@
 
 pub mod atomic;
 pub mod diagnostic;
+pub mod fsx;
 pub mod ids;
 pub mod kind;
 pub mod locate;
@@ -31,6 +32,7 @@ pub mod report;
 pub mod schema;
 pub mod session;
 pub mod spec;
+pub mod teamdir;
 pub mod tree;
 pub mod validate;
 

@@ -57,11 +57,15 @@ impl Daemon {
     /// The next sd_notify datagram.
     pub fn recv_notify(&self) -> String {
         let mut buf = [0u8; 4096];
-        let n = self
-            .notify
-            .recv(&mut buf)
-            .expect("a notification from squadd");
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        // A signal to the test process (another test's child exiting) may
+        // interrupt the wait; that is not an answer from squadd.
+        loop {
+            match self.notify.recv(&mut buf) {
+                Ok(n) => return String::from_utf8_lossy(&buf[..n]).into_owned(),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => panic!("a notification from squadd: {e}"),
+            }
+        }
     }
 
     pub fn pid(&self) -> u32 {
