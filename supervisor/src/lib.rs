@@ -25,3 +25,4 @@ pub mod retention;
 pub mod root;
 pub mod state;
 pub mod status;
+pub mod text;

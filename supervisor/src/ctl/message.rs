@@ -156,7 +156,8 @@ fn priority(p: PriorityArg) -> Priority {
     }
 }
 
-fn session_state(dir: &Path) -> Option<SessionState> {
+/// The status a session's `session-status.md` records, when readable.
+pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
     match load_file(&dir.join(SESSION_STATUS_FILE), FileKind::SessionStatus)
         .ok()??
         .entry
@@ -169,12 +170,7 @@ fn session_state(dir: &Path) -> Option<SessionState> {
 /// The session to write into: the named one, or the only active one.
 fn pick_session(root: &Path, named: Option<&str>) -> Result<PathBuf, String> {
     if let Some(s) = named {
-        let dir = sessions_dir(root).join(s);
-        return if dir.is_dir() {
-            Ok(dir)
-        } else {
-            Err(format!("no session directory {}", dir.display()))
-        };
+        return crate::root::named_session(root, s);
     }
     let active: Vec<PathBuf> = session_dirs(root)
         .map_err(|e| e.to_string())?
@@ -295,7 +291,7 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
 
 fn items(root: &Path, agent: &str, session: Option<&str>) -> Result<Vec<Item>, String> {
     let dirs = match session {
-        Some(s) => vec![sessions_dir(root).join(s)],
+        Some(s) => vec![crate::root::named_session(root, s)?],
         None => session_dirs(root).map_err(|e| e.to_string())?,
     };
     let mut all: Vec<Item> = dirs.iter().flat_map(|d| inbox::list(d, agent)).collect();

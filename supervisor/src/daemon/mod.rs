@@ -1337,6 +1337,15 @@ impl Supervisor {
                     json(serde_json::to_value(backlog))
                 }
             }
+            // Lock events squadctl made: numbered, audited and streamed like
+            // squadd's own (other kinds are squadd's alone to report).
+            Method::Record { events } => {
+                for e in events.into_iter().filter(|e| e.kind.is_lock()) {
+                    let path = e.path.as_deref().map(Path::new);
+                    self.emit(i, e.session.as_deref(), path, e.kind);
+                }
+                json(Ok(serde_json::Value::Null))
+            }
             Method::Health => {
                 let watches = self.roots.iter().map(|r| r.watched.len()).sum();
                 let queue = self.queue.load(Ordering::Relaxed) + self.pending.len();
