@@ -3,7 +3,7 @@
 
 mod check;
 pub mod daemon;
-mod lock;
+pub mod lock;
 mod messages;
 mod retention;
 mod support;

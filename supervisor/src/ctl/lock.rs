@@ -504,14 +504,13 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 // Sleep on an inotify watch of every session's locks/ until a
                 // record changes, the blocker expires, or the wait runs out:
                 // no busy loop.
-                let waiter = waiter.get_or_insert_with(|| {
-                    super::wait::Waiter::new(
-                        session_dirs(root)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|d| d.join(LOCKS_DIR)),
-                    )
-                });
+                let waiter = waiter.get_or_insert_with(|| super::wait::Waiter::new(Vec::new()));
+                waiter.add(
+                    session_dirs(root)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|d| d.join(LOCKS_DIR)),
+                );
                 let mut timeout = deadline.map_or(Duration::MAX, |d| d - now);
                 if let Ok(left) = (until - Utc::now()).to_std() {
                     timeout = timeout.min(left + Duration::from_millis(10));

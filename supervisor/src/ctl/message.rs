@@ -384,7 +384,8 @@ fn next(root: &Path, a: NextArgs) -> u8 {
         Some(Err(e)) => return super::fail(e),
         None => Duration::ZERO,
     };
-    let deadline = Instant::now() + wait;
+    // A wait too long for the clock is a wait without end.
+    let deadline = Instant::now().checked_add(wait);
     let mut waiter: Option<super::wait::Waiter> = None;
     loop {
         let list = match items(root, &a.agent, a.session.as_deref()) {
@@ -416,26 +417,30 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             }
         }
         let now = Instant::now();
-        if now >= deadline {
+        if deadline.is_some_and(|d| now >= d) {
             eprintln!("squadctl: no unread message for {}", a.agent);
             return exit::PROBLEMS;
         }
         // Watch the sessions directory (new sessions) and, per session, the
         // places an inbox appears in: the session, inbox/, the agent's inbox
-        // and its new/. Re-checked at least every second as a safety net.
-        let waiter = waiter.get_or_insert_with(|| {
-            let mut dirs = vec![sessions_dir(root)];
-            for dir in session_dirs(root).unwrap_or_default() {
-                let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
-                dirs.extend([
-                    dir.clone(),
-                    dir.join("inbox"),
-                    agent_inbox.join("new"),
-                    agent_inbox,
-                ]);
-            }
-            super::wait::Waiter::new(dirs)
-        });
-        waiter.wait((deadline - now).min(Duration::from_secs(1)));
+        // and its new/; those that appeared since are added on every turn.
+        // Re-checked at least every second as a safety net.
+        let mut dirs = vec![sessions_dir(root)];
+        for dir in session_dirs(root).unwrap_or_default() {
+            let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
+            dirs.extend([
+                dir.clone(),
+                dir.join("inbox"),
+                agent_inbox.join("new"),
+                agent_inbox,
+            ]);
+        }
+        let waiter = waiter.get_or_insert_with(|| super::wait::Waiter::new(Vec::new()));
+        waiter.add(dirs);
+        waiter.wait(
+            deadline
+                .map_or(Duration::MAX, |d| d - now)
+                .min(Duration::from_secs(1)),
+        );
     }
 }

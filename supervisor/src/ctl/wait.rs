@@ -2,6 +2,7 @@
 //! `inbox next --wait` sleep on a watch of the directories that matter.
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 /// them or after the timeout.
 pub struct Waiter {
     watch: Option<(RecommendedWatcher, Receiver<()>)>,
+    watched: HashSet<PathBuf>,
 }
 
 impl Waiter {
@@ -26,15 +28,29 @@ impl Waiter {
             }
         })
         .ok()
-        .map(|mut w| {
-            for dir in dirs {
-                if dir.is_dir() {
-                    let _ = w.watch(&dir, RecursiveMode::NonRecursive);
-                }
+        .map(|w| (w, rx));
+        let mut waiter = Waiter {
+            watch,
+            watched: HashSet::new(),
+        };
+        waiter.add(dirs);
+        waiter
+    }
+
+    /// Also watches those among `dirs` that exist and are not watched yet
+    /// (an inbox or a session created while waiting).
+    pub fn add(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
+        let Some((w, _)) = &mut self.watch else {
+            return;
+        };
+        for dir in dirs {
+            if !self.watched.contains(&dir)
+                && dir.is_dir()
+                && w.watch(&dir, RecursiveMode::NonRecursive).is_ok()
+            {
+                self.watched.insert(dir);
             }
-            (w, rx)
-        });
-        Waiter { watch }
+        }
     }
 
     /// Sleeps until a change or `timeout` (a change that came while the
