@@ -229,19 +229,24 @@ pub fn table_entry<'a>(entry: &'a Entry, host: &str) -> TableEntry<'a> {
     }
 }
 
-/// The facts of this machine at `now`; an empty `host` checks no process
-/// and no restart (only expiry).
-pub fn table_facts(now: DateTime<Utc>, host: &str) -> TableFacts<'_> {
+/// The facts of this machine at `now` for deciding about `entries`; an
+/// empty `host` checks no process and no restart (only expiry). The boot
+/// time is only read when there is an entry to judge.
+pub fn table_facts<'h>(now: DateTime<Utc>, host: &'h str, entries: &[Entry]) -> TableFacts<'h> {
     TableFacts {
         now,
         host,
-        booted_at: if host.is_empty() { None } else { booted_at() },
+        booted_at: if host.is_empty() || entries.is_empty() {
+            None
+        } else {
+            booted_at()
+        },
     }
 }
 
 /// The stale entries at `now`, with the reason.
 pub fn stale_entries(entries: &[Entry], now: DateTime<Utc>, host: &str) -> Vec<(Entry, String)> {
-    let facts = table_facts(now, host);
+    let facts = table_facts(now, host, entries);
     entries
         .iter()
         .filter_map(|e| {
@@ -309,7 +314,7 @@ pub type LockEvent = (String, PathBuf, EventKind);
 /// it reclaimed, for the caller to audit or emit.
 pub fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<LockEvent> {
     let stale: Vec<(usize, String)> = {
-        let facts = table_facts(now, host);
+        let facts = table_facts(now, host, entries);
         entries
             .iter()
             .enumerate()
@@ -411,7 +416,7 @@ impl Txn {
 
     /// The facts shared by every decision of this transaction.
     pub fn facts(&self) -> TableFacts<'_> {
-        table_facts(self.now, &self.host)
+        table_facts(self.now, &self.host, &self.entries)
     }
 
     /// Writes a record ([`write_record`]).
