@@ -259,10 +259,13 @@ impl Policy {
                 .next()
                 .unwrap_or_default()
                 .to_string();
-            PolicyError {
-                field: field_of(&message),
-                message,
-            }
+            // The field is named once (`policy: locks.max_ttl: invalid
+            // type…`), not again at the head of serde's message.
+            let field = field_of(&message);
+            let message = message
+                .strip_prefix(&format!("{field}: "))
+                .map_or_else(|| message.clone(), str::to_string);
+            PolicyError { field, message }
         })?;
         let ttl = |field: &str, text: &str| {
             parse_duration(text).map_err(|message| PolicyError {
@@ -421,6 +424,7 @@ mod tests {
                 "boundaries.forbidden[0]",
             ),
             ("lcoks: {}\n", "(file)"),
+            ("locks:\n  max_ttl: [1]\n", "locks.max_ttl"),
             ("locks:\n  default_ttl: 2d\n", "locks.default_ttl"),
             ("[1, 2]", "(file)"),
             (
@@ -439,6 +443,11 @@ mod tests {
         for (text, field) in cases {
             let e = Policy::parse(Some(text)).unwrap_err();
             assert_eq!(&e.field, field, "{text}: {e}");
+            assert_eq!(
+                e.to_string().matches(field).count(),
+                1,
+                "the field is named once: {e}"
+            );
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod schema;
 pub mod session;
 pub mod spec;
 pub mod teamdir;
+pub mod text;
 pub mod tree;
 pub mod validate;
 

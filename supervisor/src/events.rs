@@ -297,11 +297,22 @@ impl EventKind {
     pub fn detail(&self) -> String {
         match self {
             EventKind::Started { sessions, files } => {
-                format!("{sessions} sessions, {files} files indexed")
+                format!(
+                    "{}, {} indexed",
+                    crate::text::count(*sessions, "session", "sessions"),
+                    crate::text::count(*files, "file", "files")
+                )
             }
             EventKind::Stopping { reason } => reason.clone(),
-            EventKind::FileValidated { warnings } => format!("{warnings} warnings"),
-            EventKind::FileInvalid { errors, first } => format!("{errors} errors; {first}"),
+            EventKind::FileValidated { warnings } => {
+                crate::text::count(*warnings, "warning", "warnings")
+            }
+            EventKind::FileInvalid { errors, first } => {
+                format!(
+                    "{}; {first}",
+                    crate::text::count(*errors, "error", "errors")
+                )
+            }
             EventKind::OutputWritten { output } => output.clone(),
             EventKind::OutputFailed { output, error } => format!("{output}: {error}"),
             EventKind::TaskReady { task_id, agent }

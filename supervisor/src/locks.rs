@@ -255,10 +255,11 @@ pub fn stale_entries(entries: &[Entry], now: DateTime<Utc>, host: &str) -> Vec<(
         .collect()
 }
 
-/// Records events made by the command line: through squadd when it runs
-/// (it numbers them, audits them and streams them to `squadctl events`),
-/// else straight into the audit log with `seq` 0 (not numbered by squadd)
-/// and the root as squadd names it (its canonical path).
+/// Records events made by the command line: lock events through squadd when
+/// it runs (it numbers them, audits them and streams them to `squadctl
+/// events`), everything else, and lock events while squadd is down,
+/// straight into the audit log with `seq` 0 (not numbered by squadd) and the
+/// root as squadd names it (its canonical path).
 pub fn audit_events(root: &Path, events: Vec<(Option<String>, Option<PathBuf>, EventKind)>) {
     if events.is_empty() {
         return;
@@ -282,11 +283,15 @@ pub fn audit_events(root: &Path, events: Vec<(Option<String>, Option<PathBuf>, E
             kind,
         })
         .collect();
-    if crate::control::record_events(&canonical, &events) {
-        return;
+    // squadd takes lock events only; anything else is audited here.
+    let (locks, others): (Vec<Event>, Vec<Event>) =
+        events.into_iter().partition(|e| e.kind.is_lock());
+    let mut rest = others;
+    if !locks.is_empty() && !crate::control::record_events(&canonical, &locks) {
+        rest.extend(locks);
     }
     let mut log = AuditLog::new(root);
-    for event in &events {
+    for event in &rest {
         // The audit log is a record, not a precondition: a failure to
         // append is a warning, never fatal.
         if let Err(e) = log.append(event) {

@@ -11,6 +11,15 @@ use std::path::{Path, PathBuf};
 /// `.squad/sessions/…` rather than a long absolute path.
 pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(root) = explicit {
+        // An explicit root that is not a project (a typo, a stale
+        // SQUAD_ROOT) would otherwise answer "nothing here" and exit 0.
+        if !fs_path(root).join(SQUAD_DIR).is_dir() {
+            return Err(format!(
+                "{}: no `{SQUAD_DIR}/` directory there, so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {}` to make it one",
+                crate::text::escape(&root.display().to_string()),
+                crate::text::escape(&root.display().to_string())
+            ));
+        }
         return Ok(root.to_path_buf());
     }
     let cwd =
@@ -23,6 +32,13 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
             cwd.display()
         )),
     }
+}
+
+/// The project a directory already belongs to: the nearest directory above
+/// it (not itself) that holds `.squad/`.
+pub fn enclosing_project(dir: &Path) -> Option<PathBuf> {
+    let absolute = std::fs::canonicalize(fs_path(dir)).ok()?;
+    absolute.parent().and_then(find_root)
 }
 
 /// The directory to operate in for commands that create things (`init`):

@@ -113,7 +113,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                 json!({"dry_run": true, "now": now, "plan": plan})
             ))
         } else {
-            super::print(&render_plan(&plan, true))
+            super::print_human(&render_plan(&plan, true))
         };
     }
     let results = crate::retention::execute(&root, &plan, now);
@@ -140,7 +140,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                 text.push_str(&format!("FAILED {s}: {error}\n"));
             }
         }
-        super::print(&text)
+        super::print_human(&text)
     };
     if code != exit::OK {
         return code;

@@ -316,7 +316,10 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 json!({"taken": false, "error": message})
             ));
         }
-        eprintln!("squadctl: lock refused: {message}");
+        eprintln!(
+            "squadctl: lock refused: {}",
+            crate::text::escape_lines(&message)
+        );
         exit::PROBLEMS
     };
     if !IdKind::Agent.matches(&args.agent) {
@@ -487,7 +490,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                         json!({"taken": true, "record": path.display().to_string(), "lock": record})
                     ))
                 } else {
-                    super::print(&format!(
+                    super::print_human(&format!(
                         "locked {} ({mode}) for {} ({}) until {}\n",
                         record.targets.join(", "),
                         record.agent,
@@ -596,7 +599,7 @@ fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u
             } else {
                 format!("released {}\n", released.join(", "))
             };
-            let code = super::print(&text);
+            let code = super::print_human(&text);
             if code != exit::OK {
                 return code;
             }
@@ -675,7 +678,7 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
                         )
                     })
                     .collect();
-                super::print(&lines)
+                super::print_human(&lines)
             }
         }
     }
@@ -750,5 +753,5 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
         }
     }
     // Targets, agents and sessions come from files anyone can write.
-    super::print(&crate::text::escape_lines(&out))
+    super::print_human(&out)
 }
