@@ -3,6 +3,7 @@
 
 mod check;
 pub mod daemon;
+mod errors;
 pub mod lock;
 mod messages;
 mod retention;

@@ -57,7 +57,7 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
         out.push_str(&format!(
             "{verb:<13} {:<8} {}  ({} reached: {} since {} {})\n",
             format!("{:?}", a.place).to_lowercase(),
-            a.name,
+            crate::text::escape(&a.name),
             a.rule,
             age(a.age_secs),
             a.since_source,
@@ -69,8 +69,8 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
             "{:<13} {:<8} {}  ({})\n",
             "skip",
             format!("{:?}", s.place).to_lowercase(),
-            s.name,
-            s.reason
+            crate::text::escape(&s.name),
+            crate::text::escape(&s.reason)
         ));
     }
     let archive = plan

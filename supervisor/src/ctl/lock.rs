@@ -729,16 +729,17 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
     }
     let mut out = String::new();
     for e in &entries {
+        let esc = |s: &str| crate::text::escape(s).into_owned();
         match e {
             Entry::Held { record, .. } => out.push_str(&format!(
                 "{}  {}  {} ({})  until {}  [{}]  {}\n",
-                record.targets.join(", "),
+                esc(&record.targets.join(", ")),
                 record.mode,
-                record.agent,
-                record.task_id,
+                esc(&record.agent),
+                esc(&record.task_id),
                 stamp(record.expires_at),
-                state_of(e),
-                record.session,
+                esc(&state_of(e)),
+                esc(&record.session),
             )),
             Entry::Corrupt {
                 path,
@@ -746,9 +747,10 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                 error,
                 ..
             } => out.push_str(&format!(
-                "UNREADABLE {}  counts as held on everything until {}  ({error})\n",
-                path.display(),
-                stamp(*held_until)
+                "UNREADABLE {}  counts as held on everything until {}  ({})\n",
+                esc(&path.display().to_string()),
+                stamp(*held_until),
+                esc(error)
             )),
         }
     }

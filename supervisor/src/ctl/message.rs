@@ -456,14 +456,15 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
     if list.is_empty() && waiting.is_empty() {
         out.push_str(&format!("{} has no messages\n", a.agent));
     }
+    let esc = |s: &str| crate::text::escape(s).into_owned();
     for i in &list {
         out.push_str(&format!(
             "{} {:<8} {}  {}  {}\n",
             if i.unread { "*" } else { " " },
             i.priority,
-            i.message_id,
-            i.session,
-            i.path.display()
+            esc(&i.message_id),
+            esc(&i.session),
+            esc(&i.path.display().to_string())
         ));
     }
     if !waiting.is_empty() {
@@ -477,10 +478,10 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
             out.push_str(&format!(
                 "  {:<8} {}  from {}  {}  {}\n",
                 w.priority,
-                w.message_id,
-                w.from,
-                w.session,
-                w.path.display()
+                esc(&w.message_id),
+                esc(&w.from),
+                esc(&w.session),
+                esc(&w.path.display().to_string())
             ));
         }
     }

@@ -116,7 +116,10 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     } else {
         // Session names, agents and findings come from the files: escape
         // control characters before they reach the terminal.
-        super::print_human(&render_human(&report, now))
+        super::print_human(&render_human(
+            &crate::text::escape_all(&report).unwrap_or(report.clone()),
+            now,
+        ))
     };
     if code != exit::OK || !args.check {
         return code;
