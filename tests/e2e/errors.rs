@@ -277,3 +277,46 @@ fn texts_read_right() {
         stderr(&out)
     );
 }
+
+/// Every file of the repository that people read, recursively (sources,
+/// manifests, docs), `target/` left out.
+fn readable_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == "target" || name.starts_with('.') && name != ".ci" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            readable_files(&p, out);
+        } else if ["rs", "md", "toml", "yaml", "sh", "service"]
+            .iter()
+            .any(|x| p.extension().is_some_and(|e| e == *x))
+            || name == "run"
+        {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn the_docs_stand_alone_and_say_how_to_install() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    readable_files(&repo, &mut files);
+    assert!(files.len() > 20);
+    // No reference to a design brief that is not in the repository.
+    let brief = ["DESIGN", ".md"].concat();
+    for f in &files {
+        let text = fs::read_to_string(f).unwrap_or_default();
+        assert!(!text.contains(&brief), "{} refers to {brief}", f.display());
+    }
+    let readme = fs::read_to_string(repo.join("README.md")).unwrap();
+    assert!(readme.contains("cargo install --path supervisor"));
+    assert!(readme.contains("## What to commit"));
+    // `.ci/run` has as many steps as the README says.
+    let ci = fs::read_to_string(repo.join(".ci/run")).unwrap();
+    let steps = ci.lines().filter(|l| l.starts_with("echo \"== ")).count();
+    assert_eq!(steps, 4, "update the README's description of .ci/run");
+    assert!(readme.contains("four steps"));
+}
