@@ -73,9 +73,12 @@ pub enum Command {
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    // `events --help` lists the event kinds from the enum itself.
-    let command = <Cli as clap::CommandFactory>::command()
-        .mut_subcommand("events", |c| c.after_help(status::event_kinds_help()));
+    // `events --help` lists the event kinds from the enum itself (built only
+    // when help is asked for: every command pays for what main does).
+    let mut command = <Cli as clap::CommandFactory>::command();
+    if std::env::args_os().any(|a| a == "-h" || a == "--help" || a == "help") {
+        command = command.mut_subcommand("events", |c| c.after_help(status::event_kinds_help()));
+    }
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&command.get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
