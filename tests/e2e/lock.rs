@@ -640,3 +640,18 @@ fn cli_lock_events_reach_squadctl_events_numbered_by_squadd() {
     assert_eq!(acquired.len(), 1, "{audit}");
     assert!(acquired[0]["seq"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_task_of_an_ended_session_takes_no_lock() {
+    let tmp = project(1);
+    let root = tmp.path();
+    fs::write(
+        root.join(".squad/sessions").join(SESSION).join("session-status.md"),
+        "session_id: sess_x\nstatus: failed\nstarted_at: 2024-01-15T10:00:00Z\nfailed_at: 2024-01-15T12:00:00Z\n",
+    )
+    .unwrap();
+    let out = run(&mut lock(root, 0, &["own-0/a"]));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("failed"), "{}", stderr(&out));
+    assert!(records_under(root).is_empty());
+}

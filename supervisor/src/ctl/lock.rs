@@ -271,11 +271,18 @@ fn task_session(
             candidates.join(", ")
         ));
     }
-    found.pop().ok_or_else(|| {
+    let home = found.pop().ok_or_else(|| {
         format!(
             "task `{task}` has no valid task assignment in any session; check the id or pass --session"
         )
-    })
+    })?;
+    if let Some(state) = ended(&home.dir) {
+        return Err(format!(
+            "task `{task}` belongs to session `{}`, which is {state}: its locks were released when it ended",
+            crate::text::escape(&session_name(&home.dir))
+        ));
+    }
+    Ok(home)
 }
 
 /// What stands in the way of an acquisition.
