@@ -152,9 +152,11 @@ pub enum EventKind {
         /// Temporary files removed.
         removed: usize,
     },
-    /// The policy file was reloaded, or refused (the previous one stays).
-    PolicyReloaded {
-        /// Empty when valid; otherwise the error naming the field.
+    /// The policy file changed and the new policy is in force.
+    PolicyReloaded,
+    /// The policy file changed but is invalid: the previous policy stays.
+    PolicyRefused {
+        /// The error, naming the field.
         error: String,
     },
     /// A message was delivered into its recipient's inbox.
@@ -243,8 +245,8 @@ impl EventKind {
             EventKind::SessionDeleted { .. } => "session-deleted",
             EventKind::RetentionFailed { .. } => "retention-failed",
             EventKind::SessionEnded { .. } => "session-ended",
-            EventKind::PolicyReloaded { error } if error.is_empty() => "policy-reloaded",
-            EventKind::PolicyReloaded { .. } => "policy-refused",
+            EventKind::PolicyReloaded => "policy-reloaded",
+            EventKind::PolicyRefused { .. } => "policy-refused",
             EventKind::LockAcquired { .. } => "lock-acquired",
             EventKind::LockReleased { .. } => "lock-released",
             EventKind::LockReclaimed { .. } => "lock-reclaimed",
@@ -367,7 +369,7 @@ impl EventKind {
             EventKind::SessionEnded { status, removed } => {
                 format!("{status}; {removed} temporary file(s) removed")
             }
-            EventKind::PolicyReloaded { error } => error.clone(),
+            EventKind::PolicyRefused { error } => error.clone(),
             EventKind::LockAcquired {
                 targets,
                 mode,
@@ -390,7 +392,8 @@ impl EventKind {
             | EventKind::SessionAdded
             | EventKind::SessionRemoved
             | EventKind::RootMissing
-            | EventKind::RootRestored => String::new(),
+            | EventKind::RootRestored
+            | EventKind::PolicyReloaded => String::new(),
         }
     }
 }
@@ -437,5 +440,46 @@ impl Event {
             out.push_str(&detail);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind_in_json(kind: EventKind) -> String {
+        let event = Event {
+            seq: 1,
+            at: Utc::now(),
+            root: "/p".into(),
+            session: None,
+            path: None,
+            kind,
+        };
+        let v = serde_json::to_value(&event).unwrap();
+        v["kind"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_refused_policy_edit_has_its_own_kind_in_json_and_in_name() {
+        let refused = EventKind::PolicyRefused {
+            error: "messages.low_max_wait: bad".into(),
+        };
+        assert_eq!(refused.name(), "policy-refused");
+        assert_eq!(kind_in_json(refused.clone()), "policy-refused");
+        assert_eq!(kind_in_json(EventKind::PolicyReloaded), "policy-reloaded");
+        assert_eq!(EventKind::PolicyReloaded.name(), "policy-reloaded");
+        // What is written is read back as the same kind (audit log readers).
+        let line = serde_json::to_string(&Event {
+            seq: 2,
+            at: Utc::now(),
+            root: "/p".into(),
+            session: None,
+            path: None,
+            kind: refused.clone(),
+        })
+        .unwrap();
+        let back: Event = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.kind, refused);
     }
 }
