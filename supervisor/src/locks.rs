@@ -328,12 +328,16 @@ pub fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<
             })
             .collect()
     };
-    remove_stale(entries, &stale)
+    remove_stale(entries, &stale).0
 }
 
 /// Removes the given entries' files and drops them from `entries`; an entry
-/// whose file cannot be removed stays.
-fn remove_stale(entries: &mut Vec<Entry>, stale: &[(usize, String)]) -> Vec<LockEvent> {
+/// whose file cannot be removed stays. Returns the events and the indexes
+/// (into `entries` as it was) of what went.
+fn remove_stale(
+    entries: &mut Vec<Entry>,
+    stale: &[(usize, String)],
+) -> (Vec<LockEvent>, Vec<usize>) {
     let mut events = Vec::new();
     let mut gone = Vec::new();
     for (i, reason) in stale {
@@ -376,7 +380,7 @@ fn remove_stale(entries: &mut Vec<Entry>, stale: &[(usize, String)]) -> Vec<Lock
         i += 1;
         !gone.contains(&(i - 1))
     });
-    events
+    (events, gone)
 }
 
 /// One read-check-write of the lock table, see [`transact`].
@@ -494,15 +498,13 @@ pub fn transact<T>(
             .filter_map(|(i, e)| entry_staleness(e, &facts).map(|s| (i, s.to_string())))
             .collect()
     };
-    let before: Vec<PathBuf> = txn.entries.iter().map(|e| e.path().to_path_buf()).collect();
-    let reclaimed = remove_stale(&mut txn.entries, &stale);
-    let mut kept = before
-        .iter()
-        .map(|p| txn.entries.iter().any(|e| e.path() == p));
-    let processes = std::mem::take(&mut txn.processes);
-    txn.processes = processes
+    let (reclaimed, gone) = remove_stale(&mut txn.entries, &stale);
+    // Keep the process facts aligned with the entries that stay.
+    txn.processes = std::mem::take(&mut txn.processes)
         .into_iter()
-        .filter(|_| kept.next().unwrap_or(false))
+        .enumerate()
+        .filter(|(i, _)| !gone.contains(i))
+        .map(|(_, p)| p)
         .collect();
     txn.events.extend(
         reclaimed
