@@ -174,7 +174,12 @@ fn facts(root: &Path, changes: &[Change]) -> std::io::Result<(Facts, usize)> {
 /// Runs `squadctl check`.
 pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     // The display root ("" for the current directory keeps paths relative).
-    let shown = root::resolve(root_arg).unwrap_or_default();
+    // An explicit root without .squad/ gets check's own message below
+    // (what CI needs to provide), not the generic one.
+    let shown = match root_arg {
+        Some(r) => r.to_path_buf(),
+        None => root::resolve(None).unwrap_or_default(),
+    };
     let root = root::fs_path(&shown).to_path_buf();
     if !root.join(SQUAD_DIR).is_dir() {
         return super::fail(format!(
