@@ -312,7 +312,9 @@ fn blocker_message(entry: &Entry, held: &str, wanted: &str) -> String {
 
 enum Attempt {
     Taken(PathBuf, LockRecord),
-    Conflict(String, DateTime<Utc>),
+    /// Why, until when, and whether the blocker names a process (whose
+    /// death no watch reports).
+    Conflict(String, DateTime<Utc>, bool),
 }
 
 fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u8 {
@@ -410,9 +412,20 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
     let session_name = session_name(&home.dir);
     // A wait too long for the clock is a wait without end.
     let deadline = Instant::now().checked_add(wait);
-    let mut waiter: Option<super::wait::Waiter> = None;
+    let mut waiter = (!wait.is_zero()).then(|| super::wait::Waiter::new(Vec::new()));
 
     loop {
+        // Watch first, then look: a release in between wakes the wait
+        // instead of being missed (lock directories created since are added
+        // on every turn).
+        if let Some(waiter) = &mut waiter {
+            waiter.add(
+                session_dirs(root)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|d| d.join(LOCKS_DIR)),
+            );
+        }
         let attempt = transact(root, policy.lock_default_ttl, Reclaim::Stale, |txn| {
             let request = Request {
                 agent: &args.agent,
@@ -429,12 +442,15 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                     wanted,
                     until,
                 } => {
-                    let message = txn
-                        .entries()
-                        .get(by)
+                    let blocker = txn.entries().get(by);
+                    let message = blocker
                         .map(|e| blocker_message(e, &held, &wanted))
                         .unwrap_or_default();
-                    return Ok(Attempt::Conflict(message, until));
+                    let has_pid = matches!(
+                        blocker,
+                        Some(Entry::Held { record, .. }) if record.pid.is_some()
+                    );
+                    return Ok(Attempt::Conflict(message, until, has_pid));
                 }
                 AcquireOutcome::Take { supersede } => supersede,
             };
@@ -506,7 +522,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                     ))
                 };
             }
-            Ok(Attempt::Conflict(message, until)) => {
+            Ok(Attempt::Conflict(message, until, has_pid)) => {
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
                     return refuse(message, args.json);
@@ -514,19 +530,17 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 // Sleep on an inotify watch of every session's locks/ until a
                 // record changes, the blocker expires, or the wait runs out:
                 // no busy loop.
-                let waiter = waiter.get_or_insert_with(|| super::wait::Waiter::new(Vec::new()));
-                waiter.add(
-                    session_dirs(root)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|d| d.join(LOCKS_DIR)),
-                );
+                let Some(waiter) = &waiter else {
+                    return refuse(message, args.json);
+                };
                 let mut timeout = deadline.map_or(Duration::MAX, |d| d - now);
                 if let Ok(left) = (until - Utc::now()).to_std() {
                     timeout = timeout.min(left + Duration::from_millis(10));
                 }
-                // A holder's death is not a file change: look again now and then.
-                timeout = timeout.min(PROCESS_CHECK);
+                // A holder's death is not a file change: with a pid, look
+                // again now and then; otherwise a change or the expiry ends
+                // the wait (and a rare safety look).
+                timeout = timeout.min(if has_pid { PROCESS_CHECK } else { SAFETY_LOOK });
                 waiter.wait(timeout);
             }
         }
@@ -536,6 +550,10 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
 /// How often a waiting acquisition checks whether a holder's process died
 /// (the one thing no watch reports).
 const PROCESS_CHECK: Duration = Duration::from_secs(1);
+
+/// The longest a waiting acquisition sleeps without looking (a change the
+/// watch could not see: a lock directory created while waiting).
+const SAFETY_LOOK: Duration = Duration::from_secs(30);
 
 /// Normalizes targets named on the command line.
 fn parse_targets(targets: &[String]) -> Result<Vec<String>, String> {

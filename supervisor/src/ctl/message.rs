@@ -500,8 +500,26 @@ fn next(root: &Path, a: NextArgs) -> u8 {
     };
     // A wait too long for the clock is a wait without end.
     let deadline = Instant::now().checked_add(wait);
-    let mut waiter: Option<super::wait::Waiter> = None;
+    let mut waiter = (!wait.is_zero()).then(|| super::wait::Waiter::new(Vec::new()));
     loop {
+        // Watch first, then look: a message that lands in between wakes the
+        // wait instead of being missed. Watched: the sessions directory (new
+        // sessions) and, per session, the places an inbox appears in (the
+        // session, inbox/, the agent's inbox and its new/); those that
+        // appeared since are added on every turn.
+        if let Some(waiter) = &mut waiter {
+            let mut dirs = vec![sessions_dir(root)];
+            for dir in session_dirs(root).unwrap_or_default() {
+                let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
+                dirs.extend([
+                    dir.clone(),
+                    dir.join("inbox"),
+                    agent_inbox.join("new"),
+                    agent_inbox,
+                ]);
+            }
+            waiter.add(dirs);
+        }
         let list = match items(root, &a.agent, a.session.as_deref()) {
             Ok(l) => l,
             Err(e) => return super::fail(e),
@@ -535,26 +553,15 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             eprintln!("squadctl: no unread message for {}", a.agent);
             return exit::PROBLEMS;
         }
-        // Watch the sessions directory (new sessions) and, per session, the
-        // places an inbox appears in: the session, inbox/, the agent's inbox
-        // and its new/; those that appeared since are added on every turn.
-        // Re-checked at least every second as a safety net.
-        let mut dirs = vec![sessions_dir(root)];
-        for dir in session_dirs(root).unwrap_or_default() {
-            let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
-            dirs.extend([
-                dir.clone(),
-                dir.join("inbox"),
-                agent_inbox.join("new"),
-                agent_inbox,
-            ]);
-        }
-        let waiter = waiter.get_or_insert_with(|| super::wait::Waiter::new(Vec::new()));
-        waiter.add(dirs);
+        let Some(waiter) = &waiter else {
+            eprintln!("squadctl: no unread message for {}", a.agent);
+            return exit::PROBLEMS;
+        };
+        // A rare look without a change, as a safety net.
         waiter.wait(
             deadline
                 .map_or(Duration::MAX, |d| d - now)
-                .min(Duration::from_secs(1)),
+                .min(Duration::from_secs(30)),
         );
     }
 }
