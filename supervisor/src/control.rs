@@ -262,6 +262,17 @@ mod tests {
     }
 
     #[test]
+    fn recorded_events_round_trip() {
+        let line = r#"{"protocol_version":1,"method":"record","events":[{"seq":0,"at":"2024-01-15T10:00:00Z","root":"/p","session":"s","path":".squad/sessions/s/locks/a.json","kind":"lock-acquired","targets":["src/a.rs"],"mode":"exclusive","agent":"a","task_id":"task_1"}]}"#;
+        let Method::Record { events } = parse_request(line).unwrap().method else {
+            panic!("a record request");
+        };
+        assert_eq!(events.len(), 1);
+        assert!(events[0].kind.is_lock());
+        assert_eq!(events[0].session.as_deref(), Some("s"));
+    }
+
+    #[test]
     fn mismatches_and_garbage_get_actionable_errors() {
         let e = parse_request(r#"{"protocol_version":99,"method":"ping"}"#).unwrap_err();
         assert!(
