@@ -6,5 +6,6 @@ pub mod daemon;
 mod lock;
 mod messages;
 mod retention;
+mod skills;
 mod support;
 mod validate;

@@ -353,3 +353,21 @@ pub fn discover_all(project: &Path, strict: bool) -> Discovery {
     out.skills = all;
     out
 }
+
+/// The skills of one directory of skill folders (`squadctl skills validate
+/// DIR` on a directory that is neither a skill nor a project).
+pub fn scan_dir(project: &Path, dir: &Path, strict: bool) -> Discovery {
+    let mut out = Discovery::default();
+    let label = match label_of(project, dir) {
+        l if l.is_empty() => dir.display().to_string(),
+        l => l,
+    };
+    let place = Place {
+        label,
+        dir: dir.to_path_buf(),
+        agent: None,
+    };
+    let found = scan(project, &place, strict, &mut out);
+    out.skills = resolve(found, None, strict, &mut out);
+    out
+}

@@ -462,7 +462,7 @@ pub fn check_text(path: &Path, text: &str, strict: bool) -> SkillReport {
                 &name,
                 Rule::SkillUnknownField,
                 format!("`{name}` is not a field of the Agent Skills standard"),
-                "move it under `metadata:` as a string (`metadata: {{{name}: \"…\"}}`) or remove it; strict clients refuse the skill",
+                &format!("move it under `metadata:` as a string (`metadata: {{{name}: \"…\"}}`) or remove it; strict clients refuse the skill"),
             );
         }
     }
