@@ -207,20 +207,133 @@ pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
     (d.diagnostics, d.files)
 }
 
-/// The directories squadd watches for skill changes: the five team places,
-/// the agent directories' `skills/` that exist, and `<team>/agents` itself
-/// (a new agent's skills appear under it).
+/// The most problems [`SkillsHealth`] lists (the counts are always complete).
+pub const MAX_LISTED_PROBLEMS: usize = 20;
+
+/// A project's skills as `squadctl status` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillsHealth {
+    /// Skills in effect (team and agents').
+    pub loaded: usize,
+    /// Skills hidden by one of the same name.
+    pub shadowed: usize,
+    /// Skills skipped (errors of lenient loading).
+    pub errors: usize,
+    /// Warnings.
+    pub warnings: usize,
+    /// The first problems, as `path:line:col: severity[rule]: message`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// Checks a project's skills (front matter only) for status reports.
+pub fn health(project: &Path) -> SkillsHealth {
+    let d = discover::discover_all(project, false);
+    let errors = d.diagnostics.iter().filter(|x| x.is_error()).count();
+    SkillsHealth {
+        loaded: d.skills.len(),
+        shadowed: d.shadowed.len(),
+        errors,
+        warnings: d.diagnostics.len() - errors,
+        problems: d
+            .diagnostics
+            .iter()
+            .take(MAX_LISTED_PROBLEMS)
+            .map(|x| {
+                // Relative to the project, as the other commands print them.
+                let mut x = x.clone();
+                if let Ok(rel) = x.path.strip_prefix(project) {
+                    x.path = rel.to_path_buf();
+                }
+                x.to_string()
+            })
+            .collect(),
+    }
+}
+
+fn real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+fn real_subdirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The directories squadd watches (non-recursively) to see every skill
+/// change: `.github/`, `.copilot/`, `.claude/`, `.agents/` (their `skills/`
+/// may appear), each skill place and each skill folder in it, and
+/// `<team>/agents/`, each agent's folder and its `skills/`. Only real
+/// directories: symlinks are never followed.
 pub fn watch_dirs(project: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = discover::team_places(project)
+    let mut dirs = Vec::new();
+    for d in discover::PROJECT_SKILL_DIRS {
+        if let Some(parent) = Path::new(d).parent() {
+            let p = project.join(parent);
+            if real_dir(&p) {
+                dirs.push(p);
+            }
+        }
+    }
+    let mut places: Vec<PathBuf> = discover::team_places(project)
         .into_iter()
         .map(|p| p.dir)
         .collect();
     if let Some(team) = squad_protocol::teamdir::locate(project) {
+        let agents = team.path.join("agents");
+        if real_dir(&agents) {
+            dirs.push(agents);
+        }
         for agent in discover::agents(&team) {
-            dirs.push(discover::agent_place(project, &team, &agent).dir);
+            let place = discover::agent_place(project, &team, &agent);
+            if let Some(parent) = place.dir.parent()
+                && real_dir(parent)
+            {
+                dirs.push(parent.to_path_buf());
+            }
+            places.push(place.dir);
         }
     }
+    for place in places.into_iter().filter(|p| real_dir(p)) {
+        dirs.extend(real_subdirs(&place));
+        dirs.push(place);
+    }
     dirs
+}
+
+/// Whether a changed path under `project` can change its skills (pure: by
+/// the path alone). The team directory is `.squad/` or `.ai-team/`.
+pub fn is_skill_path(project: &Path, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(project) else {
+        return false;
+    };
+    let parts: Vec<&str> = rel
+        .components()
+        .map(|c| c.as_os_str().to_str().unwrap_or(""))
+        .collect();
+    let team = |p: &str| {
+        p == squad_protocol::teamdir::TEAM_DIR || p == squad_protocol::teamdir::LEGACY_TEAM_DIR
+    };
+    let other = |p: &str| {
+        discover::PROJECT_SKILL_DIRS
+            .iter()
+            .any(|d| Path::new(d).parent() == Some(Path::new(p)))
+    };
+    match parts.as_slice() {
+        [p] => other(p),
+        [p, "skills", ..] => team(p) || other(p),
+        [p, "agents"] | [p, "agents", _] => team(p),
+        [p, "agents", _, "skills", ..] => team(p),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -241,6 +354,37 @@ mod tests {
             let s = report.skill.unwrap();
             assert_eq!(s.name, b.name);
             assert!(s.version().is_some(), "{} has no metadata.version", b.name);
+        }
+    }
+
+    #[test]
+    fn skill_paths() {
+        let p = Path::new("/p");
+        let yes = [
+            "/p/.github",
+            "/p/.claude/skills",
+            "/p/.agents/skills/x/SKILL.md",
+            "/p/.squad/skills",
+            "/p/.squad/skills/x/SKILL.md",
+            "/p/.ai-team/skills/x",
+            "/p/.squad/agents",
+            "/p/.squad/agents/ana",
+            "/p/.squad/agents/ana/skills/x/SKILL.md",
+        ];
+        for y in yes {
+            assert!(is_skill_path(p, Path::new(y)), "{y}");
+        }
+        let no = [
+            "/p",
+            "/p/.squad",
+            "/p/.claude/context/shared-context.json",
+            "/p/.squad/sessions/s/x.md",
+            "/p/.squad/agents/ana/history.md",
+            "/p/src/skills/x",
+            "/q/.github",
+        ];
+        for n in no {
+            assert!(!is_skill_path(p, Path::new(n)), "{n}");
         }
     }
 

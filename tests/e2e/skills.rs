@@ -730,3 +730,73 @@ fn new_scaffolds_a_valid_skill() {
     assert_eq!(code(&out), 2);
     assert!(!r.join(".squad/skills/x").exists());
 }
+
+// ---------------------------------------------------------------------------
+// squadd
+// ---------------------------------------------------------------------------
+
+fn skills_status(root: &Path) -> Value {
+    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["daemon"]["state"], "running", "{v:#}");
+    v["roots"][0]["skills"].clone()
+}
+
+#[test]
+fn squadd_watches_skill_directories_and_reports_problems_in_status() {
+    use crate::daemon::{Daemon, eventually};
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    fs::create_dir_all(r.join(".squad/sessions")).unwrap();
+    write(r, ".squad/skills/alpha/SKILL.md", &skill("alpha", "Alpha."));
+    let daemon = Daemon::start(r);
+    let s = skills_status(r);
+    assert_eq!(
+        (s["loaded"].as_u64(), s["errors"].as_u64()),
+        (Some(1), Some(0)),
+        "{s}"
+    );
+
+    // A new place (.claude/skills did not exist) with a broken skill.
+    write(r, ".claude/skills/broken/SKILL.md", "# no front matter\n");
+    let s = eventually("the broken skill in status", || {
+        let s = skills_status(r);
+        (s["errors"] == 1).then_some(s)
+    });
+    assert!(
+        s["problems"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(".claude/skills/broken/SKILL.md:1:1: error[skill-no-front-matter]"),
+        "{s}"
+    );
+    // Editing the SKILL.md in place fixes it.
+    write(
+        r,
+        ".claude/skills/broken/SKILL.md",
+        &skill("broken", "Fixed."),
+    );
+    eventually("the fix in status", || {
+        let s = skills_status(r);
+        (s["errors"] == 0 && s["loaded"] == 2).then_some(())
+    });
+    // An agent's new skill, and a shadowing duplicate.
+    write(
+        r,
+        ".squad/agents/ana/skills/alpha/SKILL.md",
+        &skill("alpha", "Ana's alpha."),
+    );
+    let s = eventually("the agent skill in status", || {
+        let s = skills_status(r);
+        (s["shadowed"] == 1).then_some(s)
+    });
+    assert_eq!(s["loaded"], 3, "{s}");
+    let human = stdout(&run(squadctl().args(["status"]).current_dir(r)));
+    assert!(
+        human.contains("skills: 3 loaded, 0 skipped, 1 warnings, 1 shadowed"),
+        "{human}"
+    );
+    let (code, log) = daemon.terminate();
+    assert_eq!(code, 0, "{log}");
+}
