@@ -9,7 +9,8 @@
 //!   `.squad/policies.yaml`;
 //! - [`boundary`]: may this path be changed by this task, and which rule says so;
 //! - [`locks`]: lock targets, conflicts, staleness;
-//! - [`duration`]: `15m`-style durations.
+//! - [`duration`]: `15m`-style durations;
+//! - [`skills`]: the skills prompt budget and built-in skill upgrades.
 
 #![warn(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod locks;
 pub mod messages;
 pub mod policy;
 pub mod retention;
+pub mod skills;
 
 pub use boundary::{Boundaries, Decision};
 pub use policy::Policy;

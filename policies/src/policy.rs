@@ -36,6 +36,8 @@ pub struct Policy {
     pub retention: Retention,
     /// Message delivery, escalation and notification.
     pub messages: crate::messages::MessagePolicy,
+    /// Skills presented to agents.
+    pub skills: crate::skills::SkillsPolicy,
 }
 
 /// `retention:` of the policy.
@@ -81,6 +83,13 @@ struct Raw {
     check: RawCheck,
     retention: RawRetention,
     messages: RawMessages,
+    skills: RawSkills,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSkills {
+    prompt_budget_tokens: usize,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +208,9 @@ impl Policy {
             lock_default_ttl: Duration::from_secs(15 * 60),
             lock_max_ttl: Duration::from_secs(24 * 3600),
             unattributed: Unattributed::Warn,
+            skills: crate::skills::SkillsPolicy {
+                prompt_budget_tokens: 2000,
+            },
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -376,6 +388,9 @@ impl Policy {
             lock_max_ttl: ttl("locks.max_ttl", &raw.locks.max_ttl)?,
             forbidden: raw.boundaries.forbidden,
             unattributed: raw.check.unattributed,
+            skills: crate::skills::SkillsPolicy {
+                prompt_budget_tokens: raw.skills.prompt_budget_tokens,
+            },
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {

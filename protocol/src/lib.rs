@@ -31,6 +31,7 @@ pub mod payload;
 pub mod report;
 pub mod schema;
 pub mod session;
+pub mod skill;
 pub mod spec;
 pub mod teamdir;
 pub mod text;

@@ -7,5 +7,6 @@ mod errors;
 pub mod lock;
 mod messages;
 mod retention;
+mod skills;
 mod support;
 mod validate;

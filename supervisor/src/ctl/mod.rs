@@ -11,6 +11,7 @@ pub mod lock;
 pub mod message;
 pub mod schema;
 pub mod service;
+pub mod skills;
 pub mod status;
 pub mod validate;
 pub mod wait;
@@ -69,6 +70,9 @@ pub enum Command {
     Events(status::EventsArgs),
     #[allow(missing_docs)]
     Health(status::HealthArgs),
+    /// Agent Skills: list, show, validate, prompt, upgrade, new.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -97,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
+        Command::Skills(cmd) => skills::run(cli.root.as_deref(), cmd),
     };
     ExitCode::from(code)
 }

@@ -41,6 +41,7 @@ fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport 
         root: r.root.display().to_string(),
         missing: r.missing,
         next_retention_run: r.next_gc,
+        skills: sup.skills.get(i).cloned().unwrap_or_default(),
         sessions: r
             .sessions
             .iter()

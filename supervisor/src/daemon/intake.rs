@@ -187,6 +187,8 @@ pub enum PathChange {
     LocksDir(String),
     /// A lock record changed.
     LockRecord(String),
+    /// A skill directory or SKILL.md changed (docs/skills.md).
+    Skills,
     /// A protocol file of a session changed.
     SessionFile {
         /// Session directory name.
@@ -203,6 +205,9 @@ pub enum PathChange {
 pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {
     if path == root.join(SQUAD_DIR).join("policies.yaml") {
         return Some(PathChange::Policy);
+    }
+    if crate::skills::is_skill_path(root, path) {
+        return Some(PathChange::Skills);
     }
     let Ok(rel) = path.strip_prefix(sessions_dir) else {
         // The root, .squad or .squad/sessions itself changed.

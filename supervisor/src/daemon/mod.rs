@@ -66,6 +66,10 @@ const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 /// removal fail (ENOTEMPTY); a session that is being deleted is gone by then.
 const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
+/// How long skill checks wait for a burst of skill changes (a checkout, an
+/// upgrade) to end: skills are re-read once per burst.
+const SKILLS_DELAY: Duration = Duration::from_millis(50);
+
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
 
@@ -114,6 +118,8 @@ pub struct Supervisor {
     /// Whether systemd listens for STATUS= lines.
     notify_socket: bool,
     watchdog: Option<Duration>,
+    /// Each root's skills, as `status` reports them.
+    skills: Vec<crate::skills::SkillsHealth>,
     _pid_locks: Vec<pidfile::PidLock>,
 }
 
@@ -138,6 +144,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         last_status_line: String::new(),
         notify_socket: std::env::var_os("NOTIFY_SOCKET").is_some(),
         watchdog: systemd::watchdog_interval(),
+        skills: Vec::new(),
         _pid_locks: Vec::new(),
     };
 
@@ -275,6 +282,7 @@ impl Supervisor {
                 .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
         }
         self.roots.push(r);
+        self.skills.push(Default::default());
         self.timers.set(Timer::Locks(i), Instant::now());
         self._pid_locks.push(lock);
         Ok(())
@@ -312,6 +320,19 @@ impl Supervisor {
                 self.watch_locks(i, &dir);
             }
         }
+        for dir in crate::skills::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+    }
+
+    /// Re-checks a root's skills and watches skill folders that appeared.
+    fn refresh_skills(&mut self, i: usize) {
+        self.timers.cancel(&Timer::Skills(i));
+        let root = self.roots[i].root.clone();
+        for dir in crate::skills::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+        self.skills[i] = crate::skills::health(&root);
     }
 
     /// Records the events upkeep caused.
@@ -356,6 +377,7 @@ impl Supervisor {
             }
         }
         self.write_statuses(i, &names, now);
+        self.refresh_skills(i);
         // The backlog written while squadd was down: critical first.
         self.deliver_messages(i, None, now);
         self.check_inboxes(i, None, now);
@@ -532,6 +554,7 @@ impl Supervisor {
                 }
                 Timer::Deliveries(i) => self.deliver_messages(i, None, wall),
                 Timer::Inbox(i) => self.check_inboxes(i, None, wall),
+                Timer::Skills(i) => self.refresh_skills(i),
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {
@@ -615,6 +638,7 @@ impl Supervisor {
             return Vec::new();
         }
         self.watch_root(i);
+        self.timers.set(Timer::Skills(i), Instant::now());
         let fresh = match scan_root(&root, default_threads()) {
             Ok(s) => s,
             Err(e) => {
@@ -675,6 +699,11 @@ impl Supervisor {
             }
             PathChange::Rescan => {
                 self.timers.set(Timer::Rescan(i), Instant::now());
+                None
+            }
+            PathChange::Skills => {
+                self.timers
+                    .set_earlier(Timer::Skills(i), Instant::now() + SKILLS_DELAY);
                 None
             }
             PathChange::SessionDir(name) => self.apply_session_dir(i, &name),

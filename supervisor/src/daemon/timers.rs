@@ -41,6 +41,8 @@ pub enum Timer {
     Locks(usize),
     /// The retention schedule.
     Retention(usize),
+    /// Re-check a root's skills (coalesces a burst of skill file changes).
+    Skills(usize),
     /// The systemd watchdog ping.
     Watchdog,
 }
@@ -55,7 +57,8 @@ impl Timer {
             | Timer::Locks(r)
             | Timer::Retention(r)
             | Timer::Deliveries(r)
-            | Timer::Inbox(r) => Some(*r),
+            | Timer::Inbox(r)
+            | Timer::Skills(r) => Some(*r),
             Timer::Status { root, .. } | Timer::TaskDue { root, .. } => Some(*root),
             Timer::Watchdog => None,
         }
