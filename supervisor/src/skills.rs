@@ -93,6 +93,12 @@ fn is_symlink(path: &Path) -> bool {
 }
 
 fn installed(dir: &Path) -> Result<Installed, String> {
+    match std::fs::symlink_metadata(dir) {
+        Err(_) => return Ok(Installed::Missing),
+        // A file (or anything but a directory) where the folder goes.
+        Ok(m) if !m.is_dir() => return Ok(Installed::NotOurs),
+        Ok(_) => {}
+    }
     let file = dir.join(SKILL_FILE);
     let bytes = match fsx::read_regular(&file, skill::frontmatter::MAX_SKILL_BYTES) {
         Ok(b) => b,

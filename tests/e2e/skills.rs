@@ -800,3 +800,36 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
     let (code, log) = daemon.terminate();
     assert_eq!(code, 0, "{log}");
 }
+
+#[test]
+fn check_reports_a_skill_agents_would_never_see() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path();
+    copy_tree(&fixture("seed"), r);
+    write(
+        r,
+        ".github/skills/review/SKILL.md",
+        "---\nname: review\n---\n",
+    );
+    fs::write(r.join("changed.txt"), "backend/src/routes/users.ts\n").unwrap();
+    let out = run(squadctl()
+        .args([
+            "check",
+            "--changed",
+            "changed.txt",
+            "--task",
+            "task_001",
+            "--format",
+            "json",
+        ])
+        .current_dir(r));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let v = json(&out);
+    assert_eq!(
+        rules(&v),
+        [(
+            "skill-missing-description".to_string(),
+            ".github/skills/review/SKILL.md".to_string()
+        )]
+    );
+}

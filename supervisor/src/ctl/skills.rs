@@ -234,8 +234,16 @@ fn counts(d: &[Diagnostic]) -> (usize, usize) {
     (errors, d.len() - errors)
 }
 
+/// One line of terminal text: whitespace collapsed, control characters
+/// (escape sequences a file could carry) replaced, at most `max` characters.
 fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
     if flat.chars().count() <= max {
         flat
     } else {
