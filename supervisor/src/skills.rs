@@ -213,6 +213,44 @@ pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
     (d.diagnostics, d.files)
 }
 
+/// Checks `path` when it names skills rather than protocol files: a
+/// `SKILL.md` (or `skill.md`), a folder holding one, or a skills directory
+/// (`.squad/skills`, `.github/skills`, …, `<team>/agents/<name>/skills`).
+/// `None` for anything else. `squadctl validate PATH` routes such paths here.
+pub fn check_target(path: &Path, strict: bool) -> Option<discover::Discovery> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let one = |file: &Path| {
+        let r = skill::check_file(file, strict);
+        discover::Discovery {
+            files: 1,
+            diagnostics: r.diagnostics,
+            ..Default::default()
+        }
+    };
+    if !meta.is_dir() {
+        return matches!(name, SKILL_FILE | "skill.md").then(|| one(path));
+    }
+    for file in [SKILL_FILE, "skill.md"] {
+        if std::fs::symlink_metadata(path.join(file)).is_ok() {
+            return Some(one(&path.join(file)));
+        }
+    }
+    let full = std::fs::canonicalize(path).ok()?;
+    let parent = full.parent()?;
+    let parent_name = parent.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let grandparent = parent
+        .parent()
+        .and_then(|g| g.file_name())
+        .and_then(|n| n.to_str());
+    let skills_dir = full.file_name().is_some_and(|n| n == "skills")
+        && (matches!(
+            parent_name,
+            ".squad" | ".ai-team" | ".github" | ".copilot" | ".claude" | ".agents"
+        ) || grandparent == Some("agents"));
+    skills_dir.then(|| discover::scan_dir(path, path, strict))
+}
+
 /// The most problems [`SkillsHealth`] lists (the counts are always complete).
 pub const MAX_LISTED_PROBLEMS: usize = 20;
 

@@ -299,6 +299,27 @@ fn validate_paths_and_strict() {
         .args(["skills", "validate", "no/such/path"])
         .current_dir(r));
     assert_eq!(code(&out), 2);
+    // `squadctl validate` takes skill paths too (lenient), beside protocol files.
+    let out = run(squadctl()
+        .args([
+            "validate",
+            "--format",
+            "json",
+            ".agents/skills/bad-yaml/SKILL.md",
+            ".claude/skills",
+            ".squad/skills/alpha",
+        ])
+        .current_dir(r));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["files_checked"], 4, "{v:#}");
+    assert_eq!(
+        rules(&v),
+        [(
+            "skill-yaml-syntax".to_string(),
+            ".agents/skills/bad-yaml/SKILL.md".to_string()
+        )]
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -363,24 +363,20 @@ fn show_header(f: &Found) -> String {
 /// What one PATH of `skills validate` names.
 fn validate_path(path: &Path, strict: bool) -> Result<Discovery, String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut d = Discovery::default();
-    if meta.is_file() || meta.file_type().is_symlink() {
-        let r = skill::check_file(path, strict);
-        d.files = 1;
-        d.diagnostics = r.diagnostics;
+    if let Some(d) = crate::skills::check_target(path, strict) {
         return Ok(d);
+    }
+    if meta.is_file() || meta.file_type().is_symlink() {
+        // Any other file is checked as a SKILL.md.
+        let r = skill::check_file(path, strict);
+        return Ok(Discovery {
+            files: 1,
+            diagnostics: r.diagnostics,
+            ..Default::default()
+        });
     }
     if !meta.is_dir() {
         return Err(format!("{}: not a file or directory", path.display()));
-    }
-    for name in [SKILL_FILE, "skill.md"] {
-        let file = path.join(name);
-        if std::fs::symlink_metadata(&file).is_ok() {
-            let r = skill::check_file(&file, strict);
-            d.files = 1;
-            d.diagnostics = r.diagnostics;
-            return Ok(d);
-        }
     }
     let is_project = teamdir::locate(path).is_some()
         || discover::PROJECT_SKILL_DIRS
