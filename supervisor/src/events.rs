@@ -253,6 +253,42 @@ impl EventKind {
         }
     }
 
+    /// Whether this is a lock event (the kinds squadctl reports to squadd).
+    pub fn is_lock(&self) -> bool {
+        matches!(
+            self,
+            EventKind::LockAcquired { .. }
+                | EventKind::LockReleased { .. }
+                | EventKind::LockReclaimed { .. }
+        )
+    }
+
+    /// Every kind's name, taken from the enum itself (serde lists the
+    /// variants it knows when it meets an unknown one), so `events --help`
+    /// cannot fall behind the enum. Names decided by content (today
+    /// `policy-refused`, a refused `policy-reloaded`) are added.
+    pub fn all_names() -> Vec<String> {
+        let err = serde_json::from_str::<EventKind>(r#"{"kind":"?"}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let mut names: Vec<String> = err
+            .split_once("expected one of ")
+            .map(|(_, list)| list)
+            .unwrap_or_default()
+            .split(", ")
+            .map(|n| n.trim_matches(|c: char| c == '`' || c.is_whitespace()))
+            .filter(|n| !n.is_empty())
+            .map(|n| n.split_once('`').map_or(n, |(a, _)| a).to_string())
+            .collect();
+        if names.iter().any(|n| n == "policy-reloaded")
+            && !names.iter().any(|n| n == "policy-refused")
+        {
+            names.push("policy-refused".into());
+        }
+        names
+    }
+
     /// Whether the event records an action or a finding worth keeping in
     /// the audit log (a valid file being re-read is not).
     pub fn audited(&self) -> bool {
@@ -263,11 +299,22 @@ impl EventKind {
     pub fn detail(&self) -> String {
         match self {
             EventKind::Started { sessions, files } => {
-                format!("{sessions} sessions, {files} files indexed")
+                format!(
+                    "{}, {} indexed",
+                    crate::text::count(*sessions, "session", "sessions"),
+                    crate::text::count(*files, "file", "files")
+                )
             }
             EventKind::Stopping { reason } => reason.clone(),
-            EventKind::FileValidated { warnings } => format!("{warnings} warnings"),
-            EventKind::FileInvalid { errors, first } => format!("{errors} errors; {first}"),
+            EventKind::FileValidated { warnings } => {
+                crate::text::count(*warnings, "warning", "warnings")
+            }
+            EventKind::FileInvalid { errors, first } => {
+                format!(
+                    "{}; {first}",
+                    crate::text::count(*errors, "error", "errors")
+                )
+            }
             EventKind::OutputWritten { output } => output.clone(),
             EventKind::OutputFailed { output, error } => format!("{output}: {error}"),
             EventKind::TaskReady { task_id, agent }

@@ -26,3 +26,4 @@ pub mod root;
 pub mod skills;
 pub mod state;
 pub mod status;
+pub mod text;

@@ -3,7 +3,8 @@
 
 mod check;
 pub mod daemon;
-mod lock;
+mod errors;
+pub mod lock;
 mod messages;
 mod retention;
 mod skills;

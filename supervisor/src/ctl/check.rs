@@ -209,7 +209,8 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                     Err(e) => return super::fail(format!("{}: {e}", file.display())),
                 }
             };
-            let task = args.task.clone().unwrap_or_default();
+            // `--task` names the task (there is no commit to carry a trailer).
+            let tasks: Vec<String> = args.task.iter().cloned().collect();
             text.lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
@@ -217,7 +218,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                     path: p.to_string(),
                     status: 'M',
                     commit: None,
-                    trailer_tasks: vec![task.clone()],
+                    trailer_tasks: tasks.clone(),
                 })
                 .collect()
         }

@@ -1,5 +1,6 @@
 //! Control-socket answers: what squadd replies to `status`, `events`,
-//! `health` and `ping`, built from what it holds in memory.
+//! `health` and `ping`, built from what it holds in memory, and `record`
+//! (lock events squadctl made, emitted like squadd's own).
 
 use super::Supervisor;
 use super::server::Reply;
@@ -63,7 +64,7 @@ fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport 
 }
 
 /// Answers one request that arrived on root `i`'s socket.
-pub fn answer(sup: &Supervisor, i: usize, method: Method) -> Reply {
+pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
     let json = |v: Result<serde_json::Value, serde_json::Error>| {
         Reply::Once(match v {
             Ok(v) => Response::ok(v),
@@ -104,6 +105,15 @@ pub fn answer(sup: &Supervisor, i: usize, method: Method) -> Reply {
             } else {
                 json(serde_json::to_value(backlog))
             }
+        }
+        // Lock events squadctl made: numbered, audited and streamed like
+        // squadd's own (other kinds are squadd's alone to report).
+        Method::Record { events } => {
+            for e in events.into_iter().filter(|e| e.kind.is_lock()) {
+                let path = e.path.as_deref().map(Path::new);
+                sup.log.emit(i, e.session.as_deref(), path, e.kind);
+            }
+            json(Ok(serde_json::Value::Null))
         }
         Method::Health => {
             let roots: Vec<&Path> = sup.roots.iter().map(|r| r.root.as_path()).collect();

@@ -208,7 +208,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 }
             }
             Some(call) = call_rx.recv() => {
-                let reply = answers::answer(&sup, call.root, call.method);
+                let reply = answers::answer(&mut sup, call.root, call.method);
                 let _ = call.reply.send(reply);
             }
             _ = sleep_until(wake) => {}

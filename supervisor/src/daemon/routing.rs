@@ -157,7 +157,7 @@ pub fn session_deliveries(
                     created: e.occurred_at,
                     subject: format!("Intervention requested: {}", e.error_type),
                     body: format!(
-                        "{} reports a {} error{}:\n\n{}\n\nSource: {rel}\n",
+                        "{} reports an error (severity {}){}:\n\n{}\n\nSource: {rel}\n",
                         e.agent,
                         e.severity,
                         e.task_id
