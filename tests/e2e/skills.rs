@@ -815,7 +815,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
     assert_eq!(s["loaded"], 3, "{s}");
     let human = stdout(&run(squadctl().args(["status"]).current_dir(r)));
     assert!(
-        human.contains("skills: 3 loaded, 0 skipped, 1 warnings, 1 shadowed"),
+        human.contains("skills: 3 loaded, 0 skipped, 1 warning, 1 shadowed"),
         "{human}"
     );
     let (code, log) = daemon.terminate();
@@ -853,4 +853,29 @@ fn check_reports_a_skill_agents_would_never_see() {
             ".github/skills/review/SKILL.md".to_string()
         )]
     );
+}
+
+#[test]
+fn terminal_output_escapes_control_characters_from_skill_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    fs::create_dir_all(r.join(".squad")).unwrap();
+    write(
+        r,
+        ".squad/skills/evil/SKILL.md",
+        "---\nname: evil\ndescription: \"Looks fine\\e[2J\\e]0;pwned\\a\"\n---\nbody \u{1b}[31mred\n",
+    );
+    for args in [
+        &["skills", "list"][..],
+        &["skills", "show", "evil"],
+        &["skills", "prompt", "--agent", "x"],
+    ] {
+        let out = run(squadctl().args(args).current_dir(r));
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{args:?}: {text:?}"
+        );
+    }
 }

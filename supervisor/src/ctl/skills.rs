@@ -146,7 +146,10 @@ fn check_agent(agent: &str) -> Result<(), u8> {
 /// missing silently.
 fn note_skipped(d: &Discovery) {
     for diag in d.diagnostics.iter().filter(|d| d.is_error()) {
-        eprintln!("squadctl: warning: skipped: {diag}");
+        eprintln!(
+            "squadctl: warning: skipped: {}",
+            crate::text::escape(&diag.to_string())
+        );
     }
 }
 
@@ -223,10 +226,12 @@ fn list(root_arg: Option<&Path>, args: ListArgs) -> u8 {
     if errors + warnings > 0 {
         let _ = writeln!(
             out,
-            "{errors} skipped, {warnings} warnings: run `squadctl skills validate` for details"
+            "{errors} skipped, {}: run `squadctl skills validate` for details",
+            crate::text::count(warnings, "warning", "warnings")
         );
     }
-    super::print(&out)
+    // Names, places and descriptions come from the files.
+    super::print(&crate::text::escape_lines(&out))
 }
 
 fn counts(d: &[Diagnostic]) -> (usize, usize) {
@@ -235,15 +240,10 @@ fn counts(d: &[Diagnostic]) -> (usize, usize) {
 }
 
 /// One line of terminal text: whitespace collapsed, control characters
-/// (escape sequences a file could carry) replaced, at most `max` characters.
+/// (escape sequences a file could carry) escaped, at most `max` characters.
 fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-        .collect();
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = crate::text::escape(&flat).into_owned();
     if flat.chars().count() <= max {
         flat
     } else {
@@ -317,7 +317,7 @@ fn show(root_arg: Option<&Path>, args: ShowArgs) -> u8 {
     if !text.ends_with('\n') {
         out.push('\n');
     }
-    super::print(&out)
+    super::print(&crate::text::escape_lines(&out))
 }
 
 fn show_header(f: &Found) -> String {
@@ -523,7 +523,13 @@ fn upgrade(root_arg: Option<&Path>, args: UpgradeArgs) -> u8 {
         } else {
             o.message.clone()
         };
-        let _ = writeln!(out, "{}: {} ({})", o.skill, message, o.path.display());
+        let _ = writeln!(
+            out,
+            "{}: {} ({})",
+            o.skill,
+            message,
+            crate::text::escape(&o.path.display().to_string())
+        );
     }
     let changed = outcomes
         .iter()
