@@ -206,6 +206,25 @@ pub fn install_builtin(team_dir: &Path, dry_run: bool) -> Result<Vec<Outcome>, S
     Ok(out)
 }
 
+/// The skills part of an agent's prompt: its own skills and the team's, as
+/// the agent runner puts it into spawn prompts.
+pub fn agent_prompt(
+    project: &Path,
+    agent: &str,
+) -> (skill::prompt::SkillsPrompt, discover::Discovery) {
+    let d = discover::discover(project, Some(agent), false);
+    let entries: Vec<skill::prompt::Entry<'_>> = d
+        .skills
+        .iter()
+        .map(|f| skill::prompt::Entry {
+            skill: &f.skill,
+            location: &f.location,
+        })
+        .collect();
+    let p = skill::prompt::render(&entries);
+    (p, d)
+}
+
 /// The project's skill problems, as `squadctl validate`/`check` and squadd's
 /// status report them (lenient: only skipped skills are errors).
 pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {

@@ -7,7 +7,6 @@ use crate::skills::install_builtin;
 use serde_json::json;
 use squad_protocol::report::{self, Totals};
 use squad_protocol::skill::discover::{self, Discovery, Found};
-use squad_protocol::skill::prompt::{self, Entry};
 use squad_protocol::skill::{self, SKILL_FILE};
 use squad_protocol::{Diagnostic, fsx, teamdir, write_atomic};
 use std::fmt::Write as _;
@@ -429,22 +428,6 @@ fn validate(root_arg: Option<&Path>, args: ValidateArgs) -> u8 {
     }
 }
 
-/// The skills part of an agent's prompt: its own skills and the team's, as
-/// the agent runner puts it into spawn prompts.
-pub fn agent_prompt(project: &Path, agent: &str) -> (prompt::SkillsPrompt, Discovery) {
-    let d = discover::discover(project, Some(agent), false);
-    let entries: Vec<Entry<'_>> = d
-        .skills
-        .iter()
-        .map(|f| Entry {
-            skill: &f.skill,
-            location: &f.location,
-        })
-        .collect();
-    let p = prompt::render(&entries);
-    (p, d)
-}
-
 fn prompt_cmd(root_arg: Option<&Path>, args: PromptArgs) -> u8 {
     if let Err(c) = check_agent(&args.agent) {
         return c;
@@ -454,7 +437,7 @@ fn prompt_cmd(root_arg: Option<&Path>, args: PromptArgs) -> u8 {
         Err(c) => return c,
     };
     warn_unknown_agent(&project, &args.agent);
-    let (p, d) = agent_prompt(&project, &args.agent);
+    let (p, d) = crate::skills::agent_prompt(&project, &args.agent);
     note_skipped(&d);
     let warning = squad_policies::skills::budget_warning(&policy.skills, p.tokens, d.skills.len());
     if args.json {
