@@ -792,6 +792,8 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
             .starts_with(".claude/skills/broken/SKILL.md:1:1: error[skill-no-front-matter]"),
         "{s}"
     );
+    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
     // Editing the SKILL.md in place fixes it.
     write(
         r,
@@ -802,6 +804,8 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
         let s = skills_status(r);
         (s["errors"] == 0 && s["loaded"] == 2).then_some(())
     });
+    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
     // An agent's new skill, and a shadowing duplicate.
     write(
         r,
