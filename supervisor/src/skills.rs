@@ -93,6 +93,12 @@ fn is_symlink(path: &Path) -> bool {
 }
 
 fn installed(dir: &Path) -> Result<Installed, String> {
+    match std::fs::symlink_metadata(dir) {
+        Err(_) => return Ok(Installed::Missing),
+        // A file (or anything but a directory) where the folder goes.
+        Ok(m) if !m.is_dir() => return Ok(Installed::NotOurs),
+        Ok(_) => {}
+    }
     let file = dir.join(SKILL_FILE);
     let bytes = match fsx::read_regular(&file, skill::frontmatter::MAX_SKILL_BYTES) {
         Ok(b) => b,
@@ -200,11 +206,68 @@ pub fn install_builtin(team_dir: &Path, dry_run: bool) -> Result<Vec<Outcome>, S
     Ok(out)
 }
 
+/// The skills part of an agent's prompt: its own skills and the team's, as
+/// the agent runner puts it into spawn prompts.
+pub fn agent_prompt(
+    project: &Path,
+    agent: &str,
+) -> (skill::prompt::SkillsPrompt, discover::Discovery) {
+    let d = discover::discover(project, Some(agent), false);
+    let entries: Vec<skill::prompt::Entry<'_>> = d
+        .skills
+        .iter()
+        .map(|f| skill::prompt::Entry {
+            skill: &f.skill,
+            location: &f.location,
+        })
+        .collect();
+    let p = skill::prompt::render(&entries);
+    (p, d)
+}
+
 /// The project's skill problems, as `squadctl validate`/`check` and squadd's
 /// status report them (lenient: only skipped skills are errors).
 pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
     let d = discover::discover_all(project, false);
     (d.diagnostics, d.files)
+}
+
+/// Checks `path` when it names skills rather than protocol files: a
+/// `SKILL.md` (or `skill.md`), a folder holding one, or a skills directory
+/// (`.squad/skills`, `.github/skills`, …, `<team>/agents/<name>/skills`).
+/// `None` for anything else. `squadctl validate PATH` routes such paths here.
+pub fn check_target(path: &Path, strict: bool) -> Option<discover::Discovery> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let one = |file: &Path| {
+        let r = skill::check_file(file, strict);
+        discover::Discovery {
+            files: 1,
+            diagnostics: r.diagnostics,
+            ..Default::default()
+        }
+    };
+    if !meta.is_dir() {
+        return matches!(name, SKILL_FILE | "skill.md").then(|| one(path));
+    }
+    for file in [SKILL_FILE, "skill.md"] {
+        if std::fs::symlink_metadata(path.join(file)).is_ok() {
+            return Some(one(&path.join(file)));
+        }
+    }
+    let full = std::fs::canonicalize(path).ok()?;
+    let parent = full.parent()?;
+    let parent_name = parent.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let grandparent = parent
+        .parent()
+        .and_then(|g| g.file_name())
+        .and_then(|n| n.to_str());
+    let skills_dir = full.file_name().is_some_and(|n| n == "skills")
+        && (matches!(
+            parent_name,
+            ".squad" | ".ai-team" | ".github" | ".copilot" | ".claude" | ".agents"
+        ) || grandparent == Some("agents"));
+    skills_dir.then(|| discover::scan_dir(path, path, strict))
 }
 
 /// The most problems [`SkillsHealth`] lists (the counts are always complete).

@@ -362,10 +362,10 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
         if sk.loaded + sk.errors + sk.warnings > 0 {
             let _ = writeln!(
                 out,
-                "  skills: {} loaded, {} skipped, {} warnings{}",
+                "  skills: {} loaded, {} skipped, {}{}",
                 sk.loaded,
                 sk.errors,
-                sk.warnings,
+                crate::text::count(sk.warnings, "warning", "warnings"),
                 if sk.shadowed > 0 {
                     format!(", {} shadowed", sk.shadowed)
                 } else {

@@ -299,6 +299,27 @@ fn validate_paths_and_strict() {
         .args(["skills", "validate", "no/such/path"])
         .current_dir(r));
     assert_eq!(code(&out), 2);
+    // `squadctl validate` takes skill paths too (lenient), beside protocol files.
+    let out = run(squadctl()
+        .args([
+            "validate",
+            "--format",
+            "json",
+            ".agents/skills/bad-yaml/SKILL.md",
+            ".claude/skills",
+            ".squad/skills/alpha",
+        ])
+        .current_dir(r));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["files_checked"], 4, "{v:#}");
+    assert_eq!(
+        rules(&v),
+        [(
+            "skill-yaml-syntax".to_string(),
+            ".agents/skills/bad-yaml/SKILL.md".to_string()
+        )]
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -771,6 +792,8 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
             .starts_with(".claude/skills/broken/SKILL.md:1:1: error[skill-no-front-matter]"),
         "{s}"
     );
+    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
     // Editing the SKILL.md in place fixes it.
     write(
         r,
@@ -781,6 +804,8 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
         let s = skills_status(r);
         (s["errors"] == 0 && s["loaded"] == 2).then_some(())
     });
+    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
     // An agent's new skill, and a shadowing duplicate.
     write(
         r,
@@ -794,9 +819,67 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
     assert_eq!(s["loaded"], 3, "{s}");
     let human = stdout(&run(squadctl().args(["status"]).current_dir(r)));
     assert!(
-        human.contains("skills: 3 loaded, 0 skipped, 1 warnings, 1 shadowed"),
+        human.contains("skills: 3 loaded, 0 skipped, 1 warning, 1 shadowed"),
         "{human}"
     );
     let (code, log) = daemon.terminate();
     assert_eq!(code, 0, "{log}");
+}
+
+#[test]
+fn check_reports_a_skill_agents_would_never_see() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path();
+    copy_tree(&fixture("seed"), r);
+    write(
+        r,
+        ".github/skills/review/SKILL.md",
+        "---\nname: review\n---\n",
+    );
+    fs::write(r.join("changed.txt"), "backend/src/routes/users.ts\n").unwrap();
+    let out = run(squadctl()
+        .args([
+            "check",
+            "--changed",
+            "changed.txt",
+            "--task",
+            "task_001",
+            "--format",
+            "json",
+        ])
+        .current_dir(r));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let v = json(&out);
+    assert_eq!(
+        rules(&v),
+        [(
+            "skill-missing-description".to_string(),
+            ".github/skills/review/SKILL.md".to_string()
+        )]
+    );
+}
+
+#[test]
+fn terminal_output_escapes_control_characters_from_skill_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    fs::create_dir_all(r.join(".squad")).unwrap();
+    write(
+        r,
+        ".squad/skills/evil/SKILL.md",
+        "---\nname: evil\ndescription: \"Looks fine\\e[2J\\e]0;pwned\\a\"\n---\nbody \u{1b}[31mred\n",
+    );
+    for args in [
+        &["skills", "list"][..],
+        &["skills", "show", "evil"],
+        &["skills", "prompt", "--agent", "x"],
+    ] {
+        let out = run(squadctl().args(args).current_dir(r));
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{args:?}: {text:?}"
+        );
+    }
 }

@@ -266,6 +266,8 @@ fn resolve(
         match index.get(&f.skill.name) {
             Some(&i) => {
                 let by = winners[i].location.clone();
+                // Only an agent's own skill hides a skill for that agent alone.
+                let for_agent = for_agent.filter(|_| winners[i].agent.is_some());
                 let whom = for_agent.map_or_else(String::new, |a| format!(" for agent `{a}`"));
                 let mut d = Diagnostic::new(
                     &f.skill.path,

@@ -167,7 +167,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(ProptestConfig::with_cases(1000))]
 
         /// The reader is total: no input panics, and what it returns is
         /// made of slices of the input in order.
@@ -177,6 +177,20 @@ mod tests {
             if let Ok(fm) = split(&input) {
                 prop_assert!(input.contains(fm.yaml));
                 prop_assert!(input.ends_with(fm.body));
+            }
+        }
+
+        /// Arbitrary bytes on disk (invalid UTF-8, NULs, huge lines) through
+        /// the file reader and the check.
+        #[test]
+        fn check_file_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512), head in prop::sample::select(vec![&b""[..], b"---\n", b"---\nname: x\n"])) {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("SKILL.md");
+            let mut content = head.to_vec();
+            content.extend_from_slice(&bytes);
+            std::fs::write(&p, &content).unwrap();
+            for strict in [false, true] {
+                let _ = crate::skill::check_file(&p, strict);
             }
         }
 

@@ -120,11 +120,10 @@ pub fn mcp_rows(entries: &[Entry<'_>]) -> Vec<McpRow> {
         .collect()
 }
 
+/// A table cell: one line, `|` escaped, control characters escaped.
 fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    crate::text::escape(&flat).replace('|', "\\|")
 }
 
 /// The MCP requirements section: what to do when a server is missing, then a

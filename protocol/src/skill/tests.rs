@@ -339,3 +339,51 @@ fn name_rules() {
         assert!(name_problem(bad).is_some(), "{bad}");
     }
 }
+
+#[test]
+fn discovery_precedence_and_shadowing_for_an_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let put = |rel: &str, name: &str| {
+        let p = r.join(rel).join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(
+            p.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: d\n---\n"),
+        )
+        .unwrap();
+    };
+    std::fs::create_dir_all(r.join(".squad")).unwrap();
+    put(".agents/skills", "a");
+    put(".github/skills", "a");
+    put(".squad/agents/ana/skills", "b");
+    put(".claude/skills", "b");
+    let d = discover::discover(r, Some("ana"), false);
+    let got: Vec<(&str, &str)> = d
+        .skills
+        .iter()
+        .map(|f| (f.skill.name.as_str(), f.place.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [("b", ".squad/agents/ana/skills"), ("a", ".github/skills")]
+    );
+    let shadowed: Vec<(&str, Option<&str>)> = d
+        .shadowed
+        .iter()
+        .map(|s| (s.skill.location.as_str(), s.for_agent.as_deref()))
+        .collect();
+    assert_eq!(
+        shadowed,
+        [
+            (".claude/skills/b/SKILL.md", Some("ana")),
+            (".agents/skills/a/SKILL.md", None),
+        ]
+    );
+    assert!(d.diagnostics[0].message.contains("for agent `ana`"));
+    assert!(!d.diagnostics[1].message.contains("for agent"));
+    // Without the agent: the team's only, nothing of ana's.
+    let d = discover::discover(r, None, false);
+    assert_eq!(d.skills.len(), 2);
+    assert_eq!(d.skills[1].place, ".claude/skills");
+}

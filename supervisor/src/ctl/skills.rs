@@ -7,7 +7,6 @@ use crate::skills::install_builtin;
 use serde_json::json;
 use squad_protocol::report::{self, Totals};
 use squad_protocol::skill::discover::{self, Discovery, Found};
-use squad_protocol::skill::prompt::{self, Entry};
 use squad_protocol::skill::{self, SKILL_FILE};
 use squad_protocol::{Diagnostic, fsx, teamdir, write_atomic};
 use std::fmt::Write as _;
@@ -146,7 +145,10 @@ fn check_agent(agent: &str) -> Result<(), u8> {
 /// missing silently.
 fn note_skipped(d: &Discovery) {
     for diag in d.diagnostics.iter().filter(|d| d.is_error()) {
-        eprintln!("squadctl: warning: skipped: {diag}");
+        eprintln!(
+            "squadctl: warning: skipped: {}",
+            crate::text::escape(&diag.to_string())
+        );
     }
 }
 
@@ -223,10 +225,12 @@ fn list(root_arg: Option<&Path>, args: ListArgs) -> u8 {
     if errors + warnings > 0 {
         let _ = writeln!(
             out,
-            "{errors} skipped, {warnings} warnings: run `squadctl skills validate` for details"
+            "{errors} skipped, {}: run `squadctl skills validate` for details",
+            crate::text::count(warnings, "warning", "warnings")
         );
     }
-    super::print(&out)
+    // Names, places and descriptions come from the files.
+    super::print(&crate::text::escape_lines(&out))
 }
 
 fn counts(d: &[Diagnostic]) -> (usize, usize) {
@@ -234,8 +238,11 @@ fn counts(d: &[Diagnostic]) -> (usize, usize) {
     (errors, d.len() - errors)
 }
 
+/// One line of terminal text: whitespace collapsed, control characters
+/// (escape sequences a file could carry) escaped, at most `max` characters.
 fn one_line(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = crate::text::escape(&flat).into_owned();
     if flat.chars().count() <= max {
         flat
     } else {
@@ -309,7 +316,7 @@ fn show(root_arg: Option<&Path>, args: ShowArgs) -> u8 {
     if !text.ends_with('\n') {
         out.push('\n');
     }
-    super::print(&out)
+    super::print(&crate::text::escape_lines(&out))
 }
 
 fn show_header(f: &Found) -> String {
@@ -355,24 +362,20 @@ fn show_header(f: &Found) -> String {
 /// What one PATH of `skills validate` names.
 fn validate_path(path: &Path, strict: bool) -> Result<Discovery, String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut d = Discovery::default();
-    if meta.is_file() || meta.file_type().is_symlink() {
-        let r = skill::check_file(path, strict);
-        d.files = 1;
-        d.diagnostics = r.diagnostics;
+    if let Some(d) = crate::skills::check_target(path, strict) {
         return Ok(d);
+    }
+    if meta.is_file() || meta.file_type().is_symlink() {
+        // Any other file is checked as a SKILL.md.
+        let r = skill::check_file(path, strict);
+        return Ok(Discovery {
+            files: 1,
+            diagnostics: r.diagnostics,
+            ..Default::default()
+        });
     }
     if !meta.is_dir() {
         return Err(format!("{}: not a file or directory", path.display()));
-    }
-    for name in [SKILL_FILE, "skill.md"] {
-        let file = path.join(name);
-        if std::fs::symlink_metadata(&file).is_ok() {
-            let r = skill::check_file(&file, strict);
-            d.files = 1;
-            d.diagnostics = r.diagnostics;
-            return Ok(d);
-        }
     }
     let is_project = teamdir::locate(path).is_some()
         || discover::PROJECT_SKILL_DIRS
@@ -425,22 +428,6 @@ fn validate(root_arg: Option<&Path>, args: ValidateArgs) -> u8 {
     }
 }
 
-/// The skills part of an agent's prompt: its own skills and the team's, as
-/// the agent runner puts it into spawn prompts.
-pub fn agent_prompt(project: &Path, agent: &str) -> (prompt::SkillsPrompt, Discovery) {
-    let d = discover::discover(project, Some(agent), false);
-    let entries: Vec<Entry<'_>> = d
-        .skills
-        .iter()
-        .map(|f| Entry {
-            skill: &f.skill,
-            location: &f.location,
-        })
-        .collect();
-    let p = prompt::render(&entries);
-    (p, d)
-}
-
 fn prompt_cmd(root_arg: Option<&Path>, args: PromptArgs) -> u8 {
     if let Err(c) = check_agent(&args.agent) {
         return c;
@@ -450,7 +437,7 @@ fn prompt_cmd(root_arg: Option<&Path>, args: PromptArgs) -> u8 {
         Err(c) => return c,
     };
     warn_unknown_agent(&project, &args.agent);
-    let (p, d) = agent_prompt(&project, &args.agent);
+    let (p, d) = crate::skills::agent_prompt(&project, &args.agent);
     note_skipped(&d);
     let warning = squad_policies::skills::budget_warning(&policy.skills, p.tokens, d.skills.len());
     if args.json {
@@ -519,7 +506,13 @@ fn upgrade(root_arg: Option<&Path>, args: UpgradeArgs) -> u8 {
         } else {
             o.message.clone()
         };
-        let _ = writeln!(out, "{}: {} ({})", o.skill, message, o.path.display());
+        let _ = writeln!(
+            out,
+            "{}: {} ({})",
+            o.skill,
+            message,
+            crate::text::escape(&o.path.display().to_string())
+        );
     }
     let changed = outcomes
         .iter()

@@ -32,8 +32,9 @@ pub struct StatusArgs {
     pub json: bool,
 
     /// For scripts: exit 1 when any session has validation errors,
-    /// dependency violations or overdue tasks, or the root is missing
-    /// (warnings do not count); 0 otherwise.
+    /// dependency violations or overdue tasks, a skill is skipped (see
+    /// docs/skills.md), or the root is missing (warnings do not count); 0
+    /// otherwise.
     #[arg(long)]
     pub check: bool,
 }
@@ -132,10 +133,11 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
 }
 
 /// What `status --check` fails on: validation errors, dependency
-/// violations, overdue tasks, a missing root.
+/// violations, overdue tasks, skipped skills, a missing root.
 fn has_problems(report: &StatusReport) -> bool {
     report.roots.iter().any(|r| {
         r.missing
+            || r.skills.errors > 0
             || r.sessions
                 .iter()
                 .any(|s| s.errors > 0 || !s.violations.is_empty() || !s.overdue.is_empty())

@@ -107,6 +107,7 @@ pub struct Args {
 
 /// Runs `squadctl validate`.
 pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+    let explicit = !args.paths.is_empty();
     let paths = if args.paths.is_empty() {
         match root::resolve(root_arg) {
             Ok(root) => vec![root],
@@ -116,7 +117,14 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         args.paths
     };
     let mut scopes = Vec::new();
+    // SKILL.md files and skill directories are checked as skills.
+    let mut skill_checks = squad_protocol::skill::discover::Discovery::default();
     for p in &paths {
+        if explicit && let Some(d) = crate::skills::check_target(root::fs_path(p), false) {
+            skill_checks.files += d.files;
+            skill_checks.diagnostics.extend(d.diagnostics);
+            continue;
+        }
         match classify(root::fs_path(p)) {
             // Keep printed paths relative to the current directory.
             Ok(Scope::Root(_)) if p.as_os_str().is_empty() => {
@@ -133,7 +141,8 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     };
     // A project's skills are part of it (docs/skills.md).
     let mut diagnostics = validation.diagnostics;
-    let mut files = validation.files_checked;
+    diagnostics.extend(skill_checks.diagnostics);
+    let mut files = validation.files_checked + skill_checks.files;
     for scope in &scopes {
         if let Scope::Root(project) = scope {
             let (skill_diagnostics, skill_files) = crate::skills::project_diagnostics(project);
