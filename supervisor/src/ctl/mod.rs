@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 pub mod check;
 pub mod gc;
+pub mod guard;
 pub mod init;
 pub mod lock;
 pub mod message;
@@ -64,6 +65,8 @@ pub enum Command {
     #[command(subcommand)]
     Service(service::ServiceCommand),
     #[allow(missing_docs)]
+    Guard(guard::Args),
+    #[allow(missing_docs)]
     Status(status::StatusArgs),
     #[allow(missing_docs)]
     Events(status::EventsArgs),
@@ -85,6 +88,7 @@ pub fn main() -> ExitCode {
         Command::Send(args) => message::send(cli.root.as_deref(), args),
         Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
+        Command::Guard(args) => guard::run(cli.root.as_deref(), args),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
