@@ -3,6 +3,7 @@
 
 mod check;
 pub mod daemon;
+mod guard;
 mod lock;
 mod messages;
 mod retention;

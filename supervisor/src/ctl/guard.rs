@@ -750,10 +750,20 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
     // Our own file with nothing left in it goes away entirely.
     let remove_file = !add && empty && t.format == Format::Copilot;
     if args.dry_run {
-        let old = existing.as_deref().unwrap_or("");
+        // Compared in the canonical formatting the file is written in, so
+        // the diff shows the entries that change, not the whitespace.
+        let old = existing
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .map(|t| t + "\n")
+            .unwrap_or_default();
+        if existing.as_deref().is_some_and(|e| e != old) {
+            println!("# the file is rewritten in canonical JSON formatting (2-space indent)");
+        }
         let new = if remove_file { "" } else { text.as_str() };
         let shown = t.path.display();
-        print!("--- {shown}\n+++ {shown}\n{}", diff(old, new));
+        print!("--- {shown}\n+++ {shown}\n{}", diff(&old, new));
         return crate::exit::OK;
     }
     let result = if remove_file {
