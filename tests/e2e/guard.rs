@@ -336,7 +336,8 @@ fn a_session_of_two_agents_is_answered_right() {
                "hook_event_name": "PreToolUse", "tool_name": name, "tool_input": tool_input, "tool_use_id": "t"}).to_string()
     };
     let abs = |p: &str| format!("{cwd}/{p}");
-    let steps: Vec<(&[(&str, &str)], String, Option<&str>)> = vec![
+    type Step<'a> = (&'a [(&'a str, &'a str)], String, Option<&'a str>);
+    let steps: Vec<Step<'_>> = vec![
         (&backend, claude("Read", json!({"file_path": abs("frontend/app.ts")})), None),
         (&backend, claude("Glob", json!({"pattern": "**/*.rs"})), None),
         (&backend, claude("Grep", json!({"pattern": "fn", "path": cwd})), None),
