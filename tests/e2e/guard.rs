@@ -538,3 +538,146 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
         "{ broken"
     );
 }
+
+fn git(root: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new("git");
+    cmd.current_dir(root)
+        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
+        .args(args)
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_ROOT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn git_ok(root: &Path, args: &[&str]) -> String {
+    let out = git(root, &[], args);
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+#[test]
+fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    copy_tree(&fixture("seed"), root);
+    git_ok(root, &["init", "-q", "-b", "main"]);
+    // core.hooksPath is respected, and an existing hook there keeps running.
+    git_ok(root, &["config", "core.hooksPath", ".githooks"]);
+    let existing = "#!/bin/sh\necho ran >> \"$(git rev-parse --git-dir)/existing-ran\"\n";
+    write(root, ".githooks/pre-commit", existing);
+    fs::set_permissions(
+        root.join(".githooks/pre-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "-m", "base"]);
+    assert_eq!(
+        fs::read_to_string(root.join(".git/existing-ran")).unwrap(),
+        "ran\n"
+    );
+
+    let program = env!("CARGO_BIN_EXE_squadctl");
+    let out = run(squadctl()
+        .current_dir(root)
+        .args(["hooks", "install", "--program", program]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("pre-commit: kept the existing hook"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(root.join(".githooks/pre-commit.pre-squad").exists());
+
+    // A commit touching a path outside the task's boundaries is refused.
+    let task = [("SQUAD_TASK", "task_001")];
+    write(root, "frontend/src/components/UserSearch.tsx", "x\n");
+    git_ok(root, &["add", "frontend"]);
+    let out = git(root, &task, &["commit", "-q", "-m", "sneak"]);
+    assert!(!out.status.success(), "the forbidden commit went through");
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("frontend/src/components/UserSearch.tsx")
+            && said.contains("boundary-violation"),
+        "{said}"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(".git/existing-ran")).unwrap(),
+        "ran\nran\n",
+        "the existing hook ran first"
+    );
+    git_ok(root, &["reset", "-q"]);
+    fs::remove_file(root.join("frontend/src/components/UserSearch.tsx")).unwrap();
+
+    // An allowed commit goes through and gets the trailer, once.
+    write(root, "backend/src/routes/users.ts", "export {}\n");
+    git_ok(root, &["add", "backend"]);
+    let out = git(root, &task, &["commit", "-q", "-m", "Add users route"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let msg = git_ok(root, &["log", "-1", "--format=%B"]);
+    assert_eq!(msg.trim_end(), "Add users route\n\nSquad-Task: task_001");
+    write(root, "backend/src/services/userService.ts", "export {}\n");
+    git_ok(root, &["add", "backend"]);
+    let out = git(
+        root,
+        &task,
+        &["commit", "-q", "-m", "Service\n\nSquad-Task: task_001"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        git_ok(root, &["log", "-1", "--format=%B"])
+            .matches("Squad-Task")
+            .count(),
+        1
+    );
+
+    // pre-push checks the pushed range: a commit that skipped pre-commit
+    // (--no-verify) is refused at push time.
+    let remote = tempfile::tempdir().unwrap();
+    git_ok(remote.path(), &["init", "-q", "--bare"]);
+    git_ok(
+        root,
+        &[
+            "remote",
+            "add",
+            "origin",
+            &remote.path().display().to_string(),
+        ],
+    );
+    git_ok(root, &["push", "-q", "origin", "main"]);
+    write(root, ".env", "SECRET=1\n");
+    git_ok(root, &["add", ".env"]);
+    let out = git(
+        root,
+        &task,
+        &["commit", "-q", "--no-verify", "-m", "secret"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = git(root, &[], &["push", "-q", "origin", "main"]);
+    assert!(
+        !out.status.success(),
+        "the push of a forbidden change went through"
+    );
+    assert!(
+        stdout(&out).contains(".env") || stderr(&out).contains(".env"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    // uninstall restores what was there.
+    let out = run(squadctl().current_dir(root).args(["hooks", "uninstall"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(root.join(".githooks/pre-commit")).unwrap(),
+        existing
+    );
+    assert!(
+        !root.join(".githooks/commit-msg").exists() && !root.join(".githooks/pre-push").exists()
+    );
+    assert!(!root.join(".githooks/pre-commit.pre-squad").exists());
+}

@@ -359,7 +359,7 @@ fn read_policy(root: &Path) -> Result<Policy, String> {
 
 /// The task whose boundaries apply: SQUAD_TASK's assignment, else the
 /// agent's single in-progress task; `None` without an agent or a task.
-fn find_task(
+pub(crate) fn find_task(
     root: &Path,
     agent: Option<&str>,
     task_id: Option<&str>,
@@ -522,7 +522,7 @@ fn live_locks(
 // install / uninstall
 // ---------------------------------------------------------------------------
 
-fn quoted(program: &str) -> String {
+pub(crate) fn quoted(program: &str) -> String {
     let plain = program
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c));

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 pub mod check;
 pub mod gc;
 pub mod guard;
+pub mod hooks;
 pub mod init;
 pub mod lock;
 pub mod message;
@@ -66,6 +67,9 @@ pub enum Command {
     Service(service::ServiceCommand),
     #[allow(missing_docs)]
     Guard(guard::Args),
+    /// Git hooks (pre-commit, commit-msg, pre-push) enforcing boundaries.
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
     #[allow(missing_docs)]
     Status(status::StatusArgs),
     #[allow(missing_docs)]
@@ -89,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
         Command::Guard(args) => guard::run(cli.root.as_deref(), args),
+        Command::Hooks(cmd) => hooks::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
