@@ -130,6 +130,9 @@ rules! {
     OwnershipViolation = "ownership-violation", Error, "agents change only their own protocol files";
     /// CI: a `Squad-Task` trailer naming a task with no task assignment.
     UnknownTrailerTask = "unknown-trailer-task", Error, "a Squad-Task trailer names an assigned task";
+    // Edit-time guard (squadctl guard; documented in docs/guards.md).
+    /// Guard: a pre-tool-use hook input that cannot be read (the call is denied).
+    GuardBadInput = "guard-bad-input", Error, "a hook input is one well-formed pre-tool-use event";
 }
 
 impl Rule {
@@ -147,7 +150,9 @@ impl Rule {
 
     /// Where the rule is documented (an anchor in the repository's docs).
     pub fn doc_path(self) -> &'static str {
-        if self.is_ci() {
+        if self.id().starts_with("guard-") {
+            "docs/guards.md"
+        } else if self.is_ci() {
             "docs/ci.md"
         } else {
             "docs/protocol.md"

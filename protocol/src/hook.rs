@@ -71,16 +71,19 @@ pub struct HookError {
     pub hint: &'static str,
 }
 
-/// The rule id hook input errors are reported under.
-pub const BAD_INPUT: &str = "guard-bad-input";
-
 impl fmt::Display for HookError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.location {
             Some((line, column)) => write!(f, "stdin:{line}:{column}: ")?,
             None => f.write_str("stdin: ")?,
         }
-        write!(f, "{BAD_INPUT}: {} (hint: {})", self.message, self.hint)
+        write!(
+            f,
+            "{}: {} (hint: {})",
+            crate::Rule::GuardBadInput.id(),
+            self.message,
+            self.hint
+        )
     }
 }
 
