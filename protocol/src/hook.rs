@@ -615,7 +615,12 @@ pub fn shell_targets(command: &str) -> Vec<ShellTarget> {
             });
         }
     };
+    // The directory relative paths are in, as `cd` moved it: "" where the
+    // command started, `None` once it is unknown (`cd $X`, `cd -`, `cd`).
+    let mut dir: Option<String> = Some(String::new());
+    let all = &mut out;
     for simple in &commands {
+        let mut out = Vec::new();
         for t in &simple.redirect_targets {
             push(t, false, &mut out);
         }
@@ -624,6 +629,19 @@ pub fn shell_targets(command: &str) -> Vec<ShellTarget> {
             continue;
         };
         let name = program.rsplit('/').next().unwrap_or(program);
+        if name == "cd" || name == "pushd" {
+            let (_, ops) = operands(args, &[]);
+            dir = match (ops.as_slice(), &dir) {
+                ([to], _) if to.starts_with('/') && !is_dynamic(to) => {
+                    Some(format!("{}/", to.trim_end_matches('/')))
+                }
+                ([to], Some(d)) if !is_dynamic(to) && to != "-" => {
+                    Some(format!("{d}{}/", to.trim_end_matches('/')))
+                }
+                _ => None,
+            };
+            continue;
+        }
         match name {
             "tee" => {
                 let (_, ops) = operands(args, &[]);
@@ -690,6 +708,18 @@ pub fn shell_targets(command: &str) -> Vec<ShellTarget> {
             }
             "git" => git_targets(args, &mut out),
             _ => {}
+        }
+        for t in out {
+            match (t, &dir) {
+                (ShellTarget::Path { path, recursive }, Some(d)) if !path.starts_with('/') => all
+                    .push(ShellTarget::Path {
+                        path: format!("{d}{path}"),
+                        recursive,
+                    }),
+                // Relative to a directory the analysis lost: not judged.
+                (ShellTarget::Path { path, .. }, None) if !path.starts_with('/') => {}
+                (t, _) => all.push(t),
+            }
         }
     }
     out
@@ -972,7 +1002,11 @@ mod tests {
                 &["new.rs"],
             ),
             ("python script.py", &[]),
-            ("(cd x; echo a > y)", &["y"]),
+            ("(cd x; echo a > y)", &["x/y"]),
+            ("cd frontend && rm -rf src", &["frontend/src/**"]),
+            ("cd /abs/dir && touch a", &["/abs/dir/a"]),
+            ("cd $WORK && touch a && touch /x", &["/x"]),
+            ("cd a; cd b/ ; echo > c", &["a/b/c"]),
         ];
         for (command, want) in cases {
             assert_eq!(paths(command), *want, "{command:?}");

@@ -355,6 +355,7 @@ fn a_session_of_two_agents_is_answered_right() {
         (&backend, claude("Bash", json!({"command": "git reset --hard HEAD"})), Some("whole working tree")),
         (&backend, claude("Bash", json!({"command": "rm -rf shared"})), Some("locked by frontend")),
         (&backend, claude("Bash", json!({"command": "cat > backend/gen.rs <<'EOF'\necho > frontend/x\nEOF"})), None),
+        (&backend, claude("Bash", json!({"command": "cd frontend && rm -rf src"})), Some("`frontend/src` is outside the boundaries of task_1")),
         (&backend, claude("Bash", json!({"command": "mv backend/api.rs frontend/api.rs"})), Some("frontend/api.rs")),
         (&backend, claude("Write", json!({"file_path": abs(&format!(".squad/sessions/{SESSION}/role-comm-backend-task_1.md")), "content": "x"})), None),
         (&backend, claude("Write", json!({"file_path": abs(&format!(".squad/sessions/{SESSION}/role-comm-frontend-task_2.md")), "content": "x"})), Some("belongs to frontend")),

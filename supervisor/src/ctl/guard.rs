@@ -230,7 +230,12 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
             .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
     let root = match root_arg {
-        Some(r) => r.to_path_buf(),
+        // `--root` is relative to where squadctl runs, not to the agent's cwd.
+        Some(r) => absolute(
+            &std::env::current_dir()
+                .map_err(|e| format!("cannot read the current directory: {e}"))?,
+            r,
+        ),
         None => match find_root(&cwd) {
             Some(r) => r,
             // Not a squad project: nothing to enforce.
@@ -400,6 +405,9 @@ pub(crate) fn find_task(
         }
     }
     let mut tasks = Vec::new();
+    // When inferring, a broken assignment only matters if no usable task is
+    // in progress (it may be the one): then it is the reason to refuse.
+    let mut unusable: Option<String> = None;
     for (dir, path) in plans {
         let file = load_file(&path, FileKind::TaskAssignment)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -410,10 +418,15 @@ pub(crate) fn find_task(
                 .first()
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "invalid".into());
-            return Err(format!(
+            let reason = format!(
                 "the task assignment {} cannot be used ({why}); writes are refused until it validates",
                 path.display()
-            ));
+            );
+            if task_id.is_some() {
+                return Err(reason);
+            }
+            unusable.get_or_insert(reason);
+            continue;
         };
         let session = dir
             .file_name()
@@ -460,6 +473,7 @@ pub(crate) fn find_task(
     }
     match in_progress.len() {
         1 => Ok(in_progress.pop()),
+        0 if unusable.is_some() => Err(unusable.unwrap_or_default()),
         0 => Err(format!(
             "SQUAD_AGENT={agent} has no task in progress, so its boundaries are unknown; report progress with status in_progress, or set SQUAD_TASK"
         )),
