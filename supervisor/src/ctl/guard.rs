@@ -105,7 +105,7 @@ pub struct InstallArgs {
     /// Print the change as a diff and write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// The squadctl to run from the hook (default: `squadctl` on PATH).
+    /// The squadctl the hook runs (looked up on PATH unless a path is given).
     #[arg(long, value_name = "PATH", default_value = "squadctl")]
     pub program: String,
 }
@@ -152,6 +152,13 @@ fn answer(format: Option<Format>, verdict: &Verdict) -> u8 {
 }
 
 fn guard(root_arg: Option<&Path>, forced: Option<Format>) -> u8 {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        // A person typing `squadctl guard`: the hook reads a pipe, not a tty.
+        return super::fail(
+            "squadctl guard reads one hook event as JSON on stdin; pipe it in, or install it with `squadctl guard install --claude|--codex|--copilot` (see --help)",
+        );
+    }
     let mut input = Vec::new();
     if let Err(e) = std::io::stdin()
         .lock()

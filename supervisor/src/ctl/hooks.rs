@@ -36,7 +36,7 @@ pub enum HooksCommand {
 /// Arguments of `hooks install|uninstall`.
 #[derive(Debug, clap::Args)]
 pub struct HooksArgs {
-    /// The squadctl the hooks run (default: `squadctl` on PATH).
+    /// The squadctl the hooks run (looked up on PATH unless a path is given).
     #[arg(long, value_name = "PATH", default_value = "squadctl")]
     pub program: String,
 }
