@@ -837,6 +837,14 @@ fn git_targets(args: &[String], out: &mut Vec<ShellTarget>) {
             }
         }
     };
+    // The named paths, or the whole tree when none are named.
+    let scoped = |ps: &[String], out: &mut Vec<ShellTarget>| {
+        if ps.is_empty() {
+            whole(out)
+        } else {
+            paths(ps, true, out)
+        }
+    };
     let after_dashes = |rest: &[String]| -> Option<Vec<String>> {
         rest.iter()
             .position(|a| a == "--")
@@ -846,11 +854,7 @@ fn git_targets(args: &[String], out: &mut Vec<ShellTarget>) {
     match sub.as_str() {
         "checkout" => {
             if let Some(ps) = after_dashes(rest) {
-                if ps.is_empty() {
-                    whole(out)
-                } else {
-                    paths(&ps, true, out)
-                }
+                scoped(&ps, out)
             } else if flag(&["-b", "-B", "--orphan"]) {
                 // A new branch at HEAD: the working tree stays as it is.
             } else if rest.iter().any(|a| !a.starts_with('-')) {
@@ -865,12 +869,7 @@ fn git_targets(args: &[String], out: &mut Vec<ShellTarget>) {
             if staged_only {
                 return;
             }
-            let (_, ops) = operands(rest, &["-s", "--source"]);
-            if ops.is_empty() {
-                whole(out)
-            } else {
-                paths(&ops, true, out)
-            }
+            scoped(&operands(rest, &["-s", "--source"]).1, out)
         }
         "stash" => {
             let action = rest.first().map(String::as_str).unwrap_or("push");
@@ -888,10 +887,7 @@ fn git_targets(args: &[String], out: &mut Vec<ShellTarget>) {
                 | "--keep-index"
                 | "-m"
                 | "--message"
-                | "-q" => match after_dashes(rest) {
-                    Some(ps) if !ps.is_empty() => paths(&ps, true, out),
-                    _ => whole(out),
-                },
+                | "-q" => scoped(&after_dashes(rest).unwrap_or_default(), out),
                 _ => whole(out),
             }
         }
@@ -900,12 +896,7 @@ fn git_targets(args: &[String], out: &mut Vec<ShellTarget>) {
             if flag(&["-n", "--dry-run"]) {
                 return;
             }
-            let (_, ops) = operands(rest, &["-e", "--exclude"]);
-            if ops.is_empty() {
-                whole(out)
-            } else {
-                paths(&ops, true, out)
-            }
+            scoped(&operands(rest, &["-e", "--exclude"]).1, out)
         }
         "rm" | "mv" => {
             let (_, ops) = operands(rest, &[]);
