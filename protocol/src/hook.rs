@@ -475,6 +475,9 @@ fn lex(command: &str) -> (Vec<Piece>, Vec<String>) {
                             }
                             bodies.push(body);
                         }
+                        // The newline that ends a delimiter line ends the
+                        // command line after it too.
+                        pieces.push(Piece::Separator);
                     }
                 }
             }
@@ -993,6 +996,8 @@ mod tests {
                 &["new.rs"],
             ),
             ("python script.py", &[]),
+            ("cat <<EOF\nx\nEOF\nrm -rf build", &["build/**"]),
+            ("cat <<-A <<B\n\tx > y\n\tA\nz\nB\ntouch t", &["t"]),
             ("(cd x; echo a > y)", &["x/y"]),
             ("cd frontend && rm -rf src", &["frontend/src/**"]),
             ("cd /abs/dir && touch a", &["/abs/dir/a"]),
@@ -1001,6 +1006,29 @@ mod tests {
         ];
         for (command, want) in cases {
             assert_eq!(paths(command), *want, "{command:?}");
+        }
+    }
+
+    proptest::proptest! {
+        // Hostile command lines and inputs never panic the guard.
+        #[test]
+        fn never_panics(command in "[ -~\n\t\u{e9}]{0,80}") {
+            let _ = shell_targets(&command);
+            let _ = patch_targets(&command);
+            let _ = parse(command.as_bytes(), None);
+        }
+
+        #[test]
+        fn never_panics_on_shell_syntax(parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                ">", ">>", "<<", "<<-", "2>&1", "&>", "|", "||", "&&", ";", "\n", "'", "\"", "\\",
+                "(", ")", "#", "$(", "`", "EOF", "cd", "git", "stash", "checkout", "--", "-i",
+                "sed", "rm", "-rf", "cp", "mv", "tee", "x", "a/b", "/abs", "..", "=", "sudo",
+            ]),
+            0..24,
+        )) {
+            let _ = shell_targets(&parts.join(" "));
+            let _ = shell_targets(&parts.concat());
         }
     }
 
