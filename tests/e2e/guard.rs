@@ -682,3 +682,44 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
     );
     assert!(!root.join(".githooks/pre-commit.pre-squad").exists());
 }
+
+#[test]
+fn check_staged_attributes_the_index_to_the_committing_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    copy_tree(&fixture("seed"), root);
+    git_ok(root, &["init", "-q", "-b", "main"]);
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "-m", "base"]);
+    write(root, "frontend/src/components/UserSearch.tsx", "x\n");
+    git_ok(root, &["add", "frontend"]);
+    let check = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = squadctl();
+        cmd.current_dir(root)
+            .args(["check", "--staged", "--color", "never"])
+            .args(args)
+            .env_remove("SQUAD_TASK")
+            .env_remove("SQUAD_AGENT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = run(&mut cmd);
+        (code(&out), stdout(&out))
+    };
+    // The agent's single in-progress task (task_001) does not allow it.
+    let (c, out) = check(&[("SQUAD_AGENT", "backend-system-architect")], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains("frontend/src/components/UserSearch.tsx: error[boundary-violation]"),
+        "{out}"
+    );
+    // The frontend task does.
+    let (c, out) = check(&[("SQUAD_TASK", "task_010")], &[]);
+    assert_eq!(c, 0, "{out}");
+    let (c, out) = check(&[], &["--task", "task_010"]);
+    assert_eq!(c, 0, "{out}");
+    // Nobody claims it: a warning, per the default policy.
+    let (c, out) = check(&[], &[]);
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("warning[unattributed-change]"), "{out}");
+}
