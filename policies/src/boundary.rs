@@ -97,6 +97,16 @@ pub fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
         .map_err(|e| format!("invalid glob `{pattern}`: {}", e.kind()))
 }
 
+/// Checks that a glob parses, without compiling its matcher (building the
+/// regex is most of a glob's cost; validation does not need it).
+pub fn check_glob(pattern: &str) -> Result<(), String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(drop)
+        .map_err(|e| format!("invalid glob `{pattern}`: {}", e.kind()))
+}
+
 /// The literal prefix of a glob: everything before its first metacharacter
 /// (`src/api/*.rs` → `src/api/`, `.env.*` → `.env.`). Every path the glob
 /// matches starts with it. A pattern without metacharacters is its own prefix.

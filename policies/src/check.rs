@@ -195,18 +195,30 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
             }
         };
         let at = short(&change.commit);
+        // A change without a commit (`--changed`) names its task with
+        // `--task`, not with a trailer: say which one was used.
+        let from_commit = change.commit.is_some();
 
         // Tasks the change is attributed to: trailers first, then artifacts.
         let mut attributed: Vec<&Task> = Vec::new();
         for t in &change.trailer_tasks {
             match tasks.get(t.as_str()) {
                 Some(task) => attributed.push(task),
-                None => push(
+                None if from_commit => push(
                     Diagnostic::new(
                         &path,
                         Rule::UnknownTrailerTask,
                         format!("`Squad-Task: {t}`{at} names a task with no task assignment"),
                         "fix the trailer, or commit the task's role-plan file",
+                    ),
+                    &mut out,
+                ),
+                None => push(
+                    Diagnostic::new(
+                        &path,
+                        Rule::UnknownTrailerTask,
+                        format!("`--task {t}` names a task with no task assignment"),
+                        "pass the id of an assigned task (`squadctl status` lists them)",
                     ),
                     &mut out,
                 ),
@@ -217,8 +229,10 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                 attributed.extend(ids.iter().filter_map(|id| tasks.get(id.as_str()).copied()));
             }
             "artifacts_created"
-        } else {
+        } else if from_commit {
             "Squad-Task trailer"
+        } else {
+            "--task"
         };
 
         if let Some(target) = facts.escapes.get(&path) {
@@ -265,7 +279,11 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                     &path,
                     Rule::UnattributedChange,
                     format!("`{path}` changed{at} but no task claims it"),
-                    "add a `Squad-Task: <task_id>` trailer to the commit, or list the file in the task's artifacts_created",
+                    if from_commit {
+                        "add a `Squad-Task: <task_id>` trailer to the commit, or list the file in the task's artifacts_created"
+                    } else {
+                        "pass `--task <task_id>`, or list the file in the task's artifacts_created"
+                    },
                 );
                 d.severity = severity;
                 push(d, out);
@@ -559,6 +577,35 @@ mod tests {
             d.message,
             "`frontend/x.ts` changed by backend for task_1 (attributed by Squad-Task trailer) (commit 0123456789): not allowed: none of the task's 1 boundaries.allowed globs matches"
         );
+    }
+
+    #[test]
+    fn changes_without_a_commit_name_task_not_a_trailer() {
+        let listed = |path: &str, tasks: &[&str]| Change {
+            commit: None,
+            ..change(path, tasks)
+        };
+        let all = check_changes(
+            &Policy::parse(Some("check:\n  unattributed: error\n")).unwrap(),
+            &facts(),
+            &[
+                listed("frontend/x.ts", &["task_1"]),
+                listed("backend/y.rs", &["task_nope"]),
+                listed("README.md", &[]),
+            ],
+        );
+        assert!(!all.is_empty());
+        for d in &all {
+            let text = format!("{} {}", d.message, d.hint);
+            assert!(!text.contains("trailer"), "{text}");
+            assert!(!text.contains("commit "), "{text}");
+        }
+        assert!(
+            all[0].message.contains("(attributed by --task)"),
+            "{}",
+            all[0].message
+        );
+        assert!(all.iter().any(|d| d.message.contains("`--task task_nope`")));
     }
 
     #[test]

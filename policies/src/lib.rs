@@ -10,7 +10,8 @@
 //! - [`boundary`]: may this path be changed by this task, and which rule says so;
 //! - [`locks`]: lock targets, conflicts, staleness;
 //! - [`guard`]: the edit-time guard's allow/deny for one tool call;
-//! - [`duration`]: `15m`-style durations.
+//! - [`duration`]: `15m`-style durations;
+//! - [`skills`]: the skills prompt budget and built-in skill upgrades.
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod locks;
 pub mod messages;
 pub mod policy;
 pub mod retention;
+pub mod skills;
 
 pub use boundary::{Boundaries, Decision};
 pub use policy::Policy;

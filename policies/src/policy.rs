@@ -36,6 +36,8 @@ pub struct Policy {
     pub retention: Retention,
     /// Message delivery, escalation and notification.
     pub messages: crate::messages::MessagePolicy,
+    /// Skills presented to agents.
+    pub skills: crate::skills::SkillsPolicy,
 }
 
 /// `retention:` of the policy.
@@ -81,6 +83,13 @@ struct Raw {
     check: RawCheck,
     retention: RawRetention,
     messages: RawMessages,
+    skills: RawSkills,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSkills {
+    prompt_budget_tokens: usize,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +208,9 @@ impl Policy {
             lock_default_ttl: Duration::from_secs(15 * 60),
             lock_max_ttl: Duration::from_secs(24 * 3600),
             unattributed: Unattributed::Warn,
+            skills: crate::skills::SkillsPolicy {
+                prompt_budget_tokens: 2000,
+            },
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -225,11 +237,26 @@ impl Policy {
 
     /// The defaults overridden by the text of a project's policies.yaml.
     pub fn parse(project: Option<&str>) -> Result<Policy, PolicyError> {
+        // Without a project file the defaults are read straight into the
+        // policy: one YAML parse instead of three (every squadctl command
+        // pays for this at start).
+        let raw: Raw = match project {
+            None => serde_yaml::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
+                field: "(default.yaml)".into(),
+                message: e.to_string(),
+            })?,
+            Some(text) => Self::merged(text)?,
+        };
+        Self::from_raw(raw)
+    }
+
+    /// The defaults overridden by a project file, field by field.
+    fn merged(text: &str) -> Result<Raw, PolicyError> {
         let mut value: Value = serde_yaml::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
             field: "(default.yaml)".into(),
             message: e.to_string(),
         })?;
-        if let Some(text) = project {
+        {
             let over: Value = serde_yaml::from_str(text).map_err(|e| PolicyError {
                 field: "(file)".into(),
                 message: e.to_string(),
@@ -259,11 +286,18 @@ impl Policy {
                 .next()
                 .unwrap_or_default()
                 .to_string();
-            PolicyError {
-                field: field_of(&message),
-                message,
-            }
+            // The field is named once (`policy: locks.max_ttl: invalid
+            // type…`), not again at the head of serde's message.
+            let field = field_of(&message);
+            let message = message
+                .strip_prefix(&format!("{field}: "))
+                .map_or_else(|| message.clone(), str::to_string);
+            PolicyError { field, message }
         })?;
+        Ok(raw)
+    }
+
+    fn from_raw(raw: Raw) -> Result<Policy, PolicyError> {
         let ttl = |field: &str, text: &str| {
             parse_duration(text).map_err(|message| PolicyError {
                 field: field.into(),
@@ -354,9 +388,12 @@ impl Policy {
             lock_max_ttl: ttl("locks.max_ttl", &raw.locks.max_ttl)?,
             forbidden: raw.boundaries.forbidden,
             unattributed: raw.check.unattributed,
+            skills: crate::skills::SkillsPolicy {
+                prompt_budget_tokens: raw.skills.prompt_budget_tokens,
+            },
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
-            crate::boundary::compile_glob(g).map_err(|message| PolicyError {
+            crate::boundary::check_glob(g).map_err(|message| PolicyError {
                 field: format!("boundaries.forbidden[{i}]"),
                 message,
             })?;
@@ -421,6 +458,7 @@ mod tests {
                 "boundaries.forbidden[0]",
             ),
             ("lcoks: {}\n", "(file)"),
+            ("locks:\n  max_ttl: [1]\n", "locks.max_ttl"),
             ("locks:\n  default_ttl: 2d\n", "locks.default_ttl"),
             ("[1, 2]", "(file)"),
             (
@@ -439,6 +477,11 @@ mod tests {
         for (text, field) in cases {
             let e = Policy::parse(Some(text)).unwrap_err();
             assert_eq!(&e.field, field, "{text}: {e}");
+            assert_eq!(
+                e.to_string().matches(field).count(),
+                1,
+                "the field is named once: {e}"
+            );
         }
     }
 }

@@ -130,6 +130,44 @@ rules! {
     OwnershipViolation = "ownership-violation", Error, "agents change only their own protocol files";
     /// CI: a `Squad-Task` trailer naming a task with no task assignment.
     UnknownTrailerTask = "unknown-trailer-task", Error, "a Squad-Task trailer names an assigned task";
+    // Skills (SKILL.md, the Agent Skills standard; docs/skills.md). Severities
+    // are those of lenient loading; `--strict` makes every one an error.
+    /// A SKILL.md that does not start with a `---` front matter block.
+    SkillNoFrontMatter = "skill-no-front-matter", Error, "a SKILL.md starts with YAML front matter between `---` lines";
+    /// The front matter's closing `---` is missing.
+    SkillUnclosedFrontMatter = "skill-unclosed-front-matter", Error, "the front matter ends with a `---` line";
+    /// The front matter is not well-formed YAML.
+    SkillYamlSyntax = "skill-yaml-syntax", Error, "the front matter must be well-formed YAML";
+    /// The front matter is not a YAML mapping.
+    SkillNotAMapping = "skill-not-a-mapping", Error, "the front matter must be a YAML mapping";
+    /// `description` is missing, empty or not a string.
+    SkillMissingDescription = "skill-missing-description", Error, "a skill has a non-empty `description`";
+    /// `name` is missing, empty or not a string.
+    SkillMissingName = "skill-missing-name", Warning, "a skill has a non-empty `name`";
+    /// `name` breaks the naming rules.
+    SkillNameFormat = "skill-name-format", Warning, "`name` is 1-64 lowercase letters, digits and single hyphens, not starting or ending with a hyphen";
+    /// `name` differs from the skill's folder name.
+    SkillNameMismatch = "skill-name-mismatch", Warning, "`name` equals the skill's folder name";
+    /// `description` is longer than 1,024 characters.
+    SkillDescriptionTooLong = "skill-description-too-long", Warning, "`description` is at most 1,024 characters";
+    /// `description` contains `<` or `>`.
+    SkillDescriptionAngle = "skill-description-angle", Warning, "`description` contains no `<` or `>`";
+    /// `compatibility` is longer than 500 characters.
+    SkillCompatibilityTooLong = "skill-compatibility-too-long", Warning, "`compatibility` is at most 500 characters";
+    /// A field of the standard holds the wrong type of value.
+    SkillFieldType = "skill-field-type", Warning, "`license` and `compatibility` are strings, `metadata` a mapping";
+    /// A `metadata` value that is not a string.
+    SkillMetadataValue = "skill-metadata-value", Warning, "`metadata` maps strings to strings";
+    /// `allowed-tools` is not a space-separated string.
+    SkillAllowedTools = "skill-allowed-tools", Warning, "`allowed-tools` is one space-separated string";
+    /// A front matter field the standard does not define.
+    SkillUnknownField = "skill-unknown-field", Warning, "front matter holds only name, description, license, compatibility, metadata, allowed-tools";
+    /// A folder in a skills directory without a SKILL.md.
+    SkillMissingFile = "skill-missing-file", Warning, "every folder in a skills directory holds a SKILL.md";
+    /// A skill folder or SKILL.md that is a symlink, a FIFO or another non-regular entry.
+    SkillNotRegular = "skill-not-regular", Warning, "skill folders and SKILL.md files are real directories and regular files (symlinks are not followed)";
+    /// A skill hidden by a skill of the same name in a place of higher precedence.
+    SkillShadowed = "skill-shadowed", Warning, "skill names are unique across the skill directories";
     // Edit-time guard (squadctl guard; documented in docs/guards.md).
     /// Guard: a pre-tool-use hook input that cannot be read (the call is denied).
     GuardBadInput = "guard-bad-input", Error, "a hook input is one well-formed pre-tool-use event";
@@ -152,6 +190,8 @@ impl Rule {
     pub fn doc_path(self) -> &'static str {
         if self.id().starts_with("guard-") {
             "docs/guards.md"
+        } else if self.id().starts_with("skill-") {
+            "docs/skills.md"
         } else if self.is_ci() {
             "docs/ci.md"
         } else {

@@ -1,4 +1,4 @@
-//! Identifier grammars (DESIGN.md section 4).
+//! Identifier grammars (docs/protocol.md, "Identifier grammars").
 //!
 //! Hand-written matchers rather than regexes: they run for every field of
 //! every file, and the grammars are small enough to read at a glance.

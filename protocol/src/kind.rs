@@ -3,7 +3,7 @@
 use serde::Serialize;
 use std::fmt;
 
-/// A protocol file kind (DESIGN.md section 4).
+/// A protocol file kind (docs/protocol.md, "File names and kinds").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileKind {

@@ -1,6 +1,6 @@
 //! # squad-protocol
 //!
-//! The squad file protocol (DESIGN.md section 4): the five file kinds, how they
+//! The squad file protocol (docs/protocol.md): the five file kinds, how they
 //! are read from `.md` files, every validation rule with a stable id, and the
 //! atomic write every supervisor output goes through.
 //!
@@ -32,8 +32,10 @@ pub mod payload;
 pub mod report;
 pub mod schema;
 pub mod session;
+pub mod skill;
 pub mod spec;
 pub mod teamdir;
+pub mod text;
 pub mod tree;
 pub mod validate;
 

@@ -1,6 +1,6 @@
 //! Finding the YAML payload inside a `.md` protocol file.
 //!
-//! Three encodings are accepted (DESIGN.md section 4):
+//! Three encodings are accepted (docs/protocol.md, "Encodings"):
 //!
 //! 1. **Front matter**: the file starts with a `---` line and a later line is
 //!    `---` or `...`; the YAML is what lies between, the rest is free markdown.

@@ -2,6 +2,7 @@
 //! JSON, GitHub workflow commands and SARIF 2.1.0.
 
 use crate::diagnostic::{Diagnostic, Rule, Severity};
+use crate::text::escape;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -61,16 +62,22 @@ fn human(diagnostics: &[Diagnostic], totals: Totals, color: bool) -> String {
             out,
             "{}{}{}: {}{}[{}]{}: {}",
             paint(BOLD),
-            d.position(),
+            escape(&d.position()),
             paint(RESET),
             paint(sev_color),
             d.severity,
             d.rule,
             paint(RESET),
-            d.message
+            escape(&d.message)
         );
         if !d.hint.is_empty() {
-            let _ = writeln!(out, "  {}= hint:{} {}", paint(CYAN), paint(RESET), d.hint);
+            let _ = writeln!(
+                out,
+                "  {}= hint:{} {}",
+                paint(CYAN),
+                paint(RESET),
+                escape(&d.hint)
+            );
         }
     }
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();

@@ -1,6 +1,6 @@
 //! Finding protocol files on disk and validating whole trees, using every core.
 //!
-//! Layout (DESIGN.md section 3): `<root>/.squad/sessions/<session>/<file>.md`.
+//! Layout (docs/protocol.md, "On-disk layout"): `<root>/.squad/sessions/<session>/<file>.md`.
 //! Only the top level of a session directory holds protocol files;
 //! `artifacts/`, `locks/` and `inbox/` are not protocol files.
 

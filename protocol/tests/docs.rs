@@ -748,5 +748,6 @@ fn protocol_rules() -> Vec<Rule> {
         .copied()
         .filter(|r| !r.is_ci())
         .filter(|r| !r.id().starts_with("guard-"))
+        .filter(|r| !r.id().starts_with("skill-")) // docs/skills.md
         .collect()
 }

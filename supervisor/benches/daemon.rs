@@ -1,4 +1,4 @@
-//! squadd benchmarks (DESIGN.md section 11: numbers, never timed assertions).
+//! squadd benchmarks: numbers (see docs/performance.md), never timed assertions.
 //!
 //! 1. Latency: a task assignment renamed into a session directory → the
 //!    moment session-status.md reflects it, at 10 and at 500 files/s; p50,

@@ -57,6 +57,12 @@ pub enum Method {
     },
     /// Resource usage with verdicts.
     Health,
+    /// Events squadctl made (lock changes), for squadd to number, audit and
+    /// stream like its own. squadd accepts only lock events here.
+    Record {
+        /// The events; `seq`, `at` and `root` are squadd's to set.
+        events: Vec<crate::events::Event>,
+    },
 }
 
 /// A response line.
@@ -210,6 +216,28 @@ impl Client {
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
         self.reader.get_ref().set_read_timeout(timeout)?;
         Ok(())
+    }
+}
+
+/// How long squadctl waits for squadd to take its events.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Hands events made by squadctl to the daemon of `root`; `false` when no
+/// daemon took them (not running, or too old to know the method), so the
+/// caller writes them to the audit log itself. A daemon that took the
+/// request but did not answer in time counts as having taken them: writing
+/// them again could record them twice.
+pub fn record_events(root: &Path, events: &[crate::events::Event]) -> bool {
+    let Ok(mut client) = Client::connect(root, RECORD_TIMEOUT) else {
+        return false;
+    };
+    match client.call(Method::Record {
+        events: events.to_vec(),
+    }) {
+        Ok(_) => true,
+        Err(ClientError::Daemon(_)) => false,
+        Err(ClientError::NotRunning(_)) => false,
+        Err(ClientError::Io(_)) => true,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Derivation: what the index means, as pure functions of (index, facts, now).
 //!
 //! Task states, readiness, dependency violations, timeouts and session
-//! counters (DESIGN.md section 5). No I/O: the daemon and `squadctl status`
+//! counters (docs/daemon.md, "What it does with a file"). No I/O: the daemon and `squadctl status`
 //! (daemon down) call the same functions and get the same answers.
 
 use crate::events::EventKind;

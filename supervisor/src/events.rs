@@ -152,9 +152,11 @@ pub enum EventKind {
         /// Temporary files removed.
         removed: usize,
     },
-    /// The policy file was reloaded, or refused (the previous one stays).
-    PolicyReloaded {
-        /// Empty when valid; otherwise the error naming the field.
+    /// The policy file changed and the new policy is in force.
+    PolicyReloaded,
+    /// The policy file changed but is invalid: the previous policy stays.
+    PolicyRefused {
+        /// The error, naming the field.
         error: String,
     },
     /// A message was delivered into its recipient's inbox.
@@ -243,12 +245,48 @@ impl EventKind {
             EventKind::SessionDeleted { .. } => "session-deleted",
             EventKind::RetentionFailed { .. } => "retention-failed",
             EventKind::SessionEnded { .. } => "session-ended",
-            EventKind::PolicyReloaded { error } if error.is_empty() => "policy-reloaded",
-            EventKind::PolicyReloaded { .. } => "policy-refused",
+            EventKind::PolicyReloaded => "policy-reloaded",
+            EventKind::PolicyRefused { .. } => "policy-refused",
             EventKind::LockAcquired { .. } => "lock-acquired",
             EventKind::LockReleased { .. } => "lock-released",
             EventKind::LockReclaimed { .. } => "lock-reclaimed",
         }
+    }
+
+    /// Whether this is a lock event (the kinds squadctl reports to squadd).
+    pub fn is_lock(&self) -> bool {
+        matches!(
+            self,
+            EventKind::LockAcquired { .. }
+                | EventKind::LockReleased { .. }
+                | EventKind::LockReclaimed { .. }
+        )
+    }
+
+    /// Every kind's name, taken from the enum itself (serde lists the
+    /// variants it knows when it meets an unknown one), so `events --help`
+    /// cannot fall behind the enum. Names decided by content (today
+    /// `policy-refused`, a refused `policy-reloaded`) are added.
+    pub fn all_names() -> Vec<String> {
+        let err = serde_json::from_str::<EventKind>(r#"{"kind":"?"}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let mut names: Vec<String> = err
+            .split_once("expected one of ")
+            .map(|(_, list)| list)
+            .unwrap_or_default()
+            .split(", ")
+            .map(|n| n.trim_matches(|c: char| c == '`' || c.is_whitespace()))
+            .filter(|n| !n.is_empty())
+            .map(|n| n.split_once('`').map_or(n, |(a, _)| a).to_string())
+            .collect();
+        if names.iter().any(|n| n == "policy-reloaded")
+            && !names.iter().any(|n| n == "policy-refused")
+        {
+            names.push("policy-refused".into());
+        }
+        names
     }
 
     /// Whether the event records an action or a finding worth keeping in
@@ -261,11 +299,22 @@ impl EventKind {
     pub fn detail(&self) -> String {
         match self {
             EventKind::Started { sessions, files } => {
-                format!("{sessions} sessions, {files} files indexed")
+                format!(
+                    "{}, {} indexed",
+                    crate::text::count(*sessions, "session", "sessions"),
+                    crate::text::count(*files, "file", "files")
+                )
             }
             EventKind::Stopping { reason } => reason.clone(),
-            EventKind::FileValidated { warnings } => format!("{warnings} warnings"),
-            EventKind::FileInvalid { errors, first } => format!("{errors} errors; {first}"),
+            EventKind::FileValidated { warnings } => {
+                crate::text::count(*warnings, "warning", "warnings")
+            }
+            EventKind::FileInvalid { errors, first } => {
+                format!(
+                    "{}; {first}",
+                    crate::text::count(*errors, "error", "errors")
+                )
+            }
             EventKind::OutputWritten { output } => output.clone(),
             EventKind::OutputFailed { output, error } => format!("{output}: {error}"),
             EventKind::TaskReady { task_id, agent }
@@ -320,7 +369,7 @@ impl EventKind {
             EventKind::SessionEnded { status, removed } => {
                 format!("{status}; {removed} temporary file(s) removed")
             }
-            EventKind::PolicyReloaded { error } => error.clone(),
+            EventKind::PolicyRefused { error } => error.clone(),
             EventKind::LockAcquired {
                 targets,
                 mode,
@@ -343,7 +392,8 @@ impl EventKind {
             | EventKind::SessionAdded
             | EventKind::SessionRemoved
             | EventKind::RootMissing
-            | EventKind::RootRestored => String::new(),
+            | EventKind::RootRestored
+            | EventKind::PolicyReloaded => String::new(),
         }
     }
 }
@@ -390,5 +440,46 @@ impl Event {
             out.push_str(&detail);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind_in_json(kind: EventKind) -> String {
+        let event = Event {
+            seq: 1,
+            at: Utc::now(),
+            root: "/p".into(),
+            session: None,
+            path: None,
+            kind,
+        };
+        let v = serde_json::to_value(&event).unwrap();
+        v["kind"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_refused_policy_edit_has_its_own_kind_in_json_and_in_name() {
+        let refused = EventKind::PolicyRefused {
+            error: "messages.low_max_wait: bad".into(),
+        };
+        assert_eq!(refused.name(), "policy-refused");
+        assert_eq!(kind_in_json(refused.clone()), "policy-refused");
+        assert_eq!(kind_in_json(EventKind::PolicyReloaded), "policy-reloaded");
+        assert_eq!(EventKind::PolicyReloaded.name(), "policy-reloaded");
+        // What is written is read back as the same kind (audit log readers).
+        let line = serde_json::to_string(&Event {
+            seq: 2,
+            at: Utc::now(),
+            root: "/p".into(),
+            session: None,
+            path: None,
+            kind: refused.clone(),
+        })
+        .unwrap();
+        let back: Event = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.kind, refused);
     }
 }

@@ -1,4 +1,4 @@
-//! Creating a project's `.squad/` layout (DESIGN.md section 3).
+//! Creating a project's `.squad/` layout (docs/protocol.md, "On-disk layout").
 
 use squad_protocol::tree::{ARCHIVES_DIR, RUN_DIR, SESSIONS_DIR, SQUAD_DIR};
 use std::fs;

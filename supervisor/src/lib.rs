@@ -23,5 +23,7 @@ pub mod locks;
 pub mod outputs;
 pub mod retention;
 pub mod root;
+pub mod skills;
 pub mod state;
 pub mod status;
+pub mod text;

@@ -3,20 +3,32 @@
 //! `.squad/run/locks.mutex`, so it is correct across processes, with or
 //! without the daemon.
 //!
-//! One record file per acquisition, written atomically: a crash leaves every
-//! target of an acquisition taken, or none.
+//! One record file per acquisition, written atomically (temporary file and
+//! rename): a kill -9 leaves every target of an acquisition taken, or none.
+//! Records are not fsynced: after a power loss no holder process survives,
+//! so a lost or torn record is harmless, and records written before this
+//! machine started are reclaimed (docs/daemon.md, "Locks and power loss").
+//!
+//! Every change to the table is one [`transact`]: take the mutex, read every
+//! record, reclaim the stale ones, let a pure plan from
+//! `squad_policies::locks` decide, apply it, release the mutex, report.
 
 use crate::audit::AuditLog;
 use crate::events::{Event, EventKind};
 use chrono::{DateTime, Utc};
-use squad_policies::locks::{LockRecord, ProcessFact, Stale, staleness};
+use squad_policies::locks::{LockRecord, ProcessFact, TableEntry, TableFacts, entry_staleness};
 use squad_protocol::atomic::is_temp_name;
+use squad_protocol::fsx::{self, ReadError};
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, session_dirs};
-use squad_protocol::write_atomic;
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The largest lock record read; anything bigger is unreadable (a record of
+/// a few targets is a few hundred bytes).
+const RECORD_LIMIT: u64 = 1 << 20;
 
 /// The directory of a session's lock records.
 pub const LOCKS_DIR: &str = "locks";
@@ -71,6 +83,8 @@ pub enum Entry {
         path: PathBuf,
         /// The session directory name.
         session: String,
+        /// When the file was last written.
+        written_at: DateTime<Utc>,
         /// Until when it counts as held.
         held_until: DateTime<Utc>,
         /// The parse error.
@@ -87,8 +101,43 @@ impl Entry {
     }
 }
 
+/// Reads one lock record without following a symlink or blocking on a FIFO
+/// (anyone can create files in `locks/`). `Ok(None)`: the file is gone.
+pub fn read_record(path: &Path) -> Result<Option<LockRecord>, String> {
+    match fsx::read_regular(path, RECORD_LIMIT) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(ReadError::NotFound) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The record files of one session's `locks/` (our temporary files left
+/// out), sorted.
+fn record_files(session_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let entries = match fs::read_dir(session_dir.join(LOCKS_DIR)) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| is_temp_name(&n.to_string_lossy()))
+        })
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 /// Reads every lock record of every session. `corrupt_ttl` is how long an
-/// unreadable record counts as held after its last modification.
+/// unreadable record (bad JSON, a FIFO, a symlink, a directory) counts as
+/// held after its last modification.
 pub fn load(root: &Path, corrupt_ttl: Duration) -> io::Result<Vec<Entry>> {
     let mut out = Vec::new();
     for dir in session_dirs(root)? {
@@ -96,42 +145,24 @@ pub fn load(root: &Path, corrupt_ttl: Duration) -> io::Result<Vec<Entry>> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let locks = dir.join(LOCKS_DIR);
-        let entries = match fs::read_dir(&locks) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension().is_some_and(|x| x == "json")
-                    && !p
-                        .file_name()
-                        .is_some_and(|n| is_temp_name(&n.to_string_lossy()))
-            })
-            .collect();
-        paths.sort();
-        for path in paths {
-            let bytes = match fs::read(&path) {
-                Ok(b) => b,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            match serde_json::from_slice::<LockRecord>(&bytes) {
-                Ok(record) => out.push(Entry::Held { path, record }),
-                Err(e) => {
-                    let modified = fs::metadata(&path)
+        for path in record_files(&dir)? {
+            match read_record(&path) {
+                Ok(Some(record)) => out.push(Entry::Held { path, record }),
+                Ok(None) => {}
+                Err(error) => {
+                    let written_at = fs::symlink_metadata(&path)
                         .and_then(|m| m.modified())
-                        .unwrap_or_else(|_| SystemTime::now());
-                    let held_until = DateTime::<Utc>::from(modified)
-                        + chrono::Duration::from_std(corrupt_ttl).unwrap_or_default();
+                        .map_or_else(|_| Utc::now(), DateTime::<Utc>::from);
+                    let held_until = chrono::Duration::from_std(corrupt_ttl)
+                        .ok()
+                        .and_then(|d| written_at.checked_add_signed(d))
+                        .unwrap_or(DateTime::<Utc>::MAX_UTC);
                     out.push(Entry::Corrupt {
                         path,
                         session: session.clone(),
+                        written_at,
                         held_until,
-                        error: e.to_string(),
+                        error,
                     });
                 }
             }
@@ -169,37 +200,116 @@ pub fn process_fact(record: &LockRecord, host: &str) -> ProcessFact {
     }
 }
 
-/// The stale entries at `now`, with the reason (corrupt records count as
-/// stale once their `held_until` passed).
+/// When this machine started (from the kernel; cached per process).
+pub fn booted_at() -> Option<DateTime<Utc>> {
+    static BOOT: OnceLock<Option<DateTime<Utc>>> = OnceLock::new();
+    *BOOT.get_or_init(|| {
+        let secs = sysinfo::System::boot_time();
+        (secs > 0)
+            .then(|| DateTime::<Utc>::from_timestamp(i64::try_from(secs).ok()?, 0))
+            .flatten()
+    })
+}
+
+/// The facts of one entry, for the pure decisions of `squad_policies::locks`.
+pub fn table_entry<'a>(entry: &'a Entry, host: &str) -> TableEntry<'a> {
+    match entry {
+        Entry::Held { record, .. } => TableEntry::Record {
+            record,
+            process: process_fact(record, host),
+        },
+        Entry::Corrupt {
+            written_at,
+            held_until,
+            ..
+        } => TableEntry::Unreadable {
+            written_at: *written_at,
+            held_until: *held_until,
+        },
+    }
+}
+
+/// The facts of this machine at `now` for deciding about `entries`; an
+/// empty `host` checks no process and no restart (only expiry). The boot
+/// time is only read when there is an entry to judge.
+pub fn table_facts<'h>(now: DateTime<Utc>, host: &'h str, entries: &[Entry]) -> TableFacts<'h> {
+    TableFacts {
+        now,
+        host,
+        booted_at: if host.is_empty() || entries.is_empty() {
+            None
+        } else {
+            booted_at()
+        },
+    }
+}
+
+/// The stale entries at `now`, with the reason.
 pub fn stale_entries(entries: &[Entry], now: DateTime<Utc>, host: &str) -> Vec<(Entry, String)> {
+    let facts = table_facts(now, host, entries);
     entries
         .iter()
-        .filter_map(|e| match e {
-            Entry::Held { record, .. } => staleness(record, now, process_fact(record, host))
-                .map(|s: Stale| (e.clone(), s.to_string())),
-            Entry::Corrupt { held_until, .. } if *held_until <= now => {
-                Some((e.clone(), "unreadable record past its time to live".into()))
-            }
-            Entry::Corrupt { .. } => None,
+        .filter_map(|e| {
+            entry_staleness(&table_entry(e, host), &facts).map(|s| (e.clone(), s.to_string()))
         })
         .collect()
 }
 
-/// An event for the audit log of `root` (the CLI has no event sequence).
-pub fn audit(root: &Path, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
-    let event = Event {
-        seq: 0,
-        at: Utc::now(),
-        root: root.display().to_string(),
-        session: session.map(str::to_string),
-        path: path.map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string()),
-        kind,
-    };
-    // The audit log is a record, not a precondition: a failure to append is
-    // reported on stderr by the caller's logging, never fatal.
-    if let Err(e) = AuditLog::new(root).append(&event) {
-        tracing::warn!(error = %e, "cannot append to audit.jsonl");
+/// Records events made by the command line: lock events through squadd when
+/// it runs (it numbers them, audits them and streams them to `squadctl
+/// events`), everything else, and lock events while squadd is down,
+/// straight into the audit log with `seq` 0 (not numbered by squadd) and the
+/// root as squadd names it (its canonical path).
+pub fn audit_events(root: &Path, events: Vec<(Option<String>, Option<PathBuf>, EventKind)>) {
+    if events.is_empty() {
+        return;
     }
+    let canonical = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let relative = |p: &Path| {
+        p.strip_prefix(root)
+            .or_else(|_| p.strip_prefix(&canonical))
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    };
+    let events: Vec<Event> = events
+        .into_iter()
+        .map(|(session, path, kind)| Event {
+            seq: 0,
+            at: Utc::now(),
+            root: canonical.display().to_string(),
+            session,
+            path: path.as_deref().map(relative),
+            kind,
+        })
+        .collect();
+    // squadd takes lock events only; anything else is audited here.
+    let (locks, others): (Vec<Event>, Vec<Event>) =
+        events.into_iter().partition(|e| e.kind.is_lock());
+    let mut rest = others;
+    if !locks.is_empty() && !crate::control::record_events(&canonical, &locks) {
+        rest.extend(locks);
+    }
+    let mut log = AuditLog::new(root);
+    for event in &rest {
+        // The audit log is a record, not a precondition: a failure to
+        // append is a warning, never fatal.
+        if let Err(e) = log.append(event) {
+            tracing::warn!(error = %e, "cannot append to audit.jsonl");
+        }
+    }
+}
+
+/// Records one event made by the command line ([`audit_events`]).
+pub fn audit(root: &Path, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
+    audit_events(
+        root,
+        vec![(
+            session.map(str::to_string),
+            path.map(Path::to_path_buf),
+            kind,
+        )],
+    );
 }
 
 /// A lock-table change to report: session, record file, what happened.
@@ -208,9 +318,28 @@ pub type LockEvent = (String, PathBuf, EventKind);
 /// Removes stale records (the caller holds the table mutex); returns what
 /// it reclaimed, for the caller to audit or emit.
 pub fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<LockEvent> {
-    let stale = stale_entries(entries, now, host);
+    let stale: Vec<(usize, String)> = {
+        let facts = table_facts(now, host, entries);
+        entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                entry_staleness(&table_entry(e, host), &facts).map(|s| (i, s.to_string()))
+            })
+            .collect()
+    };
+    remove_stale(entries, &stale)
+}
+
+/// Removes the given entries' files and drops them from `entries`; an entry
+/// whose file cannot be removed stays.
+fn remove_stale(entries: &mut Vec<Entry>, stale: &[(usize, String)]) -> Vec<LockEvent> {
     let mut events = Vec::new();
-    for (entry, reason) in &stale {
+    let mut gone = Vec::new();
+    for (i, reason) in stale {
+        let Some(entry) = entries.get(*i) else {
+            continue;
+        };
         match fs::remove_file(entry.path()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -240,17 +369,161 @@ pub fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<
             ),
         };
         events.push((session, entry.path().to_path_buf(), kind));
+        gone.push(*i);
     }
-    let gone: Vec<PathBuf> = stale.iter().map(|(e, _)| e.path().to_path_buf()).collect();
-    entries.retain(|e| !gone.iter().any(|g| g == e.path()));
+    let mut i = 0;
+    entries.retain(|_| {
+        i += 1;
+        !gone.contains(&(i - 1))
+    });
     events
+}
+
+/// One read-check-write of the lock table, see [`transact`].
+pub struct Txn {
+    /// The time of the transaction.
+    pub now: DateTime<Utc>,
+    /// This machine's host name.
+    pub host: String,
+    entries: Vec<Entry>,
+    processes: Vec<ProcessFact>,
+    events: Vec<(Option<String>, Option<PathBuf>, EventKind)>,
+}
+
+impl Txn {
+    /// The live entries (stale ones were reclaimed).
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The live entries with their facts, index for index with
+    /// [`Txn::entries`], for `squad_policies::locks`' plans.
+    pub fn table(&self) -> Vec<TableEntry<'_>> {
+        self.entries
+            .iter()
+            .zip(&self.processes)
+            .map(|(e, process)| match e {
+                Entry::Held { record, .. } => TableEntry::Record {
+                    record,
+                    process: *process,
+                },
+                Entry::Corrupt {
+                    written_at,
+                    held_until,
+                    ..
+                } => TableEntry::Unreadable {
+                    written_at: *written_at,
+                    held_until: *held_until,
+                },
+            })
+            .collect()
+    }
+
+    /// The facts shared by every decision of this transaction.
+    pub fn facts(&self) -> TableFacts<'_> {
+        table_facts(self.now, &self.host, &self.entries)
+    }
+
+    /// Writes a record ([`write_record`]).
+    pub fn write(&mut self, path: &Path, record: &LockRecord) -> Result<(), String> {
+        write_record(path, record).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Removes a record (already gone is fine).
+    pub fn remove(&mut self, path: &Path) -> Result<(), String> {
+        match fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(format!("{}: {e}", path.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// An event to record once the table is released.
+    pub fn report(&mut self, session: &str, path: &Path, kind: EventKind) {
+        self.events
+            .push((Some(session.to_string()), Some(path.to_path_buf()), kind));
+    }
+}
+
+/// Whether a transaction reclaims stale records before deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reclaim {
+    /// Reclaim them (acquire, renew).
+    Stale,
+    /// Leave them (release: a holder may release what already lapsed).
+    No,
+}
+
+/// The one read-check-write of the lock table: takes the table mutex, reads
+/// every record, reclaims the stale ones (expired, process gone or reused,
+/// taken before this machine started, unreadable past their time to live)
+/// unless told not to, runs `f` on the table, releases the mutex, then
+/// records the events (reclaims included, also when `f` fails).
+pub fn transact<T>(
+    root: &Path,
+    corrupt_ttl: Duration,
+    reclaim: Reclaim,
+    f: impl FnOnce(&mut Txn) -> Result<T, String>,
+) -> Result<T, String> {
+    let guard = lock_table(root).map_err(|e| format!("cannot lock the lock table: {e}"))?;
+    let now = Utc::now();
+    let host = host_name();
+    let mut txn = Txn {
+        now,
+        entries: load(root, corrupt_ttl).map_err(|e| format!("cannot read lock records: {e}"))?,
+        processes: Vec::new(),
+        events: Vec::new(),
+        host,
+    };
+    txn.processes = txn
+        .entries
+        .iter()
+        .map(|e| match e {
+            Entry::Held { record, .. } => process_fact(record, &txn.host),
+            Entry::Corrupt { .. } => ProcessFact::Unknown,
+        })
+        .collect();
+    let stale: Vec<(usize, String)> = if reclaim == Reclaim::No {
+        Vec::new()
+    } else {
+        let facts = txn.facts();
+        txn.table()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| entry_staleness(e, &facts).map(|s| (i, s.to_string())))
+            .collect()
+    };
+    let before: Vec<PathBuf> = txn.entries.iter().map(|e| e.path().to_path_buf()).collect();
+    let reclaimed = remove_stale(&mut txn.entries, &stale);
+    let mut kept = before
+        .iter()
+        .map(|p| txn.entries.iter().any(|e| e.path() == p));
+    let processes = std::mem::take(&mut txn.processes);
+    txn.processes = processes
+        .into_iter()
+        .filter(|_| kept.next().unwrap_or(false))
+        .collect();
+    txn.events.extend(
+        reclaimed
+            .into_iter()
+            .map(|(session, path, kind)| (Some(session), Some(path), kind)),
+    );
+    let result = f(&mut txn);
+    drop(guard);
+    audit_events(root, std::mem::take(&mut txn.events));
+    result
 }
 
 /// Audits lock events from the command line.
 pub fn audit_all(root: &Path, events: Vec<LockEvent>) {
-    for (session, path, kind) in events {
-        audit(root, Some(&session), Some(&path), kind);
-    }
+    audit_events(
+        root,
+        events
+            .into_iter()
+            .map(|(session, path, kind)| (Some(session), Some(path), kind))
+            .collect(),
+    );
 }
 
 /// The earliest expiry among held records (corrupt ones count until their
@@ -265,14 +538,57 @@ pub fn next_expiry(entries: &[Entry]) -> Option<DateTime<Utc>> {
         .min()
 }
 
-/// Writes a record atomically into its session's `locks/`.
+/// Writes a record atomically into its session's `locks/` (created when
+/// missing; a symlink there is refused, never written through).
+///
+/// Atomic, not durable: a temporary file renamed into place, with no fsync.
+/// A kill -9 leaves the old record or the new one; a power loss may lose or
+/// tear it, which is harmless because no holder survives a power loss and
+/// records from before the machine started are reclaimed.
 pub fn write_record(path: &Path, record: &LockRecord) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no directory"))?;
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a directory (never followed)", dir.display()),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        },
+        Err(e) => return Err(e),
     }
     let mut bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    // Our temporary-file naming (`.name.tmp.pid.n`), so `load` and the
+    // sweeps of stale temporaries recognise it.
+    let temp = dir.join(format!(
+        ".{}.tmp.{}.0",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(&bytes)?;
+        drop(file);
+        fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
 }
 
 /// The file a new record goes to.
@@ -300,22 +616,14 @@ pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockE
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let dir = session_dir.join(LOCKS_DIR);
-    let entries = match fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
     let mut events = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let path = entry.path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
+    for path in record_files(session_dir)? {
+        let record = read_record(&path).ok().flatten();
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
         }
-        let record = fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok());
-        fs::remove_file(&path)?;
         events.push((
             session.clone(),
             path,
@@ -336,9 +644,9 @@ pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockE
 /// `.squad/policies.yaml` when present.
 pub fn load_policy(root: &Path) -> Result<squad_policies::Policy, String> {
     let path = root.join(SQUAD_DIR).join("policies.yaml");
-    let text = match fs::read_to_string(&path) {
+    let text = match fsx::read_regular_to_string(&path, RECORD_LIMIT) {
         Ok(t) => Some(t),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(ReadError::NotFound) => None,
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     squad_policies::Policy::parse(text.as_deref()).map_err(|e| format!("{}: {e}", path.display()))

@@ -36,13 +36,12 @@ fn live_locks(dir: &Path, now: DateTime<Utc>) -> usize {
         .filter_map(Result::ok)
         .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
         .filter(|e| {
-            match fs::read(e.path())
-                .ok()
-                .and_then(|b| serde_json::from_slice::<squad_policies::locks::LockRecord>(&b).ok())
-            {
-                Some(r) => r.expires_at > now,
+            // Never blocks on a FIFO, never follows a symlink.
+            match crate::locks::read_record(&e.path()) {
+                Ok(Some(r)) => r.expires_at > now,
+                Ok(None) => false,
                 // Unreadable records count as held: never delete under them.
-                None => true,
+                Err(_) => true,
             }
         })
         .count()

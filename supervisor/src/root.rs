@@ -1,6 +1,6 @@
 //! Finding the project root a command works on.
 
-use squad_protocol::tree::{SQUAD_DIR, find_root};
+use squad_protocol::tree::{SQUAD_DIR, find_root, session_dirs, sessions_dir};
 use std::path::{Path, PathBuf};
 
 /// The project root: `--root` when given, else the nearest directory at or
@@ -11,6 +11,15 @@ use std::path::{Path, PathBuf};
 /// `.squad/sessions/…` rather than a long absolute path.
 pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(root) = explicit {
+        // An explicit root that is not a project (a typo, a stale
+        // SQUAD_ROOT) would otherwise answer "nothing here" and exit 0.
+        if !fs_path(root).join(SQUAD_DIR).is_dir() {
+            return Err(format!(
+                "{}: no `{SQUAD_DIR}/` directory there, so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {}` to make it one",
+                crate::text::escape(&root.display().to_string()),
+                crate::text::escape(&root.display().to_string())
+            ));
+        }
         return Ok(root.to_path_buf());
     }
     let cwd =
@@ -23,6 +32,13 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
             cwd.display()
         )),
     }
+}
+
+/// The project a directory already belongs to: the nearest directory above
+/// it (not itself) that holds `.squad/`.
+pub fn enclosing_project(dir: &Path) -> Option<PathBuf> {
+    let absolute = std::fs::canonicalize(fs_path(dir)).ok()?;
+    absolute.parent().and_then(find_root)
 }
 
 /// The directory to operate in for commands that create things (`init`):
@@ -38,4 +54,38 @@ pub fn fs_path(p: &Path) -> &Path {
     } else {
         p
     }
+}
+
+/// The directory of the session named `name` (`--session`): a real session
+/// directory of the root, as every listing sees it. A path (`../../x`, an
+/// absolute path), a symlink or a hidden directory is refused, so a command
+/// never writes where `lock list`, `inbox list` or squadd do not look.
+pub fn named_session(root: &Path, name: &str) -> Result<PathBuf, String> {
+    let shown = crate::text::escape(name);
+    let simple = !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\'])
+        && Path::new(name).components().count() == 1;
+    if !simple {
+        return Err(format!(
+            "--session `{shown}` is not a session name: name a directory in {} (not a path)",
+            sessions_dir(root).display()
+        ));
+    }
+    let dirs = session_dirs(root).map_err(|e| format!("{}: {e}", sessions_dir(root).display()))?;
+    if let Some(dir) = dirs
+        .iter()
+        .find(|d| d.file_name().is_some_and(|n| n == name))
+    {
+        return Ok(dir.clone());
+    }
+    let what = match std::fs::symlink_metadata(sessions_dir(root).join(name)) {
+        Ok(m) if m.file_type().is_symlink() => "is a symbolic link, not a session directory",
+        Ok(_) => "is not a session directory",
+        Err(_) => "does not exist",
+    };
+    Err(format!(
+        "no session `{shown}` in {}: it {what}",
+        sessions_dir(root).display()
+    ))
 }

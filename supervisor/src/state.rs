@@ -44,10 +44,15 @@ impl State {
             .unwrap_or_default()
     }
 
-    /// Saves the state atomically.
-    pub fn save(&self, root: &Path) -> io::Result<()> {
+    /// The file's bytes.
+    pub fn encode(&self) -> io::Result<Vec<u8>> {
         let mut bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
         bytes.push(b'\n');
-        squad_protocol::write_atomic_with(&state_path(root), &bytes, Some(0o600))
+        Ok(bytes)
+    }
+
+    /// Saves the state atomically.
+    pub fn save(&self, root: &Path) -> io::Result<()> {
+        squad_protocol::write_atomic_with(&state_path(root), &self.encode()?, Some(0o600))
     }
 }

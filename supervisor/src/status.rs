@@ -221,6 +221,9 @@ pub struct RootReport {
     pub next_retention_run: Option<DateTime<Utc>>,
     /// Its sessions, by name.
     pub sessions: Vec<SessionReport>,
+    /// Its skills (docs/skills.md).
+    #[serde(default)]
+    pub skills: crate::skills::SkillsHealth,
 }
 
 /// The daemon, as seen by `status`.
@@ -293,6 +296,7 @@ pub fn report_from_files(
         missing: false,
         next_retention_run,
         sessions: reports,
+        skills: crate::skills::health(root),
     })
 }
 
@@ -353,6 +357,24 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
                 "  next retention run: {}",
                 next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             );
+        }
+        let sk = &root.skills;
+        if sk.loaded + sk.errors + sk.warnings > 0 {
+            let _ = writeln!(
+                out,
+                "  skills: {} loaded, {} skipped, {} warnings{}",
+                sk.loaded,
+                sk.errors,
+                sk.warnings,
+                if sk.shadowed > 0 {
+                    format!(", {} shadowed", sk.shadowed)
+                } else {
+                    String::new()
+                }
+            );
+            for p in &sk.problems {
+                let _ = writeln!(out, "    {p}");
+            }
         }
         if root.sessions.is_empty() {
             let _ = writeln!(out, "  no sessions");

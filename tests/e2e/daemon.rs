@@ -26,6 +26,11 @@ impl Daemon {
 
     /// Like [`Daemon::start`], with extra environment variables.
     pub fn start_with_env(root: &Path, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_roots(&[root], env)
+    }
+
+    /// Starts one squadd supervising every root given.
+    pub fn start_roots(roots: &[&Path], env: &[(&str, &str)]) -> Daemon {
         let notify_dir = tempfile::tempdir().unwrap();
         let sock = notify_dir.path().join("notify.sock");
         let notify = UnixDatagram::bind(&sock).unwrap();
@@ -36,8 +41,7 @@ impl Daemon {
         // full pipe would block the daemon's logging.
         let log = fs::File::create(notify_dir.path().join("squadd.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_squadd"))
-            .arg("--root")
-            .arg(root)
+            .args(roots.iter().flat_map(|r| [Path::new("--root"), r]))
             .env("NOTIFY_SOCKET", &sock)
             .env("RUST_LOG", "debug")
             .envs(env.iter().copied())
@@ -612,6 +616,41 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         h["watches"], 5,
         "root, .squad, sessions, one session, its locks/"
     );
+}
+
+#[test]
+fn events_follow_in_one_root_streams_only_that_roots_events() {
+    let (tmp_a, session_a) = seed_root();
+    let (tmp_b, session_b) = seed_root();
+    let _d = Daemon::start_roots(&[tmp_a.path(), tmp_b.path()], &[]);
+    let root_a = fs::canonicalize(tmp_a.path()).unwrap();
+    let mut follower = squadctl()
+        .args(["events", "--follow", "--json"])
+        .current_dir(&root_a)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("\"kind\":\"started\"") {
+            break;
+        }
+    }
+    // B changes first; A's follower must not see it.
+    fs::write(session_b.join("role-plan-x-task_8.md"), "meta: [").unwrap();
+    eventually("B's change handled", || {
+        let audit = fs::read_to_string(tmp_b.path().join(".squad/audit.jsonl")).ok()?;
+        audit.contains("task_8").then_some(())
+    });
+    fs::write(session_a.join("role-plan-x-task_9.md"), "meta: [").unwrap();
+    let line = lines.next().unwrap().unwrap();
+    let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(e["root"], root_a.display().to_string(), "{line}");
+    assert_eq!(e["kind"], "file-invalid", "{line}");
+    assert!(e["path"].as_str().unwrap().ends_with("task_9.md"), "{line}");
+    let _ = follower.kill();
+    let _ = follower.wait();
 }
 
 #[test]

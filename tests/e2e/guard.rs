@@ -421,7 +421,10 @@ fn a_session_of_two_agents_is_answered_right() {
         ),
     )
     .unwrap();
-    assert!(reason.contains("policies.yaml is invalid"), "{reason}");
+    assert!(
+        reason.contains("cannot use the project policy") && reason.contains("policies.yaml"),
+        "{reason}"
+    );
     assert!(
         verdict(
             "claude",

@@ -343,3 +343,315 @@ fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
     let out = run(squadctl().current_dir(root).args(["lock", "list"]));
     assert!(!stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
 }
+
+/// Runs a command, killing it when it does not finish in `limit` (a hang is
+/// a failure, never a stuck test run).
+fn run_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} hung for {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Every lock record file under `dir`, recursively.
+fn records_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(records_under(&e.path()));
+        } else if e.path().extension().is_some_and(|x| x == "json")
+            && e.path().parent().is_some_and(|p| p.ends_with("locks"))
+        {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+#[test]
+fn session_must_name_a_real_session_directory() {
+    let outer = tempfile::tempdir().unwrap();
+    let tmp = project(2);
+    let root = tmp.path();
+    // A look-alike session outside the project, with agent-1's plan.
+    let fake = outer.path().join("X");
+    copy_tree(&root.join(".squad/sessions").join(SESSION), &fake);
+    let link = root.join(".squad/sessions/20240116T000000Z-link");
+    std::os::unix::fs::symlink(&fake, &link).unwrap();
+    assert_eq!(code(&run(&mut lock(root, 0, &["shared/x"]))), 0);
+    let relative = format!(
+        "../../../{}/X",
+        outer.path().file_name().unwrap().to_string_lossy()
+    );
+    for session in [
+        relative.as_str(),
+        fake.to_str().unwrap(),
+        "20240116T000000Z-link",
+        "..",
+        ".",
+        "",
+    ] {
+        let out = run(&mut lock(root, 1, &["shared/x", "--session", session]));
+        assert_eq!(code(&out), 1, "--session {session:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("session"),
+            "--session {session:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Nothing was written outside the real session: one holder only.
+    assert!(records_under(outer.path()).is_empty());
+    let list = stdout(&run(squadctl()
+        .current_dir(root)
+        .args(["lock", "list", "--json"])));
+    let v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(v["locks"].as_array().unwrap().len(), 1, "{list}");
+    // The real session by name still works.
+    let out = run(&mut lock(root, 1, &["own-1/x", "--session", SESSION]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn fifos_and_other_non_files_in_locks_never_hang_the_cli() {
+    let tmp = project(1);
+    let root = tmp.path();
+    let locks = root.join(".squad/sessions").join(SESSION).join("locks");
+    fs::create_dir_all(&locks).unwrap();
+    let fifo = locks.join("x.json");
+    let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    fs::create_dir(locks.join("dir.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", locks.join("zero.json")).unwrap();
+    let limit = Duration::from_secs(10);
+    let out = run_within(squadctl().current_dir(root).args(["lock", "list"]), limit);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("FIFO"), "{}", stdout(&out));
+    // An unreadable record counts as held: refused, not hung.
+    let out = run_within(&mut lock(root, 0, &["own-0/a"]), limit);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("unreadable"), "{}", stderr(&out));
+    let out = run_within(
+        squadctl().current_dir(root).args(["gc", "--dry-run"]),
+        limit,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn an_enormous_ttl_is_an_error_not_a_panic() {
+    let tmp = project(1);
+    let root = tmp.path();
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        "locks:\n  max_ttl: 100000000d\n",
+    )
+    .unwrap();
+    for ttl in ["100000000d", "18446744073709551615"] {
+        let out = run(&mut lock(root, 0, &["own-0/a", "--ttl", ttl]));
+        assert_eq!(code(&out), 2, "--ttl {ttl}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+}
+
+/// A second session planning the same task id for the same agent.
+fn add_session(root: &Path, name: &str, status: Option<&str>) {
+    let from = root.join(".squad/sessions").join(SESSION);
+    let to = root.join(".squad/sessions").join(name);
+    fs::create_dir_all(&to).unwrap();
+    fs::copy(
+        from.join("role-plan-agent-0-task_0.md"),
+        to.join("role-plan-agent-0-task_0.md"),
+    )
+    .unwrap();
+    if let Some(status) = status {
+        fs::write(
+            to.join("session-status.md"),
+            format!("session_id: sess_x\nstatus: {status}\nstarted_at: 2024-01-16T00:00:00Z\n"),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_task_id_reused_by_a_later_session_is_that_session_s_task() {
+    let tmp = project(1);
+    let root = tmp.path();
+    // The earlier session (sorts first) completed; the later one reuses task_0.
+    fs::write(
+        root.join(".squad/sessions").join(SESSION).join("session-status.md"),
+        "session_id: sess_x\nstatus: completed\nstarted_at: 2024-01-15T10:00:00Z\ncompleted_at: 2024-01-15T12:00:00Z\n",
+    )
+    .unwrap();
+    let later = "20240116T000000Z-later";
+    add_session(root, later, Some("active"));
+    let out = run(&mut lock(root, 0, &["own-0/a", "--json"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["lock"]["session"], later, "{v}");
+    assert!(v["record"].as_str().unwrap().contains(later), "{v}");
+    // Naming the completed session is refused: its locks ended with it.
+    let out = run(&mut lock(root, 0, &["own-0/b", "--session", SESSION]));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("completed"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_ambiguous_task_id_needs_session_and_lists_the_candidates() {
+    let tmp = project(1);
+    let root = tmp.path();
+    let other = "20240116T000000Z-other";
+    add_session(root, other, None);
+    let out = run(&mut lock(root, 0, &["own-0/a"]));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--session"), "{err}");
+    assert!(err.contains(SESSION) && err.contains(other), "{err}");
+    assert!(records_under(root).is_empty());
+    let out = run(&mut lock(root, 0, &["own-0/a", "--session", other]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        records_under(&root.join(".squad/sessions").join(other)).len(),
+        1
+    );
+}
+
+#[test]
+fn cli_lock_events_carry_the_real_root_in_the_audit_log() {
+    let tmp = project(1);
+    let root = tmp.path();
+    assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
+    let canonical = fs::canonicalize(root).unwrap();
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(line["kind"], "lock-acquired");
+    assert_eq!(line["root"], canonical.display().to_string(), "{line}");
+    // squadd down: `events` shows the audit log, lock events included.
+    let out = run(squadctl().current_dir(root).args(["events"]));
+    assert!(stdout(&out).contains("lock-acquired"), "{}", stdout(&out));
+}
+
+/// CPU time (user + system, in clock ticks) a process has used so far.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may contain spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`).
+pub fn ticks_per_second() -> u64 {
+    let out = Command::new("getconf").arg("CLK_TCK").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[test]
+fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
+    let tmp = project(2);
+    let root = tmp.path();
+    assert_eq!(code(&run(&mut lock(root, 0, &["shared/x"]))), 0);
+    let mut waiter = lock(root, 1, &["shared/x", "--wait", "30s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = waiter.id();
+    // Past start-up, measure 5 s of waiting.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(5));
+    let used = cpu_ticks(pid) - before;
+    // Under 1 % of 5 s. A polling loop costs a large share of a core.
+    let limit = ticks_per_second() * 5 / 100;
+    assert!(
+        used <= limit,
+        "a 5 s wait used {used} ticks (limit {limit})"
+    );
+    // And the wait still ends on the release, at once.
+    let out = run(squadctl()
+        .current_dir(root)
+        .args(["lock", "release", "shared/x", "--agent", "agent-0"]));
+    assert_eq!(code(&out), 0);
+    let start = Instant::now();
+    while waiter.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "woke on the release"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn cli_lock_events_reach_squadctl_events_numbered_by_squadd() {
+    let tmp = project(1);
+    let root = tmp.path();
+    let _d = crate::daemon::Daemon::start(root);
+    assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
+    let out = run(squadctl()
+        .current_dir(root)
+        .args(["lock", "release", "own-0/a", "--agent", "agent-0"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(squadctl().current_dir(root).args(["events", "--json"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let canonical = fs::canonicalize(root).unwrap().display().to_string();
+    for kind in ["lock-acquired", "lock-released"] {
+        let e = events
+            .iter()
+            .find(|e| e["kind"] == kind)
+            .unwrap_or_else(|| panic!("{kind} in {}", stdout(&out)));
+        assert!(e["seq"].as_u64().unwrap() > 0, "{e}");
+        assert_eq!(e["root"], canonical, "{e}");
+        assert_eq!(e["session"], SESSION, "{e}");
+    }
+    // The audit log has them once each, numbered.
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let acquired: Vec<serde_json::Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "lock-acquired")
+        .collect();
+    assert_eq!(acquired.len(), 1, "{audit}");
+    assert!(acquired[0]["seq"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_task_of_an_ended_session_takes_no_lock() {
+    let tmp = project(1);
+    let root = tmp.path();
+    fs::write(
+        root.join(".squad/sessions").join(SESSION).join("session-status.md"),
+        "session_id: sess_x\nstatus: failed\nstarted_at: 2024-01-15T10:00:00Z\nfailed_at: 2024-01-15T12:00:00Z\n",
+    )
+    .unwrap();
+    let out = run(&mut lock(root, 0, &["own-0/a"]));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("failed"), "{}", stderr(&out));
+    assert!(records_under(root).is_empty());
+}

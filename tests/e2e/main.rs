@@ -3,9 +3,11 @@
 
 mod check;
 pub mod daemon;
+mod errors;
 mod guard;
-mod lock;
+pub mod lock;
 mod messages;
 mod retention;
+mod skills;
 mod support;
 mod validate;

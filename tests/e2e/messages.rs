@@ -414,3 +414,29 @@ fn send_and_inbox_for_agents() {
         "carol"
     );
 }
+
+#[test]
+fn waiting_for_a_message_sleeps_on_a_kernel_notification() {
+    let tmp = project();
+    let root = tmp.path();
+    let mut waiter = squadctl()
+        .current_dir(root)
+        .args(["inbox", "next", "bob", "--wait", "60s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = waiter.id();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before = crate::lock::cpu_ticks(pid);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let used = crate::lock::cpu_ticks(pid) - before;
+    // Under 1 % of 5 s; a polling loop costs most of a core.
+    let limit = crate::lock::ticks_per_second() * 5 / 100;
+    let _ = waiter.kill();
+    let _ = waiter.wait();
+    assert!(
+        used <= limit,
+        "a 5 s wait used {used} ticks (limit {limit})"
+    );
+}

@@ -374,15 +374,22 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
             .to_string();
         next.ends_with(":42:00Z").then_some(())
     });
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    assert!(audit.contains("\"kind\":\"policy-reloaded\""), "{audit}");
     fs::write(
         root.join(".squad/policies.yaml"),
         "retention:\n  schedule: 'whenever'\n",
     )
     .unwrap();
-    eventually("invalid policy refused", || {
+    let audit = eventually("invalid policy refused", || {
         let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
-        audit.contains("retention.schedule").then_some(())
+        audit.contains("retention.schedule").then_some(audit)
     });
+    let refused = audit
+        .lines()
+        .find(|l| l.contains("retention.schedule"))
+        .unwrap();
+    assert!(refused.contains("\"kind\":\"policy-refused\""), "{refused}");
     let next = status()["roots"][0]["next_retention_run"]
         .as_str()
         .unwrap()

@@ -257,7 +257,8 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                     Err(e) => return super::fail(format!("{}: {e}", file.display())),
                 }
             };
-            let task = args.task.clone().unwrap_or_default();
+            // `--task` names the task (there is no commit to carry a trailer).
+            let tasks: Vec<String> = args.task.iter().cloned().collect();
             text.lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
@@ -265,7 +266,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                     path: p.to_string(),
                     status: 'M',
                     commit: None,
-                    trailer_tasks: vec![task.clone()],
+                    trailer_tasks: tasks.clone(),
                 })
                 .collect()
         }
@@ -283,6 +284,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         Err(e) => return super::fail(e),
     };
     diagnostics.extend(validation.diagnostics);
+    diagnostics.extend(crate::skills::project_diagnostics(&shown).0);
     let (format, color) = (args.output.format(), args.output.color());
     let mut paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     paths.sort_unstable();

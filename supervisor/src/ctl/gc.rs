@@ -57,7 +57,7 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
         out.push_str(&format!(
             "{verb:<13} {:<8} {}  ({} reached: {} since {} {})\n",
             format!("{:?}", a.place).to_lowercase(),
-            a.name,
+            crate::text::escape(&a.name),
             a.rule,
             age(a.age_secs),
             a.since_source,
@@ -69,8 +69,8 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
             "{:<13} {:<8} {}  ({})\n",
             "skip",
             format!("{:?}", s.place).to_lowercase(),
-            s.name,
-            s.reason
+            crate::text::escape(&s.name),
+            crate::text::escape(&s.reason)
         ));
     }
     let archive = plan
@@ -113,7 +113,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                 json!({"dry_run": true, "now": now, "plan": plan})
             ))
         } else {
-            super::print(&render_plan(&plan, true))
+            super::print_human(&render_plan(&plan, true))
         };
     }
     let results = crate::retention::execute(&root, &plan, now);
@@ -140,7 +140,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                 text.push_str(&format!("FAILED {s}: {error}\n"));
             }
         }
-        super::print(&text)
+        super::print_human(&text)
     };
     if code != exit::OK {
         return code;

@@ -13,7 +13,7 @@ use squad_policies::Policy;
 use squad_policies::boundary::{Refusal, is_glob, literal_prefix, normalize};
 use squad_policies::check::Task;
 use squad_policies::guard::{Candidate, Facts, Place, Verdict, decide};
-use squad_policies::locks::{LockRecord, Mode, staleness};
+use squad_policies::locks::{LockRecord, Mode, entry_staleness};
 use squad_protocol::FileKind;
 use squad_protocol::fsx::{ReadError, read_regular_to_string};
 use squad_protocol::hook::{self, Action, Format, ShellTarget};
@@ -350,22 +350,8 @@ fn resolve(cwd: &Path, root_abs: &Path, root_real: &Path, path: &str) -> Place {
 }
 
 fn read_policy(root: &Path) -> Result<Policy, String> {
-    let path = root.join(SQUAD_DIR).join("policies.yaml");
-    let text = match read_regular_to_string(&path, squad_protocol::MAX_FILE_BYTES) {
-        Ok(t) => Some(t),
-        Err(ReadError::NotFound) => None,
-        Err(e) => {
-            return Err(format!(
-                "cannot read the project policy {}: {e}; writes are refused until it is readable",
-                path.display()
-            ));
-        }
-    };
-    Policy::parse(text.as_deref()).map_err(|e| {
-        format!(
-            "the project policy {} is invalid ({e}); writes are refused until it is fixed (`squadctl validate`)",
-            path.display()
-        )
+    locks::load_policy(root).map_err(|e| {
+        format!("cannot use the project policy ({e}); writes are refused until it is fixed (`squadctl validate`)")
     })
 }
 
@@ -496,8 +482,9 @@ pub(crate) fn find_task(
     }
 }
 
-/// Lock records that still hold at `now`; an unreadable record counts as
-/// held on everything until its time to live passes (as for `lock acquire`).
+/// Lock records that still hold at `now`, judged as `squadctl lock`
+/// judges them (expiry, a gone or reused pid, a restart); an unreadable
+/// record counts as held on everything until its time to live passes.
 fn live_locks(
     root: &Path,
     policy: &Policy,
@@ -510,31 +497,30 @@ fn live_locks(
         return Ok(Vec::new());
     }
     let host = locks::host_name();
+    let facts = locks::table_facts(now, &host, &entries);
     Ok(entries
-        .into_iter()
-        .filter_map(|e| match e {
-            locks::Entry::Held { record, .. } => {
-                staleness(&record, now, locks::process_fact(&record, &host))
-                    .is_none()
-                    .then_some(record)
-            }
+        .iter()
+        .filter(|e| entry_staleness(&locks::table_entry(e, &host), &facts).is_none())
+        .map(|e| match e {
+            locks::Entry::Held { record, .. } => record.clone(),
             locks::Entry::Corrupt {
                 path,
                 session,
+                written_at,
                 held_until,
                 ..
-            } => (held_until > now).then(|| LockRecord {
+            } => LockRecord {
                 targets: vec!["**".into()],
                 mode: Mode::Exclusive,
                 agent: format!("an unreadable lock record ({})", path.display()),
                 task_id: "unknown task".into(),
-                session,
+                session: session.clone(),
                 pid: None,
                 pid_started_at: None,
                 host: String::new(),
-                acquired_at: held_until,
-                expires_at: held_until,
-            }),
+                acquired_at: *written_at,
+                expires_at: *held_until,
+            },
         })
         .collect())
 }

@@ -20,6 +20,10 @@ use std::path::Path;
 /// existing directories are left as they are.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
+    /// Make a separate project even inside another one (a directory above
+    /// already holds `.squad/`, which squadctl would otherwise use from here).
+    #[arg(long)]
+    pub nested: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -79,6 +83,21 @@ pub struct NewArgs {
 /// Runs `squadctl init`.
 pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
     let root = root::here(root_arg);
+    if !args.nested
+        && !root::fs_path(&root).join(SQUAD_DIR).is_dir()
+        && let Some(outer) = root::enclosing_project(&root)
+    {
+        return super::fail(format!(
+            "{} is inside the project at {} (it has {SQUAD_DIR}/): squadctl already works here from that project; pass --nested to make a separate project inside it",
+            crate::text::escape(
+                &std::fs::canonicalize(root::fs_path(&root))
+                    .unwrap_or_else(|_| root.clone())
+                    .display()
+                    .to_string()
+            ),
+            crate::text::escape(&outer.display().to_string())
+        ));
+    }
     match create_layout(&root) {
         Ok(created) => {
             let squad = root.join(SQUAD_DIR);
@@ -90,10 +109,10 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
                     json!({"squad_dir": squad.display().to_string(), "created": created})
                 ));
             } else if created.is_empty() {
-                super::print(&format!("{} already initialized\n", squad.display()));
+                super::print_human(&format!("{} already initialized\n", squad.display()));
             } else {
                 for p in &created {
-                    super::print(&format!("created {}\n", p.display()));
+                    super::print_human(&format!("created {}\n", p.display()));
                 }
             }
             exit::OK
@@ -173,7 +192,7 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
                     })
                 ));
             } else {
-                super::print(&format!("{}\n", dir.display()));
+                super::print_human(&format!("{}\n", dir.display()));
             }
             exit::OK
         }
@@ -276,5 +295,5 @@ fn end_session(root_arg: Option<&Path>, id: &str, failure: Option<&str>) -> u8 {
     } else {
         "completed"
     };
-    super::print(&format!("{} {status}\n", dir.display()))
+    super::print_human(&format!("{} {status}\n", dir.display()))
 }

@@ -4,17 +4,19 @@ use crate::events::EventKind;
 use crate::exit;
 use crate::index::{Entry as IndexEntry, scan_session};
 use crate::locks::{
-    Entry, LOCKS_DIR, audit, audit_all, escapes_root, host_name, load, lock_table, process_start,
-    reclaim, record_path, write_record,
+    Entry, LOCKS_DIR, Reclaim, escapes_root, host_name, load, process_start, record_path, transact,
 };
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use serde_json::json;
 use squad_policies::Boundaries;
 use squad_policies::duration::{format_duration, parse_duration};
-use squad_policies::locks::{LockRecord, Mode, conflict, parse_target};
+use squad_policies::locks::{
+    AcquireOutcome, LockRecord, Mode, Request, parse_target, plan_acquire, plan_release, plan_renew,
+};
 use squad_protocol::IdKind;
-use squad_protocol::tree::{session_dirs, sessions_dir};
+use squad_protocol::model::SessionState;
+use squad_protocol::tree::session_dirs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -57,7 +59,9 @@ pub struct AcquireArgs {
     /// The agent's task; its boundaries limit what may be locked.
     #[arg(long)]
     pub task: String,
-    /// The session holding the task (default: the session whose plan names it).
+    /// The session holding the task: a directory name in `.squad/sessions/`.
+    /// Default: the session whose plan names the task; when several do, the
+    /// only active one, else the command lists them and asks for --session.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
     /// Time to live (default: the policy's `locks.default_ttl`, 15m).
@@ -147,77 +151,160 @@ fn ttl(arg: Option<&str>, policy: &squad_policies::Policy) -> Result<Duration, S
     Ok(ttl)
 }
 
+/// `now + ttl`, or an error when that is past the calendar's end.
+fn expiry(now: DateTime<Utc>, ttl: Duration) -> Result<DateTime<Utc>, String> {
+    chrono::Duration::from_std(ttl)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .ok_or_else(|| format!("--ttl {} is too far in the future", format_duration(ttl)))
+}
+
 fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// Finds the session whose plan assigns `task` (or checks the named one) and
-/// returns its directory and the task's boundaries.
+/// Where a task lives: its session and what its plan says.
+struct TaskHome {
+    dir: PathBuf,
+    allowed: Vec<String>,
+    forbidden: Vec<String>,
+    assignee: String,
+}
+
+/// The plan of `task` in one session directory: the agent's canonically
+/// named plan (one file away), or with `scan`, any plan naming the task.
+fn plan_in(dir: &Path, agent: &str, task: &str, scan: bool) -> Result<Option<TaskHome>, String> {
+    let name = squad_protocol::model::canonical_file_name(
+        squad_protocol::FileKind::TaskAssignment,
+        agent,
+        task,
+        "",
+    );
+    let home = |p: &crate::index::Plan| TaskHome {
+        dir: dir.to_path_buf(),
+        allowed: p.allowed.clone(),
+        forbidden: p.forbidden.clone(),
+        assignee: p.agent.clone(),
+    };
+    if let Ok(Some(f)) =
+        crate::index::load_file(&dir.join(name), squad_protocol::FileKind::TaskAssignment)
+        && let IndexEntry::Plan(p) = &f.entry
+        && p.task_id == task
+    {
+        return Ok(Some(home(p)));
+    }
+    if !scan {
+        return Ok(None);
+    }
+    let index = scan_session(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(index.files.values().find_map(|f| match &f.entry {
+        IndexEntry::Plan(p) if p.task_id == task => Some(home(p)),
+        _ => None,
+    }))
+}
+
+fn session_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Whether a session has ended (its recorded status is completed or failed).
+fn ended(dir: &Path) -> Option<SessionState> {
+    super::message::session_state(dir).filter(|s| *s != SessionState::Active)
+}
+
+/// Finds the session whose plan assigns `task` (or checks the named one).
+/// A task is (session, id): an id that several sessions plan resolves to the
+/// only one still active, else it needs `--session`.
 fn task_session(
     root: &Path,
     session: Option<&str>,
     agent: &str,
     task: &str,
-) -> Result<(PathBuf, Vec<String>, Vec<String>, String), String> {
-    let dirs: Vec<PathBuf> = match session {
-        Some(s) => vec![sessions_dir(root).join(s)],
-        None => session_dirs(root).map_err(|e| e.to_string())?,
-    };
-    // A valid plan always carries its canonical name (anything else is a
-    // filename-mismatch error), so the agent's own plan is one file away.
+) -> Result<TaskHome, String> {
+    if let Some(s) = session {
+        let dir = crate::root::named_session(root, s)?;
+        if let Some(state) = ended(&dir) {
+            return Err(format!(
+                "session `{}` is {state}: its locks were released when it ended",
+                crate::text::escape(s)
+            ));
+        }
+        return plan_in(&dir, agent, task, true)?.ok_or_else(|| {
+            format!(
+                "task `{task}` has no valid task assignment in session `{}`",
+                crate::text::escape(s)
+            )
+        });
+    }
+    let dirs = session_dirs(root).map_err(|e| e.to_string())?;
+    let mut found = Vec::new();
     for dir in &dirs {
-        let name = squad_protocol::model::canonical_file_name(
-            squad_protocol::FileKind::TaskAssignment,
-            agent,
-            task,
-            "",
-        );
-        let path = dir.join(name);
-        if let Ok(Some(f)) =
-            crate::index::load_file(&path, squad_protocol::FileKind::TaskAssignment)
-            && let IndexEntry::Plan(p) = f.entry
-            && p.task_id == task
-        {
-            return Ok((dir.clone(), p.allowed, p.forbidden, p.agent));
+        found.extend(plan_in(dir, agent, task, false)?);
+    }
+    if found.is_empty() {
+        // Not the agent's canonically named plan anywhere: scan, to say
+        // whose task it is.
+        for dir in &dirs {
+            found.extend(plan_in(dir, agent, task, true)?);
         }
     }
-    // Otherwise scan, to say who the task belongs to.
-    for dir in dirs {
-        if !dir.is_dir() {
-            return Err(format!("no session directory {}", dir.display()));
+    if found.len() > 1 {
+        let active: Vec<usize> = (0..found.len())
+            .filter(|i| ended(&found[*i].dir).is_none())
+            .collect();
+        if let [one] = active.as_slice() {
+            return Ok(found.swap_remove(*one));
         }
-        let index = scan_session(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for f in index.files.values() {
-            if let IndexEntry::Plan(p) = &f.entry
-                && p.task_id == task
-            {
-                return Ok((dir, p.allowed.clone(), p.forbidden.clone(), p.agent.clone()));
-            }
-        }
+        let candidates: Vec<String> = found
+            .iter()
+            .map(|h| {
+                let state = super::message::session_state(&h.dir)
+                    .map_or_else(|| "status unknown".to_string(), |s| s.to_string());
+                format!("{} ({state})", crate::text::escape(&session_name(&h.dir)))
+            })
+            .collect();
+        return Err(format!(
+            "task `{task}` is planned in {} sessions: {}; pass --session",
+            found.len(),
+            candidates.join(", ")
+        ));
     }
-    Err(match session {
-        Some(s) => format!("task `{task}` has no valid task assignment in session `{s}`"),
-        None => format!(
+    let home = found.pop().ok_or_else(|| {
+        format!(
             "task `{task}` has no valid task assignment in any session; check the id or pass --session"
-        ),
-    })
+        )
+    })?;
+    if let Some(state) = ended(&home.dir) {
+        return Err(format!(
+            "task `{task}` belongs to session `{}`, which is {state}: its locks were released when it ended",
+            crate::text::escape(&session_name(&home.dir))
+        ));
+    }
+    Ok(home)
 }
 
 /// What stands in the way of an acquisition.
 fn blocker_message(entry: &Entry, held: &str, wanted: &str) -> String {
     match entry {
         Entry::Held { record, .. } => format!(
-            "`{wanted}` overlaps `{held}`, locked {} by {} (task {}) until {}",
+            "`{wanted}` overlaps `{held}`, locked {} by {} (task {}) in session {} until {}",
             record.mode,
             record.agent,
             record.task_id,
+            crate::text::escape(&record.session),
             stamp(record.expires_at)
         ),
         Entry::Corrupt {
-            path, held_until, ..
+            path,
+            held_until,
+            error,
+            ..
         } => format!(
-            "an unreadable lock record {} counts as held on everything until {}; fix or remove it",
-            path.display(),
+            "an unreadable lock record {} ({}) counts as held on everything until {}; fix or remove it",
+            crate::text::escape(&path.display().to_string()),
+            crate::text::escape(error),
             stamp(*held_until)
         ),
     }
@@ -225,7 +312,7 @@ fn blocker_message(entry: &Entry, held: &str, wanted: &str) -> String {
 
 enum Attempt {
     Taken(PathBuf, LockRecord),
-    Conflict(String, Option<DateTime<Utc>>),
+    Conflict(String, DateTime<Utc>),
 }
 
 fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u8 {
@@ -236,19 +323,31 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 json!({"taken": false, "error": message})
             ));
         }
-        eprintln!("squadctl: lock refused: {message}");
+        eprintln!(
+            "squadctl: lock refused: {}",
+            crate::text::escape_lines(&message)
+        );
         exit::PROBLEMS
     };
     if !IdKind::Agent.matches(&args.agent) {
-        return super::fail(format!("`{}` is not a valid agent name", args.agent));
+        return super::fail(format!(
+            "`{}` is not a valid agent name",
+            crate::text::escape(&args.agent)
+        ));
     }
     if !IdKind::Task.matches(&args.task) {
-        return super::fail(format!("`{}` is not a valid task id", args.task));
+        return super::fail(format!(
+            "`{}` is not a valid task id",
+            crate::text::escape(&args.task)
+        ));
     }
     let ttl = match ttl(args.ttl.as_deref(), policy) {
         Ok(t) => t,
         Err(e) => return super::fail(e),
     };
+    if let Err(e) = expiry(Utc::now(), ttl) {
+        return super::fail(e);
+    }
     let wait = match args.wait.as_deref().map(parse_duration).transpose() {
         Ok(w) => w.unwrap_or_default(),
         Err(e) => return super::fail(e),
@@ -260,26 +359,28 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             Err(e) => return refuse(format!("`{}`: {e}", shorten(t)), args.json),
         }
     }
-    let (session_dir, allowed, forbidden, assignee) =
-        match task_session(root, args.session.as_deref(), &args.agent, &args.task) {
-            Ok(x) => x,
-            Err(e) => return refuse(e, args.json),
-        };
-    if assignee != args.agent {
+    let home = match task_session(root, args.session.as_deref(), &args.agent, &args.task) {
+        Ok(x) => x,
+        Err(e) => return refuse(e, args.json),
+    };
+    if home.assignee != args.agent {
         return refuse(
             format!(
-                "task `{}` is assigned to `{assignee}`, not `{}`",
-                args.task, args.agent
+                "task `{}` is assigned to `{}`, not `{}`",
+                args.task, home.assignee, args.agent
             ),
             args.json,
         );
     }
-    let boundaries = Boundaries::new(&allowed, &forbidden, &policy.forbidden);
+    let boundaries = Boundaries::new(&home.allowed, &home.forbidden, &policy.forbidden);
     for t in &targets {
         let existing_part = squad_policies::boundary::literal_prefix(t);
         if let Some(to) = escapes_root(root, existing_part) {
             return refuse(
-                format!("`{t}` resolves through a symlink to {to}, outside the project"),
+                format!(
+                    "`{t}` resolves through a symlink to {}, outside the project",
+                    crate::text::escape(&to)
+                ),
                 args.json,
             );
         }
@@ -306,42 +407,37 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
     } else {
         Mode::Exclusive
     };
-    let host = host_name();
-    let session_name = session_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let deadline = Instant::now() + wait;
+    let session_name = session_name(&home.dir);
+    // A wait too long for the clock is a wait without end.
+    let deadline = Instant::now().checked_add(wait);
     let mut waiter: Option<super::wait::Waiter> = None;
 
     loop {
-        let attempt = (|| -> Result<Attempt, String> {
-            let _guard =
-                lock_table(root).map_err(|e| format!("cannot lock the lock table: {e}"))?;
-            let now = Utc::now();
-            let mut entries = load(root, policy.lock_default_ttl).map_err(|e| e.to_string())?;
-            audit_all(root, reclaim(&mut entries, now, &host));
-            for entry in &entries {
-                let blocking = match entry {
-                    Entry::Held { record, .. } => {
-                        // The same agent and task re-taking its own lock is a renewal,
-                        // not a conflict; anyone else overlapping is.
-                        if record.agent == args.agent && record.task_id == args.task {
-                            None
-                        } else {
-                            conflict(record, mode, &targets).map(|(h, w)| {
-                                (blocker_message(entry, h, w), Some(record.expires_at))
-                            })
-                        }
-                    }
-                    Entry::Corrupt { held_until, .. } => {
-                        Some((blocker_message(entry, "", ""), Some(*held_until)))
-                    }
-                };
-                if let Some((message, until)) = blocking {
+        let attempt = transact(root, policy.lock_default_ttl, Reclaim::Stale, |txn| {
+            let request = Request {
+                agent: &args.agent,
+                task_id: &args.task,
+                session: &session_name,
+                mode,
+                targets: &targets,
+            };
+            let plan = plan_acquire(&request, &txn.table(), &txn.facts());
+            let supersede = match plan.outcome {
+                AcquireOutcome::Blocked {
+                    by,
+                    held,
+                    wanted,
+                    until,
+                } => {
+                    let message = txn
+                        .entries()
+                        .get(by)
+                        .map(|e| blocker_message(e, &held, &wanted))
+                        .unwrap_or_default();
                     return Ok(Attempt::Conflict(message, until));
                 }
-            }
+                AcquireOutcome::Take { supersede } => supersede,
+            };
             let record = LockRecord {
                 targets: targets.clone(),
                 mode,
@@ -350,71 +446,58 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 session: session_name.clone(),
                 pid: args.pid,
                 pid_started_at,
-                host: host.clone(),
-                acquired_at: now,
-                expires_at: now + chrono::Duration::from_std(ttl).unwrap_or_default(),
+                host: txn.host.clone(),
+                acquired_at: txn.now,
+                expires_at: expiry(txn.now, ttl)?,
             };
-            let path = record_path(&session_dir, &record);
-            write_record(&path, &record).map_err(|e| format!("{}: {e}", path.display()))?;
-            // Re-taking one's own targets moves them into the new record (the
-            // new one is written first: a crash in between leaves a harmless
-            // duplicate, never a gap).
-            for entry in &entries {
-                let Entry::Held {
-                    path: old_path,
-                    record: old,
-                } = entry
-                else {
-                    continue;
-                };
-                if old.agent != args.agent || old.task_id != args.task || *old_path == path {
-                    continue;
-                }
-                let kept: Vec<String> = old
-                    .targets
-                    .iter()
-                    .filter(|t| !targets.contains(t))
-                    .cloned()
-                    .collect();
-                if kept.len() == old.targets.len() {
-                    continue;
-                }
-                let result = if kept.is_empty() {
-                    std::fs::remove_file(old_path)
+            let path = record_path(&home.dir, &record);
+            txn.write(&path, &record)?;
+            // The new record is written first: a crash in between leaves a
+            // harmless duplicate, never a gap.
+            let own: Vec<(PathBuf, LockRecord, Vec<String>)> = supersede
+                .into_iter()
+                .filter_map(|(i, kept)| match txn.entries().get(i) {
+                    Some(Entry::Held { path: p, record }) if *p != path => {
+                        Some((p.clone(), record.clone(), kept))
+                    }
+                    _ => None,
+                })
+                .collect();
+            for (old_path, old, kept) in own {
+                if kept.is_empty() {
+                    txn.remove(&old_path)?;
                 } else {
-                    write_record(
-                        old_path,
+                    txn.write(
+                        &old_path,
                         &LockRecord {
                             targets: kept,
-                            ..old.clone()
+                            ..old
                         },
-                    )
-                };
-                result.map_err(|e| format!("{}: {e}", old_path.display()))?;
+                    )?;
+                }
             }
+            txn.report(
+                &record.session,
+                &path,
+                EventKind::LockAcquired {
+                    targets: record.targets.clone(),
+                    mode: record.mode.to_string(),
+                    agent: record.agent.clone(),
+                    task_id: record.task_id.clone(),
+                },
+            );
             Ok(Attempt::Taken(path, record))
-        })();
+        });
         match attempt {
             Err(e) => return super::fail(e),
             Ok(Attempt::Taken(path, record)) => {
-                audit(
-                    root,
-                    Some(&record.session),
-                    Some(&path),
-                    EventKind::LockAcquired {
-                        targets: record.targets.clone(),
-                        mode: record.mode.to_string(),
-                        agent: record.agent.clone(),
-                        task_id: record.task_id.clone(),
-                    },
-                );
                 return if args.json {
                     super::print(&format!(
                         "{:#}\n",
                         json!({"taken": true, "record": path.display().to_string(), "lock": record})
                     ))
                 } else {
-                    super::print(&format!(
+                    super::print_human(&format!(
                         "locked {} ({mode}) for {} ({}) until {}\n",
                         record.targets.join(", "),
                         record.agent,
@@ -425,33 +508,34 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             }
             Ok(Attempt::Conflict(message, until)) => {
                 let now = Instant::now();
-                if now >= deadline {
+                if deadline.is_some_and(|d| now >= d) {
                     return refuse(message, args.json);
                 }
-                // Sleep until a lock record changes, the blocker expires, or
-                // the wait runs out: no busy loop.
-                let waiter = waiter.get_or_insert_with(|| {
-                    super::wait::Waiter::new(
-                        session_dirs(root)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|d| d.join(LOCKS_DIR)),
-                    )
-                });
-                let until_expiry = until
-                    .and_then(|u| (u - Utc::now()).to_std().ok())
-                    .map(|d| d + Duration::from_millis(10));
-                let mut timeout = deadline - now;
-                if let Some(e) = until_expiry {
-                    timeout = timeout.min(e);
+                // Sleep on an inotify watch of every session's locks/ until a
+                // record changes, the blocker expires, or the wait runs out:
+                // no busy loop.
+                let waiter = waiter.get_or_insert_with(|| super::wait::Waiter::new(Vec::new()));
+                waiter.add(
+                    session_dirs(root)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|d| d.join(LOCKS_DIR)),
+                );
+                let mut timeout = deadline.map_or(Duration::MAX, |d| d - now);
+                if let Ok(left) = (until - Utc::now()).to_std() {
+                    timeout = timeout.min(left + Duration::from_millis(10));
                 }
-                // Dead processes are only noticed by polling; check them now and then.
-                timeout = timeout.min(Duration::from_secs(1));
+                // A holder's death is not a file change: look again now and then.
+                timeout = timeout.min(PROCESS_CHECK);
                 waiter.wait(timeout);
             }
         }
     }
 }
+
+/// How often a waiting acquisition checks whether a holder's process died
+/// (the one thing no watch reports).
+const PROCESS_CHECK: Duration = Duration::from_secs(1);
 
 /// Normalizes targets named on the command line.
 fn parse_targets(targets: &[String]) -> Result<Vec<String>, String> {
@@ -475,45 +559,42 @@ fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u
         Ok(w) => w,
         Err(e) => return super::fail(e),
     };
-    let result = (|| -> Result<Vec<String>, String> {
-        let _guard = lock_table(root).map_err(|e| e.to_string())?;
-        let entries = load(root, policy.lock_default_ttl).map_err(|e| e.to_string())?;
+    // A holder may release what already lapsed: nothing is reclaimed here.
+    let result = transact(root, policy.lock_default_ttl, Reclaim::No, |txn| {
+        let steps = plan_release(
+            &args.agent,
+            (!args.all).then_some(wanted.as_slice()),
+            &txn.table(),
+        );
         let mut released = Vec::new();
-        for entry in entries {
-            let Entry::Held { path, mut record } = entry else {
+        for step in steps {
+            let Some(Entry::Held { path, record }) = txn.entries().get(step.index).cloned() else {
                 continue;
             };
-            if record.agent != args.agent {
-                continue;
-            }
-            let (gone, kept): (Vec<String>, Vec<String>) = record
-                .targets
-                .iter()
-                .cloned()
-                .partition(|t| args.all || wanted.contains(t));
-            if gone.is_empty() {
-                continue;
-            }
-            if kept.is_empty() {
-                std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if step.kept.is_empty() {
+                txn.remove(&path)?;
             } else {
-                record.targets = kept;
-                write_record(&path, &record).map_err(|e| format!("{}: {e}", path.display()))?;
+                txn.write(
+                    &path,
+                    &LockRecord {
+                        targets: step.kept,
+                        ..record.clone()
+                    },
+                )?;
             }
-            audit(
-                root,
-                Some(&record.session),
-                Some(&path),
+            txn.report(
+                &record.session,
+                &path,
                 EventKind::LockReleased {
-                    targets: gone.clone(),
+                    targets: step.released.clone(),
                     agent: args.agent.clone(),
                     reason: "released by its holder".into(),
                 },
             );
-            released.extend(gone);
+            released.extend(step.released);
         }
         Ok(released)
-    })();
+    });
     match result {
         Err(e) => super::fail(e),
         Ok(released) => {
@@ -525,7 +606,7 @@ fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u
             } else {
                 format!("released {}\n", released.join(", "))
             };
-            let code = super::print(&text);
+            let code = super::print_human(&text);
             if code != exit::OK {
                 return code;
             }
@@ -558,27 +639,25 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
         Ok(w) => w,
         Err(e) => return super::fail(e),
     };
-    let host = host_name();
-    let result = (|| -> Result<Vec<LockRecord>, String> {
-        let _guard = lock_table(root).map_err(|e| e.to_string())?;
-        let now = Utc::now();
-        let mut entries = load(root, policy.lock_default_ttl).map_err(|e| e.to_string())?;
-        // An expired lock is not renewed: it may already be someone else's turn.
-        audit_all(root, reclaim(&mut entries, now, &host));
+    // Stale locks are reclaimed first: an expired lock is not renewed, it
+    // may already be someone else's turn.
+    let result = transact(root, policy.lock_default_ttl, Reclaim::Stale, |txn| {
+        let (_, indexes) = plan_renew(&args.agent, &wanted, &txn.table(), &txn.facts());
+        let expires_at = expiry(txn.now, ttl)?;
         let mut renewed = Vec::new();
-        for entry in entries {
-            let Entry::Held { path, mut record } = entry else {
+        for i in indexes {
+            let Some(Entry::Held { path, record }) = txn.entries().get(i).cloned() else {
                 continue;
             };
-            if record.agent != args.agent || !record.targets.iter().any(|t| wanted.contains(t)) {
-                continue;
-            }
-            record.expires_at = now + chrono::Duration::from_std(ttl).unwrap_or_default();
-            write_record(&path, &record).map_err(|e| format!("{}: {e}", path.display()))?;
+            let record = LockRecord {
+                expires_at,
+                ..record
+            };
+            txn.write(&path, &record)?;
             renewed.push(record);
         }
         Ok(renewed)
-    })();
+    });
     match result {
         Err(e) => super::fail(e),
         Ok(renewed) if renewed.is_empty() => {
@@ -606,7 +685,7 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
                         )
                     })
                     .collect();
-                super::print(&lines)
+                super::print_human(&lines)
             }
         }
     }
@@ -640,6 +719,7 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                     session,
                     held_until,
                     error,
+                    ..
                 } => json!({
                     "record": path.display().to_string(),
                     "state": "corrupt",
@@ -656,16 +736,17 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
     }
     let mut out = String::new();
     for e in &entries {
+        let esc = |s: &str| crate::text::escape(s).into_owned();
         match e {
             Entry::Held { record, .. } => out.push_str(&format!(
                 "{}  {}  {} ({})  until {}  [{}]  {}\n",
-                record.targets.join(", "),
+                esc(&record.targets.join(", ")),
                 record.mode,
-                record.agent,
-                record.task_id,
+                esc(&record.agent),
+                esc(&record.task_id),
                 stamp(record.expires_at),
-                state_of(e),
-                record.session,
+                esc(&state_of(e)),
+                esc(&record.session),
             )),
             Entry::Corrupt {
                 path,
@@ -673,11 +754,13 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                 error,
                 ..
             } => out.push_str(&format!(
-                "UNREADABLE {}  counts as held on everything until {}  ({error})\n",
-                path.display(),
-                stamp(*held_until)
+                "UNREADABLE {}  counts as held on everything until {}  ({})\n",
+                esc(&path.display().to_string()),
+                stamp(*held_until),
+                esc(error)
             )),
         }
     }
-    super::print(&out)
+    // Targets, agents and sessions come from files anyone can write.
+    super::print_human(&out)
 }

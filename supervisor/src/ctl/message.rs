@@ -94,7 +94,9 @@ pub struct SendArgs {
 /// Inbox commands.
 #[derive(Debug, Subcommand)]
 pub enum InboxCommand {
-    /// List an agent's delivered messages, unread first, by priority then time.
+    /// List an agent's delivered messages, unread first, by priority then
+    /// time, then the messages addressed to it that squadd has not delivered
+    /// yet (squadd is down, or a low-priority message waits its turn).
     List(InboxArgs),
     /// Print the highest-priority unread message and acknowledge it (exit 1
     /// when there is none, after `--wait`).
@@ -156,7 +158,8 @@ fn priority(p: PriorityArg) -> Priority {
     }
 }
 
-fn session_state(dir: &Path) -> Option<SessionState> {
+/// The status a session's `session-status.md` records, when readable.
+pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
     match load_file(&dir.join(SESSION_STATUS_FILE), FileKind::SessionStatus)
         .ok()??
         .entry
@@ -169,12 +172,7 @@ fn session_state(dir: &Path) -> Option<SessionState> {
 /// The session to write into: the named one, or the only active one.
 fn pick_session(root: &Path, named: Option<&str>) -> Result<PathBuf, String> {
     if let Some(s) = named {
-        let dir = sessions_dir(root).join(s);
-        return if dir.is_dir() {
-            Ok(dir)
-        } else {
-            Err(format!("no session directory {}", dir.display()))
-        };
+        return crate::root::named_session(root, s);
     }
     let active: Vec<PathBuf> = session_dirs(root)
         .map_err(|e| e.to_string())?
@@ -283,21 +281,92 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     if let Err(e) = write_atomic(&path, text.as_bytes()) {
         return super::fail(format!("{}: {e}", path.display()));
     }
+    // squadd delivers; without it the message waits in the session.
+    let daemon_up = daemon_running(&root);
+    if !daemon_up {
+        eprintln!(
+            "squadctl: warning: squadd is not running for this project: the message is saved in the session and delivered to {}'s inbox when squadd runs (`inbox list {}` shows it as not delivered yet)",
+            args.to, args.to
+        );
+    }
     if args.json {
         super::print(&format!(
             "{:#}\n",
-            json!({"message_id": message_id, "path": path.display().to_string()})
+            json!({"message_id": message_id, "path": path.display().to_string(), "daemon_running": daemon_up})
         ))
     } else {
         super::print(&format!("{message_id}\n"))
     }
 }
 
+/// Whether squadd answers on the root's control socket.
+fn daemon_running(root: &Path) -> bool {
+    crate::control::Client::connect(root, Duration::from_secs(2))
+        .and_then(|mut c| c.call(crate::control::Method::Ping))
+        .is_ok()
+}
+
+/// A message addressed to an agent that is not in its inbox yet.
+struct Undelivered {
+    session: String,
+    message_id: String,
+    priority: Priority,
+    from: String,
+    path: PathBuf,
+}
+
+/// The messages in the sessions `dirs` addressed to `agent` whose ids are not
+/// among `delivered` (squadd has not delivered them: it is down, or a low
+/// priority message is waiting for its turn).
+fn undelivered(dirs: &[PathBuf], agent: &str, delivered: &[Item]) -> Vec<Undelivered> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let session = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if FileKind::from_file_name(&name) != Some(FileKind::Message) {
+                continue;
+            }
+            let Ok(Some(f)) = load_file(&e.path(), FileKind::Message) else {
+                continue;
+            };
+            let Entry::Message(m) = f.entry else {
+                continue;
+            };
+            if m.to_agent == agent
+                && !delivered
+                    .iter()
+                    .any(|i| i.session == session && i.message_id == m.message_id)
+            {
+                out.push(Undelivered {
+                    session: session.clone(),
+                    message_id: m.message_id,
+                    priority: m.priority,
+                    from: m.from_agent,
+                    path: e.path(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.priority, &a.message_id).cmp(&(b.priority, &b.message_id)));
+    out
+}
+
+fn session_list(root: &Path, session: Option<&str>) -> Result<Vec<PathBuf>, String> {
+    match session {
+        Some(s) => Ok(vec![crate::root::named_session(root, s)?]),
+        None => session_dirs(root).map_err(|e| e.to_string()),
+    }
+}
+
 fn items(root: &Path, agent: &str, session: Option<&str>) -> Result<Vec<Item>, String> {
-    let dirs = match session {
-        Some(s) => vec![sessions_dir(root).join(s)],
-        None => session_dirs(root).map_err(|e| e.to_string())?,
-    };
+    let dirs = session_list(root, session)?;
     let mut all: Vec<Item> = dirs.iter().flat_map(|d| inbox::list(d, agent)).collect();
     all.sort_by(|a, b| (!a.unread, &a.name).cmp(&(!b.unread, &b.name)));
     Ok(all)
@@ -328,29 +397,7 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
         return super::fail(format!("`{agent}` is not a valid agent name"));
     }
     match cmd {
-        InboxCommand::List(a) => match items(&root, &a.agent, a.session.as_deref()) {
-            Err(e) => super::fail(e),
-            Ok(list) if a.json => super::print(&format!(
-                "{:#}\n",
-                json!({"messages": list.iter().map(item_json).collect::<Vec<_>>()})
-            )),
-            Ok(list) if list.is_empty() => super::print(&format!("{} has no messages\n", a.agent)),
-            Ok(list) => super::print(
-                &list
-                    .iter()
-                    .map(|i| {
-                        format!(
-                            "{} {:<8} {}  {}  {}\n",
-                            if i.unread { "*" } else { " " },
-                            i.priority,
-                            i.message_id,
-                            i.session,
-                            i.path.display()
-                        )
-                    })
-                    .collect::<String>(),
-            ),
-        },
+        InboxCommand::List(a) => list(&root, &a),
         InboxCommand::Next(a) => next(&root, a),
         InboxCommand::Ack(a) => {
             let found = match items(&root, &a.agent, a.session.as_deref()) {
@@ -378,6 +425,69 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
     }
 }
 
+fn list(root: &Path, a: &InboxArgs) -> u8 {
+    let (list, waiting) = match items(root, &a.agent, a.session.as_deref()).and_then(|l| {
+        let dirs = session_list(root, a.session.as_deref())?;
+        let waiting = undelivered(&dirs, &a.agent, &l);
+        Ok((l, waiting))
+    }) {
+        Ok(x) => x,
+        Err(e) => return super::fail(e),
+    };
+    if a.json {
+        let waiting: Vec<serde_json::Value> = waiting
+            .iter()
+            .map(|w| {
+                json!({
+                    "session": w.session,
+                    "message_id": w.message_id,
+                    "priority": w.priority,
+                    "from": w.from,
+                    "path": w.path.display().to_string(),
+                })
+            })
+            .collect();
+        return super::print(&format!(
+            "{:#}\n",
+            json!({"messages": list.iter().map(item_json).collect::<Vec<_>>(), "not_delivered": waiting})
+        ));
+    }
+    let mut out = String::new();
+    if list.is_empty() && waiting.is_empty() {
+        out.push_str(&format!("{} has no messages\n", a.agent));
+    }
+    let esc = |s: &str| crate::text::escape(s).into_owned();
+    for i in &list {
+        out.push_str(&format!(
+            "{} {:<8} {}  {}  {}\n",
+            if i.unread { "*" } else { " " },
+            i.priority,
+            esc(&i.message_id),
+            esc(&i.session),
+            esc(&i.path.display().to_string())
+        ));
+    }
+    if !waiting.is_empty() {
+        let why = if daemon_running(root) {
+            "squadd delivers them in priority order"
+        } else {
+            "squadd is not running: they are delivered when it runs"
+        };
+        out.push_str(&format!("not delivered yet ({why}):\n"));
+        for w in &waiting {
+            out.push_str(&format!(
+                "  {:<8} {}  from {}  {}  {}\n",
+                w.priority,
+                esc(&w.message_id),
+                esc(&w.from),
+                esc(&w.session),
+                esc(&w.path.display().to_string())
+            ));
+        }
+    }
+    super::print_human(&out)
+}
+
 fn next(root: &Path, a: NextArgs) -> u8 {
     let wait = match a
         .wait
@@ -388,7 +498,8 @@ fn next(root: &Path, a: NextArgs) -> u8 {
         Some(Err(e)) => return super::fail(e),
         None => Duration::ZERO,
     };
-    let deadline = Instant::now() + wait;
+    // A wait too long for the clock is a wait without end.
+    let deadline = Instant::now().checked_add(wait);
     let mut waiter: Option<super::wait::Waiter> = None;
     loop {
         let list = match items(root, &a.agent, a.session.as_deref()) {
@@ -408,7 +519,7 @@ fn next(root: &Path, a: NextArgs) -> u8 {
                         v["content"] = json!(body);
                         super::print(&format!("{v:#}\n"))
                     } else {
-                        super::print(&format!(
+                        super::print_human(&format!(
                             "# {} {} ({}) {}\n{body}",
                             item.priority,
                             item.message_id,
@@ -420,26 +531,30 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             }
         }
         let now = Instant::now();
-        if now >= deadline {
+        if deadline.is_some_and(|d| now >= d) {
             eprintln!("squadctl: no unread message for {}", a.agent);
             return exit::PROBLEMS;
         }
         // Watch the sessions directory (new sessions) and, per session, the
         // places an inbox appears in: the session, inbox/, the agent's inbox
-        // and its new/. Re-checked at least every second as a safety net.
-        let waiter = waiter.get_or_insert_with(|| {
-            let mut dirs = vec![sessions_dir(root)];
-            for dir in session_dirs(root).unwrap_or_default() {
-                let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
-                dirs.extend([
-                    dir.clone(),
-                    dir.join("inbox"),
-                    agent_inbox.join("new"),
-                    agent_inbox,
-                ]);
-            }
-            super::wait::Waiter::new(dirs)
-        });
-        waiter.wait((deadline - now).min(Duration::from_secs(1)));
+        // and its new/; those that appeared since are added on every turn.
+        // Re-checked at least every second as a safety net.
+        let mut dirs = vec![sessions_dir(root)];
+        for dir in session_dirs(root).unwrap_or_default() {
+            let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
+            dirs.extend([
+                dir.clone(),
+                dir.join("inbox"),
+                agent_inbox.join("new"),
+                agent_inbox,
+            ]);
+        }
+        let waiter = waiter.get_or_insert_with(|| super::wait::Waiter::new(Vec::new()));
+        waiter.add(dirs);
+        waiter.wait(
+            deadline
+                .map_or(Duration::MAX, |d| d - now)
+                .min(Duration::from_secs(1)),
+        );
     }
 }

@@ -13,6 +13,7 @@ pub mod lock;
 pub mod message;
 pub mod schema;
 pub mod service;
+pub mod skills;
 pub mod status;
 pub mod validate;
 pub mod wait;
@@ -76,11 +77,23 @@ pub enum Command {
     Events(status::EventsArgs),
     #[allow(missing_docs)]
     Health(status::HealthArgs),
+    /// Agent Skills: list, show, validate, prompt, upgrade, new.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
 }
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `events --help` lists the event kinds from the enum itself (built only
+    // when help is asked for: every command pays for what main does).
+    let mut command = <Cli as clap::CommandFactory>::command();
+    if std::env::args_os().any(|a| a == "-h" || a == "--help" || a == "help") {
+        command = command.mut_subcommand("events", |c| c.after_help(status::event_kinds_help()));
+    }
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let code = match cli.command {
         Command::Validate(args) => validate::run(cli.root.as_deref(), args),
         Command::Schema(args) => schema::run(args),
@@ -97,6 +110,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
+        Command::Skills(cmd) => skills::run(cli.root.as_deref(), cmd),
     };
     ExitCode::from(code)
 }
@@ -109,6 +123,12 @@ pub(crate) fn print(text: &str) -> u8 {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(e),
         _ => crate::exit::OK,
     }
+}
+
+/// Writes human output to stdout with control characters escaped (names
+/// come from the file system and from agents), line breaks kept.
+pub(crate) fn print_human(text: &str) -> u8 {
+    print(&crate::text::escape_lines(text))
 }
 
 /// The project root (as a file system path) and its effective policy, or the
@@ -126,6 +146,10 @@ pub(crate) fn root_and_policy(
 /// Prints an error in the common `squadctl: error: …` form and returns the
 /// failure exit code.
 pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {
-    eprintln!("squadctl: error: {message}");
+    // Errors quote paths and names: escaped like every human output.
+    eprintln!(
+        "squadctl: error: {}",
+        crate::text::escape_lines(&message.to_string())
+    );
     crate::exit::FAILURE
 }

@@ -30,18 +30,22 @@ pub struct StatusArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// For scripts: exit 1 when any session has validation errors,
+    /// dependency violations or overdue tasks, or the root is missing
+    /// (warnings do not count); 0 otherwise.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Show the daemon's recent events, or follow them as they happen.
 ///
-/// Event kinds: started, stopping, file-validated, file-invalid, file-fixed,
-/// file-removed, session-added, session-removed, output-written,
-/// output-failed, task-ready, task-completed, task-overdue,
-/// dependency-violation, session-status-changed, root-missing, root-restored,
-/// rescanned, watch-error. With the daemon down, prints the audit log.
+/// With the daemon down, prints the audit log. The event kinds are listed
+/// below.
 #[derive(Debug, clap::Args)]
 pub struct EventsArgs {
-    /// Keep streaming new events until interrupted.
+    /// Keep streaming new events until interrupted; exits 2 with a message
+    /// when squadd stops.
     #[arg(long, short)]
     pub follow: bool,
 
@@ -104,14 +108,61 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     {
         return super::fail(format!("no session named `{s}`"));
     }
-    if args.json {
+    let code = if args.json {
         print(&format!(
             "{:#}\n",
             serde_json::to_value(&report).unwrap_or_default()
         ))
     } else {
-        print(&render_human(&report, now))
+        // Session names, agents and findings come from the files: escape
+        // control characters before they reach the terminal.
+        super::print_human(&render_human(
+            &crate::text::escape_all(&report).unwrap_or(report.clone()),
+            now,
+        ))
+    };
+    if code != exit::OK || !args.check {
+        return code;
     }
+    if has_problems(&report) {
+        exit::PROBLEMS
+    } else {
+        exit::OK
+    }
+}
+
+/// What `status --check` fails on: validation errors, dependency
+/// violations, overdue tasks, a missing root.
+fn has_problems(report: &StatusReport) -> bool {
+    report.roots.iter().any(|r| {
+        r.missing
+            || r.sessions
+                .iter()
+                .any(|s| s.errors > 0 || !s.violations.is_empty() || !s.overdue.is_empty())
+    })
+}
+
+/// The `events --help` text listing every event kind, built from the enum.
+pub fn event_kinds_help() -> String {
+    let names = crate::events::EventKind::all_names();
+    let mut out = String::from("Event kinds:\n");
+    let mut line = String::from(" ");
+    for (i, name) in names.iter().enumerate() {
+        let item = if i + 1 == names.len() {
+            format!(" {name}")
+        } else {
+            format!(" {name},")
+        };
+        if line.len() + item.len() > 78 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from(" ");
+        }
+        line.push_str(&item);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// Runs `squadctl events`.
@@ -124,7 +175,7 @@ pub fn events(root_arg: Option<&Path>, args: EventsArgs) -> u8 {
         if args.json {
             serde_json::to_string(e).unwrap_or_default()
         } else {
-            e.human()
+            crate::text::escape(&e.human()).into_owned()
         }
     };
     let mut client = match Client::connect(&root, DAEMON_TIMEOUT) {
@@ -160,8 +211,14 @@ pub fn events(root_arg: Option<&Path>, args: EventsArgs) -> u8 {
                     }
                     Err(e) => return super::fail(format!("unexpected event: {e}")),
                 },
-                Ok(None) => return exit::OK,
-                Err(e) => return super::fail(e),
+                // A stream ends only when squadd goes away: say so, and let
+                // a supervising script notice.
+                Ok(None) => {
+                    return super::fail(
+                        "squadd stopped (the event stream ended); restart squadd and follow again",
+                    );
+                }
+                Err(e) => return super::fail(format!("lost the event stream: {e}")),
             }
         }
     }

@@ -88,7 +88,8 @@ impl OutputArgs {
 /// `.squad/sessions/`. Without PATH, the project root is validated.
 ///
 /// Exit status: 0 when no errors (warnings allowed), 1 when any error, 2 on
-/// usage or I/O failure. Rule ids are documented in docs/protocol.md.
+/// usage or I/O failure. Rule ids are documented in docs/protocol.md; a
+/// project's skills are checked too (docs/skills.md).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, session directories or project roots.
@@ -130,12 +131,22 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         Ok(v) => v,
         Err(e) => return super::fail(e),
     };
+    // A project's skills are part of it (docs/skills.md).
+    let mut diagnostics = validation.diagnostics;
+    let mut files = validation.files_checked;
+    for scope in &scopes {
+        if let Scope::Root(project) = scope {
+            let (skill_diagnostics, skill_files) = crate::skills::project_diagnostics(project);
+            diagnostics.extend(skill_diagnostics);
+            files += skill_files;
+        }
+    }
     let (format, color) = (args.output.format(), args.output.color());
     let text = report::render(
         format,
-        &validation.diagnostics,
+        &diagnostics,
         Totals {
-            files: validation.files_checked,
+            files,
             sessions: validation.sessions_checked,
         },
         env!("CARGO_PKG_VERSION"),
@@ -144,7 +155,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     if super::print(&text) != exit::OK {
         return exit::FAILURE;
     }
-    if validation.errors() > 0 {
+    if diagnostics.iter().any(|d| d.is_error()) {
         exit::PROBLEMS
     } else {
         exit::OK

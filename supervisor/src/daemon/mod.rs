@@ -1,44 +1,59 @@
 //! `squadd`: watch → read → parse → validate → index → derive → act → audit.
 //!
-//! One task owns all state (the [`Supervisor`]); the file watcher and the
-//! control connections send it messages. Nothing polls: the task sleeps until
-//! a file event, a request, the next task deadline or (under systemd) the
-//! next watchdog ping.
+//! The daemon is split along the state each part owns:
+//!
+//! - [`intake`]: the watches and the paths waiting to be read, and what a
+//!   changed path means;
+//! - [`core`]: what squadd knows about each root's sessions and the decisions
+//!   made from it (no I/O); [`routing`] decides message deliveries and
+//!   escalations from it;
+//! - [`timers`]: one queue for everything that happens at a time; its head is
+//!   the next wake-up;
+//! - [`writer`]: every file squadd writes (atomic, coalesced per path);
+//! - [`answers`]: control-socket answers (transport in [`server`]);
+//! - [`upkeep`]: lock expiry, retention, policy reloads, session wrap-up;
+//! - [`hooks`]: notification commands, on their own tasks;
+//! - this module: the wiring. One task owns all state (the [`Supervisor`]);
+//!   the watcher, the hooks and the control connections send it messages.
+//!   Nothing polls: the task sleeps until a file event, a request or the head
+//!   of the timer queue.
 
+pub mod answers;
+pub mod core;
+pub mod eventlog;
 pub mod health;
-pub mod messages;
+pub mod hooks;
+pub mod intake;
 pub mod pidfile;
+pub mod routing;
 pub mod server;
 pub mod systemd;
+pub mod timers;
+pub mod upkeep;
+pub mod writer;
 
-use crate::audit::AuditLog;
-use crate::control::{Method, Response, socket_path};
-use crate::derive::{SessionView, changes, derive_session, new_starts, newly_overdue};
-use crate::events::{Event, EventKind};
-use crate::index::{IndexedFile, SessionIndex, index_bytes, load_file, scan_root, scan_session};
+use self::core::{FileOutcome, Root};
+use crate::control::socket_path;
+use crate::events::EventKind;
+use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::{render_shared_context, render_status, render_summary};
-use crate::state::State;
-use crate::status::{DaemonReport, RootReport, StatusReport, session_report};
+use crate::outputs::{render_shared_context, render_status};
+use crate::state::{State, state_path};
 use chrono::{DateTime, Utc};
-use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
-use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
-use squad_protocol::atomic::is_temp_name;
+use eventlog::EventLog;
+use hooks::{Hooks, Notice};
+use intake::{Intake, Noted, PathChange, classify};
+use squad_protocol::FileKind;
+use squad_protocol::fsx::{ReadError, read_regular};
 use squad_protocol::kind::SESSION_STATUS_FILE;
-use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads, parallel_map};
-use squad_protocol::validate::read_limited;
-use squad_protocol::{FileKind, Severity, write_atomic};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, default_threads};
+use squad_protocol::validate::MAX_FILE_BYTES;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::{broadcast, mpsc};
-
-/// How long a file written in place may keep changing before it is read
-/// anyway. Renames, closes after writing and deletions are handled at once;
-/// only bare modifications wait, and never longer than this.
-const SETTLE: Duration = Duration::from_millis(3);
+use timers::{Timer, Timers};
+use tokio::sync::mpsc;
+use writer::{Tag, Writer};
 
 /// How long the shared context may lag a burst of changes. It spans every
 /// session of a root, so it is rendered once per burst rather than once per
@@ -51,11 +66,15 @@ const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 /// removal fail (ENOTEMPTY); a session that is being deleted is gone by then.
 const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
-/// Events kept for `squadctl events` without `--follow`.
-const RECENT_EVENTS: usize = 256;
+/// How long skill checks wait for a burst of skill changes (a checkout, an
+/// upgrade) to end: skills are re-read once per burst.
+const SKILLS_DELAY: Duration = Duration::from_millis(50);
 
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
+
+/// The summary file written when a session ends.
+pub const SUMMARY_FILE: &str = "summary.md";
 
 /// Daemon options.
 #[derive(Debug, Clone)]
@@ -86,99 +105,47 @@ pub enum StartError {
     Io(#[from] std::io::Error),
 }
 
-struct RootState {
-    root: PathBuf,
-    sessions_dir: PathBuf,
-    sessions: BTreeMap<String, SessionIndex>,
-    views: BTreeMap<String, SessionView>,
-    state: State,
-    audit: AuditLog,
-    watched: BTreeSet<PathBuf>,
-    missing: bool,
-    policy: squad_policies::Policy,
-    /// Lock records as last read.
-    locks: Vec<crate::locks::Entry>,
-    /// Re-read the lock table at this moment (a change was seen, a lock
-    /// expires, or the table mutex was busy).
-    locks_due: Option<Instant>,
-    /// The next scheduled retention run.
-    next_gc: Option<DateTime<Utc>>,
-    /// The next deferred (low-priority) delivery.
-    deliveries_due: Option<Instant>,
-    /// The next escalation or reply deadline check.
-    inbox_due: Option<Instant>,
-    _lock: pidfile::PidLock,
-}
-
-/// The next run of a retention schedule after `now`.
-fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    policy.retention.schedule().ok()?.after(&now).next()
-}
-
-/// The daemon's state and its one owner.
-struct Supervisor {
-    roots: Vec<RootState>,
-    watcher: RecommendedWatcher,
-    pending: HashMap<PathBuf, Instant>,
-    rescans: BTreeSet<usize>,
-    context_due: BTreeMap<usize, Instant>,
-    status_due: BTreeMap<(usize, String), Instant>,
-    queue: Arc<AtomicUsize>,
-    bus: broadcast::Sender<Event>,
-    recent: VecDeque<Event>,
-    seq: u64,
+/// The daemon's state, and its one owner.
+pub struct Supervisor {
+    roots: Vec<Root>,
+    intake: Intake,
+    timers: Timers,
+    writer: Writer,
+    log: EventLog,
+    hooks: Hooks,
     started: Instant,
     last_status_line: String,
-    hooks: tokio::sync::mpsc::UnboundedSender<messages::HookOutcome>,
     /// Whether systemd listens for STATUS= lines.
     notify_socket: bool,
-}
-
-fn watch_error_hint(e: &notify::Error) -> String {
-    match &e.kind {
-        notify::ErrorKind::MaxFilesWatch => format!(
-            "{e}: the inotify watch limit is reached; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)"
-        ),
-        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(28) => format!(
-            "{e}: the inotify watch limit is reached (ENOSPC); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`"
-        ),
-        _ => e.to_string(),
-    }
+    watchdog: Option<Duration>,
+    /// Each root's skills, as `status` reports them.
+    skills: Vec<crate::skills::SkillsHealth>,
+    _pid_locks: Vec<pidfile::PidLock>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(options: Options) -> Result<(), StartError> {
-    let (fs_tx, mut fs_rx) = mpsc::unbounded_channel();
-    let queue = Arc::new(AtomicUsize::new(0));
-    let queue_in = queue.clone();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        queue_in.fetch_add(1, Ordering::Relaxed);
-        let _ = fs_tx.send(res);
-    })
-    .map_err(|e| StartError::Watch(watch_error_hint(&e)))?;
+    let (intake, mut fs_rx) = Intake::start()?;
 
     // Handlers first: a SIGTERM that arrives while starting (or right after
     // READY) must stop the daemon cleanly, not kill it.
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
 
-    let (bus, _) = broadcast::channel(1024);
-    let (hooks, mut hook_rx) = messages::hook_channel();
+    let (hooks, mut hook_rx) = Hooks::new();
     let mut sup = Supervisor {
         roots: Vec::new(),
-        watcher,
-        pending: HashMap::new(),
-        rescans: BTreeSet::new(),
-        context_due: BTreeMap::new(),
-        status_due: BTreeMap::new(),
-        queue,
-        bus,
-        recent: VecDeque::new(),
-        seq: 0,
+        intake,
+        timers: Timers::default(),
+        writer: Writer::default(),
+        log: EventLog::default(),
+        hooks,
         started: Instant::now(),
         last_status_line: String::new(),
-        hooks,
         notify_socket: std::env::var_os("NOTIFY_SOCKET").is_some(),
+        watchdog: systemd::watchdog_interval(),
+        skills: Vec::new(),
+        _pid_locks: Vec::new(),
     };
 
     for root in &options.roots {
@@ -206,16 +173,16 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     }
     drop(call_tx);
 
-    let summary = sup.summary();
+    let summary = answers::summary(&sup);
     systemd::ready(&summary);
     sup.last_status_line = summary;
     tracing::info!(roots = sup.roots.len(), "ready");
-
-    let watchdog = systemd::watchdog_interval();
-    let mut next_ping = watchdog.map(|d| Instant::now() + d);
+    if let Some(every) = sup.watchdog {
+        sup.timers.set(Timer::Watchdog, Instant::now() + every);
+    }
 
     let reason = loop {
-        let wake = sup.next_wake(Utc::now(), next_ping);
+        let wake = sup.next_wake();
         tokio::select! {
             biased;
             _ = sigterm.recv() => break "SIGTERM",
@@ -228,7 +195,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
             }
             Some(outcome) = hook_rx.recv() => {
                 if let Some(error) = outcome.error {
-                    sup.emit(
+                    sup.log.emit(
                         outcome.root,
                         Some(&outcome.session),
                         None,
@@ -241,27 +208,24 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 }
             }
             Some(call) = call_rx.recv() => {
-                let reply = sup.answer(call.root, call.method);
+                let reply = answers::answer(&mut sup, call.root, call.method);
                 let _ = call.reply.send(reply);
             }
             _ = sleep_until(wake) => {}
-        }
-        if let (Some(at), Some(every)) = (next_ping, watchdog)
-            && Instant::now() >= at
-        {
-            systemd::watchdog();
-            next_ping = Some(Instant::now() + every);
         }
         sup.flush(Instant::now(), Utc::now());
     };
 
     tracing::info!(reason, "stopping");
     systemd::stopping();
-    for i in std::mem::take(&mut sup.context_due).into_keys() {
-        sup.write_shared_context(i);
-    }
     for i in 0..sup.roots.len() {
-        sup.emit(
+        if sup.timers.contains(&Timer::Context(i)) {
+            sup.write_shared_context(i);
+        }
+        if sup.timers.contains(&Timer::SaveState(i)) {
+            sup.save_state(i);
+        }
+        sup.log.emit(
             i,
             None,
             None,
@@ -309,40 +273,26 @@ impl Supervisor {
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
         let lock = pidfile::acquire(&root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"))?;
         let policy = crate::locks::load_policy(&root).map_err(fail)?;
-        let next_gc = next_run(&policy, Utc::now());
-        self.roots.push(RootState {
-            sessions_dir: root.join(SQUAD_DIR).join(SESSIONS_DIR),
-            audit: AuditLog::new(&root),
-            state: State::load(&root),
-            sessions: BTreeMap::new(),
-            views: BTreeMap::new(),
-            watched: BTreeSet::new(),
-            missing: false,
-            policy,
-            locks: Vec::new(),
-            locks_due: Some(Instant::now()),
-            next_gc,
-            deliveries_due: None,
-            inbox_due: None,
-            root,
-            _lock: lock,
-        });
+        let i = self.roots.len();
+        self.log.add_root(&root);
+        let state = State::load(&root);
+        let r = Root::new(root, state, policy);
+        if let Some(at) = r.next_gc {
+            self.timers
+                .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
+        }
+        self.roots.push(r);
+        self.skills.push(Default::default());
+        self.timers.set(Timer::Locks(i), Instant::now());
+        self._pid_locks.push(lock);
         Ok(())
     }
 
     fn watch(&mut self, i: usize, path: &Path) {
-        if self.roots[i].watched.contains(path) {
-            return;
-        }
-        match self.watcher.watch(path, RecursiveMode::NonRecursive) {
-            Ok(()) => {
-                self.roots[i].watched.insert(path.to_path_buf());
-            }
-            Err(e) => {
-                let error = watch_error_hint(&e);
-                tracing::error!(path = %path.display(), %error, "cannot watch");
-                self.emit(i, None, Some(path), EventKind::WatchError { error });
-            }
+        if let Err(error) = self.intake.watch(path) {
+            tracing::error!(path = %path.display(), %error, "cannot watch");
+            self.log
+                .emit(i, None, Some(path), EventKind::WatchError { error });
         }
     }
 
@@ -352,178 +302,6 @@ impl Supervisor {
         let locks = session_dir.join(crate::locks::LOCKS_DIR);
         if locks.is_dir() {
             self.watch(i, &locks);
-        }
-    }
-
-    /// Re-reads the lock table and reclaims expired locks, unless a command
-    /// holds the table right now (then it retries shortly).
-    fn refresh_locks(&mut self, i: usize) {
-        let root = self.roots[i].root.clone();
-        let guard = match crate::locks::try_lock_table(&root) {
-            Ok(Some(g)) => g,
-            Ok(None) => {
-                self.roots[i].locks_due = Some(Instant::now() + Duration::from_millis(50));
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot lock the lock table");
-                self.roots[i].locks_due = Some(Instant::now() + Duration::from_secs(5));
-                return;
-            }
-        };
-        let ttl = self.roots[i].policy.lock_default_ttl;
-        let mut entries = match crate::locks::load(&root, ttl) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read lock records");
-                Vec::new()
-            }
-        };
-        // Only expiry is decided here; dead holders are reclaimed by the next
-        // acquisition, which checks their processes.
-        let expired: Vec<crate::locks::Entry> = entries
-            .iter()
-            .filter(|e| match e {
-                crate::locks::Entry::Held { record, .. } => record.expires_at <= Utc::now(),
-                crate::locks::Entry::Corrupt { held_until, .. } => *held_until <= Utc::now(),
-            })
-            .cloned()
-            .collect();
-        let mut events = Vec::new();
-        if !expired.is_empty() {
-            let mut only_expired = expired;
-            events = crate::locks::reclaim(&mut only_expired, Utc::now(), "");
-            entries.retain(|e| !events.iter().any(|(_, p, _)| p == e.path()));
-        }
-        drop(guard);
-        for (session, path, kind) in events {
-            self.emit(i, Some(&session), Some(&path), kind);
-        }
-        let next = crate::locks::next_expiry(&entries);
-        self.roots[i].locks = entries;
-        self.roots[i].locks_due =
-            next.map(|at| Instant::now() + (at - Utc::now()).to_std().unwrap_or(Duration::ZERO));
-    }
-
-    /// The scheduled retention job: the same plan and execution as
-    /// `squadctl gc`, leaving alone sessions with files still being processed.
-    fn run_retention(&mut self, i: usize, wall: DateTime<Utc>) {
-        let root = self.roots[i].root.clone();
-        let sessions_dir = self.roots[i].sessions_dir.clone();
-        let mut busy: BTreeSet<String> = self
-            .pending
-            .keys()
-            .filter_map(|p| p.strip_prefix(&sessions_dir).ok())
-            .filter_map(|rel| rel.components().next())
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        busy.extend(
-            self.status_due
-                .keys()
-                .filter(|(r, _)| *r == i)
-                .map(|(_, n)| n.clone()),
-        );
-        match crate::retention::gather(&root, wall, &busy) {
-            Ok(facts) => {
-                let plan =
-                    squad_policies::retention::plan(&self.roots[i].policy.retention, &facts, wall);
-                for (session, path, kind) in crate::retention::execute(&root, &plan, wall) {
-                    self.emit(i, Some(&session), Some(&path), kind);
-                }
-            }
-            Err(e) => self.emit(
-                i,
-                None,
-                None,
-                EventKind::RetentionFailed {
-                    error: e.to_string(),
-                },
-            ),
-        }
-        self.roots[i].next_gc = next_run(&self.roots[i].policy, wall);
-    }
-
-    /// Re-reads `.squad/policies.yaml`; an invalid edit keeps the previous
-    /// policy and says so.
-    fn reload_policy(&mut self, i: usize) {
-        let root = self.roots[i].root.clone();
-        let error = match crate::locks::load_policy(&root) {
-            Ok(p) if p == self.roots[i].policy => return,
-            Ok(p) => {
-                self.roots[i].next_gc = next_run(&p, Utc::now());
-                self.roots[i].policy = p;
-                String::new()
-            }
-            Err(e) => format!("{e}; the previous policy stays in force"),
-        };
-        let path = root.join(SQUAD_DIR).join("policies.yaml");
-        self.emit(i, None, Some(&path), EventKind::PolicyReloaded { error });
-    }
-
-    /// Wraps up a session that ended: summary.md, temporary files removed.
-    fn end_session(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
-        let dir = self.roots[i].sessions_dir.join(name);
-        let (Some(session), Some(view)) = (
-            self.roots[i].sessions.get(name),
-            self.roots[i].views.get(name),
-        ) else {
-            return;
-        };
-        // Temporary files go first: summary.md is the sign the wrap-up is done.
-        let removed = remove_temporary_files(&dir);
-        let escalations: Vec<String> = self.roots[i]
-            .state
-            .escalated
-            .get(name)
-            .map(|e| e.iter().cloned().collect())
-            .unwrap_or_default();
-        let summary = render_summary(session, view, &escalations, wall);
-        if let Err(e) = write_atomic(&dir.join(SUMMARY_FILE), summary.as_bytes()) {
-            self.emit(
-                i,
-                Some(name),
-                Some(&dir.join(SUMMARY_FILE)),
-                EventKind::OutputFailed {
-                    output: "summary".into(),
-                    error: e.to_string(),
-                },
-            );
-            return;
-        }
-        self.emit(
-            i,
-            Some(name),
-            Some(&dir),
-            EventKind::SessionEnded {
-                status: status.into(),
-                removed,
-            },
-        );
-    }
-
-    /// Releases the locks of a session that ended.
-    fn release_session_locks(&mut self, i: usize, name: &str, status: &str) {
-        let root = self.roots[i].root.clone();
-        let dir = self.roots[i].sessions_dir.join(name);
-        let events = crate::locks::lock_table(&root)
-            .and_then(|_guard| crate::locks::release_session(&dir, &format!("session {status}")));
-        match events {
-            Ok(events) => {
-                for (session, path, kind) in events {
-                    self.emit(i, Some(&session), Some(&path), kind);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, session = name, "cannot release the session's locks")
-            }
-        }
-        self.roots[i].locks_due = Some(Instant::now());
-    }
-
-    fn unwatch(&mut self, i: usize, path: &Path) {
-        if self.roots[i].watched.remove(path) {
-            // The kernel drops watches of deleted directories itself.
-            let _ = self.watcher.unwatch(path);
         }
     }
 
@@ -542,6 +320,26 @@ impl Supervisor {
                 self.watch_locks(i, &dir);
             }
         }
+        for dir in crate::skills::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+    }
+
+    /// Re-checks a root's skills and watches skill folders that appeared.
+    fn refresh_skills(&mut self, i: usize) {
+        self.timers.cancel(&Timer::Skills(i));
+        let root = self.roots[i].root.clone();
+        for dir in crate::skills::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+        self.skills[i] = crate::skills::health(&root);
+    }
+
+    /// Records the events upkeep caused.
+    fn record(&mut self, i: usize, caused: Vec<upkeep::Caused>) {
+        for (session, path, kind) in caused {
+            self.log.emit(i, session.as_deref(), path.as_deref(), kind);
+        }
     }
 
     fn initial_scan(&mut self, i: usize, now: DateTime<Utc>) {
@@ -551,7 +349,7 @@ impl Supervisor {
             Err(e) => {
                 tracing::error!(root = %root.display(), error = %e, "start-up scan failed");
                 self.roots[i].missing = true;
-                self.emit(i, None, None, EventKind::RootMissing);
+                self.log.emit(i, None, None, EventKind::RootMissing);
                 BTreeMap::new()
             }
         };
@@ -561,36 +359,31 @@ impl Supervisor {
         let names: Vec<String> = self.roots[i].sessions.keys().cloned().collect();
         // The first derivation is the baseline: no task-ready storm at start.
         for name in &names {
-            self.record_starts(i, name);
-            let view = self.derive(i, name, now);
-            self.roots[i].views.insert(name.clone(), view);
+            let base = self.roots[i].baseline(name, now);
+            self.set_task_timer(i, name, base.next_deadline, now);
             self.report_invalid_files(i, name);
-            self.report_overdue(i, name);
+            for kind in base.overdue {
+                self.log.emit(i, Some(name), None, kind);
+            }
             // A session that ended while squadd was down still holds its locks.
-            let ended = self.roots[i].views.get(name).map(|v| v.status).filter(|s| {
-                matches!(
-                    s,
-                    squad_protocol::model::SessionState::Completed
-                        | squad_protocol::model::SessionState::Failed
-                )
-            });
-            if let Some(status) = ended {
-                let dir = self.roots[i].sessions_dir.join(name);
+            if let Some(status) = base.ended {
+                let dir = self.roots[i].session_dir(name);
                 if dir.join(crate::locks::LOCKS_DIR).is_dir() {
-                    self.release_session_locks(i, name, status.as_str());
+                    self.release_session_locks(i, name, &status);
                 }
                 if !dir.join(SUMMARY_FILE).exists() {
-                    self.end_session(i, name, status.as_str(), now);
+                    self.end_session(i, name, &status, now);
                 }
             }
         }
         self.write_statuses(i, &names, now);
+        self.refresh_skills(i);
         // The backlog written while squadd was down: critical first.
         self.deliver_messages(i, None, now);
         self.check_inboxes(i, None, now);
         self.save_state(i);
         self.write_shared_context(i);
-        self.emit(
+        self.log.emit(
             i,
             None,
             None,
@@ -602,18 +395,8 @@ impl Supervisor {
     }
 
     fn report_invalid_files(&mut self, i: usize, name: &str) {
-        let invalid: Vec<(PathBuf, usize, String)> = self.roots[i]
-            .sessions
-            .get(name)
-            .map(|s| {
-                s.files
-                    .values()
-                    .filter_map(|f| invalid_summary(f).map(|(n, first)| (f.path.clone(), n, first)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        for (path, errors, first) in invalid {
-            self.emit(
+        for (path, errors, first) in self.roots[i].invalid_files(name) {
+            self.log.emit(
                 i,
                 Some(name),
                 Some(&path),
@@ -622,103 +405,49 @@ impl Supervisor {
         }
     }
 
-    fn derive(&self, i: usize, name: &str, now: DateTime<Utc>) -> SessionView {
-        let r = &self.roots[i];
-        let empty = Default::default();
-        let starts = r.state.task_starts.get(name).unwrap_or(&empty);
-        match r.sessions.get(name) {
-            Some(s) => derive_session(s, starts, now),
-            None => derive_session(&SessionIndex::new(r.sessions_dir.join(name)), starts, now),
+    fn set_task_timer(
+        &mut self,
+        i: usize,
+        name: &str,
+        at: Option<DateTime<Utc>>,
+        wall: DateTime<Utc>,
+    ) {
+        let timer = Timer::TaskDue {
+            root: i,
+            session: name.to_string(),
+        };
+        match at {
+            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+            None => self.timers.cancel(&timer),
         }
     }
 
-    /// Records first-seen `in_progress` times; returns whether any was new.
-    fn record_starts(&mut self, i: usize, name: &str) -> bool {
-        let r = &mut self.roots[i];
-        let Some(session) = r.sessions.get(name) else {
-            return false;
-        };
-        let starts = r.state.task_starts.entry(name.to_string()).or_default();
-        let new = new_starts(session, starts);
-        let changed = !new.is_empty();
-        starts.extend(new);
-        changed
-    }
-
-    /// Reports overdue tasks not reported before; returns whether any was new.
-    fn report_overdue(&mut self, i: usize, name: &str) -> bool {
-        let r = &mut self.roots[i];
-        let Some(view) = r.views.get(name) else {
-            return false;
-        };
-        let reported = r
-            .state
-            .overdue_reported
-            .entry(name.to_string())
-            .or_default();
-        let new: Vec<(String, String)> = newly_overdue(view, reported)
-            .map(|t| (t.task_id.clone(), t.agent.clone()))
-            .collect();
-        reported.extend(new.iter().map(|(t, _)| t.clone()));
-        let any = !new.is_empty();
-        for (task_id, agent) in new {
-            self.emit(
-                i,
-                Some(name),
-                None,
-                EventKind::TaskOverdue { task_id, agent },
-            );
-        }
-        any
+    /// Writes the persisted state behind: at most once per burst.
+    fn state_changed(&mut self, i: usize) {
+        self.timers
+            .set_earlier(Timer::SaveState(i), Instant::now() + CONTEXT_DELAY);
     }
 
     fn save_state(&mut self, i: usize) {
+        self.timers.cancel(&Timer::SaveState(i));
         let r = &self.roots[i];
-        if let Err(e) = r.state.save(&r.root) {
+        let result = r
+            .state
+            .encode()
+            .and_then(|bytes| self.writer.write_private(&state_path(&r.root), &bytes));
+        if let Err(e) = result {
             tracing::warn!(error = %e, "cannot save state.json");
         }
     }
 
-    fn emit(&mut self, i: usize, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
-        self.seq += 1;
-        let r = &mut self.roots[i];
-        let event = Event {
-            seq: self.seq,
-            at: Utc::now(),
-            root: r.root.display().to_string(),
-            session: session.map(str::to_string),
-            path: path.map(|p| p.strip_prefix(&r.root).unwrap_or(p).display().to_string()),
-            kind,
-        };
-        tracing::info!(
-            event = event.kind.name(),
-            session = event.session.as_deref().unwrap_or(""),
-            path = event.path.as_deref().unwrap_or(""),
-            detail = %event.kind.detail(),
-        );
-        if event.kind.audited()
-            && let Err(e) = r.audit.append(&event)
-        {
-            tracing::warn!(error = %e, "cannot append to audit.jsonl");
-        }
-        if self.recent.len() == RECENT_EVENTS {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(event.clone());
-        let _ = self.bus.send(event);
-    }
-
     /// Takes one watcher notification.
-    fn note(&mut self, res: notify::Result<notify::Event>) {
-        self.queue.fetch_sub(1, Ordering::Relaxed);
-        let now = Instant::now();
-        let event = match res {
-            Ok(e) => e,
-            Err(e) => {
-                let error = watch_error_hint(&e);
+    fn note(&mut self, res: intake::Notification) {
+        match self.intake.note(res, Instant::now()) {
+            Noted::Queued => {}
+            Noted::Failed(error) => {
                 tracing::error!(%error, "watcher error");
                 for i in 0..self.roots.len() {
-                    self.emit(
+                    self.log.emit(
                         i,
                         None,
                         None,
@@ -726,37 +455,19 @@ impl Supervisor {
                             error: error.clone(),
                         },
                     );
-                    self.rescans.insert(i);
-                }
-                return;
-            }
-        };
-        if event.need_rescan() {
-            for path in &event.paths {
-                if let Some(i) = self.root_of(path) {
-                    self.rescans.insert(i);
+                    self.timers.set(Timer::Rescan(i), Instant::now());
                 }
             }
-            if event.paths.is_empty() {
-                self.rescans.extend(0..self.roots.len());
+            Noted::Rescan(paths) => {
+                let roots: BTreeSet<usize> = if paths.is_empty() {
+                    (0..self.roots.len()).collect()
+                } else {
+                    paths.iter().filter_map(|p| self.root_of(p)).collect()
+                };
+                for i in roots {
+                    self.timers.set(Timer::Rescan(i), Instant::now());
+                }
             }
-            return;
-        }
-        let settle = match event.kind {
-            // Our own reads (and everyone's) produce access events; only a
-            // close after writing means a writer has finished.
-            FsKind::Access(AccessKind::Close(AccessMode::Write)) => Duration::ZERO,
-            FsKind::Access(_) => return,
-            FsKind::Modify(ModifyKind::Metadata(_)) => return,
-            FsKind::Modify(ModifyKind::Data(_)) | FsKind::Create(CreateKind::File) => SETTLE,
-            _ => Duration::ZERO,
-        };
-        for path in event.paths {
-            let due = now + settle;
-            self.pending
-                .entry(path)
-                .and_modify(|d| *d = (*d).min(due))
-                .or_insert(due);
         }
     }
 
@@ -764,62 +475,29 @@ impl Supervisor {
         self.roots.iter().position(|r| path.starts_with(&r.root))
     }
 
-    /// The next moment something is due: a settling file, a task deadline or
-    /// a watchdog ping.
-    fn next_wake(&self, now: DateTime<Utc>, ping: Option<Instant>) -> Option<Instant> {
-        let file = self.pending.values().min().copied();
-        let deadline = self
-            .roots
-            .iter()
-            .flat_map(|r| r.views.values())
-            .filter_map(|v| v.next_deadline(now))
-            .min()
-            .map(|d| {
-                let wait = (d - now).to_std().unwrap_or(Duration::ZERO);
-                Instant::now() + wait
-            });
-        let rescan = (!self.rescans.is_empty()).then(Instant::now);
-        let context = self.context_due.values().min().copied();
-        let status = self.status_due.values().min().copied();
-        let locks = self.roots.iter().filter_map(|r| r.locks_due).min();
-        let gc = self
-            .roots
-            .iter()
-            .filter_map(|r| r.next_gc)
-            .min()
-            .map(|at| Instant::now() + (at - now).to_std().unwrap_or(Duration::ZERO));
-        let messages = self
-            .roots
-            .iter()
-            .flat_map(|r| [r.deliveries_due, r.inbox_due])
+    /// The next moment something is due: a settling file or the head of the
+    /// timer queue.
+    fn next_wake(&self) -> Option<Instant> {
+        [self.intake.next_due(), self.timers.next()]
+            .into_iter()
             .flatten()
-            .min();
-        [
-            file, deadline, ping, rescan, context, status, locks, gc, messages,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+            .min()
     }
 
-    /// Processes everything due: rescans, settled paths, passed deadlines.
+    /// Processes everything due: rescans, settled paths, timers.
     fn flush(&mut self, now: Instant, wall: DateTime<Utc>) {
+        let due = self.timers.pop_due(now);
         let mut touched: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
         // Sessions that saw something other than a removal in this batch.
         let mut changed: BTreeSet<(usize, String)> = BTreeSet::new();
-        for i in std::mem::take(&mut self.rescans) {
-            let names = self.rescan(i);
-            changed.extend(names.iter().map(|n| (i, n.clone())));
-            touched.entry(i).or_default().extend(names);
+        for t in &due {
+            if let Timer::Rescan(i) = t {
+                let names = self.rescan(*i);
+                changed.extend(names.iter().map(|n| (*i, n.clone())));
+                touched.entry(*i).or_default().extend(names);
+            }
         }
-        let due: Vec<PathBuf> = self
-            .pending
-            .iter()
-            .filter(|(_, d)| **d <= now)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for path in due {
-            self.pending.remove(&path);
+        for path in self.intake.take_due(now) {
             let Some(i) = self.root_of(&path) else {
                 continue;
             };
@@ -830,18 +508,13 @@ impl Supervisor {
                 touched.entry(i).or_default().insert(name);
             }
         }
-        // Sessions whose deadline passed re-derive even without a file change.
-        for (i, r) in self.roots.iter().enumerate() {
-            for (name, view) in &r.views {
-                let passed = view.tasks.iter().any(|t| {
-                    !t.overdue
-                        && t.state != squad_protocol::model::TaskStatus::Completed
-                        && t.due_at.is_some_and(|d| d <= wall)
-                });
-                if passed {
-                    changed.insert((i, name.clone()));
-                    touched.entry(i).or_default().insert(name.clone());
-                }
+        // Sessions whose task deadline passed re-derive without a file change.
+        for t in &due {
+            if let Timer::TaskDue { root, session } = t
+                && self.roots[*root].sessions.contains_key(session)
+            {
+                changed.insert((*root, session.clone()));
+                touched.entry(*root).or_default().insert(session.clone());
             }
         }
         for (i, names) in touched {
@@ -852,45 +525,42 @@ impl Supervisor {
                 .collect();
             self.settle(i, &names, &deferred, wall);
         }
-        let due: Vec<(usize, String)> = self
-            .status_due
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for (i, name) in due {
-            self.status_due.remove(&(i, name.clone()));
-            self.write_statuses(i, std::slice::from_ref(&name), wall);
-            if self.roots[i].sessions_dir.join(&name).is_dir() {
-                let one = BTreeSet::from([name]);
-                self.deliver_messages(i, Some(&one), wall);
-                self.check_inboxes(i, Some(&one), wall);
-            }
-        }
-        let due: Vec<usize> = self
-            .context_due
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(i, _)| *i)
-            .collect();
-        for i in due {
-            self.context_due.remove(&i);
-            self.write_shared_context(i);
-        }
-        for i in 0..self.roots.len() {
-            if self.roots[i].locks_due.is_some_and(|at| at <= now) {
-                self.refresh_locks(i);
-            }
-            if self.roots[i].next_gc.is_some_and(|at| at <= wall) {
-                self.run_retention(i, wall);
-            }
-            if self.roots[i].deliveries_due.is_some_and(|at| at <= now) {
-                self.roots[i].deliveries_due = None;
-                self.deliver_messages(i, None, wall);
-            }
-            if self.roots[i].inbox_due.is_some_and(|at| at <= now) {
-                self.roots[i].inbox_due = None;
-                self.check_inboxes(i, None, wall);
+        for t in due {
+            match t {
+                Timer::Rescan(_) | Timer::TaskDue { .. } => {}
+                Timer::Status { root, session } => {
+                    if changed.contains(&(root, session.clone())) {
+                        continue;
+                    }
+                    self.timers.cancel(&Timer::Status {
+                        root,
+                        session: session.clone(),
+                    });
+                    self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    if self.roots[root].session_dir(&session).is_dir() {
+                        let one = BTreeSet::from([session]);
+                        self.deliver_messages(root, Some(&one), wall);
+                        self.check_inboxes(root, Some(&one), wall);
+                    }
+                }
+                Timer::Context(i) => self.write_shared_context(i),
+                Timer::SaveState(i) => self.save_state(i),
+                Timer::Locks(i) => self.refresh_locks(i),
+                Timer::Retention(i) => {
+                    let busy = self.busy_sessions(i);
+                    let caused = upkeep::run_retention(&mut self.roots[i], &busy, wall);
+                    self.record(i, caused);
+                    self.schedule_retention(i, wall);
+                }
+                Timer::Deliveries(i) => self.deliver_messages(i, None, wall),
+                Timer::Inbox(i) => self.check_inboxes(i, None, wall),
+                Timer::Skills(i) => self.refresh_skills(i),
+                Timer::Watchdog => {
+                    systemd::watchdog();
+                    if let Some(every) = self.watchdog {
+                        self.timers.set(Timer::Watchdog, Instant::now() + every);
+                    }
+                }
             }
         }
         // The STATUS= line walks every session: only worth it when a service
@@ -898,10 +568,58 @@ impl Supervisor {
         if !self.notify_socket {
             return;
         }
-        let summary = self.summary();
+        let summary = answers::summary(self);
         if summary != self.last_status_line {
             systemd::status(&summary);
             self.last_status_line = summary;
+        }
+    }
+
+    fn schedule_retention(&mut self, i: usize, wall: DateTime<Utc>) {
+        match self.roots[i].next_gc {
+            Some(at) => self
+                .timers
+                .set_wall(Timer::Retention(i), at, wall, Instant::now()),
+            None => self.timers.cancel(&Timer::Retention(i)),
+        }
+    }
+
+    /// Sessions retention must leave alone: paths still waiting to be read,
+    /// status writes held back.
+    fn busy_sessions(&self, i: usize) -> BTreeSet<String> {
+        let mut busy = self.intake.busy_sessions(&self.roots[i].sessions_dir);
+        busy.extend(self.timers.held_sessions(i).map(str::to_string));
+        busy
+    }
+
+    fn refresh_locks(&mut self, i: usize) {
+        let mut caused = Vec::new();
+        let next = upkeep::refresh_locks(&mut self.roots[i], &mut caused);
+        self.record(i, caused);
+        match next {
+            upkeep::LocksNext::Retry(after) => {
+                self.timers.set(Timer::Locks(i), Instant::now() + after)
+            }
+            upkeep::LocksNext::At(Some(at)) => {
+                self.timers
+                    .set_wall(Timer::Locks(i), at, Utc::now(), Instant::now())
+            }
+            upkeep::LocksNext::At(None) => self.timers.cancel(&Timer::Locks(i)),
+        }
+    }
+
+    fn release_session_locks(&mut self, i: usize, name: &str, status: &str) {
+        let mut caused = Vec::new();
+        upkeep::release_session_locks(&self.roots[i], name, status, &mut caused);
+        self.record(i, caused);
+        self.timers.set(Timer::Locks(i), Instant::now());
+    }
+
+    fn end_session(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
+        if let Some(caused) =
+            upkeep::end_session(&self.roots[i], &mut self.writer, name, status, wall)
+        {
+            self.record(i, vec![caused]);
         }
     }
 
@@ -912,15 +630,15 @@ impl Supervisor {
             // The kernel dropped the watches of everything that vanished;
             // forget them too, or the directories that come back later would
             // count as watched and never be watched again.
-            let squad = root.join(SQUAD_DIR);
-            self.roots[i].watched.retain(|p| !p.starts_with(&squad));
+            self.intake.forget_under(&root.join(SQUAD_DIR));
             if !self.roots[i].missing {
                 self.roots[i].missing = true;
-                self.emit(i, None, None, EventKind::RootMissing);
+                self.log.emit(i, None, None, EventKind::RootMissing);
             }
             return Vec::new();
         }
         self.watch_root(i);
+        self.timers.set(Timer::Skills(i), Instant::now());
         let fresh = match scan_root(&root, default_threads()) {
             Ok(s) => s,
             Err(e) => {
@@ -932,20 +650,17 @@ impl Supervisor {
         let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
         let mut names: BTreeSet<String> = fresh.keys().cloned().collect();
         for gone in old.difference(&names) {
-            self.roots[i].views.remove(gone);
-            let dir = self.roots[i].sessions_dir.join(gone);
-            self.unwatch(i, &dir);
-            self.emit(i, Some(gone), None, EventKind::SessionRemoved);
+            self.forget_session(i, gone);
         }
         self.roots[i].sessions = fresh;
         let was_missing = std::mem::replace(&mut self.roots[i].missing, false);
         let reason = if was_missing {
-            self.emit(i, None, None, EventKind::RootRestored);
+            self.log.emit(i, None, None, EventKind::RootRestored);
             "root restored"
         } else {
             "the watcher asked for a rescan"
         };
-        self.emit(
+        self.log.emit(
             i,
             None,
             None,
@@ -957,91 +672,92 @@ impl Supervisor {
         names.into_iter().collect()
     }
 
+    /// A session directory vanished.
+    fn forget_session(&mut self, i: usize, name: &str) {
+        let dir = self.roots[i].session_dir(name);
+        self.roots[i].remove_session(name);
+        self.timers.cancel_session(i, name);
+        self.intake.unwatch(&dir);
+        self.writer.forget_under(&dir);
+        self.log
+            .emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
+        self.timers
+            .set_earlier(Timer::Context(i), Instant::now() + CONTEXT_DELAY);
+    }
+
     /// Applies one changed path; returns the session it touched and whether
     /// the change was only a removal.
     fn apply_path(&mut self, i: usize, path: &Path) -> Option<(String, bool)> {
-        let sessions_dir = self.roots[i].sessions_dir.clone();
-        if path == self.roots[i].root.join(SQUAD_DIR).join("policies.yaml") {
-            self.reload_policy(i);
-            return None;
-        }
-        let Ok(rel) = path.strip_prefix(&sessions_dir) else {
-            // The root, .squad or .squad/sessions itself changed.
-            let affects_sessions = sessions_dir.starts_with(path);
-            if affects_sessions {
-                self.rescans.insert(i);
-            }
-            return None;
-        };
-        let parts: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        match parts.as_slice() {
-            [] => {
-                self.rescans.insert(i);
+        let r = &self.roots[i];
+        match classify(&r.root, &r.sessions_dir, path)? {
+            PathChange::Policy => {
+                if let Some(caused) = upkeep::reload_policy(&mut self.roots[i]) {
+                    self.record(i, vec![caused]);
+                    self.schedule_retention(i, Utc::now());
+                }
                 None
             }
-            [name] => {
-                if name.starts_with('.') {
-                    return None;
+            PathChange::Rescan => {
+                self.timers.set(Timer::Rescan(i), Instant::now());
+                None
+            }
+            PathChange::Skills => {
+                self.timers
+                    .set_earlier(Timer::Skills(i), Instant::now() + SKILLS_DELAY);
+                None
+            }
+            PathChange::SessionDir(name) => self.apply_session_dir(i, &name),
+            PathChange::LocksDir(name) => {
+                let dir = self.roots[i].session_dir(&name);
+                self.watch_locks(i, &dir);
+                self.timers.set(Timer::Locks(i), Instant::now());
+                None
+            }
+            PathChange::LockRecord(_) => {
+                self.timers.set(Timer::Locks(i), Instant::now());
+                None
+            }
+            PathChange::SessionFile {
+                session,
+                file,
+                kind,
+            } => {
+                if !self.roots[i].sessions.contains_key(&session) {
+                    // An event for a session we have not seen yet: scan it.
+                    return self.apply_session_dir(i, &session);
                 }
-                let dir = sessions_dir.join(name);
-                let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
-                let known = self.roots[i].sessions.contains_key(name);
-                match (is_dir, known) {
-                    (true, false) => {
-                        // Watch first, then scan: files created before the
-                        // watch existed are found by the scan.
-                        self.watch(i, &dir);
-                        self.watch_locks(i, &dir);
-                        match scan_session(&dir) {
-                            Ok(s) => {
-                                self.roots[i].sessions.insert(name.clone(), s);
-                                self.emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
-                                self.report_invalid_files(i, name);
-                                Some((name.clone(), false))
-                            }
-                            Err(e) => {
-                                tracing::warn!(dir = %dir.display(), error = %e, "cannot scan new session");
-                                None
-                            }
-                        }
+                self.apply_file(i, &session, &file, path, kind)
+            }
+        }
+    }
+
+    fn apply_session_dir(&mut self, i: usize, name: &str) -> Option<(String, bool)> {
+        let dir = self.roots[i].session_dir(name);
+        let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+        let known = self.roots[i].sessions.contains_key(name);
+        match (is_dir, known) {
+            (true, false) => {
+                // Watch first, then scan: files created before the watch
+                // existed are found by the scan.
+                self.watch(i, &dir);
+                self.watch_locks(i, &dir);
+                match scan_session(&dir) {
+                    Ok(s) => {
+                        self.roots[i].sessions.insert(name.to_string(), s);
+                        self.log
+                            .emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
+                        self.report_invalid_files(i, name);
+                        Some((name.to_string(), false))
                     }
-                    (false, true) => {
-                        self.roots[i].sessions.remove(name);
-                        self.roots[i].views.remove(name);
-                        self.status_due.remove(&(i, name.clone()));
-                        self.unwatch(i, &dir);
-                        self.emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
-                        self.context_due
-                            .entry(i)
-                            .or_insert_with(|| Instant::now() + CONTEXT_DELAY);
+                    Err(e) => {
+                        tracing::warn!(dir = %dir.display(), error = %e, "cannot scan new session");
                         None
                     }
-                    _ => None,
                 }
             }
-            [name, locks] if locks == crate::locks::LOCKS_DIR => {
-                let dir = sessions_dir.join(name);
-                self.watch_locks(i, &dir);
-                self.roots[i].locks_due = Some(Instant::now());
+            (false, true) => {
+                self.forget_session(i, name);
                 None
-            }
-            [_, locks, _] if locks == crate::locks::LOCKS_DIR => {
-                self.roots[i].locks_due = Some(Instant::now());
-                None
-            }
-            [name, file] => {
-                if is_temp_name(file) {
-                    return None;
-                }
-                let kind = FileKind::from_file_name(file)?;
-                if !self.roots[i].sessions.contains_key(name) {
-                    // An event for a session we have not seen yet: scan it.
-                    return self.apply_path(i, &sessions_dir.join(name));
-                }
-                self.apply_file(i, name, file, path, kind)
             }
             _ => None,
         }
@@ -1062,29 +778,15 @@ impl Supervisor {
                 return None;
             }
         };
-        let session = self.roots[i].sessions.get_mut(name)?;
-        match loaded {
-            None => {
-                session.files.remove(file)?;
-                self.emit(i, Some(name), Some(path), EventKind::FileRemoved);
+        match self.roots[i].apply_file(name, file, loaded)? {
+            FileOutcome::Unchanged => None,
+            FileOutcome::Removed => {
+                self.log
+                    .emit(i, Some(name), Some(path), EventKind::FileRemoved);
                 Some((name.to_string(), true))
             }
-            Some(new) => {
-                let old = session.files.get(file);
-                if old.is_some_and(|o| o.fingerprint == new.fingerprint && new.fingerprint != 0) {
-                    // Same bytes: a repeated event, or our own write.
-                    return None;
-                }
-                let was_invalid = old.is_some_and(|o| invalid_summary(o).is_some());
-                let event = match invalid_summary(&new) {
-                    Some((errors, first)) => EventKind::FileInvalid { errors, first },
-                    None if was_invalid => EventKind::FileFixed,
-                    None => EventKind::FileValidated {
-                        warnings: new.diagnostics.len(),
-                    },
-                };
-                session.files.insert(file.to_string(), new);
-                self.emit(i, Some(name), Some(path), event);
+            FileOutcome::Changed(event) => {
+                self.log.emit(i, Some(name), Some(path), event);
                 Some((name.to_string(), false))
             }
         }
@@ -1101,42 +803,34 @@ impl Supervisor {
         wall: DateTime<Utc>,
     ) {
         let mut derived = Vec::new();
-        let mut state_changed = false;
         for name in names {
             if !self.roots[i].sessions.contains_key(name) {
                 continue;
             }
-            if let Some(s) = self.roots[i].sessions.get_mut(name) {
-                s.recheck();
+            let d = self.roots[i].rederive(name, wall);
+            for kind in d.events {
+                self.log.emit(i, Some(name), None, kind);
             }
-            state_changed |= self.record_starts(i, name);
-            let view = self.derive(i, name, wall);
-            let before = self.roots[i].views.get(name);
-            let diff = changes(before, &view);
-            self.roots[i].views.insert(name.clone(), view);
-            for kind in diff {
-                if let EventKind::SessionStatusChanged { status } = &kind
-                    && matches!(
-                        status,
-                        squad_protocol::model::SessionState::Completed
-                            | squad_protocol::model::SessionState::Failed
-                    )
-                {
-                    let status = status.to_string();
-                    self.emit(i, Some(name), None, kind);
-                    self.release_session_locks(i, name, &status);
-                    self.end_session(i, name, &status, wall);
-                    continue;
-                }
-                self.emit(i, Some(name), None, kind);
+            if let Some(status) = &d.ended {
+                self.release_session_locks(i, name, status);
+                self.end_session(i, name, status, wall);
             }
-            state_changed |= self.report_overdue(i, name);
+            for kind in d.overdue {
+                self.log.emit(i, Some(name), None, kind);
+            }
+            if d.state_changed {
+                self.state_changed(i);
+            }
+            self.set_task_timer(i, name, d.next_deadline, wall);
+            let status = Timer::Status {
+                root: i,
+                session: name.clone(),
+            };
             if deferred.contains(name) {
-                self.status_due
-                    .entry((i, name.clone()))
-                    .or_insert_with(|| Instant::now() + REMOVAL_DELAY);
+                self.timers
+                    .set_earlier(status, Instant::now() + REMOVAL_DELAY);
             } else {
-                self.status_due.remove(&(i, name.clone()));
+                self.timers.cancel(&status);
                 derived.push(name.clone());
             }
         }
@@ -1146,14 +840,9 @@ impl Supervisor {
         let live: BTreeSet<String> = derived.iter().cloned().collect();
         self.deliver_messages(i, Some(&live), wall);
         self.check_inboxes(i, Some(&live), wall);
-        let any = !names.is_empty();
-        if state_changed {
-            self.save_state(i);
-        }
-        if any {
-            self.context_due
-                .entry(i)
-                .or_insert_with(|| Instant::now() + CONTEXT_DELAY);
+        if !names.is_empty() {
+            self.timers
+                .set_earlier(Timer::Context(i), Instant::now() + CONTEXT_DELAY);
         }
     }
 
@@ -1166,58 +855,69 @@ impl Supervisor {
     ) -> Option<(PathBuf, String)> {
         let r = &self.roots[i];
         let view = r.views.get(name)?;
-        let dir = r.sessions_dir.join(name);
+        let dir = r.session_dir(name);
         let path = dir.join(SESSION_STATUS_FILE);
-        let existing = match read_limited(&path) {
+        let existing = match read_regular(&path, MAX_FILE_BYTES) {
             Ok(bytes) => Some(String::from_utf8(bytes).ok()?),
-            Err(_) if !path.exists() && dir.is_dir() => None,
+            Err(ReadError::NotFound) if dir.is_dir() => None,
             Err(_) => return None,
         };
         let text = render_status(existing.as_deref(), view, wall)?;
         (existing.as_deref() != Some(text.as_str())).then_some((path, text))
     }
 
-    /// Writes the session-status.md of each named session that changed. The
-    /// writes (each with its fsyncs) run in parallel so the file system can
-    /// commit them together instead of one journal commit after another.
+    /// Writes the session-status.md of each named session that changed, as
+    /// one batch of the writer.
     fn write_statuses(&mut self, i: usize, names: &[String], wall: DateTime<Utc>) {
-        let updates: Vec<(String, PathBuf, String)> = names
-            .iter()
-            .filter_map(|n| {
-                self.status_update(i, n, wall)
-                    .map(|(p, t)| (n.clone(), p, t))
-            })
-            .collect();
-        let threads = updates.len().min(8);
-        let results = parallel_map(&updates, threads, |(_, path, text)| {
-            write_atomic(path, text.as_bytes())
-        });
-        for ((name, path, text), result) in updates.into_iter().zip(results) {
+        for name in names {
+            if let Some((path, text)) = self.status_update(i, name, wall) {
+                self.writer.stage(
+                    path,
+                    text.into_bytes(),
+                    Tag {
+                        root: i,
+                        session: Some(name.clone()),
+                        output: "session-status",
+                    },
+                );
+            }
+        }
+        for writer::Committed {
+            path,
+            tag,
+            bytes,
+            result,
+        } in self.writer.commit()
+        {
+            let name = tag.session.unwrap_or_default();
             let kind = match result {
                 Ok(()) => {
                     // Index what we wrote, so its watch event is recognised as ours.
-                    let entry = index_bytes(&path, FileKind::SessionStatus, text.as_bytes());
-                    if let Some(s) = self.roots[i].sessions.get_mut(&name) {
+                    let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, &bytes);
+                    if let Some(s) = self.roots[tag.root].sessions.get_mut(&name) {
                         s.files.insert(SESSION_STATUS_FILE.to_string(), entry);
                     }
                     EventKind::OutputWritten {
-                        output: "session-status".into(),
+                        output: tag.output.into(),
                     }
                 }
                 Err(e) => EventKind::OutputFailed {
-                    output: "session-status".into(),
+                    output: tag.output.into(),
                     error: e.to_string(),
                 },
             };
-            self.emit(i, Some(&name), Some(&path), kind);
+            self.log.emit(tag.root, Some(&name), Some(&path), kind);
         }
     }
 
     fn write_shared_context(&mut self, i: usize) {
+        self.timers.cancel(&Timer::Context(i));
         let r = &self.roots[i];
         let path = r.root.join(SHARED_CONTEXT);
-        let existing = std::fs::read_to_string(&path).ok();
-        let pairs: Vec<(&SessionIndex, &SessionView)> = r
+        let existing = read_regular(&path, MAX_FILE_BYTES)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok());
+        let pairs: Vec<_> = r
             .sessions
             .iter()
             .filter_map(|(name, s)| r.views.get(name).map(|v| (s, v)))
@@ -1226,11 +926,7 @@ impl Supervisor {
         if existing.as_deref() == Some(text.as_str()) {
             return;
         }
-        let result = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| write_atomic(&path, text.as_bytes()));
-        let kind = match result {
+        let kind = match self.writer.write(&path, text.as_bytes(), true) {
             Ok(()) => EventKind::OutputWritten {
                 output: "shared-context".into(),
             },
@@ -1239,159 +935,161 @@ impl Supervisor {
                 error: e.to_string(),
             },
         };
-        self.emit(i, None, Some(&path), kind);
+        self.log.emit(i, None, Some(&path), kind);
     }
 
-    fn summary(&self) -> String {
-        let sessions: usize = self.roots.iter().map(|r| r.sessions.len()).sum();
-        let problems: usize = self
-            .roots
-            .iter()
-            .flat_map(|r| r.sessions.values())
-            .map(|s| {
-                s.diagnostics()
-                    .filter(|d| d.severity == Severity::Error)
-                    .count()
-            })
-            .sum();
-        let overdue: usize = self
-            .roots
-            .iter()
-            .flat_map(|r| r.views.values())
-            .map(|v| v.overdue().count())
-            .sum();
-        format!(
-            "{} root(s), {sessions} session(s), {problems} validation error(s), {overdue} overdue task(s)",
-            self.roots.len()
-        )
-    }
-
-    fn root_report(&self, i: usize, session: Option<&str>) -> RootReport {
-        let r = &self.roots[i];
-        RootReport {
-            root: r.root.display().to_string(),
-            missing: r.missing,
-            next_retention_run: r.next_gc,
-            sessions: r
-                .sessions
-                .iter()
-                .filter(|(name, _)| session.is_none_or(|s| s == name.as_str()))
-                .filter_map(|(name, s)| {
-                    r.views.get(name).map(|v| {
-                        let mut report =
-                            session_report(s, v, crate::status::session_locks(&r.locks, name));
-                        crate::status::add_messages(
-                            &mut report,
-                            s,
-                            r.state.escalated.get(name),
-                            Utc::now(),
-                        );
-                        report
-                    })
-                })
-                .collect(),
-        }
-    }
-
-    fn answer(&mut self, i: usize, method: Method) -> server::Reply {
-        let json = |v: Result<serde_json::Value, serde_json::Error>| {
-            server::Reply::Once(match v {
-                Ok(v) => Response::ok(v),
-                Err(e) => Response::error(e.to_string()),
-            })
-        };
-        match method {
-            Method::Ping => json(Ok(serde_json::json!("pong"))),
-            Method::Status { session } => {
-                let report = StatusReport {
-                    daemon: DaemonReport::Running {
-                        pid: std::process::id(),
-                        uptime_secs: self.started.elapsed().as_secs(),
-                        version: env!("CARGO_PKG_VERSION").to_string(),
-                        roots: self
-                            .roots
-                            .iter()
-                            .map(|r| r.root.display().to_string())
-                            .collect(),
-                        last_event: self.recent.back().cloned().map(Box::new),
-                    },
-                    // The socket belongs to one root; report that root.
-                    roots: vec![self.root_report(i, session.as_deref())],
-                };
-                json(serde_json::to_value(report))
+    /// Delivers what is due in the named sessions (all when `None`).
+    fn deliver_messages(&mut self, i: usize, only: Option<&BTreeSet<String>>, wall: DateTime<Utc>) {
+        let (ready, next) = routing::pending_deliveries(&self.roots[i], only, wall);
+        match (only, next) {
+            (None, Some(at)) => {
+                self.timers
+                    .set_wall(Timer::Deliveries(i), at, wall, Instant::now())
             }
-            Method::Events { follow } => {
-                let root = self.roots[i].root.display().to_string();
-                let backlog: Vec<Event> = self
-                    .recent
-                    .iter()
-                    .filter(|e| e.root == root)
-                    .cloned()
-                    .collect();
-                if follow {
-                    server::Reply::Stream {
-                        backlog,
-                        events: self.bus.subscribe(),
-                    }
-                } else {
-                    json(serde_json::to_value(backlog))
+            (None, None) => self.timers.cancel(&Timer::Deliveries(i)),
+            (Some(_), Some(at)) => {
+                let at = timers::instant_at(at, wall, Instant::now());
+                self.timers.set_earlier(Timer::Deliveries(i), at);
+            }
+            (Some(_), None) => {}
+        }
+        let mut delivered_any = false;
+        for d in ready {
+            let dir = self.roots[i].session_dir(&d.session);
+            let (bytes, routed_from) = match &d.body {
+                routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
+                    Ok(b) => (b, None),
+                    // Vanished or changed into something unreadable: its own
+                    // event will bring it back if it returns.
+                    Err(_) => continue,
+                },
+                routing::Body::Routed { routed, rel, .. } => match routed.render(rel) {
+                    Some(text) => (text.into_bytes(), Some(rel.clone())),
+                    None => continue,
+                },
+            };
+            match self.writer.deliver(&dir, &d.to, &d.name, &bytes) {
+                Ok(true) => {
+                    delivered_any = true;
+                    let late = squad_policies::messages::deadline(
+                        &self.roots[i].policy.messages,
+                        d.priority,
+                        d.created,
+                    )
+                    .is_some_and(|by| wall > by);
+                    let path = crate::inbox::inbox_dir(&dir, &d.to)
+                        .join("new")
+                        .join(&d.name);
+                    self.log.emit(
+                        i,
+                        Some(&d.session),
+                        Some(&path),
+                        EventKind::MessageDelivered {
+                            to: d.to.clone(),
+                            message_id: d.message_id.clone(),
+                            priority: d.priority.to_string(),
+                            late,
+                            routed_from,
+                        },
+                    );
+                    self.hooks.notify(
+                        &self.roots[i].policy.messages,
+                        Notice {
+                            root: i,
+                            session: &d.session,
+                            from: &d.from,
+                            to: &d.to,
+                            message_id: &d.message_id,
+                            priority: d.priority,
+                            path: &path,
+                        },
+                    );
                 }
-            }
-            Method::Health => {
-                let watches = self.roots.iter().map(|r| r.watched.len()).sum();
-                let queue = self.queue.load(Ordering::Relaxed) + self.pending.len();
-                let roots: Vec<&Path> = self.roots.iter().map(|r| r.root.as_path()).collect();
-                json(serde_json::to_value(health::measure(
-                    watches, queue, &roots,
-                )))
-            }
-        }
-    }
-}
-
-/// The summary file written when a session ends.
-pub const SUMMARY_FILE: &str = "summary.md";
-
-/// Removes a session's temporary files (`*.tmp` and our own `.x.tmp.*`
-/// leftovers at its top level, and `artifacts/tmp/`); returns how many
-/// entries went. Links are removed, never followed.
-fn remove_temporary_files(dir: &Path) -> usize {
-    let mut removed = 0;
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let is_file = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
-            if is_file
-                && (name.ends_with(".tmp") || is_temp_name(&name))
-                && std::fs::remove_file(e.path()).is_ok()
-            {
-                removed += 1;
+                Ok(false) => {}
+                Err(e) => self.log.emit(
+                    i,
+                    Some(&d.session),
+                    None,
+                    EventKind::OutputFailed {
+                        output: format!("inbox of {}", d.to),
+                        error: e.to_string(),
+                    },
+                ),
             }
         }
+        if delivered_any {
+            self.timers.set_earlier(Timer::Inbox(i), Instant::now());
+        }
     }
-    let tmp = dir.join("artifacts").join("tmp");
-    if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir())
-        && std::fs::remove_dir_all(&tmp).is_ok()
-    {
-        removed += 1;
-    }
-    removed
-}
 
-/// `(error count, first error)` when a file has errors.
-fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
-    let errors: Vec<_> = f
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .collect();
-    let first = errors.first()?;
-    let at = first
-        .location
-        .map(|l| format!("{}:{} ", l.line, l.column))
-        .unwrap_or_default();
-    Some((
-        errors.len(),
-        format!("{at}{}: {}", first.rule, first.message),
-    ))
+    /// Escalates unacknowledged messages and reports overdue replies;
+    /// schedules the next check.
+    fn check_inboxes(&mut self, i: usize, only: Option<&BTreeSet<String>>, wall: DateTime<Utc>) {
+        let check = routing::check_inboxes(&self.roots[i], only, wall);
+        let changed = !check.escalate.is_empty() || !check.overdue.is_empty();
+        for (session, agent, item) in check.escalate {
+            self.roots[i]
+                .state
+                .escalated
+                .entry(session.clone())
+                .or_default()
+                .insert(item.message_id.clone());
+            self.log.emit(
+                i,
+                Some(&session),
+                Some(&item.path),
+                EventKind::MessageEscalated {
+                    to: agent.clone(),
+                    message_id: item.message_id.clone(),
+                    priority: item.priority.to_string(),
+                },
+            );
+            self.hooks.notify(
+                &self.roots[i].policy.messages,
+                Notice {
+                    root: i,
+                    session: &session,
+                    from: "squadd",
+                    to: &agent,
+                    message_id: &item.message_id,
+                    priority: item.priority,
+                    path: &item.path,
+                },
+            );
+        }
+        for (session, from, to, message_id) in check.overdue {
+            self.roots[i]
+                .state
+                .replies_overdue
+                .entry(session.clone())
+                .or_default()
+                .insert(message_id.clone());
+            self.log.emit(
+                i,
+                Some(&session),
+                None,
+                EventKind::ResponseOverdue {
+                    from,
+                    to,
+                    message_id,
+                },
+            );
+        }
+        if changed {
+            self.save_state(i);
+        }
+        // A partial check can only bring the next check forward; the full
+        // check at that moment recomputes it for every session.
+        match (only, check.next) {
+            (None, Some(at)) => self
+                .timers
+                .set_wall(Timer::Inbox(i), at, wall, Instant::now()),
+            (None, None) => self.timers.cancel(&Timer::Inbox(i)),
+            (Some(_), Some(at)) => {
+                let at = timers::instant_at(at, wall, Instant::now());
+                self.timers.set_earlier(Timer::Inbox(i), at);
+            }
+            (Some(_), None) => {}
+        }
+    }
 }

@@ -17,8 +17,10 @@ pub enum Reply {
     Stream {
         /// Recent events.
         backlog: Vec<Event>,
-        /// New events.
+        /// New events of every root.
         events: broadcast::Receiver<Event>,
+        /// The root whose events the client asked for (others are skipped).
+        root: String,
     },
 }
 
@@ -138,12 +140,14 @@ async fn serve(stream: UnixStream, root: usize, calls: mpsc::Sender<Call>) -> st
             Ok(Reply::Stream {
                 backlog,
                 mut events,
+                root,
             }) => {
                 for e in backlog {
                     write_line(&mut write, &Response::ok(serde_json::json!(e))).await?;
                 }
                 loop {
                     match events.recv().await {
+                        Ok(e) if e.root != root => {}
                         Ok(e) => {
                             write_line(&mut write, &Response::ok(serde_json::json!(e))).await?
                         }

@@ -1,0 +1,127 @@
+//! Control-socket answers: what squadd replies to `status`, `events`,
+//! `health` and `ping`, built from what it holds in memory, and `record`
+//! (lock events squadctl made, emitted like squadd's own).
+
+use super::Supervisor;
+use super::server::Reply;
+use crate::control::{Method, Response};
+use crate::status::{DaemonReport, RootReport, StatusReport, session_report};
+use chrono::Utc;
+use squad_protocol::Severity;
+use std::path::Path;
+
+/// The one-line summary (systemd `STATUS=`).
+pub fn summary(sup: &Supervisor) -> String {
+    let sessions: usize = sup.roots.iter().map(|r| r.sessions.len()).sum();
+    let problems: usize = sup
+        .roots
+        .iter()
+        .flat_map(|r| r.sessions.values())
+        .map(|s| {
+            s.diagnostics()
+                .filter(|d| d.severity == Severity::Error)
+                .count()
+        })
+        .sum();
+    let overdue: usize = sup
+        .roots
+        .iter()
+        .flat_map(|r| r.views.values())
+        .map(|v| v.overdue().count())
+        .sum();
+    format!(
+        "{} root(s), {sessions} session(s), {problems} validation error(s), {overdue} overdue task(s)",
+        sup.roots.len()
+    )
+}
+
+fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport {
+    let r = &sup.roots[i];
+    RootReport {
+        root: r.root.display().to_string(),
+        missing: r.missing,
+        next_retention_run: r.next_gc,
+        skills: sup.skills.get(i).cloned().unwrap_or_default(),
+        sessions: r
+            .sessions
+            .iter()
+            .filter(|(name, _)| session.is_none_or(|s| s == name.as_str()))
+            .filter_map(|(name, s)| {
+                r.views.get(name).map(|v| {
+                    let mut report =
+                        session_report(s, v, crate::status::session_locks(&r.locks, name));
+                    crate::status::add_messages(
+                        &mut report,
+                        s,
+                        r.state.escalated.get(name),
+                        Utc::now(),
+                    );
+                    report
+                })
+            })
+            .collect(),
+    }
+}
+
+/// Answers one request that arrived on root `i`'s socket.
+pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
+    let json = |v: Result<serde_json::Value, serde_json::Error>| {
+        Reply::Once(match v {
+            Ok(v) => Response::ok(v),
+            Err(e) => Response::error(e.to_string()),
+        })
+    };
+    match method {
+        Method::Ping => json(Ok(serde_json::json!("pong"))),
+        Method::Status { session } => {
+            let report = StatusReport {
+                daemon: DaemonReport::Running {
+                    pid: std::process::id(),
+                    uptime_secs: sup.started.elapsed().as_secs(),
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                    roots: sup
+                        .roots
+                        .iter()
+                        .map(|r| r.root.display().to_string())
+                        .collect(),
+                    last_event: sup.log.last().cloned().map(Box::new),
+                },
+                // The socket belongs to one root; report that root.
+                roots: vec![root_report(sup, i, session.as_deref())],
+            };
+            json(serde_json::to_value(report))
+        }
+        Method::Events { follow } => {
+            // Each socket belongs to one root: its backlog and its live
+            // stream carry that root's events only.
+            let root = sup.roots[i].root.display().to_string();
+            let backlog = sup.log.recent_of(&root);
+            if follow {
+                Reply::Stream {
+                    backlog,
+                    events: sup.log.subscribe(),
+                    root,
+                }
+            } else {
+                json(serde_json::to_value(backlog))
+            }
+        }
+        // Lock events squadctl made: numbered, audited and streamed like
+        // squadd's own (other kinds are squadd's alone to report).
+        Method::Record { events } => {
+            for e in events.into_iter().filter(|e| e.kind.is_lock()) {
+                let path = e.path.as_deref().map(Path::new);
+                sup.log.emit(i, e.session.as_deref(), path, e.kind);
+            }
+            json(Ok(serde_json::Value::Null))
+        }
+        Method::Health => {
+            let roots: Vec<&Path> = sup.roots.iter().map(|r| r.root.as_path()).collect();
+            json(serde_json::to_value(super::health::measure(
+                sup.intake.watch_count(),
+                sup.intake.queue_depth(),
+                &roots,
+            )))
+        }
+    }
+}

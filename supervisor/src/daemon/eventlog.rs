@@ -1,0 +1,94 @@
+//! The event log: numbers events, logs them, appends the audited ones to each
+//! root's `.squad/audit.jsonl`, keeps the recent ones for `squadctl events`
+//! and broadcasts them to followers.
+
+use crate::audit::AuditLog;
+use crate::events::{Event, EventKind};
+use chrono::Utc;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use tokio::sync::broadcast;
+
+/// Events kept for `squadctl events` without `--follow`.
+const RECENT_EVENTS: usize = 256;
+
+/// The event log of every root.
+pub struct EventLog {
+    seq: u64,
+    recent: VecDeque<Event>,
+    bus: broadcast::Sender<Event>,
+    roots: Vec<(PathBuf, String, AuditLog)>,
+}
+
+impl Default for EventLog {
+    fn default() -> Self {
+        EventLog {
+            seq: 0,
+            recent: VecDeque::new(),
+            bus: broadcast::channel(1024).0,
+            roots: Vec::new(),
+        }
+    }
+}
+
+impl EventLog {
+    /// Adds a root; its index is the order of addition.
+    pub fn add_root(&mut self, root: &Path) {
+        self.roots.push((
+            root.to_path_buf(),
+            root.display().to_string(),
+            AuditLog::new(root),
+        ));
+    }
+
+    /// Records one event of root `i`.
+    pub fn emit(&mut self, i: usize, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
+        let Some((root, name, audit)) = self.roots.get_mut(i) else {
+            return;
+        };
+        self.seq += 1;
+        let event = Event {
+            seq: self.seq,
+            at: Utc::now(),
+            root: name.clone(),
+            session: session.map(str::to_string),
+            path: path.map(|p| p.strip_prefix(&*root).unwrap_or(p).display().to_string()),
+            kind,
+        };
+        tracing::info!(
+            event = event.kind.name(),
+            session = event.session.as_deref().unwrap_or(""),
+            path = event.path.as_deref().unwrap_or(""),
+            detail = %event.kind.detail(),
+        );
+        if event.kind.audited()
+            && let Err(e) = audit.append(&event)
+        {
+            tracing::warn!(error = %e, "cannot append to audit.jsonl");
+        }
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(event.clone());
+        let _ = self.bus.send(event);
+    }
+
+    /// The recent events of one root (by its displayed path).
+    pub fn recent_of(&self, root: &str) -> Vec<Event> {
+        self.recent
+            .iter()
+            .filter(|e| e.root == root)
+            .cloned()
+            .collect()
+    }
+
+    /// The latest event of any root.
+    pub fn last(&self) -> Option<&Event> {
+        self.recent.back()
+    }
+
+    /// A receiver of every new event (of every root: followers filter).
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.bus.subscribe()
+    }
+}

@@ -1,0 +1,282 @@
+//! Watching and event intake: the watches squadd holds, the paths the watcher
+//! reported that are waiting to settle, and what a changed path means
+//! ([`classify`]). Nothing here reads a protocol file.
+
+use super::StartError;
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
+use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
+use squad_protocol::FileKind;
+use squad_protocol::atomic::is_temp_name;
+use squad_protocol::tree::SQUAD_DIR;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How long a file written in place may keep changing before it is read
+/// anyway. Renames, closes after writing and deletions are handled at once;
+/// only bare modifications wait, and never longer than this.
+const SETTLE: Duration = Duration::from_millis(3);
+
+/// What the watcher sends.
+pub type Notification = notify::Result<notify::Event>;
+
+/// The watches and the paths waiting to be read.
+pub struct Intake {
+    watcher: RecommendedWatcher,
+    watched: BTreeSet<PathBuf>,
+    pending: HashMap<PathBuf, Instant>,
+    queue: Arc<AtomicUsize>,
+}
+
+/// What one notification asks for beyond reading paths.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Noted {
+    /// Paths were queued (or nothing to do).
+    Queued,
+    /// The watcher failed: report it and rescan every root.
+    Failed(String),
+    /// The watcher lost events under these paths (every root when empty).
+    Rescan(Vec<PathBuf>),
+}
+
+/// A watch error with what to do about the inotify limit.
+pub fn watch_error_hint(e: &notify::Error) -> String {
+    match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => format!(
+            "{e}: the inotify watch limit is reached; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)"
+        ),
+        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(28) => format!(
+            "{e}: the inotify watch limit is reached (ENOSPC); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+impl Intake {
+    /// Starts the watcher; notifications arrive on the returned channel.
+    pub fn start() -> Result<(Intake, mpsc::UnboundedReceiver<Notification>), StartError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queue = Arc::new(AtomicUsize::new(0));
+        let queue_in = queue.clone();
+        let watcher = notify::recommended_watcher(move |res: Notification| {
+            queue_in.fetch_add(1, Ordering::Relaxed);
+            let _ = tx.send(res);
+        })
+        .map_err(|e| StartError::Watch(watch_error_hint(&e)))?;
+        Ok((
+            Intake {
+                watcher,
+                watched: BTreeSet::new(),
+                pending: HashMap::new(),
+                queue,
+            },
+            rx,
+        ))
+    }
+
+    /// Watches a directory (non-recursively) unless it is watched already.
+    pub fn watch(&mut self, path: &Path) -> Result<(), String> {
+        if self.watched.contains(path) {
+            return Ok(());
+        }
+        self.watcher
+            .watch(path, RecursiveMode::NonRecursive)
+            .map_err(|e| watch_error_hint(&e))?;
+        self.watched.insert(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Stops watching a directory.
+    pub fn unwatch(&mut self, path: &Path) {
+        if self.watched.remove(path) {
+            // The kernel drops watches of deleted directories itself.
+            let _ = self.watcher.unwatch(path);
+        }
+    }
+
+    /// Forgets the watches under `prefix`: the kernel dropped them when the
+    /// directory vanished, and a directory that comes back must be watched
+    /// again.
+    pub fn forget_under(&mut self, prefix: &Path) {
+        self.watched.retain(|p| !p.starts_with(prefix));
+    }
+
+    /// Watches held.
+    pub fn watch_count(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// Notifications and paths not processed yet.
+    pub fn queue_depth(&self) -> usize {
+        self.queue.load(Ordering::Relaxed) + self.pending.len()
+    }
+
+    /// Takes one watcher notification.
+    pub fn note(&mut self, res: Notification, now: Instant) -> Noted {
+        self.queue.fetch_sub(1, Ordering::Relaxed);
+        let event = match res {
+            Ok(e) => e,
+            Err(e) => return Noted::Failed(watch_error_hint(&e)),
+        };
+        if event.need_rescan() {
+            return Noted::Rescan(event.paths);
+        }
+        let settle = match event.kind {
+            // Our own reads (and everyone's) produce access events; only a
+            // close after writing means a writer has finished.
+            FsKind::Access(AccessKind::Close(AccessMode::Write)) => Duration::ZERO,
+            FsKind::Access(_) => return Noted::Queued,
+            FsKind::Modify(ModifyKind::Metadata(_)) => return Noted::Queued,
+            FsKind::Modify(ModifyKind::Data(_)) | FsKind::Create(CreateKind::File) => SETTLE,
+            _ => Duration::ZERO,
+        };
+        let due = now + settle;
+        for path in event.paths {
+            self.pending
+                .entry(path)
+                .and_modify(|d| *d = (*d).min(due))
+                .or_insert(due);
+        }
+        Noted::Queued
+    }
+
+    /// When the next queued path settles.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.values().min().copied()
+    }
+
+    /// Removes and returns the paths that settled by `now`.
+    pub fn take_due(&mut self, now: Instant) -> Vec<PathBuf> {
+        let due: Vec<PathBuf> = self
+            .pending
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in &due {
+            self.pending.remove(p);
+        }
+        due
+    }
+
+    /// Session directory names under `sessions_dir` with paths still
+    /// waiting (retention leaves such sessions alone).
+    pub fn busy_sessions(&self, sessions_dir: &Path) -> BTreeSet<String> {
+        self.pending
+            .keys()
+            .filter_map(|p| p.strip_prefix(sessions_dir).ok())
+            .filter_map(|rel| rel.components().next())
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// What a changed path under a root means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathChange {
+    /// `.squad/policies.yaml`.
+    Policy,
+    /// The root, `.squad` or `.squad/sessions` itself: rescan.
+    Rescan,
+    /// A session directory appeared or vanished.
+    SessionDir(String),
+    /// A session's `locks/` directory appeared.
+    LocksDir(String),
+    /// A lock record changed.
+    LockRecord(String),
+    /// A skill directory or SKILL.md changed (docs/skills.md).
+    Skills,
+    /// A protocol file of a session changed.
+    SessionFile {
+        /// Session directory name.
+        session: String,
+        /// File name.
+        file: String,
+        /// Its kind.
+        kind: FileKind,
+    },
+}
+
+/// Classifies a changed path of the root (pure). `None`: nothing squadd
+/// follows (temporary files, dot directories, other files).
+pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {
+    if path == root.join(SQUAD_DIR).join("policies.yaml") {
+        return Some(PathChange::Policy);
+    }
+    if crate::skills::is_skill_path(root, path) {
+        return Some(PathChange::Skills);
+    }
+    let Ok(rel) = path.strip_prefix(sessions_dir) else {
+        // The root, .squad or .squad/sessions itself changed.
+        return sessions_dir.starts_with(path).then_some(PathChange::Rescan);
+    };
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    match parts.as_slice() {
+        [] => Some(PathChange::Rescan),
+        [name] if name.starts_with('.') => None,
+        [name] => Some(PathChange::SessionDir(name.clone())),
+        [name, locks] if locks == crate::locks::LOCKS_DIR => {
+            Some(PathChange::LocksDir(name.clone()))
+        }
+        [name, locks, _] if locks == crate::locks::LOCKS_DIR => {
+            Some(PathChange::LockRecord(name.clone()))
+        }
+        [name, file] => {
+            if is_temp_name(file) {
+                return None;
+            }
+            let kind = FileKind::from_file_name(file)?;
+            Some(PathChange::SessionFile {
+                session: name.clone(),
+                file: file.clone(),
+                kind,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_classified_by_their_place() {
+        let root = Path::new("/p");
+        let sessions = Path::new("/p/.squad/sessions");
+        let c = |p: &str| classify(root, sessions, Path::new(p));
+        assert_eq!(c("/p/.squad/policies.yaml"), Some(PathChange::Policy));
+        assert_eq!(c("/p/.squad"), Some(PathChange::Rescan));
+        assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
+        assert_eq!(c("/p/src/main.rs"), None);
+        assert_eq!(c("/p/.squad/sessions/.hidden"), None);
+        assert_eq!(
+            c("/p/.squad/sessions/s1"),
+            Some(PathChange::SessionDir("s1".into()))
+        );
+        assert_eq!(
+            c("/p/.squad/sessions/s1/locks"),
+            Some(PathChange::LocksDir("s1".into()))
+        );
+        assert_eq!(
+            c("/p/.squad/sessions/s1/locks/x.json"),
+            Some(PathChange::LockRecord("s1".into()))
+        );
+        assert_eq!(
+            c("/p/.squad/sessions/s1/session-status.md"),
+            Some(PathChange::SessionFile {
+                session: "s1".into(),
+                file: "session-status.md".into(),
+                kind: FileKind::SessionStatus
+            })
+        );
+        assert_eq!(c("/p/.squad/sessions/s1/notes.txt"), None);
+        assert_eq!(c("/p/.squad/sessions/s1/artifacts/a/b"), None);
+    }
+}

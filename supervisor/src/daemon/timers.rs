@@ -1,0 +1,248 @@
+//! The timer queue: everything squadd does at a time rather than on a file
+//! event. One ordered queue; its head is the daemon's next wake-up, so
+//! nothing scans sessions or tasks to find the next deadline, and an idle
+//! daemon with nothing scheduled never wakes.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+/// Something that happens at a time. A timer is identified by its value:
+/// setting it again moves it, so each one exists at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Timer {
+    /// Re-read a root from scratch (watch overflow, `.squad/` replaced).
+    Rescan(usize),
+    /// Write a session's status file that was held back because the session
+    /// was only losing files (it may be being deleted).
+    Status {
+        /// Root index.
+        root: usize,
+        /// Session directory name.
+        session: String,
+    },
+    /// A task of a session reaches its deadline (`meta.timeout`).
+    TaskDue {
+        /// Root index.
+        root: usize,
+        /// Session directory name.
+        session: String,
+    },
+    /// Deferred (low-priority) deliveries of a root become due.
+    Deliveries(usize),
+    /// An escalation or a reply deadline of a root passes.
+    Inbox(usize),
+    /// Write the root's persisted state (written behind, coalesced).
+    SaveState(usize),
+    /// Render the shared context of a root (coalesces bursts).
+    Context(usize),
+    /// Re-read the lock table (a change was seen, a lock expires, or the
+    /// table was busy).
+    Locks(usize),
+    /// The retention schedule.
+    Retention(usize),
+    /// Re-check a root's skills (coalesces a burst of skill file changes).
+    Skills(usize),
+    /// The systemd watchdog ping.
+    Watchdog,
+}
+
+impl Timer {
+    /// The root the timer belongs to, if any.
+    pub fn root(&self) -> Option<usize> {
+        match self {
+            Timer::Rescan(r)
+            | Timer::SaveState(r)
+            | Timer::Context(r)
+            | Timer::Locks(r)
+            | Timer::Retention(r)
+            | Timer::Deliveries(r)
+            | Timer::Inbox(r)
+            | Timer::Skills(r) => Some(*r),
+            Timer::Status { root, .. } | Timer::TaskDue { root, .. } => Some(*root),
+            Timer::Watchdog => None,
+        }
+    }
+
+    /// The session the timer belongs to, if any.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Timer::Status { session, .. } | Timer::TaskDue { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+}
+
+/// The queue.
+#[derive(Debug, Default)]
+pub struct Timers {
+    queue: BTreeSet<(Instant, Timer)>,
+    at: HashMap<Timer, Instant>,
+}
+
+impl Timers {
+    /// Sets (or moves) a timer.
+    pub fn set(&mut self, timer: Timer, at: Instant) {
+        if let Some(old) = self.at.insert(timer.clone(), at) {
+            self.queue.remove(&(old, timer.clone()));
+        }
+        self.queue.insert((at, timer));
+    }
+
+    /// Sets a timer unless it is already set earlier (a burst keeps the first
+    /// deadline: coalescing never postpones).
+    pub fn set_earlier(&mut self, timer: Timer, at: Instant) {
+        match self.at.get(&timer) {
+            Some(old) if *old <= at => {}
+            _ => self.set(timer, at),
+        }
+    }
+
+    /// Sets a timer at a wall-clock moment (`wall` is the current wall time
+    /// that `now` corresponds to).
+    pub fn set_wall(&mut self, timer: Timer, at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) {
+        self.set(timer, instant_at(at, wall, now));
+    }
+
+    /// Cancels a timer.
+    pub fn cancel(&mut self, timer: &Timer) {
+        if let Some(old) = self.at.remove(timer) {
+            self.queue.remove(&(old, timer.clone()));
+        }
+    }
+
+    /// Cancels every timer of a session (it was removed).
+    pub fn cancel_session(&mut self, root: usize, session: &str) {
+        let gone: Vec<Timer> = self
+            .at
+            .keys()
+            .filter(|t| t.root() == Some(root) && t.session() == Some(session))
+            .cloned()
+            .collect();
+        for t in gone {
+            self.cancel(&t);
+        }
+    }
+
+    /// When a timer is set for.
+    pub fn get(&self, timer: &Timer) -> Option<Instant> {
+        self.at.get(timer).copied()
+    }
+
+    /// Whether a timer is set.
+    pub fn contains(&self, timer: &Timer) -> bool {
+        self.at.contains_key(timer)
+    }
+
+    /// The head of the queue: the next moment something is due.
+    pub fn next(&self) -> Option<Instant> {
+        self.queue.first().map(|(at, _)| *at)
+    }
+
+    /// Removes and returns every timer due at `now`, earliest first.
+    pub fn pop_due(&mut self, now: Instant) -> Vec<Timer> {
+        let mut out = Vec::new();
+        while let Some((at, _)) = self.queue.first() {
+            if *at > now {
+                break;
+            }
+            if let Some((_, t)) = self.queue.pop_first() {
+                self.at.remove(&t);
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// Timers set (for tests and health).
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Whether no timer is set.
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// Sessions of a root with a held-back status write.
+    pub fn held_sessions(&self, root: usize) -> impl Iterator<Item = &str> {
+        self.at.keys().filter_map(move |t| match t {
+            Timer::Status { root: r, session } if *r == root => Some(session.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// The monotonic instant of a wall-clock moment; moments in the past are now.
+pub fn instant_at(at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) -> Instant {
+    let wait = (at - wall).to_std().unwrap_or(Duration::ZERO);
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_is_the_earliest_and_setting_again_moves_a_timer() {
+        let t0 = Instant::now();
+        let mut q = Timers::default();
+        assert_eq!(q.next(), None);
+        q.set(Timer::Context(0), t0 + Duration::from_secs(5));
+        q.set(Timer::Locks(0), t0 + Duration::from_secs(2));
+        assert_eq!(q.next(), Some(t0 + Duration::from_secs(2)));
+        q.set(Timer::Locks(0), t0 + Duration::from_secs(9));
+        assert_eq!(q.next(), Some(t0 + Duration::from_secs(5)));
+        assert_eq!(q.len(), 2);
+        // set_earlier never postpones.
+        q.set_earlier(Timer::Context(0), t0 + Duration::from_secs(7));
+        assert_eq!(q.get(&Timer::Context(0)), Some(t0 + Duration::from_secs(5)));
+        q.set_earlier(Timer::Context(0), t0 + Duration::from_secs(1));
+        assert_eq!(q.next(), Some(t0 + Duration::from_secs(1)));
+        let due = q.pop_due(t0 + Duration::from_secs(6));
+        assert_eq!(due, vec![Timer::Context(0)]);
+        assert_eq!(
+            q.pop_due(t0 + Duration::from_secs(9)),
+            vec![Timer::Locks(0)]
+        );
+        assert!(q.is_empty() && q.next().is_none());
+    }
+
+    #[test]
+    fn cancelling_a_session_leaves_other_sessions_and_roots() {
+        let t0 = Instant::now();
+        let mut q = Timers::default();
+        let due = |root, session: &str| Timer::TaskDue {
+            root,
+            session: session.into(),
+        };
+        let status = |root, session: &str| Timer::Status {
+            root,
+            session: session.into(),
+        };
+        q.set(due(0, "a"), t0);
+        q.set(status(0, "a"), t0);
+        q.set(due(0, "b"), t0);
+        q.set(due(1, "a"), t0);
+        q.set(Timer::Context(0), t0);
+        q.cancel_session(0, "a");
+        assert_eq!(q.len(), 3);
+        assert!(!q.contains(&due(0, "a")));
+        assert!(q.contains(&due(1, "a")));
+    }
+
+    #[test]
+    fn wall_moments_in_the_past_are_due_now() {
+        let now = Instant::now();
+        let wall = Utc::now();
+        assert_eq!(
+            instant_at(wall - chrono::Duration::hours(1), wall, now),
+            now
+        );
+        assert_eq!(
+            instant_at(wall + chrono::Duration::seconds(3), wall, now),
+            now + Duration::from_secs(3)
+        );
+    }
+}

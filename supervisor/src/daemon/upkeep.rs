@@ -1,0 +1,154 @@
+//! Root upkeep: the lock table (expiry, release at session end), the
+//! retention job, policy reloads and the wrap-up of a session that ended.
+//! Each returns the events it caused; the wiring records them.
+
+use super::SUMMARY_FILE;
+use super::core::{Root, next_run};
+use super::writer::Writer;
+use crate::events::EventKind;
+use crate::outputs::render_summary;
+use chrono::{DateTime, Utc};
+use squad_protocol::tree::SQUAD_DIR;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// An event caused by upkeep: (session, path, kind).
+pub type Caused = (Option<String>, Option<PathBuf>, EventKind);
+
+/// When to look at the lock table again.
+pub enum LocksNext {
+    /// After this long (the table was busy or unreadable).
+    Retry(Duration),
+    /// When the next lock expires (never when `None`).
+    At(Option<DateTime<Utc>>),
+}
+
+/// Re-reads the lock table and reclaims expired locks, unless a command
+/// holds the table right now (then it retries shortly).
+pub fn refresh_locks(r: &mut Root, out: &mut Vec<Caused>) -> LocksNext {
+    let guard = match crate::locks::try_lock_table(&r.root) {
+        Ok(Some(g)) => g,
+        Ok(None) => return LocksNext::Retry(Duration::from_millis(50)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot lock the lock table");
+            return LocksNext::Retry(Duration::from_secs(5));
+        }
+    };
+    let ttl = r.policy.lock_default_ttl;
+    let mut entries = match crate::locks::load(&r.root, ttl) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read lock records");
+            Vec::new()
+        }
+    };
+    // Only expiry is decided here; dead holders are reclaimed by the next
+    // acquisition, which checks their processes.
+    let now = Utc::now();
+    let mut expired: Vec<crate::locks::Entry> = entries
+        .iter()
+        .filter(|e| match e {
+            crate::locks::Entry::Held { record, .. } => record.expires_at <= now,
+            crate::locks::Entry::Corrupt { held_until, .. } => *held_until <= now,
+        })
+        .cloned()
+        .collect();
+    if !expired.is_empty() {
+        let events = crate::locks::reclaim(&mut expired, now, "");
+        entries.retain(|e| !events.iter().any(|(_, p, _)| p == e.path()));
+        out.extend(events.into_iter().map(|(s, p, k)| (Some(s), Some(p), k)));
+    }
+    drop(guard);
+    let next = crate::locks::next_expiry(&entries);
+    r.locks = entries;
+    LocksNext::At(next)
+}
+
+/// Releases the locks of a session that ended.
+pub fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<Caused>) {
+    let dir = r.session_dir(name);
+    let events = crate::locks::lock_table(&r.root)
+        .and_then(|_guard| crate::locks::release_session(&dir, &format!("session {status}")));
+    match events {
+        Ok(events) => out.extend(events.into_iter().map(|(s, p, k)| (Some(s), Some(p), k))),
+        Err(e) => {
+            tracing::warn!(error = %e, session = name, "cannot release the session's locks")
+        }
+    }
+}
+
+/// The scheduled retention job: the same plan and execution as `squadctl
+/// gc`, leaving alone `busy` sessions (files still being processed).
+pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>) -> Vec<Caused> {
+    let mut out = Vec::new();
+    match crate::retention::gather(&r.root, wall, busy) {
+        Ok(facts) => {
+            let plan = squad_policies::retention::plan(&r.policy.retention, &facts, wall);
+            for (session, path, kind) in crate::retention::execute(&r.root, &plan, wall) {
+                out.push((Some(session), Some(path), kind));
+            }
+        }
+        Err(e) => out.push((
+            None,
+            None,
+            EventKind::RetentionFailed {
+                error: e.to_string(),
+            },
+        )),
+    }
+    r.next_gc = next_run(&r.policy, wall);
+    out
+}
+
+/// Re-reads `.squad/policies.yaml`; an invalid edit keeps the previous
+/// policy and says so. `None` when nothing changed.
+pub fn reload_policy(r: &mut Root) -> Option<Caused> {
+    let kind = match crate::locks::load_policy(&r.root) {
+        Ok(p) if p == r.policy => return None,
+        Ok(p) => {
+            r.next_gc = next_run(&p, Utc::now());
+            r.policy = p;
+            EventKind::PolicyReloaded
+        }
+        Err(e) => EventKind::PolicyRefused {
+            error: format!("{e}; the previous policy stays in force"),
+        },
+    };
+    let path = r.root.join(SQUAD_DIR).join("policies.yaml");
+    Some((None, Some(path), kind))
+}
+
+/// Wraps up a session that ended: temporary files removed, then summary.md
+/// (its presence marks a finished wrap-up).
+pub fn end_session(
+    r: &Root,
+    writer: &mut Writer,
+    name: &str,
+    status: &str,
+    wall: DateTime<Utc>,
+) -> Option<Caused> {
+    let dir = r.session_dir(name);
+    let (session, view) = (r.sessions.get(name)?, r.views.get(name)?);
+    let removed = writer.remove_temporary_files(&dir);
+    let summary = render_summary(session, view, &r.escalations(name), wall);
+    let path = dir.join(SUMMARY_FILE);
+    if let Err(e) = writer.write(&path, summary.as_bytes(), false) {
+        return Some((
+            Some(name.to_string()),
+            Some(path),
+            EventKind::OutputFailed {
+                output: "summary".into(),
+                error: e.to_string(),
+            },
+        ));
+    }
+    Some((
+        Some(name.to_string()),
+        Some(dir),
+        EventKind::SessionEnded {
+            status: status.into(),
+            removed,
+        },
+    ))
+}

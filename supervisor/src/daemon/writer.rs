@@ -1,0 +1,186 @@
+//! The writer: every file squadd writes goes through here (outputs, the
+//! persisted state, summaries, inbox deliveries, temporary-file cleanup), so
+//! how a write is made safe is decided in one place.
+//!
+//! Writes are atomic (temporary file in the same directory, fsync, rename,
+//! fsync of the directory). Staged writes of the same path coalesce: the
+//! latest content wins, and a batch is committed in parallel so the file
+//! system can group the journal commits. The writer remembers the
+//! fingerprint of what it wrote, so the watch event of its own write is
+//! recognised without parsing the file again.
+
+use crate::index::fingerprint;
+use squad_protocol::atomic::is_temp_name;
+use squad_protocol::tree::parallel_map;
+use squad_protocol::{write_atomic, write_atomic_with};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Who a staged write is for, reported back with its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    /// Root index.
+    pub root: usize,
+    /// Session directory name, when the output belongs to a session.
+    pub session: Option<String>,
+    /// The output's name in events (`session-status`, `shared-context`).
+    pub output: &'static str,
+}
+
+/// The outcome of one committed write.
+#[derive(Debug)]
+pub struct Committed {
+    /// The file.
+    pub path: PathBuf,
+    /// Who it was for.
+    pub tag: Tag,
+    /// What was written.
+    pub bytes: Vec<u8>,
+    /// Whether it was.
+    pub result: io::Result<()>,
+}
+
+/// The writer.
+#[derive(Debug, Default)]
+pub struct Writer {
+    staged: BTreeMap<PathBuf, (Vec<u8>, Tag)>,
+    own: HashMap<PathBuf, u64>,
+    /// Write and rename calls made (read by the benchmark through events).
+    pub writes: u64,
+}
+
+impl Writer {
+    /// Stages a write; a later stage of the same path replaces it.
+    pub fn stage(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) {
+        self.staged.insert(path, (bytes, tag));
+    }
+
+    /// Whether a write of `path` is staged.
+    pub fn is_staged(&self, path: &Path) -> bool {
+        self.staged.contains_key(path)
+    }
+
+    /// Commits every staged write (in parallel) and returns each outcome.
+    pub fn commit(&mut self) -> Vec<Committed> {
+        if self.staged.is_empty() {
+            return Vec::new();
+        }
+        let staged: Vec<(PathBuf, (Vec<u8>, Tag))> =
+            std::mem::take(&mut self.staged).into_iter().collect();
+        let threads = staged.len().min(8);
+        let results = parallel_map(&staged, threads, |(path, (bytes, _))| {
+            write_atomic(path, bytes)
+        });
+        let mut out = Vec::with_capacity(staged.len());
+        for ((path, (bytes, tag)), result) in staged.into_iter().zip(results) {
+            self.writes += 1;
+            if result.is_ok() {
+                self.own.insert(path.clone(), fingerprint(&bytes));
+            }
+            out.push(Committed {
+                path,
+                tag,
+                bytes,
+                result,
+            });
+        }
+        out
+    }
+
+    /// Writes a file now, creating its parent directory when missing.
+    pub fn write(&mut self, path: &Path, bytes: &[u8], create_parent: bool) -> io::Result<()> {
+        if create_parent && let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        self.writes += 1;
+        write_atomic(path, bytes)?;
+        self.own.insert(path.to_path_buf(), fingerprint(bytes));
+        Ok(())
+    }
+
+    /// Writes a file readable by its owner only (squadd's own state).
+    pub fn write_private(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.writes += 1;
+        write_atomic_with(path, bytes, Some(0o600))
+    }
+
+    /// Whether `fingerprint` is what squadd last wrote at `path`.
+    pub fn is_own(&self, path: &Path, fingerprint: u64) -> bool {
+        self.own.get(path) == Some(&fingerprint)
+    }
+
+    /// Forgets what was written under a directory (it was removed).
+    pub fn forget_under(&mut self, dir: &Path) {
+        self.own.retain(|p, _| !p.starts_with(dir));
+        self.staged.retain(|p, _| !p.starts_with(dir));
+    }
+
+    /// Delivers a message into an inbox, Maildir style (see [`crate::inbox`]);
+    /// `Ok(false)` when it was delivered before.
+    pub fn deliver(
+        &mut self,
+        session_dir: &Path,
+        agent: &str,
+        name: &str,
+        bytes: &[u8],
+    ) -> io::Result<bool> {
+        self.writes += 1;
+        crate::inbox::deliver(session_dir, agent, name, bytes)
+    }
+
+    /// Removes a session's temporary files (`*.tmp` and our own `.x.tmp.*`
+    /// leftovers at its top level, and `artifacts/tmp/`); returns how many
+    /// entries went. Links are removed, never followed.
+    pub fn remove_temporary_files(&mut self, dir: &Path) -> usize {
+        let mut removed = 0;
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let is_file = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
+                if is_file
+                    && (name.ends_with(".tmp") || is_temp_name(&name))
+                    && std::fs::remove_file(e.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        let tmp = dir.join("artifacts").join("tmp");
+        if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir())
+            && std::fs::remove_dir_all(&tmp).is_ok()
+        {
+            removed += 1;
+        }
+        removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tag() -> Tag {
+        Tag {
+            root: 0,
+            session: None,
+            output: "x",
+        }
+    }
+
+    #[test]
+    fn staged_writes_of_one_path_coalesce_and_are_recognised_as_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.md");
+        let mut w = Writer::default();
+        w.stage(path.clone(), b"first".to_vec(), tag());
+        w.stage(path.clone(), b"second".to_vec(), tag());
+        let done = w.commit();
+        assert_eq!(done.len(), 1);
+        assert!(done[0].result.is_ok());
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        assert!(w.is_own(&path, fingerprint(b"second")));
+        assert!(!w.is_own(&path, fingerprint(b"first")));
+        assert!(w.commit().is_empty());
+    }
+}
