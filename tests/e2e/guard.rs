@@ -530,6 +530,24 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     sq(&["guard", "uninstall", "--copilot"]);
     assert!(!root.join(".github/hooks/squad.json").exists());
 
+    // --user goes to the user's settings ($HOME, $CODEX_HOME); Copilot has none.
+    let home = tempfile::tempdir().unwrap();
+    let codex_home = home.path().join("codex-home");
+    let user = |args: &[&str]| {
+        run(squadctl()
+            .current_dir(root)
+            .env("HOME", home.path())
+            .env("CODEX_HOME", &codex_home)
+            .args(args))
+    };
+    assert_eq!(code(&user(&["guard", "install", "--claude", "--user"])), 0);
+    assert!(home.path().join(".claude/settings.json").is_file());
+    assert_eq!(code(&user(&["guard", "install", "--codex", "--user"])), 0);
+    assert!(codex_home.join("hooks.json").is_file());
+    let out = user(&["guard", "install", "--copilot", "--user"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains(".github/hooks"), "{}", stderr(&out));
+
     // A settings file that is not JSON is never clobbered.
     write(root, ".claude/settings.json", "{ broken");
     let out = run(squadctl()
