@@ -102,6 +102,40 @@ fn classify(path: &str) -> Owned {
     }
 }
 
+/// What a project-relative path is, for writing it (used by the edit-time
+/// guard; `squadctl check` applies the same classification to changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// The supervisor's output (session-status.md, summary.md, inboxes,
+    /// audit.jsonl, shared-context.json).
+    Supervisor(&'static str),
+    /// A lock record: changed through `squadctl lock` only.
+    LockRecord,
+    /// An agent's protocol file and its owner, when the name tells.
+    Agent(Option<String>),
+    /// A session's `artifacts/`.
+    Artifact {
+        /// The session directory name.
+        session: String,
+    },
+    /// A task assignment: not subject to ownership.
+    Exempt,
+    /// Anything else: ordinary boundary rules.
+    Ordinary,
+}
+
+/// Classifies a normalized project-relative path (see [`Ownership`]).
+pub fn ownership(path: &str) -> Ownership {
+    match classify(path) {
+        Owned::Supervisor(what) => Ownership::Supervisor(what),
+        Owned::Agent => Ownership::Agent(path.rsplit('/').next().and_then(owner_from_name)),
+        Owned::Artifact { session } => Ownership::Artifact { session },
+        Owned::Exempt if path.split('/').nth(3) == Some("locks") => Ownership::LockRecord,
+        Owned::Exempt => Ownership::Exempt,
+        Owned::Ordinary => Ownership::Ordinary,
+    }
+}
+
 /// The owner of a protocol file from its name alone (for deleted files):
 /// `role-comm-<agent>-task_…`, `error-<agent>-<stamp>`, and the sender of
 /// `role-comm-<from>-to-<to>-msg_…` when the name is unambiguous.

@@ -9,6 +9,7 @@
 //!   `.squad/policies.yaml`;
 //! - [`boundary`]: may this path be changed by this task, and which rule says so;
 //! - [`locks`]: lock targets, conflicts, staleness;
+//! - [`guard`]: the edit-time guard's allow/deny for one tool call;
 //! - [`duration`]: `15m`-style durations;
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades.
 
@@ -17,6 +18,7 @@
 pub mod boundary;
 pub mod check;
 pub mod duration;
+pub mod guard;
 pub mod locks;
 pub mod messages;
 pub mod policy;

@@ -168,6 +168,9 @@ rules! {
     SkillNotRegular = "skill-not-regular", Warning, "skill folders and SKILL.md files are real directories and regular files (symlinks are not followed)";
     /// A skill hidden by a skill of the same name in a place of higher precedence.
     SkillShadowed = "skill-shadowed", Warning, "skill names are unique across the skill directories";
+    // Edit-time guard (squadctl guard; documented in docs/guards.md).
+    /// Guard: a pre-tool-use hook input that cannot be read (the call is denied).
+    GuardBadInput = "guard-bad-input", Error, "a hook input is one well-formed pre-tool-use event";
 }
 
 impl Rule {
@@ -185,7 +188,9 @@ impl Rule {
 
     /// Where the rule is documented (an anchor in the repository's docs).
     pub fn doc_path(self) -> &'static str {
-        if self.id().starts_with("skill-") {
+        if self.id().starts_with("guard-") {
+            "docs/guards.md"
+        } else if self.id().starts_with("skill-") {
             "docs/skills.md"
         } else if self.is_ci() {
             "docs/ci.md"

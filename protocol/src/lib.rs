@@ -23,6 +23,7 @@
 pub mod atomic;
 pub mod diagnostic;
 pub mod fsx;
+pub mod hook;
 pub mod ids;
 pub mod kind;
 pub mod locate;

@@ -747,6 +747,7 @@ fn protocol_rules() -> Vec<Rule> {
         .iter()
         .copied()
         .filter(|r| !r.is_ci())
+        .filter(|r| !r.id().starts_with("guard-"))
         .filter(|r| !r.id().starts_with("skill-")) // docs/skills.md
         .collect()
 }

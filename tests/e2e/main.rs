@@ -4,6 +4,7 @@
 mod check;
 pub mod daemon;
 mod errors;
+mod guard;
 pub mod lock;
 mod messages;
 mod retention;

@@ -16,8 +16,9 @@ use std::process::Command;
 /// inside that task's boundaries, outside the project-wide forbidden set;
 /// protocol files follow ownership; every protocol file must validate.
 ///
-/// Changed files come from git (`--base`, renames and deletions included) or
-/// from a list (`--changed FILE --task T`). A file is attributed to a task by
+/// Changed files come from git (`--base`, renames and deletions included),
+/// from the index (`--staged`, for a pre-commit hook) or from a list
+/// (`--changed FILE --task T`). A file is attributed to a task by
 /// a `Squad-Task: <task_id>` trailer on the commit that changed it, else by a
 /// progress update listing it in `artifacts_created`. Unattributed changes are
 /// reported per policy (`check.unattributed`: error, warn or ignore).
@@ -28,7 +29,7 @@ use std::process::Command;
 pub struct Args {
     /// Compare against this revision (e.g. `origin/main`): the commits in
     /// BASE..HEAD are checked.
-    #[arg(long, value_name = "REV", required_unless_present = "changed")]
+    #[arg(long, value_name = "REV", required_unless_present_any = ["changed", "staged"])]
     pub base: Option<String>,
 
     /// The revision under review (default `HEAD`).
@@ -39,7 +40,13 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "base", requires = "task")]
     pub changed: Option<PathBuf>,
 
-    /// With `--changed`: the task every listed path is attributed to.
+    /// The staged changes of the commit being made (pre-commit hook). They
+    /// are attributed to `--task`, else SQUAD_TASK, else SQUAD_AGENT's single
+    /// in-progress task, else to tasks listing them in artifacts_created.
+    #[arg(long, conflicts_with_all = ["base", "changed"])]
+    pub staged: bool,
+
+    /// With `--changed` or `--staged`: the task every path is attributed to.
     #[arg(long, value_name = "T")]
     pub task: Option<String>,
 
@@ -118,6 +125,41 @@ fn git_changes(root: &Path, base: &str, head: &str) -> Result<Vec<Change>, Strin
     Ok(changes)
 }
 
+/// The staged changes, one per path; renames give both sides.
+fn staged_changes(root: &Path, task: Option<String>) -> Result<Vec<Change>, String> {
+    let out = git(
+        root,
+        &["diff", "--cached", "--relative", "-M", "--name-status"],
+    )?;
+    let mut changes = Vec::new();
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let mut parts = line.split('\t');
+        let status = parts.next().and_then(|s| s.chars().next()).unwrap_or('M');
+        for path in parts {
+            changes.push(Change {
+                path: path.to_string(),
+                status,
+                commit: None,
+                trailer_tasks: task.iter().cloned().collect(),
+            });
+        }
+    }
+    Ok(changes)
+}
+
+/// The task staged changes belong to: `--task`, SQUAD_TASK, or SQUAD_AGENT's
+/// single in-progress task (as the edit-time guard finds it).
+fn staged_task(root: &Path, explicit: Option<&str>) -> Result<Option<String>, String> {
+    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
+    if let Some(t) = explicit.map(str::to_string).or_else(|| env("SQUAD_TASK")) {
+        return Ok(Some(t));
+    }
+    match env("SQUAD_AGENT") {
+        Some(agent) => Ok(super::guard::find_task(root, Some(&agent), None)?.map(|t| t.task_id)),
+        None => Ok(None),
+    }
+}
+
 /// Tasks, artifacts and owners from the project's session files.
 fn facts(root: &Path, changes: &[Change]) -> std::io::Result<(Facts, usize)> {
     let sessions = scan_root(root, default_threads())?;
@@ -194,6 +236,12 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         Err(e) => return super::fail(e),
     };
     let changes = match (&args.base, &args.changed) {
+        _ if args.staged => {
+            match staged_task(&root, args.task.as_deref()).and_then(|t| staged_changes(&root, t)) {
+                Ok(c) => c,
+                Err(e) => return super::fail(e),
+            }
+        }
         (Some(base), _) => {
             let head = args.head.as_deref().unwrap_or("HEAD");
             match git_changes(&root, base, head) {
@@ -227,7 +275,9 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                 })
                 .collect()
         }
-        (None, None) => return super::fail("pass --base REV or --changed FILE --task T"),
+        (None, None) => {
+            return super::fail("pass --base REV, --staged, or --changed FILE --task T");
+        }
     };
     let (facts, sessions) = match facts(&root, &changes) {
         Ok(f) => f,

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 pub mod check;
 pub mod gc;
+pub mod guard;
+pub mod hooks;
 pub mod init;
 pub mod lock;
 pub mod message;
@@ -65,6 +67,11 @@ pub enum Command {
     #[command(subcommand)]
     Service(service::ServiceCommand),
     #[allow(missing_docs)]
+    Guard(guard::Args),
+    /// Git hooks (pre-commit, commit-msg, pre-push) enforcing boundaries.
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
+    #[allow(missing_docs)]
     Status(status::StatusArgs),
     #[allow(missing_docs)]
     Events(status::EventsArgs),
@@ -98,6 +105,8 @@ pub fn main() -> ExitCode {
         Command::Send(args) => message::send(cli.root.as_deref(), args),
         Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
+        Command::Guard(args) => guard::run(cli.root.as_deref(), args),
+        Command::Hooks(cmd) => hooks::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),

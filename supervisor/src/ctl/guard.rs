@@ -1,0 +1,849 @@
+//! `squadctl guard`: the pre-tool-use hook of Claude Code, Codex and Copilot
+//! CLI, and `squadctl guard install|uninstall` to register it.
+//!
+//! The hot path reads stdin, and only when the call writes something: the
+//! policy, the agent's task assignment (and progress updates when the task
+//! must be inferred) and the lock records. No daemon round trip.
+
+use crate::index::{Entry, load_file};
+use crate::locks;
+use crate::root;
+use chrono::Utc;
+use squad_policies::Policy;
+use squad_policies::boundary::{Refusal, is_glob, literal_prefix, normalize};
+use squad_policies::check::Task;
+use squad_policies::guard::{Candidate, Facts, Place, Verdict, decide};
+use squad_policies::locks::{LockRecord, Mode, entry_staleness};
+use squad_protocol::FileKind;
+use squad_protocol::fsx::{ReadError, read_regular_to_string};
+use squad_protocol::hook::{self, Action, Format, ShellTarget};
+use squad_protocol::model::TaskStatus;
+use squad_protocol::tree::{SQUAD_DIR, find_root, session_dirs};
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+/// The largest hook input read (a Write call carries the whole file).
+const MAX_INPUT: u64 = 16 * 1024 * 1024;
+
+/// The hook formats, for `--format`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Claude Code `PreToolUse`.
+    Claude,
+    /// OpenAI Codex CLI `PreToolUse`.
+    Codex,
+    /// GitHub Copilot CLI `preToolUse`.
+    Copilot,
+}
+
+impl FormatArg {
+    fn format(self) -> Format {
+        match self {
+            FormatArg::Claude => Format::Claude,
+            FormatArg::Codex => Format::Codex,
+            FormatArg::Copilot => Format::Copilot,
+        }
+    }
+}
+
+/// Edit-time guard: answer an agent CLI's pre-tool-use hook with allow or deny.
+///
+/// Reads one hook event as JSON on stdin (Claude Code `PreToolUse`, Codex
+/// `PreToolUse`, Copilot CLI `preToolUse`; the format is detected unless
+/// `--format` is given) and refuses a write outside the task's boundaries,
+/// into a forbidden glob, into a lock held by another agent, into a
+/// supervisor-owned protocol file or outside the project. Reads are always
+/// allowed; shell commands are analysed best effort (docs/guards.md).
+///
+/// The agent and task come from SQUAD_AGENT and SQUAD_TASK (SQUAD_SESSION
+/// narrows the lookup), else from the agent's single in-progress task.
+/// Without SQUAD_AGENT only project-wide rules and locks apply.
+///
+/// Allow: exit 0, no output. Deny: exit 0 with the tool's deny JSON on stdout
+/// (when the format is unknown: exit 2 with the reason on stderr). Malformed
+/// input or an unreadable policy or plan is a deny, never a silent allow.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    /// The hook contract (default: detected from the input).
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+
+    #[allow(missing_docs)]
+    #[command(subcommand)]
+    pub action: Option<GuardCommand>,
+}
+
+/// `guard install` / `guard uninstall`.
+#[derive(Debug, clap::Subcommand)]
+pub enum GuardCommand {
+    /// Register the guard in an agent CLI's hook settings, keeping every
+    /// other entry (.claude/settings.json, .codex/hooks.json or
+    /// .github/hooks/squad.json).
+    Install(InstallArgs),
+    /// Remove the guard's own hook entry, and nothing else.
+    Uninstall(InstallArgs),
+}
+
+/// Arguments of `guard install|uninstall`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("tool").required(true).args(["claude", "codex", "copilot"])))]
+pub struct InstallArgs {
+    /// Claude Code: `.claude/settings.json` (`~/.claude/settings.json` with --user).
+    #[arg(long)]
+    pub claude: bool,
+    /// Codex CLI: `.codex/hooks.json` (`$CODEX_HOME/hooks.json`, default
+    /// `~/.codex/hooks.json`, with --user).
+    #[arg(long)]
+    pub codex: bool,
+    /// Copilot CLI: `.github/hooks/squad.json` (repository only).
+    #[arg(long)]
+    pub copilot: bool,
+    /// The user's settings instead of the project's.
+    #[arg(long)]
+    pub user: bool,
+    /// Print the change as a diff and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The squadctl the hook runs (looked up on PATH unless a path is given).
+    #[arg(long, value_name = "PATH", default_value = "squadctl")]
+    pub program: String,
+}
+
+/// Runs `squadctl guard …`.
+pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+    match args.action {
+        Some(GuardCommand::Install(a)) => install(root_arg, &a, true),
+        Some(GuardCommand::Uninstall(a)) => install(root_arg, &a, false),
+        None => guard(root_arg, args.format.map(FormatArg::format)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The hook
+// ---------------------------------------------------------------------------
+
+/// Prints the answer in the tool's shape; returns the exit code.
+fn answer(format: Option<Format>, verdict: &Verdict) -> u8 {
+    let Verdict::Deny(reason) = verdict else {
+        return crate::exit::OK;
+    };
+    let reason = format!("squad guard: {reason}");
+    let json = match format {
+        Some(Format::Claude | Format::Codex) => serde_json::json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }),
+        Some(Format::Copilot) => serde_json::json!({
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }),
+        None => {
+            // Exit 2 with the reason on stderr blocks in Claude Code and Codex.
+            eprintln!("{reason}");
+            return 2;
+        }
+    };
+    println!("{json}");
+    crate::exit::OK
+}
+
+fn guard(root_arg: Option<&Path>, forced: Option<Format>) -> u8 {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        // A person typing `squadctl guard`: the hook reads a pipe, not a tty.
+        return super::fail(
+            "squadctl guard reads one hook event as JSON on stdin; pipe it in, or install it with `squadctl guard install --claude|--codex|--copilot` (see --help)",
+        );
+    }
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin()
+        .lock()
+        .take(MAX_INPUT + 1)
+        .read_to_end(&mut input)
+    {
+        return answer(
+            forced,
+            &Verdict::Deny(format!("cannot read the hook input: {e}")),
+        );
+    }
+    if input.len() as u64 > MAX_INPUT {
+        return answer(
+            forced,
+            &Verdict::Deny(format!("the hook input is larger than {MAX_INPUT} bytes")),
+        );
+    }
+    let call = match hook::parse(&input, forced) {
+        Ok(c) => c,
+        Err(e) => {
+            // The format may still be guessable for the answer's shape.
+            let format = forced.or_else(|| {
+                serde_json::from_slice::<serde_json::Value>(&input)
+                    .ok()
+                    .and_then(|v| v.as_object().and_then(hook::detect))
+            });
+            return answer(format, &Verdict::Deny(e.to_string()));
+        }
+    };
+    let format = Some(call.format);
+    let verdict = match decide_call(root_arg, &call) {
+        Ok(v) => v,
+        Err(reason) => Verdict::Deny(reason),
+    };
+    answer(format, &verdict)
+}
+
+/// A raw write target before resolution.
+enum Raw {
+    Path { path: String, recursive: bool },
+    Tree(String),
+}
+
+fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict, String> {
+    let raw: Vec<Raw> = match &call.action {
+        Action::Read | Action::Unknown => return Ok(Verdict::Allow),
+        Action::Edit { paths } => paths
+            .iter()
+            .map(|p| Raw::Path {
+                path: p.clone(),
+                recursive: false,
+            })
+            .collect(),
+        Action::Patch { patch } => hook::patch_targets(patch)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|path| Raw::Path {
+                path,
+                recursive: false,
+            })
+            .collect(),
+        Action::Shell { command } => hook::shell_targets(command)
+            .into_iter()
+            .map(|t| match t {
+                ShellTarget::Path { path, recursive } => Raw::Path { path, recursive },
+                ShellTarget::WholeTree { command } => Raw::Tree(command),
+            })
+            .collect(),
+    };
+    if raw.is_empty() {
+        return Ok(Verdict::Allow);
+    }
+    let cwd = match &call.cwd {
+        Some(c) if Path::new(c).is_absolute() => PathBuf::from(c),
+        _ => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    let root = match root_arg {
+        // `--root` is relative to where squadctl runs, not to the agent's cwd.
+        Some(r) => absolute(
+            &std::env::current_dir()
+                .map_err(|e| format!("cannot read the current directory: {e}"))?,
+            r,
+        ),
+        None => match find_root(&cwd) {
+            Some(r) => r,
+            // Not a squad project: nothing to enforce.
+            None => return Ok(Verdict::Allow),
+        },
+    };
+    let root_abs = absolute(&cwd, &root);
+    let root_real = std::fs::canonicalize(&root_abs).unwrap_or_else(|_| root_abs.clone());
+    let candidates: Vec<Candidate> = raw
+        .into_iter()
+        .map(|r| match r {
+            Raw::Tree(command) => Candidate::WholeTree { command },
+            Raw::Path { path, recursive } => {
+                let place = resolve(&cwd, &root_abs, &root_real, &path);
+                Candidate::Path {
+                    shown: path,
+                    place,
+                    recursive,
+                }
+            }
+        })
+        .collect();
+
+    let policy = read_policy(&root_abs)?;
+    let agent = env("SQUAD_AGENT");
+    let task = find_task(&root_abs, agent.as_deref(), env("SQUAD_TASK").as_deref())?;
+    let now = Utc::now();
+    let locks = live_locks(&root_abs, &policy, now)?;
+    let facts = Facts {
+        agent: agent.as_deref(),
+        task: task.as_ref(),
+        project_forbidden: &policy.forbidden,
+        locks: &locks,
+        now,
+    };
+    Ok(decide(&facts, &candidates))
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// `path` made absolute against `base`, with `.` and `..` resolved lexically.
+fn absolute(base: &Path, path: &Path) -> PathBuf {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Where a path named by a tool lies: root-relative inside the project,
+/// outside it, or refused (a symlink out of the project).
+fn resolve(cwd: &Path, root_abs: &Path, root_real: &Path, path: &str) -> Place {
+    if matches!(
+        path,
+        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
+    ) {
+        return Place::Ignored;
+    }
+    if path.contains('\0') {
+        return Place::Refused(Refusal::Nul);
+    }
+    let abs = absolute(cwd, Path::new(path));
+    let rel = abs
+        .strip_prefix(root_abs)
+        .or_else(|_| abs.strip_prefix(root_real));
+    let Ok(rel) = rel else {
+        return Place::Outside {
+            resolved: abs.display().to_string(),
+        };
+    };
+    let rel = rel.to_string_lossy().into_owned();
+    if rel.is_empty() {
+        // The project root itself: everything in it.
+        return Place::Inside("**".into());
+    }
+    let rel = match normalize(&rel) {
+        Ok(r) => r,
+        Err(refusal) => return Place::Refused(refusal),
+    };
+    // A glob is checked through the directory its literal part names.
+    let probe = if is_glob(&rel) {
+        literal_prefix(&rel).trim_end_matches('/').to_string()
+    } else {
+        rel.clone()
+    };
+    if !probe.is_empty()
+        && let Some(target) = locks::escapes_root(root_abs, &probe)
+    {
+        return Place::Refused(Refusal::SymlinkOutside { target });
+    }
+    Place::Inside(rel)
+}
+
+fn read_policy(root: &Path) -> Result<Policy, String> {
+    locks::load_policy(root).map_err(|e| {
+        format!("cannot use the project policy ({e}); writes are refused until it is fixed (`squadctl validate`)")
+    })
+}
+
+/// The task whose boundaries apply: SQUAD_TASK's assignment, else the
+/// agent's single in-progress task; `None` without an agent or a task.
+pub(crate) fn find_task(
+    root: &Path,
+    agent: Option<&str>,
+    task_id: Option<&str>,
+) -> Result<Option<Task>, String> {
+    if agent.is_none() && task_id.is_none() {
+        return Ok(None);
+    }
+    let mut dirs = session_dirs(root)
+        .map_err(|e| format!("cannot list the sessions of {}: {e}", root.display()))?;
+    // SQUAD_SESSION is looked at first.
+    if let Some(session) = env("SQUAD_SESSION") {
+        dirs.sort_by_key(|d| d.file_name().is_none_or(|n| n.to_string_lossy() != session));
+    }
+    let mut plans = Vec::new();
+    for dir in &dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name
+                .strip_prefix("role-plan-")
+                .and_then(|n| n.strip_suffix(".md"))
+            else {
+                continue;
+            };
+            let matches = match (agent, task_id) {
+                (_, Some(t)) => stem.ends_with(&format!("-{t}")),
+                (Some(a), None) => stem.starts_with(&format!("{a}-task_")),
+                (None, None) => false,
+            };
+            if matches {
+                plans.push((dir.clone(), e.path()));
+            }
+        }
+        if task_id.is_some() && !plans.is_empty() {
+            break;
+        }
+    }
+    let mut tasks = Vec::new();
+    // When inferring, a broken assignment only matters if no usable task is
+    // in progress (it may be the one): then it is the reason to refuse.
+    let mut unusable: Option<String> = None;
+    for (dir, path) in plans {
+        let file = load_file(&path, FileKind::TaskAssignment)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let Some(file) = file else { continue };
+        let Entry::Plan(plan) = file.entry else {
+            let why = file
+                .diagnostics
+                .first()
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "invalid".into());
+            let reason = format!(
+                "the task assignment {} cannot be used ({why}); writes are refused until it validates",
+                path.display()
+            );
+            if task_id.is_some() {
+                return Err(reason);
+            }
+            unusable.get_or_insert(reason);
+            continue;
+        };
+        let session = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        tasks.push((
+            dir,
+            Task {
+                task_id: plan.task_id,
+                agent: plan.agent,
+                session,
+                allowed: plan.allowed,
+                forbidden: plan.forbidden,
+            },
+        ));
+    }
+    if let Some(t) = task_id {
+        let Some((_, task)) = tasks.into_iter().find(|(_, task)| task.task_id == t) else {
+            return Err(format!(
+                "SQUAD_TASK={t} names no task assignment under {}/{SQUAD_DIR}/sessions; writes are refused until the task's role-plan exists (or fix SQUAD_TASK)",
+                root.display()
+            ));
+        };
+        if let Some(a) = agent
+            && task.agent != a
+        {
+            return Err(format!(
+                "SQUAD_TASK={t} is assigned to {}, not to SQUAD_AGENT={a}; fix the environment the agent runs in",
+                task.agent
+            ));
+        }
+        return Ok(Some(task));
+    }
+    let agent = agent.unwrap_or_default();
+    let mut in_progress = Vec::new();
+    for (dir, task) in tasks {
+        let progress = dir.join(format!("role-comm-{agent}-{}.md", task.task_id));
+        if let Ok(Some(file)) = load_file(&progress, FileKind::ProgressUpdate)
+            && let Entry::Progress(p) = file.entry
+            && p.status == TaskStatus::InProgress
+        {
+            in_progress.push(task);
+        }
+    }
+    match in_progress.len() {
+        1 => Ok(in_progress.pop()),
+        0 if unusable.is_some() => Err(unusable.unwrap_or_default()),
+        0 => Err(format!(
+            "SQUAD_AGENT={agent} has no task in progress, so its boundaries are unknown; report progress with status in_progress, or set SQUAD_TASK"
+        )),
+        _ => Err(format!(
+            "SQUAD_AGENT={agent} has {} tasks in progress ({}); set SQUAD_TASK to the one this session works on",
+            in_progress.len(),
+            in_progress
+                .iter()
+                .map(|t| t.task_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Lock records that still hold at `now`, judged as `squadctl lock`
+/// judges them (expiry, a gone or reused pid, a restart); an unreadable
+/// record counts as held on everything until its time to live passes.
+fn live_locks(
+    root: &Path,
+    policy: &Policy,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<LockRecord>, String> {
+    let entries = locks::load(root, policy.lock_default_ttl).map_err(|e| {
+        format!("cannot read the lock records: {e}; writes are refused until they are readable")
+    })?;
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let host = locks::host_name();
+    let facts = locks::table_facts(now, &host, &entries);
+    Ok(entries
+        .iter()
+        .filter(|e| entry_staleness(&locks::table_entry(e, &host), &facts).is_none())
+        .map(|e| match e {
+            locks::Entry::Held { record, .. } => record.clone(),
+            locks::Entry::Corrupt {
+                path,
+                session,
+                written_at,
+                held_until,
+                ..
+            } => LockRecord {
+                targets: vec!["**".into()],
+                mode: Mode::Exclusive,
+                agent: format!("an unreadable lock record ({})", path.display()),
+                task_id: "unknown task".into(),
+                session: session.clone(),
+                pid: None,
+                pid_started_at: None,
+                host: String::new(),
+                acquired_at: *written_at,
+                expires_at: *held_until,
+            },
+        })
+        .collect())
+}
+
+// ---------------------------------------------------------------------------
+// install / uninstall
+// ---------------------------------------------------------------------------
+
+pub(crate) fn quoted(program: &str) -> String {
+    let plain = program
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c));
+    if plain {
+        program.to_string()
+    } else {
+        format!("'{}'", program.replace('\'', r"'\''"))
+    }
+}
+
+/// Where the settings live and what our entry is.
+struct Target {
+    path: PathBuf,
+    format: Format,
+}
+
+fn home() -> Result<PathBuf, String> {
+    env("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| "HOME is not set; cannot find the user's settings".to_string())
+}
+
+fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String> {
+    let project = || -> PathBuf {
+        root::resolve(root_arg)
+            .map(|r| root::fs_path(&r).to_path_buf())
+            .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf())
+    };
+    if args.claude {
+        let path = if args.user {
+            home()?.join(".claude/settings.json")
+        } else {
+            project().join(".claude/settings.json")
+        };
+        Ok(Target {
+            path,
+            format: Format::Claude,
+        })
+    } else if args.codex {
+        let path = if args.user {
+            env("CODEX_HOME")
+                .map(PathBuf::from)
+                .map_or_else(|| home().map(|h| h.join(".codex")), Ok)?
+                .join("hooks.json")
+        } else {
+            project().join(".codex/hooks.json")
+        };
+        Ok(Target {
+            path,
+            format: Format::Codex,
+        })
+    } else {
+        if args.user {
+            return Err(
+                "Copilot CLI reads hooks from the repository's .github/hooks/*.json only; install without --user"
+                    .into(),
+            );
+        }
+        Ok(Target {
+            path: project().join(".github/hooks/squad.json"),
+            format: Format::Copilot,
+        })
+    }
+}
+
+fn command_line(program: &str, format: Format) -> String {
+    format!("{} guard --format {format}", quoted(program))
+}
+
+/// Whether a hook handler object is ours.
+fn is_ours(handler: &serde_json::Value, format: Format) -> bool {
+    let key = if format == Format::Copilot {
+        "bash"
+    } else {
+        "command"
+    };
+    handler
+        .get(key)
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|c| c.ends_with(&format!(" guard --format {format}")))
+}
+
+/// The settings with our entry added (or refreshed) or removed. `Ok(None)`
+/// when nothing changes.
+pub fn merge(
+    existing: Option<&str>,
+    format: Format,
+    program: &str,
+    add: bool,
+) -> Result<Option<serde_json::Value>, String> {
+    use serde_json::{Value, json};
+    let mut doc: Value = match existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{}:{}: not valid JSON: {e}; fix it first (nothing was changed)",
+                e.line(),
+                e.column()
+            )
+        })?,
+        _ => json!({}),
+    };
+    let before = doc.clone();
+    let Value::Object(top) = &mut doc else {
+        return Err(
+            "the settings file is not a JSON object; fix it first (nothing was changed)".into(),
+        );
+    };
+    let command = command_line(program, format);
+    let (event, ours) = match format {
+        Format::Claude => (
+            "PreToolUse",
+            json!({"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash", "hooks": [{"type": "command", "command": command, "timeout": 10}]}),
+        ),
+        Format::Codex => (
+            "PreToolUse",
+            json!({"matcher": "Bash|apply_patch", "hooks": [{"type": "command", "command": command, "timeout": 10}]}),
+        ),
+        Format::Copilot => (
+            "preToolUse",
+            json!({"type": "command", "bash": command, "timeoutSec": 10}),
+        ),
+    };
+    if format == Format::Copilot && add {
+        top.entry("version").or_insert(json!(1));
+    }
+    let hooks = top.entry("hooks").or_insert_with(|| json!({}));
+    let Value::Object(hooks) = hooks else {
+        return Err("`hooks` is not a JSON object; fix it first (nothing was changed)".into());
+    };
+    let list = hooks.entry(event).or_insert_with(|| json!([]));
+    let Value::Array(list) = list else {
+        return Err(format!(
+            "`hooks.{event}` is not a JSON array; fix it first (nothing was changed)"
+        ));
+    };
+    // Remove our handlers wherever they are (an add then puts one back).
+    if format == Format::Copilot {
+        list.retain(|h| !is_ours(h, format));
+    } else {
+        for group in list.iter_mut() {
+            if let Some(Value::Array(handlers)) = group.get_mut("hooks") {
+                let had = handlers.len();
+                handlers.retain(|h| !is_ours(h, format));
+                if had > 0 && handlers.is_empty() {
+                    *group = Value::Null;
+                }
+            }
+        }
+        list.retain(|g| !g.is_null());
+    }
+    if add {
+        list.push(ours);
+    } else {
+        if list.is_empty() {
+            hooks.remove(event);
+        }
+        if hooks.is_empty() {
+            top.remove("hooks");
+        }
+        if format == Format::Copilot && top.len() == 1 && top.contains_key("version") {
+            top.remove("version");
+        }
+    }
+    Ok((doc != before).then_some(doc))
+}
+
+/// A line diff (longest common subsequence), `-`/`+`/` ` prefixed.
+pub fn diff(old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!(" {}\n", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
+    let t = match target(root_arg, args) {
+        Ok(t) => t,
+        Err(e) => return super::fail(e),
+    };
+    let existing = match read_regular_to_string(&t.path, 4 * 1024 * 1024) {
+        Ok(text) => Some(text),
+        Err(ReadError::NotFound) => None,
+        Err(e) => return super::fail(format!("{}: {e}", t.path.display())),
+    };
+    let merged = match merge(existing.as_deref(), t.format, &args.program, add) {
+        Ok(m) => m,
+        Err(e) => return super::fail(format!("{}: {e}", t.path.display())),
+    };
+    let verb = if add { "installed in" } else { "removed from" };
+    let Some(doc) = merged else {
+        let state = if add {
+            "already installed in"
+        } else {
+            "not installed in"
+        };
+        println!("squad guard ({}) {state} {}", t.format, t.path.display());
+        return crate::exit::OK;
+    };
+    let empty = doc.as_object().is_some_and(|o| o.is_empty());
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    // Our own file with nothing left in it goes away entirely.
+    let remove_file = !add && empty && t.format == Format::Copilot;
+    if args.dry_run {
+        // Compared in the canonical formatting the file is written in, so
+        // the diff shows the entries that change, not the whitespace.
+        let old = existing
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .map(|t| t + "\n")
+            .unwrap_or_default();
+        if existing.as_deref().is_some_and(|e| e != old) {
+            println!("# the file is rewritten in canonical JSON formatting (2-space indent)");
+        }
+        let new = if remove_file { "" } else { text.as_str() };
+        let shown = t.path.display();
+        print!("--- {shown}\n+++ {shown}\n{}", diff(&old, new));
+        return crate::exit::OK;
+    }
+    let result = if remove_file {
+        std::fs::remove_file(&t.path)
+    } else {
+        t.path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| squad_protocol::write_atomic(&t.path, text.as_bytes()))
+    };
+    if let Err(e) = result {
+        return super::fail(format!("{}: {e}", t.path.display()));
+    }
+    println!("squad guard ({}) {verb} {}", t.format, t.path.display());
+    crate::exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_other_entries_and_uninstall_removes_only_ours() {
+        let existing = r#"{"model":"x","hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"audit.sh"}]}],"Stop":[{"hooks":[{"type":"command","command":"stop.sh"}]}]}}"#;
+        let added = merge(Some(existing), Format::Claude, "squadctl", true)
+            .unwrap()
+            .unwrap();
+        let text = added.to_string();
+        assert!(
+            text.contains("audit.sh")
+                && text.contains("stop.sh")
+                && text.contains("\"model\":\"x\"")
+        );
+        assert!(text.contains("squadctl guard --format claude"));
+        // Idempotent.
+        assert!(
+            merge(Some(&text), Format::Claude, "squadctl", true)
+                .unwrap()
+                .is_none()
+        );
+        let removed = merge(Some(&text), Format::Claude, "squadctl", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            removed,
+            serde_json::from_str::<serde_json::Value>(existing).unwrap()
+        );
+        assert!(merge(Some("[1]"), Format::Claude, "squadctl", true).is_err());
+        assert!(
+            merge(Some("{nope"), Format::Claude, "squadctl", true)
+                .unwrap_err()
+                .starts_with("1:2")
+        );
+    }
+
+    #[test]
+    fn copilot_file_is_ours_alone() {
+        let added = merge(None, Format::Copilot, "/opt/my tools/squadctl", true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(added["version"], 1);
+        assert_eq!(
+            added["hooks"]["preToolUse"][0]["bash"],
+            "'/opt/my tools/squadctl' guard --format copilot"
+        );
+        let removed = merge(Some(&added.to_string()), Format::Copilot, "x", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(removed, serde_json::json!({}));
+    }
+
+    #[test]
+    fn diffs() {
+        assert_eq!(diff("a\nb\nc\n", "a\nx\nc\n"), " a\n-b\n+x\n c\n");
+    }
+}
