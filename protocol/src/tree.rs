@@ -203,6 +203,21 @@ pub fn validate_scopes(scopes: &[Scope], threads: usize) -> io::Result<Validatio
 /// Turns session findings into diagnostics, reading each file that has a
 /// finding once to place its findings.
 pub fn place_session_findings(findings: Vec<SessionFinding>) -> Vec<Diagnostic> {
+    place_session_findings_with(findings, |path| {
+        read_limited(path)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .map(std::borrow::Cow::Owned)
+    })
+}
+
+/// Turns session findings into diagnostics, placing them in the text
+/// `text_of` gives for each file (the daemon keeps the text it indexed, so
+/// placing never reads the disk again).
+pub fn place_session_findings_with<'a>(
+    findings: Vec<SessionFinding>,
+    text_of: impl Fn(&Path) -> Option<std::borrow::Cow<'a, str>>,
+) -> Vec<Diagnostic> {
     let mut by_file: Vec<(PathBuf, bool, Vec<Finding>)> = Vec::new();
     for f in findings {
         match by_file.iter_mut().find(|(p, _, _)| *p == f.path) {
@@ -212,7 +227,10 @@ pub fn place_session_findings(findings: Vec<SessionFinding>) -> Vec<Diagnostic> 
     }
     by_file
         .into_iter()
-        .flat_map(|(path, on_directory, findings)| place_on_disk(&path, on_directory, findings))
+        .flat_map(|(path, on_directory, findings)| {
+            let text = (!on_directory).then(|| text_of(&path)).flatten();
+            place_in_text(&path, text.as_deref(), findings)
+        })
         .collect()
 }
 
@@ -223,7 +241,12 @@ pub fn place_on_disk(path: &Path, on_directory: bool, findings: Vec<Finding>) ->
         .then(|| read_limited(path).ok())
         .flatten()
         .and_then(|b| String::from_utf8(b).ok());
-    match text.as_deref().map(crate::payload::extract) {
+    place_in_text(path, text.as_deref(), findings)
+}
+
+/// Places findings in a file's text (without a text: no positions).
+pub fn place_in_text(path: &Path, text: Option<&str>, findings: Vec<Finding>) -> Vec<Diagnostic> {
+    match text.map(crate::payload::extract) {
         Some(Ok(payload)) => place(path, payload.yaml, payload.line_offset, findings),
         _ => findings
             .into_iter()

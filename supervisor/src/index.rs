@@ -9,7 +9,9 @@ use squad_protocol::model::{
     Document, ErrorSeverity, MessageType, Phase, Priority, SessionState, TaskStatus, Timestamp,
 };
 use squad_protocol::session::{SessionMember, check_session};
-use squad_protocol::tree::{parallel_map, place_session_findings, session_dirs, session_files};
+use squad_protocol::tree::{
+    parallel_map, place_session_findings_with, session_dirs, session_files,
+};
 use squad_protocol::validate::{Facts, check_bytes, read_limited};
 use squad_protocol::{Diagnostic, FileKind};
 use std::collections::BTreeMap;
@@ -263,6 +265,10 @@ pub struct IndexedFile {
     pub diagnostics: Vec<Diagnostic>,
     /// A hash of the bytes, to tell real changes from repeated events.
     pub fingerprint: u64,
+    /// The text as indexed (when UTF-8): session findings are placed in it,
+    /// with the positions of the bytes the fingerprint names, never by
+    /// reading the file again.
+    pub text: Option<std::sync::Arc<str>>,
 }
 
 impl SessionMember for IndexedFile {
@@ -295,6 +301,7 @@ pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
         facts: report.facts,
         diagnostics: report.diagnostics,
         fingerprint: fingerprint(bytes),
+        text: std::str::from_utf8(bytes).ok().map(std::sync::Arc::from),
     }
 }
 
@@ -314,6 +321,7 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
                 facts: Facts::default(),
                 diagnostics: vec![d],
                 fingerprint: 0,
+                text: None,
             }))
         }
     }
@@ -347,11 +355,16 @@ impl SessionIndex {
         }
     }
 
-    /// Recomputes the session-rule diagnostics (reads only files that have a
-    /// finding, to place it).
+    /// Recomputes the session-rule diagnostics, placing findings in the
+    /// text each file had when indexed (no reads).
     pub fn recheck(&mut self) {
         let files: Vec<&IndexedFile> = self.files.values().collect();
-        self.session_diagnostics = place_session_findings(check_session(&self.dir, &files));
+        let findings = check_session(&self.dir, &files);
+        self.session_diagnostics = place_session_findings_with(findings, |path| {
+            let name = path.file_name()?.to_str()?;
+            let text = self.files.get(name)?.text.as_deref()?;
+            Some(std::borrow::Cow::Borrowed(text))
+        });
     }
 
     /// Every diagnostic of the session: file rules and session rules.

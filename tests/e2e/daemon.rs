@@ -653,6 +653,28 @@ fn events_follow_in_one_root_streams_only_that_roots_events() {
     let _ = follower.wait();
 }
 
+/// Regression: notifications were sent with a blocking send; a manager that
+/// does not read its socket (it queues 10 datagrams) froze the daemon, which
+/// then could not even stop.
+#[test]
+fn an_unread_notify_socket_never_stops_the_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mut d = Daemon::start(root);
+    // Each new session changes the STATUS= summary; nobody reads them.
+    for n in 0..15 {
+        let session = root.join(format!(".squad/sessions/20240115T1000{n:02}Z"));
+        fs::create_dir(&session).unwrap();
+        eventually("the session is seen", || {
+            let sessions = status_json(root)["roots"][0]["sessions"].as_array()?.len();
+            (sessions == n + 1).then_some(())
+        });
+    }
+    signal(d.pid(), "TERM");
+    let status = eventually("squadd exits on SIGTERM", || d.child.try_wait().unwrap());
+    assert!(status.success(), "{status:?}");
+}
+
 #[test]
 fn a_root_that_disappears_is_reported_not_fatal() {
     let (tmp, _) = seed_root();

@@ -18,7 +18,8 @@ pub fn summary(sup: &Supervisor) -> String {
         .iter()
         .flat_map(|r| r.sessions.values())
         .map(|s| {
-            s.diagnostics()
+            s.index()
+                .diagnostics()
                 .filter(|d| d.severity == Severity::Error)
                 .count()
         })
@@ -26,8 +27,8 @@ pub fn summary(sup: &Supervisor) -> String {
     let overdue: usize = sup
         .roots
         .iter()
-        .flat_map(|r| r.views.values())
-        .map(|v| v.overdue().count())
+        .flat_map(|r| r.sessions.values())
+        .map(|s| s.tasks().values().filter(|t| t.overdue).count())
         .sum();
     format!(
         "{} root(s), {sessions} session(s), {problems} validation error(s), {overdue} overdue task(s)",
@@ -46,18 +47,19 @@ fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport 
             .sessions
             .iter()
             .filter(|(name, _)| session.is_none_or(|s| s == name.as_str()))
-            .filter_map(|(name, s)| {
-                r.views.get(name).map(|v| {
-                    let mut report =
-                        session_report(s, v, crate::status::session_locks(&r.locks, name));
-                    crate::status::add_messages(
-                        &mut report,
-                        s,
-                        r.state.escalated.get(name),
-                        Utc::now(),
-                    );
-                    report
-                })
+            .map(|(name, s)| {
+                let mut report = session_report(
+                    s.index(),
+                    &s.view(),
+                    crate::status::session_locks(&r.locks, name),
+                );
+                crate::status::add_messages(
+                    &mut report,
+                    s.index(),
+                    r.state.escalated.get(name),
+                    Utc::now(),
+                );
+                report
             })
             .collect(),
     }

@@ -1,17 +1,17 @@
-//! The session core: what squadd knows about each root's sessions (the
-//! index, the derived views, the persisted state and the policy) and the
-//! decisions made from it. No watches, no sockets; the wiring reads files,
-//! hands their contents here and carries out what comes back.
+//! The root core: every session of one root (each an incremental
+//! [`SessionCore`]), the persisted state and the policy. No watches, no
+//! sockets; the wiring reads files, hands their contents here and carries
+//! out the [`Outcome`]s that come back.
 
-use crate::derive::{SessionView, changes, derive_session, new_starts, newly_overdue};
-use crate::events::EventKind;
+use super::session::{Outcome, SessionCore};
+use crate::derive::changes;
 use crate::index::{IndexedFile, SessionIndex};
 use crate::state::State;
 use chrono::{DateTime, Utc};
-use squad_protocol::Severity;
-use squad_protocol::model::SessionState;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+pub use super::session::invalid_summary;
 
 /// One supervised root.
 pub struct Root {
@@ -20,10 +20,9 @@ pub struct Root {
     /// `<root>/.squad/sessions`.
     pub sessions_dir: PathBuf,
     /// Sessions by directory name.
-    pub sessions: BTreeMap<String, SessionIndex>,
-    /// Derived views by session directory name.
-    pub views: BTreeMap<String, SessionView>,
-    /// What squadd remembers across restarts.
+    pub sessions: BTreeMap<String, SessionCore>,
+    /// What squadd remembers across restarts (task starts and overdue
+    /// reports are kept by each session and copied in when saved).
     pub state: State,
     /// Whether `.squad/sessions` is missing.
     pub missing: bool,
@@ -35,53 +34,9 @@ pub struct Root {
     pub next_gc: Option<DateTime<Utc>>,
 }
 
-/// What re-deriving a session found.
-#[derive(Debug, Default)]
-pub struct Rederived {
-    /// What changed, in order (a session-status change last).
-    pub events: Vec<EventKind>,
-    /// Tasks newly overdue (reported after the session's wrap-up).
-    pub overdue: Vec<EventKind>,
-    /// The session ended (`completed` or `failed`) with this change.
-    pub ended: Option<String>,
-    /// The persisted state changed.
-    pub state_changed: bool,
-    /// The session's next task deadline, if any.
-    pub next_deadline: Option<DateTime<Utc>>,
-}
-
-/// What applying one file did.
-#[derive(Debug)]
-pub enum FileOutcome {
-    /// Nothing changed (same bytes: a repeated event, or our own write).
-    Unchanged,
-    /// The file was removed.
-    Removed,
-    /// The file was added or changed; its event.
-    Changed(EventKind),
-}
-
 /// The next run of a retention schedule after `now`.
 pub fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     policy.retention.schedule().ok()?.after(&now).next()
-}
-
-/// `(error count, first error)` when a file has errors.
-pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
-    let errors: Vec<_> = f
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .collect();
-    let first = errors.first()?;
-    let at = first
-        .location
-        .map(|l| format!("{}:{} ", l.line, l.column))
-        .unwrap_or_default();
-    Some((
-        errors.len(),
-        format!("{at}{}: {}", first.rule, first.message),
-    ))
 }
 
 impl Root {
@@ -94,7 +49,6 @@ impl Root {
                 .join(squad_protocol::tree::SESSIONS_DIR),
             root,
             sessions: BTreeMap::new(),
-            views: BTreeMap::new(),
             state,
             missing: false,
             policy,
@@ -108,36 +62,58 @@ impl Root {
         self.sessions_dir.join(name)
     }
 
+    /// Loads a scanned session (replacing what was known of it). With
+    /// `announce`, the returned outcome carries the changes from what was
+    /// known before (nothing known: every ready task, the status); without,
+    /// the load is a baseline (start-up).
+    pub fn load_session(
+        &mut self,
+        index: SessionIndex,
+        now: DateTime<Utc>,
+        announce: bool,
+    ) -> Outcome {
+        let name = index.name.clone();
+        let before = self.sessions.get(&name).map(SessionCore::view);
+        let starts = self
+            .state
+            .task_starts
+            .get(&name)
+            .cloned()
+            .unwrap_or_default();
+        let reported = self
+            .state
+            .overdue_reported
+            .get(&name)
+            .cloned()
+            .unwrap_or_default();
+        let (core, mut out) = SessionCore::load(index, starts, reported, now);
+        if announce {
+            out.events = changes(before.as_ref(), &core.view());
+            out.ended = out
+                .events
+                .iter()
+                .any(|e| matches!(e, crate::events::EventKind::SessionStatusChanged { .. }))
+                .then(|| core.ended())
+                .flatten();
+        }
+        self.sessions.insert(name, core);
+        out
+    }
+
     /// Applies a file's new contents (`None`: it is gone).
     pub fn apply_file(
         &mut self,
         name: &str,
         file: &str,
         loaded: Option<IndexedFile>,
-    ) -> Option<FileOutcome> {
-        let session = self.sessions.get_mut(name)?;
-        match loaded {
-            None => {
-                session.files.remove(file)?;
-                Some(FileOutcome::Removed)
-            }
-            Some(new) => {
-                let old = session.files.get(file);
-                if old.is_some_and(|o| o.fingerprint == new.fingerprint && new.fingerprint != 0) {
-                    return Some(FileOutcome::Unchanged);
-                }
-                let was_invalid = old.is_some_and(|o| invalid_summary(o).is_some());
-                let event = match invalid_summary(&new) {
-                    Some((errors, first)) => EventKind::FileInvalid { errors, first },
-                    None if was_invalid => EventKind::FileFixed,
-                    None => EventKind::FileValidated {
-                        warnings: new.diagnostics.len(),
-                    },
-                };
-                session.files.insert(file.to_string(), new);
-                Some(FileOutcome::Changed(event))
-            }
-        }
+        now: DateTime<Utc>,
+    ) -> Option<Outcome> {
+        Some(self.sessions.get_mut(name)?.apply(file, loaded, now))
+    }
+
+    /// Re-derives tasks of a session whose deadline passed.
+    pub fn tick(&mut self, name: &str, tasks: &[String], now: DateTime<Utc>) -> Option<Outcome> {
+        Some(self.sessions.get_mut(name)?.tick(tasks, now))
     }
 
     /// The invalid files of a session, for `file-invalid` events.
@@ -145,7 +121,8 @@ impl Root {
         self.sessions
             .get(name)
             .map(|s| {
-                s.files
+                s.index()
+                    .files
                     .values()
                     .filter_map(|f| invalid_summary(f).map(|(n, first)| (f.path.clone(), n, first)))
                     .collect()
@@ -153,99 +130,35 @@ impl Root {
             .unwrap_or_default()
     }
 
-    fn derive(&self, name: &str, now: DateTime<Utc>) -> SessionView {
-        let empty = Default::default();
-        let starts = self.state.task_starts.get(name).unwrap_or(&empty);
-        match self.sessions.get(name) {
-            Some(s) => derive_session(s, starts, now),
-            None => derive_session(&SessionIndex::new(self.session_dir(name)), starts, now),
-        }
-    }
-
-    /// Records first-seen `in_progress` times; returns whether any was new.
-    fn record_starts(&mut self, name: &str) -> bool {
-        let Some(session) = self.sessions.get(name) else {
-            return false;
-        };
-        let starts = self.state.task_starts.entry(name.to_string()).or_default();
-        let new = new_starts(session, starts);
-        let changed = !new.is_empty();
-        starts.extend(new);
-        changed
-    }
-
-    /// Overdue tasks not reported before, now marked reported.
-    fn overdue_news(&mut self, name: &str) -> Vec<EventKind> {
-        let Some(view) = self.views.get(name) else {
-            return Vec::new();
-        };
-        let reported = self
-            .state
-            .overdue_reported
-            .entry(name.to_string())
-            .or_default();
-        let new: Vec<(String, String)> = newly_overdue(view, reported)
-            .map(|t| (t.task_id.clone(), t.agent.clone()))
-            .collect();
-        reported.extend(new.iter().map(|(t, _)| t.clone()));
-        new.into_iter()
-            .map(|(task_id, agent)| EventKind::TaskOverdue { task_id, agent })
-            .collect()
-    }
-
-    /// The first derivation of a session (start-up, or a session that came
-    /// back): a baseline, with no task-ready storm. Returns overdue events
-    /// and the session's status when it has ended.
-    pub fn baseline(&mut self, name: &str, now: DateTime<Utc>) -> Rederived {
-        let state_changed = self.record_starts(name);
-        let view = self.derive(name, now);
-        let next_deadline = view.next_deadline(now);
-        let ended = matches!(view.status, SessionState::Completed | SessionState::Failed)
-            .then(|| view.status.to_string());
-        self.views.insert(name.to_string(), view);
-        let overdue = self.overdue_news(name);
-        Rederived {
-            state_changed: state_changed || !overdue.is_empty(),
-            events: Vec::new(),
-            overdue,
-            ended,
-            next_deadline,
-        }
-    }
-
-    /// Re-derives a session after a change and says what changed.
-    pub fn rederive(&mut self, name: &str, now: DateTime<Utc>) -> Rederived {
-        if let Some(s) = self.sessions.get_mut(name) {
-            s.recheck();
-        }
-        let mut state_changed = self.record_starts(name);
-        let view = self.derive(name, now);
-        let next_deadline = view.next_deadline(now);
-        let events = changes(self.views.get(name), &view);
-        self.views.insert(name.to_string(), view);
-        let ended = events.iter().find_map(|k| match k {
-            EventKind::SessionStatusChanged { status }
-                if matches!(status, SessionState::Completed | SessionState::Failed) =>
-            {
-                Some(status.to_string())
-            }
-            _ => None,
-        });
-        let overdue = self.overdue_news(name);
-        state_changed |= !overdue.is_empty();
-        Rederived {
-            events,
-            overdue,
-            ended,
-            state_changed,
-            next_deadline,
-        }
-    }
-
-    /// Forgets a session that vanished.
+    /// Forgets a session that vanished (its persisted state stays, for a
+    /// session that comes back).
     pub fn remove_session(&mut self, name: &str) {
-        self.sessions.remove(name);
-        self.views.remove(name);
+        if let Some(core) = self.sessions.remove(name) {
+            self.keep_state(name, &core);
+        }
+    }
+
+    fn keep_state(&mut self, name: &str, core: &SessionCore) {
+        if !core.starts.is_empty() {
+            self.state
+                .task_starts
+                .insert(name.to_string(), core.starts.clone());
+        }
+        if !core.overdue_reported.is_empty() {
+            self.state
+                .overdue_reported
+                .insert(name.to_string(), core.overdue_reported.clone());
+        }
+    }
+
+    /// The persisted state, with every session's part brought up to date.
+    pub fn state_to_save(&mut self) -> &State {
+        let sessions = std::mem::take(&mut self.sessions);
+        for (name, core) in &sessions {
+            self.keep_state(name, core);
+        }
+        self.sessions = sessions;
+        &self.state
     }
 
     /// The escalated messages of a session.

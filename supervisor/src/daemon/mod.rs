@@ -27,12 +27,14 @@ pub mod intake;
 pub mod pidfile;
 pub mod routing;
 pub mod server;
+pub mod session;
 pub mod systemd;
 pub mod timers;
 pub mod upkeep;
 pub mod writer;
 
-use self::core::{FileOutcome, Root};
+use self::core::Root;
+use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
@@ -355,24 +357,23 @@ impl Supervisor {
         };
         let files = sessions.values().map(|s| s.files.len()).sum();
         let count = sessions.len();
-        self.roots[i].sessions = sessions;
-        let names: Vec<String> = self.roots[i].sessions.keys().cloned().collect();
+        let names: Vec<String> = sessions.keys().cloned().collect();
         // The first derivation is the baseline: no task-ready storm at start.
-        for name in &names {
-            let base = self.roots[i].baseline(name, now);
-            self.set_task_timer(i, name, base.next_deadline, now);
-            self.report_invalid_files(i, name);
-            for kind in base.overdue {
-                self.log.emit(i, Some(name), None, kind);
-            }
-            // A session that ended while squadd was down still holds its locks.
-            if let Some(status) = base.ended {
-                let dir = self.roots[i].session_dir(name);
+        for (name, index) in sessions {
+            let out = self.roots[i].load_session(index, now, false);
+            self.report_invalid_files(i, &name);
+            // A session that ended while squadd was down still holds its
+            // locks, and may lack its summary.
+            let ended = out.ended;
+            let dir = self.roots[i].session_dir(&name);
+            self.take_outcome(i, &name, Outcome { ended: None, ..out }, now, false);
+            if let Some(status) = ended {
+                let status = status.to_string();
                 if dir.join(crate::locks::LOCKS_DIR).is_dir() {
-                    self.release_session_locks(i, name, &status);
+                    self.release_session_locks(i, &name, &status);
                 }
                 if !dir.join(SUMMARY_FILE).exists() {
-                    self.end_session(i, name, &status, now);
+                    self.end_session(i, &name, &status, now);
                 }
             }
         }
@@ -394,6 +395,52 @@ impl Supervisor {
         );
     }
 
+    /// Carries out what a session change caused: events, the wrap-up of a
+    /// session that ended, task deadline timers, the persisted state.
+    /// A session that ended by `removal` (only losing files) is wrapped up
+    /// after [`REMOVAL_DELAY`] if it still exists and still ended then.
+    fn take_outcome(
+        &mut self,
+        i: usize,
+        name: &str,
+        out: Outcome,
+        wall: DateTime<Utc>,
+        removal: bool,
+    ) {
+        for kind in out.events {
+            self.log.emit(i, Some(name), None, kind);
+        }
+        if let Some(status) = out.ended {
+            if removal {
+                let timer = Timer::WrapUp {
+                    root: i,
+                    session: name.to_string(),
+                };
+                self.timers
+                    .set_earlier(timer, Instant::now() + REMOVAL_DELAY);
+            } else {
+                self.wrap_up(i, name, &status.to_string(), wall);
+            }
+        }
+        for kind in out.overdue {
+            self.log.emit(i, Some(name), None, kind);
+        }
+        if out.state_changed {
+            self.state_changed(i);
+        }
+        for (task, at) in out.timers {
+            let timer = Timer::TaskDue {
+                root: i,
+                session: name.to_string(),
+                task,
+            };
+            match at {
+                Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+                None => self.timers.cancel(&timer),
+            }
+        }
+    }
+
     fn report_invalid_files(&mut self, i: usize, name: &str) {
         for (path, errors, first) in self.roots[i].invalid_files(name) {
             self.log.emit(
@@ -405,23 +452,6 @@ impl Supervisor {
         }
     }
 
-    fn set_task_timer(
-        &mut self,
-        i: usize,
-        name: &str,
-        at: Option<DateTime<Utc>>,
-        wall: DateTime<Utc>,
-    ) {
-        let timer = Timer::TaskDue {
-            root: i,
-            session: name.to_string(),
-        };
-        match at {
-            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
-            None => self.timers.cancel(&timer),
-        }
-    }
-
     /// Writes the persisted state behind: at most once per burst.
     fn state_changed(&mut self, i: usize) {
         self.timers
@@ -430,11 +460,11 @@ impl Supervisor {
 
     fn save_state(&mut self, i: usize) {
         self.timers.cancel(&Timer::SaveState(i));
-        let r = &self.roots[i];
-        let result = r
-            .state
+        let path = state_path(&self.roots[i].root);
+        let result = self.roots[i]
+            .state_to_save()
             .encode()
-            .and_then(|bytes| self.writer.write_private(&state_path(&r.root), &bytes));
+            .and_then(|bytes| self.writer.write_private(&path, &bytes));
         if let Err(e) = result {
             tracing::warn!(error = %e, "cannot save state.json");
         }
@@ -508,13 +538,26 @@ impl Supervisor {
                 touched.entry(i).or_default().insert(name);
             }
         }
-        // Sessions whose task deadline passed re-derive without a file change.
+        // Tasks whose deadline passed re-derive without a file change.
+        let mut passed: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
         for t in &due {
-            if let Timer::TaskDue { root, session } = t
-                && self.roots[*root].sessions.contains_key(session)
+            if let Timer::TaskDue {
+                root,
+                session,
+                task,
+            } = t
             {
-                changed.insert((*root, session.clone()));
-                touched.entry(*root).or_default().insert(session.clone());
+                passed
+                    .entry((*root, session.clone()))
+                    .or_default()
+                    .push(task.clone());
+            }
+        }
+        for ((i, name), tasks) in passed {
+            if let Some(out) = self.roots[i].tick(&name, &tasks, wall) {
+                self.take_outcome(i, &name, out, wall, false);
+                changed.insert((i, name.clone()));
+                touched.entry(i).or_default().insert(name);
             }
         }
         for (i, names) in touched {
@@ -541,6 +584,17 @@ impl Supervisor {
                         let one = BTreeSet::from([session]);
                         self.deliver_messages(root, Some(&one), wall);
                         self.check_inboxes(root, Some(&one), wall);
+                    }
+                }
+                Timer::WrapUp { root, session } => {
+                    let ended = self.roots[root]
+                        .sessions
+                        .get(&session)
+                        .and_then(|s| s.ended());
+                    if let Some(status) = ended
+                        && self.roots[root].session_dir(&session).is_dir()
+                    {
+                        self.wrap_up(root, &session, &status.to_string(), wall);
                     }
                 }
                 Timer::Context(i) => self.write_shared_context(i),
@@ -615,6 +669,12 @@ impl Supervisor {
         self.timers.set(Timer::Locks(i), Instant::now());
     }
 
+    /// Releases a session's locks and writes its summary.
+    fn wrap_up(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
+        self.release_session_locks(i, name, status);
+        self.end_session(i, name, status, wall);
+    }
+
     fn end_session(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
         if let Some(caused) =
             upkeep::end_session(&self.roots[i], &mut self.writer, name, status, wall)
@@ -652,7 +712,12 @@ impl Supervisor {
         for gone in old.difference(&names) {
             self.forget_session(i, gone);
         }
-        self.roots[i].sessions = fresh;
+        // What changed while events were lost is announced as changes.
+        let wall = Utc::now();
+        for (name, index) in fresh {
+            let out = self.roots[i].load_session(index, wall, true);
+            self.take_outcome(i, &name, out, wall, false);
+        }
         let was_missing = std::mem::replace(&mut self.roots[i].missing, false);
         let reason = if was_missing {
             self.log.emit(i, None, None, EventKind::RootRestored);
@@ -743,10 +808,12 @@ impl Supervisor {
                 self.watch_locks(i, &dir);
                 match scan_session(&dir) {
                     Ok(s) => {
-                        self.roots[i].sessions.insert(name.to_string(), s);
+                        let wall = Utc::now();
+                        let out = self.roots[i].load_session(s, wall, true);
                         self.log
                             .emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
                         self.report_invalid_files(i, name);
+                        self.take_outcome(i, name, out, wall, false);
                         Some((name.to_string(), false))
                     }
                     Err(e) => {
@@ -778,23 +845,28 @@ impl Supervisor {
                 return None;
             }
         };
-        match self.roots[i].apply_file(name, file, loaded)? {
-            FileOutcome::Unchanged => None,
+        let wall = Utc::now();
+        let mut out = self.roots[i].apply_file(name, file, loaded, wall)?;
+        let touched = match out.file.take()? {
+            FileOutcome::Unchanged => return None,
             FileOutcome::Removed => {
                 self.log
                     .emit(i, Some(name), Some(path), EventKind::FileRemoved);
-                Some((name.to_string(), true))
+                (name.to_string(), true)
             }
             FileOutcome::Changed(event) => {
                 self.log.emit(i, Some(name), Some(path), event);
-                Some((name.to_string(), false))
+                (name.to_string(), false)
             }
-        }
+        };
+        self.take_outcome(i, name, out, wall, touched.1);
+        Some(touched)
     }
 
-    /// Re-derives sessions, emits what changed, writes outputs.
-    /// `deferred` sessions only lost files: their status file is written
-    /// after [`REMOVAL_DELAY`], if the session still exists then.
+    /// Writes the outputs of the sessions a batch touched (their changes were
+    /// derived as each file was applied). `deferred` sessions only lost
+    /// files: their status file is written after [`REMOVAL_DELAY`], if the
+    /// session still exists then.
     fn settle(
         &mut self,
         i: usize,
@@ -807,21 +879,6 @@ impl Supervisor {
             if !self.roots[i].sessions.contains_key(name) {
                 continue;
             }
-            let d = self.roots[i].rederive(name, wall);
-            for kind in d.events {
-                self.log.emit(i, Some(name), None, kind);
-            }
-            if let Some(status) = &d.ended {
-                self.release_session_locks(i, name, status);
-                self.end_session(i, name, status, wall);
-            }
-            for kind in d.overdue {
-                self.log.emit(i, Some(name), None, kind);
-            }
-            if d.state_changed {
-                self.state_changed(i);
-            }
-            self.set_task_timer(i, name, d.next_deadline, wall);
             let status = Timer::Status {
                 root: i,
                 session: name.clone(),
@@ -854,7 +911,7 @@ impl Supervisor {
         wall: DateTime<Utc>,
     ) -> Option<(PathBuf, String)> {
         let r = &self.roots[i];
-        let view = r.views.get(name)?;
+        let view = r.sessions.get(name)?.head();
         let dir = r.session_dir(name);
         let path = dir.join(SESSION_STATUS_FILE);
         let existing = match read_regular(&path, MAX_FILE_BYTES) {
@@ -862,7 +919,7 @@ impl Supervisor {
             Err(ReadError::NotFound) if dir.is_dir() => None,
             Err(_) => return None,
         };
-        let text = render_status(existing.as_deref(), view, wall)?;
+        let text = render_status(existing.as_deref(), &view, wall)?;
         (existing.as_deref() != Some(text.as_str())).then_some((path, text))
     }
 
@@ -894,8 +951,13 @@ impl Supervisor {
                 Ok(()) => {
                     // Index what we wrote, so its watch event is recognised as ours.
                     let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, &bytes);
-                    if let Some(s) = self.roots[tag.root].sessions.get_mut(&name) {
-                        s.files.insert(SESSION_STATUS_FILE.to_string(), entry);
+                    if let Some(out) = self.roots[tag.root].apply_file(
+                        &name,
+                        SESSION_STATUS_FILE,
+                        Some(entry),
+                        wall,
+                    ) {
+                        self.take_outcome(tag.root, &name, out, wall, false);
                     }
                     EventKind::OutputWritten {
                         output: tag.output.into(),
@@ -917,11 +979,8 @@ impl Supervisor {
         let existing = read_regular(&path, MAX_FILE_BYTES)
             .ok()
             .and_then(|b| String::from_utf8(b).ok());
-        let pairs: Vec<_> = r
-            .sessions
-            .iter()
-            .filter_map(|(name, s)| r.views.get(name).map(|v| (s, v)))
-            .collect();
+        let views: Vec<_> = r.sessions.values().map(|s| (s.index(), s.view())).collect();
+        let pairs: Vec<_> = views.iter().map(|(s, v)| (*s, v)).collect();
         let text = render_shared_context(existing.as_deref(), &pairs);
         if existing.as_deref() == Some(text.as_str()) {
             return;

@@ -213,22 +213,11 @@ pub fn pending_deliveries(
             continue;
         }
         let dir = r.session_dir(name);
-        let busy: BTreeSet<&str> = r
-            .views
-            .get(name)
-            .map(|v| v.agents_active.iter().map(String::as_str).collect())
-            .unwrap_or_default();
-        for d in session_deliveries(&r.root, name, session) {
+        for d in session_deliveries(&r.root, name, session.index()) {
             if inbox::delivered(&dir, &d.to, &d.name) {
                 continue;
             }
-            let due = deliver_at(
-                policy,
-                d.priority,
-                d.created,
-                busy.contains(d.to.as_str()),
-                wall,
-            );
+            let due = deliver_at(policy, d.priority, d.created, session.is_busy(&d.to), wall);
             if due <= wall {
                 ready.push(d);
             } else {
@@ -268,6 +257,7 @@ pub fn check_inboxes(r: &Root, only: Option<&BTreeSet<String>>, wall: DateTime<U
         let escalated = r.state.escalated.get(name);
         let reported = r.state.replies_overdue.get(name);
         let replies: BTreeSet<&str> = session
+            .index()
             .files
             .values()
             .filter_map(|f| match &f.entry {
@@ -275,7 +265,7 @@ pub fn check_inboxes(r: &Root, only: Option<&BTreeSet<String>>, wall: DateTime<U
                 _ => None,
             })
             .collect();
-        for f in session.files.values() {
+        for f in session.index().files.values() {
             if let Entry::Message(m) = &f.entry {
                 let by = m.response_by.map(utc);
                 let replied = replies.contains(m.message_id.as_str());

@@ -21,12 +21,22 @@ pub enum Timer {
         /// Session directory name.
         session: String,
     },
+    /// Wrap up a session that ended while it was only losing files (it may
+    /// be being deleted: nothing is written into it before this).
+    WrapUp {
+        /// Root index.
+        root: usize,
+        /// Session directory name.
+        session: String,
+    },
     /// A task of a session reaches its deadline (`meta.timeout`).
     TaskDue {
         /// Root index.
         root: usize,
         /// Session directory name.
         session: String,
+        /// Task id.
+        task: String,
     },
     /// Deferred (low-priority) deliveries of a root become due.
     Deliveries(usize),
@@ -59,7 +69,9 @@ impl Timer {
             | Timer::Deliveries(r)
             | Timer::Inbox(r)
             | Timer::Skills(r) => Some(*r),
-            Timer::Status { root, .. } | Timer::TaskDue { root, .. } => Some(*root),
+            Timer::Status { root, .. }
+            | Timer::WrapUp { root, .. }
+            | Timer::TaskDue { root, .. } => Some(*root),
             Timer::Watchdog => None,
         }
     }
@@ -67,7 +79,9 @@ impl Timer {
     /// The session the timer belongs to, if any.
     pub fn session(&self) -> Option<&str> {
         match self {
-            Timer::Status { session, .. } | Timer::TaskDue { session, .. } => Some(session),
+            Timer::Status { session, .. }
+            | Timer::WrapUp { session, .. }
+            | Timer::TaskDue { session, .. } => Some(session),
             _ => None,
         }
     }
@@ -167,7 +181,11 @@ impl Timers {
     /// Sessions of a root with a held-back status write.
     pub fn held_sessions(&self, root: usize) -> impl Iterator<Item = &str> {
         self.at.keys().filter_map(move |t| match t {
-            Timer::Status { root: r, session } if *r == root => Some(session.as_str()),
+            Timer::Status { root: r, session } | Timer::WrapUp { root: r, session }
+                if *r == root =>
+            {
+                Some(session.as_str())
+            }
             _ => None,
         })
     }
@@ -216,6 +234,7 @@ mod tests {
         let due = |root, session: &str| Timer::TaskDue {
             root,
             session: session.into(),
+            task: "t".into(),
         };
         let status = |root, session: &str| Timer::Status {
             root,

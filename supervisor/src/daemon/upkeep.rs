@@ -129,9 +129,9 @@ pub fn end_session(
     wall: DateTime<Utc>,
 ) -> Option<Caused> {
     let dir = r.session_dir(name);
-    let (session, view) = (r.sessions.get(name)?, r.views.get(name)?);
+    let session = r.sessions.get(name)?;
     let removed = writer.remove_temporary_files(&dir);
-    let summary = render_summary(session, view, &r.escalations(name), wall);
+    let summary = render_summary(session.index(), &session.view(), &r.escalations(name), wall);
     let path = dir.join(SUMMARY_FILE);
     if let Err(e) = writer.write(&path, summary.as_bytes(), false) {
         return Some((

@@ -1,0 +1,1080 @@
+//! The incremental session core: one session's files, secondary indexes and
+//! derived tasks, updated by [`SessionCore::apply`] in work proportional to
+//! the change. Sans I/O: no files, no clock, no tokio; what a change causes
+//! comes back as an [`Outcome`] for the wiring to carry out.
+//!
+//! It gives the same answers as a from-scratch [`derive_session`] of the same
+//! files (a property test checks this after every step of random changes):
+//!
+//! - plans by task (the first by file name counts), progress files by
+//!   (task, agent) (the latest `updated_at` counts), prerequisite edges from
+//!   `requires` and `blocks` with their reverse (dependents);
+//! - a changed file re-derives only the tasks it names and their direct
+//!   dependents (readiness depends only on direct prerequisites);
+//! - counters (tasks completed, agents active) move by the delta;
+//! - session rules run again only when identity facts change (a file added or
+//!   removed, or its task id, agent or dependencies), never for a status or
+//!   percentage change.
+
+use crate::derive::{SessionView, TaskStarts, TaskView, derive_status};
+use crate::events::EventKind;
+use crate::index::{Entry, IndexedFile, Plan, Progress, SessionIndex};
+use chrono::{DateTime, Duration, Utc};
+use squad_protocol::model::{SessionState, TaskStatus};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// What a file change did to the file itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// Nothing changed (same bytes: a repeated event, or our own write).
+    Unchanged,
+    /// The file was removed.
+    Removed,
+    /// The file was added or changed; its event.
+    Changed(EventKind),
+}
+
+/// What a change caused.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// What happened to the file (for file changes).
+    pub file: Option<FileOutcome>,
+    /// Derived changes, in task order (a session status change last).
+    pub events: Vec<EventKind>,
+    /// Tasks newly overdue (reported once ever).
+    pub overdue: Vec<EventKind>,
+    /// The session ended (`completed` or `failed`) with this change.
+    pub ended: Option<SessionState>,
+    /// The persisted state (task starts, overdue reports) changed.
+    pub state_changed: bool,
+    /// Task deadline timers to set (`Some`) or cancel (`None`).
+    pub timers: Vec<(String, Option<DateTime<Utc>>)>,
+    /// Whether the session rules ran again.
+    pub rules_rerun: bool,
+}
+
+/// `(error count, first error)` when a file has errors.
+pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
+    let errors: Vec<_> = f
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == squad_protocol::Severity::Error)
+        .collect();
+    let first = errors.first()?;
+    let at = first
+        .location
+        .map(|l| format!("{}:{} ", l.line, l.column))
+        .unwrap_or_default();
+    Some((
+        errors.len(),
+        format!("{at}{}: {}", first.rule, first.message),
+    ))
+}
+
+/// A counted multimap: `a -> b -> how many sources say so`.
+type Edges = BTreeMap<String, BTreeMap<String, usize>>;
+
+fn add_edge(edges: &mut Edges, a: &str, b: &str) {
+    *edges
+        .entry(a.to_string())
+        .or_default()
+        .entry(b.to_string())
+        .or_insert(0) += 1;
+}
+
+fn remove_edge(edges: &mut Edges, a: &str, b: &str) {
+    if let Some(m) = edges.get_mut(a) {
+        if let Some(n) = m.get_mut(b) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(b);
+            }
+        }
+        if m.is_empty() {
+            edges.remove(a);
+        }
+    }
+}
+
+/// One session, kept derived.
+#[derive(Debug, Clone)]
+pub struct SessionCore {
+    index: SessionIndex,
+    /// task -> valid plan files (the first by name is the task's plan).
+    plan_files: BTreeMap<String, BTreeSet<String>>,
+    /// (task, agent) -> valid progress files.
+    report_files: BTreeMap<(String, String), BTreeSet<String>>,
+    /// task -> its prerequisites (from effective plans; counted).
+    prereqs: Edges,
+    /// task -> tasks that have it as a prerequisite (counted).
+    dependents: Edges,
+    /// task -> the (task, prerequisite) edges its effective plan contributes.
+    contributed: BTreeMap<String, Vec<(String, String)>>,
+    tasks: BTreeMap<String, TaskView>,
+    completed: u64,
+    active: BTreeMap<String, usize>,
+    status: SessionState,
+    /// When each task was first seen in progress (persisted).
+    pub starts: TaskStarts,
+    /// Overdue tasks already reported (persisted).
+    pub overdue_reported: BTreeSet<String>,
+}
+
+impl SessionCore {
+    /// An empty session in `dir`.
+    pub fn new(dir: PathBuf) -> SessionCore {
+        let mut index = SessionIndex::new(dir);
+        index.recheck();
+        SessionCore {
+            index,
+            plan_files: BTreeMap::new(),
+            report_files: BTreeMap::new(),
+            prereqs: Edges::new(),
+            dependents: Edges::new(),
+            contributed: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            completed: 0,
+            active: BTreeMap::new(),
+            status: SessionState::Active,
+            starts: TaskStarts::new(),
+            overdue_reported: BTreeSet::new(),
+        }
+    }
+
+    /// Builds the core of a scanned session in one pass (start-up, rescan,
+    /// a session that appeared): the baseline, so no task events; overdue
+    /// tasks not reported before are.
+    pub fn load(
+        index: SessionIndex,
+        starts: TaskStarts,
+        overdue_reported: BTreeSet<String>,
+        now: DateTime<Utc>,
+    ) -> (SessionCore, Outcome) {
+        let mut core = SessionCore::new(index.dir.clone());
+        core.starts = starts;
+        core.overdue_reported = overdue_reported;
+        core.index.session_diagnostics = index.session_diagnostics.clone();
+        for (name, file) in &index.files {
+            core.index_in(name, file);
+        }
+        core.index.files = index.files;
+        let mut out = Outcome::default();
+        let planned: Vec<String> = core.plan_files.keys().cloned().collect();
+        let mut ignored = BTreeSet::new();
+        for t in &planned {
+            core.refresh_edges(t, &mut ignored);
+            out.state_changed |= core.record_start(t);
+        }
+        for t in &planned {
+            core.recompute(t, now, &mut out, false);
+        }
+        core.status = core.derived_status();
+        out.ended = core.ended();
+        (core, out)
+    }
+
+    /// The session's index (files, diagnostics).
+    pub fn index(&self) -> &SessionIndex {
+        &self.index
+    }
+
+    /// The directory name.
+    pub fn name(&self) -> &str {
+        &self.index.name
+    }
+
+    /// The derived view (every task): for reports and rendering.
+    pub fn view(&self) -> SessionView {
+        SessionView {
+            tasks: self.tasks.values().cloned().collect(),
+            ..self.head()
+        }
+    }
+
+    /// The view without its task list: what `session-status.md` needs.
+    pub fn head(&self) -> SessionView {
+        let status_file = self.index.status();
+        SessionView {
+            name: self.index.name.clone(),
+            session_id: status_file.map(|s| s.session_id.clone()),
+            status: self.status,
+            phase: status_file.and_then(|s| s.phase),
+            tasks_total: self.tasks.len() as u64,
+            tasks_completed: self.completed,
+            agents_active: self.active.keys().cloned().collect(),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Derived tasks, by id.
+    pub fn tasks(&self) -> &BTreeMap<String, TaskView> {
+        &self.tasks
+    }
+
+    /// Whether the agent has a task in progress.
+    pub fn is_busy(&self, agent: &str) -> bool {
+        self.active.contains_key(agent)
+    }
+
+    /// The session status, when it has ended.
+    pub fn ended(&self) -> Option<SessionState> {
+        matches!(self.status, SessionState::Completed | SessionState::Failed).then_some(self.status)
+    }
+
+    /// Applies a file's new contents (`None`: it is gone) and re-derives
+    /// what it touches.
+    pub fn apply(&mut self, file: &str, new: Option<IndexedFile>, now: DateTime<Utc>) -> Outcome {
+        let mut out = Outcome::default();
+        let old = self.index.files.get(file);
+        let outcome = match (&new, old) {
+            (None, None) => return out,
+            (None, Some(_)) => FileOutcome::Removed,
+            (Some(n), Some(o)) if o.fingerprint == n.fingerprint && n.fingerprint != 0 => {
+                out.file = Some(FileOutcome::Unchanged);
+                return out;
+            }
+            (Some(n), o) => {
+                let was_invalid = o.is_some_and(|o| invalid_summary(o).is_some());
+                FileOutcome::Changed(match invalid_summary(n) {
+                    Some((errors, first)) => EventKind::FileInvalid { errors, first },
+                    None if was_invalid => EventKind::FileFixed,
+                    None => EventKind::FileValidated {
+                        warnings: n.diagnostics.len(),
+                    },
+                })
+            }
+        };
+        out.file = Some(outcome);
+        // Identity facts decide whether the session rules run again.
+        let identity_changed = match (old, &new) {
+            (Some(o), Some(n)) => o.facts != n.facts || o.kind != n.kind,
+            _ => true,
+        };
+        // Tasks whose derivation may change.
+        let mut touched: BTreeSet<String> = BTreeSet::new();
+        if let Some(o) = self.index.files.remove(file) {
+            self.touch(&o, &mut touched);
+            self.index_out(file, &o);
+        }
+        if let Some(n) = new {
+            self.index_in(file, &n);
+            self.touch(&n, &mut touched);
+            self.index.files.insert(file.to_string(), n);
+        }
+        // Prerequisite edges of the touched tasks' effective plans.
+        for t in touched.clone() {
+            self.refresh_edges(&t, &mut touched);
+        }
+        let mut affected = touched.clone();
+        for t in &touched {
+            if let Some(d) = self.dependents.get(t) {
+                affected.extend(d.keys().cloned());
+            }
+        }
+        for t in &touched {
+            out.state_changed |= self.record_start(t);
+        }
+        for t in &affected {
+            self.recompute(t, now, &mut out, true);
+        }
+        self.finish(&mut out);
+        if identity_changed {
+            self.index.recheck();
+            out.rules_rerun = true;
+        }
+        out
+    }
+
+    /// Re-derives tasks whose deadline passed.
+    pub fn tick(&mut self, tasks: &[String], now: DateTime<Utc>) -> Outcome {
+        let mut out = Outcome::default();
+        for t in tasks {
+            self.recompute(t, now, &mut out, true);
+        }
+        self.finish(&mut out);
+        out
+    }
+
+    fn finish(&mut self, out: &mut Outcome) {
+        let status = self.derived_status();
+        if status != self.status {
+            self.status = status;
+            out.events.push(EventKind::SessionStatusChanged { status });
+            out.ended = self.ended();
+        }
+    }
+
+    fn derived_status(&self) -> SessionState {
+        let status_file = self.index.status();
+        derive_status(
+            status_file.map(|s| s.status),
+            status_file.is_some_and(|s| s.completed_at.is_some()),
+            self.tasks.len() as u64,
+            self.completed,
+        )
+    }
+
+    /// Adds a file to the secondary indexes.
+    fn index_in(&mut self, file: &str, f: &IndexedFile) {
+        match &f.entry {
+            Entry::Plan(p) => {
+                self.plan_files
+                    .entry(p.task_id.clone())
+                    .or_default()
+                    .insert(file.to_string());
+            }
+            Entry::Progress(p) => {
+                self.report_files
+                    .entry((p.task_id.clone(), p.agent.clone()))
+                    .or_default()
+                    .insert(file.to_string());
+            }
+            _ => {}
+        }
+    }
+
+    /// Removes a file from the secondary indexes.
+    fn index_out(&mut self, file: &str, f: &IndexedFile) {
+        match &f.entry {
+            Entry::Plan(p) => {
+                if let Some(s) = self.plan_files.get_mut(&p.task_id) {
+                    s.remove(file);
+                    if s.is_empty() {
+                        self.plan_files.remove(&p.task_id);
+                    }
+                }
+            }
+            Entry::Progress(p) => {
+                let key = (p.task_id.clone(), p.agent.clone());
+                if let Some(s) = self.report_files.get_mut(&key) {
+                    s.remove(file);
+                    if s.is_empty() {
+                        self.report_files.remove(&key);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The tasks a file's entry bears on.
+    fn touch(&self, f: &IndexedFile, touched: &mut BTreeSet<String>) {
+        match &f.entry {
+            Entry::Plan(p) => {
+                touched.insert(p.task_id.clone());
+            }
+            Entry::Progress(p) => {
+                touched.insert(p.task_id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    fn plan(&self, task: &str) -> Option<&Plan> {
+        let file = self.plan_files.get(task)?.first()?;
+        match &self.index.files.get(file)?.entry {
+            Entry::Plan(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The assignee's latest progress update on a task.
+    fn report(&self, task: &str, agent: &str) -> Option<&Progress> {
+        let files = self
+            .report_files
+            .get(&(task.to_string(), agent.to_string()))?;
+        let mut best: Option<&Progress> = None;
+        for name in files {
+            if let Some(Entry::Progress(p)) = self.index.files.get(name).map(|f| &f.entry)
+                && best.is_none_or(|b| p.updated_at > b.updated_at)
+            {
+                best = Some(p);
+            }
+        }
+        best
+    }
+
+    fn state_of(&self, task: &str) -> Option<TaskStatus> {
+        let plan = self.plan(task)?;
+        Some(
+            self.report(task, &plan.agent)
+                .map_or(TaskStatus::Pending, |p| p.status),
+        )
+    }
+
+    /// Brings a task's contributed edges in line with its effective plan;
+    /// tasks whose prerequisites changed join `touched`.
+    fn refresh_edges(&mut self, task: &str, touched: &mut BTreeSet<String>) {
+        // The edges a task contributes: (t, prerequisite) pairs.
+        let contributed = |plan: Option<&Plan>| -> Vec<(String, String)> {
+            let Some(p) = plan else {
+                return Vec::new();
+            };
+            let mut v: Vec<(String, String)> = p
+                .requires
+                .iter()
+                .map(|r| (p.task_id.clone(), r.clone()))
+                .collect();
+            v.extend(p.blocks.iter().map(|b| (b.clone(), p.task_id.clone())));
+            v
+        };
+        let new = contributed(self.plan(task));
+        let old = self.contributed.remove(task).unwrap_or_default();
+        if old == new {
+            self.contributed.insert(task.to_string(), new);
+            return;
+        }
+        for (t, r) in &old {
+            remove_edge(&mut self.prereqs, t, r);
+            remove_edge(&mut self.dependents, r, t);
+            touched.insert(t.clone());
+        }
+        for (t, r) in &new {
+            add_edge(&mut self.prereqs, t, r);
+            add_edge(&mut self.dependents, r, t);
+            touched.insert(t.clone());
+        }
+        if !new.is_empty() {
+            self.contributed.insert(task.to_string(), new);
+        }
+    }
+
+    /// Records the first `in_progress` time of a task; whether it was new.
+    fn record_start(&mut self, task: &str) -> bool {
+        if self.starts.contains_key(task) {
+            return false;
+        }
+        let Some(agent) = self.plan(task).map(|p| p.agent.clone()) else {
+            return false;
+        };
+        let Some(files) = self.report_files.get(&(task.to_string(), agent)) else {
+            return false;
+        };
+        // As a scan would: the last in-progress update by file name.
+        let at = files
+            .iter()
+            .filter_map(|n| match self.index.files.get(n).map(|f| &f.entry) {
+                Some(Entry::Progress(p)) if p.status == TaskStatus::InProgress => {
+                    Some(p.updated_at)
+                }
+                _ => None,
+            })
+            .next_back();
+        match at {
+            Some(at) => {
+                self.starts.insert(task.to_string(), at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Derives one task from the indexes (pure).
+    fn derive_task(&self, task: &str, now: DateTime<Utc>) -> Option<TaskView> {
+        let plan = self.plan(task)?;
+        let report = self.report(task, &plan.agent);
+        let state = report.map_or(TaskStatus::Pending, |p| p.status);
+        let prerequisites: Vec<String> = self
+            .prereqs
+            .get(task)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .filter(|t| t.as_str() != task)
+            .cloned()
+            .collect();
+        let unmet: Vec<String> = prerequisites
+            .iter()
+            .filter(|t| self.state_of(t) != Some(TaskStatus::Completed))
+            .cloned()
+            .collect();
+        let started_at = self.starts.get(task).copied().or_else(|| {
+            report
+                .filter(|p| p.status == TaskStatus::InProgress)
+                .map(|p| p.updated_at)
+        });
+        let due_at = match (started_at, plan.timeout) {
+            (Some(start), Some(secs)) => i64::try_from(secs)
+                .ok()
+                .and_then(Duration::try_seconds)
+                .and_then(|d| start.with_timezone(&Utc).checked_add_signed(d)),
+            _ => None,
+        };
+        Some(TaskView {
+            task_id: plan.task_id.clone(),
+            agent: plan.agent.clone(),
+            priority: plan.priority,
+            state,
+            ready: state == TaskStatus::Pending && unmet.is_empty(),
+            violation: matches!(state, TaskStatus::InProgress | TaskStatus::Completed)
+                && !unmet.is_empty(),
+            prerequisites,
+            unmet,
+            started_at,
+            due_at,
+            overdue: state != TaskStatus::Completed && due_at.is_some_and(|d| d <= now),
+            blockers: report
+                .map(|p| p.blockers.iter().map(|b| b.description.clone()).collect())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Re-derives one task, moves the counters by the delta and notes what
+    /// changed (task events only when `announce`).
+    fn recompute(&mut self, task: &str, now: DateTime<Utc>, out: &mut Outcome, announce: bool) {
+        let new = self.derive_task(task, now);
+        let old = match &new {
+            Some(n) => self.tasks.insert(task.to_string(), n.clone()),
+            None => self.tasks.remove(task),
+        };
+        if old == new {
+            return;
+        }
+        if let Some(o) = &old {
+            self.count(o, false);
+        }
+        if let Some(n) = &new {
+            self.count(n, true);
+        }
+        let timer = new
+            .as_ref()
+            .filter(|n| n.state != TaskStatus::Completed && !n.overdue)
+            .and_then(|n| n.due_at);
+        let had_timer = old
+            .as_ref()
+            .filter(|o| o.state != TaskStatus::Completed && !o.overdue)
+            .and_then(|o| o.due_at);
+        if timer != had_timer {
+            out.timers.push((task.to_string(), timer));
+        }
+        let Some(t) = new else {
+            return;
+        };
+        if t.overdue && self.overdue_reported.insert(t.task_id.clone()) {
+            out.state_changed = true;
+            out.overdue.push(EventKind::TaskOverdue {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+            });
+        }
+        if !announce {
+            return;
+        }
+        let prev = old.as_ref();
+        let was = |f: fn(&TaskView) -> bool| prev.is_some_and(f);
+        if t.ready && !was(|p| p.ready) {
+            out.events.push(EventKind::TaskReady {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+            });
+        }
+        if t.state == TaskStatus::Completed && !was(|p| p.state == TaskStatus::Completed) {
+            out.events.push(EventKind::TaskCompleted {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+            });
+        }
+        if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
+            out.events.push(EventKind::DependencyViolation {
+                task_id: t.task_id.clone(),
+                unmet: t.unmet.clone(),
+            });
+        }
+    }
+
+    fn count(&mut self, t: &TaskView, add: bool) {
+        if t.state == TaskStatus::Completed {
+            if add {
+                self.completed += 1;
+            } else {
+                self.completed -= 1;
+            }
+        }
+        if t.state == TaskStatus::InProgress {
+            if add {
+                *self.active.entry(t.agent.clone()).or_insert(0) += 1;
+            } else if let Some(n) = self.active.get_mut(&t.agent) {
+                *n -= 1;
+                if *n == 0 {
+                    self.active.remove(&t.agent);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive::{changes, derive_session};
+    use crate::index::index_bytes;
+    use crate::outputs::render_status;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    const DIR: &str = "/p/.squad/sessions/20240115T100000Z";
+    const AGENTS: [&str; 3] = ["alice", "bob", "carol"];
+
+    fn base() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2024, 1, 15, 10, 0, 0).unwrap()
+    }
+
+    fn stamp(t: DateTime<Utc>) -> String {
+        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+
+    fn plan(task: u8, agent: &str, requires: &[u8], blocks: &[u8], timeout: Option<u8>) -> String {
+        let list = |v: &[u8]| {
+            v.iter()
+                .map(|t| format!("task_{t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let timeout = timeout
+            .map(|m| format!("  timeout: {}\n", u32::from(m) * 60))
+            .unwrap_or_default();
+        format!(
+            "meta:\n  task_id: task_{task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\n{timeout}dependencies:\n  requires: [{}]\n  blocks: [{}]\ninstruction: x\n",
+            list(requires),
+            list(blocks)
+        )
+    }
+
+    fn progress(task: u8, agent: &str, status: &str, minute: u8) -> String {
+        format!(
+            "meta:\n  task_id: task_{task}\n  agent: {agent}\n  updated_at: {}\nstatus: {status}\n",
+            stamp(base() + Duration::minutes(i64::from(minute)))
+        )
+    }
+
+    /// A session driven through the core, with the files it was given kept
+    /// as the "disk" a from-scratch derivation reads.
+    struct Harness {
+        core: SessionCore,
+        disk: BTreeMap<String, Vec<u8>>,
+        now: DateTime<Utc>,
+        timers: BTreeMap<String, DateTime<Utc>>,
+        view: SessionView,
+    }
+
+    impl Harness {
+        fn new() -> Harness {
+            let core = SessionCore::new(PathBuf::from(DIR));
+            let view = core.view();
+            Harness {
+                core,
+                disk: BTreeMap::new(),
+                now: base(),
+                timers: BTreeMap::new(),
+                view,
+            }
+        }
+
+        fn scratch(&self) -> SessionIndex {
+            let mut s = SessionIndex::new(PathBuf::from(DIR));
+            for (name, bytes) in &self.disk {
+                let kind = squad_protocol::FileKind::from_file_name(name).unwrap();
+                s.files.insert(
+                    name.clone(),
+                    index_bytes(&Path::new(DIR).join(name), kind, bytes),
+                );
+            }
+            s.recheck();
+            s
+        }
+
+        fn take(&mut self, out: Outcome) -> Outcome {
+            for (t, at) in &out.timers {
+                match at {
+                    Some(at) => self.timers.insert(t.clone(), *at),
+                    None => self.timers.remove(t),
+                };
+            }
+            out
+        }
+
+        fn write(&mut self, name: &str, bytes: &[u8]) -> Outcome {
+            self.disk.insert(name.to_string(), bytes.to_vec());
+            let kind = squad_protocol::FileKind::from_file_name(name).unwrap();
+            let f = index_bytes(&Path::new(DIR).join(name), kind, bytes);
+            let out = self.core.apply(name, Some(f), self.now);
+            self.take(out)
+        }
+
+        fn remove(&mut self, name: &str) -> Outcome {
+            self.disk.remove(name);
+            let out = self.core.apply(name, None, self.now);
+            self.take(out)
+        }
+
+        fn advance(&mut self, minutes: i64) -> Outcome {
+            self.now += Duration::minutes(minutes);
+            let due: Vec<String> = self
+                .timers
+                .iter()
+                .filter(|(_, at)| **at <= self.now)
+                .map(|(t, _)| t.clone())
+                .collect();
+            for t in &due {
+                self.timers.remove(t);
+            }
+            let out = self.core.tick(&due, self.now);
+            self.take(out)
+        }
+
+        /// The incremental state equals a from-scratch derivation; the
+        /// events of the step equal the difference of the two views.
+        fn check(&mut self, out: &Outcome) {
+            let scratch = self.scratch();
+            let core = self.core.index();
+            let prints = |s: &SessionIndex| -> Vec<(String, u64)> {
+                s.files
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.fingerprint))
+                    .collect()
+            };
+            assert_eq!(prints(core), prints(&scratch));
+            assert_eq!(core.session_diagnostics, scratch.session_diagnostics);
+            let view = derive_session(&scratch, &self.core.starts, self.now);
+            assert_eq!(self.core.view(), view);
+            // Status text: the same bytes from the head as from the full view.
+            let existing = self
+                .disk
+                .get(squad_protocol::kind::SESSION_STATUS_FILE)
+                .and_then(|b| String::from_utf8(b.clone()).ok());
+            assert_eq!(
+                render_status(existing.as_deref(), &self.core.head(), self.now),
+                render_status(existing.as_deref(), &view, self.now)
+            );
+            // Pending deliveries: what the index asks for.
+            assert_eq!(
+                super::super::routing::session_deliveries(Path::new("/p"), "s", core),
+                super::super::routing::session_deliveries(Path::new("/p"), "s", &scratch)
+            );
+            // Every task in progress has its start recorded; every overdue
+            // task was reported; every future deadline has its timer.
+            for t in &view.tasks {
+                if t.state == TaskStatus::InProgress {
+                    assert!(self.core.starts.contains_key(&t.task_id), "{t:?}");
+                }
+                if t.overdue {
+                    assert!(self.core.overdue_reported.contains(&t.task_id));
+                }
+                let want = t
+                    .due_at
+                    .filter(|_| t.state != TaskStatus::Completed && !t.overdue);
+                assert_eq!(self.timers.get(&t.task_id).copied(), want, "{t:?}");
+            }
+            let mut expected = changes(Some(&self.view), &view);
+            let mut got = out.events.clone();
+            // Only one status change is announced per step.
+            expected.sort_by_key(|e| format!("{e:?}"));
+            got.sort_by_key(|e| format!("{e:?}"));
+            assert_eq!(got, expected);
+            self.view = view;
+        }
+    }
+
+    #[test]
+    fn completing_a_task_readies_its_dependents_only() {
+        let mut h = Harness::new();
+        h.write(
+            "role-plan-alice-task_1.md",
+            plan(1, "alice", &[], &[3], None).as_bytes(),
+        );
+        h.write(
+            "role-plan-bob-task_2.md",
+            plan(2, "bob", &[1], &[], None).as_bytes(),
+        );
+        h.write(
+            "role-plan-carol-task_3.md",
+            plan(3, "carol", &[], &[], None).as_bytes(),
+        );
+        h.write(
+            "role-plan-carol-task_4.md",
+            plan(4, "carol", &[], &[], None).as_bytes(),
+        );
+        h.view = h.core.view();
+        let out = h.write(
+            "role-comm-alice-task_1.md",
+            progress(1, "alice", "completed", 5).as_bytes(),
+        );
+        assert_eq!(
+            out.events,
+            [
+                EventKind::TaskCompleted {
+                    task_id: "task_1".into(),
+                    agent: "alice".into()
+                },
+                EventKind::TaskReady {
+                    task_id: "task_2".into(),
+                    agent: "bob".into()
+                },
+                EventKind::TaskReady {
+                    task_id: "task_3".into(),
+                    agent: "carol".into()
+                },
+            ]
+        );
+        // A new progress file is an added file: the rules run again. A
+        // status change of the same file keeps its identity: they do not.
+        assert!(out.rules_rerun);
+        let out = h.write(
+            "role-comm-alice-task_1.md",
+            progress(1, "alice", "in_progress", 6).as_bytes(),
+        );
+        assert!(!out.rules_rerun);
+        assert_eq!(h.core.head().agents_active, ["alice"]);
+        assert_eq!(h.core.head().tasks_completed, 0);
+        h.check(&Outcome::default());
+    }
+
+    #[test]
+    fn deadlines_are_timers_and_overdue_is_reported_once() {
+        let mut h = Harness::new();
+        h.write(
+            "role-plan-alice-task_1.md",
+            plan(1, "alice", &[], &[], Some(10)).as_bytes(),
+        );
+        let out = h.write(
+            "role-comm-alice-task_1.md",
+            progress(1, "alice", "in_progress", 0).as_bytes(),
+        );
+        assert!(out.state_changed, "the start is recorded");
+        assert_eq!(
+            out.timers,
+            [("task_1".to_string(), Some(base() + Duration::minutes(10)))]
+        );
+        assert!(h.advance(9).overdue.is_empty());
+        let out = h.advance(1);
+        assert_eq!(
+            out.overdue,
+            [EventKind::TaskOverdue {
+                task_id: "task_1".into(),
+                agent: "alice".into()
+            }]
+        );
+        assert!(h.timers.is_empty());
+        // A later report does not move the recorded start or report again.
+        let out = h.write(
+            "role-comm-alice-task_1.md",
+            progress(1, "alice", "in_progress", 30).as_bytes(),
+        );
+        assert!(out.overdue.is_empty() && !out.state_changed);
+    }
+
+    #[test]
+    fn loading_is_a_baseline_with_overdue_reports() {
+        let mut h = Harness::new();
+        h.write(
+            "role-plan-alice-task_1.md",
+            plan(1, "alice", &[], &[], Some(1)).as_bytes(),
+        );
+        h.write(
+            "role-comm-alice-task_1.md",
+            progress(1, "alice", "in_progress", 0).as_bytes(),
+        );
+        let index = h.scratch();
+        let (core, out) = SessionCore::load(
+            index,
+            TaskStarts::new(),
+            BTreeSet::new(),
+            base() + Duration::hours(1),
+        );
+        assert!(out.events.is_empty());
+        assert_eq!(out.overdue.len(), 1);
+        assert!(out.state_changed);
+        assert!(core.tasks()["task_1"].overdue);
+        let (_, again) = SessionCore::load(
+            core.index().clone(),
+            core.starts.clone(),
+            core.overdue_reported.clone(),
+            base() + Duration::hours(2),
+        );
+        assert!(again.overdue.is_empty(), "reported once ever");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Plan {
+            agent: usize,
+            task: u8,
+            requires: Vec<u8>,
+            blocks: Vec<u8>,
+            timeout: Option<u8>,
+        },
+        Progress {
+            agent: usize,
+            task: u8,
+            status: usize,
+            minute: u8,
+        },
+        Message {
+            from: usize,
+            to: usize,
+            id: u8,
+            task: Option<u8>,
+            reply_to: Option<u8>,
+        },
+        Error {
+            agent: usize,
+            to: usize,
+            task: Option<u8>,
+            n: u8,
+        },
+        Status(usize),
+        Garbage(usize),
+        Remove(usize),
+        Rename(usize, usize),
+        Tick(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let task = 0u8..5;
+        prop_oneof![
+            4 => (0usize..3, task.clone(), proptest::collection::vec(0u8..5, 0..3), proptest::collection::vec(0u8..5, 0..2), proptest::option::of(1u8..20))
+                .prop_map(|(agent, task, requires, blocks, timeout)| Op::Plan { agent, task, requires, blocks, timeout }),
+            5 => (0usize..3, task.clone(), 0usize..4, 0u8..60)
+                .prop_map(|(agent, task, status, minute)| Op::Progress { agent, task, status, minute }),
+            3 => (0usize..3, 0usize..3, 0u8..6, proptest::option::of(task.clone()), proptest::option::of(0u8..6))
+                .prop_map(|(from, to, id, task, reply_to)| Op::Message { from, to, id, task, reply_to }),
+            1 => (0usize..3, 0usize..3, proptest::option::of(task), 0u8..3)
+                .prop_map(|(agent, to, task, n)| Op::Error { agent, to, task, n }),
+            1 => (0usize..3).prop_map(Op::Status),
+            1 => any::<usize>().prop_map(Op::Garbage),
+            2 => any::<usize>().prop_map(Op::Remove),
+            1 => (any::<usize>(), 0usize..3).prop_map(|(a, b)| Op::Rename(a, b)),
+            1 => (0u8..30).prop_map(Op::Tick),
+        ]
+    }
+
+    fn pick(h: &Harness, n: usize) -> Option<String> {
+        (!h.disk.is_empty()).then(|| h.disk.keys().nth(n % h.disk.len()).cloned())?
+    }
+
+    fn run(h: &mut Harness, op: Op) {
+        match op {
+            Op::Plan {
+                agent,
+                task,
+                requires,
+                blocks,
+                timeout,
+            } => {
+                let a = AGENTS[agent];
+                let out = h.write(
+                    &format!("role-plan-{a}-task_{task}.md"),
+                    plan(task, a, &requires, &blocks, timeout).as_bytes(),
+                );
+                h.check(&out);
+            }
+            Op::Progress {
+                agent,
+                task,
+                status,
+                minute,
+            } => {
+                let a = AGENTS[agent];
+                let s = ["pending", "in_progress", "blocked", "completed"][status];
+                let out = h.write(
+                    &format!("role-comm-{a}-task_{task}.md"),
+                    progress(task, a, s, minute).as_bytes(),
+                );
+                h.check(&out);
+            }
+            Op::Message {
+                from,
+                to,
+                id,
+                task,
+                reply_to,
+            } => {
+                let (f, t) = (AGENTS[from], AGENTS[to]);
+                let context = task
+                    .map(|t| format!("context:\n  task_id: task_{t}\n"))
+                    .unwrap_or_default();
+                let reply = reply_to
+                    .map(|r| format!("in_reply_to: msg_{r}\n"))
+                    .unwrap_or_default();
+                let text = format!(
+                    "meta:\n  message_id: msg_{id}\n  from_agent: {f}\n  to_agent: {t}\n  created_at: 2024-01-15T10:0{}:00Z\n  priority: high\ntype: question\nsubject: s\nmessage: m\n{context}{reply}",
+                    id % 10
+                );
+                let out = h.write(
+                    &format!("role-comm-{f}-to-{t}-msg_{id}.md"),
+                    text.as_bytes(),
+                );
+                h.check(&out);
+            }
+            Op::Error { agent, to, task, n } => {
+                let a = AGENTS[agent];
+                let task = task
+                    .map(|t| format!("task_id: task_{t}\n"))
+                    .unwrap_or_default();
+                let text = format!(
+                    "error_id: err_20240115T103800Z_{n}\nagent: {a}\n{task}severity: critical\noccurred_at: 2024-01-15T10:38:00Z\nerror:\n  type: BuildBroken\n  message: linker failed\nrequires_intervention: true\nsuggested_agent: {}\n",
+                    AGENTS[to]
+                );
+                let out = h.write(&format!("error-{a}-20240115T10380{n}Z.md"), text.as_bytes());
+                h.check(&out);
+            }
+            Op::Status(s) => {
+                let text = match s {
+                    0 => "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+                    1 => {
+                        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: completed\ncompleted_at: 2024-01-15T11:00:00Z\n"
+                    }
+                    _ => {
+                        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: failed\nfailed_at: 2024-01-15T11:00:00Z\n"
+                    }
+                };
+                let out = h.write(squad_protocol::kind::SESSION_STATUS_FILE, text.as_bytes());
+                h.check(&out);
+            }
+            Op::Garbage(n) => {
+                if let Some(name) = pick(h, n) {
+                    let out = h.write(&name, b"meta: [\n\xff");
+                    h.check(&out);
+                }
+            }
+            Op::Remove(n) => {
+                if let Some(name) = pick(h, n) {
+                    let out = h.remove(&name);
+                    h.check(&out);
+                }
+            }
+            Op::Rename(n, agent) => {
+                // A rename is a removal then an addition of the same bytes
+                // under another name of the same kind.
+                let Some(name) = pick(h, n) else { return };
+                let to = match name.split_once("-task_") {
+                    Some((head, tail)) if head.starts_with("role-plan-") => {
+                        format!("role-plan-{}-task_{tail}", AGENTS[agent])
+                    }
+                    _ => return,
+                };
+                let bytes = h.disk[&name].clone();
+                let out = h.remove(&name);
+                h.check(&out);
+                let out = h.write(&to, &bytes);
+                h.check(&out);
+            }
+            Op::Tick(m) => {
+                let out = h.advance(i64::from(m));
+                h.check(&out);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+        #[test]
+        fn incremental_state_equals_a_from_scratch_derivation(ops in proptest::collection::vec(op(), 1..40)) {
+            let mut h = Harness::new();
+            for op in ops {
+                run(&mut h, op);
+            }
+        }
+    }
+}
