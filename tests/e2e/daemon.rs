@@ -612,9 +612,14 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         .collect();
     assert_eq!(names, ["memory", "cpu", "watches", "queue", "disk"]);
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);
+    // The seed's messages were delivered: each recipient's unread inbox is
+    // watched too (acknowledgements keep the unread counters true).
+    let inboxes = fs::read_dir(session.join("inbox")).map_or(0, |d| d.count());
+    assert!(inboxes > 0);
     assert_eq!(
-        h["watches"], 5,
-        "root, .squad, sessions, one session, its locks/"
+        h["watches"],
+        5 + inboxes,
+        "root, .squad, sessions, one session, its locks/, each inbox/<agent>/new"
     );
 }
 

@@ -21,6 +21,8 @@ pub struct Root {
     pub sessions_dir: PathBuf,
     /// Sessions by directory name.
     pub sessions: BTreeMap<String, SessionCore>,
+    /// What squadd knows of each session's inboxes.
+    pub mail: BTreeMap<String, super::routing::Mailbox>,
     /// What squadd remembers across restarts (task starts and overdue
     /// reports are kept by each session and copied in when saved).
     pub state: State,
@@ -49,6 +51,7 @@ impl Root {
                 .join(squad_protocol::tree::SESSIONS_DIR),
             root,
             sessions: BTreeMap::new(),
+            mail: BTreeMap::new(),
             state,
             missing: false,
             policy,
@@ -133,6 +136,7 @@ impl Root {
     /// Forgets a session that vanished (its persisted state stays, for a
     /// session that comes back).
     pub fn remove_session(&mut self, name: &str) {
+        self.mail.remove(name);
         if let Some(core) = self.sessions.remove(name) {
             self.keep_state(name, &core);
         }

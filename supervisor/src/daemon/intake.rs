@@ -187,6 +187,16 @@ pub enum PathChange {
     LocksDir(String),
     /// A lock record changed.
     LockRecord(String),
+    /// An entry of an agent's unread inbox (`inbox/<agent>/new/<file>`)
+    /// appeared or went (delivered, acknowledged).
+    Inbox {
+        /// Session directory name.
+        session: String,
+        /// The agent.
+        agent: String,
+        /// Inbox file name.
+        file: String,
+    },
     /// A protocol file of a session changed.
     SessionFile {
         /// Session directory name.
@@ -221,6 +231,13 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
         }
         [name, locks, _] if locks == crate::locks::LOCKS_DIR => {
             Some(PathChange::LockRecord(name.clone()))
+        }
+        [name, inbox, agent, new, file] if inbox == "inbox" && new == "new" => {
+            Some(PathChange::Inbox {
+                session: name.clone(),
+                agent: agent.clone(),
+                file: file.clone(),
+            })
         }
         [name, file] => {
             if is_temp_name(file) {
@@ -272,6 +289,14 @@ mod tests {
             })
         );
         assert_eq!(c("/p/.squad/sessions/s1/notes.txt"), None);
+        assert_eq!(
+            c("/p/.squad/sessions/s1/inbox/bob/new/0-critical-x-msg_1.md"),
+            Some(PathChange::Inbox {
+                session: "s1".into(),
+                agent: "bob".into(),
+                file: "0-critical-x-msg_1.md".into()
+            })
+        );
         assert_eq!(c("/p/.squad/sessions/s1/artifacts/a/b"), None);
     }
 }
