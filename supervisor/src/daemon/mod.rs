@@ -46,7 +46,7 @@ use eventlog::EventLog;
 use hooks::{Hooks, Notice};
 use intake::{Intake, Noted, PathChange, classify};
 use squad_protocol::FileKind;
-use squad_protocol::fsx::{ReadError, read_regular};
+use squad_protocol::fsx::read_regular;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, default_threads};
 use squad_protocol::validate::MAX_FILE_BYTES;
@@ -849,12 +849,26 @@ impl Supervisor {
         path: &Path,
         kind: FileKind,
     ) -> Option<(String, bool)> {
-        let loaded = match load_file(path, kind) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read");
-                return None;
-            }
+        // Same bytes as indexed (a repeated event, or squadd's own write):
+        // recognised by fingerprint, not parsed again.
+        let indexed = self.roots[i]
+            .sessions
+            .get(name)?
+            .index()
+            .files
+            .get(file)
+            .map(|f| f.fingerprint);
+        let loaded = match read_regular(path, MAX_FILE_BYTES) {
+            Ok(bytes) if indexed == Some(crate::index::fingerprint(&bytes)) => return None,
+            Ok(bytes) => Some(crate::index::index_bytes(path, kind, &bytes)),
+            // Gone, or unreadable: indexed as such, with the reason.
+            Err(_) => match load_file(path, kind) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read");
+                    return None;
+                }
+            },
         };
         let wall = Utc::now();
         let reply_to = |f: Option<&crate::index::IndexedFile>| match f.map(|f| &f.entry) {
@@ -939,16 +953,20 @@ impl Supervisor {
         wall: DateTime<Utc>,
     ) -> Option<(PathBuf, String)> {
         let r = &self.roots[i];
-        let view = r.sessions.get(name)?.head();
+        let session = r.sessions.get(name)?;
+        let view = session.head();
         let dir = r.session_dir(name);
         let path = dir.join(SESSION_STATUS_FILE);
-        let existing = match read_regular(&path, MAX_FILE_BYTES) {
-            Ok(bytes) => Some(String::from_utf8(bytes).ok()?),
-            Err(ReadError::NotFound) if dir.is_dir() => None,
-            Err(_) => return None,
+        // The file as squadd last read or wrote it (a foreign edit is read
+        // and indexed when its event arrives): no read here.
+        let existing = match session.index().files.get(SESSION_STATUS_FILE) {
+            // Not text (or unreadable): never overwritten.
+            Some(f) => Some(f.text.as_deref()?),
+            None if dir.is_dir() => None,
+            None => return None,
         };
-        let text = render_status(existing.as_deref(), &view, wall)?;
-        (existing.as_deref() != Some(text.as_str())).then_some((path, text))
+        let text = render_status(existing, &view, wall)?;
+        (existing != Some(text.as_str())).then_some((path, text))
     }
 
     /// Writes the session-status.md of each named session that changed, as
