@@ -21,6 +21,9 @@ pub struct Root {
     pub sessions_dir: PathBuf,
     /// Sessions by directory name.
     pub sessions: BTreeMap<String, SessionCore>,
+    /// Each session's part of the shared context, with the generation it was
+    /// rendered at.
+    pub fragments: BTreeMap<String, (u64, crate::outputs::ContextFragment)>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
     /// What squadd remembers across restarts (task starts and overdue
@@ -52,6 +55,7 @@ impl Root {
             root,
             sessions: BTreeMap::new(),
             mail: BTreeMap::new(),
+            fragments: BTreeMap::new(),
             state,
             missing: false,
             policy,
@@ -163,6 +167,24 @@ impl Root {
         }
         self.sessions = sessions;
         &self.state
+    }
+
+    /// The shared context's parts, re-rendered only for sessions that
+    /// changed since.
+    pub fn context_fragments(&mut self) -> Vec<&crate::outputs::ContextFragment> {
+        self.fragments
+            .retain(|name, _| self.sessions.contains_key(name));
+        for (name, core) in &self.sessions {
+            let fresh = self
+                .fragments
+                .get(name)
+                .is_some_and(|(g, _)| *g == core.generation());
+            if !fresh {
+                let f = crate::outputs::context_fragment(core.index(), &core.view());
+                self.fragments.insert(name.clone(), (core.generation(), f));
+            }
+        }
+        self.fragments.values().map(|(_, f)| f).collect()
     }
 
     /// The escalated messages of a session.

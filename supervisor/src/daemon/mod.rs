@@ -39,7 +39,7 @@ use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::{render_shared_context, render_status};
+use crate::outputs::{assemble_shared_context, render_status};
 use crate::state::{State, state_path};
 use chrono::{DateTime, Utc};
 use eventlog::EventLog;
@@ -1020,14 +1020,12 @@ impl Supervisor {
 
     fn write_shared_context(&mut self, i: usize) {
         self.timers.cancel(&Timer::Context(i));
-        let r = &self.roots[i];
-        let path = r.root.join(SHARED_CONTEXT);
+        let path = self.roots[i].root.join(SHARED_CONTEXT);
         let existing = read_regular(&path, MAX_FILE_BYTES)
             .ok()
             .and_then(|b| String::from_utf8(b).ok());
-        let views: Vec<_> = r.sessions.values().map(|s| (s.index(), s.view())).collect();
-        let pairs: Vec<_> = views.iter().map(|(s, v)| (*s, v)).collect();
-        let text = render_shared_context(existing.as_deref(), &pairs);
+        let fragments = self.roots[i].context_fragments();
+        let text = assemble_shared_context(existing.as_deref(), &fragments);
         if existing.as_deref() == Some(text.as_str()) {
             return;
         }

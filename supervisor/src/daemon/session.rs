@@ -76,6 +76,11 @@ pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
     ))
 }
 
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A counted multimap: `a -> b -> how many sources say so`.
 type Edges = BTreeMap<String, BTreeMap<String, usize>>;
 
@@ -128,6 +133,10 @@ pub struct SessionCore {
     /// The plan file session rules count for each task (any plan file, valid
     /// or not, that names the task; the first by name).
     rule_plans: BTreeMap<String, String>,
+    /// Changes with every change of the session (unique across sessions and
+    /// reloads): what was rendered from the session at one generation is
+    /// still true while it is the same.
+    generation: u64,
     /// When each task was first seen in progress (persisted).
     pub starts: TaskStarts,
     /// Overdue tasks already reported (persisted).
@@ -147,6 +156,7 @@ impl SessionCore {
             graph_diags: Vec::new(),
             member_diags: BTreeMap::new(),
             rule_plans: BTreeMap::new(),
+            generation: next_generation(),
             tasks: BTreeMap::new(),
             completed: 0,
             active: BTreeMap::new(),
@@ -192,6 +202,11 @@ impl SessionCore {
         core.status = core.derived_status();
         out.ended = core.ended();
         (core, out)
+    }
+
+    /// The session's generation (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The session's index (files, diagnostics).
@@ -266,6 +281,7 @@ impl SessionCore {
             }
         };
         out.file = Some(outcome);
+        self.generation = next_generation();
         // Identity facts decide whether the session rules run again, and
         // plans and status files whether they run for the whole session.
         let identity_changed = match (old, &new) {
@@ -396,6 +412,7 @@ impl SessionCore {
 
     /// Re-derives tasks whose deadline passed.
     pub fn tick(&mut self, tasks: &[String], now: DateTime<Utc>) -> Outcome {
+        self.generation = next_generation();
         let mut out = Outcome::default();
         for t in tasks {
             self.recompute(t, now, &mut out, true);
