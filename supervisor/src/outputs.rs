@@ -277,70 +277,118 @@ fn shared_status(s: TaskStatus) -> &'static str {
     }
 }
 
-/// One session's part of the shared context, rendered once per change of
-/// the session and kept: the daemon assembles the file from these parts
-/// without re-deriving or re-serializing unchanged sessions.
+/// One session's part of the shared context, kept by the daemon and brought
+/// up to date task by task as the session changes: the file is assembled
+/// from these parts without re-serializing what did not change.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextFragment {
     /// Per progress update with decisions, in time order: (agent, stamp,
     /// decisions).
     decisions: Vec<(String, String, Vec<Json>)>,
-    /// `tasks_completed` entries, each pretty-printed.
-    completed: Vec<String>,
-    /// `tasks_pending` entries, each pretty-printed.
-    pending: Vec<String>,
+    /// Per task: whether it is completed, and its entry pretty-printed.
+    entries: std::collections::BTreeMap<String, (bool, String)>,
+}
+
+/// A task's `tasks_completed` or `tasks_pending` entry, given the session's
+/// progress updates in time order.
+fn context_entry(
+    t: &crate::derive::TaskView,
+    progress: &[&crate::index::Progress],
+) -> (bool, String) {
+    let pretty = |v: Json| serde_json::to_string_pretty(&v).unwrap_or_default();
+    let report = progress
+        .iter()
+        .rev()
+        .find(|p| p.task_id == t.task_id && p.agent == t.agent);
+    if t.state == TaskStatus::Completed {
+        let when = report.map(|p| p.completed_at.unwrap_or(p.updated_at));
+        return (
+            true,
+            pretty(json!({
+                "agent": t.agent,
+                "task": t.task_id,
+                "timestamp": when.map(|w| w.to_rfc3339_opts(SecondsFormat::Secs, true)),
+                "files_modified": report.map(|p| p.artifacts.clone()).unwrap_or_default(),
+            })),
+        );
+    }
+    let blocker_reason = if !t.blockers.is_empty() {
+        Json::String(t.blockers.join("; "))
+    } else if !t.unmet.is_empty() {
+        Json::String(format!("waiting for {}", t.unmet.join(", ")))
+    } else {
+        Json::Null
+    };
+    (
+        false,
+        pretty(json!({
+            "task": t.task_id,
+            "assigned_to": t.agent,
+            "priority": shared_priority(t.priority),
+            "dependencies": t.prerequisites,
+            "status": shared_status(t.state),
+            "blocker_reason": blocker_reason,
+        })),
+    )
+}
+
+impl ContextFragment {
+    /// Brings the part up to date: decisions from every progress update,
+    /// and the entries of the `changed` tasks (every task when `None`).
+    pub fn update<'a>(
+        &mut self,
+        session: &SessionIndex,
+        tasks: impl Fn(&str) -> Option<&'a crate::derive::TaskView>,
+        all: impl Iterator<Item = &'a crate::derive::TaskView>,
+        changed: Option<&std::collections::BTreeSet<String>>,
+    ) {
+        let mut progress: Vec<_> = session.progress().collect();
+        progress.sort_by_key(|p| p.updated_at);
+        self.decisions = progress
+            .iter()
+            .filter(|p| !p.decisions.is_empty())
+            .map(|p| {
+                (
+                    p.agent.clone(),
+                    p.updated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    p.decisions
+                        .iter()
+                        .map(|d| json!({"type": d.kind, "description": d.description, "data": d.data}))
+                        .collect(),
+                )
+            })
+            .collect();
+        match changed {
+            None => {
+                self.entries = all
+                    .map(|t| (t.task_id.clone(), context_entry(t, &progress)))
+                    .collect();
+            }
+            Some(changed) => {
+                for id in changed {
+                    match tasks(id) {
+                        Some(t) => {
+                            self.entries.insert(id.clone(), context_entry(t, &progress));
+                        }
+                        None => {
+                            self.entries.remove(id);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Renders one session's part of the shared context.
 pub fn context_fragment(session: &SessionIndex, view: &SessionView) -> ContextFragment {
     let mut out = ContextFragment::default();
-    let mut progress: Vec<_> = session.progress().collect();
-    progress.sort_by_key(|p| p.updated_at);
-    for p in &progress {
-        if p.decisions.is_empty() {
-            continue;
-        }
-        out.decisions.push((
-            p.agent.clone(),
-            p.updated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-            p.decisions
-                .iter()
-                .map(|d| json!({"type": d.kind, "description": d.description, "data": d.data}))
-                .collect(),
-        ));
-    }
-    let pretty = |v: Json| serde_json::to_string_pretty(&v).unwrap_or_default();
-    for t in &view.tasks {
-        let report = progress
-            .iter()
-            .rev()
-            .find(|p| p.task_id == t.task_id && p.agent == t.agent);
-        if t.state == TaskStatus::Completed {
-            let when = report.map(|p| p.completed_at.unwrap_or(p.updated_at));
-            out.completed.push(pretty(json!({
-                "agent": t.agent,
-                "task": t.task_id,
-                "timestamp": when.map(|w| w.to_rfc3339_opts(SecondsFormat::Secs, true)),
-                "files_modified": report.map(|p| p.artifacts.clone()).unwrap_or_default(),
-            })));
-        } else {
-            let blocker_reason = if !t.blockers.is_empty() {
-                Json::String(t.blockers.join("; "))
-            } else if !t.unmet.is_empty() {
-                Json::String(format!("waiting for {}", t.unmet.join(", ")))
-            } else {
-                Json::Null
-            };
-            out.pending.push(pretty(json!({
-                "task": t.task_id,
-                "assigned_to": t.agent,
-                "priority": shared_priority(t.priority),
-                "dependencies": t.prerequisites,
-                "status": shared_status(t.state),
-                "blocker_reason": blocker_reason,
-            })));
-        }
-    }
+    out.update(
+        session,
+        |id| view.tasks.iter().find(|t| t.task_id == id),
+        view.tasks.iter(),
+        None,
+    );
     out
 }
 
@@ -414,12 +462,21 @@ pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFrag
     let marker = |m: &str| serde_json::to_string(m).unwrap_or_default();
     text.replacen(
         &marker(COMPLETED),
-        &top_level_array(fragments.iter().flat_map(|f| f.completed.iter())),
+        &top_level_array(
+            fragments
+                .iter()
+                .flat_map(|f| f.entries.values().filter(|(done, _)| *done).map(|(_, t)| t)),
+        ),
         1,
     )
     .replacen(
         &marker(PENDING),
-        &top_level_array(fragments.iter().flat_map(|f| f.pending.iter())),
+        &top_level_array(fragments.iter().flat_map(|f| {
+            f.entries
+                .values()
+                .filter(|(done, _)| !*done)
+                .map(|(_, t)| t)
+        })),
         1,
     )
 }

@@ -21,8 +21,8 @@ pub struct Root {
     pub sessions_dir: PathBuf,
     /// Sessions by directory name.
     pub sessions: BTreeMap<String, SessionCore>,
-    /// Each session's part of the shared context, with the generation it was
-    /// rendered at.
+    /// Each session's part of the shared context, with the identity of the
+    /// session core it was rendered from.
     pub fragments: BTreeMap<String, (u64, crate::outputs::ContextFragment)>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
@@ -169,19 +169,26 @@ impl Root {
         &self.state
     }
 
-    /// The shared context's parts, re-rendered only for sessions that
-    /// changed since.
+    /// The shared context's parts, brought up to date only for the tasks
+    /// re-derived since the last time (a session loaded anew is rendered
+    /// whole).
     pub fn context_fragments(&mut self) -> Vec<&crate::outputs::ContextFragment> {
         self.fragments
             .retain(|name, _| self.sessions.contains_key(name));
-        for (name, core) in &self.sessions {
-            let fresh = self
-                .fragments
-                .get(name)
-                .is_some_and(|(g, _)| *g == core.generation());
-            if !fresh {
-                let f = crate::outputs::context_fragment(core.index(), &core.view());
-                self.fragments.insert(name.clone(), (core.generation(), f));
+        for (name, core) in &mut self.sessions {
+            let dirty = core.take_dirty();
+            let id = core.identity();
+            let entry = self.fragments.entry(name.clone()).or_default();
+            let whole = entry.0 != id;
+            if whole || !dirty.is_empty() {
+                entry.0 = id;
+                let tasks = core.tasks();
+                entry.1.update(
+                    core.index(),
+                    |t| tasks.get(t),
+                    tasks.values(),
+                    (!whole).then_some(&dirty),
+                );
             }
         }
         self.fragments.values().map(|(_, f)| f).collect()

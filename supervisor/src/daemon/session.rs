@@ -76,7 +76,7 @@ pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
     ))
 }
 
-fn next_generation() -> u64 {
+fn next_identity() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
@@ -133,10 +133,11 @@ pub struct SessionCore {
     /// The plan file session rules count for each task (any plan file, valid
     /// or not, that names the task; the first by name).
     rule_plans: BTreeMap<String, String>,
-    /// Changes with every change of the session (unique across sessions and
-    /// reloads): what was rendered from the session at one generation is
-    /// still true while it is the same.
-    generation: u64,
+    /// Unique to this core (a session loaded again gets a new one): what
+    /// was rendered from it incrementally belongs to it.
+    identity: u64,
+    /// Tasks re-derived since the shared context last took them.
+    dirty: BTreeSet<String>,
     /// When each task was first seen in progress (persisted).
     pub starts: TaskStarts,
     /// Overdue tasks already reported (persisted).
@@ -156,7 +157,8 @@ impl SessionCore {
             graph_diags: Vec::new(),
             member_diags: BTreeMap::new(),
             rule_plans: BTreeMap::new(),
-            generation: next_generation(),
+            identity: next_identity(),
+            dirty: BTreeSet::new(),
             tasks: BTreeMap::new(),
             completed: 0,
             active: BTreeMap::new(),
@@ -204,9 +206,14 @@ impl SessionCore {
         (core, out)
     }
 
-    /// The session's generation (see the field).
-    pub fn generation(&self) -> u64 {
-        self.generation
+    /// This core's identity (see the field).
+    pub fn identity(&self) -> u64 {
+        self.identity
+    }
+
+    /// Takes the tasks re-derived since the last call.
+    pub fn take_dirty(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.dirty)
     }
 
     /// The session's index (files, diagnostics).
@@ -281,7 +288,6 @@ impl SessionCore {
             }
         };
         out.file = Some(outcome);
-        self.generation = next_generation();
         // Identity facts decide whether the session rules run again, and
         // plans and status files whether they run for the whole session.
         let identity_changed = match (old, &new) {
@@ -319,6 +325,8 @@ impl SessionCore {
         for t in &affected {
             self.recompute(t, now, &mut out, true);
         }
+        // A task's context entry also shows its report's artifacts.
+        self.dirty.extend(affected);
         self.finish(&mut out);
         if identity_changed {
             if whole {
@@ -412,11 +420,11 @@ impl SessionCore {
 
     /// Re-derives tasks whose deadline passed.
     pub fn tick(&mut self, tasks: &[String], now: DateTime<Utc>) -> Outcome {
-        self.generation = next_generation();
         let mut out = Outcome::default();
         for t in tasks {
             self.recompute(t, now, &mut out, true);
         }
+        self.dirty.extend(tasks.iter().cloned());
         self.finish(&mut out);
         out
     }
@@ -781,6 +789,7 @@ mod tests {
         now: DateTime<Utc>,
         timers: BTreeMap<String, DateTime<Utc>>,
         view: SessionView,
+        context: crate::outputs::ContextFragment,
     }
 
     impl Harness {
@@ -793,6 +802,7 @@ mod tests {
                 now: base(),
                 timers: BTreeMap::new(),
                 view,
+                context: Default::default(),
             }
         }
 
@@ -901,6 +911,20 @@ mod tests {
                     .filter(|_| t.state != TaskStatus::Completed && !t.overdue);
                 assert_eq!(self.timers.get(&t.task_id).copied(), want, "{t:?}");
             }
+            // The shared context's part, updated task by task, equals one
+            // rendered from scratch.
+            let dirty = self.core.take_dirty();
+            let tasks = self.core.tasks();
+            self.context.update(
+                self.core.index(),
+                |t| tasks.get(t),
+                tasks.values(),
+                Some(&dirty),
+            );
+            assert_eq!(
+                self.context,
+                crate::outputs::context_fragment(&scratch, &view)
+            );
             let mut expected = changes(Some(&self.view), &view);
             let mut got = out.events.clone();
             // Only one status change is announced per step.
