@@ -414,20 +414,29 @@ fn top_level_array<'a>(entries: impl Iterator<Item = &'a String>) -> String {
     }
 }
 
-/// Assembles `.claude/context/shared-context.json` from the sessions' parts
-/// (in session order).
-///
-/// `agent_decisions`, `tasks_completed`, `tasks_pending` and `schema_version`
-/// are derived; every other top-level key of `existing` is kept in place. An
-/// existing file that is not a JSON object is replaced.
-pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFragment]) -> String {
-    let mut root: Map<String, Json> = existing
+/// The top-level object of an existing shared-context file (empty when it
+/// is missing or not a JSON object: then it is replaced).
+pub fn existing_context(existing: Option<&str>) -> Map<String, Json> {
+    existing
         .and_then(|t| serde_json::from_str::<Json>(t).ok())
         .and_then(|v| match v {
             Json::Object(m) => Some(m),
             _ => None,
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Assembles `.claude/context/shared-context.json` from the sessions' parts
+/// (in session order) over the existing file's top-level object.
+///
+/// `agent_decisions`, `tasks_completed`, `tasks_pending` and `schema_version`
+/// are derived; every other top-level key of `existing` is kept in place.
+/// Also returns the object as assembled (with the task arrays as markers),
+/// which stands for the file's object as long as the file is unchanged.
+pub fn assemble_context(
+    mut root: Map<String, Json>,
+    fragments: &[&ContextFragment],
+) -> (String, Map<String, Json>) {
     // agent -> (latest timestamp, decisions in (time, session, file) order)
     let mut decisions: std::collections::BTreeMap<&str, (String, Vec<Json>)> = Default::default();
     for f in fragments {
@@ -458,27 +467,34 @@ pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFrag
     root.insert("agent_decisions".into(), Json::Object(agent_decisions));
     root.insert("tasks_completed".into(), json!(COMPLETED));
     root.insert("tasks_pending".into(), json!(PENDING));
-    let text = format!("{:#}\n", Json::Object(root));
+    let text = format!("{:#}\n", Json::Object(root.clone()));
     let marker = |m: &str| serde_json::to_string(m).unwrap_or_default();
-    text.replacen(
-        &marker(COMPLETED),
-        &top_level_array(
-            fragments
-                .iter()
-                .flat_map(|f| f.entries.values().filter(|(done, _)| *done).map(|(_, t)| t)),
-        ),
-        1,
-    )
-    .replacen(
-        &marker(PENDING),
-        &top_level_array(fragments.iter().flat_map(|f| {
-            f.entries
-                .values()
-                .filter(|(done, _)| !*done)
-                .map(|(_, t)| t)
-        })),
-        1,
-    )
+    let text = text
+        .replacen(
+            &marker(COMPLETED),
+            &top_level_array(
+                fragments
+                    .iter()
+                    .flat_map(|f| f.entries.values().filter(|(done, _)| *done).map(|(_, t)| t)),
+            ),
+            1,
+        )
+        .replacen(
+            &marker(PENDING),
+            &top_level_array(fragments.iter().flat_map(|f| {
+                f.entries
+                    .values()
+                    .filter(|(done, _)| !*done)
+                    .map(|(_, t)| t)
+            })),
+            1,
+        );
+    (text, root)
+}
+
+/// [`assemble_context`] over the text of the existing file.
+pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFragment]) -> String {
+    assemble_context(existing_context(existing), fragments).0
 }
 
 /// Renders `.claude/context/shared-context.json` from every session of a

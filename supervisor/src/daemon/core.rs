@@ -24,6 +24,10 @@ pub struct Root {
     /// Each session's part of the shared context, with the identity of the
     /// session core it was rendered from.
     pub fragments: BTreeMap<String, (u64, crate::outputs::ContextFragment)>,
+    /// The shared context file as squadd last wrote it: its (inode, size,
+    /// mtime) after the write, the top-level object it was assembled over,
+    /// and its text. While the file's mark is unchanged it is not read again.
+    pub context: Option<ContextMark>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
     /// What squadd remembers across restarts (task starts and overdue
@@ -37,6 +41,17 @@ pub struct Root {
     pub locks: Vec<crate::locks::Entry>,
     /// The next scheduled retention run.
     pub next_gc: Option<DateTime<Utc>>,
+}
+
+/// What squadd remembers of the shared context file it wrote.
+#[derive(Debug, Clone)]
+pub struct ContextMark {
+    /// (inode, size, mtime in ns) after the write, once known.
+    pub mark: Option<(u64, u64, i128)>,
+    /// The top-level object the text was assembled over.
+    pub root: serde_json::Map<String, serde_json::Value>,
+    /// The text.
+    pub text: String,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -55,6 +70,7 @@ impl Root {
             root,
             sessions: BTreeMap::new(),
             mail: BTreeMap::new(),
+            context: None,
             fragments: BTreeMap::new(),
             state,
             missing: false,

@@ -33,13 +33,14 @@ pub mod timers;
 pub mod upkeep;
 pub mod writer;
 
+use self::core::ContextMark;
 use self::core::Root;
 use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::{assemble_shared_context, render_status};
+use crate::outputs::{assemble_context, existing_context, render_status};
 use crate::state::{State, state_path};
 use chrono::{DateTime, Utc};
 use eventlog::EventLog;
@@ -146,6 +147,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         outbox: Vec::new(),
     };
 
+    let mut behind_rx = sup.writer.start_behind()?;
     for root in &options.roots {
         sup.open_root(root)?;
     }
@@ -205,6 +207,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                     );
                 }
             }
+            Some(done) = behind_rx.recv() => sup.written_behind(done),
             Some(call) = call_rx.recv() => {
                 let reply = answers::answer(&sup, call.root, call.method);
                 let _ = call.reply.send(reply);
@@ -216,9 +219,13 @@ pub async fn run(options: Options) -> Result<(), StartError> {
 
     tracing::info!(reason, "stopping");
     systemd::stopping();
+    sup.writer.finish_behind();
+    while let Ok(done) = behind_rx.try_recv() {
+        sup.written_behind(done);
+    }
     for i in 0..sup.roots.len() {
         if sup.timers.contains(&Timer::Context(i)) {
-            sup.write_shared_context(i);
+            sup.write_shared_context(i, true);
         }
         if sup.timers.contains(&Timer::SaveState(i)) {
             sup.save_state(i);
@@ -245,6 +252,17 @@ fn release_scan_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// A file's (inode, size, mtime): whether it is still what squadd wrote.
+fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.len(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
 }
 
 async fn sleep_until(wake: Option<Instant>) {
@@ -366,7 +384,7 @@ impl Supervisor {
         }
         self.flush_outbox(now);
         self.save_state(i);
-        self.write_shared_context(i);
+        self.write_shared_context(i, true);
         self.log.emit(
             i,
             None,
@@ -579,7 +597,7 @@ impl Supervisor {
                         self.wrap_up(root, &session, &status.to_string(), wall);
                     }
                 }
-                Timer::Context(i) => self.write_shared_context(i),
+                Timer::Context(i) => self.write_shared_context(i, false),
                 Timer::SaveState(i) => self.save_state(i),
                 Timer::Locks(i) => self.refresh_locks(i),
                 Timer::Retention(i) => {
@@ -1018,27 +1036,76 @@ impl Supervisor {
         }
     }
 
-    fn write_shared_context(&mut self, i: usize) {
+    /// Renders the shared context from the sessions' kept parts and queues
+    /// its write (`now`: written before returning, as at start-up). The file
+    /// is read again only when its (inode, size, mtime) is not what squadd's
+    /// own last write left.
+    fn write_shared_context(&mut self, i: usize, now: bool) {
         self.timers.cancel(&Timer::Context(i));
         let path = self.roots[i].root.join(SHARED_CONTEXT);
-        let existing = read_regular(&path, MAX_FILE_BYTES)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok());
-        let fragments = self.roots[i].context_fragments();
-        let text = assemble_shared_context(existing.as_deref(), &fragments);
-        if existing.as_deref() == Some(text.as_str()) {
+        let mark = file_mark(&path);
+        let r = &mut self.roots[i];
+        let ours = r
+            .context
+            .as_ref()
+            .filter(|c| mark.is_some() && c.mark == mark);
+        let (base, existing) = match ours {
+            Some(c) => (c.root.clone(), Some(c.text.clone())),
+            None => {
+                let existing = read_regular(&path, MAX_FILE_BYTES)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok());
+                (existing_context(existing.as_deref()), existing)
+            }
+        };
+        let fragments = r.context_fragments();
+        let (text, root) = assemble_context(base, &fragments);
+        let unchanged = existing.as_deref() == Some(text.as_str());
+        r.context = Some(ContextMark {
+            mark: if unchanged { mark } else { None },
+            root,
+            text: text.clone(),
+        });
+        if unchanged {
             return;
         }
-        let kind = match self.writer.write(&path, text.as_bytes(), true) {
-            Ok(()) => EventKind::OutputWritten {
-                output: "shared-context".into(),
-            },
+        let tag = Tag {
+            root: i,
+            session: None,
+            output: "shared-context",
+        };
+        let done = if now {
+            let result = self.writer.write(&path, text.as_bytes(), true);
+            Some((path, tag, result))
+        } else {
+            self.writer.write_behind(path, text.into_bytes(), tag)
+        };
+        if let Some(done) = done {
+            self.written_behind(done);
+        }
+    }
+
+    /// A background write finished.
+    fn written_behind(&mut self, (path, tag, result): writer::Done) {
+        let kind = match result {
+            Ok(()) => {
+                let is_context = path == self.roots[tag.root].root.join(SHARED_CONTEXT);
+                if let Some(c) = self.roots[tag.root].context.as_mut()
+                    && is_context
+                {
+                    c.mark = file_mark(&path);
+                }
+                EventKind::OutputWritten {
+                    output: tag.output.into(),
+                }
+            }
             Err(e) => EventKind::OutputFailed {
-                output: "shared-context".into(),
+                output: tag.output.into(),
                 error: e.to_string(),
             },
         };
-        self.log.emit(i, None, Some(&path), kind);
+        self.log
+            .emit(tag.root, tag.session.as_deref(), Some(&path), kind);
     }
 
     /// Seeds a session's mailbox with one listing of its inboxes (start-up,
