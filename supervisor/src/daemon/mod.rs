@@ -69,6 +69,9 @@ const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 /// removal fail (ENOTEMPTY); a session that is being deleted is gone by then.
 const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
+/// How long the STATUS= summary may lag the changes it counts.
+const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
+
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
 
@@ -528,7 +531,12 @@ impl Supervisor {
                 touched.entry(*i).or_default().extend(names);
             }
         }
-        for path in self.intake.take_due(now) {
+        let paths = self.intake.take_due(now);
+        let worked = !paths.is_empty()
+            || due
+                .iter()
+                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog));
+        for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
             };
@@ -632,6 +640,13 @@ impl Supervisor {
                     session,
                     message_id,
                 } => self.check_reply(root, &session, &message_id, wall),
+                Timer::StatusLine => {
+                    let summary = answers::summary(self);
+                    if summary != self.last_status_line {
+                        systemd::status(&summary);
+                        self.last_status_line = summary;
+                    }
+                }
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {
@@ -641,14 +656,10 @@ impl Supervisor {
             }
         }
         // The STATUS= line walks every session: only worth it when a service
-        // manager listens.
-        if !self.notify_socket {
-            return;
-        }
-        let summary = answers::summary(self);
-        if summary != self.last_status_line {
-            systemd::status(&summary);
-            self.last_status_line = summary;
+        // manager listens, and at most once a second after changes.
+        if self.notify_socket && worked {
+            self.timers
+                .set_earlier(Timer::StatusLine, Instant::now() + STATUS_LINE_DELAY);
         }
     }
 

@@ -81,6 +81,9 @@ pub enum Timer {
     Retention(usize),
     /// The systemd watchdog ping.
     Watchdog,
+    /// Recompute the one-line STATUS= summary (it walks every session, so
+    /// at most once per second after changes).
+    StatusLine,
 }
 
 impl Timer {
@@ -98,7 +101,7 @@ impl Timer {
             | Timer::Delivery { root, .. }
             | Timer::Escalation { root, .. }
             | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog => None,
+            Timer::Watchdog | Timer::StatusLine => None,
         }
     }
 
