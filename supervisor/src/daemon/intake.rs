@@ -97,6 +97,21 @@ impl Intake {
         }
     }
 
+    /// Stops watching `dir` and everything under it (a session that went:
+    /// its inbox watches go with it, also when it was moved rather than
+    /// deleted).
+    pub fn unwatch_under(&mut self, dir: &Path) {
+        let under: Vec<PathBuf> = self
+            .watched
+            .iter()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for p in under {
+            self.unwatch(&p);
+        }
+    }
+
     /// Forgets the watches under `prefix`: the kernel dropped them when the
     /// directory vanished, and a directory that comes back must be watched
     /// again.

@@ -776,9 +776,8 @@ impl Supervisor {
         let dir = self.roots[i].session_dir(name);
         self.roots[i].remove_session(name);
         self.timers.cancel_session(i, name);
-        self.intake.unwatch(&dir);
-        // Its inbox watches went with it.
-        self.intake.forget_under(&dir);
+        // Its inbox and lock watches go with it.
+        self.intake.unwatch_under(&dir);
         self.writer.forget_under(&dir);
         self.log
             .emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
