@@ -89,6 +89,68 @@ impl SessionMember for FileReport {
     }
 }
 
+fn unknown(task: &str, what: &str) -> Finding {
+    Finding {
+        rule: Rule::UnknownTask,
+        field: Vec::new(),
+        target: Target::Value,
+        message: format!("{what} `{task}`, which has no task assignment in this session"),
+        hint: format!("add `role-plan-<agent>-{task}.md`, or fix the task id"),
+    }
+}
+
+/// The session-rule finding about one file that is not a plan or a status
+/// file (it names a task without a plan, or reports progress on another
+/// agent's task), given the session's plans by task (the first plan file
+/// by path for each task). It depends on nothing else, so a daemon can keep
+/// it per file and recompute it only when that file or the plans change.
+pub fn member_finding<F: SessionMember>(
+    plans: &BTreeMap<&str, &F>,
+    f: &F,
+) -> Option<SessionFinding> {
+    let on_file = |path: &Path, finding: Finding| SessionFinding {
+        path: path.to_path_buf(),
+        on_directory: false,
+        finding,
+    };
+    let task = f.facts().task_id.as_deref()?;
+    let what = match f.kind() {
+        FileKind::ProgressUpdate => "this progress update is about task",
+        FileKind::Message => "this message is about task",
+        FileKind::ErrorReport => "this error report is about task",
+        FileKind::TaskAssignment | FileKind::SessionStatus => return None,
+    };
+    match plans.get(task) {
+        None => Some(on_file(
+            f.path(),
+            Finding {
+                field: keys(task_ref_field(f.kind())),
+                ..unknown(task, what)
+            },
+        )),
+        Some(plan) if f.kind() == FileKind::ProgressUpdate => {
+            let (writer, assignee) = (f.facts().agent.as_ref()?, plan.facts().agent.as_ref()?);
+            (writer != assignee).then(|| {
+                on_file(
+                    f.path(),
+                    Finding {
+                        rule: Rule::AgentMismatch,
+                        field: keys(&["meta", "agent"]),
+                        target: Target::Value,
+                        message: format!(
+                            "`{writer}` reports on `{task}`, which is assigned to `{assignee}`"
+                        ),
+                        hint: format!(
+                            "only `{assignee}` writes progress on `{task}`; other agents send a message"
+                        ),
+                    },
+                )
+            })
+        }
+        Some(_) => None,
+    }
+}
+
 /// Checks the files of one session directory together.
 ///
 /// `dir` is the session directory and `files` its protocol files (top-level
@@ -187,54 +249,9 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
         }
     }
 
-    // References to tasks that have no plan.
-    let unknown = |task: &str, what: &str| Finding {
-        rule: Rule::UnknownTask,
-        field: Vec::new(),
-        target: Target::Value,
-        message: format!("{what} `{task}`, which has no task assignment in this session"),
-        hint: format!("add `role-plan-<agent>-{task}.md`, or fix the task id"),
-    };
+    // References to tasks that have no plan; progress from another agent.
     for f in files {
-        let Some(task) = f.facts().task_id.as_deref() else {
-            continue;
-        };
-        let what = match f.kind() {
-            FileKind::ProgressUpdate => "this progress update is about task",
-            FileKind::Message => "this message is about task",
-            FileKind::ErrorReport => "this error report is about task",
-            FileKind::TaskAssignment | FileKind::SessionStatus => continue,
-        };
-        match plans.get(task) {
-            None => out.push(on_file(
-                f.path(),
-                Finding {
-                    field: keys(task_ref_field(f.kind())),
-                    ..unknown(task, what)
-                },
-            )),
-            Some(plan) if f.kind() == FileKind::ProgressUpdate => {
-                if let (Some(writer), Some(assignee)) = (&f.facts().agent, &plan.facts().agent)
-                    && writer != assignee
-                {
-                    out.push(on_file(
-                        f.path(),
-                        Finding {
-                            rule: Rule::AgentMismatch,
-                            field: keys(&["meta", "agent"]),
-                            target: Target::Value,
-                            message: format!(
-                                "`{writer}` reports on `{task}`, which is assigned to `{assignee}`"
-                            ),
-                            hint: format!(
-                                "only `{assignee}` writes progress on `{task}`; other agents send a message"
-                            ),
-                        },
-                    ));
-                }
-            }
-            Some(_) => {}
-        }
+        out.extend(member_finding(&plans, f));
     }
 
     // The dependency graph.

@@ -5,11 +5,19 @@
 //!    p99, max.
 //! 2. Start-up: 1,000 sessions × 10 files → READY=1; RSS with that index;
 //!    CPU used over an idle period.
+//! 3. Growth (issue 9): one session with 2,000 tasks whose messages grow to
+//!    5,000, beside 1,000 small sessions. At 0, 500 and 5,000 messages:
+//!    rename of a progress update → session-status.md, and rename of a
+//!    message → its file in the recipient's `inbox/<agent>/new/`, p50/p99;
+//!    the syscalls of one change (`strace -c -f` attached for a window of
+//!    changes, when strace is installed); then wake-ups over an idle period
+//!    (voluntary context switches of every squadd thread).
 //!
 //! Run: `cargo bench -p squad-supervisor --bench daemon`. Environment:
 //! `SQUAD_BENCH_DIR` (where to create roots; default the system temp dir,
 //! try /dev/shm for tmpfs), `SQUAD_BENCH_IDLE_SECS` (default 60),
-//! `SQUAD_BENCH_SESSIONS` (default 1000).
+//! `SQUAD_BENCH_SESSIONS` (default 1000). Run one part by name:
+//! `… --bench daemon -- growth`.
 
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::fs;
@@ -245,6 +253,225 @@ fn startup_and_idle() {
     );
 }
 
+fn message(id: &str, to: &str, minute: usize) -> String {
+    format!(
+        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: {to}\n  created_at: 2024-01-15T{:02}:{:02}:00Z\n  priority: medium\ntype: notification\nsubject: s\nmessage: m\n",
+        10 + (minute / 60) % 10,
+        minute % 60
+    )
+}
+
+fn voluntary_switches(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Waits until `f` is true (at most 120 s); false on timeout.
+fn wait_for(mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    false
+}
+
+/// Attaches `strace -c -f` to squadd while `work` runs; the total syscall
+/// count, when strace is available.
+fn syscalls_during(pid: u32, work: impl FnOnce()) -> Option<u64> {
+    let out = tempfile::NamedTempFile::new().ok()?;
+    let mut strace = Command::new("strace")
+        .args(["-c", "-f", "-p", &pid.to_string(), "-o"])
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    std::thread::sleep(Duration::from_millis(500));
+    work();
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-INT", &strace.id().to_string()])
+        .status();
+    let _ = strace.wait();
+    let text = fs::read_to_string(out.path()).ok()?;
+    text.lines()
+        .find(|l| l.trim_end().ends_with("total"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+}
+
+fn tasks_completed(path: &Path) -> Option<usize> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("tasks_completed: "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+fn growth() {
+    let small: usize = env_or("SQUAD_BENCH_SESSIONS", 1000);
+    let idle: u64 = env_or("SQUAD_BENCH_IDLE_SECS", 60);
+    let tasks = 2000;
+    let tmp = tempdir();
+    let root = tmp.path();
+    let base = root.join(".squad/sessions");
+    for s in 0..small {
+        let dir = base.join(format!("20240116T{s:06}Z"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("session-status.md"),
+            "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+        )
+        .unwrap();
+        for t in 0..2 {
+            fs::write(dir.join(format!("role-plan-bench-task_{t:05}.md")), plan(t)).unwrap();
+        }
+    }
+    let big = base.join("20240115T100000Z-big");
+    fs::create_dir_all(&big).unwrap();
+    fs::write(
+        big.join("session-status.md"),
+        "session_id: sess_big\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    for i in 0..tasks {
+        fs::write(big.join(format!("role-plan-bench-task_{i:05}.md")), plan(i)).unwrap();
+    }
+    let (daemon, ready) = start(root);
+    let pid = daemon.child.id();
+    println!(
+        "growth: {small} small sessions + one of {tasks} tasks on {}: READY in {:.0} ms",
+        root.display(),
+        ms(ready)
+    );
+    let status = big.join("session-status.md");
+    let inbox = big.join("inbox/bob/new");
+    let mut messages = 0usize;
+    let mut next_task = 0usize;
+    let mut next_msg = 0usize;
+    let rename_in = |name: &str, text: &str| {
+        let staging = big.join(format!(".{name}.partial"));
+        fs::write(&staging, text).unwrap();
+        let t0 = Instant::now();
+        fs::rename(&staging, big.join(name)).unwrap();
+        t0
+    };
+    for level in [0usize, 500, 5000] {
+        // Grow the backlog of messages to `level` (delivered to bob).
+        while messages < level {
+            let id = format!("msg_g{messages:05}");
+            rename_in(
+                &format!("role-comm-alice-to-bob-{id}.md"),
+                &message(&id, "bob", messages),
+            );
+            messages += 1;
+        }
+        if level > 0 {
+            wait_for(|| fs::read_dir(&inbox).map_or(0, |d| d.count()) >= level);
+        }
+        let samples = 40;
+        // rename → status: a progress update completes one more task.
+        let mut to_status = Vec::new();
+        for _ in 0..samples {
+            let i = next_task;
+            next_task += 1;
+            let before = tasks_completed(&status).unwrap_or(0);
+            let t0 = rename_in(
+                &format!("role-comm-bench-task_{i:05}.md"),
+                &format!(
+                    "meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T11:00:00Z\nstatus: completed\n"
+                ),
+            );
+            if wait_for(|| tasks_completed(&status).unwrap_or(0) > before) {
+                to_status.push(t0.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        // rename → inbox: a message to carol.
+        let mut to_inbox = Vec::new();
+        for _ in 0..samples {
+            let id = format!("msg_c{next_msg:05}");
+            let created = chrono::DateTime::parse_from_rfc3339("2024-01-15T10:00:00Z")
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+                + chrono::Duration::minutes(next_msg as i64);
+            let name = squad_policies::messages::inbox_name(
+                squad_protocol::model::Priority::Medium,
+                created,
+                &id,
+            );
+            let target = big.join("inbox/carol/new").join(&name);
+            let t0 = rename_in(
+                &format!("role-comm-alice-to-carol-{id}.md"),
+                &message(&id, "carol", next_msg),
+            );
+            next_msg += 1;
+            if wait_for(|| target.exists()) {
+                to_inbox.push(t0.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        to_status.sort();
+        to_inbox.sort();
+        // Syscalls of one change: 20 progress updates under strace.
+        let changes = 20;
+        let calls = syscalls_during(pid, || {
+            for _ in 0..changes {
+                let i = next_task;
+                next_task += 1;
+                let before = tasks_completed(&status).unwrap_or(0);
+                rename_in(
+                    &format!("role-comm-bench-task_{i:05}.md"),
+                    &format!(
+                        "meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T11:00:00Z\nstatus: completed\n"
+                    ),
+                );
+                wait_for(|| tasks_completed(&status).unwrap_or(0) > before);
+                std::thread::sleep(Duration::from_millis(60));
+            }
+        });
+        println!(
+            "  {level:>5} messages: rename→status p50 {:>7.3} ms p99 {:>7.3} ms (n={}); rename→inbox p50 {:>7.3} ms p99 {:>7.3} ms (n={}); syscalls per progress update: {}",
+            ms(percentile(&to_status, 0.5)),
+            ms(percentile(&to_status, 0.99)),
+            to_status.len(),
+            ms(percentile(&to_inbox, 0.5)),
+            ms(percentile(&to_inbox, 0.99)),
+            to_inbox.len(),
+            calls.map_or_else(
+                || "n/a (no strace)".to_string(),
+                |c| format!("{:.0}", c as f64 / changes as f64)
+            ),
+        );
+    }
+    // Idle: let the shared-context and state write-behind settle first.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = voluntary_switches(pid);
+    let cpu_before = proc_stat_cpu_ticks(pid).unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(idle));
+    let after = voluntary_switches(pid);
+    let cpu_after = proc_stat_cpu_ticks(pid).unwrap_or(0);
+    println!(
+        "  idle {idle} s with {} sessions: {} wake-ups (voluntary context switches, all threads), CPU {:.2} s; RSS {:.1} MiB",
+        small + 1,
+        after - before,
+        (cpu_after - cpu_before) as f64 / 100.0,
+        rss_kib(pid).unwrap_or(0) as f64 / 1024.0
+    );
+}
+
 fn main() {
     // `cargo bench` passes --bench; a filter selects one part.
     let filter: Vec<String> = std::env::args()
@@ -260,5 +487,8 @@ fn main() {
     }
     if wants("startup") {
         startup_and_idle();
+    }
+    if wants("growth") {
+        growth();
     }
 }

@@ -277,78 +277,177 @@ fn shared_status(s: TaskStatus) -> &'static str {
     }
 }
 
-/// Renders `.claude/context/shared-context.json` from every session of a
-/// project (in the order given, which should be by name).
-///
-/// `agent_decisions`, `tasks_completed`, `tasks_pending` and `schema_version`
-/// are derived; every other top-level key of `existing` is kept in place. An
-/// existing file that is not a JSON object is replaced.
-pub fn render_shared_context(
-    existing: Option<&str>,
-    sessions: &[(&SessionIndex, &SessionView)],
-) -> String {
-    let mut root: Map<String, Json> = existing
+/// One session's part of the shared context, kept by the daemon and brought
+/// up to date task by task as the session changes: the file is assembled
+/// from these parts without re-serializing what did not change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextFragment {
+    /// Per progress update with decisions, in time order: (agent, stamp,
+    /// decisions).
+    decisions: Vec<(String, String, Vec<Json>)>,
+    /// Per task: whether it is completed, and its entry pretty-printed.
+    entries: std::collections::BTreeMap<String, (bool, String)>,
+}
+
+/// A task's `tasks_completed` or `tasks_pending` entry, given the session's
+/// progress updates in time order.
+fn context_entry(
+    t: &crate::derive::TaskView,
+    progress: &[&crate::index::Progress],
+) -> (bool, String) {
+    let pretty = |v: Json| serde_json::to_string_pretty(&v).unwrap_or_default();
+    let report = progress
+        .iter()
+        .rev()
+        .find(|p| p.task_id == t.task_id && p.agent == t.agent);
+    if t.state == TaskStatus::Completed {
+        let when = report.map(|p| p.completed_at.unwrap_or(p.updated_at));
+        return (
+            true,
+            pretty(json!({
+                "agent": t.agent,
+                "task": t.task_id,
+                "timestamp": when.map(|w| w.to_rfc3339_opts(SecondsFormat::Secs, true)),
+                "files_modified": report.map(|p| p.artifacts.clone()).unwrap_or_default(),
+            })),
+        );
+    }
+    let blocker_reason = if !t.blockers.is_empty() {
+        Json::String(t.blockers.join("; "))
+    } else if !t.unmet.is_empty() {
+        Json::String(format!("waiting for {}", t.unmet.join(", ")))
+    } else {
+        Json::Null
+    };
+    (
+        false,
+        pretty(json!({
+            "task": t.task_id,
+            "assigned_to": t.agent,
+            "priority": shared_priority(t.priority),
+            "dependencies": t.prerequisites,
+            "status": shared_status(t.state),
+            "blocker_reason": blocker_reason,
+        })),
+    )
+}
+
+impl ContextFragment {
+    /// Brings the part up to date: decisions from every progress update,
+    /// and the entries of the `changed` tasks (every task when `None`).
+    pub fn update<'a>(
+        &mut self,
+        session: &SessionIndex,
+        tasks: impl Fn(&str) -> Option<&'a crate::derive::TaskView>,
+        all: impl Iterator<Item = &'a crate::derive::TaskView>,
+        changed: Option<&std::collections::BTreeSet<String>>,
+    ) {
+        let mut progress: Vec<_> = session.progress().collect();
+        progress.sort_by_key(|p| p.updated_at);
+        self.decisions = progress
+            .iter()
+            .filter(|p| !p.decisions.is_empty())
+            .map(|p| {
+                (
+                    p.agent.clone(),
+                    p.updated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    p.decisions
+                        .iter()
+                        .map(|d| json!({"type": d.kind, "description": d.description, "data": d.data}))
+                        .collect(),
+                )
+            })
+            .collect();
+        match changed {
+            None => {
+                self.entries = all
+                    .map(|t| (t.task_id.clone(), context_entry(t, &progress)))
+                    .collect();
+            }
+            Some(changed) => {
+                for id in changed {
+                    match tasks(id) {
+                        Some(t) => {
+                            self.entries.insert(id.clone(), context_entry(t, &progress));
+                        }
+                        None => {
+                            self.entries.remove(id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Renders one session's part of the shared context.
+pub fn context_fragment(session: &SessionIndex, view: &SessionView) -> ContextFragment {
+    let mut out = ContextFragment::default();
+    out.update(
+        session,
+        |id| view.tasks.iter().find(|t| t.task_id == id),
+        view.tasks.iter(),
+        None,
+    );
+    out
+}
+
+/// A pretty-printed array at the top level of the file from its entries'
+/// own pretty text (each nested one level deeper).
+fn top_level_array<'a>(entries: impl Iterator<Item = &'a String>) -> String {
+    let mut out = String::new();
+    for e in entries {
+        out.push_str(if out.is_empty() { "[\n" } else { ",\n" });
+        for (n, line) in e.lines().enumerate() {
+            if n > 0 {
+                out.push('\n');
+            }
+            out.push_str("    ");
+            out.push_str(line);
+        }
+    }
+    if out.is_empty() {
+        "[]".into()
+    } else {
+        out.push_str("\n  ]");
+        out
+    }
+}
+
+/// The top-level object of an existing shared-context file (empty when it
+/// is missing or not a JSON object: then it is replaced).
+pub fn existing_context(existing: Option<&str>) -> Map<String, Json> {
+    existing
         .and_then(|t| serde_json::from_str::<Json>(t).ok())
         .and_then(|v| match v {
             Json::Object(m) => Some(m),
             _ => None,
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
 
+/// Assembles `.claude/context/shared-context.json` from the sessions' parts
+/// (in session order) over the existing file's top-level object.
+///
+/// `agent_decisions`, `tasks_completed`, `tasks_pending` and `schema_version`
+/// are derived; every other top-level key of `existing` is kept in place.
+/// Also returns the object as assembled (with the task arrays as markers),
+/// which stands for the file's object as long as the file is unchanged.
+pub fn assemble_context(
+    mut root: Map<String, Json>,
+    fragments: &[&ContextFragment],
+) -> (String, Map<String, Json>) {
     // agent -> (latest timestamp, decisions in (time, session, file) order)
     let mut decisions: std::collections::BTreeMap<&str, (String, Vec<Json>)> = Default::default();
-    let mut completed = Vec::new();
-    let mut pending = Vec::new();
-    for (session, view) in sessions {
-        let mut progress: Vec<_> = session.progress().collect();
-        progress.sort_by_key(|p| p.updated_at);
-        for p in &progress {
-            if p.decisions.is_empty() {
-                continue;
-            }
-            let stamp = p.updated_at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    for f in fragments {
+        for (agent, stamp, list) in &f.decisions {
             let entry = decisions
-                .entry(p.agent.as_str())
+                .entry(agent.as_str())
                 .or_insert_with(|| (stamp.clone(), Vec::new()));
-            if stamp > entry.0 {
+            if *stamp > entry.0 {
                 entry.0 = stamp.clone();
             }
-            entry.1.extend(
-                p.decisions
-                    .iter()
-                    .map(|d| json!({"type": d.kind, "description": d.description, "data": d.data})),
-            );
-        }
-        for t in &view.tasks {
-            let report = progress
-                .iter()
-                .rev()
-                .find(|p| p.task_id == t.task_id && p.agent == t.agent);
-            if t.state == TaskStatus::Completed {
-                let when = report.map(|p| p.completed_at.unwrap_or(p.updated_at));
-                completed.push(json!({
-                    "agent": t.agent,
-                    "task": t.task_id,
-                    "timestamp": when.map(|w| w.to_rfc3339_opts(SecondsFormat::Secs, true)),
-                    "files_modified": report.map(|p| p.artifacts.clone()).unwrap_or_default(),
-                }));
-            } else {
-                let blocker_reason = if !t.blockers.is_empty() {
-                    Json::String(t.blockers.join("; "))
-                } else if !t.unmet.is_empty() {
-                    Json::String(format!("waiting for {}", t.unmet.join(", ")))
-                } else {
-                    Json::Null
-                };
-                pending.push(json!({
-                    "task": t.task_id,
-                    "assigned_to": t.agent,
-                    "priority": shared_priority(t.priority),
-                    "dependencies": t.prerequisites,
-                    "status": shared_status(t.state),
-                    "blocker_reason": blocker_reason,
-                }));
-            }
+            entry.1.extend(list.iter().cloned());
         }
     }
     let agent_decisions: Map<String, Json> = decisions
@@ -360,11 +459,57 @@ pub fn render_shared_context(
             )
         })
         .collect();
+    // The task arrays are spliced in as text: markers that no JSON value
+    // of another key can contain (a NUL is escaped inside strings).
+    const COMPLETED: &str = "\u{0}squad-tasks-completed\u{0}";
+    const PENDING: &str = "\u{0}squad-tasks-pending\u{0}";
     root.insert("schema_version".into(), json!("2.0.0"));
     root.insert("agent_decisions".into(), Json::Object(agent_decisions));
-    root.insert("tasks_completed".into(), Json::Array(completed));
-    root.insert("tasks_pending".into(), Json::Array(pending));
-    format!("{:#}\n", Json::Object(root))
+    root.insert("tasks_completed".into(), json!(COMPLETED));
+    root.insert("tasks_pending".into(), json!(PENDING));
+    let text = format!("{:#}\n", Json::Object(root.clone()));
+    let marker = |m: &str| serde_json::to_string(m).unwrap_or_default();
+    let text = text
+        .replacen(
+            &marker(COMPLETED),
+            &top_level_array(
+                fragments
+                    .iter()
+                    .flat_map(|f| f.entries.values().filter(|(done, _)| *done).map(|(_, t)| t)),
+            ),
+            1,
+        )
+        .replacen(
+            &marker(PENDING),
+            &top_level_array(fragments.iter().flat_map(|f| {
+                f.entries
+                    .values()
+                    .filter(|(done, _)| !*done)
+                    .map(|(_, t)| t)
+            })),
+            1,
+        );
+    (text, root)
+}
+
+/// [`assemble_context`] over the text of the existing file.
+pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFragment]) -> String {
+    assemble_context(existing_context(existing), fragments).0
+}
+
+/// Renders `.claude/context/shared-context.json` from every session of a
+/// project (in the order given, which should be by name); see
+/// [`assemble_shared_context`].
+pub fn render_shared_context(
+    existing: Option<&str>,
+    sessions: &[(&SessionIndex, &SessionView)],
+) -> String {
+    let fragments: Vec<ContextFragment> = sessions
+        .iter()
+        .map(|(s, v)| context_fragment(s, v))
+        .collect();
+    let refs: Vec<&ContextFragment> = fragments.iter().collect();
+    assemble_shared_context(existing, &refs)
 }
 
 #[cfg(test)]
@@ -478,6 +623,9 @@ mod tests {
         let j: Json =
             serde_json::from_str(&render_shared_context(Some("[1,2"), &[(&s, &v)])).unwrap();
         assert_eq!(j["tasks_pending"].as_array().unwrap().len(), 1);
+        // The spliced text is exactly serde_json's pretty form.
+        let again: Json = serde_json::from_str(&text).unwrap();
+        assert_eq!(format!("{again:#}\n"), text);
         // Critical is written as high; in_progress and blocked map through.
         assert_eq!(shared_priority(Priority::Critical), "high");
         assert_eq!(shared_status(TaskStatus::Completed), "complete");

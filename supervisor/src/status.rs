@@ -90,13 +90,8 @@ pub struct SessionReport {
     pub recipients_without_task: Vec<String>,
 }
 
-/// Fills in a session report's message figures from its inboxes.
-pub fn add_messages(
-    report: &mut SessionReport,
-    session: &SessionIndex,
-    escalated: Option<&std::collections::BTreeSet<String>>,
-    now: DateTime<Utc>,
-) {
+/// Agents who were sent messages but have no task in the session.
+pub fn recipients_without_task(session: &SessionIndex) -> Vec<String> {
     use crate::index::Entry;
     let assignees: std::collections::BTreeSet<&str> =
         session.plans().map(|p| p.agent.as_str()).collect();
@@ -108,7 +103,17 @@ pub fn add_messages(
             recipients.insert(m.to_agent.clone());
         }
     }
-    report.recipients_without_task = recipients.into_iter().collect();
+    recipients.into_iter().collect()
+}
+
+/// Fills in a session report's message figures from its inboxes.
+pub fn add_messages(
+    report: &mut SessionReport,
+    session: &SessionIndex,
+    escalated: Option<&std::collections::BTreeSet<String>>,
+    now: DateTime<Utc>,
+) {
+    report.recipients_without_task = recipients_without_task(session);
     for (_, item) in crate::inbox::unread(&session.dir) {
         *report.unread.entry(item.priority.to_string()).or_insert(0) += 1;
         if let Some(at) = item.delivered_at {

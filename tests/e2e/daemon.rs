@@ -612,9 +612,14 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         .collect();
     assert_eq!(names, ["memory", "cpu", "watches", "queue", "disk"]);
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);
+    // The seed's messages were delivered: each recipient's unread inbox is
+    // watched too (acknowledgements keep the unread counters true).
+    let inboxes = fs::read_dir(session.join("inbox")).map_or(0, |d| d.count());
+    assert!(inboxes > 0);
     assert_eq!(
-        h["watches"], 5,
-        "root, .squad, sessions, one session, its locks/"
+        h["watches"],
+        5 + inboxes,
+        "root, .squad, sessions, one session, its locks/, each inbox/<agent>/new"
     );
 }
 
@@ -660,16 +665,15 @@ fn events_follow_in_one_root_streams_only_that_roots_events() {
 fn an_unread_notify_socket_never_stops_the_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let mut d = Daemon::start(root);
-    // Each new session changes the STATUS= summary; nobody reads them.
-    for n in 0..15 {
-        let session = root.join(format!(".squad/sessions/20240115T1000{n:02}Z"));
-        fs::create_dir(&session).unwrap();
-        eventually("the session is seen", || {
-            let sessions = status_json(root)["roots"][0]["sessions"].as_array()?.len();
-            (sessions == n + 1).then_some(())
-        });
-    }
+    // A watchdog ping every 50 ms that nobody reads fills the queue fast.
+    let mut d = Daemon::start_with_env(root, &[("WATCHDOG_USEC", "100000")]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let session = root.join(".squad/sessions/20240115T100000Z");
+    fs::create_dir(&session).unwrap();
+    eventually("the session is seen", || {
+        let sessions = status_json(root)["roots"][0]["sessions"].as_array()?.len();
+        (sessions == 1).then_some(())
+    });
     signal(d.pid(), "TERM");
     let status = eventually("squadd exits on SIGTERM", || d.child.try_wait().unwrap());
     assert!(status.success(), "{status:?}");

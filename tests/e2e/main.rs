@@ -2,6 +2,7 @@
 //! project roots.
 
 mod check;
+mod core;
 pub mod daemon;
 mod errors;
 mod guard;

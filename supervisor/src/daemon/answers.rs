@@ -53,15 +53,39 @@ fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport 
                     &s.view(),
                     crate::status::session_locks(&r.locks, name),
                 );
-                crate::status::add_messages(
+                add_messages(
                     &mut report,
-                    s.index(),
+                    s,
+                    r.mail.get(name),
                     r.state.escalated.get(name),
-                    Utc::now(),
                 );
                 report
             })
             .collect(),
+    }
+}
+
+/// Fills in a session report's message figures from the daemon's counters
+/// (no inbox is listed).
+fn add_messages(
+    report: &mut crate::status::SessionReport,
+    session: &super::session::SessionCore,
+    mail: Option<&super::routing::Mailbox>,
+    escalated: Option<&std::collections::BTreeSet<String>>,
+) {
+    report.recipients_without_task = crate::status::recipients_without_task(session.index());
+    let Some(mail) = mail else { return };
+    let now = Utc::now();
+    for unread in mail.unread.values() {
+        *report
+            .unread
+            .entry(unread.priority.to_string())
+            .or_insert(0) += 1;
+        let age = (now - unread.delivered_at).num_seconds().max(0) as u64;
+        report.oldest_unread_secs = Some(report.oldest_unread_secs.map_or(age, |o| o.max(age)));
+        if escalated.is_some_and(|e| e.contains(&unread.message_id)) {
+            report.escalations.push(unread.message_id.clone());
+        }
     }
 }
 

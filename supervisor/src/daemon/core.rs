@@ -21,6 +21,15 @@ pub struct Root {
     pub sessions_dir: PathBuf,
     /// Sessions by directory name.
     pub sessions: BTreeMap<String, SessionCore>,
+    /// Each session's part of the shared context, with the identity of the
+    /// session core it was rendered from.
+    pub fragments: BTreeMap<String, (u64, crate::outputs::ContextFragment)>,
+    /// The shared context file as squadd last wrote it: its (inode, size,
+    /// mtime) after the write, the top-level object it was assembled over,
+    /// and its text. While the file's mark is unchanged it is not read again.
+    pub context: Option<ContextMark>,
+    /// What squadd knows of each session's inboxes.
+    pub mail: BTreeMap<String, super::routing::Mailbox>,
     /// What squadd remembers across restarts (task starts and overdue
     /// reports are kept by each session and copied in when saved).
     pub state: State,
@@ -32,6 +41,17 @@ pub struct Root {
     pub locks: Vec<crate::locks::Entry>,
     /// The next scheduled retention run.
     pub next_gc: Option<DateTime<Utc>>,
+}
+
+/// What squadd remembers of the shared context file it wrote.
+#[derive(Debug, Clone)]
+pub struct ContextMark {
+    /// (inode, size, mtime in ns) after the write, once known.
+    pub mark: Option<(u64, u64, i128)>,
+    /// The top-level object the text was assembled over.
+    pub root: serde_json::Map<String, serde_json::Value>,
+    /// The text.
+    pub text: String,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -49,6 +69,9 @@ impl Root {
                 .join(squad_protocol::tree::SESSIONS_DIR),
             root,
             sessions: BTreeMap::new(),
+            mail: BTreeMap::new(),
+            context: None,
+            fragments: BTreeMap::new(),
             state,
             missing: false,
             policy,
@@ -133,6 +156,7 @@ impl Root {
     /// Forgets a session that vanished (its persisted state stays, for a
     /// session that comes back).
     pub fn remove_session(&mut self, name: &str) {
+        self.mail.remove(name);
         if let Some(core) = self.sessions.remove(name) {
             self.keep_state(name, &core);
         }
@@ -159,6 +183,31 @@ impl Root {
         }
         self.sessions = sessions;
         &self.state
+    }
+
+    /// The shared context's parts, brought up to date only for the tasks
+    /// re-derived since the last time (a session loaded anew is rendered
+    /// whole).
+    pub fn context_fragments(&mut self) -> Vec<&crate::outputs::ContextFragment> {
+        self.fragments
+            .retain(|name, _| self.sessions.contains_key(name));
+        for (name, core) in &mut self.sessions {
+            let dirty = core.take_dirty();
+            let id = core.identity();
+            let entry = self.fragments.entry(name.clone()).or_default();
+            let whole = entry.0 != id;
+            if whole || !dirty.is_empty() {
+                entry.0 = id;
+                let tasks = core.tasks();
+                entry.1.update(
+                    core.index(),
+                    |t| tasks.get(t),
+                    tasks.values(),
+                    (!whole).then_some(&dirty),
+                );
+            }
+        }
+        self.fragments.values().map(|(_, f)| f).collect()
     }
 
     /// The escalated messages of a session.

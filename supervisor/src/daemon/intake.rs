@@ -97,6 +97,21 @@ impl Intake {
         }
     }
 
+    /// Stops watching `dir` and everything under it (a session that went:
+    /// its inbox watches go with it, also when it was moved rather than
+    /// deleted).
+    pub fn unwatch_under(&mut self, dir: &Path) {
+        let under: Vec<PathBuf> = self
+            .watched
+            .iter()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for p in under {
+            self.unwatch(&p);
+        }
+    }
+
     /// Forgets the watches under `prefix`: the kernel dropped them when the
     /// directory vanished, and a directory that comes back must be watched
     /// again.
@@ -189,6 +204,16 @@ pub enum PathChange {
     LockRecord(String),
     /// A skill directory or SKILL.md changed (docs/skills.md).
     Skills,
+    /// An entry of an agent's unread inbox (`inbox/<agent>/new/<file>`)
+    /// appeared or went (delivered, acknowledged).
+    Inbox {
+        /// Session directory name.
+        session: String,
+        /// The agent.
+        agent: String,
+        /// Inbox file name.
+        file: String,
+    },
     /// A protocol file of a session changed.
     SessionFile {
         /// Session directory name.
@@ -226,6 +251,13 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
         }
         [name, locks, _] if locks == crate::locks::LOCKS_DIR => {
             Some(PathChange::LockRecord(name.clone()))
+        }
+        [name, inbox, agent, new, file] if inbox == "inbox" && new == "new" => {
+            Some(PathChange::Inbox {
+                session: name.clone(),
+                agent: agent.clone(),
+                file: file.clone(),
+            })
         }
         [name, file] => {
             if is_temp_name(file) {
@@ -277,6 +309,14 @@ mod tests {
             })
         );
         assert_eq!(c("/p/.squad/sessions/s1/notes.txt"), None);
+        assert_eq!(
+            c("/p/.squad/sessions/s1/inbox/bob/new/0-critical-x-msg_1.md"),
+            Some(PathChange::Inbox {
+                session: "s1".into(),
+                agent: "bob".into(),
+                file: "0-critical-x-msg_1.md".into()
+            })
+        );
         assert_eq!(c("/p/.squad/sessions/s1/artifacts/a/b"), None);
     }
 }

@@ -33,20 +33,21 @@ pub mod timers;
 pub mod upkeep;
 pub mod writer;
 
+use self::core::ContextMark;
 use self::core::Root;
 use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::{render_shared_context, render_status};
+use crate::outputs::{assemble_context, existing_context, render_status};
 use crate::state::{State, state_path};
 use chrono::{DateTime, Utc};
 use eventlog::EventLog;
 use hooks::{Hooks, Notice};
 use intake::{Intake, Noted, PathChange, classify};
 use squad_protocol::FileKind;
-use squad_protocol::fsx::{ReadError, read_regular};
+use squad_protocol::fsx::read_regular;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, default_threads};
 use squad_protocol::validate::MAX_FILE_BYTES;
@@ -71,6 +72,8 @@ const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 /// How long skill checks wait for a burst of skill changes (a checkout, an
 /// upgrade) to end: skills are re-read once per burst.
 const SKILLS_DELAY: Duration = Duration::from_millis(50);
+/// How long the STATUS= summary may lag the changes it counts.
+const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
 
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
@@ -123,6 +126,8 @@ pub struct Supervisor {
     /// Each root's skills, as `status` reports them.
     skills: Vec<crate::skills::SkillsHealth>,
     _pid_locks: Vec<pidfile::PidLock>,
+    /// Deliveries due now, made at the end of the batch (critical first).
+    outbox: Vec<(usize, routing::Delivery)>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -148,8 +153,10 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         watchdog: systemd::watchdog_interval(),
         skills: Vec::new(),
         _pid_locks: Vec::new(),
+        outbox: Vec::new(),
     };
 
+    let mut behind_rx = sup.writer.start_behind()?;
     for root in &options.roots {
         sup.open_root(root)?;
     }
@@ -209,6 +216,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                     );
                 }
             }
+            Some(done) = behind_rx.recv() => sup.written_behind(done),
             Some(call) = call_rx.recv() => {
                 let reply = answers::answer(&mut sup, call.root, call.method);
                 let _ = call.reply.send(reply);
@@ -220,9 +228,13 @@ pub async fn run(options: Options) -> Result<(), StartError> {
 
     tracing::info!(reason, "stopping");
     systemd::stopping();
+    sup.writer.finish_behind();
+    while let Ok(done) = behind_rx.try_recv() {
+        sup.written_behind(done);
+    }
     for i in 0..sup.roots.len() {
         if sup.timers.contains(&Timer::Context(i)) {
-            sup.write_shared_context(i);
+            sup.write_shared_context(i, true);
         }
         if sup.timers.contains(&Timer::SaveState(i)) {
             sup.save_state(i);
@@ -249,6 +261,17 @@ fn release_scan_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// A file's (inode, size, mtime): whether it is still what squadd wrote.
+fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.len(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
 }
 
 async fn sleep_until(wake: Option<Instant>) {
@@ -380,10 +403,12 @@ impl Supervisor {
         self.write_statuses(i, &names, now);
         self.refresh_skills(i);
         // The backlog written while squadd was down: critical first.
-        self.deliver_messages(i, None, now);
-        self.check_inboxes(i, None, now);
+        for name in &names {
+            self.seed_mail(i, name, now);
+        }
+        self.flush_outbox(now);
         self.save_state(i);
-        self.write_shared_context(i);
+        self.write_shared_context(i, true);
         self.log.emit(
             i,
             None,
@@ -527,7 +552,12 @@ impl Supervisor {
                 touched.entry(*i).or_default().extend(names);
             }
         }
-        for path in self.intake.take_due(now) {
+        let paths = self.intake.take_due(now);
+        let worked = !paths.is_empty()
+            || due
+                .iter()
+                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog));
+        for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
             };
@@ -581,9 +611,8 @@ impl Supervisor {
                     });
                     self.write_statuses(root, std::slice::from_ref(&session), wall);
                     if self.roots[root].session_dir(&session).is_dir() {
-                        let one = BTreeSet::from([session]);
-                        self.deliver_messages(root, Some(&one), wall);
-                        self.check_inboxes(root, Some(&one), wall);
+                        self.recheck_waiting(root, &session, wall);
+                        self.flush_outbox(wall);
                     }
                 }
                 Timer::WrapUp { root, session } => {
@@ -597,7 +626,7 @@ impl Supervisor {
                         self.wrap_up(root, &session, &status.to_string(), wall);
                     }
                 }
-                Timer::Context(i) => self.write_shared_context(i),
+                Timer::Context(i) => self.write_shared_context(i, false),
                 Timer::SaveState(i) => self.save_state(i),
                 Timer::Locks(i) => self.refresh_locks(i),
                 Timer::Retention(i) => {
@@ -606,9 +635,40 @@ impl Supervisor {
                     self.record(i, caused);
                     self.schedule_retention(i, wall);
                 }
-                Timer::Deliveries(i) => self.deliver_messages(i, None, wall),
-                Timer::Inbox(i) => self.check_inboxes(i, None, wall),
                 Timer::Skills(i) => self.refresh_skills(i),
+                Timer::Delivery {
+                    root,
+                    session,
+                    to,
+                    name,
+                } => {
+                    let waiting = self.roots[root]
+                        .mail
+                        .get_mut(&session)
+                        .and_then(|m| m.waiting.remove(&(to, name)));
+                    if let Some(d) = waiting {
+                        self.offer(root, d, wall);
+                        self.flush_outbox(wall);
+                    }
+                }
+                Timer::Escalation {
+                    root,
+                    session,
+                    to,
+                    name,
+                } => self.check_escalation(root, &session, to, name, wall),
+                Timer::ReplyDue {
+                    root,
+                    session,
+                    message_id,
+                } => self.check_reply(root, &session, &message_id, wall),
+                Timer::StatusLine => {
+                    let summary = answers::summary(self);
+                    if summary != self.last_status_line {
+                        systemd::status(&summary);
+                        self.last_status_line = summary;
+                    }
+                }
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {
@@ -618,14 +678,10 @@ impl Supervisor {
             }
         }
         // The STATUS= line walks every session: only worth it when a service
-        // manager listens.
-        if !self.notify_socket {
-            return;
-        }
-        let summary = answers::summary(self);
-        if summary != self.last_status_line {
-            systemd::status(&summary);
-            self.last_status_line = summary;
+        // manager listens, and at most once a second after changes.
+        if self.notify_socket && worked {
+            self.timers
+                .set_earlier(Timer::StatusLine, Instant::now() + STATUS_LINE_DELAY);
         }
     }
 
@@ -717,6 +773,7 @@ impl Supervisor {
         for (name, index) in fresh {
             let out = self.roots[i].load_session(index, wall, true);
             self.take_outcome(i, &name, out, wall, false);
+            self.seed_mail(i, &name, wall);
         }
         let was_missing = std::mem::replace(&mut self.roots[i].missing, false);
         let reason = if was_missing {
@@ -742,7 +799,8 @@ impl Supervisor {
         let dir = self.roots[i].session_dir(name);
         self.roots[i].remove_session(name);
         self.timers.cancel_session(i, name);
-        self.intake.unwatch(&dir);
+        // Its inbox and lock watches go with it.
+        self.intake.unwatch_under(&dir);
         self.writer.forget_under(&dir);
         self.log
             .emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
@@ -776,6 +834,14 @@ impl Supervisor {
                 let dir = self.roots[i].session_dir(&name);
                 self.watch_locks(i, &dir);
                 self.timers.set(Timer::Locks(i), Instant::now());
+                None
+            }
+            PathChange::Inbox {
+                session,
+                agent,
+                file,
+            } => {
+                self.inbox_changed(i, &session, agent, file, path);
                 None
             }
             PathChange::LockRecord(_) => {
@@ -814,6 +880,7 @@ impl Supervisor {
                             .emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
                         self.report_invalid_files(i, name);
                         self.take_outcome(i, name, out, wall, false);
+                        self.seed_mail(i, name, wall);
                         Some((name.to_string(), false))
                     }
                     Err(e) => {
@@ -838,15 +905,45 @@ impl Supervisor {
         path: &Path,
         kind: FileKind,
     ) -> Option<(String, bool)> {
-        let loaded = match load_file(path, kind) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read");
-                return None;
-            }
+        // Same bytes as indexed (a repeated event, or squadd's own write):
+        // recognised by fingerprint, not parsed again.
+        let indexed = self.roots[i]
+            .sessions
+            .get(name)?
+            .index()
+            .files
+            .get(file)
+            .map(|f| f.fingerprint);
+        let loaded = match read_regular(path, MAX_FILE_BYTES) {
+            Ok(bytes) if indexed == Some(crate::index::fingerprint(&bytes)) => return None,
+            Ok(bytes) => Some(crate::index::index_bytes(path, kind, &bytes)),
+            // Gone, or unreadable: indexed as such, with the reason.
+            Err(_) => match load_file(path, kind) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read");
+                    return None;
+                }
+            },
         };
         let wall = Utc::now();
+        let reply_to = |f: Option<&crate::index::IndexedFile>| match f.map(|f| &f.entry) {
+            Some(crate::index::Entry::Message(m)) => m.in_reply_to.clone(),
+            _ => None,
+        };
+        let before = reply_to(self.roots[i].sessions.get(name)?.index().files.get(file));
+        let after = reply_to(loaded.as_ref());
         let mut out = self.roots[i].apply_file(name, file, loaded, wall)?;
+        if out
+            .file
+            .as_ref()
+            .is_some_and(|f| *f != FileOutcome::Unchanged)
+        {
+            let mail = self.roots[i].mail.entry(name.to_string()).or_default();
+            mail.note_reply(before.as_deref(), false);
+            mail.note_reply(after.as_deref(), true);
+            self.route_file(i, name, file, wall);
+        }
         let touched = match out.file.take()? {
             FileOutcome::Unchanged => return None,
             FileOutcome::Removed => {
@@ -894,9 +991,10 @@ impl Supervisor {
         self.write_statuses(i, &derived, wall);
         // Sessions only losing files get no deliveries either: recreating an
         // inbox in a session being deleted would make `rm -rf` fail.
-        let live: BTreeSet<String> = derived.iter().cloned().collect();
-        self.deliver_messages(i, Some(&live), wall);
-        self.check_inboxes(i, Some(&live), wall);
+        for name in &derived {
+            self.recheck_waiting(i, name, wall);
+        }
+        self.flush_outbox(wall);
         if !names.is_empty() {
             self.timers
                 .set_earlier(Timer::Context(i), Instant::now() + CONTEXT_DELAY);
@@ -911,16 +1009,20 @@ impl Supervisor {
         wall: DateTime<Utc>,
     ) -> Option<(PathBuf, String)> {
         let r = &self.roots[i];
-        let view = r.sessions.get(name)?.head();
+        let session = r.sessions.get(name)?;
+        let view = session.head();
         let dir = r.session_dir(name);
         let path = dir.join(SESSION_STATUS_FILE);
-        let existing = match read_regular(&path, MAX_FILE_BYTES) {
-            Ok(bytes) => Some(String::from_utf8(bytes).ok()?),
-            Err(ReadError::NotFound) if dir.is_dir() => None,
-            Err(_) => return None,
+        // The file as squadd last read or wrote it (a foreign edit is read
+        // and indexed when its event arrives): no read here.
+        let existing = match session.index().files.get(SESSION_STATUS_FILE) {
+            // Not text (or unreadable): never overwritten.
+            Some(f) => Some(f.text.as_deref()?),
+            None if dir.is_dir() => None,
+            None => return None,
         };
-        let text = render_status(existing.as_deref(), &view, wall)?;
-        (existing.as_deref() != Some(text.as_str())).then_some((path, text))
+        let text = render_status(existing, &view, wall)?;
+        (existing != Some(text.as_str())).then_some((path, text))
     }
 
     /// Writes the session-status.md of each named session that changed, as
@@ -972,183 +1074,457 @@ impl Supervisor {
         }
     }
 
-    fn write_shared_context(&mut self, i: usize) {
+    /// Renders the shared context from the sessions' kept parts and queues
+    /// its write (`now`: written before returning, as at start-up). The file
+    /// is read again only when its (inode, size, mtime) is not what squadd's
+    /// own last write left.
+    fn write_shared_context(&mut self, i: usize, now: bool) {
         self.timers.cancel(&Timer::Context(i));
-        let r = &self.roots[i];
-        let path = r.root.join(SHARED_CONTEXT);
-        let existing = read_regular(&path, MAX_FILE_BYTES)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok());
-        let views: Vec<_> = r.sessions.values().map(|s| (s.index(), s.view())).collect();
-        let pairs: Vec<_> = views.iter().map(|(s, v)| (*s, v)).collect();
-        let text = render_shared_context(existing.as_deref(), &pairs);
-        if existing.as_deref() == Some(text.as_str()) {
+        let path = self.roots[i].root.join(SHARED_CONTEXT);
+        let mark = file_mark(&path);
+        let r = &mut self.roots[i];
+        let ours = r
+            .context
+            .as_ref()
+            .filter(|c| mark.is_some() && c.mark == mark);
+        let (base, existing) = match ours {
+            Some(c) => (c.root.clone(), Some(c.text.clone())),
+            None => {
+                let existing = read_regular(&path, MAX_FILE_BYTES)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok());
+                (existing_context(existing.as_deref()), existing)
+            }
+        };
+        let fragments = r.context_fragments();
+        let (text, root) = assemble_context(base, &fragments);
+        let unchanged = existing.as_deref() == Some(text.as_str());
+        r.context = Some(ContextMark {
+            mark: if unchanged { mark } else { None },
+            root,
+            text: text.clone(),
+        });
+        if unchanged {
             return;
         }
-        let kind = match self.writer.write(&path, text.as_bytes(), true) {
-            Ok(()) => EventKind::OutputWritten {
-                output: "shared-context".into(),
-            },
+        let tag = Tag {
+            root: i,
+            session: None,
+            output: "shared-context",
+        };
+        let done = if now {
+            let result = self.writer.write(&path, text.as_bytes(), true);
+            Some((path, tag, result))
+        } else {
+            self.writer.write_behind(path, text.into_bytes(), tag)
+        };
+        if let Some(done) = done {
+            self.written_behind(done);
+        }
+    }
+
+    /// A background write finished.
+    fn written_behind(&mut self, (path, tag, result): writer::Done) {
+        let kind = match result {
+            Ok(()) => {
+                let is_context = path == self.roots[tag.root].root.join(SHARED_CONTEXT);
+                if let Some(c) = self.roots[tag.root].context.as_mut()
+                    && is_context
+                {
+                    c.mark = file_mark(&path);
+                }
+                EventKind::OutputWritten {
+                    output: tag.output.into(),
+                }
+            }
             Err(e) => EventKind::OutputFailed {
-                output: "shared-context".into(),
+                output: tag.output.into(),
                 error: e.to_string(),
             },
         };
-        self.log.emit(i, None, Some(&path), kind);
+        self.log
+            .emit(tag.root, tag.session.as_deref(), Some(&path), kind);
     }
 
-    /// Delivers what is due in the named sessions (all when `None`).
-    fn deliver_messages(&mut self, i: usize, only: Option<&BTreeSet<String>>, wall: DateTime<Utc>) {
-        let (ready, next) = routing::pending_deliveries(&self.roots[i], only, wall);
-        match (only, next) {
-            (None, Some(at)) => {
-                self.timers
-                    .set_wall(Timer::Deliveries(i), at, wall, Instant::now())
-            }
-            (None, None) => self.timers.cancel(&Timer::Deliveries(i)),
-            (Some(_), Some(at)) => {
-                let at = timers::instant_at(at, wall, Instant::now());
-                self.timers.set_earlier(Timer::Deliveries(i), at);
-            }
-            (Some(_), None) => {}
-        }
-        let mut delivered_any = false;
-        for d in ready {
-            let dir = self.roots[i].session_dir(&d.session);
-            let (bytes, routed_from) = match &d.body {
-                routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
-                    Ok(b) => (b, None),
-                    // Vanished or changed into something unreadable: its own
-                    // event will bring it back if it returns.
-                    Err(_) => continue,
-                },
-                routing::Body::Routed { routed, rel, .. } => match routed.render(rel) {
-                    Some(text) => (text.into_bytes(), Some(rel.clone())),
-                    None => continue,
-                },
-            };
-            match self.writer.deliver(&dir, &d.to, &d.name, &bytes) {
-                Ok(true) => {
-                    delivered_any = true;
-                    let late = squad_policies::messages::deadline(
-                        &self.roots[i].policy.messages,
-                        d.priority,
-                        d.created,
-                    )
-                    .is_some_and(|by| wall > by);
-                    let path = crate::inbox::inbox_dir(&dir, &d.to)
-                        .join("new")
-                        .join(&d.name);
-                    self.log.emit(
-                        i,
-                        Some(&d.session),
-                        Some(&path),
-                        EventKind::MessageDelivered {
-                            to: d.to.clone(),
-                            message_id: d.message_id.clone(),
-                            priority: d.priority.to_string(),
-                            late,
-                            routed_from,
-                        },
-                    );
-                    self.hooks.notify(
-                        &self.roots[i].policy.messages,
-                        Notice {
-                            root: i,
-                            session: &d.session,
-                            from: &d.from,
-                            to: &d.to,
-                            message_id: &d.message_id,
-                            priority: d.priority,
-                            path: &path,
-                        },
-                    );
+    /// Seeds a session's mailbox with one listing of its inboxes (start-up,
+    /// a session that appeared, a rescan), watches each unread inbox, and
+    /// offers everything its files ask to deliver (the backlog).
+    fn seed_mail(&mut self, i: usize, name: &str, wall: DateTime<Utc>) {
+        let dir = self.roots[i].session_dir(name);
+        let mut entries = Vec::new();
+        let mut watch = Vec::new();
+        if let Ok(agents) = std::fs::read_dir(dir.join("inbox")) {
+            for a in agents.flatten() {
+                if !a.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
                 }
-                Ok(false) => {}
-                Err(e) => self.log.emit(
-                    i,
-                    Some(&d.session),
-                    None,
-                    EventKind::OutputFailed {
-                        output: format!("inbox of {}", d.to),
-                        error: e.to_string(),
-                    },
-                ),
+                let agent = a.file_name().to_string_lossy().into_owned();
+                for (sub, unread) in [("new", true), ("cur", false)] {
+                    let Ok(files) = std::fs::read_dir(a.path().join(sub)) else {
+                        continue;
+                    };
+                    if unread {
+                        watch.push(a.path().join(sub));
+                    }
+                    for f in files.flatten() {
+                        let at = unread
+                            .then(|| f.metadata().and_then(|m| m.modified()).ok())
+                            .flatten()
+                            .map(DateTime::<Utc>::from);
+                        let file = f.file_name().to_string_lossy().into_owned();
+                        entries.push((agent.clone(), file, unread, at));
+                    }
+                }
             }
         }
-        if delivered_any {
-            self.timers.set_earlier(Timer::Inbox(i), Instant::now());
+        for path in watch {
+            self.watch(i, &path);
+        }
+        let mut mail = routing::Mailbox::default();
+        mail.seed(entries);
+        let mut messages = Vec::new();
+        let mut files = Vec::new();
+        if let Some(core) = self.roots[i].sessions.get(name) {
+            for (file, f) in &core.index().files {
+                if let crate::index::Entry::Message(m) = &f.entry {
+                    mail.note_reply(m.in_reply_to.as_deref(), true);
+                    messages.push(m.message_id.clone());
+                }
+                files.push(file.clone());
+            }
+        }
+        let unread: Vec<(routing::Slot, routing::Unread)> = mail
+            .unread
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.roots[i].mail.insert(name.to_string(), mail);
+        for (slot, u) in unread {
+            self.schedule_escalation(i, name, slot, &u);
+        }
+        for file in files {
+            self.route_file(i, name, &file, wall);
         }
     }
 
-    /// Escalates unacknowledged messages and reports overdue replies;
-    /// schedules the next check.
-    fn check_inboxes(&mut self, i: usize, only: Option<&BTreeSet<String>>, wall: DateTime<Utc>) {
-        let check = routing::check_inboxes(&self.roots[i], only, wall);
-        let changed = !check.escalate.is_empty() || !check.overdue.is_empty();
-        for (session, agent, item) in check.escalate {
-            self.roots[i]
-                .state
-                .escalated
-                .entry(session.clone())
-                .or_default()
-                .insert(item.message_id.clone());
-            self.log.emit(
-                i,
-                Some(&session),
-                Some(&item.path),
-                EventKind::MessageEscalated {
-                    to: agent.clone(),
-                    message_id: item.message_id.clone(),
-                    priority: item.priority.to_string(),
-                },
-            );
-            self.hooks.notify(
-                &self.roots[i].policy.messages,
-                Notice {
-                    root: i,
-                    session: &session,
-                    from: "squadd",
-                    to: &agent,
-                    message_id: &item.message_id,
-                    priority: item.priority,
-                    path: &item.path,
-                },
-            );
+    /// Offers what one file asks to deliver, and schedules its reply deadline.
+    fn route_file(&mut self, i: usize, name: &str, file: &str, wall: DateTime<Utc>) {
+        let r = &self.roots[i];
+        let Some(f) = r.sessions.get(name).and_then(|s| s.index().files.get(file)) else {
+            return;
+        };
+        let deliveries = routing::file_deliveries(&r.root, name, f);
+        let asks = match &f.entry {
+            crate::index::Entry::Message(m) => {
+                routing::reply_due(m).map(|by| (m.message_id.clone(), by))
+            }
+            _ => None,
+        };
+        for d in deliveries {
+            self.offer(i, d, wall);
         }
-        for (session, from, to, message_id) in check.overdue {
-            self.roots[i]
+        if let Some((message_id, by)) = asks {
+            let reported = self.roots[i]
                 .state
                 .replies_overdue
-                .entry(session.clone())
-                .or_default()
-                .insert(message_id.clone());
-            self.log.emit(
-                i,
-                Some(&session),
-                None,
-                EventKind::ResponseOverdue {
-                    from,
-                    to,
+                .get(name)
+                .is_some_and(|s| s.contains(&message_id));
+            if reported {
+            } else if by <= wall {
+                // Already past (a backlog): reported now, not after READY.
+                self.check_reply(i, name, &message_id, wall);
+            } else {
+                let timer = Timer::ReplyDue {
+                    root: i,
+                    session: name.to_string(),
                     message_id,
-                },
-            );
-        }
-        if changed {
-            self.save_state(i);
-        }
-        // A partial check can only bring the next check forward; the full
-        // check at that moment recomputes it for every session.
-        match (only, check.next) {
-            (None, Some(at)) => self
-                .timers
-                .set_wall(Timer::Inbox(i), at, wall, Instant::now()),
-            (None, None) => self.timers.cancel(&Timer::Inbox(i)),
-            (Some(_), Some(at)) => {
-                let at = timers::instant_at(at, wall, Instant::now());
-                self.timers.set_earlier(Timer::Inbox(i), at);
+                };
+                self.timers.set_wall(timer, by, wall, Instant::now());
             }
-            (Some(_), None) => {}
+        }
+    }
+
+    /// Offers one delivery: into the outbox now, or a timer for later.
+    fn offer(&mut self, i: usize, d: routing::Delivery, wall: DateTime<Utc>) {
+        let r = &mut self.roots[i];
+        let busy = r.sessions.get(&d.session).is_some_and(|s| s.is_busy(&d.to));
+        let session = d.session.clone();
+        let slot = (d.to.clone(), d.name.clone());
+        let mail = r.mail.entry(session.clone()).or_default();
+        let timer = Timer::Delivery {
+            root: i,
+            session,
+            to: slot.0,
+            name: slot.1,
+        };
+        match mail.offer(&r.policy.messages, d, busy, wall) {
+            routing::Offer::Now(d) => {
+                self.timers.cancel(&timer);
+                self.outbox.push((i, *d));
+            }
+            routing::Offer::Later(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+            routing::Offer::Done => {}
+        }
+    }
+
+    /// Offers a session's waiting deliveries again (a recipient may no
+    /// longer be busy); only the few that wait are looked at.
+    fn recheck_waiting(&mut self, i: usize, name: &str, wall: DateTime<Utc>) {
+        let waiting: Vec<routing::Delivery> = self.roots[i]
+            .mail
+            .get(name)
+            .map(|m| m.waiting.values().cloned().collect())
+            .unwrap_or_default();
+        for d in waiting {
+            self.offer(i, d, wall);
+        }
+    }
+
+    /// Schedules the escalation check of an unread message.
+    fn schedule_escalation(
+        &mut self,
+        i: usize,
+        name: &str,
+        slot: routing::Slot,
+        u: &routing::Unread,
+    ) {
+        let r = &self.roots[i];
+        if r.state
+            .escalated
+            .get(name)
+            .is_some_and(|e| e.contains(&u.message_id))
+        {
+            return;
+        }
+        let Some(at) =
+            squad_policies::messages::escalation_at(&r.policy.messages, u.priority, u.delivered_at)
+        else {
+            return;
+        };
+        let now = Utc::now();
+        if at <= now {
+            // Already past (a backlog): checked now, not after READY.
+            self.check_escalation(i, name, slot.0, slot.1, now);
+            return;
+        }
+        let timer = Timer::Escalation {
+            root: i,
+            session: name.to_string(),
+            to: slot.0,
+            name: slot.1,
+        };
+        self.timers.set_wall(timer, at, now, Instant::now());
+    }
+
+    /// Makes the deliveries in the outbox, critical first, then by age.
+    fn flush_outbox(&mut self, wall: DateTime<Utc>) {
+        let mut outbox = std::mem::take(&mut self.outbox);
+        outbox.sort_by(|(_, a), (_, b)| {
+            (a.priority, a.created, &a.name).cmp(&(b.priority, b.created, &b.name))
+        });
+        for (i, d) in outbox {
+            self.deliver(i, d, wall);
+        }
+    }
+
+    fn deliver(&mut self, i: usize, d: routing::Delivery, wall: DateTime<Utc>) {
+        let dir = self.roots[i].session_dir(&d.session);
+        // Never recreate a session that is going away.
+        if !self.roots[i].sessions.contains_key(&d.session) {
+            return;
+        }
+        let (bytes, routed_from) = match &d.body {
+            routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
+                Ok(b) => (b, None),
+                // Vanished or changed into something unreadable: its own
+                // event will bring it back if it returns.
+                Err(_) => return,
+            },
+            routing::Body::Routed { routed, rel, .. } => match routed.render(rel) {
+                Some(text) => (text.into_bytes(), Some(rel.clone())),
+                None => return,
+            },
+        };
+        let result = self.writer.deliver(&dir, &d.to, &d.name, &bytes);
+        let new_dir = crate::inbox::inbox_dir(&dir, &d.to).join("new");
+        let path = new_dir.join(&d.name);
+        match result {
+            Ok(fresh) => {
+                let r = &mut self.roots[i];
+                let policy = &r.policy.messages;
+                let mail = r.mail.entry(d.session.clone()).or_default();
+                mail.delivered(policy, &d, wall);
+                let unread = mail.unread.get(&(d.to.clone(), d.name.clone())).cloned();
+                if let Some(u) = unread {
+                    self.schedule_escalation(i, &d.session, (d.to.clone(), d.name.clone()), &u);
+                }
+                self.watch(i, &new_dir);
+                if !fresh {
+                    return;
+                }
+                let late = squad_policies::messages::deadline(
+                    &self.roots[i].policy.messages,
+                    d.priority,
+                    d.created,
+                )
+                .is_some_and(|by| wall > by);
+                self.log.emit(
+                    i,
+                    Some(&d.session),
+                    Some(&path),
+                    EventKind::MessageDelivered {
+                        to: d.to.clone(),
+                        message_id: d.message_id.clone(),
+                        priority: d.priority.to_string(),
+                        late,
+                        routed_from,
+                    },
+                );
+                self.hooks.notify(
+                    &self.roots[i].policy.messages,
+                    Notice {
+                        root: i,
+                        session: &d.session,
+                        from: &d.from,
+                        to: &d.to,
+                        message_id: &d.message_id,
+                        priority: d.priority,
+                        path: &path,
+                    },
+                );
+            }
+            Err(e) => self.log.emit(
+                i,
+                Some(&d.session),
+                None,
+                EventKind::OutputFailed {
+                    output: format!("inbox of {}", d.to),
+                    error: e.to_string(),
+                },
+            ),
+        }
+    }
+
+    /// An escalation time passed: one `stat` of the inbox file says whether
+    /// the message is still unread.
+    fn check_escalation(
+        &mut self,
+        i: usize,
+        session: &str,
+        to: String,
+        name: String,
+        _wall: DateTime<Utc>,
+    ) {
+        let dir = self.roots[i].session_dir(session);
+        let path = crate::inbox::inbox_dir(&dir, &to).join("new").join(&name);
+        let present = std::fs::symlink_metadata(&path).is_ok();
+        let slot = (to.clone(), name);
+        let r = &mut self.roots[i];
+        let Some(mail) = r.mail.get_mut(session) else {
+            return;
+        };
+        if !present {
+            mail.seen(slot, None);
+            return;
+        }
+        let Some(u) = mail.unread.get(&slot).cloned() else {
+            return;
+        };
+        if !r
+            .state
+            .escalated
+            .entry(session.to_string())
+            .or_default()
+            .insert(u.message_id.clone())
+        {
+            return;
+        }
+        self.log.emit(
+            i,
+            Some(session),
+            Some(&path),
+            EventKind::MessageEscalated {
+                to: to.clone(),
+                message_id: u.message_id.clone(),
+                priority: u.priority.to_string(),
+            },
+        );
+        self.hooks.notify(
+            &self.roots[i].policy.messages,
+            Notice {
+                root: i,
+                session,
+                from: "squadd",
+                to: &to,
+                message_id: &u.message_id,
+                priority: u.priority,
+                path: &path,
+            },
+        );
+        self.save_state(i);
+    }
+
+    /// A message's reply deadline passed: reported once when no reply came.
+    fn check_reply(&mut self, i: usize, session: &str, message_id: &str, wall: DateTime<Utc>) {
+        let r = &mut self.roots[i];
+        let replied = r.mail.get(session).is_some_and(|m| m.replied(message_id));
+        let Some(m) = r.sessions.get(session).and_then(|s| {
+            s.index().files.values().find_map(|f| match &f.entry {
+                crate::index::Entry::Message(m) if m.message_id == message_id => Some(m.clone()),
+                _ => None,
+            })
+        }) else {
+            return;
+        };
+        if !routing::reply_overdue(&m, replied, wall) {
+            return;
+        }
+        if !r
+            .state
+            .replies_overdue
+            .entry(session.to_string())
+            .or_default()
+            .insert(message_id.to_string())
+        {
+            return;
+        }
+        self.log.emit(
+            i,
+            Some(session),
+            None,
+            EventKind::ResponseOverdue {
+                from: m.from_agent,
+                to: m.to_agent,
+                message_id: message_id.to_string(),
+            },
+        );
+        self.save_state(i);
+    }
+
+    /// An entry of an unread inbox appeared or went (acknowledged): one
+    /// `stat`, and the unread counters follow.
+    fn inbox_changed(&mut self, i: usize, session: &str, agent: String, file: String, path: &Path) {
+        let present = std::fs::symlink_metadata(path).ok().map(|m| {
+            m.modified()
+                .map(DateTime::<Utc>::from)
+                .unwrap_or_else(|_| Utc::now())
+        });
+        let slot = (agent, file);
+        let Some(mail) = self.roots[i].mail.get_mut(session) else {
+            return;
+        };
+        let was = mail.unread.contains_key(&slot);
+        mail.seen(slot.clone(), present);
+        let now = mail.unread.get(&slot).cloned();
+        match (was, now) {
+            (false, Some(u)) => self.schedule_escalation(i, session, slot, &u),
+            (true, None) => self.timers.cancel(&Timer::Escalation {
+                root: i,
+                session: session.to_string(),
+                to: slot.0,
+                name: slot.1,
+            }),
+            _ => {}
         }
     }
 }

@@ -3,17 +3,16 @@
 //! escalation and which replies are overdue. Decisions come from
 //! `squad_policies::messages`; the wiring makes the deliveries.
 
-use super::core::Root;
-use crate::inbox;
 use crate::index::{Entry, fingerprint};
 use chrono::{DateTime, Utc};
 use squad_policies::messages::{
-    deliver_at, escalation_at, inbox_name, response_overdue, routed_priority,
+    MessagePolicy, deliver_at, escalation_at, inbox_name, parse_inbox_name, response_overdue,
+    routed_priority,
 };
 use squad_protocol::model::{
     Document, Message, MessageContext, MessageMeta, MessageType, Priority, Timestamp,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// What a delivery carries.
@@ -121,35 +120,28 @@ impl Routed {
     }
 }
 
-/// Every delivery the files of a session ask for (delivered or not).
-pub fn session_deliveries(
-    root: &Path,
-    name: &str,
-    session: &crate::index::SessionIndex,
-) -> Vec<Delivery> {
+/// The deliveries one file asks for (delivered or not).
+pub fn file_deliveries(root: &Path, name: &str, f: &crate::index::IndexedFile) -> Vec<Delivery> {
     let mut out = Vec::new();
-    for f in session.files.values() {
-        let rel = f
-            .path
-            .strip_prefix(root)
-            .unwrap_or(&f.path)
-            .display()
-            .to_string();
-        match &f.entry {
-            Entry::Message(m) => out.push(Delivery {
-                session: name.to_string(),
-                from: m.from_agent.clone(),
-                to: m.to_agent.clone(),
-                name: inbox_name(m.priority, utc(m.created_at), &m.message_id),
-                priority: m.priority,
-                created: utc(m.created_at),
-                message_id: m.message_id.clone(),
-                body: Body::File(f.path.clone()),
-            }),
-            Entry::Error(e) if e.requires_intervention => {
-                let Some(to) = &e.suggested_agent else {
-                    continue;
-                };
+    let rel = f
+        .path
+        .strip_prefix(root)
+        .unwrap_or(&f.path)
+        .display()
+        .to_string();
+    match &f.entry {
+        Entry::Message(m) => out.push(Delivery {
+            session: name.to_string(),
+            from: m.from_agent.clone(),
+            to: m.to_agent.clone(),
+            name: inbox_name(m.priority, utc(m.created_at), &m.message_id),
+            priority: m.priority,
+            created: utc(m.created_at),
+            message_id: m.message_id.clone(),
+            body: Body::File(f.path.clone()),
+        }),
+        Entry::Error(e) if e.requires_intervention => {
+            if let Some(to) = &e.suggested_agent {
                 let routed = Routed {
                     id: String::new(),
                     to: to.clone(),
@@ -171,134 +163,201 @@ pub fn session_deliveries(
                 let key = format!("{name}|{}|{}", e.error_id, to);
                 out.push(routed.delivery(name, &key, &rel, &f.path));
             }
-            Entry::Progress(p) => {
-                for (n, b) in p.blockers.iter().enumerate() {
-                    let Some(to) = &b.requires_agent else {
-                        continue;
-                    };
-                    let routed = Routed {
-                        id: String::new(),
-                        to: to.clone(),
-                        priority: Priority::High,
-                        created: b.since.unwrap_or(p.updated_at),
-                        subject: format!("Blocked: {} needs {to}", p.task_id),
-                        body: format!(
-                            "{} is blocked on {}:\n\n{}\n\nSource: {rel}\n",
-                            p.agent, p.task_id, b.description
-                        ),
-                        task: Some(p.task_id.clone()),
-                    };
-                    let key = format!("{name}|{rel}|{n}|{}|{to}", b.description);
-                    out.push(routed.delivery(name, &key, &rel, &f.path));
-                }
-            }
-            _ => {}
         }
+        Entry::Progress(p) => {
+            for (n, b) in p.blockers.iter().enumerate() {
+                let Some(to) = &b.requires_agent else {
+                    continue;
+                };
+                let routed = Routed {
+                    id: String::new(),
+                    to: to.clone(),
+                    priority: Priority::High,
+                    created: b.since.unwrap_or(p.updated_at),
+                    subject: format!("Blocked: {} needs {to}", p.task_id),
+                    body: format!(
+                        "{} is blocked on {}:\n\n{}\n\nSource: {rel}\n",
+                        p.agent, p.task_id, b.description
+                    ),
+                    task: Some(p.task_id.clone()),
+                };
+                let key = format!("{name}|{rel}|{n}|{}|{to}", b.description);
+                out.push(routed.delivery(name, &key, &rel, &f.path));
+            }
+        }
+        _ => {}
     }
     out
 }
 
-/// Everything the named sessions (all when `None`) still have to deliver
-/// at `wall`, critical first, plus the earliest deferred delivery.
-pub fn pending_deliveries(
-    r: &Root,
-    only: Option<&BTreeSet<String>>,
-    wall: DateTime<Utc>,
-) -> (Vec<Delivery>, Option<DateTime<Utc>>) {
-    let policy = &r.policy.messages;
-    let mut ready = Vec::new();
-    let mut next: Option<DateTime<Utc>> = None;
-    for (name, session) in &r.sessions {
-        if only.is_some_and(|o| !o.contains(name)) {
-            continue;
-        }
-        let dir = r.session_dir(name);
-        for d in session_deliveries(&r.root, name, session.index()) {
-            if inbox::delivered(&dir, &d.to, &d.name) {
+/// Every delivery the files of a session ask for (delivered or not).
+pub fn session_deliveries(
+    root: &Path,
+    name: &str,
+    session: &crate::index::SessionIndex,
+) -> Vec<Delivery> {
+    session
+        .files
+        .values()
+        .flat_map(|f| file_deliveries(root, name, f))
+        .collect()
+}
+
+/// An inbox entry: (recipient, inbox file name).
+pub type Slot = (String, String);
+
+/// A delivered message not acknowledged yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unread {
+    /// Priority (from the inbox name).
+    pub priority: Priority,
+    /// Message id (from the inbox name).
+    pub message_id: String,
+    /// When it was delivered.
+    pub delivered_at: DateTime<Utc>,
+}
+
+/// What squadd knows of a session's inboxes and replies, kept up to date by
+/// its own deliveries and the inbox watches (sans I/O). Seeded once at
+/// start-up by listing the inboxes; after that no delivery check lists or
+/// stats anything.
+#[derive(Debug, Clone, Default)]
+pub struct Mailbox {
+    /// Slots present in `new/` or `cur/`.
+    pub delivered: BTreeSet<Slot>,
+    /// Slots in `new/`.
+    pub unread: BTreeMap<Slot, Unread>,
+    /// Deliveries waiting for their time (low priority, recipient busy).
+    pub waiting: BTreeMap<Slot, Delivery>,
+    /// Replies seen, by the id of the message they answer.
+    pub replies: BTreeMap<String, usize>,
+}
+
+/// Where a delivery stands.
+#[derive(Debug, PartialEq)]
+pub enum Offer {
+    /// Deliver it now.
+    Now(Box<Delivery>),
+    /// It waits until then (a timer is due).
+    Later(DateTime<Utc>),
+    /// Already delivered.
+    Done,
+}
+
+impl Mailbox {
+    /// Seeds from an inbox listing: (recipient, name, unread, mtime).
+    pub fn seed(&mut self, entries: Vec<(String, String, bool, Option<DateTime<Utc>>)>) {
+        for (to, name, unread, at) in entries {
+            let Some((priority, message_id)) = parse_inbox_name(&name) else {
                 continue;
-            }
-            let due = deliver_at(policy, d.priority, d.created, session.is_busy(&d.to), wall);
-            if due <= wall {
-                ready.push(d);
-            } else {
-                next = Some(next.map_or(due, |n| n.min(due)));
+            };
+            let slot = (to, name);
+            self.delivered.insert(slot.clone());
+            if unread && let Some(delivered_at) = at {
+                self.unread.insert(
+                    slot,
+                    Unread {
+                        priority,
+                        message_id,
+                        delivered_at,
+                    },
+                );
             }
         }
     }
-    // A backlog drains critical first, then by age.
-    ready.sort_by(|a, b| (a.priority, a.created, &a.name).cmp(&(b.priority, b.created, &b.name)));
-    (ready, next)
-}
 
-/// What an inbox check found.
-#[derive(Debug, Default)]
-pub struct InboxCheck {
-    /// Unacknowledged messages past their escalation time: (session, agent, item).
-    pub escalate: Vec<(String, String, inbox::Item)>,
-    /// Replies overdue: (session, from, to, message id).
-    pub overdue: Vec<(String, String, String, String)>,
-    /// The next escalation or reply deadline.
-    pub next: Option<DateTime<Utc>>,
-}
-
-/// Finds escalations and overdue replies in the named sessions (all when
-/// `None`).
-pub fn check_inboxes(r: &Root, only: Option<&BTreeSet<String>>, wall: DateTime<Utc>) -> InboxCheck {
-    let policy = &r.policy.messages;
-    let mut out = InboxCheck::default();
-    let next = |at: DateTime<Utc>, out: &mut InboxCheck| {
-        out.next = Some(out.next.map_or(at, |n| n.min(at)));
-    };
-    for (name, session) in &r.sessions {
-        if only.is_some_and(|o| !o.contains(name)) {
-            continue;
+    /// Offers a delivery: now, later, or never again.
+    pub fn offer(
+        &mut self,
+        policy: &MessagePolicy,
+        d: Delivery,
+        busy: bool,
+        wall: DateTime<Utc>,
+    ) -> Offer {
+        let slot = (d.to.clone(), d.name.clone());
+        if self.delivered.contains(&slot) {
+            return Offer::Done;
         }
-        let dir = r.session_dir(name);
-        let escalated = r.state.escalated.get(name);
-        let reported = r.state.replies_overdue.get(name);
-        let replies: BTreeSet<&str> = session
-            .index()
-            .files
-            .values()
-            .filter_map(|f| match &f.entry {
-                Entry::Message(m) => m.in_reply_to.as_deref(),
-                _ => None,
-            })
-            .collect();
-        for f in session.index().files.values() {
-            if let Entry::Message(m) = &f.entry {
-                let by = m.response_by.map(utc);
-                let replied = replies.contains(m.message_id.as_str());
-                if response_overdue(m.response_needed, by, replied, wall) {
-                    if !reported.is_some_and(|s| s.contains(&m.message_id)) {
-                        out.overdue.push((
-                            name.clone(),
-                            m.from_agent.clone(),
-                            m.to_agent.clone(),
-                            m.message_id.clone(),
-                        ));
-                    }
-                } else if let Some(by) = by.filter(|_| m.response_needed && !replied) {
-                    next(by, &mut out);
+        let due = deliver_at(policy, d.priority, d.created, busy, wall);
+        if due <= wall {
+            self.waiting.remove(&slot);
+            Offer::Now(Box::new(d))
+        } else {
+            self.waiting.insert(slot, d);
+            Offer::Later(due)
+        }
+    }
+
+    /// Records a delivery; returns when to check it for escalation.
+    pub fn delivered(
+        &mut self,
+        policy: &MessagePolicy,
+        d: &Delivery,
+        at: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        let slot = (d.to.clone(), d.name.clone());
+        self.waiting.remove(&slot);
+        self.delivered.insert(slot.clone());
+        self.unread.insert(
+            slot,
+            Unread {
+                priority: d.priority,
+                message_id: d.message_id.clone(),
+                delivered_at: at,
+            },
+        );
+        escalation_at(policy, d.priority, at)
+    }
+
+    /// The inbox file was seen present (`Some(mtime)`) or gone from `new/`.
+    pub fn seen(&mut self, slot: Slot, present: Option<DateTime<Utc>>) {
+        match present {
+            Some(at) => {
+                self.delivered.insert(slot.clone());
+                if !self.unread.contains_key(&slot)
+                    && let Some((priority, message_id)) = parse_inbox_name(&slot.1)
+                {
+                    self.unread.insert(
+                        slot,
+                        Unread {
+                            priority,
+                            message_id,
+                            delivered_at: at,
+                        },
+                    );
                 }
             }
-        }
-        for (agent, item) in inbox::unread(&dir) {
-            let Some(delivered) = item.delivered_at.map(DateTime::<Utc>::from) else {
-                continue;
-            };
-            let Some(at) = escalation_at(policy, item.priority, delivered) else {
-                continue;
-            };
-            if escalated.is_some_and(|s| s.contains(&item.message_id)) {
-                continue;
-            }
-            if at <= wall {
-                out.escalate.push((name.clone(), agent.clone(), item));
-            } else {
-                next(at, &mut out);
+            None => {
+                self.unread.remove(&slot);
             }
         }
     }
-    out
+
+    /// Notes a message file coming or going (replies answer by id).
+    pub fn note_reply(&mut self, in_reply_to: Option<&str>, added: bool) {
+        let Some(id) = in_reply_to else { return };
+        if added {
+            *self.replies.entry(id.to_string()).or_insert(0) += 1;
+        } else if let Some(n) = self.replies.get_mut(id) {
+            *n -= 1;
+            if *n == 0 {
+                self.replies.remove(id);
+            }
+        }
+    }
+
+    /// Whether a message got a reply.
+    pub fn replied(&self, message_id: &str) -> bool {
+        self.replies.contains_key(message_id)
+    }
+}
+
+/// When a message's reply becomes overdue, if it needs one.
+pub fn reply_due(m: &crate::index::MessageInfo) -> Option<DateTime<Utc>> {
+    m.response_by.map(utc).filter(|_| m.response_needed)
+}
+
+/// Whether a reply is overdue at `wall`.
+pub fn reply_overdue(m: &crate::index::MessageInfo, replied: bool, wall: DateTime<Utc>) -> bool {
+    response_overdue(m.response_needed, reply_due(m), replied, wall)
 }

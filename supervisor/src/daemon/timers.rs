@@ -38,10 +38,38 @@ pub enum Timer {
         /// Task id.
         task: String,
     },
-    /// Deferred (low-priority) deliveries of a root become due.
-    Deliveries(usize),
-    /// An escalation or a reply deadline of a root passes.
-    Inbox(usize),
+    /// A deferred (low-priority) delivery becomes due.
+    Delivery {
+        /// Root index.
+        root: usize,
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Inbox file name.
+        name: String,
+    },
+    /// A delivered message reaches its escalation time: one `stat` of the
+    /// inbox file says whether it was acknowledged.
+    Escalation {
+        /// Root index.
+        root: usize,
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Inbox file name.
+        name: String,
+    },
+    /// A message's `response_by` passes.
+    ReplyDue {
+        /// Root index.
+        root: usize,
+        /// Session directory name.
+        session: String,
+        /// Message id.
+        message_id: String,
+    },
     /// Write the root's persisted state (written behind, coalesced).
     SaveState(usize),
     /// Render the shared context of a root (coalesces bursts).
@@ -55,6 +83,9 @@ pub enum Timer {
     Skills(usize),
     /// The systemd watchdog ping.
     Watchdog,
+    /// Recompute the one-line STATUS= summary (it walks every session, so
+    /// at most once per second after changes).
+    StatusLine,
 }
 
 impl Timer {
@@ -66,13 +97,14 @@ impl Timer {
             | Timer::Context(r)
             | Timer::Locks(r)
             | Timer::Retention(r)
-            | Timer::Deliveries(r)
-            | Timer::Inbox(r)
             | Timer::Skills(r) => Some(*r),
             Timer::Status { root, .. }
             | Timer::WrapUp { root, .. }
-            | Timer::TaskDue { root, .. } => Some(*root),
-            Timer::Watchdog => None,
+            | Timer::TaskDue { root, .. }
+            | Timer::Delivery { root, .. }
+            | Timer::Escalation { root, .. }
+            | Timer::ReplyDue { root, .. } => Some(*root),
+            Timer::Watchdog | Timer::StatusLine => None,
         }
     }
 
@@ -81,7 +113,10 @@ impl Timer {
         match self {
             Timer::Status { session, .. }
             | Timer::WrapUp { session, .. }
-            | Timer::TaskDue { session, .. } => Some(session),
+            | Timer::TaskDue { session, .. }
+            | Timer::Delivery { session, .. }
+            | Timer::Escalation { session, .. }
+            | Timer::ReplyDue { session, .. } => Some(session),
             _ => None,
         }
     }

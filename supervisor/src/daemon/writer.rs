@@ -41,16 +41,80 @@ pub struct Committed {
     pub result: io::Result<()>,
 }
 
+/// What the background writer reports back: (file, who for, outcome).
+pub type Done = (PathBuf, Tag, io::Result<()>);
+
+/// The background writer's queue.
+type Queue = std::sync::mpsc::Sender<(PathBuf, Vec<u8>, Tag)>;
+
 /// The writer.
 #[derive(Debug, Default)]
 pub struct Writer {
     staged: BTreeMap<PathBuf, (Vec<u8>, Tag)>,
     own: HashMap<PathBuf, u64>,
+    behind: Option<(Queue, std::thread::JoinHandle<()>)>,
     /// Write and rename calls made (read by the benchmark through events).
     pub writes: u64,
 }
 
 impl Writer {
+    /// Starts the background writer for large outputs nothing waits for
+    /// (the shared context): their fsyncs never hold up the daemon's task.
+    /// Writes queued for the same path coalesce (the latest wins); outcomes
+    /// come back on the returned channel.
+    pub fn start_behind(&mut self) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<Done>> {
+        let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Vec<u8>, Tag)>();
+        let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+        let thread = std::thread::Builder::new()
+            .name("squadd-writer".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = BTreeMap::new();
+                    batch.insert(first.0, (first.1, first.2));
+                    while let Ok((path, bytes, tag)) = rx.try_recv() {
+                        batch.insert(path, (bytes, tag));
+                    }
+                    for (path, (bytes, tag)) in batch {
+                        let result = match path.parent() {
+                            Some(parent) => std::fs::create_dir_all(parent),
+                            None => Ok(()),
+                        }
+                        .and_then(|()| write_atomic(&path, &bytes));
+                        let _ = done_tx.send((path, tag, result));
+                    }
+                }
+            })?;
+        self.behind = Some((tx, thread));
+        Ok(done_rx)
+    }
+
+    /// Queues a write for the background writer (written now when it does
+    /// not run); the outcome comes back on its channel, or now as `Some`.
+    pub fn write_behind(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) -> Option<Done> {
+        self.writes += 1;
+        match &self.behind {
+            Some((tx, _)) => match tx.send((path, bytes, tag)) {
+                Ok(()) => None,
+                Err(std::sync::mpsc::SendError((path, bytes, tag))) => {
+                    let result = self.write(&path, &bytes, true);
+                    Some((path, tag, result))
+                }
+            },
+            None => {
+                let result = self.write(&path, &bytes, true);
+                Some((path, tag, result))
+            }
+        }
+    }
+
+    /// Finishes the queued background writes and stops the writer.
+    pub fn finish_behind(&mut self) {
+        if let Some((tx, thread)) = self.behind.take() {
+            drop(tx);
+            let _ = thread.join();
+        }
+    }
+
     /// Stages a write; a later stage of the same path replaces it.
     pub fn stage(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) {
         self.staged.insert(path, (bytes, tag));
