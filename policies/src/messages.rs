@@ -2,6 +2,7 @@
 //! escalate, when a requested reply is overdue. Pure functions of (policy,
 //! facts, now), so deadlines are tested by passing times, not by sleeping.
 
+use crate::duration::after;
 use chrono::{DateTime, Utc};
 use squad_protocol::model::Priority;
 use std::collections::BTreeMap;
@@ -76,7 +77,7 @@ pub fn deliver_at(
     if priority != Priority::Low || !recipient_busy {
         return now;
     }
-    let latest = created_at + chrono::Duration::from_std(policy.low_max_wait).unwrap_or_default();
+    let latest = after(created_at, policy.low_max_wait);
     latest.max(now)
 }
 
@@ -92,7 +93,7 @@ pub fn deadline(
         Priority::Medium => policy.deliver_within[2],
         Priority::Low => return None,
     };
-    Some(created_at + chrono::Duration::from_std(within).unwrap_or_default())
+    Some(after(created_at, within))
 }
 
 /// When an unacknowledged delivered message escalates (None: never).
@@ -101,8 +102,7 @@ pub fn escalation_at(
     priority: Priority,
     delivered_at: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    policy.escalate_after[rank(priority)]
-        .map(|d| delivered_at + chrono::Duration::from_std(d).unwrap_or_default())
+    policy.escalate_after[rank(priority)].map(|d| after(delivered_at, d))
 }
 
 /// Whether a message that asked for a reply is overdue at `now`.

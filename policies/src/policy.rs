@@ -473,6 +473,15 @@ mod tests {
                 "retention:\n  delete_failed_after: a week\n",
                 "retention.delete_failed_after",
             ),
+            (
+                "messages:\n  deliver_within:\n    medium: 100000000d\n",
+                "messages.deliver_within.medium",
+            ),
+            (
+                "messages:\n  escalate_after:\n    high: 100000000d\n",
+                "messages.escalate_after.high",
+            ),
+            ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
         ];
         for (text, field) in cases {
             let e = Policy::parse(Some(text)).unwrap_err();
