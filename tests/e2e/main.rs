@@ -5,6 +5,7 @@ mod check;
 pub mod daemon;
 mod errors;
 mod guard;
+mod hardening;
 pub mod lock;
 mod messages;
 mod retention;
