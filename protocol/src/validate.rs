@@ -49,6 +49,9 @@ pub struct Facts {
     pub requires: Vec<(usize, String)>,
     /// `dependencies.blocks` entries with their list index (plans only).
     pub blocks: Vec<(usize, String)>,
+    /// `meta.message_id` (messages only): unique within a session, since the
+    /// inbox name a message is delivered under is built from it.
+    pub message_id: Option<String>,
 }
 
 /// The outcome of validating one file.
@@ -725,6 +728,10 @@ fn facts(kind: FileKind, v: &Value) -> Facts {
         agent: id(agent_field, IdKind::Agent),
         requires: list("requires"),
         blocks: list("blocks"),
+        message_id: match kind {
+            FileKind::Message => id(&["meta", "message_id"], IdKind::Message),
+            _ => None,
+        },
     }
 }
 
