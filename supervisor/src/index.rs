@@ -406,7 +406,16 @@ impl SessionIndex {
 
 /// Loads every session of a project root, parsing files on `threads` workers.
 pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, SessionIndex>> {
-    let dirs = session_dirs(root)?;
+    // squadd supervises only directories named like sessions (see
+    // daemon::intake::classify); `validate` still warns about the others.
+    let dirs: Vec<PathBuf> = session_dirs(root)?
+        .into_iter()
+        .filter(|d| {
+            d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(squad_protocol::ids::is_session_dir_name)
+        })
+        .collect();
     let mut work: Vec<(usize, PathBuf, FileKind)> = Vec::new();
     let mut sessions: Vec<SessionIndex> = Vec::new();
     for (i, dir) in dirs.into_iter().enumerate() {
