@@ -3,6 +3,10 @@
 
 use crate::support::*;
 use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 /// 100 KB of nested `[` took 22 s to validate (the YAML parser is quadratic
 /// in the depth): it is refused unparsed, at the place it passes 64 levels.
@@ -26,4 +30,129 @@ fn deep_nesting_is_refused_before_parsing() {
         "{printed}"
     );
     assert_eq!(code(&out), 1, "{}", stderr(&out));
+}
+
+const S: &str = "20240115T100000Z-harden";
+
+/// Whether a planted link points at a directory or a file outside.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Dir,
+    File,
+}
+
+/// Every path squadd creates or writes in a root, with what it expects
+/// there. The symlink test plants a link at each: a new kind of file squadd
+/// writes belongs in this table.
+const OWN_PATHS: &[(&str, Target)] = &[
+    (".squad", Target::Dir),
+    (".squad/run", Target::Dir),
+    (".squad/run/squadd.pid", Target::File),
+    (".squad/run/state.json", Target::File),
+    (".squad/audit.jsonl", Target::File),
+    (".squad/sessions/S/session-status.md", Target::File),
+    (".squad/sessions/S/inbox", Target::Dir),
+    (".squad/sessions/S/inbox/bob", Target::Dir),
+    (".squad/sessions/S/inbox/bob/new", Target::Dir),
+    (".squad/sessions/S/inbox/bob/tmp", Target::Dir),
+    (".claude", Target::Dir),
+    (".claude/context", Target::Dir),
+    (".claude/context/shared-context.json", Target::File),
+];
+
+fn project(root: &Path) {
+    let s = root.join(".squad/sessions").join(S);
+    fs::create_dir_all(&s).unwrap();
+    fs::write(
+        s.join("session-status.md"),
+        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    for agent in ["alice", "bob"] {
+        fs::write(
+            s.join(format!("role-plan-{agent}-task_{agent}.md")),
+            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
+        )
+        .unwrap();
+    }
+    fs::write(
+        s.join("role-comm-alice-to-bob-msg_1.md"),
+        "meta:\n  message_id: msg_1\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n",
+    )
+    .unwrap();
+}
+
+/// Everything under `dir`: relative path, mode, content.
+fn snapshot(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let m = fs::symlink_metadata(&d).unwrap();
+        let rel = d.strip_prefix(dir).unwrap().display().to_string();
+        if m.is_dir() {
+            out.push((rel, m.permissions().mode(), Vec::new()));
+            for e in fs::read_dir(&d).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+        } else if m.is_file() {
+            out.push((rel, m.permissions().mode(), fs::read(&d).unwrap()));
+        } else {
+            // A socket or FIFO squadd made there.
+            out.push((rel, m.permissions().mode(), b"(special)".to_vec()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// squadd never writes, truncates, appends to or chmods anything through a
+/// symlink planted where it expects its own file or directory (`.squad/run`
+/// → elsewhere was chmod 0700 with its state.json replaced; `squadd.pid` →
+/// a file was truncated; `audit.jsonl` → appended to; `inbox/<agent>` and
+/// `.claude` → written into).
+#[test]
+fn squadd_never_writes_through_a_planted_symlink() {
+    let mut failures = Vec::new();
+    for &(rel, target) in OWN_PATHS {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(outside.join("sub")).unwrap();
+        fs::write(outside.join("file"), "keep\n").unwrap();
+        fs::write(outside.join("sub/state.json"), "keep\n").unwrap();
+        fs::set_permissions(&outside, fs::Permissions::from_mode(0o755)).unwrap();
+        project(&root);
+        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        if fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            fs::remove_dir_all(&at).unwrap();
+        } else {
+            let _ = fs::remove_file(&at);
+        }
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let to = match target {
+            Target::Dir => outside.clone(),
+            Target::File => outside.join("file"),
+        };
+        symlink(&to, &at).unwrap();
+        let before = snapshot(&outside);
+        let log = fs::File::create(tmp.path().join("squadd.log")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(&root)
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        // Long enough to start, deliver the backlog, write outputs, state
+        // (behind by 20 ms) and shared context.
+        std::thread::sleep(Duration::from_millis(1500));
+        let _ = child.kill();
+        let _ = child.wait();
+        if snapshot(&outside) != before {
+            failures.push(format!(
+                "{rel}: the target outside changed: {:?}",
+                snapshot(&outside)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

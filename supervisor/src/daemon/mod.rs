@@ -273,10 +273,14 @@ impl Supervisor {
             return Err(fail("given twice".into()));
         }
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
-        let lock = pidfile::acquire(&root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"))?;
+        let lock = pidfile::acquire(
+            &root,
+            &Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"),
+        )?;
         let policy = crate::locks::load_policy(&root).map_err(fail)?;
         let i = self.roots.len();
         self.log.add_root(&root);
+        self.writer.add_root(&root);
         let state = State::load(&root);
         let r = Root::new(root, state, policy);
         if let Some(at) = r.next_gc {
