@@ -61,10 +61,12 @@ pub fn read_events(root: &Path) -> io::Result<Vec<Event>> {
     let path = root
         .join(squad_protocol::tree::SQUAD_DIR)
         .join("audit.jsonl");
-    let file = match File::open(&path) {
+    // Non-blocking, never through a link (a FIFO there must not hang us).
+    let file = match squad_protocol::fsx::open_regular(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+        Err(squad_protocol::fsx::ReadError::NotFound) => return Ok(Vec::new()),
+        Err(squad_protocol::fsx::ReadError::Io(e)) => return Err(e),
+        Err(e) => return Err(io::Error::other(format!("{}: {e}", path.display()))),
     };
     Ok(BufReader::new(file)
         .lines()

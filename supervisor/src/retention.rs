@@ -125,7 +125,10 @@ pub fn gather(
 /// archive's age is its own record, not a directory time.
 fn stamp_archived(dir: &Path, now: DateTime<Utc>) -> io::Result<()> {
     let path = dir.join(SESSION_STATUS_FILE);
-    let Ok(text) = fs::read_to_string(&path) else {
+    let Ok(text) = squad_protocol::fsx::read_regular_to_string(
+        &path,
+        squad_protocol::validate::MAX_FILE_BYTES,
+    ) else {
         return Ok(());
     };
     let Some(new) = crate::outputs::set_status_fields(

@@ -156,3 +156,97 @@ fn squadd_never_writes_through_a_planted_symlink() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Every path someone else can create that squadd or squadctl opens. The
+/// FIFO test plants a FIFO at each: a new kind of file read belongs here.
+const READ_PATHS: &[&str] = &[
+    ".squad/policies.yaml",
+    ".squad/audit.jsonl",
+    ".squad/run/state.json",
+    ".squad/run/squadd.pid",
+    ".claude/context/shared-context.json",
+    ".squad/sessions/S/session-status.md",
+    ".squad/sessions/S/role-plan-alice-task_alice.md",
+    ".squad/sessions/S/role-comm-alice-to-bob-msg_1.md",
+    ".squad/sessions/S/locks/x.json",
+];
+
+/// Waits for `child` to exit within `limit`; kills it and returns None if not.
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A FIFO (or any non-file) where a file is expected never hangs squadd or
+/// squadctl: squadd becomes ready or refuses with an error, answers, and
+/// stops on SIGTERM; `status`, `lock list` and `gc --dry-run` return.
+#[test]
+fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
+    use std::os::unix::net::UnixDatagram;
+    let mut failures = Vec::new();
+    for rel in READ_PATHS {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        project(&root);
+        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        let _ = fs::remove_file(&at);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "{rel}");
+        let sock = tmp.path().join("notify.sock");
+        let notify = UnixDatagram::bind(&sock).unwrap();
+        notify
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let log = fs::File::create(tmp.path().join("squadd.log")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(&root)
+            .env("NOTIFY_SOCKET", &sock)
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let ready = loop {
+            match notify.recv(&mut buf) {
+                Ok(n) if String::from_utf8_lossy(&buf[..n]).contains("READY=1") => break true,
+                Ok(_) => continue,
+                Err(_) => break false,
+            }
+        };
+        if !ready && child.try_wait().unwrap().is_none() {
+            failures.push(format!("{rel}: squadd neither ready nor stopped in 15 s"));
+        }
+        for args in [
+            &["status", "--json"][..],
+            &["lock", "list"][..],
+            &["gc", "--dry-run"][..],
+        ] {
+            let mut ctl = squadctl()
+                .args(args)
+                .current_dir(&root)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            if wait_for(&mut ctl, Duration::from_secs(15)).is_none() {
+                failures.push(format!("{rel}: squadctl {args:?} hung"));
+            }
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        if wait_for(&mut child, Duration::from_secs(15)).is_none() {
+            failures.push(format!("{rel}: squadd ignored SIGTERM"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -143,6 +143,15 @@ impl Intake {
         Noted::Queued
     }
 
+    /// Queues `path` again, due at `at` (a read that failed for lack of
+    /// file descriptors is retried, never recorded as the file's fault).
+    pub fn retry(&mut self, path: PathBuf, at: Instant) {
+        self.pending
+            .entry(path)
+            .and_modify(|d| *d = (*d).min(at))
+            .or_insert(at);
+    }
+
     /// When the next queued path settles.
     pub fn next_due(&self) -> Option<Instant> {
         self.pending.values().min().copied()

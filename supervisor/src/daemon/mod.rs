@@ -845,7 +845,13 @@ impl Supervisor {
         let loaded = match load_file(path, kind) {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read");
+                tracing::warn!(path = %path.display(), error = %e, "cannot read; retrying");
+                if squad_protocol::fsx::is_transient_io(&e) {
+                    self.intake.retry(
+                        path.to_path_buf(),
+                        Instant::now() + Duration::from_millis(250),
+                    );
+                }
                 return None;
             }
         };
