@@ -237,6 +237,83 @@ impl Dir {
         }
     }
 
+    /// The names in this directory (not `.`/`..`), listed through the
+    /// descriptor itself, never by re-resolving the path.
+    pub fn names(&self) -> io::Result<Vec<String>> {
+        // /proc/self/fd/N is the open directory, wherever its path leads now.
+        let fd_path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(fd_path)? {
+            out.push(e?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(out)
+    }
+
+    /// `lstat` of `name` in this directory (links not followed).
+    pub fn stat(&self, name: &str) -> io::Result<libc::stat> {
+        let c = cstr(std::ffi::OsStr::new(name))?;
+        // SAFETY: valid dirfd, NUL-terminated name, a plain out-buffer.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(st)
+        }
+    }
+
+    /// Whether `name` is a real directory (not a link to one).
+    pub fn is_dir(&self, name: &str) -> bool {
+        self.stat(name)
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    }
+
+    /// Removes the empty directory `name`.
+    pub fn rmdir(&self, name: &str) -> io::Result<()> {
+        let c = cstr(std::ffi::OsStr::new(name))?;
+        // SAFETY: valid dirfd and NUL-terminated name.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes `name` and everything below it, relative to descriptors all
+    /// the way down: a link inside is removed, never followed, and nothing
+    /// outside this directory can be reached by swapping a path.
+    pub fn remove_tree(&self, name: &str) -> io::Result<()> {
+        if !self.is_dir(name) {
+            return self.unlink(name);
+        }
+        let child = self.open_dir(std::ffi::OsStr::new(name))?;
+        for entry in child.names()? {
+            child.remove_tree(&entry)?;
+        }
+        self.rmdir(name)
+    }
+
+    /// Reads the regular file `name` (at most `limit` bytes; never a link
+    /// or a FIFO).
+    pub fn read(&self, name: &str, limit: u64) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        let f = self.open_file(name, libc::O_RDONLY, 0)?;
+        let mut bytes = Vec::new();
+        f.take(limit + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > limit {
+            return Err(io::Error::other(format!(
+                "{}: over {limit} bytes",
+                self.path.join(name).display()
+            )));
+        }
+        Ok(bytes)
+    }
+
     /// Sets this directory's permission bits (`fchmod` on the descriptor).
     pub fn chmod(&self, mode: u32) -> io::Result<()> {
         // SAFETY: valid fd.
@@ -254,6 +331,52 @@ impl Dir {
         }
         Ok(())
     }
+}
+
+/// How old a temporary file must be before a sweep removes it: a writer
+/// finishes within milliseconds, so one older than this was left by a crash.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes the temporaries squadd and squadctl leave when killed, older than
+/// `older_than`, in a session directory: our own naming (`.name.tmp.pid.n`)
+/// at its top level and in `locks/`, and anything in `inbox/<agent>/tmp/`.
+/// Returns how many went. Nothing is followed; a younger file (a write in
+/// flight) is left alone.
+pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usize {
+    let now = std::time::SystemTime::now();
+    let stale = |dir: &Dir, name: &str| {
+        dir.stat(name).is_ok_and(|st| {
+            st.st_mode & libc::S_IFMT != libc::S_IFDIR && {
+                let mtime = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0));
+                now.duration_since(mtime).is_ok_and(|age| age >= older_than)
+            }
+        })
+    };
+    let mut removed = 0;
+    let mut sweep = |dir: &Dir, all: bool| {
+        for name in dir.names().unwrap_or_default() {
+            let ours = all || squad_protocol::atomic::is_temp_name(&name);
+            if ours && stale(dir, &name) && dir.unlink(&name).is_ok() {
+                removed += 1;
+            }
+        }
+    };
+    sweep(session, false);
+    if let Ok(locks) = session.open_dir(std::ffi::OsStr::new(crate::locks::LOCKS_DIR)) {
+        sweep(&locks, false);
+    }
+    if let Ok(inbox) = session.open_dir(std::ffi::OsStr::new("inbox")) {
+        for agent in inbox.names().unwrap_or_default() {
+            if let Ok(tmp) = inbox
+                .open_dir(std::ffi::OsStr::new(&agent))
+                .and_then(|a| a.open_dir(std::ffi::OsStr::new("tmp")))
+            {
+                sweep(&tmp, true);
+            }
+        }
+    }
+    removed
 }
 
 /// The directory holding `path`, reached from `root` without following a
@@ -309,6 +432,43 @@ mod tests {
         write_atomic_under(r, &r.join("a/b/g.txt"), b"new", 0o644, None).unwrap();
         assert_eq!(fs::read(outside.path().join("target")).unwrap(), b"keep");
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn sweeps_take_only_stale_temporaries_of_our_naming() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join("locks")).unwrap();
+        fs::create_dir_all(r.join("inbox/bob/tmp")).unwrap();
+        for p in [
+            ".session-status.md.tmp.1.0",
+            "locks/.x.json.tmp.2.0",
+            "inbox/bob/tmp/0-critical-x.md.3",
+            "role-plan-a-task_1.md",
+            "notes.tmp",
+        ] {
+            fs::write(r.join(p), "x").unwrap();
+        }
+        let d = Dir::open_root(r).unwrap();
+        assert_eq!(sweep_temporaries(&d, STALE_AFTER), 0, "all young");
+        assert_eq!(sweep_temporaries(&d, std::time::Duration::ZERO), 3);
+        assert!(r.join("role-plan-a-task_1.md").exists());
+        assert!(r.join("notes.tmp").exists());
+        assert!(!r.join("locks/.x.json.tmp.2.0").exists());
+    }
+
+    #[test]
+    fn trees_are_removed_through_descriptors_without_following_links() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("keep"), "x").unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join("t/a/b")).unwrap();
+        fs::write(r.join("t/a/b/f"), "x").unwrap();
+        symlink(outside.path(), r.join("t/a/link")).unwrap();
+        Dir::open_root(r).unwrap().remove_tree("t").unwrap();
+        assert!(!r.join("t").exists());
+        assert!(outside.path().join("keep").exists());
     }
 
     #[test]

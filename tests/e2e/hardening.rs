@@ -250,3 +250,56 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// `squadctl gc` racing a swap of `.squad/sessions` for a symlink to a
+/// directory outside the root, with same-named directories there: nothing
+/// outside the root ever changes (acting by path deleted them 2 in 150
+/// rounds). Bounded: 200 rounds, well under a minute.
+#[test]
+fn gc_racing_a_symlink_swap_of_sessions_never_touches_the_outside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("victim");
+    let names: Vec<String> = (0..6)
+        .map(|i| format!("2024010{}T000000Z-failed", i + 1))
+        .collect();
+    for n in &names {
+        fs::create_dir_all(outside.join(n)).unwrap();
+        fs::write(outside.join(n).join("session-status.md"), "session_id: sess_victim\nstarted_at: 2023-01-01T00:00:00Z\nstatus: failed\nfailed_at: 2023-01-02T00:00:00Z\n").unwrap();
+        fs::write(outside.join(n).join("precious"), "keep\n").unwrap();
+    }
+    let before = snapshot(&outside);
+    for round in 0..200 {
+        let root = tmp.path().join(format!("p{round}"));
+        let sessions = root.join(".squad/sessions");
+        fs::create_dir_all(root.join(".squad/run")).unwrap();
+        for n in &names {
+            fs::create_dir_all(sessions.join(n)).unwrap();
+            fs::write(sessions.join(n).join("session-status.md"), "session_id: sess_x\nstarted_at: 2023-01-01T00:00:00Z\nstatus: failed\nfailed_at: 2023-01-02T00:00:00Z\n").unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let (sessions, outside) = (sessions.clone(), outside.clone());
+            let real = root.join(".squad/sessions.real");
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if fs::rename(&sessions, &real).is_ok() {
+                        let _ = symlink(&outside, &sessions);
+                        std::thread::sleep(Duration::from_micros(300));
+                        let _ = fs::remove_file(&sessions);
+                        let _ = fs::rename(&real, &sessions);
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
+                }
+            })
+        };
+        let _ = run(squadctl()
+            .current_dir(&root)
+            .args(["gc", "--now", "2024-06-01T12:00:00Z"]));
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(snapshot(&outside), before, "round {round}");
+    }
+}

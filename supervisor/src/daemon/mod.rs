@@ -48,7 +48,7 @@ use intake::{Intake, Noted, PathChange, classify};
 use squad_protocol::FileKind;
 use squad_protocol::fsx::{ReadError, read_regular};
 use squad_protocol::kind::SESSION_STATUS_FILE;
-use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, default_threads};
+use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads};
 use squad_protocol::validate::MAX_FILE_BYTES;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -362,6 +362,16 @@ impl Supervisor {
         let files = sessions.values().map(|s| s.files.len()).sum();
         let count = sessions.len();
         let names: Vec<String> = sessions.keys().cloned().collect();
+        // Temporaries a kill -9 left behind (ours, older than a minute).
+        if let Ok(dir) = crate::safefs::Dir::open_root(&root)
+            .and_then(|d| d.walk(Path::new(SQUAD_DIR).join(SESSIONS_DIR).as_path(), None))
+        {
+            for name in &names {
+                if let Ok(s) = dir.open_dir(std::ffi::OsStr::new(name)) {
+                    crate::safefs::sweep_temporaries(&s, crate::safefs::STALE_AFTER);
+                }
+            }
+        }
         // The first derivation is the baseline: no task-ready storm at start.
         for (name, index) in sessions {
             let out = self.roots[i].load_session(index, now, false);
