@@ -303,3 +303,66 @@ fn gc_racing_a_symlink_swap_of_sessions_never_touches_the_outside() {
         assert_eq!(snapshot(&outside), before, "round {round}");
     }
 }
+
+fn open_fds(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// `events --follow` clients that leave give their descriptor back at once,
+/// not at the next event (300 short-lived followers on an idle daemon
+/// exhausted a 256-fd limit), and concurrent followers are capped.
+#[test]
+fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
+    use crate::daemon::{Daemon, eventually};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    let d = Daemon::start(&root);
+    let sock = root.join(".squad/run/squadd.sock");
+    let request = b"{\"protocol_version\":1,\"method\":\"events\",\"follow\":true}\n";
+    let baseline = open_fds(d.pid());
+    for _ in 0..100 {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.write_all(request).unwrap();
+        drop(s);
+    }
+    eventually("the followers' descriptors are closed", || {
+        (open_fds(d.pid()) <= baseline + 5).then_some(())
+    });
+    // At most 64 at once; the next is told why.
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.write_all(request).unwrap();
+        held.push(s);
+    }
+    // Every one of them accepted and its request taken before the next.
+    eventually("64 followers connected", || {
+        (open_fds(d.pid()) >= baseline + 64).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = UnixStream::connect(&sock).unwrap();
+    extra.write_all(request).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut reader = BufReader::new(&extra);
+    let refused = loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break String::new();
+        }
+        if line.contains("too many event followers") {
+            break line;
+        }
+    };
+    assert!(
+        refused.contains("too many event followers (64)"),
+        "{refused}"
+    );
+    drop(held);
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}

@@ -68,6 +68,33 @@ pub async fn accept_loop(listener: UnixListener, root: usize, calls: mpsc::Sende
     }
 }
 
+/// The most `events --follow` clients served at once (each holds a file
+/// descriptor for as long as it follows); more are refused with an error.
+pub const MAX_FOLLOWERS: usize = 64;
+
+static FOLLOWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the [`MAX_FOLLOWERS`] places, given back when dropped.
+struct FollowerSlot;
+
+impl FollowerSlot {
+    fn take() -> Option<FollowerSlot> {
+        use std::sync::atomic::Ordering;
+        FOLLOWERS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_FOLLOWERS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| FollowerSlot)
+    }
+}
+
+impl Drop for FollowerSlot {
+    fn drop(&mut self) {
+        FOLLOWERS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 fn our_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
@@ -142,19 +169,35 @@ async fn serve(stream: UnixStream, root: usize, calls: mpsc::Sender<Call>) -> st
                 mut events,
                 root,
             }) => {
+                let Some(_slot) = FollowerSlot::take() else {
+                    let r = Response::error(format!(
+                        "too many event followers ({MAX_FOLLOWERS}); try again later"
+                    ));
+                    return write_line(&mut write, &r).await;
+                };
                 for e in backlog {
                     write_line(&mut write, &Response::ok(serde_json::json!(e))).await?;
                 }
+                let mut scratch = [0u8; 512];
                 loop {
-                    match events.recv().await {
-                        Ok(e) if e.root != root => {}
-                        Ok(e) => {
-                            write_line(&mut write, &Response::ok(serde_json::json!(e))).await?
-                        }
-                        Err(broadcast::error::RecvError::Lagged(n)) => {
-                            tracing::warn!(skipped = n, "event follower lagged");
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                    tokio::select! {
+                        // A follower that leaves is noticed at once (EOF or
+                        // an error on its side), not at the next event: an
+                        // idle daemon must not collect dead connections.
+                        n = reader.read(&mut scratch) => match n {
+                            Ok(0) | Err(_) => return Ok(()),
+                            Ok(_) => {}
+                        },
+                        ev = events.recv() => match ev {
+                            Ok(e) if e.root != root => {}
+                            Ok(e) => {
+                                write_line(&mut write, &Response::ok(serde_json::json!(e))).await?
+                            }
+                            Err(broadcast::error::RecvError::Lagged(n)) => {
+                                tracing::warn!(skipped = n, "event follower lagged");
+                            }
+                            Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                        },
                     }
                 }
             }
