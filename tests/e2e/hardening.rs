@@ -366,3 +366,68 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
 }
+
+/// A policy duration past the maximum is refused with its field named
+/// (`escalate_after.high: 100000000d` crashed squadd on every start; a
+/// bare 2^64-1 silently became 0).
+#[test]
+fn durations_past_the_maximum_are_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    for (text, field) in [
+        (
+            "messages:\n  escalate_after:\n    high: 100000000d\n",
+            "messages.escalate_after.high",
+        ),
+        ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
+    ] {
+        fs::write(root.join(".squad/policies.yaml"), text).unwrap();
+        let out = run(squadctl().args(["gc", "--dry-run"]).current_dir(&root));
+        assert_eq!(code(&out), 2, "{text}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(field) && err.contains("maximum of 3650d"),
+            "{err}"
+        );
+        let out = run(Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(&root));
+        assert_ne!(code(&out), 0);
+        assert_ne!(code(&out), 101, "a refusal, not a panic");
+        assert!(stderr(&out).contains(field), "{}", stderr(&out));
+    }
+}
+
+/// A session prepared under another name and then renamed into place
+/// (copy-then-rename) is never indexed under the temporary name, and the
+/// temporary directory is never recreated by a late write.
+#[test]
+fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    let d = Daemon::start(&root);
+    let sessions = root.join(".squad/sessions");
+    let staging = sessions.join("20240116T000001Z.tmp");
+    crate::support::copy_tree(&sessions.join(S), &staging);
+    std::thread::sleep(Duration::from_millis(300));
+    fs::rename(&staging, sessions.join("20240116T000001Z")).unwrap();
+    eventually("the renamed session's message delivered", || {
+        fs::read_dir(sessions.join("20240116T000001Z/inbox/bob/new"))
+            .ok()?
+            .next()
+            .map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!staging.exists(), "the temporary directory came back");
+    let leftovers: Vec<String> = fs::read_dir(sessions.join("20240116T000001Z"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
