@@ -411,8 +411,20 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
     let d = Daemon::start(&root);
     let sessions = root.join(".squad/sessions");
     let staging = sessions.join("20240116T000001Z.tmp");
-    crate::support::copy_tree(&sessions.join(S), &staging);
-    std::thread::sleep(Duration::from_millis(300));
+    fs::create_dir(&staging).unwrap();
+    for e in fs::read_dir(sessions.join(S)).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            fs::copy(e.path(), staging.join(e.file_name())).unwrap();
+        }
+    }
+    // Not a session name: squadd writes nothing into it (it delivered the
+    // message into `staging/inbox/` and rewrote its status file).
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        !staging.join("inbox").exists(),
+        "written into a non-session"
+    );
     fs::rename(&staging, sessions.join("20240116T000001Z")).unwrap();
     eventually("the renamed session's message delivered", || {
         fs::read_dir(sessions.join("20240116T000001Z/inbox/bob/new"))
