@@ -314,6 +314,12 @@ impl Dir {
         Ok(bytes)
     }
 
+    /// A path that reaches `name` in this very directory (through
+    /// `/proc/self/fd`), for calls that take only a path (`bind`).
+    pub fn fd_path(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
     /// Sets this directory's permission bits (`fchmod` on the descriptor).
     pub fn chmod(&self, mode: u32) -> io::Result<()> {
         // SAFETY: valid fd.

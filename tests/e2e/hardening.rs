@@ -49,6 +49,7 @@ const OWN_PATHS: &[(&str, Target)] = &[
     (".squad/run", Target::Dir),
     (".squad/run/squadd.pid", Target::File),
     (".squad/run/state.json", Target::File),
+    (".squad/run/squadd.sock", Target::File),
     (".squad/audit.jsonl", Target::File),
     (".squad/sessions/S/session-status.md", Target::File),
     (".squad/sessions/S/inbox", Target::Dir),

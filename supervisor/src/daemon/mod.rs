@@ -167,7 +167,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let (call_tx, mut call_rx) = mpsc::channel::<server::Call>(64);
     for (i, r) in sup.roots.iter().enumerate() {
         let path = socket_path(&r.root);
-        let listener = server::bind(&path).map_err(|e| StartError::Root {
+        let listener = server::bind(&r.root, &path).map_err(|e| StartError::Root {
             root: r.root.display().to_string(),
             message: format!("cannot bind {}: {e}", path.display()),
         })?;

@@ -34,17 +34,28 @@ pub struct Call {
     pub reply: oneshot::Sender<Reply>,
 }
 
-/// Binds the socket (replacing a stale one: the caller holds the root's pid
-/// lock, so no live daemon owns it) with mode 0600.
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    match std::fs::remove_file(path) {
+/// Binds the socket `path` below `root` (replacing a stale one: the caller
+/// holds the root's pid lock, so no live daemon owns it) with mode 0600.
+/// The directory is reached without following links and the socket is
+/// made through its descriptor, so a `.squad/run` swapped for a symlink
+/// cannot place (or chmod) it elsewhere.
+pub fn bind(root: &Path, path: &Path) -> std::io::Result<UnixListener> {
+    let (dir, name) = crate::safefs::parent_of(root, path, None)?;
+    match dir.unlink(&name) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = UnixListener::bind(path)?;
+    let at = dir.fd_path(&name);
+    let listener = UnixListener::bind(&at)?;
+    if dir.stat(&name)?.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(std::io::Error::other(format!(
+            "{}: replaced while binding; not used",
+            path.display()
+        )));
+    }
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
 
