@@ -1,10 +1,39 @@
 //! Durations as people write them in policy and on the command line:
 //! `500ms`, `90s`, `15m`, `2h`, `7d`, `1h30m`, or a bare number of seconds.
 
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 
-/// Parses a duration; the error says what is accepted.
+/// The longest duration accepted anywhere (policy or command line): 3650
+/// days, ten years. Longer is refused rather than clamped, so a typo like
+/// `100000000d` is an error naming its field, never a crash or a deadline
+/// that silently wraps to "now".
+pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 86_400);
+
+/// `t + d`, saturating at the end of the calendar instead of panicking.
+/// Every deadline computed from a policy or a file goes through here.
+pub fn after(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// Parses a duration of at most [`MAX_DURATION`]; the error says what is
+/// accepted.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_unbounded(text)?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "`{}` is longer than the maximum of {}",
+            text.trim(),
+            format_duration(MAX_DURATION)
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_unbounded(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     let bad = || {
         format!(
@@ -81,6 +110,10 @@ mod tests {
             ("1.5h", None),
             ("-5m", None),
             ("99999999999999999999d", None),
+            ("100000000d", None),
+            ("18446744073709551615", None),
+            ("3650d", Some(3650 * 86_400)),
+            ("3650d1s", None),
         ];
         for &(text, want) in cases {
             assert_eq!(
@@ -89,6 +122,21 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn past_the_maximum_is_an_error_saying_so() {
+        let e = parse_duration("18446744073709551615").unwrap_err();
+        assert!(e.contains("maximum of 3650d"), "{e}");
+    }
+
+    #[test]
+    fn after_saturates_at_the_end_of_the_calendar() {
+        let end = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(after(end, Duration::from_secs(1)), end);
+        assert_eq!(after(DateTime::<Utc>::MIN_UTC, Duration::MAX), end);
+        let t = DateTime::<Utc>::UNIX_EPOCH;
+        assert_eq!(after(t, Duration::from_secs(60)).timestamp(), 60);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! escalate, when a requested reply is overdue. Pure functions of (policy,
 //! facts, now), so deadlines are tested by passing times, not by sleeping.
 
+use crate::duration::after;
 use chrono::{DateTime, Utc};
 use squad_protocol::model::Priority;
 use std::collections::BTreeMap;
@@ -40,16 +41,58 @@ fn rank(p: Priority) -> usize {
     }
 }
 
+/// The longest message id kept whole in an inbox name; a longer one keeps
+/// its first [`INBOX_ID_KEPT`] bytes and a hash of the whole.
+pub const INBOX_ID_MAX: usize = 120;
+/// How much of a long message id an inbox name keeps before the hash.
+pub const INBOX_ID_KEPT: usize = 96;
+
 /// The file name a message is delivered under, so that a plain directory
 /// listing sorts critical → high → medium → low, then by creation time:
 /// `<rank>-<priority>-<created, UTC, compact>-<message_id>.md`.
+///
+/// Every name parses back with [`parse_inbox_name`] and fits a file name
+/// (at most 160 bytes): the time is clamped to the years 0000–9999 (a
+/// fixed width, no sign; order is kept) and a message id longer than
+/// [`INBOX_ID_MAX`] bytes is shortened to its first [`INBOX_ID_KEPT`] bytes,
+/// `_h` and 16 hex digits of a hash of the whole id.
 pub fn inbox_name(priority: Priority, created_at: DateTime<Utc>, message_id: &str) -> String {
+    use chrono::TimeZone;
+    let first = Utc.with_ymd_and_hms(0, 1, 1, 0, 0, 0).single();
+    let last = Utc
+        .with_ymd_and_hms(9999, 12, 31, 23, 59, 59)
+        .single()
+        .map(|t| t + chrono::Duration::milliseconds(999));
+    let mut t = created_at;
+    if let Some(first) = first {
+        t = t.max(first);
+    }
+    if let Some(last) = last {
+        t = t.min(last);
+    }
     format!(
-        "{}-{}-{}-{message_id}.md",
+        "{}-{}-{}-{}.md",
         rank(priority),
         priority,
-        created_at.format("%Y%m%dT%H%M%S%.3fZ")
+        t.format("%Y%m%dT%H%M%S%.3fZ"),
+        short_id(message_id)
     )
+}
+
+/// A message id bounded to [`INBOX_ID_MAX`] bytes (see [`inbox_name`]).
+fn short_id(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.len() <= INBOX_ID_MAX {
+        return id.into();
+    }
+    let mut cut = INBOX_ID_KEPT;
+    while !id.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    // FNV-1a: stable across versions and platforms (the name is a record).
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{}_h{hash:016x}", &id[..cut]).into()
 }
 
 /// The priority and message id encoded in an inbox file name.
@@ -76,7 +119,7 @@ pub fn deliver_at(
     if priority != Priority::Low || !recipient_busy {
         return now;
     }
-    let latest = created_at + chrono::Duration::from_std(policy.low_max_wait).unwrap_or_default();
+    let latest = after(created_at, policy.low_max_wait);
     latest.max(now)
 }
 
@@ -92,7 +135,7 @@ pub fn deadline(
         Priority::Medium => policy.deliver_within[2],
         Priority::Low => return None,
     };
-    Some(created_at + chrono::Duration::from_std(within).unwrap_or_default())
+    Some(after(created_at, within))
 }
 
 /// When an unacknowledged delivered message escalates (None: never).
@@ -101,8 +144,7 @@ pub fn escalation_at(
     priority: Priority,
     delivered_at: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    policy.escalate_after[rank(priority)]
-        .map(|d| delivered_at + chrono::Duration::from_std(d).unwrap_or_default())
+    policy.escalate_after[rank(priority)].map(|d| after(delivered_at, d))
 }
 
 /// Whether a message that asked for a reply is overdue at `now`.
@@ -159,6 +201,48 @@ mod tests {
             "1-high-20240115T103600.000Z-msg_x.md"
         );
         assert_eq!(parse_inbox_name("junk.md"), None);
+    }
+
+    #[test]
+    fn inbox_names_parse_back_for_every_year_and_sort_by_time() {
+        use chrono::FixedOffset;
+        let year0 = DateTime::parse_from_rfc3339("0000-01-01T00:00:00+01:00").unwrap();
+        let times = [
+            year0.with_timezone(&Utc),
+            DateTime::<Utc>::MIN_UTC,
+            DateTime::<Utc>::MAX_UTC,
+            FixedOffset::east_opt(0)
+                .unwrap()
+                .with_ymd_and_hms(9999, 12, 31, 23, 59, 59)
+                .unwrap()
+                .with_timezone(&Utc),
+            t(0, 0),
+        ];
+        for at in times {
+            let name = inbox_name(Priority::Critical, at, "msg_a");
+            assert_eq!(
+                parse_inbox_name(&name),
+                Some((Priority::Critical, "msg_a".to_string())),
+                "{name}"
+            );
+        }
+        let a = inbox_name(Priority::High, year0.with_timezone(&Utc), "msg_a");
+        let b = inbox_name(Priority::High, t(0, 0), "msg_a");
+        assert!(a < b, "{a} {b}");
+    }
+
+    #[test]
+    fn long_message_ids_give_bounded_distinct_names() {
+        let long = format!("msg_{}", "x".repeat(246));
+        let other = format!("msg_{}y", "x".repeat(245));
+        let a = inbox_name(Priority::Medium, t(0, 0), &long);
+        let b = inbox_name(Priority::Medium, t(0, 0), &other);
+        assert!(a.len() <= 160, "{} bytes", a.len());
+        assert_ne!(a, b);
+        let (_, id) = parse_inbox_name(&a).unwrap();
+        assert!(long.starts_with(&id[..INBOX_ID_KEPT]), "{id}");
+        let short = format!("msg_{}", "x".repeat(INBOX_ID_MAX - 4));
+        assert!(inbox_name(Priority::Medium, t(0, 0), &short).contains(&short));
     }
 
     #[test]

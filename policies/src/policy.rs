@@ -257,6 +257,15 @@ impl Policy {
             message: e.to_string(),
         })?;
         {
+            if let Some((line, column)) = squad_protocol::depth::too_deep(text) {
+                return Err(PolicyError {
+                    field: "(file)".into(),
+                    message: format!(
+                        "nesting deeper than {} levels at line {line} column {column} (not parsed)",
+                        squad_protocol::depth::MAX_DEPTH
+                    ),
+                });
+            }
             let over: Value = serde_yaml::from_str(text).map_err(|e| PolicyError {
                 field: "(file)".into(),
                 message: e.to_string(),
@@ -461,6 +470,7 @@ mod tests {
             ("locks:\n  max_ttl: [1]\n", "locks.max_ttl"),
             ("locks:\n  default_ttl: 2d\n", "locks.default_ttl"),
             ("[1, 2]", "(file)"),
+            (&"x: [".repeat(50_000), "(file)"),
             (
                 "retention:\n  schedule: '0 3 * * *'\n",
                 "retention.schedule",
@@ -473,6 +483,15 @@ mod tests {
                 "retention:\n  delete_failed_after: a week\n",
                 "retention.delete_failed_after",
             ),
+            (
+                "messages:\n  deliver_within:\n    medium: 100000000d\n",
+                "messages.deliver_within.medium",
+            ),
+            (
+                "messages:\n  escalate_after:\n    high: 100000000d\n",
+                "messages.escalate_after.high",
+            ),
+            ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
         ];
         for (text, field) in cases {
             let e = Policy::parse(Some(text)).unwrap_err();

@@ -171,6 +171,9 @@ rules! {
     // Edit-time guard (squadctl guard; documented in docs/guards.md).
     /// Guard: a pre-tool-use hook input that cannot be read (the call is denied).
     GuardBadInput = "guard-bad-input", Error, "a hook input is one well-formed pre-tool-use event";
+    // Hardening (issue 10; protocol files, documented in docs/protocol.md).
+    /// Two messages in one session share a message id.
+    DuplicateMessageId = "duplicate-message-id", Error, "message ids are unique within a session";
 }
 
 impl Rule {

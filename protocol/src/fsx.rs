@@ -43,19 +43,25 @@ impl ReadError {
     /// the file's fault.
     pub fn is_transient(&self) -> bool {
         match self {
-            ReadError::Io(e) => matches!(
-                e.raw_os_error(),
-                Some(
-                    libc_codes::EMFILE
-                        | libc_codes::ENFILE
-                        | libc_codes::ENOMEM
-                        | libc_codes::EINTR
-                        | libc_codes::EAGAIN
-                )
-            ),
+            ReadError::Io(e) => is_transient_io(e),
             _ => false,
         }
     }
+}
+
+/// Whether an I/O error is the machine's, not the file's (out of file
+/// descriptors or memory, interrupted): retry later.
+pub fn is_transient_io(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc_codes::EMFILE
+                | libc_codes::ENFILE
+                | libc_codes::ENOMEM
+                | libc_codes::EINTR
+                | libc_codes::EAGAIN
+        )
+    )
 }
 
 // The few errno values we test for, without a libc dependency in this crate.

@@ -249,7 +249,46 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
         }
     }
 
+    // Message ids: each used once. A message is delivered under a name
+    // built from its id, so a second one would never reach its inbox.
+    let mut messages: BTreeMap<&str, &F> = BTreeMap::new();
+    let mut message_files: Vec<&F> = files
+        .iter()
+        .filter(|f| f.kind() == FileKind::Message)
+        .collect();
+    message_files.sort_by(|a, b| a.path().cmp(b.path()));
+    for f in &message_files {
+        let Some(id) = f.facts().message_id.as_deref() else {
+            continue;
+        };
+        if let Some(first) = messages.get(id) {
+            out.push(on_file(
+                f.path(),
+                Finding {
+                    rule: Rule::DuplicateMessageId,
+                    field: keys(&["meta", "message_id"]),
+                    target: Target::Value,
+                    message: format!(
+                        "message id `{id}` is already used by `{}`",
+                        file_name(first.path())
+                    ),
+                    hint: "give each message its own message id (and rename the file to match)"
+                        .into(),
+                },
+            ));
+        } else {
+            messages.insert(id, f);
+        }
+    }
+
     // References to tasks that have no plan; progress from another agent.
+    let unknown = |task: &str, what: &str| Finding {
+        rule: Rule::UnknownTask,
+        field: Vec::new(),
+        target: Target::Value,
+        message: format!("{what} `{task}`, which has no task assignment in this session"),
+        hint: format!("add `role-plan-<agent>-{task}.md`, or fix the task id"),
+    };
     for f in files {
         out.extend(member_finding(&plans, f));
     }

@@ -10,7 +10,6 @@ use crate::spec::{self, Field, Ty};
 use chrono::DateTime;
 use serde_yaml::Value;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Protocol files larger than this are refused without being read.
@@ -49,6 +48,9 @@ pub struct Facts {
     pub requires: Vec<(usize, String)>,
     /// `dependencies.blocks` entries with their list index (plans only).
     pub blocks: Vec<(usize, String)>,
+    /// `meta.message_id` (messages only): unique within a session, since the
+    /// inbox name a message is delivered under is built from it.
+    pub message_id: Option<String>,
 }
 
 /// The outcome of validating one file.
@@ -97,20 +99,49 @@ pub fn check_file(path: &Path, kind: FileKind) -> FileReport {
     }
 }
 
+/// Why a protocol file was not read.
+#[derive(Debug)]
+pub enum ReadFailure {
+    /// The machine's fault (out of file descriptors, interrupted): retry;
+    /// never recorded against the file.
+    Transient(std::io::Error),
+    /// The file's fault, as its diagnostic.
+    Refused(Diagnostic),
+}
+
 /// Reads a protocol file, refusing anything that is not a regular file of at
 /// most [`MAX_FILE_BYTES`].
 pub fn read_limited(path: &Path) -> Result<Vec<u8>, Diagnostic> {
-    let unreadable = |e: std::io::Error| {
-        Diagnostic::new(
+    read_checked(path).map_err(|f| match f {
+        ReadFailure::Refused(d) => d,
+        ReadFailure::Transient(e) => Diagnostic::new(
             path,
             Rule::Unreadable,
             format!("cannot read the file: {e}"),
-            "check that the file exists and is readable by this user",
-        )
+            "try again; the system ran short of a resource (file descriptors, memory)",
+        ),
+    })
+}
+
+/// Like [`read_limited`], telling a transient failure (retry) from the
+/// file's own fault.
+pub fn read_checked(path: &Path) -> Result<Vec<u8>, ReadFailure> {
+    use crate::fsx::ReadError;
+    let transient = |e: std::io::Error| -> ReadFailure {
+        if crate::fsx::is_transient_io(&e) {
+            ReadFailure::Transient(e)
+        } else {
+            ReadFailure::Refused(Diagnostic::new(
+                path,
+                Rule::Unreadable,
+                format!("cannot read the file: {e}"),
+                "check that the file exists and is readable by this user",
+            ))
+        }
     };
     // Not followed: a protocol file that is a symlink could make the
     // supervisor read (and quote in diagnostics) a file outside the project.
-    let meta = fs::symlink_metadata(path).map_err(unreadable)?;
+    let meta = fs::symlink_metadata(path).map_err(transient)?;
     if !meta.is_file() {
         let what = if meta.is_dir() {
             "a directory"
@@ -119,12 +150,12 @@ pub fn read_limited(path: &Path) -> Result<Vec<u8>, Diagnostic> {
         } else {
             "not a regular file"
         };
-        return Err(Diagnostic::new(
+        return Err(ReadFailure::Refused(Diagnostic::new(
             path,
             Rule::NotAFile,
             format!("this protocol file name names {what}"),
             "protocol names are reserved for regular files; rename it",
-        ));
+        )));
     }
     let too_large = |size: u64| {
         Diagnostic::new(
@@ -135,17 +166,33 @@ pub fn read_limited(path: &Path) -> Result<Vec<u8>, Diagnostic> {
         )
     };
     if meta.len() > MAX_FILE_BYTES {
-        return Err(too_large(meta.len()));
+        return Err(ReadFailure::Refused(too_large(meta.len())));
     }
-    let file = fs::File::open(path).map_err(unreadable)?;
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // The file may grow between stat and read; never read past the limit.
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
+    // Opened non-blocking and without following a link, checked again on
+    // the descriptor: the path may have been swapped for a FIFO or a link
+    // since the stat above (a blocking open of a FIFO hangs for good).
+    let not_a_file = |what: &str| {
+        Diagnostic::new(
+            path,
+            Rule::NotAFile,
+            format!("this protocol file name names {what}"),
+            "protocol names are reserved for regular files; rename it",
+        )
+    };
+    let bytes = match crate::fsx::read_regular(path, MAX_FILE_BYTES) {
+        Ok(bytes) => bytes,
+        Err(ReadError::TooLarge { size, .. }) => {
+            return Err(ReadFailure::Refused(too_large(size)));
+        }
+        Err(ReadError::Symlink) => {
+            return Err(ReadFailure::Refused(not_a_file("a symbolic link")));
+        }
+        Err(ReadError::NotRegular(_)) => {
+            return Err(ReadFailure::Refused(not_a_file("not a regular file")));
+        }
+        Err(ReadError::NotFound) => return Err(transient(std::io::ErrorKind::NotFound.into())),
+        Err(ReadError::Io(e)) => return Err(transient(e)),
+    };
     Ok(bytes)
 }
 
@@ -225,6 +272,21 @@ pub fn check_text(path: &Path, kind: FileKind, text: &str) -> FileReport {
         diagnostics: Vec::new(),
     };
     let offset = payload.line_offset;
+    if let Some((line, column)) = crate::depth::too_deep(payload.yaml) {
+        report.diagnostics.push(
+            Diagnostic::new(
+                path,
+                Rule::YamlSyntax,
+                format!(
+                    "nesting deeper than {} levels (not parsed)",
+                    crate::depth::MAX_DEPTH
+                ),
+                "flatten the YAML; protocol payloads nest a few levels",
+            )
+            .at(Some(location(line + offset, column))),
+        );
+        return report;
+    }
     let value: Value = match serde_yaml::from_str(payload.yaml) {
         Ok(v) => v,
         Err(e) => {
@@ -710,6 +772,10 @@ fn facts(kind: FileKind, v: &Value) -> Facts {
         agent: id(agent_field, IdKind::Agent),
         requires: list("requires"),
         blocks: list("blocks"),
+        message_id: match kind {
+            FileKind::Message => id(&["meta", "message_id"], IdKind::Message),
+            _ => None,
+        },
     }
 }
 

@@ -5,13 +5,14 @@
 //! partial, which readers skip.
 
 use crate::events::Event;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// The audit log of one root.
 #[derive(Debug)]
 pub struct AuditLog {
+    root: PathBuf,
     path: PathBuf,
     file: Option<File>,
 }
@@ -20,6 +21,7 @@ impl AuditLog {
     /// The audit log at `<root>/.squad/audit.jsonl` (opened on first append).
     pub fn new(root: &Path) -> Self {
         AuditLog {
+            root: root.to_path_buf(),
             path: root
                 .join(squad_protocol::tree::SQUAD_DIR)
                 .join("audit.jsonl"),
@@ -30,12 +32,14 @@ impl AuditLog {
     /// Appends one event as a line.
     pub fn append(&mut self, event: &Event) -> io::Result<()> {
         if self.file.is_none() {
-            self.file = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)?,
-            );
+            // Never through a link: an `audit.jsonl` (or `.squad`) that is
+            // a symlink would aim squadd's appends at any file.
+            let (dir, name) = crate::safefs::parent_of(&self.root, &self.path, None)?;
+            self.file = Some(dir.open_file(
+                &name,
+                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+                0o644,
+            )?);
         }
         let mut line = serde_json::to_vec(event).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -57,10 +61,12 @@ pub fn read_events(root: &Path) -> io::Result<Vec<Event>> {
     let path = root
         .join(squad_protocol::tree::SQUAD_DIR)
         .join("audit.jsonl");
-    let file = match File::open(&path) {
+    // Non-blocking, never through a link (a FIFO there must not hang us).
+    let file = match squad_protocol::fsx::open_regular(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+        Err(squad_protocol::fsx::ReadError::NotFound) => return Ok(Vec::new()),
+        Err(squad_protocol::fsx::ReadError::Io(e)) => return Err(e),
+        Err(e) => return Err(io::Error::other(format!("{}: {e}", path.display()))),
     };
     Ok(BufReader::new(file)
         .lines()

@@ -50,6 +50,42 @@ pub fn deliver(session_dir: &Path, agent: &str, name: &str, bytes: &[u8]) -> io:
     Ok(true)
 }
 
+/// Delivers like [`deliver`], walking from `root` to the session directory
+/// without following a link (an `inbox` or `inbox/<agent>` that is a symlink
+/// is refused) and never recreating a session directory that vanished; the
+/// inbox's own directories are created when missing.
+pub fn deliver_under(
+    root: &Path,
+    session_dir: &Path,
+    agent: &str,
+    name: &str,
+    bytes: &[u8],
+) -> io::Result<bool> {
+    use crate::safefs::Dir;
+    use std::ffi::OsStr;
+    let rel = session_dir
+        .strip_prefix(root)
+        .map_err(|_| io::Error::other("session outside its root"))?;
+    let session = Dir::open_root(root)?.walk(rel, None)?;
+    let inbox = session
+        .create_dir(OsStr::new("inbox"), 0o777)?
+        .create_dir(OsStr::new(agent), 0o777)?;
+    let tmp = inbox.create_dir(OsStr::new("tmp"), 0o777)?;
+    let new = inbox.create_dir(OsStr::new("new"), 0o777)?;
+    let cur = inbox.create_dir(OsStr::new("cur"), 0o777)?;
+    if new.contains(name) || cur.contains(name) {
+        return Ok(false);
+    }
+    let temp = format!("{name}.{}", std::process::id());
+    let mut f = tmp.open_file(&temp, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    tmp.rename(&temp, &new, name)?;
+    new.sync()?;
+    Ok(true)
+}
+
 /// One delivered message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Item {

@@ -12,11 +12,12 @@ use squad_protocol::session::{SessionMember, check_session};
 use squad_protocol::tree::{
     parallel_map, place_session_findings_with, session_dirs, session_files,
 };
-use squad_protocol::validate::{Facts, check_bytes, read_limited};
+use squad_protocol::validate::{Facts, ReadFailure, check_bytes, read_checked};
 use squad_protocol::{Diagnostic, FileKind};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A session's status file, as far as derivation is concerned.
 #[derive(Debug, Clone, PartialEq)]
@@ -306,10 +307,14 @@ pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
 }
 
 /// Reads and indexes one file; `Ok(None)` when it no longer exists.
+///
+/// A failure for lack of file descriptors or memory is an `Err` to retry,
+/// never indexed as the file's fault.
 pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>> {
-    match read_limited(path) {
+    match read_checked(path) {
         Ok(bytes) => Ok(Some(index_bytes(path, kind, &bytes))),
-        Err(d) => {
+        Err(ReadFailure::Transient(e)) => Err(e),
+        Err(ReadFailure::Refused(d)) => {
             if !path.exists() && std::fs::symlink_metadata(path).is_err() {
                 return Ok(None);
             }
@@ -406,7 +411,16 @@ impl SessionIndex {
 
 /// Loads every session of a project root, parsing files on `threads` workers.
 pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, SessionIndex>> {
-    let dirs = session_dirs(root)?;
+    // squadd supervises only directories named like sessions (see
+    // daemon::intake::classify); `validate` still warns about the others.
+    let dirs: Vec<PathBuf> = session_dirs(root)?
+        .into_iter()
+        .filter(|d| {
+            d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(squad_protocol::ids::is_session_dir_name)
+        })
+        .collect();
     let mut work: Vec<(usize, PathBuf, FileKind)> = Vec::new();
     let mut sessions: Vec<SessionIndex> = Vec::new();
     for (i, dir) in dirs.into_iter().enumerate() {
@@ -415,7 +429,20 @@ pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, Ses
         work.extend(files.into_iter().map(|(p, k)| (i, p, k)));
         sessions.push(SessionIndex::new(dir));
     }
-    let loaded = parallel_map(&work, threads, |(_, path, kind)| load_file(path, *kind));
+    let loaded = parallel_map(&work, threads, |(_, path, kind)| {
+        // Out of file descriptors is the machine's fault, not the file's:
+        // wait a little and try again rather than drop or condemn it.
+        let mut delay = Duration::from_millis(20);
+        loop {
+            match load_file(path, *kind) {
+                Err(e) if squad_protocol::fsx::is_transient_io(&e) && delay.as_secs() < 2 => {
+                    std::thread::sleep(delay);
+                    delay *= 2;
+                }
+                other => return other,
+            }
+        }
+    });
     for ((i, path, _), file) in work.iter().zip(loaded) {
         if let Ok(Some(file)) = file {
             let name = path

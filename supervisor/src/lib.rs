@@ -23,6 +23,7 @@ pub mod locks;
 pub mod outputs;
 pub mod retention;
 pub mod root;
+pub mod safefs;
 pub mod skills;
 pub mod state;
 pub mod status;

@@ -153,10 +153,7 @@ pub fn load(root: &Path, corrupt_ttl: Duration) -> io::Result<Vec<Entry>> {
                     let written_at = fs::symlink_metadata(&path)
                         .and_then(|m| m.modified())
                         .map_or_else(|_| Utc::now(), DateTime::<Utc>::from);
-                    let held_until = chrono::Duration::from_std(corrupt_ttl)
-                        .ok()
-                        .and_then(|d| written_at.checked_add_signed(d))
-                        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+                    let held_until = squad_policies::duration::after(written_at, corrupt_ttl);
                     out.push(Entry::Corrupt {
                         path,
                         session: session.clone(),

@@ -5,13 +5,15 @@
 use crate::events::EventKind;
 use crate::index::{Entry, load_file};
 use crate::locks::LOCKS_DIR;
+use crate::safefs::Dir;
 use chrono::{DateTime, Utc};
 use squad_policies::retention::{Action, Place, Plan, SessionFacts, Verb};
+use squad_protocol::FileKind;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use squad_protocol::model::SessionState;
 use squad_protocol::tree::{ARCHIVES_DIR, SESSIONS_DIR, SQUAD_DIR};
-use squad_protocol::{FileKind, write_atomic};
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -123,9 +125,14 @@ pub fn gather(
 
 /// Records `archived_at` in a session's status file before it moves, so the
 /// archive's age is its own record, not a directory time.
-fn stamp_archived(dir: &Path, now: DateTime<Utc>) -> io::Result<()> {
-    let path = dir.join(SESSION_STATUS_FILE);
-    let Ok(text) = fs::read_to_string(&path) else {
+fn stamp_archived(session: &Dir, now: DateTime<Utc>) -> io::Result<()> {
+    let Ok(bytes) = session.read(
+        SESSION_STATUS_FILE,
+        squad_protocol::validate::MAX_FILE_BYTES,
+    ) else {
+        return Ok(());
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
         return Ok(());
     };
     let Some(new) = crate::outputs::set_status_fields(
@@ -137,51 +144,76 @@ fn stamp_archived(dir: &Path, now: DateTime<Utc>) -> io::Result<()> {
     ) else {
         return Ok(());
     };
-    write_atomic(&path, new.as_bytes())
+    session.write_atomic(SESSION_STATUS_FILE, new.as_bytes(), 0o666)
 }
 
-fn carry_out(root: &Path, action: &Action, now: DateTime<Utc>) -> io::Result<()> {
-    let from = dir_of(root, action.place).join(&action.name);
-    // Checked again at the moment of acting: never follow a link.
-    if fs::symlink_metadata(&from)?.file_type().is_symlink() {
-        return Err(io::Error::other("became a symbolic link; not touched"));
+/// `.squad/sessions` and `.squad/archives`, opened once from the root
+/// without following a link: every action is taken relative to these
+/// descriptors, so swapping either path for a symlink mid-run cannot aim
+/// a rename or a deletion outside the root.
+struct Places {
+    sessions: Dir,
+    archives: Dir,
+}
+
+impl Places {
+    fn open(root: &Path) -> io::Result<Places> {
+        let squad = Dir::open_root(root)?.open_dir(OsStr::new(SQUAD_DIR))?;
+        Ok(Places {
+            sessions: squad.open_dir(OsStr::new(SESSIONS_DIR))?,
+            archives: squad.create_dir(OsStr::new(ARCHIVES_DIR), 0o777)?,
+        })
+    }
+
+    fn of(&self, place: Place) -> &Dir {
+        match place {
+            Place::Sessions => &self.sessions,
+            Place::Archives => &self.archives,
+        }
+    }
+}
+
+fn carry_out(places: &Places, action: &Action, now: DateTime<Utc>) -> io::Result<()> {
+    let parent = places.of(action.place);
+    let name = action.name.as_str();
+    // Checked at the moment of acting, relative to the verified directory:
+    // never follow a link.
+    if !parent.is_dir(name) {
+        return Err(io::Error::other(
+            "not a directory (a link or a file); not touched",
+        ));
     }
     match action.verb {
         Verb::Archive => {
-            let archives = dir_of(root, Place::Archives);
-            fs::create_dir_all(&archives)?;
-            let to = archives.join(&action.name);
-            if fs::symlink_metadata(&to).is_ok() {
+            if places.archives.contains(name) {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
                     "an archive of that name exists; not overwritten",
                 ));
             }
-            stamp_archived(&from, now)?;
+            let session = parent.open_dir(OsStr::new(name))?;
+            // Temporaries a crash left are not carried into the archive.
+            crate::safefs::sweep_temporaries(&session, crate::safefs::STALE_AFTER);
+            stamp_archived(&session, now)?;
             // One rename: the session is wholly in sessions/ or wholly in
-            // archives/, whenever a crash comes. (The parent directories are
-            // synced once for the whole run, in `execute`.)
-            fs::rename(&from, &to)
+            // archives/, whenever a crash comes. (The directories are synced
+            // once for the whole run, in `execute`.)
+            parent.rename(name, &places.archives, name)
         }
         Verb::Delete => {
-            let parent = dir_of(root, action.place);
-            let doomed = parent.join(format!("{DELETING}{}-{}", action.name, std::process::id()));
-            fs::rename(&from, &doomed)?;
-            fs::remove_dir_all(&doomed)
+            let doomed = format!("{DELETING}{name}-{}", std::process::id());
+            parent.rename(name, parent, &doomed)?;
+            parent.remove_tree(&doomed)
         }
     }
 }
 
 /// Finishes deletions a crash interrupted (`.deleting-*` remnants).
-fn finish_interrupted(root: &Path) {
-    for place in [Place::Sessions, Place::Archives] {
-        let Ok(entries) = fs::read_dir(dir_of(root, place)) else {
-            continue;
-        };
-        for e in entries.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(DELETING) && e.file_type().is_ok_and(|t| t.is_dir()) {
-                let _ = fs::remove_dir_all(e.path());
+fn finish_interrupted(places: &Places) {
+    for dir in [&places.sessions, &places.archives] {
+        for name in dir.names().unwrap_or_default() {
+            if name.starts_with(DELETING) && dir.is_dir(&name) {
+                let _ = dir.remove_tree(&name);
             }
         }
     }
@@ -189,15 +221,33 @@ fn finish_interrupted(root: &Path) {
 
 /// Carries out a plan; returns, per action, the event to audit.
 pub fn execute(root: &Path, plan: &Plan, now: DateTime<Utc>) -> Vec<(String, PathBuf, EventKind)> {
-    finish_interrupted(root);
+    let places = match Places::open(root) {
+        Ok(p) => p,
+        Err(e) => {
+            return plan
+                .actions
+                .iter()
+                .map(|a| {
+                    (
+                        a.name.clone(),
+                        dir_of(root, a.place).join(&a.name),
+                        EventKind::RetentionFailed {
+                            error: format!("{:?} {}: {e}", a.verb, a.name).to_lowercase(),
+                        },
+                    )
+                })
+                .collect();
+        }
+    };
+    finish_interrupted(&places);
     // Actions touch distinct directories: run them side by side so the file
     // system can commit their fsyncs together.
     let threads = plan.actions.len().clamp(1, 8);
     let outcomes =
-        squad_protocol::tree::parallel_map(&plan.actions, threads, |a| carry_out(root, a, now));
+        squad_protocol::tree::parallel_map(&plan.actions, threads, |a| carry_out(&places, a, now));
     // Make every rename durable before reporting it.
     for place in [Place::Sessions, Place::Archives] {
-        let _ = squad_protocol::atomic::sync_dir(&dir_of(root, place));
+        let _ = places.of(place).sync();
     }
     plan.actions
         .iter()

@@ -38,10 +38,14 @@ impl State {
     /// Loads the state; a missing or unreadable file is an empty state (the
     /// only cost is that timeouts restart from the current progress update).
     pub fn load(root: &Path) -> State {
-        std::fs::read(state_path(root))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+        // Non-blocking, never through a link: anyone can plant a FIFO there.
+        squad_protocol::fsx::read_regular(
+            &state_path(root),
+            squad_protocol::validate::MAX_FILE_BYTES,
+        )
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
     }
 
     /// The file's bytes.

@@ -217,8 +217,10 @@ fn control_characters_in_names_never_reach_the_terminal() {
             assert!(!text.contains("\nfake line"), "{args:?} {name}: {text:?}");
         }
     }
-    let status = stdout(&ctl(root, &["status"]));
-    assert!(status.contains("\\u{1b}[2J"), "{status}");
+    // Not a session name, so not a session (status skips it), but
+    // validate names it, escaped.
+    let validate = stdout(&ctl(root, &["validate"]));
+    assert!(validate.contains("\\u{1b}[2J"), "{validate}");
 }
 
 #[test]

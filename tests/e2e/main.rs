@@ -6,6 +6,7 @@ mod core;
 pub mod daemon;
 mod errors;
 mod guard;
+mod hardening;
 pub mod lock;
 mod messages;
 mod retention;

@@ -268,7 +268,10 @@ fn end_session(root_arg: Option<&Path>, id: &str, failure: Option<&str>) -> u8 {
         ));
     };
     let path = dir.join(squad_protocol::kind::SESSION_STATUS_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match squad_protocol::fsx::read_regular_to_string(
+        &path,
+        squad_protocol::validate::MAX_FILE_BYTES,
+    ) {
         Ok(t) => t,
         Err(e) => return super::fail(format!("{}: {e}", path.display())),
     };

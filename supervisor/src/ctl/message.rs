@@ -525,7 +525,11 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             Err(e) => return super::fail(e),
         };
         if let Some(item) = list.into_iter().find(|i| i.unread) {
-            let body = std::fs::read_to_string(&item.path).unwrap_or_default();
+            let body = squad_protocol::fsx::read_regular_to_string(
+                &item.path,
+                squad_protocol::validate::MAX_FILE_BYTES,
+            )
+            .unwrap_or_default();
             match inbox::ack(&item) {
                 // Someone else took it first: look again.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,

@@ -158,6 +158,15 @@ impl Intake {
         Noted::Queued
     }
 
+    /// Queues `path` again, due at `at` (a read that failed for lack of
+    /// file descriptors is retried, never recorded as the file's fault).
+    pub fn retry(&mut self, path: PathBuf, at: Instant) {
+        self.pending
+            .entry(path)
+            .and_modify(|d| *d = (*d).min(at))
+            .or_insert(at);
+    }
+
     /// When the next queued path settles.
     pub fn next_due(&self) -> Option<Instant> {
         self.pending.values().min().copied()
@@ -244,7 +253,9 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
         .collect();
     match parts.as_slice() {
         [] => Some(PathChange::Rescan),
-        [name] if name.starts_with('.') => None,
+        // Only directories named like sessions are sessions: a copy being
+        // prepared (`20240116T000001Z.tmp`) is never indexed nor written into.
+        [name, ..] if !squad_protocol::ids::is_session_dir_name(name) => None,
         [name] => Some(PathChange::SessionDir(name.clone())),
         [name, locks] if locks == crate::locks::LOCKS_DIR => {
             Some(PathChange::LocksDir(name.clone()))
@@ -288,35 +299,44 @@ mod tests {
         assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
         assert_eq!(c("/p/src/main.rs"), None);
         assert_eq!(c("/p/.squad/sessions/.hidden"), None);
+        assert_eq!(c("/p/.squad/sessions/20240116T000001Z.tmp"), None);
+        assert_eq!(c("/p/.squad/sessions/not-a-session/inbox"), None);
         assert_eq!(
-            c("/p/.squad/sessions/s1"),
-            Some(PathChange::SessionDir("s1".into()))
+            c("/p/.squad/sessions/20240116T000001Z.tmp/session-status.md"),
+            None
         );
         assert_eq!(
-            c("/p/.squad/sessions/s1/locks"),
-            Some(PathChange::LocksDir("s1".into()))
+            c("/p/.squad/sessions/20240115T100000Z-s1"),
+            Some(PathChange::SessionDir("20240115T100000Z-s1".into()))
         );
         assert_eq!(
-            c("/p/.squad/sessions/s1/locks/x.json"),
-            Some(PathChange::LockRecord("s1".into()))
+            c("/p/.squad/sessions/20240115T100000Z-s1/locks"),
+            Some(PathChange::LocksDir("20240115T100000Z-s1".into()))
         );
         assert_eq!(
-            c("/p/.squad/sessions/s1/session-status.md"),
+            c("/p/.squad/sessions/20240115T100000Z-s1/locks/x.json"),
+            Some(PathChange::LockRecord("20240115T100000Z-s1".into()))
+        );
+        assert_eq!(
+            c("/p/.squad/sessions/20240115T100000Z-s1/session-status.md"),
             Some(PathChange::SessionFile {
-                session: "s1".into(),
+                session: "20240115T100000Z-s1".into(),
                 file: "session-status.md".into(),
                 kind: FileKind::SessionStatus
             })
         );
-        assert_eq!(c("/p/.squad/sessions/s1/notes.txt"), None);
+        assert_eq!(c("/p/.squad/sessions/20240115T100000Z-s1/notes.txt"), None);
         assert_eq!(
-            c("/p/.squad/sessions/s1/inbox/bob/new/0-critical-x-msg_1.md"),
+            c("/p/.squad/sessions/20240115T100000Z-s1/inbox/bob/new/0-critical-x-msg_1.md"),
             Some(PathChange::Inbox {
-                session: "s1".into(),
+                session: "20240115T100000Z-s1".into(),
                 agent: "bob".into(),
                 file: "0-critical-x-msg_1.md".into()
             })
         );
-        assert_eq!(c("/p/.squad/sessions/s1/artifacts/a/b"), None);
+        assert_eq!(
+            c("/p/.squad/sessions/20240115T100000Z-s1/artifacts/a/b"),
+            None
+        );
     }
 }

@@ -49,7 +49,7 @@ use intake::{Intake, Noted, PathChange, classify};
 use squad_protocol::FileKind;
 use squad_protocol::fsx::read_regular;
 use squad_protocol::kind::SESSION_STATUS_FILE;
-use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, default_threads};
+use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads};
 use squad_protocol::validate::MAX_FILE_BYTES;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -174,7 +174,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let (call_tx, mut call_rx) = mpsc::channel::<server::Call>(64);
     for (i, r) in sup.roots.iter().enumerate() {
         let path = socket_path(&r.root);
-        let listener = server::bind(&path).map_err(|e| StartError::Root {
+        let listener = server::bind(&r.root, &path).map_err(|e| StartError::Root {
             root: r.root.display().to_string(),
             message: format!("cannot bind {}: {e}", path.display()),
         })?;
@@ -296,10 +296,14 @@ impl Supervisor {
             return Err(fail("given twice".into()));
         }
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
-        let lock = pidfile::acquire(&root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"))?;
+        let lock = pidfile::acquire(
+            &root,
+            &Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"),
+        )?;
         let policy = crate::locks::load_policy(&root).map_err(fail)?;
         let i = self.roots.len();
         self.log.add_root(&root);
+        self.writer.add_root(&root);
         let state = State::load(&root);
         let r = Root::new(root, state, policy);
         if let Some(at) = r.next_gc {
@@ -381,6 +385,16 @@ impl Supervisor {
         let files = sessions.values().map(|s| s.files.len()).sum();
         let count = sessions.len();
         let names: Vec<String> = sessions.keys().cloned().collect();
+        // Temporaries a kill -9 left behind (ours, older than a minute).
+        if let Ok(dir) = crate::safefs::Dir::open_root(&root)
+            .and_then(|d| d.walk(Path::new(SQUAD_DIR).join(SESSIONS_DIR).as_path(), None))
+        {
+            for name in &names {
+                if let Ok(s) = dir.open_dir(std::ffi::OsStr::new(name)) {
+                    crate::safefs::sweep_temporaries(&s, crate::safefs::STALE_AFTER);
+                }
+            }
+        }
         // The first derivation is the baseline: no task-ready storm at start.
         for (name, index) in sessions {
             let out = self.roots[i].load_session(index, now, false);
@@ -921,7 +935,13 @@ impl Supervisor {
             Err(_) => match load_file(path, kind) {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot read");
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read; retrying");
+                    if squad_protocol::fsx::is_transient_io(&e) {
+                        self.intake.retry(
+                            path.to_path_buf(),
+                            Instant::now() + Duration::from_millis(250),
+                        );
+                    }
                     return None;
                 }
             },

@@ -1,6 +1,6 @@
 //! One daemon per root: an advisory lock on `.squad/run/squadd.pid`.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -34,18 +34,18 @@ pub enum PidLockError {
     },
 }
 
-/// Takes the lock on `path` and writes our pid into it.
-pub fn acquire(path: &Path) -> Result<PidLock, PidLockError> {
+/// Takes the lock on `root/rel` and writes our pid into it. Opened below
+/// `root` without following links: a `squadd.pid` (or `.squad/run`) that
+/// is a symlink is refused, never truncated through.
+pub fn acquire(root: &Path, rel: &Path) -> Result<PidLock, PidLockError> {
+    let path = root.join(rel);
     let io_err = |source| PidLockError::Io {
         path: path.display().to_string(),
         source,
     };
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
+    let (dir, name) = crate::safefs::parent_of(root, &path, None).map_err(io_err)?;
+    let mut file = dir
+        .open_file(&name, libc::O_RDWR | libc::O_CREAT, 0o644)
         .map_err(io_err)?;
     match file.try_lock() {
         Ok(()) => {}

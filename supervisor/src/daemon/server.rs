@@ -34,17 +34,28 @@ pub struct Call {
     pub reply: oneshot::Sender<Reply>,
 }
 
-/// Binds the socket (replacing a stale one: the caller holds the root's pid
-/// lock, so no live daemon owns it) with mode 0600.
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    match std::fs::remove_file(path) {
+/// Binds the socket `path` below `root` (replacing a stale one: the caller
+/// holds the root's pid lock, so no live daemon owns it) with mode 0600.
+/// The directory is reached without following links and the socket is
+/// made through its descriptor, so a `.squad/run` swapped for a symlink
+/// cannot place (or chmod) it elsewhere.
+pub fn bind(root: &Path, path: &Path) -> std::io::Result<UnixListener> {
+    let (dir, name) = crate::safefs::parent_of(root, path, None)?;
+    match dir.unlink(&name) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = UnixListener::bind(path)?;
+    let at = dir.fd_path(&name);
+    let listener = UnixListener::bind(&at)?;
+    if dir.stat(&name)?.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(std::io::Error::other(format!(
+            "{}: replaced while binding; not used",
+            path.display()
+        )));
+    }
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
 
@@ -65,6 +76,33 @@ pub async fn accept_loop(listener: UnixListener, root: usize, calls: mpsc::Sende
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+/// The most `events --follow` clients served at once (each holds a file
+/// descriptor for as long as it follows); more are refused with an error.
+pub const MAX_FOLLOWERS: usize = 64;
+
+static FOLLOWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the [`MAX_FOLLOWERS`] places, given back when dropped.
+struct FollowerSlot;
+
+impl FollowerSlot {
+    fn take() -> Option<FollowerSlot> {
+        use std::sync::atomic::Ordering;
+        FOLLOWERS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_FOLLOWERS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| FollowerSlot)
+    }
+}
+
+impl Drop for FollowerSlot {
+    fn drop(&mut self) {
+        FOLLOWERS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -142,19 +180,35 @@ async fn serve(stream: UnixStream, root: usize, calls: mpsc::Sender<Call>) -> st
                 mut events,
                 root,
             }) => {
+                let Some(_slot) = FollowerSlot::take() else {
+                    let r = Response::error(format!(
+                        "too many event followers ({MAX_FOLLOWERS}); try again later"
+                    ));
+                    return write_line(&mut write, &r).await;
+                };
                 for e in backlog {
                     write_line(&mut write, &Response::ok(serde_json::json!(e))).await?;
                 }
+                let mut scratch = [0u8; 512];
                 loop {
-                    match events.recv().await {
-                        Ok(e) if e.root != root => {}
-                        Ok(e) => {
-                            write_line(&mut write, &Response::ok(serde_json::json!(e))).await?
-                        }
-                        Err(broadcast::error::RecvError::Lagged(n)) => {
-                            tracing::warn!(skipped = n, "event follower lagged");
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                    tokio::select! {
+                        // A follower that leaves is noticed at once (EOF or
+                        // an error on its side), not at the next event: an
+                        // idle daemon must not collect dead connections.
+                        n = reader.read(&mut scratch) => match n {
+                            Ok(0) | Err(_) => return Ok(()),
+                            Ok(_) => {}
+                        },
+                        ev = events.recv() => match ev {
+                            Ok(e) if e.root != root => {}
+                            Ok(e) => {
+                                write_line(&mut write, &Response::ok(serde_json::json!(e))).await?
+                            }
+                            Err(broadcast::error::RecvError::Lagged(n)) => {
+                                tracing::warn!(skipped = n, "event follower lagged");
+                            }
+                            Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                        },
                     }
                 }
             }

@@ -51,5 +51,7 @@ pub fn watchdog() {
 
 /// The watchdog ping interval (half the configured timeout), when enabled.
 pub fn watchdog_interval() -> Option<Duration> {
-    sd_notify::watchdog_enabled().map(|d| d / 2)
+    // Capped: `Instant + Duration` panics past the clock's range, and
+    // WATCHDOG_USEC may hold any u64.
+    sd_notify::watchdog_enabled().map(|d| (d / 2).min(Duration::from_secs(86_400)))
 }

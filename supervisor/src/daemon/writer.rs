@@ -10,9 +10,9 @@
 //! recognised without parsing the file again.
 
 use crate::index::fingerprint;
+use crate::safefs;
 use squad_protocol::atomic::is_temp_name;
 use squad_protocol::tree::parallel_map;
-use squad_protocol::{write_atomic, write_atomic_with};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -45,7 +45,7 @@ pub struct Committed {
 pub type Done = (PathBuf, Tag, io::Result<()>);
 
 /// The background writer's queue.
-type Queue = std::sync::mpsc::Sender<(PathBuf, Vec<u8>, Tag)>;
+type Queue = std::sync::mpsc::Sender<(PathBuf, Vec<u8>, Tag, Vec<PathBuf>)>;
 
 /// The writer.
 #[derive(Debug, Default)]
@@ -53,8 +53,29 @@ pub struct Writer {
     staged: BTreeMap<PathBuf, (Vec<u8>, Tag)>,
     own: HashMap<PathBuf, u64>,
     behind: Option<(Queue, std::thread::JoinHandle<()>)>,
+    /// The roots: every write below one walks from it without following a
+    /// link (see [`crate::safefs`]).
+    roots: Vec<PathBuf>,
     /// Write and rename calls made (read by the benchmark through events).
     pub writes: u64,
+}
+
+/// Writes `path` atomically below the root that holds it, never through a
+/// link; a missing directory is created only with `create`, else the write
+/// fails (NotFound) and nothing is recreated.
+fn write_in(
+    roots: &[PathBuf],
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    create: bool,
+) -> io::Result<()> {
+    let root = roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .ok_or_else(|| io::Error::other(format!("{}: outside every root", path.display())))?;
+    safefs::write_atomic_under(root, path, bytes, mode, create.then_some(0o777))
 }
 
 impl Writer {
@@ -63,23 +84,21 @@ impl Writer {
     /// Writes queued for the same path coalesce (the latest wins); outcomes
     /// come back on the returned channel.
     pub fn start_behind(&mut self) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<Done>> {
-        let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Vec<u8>, Tag)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Vec<u8>, Tag, Vec<PathBuf>)>();
         let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("squadd-writer".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut batch = BTreeMap::new();
-                    batch.insert(first.0, (first.1, first.2));
-                    while let Ok((path, bytes, tag)) = rx.try_recv() {
-                        batch.insert(path, (bytes, tag));
+                    batch.insert(first.0, (first.1, first.2, first.3));
+                    while let Ok((path, bytes, tag, roots)) = rx.try_recv() {
+                        batch.insert(path, (bytes, tag, roots));
                     }
-                    for (path, (bytes, tag)) in batch {
-                        let result = match path.parent() {
-                            Some(parent) => std::fs::create_dir_all(parent),
-                            None => Ok(()),
-                        }
-                        .and_then(|()| write_atomic(&path, &bytes));
+                    for (path, (bytes, tag, roots)) in batch {
+                        // The same never-through-a-link write as the
+                        // daemon's own thread.
+                        let result = write_in(&roots, &path, &bytes, 0o666, true);
                         let _ = done_tx.send((path, tag, result));
                     }
                 }
@@ -93,9 +112,9 @@ impl Writer {
     pub fn write_behind(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) -> Option<Done> {
         self.writes += 1;
         match &self.behind {
-            Some((tx, _)) => match tx.send((path, bytes, tag)) {
+            Some((tx, _)) => match tx.send((path, bytes, tag, self.roots.clone())) {
                 Ok(()) => None,
-                Err(std::sync::mpsc::SendError((path, bytes, tag))) => {
+                Err(std::sync::mpsc::SendError((path, bytes, tag, _))) => {
                     let result = self.write(&path, &bytes, true);
                     Some((path, tag, result))
                 }
@@ -113,6 +132,11 @@ impl Writer {
             drop(tx);
             let _ = thread.join();
         }
+    }
+
+    /// Registers a root (canonical path): writes below it go through it.
+    pub fn add_root(&mut self, root: &Path) {
+        self.roots.push(root.to_path_buf());
     }
 
     /// Stages a write; a later stage of the same path replaces it.
@@ -133,8 +157,11 @@ impl Writer {
         let staged: Vec<(PathBuf, (Vec<u8>, Tag))> =
             std::mem::take(&mut self.staged).into_iter().collect();
         let threads = staged.len().min(8);
+        let roots = &self.roots;
+        // Outputs go into existing directories only: a session directory
+        // that vanished (renamed, removed) is never recreated by a write.
         let results = parallel_map(&staged, threads, |(path, (bytes, _))| {
-            write_atomic(path, bytes)
+            write_in(roots, path, bytes, 0o666, false)
         });
         let mut out = Vec::with_capacity(staged.len());
         for ((path, (bytes, tag)), result) in staged.into_iter().zip(results) {
@@ -154,11 +181,8 @@ impl Writer {
 
     /// Writes a file now, creating its parent directory when missing.
     pub fn write(&mut self, path: &Path, bytes: &[u8], create_parent: bool) -> io::Result<()> {
-        if create_parent && let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
         self.writes += 1;
-        write_atomic(path, bytes)?;
+        write_in(&self.roots, path, bytes, 0o666, create_parent)?;
         self.own.insert(path.to_path_buf(), fingerprint(bytes));
         Ok(())
     }
@@ -166,7 +190,7 @@ impl Writer {
     /// Writes a file readable by its owner only (squadd's own state).
     pub fn write_private(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         self.writes += 1;
-        write_atomic_with(path, bytes, Some(0o600))
+        write_in(&self.roots, path, bytes, 0o600, false)
     }
 
     /// Whether `fingerprint` is what squadd last wrote at `path`.
@@ -190,7 +214,13 @@ impl Writer {
         bytes: &[u8],
     ) -> io::Result<bool> {
         self.writes += 1;
-        crate::inbox::deliver(session_dir, agent, name, bytes)
+        let root = self
+            .roots
+            .iter()
+            .filter(|r| session_dir.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .ok_or_else(|| io::Error::other("outside every root"))?;
+        crate::inbox::deliver_under(root, session_dir, agent, name, bytes)
     }
 
     /// Removes a session's temporary files (`*.tmp` and our own `.x.tmp.*`
@@ -237,6 +267,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.md");
         let mut w = Writer::default();
+        w.add_root(dir.path());
         w.stage(path.clone(), b"first".to_vec(), tag());
         w.stage(path.clone(), b"second".to_vec(), tag());
         let done = w.commit();
@@ -246,5 +277,23 @@ mod tests {
         assert!(w.is_own(&path, fingerprint(b"second")));
         assert!(!w.is_own(&path, fingerprint(b"first")));
         assert!(w.commit().is_empty());
+    }
+
+    #[test]
+    fn writes_never_go_through_links_nor_recreate_vanished_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let mut w = Writer::default();
+        w.add_root(dir.path());
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("s")).unwrap();
+        w.stage(dir.path().join("s/out.md"), b"x".to_vec(), tag());
+        w.stage(dir.path().join("gone/out.md"), b"x".to_vec(), tag());
+        for done in w.commit() {
+            assert!(done.result.is_err(), "{}", done.path.display());
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(!dir.path().join("gone").exists());
+        assert!(w.write(&dir.path().join("s/x"), b"x", true).is_err());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 }

@@ -1,0 +1,510 @@
+//! squadd's own files and directories, created and opened without following
+//! symlinks.
+//!
+//! Every agent can write the project, so every agent could plant a symlink
+//! where squadd writes (`.squad/run` → elsewhere, `squadd.pid` → any file).
+//! Paths under a root are therefore never resolved by the kernel in one go:
+//! [`Dir`] holds a directory file descriptor opened once from the root, and
+//! each further component is opened with `openat(O_NOFOLLOW | O_DIRECTORY)`
+//! (or created with `mkdirat`); files are created, renamed and removed
+//! relative to that descriptor. A symlink (or any non-directory) where a
+//! directory is expected, or a symlink where a file is expected, is refused
+//! with an error naming the path.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// An open directory, reached from a root without following symlinks.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+fn cstr(name: &std::ffi::OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn refused(path: &Path, what: &str) -> io::Error {
+    io::Error::other(format!(
+        "{}: {what}; squadd never follows a link or writes through one in its own tree",
+        path.display()
+    ))
+}
+
+/// Whether an error is "the directory or file is not there".
+pub fn is_missing(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+}
+
+impl Dir {
+    /// Opens a root directory. The root itself is the operator's choice
+    /// (it may be reached through a link); everything below is not.
+    pub fn open_root(root: &Path) -> io::Result<Dir> {
+        // An empty path is the current directory (how squadctl names it).
+        let at = if root.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            root
+        };
+        let c = cstr(at.as_os_str())?;
+        // SAFETY: a valid NUL-terminated path; the fd is owned at once.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Dir {
+            // SAFETY: fd was just returned by open and is not owned elsewhere.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            path: root.to_path_buf(),
+        })
+    }
+
+    /// The path this directory was reached by (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the subdirectory `name` (one component), refusing a link.
+    pub fn open_dir(&self, name: &std::ffi::OsStr) -> io::Result<Dir> {
+        let c = cstr(name)?;
+        let path = self.path.join(name);
+        // SAFETY: valid dirfd and NUL-terminated name; the fd is owned at once.
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => refused(
+                    &path,
+                    "a link or a non-directory where a directory is expected",
+                ),
+                _ => e,
+            });
+        }
+        Ok(Dir {
+            // SAFETY: fd was just returned by openat and is not owned elsewhere.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            path,
+        })
+    }
+
+    /// Opens (creating with `mode` when missing) the subdirectory `name`.
+    pub fn create_dir(&self, name: &std::ffi::OsStr, mode: u32) -> io::Result<Dir> {
+        let c = cstr(name)?;
+        // SAFETY: valid dirfd and NUL-terminated name.
+        let r = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return Err(e);
+            }
+        }
+        self.open_dir(name)
+    }
+
+    /// Walks `rel` (relative, plain components only) below this directory,
+    /// creating missing directories with `mode` when given, else failing
+    /// with NotFound: a directory that vanished is never recreated.
+    pub fn walk(&self, rel: &Path, create: Option<u32>) -> io::Result<Dir> {
+        let mut dir = Dir {
+            fd: self.fd.try_clone()?,
+            path: self.path.clone(),
+        };
+        for c in rel.components() {
+            let Component::Normal(name) = c else {
+                return Err(refused(&self.path.join(rel), "not a plain relative path"));
+            };
+            dir = match create {
+                Some(mode) => dir.create_dir(name, mode)?,
+                None => dir.open_dir(name)?,
+            };
+        }
+        Ok(dir)
+    }
+
+    /// Opens the regular file `name` for writing (never through a link,
+    /// never a FIFO or device: non-blocking, checked after opening).
+    pub fn open_file(&self, name: &str, flags: libc::c_int, mode: u32) -> io::Result<File> {
+        let c = cstr(std::ffi::OsStr::new(name))?;
+        let path = self.path.join(name);
+        // SAFETY: valid dirfd and NUL-terminated name; the fd is owned at once.
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                mode as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) => refused(&path, "a link where a file is expected"),
+                _ => e,
+            });
+        }
+        // SAFETY: fd was just returned by openat and is not owned elsewhere.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        if !file.metadata()?.is_file() {
+            return Err(refused(&path, "not a regular file"));
+        }
+        Ok(file)
+    }
+
+    /// Writes `name` atomically (temporary file in this directory, fsync,
+    /// `renameat`, fsync of the directory), created with `mode`.
+    pub fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let temp = format!(".{name}.tmp.{}.{n}", std::process::id());
+        let result = (|| {
+            let mut f =
+                self.open_file(&temp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)?;
+            f.write_all(bytes)?;
+            f.sync_all()?;
+            drop(f);
+            self.rename(&temp, self, name)?;
+            self.sync()
+        })();
+        if result.is_err() {
+            let _ = self.unlink(&temp);
+        }
+        result
+    }
+
+    /// `renameat(self/from, to_dir/to)`.
+    pub fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+        let (f, t) = (
+            cstr(std::ffi::OsStr::new(from))?,
+            cstr(std::ffi::OsStr::new(to))?,
+        );
+        // SAFETY: valid dirfds and NUL-terminated names.
+        let r = unsafe {
+            libc::renameat(
+                self.fd.as_raw_fd(),
+                f.as_ptr(),
+                to_dir.fd.as_raw_fd(),
+                t.as_ptr(),
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes the file (or link) `name` in this directory.
+    pub fn unlink(&self, name: &str) -> io::Result<()> {
+        let c = cstr(std::ffi::OsStr::new(name))?;
+        // SAFETY: valid dirfd and NUL-terminated name.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Whether `name` exists in this directory (as anything, links not followed).
+    pub fn contains(&self, name: &str) -> bool {
+        let Ok(c) = cstr(std::ffi::OsStr::new(name)) else {
+            return false;
+        };
+        // SAFETY: valid dirfd and NUL-terminated name; stat is a plain out-buffer.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) == 0
+        }
+    }
+
+    /// The names in this directory (not `.`/`..`), listed through the
+    /// descriptor itself, never by re-resolving the path.
+    pub fn names(&self) -> io::Result<Vec<String>> {
+        // /proc/self/fd/N is the open directory, wherever its path leads now.
+        let fd_path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(fd_path)? {
+            out.push(e?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(out)
+    }
+
+    /// `lstat` of `name` in this directory (links not followed).
+    pub fn stat(&self, name: &str) -> io::Result<libc::stat> {
+        let c = cstr(std::ffi::OsStr::new(name))?;
+        // SAFETY: valid dirfd, NUL-terminated name, a plain out-buffer.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(st)
+        }
+    }
+
+    /// Whether `name` is a real directory (not a link to one).
+    pub fn is_dir(&self, name: &str) -> bool {
+        self.stat(name)
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    }
+
+    /// Removes the empty directory `name`.
+    pub fn rmdir(&self, name: &str) -> io::Result<()> {
+        let c = cstr(std::ffi::OsStr::new(name))?;
+        // SAFETY: valid dirfd and NUL-terminated name.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes `name` and everything below it, relative to descriptors all
+    /// the way down: a link inside is removed, never followed, and nothing
+    /// outside this directory can be reached by swapping a path.
+    pub fn remove_tree(&self, name: &str) -> io::Result<()> {
+        if !self.is_dir(name) {
+            return self.unlink(name);
+        }
+        let child = self.open_dir(std::ffi::OsStr::new(name))?;
+        for entry in child.names()? {
+            child.remove_tree(&entry)?;
+        }
+        self.rmdir(name)
+    }
+
+    /// Reads the regular file `name` (at most `limit` bytes; never a link
+    /// or a FIFO).
+    pub fn read(&self, name: &str, limit: u64) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        let f = self.open_file(name, libc::O_RDONLY, 0)?;
+        let mut bytes = Vec::new();
+        f.take(limit + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > limit {
+            return Err(io::Error::other(format!(
+                "{}: over {limit} bytes",
+                self.path.join(name).display()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// A path that reaches `name` in this very directory (through
+    /// `/proc/self/fd`), for calls that take only a path (`bind`).
+    pub fn fd_path(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
+    /// Sets this directory's permission bits (`fchmod` on the descriptor).
+    pub fn chmod(&self, mode: u32) -> io::Result<()> {
+        // SAFETY: valid fd.
+        if unsafe { libc::fchmod(self.fd.as_raw_fd(), mode as libc::mode_t) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Fsyncs the directory (makes a create or rename in it durable).
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: valid fd.
+        if unsafe { libc::fsync(self.fd.as_raw_fd()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// How old a temporary file must be before a sweep removes it: a writer
+/// finishes within milliseconds, so one older than this was left by a crash.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes the temporaries squadd and squadctl leave when killed, older than
+/// `older_than`, in a session directory: our own naming (`.name.tmp.pid.n`)
+/// at its top level and in `locks/`, and anything in `inbox/<agent>/tmp/`.
+/// Returns how many went. Nothing is followed; a younger file (a write in
+/// flight) is left alone.
+pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usize {
+    let now = std::time::SystemTime::now();
+    let stale = |dir: &Dir, name: &str| {
+        dir.stat(name).is_ok_and(|st| {
+            st.st_mode & libc::S_IFMT != libc::S_IFDIR && {
+                let mtime = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0));
+                now.duration_since(mtime).is_ok_and(|age| age >= older_than)
+            }
+        })
+    };
+    let mut removed = 0;
+    let mut sweep = |dir: &Dir, all: bool| {
+        for name in dir.names().unwrap_or_default() {
+            let ours = all || squad_protocol::atomic::is_temp_name(&name);
+            if ours && stale(dir, &name) && dir.unlink(&name).is_ok() {
+                removed += 1;
+            }
+        }
+    };
+    sweep(session, false);
+    if let Ok(locks) = session.open_dir(std::ffi::OsStr::new(crate::locks::LOCKS_DIR)) {
+        sweep(&locks, false);
+    }
+    if let Ok(inbox) = session.open_dir(std::ffi::OsStr::new("inbox")) {
+        for agent in inbox.names().unwrap_or_default() {
+            if let Ok(tmp) = inbox
+                .open_dir(std::ffi::OsStr::new(&agent))
+                .and_then(|a| a.open_dir(std::ffi::OsStr::new("tmp")))
+            {
+                sweep(&tmp, true);
+            }
+        }
+    }
+    removed
+}
+
+/// The directory holding `path`, reached from `root` without following a
+/// link below the root; with `create`, missing directories are made (mode
+/// 0o755 or the given one), else a missing one is NotFound.
+pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(Dir, String)> {
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| refused(path, "outside the root"))?;
+    let name = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| refused(path, "no file name"))?
+        .to_string();
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = Dir::open_root(root)?.walk(parent, create)?;
+    Ok((dir, name))
+}
+
+/// Writes `root/rel` atomically, never through a link below `root`; with
+/// `create`, missing directories are made with that mode. A directory that
+/// vanished (without `create`) fails with NotFound and is not recreated.
+pub fn write_atomic_under(
+    root: &Path,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    create: Option<u32>,
+) -> io::Result<()> {
+    let (dir, name) = parent_of(root, path, create)?;
+    dir.write_atomic(&name, bytes, mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn writes_below_a_root_and_refuses_links_on_the_way() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write_atomic_under(r, &r.join("a/b/f.txt"), b"x", 0o644, Some(0o755)).unwrap();
+        assert_eq!(fs::read(r.join("a/b/f.txt")).unwrap(), b"x");
+        symlink(outside.path(), r.join("l")).unwrap();
+        let e = write_atomic_under(r, &r.join("l/f.txt"), b"x", 0o644, Some(0o755)).unwrap_err();
+        assert!(e.to_string().contains("never follows a link"), "{e}");
+        fs::write(outside.path().join("target"), b"keep").unwrap();
+        symlink(outside.path().join("target"), r.join("a/b/g.txt")).unwrap();
+        // Atomic replacement replaces the link itself, never the target.
+        write_atomic_under(r, &r.join("a/b/g.txt"), b"new", 0o644, None).unwrap();
+        assert_eq!(fs::read(outside.path().join("target")).unwrap(), b"keep");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn sweeps_take_only_stale_temporaries_of_our_naming() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join("locks")).unwrap();
+        fs::create_dir_all(r.join("inbox/bob/tmp")).unwrap();
+        for p in [
+            ".session-status.md.tmp.1.0",
+            "locks/.x.json.tmp.2.0",
+            "inbox/bob/tmp/0-critical-x.md.3",
+            "role-plan-a-task_1.md",
+            "notes.tmp",
+        ] {
+            fs::write(r.join(p), "x").unwrap();
+        }
+        let d = Dir::open_root(r).unwrap();
+        assert_eq!(sweep_temporaries(&d, STALE_AFTER), 0, "all young");
+        assert_eq!(sweep_temporaries(&d, std::time::Duration::ZERO), 3);
+        assert!(r.join("role-plan-a-task_1.md").exists());
+        assert!(r.join("notes.tmp").exists());
+        assert!(!r.join("locks/.x.json.tmp.2.0").exists());
+    }
+
+    #[test]
+    fn trees_are_removed_through_descriptors_without_following_links() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("keep"), "x").unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join("t/a/b")).unwrap();
+        fs::write(r.join("t/a/b/f"), "x").unwrap();
+        symlink(outside.path(), r.join("t/a/link")).unwrap();
+        Dir::open_root(r).unwrap().remove_tree("t").unwrap();
+        assert!(!r.join("t").exists());
+        assert!(outside.path().join("keep").exists());
+    }
+
+    #[test]
+    fn a_vanished_directory_is_not_recreated() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let e = write_atomic_under(r, &r.join("gone/f"), b"x", 0o644, None).unwrap_err();
+        assert!(is_missing(&e), "{e}");
+        assert!(!r.join("gone").exists());
+    }
+
+    #[test]
+    fn files_open_only_when_regular_and_not_links() {
+        let root = tempfile::tempdir().unwrap();
+        let d = Dir::open_root(root.path()).unwrap();
+        let fifo = root.path().join("fifo");
+        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = d
+            .open_file("fifo", libc::O_WRONLY | libc::O_APPEND, 0)
+            .unwrap_err();
+        // A FIFO without a reader: ENXIO at once, never a hang.
+        assert!(e.raw_os_error() == Some(libc::ENXIO) || e.to_string().contains("regular"));
+        let e = d.open_file("fifo", libc::O_RDONLY, 0).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        symlink("/etc/passwd", root.path().join("l")).unwrap();
+        let e = d
+            .open_file("l", libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT, 0o600)
+            .unwrap_err();
+        assert!(e.to_string().contains("a link where a file"), "{e}");
+    }
+}

@@ -1,0 +1,446 @@
+//! Issue 10 (hardening): faults found by attacking squadd and squadctl, each
+//! with its regression test through the real binaries.
+
+use crate::support::*;
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// 100 KB of nested `[` took 22 s to validate (the YAML parser is quadratic
+/// in the depth): it is refused unparsed, at the place it passes 64 levels.
+#[test]
+fn deep_nesting_is_refused_before_parsing() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "role-plan-backend-task_1.md";
+    let text = format!(
+        "meta:\n  task_id: task_1\n  agent: backend\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\ninstruction: {}\n",
+        "[".repeat(100_000)
+    );
+    fs::write(dir.path().join(name), text).unwrap();
+    let out = run(squadctl()
+        .args(["validate", "--color", "never", name])
+        .current_dir(dir.path()));
+    let printed = stdout(&out);
+    assert!(
+        printed.contains(&format!(
+            "{name}:6:77: error[yaml-syntax]: nesting deeper than 64 levels (not parsed)"
+        )),
+        "{printed}"
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+}
+
+const S: &str = "20240115T100000Z-harden";
+
+/// Whether a planted link points at a directory or a file outside.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Dir,
+    File,
+}
+
+/// Every path squadd creates or writes in a root, with what it expects
+/// there. The symlink test plants a link at each: a new kind of file squadd
+/// writes belongs in this table.
+const OWN_PATHS: &[(&str, Target)] = &[
+    (".squad", Target::Dir),
+    (".squad/run", Target::Dir),
+    (".squad/run/squadd.pid", Target::File),
+    (".squad/run/state.json", Target::File),
+    (".squad/run/squadd.sock", Target::File),
+    (".squad/audit.jsonl", Target::File),
+    (".squad/sessions/S/session-status.md", Target::File),
+    (".squad/sessions/S/inbox", Target::Dir),
+    (".squad/sessions/S/inbox/bob", Target::Dir),
+    (".squad/sessions/S/inbox/bob/new", Target::Dir),
+    (".squad/sessions/S/inbox/bob/tmp", Target::Dir),
+    (".claude", Target::Dir),
+    (".claude/context", Target::Dir),
+    (".claude/context/shared-context.json", Target::File),
+];
+
+fn project(root: &Path) {
+    let s = root.join(".squad/sessions").join(S);
+    fs::create_dir_all(&s).unwrap();
+    fs::write(
+        s.join("session-status.md"),
+        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    for agent in ["alice", "bob"] {
+        fs::write(
+            s.join(format!("role-plan-{agent}-task_{agent}.md")),
+            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
+        )
+        .unwrap();
+    }
+    fs::write(
+        s.join("role-comm-alice-to-bob-msg_1.md"),
+        "meta:\n  message_id: msg_1\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n",
+    )
+    .unwrap();
+}
+
+/// Everything under `dir`: relative path, mode, content.
+fn snapshot(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let m = fs::symlink_metadata(&d).unwrap();
+        let rel = d.strip_prefix(dir).unwrap().display().to_string();
+        if m.is_dir() {
+            out.push((rel, m.permissions().mode(), Vec::new()));
+            for e in fs::read_dir(&d).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+        } else if m.is_file() {
+            out.push((rel, m.permissions().mode(), fs::read(&d).unwrap()));
+        } else {
+            // A socket or FIFO squadd made there.
+            out.push((rel, m.permissions().mode(), b"(special)".to_vec()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// squadd never writes, truncates, appends to or chmods anything through a
+/// symlink planted where it expects its own file or directory (`.squad/run`
+/// → elsewhere was chmod 0700 with its state.json replaced; `squadd.pid` →
+/// a file was truncated; `audit.jsonl` → appended to; `inbox/<agent>` and
+/// `.claude` → written into).
+#[test]
+fn squadd_never_writes_through_a_planted_symlink() {
+    let mut failures = Vec::new();
+    for &(rel, target) in OWN_PATHS {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(outside.join("sub")).unwrap();
+        fs::write(outside.join("file"), "keep\n").unwrap();
+        fs::write(outside.join("sub/state.json"), "keep\n").unwrap();
+        fs::set_permissions(&outside, fs::Permissions::from_mode(0o755)).unwrap();
+        project(&root);
+        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        if fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            fs::remove_dir_all(&at).unwrap();
+        } else {
+            let _ = fs::remove_file(&at);
+        }
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let to = match target {
+            Target::Dir => outside.clone(),
+            Target::File => outside.join("file"),
+        };
+        symlink(&to, &at).unwrap();
+        let before = snapshot(&outside);
+        let log = fs::File::create(tmp.path().join("squadd.log")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(&root)
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        // Long enough to start, deliver the backlog, write outputs, state
+        // (behind by 20 ms) and shared context.
+        std::thread::sleep(Duration::from_millis(1500));
+        let _ = child.kill();
+        let _ = child.wait();
+        if snapshot(&outside) != before {
+            failures.push(format!(
+                "{rel}: the target outside changed: {:?}",
+                snapshot(&outside)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Every path someone else can create that squadd or squadctl opens. The
+/// FIFO test plants a FIFO at each: a new kind of file read belongs here.
+const READ_PATHS: &[&str] = &[
+    ".squad/policies.yaml",
+    ".squad/audit.jsonl",
+    ".squad/run/state.json",
+    ".squad/run/squadd.pid",
+    ".claude/context/shared-context.json",
+    ".squad/sessions/S/session-status.md",
+    ".squad/sessions/S/role-plan-alice-task_alice.md",
+    ".squad/sessions/S/role-comm-alice-to-bob-msg_1.md",
+    ".squad/sessions/S/locks/x.json",
+];
+
+/// Waits for `child` to exit within `limit`; kills it and returns None if not.
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A FIFO (or any non-file) where a file is expected never hangs squadd or
+/// squadctl: squadd becomes ready or refuses with an error, answers, and
+/// stops on SIGTERM; `status`, `lock list` and `gc --dry-run` return.
+#[test]
+fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
+    use std::os::unix::net::UnixDatagram;
+    let mut failures = Vec::new();
+    for rel in READ_PATHS {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        project(&root);
+        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        let _ = fs::remove_file(&at);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "{rel}");
+        let sock = tmp.path().join("notify.sock");
+        let notify = UnixDatagram::bind(&sock).unwrap();
+        notify
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let log = fs::File::create(tmp.path().join("squadd.log")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(&root)
+            .env("NOTIFY_SOCKET", &sock)
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let ready = loop {
+            match notify.recv(&mut buf) {
+                Ok(n) if String::from_utf8_lossy(&buf[..n]).contains("READY=1") => break true,
+                Ok(_) => continue,
+                Err(_) => break false,
+            }
+        };
+        if !ready && child.try_wait().unwrap().is_none() {
+            failures.push(format!("{rel}: squadd neither ready nor stopped in 15 s"));
+        }
+        for args in [
+            &["status", "--json"][..],
+            &["lock", "list"][..],
+            &["gc", "--dry-run"][..],
+        ] {
+            let mut ctl = squadctl()
+                .args(args)
+                .current_dir(&root)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            if wait_for(&mut ctl, Duration::from_secs(15)).is_none() {
+                failures.push(format!("{rel}: squadctl {args:?} hung"));
+            }
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        if wait_for(&mut child, Duration::from_secs(15)).is_none() {
+            failures.push(format!("{rel}: squadd ignored SIGTERM"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// `squadctl gc` racing a swap of `.squad/sessions` for a symlink to a
+/// directory outside the root, with same-named directories there: nothing
+/// outside the root ever changes (acting by path deleted them 2 in 150
+/// rounds). Bounded: 200 rounds, well under a minute.
+#[test]
+fn gc_racing_a_symlink_swap_of_sessions_never_touches_the_outside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("victim");
+    let names: Vec<String> = (0..6)
+        .map(|i| format!("2024010{}T000000Z-failed", i + 1))
+        .collect();
+    for n in &names {
+        fs::create_dir_all(outside.join(n)).unwrap();
+        fs::write(outside.join(n).join("session-status.md"), "session_id: sess_victim\nstarted_at: 2023-01-01T00:00:00Z\nstatus: failed\nfailed_at: 2023-01-02T00:00:00Z\n").unwrap();
+        fs::write(outside.join(n).join("precious"), "keep\n").unwrap();
+    }
+    let before = snapshot(&outside);
+    for round in 0..200 {
+        let root = tmp.path().join(format!("p{round}"));
+        let sessions = root.join(".squad/sessions");
+        fs::create_dir_all(root.join(".squad/run")).unwrap();
+        for n in &names {
+            fs::create_dir_all(sessions.join(n)).unwrap();
+            fs::write(sessions.join(n).join("session-status.md"), "session_id: sess_x\nstarted_at: 2023-01-01T00:00:00Z\nstatus: failed\nfailed_at: 2023-01-02T00:00:00Z\n").unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let (sessions, outside) = (sessions.clone(), outside.clone());
+            let real = root.join(".squad/sessions.real");
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if fs::rename(&sessions, &real).is_ok() {
+                        let _ = symlink(&outside, &sessions);
+                        std::thread::sleep(Duration::from_micros(300));
+                        let _ = fs::remove_file(&sessions);
+                        let _ = fs::rename(&real, &sessions);
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
+                }
+            })
+        };
+        let _ = run(squadctl()
+            .current_dir(&root)
+            .args(["gc", "--now", "2024-06-01T12:00:00Z"]));
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(snapshot(&outside), before, "round {round}");
+    }
+}
+
+fn open_fds(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// `events --follow` clients that leave give their descriptor back at once,
+/// not at the next event (300 short-lived followers on an idle daemon
+/// exhausted a 256-fd limit), and concurrent followers are capped.
+#[test]
+fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
+    use crate::daemon::{Daemon, eventually};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    let d = Daemon::start(&root);
+    let sock = root.join(".squad/run/squadd.sock");
+    let request = b"{\"protocol_version\":1,\"method\":\"events\",\"follow\":true}\n";
+    let baseline = open_fds(d.pid());
+    for _ in 0..100 {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.write_all(request).unwrap();
+        drop(s);
+    }
+    eventually("the followers' descriptors are closed", || {
+        (open_fds(d.pid()) <= baseline + 5).then_some(())
+    });
+    // At most 64 at once; the next is told why.
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.write_all(request).unwrap();
+        held.push(s);
+    }
+    // Every one of them accepted and its request taken before the next.
+    eventually("64 followers connected", || {
+        (open_fds(d.pid()) >= baseline + 64).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = UnixStream::connect(&sock).unwrap();
+    extra.write_all(request).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut reader = BufReader::new(&extra);
+    let refused = loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break String::new();
+        }
+        if line.contains("too many event followers") {
+            break line;
+        }
+    };
+    assert!(
+        refused.contains("too many event followers (64)"),
+        "{refused}"
+    );
+    drop(held);
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
+
+/// A policy duration past the maximum is refused with its field named
+/// (`escalate_after.high: 100000000d` crashed squadd on every start; a
+/// bare 2^64-1 silently became 0).
+#[test]
+fn durations_past_the_maximum_are_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    for (text, field) in [
+        (
+            "messages:\n  escalate_after:\n    high: 100000000d\n",
+            "messages.escalate_after.high",
+        ),
+        ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
+    ] {
+        fs::write(root.join(".squad/policies.yaml"), text).unwrap();
+        let out = run(squadctl().args(["gc", "--dry-run"]).current_dir(&root));
+        assert_eq!(code(&out), 2, "{text}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(field) && err.contains("maximum of 3650d"),
+            "{err}"
+        );
+        let out = run(Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(&root));
+        assert_ne!(code(&out), 0);
+        assert_ne!(code(&out), 101, "a refusal, not a panic");
+        assert!(stderr(&out).contains(field), "{}", stderr(&out));
+    }
+}
+
+/// A session prepared under another name and then renamed into place
+/// (copy-then-rename) is never indexed under the temporary name, and the
+/// temporary directory is never recreated by a late write.
+#[test]
+fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    let d = Daemon::start(&root);
+    let sessions = root.join(".squad/sessions");
+    let staging = sessions.join("20240116T000001Z.tmp");
+    fs::create_dir(&staging).unwrap();
+    for e in fs::read_dir(sessions.join(S)).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            fs::copy(e.path(), staging.join(e.file_name())).unwrap();
+        }
+    }
+    // Not a session name: squadd writes nothing into it (it delivered the
+    // message into `staging/inbox/` and rewrote its status file).
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        !staging.join("inbox").exists(),
+        "written into a non-session"
+    );
+    fs::rename(&staging, sessions.join("20240116T000001Z")).unwrap();
+    eventually("the renamed session's message delivered", || {
+        fs::read_dir(sessions.join("20240116T000001Z/inbox/bob/new"))
+            .ok()?
+            .next()
+            .map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!staging.exists(), "the temporary directory came back");
+    let leftovers: Vec<String> = fs::read_dir(sessions.join("20240116T000001Z"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
