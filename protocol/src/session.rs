@@ -151,6 +151,50 @@ pub fn member_finding<F: SessionMember>(
     }
 }
 
+/// The `duplicate-message-id` findings of a session's files: each message id
+/// is used once, because a message is delivered under a name built from its
+/// id and a second one would never reach its inbox. Only message files are
+/// looked at, so a caller may pass just those.
+pub fn duplicate_message_ids<F: SessionMember>(files: &[F]) -> Vec<SessionFinding> {
+    let mut out = Vec::new();
+    let on_file = |path: &Path, finding: Finding| SessionFinding {
+        path: path.to_path_buf(),
+        on_directory: false,
+        finding,
+    };
+    let mut messages: BTreeMap<&str, &F> = BTreeMap::new();
+    let mut message_files: Vec<&F> = files
+        .iter()
+        .filter(|f| f.kind() == FileKind::Message)
+        .collect();
+    message_files.sort_by(|a, b| a.path().cmp(b.path()));
+    for f in &message_files {
+        let Some(id) = f.facts().message_id.as_deref() else {
+            continue;
+        };
+        if let Some(first) = messages.get(id) {
+            out.push(on_file(
+                f.path(),
+                Finding {
+                    rule: Rule::DuplicateMessageId,
+                    field: keys(&["meta", "message_id"]),
+                    target: Target::Value,
+                    message: format!(
+                        "message id `{id}` is already used by `{}`",
+                        file_name(first.path())
+                    ),
+                    hint: "give each message its own message id (and rename the file to match)"
+                        .into(),
+                },
+            ));
+        } else {
+            messages.insert(id, f);
+        }
+    }
+
+    out
+}
+
 /// Checks the files of one session directory together.
 ///
 /// `dir` is the session directory and `files` its protocol files (top-level
@@ -249,37 +293,7 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
         }
     }
 
-    // Message ids: each used once. A message is delivered under a name
-    // built from its id, so a second one would never reach its inbox.
-    let mut messages: BTreeMap<&str, &F> = BTreeMap::new();
-    let mut message_files: Vec<&F> = files
-        .iter()
-        .filter(|f| f.kind() == FileKind::Message)
-        .collect();
-    message_files.sort_by(|a, b| a.path().cmp(b.path()));
-    for f in &message_files {
-        let Some(id) = f.facts().message_id.as_deref() else {
-            continue;
-        };
-        if let Some(first) = messages.get(id) {
-            out.push(on_file(
-                f.path(),
-                Finding {
-                    rule: Rule::DuplicateMessageId,
-                    field: keys(&["meta", "message_id"]),
-                    target: Target::Value,
-                    message: format!(
-                        "message id `{id}` is already used by `{}`",
-                        file_name(first.path())
-                    ),
-                    hint: "give each message its own message id (and rename the file to match)"
-                        .into(),
-                },
-            ));
-        } else {
-            messages.insert(id, f);
-        }
-    }
+    out.extend(duplicate_message_ids(files));
 
     // References to tasks that have no plan; progress from another agent.
     let unknown = |task: &str, what: &str| Finding {

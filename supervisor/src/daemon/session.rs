@@ -23,7 +23,9 @@ use crate::index::{Entry, IndexedFile, Plan, Progress, SessionIndex};
 use chrono::{DateTime, Duration, Utc};
 use squad_protocol::FileKind;
 use squad_protocol::model::{SessionState, TaskStatus};
-use squad_protocol::session::{SessionFinding, check_session, member_finding};
+use squad_protocol::session::{
+    SessionFinding, check_session, duplicate_message_ids, member_finding,
+};
 use squad_protocol::tree::place_session_findings_with;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -127,6 +129,9 @@ pub struct SessionCore {
     /// Session-rule diagnostics that depend only on plans and status files
     /// (duplicates, unknown dependencies, contradictions, cycles).
     graph_diags: Vec<squad_protocol::Diagnostic>,
+    /// `duplicate-message-id` findings, recomputed when a message's
+    /// identity changes (the only files that can change them).
+    message_diags: Vec<squad_protocol::Diagnostic>,
     /// Session-rule diagnostics of each other file (unknown task, agent
     /// mismatch): recomputed for that file alone when it changes.
     member_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
@@ -155,6 +160,7 @@ impl SessionCore {
             dependents: Edges::new(),
             contributed: BTreeMap::new(),
             graph_diags: Vec::new(),
+            message_diags: Vec::new(),
             member_diags: BTreeMap::new(),
             rule_plans: BTreeMap::new(),
             identity: next_identity(),
@@ -294,6 +300,7 @@ impl SessionCore {
             (Some(o), Some(n)) => o.facts != n.facts || o.kind != n.kind,
             _ => true,
         };
+        let old_was_message = old.is_some_and(|o| o.kind == FileKind::Message);
         let structural = |f: Option<&IndexedFile>| {
             f.is_some_and(|f| matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus))
         };
@@ -329,6 +336,14 @@ impl SessionCore {
         self.dirty.extend(affected);
         self.finish(&mut out);
         if identity_changed {
+            let is_message = self
+                .index
+                .files
+                .get(file)
+                .is_some_and(|f| f.kind == FileKind::Message);
+            if old_was_message || is_message {
+                self.recheck_messages();
+            }
             if whole {
                 self.recheck_all();
             } else {
@@ -361,6 +376,7 @@ impl SessionCore {
             .collect();
         let findings = check_session(&self.index.dir, &structural);
         self.graph_diags = self.place(findings);
+        self.recheck_messages();
         self.rule_plans.clear();
         for (name, f) in &self.index.files {
             if f.kind == FileKind::TaskAssignment
@@ -419,10 +435,23 @@ impl SessionCore {
         })
     }
 
+    /// Runs the message-id rule over the session's messages.
+    fn recheck_messages(&mut self) {
+        let messages: Vec<&IndexedFile> = self
+            .index
+            .files
+            .values()
+            .filter(|f| f.kind == FileKind::Message)
+            .collect();
+        let findings = duplicate_message_ids(&messages);
+        self.message_diags = self.place(findings);
+    }
+
     fn assemble_diagnostics(&mut self) {
         self.index.session_diagnostics = self
             .graph_diags
             .iter()
+            .chain(&self.message_diags)
             .chain(self.member_diags.values().flatten())
             .cloned()
             .collect();
