@@ -237,12 +237,10 @@ fn split_lines(src: &str) -> Vec<Line<'_>> {
                 let n = t.bytes().take_while(|&b| b == ch).count();
                 if n >= 3 {
                     match fence {
-                        None => {
-                            // A backtick fence's info string has no backtick.
-                            if ch == b'~' || !t[n..].contains('`') {
-                                fence = Some((ch, n));
-                                fenced = true;
-                            }
+                        // A backtick fence's info string has no backtick.
+                        None if ch == b'~' || !t[n..].contains('`') => {
+                            fence = Some((ch, n));
+                            fenced = true;
                         }
                         Some((c, m)) if c == ch && n >= m && t[n..].trim().is_empty() => {
                             fence = None;
@@ -415,10 +413,10 @@ fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
                 if is_terminator(m.text) || heading(m.text).is_some() {
                     break;
                 }
-                if let Some((name, _)) = field_line(m.text) {
-                    if name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author") {
-                        return Some((Style::TitleBlock, 2));
-                    }
+                if let Some((name, _)) = field_line(m.text)
+                    && (name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author"))
+                {
+                    return Some((Style::TitleBlock, 2));
                 }
             }
             None
@@ -464,10 +462,10 @@ pub fn parse(src: &str) -> Document {
                     j += 1;
                     break;
                 }
-                if let Some((n, _)) = heading(m.text) {
-                    if n <= level || entry_start(&lines, j).is_some_and(|(_, el)| el <= level) {
-                        break;
-                    }
+                if let Some((n, _)) = heading(m.text)
+                    && (n <= level || entry_start(&lines, j).is_some_and(|(_, el)| el <= level))
+                {
+                    break;
                 }
             }
             j += 1;

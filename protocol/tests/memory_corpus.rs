@@ -7,14 +7,12 @@ fn corpus() -> Vec<(PathBuf, String)> {
     let root =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpora/squad/squad-head/.squad");
     let mut files = vec![root.join("decisions.md")];
-    for dir in ["decisions/inbox"] {
-        let mut v: Vec<_> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        v.sort();
-        files.extend(v);
-    }
+    let mut inbox: Vec<_> = std::fs::read_dir(root.join("decisions/inbox"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    inbox.sort();
+    files.extend(inbox);
     for a in [
         "agents/fido",
         "agents/flight",
