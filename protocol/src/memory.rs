@@ -12,8 +12,9 @@
 //! - legacy `## Title` blocks holding a `**Date:**` or `**Author:**` line;
 //! - legacy `# Decision: Title` blocks (`**By:**`, `**What:**`, `**Why:**`).
 //!
-//! An entry runs to its `---` terminator (included), the next entry start, a
-//! heading of its own level or higher, or the end of the file. Deeper headings
+//! An entry runs to its `---` terminator (included), a heading of its own
+//! level or higher, a `###` entry heading (a `# Decision:` block nests
+//! undated `###` sections), or the end of the file. Deeper headings
 //! (`####` in a `###` entry) and fenced code belong to the entry.
 
 use chrono::{DateTime, FixedOffset, NaiveDate};
@@ -463,7 +464,15 @@ pub fn parse(src: &str) -> Document {
                     break;
                 }
                 if let Some((n, _)) = heading(m.text)
-                    && (n <= level || entry_start(&lines, j).is_some_and(|(_, el)| el <= level))
+                    && (n <= level
+                        || entry_start(&lines, j).is_some_and(|(st, el)| {
+                            // A `###` entry heading ends `###` and `## Title`
+                            // entries; only `# Decision:` blocks nest them,
+                            // and even those end at a dated `###`.
+                            el <= level
+                                || level >= 2
+                                || matches!(st, Style::Sem | Style::DatedHeading)
+                        }))
                 {
                     break;
                 }
@@ -886,4 +895,327 @@ fn content_of(text: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Entry moments known across the files validated together, so that
+/// `supersedes` and `related` references can be resolved.
+#[derive(Debug, Default, Clone)]
+pub struct Known {
+    moments: std::collections::HashSet<i64>,
+}
+
+impl Known {
+    /// Adds every entry of a document.
+    pub fn add(&mut self, doc: &Document) {
+        for e in doc.entries() {
+            if let Some(m) = e.moment() {
+                self.moments.insert(m.timestamp());
+            }
+        }
+    }
+
+    /// Whether an entry has this moment.
+    pub fn has(&self, ts: &str) -> bool {
+        parse_moment(ts, None).is_some_and(|m| self.moments.contains(&m.timestamp()))
+    }
+}
+
+/// Whether a scope follows `team | project | agent:{name} | skill:{name}`.
+pub fn valid_scope(s: &str) -> bool {
+    let s = s.trim();
+    if s == "team" || s == "project" {
+        return true;
+    }
+    ["agent:", "skill:"].iter().any(|p| {
+        s.strip_prefix(p).is_some_and(|n| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
+        })
+    })
+}
+
+/// Whether a timestamp is ISO 8601 with an explicit offset.
+pub fn valid_timestamp(s: &str) -> bool {
+    let s = s.trim();
+    s.contains('T') && has_offset(s) && parse_moment(s, None).is_some()
+}
+
+/// Validates the entries of one memory file. `legacy` adds a notice per
+/// legacy entry; `now` judges `expires`.
+pub fn validate(
+    path: &std::path::Path,
+    doc: &Document,
+    known: &Known,
+    now: DateTime<FixedOffset>,
+    legacy: bool,
+) -> Vec<crate::Diagnostic> {
+    use crate::{Diagnostic, Location, Rule};
+    let mut out = Vec::new();
+    let at = |line: usize| {
+        Some(Location {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: 1,
+        })
+    };
+    for e in doc.entries() {
+        if e.style.is_legacy() {
+            if legacy {
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        Rule::MemoryLegacyEntry,
+                        format!("`{}` is a legacy entry ({:?})", e.title, e.style),
+                        format!("run `squadctl memory convert {}`", path.display()),
+                    )
+                    .at(at(e.line)),
+                );
+            }
+            continue;
+        }
+        let line_of = |name: &str| {
+            e.fields
+                .iter()
+                .find(|f| f.name.eq_ignore_ascii_case(name))
+                .map_or(e.line, |f| f.line)
+        };
+        for name in ["type", "timestamp", "author", "summary"] {
+            if e.field(name).is_none_or(|v| v.trim().is_empty()) {
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        Rule::MemoryMissingField,
+                        format!("`{}`: the `{name}` field is missing", e.title),
+                        format!("add a `**{name}:** …` line after the heading"),
+                    )
+                    .at(at(e.line)),
+                );
+            }
+        }
+        if let Some(t) = e.field("type") {
+            let t = t.trim();
+            if !TYPES.contains(&t) {
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        Rule::MemoryBadType,
+                        format!("type `{t}` is not one of decision, memory, note, directive"),
+                        "use decision, memory, note or directive",
+                    )
+                    .at(at(line_of("type"))),
+                );
+            } else if e.header_type.as_deref().is_some_and(|h| h != t) {
+                out.push(mismatch(path, e, "type", line_of("type")));
+            }
+        }
+        if let Some(ts) = e.field("timestamp") {
+            if !valid_timestamp(ts) {
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        Rule::MemoryBadTimestamp,
+                        format!("timestamp `{}` is not ISO 8601 with an offset", ts.trim()),
+                        "write e.g. 2026-02-15T14:32:15-0800",
+                    )
+                    .at(at(line_of("timestamp"))),
+                );
+            } else if let Some(h) = &e.header_timestamp
+                && parse_moment(h, None) != parse_moment(ts, None)
+            {
+                out.push(mismatch(path, e, "timestamp", line_of("timestamp")));
+            }
+        }
+        if let Some(s) = e.field("summary") {
+            let n = s.trim().chars().count();
+            if n > 120 {
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        Rule::MemorySummaryTooLong,
+                        format!("the summary has {n} characters"),
+                        "shorten it to one sentence of at most 120 characters; move the rest to details",
+                    )
+                    .at(at(line_of("summary"))),
+                );
+            }
+            if e.style == Style::Sem && one_line(s) != e.title {
+                out.push(mismatch(path, e, "summary", line_of("summary")));
+            }
+        }
+        if let Some(s) = e.field("scope")
+            && !valid_scope(s)
+        {
+            out.push(
+                Diagnostic::new(
+                    path,
+                    Rule::MemoryBadScope,
+                    format!(
+                        "scope `{}` is not team, project, agent:{{name}} or skill:{{name}}",
+                        s.trim()
+                    ),
+                    "e.g. `team` or `agent:Hockney`",
+                )
+                .at(at(line_of("scope"))),
+            );
+        }
+        let mut refs: Vec<(String, usize)> = Vec::new();
+        if let Some(s) = e.field("supersedes") {
+            refs.push((s.trim().to_string(), line_of("supersedes")));
+        }
+        if let Some(r) = e.field("related") {
+            for l in r.lines() {
+                let l = l.trim().trim_start_matches(['-', '*']).trim();
+                if let Some((kind, id)) = l.split_once(':')
+                    && matches!(kind.trim(), "decision" | "memory" | "note" | "directive")
+                {
+                    refs.push((id.trim().to_string(), line_of("related")));
+                }
+            }
+        }
+        for (r, line) in refs {
+            if !known.has(&r) {
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        Rule::MemoryUnresolvedReference,
+                        format!("`{r}` names no entry"),
+                        "reference an existing entry by its exact timestamp",
+                    )
+                    .at(at(line)),
+                );
+            }
+        }
+        if let Some(x) = e.field("expires")
+            && let Some(m) = parse_moment(x, None)
+            && m < now
+        {
+            out.push(
+                Diagnostic::new(
+                    path,
+                    Rule::MemoryExpired,
+                    format!("`{}` expired at {}", e.title, x.trim()),
+                    "review it: supersede it with a new entry or extend `expires`",
+                )
+                .at(at(line_of("expires"))),
+            );
+        }
+    }
+    out
+}
+
+fn mismatch(path: &std::path::Path, e: &Entry, what: &str, line: usize) -> crate::Diagnostic {
+    crate::Diagnostic::new(
+        path,
+        crate::Rule::MemoryHeaderMismatch,
+        format!("`{}`: the heading and the `{what}` field disagree", e.title),
+        format!("make the heading `### <timestamp>: <type>: <summary>` repeat the fields"),
+    )
+    .at(Some(crate::Location {
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        column: 1,
+    }))
+}
+
+/// The result of merging inbox files into a live file.
+#[derive(Debug, Clone, Default)]
+pub struct Merge {
+    /// The new live text (the old text with entries appended).
+    pub output: String,
+    /// Entries appended.
+    pub appended: usize,
+    /// Entries already present (skipped).
+    pub duplicates: usize,
+}
+
+/// Appends the entries of `inbox` texts that `live` does not hold yet (by
+/// [`Entry::identity`]), in timestamp order (undated last, in input order).
+/// Append-only, so `.gitattributes merge=union` still merges the file, and
+/// idempotent, so a run after a crash adds nothing twice.
+pub fn merge(live: &str, inbox: &[&str]) -> Merge {
+    let live_doc = parse(live);
+    let mut seen: std::collections::HashSet<String> =
+        live_doc.entries().map(|e| e.identity(live)).collect();
+    let mut new: Vec<(Option<i64>, usize, String)> = Vec::new();
+    let mut duplicates = 0;
+    for src in inbox {
+        for e in parse(src).entries() {
+            let id = e.identity(src);
+            if !seen.insert(id) {
+                duplicates += 1;
+                continue;
+            }
+            let n = new.len();
+            new.push((
+                e.moment().map(|m| m.timestamp()),
+                n,
+                e.text(src).to_string(),
+            ));
+        }
+    }
+    new.sort_by_key(|(m, i, _)| (m.is_none(), *m, *i));
+    let appended = new.len();
+    let output = append_entries(live, new.into_iter().map(|(_, _, t)| t));
+    Merge {
+        output,
+        appended,
+        duplicates,
+    }
+}
+
+/// `live` with entry texts appended, each separated by a blank line and
+/// ending with a newline.
+pub fn append_entries(live: &str, texts: impl Iterator<Item = String>) -> String {
+    let mut out = live.to_string();
+    for t in texts {
+        if !out.is_empty() {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            if !out.ends_with("\n\n") {
+                out.push('\n');
+            }
+        }
+        out.push_str(t.trim_end_matches(['\n', '\r']));
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a text holds anything besides entries (an inbox file with such
+/// text is kept after a merge, so that nothing is lost).
+pub fn has_loose_text(src: &str) -> bool {
+    parse(src).blocks.iter().any(|b| match b {
+        Block::Text(r, _) => src.get(r.clone()).is_some_and(|t| !t.trim().is_empty()),
+        Block::Entry(_) => false,
+    })
+}
+
+/// Splits a live file by a move plan: the archive text with the moved entries
+/// appended (skipping those it holds already), and the live text without
+/// them. Text outside entries stays in the live file.
+pub fn split_archive(live: &str, archive: &str, moves: &[bool]) -> (String, String, usize) {
+    let doc = parse(live);
+    let arch_doc = parse(archive);
+    let mut in_archive: std::collections::HashSet<String> =
+        arch_doc.entries().map(|e| e.identity(archive)).collect();
+    let mut moved = Vec::new();
+    let mut kept = String::with_capacity(live.len());
+    let mut i = 0;
+    for b in &doc.blocks {
+        match b {
+            Block::Text(r, _) => kept.push_str(live.get(r.clone()).unwrap_or("")),
+            Block::Entry(e) => {
+                if moves.get(i).copied().unwrap_or(false) {
+                    if in_archive.insert(e.identity(live)) {
+                        moved.push(e.text(live).to_string());
+                    }
+                } else {
+                    kept.push_str(e.text(live));
+                }
+                i += 1;
+            }
+        }
+    }
+    let n = moved.len();
+    (append_entries(archive, moved.into_iter()), kept, n)
 }
