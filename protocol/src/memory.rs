@@ -1108,7 +1108,7 @@ fn mismatch(path: &std::path::Path, e: &Entry, what: &str, line: usize) -> crate
         path,
         crate::Rule::MemoryHeaderMismatch,
         format!("`{}`: the heading and the `{what}` field disagree", e.title),
-        format!("make the heading `### <timestamp>: <type>: <summary>` repeat the fields"),
+        "make the heading `### <timestamp>: <type>: <summary>` repeat the fields",
     )
     .at(Some(crate::Location {
         line: u32::try_from(line).unwrap_or(u32::MAX),
