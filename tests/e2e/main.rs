@@ -6,6 +6,7 @@ pub mod daemon;
 mod errors;
 mod guard;
 pub mod lock;
+mod memory;
 mod messages;
 mod retention;
 mod skills;

@@ -88,7 +88,7 @@ pub struct ConvertArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Offset for dates without one (`+01:00`, `-0800`, `Z`); default UTC.
-    #[arg(long, value_name = "OFFSET")]
+    #[arg(long, value_name = "OFFSET", allow_hyphen_values = true)]
     pub tz: Option<String>,
     /// One JSON document.
     #[arg(long)]
