@@ -313,3 +313,46 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mult)
         .ok_or_else(|| format!("`{s}` is too large"))
 }
+
+/// Diagnostics of memory files, for `memory validate`, `validate` and `check`.
+/// `legacy` adds a notice per legacy entry (only `memory validate` asks: real
+/// teams' files are mostly legacy, and `validate` must stay quiet about it).
+pub fn diagnostics(files: &[MemoryFile], legacy: bool) -> Vec<squad_protocol::Diagnostic> {
+    let mut docs = Vec::new();
+    let mut out = Vec::new();
+    for f in files {
+        match read(&f.path) {
+            Ok(t) => docs.push((f.path.clone(), memory::parse(&t))),
+            Err(e) => out.push(squad_protocol::Diagnostic::new(
+                &f.path,
+                squad_protocol::Rule::Unreadable,
+                e,
+                "check the file's type and permissions",
+            )),
+        }
+    }
+    let mut known = memory::Known::default();
+    for (_, d) in &docs {
+        known.add(d);
+    }
+    let now = Utc::now().fixed_offset();
+    for (p, d) in &docs {
+        out.extend(memory::validate(p, d, &known, now, legacy));
+    }
+    out
+}
+
+/// The memory diagnostics of a project (`squadctl validate` and `check`):
+/// diagnostics and the number of files read.
+pub fn project_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+    let dir = if project.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        project
+    };
+    let Some(team) = squad_protocol::teamdir::locate(dir) else {
+        return (Vec::new(), 0);
+    };
+    let files = discover(&team.path);
+    (diagnostics(&files, false), files.len())
+}

@@ -317,3 +317,48 @@ fn kill_9_during_merge_and_archive_loses_and_duplicates_nothing() {
         );
     }
 }
+
+#[test]
+fn project_validate_includes_memory_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(&team).unwrap();
+    std::fs::write(
+        team.join("decisions.md"),
+        "# Decisions\n\n### 2026-02-15T14:32:15-0800: decision: A\n\n**type:** decision\n**timestamp:** 2026-02-15T14:32:15-0800\n**author:** K\n**summary:** A\n**scope:** nobody\n\n---\n",
+    )
+    .unwrap();
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(tmp.path())
+        .args(["validate", "--json"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("memory-bad-scope"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn the_built_in_skill_example_is_a_valid_sem_entry() {
+    let skill = include_str!("../../supervisor/skills/squad-memory-format/SKILL.md");
+    let example = skill
+        .split("```markdown\n")
+        .nth(1)
+        .and_then(|s| s.split("\n```\n").next())
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("decisions.md");
+    // The example's references point at an entry it does not hold.
+    let target = "### 2026-02-10T16:20:00-0800: decision: Earlier\n\n**type:** decision\n**timestamp:** 2026-02-10T16:20:00-0800\n**author:** K\n**summary:** Earlier\n\n---\n\n";
+    std::fs::write(&f, format!("{target}{example}\n")).unwrap();
+    let out = run(squadctl().args(["memory", "validate", "--json"]).arg(&f));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    assert_eq!(memory::parse(example).entries().count(), 1);
+}

@@ -5,6 +5,7 @@ use crate::exit;
 use crate::memory::{self as mem, FileKind, MemoryFile};
 use chrono::{DateTime, FixedOffset, Utc};
 use squad_protocol::memory::{self, Entry, Known, Outcome};
+
 use squad_protocol::report;
 use std::path::{Path, PathBuf};
 
@@ -205,36 +206,9 @@ fn files_or_discover(root: Option<&Path>, files: &[PathBuf]) -> Result<Vec<Memor
     }
 }
 
-/// Diagnostics of memory files, for `memory validate`, `validate` and `check`.
-/// `legacy` adds a notice per legacy entry.
-pub fn diagnostics(files: &[MemoryFile], legacy: bool) -> Vec<squad_protocol::Diagnostic> {
-    let mut docs = Vec::new();
-    let mut out = Vec::new();
-    for f in files {
-        match mem::read(&f.path) {
-            Ok(t) => docs.push((f.path.clone(), memory::parse(&t))),
-            Err(e) => out.push(squad_protocol::Diagnostic::new(
-                &f.path,
-                squad_protocol::Rule::Unreadable,
-                e,
-                "check the file's type and permissions",
-            )),
-        }
-    }
-    let mut known = Known::default();
-    for (_, d) in &docs {
-        known.add(d);
-    }
-    let now = Utc::now().fixed_offset();
-    for (p, d) in &docs {
-        out.extend(memory::validate(p, d, &known, now, legacy));
-    }
-    out
-}
-
 fn validate(root: Option<&Path>, a: ValidateArgs) -> Result<u8, String> {
     let files = files_or_discover(root, &a.files)?;
-    let diags = diagnostics(&files, true);
+    let diags = mem::diagnostics(&files, true);
     let totals = report::Totals {
         files: files.len(),
         sessions: 0,
