@@ -4,6 +4,34 @@
 use chrono::{DateTime, FixedOffset, Utc};
 use std::time::Duration;
 
+/// `memory:` of the policy: what squadd does with team memory on the
+/// retention schedule. Both are off unless a project turns them on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryPolicy {
+    /// Merge `decisions/inbox/` into decisions.md.
+    pub merge: bool,
+    /// Archive old entries by this rule.
+    pub archive: Option<ArchiveRule>,
+}
+
+/// Parses a size such as `20KB`, `1MB`, `512` (bytes; K and M are 1024-based).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits: String = t.chars().take_while(char::is_ascii_digit).collect();
+    let unit = t[digits.len()..].trim().to_ascii_uppercase();
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 20KB)"))?;
+    let mult = match unit.as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1024,
+        "M" | "MB" | "MIB" => 1024 * 1024,
+        _ => return Err(format!("`{s}`: unknown unit (use B, KB or MB)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
 /// What an archive decision needs to know about one entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntryFacts {

@@ -296,24 +296,6 @@ pub fn archive_team(
         .collect()
 }
 
-/// Parses a size such as `20KB`, `1MB`, `512` (bytes; K/M are 1024-based).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits: String = t.chars().take_while(char::is_ascii_digit).collect();
-    let unit = t[digits.len()..].trim().to_ascii_uppercase();
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 20KB)"))?;
-    let mult = match unit.as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1024,
-        "M" | "MB" | "MIB" => 1024 * 1024,
-        _ => return Err(format!("`{s}`: unknown unit (use B, KB or MB)")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
-
 /// Diagnostics of memory files, for `memory validate`, `validate` and `check`.
 /// `legacy` adds a notice per legacy entry (only `memory validate` asks: real
 /// teams' files are mostly legacy, and `validate` must stay quiet about it).

@@ -578,7 +578,7 @@ fn archive(root: Option<&Path>, a: ArchiveArgs) -> Result<u8, String> {
     let max_size = a
         .max_size
         .as_deref()
-        .map(mem::parse_size)
+        .map(squad_policies::memory::parse_size)
         .transpose()
         .map_err(|e| format!("--max-size: {e}"))?;
     let rule = squad_policies::memory::ArchiveRule {
