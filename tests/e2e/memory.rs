@@ -362,3 +362,42 @@ fn the_built_in_skill_example_is_a_valid_sem_entry() {
     );
     assert_eq!(memory::parse(example).entries().count(), 1);
 }
+
+#[test]
+fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let team = root.join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    std::fs::write(
+        team.join("policies.yaml"),
+        "retention:\n  schedule: '* * * * * *'\nmemory:\n  merge: true\n  archive_older_than: 30d\n",
+    )
+    .unwrap();
+    // Entry 0 is old (2026-01-…); the new one is dated now.
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S+0000")
+        .to_string();
+    let fresh = sem(1, 1).replace("2026-01-01T10:00:01+0000", &now);
+    std::fs::write(
+        team.join("decisions.md"),
+        format!("# Decisions\n\n{}", sem(0, 1)),
+    )
+    .unwrap();
+    std::fs::write(team.join("decisions/inbox/agent1-fresh.md"), &fresh).unwrap();
+    let _d = Daemon::start(root);
+    eventually("inbox merged and old entry archived", || {
+        let inbox_empty = std::fs::read_dir(team.join("decisions/inbox"))
+            .ok()?
+            .count()
+            == 0;
+        let archived =
+            entries_of(&team.join("decisions-archive.md")) == vec![memory::identity_of(&sem(0, 1))];
+        (inbox_empty && archived).then_some(())
+    });
+    assert_eq!(
+        entries_of(&team.join("decisions.md")),
+        vec![memory::identity_of(&fresh)]
+    );
+}
