@@ -401,3 +401,38 @@ fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
         vec![memory::identity_of(&fresh)]
     );
 }
+
+#[test]
+fn squadd_merges_the_inbox_when_it_changes() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let team = root.join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    // The schedule never fires during the test: only the inbox change can merge.
+    std::fs::write(
+        team.join("policies.yaml"),
+        "retention:\n  schedule: '0 0 0 1 1 * 2099'\nmemory:\n  merge: true\n",
+    )
+    .unwrap();
+    std::fs::write(team.join("decisions.md"), "# Decisions\n").unwrap();
+    let _d = Daemon::start(root);
+    let out = run(squadctl().arg("--root").arg(root).args([
+        "memory",
+        "add",
+        "--type",
+        "note",
+        "--summary",
+        "Merged by squadd",
+        "--author",
+        "k",
+    ]));
+    assert_eq!(code(&out), 0);
+    eventually("inbox merged", || {
+        let empty = std::fs::read_dir(team.join("decisions/inbox"))
+            .ok()?
+            .count()
+            == 0;
+        (empty && entries_of(&team.join("decisions.md")).len() == 1).then_some(())
+    });
+}

@@ -71,6 +71,10 @@ const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 /// How long skill checks wait for a burst of skill changes (a checkout, an
 /// upgrade) to end: skills are re-read once per burst.
 const SKILLS_DELAY: Duration = Duration::from_millis(50);
+/// Quiet period before squadd merges a changed decisions inbox: a burst of
+/// inbox writes is merged once, and a file still being written (by an agent
+/// that does not use `squadctl memory add`) is given time to be complete.
+const MEMORY_INBOX_DELAY: Duration = Duration::from_millis(500);
 
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
@@ -324,6 +328,10 @@ impl Supervisor {
         }
         for dir in crate::skills::watch_dirs(&root) {
             self.watch(i, &dir);
+        }
+        let inbox = root.join(SQUAD_DIR).join("decisions").join("inbox");
+        if inbox.is_dir() {
+            self.watch(i, &inbox);
         }
     }
 
@@ -609,6 +617,7 @@ impl Supervisor {
                 Timer::Deliveries(i) => self.deliver_messages(i, None, wall),
                 Timer::Inbox(i) => self.check_inboxes(i, None, wall),
                 Timer::Skills(i) => self.refresh_skills(i),
+                Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(&self.roots[i]),
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {
@@ -769,6 +778,14 @@ impl Supervisor {
             PathChange::Skills => {
                 self.timers
                     .set_earlier(Timer::Skills(i), Instant::now() + SKILLS_DELAY);
+                None
+            }
+            PathChange::MemoryInbox => {
+                if self.roots[i].policy.memory.merge {
+                    // Each change restarts the quiet period.
+                    self.timers
+                        .set(Timer::MemoryInbox(i), Instant::now() + MEMORY_INBOX_DELAY);
+                }
                 None
             }
             PathChange::SessionDir(name) => self.apply_session_dir(i, &name),

@@ -102,6 +102,28 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
     out
 }
 
+/// Merges the root's decisions inbox into decisions.md (when the inbox
+/// changed, and on the retention schedule), if the policy enables it.
+pub fn merge_memory_inbox(r: &Root) {
+    if !r.policy.memory.merge {
+        return;
+    }
+    let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
+        return;
+    };
+    match crate::memory::merge_inbox(&team.path, false) {
+        Ok(m) if m.appended > 0 || !m.removed.is_empty() => {
+            tracing::info!(
+                appended = m.appended,
+                removed = m.removed.len(),
+                "merged the decisions inbox"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot merge the decisions inbox"),
+    }
+}
+
 /// Team memory upkeep on the retention schedule, when the policy enables it:
 /// the same merge and archive as `squadctl memory merge` / `archive`
 /// (crash-safe and idempotent, so a run cut short is completed by the next).
