@@ -436,3 +436,57 @@ fn squadd_merges_the_inbox_when_it_changes() {
         (empty && entries_of(&team.join("decisions.md")).len() == 1).then_some(())
     });
 }
+
+#[test]
+fn query_filters_and_supersede_chains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(team.join("agents/flight")).unwrap();
+    let a = sem(1, 1);
+    let b = sem(2, 2).replace(
+        "\n\n---\n",
+        "\n\n**supersedes:** 2026-01-01T10:00:01+0000\n\n---\n",
+    );
+    let c = sem(3, 3).replace(
+        "\n\n---\n",
+        "\n\n**supersedes:** 2026-01-02T10:00:02+0000\n\n---\n",
+    );
+    std::fs::write(
+        team.join("decisions.md"),
+        format!("# Decisions\n\n{a}\n{b}\n{c}"),
+    )
+    .unwrap();
+    std::fs::write(
+        team.join("agents/flight/history.md"),
+        "# Flight\n\n### 2026-01-05: Learned a thing\n\nDetails.\n",
+    )
+    .unwrap();
+    let q = |args: &[&str]| -> serde_json::Value {
+        let out = run(squadctl()
+            .arg("--root")
+            .arg(tmp.path())
+            .args(["memory", "query", "--json"])
+            .args(args));
+        assert_eq!(code(&out), 0);
+        serde_json::from_str(&stdout(&out)).unwrap()
+    };
+    assert_eq!(q(&[])["count"], 4);
+    assert_eq!(q(&["--agent", "flight"])["count"], 1);
+    assert_eq!(q(&["--agent", "flight"])["entries"][0]["author"], "flight");
+    assert_eq!(q(&["--before", "2026-01-02"])["count"], 1);
+    assert_eq!(
+        q(&["--after", "2026-01-02", "--before", "2026-01-04"])["count"],
+        2
+    );
+    assert_eq!(q(&["--text", "body of 3"])["count"], 1);
+    let chains = q(&["--supersede-chains"]);
+    let chain = chains["chains"][0].as_array().unwrap();
+    let summaries: Vec<&str> = chain
+        .iter()
+        .map(|e| e["summary"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        summaries,
+        ["Entry number 3", "Entry number 2", "Entry number 1"]
+    );
+}

@@ -9,6 +9,15 @@ use squad_protocol::memory::{self, Entry, Known, Outcome};
 use squad_protocol::report;
 use std::path::{Path, PathBuf};
 
+/// A line to stdout; a closed pipe (`| head`) ends output quietly instead of
+/// panicking like `println!`.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 /// Team memory: validate, query, convert, merge, archive and add SEM entries.
 ///
 /// Memory files are the team directory's decisions.md, decisions-archive.md,
@@ -213,16 +222,16 @@ fn validate(root: Option<&Path>, a: ValidateArgs) -> Result<u8, String> {
         files: files.len(),
         sessions: 0,
     };
-    print!(
-        "{}",
-        report::render(
-            a.output.format(),
-            &diags,
-            totals,
-            env!("CARGO_PKG_VERSION"),
-            a.output.color()
-        )
+    let text = report::render(
+        a.output.format(),
+        &diags,
+        totals,
+        env!("CARGO_PKG_VERSION"),
+        a.output.color(),
     );
+    if super::print(&text) != exit::OK {
+        return Ok(exit::FAILURE);
+    }
     Ok(if diags.iter().any(|d| d.is_error()) {
         exit::PROBLEMS
     } else {
@@ -308,14 +317,14 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
     }
     if a.json {
         let v = serde_json::json!({ "count": shown.len(), "entries": shown });
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
         return Ok(exit::OK);
     }
     for s in &shown {
-        println!(
+        say!(
             "{}:{}: {} {} {} — {}",
             crate::text::escape(&s.file),
             s.line,
@@ -325,7 +334,7 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
             crate::text::escape(&s.summary)
         );
     }
-    println!("{}", crate::text::count(shown.len(), "entry", "entries"));
+    say!("{}", crate::text::count(shown.len(), "entry", "entries"));
     Ok(exit::OK)
 }
 
@@ -408,7 +417,7 @@ fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
     }
     if json {
         let v = serde_json::json!({ "chains": chains });
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
@@ -424,9 +433,9 @@ fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
                     )
                 })
                 .collect();
-            println!("{}", parts.join("\n  supersedes "));
+            say!("{}", parts.join("\n  supersedes "));
         }
-        println!("{}", crate::text::count(chains.len(), "chain", "chains"));
+        say!("{}", crate::text::count(chains.len(), "chain", "chains"));
     }
     Ok(exit::OK)
 }
@@ -486,14 +495,14 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
             "backup": backup,
         }));
         if !a.json {
-            println!("{}:", crate::text::escape(&f.path.display().to_string()));
+            say!("{}:", crate::text::escape(&f.path.display().to_string()));
             for e in &c.entries {
                 let what = match &e.outcome {
                     Outcome::Converted => "converted".to_string(),
                     Outcome::KeptAsIs => "kept as is (SEM)".to_string(),
                     Outcome::NeedsReview(why) => format!("needs review: {why}"),
                 };
-                println!(
+                say!(
                     "  line {}: {} — {}",
                     e.line,
                     crate::text::escape(&e.title),
@@ -501,19 +510,19 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
                 );
             }
             if !c.lost.is_empty() {
-                println!(
+                say!(
                     "  REFUSED: the conversion would lose words: {}",
                     c.lost.join(" ")
                 );
             } else if written {
-                println!("  written; backup: {}", backup.as_deref().unwrap_or(""));
+                say!("  written; backup: {}", backup.as_deref().unwrap_or(""));
             } else if a.dry_run {
-                println!("  dry run: nothing written");
+                say!("  dry run: nothing written");
             }
         }
     }
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "files": reports }))
                 .map_err(|e| e.to_string())?
@@ -541,12 +550,12 @@ fn merge(root: Option<&Path>, a: MergeArgs) -> Result<u8, String> {
     let team = team_dir(root)?;
     let r = mem::merge_inbox(&team, a.dry_run)?;
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
         );
     } else {
-        println!(
+        say!(
             "{} from {}: {} appended, {} already present{}",
             crate::text::count(r.appended + r.duplicates, "entry", "entries"),
             crate::text::count(r.inbox_files, "inbox file", "inbox files"),
@@ -555,13 +564,13 @@ fn merge(root: Option<&Path>, a: MergeArgs) -> Result<u8, String> {
             if a.dry_run { " (dry run)" } else { "" }
         );
         for p in &r.removed {
-            println!(
+            say!(
                 "  removed {}",
                 crate::text::escape(&p.display().to_string())
             );
         }
         for (p, why) in &r.kept {
-            println!(
+            say!(
                 "  kept {}: {}",
                 crate::text::escape(&p.display().to_string()),
                 crate::text::escape(why)
@@ -587,13 +596,13 @@ fn archive(root: Option<&Path>, a: ArchiveArgs) -> Result<u8, String> {
     };
     let reports = mem::archive_team(&team, rule, Utc::now(), a.dry_run)?;
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?
         );
     } else {
         for r in &reports {
-            println!(
+            say!(
                 "{}: {} to {}{}",
                 crate::text::escape(&r.file.display().to_string()),
                 crate::text::count(r.moved, "entry moves", "entries move"),
@@ -738,6 +747,6 @@ fn add(root: Option<&Path>, a: AddArgs) -> Result<u8, String> {
     }
     squad_protocol::atomic::write_atomic(&path, text.as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("{}", path.display());
+    say!("{}", path.display());
     Ok(exit::OK)
 }
