@@ -77,6 +77,8 @@ fn real_files_convert_with_no_word_lost() {
             .iter()
             .filter(|e| e.outcome == Outcome::Converted)
             .count();
+        // SEM → parse → render is identical.
+        assert_eq!(memory::parse(&c.output).render(), c.output);
         // Converting again changes nothing more: SEM entries are kept.
         let again = memory::convert(&c.output, tz, agent);
         assert!(again.lost.is_empty());
