@@ -11,7 +11,8 @@
 //! - [`locks`]: lock targets, conflicts, staleness;
 //! - [`guard`]: the edit-time guard's allow/deny for one tool call;
 //! - [`duration`]: `15m`-style durations;
-//! - [`skills`]: the skills prompt budget and built-in skill upgrades.
+//! - [`skills`]: the skills prompt budget and built-in skill upgrades;
+//! - [`memory`]: which team-memory entries an archive moves.
 
 #![warn(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod check;
 pub mod duration;
 pub mod guard;
 pub mod locks;
+pub mod memory;
 pub mod messages;
 pub mod policy;
 pub mod retention;

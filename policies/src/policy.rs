@@ -38,6 +38,8 @@ pub struct Policy {
     pub messages: crate::messages::MessagePolicy,
     /// Skills presented to agents.
     pub skills: crate::skills::SkillsPolicy,
+    /// `memory:` (squadd's merge and archive of team memory).
+    pub memory: crate::memory::MemoryPolicy,
 }
 
 /// `retention:` of the policy.
@@ -84,6 +86,15 @@ struct Raw {
     retention: RawRetention,
     messages: RawMessages,
     skills: RawSkills,
+    memory: RawMemory,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    merge: bool,
+    archive_older_than: String,
+    archive_max_size: String,
 }
 
 #[derive(Deserialize)]
@@ -156,6 +167,39 @@ struct RawRetention {
     delete_failed_after: String,
 }
 
+fn memory_policy(raw: &RawMemory) -> Result<crate::memory::MemoryPolicy, PolicyError> {
+    let none = |t: &str| t.trim() == "none";
+    let archive = if none(&raw.archive_older_than) {
+        None
+    } else {
+        let older_than =
+            parse_duration(&raw.archive_older_than).map_err(|message| PolicyError {
+                field: "memory.archive_older_than".into(),
+                message,
+            })?;
+        let max_size = if none(&raw.archive_max_size) {
+            None
+        } else {
+            Some(
+                crate::memory::parse_size(&raw.archive_max_size).map_err(|message| {
+                    PolicyError {
+                        field: "memory.archive_max_size".into(),
+                        message,
+                    }
+                })?,
+            )
+        };
+        Some(crate::memory::ArchiveRule {
+            older_than,
+            max_size,
+        })
+    };
+    Ok(crate::memory::MemoryPolicy {
+        merge: raw.merge,
+        archive,
+    })
+}
+
 /// Why a policy was refused; names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("policy: {field}: {message}")]
@@ -211,6 +255,7 @@ impl Policy {
             skills: crate::skills::SkillsPolicy {
                 prompt_budget_tokens: 2000,
             },
+            memory: crate::memory::MemoryPolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -400,6 +445,7 @@ impl Policy {
             skills: crate::skills::SkillsPolicy {
                 prompt_budget_tokens: raw.skills.prompt_budget_tokens,
             },
+            memory: memory_policy(&raw.memory)?,
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {

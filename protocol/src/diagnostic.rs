@@ -174,6 +174,25 @@ rules! {
     // Hardening (issue 10; protocol files, documented in docs/protocol.md).
     /// Two messages in one session share a message id.
     DuplicateMessageId = "duplicate-message-id", Error, "message ids are unique within a session";
+    // Team memory (SEM entries in decisions.md, inbox and history files; docs/memory.md).
+    /// A SEM entry without type, timestamp, author or summary.
+    MemoryMissingField = "memory-missing-field", Error, "a SEM entry has type, timestamp, author and summary";
+    /// A SEM timestamp that is not ISO 8601 with an offset.
+    MemoryBadTimestamp = "memory-bad-timestamp", Error, "SEM timestamps are ISO 8601 with a time zone offset";
+    /// A type outside decision, memory, note, directive.
+    MemoryBadType = "memory-bad-type", Error, "the type is decision, memory, note or directive";
+    /// A summary longer than 120 characters.
+    MemorySummaryTooLong = "memory-summary-too-long", Error, "a summary is at most 120 characters";
+    /// A scope outside `team`, `project`, `agent:{name}`, `skill:{name}`.
+    MemoryBadScope = "memory-bad-scope", Error, "scope is team, project, agent:{name} or skill:{name}";
+    /// `supersedes` or a `related` decision/memory that names no entry.
+    MemoryUnresolvedReference = "memory-unresolved-reference", Error, "supersedes and related entries name the timestamp of an existing entry";
+    /// The heading and the fields disagree on timestamp, type or summary.
+    MemoryHeaderMismatch = "memory-header-mismatch", Error, "the heading repeats the entry's timestamp, type and summary";
+    /// An entry past its `expires` moment.
+    MemoryExpired = "memory-expired", Warning, "an entry past `expires` is due for review";
+    /// An entry in a legacy style (shown by `squadctl memory validate`).
+    MemoryLegacyEntry = "memory-legacy-entry", Warning, "entries are written in SEM (`squadctl memory convert` rewrites legacy ones)";
 }
 
 impl Rule {
@@ -195,6 +214,8 @@ impl Rule {
             "docs/guards.md"
         } else if self.id().starts_with("skill-") {
             "docs/skills.md"
+        } else if self.id().starts_with("memory-") {
+            "docs/memory.md"
         } else if self.is_ci() {
             "docs/ci.md"
         } else {

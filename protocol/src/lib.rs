@@ -28,6 +28,7 @@ pub mod hook;
 pub mod ids;
 pub mod kind;
 pub mod locate;
+pub mod memory;
 pub mod model;
 pub mod payload;
 pub mod report;

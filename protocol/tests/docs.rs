@@ -749,5 +749,6 @@ fn protocol_rules() -> Vec<Rule> {
         .filter(|r| !r.is_ci())
         .filter(|r| !r.id().starts_with("guard-"))
         .filter(|r| !r.id().starts_with("skill-")) // docs/skills.md
+        .filter(|r| !r.id().starts_with("memory-")) // docs/memory.md
         .collect()
 }

@@ -20,6 +20,7 @@ pub mod inbox;
 pub mod index;
 pub mod layout;
 pub mod locks;
+pub mod memory;
 pub mod outputs;
 pub mod retention;
 pub mod root;

@@ -8,6 +8,7 @@ mod errors;
 mod guard;
 mod hardening;
 pub mod lock;
+mod memory;
 mod messages;
 mod retention;
 mod skills;

@@ -10,6 +10,7 @@ pub mod guard;
 pub mod hooks;
 pub mod init;
 pub mod lock;
+pub mod memory;
 pub mod message;
 pub mod schema;
 pub mod service;
@@ -71,6 +72,9 @@ pub enum Command {
     /// Git hooks (pre-commit, commit-msg, pre-push) enforcing boundaries.
     #[command(subcommand)]
     Hooks(hooks::HooksCommand),
+    /// Team memory: SEM entries in decisions and histories.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
     #[allow(missing_docs)]
     Status(status::StatusArgs),
     #[allow(missing_docs)]
@@ -107,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
         Command::Guard(args) => guard::run(cli.root.as_deref(), args),
         Command::Hooks(cmd) => hooks::run(cli.root.as_deref(), cmd),
+        Command::Memory(cmd) => memory::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),

@@ -148,6 +148,9 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             let (skill_diagnostics, skill_files) = crate::skills::project_diagnostics(project);
             diagnostics.extend(skill_diagnostics);
             files += skill_files;
+            let (memory_diagnostics, memory_files) = crate::memory::project_diagnostics(project);
+            diagnostics.extend(memory_diagnostics);
+            files += memory_files;
         }
     }
     let (format, color) = (args.output.format(), args.output.color());

@@ -223,6 +223,8 @@ pub enum PathChange {
         /// Inbox file name.
         file: String,
     },
+    /// A file of `.squad/decisions/inbox/` changed (docs/memory.md).
+    MemoryInbox,
     /// A protocol file of a session changed.
     SessionFile {
         /// Session directory name.
@@ -242,6 +244,10 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
     }
     if crate::skills::is_skill_path(root, path) {
         return Some(PathChange::Skills);
+    }
+    if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join("decisions").join("inbox")) {
+        let name = rel.to_string_lossy();
+        return (!is_temp_name(&name) && !name.contains('/')).then_some(PathChange::MemoryInbox);
     }
     let Ok(rel) = path.strip_prefix(sessions_dir) else {
         // The root, .squad or .squad/sessions itself changed.
@@ -295,6 +301,11 @@ mod tests {
         let sessions = Path::new("/p/.squad/sessions");
         let c = |p: &str| classify(root, sessions, Path::new(p));
         assert_eq!(c("/p/.squad/policies.yaml"), Some(PathChange::Policy));
+        assert_eq!(
+            c("/p/.squad/decisions/inbox/k-a.md"),
+            Some(PathChange::MemoryInbox)
+        );
+        assert_eq!(c("/p/.squad/decisions/inbox/.k-a.md.tmp.1"), None);
         assert_eq!(c("/p/.squad"), Some(PathChange::Rescan));
         assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
         assert_eq!(c("/p/src/main.rs"), None);

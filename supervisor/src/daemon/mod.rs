@@ -74,6 +74,10 @@ const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 const SKILLS_DELAY: Duration = Duration::from_millis(50);
 /// How long the STATUS= summary may lag the changes it counts.
 const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
+/// Quiet period before squadd merges a changed decisions inbox: a burst of
+/// inbox writes is merged once, and a file still being written (by an agent
+/// that does not use `squadctl memory add`) is given time to be complete.
+const MEMORY_INBOX_DELAY: Duration = Duration::from_millis(500);
 
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
@@ -351,6 +355,10 @@ impl Supervisor {
         }
         for dir in crate::skills::watch_dirs(&root) {
             self.watch(i, &dir);
+        }
+        let inbox = root.join(SQUAD_DIR).join("decisions").join("inbox");
+        if inbox.is_dir() {
+            self.watch(i, &inbox);
         }
     }
 
@@ -683,6 +691,7 @@ impl Supervisor {
                         self.last_status_line = summary;
                     }
                 }
+                Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(&self.roots[i]),
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {
@@ -841,6 +850,14 @@ impl Supervisor {
             PathChange::Skills => {
                 self.timers
                     .set_earlier(Timer::Skills(i), Instant::now() + SKILLS_DELAY);
+                None
+            }
+            PathChange::MemoryInbox => {
+                if self.roots[i].policy.memory.merge {
+                    // Each change restarts the quiet period.
+                    self.timers
+                        .set(Timer::MemoryInbox(i), Instant::now() + MEMORY_INBOX_DELAY);
+                }
                 None
             }
             PathChange::SessionDir(name) => self.apply_session_dir(i, &name),

@@ -81,6 +81,9 @@ pub enum Timer {
     Retention(usize),
     /// Re-check a root's skills (coalesces a burst of skill file changes).
     Skills(usize),
+    /// Merge a root's decisions inbox after its files went quiet
+    /// (docs/memory.md; only when the policy enables `memory.merge`).
+    MemoryInbox(usize),
     /// The systemd watchdog ping.
     Watchdog,
     /// Recompute the one-line STATUS= summary (it walks every session, so
@@ -97,7 +100,8 @@ impl Timer {
             | Timer::Context(r)
             | Timer::Locks(r)
             | Timer::Retention(r)
-            | Timer::Skills(r) => Some(*r),
+            | Timer::Skills(r)
+            | Timer::MemoryInbox(r) => Some(*r),
             Timer::Status { root, .. }
             | Timer::WrapUp { root, .. }
             | Timer::TaskDue { root, .. }

@@ -97,8 +97,68 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
             },
         )),
     }
+    run_memory(r, wall);
     r.next_gc = next_run(&r.policy, wall);
     out
+}
+
+/// Merges the root's decisions inbox into decisions.md (when the inbox
+/// changed, and on the retention schedule), if the policy enables it.
+pub fn merge_memory_inbox(r: &Root) {
+    if !r.policy.memory.merge {
+        return;
+    }
+    let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
+        return;
+    };
+    match crate::memory::merge_inbox(&team.path, false) {
+        Ok(m) if m.appended > 0 || !m.removed.is_empty() => {
+            tracing::info!(
+                appended = m.appended,
+                removed = m.removed.len(),
+                "merged the decisions inbox"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot merge the decisions inbox"),
+    }
+}
+
+/// Team memory upkeep on the retention schedule, when the policy enables it:
+/// the same merge and archive as `squadctl memory merge` / `archive`
+/// (crash-safe and idempotent, so a run cut short is completed by the next).
+fn run_memory(r: &Root, wall: DateTime<Utc>) {
+    let memory = r.policy.memory;
+    if !memory.merge && memory.archive.is_none() {
+        return;
+    }
+    let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
+        return;
+    };
+    if memory.merge {
+        match crate::memory::merge_inbox(&team.path, false) {
+            Ok(m) if m.appended > 0 || !m.removed.is_empty() => {
+                tracing::info!(
+                    appended = m.appended,
+                    removed = m.removed.len(),
+                    "merged the decisions inbox"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot merge the decisions inbox"),
+        }
+    }
+    if let Some(rule) = memory.archive {
+        match crate::memory::archive_team(&team.path, rule, wall, false) {
+            Ok(reports) => {
+                let moved: usize = reports.iter().map(|a| a.moved).sum();
+                if moved > 0 {
+                    tracing::info!(moved, "archived team memory entries")
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot archive team memory"),
+        }
+    }
 }
 
 /// Re-reads `.squad/policies.yaml`; an invalid edit keeps the previous

@@ -1,0 +1,68 @@
+//! Team memory: parse and query a 1 MB decisions.md (what `squadctl memory
+//! query` and `validate` cost per file). The file mixes SEM entries and the
+//! real corpus's legacy decisions.md, repeated to 1 MB. Prints p50/p99;
+//! asserts nothing.
+//!
+//! Run: `cargo bench -p squad-protocol --bench memory`.
+
+use squad_protocol::memory;
+use std::time::{Duration, Instant};
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[i]
+}
+
+fn main() {
+    let legacy = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpora/squad/squad-head/.squad/decisions.md"
+    ))
+    .unwrap();
+    let mut src = String::from("# Decisions\n\n");
+    let mut i = 0;
+    while src.len() < 1024 * 1024 {
+        if i % 4 == 0 {
+            src.push_str(&legacy);
+            src.push('\n');
+        }
+        let ts = format!("2026-{:02}-{:02}T10:00:00-0800", 1 + i % 12, 1 + i % 28);
+        src.push_str(&format!(
+            "### {ts}: decision: Entry {i}\n\n**type:** decision\n**timestamp:** {ts}\n**author:** agent{}\n**scope:** team\n**tags:** a, b{}\n\n**summary:** Entry {i}\n\n**details:**\n\n{}\n```sh\n### not a heading\n```\n\n**rationale:** Because.\n\n---\n\n",
+            i % 9,
+            i % 5,
+            "Some details text for the entry. ".repeat(8)
+        ));
+        i += 1;
+    }
+    let runs = 50;
+    let mut parse = Vec::new();
+    let mut query = Vec::new();
+    let mut n = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let doc = memory::parse(&src);
+        parse.push(t.elapsed());
+        let t = Instant::now();
+        let doc2 = memory::parse(&src);
+        n = doc2
+            .entries()
+            .filter(|e| e.kind() == "decision")
+            .filter(|e| e.author().is_some_and(|a| a.contains("agent3")))
+            .filter(|e| e.tags().iter().any(|t| t == "b2"))
+            .filter(|e| e.text(&src).contains("details"))
+            .count();
+        query.push(t.elapsed());
+        drop(doc);
+    }
+    let entries = memory::parse(&src).entries().count();
+    println!(
+        "memory: {} bytes, {entries} entries, {n} matches; parse p50 {:?} p99 {:?}; parse+query p50 {:?} p99 {:?}",
+        src.len(),
+        percentile(&mut parse, 0.5),
+        percentile(&mut parse, 0.99),
+        percentile(&mut query, 0.5),
+        percentile(&mut query, 0.99),
+    );
+}

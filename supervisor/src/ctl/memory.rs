@@ -1,0 +1,752 @@
+//! `squadctl memory`: team memory (SEM entries in decisions and histories).
+
+use super::validate::OutputArgs;
+use crate::exit;
+use crate::memory::{self as mem, FileKind, MemoryFile};
+use chrono::{DateTime, FixedOffset, Utc};
+use squad_protocol::memory::{self, Entry, Known, Outcome};
+
+use squad_protocol::report;
+use std::path::{Path, PathBuf};
+
+/// A line to stdout; a closed pipe (`| head`) ends output quietly instead of
+/// panicking like `println!`.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// Team memory: validate, query, convert, merge, archive and add SEM entries.
+///
+/// Memory files are the team directory's decisions.md, decisions-archive.md,
+/// decisions/inbox/*.md and every agent's history.md and history-archive.md.
+/// Entries are Squad Entry Markdown (`### <timestamp>: <type>: <summary>`,
+/// `**field:**` lines, `---`); legacy styles are read too. See docs/memory.md.
+#[derive(Debug, clap::Subcommand)]
+pub enum MemoryCommand {
+    /// Check entries: required fields, types, scopes, references, expiry.
+    ///
+    /// Exit status: 0 when no errors, 1 when any error, 2 on I/O failure.
+    Validate(ValidateArgs),
+    /// Search entries of every memory file, legacy ones included.
+    Query(QueryArgs),
+    /// Rewrite legacy entries as SEM, losing no word (checked before writing).
+    Convert(ConvertArgs),
+    /// Append decisions/inbox/*.md entries to decisions.md, then remove them.
+    Merge(MergeArgs),
+    /// Move old entries to decisions-archive.md / history-archive.md.
+    Archive(ArchiveArgs),
+    /// Write one SEM entry into decisions/inbox/.
+    Add(AddArgs),
+}
+
+/// Arguments of `memory validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Memory files (default: every memory file of the team directory).
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Arguments of `memory query`.
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    /// Only this type (decision, memory, note, directive).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: Option<String>,
+    /// Only entries by this author (case-insensitive).
+    #[arg(long)]
+    pub author: Option<String>,
+    /// Only this scope (e.g. `team`, `agent:flight`).
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Only entries with this tag.
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Only entries at or after this date or timestamp.
+    #[arg(long, value_name = "WHEN")]
+    pub after: Option<String>,
+    /// Only entries before this date or timestamp.
+    #[arg(long, value_name = "WHEN")]
+    pub before: Option<String>,
+    /// Only entries whose text contains this (case-insensitive).
+    #[arg(long)]
+    pub text: Option<String>,
+    /// Only this agent's history files.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Show chains of entries linked by `supersedes`, newest first.
+    #[arg(long)]
+    pub supersede_chains: bool,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `memory convert`.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// Files to convert (default: decisions.md, the inbox and every history.md).
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Report what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Offset for dates without one (`+01:00`, `-0800`, `Z`); default UTC.
+    #[arg(long, value_name = "OFFSET", allow_hyphen_values = true)]
+    pub tz: Option<String>,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `memory merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Report what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `memory archive`.
+#[derive(Debug, clap::Args)]
+pub struct ArchiveArgs {
+    /// Entries older than this move (`30d`, `12h`).
+    #[arg(long, value_name = "AGE")]
+    pub older_than: String,
+    /// Then move the oldest entries while a live file is larger (`20KB`).
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: Option<String>,
+    /// Report what would move; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `memory add`.
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// decision, memory, note or directive.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: String,
+    /// One sentence, at most 120 characters.
+    #[arg(long)]
+    pub summary: String,
+    /// Author (default: $SQUAD_AGENT).
+    #[arg(long, env = "SQUAD_AGENT")]
+    pub author: String,
+    /// team, project, agent:{name} or skill:{name}.
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Comma-separated tags.
+    #[arg(long)]
+    pub tags: Option<String>,
+    /// Details text.
+    #[arg(long, conflicts_with = "details_file")]
+    pub details: Option<String>,
+    /// Read the details from this file (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub details_file: Option<PathBuf>,
+    /// Why.
+    #[arg(long)]
+    pub rationale: Option<String>,
+    /// Timestamp of the entry this one replaces.
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub supersedes: Option<String>,
+    /// `type: identifier` links, repeatable (e.g. `issue: #18`).
+    #[arg(long, value_name = "LINK")]
+    pub related: Vec<String>,
+    /// When to review this entry (ISO 8601 with offset).
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub expires: Option<String>,
+}
+
+/// Runs `squadctl memory …`.
+pub fn run(root: Option<&Path>, cmd: MemoryCommand) -> u8 {
+    let result = match cmd {
+        MemoryCommand::Validate(a) => validate(root, a),
+        MemoryCommand::Query(a) => query(root, a),
+        MemoryCommand::Convert(a) => convert(root, a),
+        MemoryCommand::Merge(a) => merge(root, a),
+        MemoryCommand::Archive(a) => archive(root, a),
+        MemoryCommand::Add(a) => add(root, a),
+    };
+    result.unwrap_or_else(super::fail)
+}
+
+/// The team directory: `.squad/` (or legacy `.ai-team/`) of the project.
+fn team_dir(root: Option<&Path>) -> Result<PathBuf, String> {
+    let start = match root {
+        Some(r) => r.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    let mut dir = Some(start.as_path());
+    while let Some(d) = dir {
+        if let Some(t) = squad_protocol::teamdir::locate(d) {
+            return Ok(t.path);
+        }
+        if root.is_some() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Err(format!(
+        "{}: no team directory (.squad/ or .ai-team/) here or above; pass --root",
+        start.display()
+    ))
+}
+
+fn files_or_discover(root: Option<&Path>, files: &[PathBuf]) -> Result<Vec<MemoryFile>, String> {
+    if files.is_empty() {
+        Ok(mem::discover(&team_dir(root)?))
+    } else {
+        Ok(files.iter().map(|p| mem::classify(p)).collect())
+    }
+}
+
+fn validate(root: Option<&Path>, a: ValidateArgs) -> Result<u8, String> {
+    let files = files_or_discover(root, &a.files)?;
+    let diags = mem::diagnostics(&files, true);
+    let totals = report::Totals {
+        files: files.len(),
+        sessions: 0,
+    };
+    let text = report::render(
+        a.output.format(),
+        &diags,
+        totals,
+        env!("CARGO_PKG_VERSION"),
+        a.output.color(),
+    );
+    if super::print(&text) != exit::OK {
+        return Ok(exit::FAILURE);
+    }
+    Ok(if diags.iter().any(|d| d.is_error()) {
+        exit::PROBLEMS
+    } else {
+        exit::OK
+    })
+}
+
+/// One entry as `query --json` shows it.
+#[derive(Debug, serde::Serialize)]
+struct Shown {
+    file: String,
+    line: usize,
+    end_line: usize,
+    style: memory::Style,
+    #[serde(rename = "type")]
+    kind: String,
+    timestamp: Option<String>,
+    author: Option<String>,
+    scope: Option<String>,
+    tags: Vec<String>,
+    summary: String,
+    supersedes: Option<String>,
+    agent: Option<String>,
+}
+
+fn parse_when(s: &str) -> Result<DateTime<FixedOffset>, String> {
+    memory::parse_moment(s, None)
+        .ok_or_else(|| format!("`{s}` is not a date (YYYY-MM-DD) or timestamp"))
+}
+
+fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
+    let team = team_dir(root)?;
+    let after = a.after.as_deref().map(parse_when).transpose()?;
+    let before = a.before.as_deref().map(parse_when).transpose()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut shown = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    for f in mem::discover(&team) {
+        if let Some(agent) = &a.agent
+            && !f
+                .agent
+                .as_deref()
+                .is_some_and(|x| x.eq_ignore_ascii_case(agent))
+        {
+            continue;
+        }
+        let src = match mem::read(&f.path) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("squadctl: warning: {}", crate::text::escape(&e));
+                continue;
+            }
+        };
+        let doc = memory::parse(&src);
+        for e in doc.entries() {
+            // An entry in both a live file and its archive (a crash between
+            // the two writes of an archive run) is shown once.
+            if !seen.insert(e.identity(&src)) {
+                continue;
+            }
+            if !matches(&a, e, &src, after, before) {
+                continue;
+            }
+            shown.push(Shown {
+                file: f.path.display().to_string(),
+                line: e.line,
+                end_line: e.end_line,
+                style: e.style,
+                kind: e.kind(),
+                timestamp: e.timestamp_text(),
+                author: e.author().or_else(|| f.agent.clone()),
+                scope: e.field("scope").map(|s| s.trim().to_string()),
+                tags: e.tags(),
+                summary: e.summary(),
+                supersedes: e.field("supersedes").map(|s| s.trim().to_string()),
+                agent: f.agent.clone(),
+            });
+            texts.push(e.text(&src).to_string());
+        }
+    }
+    if a.supersede_chains {
+        return print_chains(&shown, a.json);
+    }
+    if a.json {
+        let v = serde_json::json!({ "count": shown.len(), "entries": shown });
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(exit::OK);
+    }
+    for s in &shown {
+        say!(
+            "{}:{}: {} {} {} — {}",
+            crate::text::escape(&s.file),
+            s.line,
+            s.timestamp.as_deref().unwrap_or("(undated)"),
+            s.kind,
+            crate::text::escape(s.author.as_deref().unwrap_or("?")),
+            crate::text::escape(&s.summary)
+        );
+    }
+    say!("{}", crate::text::count(shown.len(), "entry", "entries"));
+    Ok(exit::OK)
+}
+
+fn matches(
+    a: &QueryArgs,
+    e: &Entry,
+    src: &str,
+    after: Option<DateTime<FixedOffset>>,
+    before: Option<DateTime<FixedOffset>>,
+) -> bool {
+    let ci = |x: &str, y: &str| x.trim().eq_ignore_ascii_case(y.trim());
+    if a.kind.as_deref().is_some_and(|k| !ci(&e.kind(), k)) {
+        return false;
+    }
+    if a.author.as_deref().is_some_and(|au| {
+        !e.author()
+            .is_some_and(|x| x.to_lowercase().contains(&au.to_lowercase()))
+    }) {
+        return false;
+    }
+    if a.scope
+        .as_deref()
+        .is_some_and(|s| !e.field("scope").is_some_and(|x| ci(x, s)))
+    {
+        return false;
+    }
+    if a.tag
+        .as_deref()
+        .is_some_and(|t| !e.tags().iter().any(|x| ci(x, t)))
+    {
+        return false;
+    }
+    let m = e.moment();
+    if after.is_some_and(|w| m.is_none_or(|m| m < w)) {
+        return false;
+    }
+    if before.is_some_and(|w| m.is_none_or(|m| m >= w)) {
+        return false;
+    }
+    if a.text
+        .as_deref()
+        .is_some_and(|t| !e.text(src).to_lowercase().contains(&t.to_lowercase()))
+    {
+        return false;
+    }
+    true
+}
+
+fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
+    // moment → index; a chain starts at an entry nothing supersedes.
+    let key = |t: &Option<String>| {
+        t.as_deref()
+            .and_then(|t| memory::parse_moment(t, None))
+            .map(|m| m.timestamp())
+    };
+    let by_moment: std::collections::HashMap<i64, usize> = shown
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| key(&s.timestamp).map(|k| (k, i)))
+        .collect();
+    let superseded: std::collections::HashSet<i64> =
+        shown.iter().filter_map(|s| key(&s.supersedes)).collect();
+    let mut chains: Vec<Vec<&Shown>> = Vec::new();
+    for s in shown {
+        if s.supersedes.is_none() || key(&s.timestamp).is_some_and(|k| superseded.contains(&k)) {
+            continue;
+        }
+        let mut chain = vec![s];
+        let mut cur = s;
+        let mut guard = 0;
+        while let Some(i) = key(&cur.supersedes).and_then(|k| by_moment.get(&k)) {
+            cur = &shown[*i];
+            chain.push(cur);
+            guard += 1;
+            if guard > shown.len() {
+                break; // a cycle
+            }
+        }
+        chains.push(chain);
+    }
+    if json {
+        let v = serde_json::json!({ "chains": chains });
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        for c in &chains {
+            let parts: Vec<String> = c
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {}",
+                        s.timestamp.as_deref().unwrap_or("?"),
+                        crate::text::escape(&s.summary)
+                    )
+                })
+                .collect();
+            say!("{}", parts.join("\n  supersedes "));
+        }
+        say!("{}", crate::text::count(chains.len(), "chain", "chains"));
+    }
+    Ok(exit::OK)
+}
+
+fn parse_tz(s: Option<&str>) -> Result<FixedOffset, String> {
+    let Some(s) = s else {
+        return FixedOffset::east_opt(0).ok_or_else(|| "UTC".to_string());
+    };
+    let probe = format!("2000-01-01T00:00:00{}", if s == "Z" { "+00:00" } else { s });
+    DateTime::parse_from_str(&probe, "%Y-%m-%dT%H:%M:%S%z")
+        .or_else(|_| DateTime::parse_from_str(&probe, "%Y-%m-%dT%H:%M:%S%:z"))
+        .map(|d| *d.offset())
+        .map_err(|_| format!("--tz `{s}`: give an offset such as +01:00, -0800 or Z"))
+}
+
+fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
+    let tz = parse_tz(a.tz.as_deref())?;
+    let files: Vec<MemoryFile> = files_or_discover(root, &a.files)?
+        .into_iter()
+        .filter(|f| {
+            !a.files.is_empty()
+                || !matches!(
+                    f.kind,
+                    FileKind::DecisionsArchive | FileKind::HistoryArchive
+                )
+        })
+        .collect();
+    let mut reports = Vec::new();
+    let mut refused = false;
+    for f in &files {
+        let src = mem::read(&f.path)?;
+        let c = memory::convert(&src, tz, f.agent.as_deref());
+        let converted = c
+            .entries
+            .iter()
+            .filter(|e| e.outcome == Outcome::Converted)
+            .count();
+        let mut written = false;
+        let mut backup = None;
+        if !c.lost.is_empty() {
+            refused = true;
+        } else if !a.dry_run && converted > 0 {
+            let b = backup_path(&f.path);
+            squad_protocol::atomic::write_atomic(&b, src.as_bytes())
+                .map_err(|e| format!("{}: {e}", b.display()))?;
+            squad_protocol::atomic::write_atomic(&f.path, c.output.as_bytes())
+                .map_err(|e| format!("{}: {e}", f.path.display()))?;
+            written = true;
+            backup = Some(b.display().to_string());
+        }
+        reports.push(serde_json::json!({
+            "file": f.path.display().to_string(),
+            "entries": c.entries,
+            "converted": converted,
+            "lost_words": c.lost,
+            "written": written,
+            "backup": backup,
+        }));
+        if !a.json {
+            say!("{}:", crate::text::escape(&f.path.display().to_string()));
+            for e in &c.entries {
+                let what = match &e.outcome {
+                    Outcome::Converted => "converted".to_string(),
+                    Outcome::KeptAsIs => "kept as is (SEM)".to_string(),
+                    Outcome::NeedsReview(why) => format!("needs review: {why}"),
+                };
+                say!(
+                    "  line {}: {} — {}",
+                    e.line,
+                    crate::text::escape(&e.title),
+                    what
+                );
+            }
+            if !c.lost.is_empty() {
+                say!(
+                    "  REFUSED: the conversion would lose words: {}",
+                    c.lost.join(" ")
+                );
+            } else if written {
+                say!("  written; backup: {}", backup.as_deref().unwrap_or(""));
+            } else if a.dry_run {
+                say!("  dry run: nothing written");
+            }
+        }
+    }
+    if a.json {
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "files": reports }))
+                .map_err(|e| e.to_string())?
+        );
+    }
+    Ok(if refused { exit::PROBLEMS } else { exit::OK })
+}
+
+/// `decisions.md` → `decisions.md.bak`, or `.bak.N` when that exists.
+fn backup_path(p: &Path) -> PathBuf {
+    let name = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("memory.md");
+    let mut b = p.with_file_name(format!("{name}.bak"));
+    let mut n = 1;
+    while std::fs::symlink_metadata(&b).is_ok() {
+        b = p.with_file_name(format!("{name}.bak.{n}"));
+        n += 1;
+    }
+    b
+}
+
+fn merge(root: Option<&Path>, a: MergeArgs) -> Result<u8, String> {
+    let team = team_dir(root)?;
+    let r = mem::merge_inbox(&team, a.dry_run)?;
+    if a.json {
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        say!(
+            "{} from {}: {} appended, {} already present{}",
+            crate::text::count(r.appended + r.duplicates, "entry", "entries"),
+            crate::text::count(r.inbox_files, "inbox file", "inbox files"),
+            r.appended,
+            r.duplicates,
+            if a.dry_run { " (dry run)" } else { "" }
+        );
+        for p in &r.removed {
+            say!(
+                "  removed {}",
+                crate::text::escape(&p.display().to_string())
+            );
+        }
+        for (p, why) in &r.kept {
+            say!(
+                "  kept {}: {}",
+                crate::text::escape(&p.display().to_string()),
+                crate::text::escape(why)
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn archive(root: Option<&Path>, a: ArchiveArgs) -> Result<u8, String> {
+    let team = team_dir(root)?;
+    let older_than = squad_policies::duration::parse_duration(&a.older_than)
+        .map_err(|e| format!("--older-than: {e}"))?;
+    let max_size = a
+        .max_size
+        .as_deref()
+        .map(squad_policies::memory::parse_size)
+        .transpose()
+        .map_err(|e| format!("--max-size: {e}"))?;
+    let rule = squad_policies::memory::ArchiveRule {
+        older_than,
+        max_size,
+    };
+    let reports = mem::archive_team(&team, rule, Utc::now(), a.dry_run)?;
+    if a.json {
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?
+        );
+    } else {
+        for r in &reports {
+            say!(
+                "{}: {} to {}{}",
+                crate::text::escape(&r.file.display().to_string()),
+                crate::text::count(r.moved, "entry moves", "entries move"),
+                crate::text::escape(&r.archive.display().to_string()),
+                if a.dry_run { " (dry run)" } else { "" }
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// The SEM text of a new entry.
+pub fn render_entry(a: &AddArgs, ts: &str, details: Option<&str>) -> String {
+    let mut s = format!(
+        "### {ts}: {}: {}\n\n**type:** {}\n**timestamp:** {ts}\n**author:** {}\n",
+        a.kind, a.summary, a.kind, a.author
+    );
+    if let Some(x) = &a.scope {
+        s.push_str(&format!("**scope:** {x}\n"));
+    }
+    if let Some(x) = &a.tags {
+        s.push_str(&format!("**tags:** {x}\n"));
+    }
+    s.push_str(&format!("\n**summary:** {}\n", a.summary));
+    if let Some(d) = details.map(str::trim).filter(|d| !d.is_empty()) {
+        s.push_str(&format!("\n**details:**\n\n{d}\n"));
+    }
+    if let Some(x) = &a.rationale {
+        s.push_str(&format!("\n**rationale:** {}\n", x.trim()));
+    }
+    if !a.related.is_empty() {
+        s.push_str("\n**related:**\n");
+        for r in &a.related {
+            s.push_str(&format!("- {}\n", r.trim()));
+        }
+    }
+    if let Some(x) = &a.supersedes {
+        s.push_str(&format!("\n**supersedes:** {}\n", x.trim()));
+    }
+    if let Some(x) = &a.expires {
+        s.push_str(&format!("**expires:** {}\n", x.trim()));
+    }
+    s.push_str("\n---\n");
+    s
+}
+
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+        if out.len() >= 48 {
+            break;
+        }
+    }
+    let t = out.trim_matches('-').to_string();
+    if t.is_empty() { "entry".into() } else { t }
+}
+
+fn add(root: Option<&Path>, a: AddArgs) -> Result<u8, String> {
+    let team = team_dir(root)?;
+    let check = |bad: bool, msg: String| if bad { Err(msg) } else { Ok(()) };
+    check(
+        !memory::TYPES.contains(&a.kind.as_str()),
+        format!(
+            "--type `{}`: use decision, memory, note or directive",
+            a.kind
+        ),
+    )?;
+    check(
+        a.summary.trim().is_empty() || a.summary.contains('\n'),
+        "--summary is one non-empty line".into(),
+    )?;
+    check(
+        a.summary.chars().count() > 120,
+        format!(
+            "--summary has {} characters; at most 120 (put the rest in --details)",
+            a.summary.chars().count()
+        ),
+    )?;
+    check(
+        a.author.trim().is_empty() || a.author.contains('\n'),
+        "--author is one non-empty line".into(),
+    )?;
+    if let Some(s) = &a.scope {
+        check(
+            !memory::valid_scope(s),
+            format!("--scope `{s}`: use team, project, agent:NAME or skill:NAME"),
+        )?;
+    }
+    for t in [&a.supersedes, &a.expires].into_iter().flatten() {
+        check(
+            !memory::valid_timestamp(t),
+            format!("`{t}` is not ISO 8601 with an offset"),
+        )?;
+    }
+    let details = match &a.details_file {
+        Some(p) if p.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .map_err(|e| format!("stdin: {e}"))?;
+            Some(s)
+        }
+        Some(p) => Some(mem::read(p)?),
+        None => a.details.clone(),
+    };
+    let ts = Utc::now()
+        .fixed_offset()
+        .format("%Y-%m-%dT%H:%M:%S%z")
+        .to_string();
+    let text = render_entry(&a, &ts, details.as_deref());
+    // The entry must read back as exactly one valid SEM entry.
+    let doc = memory::parse(&text);
+    let problems: Vec<String> = memory::validate(
+        Path::new("new entry"),
+        &doc,
+        &Known::default(),
+        Utc::now().fixed_offset(),
+        true,
+    )
+    .into_iter()
+    .filter(|d| d.is_error() && d.rule != squad_protocol::Rule::MemoryUnresolvedReference)
+    .map(|d| d.message)
+    .collect();
+    if doc.entries().count() != 1 || !problems.is_empty() {
+        return Err(format!(
+            "the entry would not read back as one SEM entry ({}); check --details for `---` lines or `### ` headings",
+            problems.join("; ")
+        ));
+    }
+    let inbox = team.join("decisions").join("inbox");
+    std::fs::create_dir_all(&inbox).map_err(|e| format!("{}: {e}", inbox.display()))?;
+    let base = format!("{}-{}", slug(&a.author), slug(&a.summary));
+    let mut path = inbox.join(format!("{base}.md"));
+    let mut n = 2;
+    while std::fs::symlink_metadata(&path).is_ok() {
+        path = inbox.join(format!("{base}-{n}.md"));
+        n += 1;
+    }
+    squad_protocol::atomic::write_atomic(&path, text.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    say!("{}", path.display());
+    Ok(exit::OK)
+}

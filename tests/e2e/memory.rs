@@ -1,0 +1,498 @@
+//! `squadctl memory`: the real binary on temporary team directories, the real
+//! corpus, and kill -9 at random points of merge and archive.
+
+use crate::support::{code, copy_tree, run, squadctl, stdout};
+use squad_protocol::memory;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn corpus_project() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let from =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpora/squad/squad-head/.squad");
+    copy_tree(&from, &tmp.path().join(".squad"));
+    let root = tmp.path().to_path_buf();
+    (tmp, root)
+}
+
+fn entries_of(path: &Path) -> Vec<String> {
+    let Ok(src) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let doc = memory::parse(&src);
+    doc.entries().map(|e| e.identity(&src)).collect()
+}
+
+fn sem(i: usize, day: u32) -> String {
+    let ts = format!("2026-01-{day:02}T10:{:02}:{:02}+0000", i / 60 % 60, i % 60);
+    format!(
+        "### {ts}: decision: Entry number {i}\n\n**type:** decision\n**timestamp:** {ts}\n**author:** agent{}\n**summary:** Entry number {i}\n\n**details:**\n\nBody of {i}.\n\n---\n",
+        i % 7
+    )
+}
+
+#[test]
+fn real_inbox_merges_with_no_entry_lost_and_twice_adds_nothing() {
+    let (_tmp, root) = corpus_project();
+    let team = root.join(".squad");
+    let mut before = entries_of(&team.join("decisions.md"));
+    for p in std::fs::read_dir(team.join("decisions/inbox")).unwrap() {
+        before.extend(entries_of(&p.unwrap().path()));
+    }
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["memory", "merge", "--json"]));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["appended"], 3);
+    let after = entries_of(&team.join("decisions.md"));
+    let mut a = after.clone();
+    let mut b = before.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "every entry once in decisions.md");
+    assert_eq!(
+        std::fs::read_dir(team.join("decisions/inbox"))
+            .unwrap()
+            .count(),
+        0
+    );
+    run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["memory", "merge"]));
+    assert_eq!(entries_of(&team.join("decisions.md")).len(), after.len());
+}
+
+#[test]
+fn real_files_convert_writes_backup_and_loses_no_word() {
+    let (_tmp, root) = corpus_project();
+    let dec = root.join(".squad/decisions.md");
+    let original = std::fs::read_to_string(&dec).unwrap();
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["memory", "convert", "--json", "--tz", "-0800"]));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let converted: u64 = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["converted"].as_u64().unwrap())
+        .sum();
+    assert!(converted > 10, "{converted}");
+    assert!(
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["lost_words"].as_array().unwrap().is_empty())
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".squad/decisions.md.bak")).unwrap(),
+        original
+    );
+    let now = std::fs::read_to_string(&dec).unwrap();
+    assert!(
+        memory::lost_words(
+            &original.replace("**By:**", "").replace("**Date:**", ""),
+            &now
+        )
+        .is_empty()
+    );
+    assert!(
+        now.contains("T00:00:00-0800: decision: PR Review Batch"),
+        "{now}"
+    );
+    // The converted SEM entries validate without errors.
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["memory", "validate", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["errors"], 0, "{v}");
+}
+
+#[test]
+fn add_writes_one_valid_entry_into_the_inbox_and_query_finds_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join(".squad")).unwrap();
+    let details = tmp.path().join("d.md");
+    std::fs::write(&details, "Line one.\n\n```sh\n### not a heading\n```\n").unwrap();
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(tmp.path())
+        .args([
+            "memory",
+            "add",
+            "--type",
+            "decision",
+            "--summary",
+            "Use SEM everywhere",
+            "--author",
+            "Keaton",
+            "--scope",
+            "team",
+            "--tags",
+            "memory,format",
+            "--rationale",
+            "Tools parse it.",
+        ])
+        .arg("--details-file")
+        .arg(&details));
+    assert_eq!(code(&out), 0, "{}", crate::support::stderr(&out));
+    let path = PathBuf::from(stdout(&out).trim());
+    assert!(
+        path.ends_with("decisions/inbox/keaton-use-sem-everywhere.md"),
+        "{}",
+        path.display()
+    );
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(tmp.path())
+        .args(["memory", "validate", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    let out = run(squadctl().arg("--root").arg(tmp.path()).args([
+        "memory", "query", "--json", "--tag", "format", "--author", "keaton",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(v["entries"][0]["scope"], "team");
+    // A bad scope is refused with the grammar.
+    let out = run(squadctl().arg("--root").arg(tmp.path()).args([
+        "memory",
+        "add",
+        "--type",
+        "decision",
+        "--summary",
+        "x",
+        "--author",
+        "k",
+        "--scope",
+        "everyone",
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(crate::support::stderr(&out).contains("agent:NAME"));
+}
+
+#[test]
+fn validate_reports_rules_with_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("decisions.md");
+    std::fs::write(
+        &f,
+        "# Decisions\n\n### 2026-02-15T14:32:15-0800: decision: A\n\n**type:** decisionx\n**timestamp:** 2026-02-15T14:32:15-0800\n**summary:** A\n**scope:** everyone\n**supersedes:** 2020-01-01T00:00:00Z\n\n---\n",
+    )
+    .unwrap();
+    let out = run(squadctl()
+        .args(["memory", "validate"])
+        .arg(&f)
+        .args(["--format", "human", "--color", "never"]));
+    assert_eq!(code(&out), 1);
+    let s = stdout(&out);
+    for needle in [
+        "decisions.md:3:1: error[memory-missing-field]",
+        ":5:1: error[memory-bad-type]",
+        ":8:1: error[memory-bad-scope]",
+        ":9:1: error[memory-unresolved-reference]",
+    ] {
+        assert!(s.contains(needle), "{needle} in {s}");
+    }
+}
+
+/// Runs `args` and kills it with SIGKILL after `delay`, whether it finished or not.
+fn run_and_kill(root: &Path, args: &[&str], delay: Duration) {
+    let mut child = squadctl()
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+}
+
+fn union_counts(team: &Path) -> HashMap<String, usize> {
+    let mut files = vec![team.join("decisions.md"), team.join("decisions-archive.md")];
+    if let Ok(rd) = std::fs::read_dir(team.join("decisions/inbox")) {
+        files.extend(
+            rd.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "md")),
+        );
+    }
+    let mut counts = HashMap::new();
+    for f in files {
+        for id in entries_of(&f) {
+            *counts.entry(id).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn kill_9_during_merge_and_archive_loses_and_duplicates_nothing() {
+    let mut seed: u64 = 0x5eed_1234_abcd_0001;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let n = 1000;
+    let all: Vec<String> = (0..n)
+        .map(|i| memory::identity_of(&sem(i, 1 + (i % 28) as u32)))
+        .collect();
+    for round in 0..20 {
+        let tmp = tempfile::tempdir().unwrap();
+        let team = tmp.path().join(".squad");
+        let inbox = team.join("decisions/inbox");
+        std::fs::create_dir_all(&inbox).unwrap();
+        // Half the entries already in decisions.md, half in 500 inbox files.
+        let mut live = String::from("# Decisions\n\nPreamble kept.\n\n");
+        for i in 0..n / 2 {
+            live.push_str(&sem(i, 1 + (i % 28) as u32));
+            live.push('\n');
+        }
+        std::fs::write(team.join("decisions.md"), &live).unwrap();
+        for i in n / 2..n {
+            std::fs::write(
+                inbox.join(format!("agent-{i}.md")),
+                sem(i, 1 + (i % 28) as u32),
+            )
+            .unwrap();
+        }
+        // A debug-build merge or archive of 1,000 entries takes 50-80 ms:
+        // the kill lands before, during (writes, removals) or after it.
+        let delay = Duration::from_micros(next() % 90_000);
+        let (cmd, args): (&str, &[&str]) = if round % 2 == 0 {
+            ("merge", &["memory", "merge"])
+        } else {
+            // Archive after a completed merge, killed at a random point.
+            run(squadctl()
+                .arg("--root")
+                .arg(tmp.path())
+                .args(["memory", "merge"]));
+            (
+                "archive",
+                &[
+                    "memory",
+                    "archive",
+                    "--older-than",
+                    "1d",
+                    "--max-size",
+                    "1KB",
+                ],
+            )
+        };
+        run_and_kill(tmp.path(), args, delay);
+        // Right after the crash: nothing lost.
+        let counts = union_counts(&team);
+        let doubled = counts.values().filter(|&&c| c > 1).count();
+        eprintln!(
+            "round {round} {cmd}: killed after {delay:?}, {doubled} entries in two places until the re-run"
+        );
+        for id in &all {
+            assert!(
+                counts.contains_key(id),
+                "round {round} ({cmd}, {delay:?}): an entry is lost"
+            );
+        }
+        // A re-run completes the job: each entry exactly once.
+        let out = run(squadctl().arg("--root").arg(tmp.path()).args(args));
+        assert_eq!(code(&out), 0);
+        let counts = union_counts(&team);
+        assert_eq!(counts.len(), n, "round {round}");
+        assert!(
+            counts.values().all(|&c| c == 1),
+            "round {round} ({cmd}, {delay:?}): duplicates after re-run"
+        );
+        assert!(
+            std::fs::read_to_string(team.join("decisions.md"))
+                .unwrap()
+                .contains("Preamble kept.")
+        );
+    }
+}
+
+#[test]
+fn project_validate_includes_memory_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(&team).unwrap();
+    std::fs::write(
+        team.join("decisions.md"),
+        "# Decisions\n\n### 2026-02-15T14:32:15-0800: decision: A\n\n**type:** decision\n**timestamp:** 2026-02-15T14:32:15-0800\n**author:** K\n**summary:** A\n**scope:** nobody\n\n---\n",
+    )
+    .unwrap();
+    let out = run(squadctl()
+        .arg("--root")
+        .arg(tmp.path())
+        .args(["validate", "--json"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("memory-bad-scope"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn the_built_in_skill_example_is_a_valid_sem_entry() {
+    let skill = include_str!("../../supervisor/skills/squad-memory-format/SKILL.md");
+    let example = skill
+        .split("```markdown\n")
+        .nth(1)
+        .and_then(|s| s.split("\n```\n").next())
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("decisions.md");
+    // The example's references point at an entry it does not hold.
+    let target = "### 2026-02-10T16:20:00-0800: decision: Earlier\n\n**type:** decision\n**timestamp:** 2026-02-10T16:20:00-0800\n**author:** K\n**summary:** Earlier\n\n---\n\n";
+    std::fs::write(&f, format!("{target}{example}\n")).unwrap();
+    let out = run(squadctl().args(["memory", "validate", "--json"]).arg(&f));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    assert_eq!(memory::parse(example).entries().count(), 1);
+}
+
+#[test]
+fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let team = root.join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    std::fs::write(
+        team.join("policies.yaml"),
+        "retention:\n  schedule: '* * * * * *'\nmemory:\n  merge: true\n  archive_older_than: 30d\n",
+    )
+    .unwrap();
+    // Entry 0 is old (2026-01-…); the new one is dated now.
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S+0000")
+        .to_string();
+    let fresh = sem(1, 1).replace("2026-01-01T10:00:01+0000", &now);
+    std::fs::write(
+        team.join("decisions.md"),
+        format!("# Decisions\n\n{}", sem(0, 1)),
+    )
+    .unwrap();
+    std::fs::write(team.join("decisions/inbox/agent1-fresh.md"), &fresh).unwrap();
+    let _d = Daemon::start(root);
+    eventually("inbox merged and old entry archived", || {
+        let inbox_empty = std::fs::read_dir(team.join("decisions/inbox"))
+            .ok()?
+            .count()
+            == 0;
+        let archived =
+            entries_of(&team.join("decisions-archive.md")) == vec![memory::identity_of(&sem(0, 1))];
+        (inbox_empty && archived).then_some(())
+    });
+    assert_eq!(
+        entries_of(&team.join("decisions.md")),
+        vec![memory::identity_of(&fresh)]
+    );
+}
+
+#[test]
+fn squadd_merges_the_inbox_when_it_changes() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let team = root.join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    // The schedule never fires during the test: only the inbox change can merge.
+    std::fs::write(
+        team.join("policies.yaml"),
+        "retention:\n  schedule: '0 0 0 1 1 * 2099'\nmemory:\n  merge: true\n",
+    )
+    .unwrap();
+    std::fs::write(team.join("decisions.md"), "# Decisions\n").unwrap();
+    let _d = Daemon::start(root);
+    let out = run(squadctl().arg("--root").arg(root).args([
+        "memory",
+        "add",
+        "--type",
+        "note",
+        "--summary",
+        "Merged by squadd",
+        "--author",
+        "k",
+    ]));
+    assert_eq!(code(&out), 0);
+    eventually("inbox merged", || {
+        let empty = std::fs::read_dir(team.join("decisions/inbox"))
+            .ok()?
+            .count()
+            == 0;
+        (empty && entries_of(&team.join("decisions.md")).len() == 1).then_some(())
+    });
+}
+
+#[test]
+fn query_filters_and_supersede_chains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(team.join("agents/flight")).unwrap();
+    let a = sem(1, 1);
+    let b = sem(2, 2).replace(
+        "\n\n---\n",
+        "\n\n**supersedes:** 2026-01-01T10:00:01+0000\n\n---\n",
+    );
+    let c = sem(3, 3).replace(
+        "\n\n---\n",
+        "\n\n**supersedes:** 2026-01-02T10:00:02+0000\n\n---\n",
+    );
+    std::fs::write(
+        team.join("decisions.md"),
+        format!("# Decisions\n\n{a}\n{b}\n{c}"),
+    )
+    .unwrap();
+    std::fs::write(
+        team.join("agents/flight/history.md"),
+        "# Flight\n\n### 2026-01-05: Learned a thing\n\nDetails.\n",
+    )
+    .unwrap();
+    let q = |args: &[&str]| -> serde_json::Value {
+        let out = run(squadctl()
+            .arg("--root")
+            .arg(tmp.path())
+            .args(["memory", "query", "--json"])
+            .args(args));
+        assert_eq!(code(&out), 0);
+        serde_json::from_str(&stdout(&out)).unwrap()
+    };
+    assert_eq!(q(&[])["count"], 4);
+    assert_eq!(q(&["--agent", "flight"])["count"], 1);
+    assert_eq!(q(&["--agent", "flight"])["entries"][0]["author"], "flight");
+    assert_eq!(q(&["--before", "2026-01-02"])["count"], 1);
+    assert_eq!(
+        q(&["--after", "2026-01-02", "--before", "2026-01-04"])["count"],
+        2
+    );
+    assert_eq!(q(&["--text", "body of 3"])["count"], 1);
+    let chains = q(&["--supersede-chains"]);
+    let chain = chains["chains"][0].as_array().unwrap();
+    let summaries: Vec<&str> = chain
+        .iter()
+        .map(|e| e["summary"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        summaries,
+        ["Entry number 3", "Entry number 2", "Entry number 1"]
+    );
+}
