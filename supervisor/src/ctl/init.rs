@@ -47,6 +47,8 @@ pub enum SessionCommand {
     /// squadd wraps it up as for `complete`; retention deletes failed
     /// sessions after `retention.delete_failed_after` (7 days by default).
     Fail(FailArgs),
+    /// List sessions: status, phase, done/total tasks, age.
+    List(super::read::SessionListArgs),
 }
 
 /// Arguments of `session complete`.
@@ -130,6 +132,7 @@ pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
         SessionCommand::New(args) => new_session(root_arg, args),
         SessionCommand::Complete(args) => end_session(root_arg, &args.id, None),
         SessionCommand::Fail(args) => end_session(root_arg, &args.id, Some(&args.reason)),
+        SessionCommand::List(args) => super::read::session_list(root_arg, args),
     }
 }
 

@@ -50,7 +50,7 @@ pub enum TypeArg {
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// Sender.
-    #[arg(long)]
+    #[arg(long, env = "SQUAD_AGENT")]
     pub from: String,
     /// Recipient.
     #[arg(long)]
@@ -84,7 +84,7 @@ pub struct SendArgs {
     #[arg(long, value_name = "ID")]
     pub in_reply_to: Option<String>,
     /// The session (default: the only active session).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
     /// Print JSON.
     #[arg(long)]
@@ -227,6 +227,26 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return super::fail(e),
     };
+    // A message about a task no plan defines is rejected by `validate` and
+    // `check` later: refuse it now, with nothing written.
+    if let Some(task) = &args.task {
+        match crate::index::scan_session(&session) {
+            Ok(index) if index.plans().any(|p| &p.task_id == task) => {}
+            Ok(_) => {
+                return super::fail(format!(
+                    "--task `{}`: no task assignment in session `{}` defines it; check the id (`squadctl task list`)",
+                    crate::text::escape(task),
+                    crate::text::escape(
+                        &session
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default()
+                    )
+                ));
+            }
+            Err(e) => return super::fail(format!("{}: {e}", session.display())),
+        }
+    }
     let now = Utc::now();
     let response_by = match args
         .response_by

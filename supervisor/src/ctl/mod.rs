@@ -11,12 +11,15 @@ pub mod hooks;
 pub mod init;
 pub mod lock;
 pub mod message;
+pub mod read;
 pub mod schema;
 pub mod service;
 pub mod skills;
 pub mod status;
+pub mod target;
 pub mod validate;
 pub mod wait;
+pub mod write;
 
 /// squadctl: validate, inspect and drive a squad project's coordination files.
 ///
@@ -80,6 +83,17 @@ pub enum Command {
     /// Agent Skills: list, show, validate, prompt, upgrade, new.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// Tasks: assign (new), list, show.
+    #[command(subcommand)]
+    Task(write::TaskCommand),
+    #[allow(missing_docs)]
+    Progress(write::ProgressArgs),
+    #[allow(missing_docs)]
+    ReportError(write::ReportErrorArgs),
+    #[allow(missing_docs)]
+    Next(read::NextArgs),
+    #[allow(missing_docs)]
+    Graph(read::GraphArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -111,6 +125,11 @@ pub fn main() -> ExitCode {
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
         Command::Skills(cmd) => skills::run(cli.root.as_deref(), cmd),
+        Command::Task(cmd) => write::task(cli.root.as_deref(), cmd),
+        Command::Progress(args) => write::progress(cli.root.as_deref(), args),
+        Command::ReportError(args) => write::report_error(cli.root.as_deref(), args),
+        Command::Next(args) => read::next(cli.root.as_deref(), args),
+        Command::Graph(args) => read::graph(cli.root.as_deref(), args),
     };
     ExitCode::from(code)
 }
