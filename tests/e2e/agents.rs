@@ -591,3 +591,201 @@ fn graph_mermaid_snapshot_of_the_fixture_session() {
     );
     assert!(dot.contains("\"task_a\" -> \"task_b\";"), "{dot}");
 }
+
+/// The shell commands of the shipped squad-protocol skill, in order.
+fn skill_commands() -> Vec<String> {
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/squad-protocol/SKILL.md"),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block && line == "```sh";
+            continue;
+        }
+        if in_block && !line.trim().is_empty() {
+            out.push(line.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_command_the_skill_shows_runs_against_a_project() {
+    let (tmp, dir) = project();
+    let root = tmp.path();
+    ok(task_new(
+        root,
+        &[
+            "--agent",
+            "backend-dev",
+            "--instruction",
+            "write the parser",
+            "--allow",
+            "src/**",
+        ],
+    ));
+    ok(task_new(
+        root,
+        &[
+            "--agent",
+            "frontend-dev",
+            "--instruction",
+            "ui",
+            "--requires",
+            "task_001",
+        ],
+    ));
+    let commands = skill_commands();
+    assert!(commands.len() >= 10, "{commands:?}");
+    for needed in [
+        "next",
+        "progress",
+        "lock acquire",
+        "lock release",
+        "send",
+        "inbox next",
+        "report-error",
+        "task show",
+    ] {
+        assert!(
+            commands
+                .iter()
+                .any(|c| c.starts_with(&format!("squadctl {needed}"))),
+            "the skill shows no `{needed}`"
+        );
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_squadctl")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for c in &commands {
+        let out = run(Command::new("bash")
+            .args(["-c", c])
+            .current_dir(root)
+            .env("PATH", &path)
+            .env_remove("SQUAD_ROOT")
+            .env_remove("SQUAD_SESSION")
+            .env("SQUAD_AGENT", "backend-dev")
+            .env("SQUAD_TASK", "task_001"));
+        // `next` and `inbox next` say "nothing yet" with exit 1 (the skill says so).
+        let may_be_empty = c.starts_with("squadctl next") || c.starts_with("squadctl inbox next");
+        assert!(
+            code(&out) == 0 || (may_be_empty && code(&out) == 1),
+            "`{c}` failed ({}): {}{}",
+            code(&out),
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    let v: serde_yaml::Value = serde_yaml::from_str(
+        &fs::read_to_string(dir.join("role-comm-backend-dev-task_001.md")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["completed_steps"].as_sequence().unwrap().len(), 2);
+    let out = run(ctl(root).arg("validate"));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    // The task is done: frontend-dev's task is ready now.
+    let next: serde_json::Value = serde_json::from_str(&ok(run(ctl(root).args([
+        "next",
+        "--agent",
+        "frontend-dev",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(next["tasks"][0]["ready"], true);
+}
+
+#[test]
+fn init_installs_the_skill_ignores_runtime_state_and_appends_agents_md() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    fs::write(root.join("AGENTS.md"), "# Our agents\n").unwrap();
+    let out = ok(run(ctl(root).args(["init", "--agents-md"])));
+    assert!(out.contains(".claude/skills"), "{out}");
+    let shipped = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/squad-protocol/SKILL.md"),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read_to_string(root.join(".squad/skills/squad-protocol/SKILL.md")).unwrap(),
+        shipped
+    );
+    let agents = fs::read_to_string(root.join("AGENTS.md")).unwrap();
+    assert!(
+        agents.starts_with("# Our agents\n\n") && agents.contains("squadctl next"),
+        "{agents}"
+    );
+    // Again: the section is not added twice, a user's .gitignore is kept.
+    fs::write(root.join(".squad/.gitignore"), "# mine\n").unwrap();
+    ok(run(ctl(root).args(["init", "--agents-md"])));
+    assert_eq!(fs::read_to_string(root.join("AGENTS.md")).unwrap(), agents);
+    assert_eq!(
+        fs::read_to_string(root.join(".squad/.gitignore")).unwrap(),
+        "# mine\n"
+    );
+}
+
+#[test]
+fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
+    let has_git = Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_git {
+        return;
+    }
+    let (tmp, dir) = project();
+    let root = tmp.path();
+    let git = |args: &[&str]| {
+        let out = run(Command::new("git").args(args).current_dir(root));
+        assert_eq!(code(&out), 0, "git {args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    git(&["init", "-q"]);
+    ok(task_new(
+        root,
+        &[
+            "--agent",
+            "alice",
+            "--instruction",
+            "a",
+            "--allow",
+            "src/**",
+        ],
+    ));
+    ok(run(ctl(root).args([
+        "lock", "acquire", "--agent", "alice", "--task", "task_001", "src/a.rs",
+    ])));
+    let inbox = dir.join("inbox/alice/new");
+    fs::create_dir_all(&inbox).unwrap();
+    fs::write(inbox.join("high-msg_1.md"), "x").unwrap();
+    fs::write(root.join(".squad/audit.jsonl"), "{}\n").unwrap();
+    fs::write(root.join(".squad/run/state.json"), "{}").unwrap();
+    git(&["add", "-A"]);
+    let staged = git(&["diff", "--cached", "--name-only"]);
+    assert!(staged.contains("role-plan-alice-task_001.md"), "{staged}");
+    for runtime in ["/inbox/", "/locks/", "audit.jsonl", ".squad/run/"] {
+        assert!(!staged.contains(runtime), "{runtime} staged:\n{staged}");
+    }
+    // `check` says nothing about runtime paths it is handed.
+    let changed = root.join("changed.txt");
+    let session = dir.file_name().unwrap().to_str().unwrap();
+    fs::write(
+        &changed,
+        format!(".squad/sessions/{session}/inbox/alice/new/high-msg_1.md\n.squad/audit.jsonl\nsrc/a.rs\n"),
+    )
+    .unwrap();
+    let out = run(ctl(root).args(["check", "--changed", "changed.txt", "--task", "task_001"]));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !stdout(&out).contains("ownership-violation"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -16,14 +16,21 @@ use std::path::Path;
 
 /// Create `.squad/` in the project root (default: the current directory).
 ///
-/// Creates `sessions/`, `archives/` and `run/` (mode 0700). Safe to run again:
-/// existing directories are left as they are.
+/// Creates `sessions/`, `archives/` and `run/` (mode 0700), a `.gitignore`
+/// for runtime state, and installs the built-in skills into `.squad/skills/`
+/// (squad-protocol teaches agents the command line). Safe to run again:
+/// existing directories, an existing `.gitignore` and modified skills are
+/// left as they are.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Make a separate project even inside another one (a directory above
     /// already holds `.squad/`, which squadctl would otherwise use from here).
     #[arg(long)]
     pub nested: bool,
+    /// Append a short "working in a squad" section to AGENTS.md (created if
+    /// missing; left alone when it already has the section).
+    #[arg(long)]
+    pub agents_md: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -100,30 +107,113 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             crate::text::escape(&outer.display().to_string())
         ));
     }
-    match create_layout(&root) {
-        Ok(created) => {
-            let squad = root.join(SQUAD_DIR);
-            if args.json {
-                let created: Vec<String> =
-                    created.iter().map(|p| p.display().to_string()).collect();
-                super::print(&format!(
-                    "{:#}\n",
-                    json!({"squad_dir": squad.display().to_string(), "created": created})
-                ));
-            } else if created.is_empty() {
-                super::print_human(&format!("{} already initialized\n", squad.display()));
-            } else {
-                for p in &created {
-                    super::print_human(&format!("created {}\n", p.display()));
-                }
-            }
-            exit::OK
+    let squad = root.join(SQUAD_DIR);
+    let mut created = match create_layout(&root) {
+        Ok(c) => c,
+        Err(e) => return super::fail(format!("cannot create {}: {e}", squad.display())),
+    };
+    let gitignore = squad.join(".gitignore");
+    if std::fs::symlink_metadata(&gitignore).is_err() {
+        if let Err(e) = write_atomic(&gitignore, crate::layout::GITIGNORE.as_bytes()) {
+            return super::fail(format!("{}: {e}", gitignore.display()));
         }
-        Err(e) => super::fail(format!(
-            "cannot create {}: {e}",
-            root.join(SQUAD_DIR).display()
-        )),
+        created.push(gitignore);
     }
+    let skills = match crate::skills::install_builtin(&squad, false) {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let agents_md = if args.agents_md {
+        match append_agents_md(&root) {
+            Ok(done) => Some(done),
+            Err(e) => return super::fail(e),
+        }
+    } else {
+        None
+    };
+    if args.json {
+        let created: Vec<String> = created.iter().map(|p| p.display().to_string()).collect();
+        let skills: Vec<_> = skills
+            .iter()
+            .map(|o| json!({"skill": o.skill, "action": o.action, "path": o.path.display().to_string()}))
+            .collect();
+        return super::print(&format!(
+            "{:#}\n",
+            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md})
+        ));
+    }
+    let mut out = String::new();
+    if created.is_empty() {
+        out.push_str(&format!("{} already initialized\n", squad.display()));
+    }
+    for p in &created {
+        out.push_str(&format!("created {}\n", p.display()));
+    }
+    for o in &skills {
+        out.push_str(&format!("skill {}: {}\n", o.skill, o.message));
+    }
+    match agents_md {
+        Some(true) => out.push_str("AGENTS.md: added the squad section\n"),
+        Some(false) => out.push_str("AGENTS.md: already has the squad section\n"),
+        None => {}
+    }
+    out.push_str(POINTERS);
+    super::print_human(&out)
+}
+
+/// How to show the shipped skill to the agents' tools, printed by `init`.
+const POINTERS: &str = "\
+Agents learn the protocol from .squad/skills/squad-protocol/SKILL.md. Show it to their tool:
+  Claude Code:     mkdir -p .claude/skills && cp -R .squad/skills/squad-protocol .claude/skills/
+  Codex:           mkdir -p .agents/skills && cp -R .squad/skills/squad-protocol .agents/skills/
+  GitHub Copilot:  mkdir -p .github/skills && cp -R .squad/skills/squad-protocol .github/skills/
+  any agent:       squadctl init --agents-md (a short section in AGENTS.md)
+(squadctl reports such copies as shadowed by .squad/skills/: expected; refresh them after `squadctl skills upgrade`.)
+";
+
+/// The marker of the section `init --agents-md` appends.
+const AGENTS_MD_MARKER: &str = "<!-- squad-supervisor -->";
+
+/// The section `init --agents-md` appends to AGENTS.md.
+const AGENTS_MD_SECTION: &str = "\
+<!-- squad-supervisor -->
+## Working in a squad
+
+This project is coordinated by squad-supervisor. Your name, task and session
+are in `SQUAD_AGENT`, `SQUAD_TASK` and `SQUAD_SESSION`. Do not write the files
+under `.squad/` by hand; use `squadctl`:
+
+- `squadctl next --agent \"$SQUAD_AGENT\"`: your tasks and messages;
+- `squadctl progress --task \"$SQUAD_TASK\" --status in_progress|completed|blocked …`;
+- `squadctl lock acquire --agent \"$SQUAD_AGENT\" --task \"$SQUAD_TASK\" PATH…` before editing shared files;
+- `squadctl send --from \"$SQUAD_AGENT\" --to AGENT …` to ask another agent;
+- `squadctl report-error …` when you are stuck.
+
+The full guide is the skill `.squad/skills/squad-protocol/SKILL.md`.
+";
+
+/// Appends the squad section to `<root>/AGENTS.md`; `Ok(false)` when it is
+/// there already.
+fn append_agents_md(root: &Path) -> Result<bool, String> {
+    let path = root.join("AGENTS.md");
+    let old = match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
+        Ok(t) => t,
+        Err(squad_protocol::fsx::ReadError::NotFound) => String::new(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if old.contains(AGENTS_MD_MARKER) {
+        return Ok(false);
+    }
+    let mut text = old;
+    if !text.is_empty() {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    text.push_str(AGENTS_MD_SECTION);
+    write_atomic(&path, text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(true)
 }
 
 /// Runs a `squadctl session` subcommand.
