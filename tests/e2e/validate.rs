@@ -274,7 +274,10 @@ fn init_and_session_new_create_a_valid_project() {
         .args(["validate", "--color", "never"])
         .current_dir(root));
     // session-status.md and the two built-in skills `init` installs.
-    assert_eq!(stdout(&out), "0 errors, 0 warnings in 3 files (1 session)\n");
+    assert_eq!(
+        stdout(&out),
+        "0 errors, 0 warnings in 3 files (1 session)\n"
+    );
     assert_eq!(code(&out), 0);
 
     let out = run(squadctl()
