@@ -789,3 +789,45 @@ fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
         stdout(&out)
     );
 }
+
+#[test]
+fn completions_man_and_quiet_verbose() {
+    let (tmp, _dir) = project();
+    let root = tmp.path();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ok(run(ctl(root).args(["completions", shell])));
+        assert!(
+            out.contains("report-error") && out.contains("squadctl"),
+            "{shell}: {out}"
+        );
+    }
+    let out = ok(run(ctl(root).arg("man")));
+    assert!(out.contains(".TH squadctl 1"), "{out}");
+    let pages = tmp.path().join("man");
+    ok(run(ctl(root).args([
+        "man",
+        "--dir",
+        pages.to_str().unwrap(),
+    ])));
+    assert!(pages.join("squadctl-task-new.1").is_file());
+    // -q: the id is not printed, the task is written; -v: the root is named.
+    let out = run(ctl(root).args([
+        "-q",
+        "task",
+        "new",
+        "--agent",
+        "alice",
+        "--instruction",
+        "a",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let out = run(ctl(root).args(["-v", "task", "list"]));
+    assert_eq!(code(&out), 0);
+    assert!(stderr(&out).contains("project root"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("task_001"));
+    // -q does not hide errors.
+    let out = run(ctl(root).args(["-q", "task", "show", "task_404"]));
+    assert_ne!(code(&out), 0);
+    assert!(stderr(&out).contains("task_404"), "{}", stderr(&out));
+}

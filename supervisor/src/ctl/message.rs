@@ -304,10 +304,10 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     // squadd delivers; without it the message waits in the session.
     let daemon_up = daemon_running(&root);
     if !daemon_up {
-        eprintln!(
-            "squadctl: warning: squadd is not running for this project: the message is saved in the session and delivered to {}'s inbox when squadd runs (`inbox list {}` shows it as not delivered yet)",
+        super::warn(format!(
+            "squadd is not running for this project: the message is saved in the session and delivered to {}'s inbox when squadd runs (`inbox list {}` shows it as not delivered yet)",
             args.to, args.to
-        );
+        ));
     }
     if args.json {
         super::print(&format!(
