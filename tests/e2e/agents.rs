@@ -831,3 +831,73 @@ fn completions_man_and_quiet_verbose() {
     assert_ne!(code(&out), 0);
     assert!(stderr(&out).contains("task_404"), "{}", stderr(&out));
 }
+
+#[test]
+fn session_phase_gate_and_ending_rules() {
+    let (tmp, dir) = project();
+    let root = tmp.path();
+    let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let status = || -> serde_yaml::Value {
+        let text = fs::read_to_string(dir.join("session-status.md")).unwrap();
+        let yaml: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        serde_yaml::from_str(&yaml).unwrap()
+    };
+    ok(run(ctl(root).args(["session", "phase", &name, "design"])));
+    ok(run(ctl(root).args([
+        "session",
+        "gate",
+        &name,
+        "requirements",
+        "passed",
+    ])));
+    ok(run(ctl(root).args([
+        "session",
+        "gate",
+        &name,
+        "design",
+        "in_progress",
+    ])));
+    let v = status();
+    assert_eq!(v["phase"], "design");
+    assert_eq!(v["validation_gates"]["requirements"], "passed");
+    assert_eq!(v["validation_gates"]["design"], "in_progress");
+    // Bad values are refused by clap, a path is not a session.
+    assert_eq!(
+        code(&run(ctl(root).args(["session", "phase", &name, "shipping"]))),
+        2
+    );
+    let before = snapshot(root);
+    assert_ne!(
+        code(&run(ctl(root).args(["session", "phase", "..", "design"]))),
+        0
+    );
+    assert_eq!(snapshot(root), before);
+    // complete after fail: refused without --force, nothing changed.
+    ok(run(ctl(root).args([
+        "session",
+        "fail",
+        &name,
+        "--reason",
+        "index down",
+    ])));
+    let failed = fs::read(dir.join("session-status.md")).unwrap();
+    let out = run(ctl(root).args(["session", "complete", &name]));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    assert_eq!(fs::read(dir.join("session-status.md")).unwrap(), failed);
+    ok(run(
+        ctl(root).args(["session", "complete", &name, "--force"])
+    ));
+    let first = status()["completed_at"].clone();
+    assert!(first.is_string());
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    ok(run(ctl(root).args(["session", "complete", &name])));
+    assert_eq!(status()["completed_at"], first);
+    assert_eq!(status()["status"], "completed");
+    let out = run(ctl(root).arg("validate"));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}

@@ -56,6 +56,10 @@ pub enum SessionCommand {
     Fail(FailArgs),
     /// List sessions: status, phase, done/total tasks, age.
     List(super::read::SessionListArgs),
+    /// Set the session's phase (a supervisor-owned field agents may not edit).
+    Phase(PhaseArgs),
+    /// Set one validation gate: `session gate S design passed`.
+    Gate(GateArgs),
 }
 
 /// Arguments of `session complete`.
@@ -64,6 +68,43 @@ pub struct EndArgs {
     /// The session directory name (or its `session_id`).
     #[arg(value_name = "ID")]
     pub id: String,
+    /// Complete a session that was marked failed.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `session phase`.
+#[derive(Debug, clap::Args)]
+pub struct PhaseArgs {
+    /// The session directory name (or its `session_id`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// requirements, design, implementation or quality.
+    #[arg(value_name = "PHASE", value_parser = parse_phase)]
+    pub phase: Phase,
+}
+
+/// Arguments of `session gate`.
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
+    /// The session directory name (or its `session_id`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The gate: requirements, design, implementation or quality.
+    #[arg(value_name = "GATE", value_parser = parse_phase)]
+    pub gate: Phase,
+    /// passed, in_progress, pending or failed.
+    #[arg(value_name = "STATUS", value_parser = parse_gate)]
+    pub status: Gate,
+}
+
+fn parse_phase(s: &str) -> Result<Phase, String> {
+    Phase::parse(s)
+        .ok_or_else(|| format!("`{s}`: use requirements, design, implementation or quality"))
+}
+
+fn parse_gate(s: &str) -> Result<Gate, String> {
+    Gate::parse(s).ok_or_else(|| format!("`{s}`: use passed, in_progress, pending or failed"))
 }
 
 /// Arguments of `session fail`.
@@ -220,8 +261,26 @@ fn append_agents_md(root: &Path) -> Result<bool, String> {
 pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
     match cmd {
         SessionCommand::New(args) => new_session(root_arg, args),
-        SessionCommand::Complete(args) => end_session(root_arg, &args.id, None),
-        SessionCommand::Fail(args) => end_session(root_arg, &args.id, Some(&args.reason)),
+        SessionCommand::Complete(args) => edit_session(
+            root_arg,
+            &args.id,
+            Edit::End {
+                failure: None,
+                force: args.force,
+            },
+        ),
+        SessionCommand::Fail(args) => edit_session(
+            root_arg,
+            &args.id,
+            Edit::End {
+                failure: Some(&args.reason),
+                force: false,
+            },
+        ),
+        SessionCommand::Phase(args) => edit_session(root_arg, &args.id, Edit::Phase(args.phase)),
+        SessionCommand::Gate(args) => {
+            edit_session(root_arg, &args.id, Edit::Gate(args.gate, args.status))
+        }
         SessionCommand::List(args) => super::read::session_list(root_arg, args),
     }
 }
@@ -329,8 +388,8 @@ fn build_session(sessions: &Path, name: &str, status: &Document) -> io::Result<(
 
 /// Finds a session directory by name or by its `session_id`.
 fn find_session(root: &Path, id: &str) -> Option<std::path::PathBuf> {
-    let dir = sessions_dir(root).join(id);
-    if !id.contains('/') && dir.is_dir() {
+    // A directory name, validated (`..`, paths and symlinks are not sessions).
+    if let Ok(dir) = root::named_session(root, id) {
         return Some(dir);
     }
     squad_protocol::tree::session_dirs(root)
@@ -349,44 +408,123 @@ fn find_session(root: &Path, id: &str) -> Option<std::path::PathBuf> {
         })
 }
 
-fn end_session(root_arg: Option<&Path>, id: &str, failure: Option<&str>) -> u8 {
+/// A change to the supervisor-owned fields of session-status.md.
+enum Edit<'a> {
+    /// `complete` (no failure) or `fail`.
+    End {
+        failure: Option<&'a str>,
+        force: bool,
+    },
+    /// `phase`.
+    Phase(Phase),
+    /// `gate`.
+    Gate(Phase, Gate),
+}
+
+/// Applies an edit to session-status.md under the session's lock file
+/// (`.squad/run/session-<dir>.lock`), so two squadctl edits never lose each
+/// other's change: read, change, validate, write atomically.
+fn edit_session(root_arg: Option<&Path>, id: &str, edit: Edit<'_>) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
     };
     let Some(dir) = find_session(&root, id) else {
         return super::fail(format!(
-            "no session `{id}` in {}",
+            "no session `{}` in {}",
+            crate::text::escape(id),
             sessions_dir(&root).display()
         ));
     };
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock_path = root
+        .join(SQUAD_DIR)
+        .join(squad_protocol::tree::RUN_DIR)
+        .join(format!("session-{name}.lock"));
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .and_then(|f| f.lock().map(|()| f));
+    let _lock = match lock {
+        Ok(f) => f,
+        Err(e) => return super::fail(format!("{}: {e}", lock_path.display())),
+    };
     let path = dir.join(squad_protocol::kind::SESSION_STATUS_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
         Ok(t) => t,
         Err(e) => return super::fail(format!("{}: {e}", path.display())),
     };
+    let current =
+        match squad_protocol::check_text(&path, squad_protocol::FileKind::SessionStatus, &text)
+            .document
+        {
+            Some(Document::SessionStatus(s)) => Some(s),
+            _ => None,
+        };
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
-    let fields: Vec<(&str, String)> = match failure {
-        None => vec![("status", "completed".into()), ("completed_at", now)],
-        Some(reason) => vec![
-            ("status", "failed".into()),
-            ("failed_at", now),
-            ("failure_reason", reason.to_string()),
-        ],
+    let (new, said) = match edit {
+        Edit::End { failure, force } => {
+            let was = current.as_ref().map(|s| s.status);
+            if failure.is_none() && was == Some(SessionState::Failed) && !force {
+                eprintln!(
+                    "squadctl: session {} was marked failed{}; pass --force to complete it anyway",
+                    crate::text::escape(&name),
+                    current
+                        .as_ref()
+                        .and_then(|s| s.failure_reason.as_deref())
+                        .map(|r| format!(" ({})", crate::text::escape(r)))
+                        .unwrap_or_default()
+                );
+                return exit::PROBLEMS;
+            }
+            let mut fields: Vec<(&str, String)> = match failure {
+                None => vec![("status", "completed".into())],
+                Some(reason) => vec![
+                    ("status", "failed".into()),
+                    ("failed_at", now.clone()),
+                    ("failure_reason", reason.to_string()),
+                ],
+            };
+            // Completing again keeps the first completion time.
+            if failure.is_none() && current.as_ref().is_none_or(|s| s.completed_at.is_none()) {
+                fields.push(("completed_at", now.clone()));
+            }
+            let said = if failure.is_some() {
+                "failed"
+            } else {
+                "completed"
+            };
+            (
+                crate::outputs::set_status_fields(&text, &fields),
+                said.to_string(),
+            )
+        }
+        Edit::Phase(p) => (
+            crate::outputs::set_status_fields(&text, &[("phase", p.as_str().to_string())]),
+            format!("phase {p}"),
+        ),
+        Edit::Gate(g, st) => (
+            crate::outputs::set_status_nested(&text, "validation_gates", g.as_str(), st.as_str()),
+            format!("gate {g} {st}"),
+        ),
     };
-    let Some(new) = crate::outputs::set_status_fields(&text, &fields) else {
+    let Some(new) = new else {
         return super::fail(format!(
             "{}: its YAML is not a mapping; fix it first (squadctl validate)",
             path.display()
         ));
     };
+    let report = squad_protocol::check_text(&path, squad_protocol::FileKind::SessionStatus, &new);
+    if let Some(d) = report.diagnostics.iter().find(|d| d.is_error()) {
+        return super::fail(format!("refused, nothing written: {d}"));
+    }
     if let Err(e) = write_atomic(&path, new.as_bytes()) {
         return super::fail(format!("{}: {e}", path.display()));
     }
-    let status = if failure.is_some() {
-        "failed"
-    } else {
-        "completed"
-    };
-    super::print_human(&format!("{} {status}\n", dir.display()))
+    super::print_human(&format!("{} {said}\n", dir.display()))
 }
