@@ -169,32 +169,6 @@ pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
     }
 }
 
-/// The session to write into: the named one, or the only active one.
-fn pick_session(root: &Path, named: Option<&str>) -> Result<PathBuf, String> {
-    if let Some(s) = named {
-        return crate::root::named_session(root, s);
-    }
-    let active: Vec<PathBuf> = session_dirs(root)
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .filter(|d| session_state(d) == Some(SessionState::Active))
-        .collect();
-    match active.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(
-            "no active session; create one with `squadctl session new` or pass --session".into(),
-        ),
-        many => Err(format!(
-            "{} active sessions; pass --session (one of: {})",
-            many.len(),
-            many.iter()
-                .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
-}
-
 /// Runs `squadctl send`.
 pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     let root = match root::resolve(root_arg) {
@@ -223,8 +197,14 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
         },
         (None, None) => return super::fail("pass --message or --message-file"),
     };
-    let session = match pick_session(&root, args.session.as_deref()) {
-        Ok(s) => s,
+    // The one resolver of the agent commands: the named session, else the
+    // one active session that plans the task (or the sender's work).
+    let what = match &args.task {
+        Some(t) => super::target::Defines::Task(t),
+        None => super::target::Defines::Agent(&args.from),
+    };
+    let session = match super::target::resolve(&root, args.session.as_deref(), what) {
+        Ok(s) => s.dir,
         Err(e) => return super::fail(e),
     };
     // A message about a task no plan defines is rejected by `validate` and
