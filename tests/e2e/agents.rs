@@ -901,3 +901,43 @@ fn session_phase_gate_and_ending_rules() {
     let out = run(ctl(root).arg("validate"));
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
+
+#[test]
+fn next_wait_returns_when_the_agents_task_becomes_ready() {
+    let (tmp, _dir) = project();
+    let root = tmp.path();
+    ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
+    ok(task_new(
+        root,
+        &[
+            "--agent",
+            "bob",
+            "--instruction",
+            "b",
+            "--requires",
+            "task_001",
+        ],
+    ));
+    let out = run(ctl(root).args(["next", "--agent", "bob", "--wait", "1s"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let waiting = ctl(root)
+        .args(["next", "--agent", "bob", "--wait", "60s", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    ok(run(ctl(root).args([
+        "progress",
+        "--task",
+        "task_001",
+        "--status",
+        "completed",
+    ])));
+    let start = std::time::Instant::now();
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["tasks"][0]["task_id"], "task_002");
+    // Woken by the change, not by the 30 s safety look.
+    assert!(start.elapsed() < std::time::Duration::from_secs(25));
+}

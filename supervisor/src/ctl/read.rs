@@ -47,8 +47,8 @@ pub struct TaskShowArgs {
 /// What to do next: your ready and in-progress tasks (instruction,
 /// boundaries, outputs) and your unread messages by priority, in one answer.
 ///
-/// Exit 0 when there is something, 1 when there is nothing to do (so a
-/// script can wait with `until squadctl next …; do sleep 5; done`).
+/// Exit 0 when there is something, 1 when there is nothing to do (after
+/// `--wait`, which returns as soon as work or a message arrives).
 #[derive(Debug, clap::Args)]
 pub struct NextArgs {
     /// The agent.
@@ -57,6 +57,9 @@ pub struct NextArgs {
     /// The session (default: every active session that plans work for the agent).
     #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
+    /// Wait up to DURATION (e.g. `10m`) for work or a message to arrive.
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -191,10 +194,70 @@ pub fn next(root_arg: Option<&Path>, args: NextArgs) -> u8 {
             crate::text::escape(&args.agent)
         ));
     }
+    let wait = match args
+        .wait
+        .as_deref()
+        .map(squad_policies::duration::parse_duration)
+    {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return super::fail(format!("--wait: {e}")),
+        None => std::time::Duration::ZERO,
+    };
+    let deadline = std::time::Instant::now().checked_add(wait);
+    let mut waiter = (!wait.is_zero()).then(|| super::wait::Waiter::new(Vec::new()));
+    loop {
+        // Watch first, then look: a change in between wakes the wait.
+        if let Some(w) = &mut waiter {
+            let mut dirs = vec![squad_protocol::tree::sessions_dir(&root)];
+            for dir in session_dirs(&root).unwrap_or_default() {
+                let inbox = crate::inbox::inbox_dir(&dir, &args.agent);
+                dirs.extend([dir.clone(), dir.join("inbox"), inbox.join("new"), inbox]);
+            }
+            w.add(dirs);
+        }
+        match next_once(&root, &args) {
+            Err(code) => return code,
+            Ok(Some(code)) => return code,
+            Ok(None) => {}
+        }
+        let now = std::time::Instant::now();
+        let Some(w) = &waiter else { break };
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        // A rare look without a change, as a safety net.
+        w.wait(
+            deadline
+                .map_or(std::time::Duration::MAX, |d| d - now)
+                .min(std::time::Duration::from_secs(30)),
+        );
+    }
+    let code = if args.json {
+        super::print(&format!(
+            "{:#}\n",
+            json!({"agent": args.agent, "tasks": [], "messages": []})
+        ))
+    } else {
+        super::print_human(&format!(
+            "nothing for {} yet: no ready or started task, no unread message\n",
+            args.agent
+        ))
+    };
+    if code == crate::exit::OK {
+        crate::exit::PROBLEMS
+    } else {
+        code
+    }
+}
+
+/// One look: `Ok(Some(code))` after printing the agent's work, `Ok(None)`
+/// when there is none, `Err(code)` on failure.
+fn next_once(root: &Path, args: &NextArgs) -> Result<Option<u8>, u8> {
+    let root = root.to_path_buf();
     let sessions: Vec<SessionIndex> = match &args.session {
         Some(name) => match target::resolve(&root, Some(name), Defines::Any) {
             Ok(s) => vec![s],
-            Err(e) => return super::fail(e),
+            Err(e) => return Err(super::fail(e)),
         },
         None => session_dirs(&root)
             .unwrap_or_default()
@@ -248,25 +311,17 @@ pub fn next(root_arg: Option<&Path>, args: NextArgs) -> u8 {
             }));
         }
     }
-    let nothing = tasks.is_empty() && messages.is_empty();
-    let code = if args.json {
+    if tasks.is_empty() && messages.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(if args.json {
         super::print(&format!(
             "{:#}\n",
             json!({"agent": args.agent, "tasks": tasks, "messages": messages})
         ))
-    } else if nothing {
-        super::print_human(&format!(
-            "nothing for {} yet: no ready or started task, no unread message\n",
-            args.agent
-        ))
     } else {
         super::print_human(&human)
-    };
-    if code == crate::exit::OK && nothing {
-        crate::exit::PROBLEMS
-    } else {
-        code
-    }
+    }))
 }
 
 /// Runs `squadctl task list`.
