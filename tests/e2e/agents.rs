@@ -941,3 +941,36 @@ fn next_wait_returns_when_the_agents_task_becomes_ready() {
     // Woken by the change, not by the 30 s safety look.
     assert!(start.elapsed() < std::time::Duration::from_secs(25));
 }
+
+#[test]
+fn lock_commands_take_the_agent_and_task_from_the_environment() {
+    let (tmp, dir) = project();
+    let root = tmp.path();
+    ok(task_new(
+        root,
+        &[
+            "--agent",
+            "alice",
+            "--instruction",
+            "a",
+            "--allow",
+            "src/**",
+        ],
+    ));
+    let env = |c: &mut Command| {
+        c.env("SQUAD_AGENT", "alice").env("SQUAD_TASK", "task_001");
+    };
+    let mut c = ctl(root);
+    env(&mut c);
+    ok(run(c.args(["lock", "acquire", "src/a.rs"])));
+    assert!(fs::read_dir(dir.join("locks")).unwrap().count() > 0);
+    let mut c = ctl(root);
+    env(&mut c);
+    let listed = ok(run(c.args(["lock", "list", "--json"])));
+    assert!(listed.contains("alice"), "{listed}");
+    let mut c = ctl(root);
+    env(&mut c);
+    ok(run(c.args(["lock", "release", "--all"])));
+    let listed = ok(run(ctl(root).args(["lock", "list", "--json"])));
+    assert!(!listed.contains("src/a.rs"), "{listed}");
+}
