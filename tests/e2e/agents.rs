@@ -329,6 +329,23 @@ fn refused_writes_leave_the_session_byte_identical() {
         assert!(!stderr(&out).is_empty(), "{args:?} said nothing");
         assert_eq!(snapshot(&dir), before, "{args:?} changed the session");
     }
+    // --json: the refusal and its diagnostics, for scripts.
+    let out = run(ctl(root).args([
+        "task",
+        "new",
+        "--agent",
+        "carol",
+        "--instruction",
+        "c",
+        "--requires",
+        "task_999",
+        "--json",
+    ]));
+    assert_eq!(code(&out), 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["refused"], true);
+    assert_eq!(v["diagnostics"][0]["rule"], "unknown-task", "{v:#}");
+    assert_eq!(snapshot(&dir), before);
     // The cycle is reported with its rule.
     let out = run(ctl(root).args([
         "task",

@@ -210,7 +210,19 @@ impl From<String> for Refused {
     }
 }
 
-fn refuse(r: Refused) -> u8 {
+/// Says why a write was refused: on stderr, and with `--json` also as
+/// `{"refused": true, "error": …, "diagnostics": […]}` on stdout.
+fn refuse(r: Refused, json: bool) -> u8 {
+    if json {
+        let (error, diagnostics) = match &r {
+            Refused::Reason(s) => (s.clone(), Vec::new()),
+            Refused::Diagnostics(ds) => ("the file would not be valid".to_string(), ds.clone()),
+        };
+        super::print(&format!(
+            "{:#}\n",
+            json!({"refused": true, "error": error, "diagnostics": diagnostics})
+        ));
+    }
     match r {
         Refused::Reason(s) => super::fail(s),
         Refused::Diagnostics(ds) => {
@@ -321,7 +333,7 @@ pub fn task(root_arg: Option<&Path>, cmd: TaskCommand) -> u8 {
                 json!({"task_id": id, "path": path.display().to_string()}),
                 format!("{id}\n"),
             ),
-            Err(r) => refuse(r),
+            Err(r) => refuse(r, args.json),
         },
         TaskCommand::List(args) => super::read::task_list(&root, args),
         TaskCommand::Show(args) => super::read::task_show(&root, args),
@@ -456,7 +468,7 @@ pub fn progress(root_arg: Option<&Path>, args: ProgressArgs) -> u8 {
             json!({"task_id": doc.meta.task_id, "status": doc.status.as_str(), "path": path.display().to_string()}),
             format!("{} {}\n", doc.meta.task_id, doc.status),
         ),
-        Err(r) => refuse(r),
+        Err(r) => refuse(r, args.json),
     }
 }
 
@@ -624,7 +636,7 @@ pub fn report_error(root_arg: Option<&Path>, args: ReportErrorArgs) -> u8 {
             json!({"error_id": id, "path": path.display().to_string()}),
             format!("{id}\n"),
         ),
-        Err(r) => refuse(r),
+        Err(r) => refuse(r, args.json),
     }
 }
 
