@@ -906,6 +906,22 @@ fn session_phase_gate_and_ending_rules() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     assert_eq!(fs::read(dir.join("session-status.md")).unwrap(), failed);
+    // An ended session takes no new task.
+    let before = snapshot(&dir);
+    let out = task_new(
+        root,
+        &[
+            "--session",
+            &name,
+            "--agent",
+            "alice",
+            "--instruction",
+            "late",
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    assert!(stderr(&out).contains("failed"), "{}", stderr(&out));
+    assert_eq!(snapshot(&dir), before);
     ok(run(
         ctl(root).args(["session", "complete", &name, "--force"])
     ));

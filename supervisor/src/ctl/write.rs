@@ -434,6 +434,15 @@ fn task_new(root: &Path, args: &TaskNewArgs) -> Result<(String, PathBuf), Refuse
         args.session.as_deref(),
         Defines::Agent(&doc.meta.agent),
     )?;
+    if let Some(st) = session.status()
+        && st.status != squad_protocol::model::SessionState::Active
+    {
+        return Err(format!(
+            "session `{}` is {}: it takes no new tasks; plan into an active session (`squadctl session new`)",
+            session.name, st.status
+        )
+        .into());
+    }
     if doc.meta.task_id.is_empty() {
         doc.meta.task_id = next_task_id(&session);
     }
