@@ -29,3 +29,73 @@ pub fn create_layout(root: &Path) -> io::Result<Vec<PathBuf>> {
     run.chmod(0o700)?;
     Ok(created)
 }
+
+/// `.squad/.gitignore` as `squadctl init` writes it: the runtime state squadd
+/// and squadctl keep next to the protocol files, which `git add -A` must not
+/// commit. Paths are relative to `.squad/`.
+pub const GITIGNORE: &str = "\
+# Written by `squadctl init`: runtime state of squadd and squadctl, not for git.
+/run/
+/audit.jsonl
+/audit.jsonl.*
+/sessions/*/inbox/
+/sessions/*/locks/
+.*.tmp.*
+";
+
+/// Whether a project-relative path (`.squad/…`, `/`-separated) is runtime
+/// state listed in [`GITIGNORE`]; `squadctl check` skips such changes.
+pub fn is_runtime_path(path: &str) -> bool {
+    let Some(rest) = path
+        .strip_prefix(SQUAD_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+    else {
+        return false;
+    };
+    let name = rest.rsplit('/').next().unwrap_or(rest);
+    if squad_protocol::atomic::is_temp_name(name) {
+        return true;
+    }
+    if rest.starts_with("run/") || rest == "audit.jsonl" || rest.starts_with("audit.jsonl.") {
+        return true;
+    }
+    let mut parts = rest.split('/');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (
+            Some(SESSIONS_DIR),
+            Some(_),
+            Some("inbox" | "locks"),
+            Some(_)
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_runtime_path;
+
+    #[test]
+    fn runtime_paths_are_the_gitignored_ones() {
+        for p in [
+            ".squad/run/state.json",
+            ".squad/audit.jsonl",
+            ".squad/audit.jsonl.1",
+            ".squad/sessions/s1/inbox/bob/new/x.md",
+            ".squad/sessions/s1/locks/abc.json",
+            ".squad/sessions/s1/.role-plan-a-task_1.md.tmp.12.0",
+        ] {
+            assert!(is_runtime_path(p), "{p}");
+        }
+        for p in [
+            ".squad/sessions/s1/role-plan-a-task_1.md",
+            ".squad/sessions/s1/session-status.md",
+            ".squad/sessions/s1/summary.md",
+            ".squad/skills/x/SKILL.md",
+            "src/run/x.rs",
+            ".squad/sessions/inbox",
+        ] {
+            assert!(!is_runtime_path(p), "{p}");
+        }
+    }
+}

@@ -97,6 +97,30 @@ pub fn set_status_fields(text: &str, fields: &[(&str, String)]) -> Option<String
     Some(format!("{prefix}{body}{suffix}"))
 }
 
+/// Sets one field of a status file's YAML below a top-level mapping (e.g.
+/// `validation_gates.design`), creating the mapping when absent; keeps the
+/// rest as [`set_status_fields`] does. `None` when the YAML, or the value at
+/// `parent`, is not a mapping.
+pub fn set_status_nested(text: &str, parent: &str, field: &str, value: &str) -> Option<String> {
+    let (mut map, prefix, suffix) = split_status(text)?;
+    let inner = map
+        .entry(key(parent))
+        .or_insert_with(|| Yaml::Mapping(Mapping::new()));
+    match inner {
+        Yaml::Mapping(m) => {
+            m.insert(key(field), Yaml::String(value.to_string()));
+        }
+        Yaml::Null => {
+            let mut m = Mapping::new();
+            m.insert(key(field), Yaml::String(value.to_string()));
+            *inner = Yaml::Mapping(m);
+        }
+        _ => return None,
+    }
+    let body = serde_yaml::to_string(&Yaml::Mapping(map)).ok()?;
+    Some(format!("{prefix}{body}{suffix}"))
+}
+
 /// A status file's YAML mapping, and the text before and after it (plain
 /// YAML gets the supervisor's header back, since comments do not survive a
 /// YAML round trip). `None` when the YAML is not a mapping.

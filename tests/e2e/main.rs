@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `squadd` and `squadctl` binaries on temporary
 //! project roots.
 
+mod agents;
 mod check;
 mod core;
 pub mod daemon;

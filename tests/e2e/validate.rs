@@ -158,7 +158,8 @@ fn bad_input_yields_diagnostics_and_validation_goes_on() {
             .contains("backend-system-architect")),
         "{diags:#?}"
     );
-    assert_eq!(v["files_checked"], 16);
+    // 16 session files and the two built-in skills `init` installs.
+    assert_eq!(v["files_checked"], 18);
 }
 
 #[test]
@@ -273,7 +274,11 @@ fn init_and_session_new_create_a_valid_project() {
     let out = run(squadctl()
         .args(["validate", "--color", "never"])
         .current_dir(root));
-    assert_eq!(stdout(&out), "0 errors, 0 warnings in 1 file (1 session)\n");
+    // session-status.md and the two built-in skills `init` installs.
+    assert_eq!(
+        stdout(&out),
+        "0 errors, 0 warnings in 3 files (1 session)\n"
+    );
     assert_eq!(code(&out), 0);
 
     let out = run(squadctl()

@@ -279,6 +279,11 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             return super::fail("pass --base REV, --staged, or --changed FILE --task T");
         }
     };
+    // Runtime state (.squad/.gitignore) is not the agents' work to check.
+    let changes: Vec<Change> = changes
+        .into_iter()
+        .filter(|c| !crate::layout::is_runtime_path(&c.path))
+        .collect();
     let (facts, sessions) = match facts(&root, &changes) {
         Ok(f) => f,
         Err(e) => return super::fail(e),

@@ -16,14 +16,21 @@ use std::path::Path;
 
 /// Create `.squad/` in the project root (default: the current directory).
 ///
-/// Creates `sessions/`, `archives/` and `run/` (mode 0700). Safe to run again:
-/// existing directories are left as they are.
+/// Creates `sessions/`, `archives/` and `run/` (mode 0700), a `.gitignore`
+/// for runtime state, and installs the built-in skills into `.squad/skills/`
+/// (squad-protocol teaches agents the command line). Safe to run again:
+/// existing directories, an existing `.gitignore` and modified skills are
+/// left as they are.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Make a separate project even inside another one (a directory above
     /// already holds `.squad/`, which squadctl would otherwise use from here).
     #[arg(long)]
     pub nested: bool,
+    /// Append a short "working in a squad" section to AGENTS.md (created if
+    /// missing; left alone when it already has the section).
+    #[arg(long)]
+    pub agents_md: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -47,6 +54,12 @@ pub enum SessionCommand {
     /// squadd wraps it up as for `complete`; retention deletes failed
     /// sessions after `retention.delete_failed_after` (7 days by default).
     Fail(FailArgs),
+    /// List sessions: status, phase, done/total tasks, age.
+    List(super::read::SessionListArgs),
+    /// Set the session's phase (a supervisor-owned field agents may not edit).
+    Phase(PhaseArgs),
+    /// Set one validation gate: `session gate S design passed`.
+    Gate(GateArgs),
 }
 
 /// Arguments of `session complete`.
@@ -55,6 +68,43 @@ pub struct EndArgs {
     /// The session directory name (or its `session_id`).
     #[arg(value_name = "ID")]
     pub id: String,
+    /// Complete a session that was marked failed.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `session phase`.
+#[derive(Debug, clap::Args)]
+pub struct PhaseArgs {
+    /// The session directory name (or its `session_id`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// requirements, design, implementation or quality.
+    #[arg(value_name = "PHASE", value_parser = parse_phase)]
+    pub phase: Phase,
+}
+
+/// Arguments of `session gate`.
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
+    /// The session directory name (or its `session_id`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The gate: requirements, design, implementation or quality.
+    #[arg(value_name = "GATE", value_parser = parse_phase)]
+    pub gate: Phase,
+    /// passed, in_progress, pending or failed.
+    #[arg(value_name = "STATUS", value_parser = parse_gate)]
+    pub status: Gate,
+}
+
+fn parse_phase(s: &str) -> Result<Phase, String> {
+    Phase::parse(s)
+        .ok_or_else(|| format!("`{s}`: use requirements, design, implementation or quality"))
+}
+
+fn parse_gate(s: &str) -> Result<Gate, String> {
+    Gate::parse(s).ok_or_else(|| format!("`{s}`: use passed, in_progress, pending or failed"))
 }
 
 /// Arguments of `session fail`.
@@ -98,38 +148,140 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             crate::text::escape(&outer.display().to_string())
         ));
     }
-    match create_layout(&root) {
-        Ok(created) => {
-            let squad = root.join(SQUAD_DIR);
-            if args.json {
-                let created: Vec<String> =
-                    created.iter().map(|p| p.display().to_string()).collect();
-                super::print(&format!(
-                    "{:#}\n",
-                    json!({"squad_dir": squad.display().to_string(), "created": created})
-                ));
-            } else if created.is_empty() {
-                super::print_human(&format!("{} already initialized\n", squad.display()));
-            } else {
-                for p in &created {
-                    super::print_human(&format!("created {}\n", p.display()));
-                }
-            }
-            exit::OK
+    let squad = root.join(SQUAD_DIR);
+    let mut created = match create_layout(&root) {
+        Ok(c) => c,
+        Err(e) => return super::fail(format!("cannot create {}: {e}", squad.display())),
+    };
+    let gitignore = squad.join(".gitignore");
+    if std::fs::symlink_metadata(&gitignore).is_err() {
+        if let Err(e) = write_atomic(&gitignore, crate::layout::GITIGNORE.as_bytes()) {
+            return super::fail(format!("{}: {e}", gitignore.display()));
         }
-        Err(e) => super::fail(format!(
-            "cannot create {}: {e}",
-            root.join(SQUAD_DIR).display()
-        )),
+        created.push(gitignore);
     }
+    let skills = match crate::skills::install_builtin(&squad, false) {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let agents_md = if args.agents_md {
+        match append_agents_md(&root) {
+            Ok(done) => Some(done),
+            Err(e) => return super::fail(e),
+        }
+    } else {
+        None
+    };
+    if args.json {
+        let created: Vec<String> = created.iter().map(|p| p.display().to_string()).collect();
+        let skills: Vec<_> = skills
+            .iter()
+            .map(|o| json!({"skill": o.skill, "action": o.action, "path": o.path.display().to_string()}))
+            .collect();
+        return super::print(&format!(
+            "{:#}\n",
+            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md})
+        ));
+    }
+    let mut out = String::new();
+    if created.is_empty() {
+        out.push_str(&format!("{} already initialized\n", squad.display()));
+    }
+    for p in &created {
+        out.push_str(&format!("created {}\n", p.display()));
+    }
+    for o in &skills {
+        out.push_str(&format!("skill {}: {}\n", o.skill, o.message));
+    }
+    match agents_md {
+        Some(true) => out.push_str("AGENTS.md: added the squad section\n"),
+        Some(false) => out.push_str("AGENTS.md: already has the squad section\n"),
+        None => {}
+    }
+    out.push_str(POINTERS);
+    super::print_human(&out)
+}
+
+/// How to show the shipped skill to the agents' tools, printed by `init`.
+const POINTERS: &str = "\
+Agents learn the protocol from .squad/skills/squad-protocol/SKILL.md. Show it to their tool:
+  Claude Code:     mkdir -p .claude/skills && cp -R .squad/skills/squad-protocol .claude/skills/
+  Codex:           mkdir -p .agents/skills && cp -R .squad/skills/squad-protocol .agents/skills/
+  GitHub Copilot:  mkdir -p .github/skills && cp -R .squad/skills/squad-protocol .github/skills/
+  any agent:       squadctl init --agents-md (a short section in AGENTS.md)
+(squadctl reports such copies as shadowed by .squad/skills/: expected; refresh them after `squadctl skills upgrade`.)
+";
+
+/// The marker of the section `init --agents-md` appends.
+const AGENTS_MD_MARKER: &str = "<!-- squad-supervisor -->";
+
+/// The section `init --agents-md` appends to AGENTS.md.
+const AGENTS_MD_SECTION: &str = "\
+<!-- squad-supervisor -->
+## Working in a squad
+
+This project is coordinated by squad-supervisor. Your name, task and session
+are in `SQUAD_AGENT`, `SQUAD_TASK` and `SQUAD_SESSION`. Do not write the files
+under `.squad/` by hand; use `squadctl`:
+
+- `squadctl next --agent \"$SQUAD_AGENT\"`: your tasks and messages;
+- `squadctl progress --task \"$SQUAD_TASK\" --status in_progress|completed|blocked …`;
+- `squadctl lock acquire --agent \"$SQUAD_AGENT\" --task \"$SQUAD_TASK\" PATH…` before editing shared files;
+- `squadctl send --from \"$SQUAD_AGENT\" --to AGENT …` to ask another agent;
+- `squadctl report-error …` when you are stuck.
+
+The full guide is the skill `.squad/skills/squad-protocol/SKILL.md`.
+";
+
+/// Appends the squad section to `<root>/AGENTS.md`; `Ok(false)` when it is
+/// there already.
+fn append_agents_md(root: &Path) -> Result<bool, String> {
+    let path = root.join("AGENTS.md");
+    let old = match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
+        Ok(t) => t,
+        Err(squad_protocol::fsx::ReadError::NotFound) => String::new(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if old.contains(AGENTS_MD_MARKER) {
+        return Ok(false);
+    }
+    let mut text = old;
+    if !text.is_empty() {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    text.push_str(AGENTS_MD_SECTION);
+    write_atomic(&path, text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(true)
 }
 
 /// Runs a `squadctl session` subcommand.
 pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
     match cmd {
         SessionCommand::New(args) => new_session(root_arg, args),
-        SessionCommand::Complete(args) => end_session(root_arg, &args.id, None),
-        SessionCommand::Fail(args) => end_session(root_arg, &args.id, Some(&args.reason)),
+        SessionCommand::Complete(args) => edit_session(
+            root_arg,
+            &args.id,
+            Edit::End {
+                failure: None,
+                force: args.force,
+            },
+        ),
+        SessionCommand::Fail(args) => edit_session(
+            root_arg,
+            &args.id,
+            Edit::End {
+                failure: Some(&args.reason),
+                force: false,
+            },
+        ),
+        SessionCommand::Phase(args) => edit_session(root_arg, &args.id, Edit::Phase(args.phase)),
+        SessionCommand::Gate(args) => {
+            edit_session(root_arg, &args.id, Edit::Gate(args.gate, args.status))
+        }
+        SessionCommand::List(args) => super::read::session_list(root_arg, args),
     }
 }
 
@@ -236,8 +388,8 @@ fn build_session(sessions: &Path, name: &str, status: &Document) -> io::Result<(
 
 /// Finds a session directory by name or by its `session_id`.
 fn find_session(root: &Path, id: &str) -> Option<std::path::PathBuf> {
-    let dir = sessions_dir(root).join(id);
-    if !id.contains('/') && dir.is_dir() {
+    // A directory name, validated (`..`, paths and symlinks are not sessions).
+    if let Ok(dir) = root::named_session(root, id) {
         return Some(dir);
     }
     squad_protocol::tree::session_dirs(root)
@@ -256,16 +408,51 @@ fn find_session(root: &Path, id: &str) -> Option<std::path::PathBuf> {
         })
 }
 
-fn end_session(root_arg: Option<&Path>, id: &str, failure: Option<&str>) -> u8 {
+/// A change to the supervisor-owned fields of session-status.md.
+enum Edit<'a> {
+    /// `complete` (no failure) or `fail`.
+    End {
+        failure: Option<&'a str>,
+        force: bool,
+    },
+    /// `phase`.
+    Phase(Phase),
+    /// `gate`.
+    Gate(Phase, Gate),
+}
+
+/// Applies an edit to session-status.md under the session's lock file
+/// (`.squad/run/session-<dir>.lock`), so two squadctl edits never lose each
+/// other's change: read, change, validate, write atomically.
+fn edit_session(root_arg: Option<&Path>, id: &str, edit: Edit<'_>) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
     };
     let Some(dir) = find_session(&root, id) else {
         return super::fail(format!(
-            "no session `{id}` in {}",
+            "no session `{}` in {}",
+            crate::text::escape(id),
             sessions_dir(&root).display()
         ));
+    };
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock_path = root
+        .join(SQUAD_DIR)
+        .join(squad_protocol::tree::RUN_DIR)
+        .join(format!("session-{name}.lock"));
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .and_then(|f| f.lock().map(|()| f));
+    let _lock = match lock {
+        Ok(f) => f,
+        Err(e) => return super::fail(format!("{}: {e}", lock_path.display())),
     };
     let path = dir.join(squad_protocol::kind::SESSION_STATUS_FILE);
     let text = match squad_protocol::fsx::read_regular_to_string(
@@ -275,28 +462,72 @@ fn end_session(root_arg: Option<&Path>, id: &str, failure: Option<&str>) -> u8 {
         Ok(t) => t,
         Err(e) => return super::fail(format!("{}: {e}", path.display())),
     };
+    let current =
+        match squad_protocol::check_text(&path, squad_protocol::FileKind::SessionStatus, &text)
+            .document
+        {
+            Some(Document::SessionStatus(s)) => Some(s),
+            _ => None,
+        };
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
-    let fields: Vec<(&str, String)> = match failure {
-        None => vec![("status", "completed".into()), ("completed_at", now)],
-        Some(reason) => vec![
-            ("status", "failed".into()),
-            ("failed_at", now),
-            ("failure_reason", reason.to_string()),
-        ],
+    let (new, said) = match edit {
+        Edit::End { failure, force } => {
+            let was = current.as_ref().map(|s| s.status);
+            if failure.is_none() && was == Some(SessionState::Failed) && !force {
+                eprintln!(
+                    "squadctl: session {} was marked failed{}; pass --force to complete it anyway",
+                    crate::text::escape(&name),
+                    current
+                        .as_ref()
+                        .and_then(|s| s.failure_reason.as_deref())
+                        .map(|r| format!(" ({})", crate::text::escape(r)))
+                        .unwrap_or_default()
+                );
+                return exit::PROBLEMS;
+            }
+            let mut fields: Vec<(&str, String)> = match failure {
+                None => vec![("status", "completed".into())],
+                Some(reason) => vec![
+                    ("status", "failed".into()),
+                    ("failed_at", now.clone()),
+                    ("failure_reason", reason.to_string()),
+                ],
+            };
+            // Completing again keeps the first completion time.
+            if failure.is_none() && current.as_ref().is_none_or(|s| s.completed_at.is_none()) {
+                fields.push(("completed_at", now.clone()));
+            }
+            let said = if failure.is_some() {
+                "failed"
+            } else {
+                "completed"
+            };
+            (
+                crate::outputs::set_status_fields(&text, &fields),
+                said.to_string(),
+            )
+        }
+        Edit::Phase(p) => (
+            crate::outputs::set_status_fields(&text, &[("phase", p.as_str().to_string())]),
+            format!("phase {p}"),
+        ),
+        Edit::Gate(g, st) => (
+            crate::outputs::set_status_nested(&text, "validation_gates", g.as_str(), st.as_str()),
+            format!("gate {g} {st}"),
+        ),
     };
-    let Some(new) = crate::outputs::set_status_fields(&text, &fields) else {
+    let Some(new) = new else {
         return super::fail(format!(
             "{}: its YAML is not a mapping; fix it first (squadctl validate)",
             path.display()
         ));
     };
+    let report = squad_protocol::check_text(&path, squad_protocol::FileKind::SessionStatus, &new);
+    if let Some(d) = report.diagnostics.iter().find(|d| d.is_error()) {
+        return super::fail(format!("refused, nothing written: {d}"));
+    }
     if let Err(e) = write_atomic(&path, new.as_bytes()) {
         return super::fail(format!("{}: {e}", path.display()));
     }
-    let status = if failure.is_some() {
-        "failed"
-    } else {
-        "completed"
-    };
-    super::print_human(&format!("{} {status}\n", dir.display()))
+    super::print_human(&format!("{} {said}\n", dir.display()))
 }

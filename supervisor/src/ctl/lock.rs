@@ -54,15 +54,15 @@ pub struct AcquireArgs {
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<String>,
     /// The agent taking the lock.
-    #[arg(long)]
+    #[arg(long, env = "SQUAD_AGENT")]
     pub agent: String,
     /// The agent's task; its boundaries limit what may be locked.
-    #[arg(long)]
+    #[arg(long, env = "SQUAD_TASK")]
     pub task: String,
     /// The session holding the task: a directory name in `.squad/sessions/`.
     /// Default: the session whose plan names the task; when several do, the
     /// only active one, else the command lists them and asks for --session.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
     /// Time to live (default: the policy's `locks.default_ttl`, 15m).
     #[arg(long, value_name = "DURATION")]
@@ -88,7 +88,7 @@ pub struct ReleaseArgs {
     #[arg(value_name = "TARGET", required_unless_present = "all")]
     pub targets: Vec<String>,
     /// The holder.
-    #[arg(long)]
+    #[arg(long, env = "SQUAD_AGENT")]
     pub agent: String,
     /// Release every lock of the agent.
     #[arg(long)]
@@ -105,7 +105,7 @@ pub struct RenewArgs {
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<String>,
     /// The holder.
-    #[arg(long)]
+    #[arg(long, env = "SQUAD_AGENT")]
     pub agent: String,
     /// New time to live from now (default: the policy's `locks.default_ttl`).
     #[arg(long, value_name = "DURATION")]

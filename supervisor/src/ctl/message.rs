@@ -50,7 +50,7 @@ pub enum TypeArg {
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// Sender.
-    #[arg(long)]
+    #[arg(long, env = "SQUAD_AGENT")]
     pub from: String,
     /// Recipient.
     #[arg(long)]
@@ -84,7 +84,7 @@ pub struct SendArgs {
     #[arg(long, value_name = "ID")]
     pub in_reply_to: Option<String>,
     /// The session (default: the only active session).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
     /// Print JSON.
     #[arg(long)]
@@ -169,32 +169,6 @@ pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
     }
 }
 
-/// The session to write into: the named one, or the only active one.
-fn pick_session(root: &Path, named: Option<&str>) -> Result<PathBuf, String> {
-    if let Some(s) = named {
-        return crate::root::named_session(root, s);
-    }
-    let active: Vec<PathBuf> = session_dirs(root)
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .filter(|d| session_state(d) == Some(SessionState::Active))
-        .collect();
-    match active.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(
-            "no active session; create one with `squadctl session new` or pass --session".into(),
-        ),
-        many => Err(format!(
-            "{} active sessions; pass --session (one of: {})",
-            many.len(),
-            many.iter()
-                .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
-}
-
 /// Runs `squadctl send`.
 pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     let root = match root::resolve(root_arg) {
@@ -223,10 +197,36 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
         },
         (None, None) => return super::fail("pass --message or --message-file"),
     };
-    let session = match pick_session(&root, args.session.as_deref()) {
-        Ok(s) => s,
+    // The one resolver of the agent commands: the named session, else the
+    // one active session that plans the task (or the sender's work).
+    let what = match &args.task {
+        Some(t) => super::target::Defines::Task(t),
+        None => super::target::Defines::Agent(&args.from),
+    };
+    let session = match super::target::resolve(&root, args.session.as_deref(), what) {
+        Ok(s) => s.dir,
         Err(e) => return super::fail(e),
     };
+    // A message about a task no plan defines is rejected by `validate` and
+    // `check` later: refuse it now, with nothing written.
+    if let Some(task) = &args.task {
+        match crate::index::scan_session(&session) {
+            Ok(index) if index.plans().any(|p| &p.task_id == task) => {}
+            Ok(_) => {
+                return super::fail(format!(
+                    "--task `{}`: no task assignment in session `{}` defines it; check the id (`squadctl task list`)",
+                    crate::text::escape(task),
+                    crate::text::escape(
+                        &session
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default()
+                    )
+                ));
+            }
+            Err(e) => return super::fail(format!("{}: {e}", session.display())),
+        }
+    }
     let now = Utc::now();
     let response_by = match args
         .response_by
@@ -284,10 +284,10 @@ pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     // squadd delivers; without it the message waits in the session.
     let daemon_up = daemon_running(&root);
     if !daemon_up {
-        eprintln!(
-            "squadctl: warning: squadd is not running for this project: the message is saved in the session and delivered to {}'s inbox when squadd runs (`inbox list {}` shows it as not delivered yet)",
+        super::warn(format!(
+            "squadd is not running for this project: the message is saved in the session and delivered to {}'s inbox when squadd runs (`inbox list {}` shows it as not delivered yet)",
             args.to, args.to
-        );
+        ));
     }
     if args.json {
         super::print(&format!(

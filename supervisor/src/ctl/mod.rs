@@ -12,12 +12,16 @@ pub mod init;
 pub mod lock;
 pub mod memory;
 pub mod message;
+pub mod read;
 pub mod schema;
 pub mod service;
+pub mod shell;
 pub mod skills;
 pub mod status;
+pub mod target;
 pub mod validate;
 pub mod wait;
+pub mod write;
 
 /// squadctl: validate, inspect and drive a squad project's coordination files.
 ///
@@ -33,6 +37,16 @@ pub struct Cli {
     /// such directory at or above the current one.
     #[arg(long, global = true, env = "SQUAD_ROOT", value_name = "DIR")]
     pub root: Option<PathBuf>,
+
+    /// Quiet: no human-readable output on success and no warnings; errors,
+    /// JSON and the exit code still tell the result.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Verbose: also say which project root and files a command works on
+    /// (on stderr).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     /// What to do.
     #[command(subcommand)]
@@ -84,6 +98,21 @@ pub enum Command {
     /// Agent Skills: list, show, validate, prompt, upgrade, new.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// Tasks: assign (new), list, show.
+    #[command(subcommand)]
+    Task(write::TaskCommand),
+    #[allow(missing_docs)]
+    Progress(write::ProgressArgs),
+    #[allow(missing_docs)]
+    ReportError(write::ReportErrorArgs),
+    #[allow(missing_docs)]
+    Next(read::NextArgs),
+    #[allow(missing_docs)]
+    Graph(read::GraphArgs),
+    #[allow(missing_docs)]
+    Completions(shell::CompletionsArgs),
+    #[allow(missing_docs)]
+    Man(shell::ManArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -98,6 +127,18 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    VERBOSITY.store(
+        if cli.quiet { 0 } else { 1 + cli.verbose },
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    if verbose()
+        && let Ok(root) = crate::root::resolve(cli.root.as_deref())
+    {
+        eprintln!(
+            "squadctl: project root {}",
+            crate::text::escape(&root.display().to_string())
+        );
+    }
     let code = match cli.command {
         Command::Validate(args) => validate::run(cli.root.as_deref(), args),
         Command::Schema(args) => schema::run(args),
@@ -116,6 +157,13 @@ pub fn main() -> ExitCode {
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
         Command::Skills(cmd) => skills::run(cli.root.as_deref(), cmd),
+        Command::Task(cmd) => write::task(cli.root.as_deref(), cmd),
+        Command::Progress(args) => write::progress(cli.root.as_deref(), args),
+        Command::ReportError(args) => write::report_error(cli.root.as_deref(), args),
+        Command::Next(args) => read::next(cli.root.as_deref(), args),
+        Command::Graph(args) => read::graph(cli.root.as_deref(), args),
+        Command::Completions(args) => shell::completions(args),
+        Command::Man(args) => shell::man(args),
     };
     ExitCode::from(code)
 }
@@ -131,9 +179,36 @@ pub(crate) fn print(text: &str) -> u8 {
 }
 
 /// Writes human output to stdout with control characters escaped (names
-/// come from the file system and from agents), line breaks kept.
+/// come from the file system and from agents), line breaks kept. Nothing
+/// under `-q`.
 pub(crate) fn print_human(text: &str) -> u8 {
+    if quiet() {
+        return crate::exit::OK;
+    }
     print(&crate::text::escape_lines(text))
+}
+
+/// 0 with `-q`, 1 by default, 1 + the number of `-v`.
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// Whether `-q` was given.
+pub(crate) fn quiet() -> bool {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) == 0
+}
+
+/// Whether `-v` was given.
+pub(crate) fn verbose() -> bool {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) > 1
+}
+
+/// Prints a warning on stderr (not under `-q`).
+pub(crate) fn warn(message: impl std::fmt::Display) {
+    if !quiet() {
+        eprintln!(
+            "squadctl: warning: {}",
+            crate::text::escape_lines(&message.to_string())
+        );
+    }
 }
 
 /// The project root (as a file system path) and its effective policy, or the
