@@ -141,6 +141,18 @@ fn check_agent(agent: &str) -> Result<(), u8> {
     Ok(())
 }
 
+/// The skills one agent sees (its own, the team's, the built-in ones), or
+/// every skill of the project when no agent is named.
+fn discover_for(project: &Path, agent: Option<&str>) -> Result<Discovery, u8> {
+    match agent {
+        Some(a) => {
+            check_agent(a)?;
+            Ok(discover::discover(project, Some(a), false))
+        }
+        None => Ok(discover::discover_all(project, false)),
+    }
+}
+
 /// Notes on stderr for skills that lenient loading skipped, so no skill goes
 /// missing silently.
 fn note_skipped(d: &Discovery) {
@@ -168,16 +180,13 @@ fn list(root_arg: Option<&Path>, args: ListArgs) -> u8 {
         Ok(p) => p,
         Err(c) => return c,
     };
-    let d = match &args.agent {
-        Some(a) => {
-            if let Err(c) = check_agent(a) {
-                return c;
-            }
-            warn_unknown_agent(&project, a);
-            discover::discover(&project, Some(a), false)
-        }
-        None => discover::discover_all(&project, false),
+    let d = match discover_for(&project, args.agent.as_deref()) {
+        Ok(d) => d,
+        Err(c) => return c,
     };
+    if let Some(a) = &args.agent {
+        warn_unknown_agent(&project, a);
+    }
     if args.json {
         let v = json!({
             "skills": d.skills,
@@ -255,14 +264,9 @@ fn show(root_arg: Option<&Path>, args: ShowArgs) -> u8 {
         Ok(p) => p,
         Err(c) => return c,
     };
-    let d = match &args.agent {
-        Some(a) => {
-            if let Err(c) = check_agent(a) {
-                return c;
-            }
-            discover::discover(&project, Some(a), false)
-        }
-        None => discover::discover_all(&project, false),
+    let d = match discover_for(&project, args.agent.as_deref()) {
+        Ok(d) => d,
+        Err(c) => return c,
     };
     let Some(found) = d.skills.iter().find(|f| f.skill.name == args.name) else {
         let known: Vec<&str> = d.skills.iter().map(|f| f.skill.name.as_str()).collect();
@@ -559,9 +563,9 @@ fn new(root_arg: Option<&Path>, args: NewArgs) -> u8 {
         return super::fail(format!("{} already exists", dir.display()));
     }
     // A skill of this name elsewhere would shadow, or be shadowed by, the new one.
-    let existing = match &args.agent {
-        Some(a) => discover::discover(&project, Some(a), false),
-        None => discover::discover_all(&project, false),
+    let existing = match discover_for(&project, args.agent.as_deref()) {
+        Ok(d) => d,
+        Err(c) => return c,
     };
     if let Some(f) = existing.skills.iter().find(|f| f.skill.name == args.name) {
         return super::fail(format!(
