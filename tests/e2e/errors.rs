@@ -12,21 +12,7 @@ const S: &str = "20240115T100000Z-errs";
 
 fn project() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    let s = tmp.path().join(".squad/sessions").join(S);
-    fs::create_dir_all(&s).unwrap();
-    fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
-    fs::write(
-        s.join("session-status.md"),
-        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
-    )
-    .unwrap();
-    for agent in ["alice", "bob"] {
-        fs::write(
-            s.join(format!("role-plan-{agent}-task_{agent}.md")),
-            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
-        )
-        .unwrap();
-    }
+    two_agent_session(tmp.path(), S);
     tmp
 }
 

@@ -62,20 +62,7 @@ const OWN_PATHS: &[(&str, Target)] = &[
 ];
 
 fn project(root: &Path) {
-    let s = root.join(".squad/sessions").join(S);
-    fs::create_dir_all(&s).unwrap();
-    fs::write(
-        s.join("session-status.md"),
-        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
-    )
-    .unwrap();
-    for agent in ["alice", "bob"] {
-        fs::write(
-            s.join(format!("role-plan-{agent}-task_{agent}.md")),
-            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
-        )
-        .unwrap();
-    }
+    let s = two_agent_session(root, S);
     fs::write(
         s.join("role-comm-alice-to-bob-msg_1.md"),
         "meta:\n  message_id: msg_1\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n",

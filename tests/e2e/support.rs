@@ -51,3 +51,25 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A project with one active session `session` in which `alice` and `bob`
+/// each have one high-priority task (`task_alice`, `task_bob`); returns the
+/// session directory.
+pub fn two_agent_session(root: &Path, session: &str) -> PathBuf {
+    let s = root.join(".squad/sessions").join(session);
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::create_dir_all(root.join(".squad/run")).unwrap();
+    std::fs::write(
+        s.join("session-status.md"),
+        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    for agent in ["alice", "bob"] {
+        std::fs::write(
+            s.join(format!("role-plan-{agent}-task_{agent}.md")),
+            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
+        )
+        .unwrap();
+    }
+    s
+}
