@@ -167,7 +167,9 @@ pub enum EventKind {
         message_id: String,
         /// Priority.
         priority: String,
-        /// Delivered after its priority's `deliver_within`.
+        /// Delivered after its priority's `deliver_within`, counted from when
+        /// squadd first saw it at the latest, by more than squadd's reaction
+        /// time (`squad_policies::messages::ON_TIME_TOLERANCE`, 2 s).
         late: bool,
         /// For routed reports: the file the message was generated from.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -142,11 +142,14 @@ fn split_status(text: &str) -> Option<(Mapping, String, String)> {
     Some((map, prefix, text[end..].to_string()))
 }
 
-/// Renders summary.md for a session that ended.
+/// Renders summary.md for a session that ended. `recorded`: the tasks that
+/// violated their dependencies during the session (with the prerequisites
+/// unmet then), counted even when they no longer do.
 pub fn render_summary(
     session: &SessionIndex,
     view: &SessionView,
     escalations: &[String],
+    recorded: &std::collections::BTreeMap<String, Vec<String>>,
     now: DateTime<Utc>,
 ) -> String {
     use crate::index::Entry;
@@ -248,20 +251,35 @@ pub fn render_summary(
         );
     }
     let problems: Vec<_> = session.diagnostics().collect();
-    let violations: Vec<&str> = view
-        .tasks
+    // Every violation seen during the session (a task that started early
+    // no longer violates once its prerequisites complete), and any still
+    // standing.
+    let mut violations: std::collections::BTreeMap<&str, &[String]> = recorded
         .iter()
-        .filter(|t| t.violation)
-        .map(|t| t.task_id.as_str())
+        .map(|(t, unmet)| (t.as_str(), unmet.as_slice()))
         .collect();
+    for t in view.tasks.iter().filter(|t| t.violation) {
+        violations
+            .entry(t.task_id.as_str())
+            .or_insert(t.unmet.as_slice());
+    }
     let _ = writeln!(out, "\n## Problems\n");
     if problems.is_empty() && violations.is_empty() {
         let _ = writeln!(out, "None.");
     }
-    for t in &violations {
+    for (t, unmet) in &violations {
+        let before = if unmet.is_empty() {
+            "its prerequisites".to_string()
+        } else {
+            unmet
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let _ = writeln!(
             out,
-            "- dependency violation: `{t}` ran before its prerequisites"
+            "- dependency violation: `{t}` ran before {before} completed"
         );
     }
     for d in &problems {

@@ -27,6 +27,10 @@ pub struct State {
     /// Per session directory name, overdue replies already reported.
     #[serde(default)]
     pub replies_overdue: BTreeMap<String, BTreeSet<String>>,
+    /// Per session directory name, tasks that violated their dependencies
+    /// (with the prerequisites unmet then), for the session's summary.
+    #[serde(default)]
+    pub violations: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
 /// `<root>/.squad/run/state.json`.

@@ -109,7 +109,12 @@ impl Root {
             .get(&name)
             .cloned()
             .unwrap_or_default();
-        let (core, mut out) = SessionCore::load(index, starts, reported, now);
+        let (mut core, mut out) = SessionCore::load(index, starts, reported, now);
+        // What was recorded first stays (the prerequisites unmet then).
+        if let Some(seen) = self.state.violations.get(&name) {
+            core.violations
+                .extend(seen.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         if announce {
             out.events = changes(before.as_ref(), &core.view());
             out.ended = out
@@ -172,6 +177,11 @@ impl Root {
             self.state
                 .overdue_reported
                 .insert(name.to_string(), core.overdue_reported.clone());
+        }
+        if !core.violations.is_empty() {
+            self.state
+                .violations
+                .insert(name.to_string(), core.violations.clone());
         }
     }
 

@@ -29,7 +29,15 @@ pub struct Intake {
     watched: BTreeSet<PathBuf>,
     pending: HashMap<PathBuf, Instant>,
     queue: Arc<AtomicUsize>,
+    /// Unreadable files and how many times each was read again.
+    unreadable: HashMap<PathBuf, u32>,
 }
+
+/// How many times an unreadable file is read again (after 1 s, 2 s, 4 s …
+/// 64 s) before squadd waits for its next event. A permission change is an
+/// attribute event and is read at once; the retries cover what no event
+/// announces (an ACL or a parent directory's permission fixed).
+pub const UNREADABLE_RETRIES: u32 = 7;
 
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
@@ -72,6 +80,7 @@ impl Intake {
                 watched: BTreeSet::new(),
                 pending: HashMap::new(),
                 queue,
+                unreadable: HashMap::new(),
             },
             rx,
         ))
@@ -110,6 +119,7 @@ impl Intake {
         for p in under {
             self.unwatch(&p);
         }
+        self.unreadable.retain(|p, _| !p.starts_with(dir));
     }
 
     /// Forgets the watches under `prefix`: the kernel dropped them when the
@@ -144,7 +154,10 @@ impl Intake {
             // close after writing means a writer has finished.
             FsKind::Access(AccessKind::Close(AccessMode::Write)) => Duration::ZERO,
             FsKind::Access(_) => return Noted::Queued,
-            FsKind::Modify(ModifyKind::Metadata(_)) => return Noted::Queued,
+            // Attribute changes are events too: `chmod 644` makes an
+            // unreadable file readable without touching its bytes. A file
+            // whose bytes did not change is recognised by its fingerprint.
+            FsKind::Modify(ModifyKind::Metadata(_)) => SETTLE,
             FsKind::Modify(ModifyKind::Data(_)) | FsKind::Create(CreateKind::File) => SETTLE,
             _ => Duration::ZERO,
         };
@@ -165,6 +178,26 @@ impl Intake {
             .entry(path)
             .and_modify(|d| *d = (*d).min(at))
             .or_insert(at);
+    }
+
+    /// A file was unreadable: queues it again after a backoff (1 s, 2 s,
+    /// 4 s …), at most [`UNREADABLE_RETRIES`] times; false once exhausted.
+    pub fn retry_unreadable(&mut self, path: &Path, now: Instant) -> bool {
+        let tries = self.unreadable.entry(path.to_path_buf()).or_insert(0);
+        if *tries >= UNREADABLE_RETRIES {
+            return false;
+        }
+        let after = Duration::from_secs(1 << *tries);
+        *tries += 1;
+        self.retry(path.to_path_buf(), now + after);
+        true
+    }
+
+    /// A file was read (or went): its unreadable retries end.
+    pub fn readable(&mut self, path: &Path) {
+        if !self.unreadable.is_empty() {
+            self.unreadable.remove(path);
+        }
     }
 
     /// When the next queued path settles.
@@ -349,5 +382,45 @@ mod tests {
             c("/p/.squad/sessions/20240115T100000Z-s1/artifacts/a/b"),
             None
         );
+    }
+
+    fn event(kind: FsKind, path: &str) -> Notification {
+        Ok(notify::Event::new(kind).add_path(PathBuf::from(path)))
+    }
+
+    #[test]
+    fn an_attribute_change_queues_the_path() {
+        let (mut intake, _rx) = Intake::start().unwrap();
+        let now = Instant::now();
+        let chmod = FsKind::Modify(ModifyKind::Metadata(
+            notify::event::MetadataKind::Permissions,
+        ));
+        assert_eq!(intake.note(event(chmod, "/p/a.md"), now), Noted::Queued);
+        assert_eq!(
+            intake.take_due(now + Duration::from_secs(1)),
+            vec![PathBuf::from("/p/a.md")]
+        );
+        // Reads stay ignored (squadd's own reads make them).
+        let read = FsKind::Access(AccessKind::Read);
+        assert_eq!(intake.note(event(read, "/p/b.md"), now), Noted::Queued);
+        assert!(intake.take_due(now + Duration::from_secs(1)).is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_file_is_retried_with_backoff_then_left_to_its_events() {
+        let (mut intake, _rx) = Intake::start().unwrap();
+        let now = Instant::now();
+        let path = Path::new("/p/a.md");
+        let mut waits = Vec::new();
+        while intake.retry_unreadable(path, now) {
+            let due = intake.next_due().unwrap();
+            waits.push(due.duration_since(now).as_secs());
+            assert_eq!(intake.take_due(due), vec![path.to_path_buf()]);
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64]);
+        // Readable again: a later failure starts over.
+        intake.readable(path);
+        assert!(intake.retry_unreadable(path, now));
+        assert_eq!(intake.next_due(), Some(now + Duration::from_secs(1)));
     }
 }

@@ -278,6 +278,14 @@ fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
     ))
 }
 
+/// Whether a file was indexed as unreadable (a read error, not its content).
+fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
+    f.fingerprint == 0
+        && f.diagnostics
+            .first()
+            .is_some_and(|d| d.rule == squad_protocol::Rule::Unreadable)
+}
+
 async fn sleep_until(wake: Option<Instant>) {
     match wake {
         Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -489,6 +497,21 @@ impl Supervisor {
     }
 
     fn report_invalid_files(&mut self, i: usize, name: &str) {
+        let unreadable: Vec<PathBuf> = self.roots[i]
+            .sessions
+            .get(name)
+            .map(|s| {
+                s.index()
+                    .files
+                    .values()
+                    .filter(|f| is_unreadable(f))
+                    .map(|f| f.path.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for path in unreadable {
+            self.intake.retry_unreadable(&path, Instant::now());
+        }
         for (path, errors, first) in self.roots[i].invalid_files(name) {
             self.log.emit(
                 i,
@@ -963,6 +986,24 @@ impl Supervisor {
                 }
             },
         };
+        // A read error is never sticky: an unreadable file is read again
+        // (its attribute change is an event too, see intake).
+        if loaded.as_ref().is_some_and(is_unreadable) {
+            self.intake.retry_unreadable(path, Instant::now());
+            let same = self.roots[i]
+                .sessions
+                .get(name)?
+                .index()
+                .files
+                .get(file)
+                .zip(loaded.as_ref())
+                .is_some_and(|(old, new)| is_unreadable(old) && old.diagnostics == new.diagnostics);
+            if same {
+                return None;
+            }
+        } else {
+            self.intake.readable(path);
+        }
         let wall = Utc::now();
         let reply_to = |f: Option<&crate::index::IndexedFile>| match f.map(|f| &f.entry) {
             Some(crate::index::Entry::Message(m)) => m.in_reply_to.clone(),
@@ -1399,12 +1440,7 @@ impl Supervisor {
                 if !fresh {
                     return;
                 }
-                let late = squad_policies::messages::deadline(
-                    &self.roots[i].policy.messages,
-                    d.priority,
-                    d.created,
-                )
-                .is_some_and(|by| wall > by);
+                let late = routing::late(&self.roots[i].policy.messages, &d, wall);
                 self.log.emit(
                     i,
                     Some(&d.session),

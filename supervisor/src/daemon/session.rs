@@ -147,6 +147,10 @@ pub struct SessionCore {
     pub starts: TaskStarts,
     /// Overdue tasks already reported (persisted).
     pub overdue_reported: BTreeSet<String>,
+    /// Tasks that ever violated their dependencies, with the prerequisites
+    /// unmet when first seen (persisted: the summary counts what happened
+    /// during the session, not only what still holds at its end).
+    pub violations: BTreeMap<String, Vec<String>>,
 }
 
 impl SessionCore {
@@ -171,6 +175,7 @@ impl SessionCore {
             status: SessionState::Active,
             starts: TaskStarts::new(),
             overdue_reported: BTreeSet::new(),
+            violations: BTreeMap::new(),
         }
         .checked()
     }
@@ -722,6 +727,10 @@ impl SessionCore {
         let Some(t) = new else {
             return;
         };
+        if t.violation && !self.violations.contains_key(&t.task_id) {
+            self.violations.insert(t.task_id.clone(), t.unmet.clone());
+            out.state_changed = true;
+        }
         if t.overdue && self.overdue_reported.insert(t.task_id.clone()) {
             out.state_changed = true;
             out.overdue.push(EventKind::TaskOverdue {

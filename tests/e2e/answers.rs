@@ -1,0 +1,233 @@
+//! Issue 11 ("wrong answers"): squadd's answers that were wrong, each with
+//! its regression test through the real binaries.
+
+use crate::daemon::{Daemon, eventually};
+use std::fs;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+const S: &str = "20240115T100000Z-answers";
+
+fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
+    let deps = if requires.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "dependencies:\n  requires:\n{}",
+            requires
+                .iter()
+                .map(|r| format!("    - {r}\n"))
+                .collect::<String>()
+        )
+    };
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\n{deps}instruction: Do it.\n"
+    )
+}
+
+fn progress(task: &str, agent: &str, status: &str) -> String {
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  updated_at: 2024-01-15T11:00:00Z\nstatus: {status}\n"
+    )
+}
+
+/// A root with one session holding `task_a` (alice).
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join(".squad/sessions").join(S);
+    fs::create_dir_all(&s).unwrap();
+    fs::write(
+        s.join("session-status.md"),
+        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    fs::write(
+        s.join("role-plan-alice-task_a.md"),
+        plan("task_a", "alice", &[]),
+    )
+    .unwrap();
+    (tmp, s)
+}
+
+fn counters(session: &Path) -> Option<(u64, u64, String)> {
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&fs::read_to_string(session.join("session-status.md")).ok()?).ok()?;
+    Some((
+        v["tasks_completed"].as_u64()?,
+        v["tasks_total"].as_u64()?,
+        v["status"].as_str()?.to_string(),
+    ))
+}
+
+/// The audit lines of one kind.
+fn audited(root: &Path, kind: &str) -> Vec<serde_json::Value> {
+    fs::read_to_string(root.join(".squad/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == kind)
+        .collect()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// squadd as a user that file permissions apply to: root reads a mode-000
+/// file anyway, so as root the daemon runs as `nobody` over a root it owns.
+struct Unprivileged(Child);
+
+impl Unprivileged {
+    fn start(root: &Path) -> Unprivileged {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_squadd"));
+        cmd.arg("--root").arg(root);
+        if is_root() {
+            chown_tree(root, 65534);
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.stderr(std::process::Stdio::null());
+        Unprivileged(cmd.spawn().unwrap())
+    }
+}
+
+impl Drop for Unprivileged {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn chown_tree(path: &Path, id: u32) {
+    std::os::unix::fs::chown(path, Some(id), Some(id)).unwrap();
+    if path.is_dir() {
+        for e in fs::read_dir(path).unwrap() {
+            chown_tree(&e.unwrap().path(), id);
+        }
+    }
+}
+
+/// chmod 000 then 644 of a protocol file: squadd counted the file only
+/// after its content changed (`tasks_total` stayed 1), because attribute
+/// changes were not events and a read error was sticky.
+#[test]
+fn a_file_made_readable_again_is_read() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    let _d = Unprivileged::start(root);
+    eventually("squadd started", || {
+        (counters(&session)? == (0, 1, "active".into())).then_some(())
+    });
+    let b = session.join("role-plan-bob-task_b.md");
+    {
+        use std::io::Write;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o000)
+            .open(&b)
+            .unwrap();
+        f.write_all(plan("task_b", "bob", &[]).as_bytes()).unwrap();
+    }
+    eventually("the unreadable file reported", || {
+        audited(root, "file-invalid")
+            .iter()
+            .any(|v| {
+                v["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("role-plan-bob-task_b.md"))
+            })
+            .then_some(())
+    });
+    assert_eq!(counters(&session).unwrap().1, 1);
+    fs::set_permissions(&b, fs::Permissions::from_mode(0o644)).unwrap();
+    eventually("the file counted once readable", || {
+        (counters(&session)? == (0, 2, "active".into())).then_some(())
+    });
+    assert_eq!(audited(root, "file-fixed").len(), 1);
+}
+
+fn message(id: &str, priority: &str, created: &str) -> String {
+    format!(
+        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: {created}\n  priority: {priority}\ntype: notification\nsubject: s\nmessage: m\n"
+    )
+}
+
+fn now_stamp(offset: chrono::Duration) -> String {
+    (chrono::Utc::now() + offset).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Every critical message was marked `late` (deliver_within.critical is
+/// 0 s and no delivery takes 0 s): a delivery within squadd's reaction time
+/// is on time; one written long before squadd saw it is late.
+#[test]
+fn a_prompt_critical_delivery_is_on_time() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    let _d = Daemon::start(root);
+    fs::write(
+        session.join("role-comm-alice-to-bob-msg_now.md"),
+        message("msg_now", "critical", &now_stamp(chrono::Duration::zero())),
+    )
+    .unwrap();
+    fs::write(
+        session.join("role-comm-alice-to-bob-msg_old.md"),
+        message("msg_old", "critical", "2024-01-15T10:00:00Z"),
+    )
+    .unwrap();
+    let delivered = eventually("both delivered", || {
+        let v = audited(root, "message-delivered");
+        (v.len() == 2).then_some(v)
+    });
+    let late = |id: &str| {
+        delivered
+            .iter()
+            .find(|v| v["message_id"] == id)
+            .map(|v| v["late"].clone())
+    };
+    assert_eq!(late("msg_now"), Some(serde_json::json!(false)));
+    assert_eq!(late("msg_old"), Some(serde_json::json!(true)));
+}
+
+/// summary.md said "dependency violations: 0" although a violation event
+/// fired: by the session's end the prerequisite had completed, and only
+/// violations still standing were counted.
+#[test]
+fn the_summary_counts_violations_that_happened() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    fs::write(
+        session.join("role-plan-bob-task_b.md"),
+        plan("task_b", "bob", &["task_a"]),
+    )
+    .unwrap();
+    let _d = Daemon::start(root);
+    fs::write(
+        session.join("role-comm-bob-task_b.md"),
+        progress("task_b", "bob", "in_progress"),
+    )
+    .unwrap();
+    eventually("the violation reported", || {
+        (!audited(root, "dependency-violation").is_empty()).then_some(())
+    });
+    fs::write(
+        session.join("role-comm-alice-task_a.md"),
+        progress("task_a", "alice", "completed"),
+    )
+    .unwrap();
+    fs::write(
+        session.join("role-comm-bob-task_b.md"),
+        progress("task_b", "bob", "completed"),
+    )
+    .unwrap();
+    let summary = eventually("summary written", || {
+        fs::read_to_string(session.join("summary.md")).ok()
+    });
+    assert!(summary.contains("- dependency violations: 1"), "{summary}");
+    assert!(
+        summary.contains("- dependency violation: `task_b` ran before `task_a` completed"),
+        "{summary}"
+    );
+}
