@@ -335,8 +335,11 @@ pub struct ContextFragment {
 }
 
 /// A task's `tasks_completed` or `tasks_pending` entry, given the session's
-/// progress updates in time order.
+/// progress updates in time order. A task is (session, id): a later session
+/// may reuse an id, so each entry names its session (the directory name;
+/// an extension of SharedContext 2.0.0, whose readers ignore unknown keys).
 fn context_entry(
+    session: &str,
     t: &crate::derive::TaskView,
     progress: &[&crate::index::Progress],
 ) -> (bool, String) {
@@ -352,6 +355,7 @@ fn context_entry(
             pretty(json!({
                 "agent": t.agent,
                 "task": t.task_id,
+                "session": session,
                 "timestamp": when.map(|w| w.to_rfc3339_opts(SecondsFormat::Secs, true)),
                 "files_modified": report.map(|p| p.artifacts.clone()).unwrap_or_default(),
             })),
@@ -368,6 +372,7 @@ fn context_entry(
         false,
         pretty(json!({
             "task": t.task_id,
+            "session": session,
             "assigned_to": t.agent,
             "priority": shared_priority(t.priority),
             "dependencies": t.prerequisites,
@@ -406,14 +411,20 @@ impl ContextFragment {
         match changed {
             None => {
                 self.entries = all
-                    .map(|t| (t.task_id.clone(), context_entry(t, &progress)))
+                    .map(|t| {
+                        (
+                            t.task_id.clone(),
+                            context_entry(&session.name, t, &progress),
+                        )
+                    })
                     .collect();
             }
             Some(changed) => {
                 for id in changed {
                     match tasks(id) {
                         Some(t) => {
-                            self.entries.insert(id.clone(), context_entry(t, &progress));
+                            self.entries
+                                .insert(id.clone(), context_entry(&session.name, t, &progress));
                         }
                         None => {
                             self.entries.remove(id);

@@ -52,6 +52,20 @@ impl State {
         .unwrap_or_default()
     }
 
+    /// Forgets one session.
+    pub fn forget(&mut self, session: &str) {
+        self.retain(|name| name != session);
+    }
+
+    /// Keeps only the sessions `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.task_starts.retain(|k, _| keep(k));
+        self.overdue_reported.retain(|k, _| keep(k));
+        self.escalated.retain(|k, _| keep(k));
+        self.replies_overdue.retain(|k, _| keep(k));
+        self.violations.retain(|k, _| keep(k));
+    }
+
     /// The file's bytes.
     pub fn encode(&self) -> io::Result<Vec<u8>> {
         let mut bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;

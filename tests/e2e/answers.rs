@@ -231,3 +231,80 @@ fn the_summary_counts_violations_that_happened() {
         "{summary}"
     );
 }
+
+fn state_json(root: &Path) -> String {
+    fs::read_to_string(root.join(".squad/run/state.json")).unwrap_or_default()
+}
+
+/// state.json (and squadd's memory) kept every session ever seen: sessions
+/// deleted or archived, while squadd runs or while it was down, are pruned.
+#[test]
+fn state_forgets_sessions_deleted_or_archived() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    fs::write(
+        session.join("role-comm-alice-task_a.md"),
+        progress("task_a", "alice", "in_progress"),
+    )
+    .unwrap();
+    let other = root.join(".squad/sessions/20240116T100000Z-other");
+    crate::support::copy_tree(&session, &other);
+    // Left by a run before: a session deleted while squadd was down.
+    fs::create_dir_all(root.join(".squad/run")).unwrap();
+    fs::write(
+        root.join(".squad/run/state.json"),
+        r#"{"version":0,"task_starts":{"20230101T000000Z-gone":{"task_x":"2023-01-01T00:00:00Z"}},"escalated":{"20230101T000000Z-gone":["msg_1"]}}"#,
+    )
+    .unwrap();
+    let _d = Daemon::start(root);
+    let state = state_json(root);
+    assert!(
+        state.contains(S) && state.contains("20240116T100000Z-other"),
+        "{state}"
+    );
+    assert!(!state.contains("20230101T000000Z-gone"), "{state}");
+
+    fs::remove_dir_all(&session).unwrap();
+    eventually("the deleted session pruned", || {
+        (!state_json(root).contains(S)).then_some(())
+    });
+    fs::create_dir_all(root.join(".squad/archives")).unwrap();
+    fs::rename(&other, root.join(".squad/archives/20240116T100000Z-other")).unwrap();
+    eventually("the archived session pruned", || {
+        (!state_json(root).contains("20240116T100000Z-other")).then_some(())
+    });
+}
+
+/// A task id reused by a later session was listed as both completed and
+/// pending in shared-context.json, with nothing to tell the two apart: a
+/// task is (session, id), and each entry names its session.
+#[test]
+fn the_shared_context_names_each_tasks_session() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    fs::write(
+        session.join("role-comm-alice-task_a.md"),
+        progress("task_a", "alice", "completed"),
+    )
+    .unwrap();
+    let later = root.join(".squad/sessions/20240116T100000Z-later");
+    fs::create_dir_all(&later).unwrap();
+    fs::write(
+        later.join("role-plan-alice-task_a.md"),
+        plan("task_a", "alice", &[]),
+    )
+    .unwrap();
+    let _d = Daemon::start(root);
+    let ctx: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(root.join(".claude/context/shared-context.json")).unwrap(),
+    )
+    .unwrap();
+    let done = &ctx["tasks_completed"];
+    let pending = &ctx["tasks_pending"];
+    assert_eq!(done.as_array().map(Vec::len), Some(1), "{ctx:#}");
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{ctx:#}");
+    assert_eq!(done[0]["task"], "task_a");
+    assert_eq!(done[0]["session"], S);
+    assert_eq!(pending[0]["task"], "task_a");
+    assert_eq!(pending[0]["session"], "20240116T100000Z-later");
+}

@@ -158,13 +158,22 @@ impl Root {
             .unwrap_or_default()
     }
 
-    /// Forgets a session that vanished (its persisted state stays, for a
-    /// session that comes back).
+    /// Forgets a session that vanished (deleted, archived or moved away),
+    /// with everything remembered of it: memory and `state.json` stay
+    /// bounded by the sessions that exist. A session moved back is a new
+    /// one (timeouts count from its current progress updates).
     pub fn remove_session(&mut self, name: &str) {
         self.mail.remove(name);
-        if let Some(core) = self.sessions.remove(name) {
-            self.keep_state(name, &core);
-        }
+        self.fragments.remove(name);
+        self.sessions.remove(name);
+        self.state.forget(name);
+    }
+
+    /// Drops the persisted state of sessions that no longer exist (deleted
+    /// or archived while squadd was down). Only after a scan that succeeded.
+    pub fn prune_state(&mut self) {
+        let sessions = &self.sessions;
+        self.state.retain(|name| sessions.contains_key(name));
     }
 
     fn keep_state(&mut self, name: &str, core: &SessionCore) {

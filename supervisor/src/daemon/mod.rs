@@ -389,9 +389,11 @@ impl Supervisor {
 
     fn initial_scan(&mut self, i: usize, now: DateTime<Utc>) {
         let root = self.roots[i].root.clone();
+        let mut scanned = true;
         let sessions = match scan_root(&root, default_threads()) {
             Ok(s) => s,
             Err(e) => {
+                scanned = false;
                 tracing::error!(root = %root.display(), error = %e, "start-up scan failed");
                 self.roots[i].missing = true;
                 self.log.emit(i, None, None, EventKind::RootMissing);
@@ -429,6 +431,10 @@ impl Supervisor {
                     self.end_session(i, &name, &status, now);
                 }
             }
+        }
+        if scanned {
+            // Sessions deleted or archived while squadd was down.
+            self.roots[i].prune_state();
         }
         self.write_statuses(i, &names, now);
         self.refresh_skills(i);
@@ -852,6 +858,7 @@ impl Supervisor {
             .emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
         self.timers
             .set_earlier(Timer::Context(i), Instant::now() + CONTEXT_DELAY);
+        self.state_changed(i);
     }
 
     /// Applies one changed path; returns the session it touched and whether
