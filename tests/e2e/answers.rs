@@ -308,3 +308,152 @@ fn the_shared_context_names_each_tasks_session() {
     assert_eq!(pending[0]["task"], "task_a");
     assert_eq!(pending[0]["session"], "20240116T100000Z-later");
 }
+
+fn daemon_state(root: &Path) -> Option<String> {
+    let out = crate::support::run(
+        crate::support::squadctl()
+            .args(["status", "--json"])
+            .current_dir(root),
+    );
+    let v: serde_json::Value = serde_json::from_str(&crate::support::stdout(&out)).ok()?;
+    v["daemon"]["state"].as_str().map(str::to_string)
+}
+
+/// Waits for a process to exit, at most `limit`; None if still running.
+fn exit_within(child: &mut Child, limit: std::time::Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A removed socket was never bound again (squadctl said "not running"
+/// while squadd ran), and after `.squad/` was deleted and recreated squadd
+/// kept running blind while a second squadd could start beside it.
+#[test]
+fn a_removed_socket_is_bound_again_and_a_recreated_root_taken_back() {
+    let (tmp, _) = project();
+    let root = tmp.path();
+    let d = Daemon::start(root);
+    fs::remove_file(root.join(".squad/run/squadd.sock")).unwrap();
+    eventually("squadctl reaches squadd again", || {
+        (daemon_state(root)? == "running").then_some(())
+    });
+
+    fs::remove_dir_all(root.join(".squad")).unwrap();
+    let out = crate::support::run(crate::support::squadctl().arg("init").current_dir(root));
+    assert_eq!(crate::support::code(&out), 0);
+    eventually("squadd supervises the recreated root", || {
+        (daemon_state(root)? == "running").then_some(())
+    });
+    let session = root.join(".squad/sessions").join(S);
+    fs::create_dir(&session).unwrap();
+    fs::write(
+        session.join("role-plan-alice-task_a.md"),
+        plan("task_a", "alice", &[]),
+    )
+    .unwrap();
+    eventually("a file of the recreated root counted", || {
+        (counters(&session)?.1 == 1).then_some(())
+    });
+    let out = crate::support::run(
+        crate::support::squadctl()
+            .args(["health", "--json"])
+            .current_dir(root),
+    );
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}",
+        crate::support::stdout(&out)
+    );
+    let health: serde_json::Value = serde_json::from_str(&crate::support::stdout(&out)).unwrap();
+    let checks = health["checks"].as_array().unwrap();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["name"] == "root" && c["verdict"] == "ok"),
+        "{health:#}"
+    );
+
+    // A second squadd is refused: the first holds the new pid lock.
+    let mut second = Command::new(env!("CARGO_BIN_EXE_squadd"))
+        .arg("--root")
+        .arg(root)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(
+        exit_within(&mut second, std::time::Duration::from_secs(20)),
+        Some(1),
+        "a second squadd started beside the first"
+    );
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
+
+fn health(root: &Path) -> (i32, serde_json::Value) {
+    let out = crate::support::run(
+        crate::support::squadctl()
+            .args(["health", "--json"])
+            .current_dir(root),
+    );
+    let v = serde_json::from_str(&crate::support::stdout(&out)).unwrap_or_default();
+    (crate::support::code(&out), v)
+}
+
+/// Sessions that could not be watched at the inotify limit stayed
+/// unwatched after watches were free again (their messages never
+/// delivered) while `health` said ok. The limit is played by
+/// `SQUADD_MAX_WATCHES` (squadd's share of it), which fails a watch the
+/// way the kernel's limit does.
+#[test]
+fn unwatched_directories_are_retried_and_reported() {
+    let (tmp, first) = project();
+    let root = tmp.path();
+    // How many watches squadd takes for this root as it is (on a restart:
+    // the first run creates directories it then watches).
+    Daemon::start(root).terminate();
+    let d = Daemon::start(root);
+    let watches = health(root).1["watches"].as_u64().unwrap();
+    d.terminate();
+
+    let limit = watches.to_string();
+    let _d = Daemon::start_with_env(root, &[("SQUADD_MAX_WATCHES", limit.as_str())]);
+    let second = root.join(".squad/sessions/20240116T100000Z-second");
+    fs::create_dir(&second).unwrap();
+    let (code, v) = eventually("the unwatched session reported", || {
+        let (code, v) = health(root);
+        (v["unwatched"].as_array()?.len() == 1).then_some((code, v))
+    });
+    assert_eq!(code, 1, "{v:#}");
+    assert!(
+        v["unwatched"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("20240116T100000Z-second"),
+        "{v:#}"
+    );
+    fs::write(
+        second.join("role-plan-bob-task_b.md"),
+        plan("task_b", "bob", &[]),
+    )
+    .unwrap();
+    // Watches become free: the first session goes.
+    fs::remove_dir_all(&first).unwrap();
+    eventually("the second session watched and its file counted", || {
+        (counters(&second)?.1 == 1).then_some(())
+    });
+    let (code, v) = eventually("health ok again", || {
+        let (code, v) = health(root);
+        (v["unwatched"].as_array()?.is_empty()).then_some((code, v))
+    });
+    assert_eq!(code, 0, "{v:#}");
+    assert!(!audited(root, "watch-restored").is_empty());
+}

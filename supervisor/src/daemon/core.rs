@@ -35,6 +35,11 @@ pub struct Root {
     pub state: State,
     /// Whether `.squad/sessions` is missing.
     pub missing: bool,
+    /// While missing: the wait before the next look for it.
+    pub check_after: std::time::Duration,
+    /// Another squadd took this root over (its pid): `.squad/` was
+    /// recreated and that squadd holds the new pid lock.
+    pub taken_over: Option<String>,
     /// The policy in force.
     pub policy: squad_policies::Policy,
     /// Lock records as last read.
@@ -74,6 +79,8 @@ impl Root {
             fragments: BTreeMap::new(),
             state,
             missing: false,
+            check_after: std::time::Duration::ZERO,
+            taken_over: None,
             policy,
             locks: Vec::new(),
             next_gc,

@@ -7,7 +7,7 @@ use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
 use squad_protocol::FileKind;
 use squad_protocol::atomic::is_temp_name;
-use squad_protocol::tree::SQUAD_DIR;
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +31,21 @@ pub struct Intake {
     queue: Arc<AtomicUsize>,
     /// Unreadable files and how many times each was read again.
     unreadable: HashMap<PathBuf, u32>,
+    /// Directories that could not be watched (the inotify limit), retried
+    /// with backoff.
+    unwatched: BTreeSet<PathBuf>,
+    /// The next retry's delay.
+    rewatch_after: Duration,
+    /// At most this many watches (`SQUADD_MAX_WATCHES`): a share of the
+    /// per-user inotify limit for squadd, which behaves as the limit does.
+    max_watches: Option<usize>,
 }
+
+/// The first retry of unwatched directories comes after this; each retry
+/// that leaves some unwatched doubles it, up to [`REWATCH_MAX`].
+pub const REWATCH_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between retries of unwatched directories.
+pub const REWATCH_MAX: Duration = Duration::from_secs(60);
 
 /// How many times an unreadable file is read again (after 1 s, 2 s, 4 s …
 /// 64 s) before squadd waits for its next event. A permission change is an
@@ -81,21 +95,80 @@ impl Intake {
                 pending: HashMap::new(),
                 queue,
                 unreadable: HashMap::new(),
+                unwatched: BTreeSet::new(),
+                rewatch_after: REWATCH_FIRST,
+                max_watches: std::env::var("SQUADD_MAX_WATCHES")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok()),
             },
             rx,
         ))
     }
 
     /// Watches a directory (non-recursively) unless it is watched already.
+    /// A directory that cannot be watched (and exists) is remembered for
+    /// [`Intake::rewatch`].
     pub fn watch(&mut self, path: &Path) -> Result<(), String> {
         if self.watched.contains(path) {
             return Ok(());
         }
-        self.watcher
-            .watch(path, RecursiveMode::NonRecursive)
-            .map_err(|e| watch_error_hint(&e))?;
-        self.watched.insert(path.to_path_buf());
-        Ok(())
+        let result = if self
+            .max_watches
+            .is_some_and(|max| self.watched.len() >= max)
+        {
+            Err(watch_error_hint(&notify::Error::new(
+                notify::ErrorKind::MaxFilesWatch,
+            )))
+        } else {
+            self.watcher
+                .watch(path, RecursiveMode::NonRecursive)
+                .map_err(|e| watch_error_hint(&e))
+        };
+        match result {
+            Ok(()) => {
+                self.unwatched.remove(path);
+                self.watched.insert(path.to_path_buf());
+                Ok(())
+            }
+            Err(e) => {
+                if path.is_dir() {
+                    self.unwatched.insert(path.to_path_buf());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Directories that could not be watched.
+    pub fn unwatched(&self) -> &BTreeSet<PathBuf> {
+        &self.unwatched
+    }
+
+    /// Tries to watch the unwatched directories again; returns those now
+    /// watched (directories that vanished are dropped). The delay before
+    /// the next try doubles while some stay unwatched.
+    pub fn rewatch(&mut self) -> Vec<PathBuf> {
+        let pending: Vec<PathBuf> = std::mem::take(&mut self.unwatched).into_iter().collect();
+        let mut restored = Vec::new();
+        for path in pending {
+            if !path.is_dir() {
+                continue;
+            }
+            if self.watch(&path).is_ok() {
+                restored.push(path);
+            }
+        }
+        self.rewatch_after = if self.unwatched.is_empty() {
+            REWATCH_FIRST
+        } else {
+            (self.rewatch_after * 2).min(REWATCH_MAX)
+        };
+        restored
+    }
+
+    /// How long until the next [`Intake::rewatch`].
+    pub fn rewatch_delay(&self) -> Duration {
+        self.rewatch_after
     }
 
     /// Stops watching a directory.
@@ -120,6 +193,7 @@ impl Intake {
             self.unwatch(&p);
         }
         self.unreadable.retain(|p, _| !p.starts_with(dir));
+        self.unwatched.retain(|p| !p.starts_with(dir));
     }
 
     /// Forgets the watches under `prefix`: the kernel dropped them when the
@@ -127,6 +201,7 @@ impl Intake {
     /// again.
     pub fn forget_under(&mut self, prefix: &Path) {
         self.watched.retain(|p| !p.starts_with(prefix));
+        self.unwatched.retain(|p| !p.starts_with(prefix));
     }
 
     /// Watches held.
@@ -238,6 +313,9 @@ pub enum PathChange {
     Policy,
     /// The root, `.squad` or `.squad/sessions` itself: rescan.
     Rescan,
+    /// squadd's control socket or pid file (`.squad/run/squadd.{sock,pid}`)
+    /// changed: check that they are still ours.
+    Control,
     /// A session directory appeared or vanished.
     SessionDir(String),
     /// A session's `locks/` directory appeared.
@@ -281,6 +359,10 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
     if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join("decisions").join("inbox")) {
         let name = rel.to_string_lossy();
         return (!is_temp_name(&name) && !name.contains('/')).then_some(PathChange::MemoryInbox);
+    }
+    if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join(RUN_DIR)) {
+        let name = rel.to_string_lossy();
+        return (name == "squadd.sock" || name == "squadd.pid").then_some(PathChange::Control);
     }
     let Ok(rel) = path.strip_prefix(sessions_dir) else {
         // The root, .squad or .squad/sessions itself changed.
@@ -340,6 +422,8 @@ mod tests {
         );
         assert_eq!(c("/p/.squad/decisions/inbox/.k-a.md.tmp.1"), None);
         assert_eq!(c("/p/.squad"), Some(PathChange::Rescan));
+        assert_eq!(c("/p/.squad/run/squadd.sock"), Some(PathChange::Control));
+        assert_eq!(c("/p/.squad/run/state.json"), None);
         assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
         assert_eq!(c("/p/src/main.rs"), None);
         assert_eq!(c("/p/.squad/sessions/.hidden"), None);
