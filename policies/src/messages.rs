@@ -106,9 +106,36 @@ pub fn parse_inbox_name(name: &str) -> Option<(Priority, String)> {
     id.starts_with("msg_").then(|| (priority, id.to_string()))
 }
 
+/// How late a delivery may be and still count as on time: squadd's own
+/// reaction time (the watch event, reading and parsing the file, the write
+/// into the inbox) plus the whole-second precision agents stamp
+/// `created_at` with. A deadline of 0 s (critical) means "at once", and no
+/// delivery takes 0 s.
+pub const ON_TIME_TOLERANCE: Duration = Duration::from_secs(2);
+
+/// When a message's wait began: its `created_at`, unless squadd first saw
+/// it earlier (a message stamped in the future waits from when it was seen,
+/// never from a time an agent wrote).
+pub fn wait_since(created_at: DateTime<Utc>, first_seen: DateTime<Utc>) -> DateTime<Utc> {
+    created_at.min(first_seen)
+}
+
+/// Whether a delivery at `delivered` missed the priority's `deliver_within`
+/// deadline counted from `since` (see [`wait_since`]) by more than
+/// [`ON_TIME_TOLERANCE`]. Low priority has no deadline, so is never late.
+pub fn is_late(
+    policy: &MessagePolicy,
+    priority: Priority,
+    since: DateTime<Utc>,
+    delivered: DateTime<Utc>,
+) -> bool {
+    deadline(policy, priority, since).is_some_and(|by| delivered > after(by, ON_TIME_TOLERANCE))
+}
+
 /// When to deliver: at once, except a low-priority message to a recipient
 /// with a task in progress, which waits until it is free or `low_max_wait`
-/// has passed since the message was written.
+/// has passed since `created_at` (pass [`wait_since`]: the earlier of the
+/// stamp and when squadd first saw the message).
 pub fn deliver_at(
     policy: &MessagePolicy,
     priority: Priority,
@@ -243,6 +270,22 @@ mod tests {
         assert!(long.starts_with(&id[..INBOX_ID_KEPT]), "{id}");
         let short = format!("msg_{}", "x".repeat(INBOX_ID_MAX - 4));
         assert!(inbox_name(Priority::Medium, t(0, 0), &short).contains(&short));
+    }
+
+    #[test]
+    fn delivery_within_the_reaction_time_is_on_time() {
+        let p = policy();
+        // critical: deliver_within 0 s.
+        assert!(!is_late(&p, Priority::Critical, t(0, 0), t(0, 0)));
+        assert!(!is_late(&p, Priority::Critical, t(0, 0), t(0, 2)));
+        assert!(is_late(&p, Priority::Critical, t(0, 0), t(0, 3)));
+        // high: 60 s.
+        assert!(!is_late(&p, Priority::High, t(0, 0), t(1, 2)));
+        assert!(is_late(&p, Priority::High, t(0, 0), t(1, 3)));
+        assert!(!is_late(&p, Priority::Low, t(0, 0), t(59, 0)));
+        // Stamped in the future: the wait starts when squadd saw it.
+        assert_eq!(wait_since(t(30, 0), t(1, 0)), t(1, 0));
+        assert_eq!(wait_since(t(0, 0), t(1, 0)), t(0, 0));
     }
 
     #[test]

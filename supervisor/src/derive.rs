@@ -105,6 +105,79 @@ pub fn derive_status(
     }
 }
 
+/// Derives one task from its plan, the assignee's latest progress update,
+/// its prerequisites (and those not completed) and its recorded start: the
+/// one place task state, readiness, violations and the deadline
+/// (`meta.timeout` seconds from the first `in_progress` report) are
+/// computed, for the daemon's incremental core and a from-scratch
+/// [`derive_session`] alike.
+pub fn task_view(
+    plan: &Plan,
+    report: Option<&Progress>,
+    prerequisites: Vec<String>,
+    unmet: Vec<String>,
+    recorded_start: Option<Timestamp>,
+    now: DateTime<Utc>,
+) -> TaskView {
+    let state = report.map_or(TaskStatus::Pending, |p| p.status);
+    let started_at = recorded_start.or_else(|| {
+        report
+            .filter(|p| p.status == TaskStatus::InProgress)
+            .map(|p| p.updated_at)
+    });
+    let due_at = match (started_at, plan.timeout) {
+        (Some(start), Some(secs)) => i64::try_from(secs)
+            .ok()
+            .and_then(Duration::try_seconds)
+            .and_then(|d| start.with_timezone(&Utc).checked_add_signed(d)),
+        _ => None,
+    };
+    TaskView {
+        task_id: plan.task_id.clone(),
+        agent: plan.agent.clone(),
+        priority: plan.priority,
+        state,
+        ready: state == TaskStatus::Pending && unmet.is_empty(),
+        violation: matches!(state, TaskStatus::InProgress | TaskStatus::Completed)
+            && !unmet.is_empty(),
+        prerequisites,
+        unmet,
+        started_at,
+        due_at,
+        overdue: state != TaskStatus::Completed && due_at.is_some_and(|d| d <= now),
+        blockers: report
+            .map(|p| p.blockers.iter().map(|b| b.description.clone()).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The events a task's change from `prev` (None: not known before) to `t`
+/// announces: newly ready, newly completed, a new or different dependency
+/// violation.
+pub fn task_events(prev: Option<&TaskView>, t: &TaskView) -> Vec<EventKind> {
+    let was = |f: fn(&TaskView) -> bool| prev.is_some_and(f);
+    let mut out = Vec::new();
+    if t.ready && !was(|p| p.ready) {
+        out.push(EventKind::TaskReady {
+            task_id: t.task_id.clone(),
+            agent: t.agent.clone(),
+        });
+    }
+    if t.state == TaskStatus::Completed && !was(|p| p.state == TaskStatus::Completed) {
+        out.push(EventKind::TaskCompleted {
+            task_id: t.task_id.clone(),
+            agent: t.agent.clone(),
+        });
+    }
+    if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
+        out.push(EventKind::DependencyViolation {
+            task_id: t.task_id.clone(),
+            unmet: t.unmet.clone(),
+        });
+    }
+    out
+}
+
 /// Derives a session's tasks and counters.
 pub fn derive_session(
     session: &SessionIndex,
@@ -152,7 +225,7 @@ pub fn derive_session(
 
     let mut tasks = Vec::new();
     for plan in plans.values() {
-        let (state, p) = states[plan.task_id.as_str()];
+        let (_, p) = states[plan.task_id.as_str()];
         let prereqs: Vec<String> = prerequisites
             .get(plan.task_id.as_str())
             .into_iter()
@@ -169,34 +242,14 @@ pub fn derive_session(
             })
             .cloned()
             .collect();
-        let started_at = starts.get(&plan.task_id).copied().or_else(|| {
-            p.filter(|p| p.status == TaskStatus::InProgress)
-                .map(|p| p.updated_at)
-        });
-        let due_at = match (started_at, plan.timeout) {
-            (Some(start), Some(secs)) => i64::try_from(secs)
-                .ok()
-                .and_then(Duration::try_seconds)
-                .and_then(|d| start.with_timezone(&Utc).checked_add_signed(d)),
-            _ => None,
-        };
-        tasks.push(TaskView {
-            task_id: plan.task_id.clone(),
-            agent: plan.agent.clone(),
-            priority: plan.priority,
-            state,
-            ready: state == TaskStatus::Pending && unmet.is_empty(),
-            violation: matches!(state, TaskStatus::InProgress | TaskStatus::Completed)
-                && !unmet.is_empty(),
-            prerequisites: prereqs,
+        tasks.push(task_view(
+            plan,
+            p,
+            prereqs,
             unmet,
-            started_at,
-            due_at,
-            overdue: state != TaskStatus::Completed && due_at.is_some_and(|d| d <= now),
-            blockers: p
-                .map(|p| p.blockers.iter().map(|b| b.description.clone()).collect())
-                .unwrap_or_default(),
-        });
+            starts.get(&plan.task_id).copied(),
+            now,
+        ));
     }
 
     let tasks_total = tasks.len() as u64;
@@ -253,26 +306,7 @@ pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKi
         .unwrap_or_default();
     let mut out = Vec::new();
     for t in &after.tasks {
-        let prev = old.get(t.task_id.as_str());
-        let was = |f: fn(&TaskView) -> bool| prev.is_some_and(|p| f(p));
-        if t.ready && !was(|p| p.ready) {
-            out.push(EventKind::TaskReady {
-                task_id: t.task_id.clone(),
-                agent: t.agent.clone(),
-            });
-        }
-        if t.state == TaskStatus::Completed && !was(|p| p.state == TaskStatus::Completed) {
-            out.push(EventKind::TaskCompleted {
-                task_id: t.task_id.clone(),
-                agent: t.agent.clone(),
-            });
-        }
-        if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
-            out.push(EventKind::DependencyViolation {
-                task_id: t.task_id.clone(),
-                unmet: t.unmet.clone(),
-            });
-        }
+        out.extend(task_events(old.get(t.task_id.as_str()).copied(), t));
     }
     if before.is_none_or(|b| b.status != after.status) {
         out.push(EventKind::SessionStatusChanged {

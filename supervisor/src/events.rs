@@ -167,7 +167,9 @@ pub enum EventKind {
         message_id: String,
         /// Priority.
         priority: String,
-        /// Delivered after its priority's `deliver_within`.
+        /// Delivered after its priority's `deliver_within`, counted from when
+        /// squadd first saw it at the latest, by more than squadd's reaction
+        /// time (`squad_policies::messages::ON_TIME_TOLERANCE`, 2 s).
         late: bool,
         /// For routed reports: the file the message was generated from.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +214,25 @@ pub enum EventKind {
         /// Why it was stale.
         reason: String,
     },
+    /// squadd's control socket or pid lock was missing and is back: the
+    /// socket file was removed (squadd bound it again) or `.squad/` was
+    /// deleted and recreated (squadd took the new pid lock and bound again).
+    ControlRestored {
+        /// What was restored and why.
+        reason: String,
+    },
+    /// `.squad/` was recreated and another squadd holds its pid lock: this
+    /// squadd no longer supervises the root (`squadctl health` says so).
+    RootTakenOver {
+        /// The other squadd's pid, as its pid file says.
+        pid: String,
+    },
+    /// Directories that could not be watched (the inotify limit) are
+    /// watched now.
+    WatchRestored {
+        /// How many.
+        dirs: usize,
+    },
 }
 
 impl EventKind {
@@ -250,6 +271,9 @@ impl EventKind {
             EventKind::LockAcquired { .. } => "lock-acquired",
             EventKind::LockReleased { .. } => "lock-released",
             EventKind::LockReclaimed { .. } => "lock-reclaimed",
+            EventKind::ControlRestored { .. } => "control-restored",
+            EventKind::RootTakenOver { .. } => "root-taken-over",
+            EventKind::WatchRestored { .. } => "watch-restored",
         }
     }
 
@@ -387,6 +411,16 @@ impl EventKind {
                 task_id,
                 reason,
             } => format!("{} of {agent} ({task_id}): {reason}", targets.join(", ")),
+            EventKind::ControlRestored { reason } => reason.clone(),
+            EventKind::RootTakenOver { pid } => {
+                format!("another squadd (pid {pid}) holds the recreated root; not supervised here")
+            }
+            EventKind::WatchRestored { dirs } => {
+                format!(
+                    "{} watched again",
+                    crate::text::count(*dirs, "directory", "directories")
+                )
+            }
             EventKind::FileFixed
             | EventKind::FileRemoved
             | EventKind::SessionAdded

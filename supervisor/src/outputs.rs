@@ -142,11 +142,14 @@ fn split_status(text: &str) -> Option<(Mapping, String, String)> {
     Some((map, prefix, text[end..].to_string()))
 }
 
-/// Renders summary.md for a session that ended.
+/// Renders summary.md for a session that ended. `recorded`: the tasks that
+/// violated their dependencies during the session (with the prerequisites
+/// unmet then), counted even when they no longer do.
 pub fn render_summary(
     session: &SessionIndex,
     view: &SessionView,
     escalations: &[String],
+    recorded: &std::collections::BTreeMap<String, Vec<String>>,
     now: DateTime<Utc>,
 ) -> String {
     use crate::index::Entry;
@@ -248,20 +251,35 @@ pub fn render_summary(
         );
     }
     let problems: Vec<_> = session.diagnostics().collect();
-    let violations: Vec<&str> = view
-        .tasks
+    // Every violation seen during the session (a task that started early
+    // no longer violates once its prerequisites complete), and any still
+    // standing.
+    let mut violations: std::collections::BTreeMap<&str, &[String]> = recorded
         .iter()
-        .filter(|t| t.violation)
-        .map(|t| t.task_id.as_str())
+        .map(|(t, unmet)| (t.as_str(), unmet.as_slice()))
         .collect();
+    for t in view.tasks.iter().filter(|t| t.violation) {
+        violations
+            .entry(t.task_id.as_str())
+            .or_insert(t.unmet.as_slice());
+    }
     let _ = writeln!(out, "\n## Problems\n");
     if problems.is_empty() && violations.is_empty() {
         let _ = writeln!(out, "None.");
     }
-    for t in &violations {
+    for (t, unmet) in &violations {
+        let before = if unmet.is_empty() {
+            "its prerequisites".to_string()
+        } else {
+            unmet
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let _ = writeln!(
             out,
-            "- dependency violation: `{t}` ran before its prerequisites"
+            "- dependency violation: `{t}` ran before {before} completed"
         );
     }
     for d in &problems {
@@ -317,8 +335,11 @@ pub struct ContextFragment {
 }
 
 /// A task's `tasks_completed` or `tasks_pending` entry, given the session's
-/// progress updates in time order.
+/// progress updates in time order. A task is (session, id): a later session
+/// may reuse an id, so each entry names its session (the directory name;
+/// an extension of SharedContext 2.0.0, whose readers ignore unknown keys).
 fn context_entry(
+    session: &str,
     t: &crate::derive::TaskView,
     progress: &[&crate::index::Progress],
 ) -> (bool, String) {
@@ -334,6 +355,7 @@ fn context_entry(
             pretty(json!({
                 "agent": t.agent,
                 "task": t.task_id,
+                "session": session,
                 "timestamp": when.map(|w| w.to_rfc3339_opts(SecondsFormat::Secs, true)),
                 "files_modified": report.map(|p| p.artifacts.clone()).unwrap_or_default(),
             })),
@@ -350,6 +372,7 @@ fn context_entry(
         false,
         pretty(json!({
             "task": t.task_id,
+            "session": session,
             "assigned_to": t.agent,
             "priority": shared_priority(t.priority),
             "dependencies": t.prerequisites,
@@ -388,14 +411,20 @@ impl ContextFragment {
         match changed {
             None => {
                 self.entries = all
-                    .map(|t| (t.task_id.clone(), context_entry(t, &progress)))
+                    .map(|t| {
+                        (
+                            t.task_id.clone(),
+                            context_entry(&session.name, t, &progress),
+                        )
+                    })
                     .collect();
             }
             Some(changed) => {
                 for id in changed {
                     match tasks(id) {
                         Some(t) => {
-                            self.entries.insert(id.clone(), context_entry(t, &progress));
+                            self.entries
+                                .insert(id.clone(), context_entry(&session.name, t, &progress));
                         }
                         None => {
                             self.entries.remove(id);

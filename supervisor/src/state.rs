@@ -27,6 +27,10 @@ pub struct State {
     /// Per session directory name, overdue replies already reported.
     #[serde(default)]
     pub replies_overdue: BTreeMap<String, BTreeSet<String>>,
+    /// Per session directory name, tasks that violated their dependencies
+    /// (with the prerequisites unmet then), for the session's summary.
+    #[serde(default)]
+    pub violations: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
 /// `<root>/.squad/run/state.json`.
@@ -46,6 +50,20 @@ impl State {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()
+    }
+
+    /// Forgets one session.
+    pub fn forget(&mut self, session: &str) {
+        self.retain(|name| name != session);
+    }
+
+    /// Keeps only the sessions `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.task_starts.retain(|k, _| keep(k));
+        self.overdue_reported.retain(|k, _| keep(k));
+        self.escalated.retain(|k, _| keep(k));
+        self.replies_overdue.retain(|k, _| keep(k));
+        self.violations.retain(|k, _| keep(k));
     }
 
     /// The file's bytes.

@@ -154,7 +154,7 @@ fn shared_context(root: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn counters(session: &Path) -> Option<(u64, u64, String)> {
+pub fn counters(session: &Path) -> Option<(u64, u64, String)> {
     let v: serde_yaml::Value =
         serde_yaml::from_str(&fs::read_to_string(session.join("session-status.md")).ok()?).ok()?;
     Some((
@@ -170,7 +170,7 @@ fn status_json(root: &Path) -> serde_json::Value {
     serde_json::from_str(&stdout(&out)).unwrap()
 }
 
-fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
+pub fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
     let deps = if requires.is_empty() {
         String::new()
     } else {
@@ -187,7 +187,7 @@ fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
     )
 }
 
-fn progress(task: &str, agent: &str, status: &str) -> String {
+pub fn progress(task: &str, agent: &str, status: &str) -> String {
     format!(
         "meta:\n  task_id: {task}\n  agent: {agent}\n  updated_at: 2024-01-15T11:00:00Z\nstatus: {status}\nartifacts_created:\n  - path: src/{task}.rs\ndecisions:\n  - type: design\n    description: {task} decided\n"
     )

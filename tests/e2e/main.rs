@@ -2,6 +2,7 @@
 //! project roots.
 
 mod agents;
+mod answers;
 mod check;
 mod core;
 pub mod daemon;

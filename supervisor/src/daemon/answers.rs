@@ -141,13 +141,8 @@ pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
             }
             json(Ok(serde_json::Value::Null))
         }
-        Method::Health => {
-            let roots: Vec<&Path> = sup.roots.iter().map(|r| r.root.as_path()).collect();
-            json(serde_json::to_value(super::health::measure(
-                sup.intake.watch_count(),
-                sup.intake.queue_depth(),
-                &roots,
-            )))
-        }
+        Method::Health => json(serde_json::to_value(super::health::measure(
+            &sup.supervision(),
+        ))),
     }
 }

@@ -35,6 +35,11 @@ pub struct Root {
     pub state: State,
     /// Whether `.squad/sessions` is missing.
     pub missing: bool,
+    /// While missing: the wait before the next look for it.
+    pub check_after: std::time::Duration,
+    /// Another squadd took this root over (its pid): `.squad/` was
+    /// recreated and that squadd holds the new pid lock.
+    pub taken_over: Option<String>,
     /// The policy in force.
     pub policy: squad_policies::Policy,
     /// Lock records as last read.
@@ -74,6 +79,8 @@ impl Root {
             fragments: BTreeMap::new(),
             state,
             missing: false,
+            check_after: std::time::Duration::ZERO,
+            taken_over: None,
             policy,
             locks: Vec::new(),
             next_gc,
@@ -109,7 +116,12 @@ impl Root {
             .get(&name)
             .cloned()
             .unwrap_or_default();
-        let (core, mut out) = SessionCore::load(index, starts, reported, now);
+        let (mut core, mut out) = SessionCore::load(index, starts, reported, now);
+        // What was recorded first stays (the prerequisites unmet then).
+        if let Some(seen) = self.state.violations.get(&name) {
+            core.violations
+                .extend(seen.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         if announce {
             out.events = changes(before.as_ref(), &core.view());
             out.ended = out
@@ -153,13 +165,22 @@ impl Root {
             .unwrap_or_default()
     }
 
-    /// Forgets a session that vanished (its persisted state stays, for a
-    /// session that comes back).
+    /// Forgets a session that vanished (deleted, archived or moved away),
+    /// with everything remembered of it: memory and `state.json` stay
+    /// bounded by the sessions that exist. A session moved back is a new
+    /// one (timeouts count from its current progress updates).
     pub fn remove_session(&mut self, name: &str) {
         self.mail.remove(name);
-        if let Some(core) = self.sessions.remove(name) {
-            self.keep_state(name, &core);
-        }
+        self.fragments.remove(name);
+        self.sessions.remove(name);
+        self.state.forget(name);
+    }
+
+    /// Drops the persisted state of sessions that no longer exist (deleted
+    /// or archived while squadd was down). Only after a scan that succeeded.
+    pub fn prune_state(&mut self) {
+        let sessions = &self.sessions;
+        self.state.retain(|name| sessions.contains_key(name));
     }
 
     fn keep_state(&mut self, name: &str, core: &SessionCore) {
@@ -172,6 +193,11 @@ impl Root {
             self.state
                 .overdue_reported
                 .insert(name.to_string(), core.overdue_reported.clone());
+        }
+        if !core.violations.is_empty() {
+            self.state
+                .violations
+                .insert(name.to_string(), core.violations.clone());
         }
     }
 

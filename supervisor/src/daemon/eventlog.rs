@@ -41,6 +41,14 @@ impl EventLog {
         ));
     }
 
+    /// Opens root `i`'s audit log afresh at its next append (its `.squad/`
+    /// was deleted and recreated: the old file is gone).
+    pub fn reopen_audit(&mut self, i: usize) {
+        if let Some((root, _, audit)) = self.roots.get_mut(i) {
+            *audit = AuditLog::new(root);
+        }
+    }
+
     /// Records one event of root `i`.
     pub fn emit(&mut self, i: usize, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
         let Some((root, name, audit)) = self.roots.get_mut(i) else {

@@ -44,6 +44,10 @@ pub struct Health {
     pub queue_depth: usize,
     /// Free bytes on each root's volume.
     pub disk_free_bytes: Vec<(String, u64)>,
+    /// Directories squadd could not watch (the inotify limit); retried
+    /// with backoff, and what happens in them is missed until then.
+    #[serde(default)]
+    pub unwatched: Vec<String>,
     /// Every figure with its verdict.
     pub checks: Vec<Check>,
 }
@@ -83,8 +87,33 @@ fn max_user_watches() -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
+/// How squadd holds one root, for `health`.
+#[derive(Debug, Clone)]
+pub struct RootControl {
+    /// The root.
+    pub root: String,
+    /// What is wrong (missing, taken over, socket not bound), if anything.
+    pub problem: Option<String>,
+}
+
+/// What squadd knows that `health` reports besides the process figures.
+#[derive(Debug, Clone, Default)]
+pub struct Supervision {
+    /// Watches held.
+    pub watches: usize,
+    /// File events waiting.
+    pub queue_depth: usize,
+    /// Directories that could not be watched.
+    pub unwatched: Vec<String>,
+    /// Each root.
+    pub roots: Vec<RootControl>,
+}
+
 /// Measures the current process.
-pub fn measure(watches: usize, queue_depth: usize, roots: &[&Path]) -> Health {
+pub fn measure(s: &Supervision) -> Health {
+    let watches = s.watches;
+    let queue_depth = s.queue_depth;
+    let roots: Vec<&Path> = s.roots.iter().map(|r| Path::new(&r.root)).collect();
     let pid = Pid::from_u32(std::process::id());
     let mut system = System::new();
     system.refresh_processes_specifics(
@@ -142,12 +171,46 @@ pub fn measure(watches: usize, queue_depth: usize, roots: &[&Path]) -> Health {
             note: "raise with: sysctl fs.inotify.max_user_watches=524288".into(),
         },
         Check {
+            name: "unwatched".into(),
+            value: match s.unwatched.len() {
+                0 => "none".into(),
+                n => format!(
+                    "{} ({}{})",
+                    crate::text::count(n, "directory", "directories"),
+                    s.unwatched[..n.min(3)].join(", "),
+                    if n > 3 { ", …" } else { "" }
+                ),
+            },
+            verdict: if s.unwatched.is_empty() {
+                Verdict::Ok
+            } else {
+                Verdict::Critical
+            },
+            note: "directories squadd could not watch (inotify limit): retried with backoff, changes there are missed until then; raise with: sysctl fs.inotify.max_user_watches=524288".into(),
+        },
+        Check {
             name: "queue".into(),
             value: format!("{queue_depth} pending file events"),
             verdict: threshold(queue_depth, 1_000, 10_000),
             note: "events waiting to be processed; warn at 1,000".into(),
         },
     ];
+    for r in &s.roots {
+        checks.push(Check {
+            name: "root".into(),
+            value: format!(
+                "{} ({})",
+                r.problem.as_deref().unwrap_or("supervised"),
+                r.root
+            ),
+            verdict: if r.problem.is_some() {
+                Verdict::Critical
+            } else {
+                Verdict::Ok
+            },
+            note: "watched, pid lock held, control socket bound; a removed socket is bound again, a recreated root taken back".into(),
+        });
+    }
     for (root, free, total) in &disk_free {
         let ratio = if *total == 0 {
             1.0
@@ -177,6 +240,7 @@ pub fn measure(watches: usize, queue_depth: usize, roots: &[&Path]) -> Health {
         max_user_watches: max_watches,
         queue_depth,
         disk_free_bytes: disk_free.into_iter().map(|(r, f, _)| (r, f)).collect(),
+        unwatched: s.unwatched.clone(),
         checks,
     }
 }

@@ -7,7 +7,7 @@ use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
 use squad_protocol::FileKind;
 use squad_protocol::atomic::is_temp_name;
-use squad_protocol::tree::SQUAD_DIR;
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +29,29 @@ pub struct Intake {
     watched: BTreeSet<PathBuf>,
     pending: HashMap<PathBuf, Instant>,
     queue: Arc<AtomicUsize>,
+    /// Unreadable files and how many times each was read again.
+    unreadable: HashMap<PathBuf, u32>,
+    /// Directories that could not be watched (the inotify limit), retried
+    /// with backoff.
+    unwatched: BTreeSet<PathBuf>,
+    /// The next retry's delay.
+    rewatch_after: Duration,
+    /// At most this many watches (`SQUADD_MAX_WATCHES`): a share of the
+    /// per-user inotify limit for squadd, which behaves as the limit does.
+    max_watches: Option<usize>,
 }
+
+/// The first retry of unwatched directories comes after this; each retry
+/// that leaves some unwatched doubles it, up to [`REWATCH_MAX`].
+pub const REWATCH_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between retries of unwatched directories.
+pub const REWATCH_MAX: Duration = Duration::from_secs(60);
+
+/// How many times an unreadable file is read again (after 1 s, 2 s, 4 s …
+/// 64 s) before squadd waits for its next event. A permission change is an
+/// attribute event and is read at once; the retries cover what no event
+/// announces (an ACL or a parent directory's permission fixed).
+pub const UNREADABLE_RETRIES: u32 = 7;
 
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
@@ -72,21 +94,81 @@ impl Intake {
                 watched: BTreeSet::new(),
                 pending: HashMap::new(),
                 queue,
+                unreadable: HashMap::new(),
+                unwatched: BTreeSet::new(),
+                rewatch_after: REWATCH_FIRST,
+                max_watches: std::env::var("SQUADD_MAX_WATCHES")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok()),
             },
             rx,
         ))
     }
 
     /// Watches a directory (non-recursively) unless it is watched already.
+    /// A directory that cannot be watched (and exists) is remembered for
+    /// [`Intake::rewatch`].
     pub fn watch(&mut self, path: &Path) -> Result<(), String> {
         if self.watched.contains(path) {
             return Ok(());
         }
-        self.watcher
-            .watch(path, RecursiveMode::NonRecursive)
-            .map_err(|e| watch_error_hint(&e))?;
-        self.watched.insert(path.to_path_buf());
-        Ok(())
+        let result = if self
+            .max_watches
+            .is_some_and(|max| self.watched.len() >= max)
+        {
+            Err(watch_error_hint(&notify::Error::new(
+                notify::ErrorKind::MaxFilesWatch,
+            )))
+        } else {
+            self.watcher
+                .watch(path, RecursiveMode::NonRecursive)
+                .map_err(|e| watch_error_hint(&e))
+        };
+        match result {
+            Ok(()) => {
+                self.unwatched.remove(path);
+                self.watched.insert(path.to_path_buf());
+                Ok(())
+            }
+            Err(e) => {
+                if path.is_dir() {
+                    self.unwatched.insert(path.to_path_buf());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Directories that could not be watched.
+    pub fn unwatched(&self) -> &BTreeSet<PathBuf> {
+        &self.unwatched
+    }
+
+    /// Tries to watch the unwatched directories again; returns those now
+    /// watched (directories that vanished are dropped). The delay before
+    /// the next try doubles while some stay unwatched.
+    pub fn rewatch(&mut self) -> Vec<PathBuf> {
+        let pending: Vec<PathBuf> = std::mem::take(&mut self.unwatched).into_iter().collect();
+        let mut restored = Vec::new();
+        for path in pending {
+            if !path.is_dir() {
+                continue;
+            }
+            if self.watch(&path).is_ok() {
+                restored.push(path);
+            }
+        }
+        self.rewatch_after = if self.unwatched.is_empty() {
+            REWATCH_FIRST
+        } else {
+            (self.rewatch_after * 2).min(REWATCH_MAX)
+        };
+        restored
+    }
+
+    /// How long until the next [`Intake::rewatch`].
+    pub fn rewatch_delay(&self) -> Duration {
+        self.rewatch_after
     }
 
     /// Stops watching a directory.
@@ -110,6 +192,8 @@ impl Intake {
         for p in under {
             self.unwatch(&p);
         }
+        self.unreadable.retain(|p, _| !p.starts_with(dir));
+        self.unwatched.retain(|p| !p.starts_with(dir));
     }
 
     /// Forgets the watches under `prefix`: the kernel dropped them when the
@@ -117,6 +201,7 @@ impl Intake {
     /// again.
     pub fn forget_under(&mut self, prefix: &Path) {
         self.watched.retain(|p| !p.starts_with(prefix));
+        self.unwatched.retain(|p| !p.starts_with(prefix));
     }
 
     /// Watches held.
@@ -144,7 +229,10 @@ impl Intake {
             // close after writing means a writer has finished.
             FsKind::Access(AccessKind::Close(AccessMode::Write)) => Duration::ZERO,
             FsKind::Access(_) => return Noted::Queued,
-            FsKind::Modify(ModifyKind::Metadata(_)) => return Noted::Queued,
+            // Attribute changes are events too: `chmod 644` makes an
+            // unreadable file readable without touching its bytes. A file
+            // whose bytes did not change is recognised by its fingerprint.
+            FsKind::Modify(ModifyKind::Metadata(_)) => SETTLE,
             FsKind::Modify(ModifyKind::Data(_)) | FsKind::Create(CreateKind::File) => SETTLE,
             _ => Duration::ZERO,
         };
@@ -165,6 +253,26 @@ impl Intake {
             .entry(path)
             .and_modify(|d| *d = (*d).min(at))
             .or_insert(at);
+    }
+
+    /// A file was unreadable: queues it again after a backoff (1 s, 2 s,
+    /// 4 s …), at most [`UNREADABLE_RETRIES`] times; false once exhausted.
+    pub fn retry_unreadable(&mut self, path: &Path, now: Instant) -> bool {
+        let tries = self.unreadable.entry(path.to_path_buf()).or_insert(0);
+        if *tries >= UNREADABLE_RETRIES {
+            return false;
+        }
+        let after = Duration::from_secs(1 << *tries);
+        *tries += 1;
+        self.retry(path.to_path_buf(), now + after);
+        true
+    }
+
+    /// A file was read (or went): its unreadable retries end.
+    pub fn readable(&mut self, path: &Path) {
+        if !self.unreadable.is_empty() {
+            self.unreadable.remove(path);
+        }
     }
 
     /// When the next queued path settles.
@@ -205,6 +313,9 @@ pub enum PathChange {
     Policy,
     /// The root, `.squad` or `.squad/sessions` itself: rescan.
     Rescan,
+    /// squadd's control socket or pid file (`.squad/run/squadd.{sock,pid}`)
+    /// changed: check that they are still ours.
+    Control,
     /// A session directory appeared or vanished.
     SessionDir(String),
     /// A session's `locks/` directory appeared.
@@ -248,6 +359,10 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
     if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join("decisions").join("inbox")) {
         let name = rel.to_string_lossy();
         return (!is_temp_name(&name) && !name.contains('/')).then_some(PathChange::MemoryInbox);
+    }
+    if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join(RUN_DIR)) {
+        let name = rel.to_string_lossy();
+        return (name == "squadd.sock" || name == "squadd.pid").then_some(PathChange::Control);
     }
     let Ok(rel) = path.strip_prefix(sessions_dir) else {
         // The root, .squad or .squad/sessions itself changed.
@@ -307,6 +422,8 @@ mod tests {
         );
         assert_eq!(c("/p/.squad/decisions/inbox/.k-a.md.tmp.1"), None);
         assert_eq!(c("/p/.squad"), Some(PathChange::Rescan));
+        assert_eq!(c("/p/.squad/run/squadd.sock"), Some(PathChange::Control));
+        assert_eq!(c("/p/.squad/run/state.json"), None);
         assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
         assert_eq!(c("/p/src/main.rs"), None);
         assert_eq!(c("/p/.squad/sessions/.hidden"), None);
@@ -349,5 +466,45 @@ mod tests {
             c("/p/.squad/sessions/20240115T100000Z-s1/artifacts/a/b"),
             None
         );
+    }
+
+    fn event(kind: FsKind, path: &str) -> Notification {
+        Ok(notify::Event::new(kind).add_path(PathBuf::from(path)))
+    }
+
+    #[test]
+    fn an_attribute_change_queues_the_path() {
+        let (mut intake, _rx) = Intake::start().unwrap();
+        let now = Instant::now();
+        let chmod = FsKind::Modify(ModifyKind::Metadata(
+            notify::event::MetadataKind::Permissions,
+        ));
+        assert_eq!(intake.note(event(chmod, "/p/a.md"), now), Noted::Queued);
+        assert_eq!(
+            intake.take_due(now + Duration::from_secs(1)),
+            vec![PathBuf::from("/p/a.md")]
+        );
+        // Reads stay ignored (squadd's own reads make them).
+        let read = FsKind::Access(AccessKind::Read);
+        assert_eq!(intake.note(event(read, "/p/b.md"), now), Noted::Queued);
+        assert!(intake.take_due(now + Duration::from_secs(1)).is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_file_is_retried_with_backoff_then_left_to_its_events() {
+        let (mut intake, _rx) = Intake::start().unwrap();
+        let now = Instant::now();
+        let path = Path::new("/p/a.md");
+        let mut waits = Vec::new();
+        while intake.retry_unreadable(path, now) {
+            let due = intake.next_due().unwrap();
+            waits.push(due.duration_since(now).as_secs());
+            assert_eq!(intake.take_due(due), vec![path.to_path_buf()]);
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64]);
+        // Readable again: a later failure starts over.
+        intake.readable(path);
+        assert!(intake.retry_unreadable(path, now));
+        assert_eq!(intake.next_due(), Some(now + Duration::from_secs(1)));
     }
 }

@@ -79,6 +79,15 @@ const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
 /// that does not use `squadctl memory add`) is given time to be complete.
 const MEMORY_INBOX_DELAY: Duration = Duration::from_millis(500);
 
+/// The first look for a missing root comes after this; the wait doubles
+/// up to [`ROOT_CHECK_MAX`] while it stays missing.
+const ROOT_CHECK_FIRST: Duration = Duration::from_millis(500);
+/// The longest wait between looks for a missing root.
+const ROOT_CHECK_MAX: Duration = Duration::from_secs(10);
+/// How long after a change to the control socket or pid file squadd checks
+/// them (a `.squad/` being deleted is gone by then).
+const CONTROL_DELAY: Duration = Duration::from_millis(250);
+
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
 
@@ -129,7 +138,12 @@ pub struct Supervisor {
     watchdog: Option<Duration>,
     /// Each root's skills, as `status` reports them.
     skills: Vec<crate::skills::SkillsHealth>,
-    _pid_locks: Vec<pidfile::PidLock>,
+    /// Each root's pid lock (`None` once another squadd took the root over).
+    pid_locks: Vec<Option<pidfile::PidLock>>,
+    /// Each root's control socket, once bound.
+    sockets: Vec<Option<server::Bound>>,
+    /// Where the control connections send their calls.
+    calls: mpsc::Sender<server::Call>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(usize, routing::Delivery)>,
 }
@@ -144,6 +158,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
 
     let (hooks, mut hook_rx) = Hooks::new();
+    let (calls, mut call_rx) = mpsc::channel::<server::Call>(64);
     let mut sup = Supervisor {
         roots: Vec::new(),
         intake,
@@ -156,7 +171,9 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         notify_socket: std::env::var_os("NOTIFY_SOCKET").is_some(),
         watchdog: systemd::watchdog_interval(),
         skills: Vec::new(),
-        _pid_locks: Vec::new(),
+        pid_locks: Vec::new(),
+        sockets: Vec::new(),
+        calls,
         outbox: Vec::new(),
     };
 
@@ -175,16 +192,17 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     }
     release_scan_memory();
 
-    let (call_tx, mut call_rx) = mpsc::channel::<server::Call>(64);
-    for (i, r) in sup.roots.iter().enumerate() {
-        let path = socket_path(&r.root);
-        let listener = server::bind(&r.root, &path).map_err(|e| StartError::Root {
-            root: r.root.display().to_string(),
-            message: format!("cannot bind {}: {e}", path.display()),
+    for i in 0..sup.roots.len() {
+        let root = sup.roots[i].root.clone();
+        let path = socket_path(&root);
+        let bound = server::Bound::start(&root, &path, i, sup.calls.clone()).map_err(|e| {
+            StartError::Root {
+                root: root.display().to_string(),
+                message: format!("cannot bind {}: {e}", path.display()),
+            }
         })?;
-        tokio::spawn(server::accept_loop(listener, i, call_tx.clone()));
+        sup.sockets[i] = Some(bound);
     }
-    drop(call_tx);
 
     let summary = answers::summary(&sup);
     systemd::ready(&summary);
@@ -251,7 +269,11 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 reason: reason.to_string(),
             },
         );
-        let _ = std::fs::remove_file(socket_path(&sup.roots[i].root));
+        // Only our own socket: a squadd that took the root over keeps its.
+        let path = socket_path(&sup.roots[i].root);
+        if sup.sockets[i].as_ref().is_some_and(|b| b.is_at(&path)) {
+            let _ = std::fs::remove_file(path);
+        }
     }
     Ok(())
 }
@@ -276,6 +298,14 @@ fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
         m.len(),
         i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
     ))
+}
+
+/// Whether a file was indexed as unreadable (a read error, not its content).
+fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
+    f.fingerprint == 0
+        && f.diagnostics
+            .first()
+            .is_some_and(|d| d.rule == squad_protocol::Rule::Unreadable)
 }
 
 async fn sleep_until(wake: Option<Instant>) {
@@ -317,7 +347,8 @@ impl Supervisor {
         self.roots.push(r);
         self.skills.push(Default::default());
         self.timers.set(Timer::Locks(i), Instant::now());
-        self._pid_locks.push(lock);
+        self.pid_locks.push(Some(lock));
+        self.sockets.push(None);
         Ok(())
     }
 
@@ -326,7 +357,164 @@ impl Supervisor {
             tracing::error!(path = %path.display(), %error, "cannot watch");
             self.log
                 .emit(i, None, Some(path), EventKind::WatchError { error });
+            if self.intake.unwatched().contains(path) {
+                self.timers
+                    .set_earlier(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
+            }
         }
+    }
+
+    /// Retries the directories that could not be watched; the roots that
+    /// got a watch back are rescanned (what changed there meanwhile was
+    /// never reported).
+    fn rewatch(&mut self) {
+        let restored = self.intake.rewatch();
+        let roots: BTreeSet<usize> = restored.iter().filter_map(|p| self.root_of(p)).collect();
+        for i in roots {
+            let dirs = restored
+                .iter()
+                .filter(|p| self.root_of(p) == Some(i))
+                .count();
+            self.log
+                .emit(i, None, None, EventKind::WatchRestored { dirs });
+            self.timers.set(Timer::Rescan(i), Instant::now());
+        }
+        if !self.intake.unwatched().is_empty() {
+            self.timers
+                .set(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
+        }
+    }
+
+    /// Checks that root `i`'s pid lock and control socket are still where
+    /// they belong, and restores them: a removed socket is bound again; a
+    /// `.squad/` deleted and recreated gets our pid lock again, or, when
+    /// another squadd took it first, the root is left to that squadd.
+    /// Returns whether squadd still supervises the root.
+    fn check_control(&mut self, i: usize) -> bool {
+        if self.roots[i].taken_over.is_some() {
+            return false;
+        }
+        let root = self.roots[i].root.clone();
+        if !self.roots[i].sessions_dir.is_dir() {
+            // Missing: restored by the root check.
+            return true;
+        }
+        let pid_rel = Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid");
+        let pid_path = root.join(&pid_rel);
+        if !self.pid_locks[i]
+            .as_ref()
+            .is_some_and(|l| l.is_at(&pid_path))
+        {
+            if let Err(e) = create_layout(&root) {
+                tracing::warn!(root = %root.display(), error = %e, "cannot recreate .squad/run");
+            }
+            match pidfile::acquire(&root, &pid_rel) {
+                Ok(lock) => {
+                    self.pid_locks[i] = Some(lock);
+                    self.log.reopen_audit(i);
+                    self.log.emit(
+                        i,
+                        None,
+                        None,
+                        EventKind::ControlRestored {
+                            reason: "pid lock taken again: .squad/ was recreated".into(),
+                        },
+                    );
+                }
+                Err(pidfile::PidLockError::Held { pid, .. }) => {
+                    self.take_over(i, pid);
+                    return false;
+                }
+                Err(e) => {
+                    tracing::error!(root = %root.display(), error = %e, "cannot take the pid lock again");
+                    return true;
+                }
+            }
+        }
+        let path = socket_path(&root);
+        if !self.sockets[i].as_ref().is_some_and(|b| b.is_at(&path)) {
+            // The old listener goes first (its file is gone or replaced).
+            self.sockets[i] = None;
+            match server::Bound::start(&root, &path, i, self.calls.clone()) {
+                Ok(bound) => {
+                    self.sockets[i] = Some(bound);
+                    self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
+                    self.log.emit(
+                        i,
+                        None,
+                        Some(&path),
+                        EventKind::ControlRestored {
+                            reason: "control socket bound again".into(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "cannot bind the control socket again");
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether root `i` is not supervised now (its `.squad/sessions` is
+    /// missing, or another squadd has it): nothing is written into it.
+    fn root_gone(&self, i: usize) -> bool {
+        let r = &self.roots[i];
+        r.taken_over.is_some() || r.missing || !r.sessions_dir.is_dir()
+    }
+
+    /// What `health` reports of the watches and the roots.
+    pub fn supervision(&self) -> health::Supervision {
+        health::Supervision {
+            watches: self.intake.watch_count(),
+            queue_depth: self.intake.queue_depth(),
+            unwatched: self
+                .intake
+                .unwatched()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            roots: (0..self.roots.len())
+                .map(|i| {
+                    let r = &self.roots[i];
+                    let problem = if let Some(pid) = &r.taken_over {
+                        Some(format!(
+                            "taken over by another squadd (pid {pid}); not supervised"
+                        ))
+                    } else if r.missing {
+                        Some(".squad/sessions is missing; waiting for it to come back".into())
+                    } else if !self.sockets[i]
+                        .as_ref()
+                        .is_some_and(|b| b.is_at(&socket_path(&r.root)))
+                    {
+                        Some("control socket not bound".into())
+                    } else {
+                        None
+                    };
+                    health::RootControl {
+                        root: r.root.display().to_string(),
+                        problem,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Another squadd holds root `i` now: stop supervising it, say so.
+    fn take_over(&mut self, i: usize, pid: String) {
+        tracing::error!(root = %self.roots[i].root.display(), %pid, "another squadd took the root over");
+        self.roots[i].taken_over = Some(pid.clone());
+        self.pid_locks[i] = None;
+        self.sockets[i] = None;
+        let root = self.roots[i].root.clone();
+        self.intake.unwatch_under(&root);
+        self.timers.cancel_root(i);
+        let names: Vec<String> = self.roots[i].sessions.keys().cloned().collect();
+        for name in names {
+            self.roots[i].remove_session(&name);
+        }
+        self.log
+            .emit(i, None, None, EventKind::RootTakenOver { pid });
     }
 
     /// Watches a session's `locks/` when it exists (squadctl creates it on
@@ -347,6 +535,8 @@ impl Supervisor {
         self.watch(i, &root.join(SQUAD_DIR));
         let sessions = self.roots[i].sessions_dir.clone();
         self.watch(i, &sessions);
+        // The socket and pid file: a removed socket is bound again.
+        self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
         if let Ok(dirs) = squad_protocol::tree::session_dirs(&root) {
             for dir in dirs {
                 self.watch(i, &dir);
@@ -381,12 +571,16 @@ impl Supervisor {
 
     fn initial_scan(&mut self, i: usize, now: DateTime<Utc>) {
         let root = self.roots[i].root.clone();
+        let mut scanned = true;
         let sessions = match scan_root(&root, default_threads()) {
             Ok(s) => s,
             Err(e) => {
+                scanned = false;
                 tracing::error!(root = %root.display(), error = %e, "start-up scan failed");
                 self.roots[i].missing = true;
                 self.log.emit(i, None, None, EventKind::RootMissing);
+                self.timers
+                    .set(Timer::RootCheck(i), Instant::now() + ROOT_CHECK_FIRST);
                 BTreeMap::new()
             }
         };
@@ -421,6 +615,10 @@ impl Supervisor {
                     self.end_session(i, &name, &status, now);
                 }
             }
+        }
+        if scanned {
+            // Sessions deleted or archived while squadd was down.
+            self.roots[i].prune_state();
         }
         self.write_statuses(i, &names, now);
         self.refresh_skills(i);
@@ -489,6 +687,21 @@ impl Supervisor {
     }
 
     fn report_invalid_files(&mut self, i: usize, name: &str) {
+        let unreadable: Vec<PathBuf> = self.roots[i]
+            .sessions
+            .get(name)
+            .map(|s| {
+                s.index()
+                    .files
+                    .values()
+                    .filter(|f| is_unreadable(f))
+                    .map(|f| f.path.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for path in unreadable {
+            self.intake.retry_unreadable(&path, Instant::now());
+        }
         for (path, errors, first) in self.roots[i].invalid_files(name) {
             self.log.emit(
                 i,
@@ -507,6 +720,10 @@ impl Supervisor {
 
     fn save_state(&mut self, i: usize) {
         self.timers.cancel(&Timer::SaveState(i));
+        if self.root_gone(i) {
+            // Never recreate what is being deleted; saved when it is back.
+            return;
+        }
         let path = state_path(&self.roots[i].root);
         let result = self.roots[i]
             .state_to_save()
@@ -692,6 +909,22 @@ impl Supervisor {
                     }
                 }
                 Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(&self.roots[i]),
+                Timer::RootCheck(i) => {
+                    if self.roots[i].taken_over.is_some() {
+                    } else if self.roots[i].sessions_dir.is_dir() {
+                        if self.roots[i].missing {
+                            self.timers.set(Timer::Rescan(i), Instant::now());
+                        } else {
+                            self.check_control(i);
+                        }
+                    } else if self.roots[i].missing {
+                        let r = &mut self.roots[i];
+                        r.check_after = (r.check_after * 2).min(ROOT_CHECK_MAX);
+                        let at = Instant::now() + r.check_after;
+                        self.timers.set(Timer::RootCheck(i), at);
+                    }
+                }
+                Timer::Rewatch => self.rewatch(),
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {
@@ -726,6 +959,9 @@ impl Supervisor {
     }
 
     fn refresh_locks(&mut self, i: usize) {
+        if self.root_gone(i) {
+            return;
+        }
         let mut caused = Vec::new();
         let next = upkeep::refresh_locks(&mut self.roots[i], &mut caused);
         self.record(i, caused);
@@ -765,15 +1001,34 @@ impl Supervisor {
     /// Re-reads a whole root; returns the sessions to re-derive.
     fn rescan(&mut self, i: usize) -> Vec<String> {
         let root = self.roots[i].root.clone();
+        if self.roots[i].taken_over.is_some() {
+            return Vec::new();
+        }
         if !self.roots[i].sessions_dir.is_dir() {
             // The kernel dropped the watches of everything that vanished;
             // forget them too, or the directories that come back later would
             // count as watched and never be watched again.
             self.intake.forget_under(&root.join(SQUAD_DIR));
+            if !root.is_dir() {
+                self.intake.forget_under(&root);
+            }
             if !self.roots[i].missing {
                 self.roots[i].missing = true;
                 self.log.emit(i, None, None, EventKind::RootMissing);
+                // A root deleted and recreated is a new directory that no
+                // watch covers: look for it (only while it is missing).
+                self.roots[i].check_after = ROOT_CHECK_FIRST;
+                self.timers
+                    .set(Timer::RootCheck(i), Instant::now() + ROOT_CHECK_FIRST);
             }
+            return Vec::new();
+        }
+        if self.roots[i].missing {
+            self.timers.cancel(&Timer::RootCheck(i));
+            // Watches of a root directory that was replaced are dead.
+            self.intake.unwatch_under(&root);
+        }
+        if !self.check_control(i) {
             return Vec::new();
         }
         self.watch_root(i);
@@ -829,6 +1084,7 @@ impl Supervisor {
             .emit(i, Some(name), Some(&dir), EventKind::SessionRemoved);
         self.timers
             .set_earlier(Timer::Context(i), Instant::now() + CONTEXT_DELAY);
+        self.state_changed(i);
     }
 
     /// Applies one changed path; returns the session it touched and whether
@@ -845,6 +1101,13 @@ impl Supervisor {
             }
             PathChange::Rescan => {
                 self.timers.set(Timer::Rescan(i), Instant::now());
+                None
+            }
+            PathChange::Control => {
+                // Checked a moment later: a `.squad/` being deleted is gone
+                // by then, and nothing is recreated inside it.
+                self.timers
+                    .set_earlier(Timer::RootCheck(i), Instant::now() + CONTROL_DELAY);
                 None
             }
             PathChange::Skills => {
@@ -963,6 +1226,24 @@ impl Supervisor {
                 }
             },
         };
+        // A read error is never sticky: an unreadable file is read again
+        // (its attribute change is an event too, see intake).
+        if loaded.as_ref().is_some_and(is_unreadable) {
+            self.intake.retry_unreadable(path, Instant::now());
+            let same = self.roots[i]
+                .sessions
+                .get(name)?
+                .index()
+                .files
+                .get(file)
+                .zip(loaded.as_ref())
+                .is_some_and(|(old, new)| is_unreadable(old) && old.diagnostics == new.diagnostics);
+            if same {
+                return None;
+            }
+        } else {
+            self.intake.readable(path);
+        }
         let wall = Utc::now();
         let reply_to = |f: Option<&crate::index::IndexedFile>| match f.map(|f| &f.entry) {
             Some(crate::index::Entry::Message(m)) => m.in_reply_to.clone(),
@@ -1117,6 +1398,9 @@ impl Supervisor {
     /// own last write left.
     fn write_shared_context(&mut self, i: usize, now: bool) {
         self.timers.cancel(&Timer::Context(i));
+        if self.root_gone(i) {
+            return;
+        }
         let path = self.roots[i].root.join(SHARED_CONTEXT);
         let mark = file_mark(&path);
         let r = &mut self.roots[i];
@@ -1399,12 +1683,7 @@ impl Supervisor {
                 if !fresh {
                     return;
                 }
-                let late = squad_policies::messages::deadline(
-                    &self.roots[i].policy.messages,
-                    d.priority,
-                    d.created,
-                )
-                .is_some_and(|by| wall > by);
+                let late = routing::late(&self.roots[i].policy.messages, &d, wall);
                 self.log.emit(
                     i,
                     Some(&d.session),

@@ -11,6 +11,18 @@ pub struct PidLock {
     _file: File,
 }
 
+impl PidLock {
+    /// Whether `path` is still the file this lock is held on (a `.squad/`
+    /// deleted and recreated has a new pid file nobody holds).
+    pub fn is_at(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self._file.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+}
+
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum PidLockError {

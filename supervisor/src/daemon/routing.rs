@@ -6,8 +6,8 @@
 use crate::index::{Entry, fingerprint};
 use chrono::{DateTime, Utc};
 use squad_policies::messages::{
-    MessagePolicy, deliver_at, escalation_at, inbox_name, parse_inbox_name, response_overdue,
-    routed_priority,
+    MessagePolicy, deliver_at, escalation_at, inbox_name, is_late, parse_inbox_name,
+    response_overdue, routed_priority, wait_since,
 };
 use squad_protocol::model::{
     Document, Message, MessageContext, MessageMeta, MessageType, Priority, Timestamp,
@@ -44,8 +44,12 @@ pub struct Delivery {
     pub name: String,
     /// Priority.
     pub priority: Priority,
-    /// When the message was written.
+    /// When the message was written (as stamped: it names the inbox file).
     pub created: DateTime<Utc>,
+    /// When its wait began: `created`, or when squadd first saw it if that
+    /// is earlier (set by [`Mailbox::offer`]). Waits and lateness count
+    /// from here.
+    pub since: DateTime<Utc>,
     /// Message id.
     pub message_id: String,
     /// What to deliver.
@@ -110,6 +114,7 @@ impl Routed {
             to: self.to.clone(),
             priority: self.priority,
             created: utc(self.created),
+            since: utc(self.created),
             message_id: self.id.clone(),
             body: Body::Routed {
                 routed: self,
@@ -137,6 +142,7 @@ pub fn file_deliveries(root: &Path, name: &str, f: &crate::index::IndexedFile) -
             name: inbox_name(m.priority, utc(m.created_at), &m.message_id),
             priority: m.priority,
             created: utc(m.created_at),
+            since: utc(m.created_at),
             message_id: m.message_id.clone(),
             body: Body::File(f.path.clone()),
         }),
@@ -266,11 +272,12 @@ impl Mailbox {
         }
     }
 
-    /// Offers a delivery: now, later, or never again.
+    /// Offers a delivery: now, later, or never again. A delivery offered
+    /// again keeps the start of its wait (see [`Delivery::since`]).
     pub fn offer(
         &mut self,
         policy: &MessagePolicy,
-        d: Delivery,
+        mut d: Delivery,
         busy: bool,
         wall: DateTime<Utc>,
     ) -> Offer {
@@ -278,7 +285,9 @@ impl Mailbox {
         if self.delivered.contains(&slot) {
             return Offer::Done;
         }
-        let due = deliver_at(policy, d.priority, d.created, busy, wall);
+        let seen = self.waiting.get(&slot).map_or(wall, |w| w.since);
+        d.since = wait_since(d.since, seen.min(wall));
+        let due = deliver_at(policy, d.priority, d.since, busy, wall);
         if due <= wall {
             self.waiting.remove(&slot);
             Offer::Now(Box::new(d))
@@ -352,6 +361,12 @@ impl Mailbox {
     }
 }
 
+/// Whether a delivery made at `wall` is late (its deadline counted from
+/// when its wait began, with squadd's reaction time as tolerance).
+pub fn late(policy: &MessagePolicy, d: &Delivery, wall: DateTime<Utc>) -> bool {
+    is_late(policy, d.priority, d.since, wall)
+}
+
 /// When a message's reply becomes overdue, if it needs one.
 pub fn reply_due(m: &crate::index::MessageInfo) -> Option<DateTime<Utc>> {
     m.response_by.map(utc).filter(|_| m.response_needed)
@@ -360,4 +375,88 @@ pub fn reply_due(m: &crate::index::MessageInfo) -> Option<DateTime<Utc>> {
 /// Whether a reply is overdue at `wall`.
 pub fn reply_overdue(m: &crate::index::MessageInfo, replied: bool, wall: DateTime<Utc>) -> bool {
     response_overdue(m.response_needed, reply_due(m), replied, wall)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2024, 1, 15, h, m, s).unwrap()
+    }
+
+    fn delivery(priority: Priority, created: DateTime<Utc>) -> Delivery {
+        Delivery {
+            session: "20240115T100000Z".into(),
+            from: "alice".into(),
+            to: "bob".into(),
+            name: inbox_name(priority, created, "msg_1"),
+            priority,
+            created,
+            since: created,
+            message_id: "msg_1".into(),
+            body: Body::File(PathBuf::from("/p/m.md")),
+        }
+    }
+
+    fn policy() -> MessagePolicy {
+        squad_policies::Policy::defaults().messages
+    }
+
+    /// A low-priority message stamped a day ahead was held until a day plus
+    /// `low_max_wait`: the wait counts from when squadd first saw it.
+    #[test]
+    fn a_future_stamp_waits_from_when_squadd_first_saw_it() {
+        let p = policy();
+        let mut mail = Mailbox::default();
+        let seen = t(10, 0, 0);
+        let d = delivery(Priority::Low, t(10, 0, 0) + chrono::Duration::days(1));
+        let max = chrono::Duration::from_std(p.low_max_wait).unwrap();
+        assert_eq!(
+            mail.offer(&p, d.clone(), true, seen),
+            Offer::Later(seen + max)
+        );
+        // Offered again later (its file changed, the recipient is still
+        // busy): the wait keeps its start.
+        assert_eq!(
+            mail.offer(&p, d.clone(), true, t(10, 5, 0)),
+            Offer::Later(seen + max)
+        );
+        // Its time came: delivered.
+        let waiting = mail
+            .waiting
+            .remove(&(d.to.clone(), d.name.clone()))
+            .unwrap();
+        match mail.offer(&p, waiting, true, seen + max) {
+            Offer::Now(d) => assert_eq!(d.since, seen),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Every critical message was `late` (deliver_within 0 s): a delivery
+    /// within squadd's reaction time is on time.
+    #[test]
+    fn a_prompt_critical_delivery_is_on_time_and_a_delayed_one_late() {
+        let p = policy();
+        let mut mail = Mailbox::default();
+        let written = t(10, 0, 0);
+        let Offer::Now(d) = mail.offer(
+            &p,
+            delivery(Priority::Critical, written),
+            false,
+            t(10, 0, 1),
+        ) else {
+            panic!("critical is delivered at once");
+        };
+        assert!(!late(&p, &d, t(10, 0, 1)));
+        assert!(late(&p, &d, t(10, 10, 0)), "written ten minutes before");
+        // Stamped in the future, delivered at once: on time.
+        let mut mail = Mailbox::default();
+        let ahead = delivery(Priority::Critical, t(12, 0, 0));
+        let Offer::Now(d) = mail.offer(&p, ahead, false, t(10, 0, 0)) else {
+            panic!("critical is delivered at once");
+        };
+        assert!(!late(&p, &d, t(10, 0, 0)));
+    }
 }

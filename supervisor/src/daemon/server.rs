@@ -59,6 +59,51 @@ pub fn bind(root: &Path, path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// A root's control socket as bound: its accept loop, and the identity of
+/// the socket file it listens on.
+pub struct Bound {
+    task: tokio::task::JoinHandle<()>,
+    id: (u64, u64),
+}
+
+impl Bound {
+    /// Binds `path` below `root` and serves it on its own task (calls go to
+    /// the supervisor as root `i`).
+    pub fn start(
+        root: &Path,
+        path: &Path,
+        i: usize,
+        calls: mpsc::Sender<Call>,
+    ) -> std::io::Result<Bound> {
+        let listener = bind(root, path)?;
+        let id = file_id(path)?;
+        Ok(Bound {
+            task: tokio::spawn(accept_loop(listener, i, calls)),
+            id,
+        })
+    }
+
+    /// Whether `path` is still the socket this listener is bound to (it
+    /// may have been removed, or replaced along with `.squad/`).
+    pub fn is_at(&self, path: &Path) -> bool {
+        file_id(path).is_ok_and(|id| id == self.id)
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        // The listener closes with its task.
+        self.task.abort();
+    }
+}
+
+/// (device, inode) of a path, not following a link.
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
 /// Accepts connections forever.
 pub async fn accept_loop(listener: UnixListener, root: usize, calls: mpsc::Sender<Call>) {
     loop {

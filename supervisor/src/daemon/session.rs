@@ -17,10 +17,10 @@
 //!   percentage change; and for the whole session only when a plan or a
 //!   status file changes (otherwise only the changed file's own rules run).
 
-use crate::derive::{SessionView, TaskStarts, TaskView, derive_status};
+use crate::derive::{SessionView, TaskStarts, TaskView, derive_status, task_events, task_view};
 use crate::events::EventKind;
 use crate::index::{Entry, IndexedFile, Plan, Progress, SessionIndex};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use squad_protocol::FileKind;
 use squad_protocol::model::{SessionState, TaskStatus};
 use squad_protocol::session::{
@@ -147,6 +147,10 @@ pub struct SessionCore {
     pub starts: TaskStarts,
     /// Overdue tasks already reported (persisted).
     pub overdue_reported: BTreeSet<String>,
+    /// Tasks that ever violated their dependencies, with the prerequisites
+    /// unmet when first seen (persisted: the summary counts what happened
+    /// during the session, not only what still holds at its end).
+    pub violations: BTreeMap<String, Vec<String>>,
 }
 
 impl SessionCore {
@@ -171,6 +175,7 @@ impl SessionCore {
             status: SessionState::Active,
             starts: TaskStarts::new(),
             overdue_reported: BTreeSet::new(),
+            violations: BTreeMap::new(),
         }
         .checked()
     }
@@ -646,7 +651,6 @@ impl SessionCore {
     fn derive_task(&self, task: &str, now: DateTime<Utc>) -> Option<TaskView> {
         let plan = self.plan(task)?;
         let report = self.report(task, &plan.agent);
-        let state = report.map_or(TaskStatus::Pending, |p| p.status);
         let prerequisites: Vec<String> = self
             .prereqs
             .get(task)
@@ -660,35 +664,14 @@ impl SessionCore {
             .filter(|t| self.state_of(t) != Some(TaskStatus::Completed))
             .cloned()
             .collect();
-        let started_at = self.starts.get(task).copied().or_else(|| {
-            report
-                .filter(|p| p.status == TaskStatus::InProgress)
-                .map(|p| p.updated_at)
-        });
-        let due_at = match (started_at, plan.timeout) {
-            (Some(start), Some(secs)) => i64::try_from(secs)
-                .ok()
-                .and_then(Duration::try_seconds)
-                .and_then(|d| start.with_timezone(&Utc).checked_add_signed(d)),
-            _ => None,
-        };
-        Some(TaskView {
-            task_id: plan.task_id.clone(),
-            agent: plan.agent.clone(),
-            priority: plan.priority,
-            state,
-            ready: state == TaskStatus::Pending && unmet.is_empty(),
-            violation: matches!(state, TaskStatus::InProgress | TaskStatus::Completed)
-                && !unmet.is_empty(),
+        Some(task_view(
+            plan,
+            report,
             prerequisites,
             unmet,
-            started_at,
-            due_at,
-            overdue: state != TaskStatus::Completed && due_at.is_some_and(|d| d <= now),
-            blockers: report
-                .map(|p| p.blockers.iter().map(|b| b.description.clone()).collect())
-                .unwrap_or_default(),
-        })
+            self.starts.get(task).copied(),
+            now,
+        ))
     }
 
     /// Re-derives one task, moves the counters by the delta and notes what
@@ -722,6 +705,10 @@ impl SessionCore {
         let Some(t) = new else {
             return;
         };
+        if t.violation && !self.violations.contains_key(&t.task_id) {
+            self.violations.insert(t.task_id.clone(), t.unmet.clone());
+            out.state_changed = true;
+        }
         if t.overdue && self.overdue_reported.insert(t.task_id.clone()) {
             out.state_changed = true;
             out.overdue.push(EventKind::TaskOverdue {
@@ -729,28 +716,8 @@ impl SessionCore {
                 agent: t.agent.clone(),
             });
         }
-        if !announce {
-            return;
-        }
-        let prev = old.as_ref();
-        let was = |f: fn(&TaskView) -> bool| prev.is_some_and(f);
-        if t.ready && !was(|p| p.ready) {
-            out.events.push(EventKind::TaskReady {
-                task_id: t.task_id.clone(),
-                agent: t.agent.clone(),
-            });
-        }
-        if t.state == TaskStatus::Completed && !was(|p| p.state == TaskStatus::Completed) {
-            out.events.push(EventKind::TaskCompleted {
-                task_id: t.task_id.clone(),
-                agent: t.agent.clone(),
-            });
-        }
-        if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
-            out.events.push(EventKind::DependencyViolation {
-                task_id: t.task_id.clone(),
-                unmet: t.unmet.clone(),
-            });
+        if announce {
+            out.events.extend(task_events(old.as_ref(), &t));
         }
     }
 
@@ -781,6 +748,7 @@ mod tests {
     use crate::derive::{changes, derive_session};
     use crate::index::index_bytes;
     use crate::outputs::render_status;
+    use chrono::Duration;
     use chrono::TimeZone;
     use proptest::prelude::*;
     use std::path::Path;

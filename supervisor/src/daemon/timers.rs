@@ -84,6 +84,13 @@ pub enum Timer {
     /// Merge a root's decisions inbox after its files went quiet
     /// (docs/memory.md; only when the policy enables `memory.merge`).
     MemoryInbox(usize),
+    /// Look again for a root whose `.squad/sessions` is missing (a root
+    /// deleted and recreated is a new directory no watch covers). Only
+    /// while it is missing, with backoff.
+    RootCheck(usize),
+    /// Retry the directories that could not be watched (inotify limit),
+    /// with backoff.
+    Rewatch,
     /// The systemd watchdog ping.
     Watchdog,
     /// Recompute the one-line STATUS= summary (it walks every session, so
@@ -101,14 +108,15 @@ impl Timer {
             | Timer::Locks(r)
             | Timer::Retention(r)
             | Timer::Skills(r)
-            | Timer::MemoryInbox(r) => Some(*r),
+            | Timer::MemoryInbox(r)
+            | Timer::RootCheck(r) => Some(*r),
             Timer::Status { root, .. }
             | Timer::WrapUp { root, .. }
             | Timer::TaskDue { root, .. }
             | Timer::Delivery { root, .. }
             | Timer::Escalation { root, .. }
             | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog | Timer::StatusLine => None,
+            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch => None,
         }
     }
 
@@ -170,6 +178,19 @@ impl Timers {
             .at
             .keys()
             .filter(|t| t.root() == Some(root) && t.session() == Some(session))
+            .cloned()
+            .collect();
+        for t in gone {
+            self.cancel(&t);
+        }
+    }
+
+    /// Cancels every timer of a root (another squadd took it over).
+    pub fn cancel_root(&mut self, root: usize) {
+        let gone: Vec<Timer> = self
+            .at
+            .keys()
+            .filter(|t| t.root() == Some(root))
             .cloned()
             .collect();
         for t in gone {

@@ -191,7 +191,13 @@ pub fn end_session(
     let dir = r.session_dir(name);
     let session = r.sessions.get(name)?;
     let removed = writer.remove_temporary_files(&dir);
-    let summary = render_summary(session.index(), &session.view(), &r.escalations(name), wall);
+    let summary = render_summary(
+        session.index(),
+        &session.view(),
+        &r.escalations(name),
+        &session.violations,
+        wall,
+    );
     let path = dir.join(SUMMARY_FILE);
     if let Err(e) = writer.write(&path, summary.as_bytes(), false) {
         return Some((
