@@ -6,6 +6,7 @@ mod check;
 mod core;
 pub mod daemon;
 mod errors;
+mod gc;
 mod guard;
 mod hardening;
 pub mod lock;
