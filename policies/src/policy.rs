@@ -40,6 +40,8 @@ pub struct Policy {
     pub skills: crate::skills::SkillsPolicy,
     /// `memory:` (squadd's merge and archive of team memory).
     pub memory: crate::memory::MemoryPolicy,
+    /// `hooks:` (how many notify commands run at once).
+    pub hooks: crate::hooks::HooksPolicy,
 }
 
 /// `retention:` of the policy.
@@ -112,6 +114,13 @@ struct Raw {
     messages: RawMessages,
     skills: RawSkills,
     memory: RawMemory,
+    hooks: RawHooks,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHooks {
+    max_concurrent: serde_yaml::Value,
 }
 
 #[derive(Deserialize)]
@@ -281,6 +290,7 @@ impl Policy {
                 prompt_budget_tokens: 2000,
             },
             memory: crate::memory::MemoryPolicy::default(),
+            hooks: crate::hooks::HooksPolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -471,6 +481,19 @@ impl Policy {
                 prompt_budget_tokens: raw.skills.prompt_budget_tokens,
             },
             memory: memory_policy(&raw.memory)?,
+            hooks: crate::hooks::HooksPolicy {
+                max_concurrent: crate::hooks::parse_max_concurrent(
+                    &match &raw.hooks.max_concurrent {
+                        Value::String(s) => s.clone(),
+                        Value::Number(n) => n.to_string(),
+                        other => format!("{other:?}"),
+                    },
+                )
+                .map_err(|message| PolicyError {
+                    field: "hooks.max_concurrent".into(),
+                    message,
+                })?,
+            },
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {
@@ -568,6 +591,7 @@ mod tests {
                 "retention:\n  schedule: '0 0 0 30 2 *'\n",
                 "retention.schedule",
             ),
+            ("hooks:\n  max_concurrent: 0\n", "hooks.max_concurrent"),
             (
                 "retention:\n  delete_failed_after: a week\n",
                 "retention.delete_failed_after",

@@ -9,6 +9,7 @@ mod errors;
 mod gc;
 mod guard;
 mod hardening;
+mod hooks;
 pub mod lock;
 mod memory;
 mod messages;
