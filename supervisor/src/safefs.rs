@@ -511,6 +511,81 @@ pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(D
     Ok((dir, name))
 }
 
+/// The directories a project's own tree starts at: a path through one of
+/// them is anchored at its parent (see [`project_anchor`]).
+const TREE_ROOTS: &[&str] = &[".squad", ".ai-team", ".claude", ".github"];
+
+/// Where a write to `path` is anchored: the directory holding the first
+/// `.squad` (or `.ai-team`, `.claude`, `.github`) component of the path,
+/// that is the project root; for any other path its own directory. Nothing
+/// below the anchor is followed when writing; the anchor itself is the
+/// operator's choice (it may be reached through a link).
+pub fn project_anchor(path: &Path) -> PathBuf {
+    let mut at = PathBuf::new();
+    for c in path.components() {
+        if let Component::Normal(n) = c
+            && TREE_ROOTS.iter().any(|r| n == *r)
+        {
+            return if at.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                at
+            };
+        }
+        at.push(c);
+    }
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The directory holding `path` and the file's name, reached from its
+/// [`project_anchor`] without following a link; with `create`, missing
+/// directories are made with that mode.
+pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, String)> {
+    let anchor = project_anchor(path);
+    let rel = if anchor == Path::new(".") && !path.starts_with(".") {
+        path
+    } else {
+        path.strip_prefix(&anchor)
+            .map_err(|_| refused(path, "outside the project"))?
+    };
+    let name = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| refused(path, "no file name"))?
+        .to_string();
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = Dir::open_root(&anchor)?.walk(parent, create)?;
+    Ok((dir, name))
+}
+
+/// squadctl's (and squadd's) one way to write a file of a project:
+/// atomically (temporary file, fsync, rename, directory fsync), relative to
+/// directory descriptors reached from the project root without following a
+/// link, so a symlink an agent planted anywhere below the root (a session
+/// directory, `locks/`, `inbox/<agent>`, `.squad` itself) is refused with
+/// an error naming it, never written through. A link at the file itself is
+/// replaced, never followed. Created with mode `0o666` less the umask.
+pub fn write_project_file(path: &Path, bytes: &[u8], create: Option<u32>) -> io::Result<()> {
+    let (dir, name) = project_parent(path, create)?;
+    dir.write_atomic(&name, bytes, 0o666)
+}
+
+/// [`write_project_file`] into an existing directory: the drop-in for
+/// `squad_protocol::write_atomic` in everything squadctl writes.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_project_file(path, bytes, None)
+}
+
+/// Removes the file `path` of a project (see [`write_project_file`]): the
+/// link or file itself, never anything through a link below the root.
+pub fn remove_project_file(path: &Path) -> io::Result<()> {
+    let (dir, name) = project_parent(path, None)?;
+    dir.unlink(&name)
+}
+
 /// Writes `root/rel` atomically, never through a link below `root`; with
 /// `create`, missing directories are made with that mode. A directory that
 /// vanished (without `create`) fails with NotFound and is not recreated.
@@ -608,6 +683,26 @@ mod tests {
         d.remove_tree("t").unwrap();
         assert!(!r.join("t").exists());
         assert_eq!(open_fds(), before, "no descriptor leaked");
+    }
+
+    #[test]
+    fn project_files_are_anchored_at_the_project_root() {
+        assert_eq!(
+            project_anchor(Path::new("/p/.squad/sessions/S/x.md")),
+            Path::new("/p")
+        );
+        assert_eq!(project_anchor(Path::new(".squad/x")), Path::new("."));
+        assert_eq!(project_anchor(Path::new("/p/AGENTS.md")), Path::new("/p"));
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join(".squad/sessions")).unwrap();
+        symlink(outside.path(), r.join(".squad/sessions/S")).unwrap();
+        let e = write_project_file(&r.join(".squad/sessions/S/f.md"), b"x", None).unwrap_err();
+        assert!(e.to_string().contains("never follows a link"), "{e}");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+        write_project_file(&r.join(".squad/sessions/T/f.md"), b"x", Some(0o777)).unwrap();
+        assert_eq!(fs::read(r.join(".squad/sessions/T/f.md")).unwrap(), b"x");
     }
 
     #[test]
