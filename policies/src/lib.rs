@@ -12,7 +12,8 @@
 //! - [`guard`]: the edit-time guard's allow/deny for one tool call;
 //! - [`duration`]: `15m`-style durations;
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades;
-//! - [`memory`]: which team-memory entries an archive moves.
+//! - [`memory`]: which team-memory entries an archive moves;
+//! - [`hooks`]: how many notify commands run at once, and in which order.
 
 #![warn(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod boundary;
 pub mod check;
 pub mod duration;
 pub mod guard;
+pub mod hooks;
 pub mod locks;
 pub mod memory;
 pub mod messages;

@@ -40,6 +40,8 @@ pub struct Policy {
     pub skills: crate::skills::SkillsPolicy,
     /// `memory:` (squadd's merge and archive of team memory).
     pub memory: crate::memory::MemoryPolicy,
+    /// `hooks:` (how many notify commands run at once).
+    pub hooks: crate::hooks::HooksPolicy,
 }
 
 /// `retention:` of the policy.
@@ -72,9 +74,34 @@ pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
             "`{expr}` has 5 fields (crontab); this schedule has a seconds field first: write `0 {expr}`"
         ));
     }
-    cron::Schedule::from_str(expr).map_err(|e| {
+    let schedule = cron::Schedule::from_str(expr).map_err(|e| {
         format!("`{expr}` is not a valid schedule ({e}); write e.g. `0 17 * * * *` (hourly at :17) or `@daily`")
-    })
+    })?;
+    if let Some(from) = gap_over_a_year(&schedule) {
+        return Err(format!(
+            "`{expr}` has no run within a year of {} (a date that never comes, such as 30 February, or one in only some years): retention would silently stop; write e.g. `0 17 * * * *` (hourly at :17) or `@daily`",
+            from.format("%Y-%m-%d")
+        ));
+    }
+    Ok(schedule)
+}
+
+/// The first of a fixed set of moments (every half year over eight years,
+/// covering leap years) after which `schedule` does not fire within 366
+/// days, if any. Fixed moments keep the check a pure function of the text:
+/// a schedule that passes fires at least once in every year.
+fn gap_over_a_year(schedule: &cron::Schedule) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::TimeZone;
+    let year = chrono::Duration::days(366);
+    (2024..2032)
+        .flat_map(|y| [1, 7].map(|m| chrono::Utc.with_ymd_and_hms(y, m, 1, 0, 0, 0).single()))
+        .flatten()
+        .find(|from| {
+            schedule
+                .after(from)
+                .next()
+                .is_none_or(|next| next - *from > year)
+        })
 }
 
 #[derive(Deserialize)]
@@ -87,6 +114,13 @@ struct Raw {
     messages: RawMessages,
     skills: RawSkills,
     memory: RawMemory,
+    hooks: RawHooks,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHooks {
+    max_concurrent: serde_yaml::Value,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +290,7 @@ impl Policy {
                 prompt_budget_tokens: 2000,
             },
             memory: crate::memory::MemoryPolicy::default(),
+            hooks: crate::hooks::HooksPolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -446,6 +481,19 @@ impl Policy {
                 prompt_budget_tokens: raw.skills.prompt_budget_tokens,
             },
             memory: memory_policy(&raw.memory)?,
+            hooks: crate::hooks::HooksPolicy {
+                max_concurrent: crate::hooks::parse_max_concurrent(
+                    &match &raw.hooks.max_concurrent {
+                        Value::String(s) => s.clone(),
+                        Value::Number(n) => n.to_string(),
+                        other => format!("{other:?}"),
+                    },
+                )
+                .map_err(|message| PolicyError {
+                    field: "hooks.max_concurrent".into(),
+                    message,
+                })?,
+            },
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {
@@ -497,6 +545,20 @@ mod tests {
         assert!(parse_schedule("0 0 3 * * *").is_ok());
         let e = parse_schedule("0 3 * * *").unwrap_err();
         assert!(e.contains("write `0 0 3 * * *`"), "{e}");
+        for never in [
+            "0 0 0 30 2 *",
+            "0 0 0 31 4 *",
+            "0 0 0 29 2 *",
+            "0 0 0 1 1 * 2020",
+        ] {
+            let e = parse_schedule(never).unwrap_err();
+            assert!(e.contains("has no run within a year"), "{never}: {e}");
+        }
+        assert!(
+            parse_schedule("0 0 0 31 * *").is_ok(),
+            "some months have a 31st"
+        );
+        assert!(parse_schedule("0 0 0 1 1 *").is_ok(), "yearly");
         assert_eq!(
             Policy::defaults().retention.archive_completed_after,
             Duration::from_secs(86_400)
@@ -525,6 +587,11 @@ mod tests {
                 "retention:\n  schedule: 'every day'\n",
                 "retention.schedule",
             ),
+            (
+                "retention:\n  schedule: '0 0 0 30 2 *'\n",
+                "retention.schedule",
+            ),
+            ("hooks:\n  max_concurrent: 0\n", "hooks.max_concurrent"),
             (
                 "retention:\n  delete_failed_after: a week\n",
                 "retention.delete_failed_after",

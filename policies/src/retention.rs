@@ -44,6 +44,9 @@ pub struct SessionFacts {
     pub busy: bool,
     /// (Sessions only) an archive of the same name already exists.
     pub archive_exists: bool,
+    /// A deletion that did not finish (a `.deleting-*` remnant of a crash
+    /// or of an error): finished by every run until it is gone.
+    pub interrupted: bool,
 }
 
 /// What to do.
@@ -54,6 +57,8 @@ pub enum Verb {
     Archive,
     /// Remove.
     Delete,
+    /// Finish removing a deletion that was interrupted.
+    Finish,
 }
 
 /// One planned action.
@@ -117,6 +122,20 @@ pub fn plan(policy: &Retention, sessions: &[SessionFacts], now: DateTime<Utc>) -
         if s.escapes {
             out.skips
                 .push(skip("resolves outside .squad/; never touched".into()));
+            continue;
+        }
+        if s.interrupted {
+            // Already decided by an earlier run: no rule, no wait.
+            let since = s.mtime.unwrap_or(now);
+            out.actions.push(Action {
+                name: s.name.clone(),
+                place: s.place,
+                verb: Verb::Finish,
+                rule: "an interrupted deletion",
+                age_secs: age(now, since).as_secs(),
+                since,
+                since_source: "directory mtime",
+            });
             continue;
         }
         let (verb, rule, limit, moment, source) = match (s.place, s.status) {
@@ -223,6 +242,7 @@ mod tests {
             live_locks: 0,
             busy: false,
             archive_exists: false,
+            interrupted: false,
         }
     }
 
@@ -263,6 +283,10 @@ mod tests {
                 ..facts("dup", Place::Sessions, Some(Completed), ago(48))
             },
             facts("completed-no-stamp", Place::Sessions, Some(Completed), None),
+            SessionFacts {
+                interrupted: true,
+                ..facts(".deleting-x-1", Place::Archives, None, None)
+            },
         ];
         let p = plan(&retention(), &sessions, now());
         let acts: Vec<(&str, Verb, &str, &str)> = p
@@ -295,6 +319,12 @@ mod tests {
                     "completed-no-stamp",
                     Verb::Archive,
                     "retention.archive_completed_after",
+                    "directory mtime"
+                ),
+                (
+                    ".deleting-x-1",
+                    Verb::Finish,
+                    "an interrupted deletion",
                     "directory mtime"
                 ),
             ]

@@ -167,9 +167,16 @@ pub fn ack(item: &Item) -> io::Result<PathBuf> {
         .parent()
         .and_then(Path::parent)
         .ok_or_else(|| io::Error::other("inbox item outside an inbox"))?;
-    let cur = dir.join("cur");
-    fs::create_dir_all(&cur)?;
-    let to = cur.join(&item.name);
-    fs::rename(&item.path, &to)?;
-    Ok(to)
+    let from = item
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| io::Error::other("inbox item without a name"))?;
+    // Relative to the agent's inbox reached from the project root without
+    // following a link: a `cur/` (or `new/`) planted as a link is refused.
+    let (agent, cur_name) = crate::safefs::project_parent(&dir.join("cur"), None)?;
+    let cur = agent.create_dir(std::ffi::OsStr::new(&cur_name), 0o777)?;
+    let new = agent.open_dir(std::ffi::OsStr::new("new"))?;
+    new.rename(from, &cur, &item.name)?;
+    Ok(dir.join("cur").join(&item.name))
 }

@@ -20,7 +20,7 @@ use squad_policies::locks::{LockRecord, ProcessFact, TableEntry, TableFacts, ent
 use squad_protocol::atomic::is_temp_name;
 use squad_protocol::fsx::{self, ReadError};
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, session_dirs};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -39,14 +39,10 @@ pub struct TableGuard {
 }
 
 fn mutex_file(root: &Path) -> io::Result<File> {
-    let run = root.join(SQUAD_DIR).join(RUN_DIR);
-    fs::create_dir_all(&run)?;
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(run.join("locks.mutex"))
+    // Never through a link planted at `.squad/run` or the mutex itself.
+    crate::safefs::Dir::open_root(root)?
+        .walk(&Path::new(SQUAD_DIR).join(RUN_DIR), Some(0o700))?
+        .open_file("locks.mutex", libc::O_RDWR | libc::O_CREAT, 0o666)
 }
 
 /// Takes the table mutex, blocking until it is free.
@@ -341,7 +337,7 @@ fn remove_stale(
         let Some(entry) = entries.get(*i) else {
             continue;
         };
-        match fs::remove_file(entry.path()) {
+        match crate::safefs::remove_project_file(entry.path()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -432,7 +428,7 @@ impl Txn {
 
     /// Removes a record (already gone is fine).
     pub fn remove(&mut self, path: &Path) -> Result<(), String> {
-        match fs::remove_file(path) {
+        match crate::safefs::remove_project_file(path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
                 Err(format!("{}: {e}", path.display()))
             }
@@ -548,44 +544,29 @@ pub fn write_record(path: &Path, record: &LockRecord) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no directory"))?;
-    match fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a directory (never followed)", dir.display()),
-            ));
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        },
-        Err(e) => return Err(e),
-    }
+    // The session directory is reached from the project root and `locks/`
+    // opened (or made) in it without following a link anywhere below the
+    // root: a planted link is refused, naming it.
+    let (session, locks_name) = crate::safefs::project_parent(dir, None)?;
+    let locks = session.create_dir(std::ffi::OsStr::new(&locks_name), 0o777)?;
     let mut bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
     bytes.push(b'\n');
     let name = path
         .file_name()
+        .and_then(|n| n.to_str())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
     // Our temporary-file naming (`.name.tmp.pid.n`), so `load` and the
     // sweeps of stale temporaries recognise it.
-    let temp = dir.join(format!(
-        ".{}.tmp.{}.0",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let temp = format!(".{name}.tmp.{}.0", std::process::id());
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
+        let mut file =
+            locks.open_file(&temp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o666)?;
         file.write_all(&bytes)?;
         drop(file);
-        fs::rename(&temp, path)
+        locks.rename(&temp, &locks, name)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&temp);
+        let _ = locks.unlink(&temp);
     }
     result
 }
@@ -618,7 +599,7 @@ pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockE
     let mut events = Vec::new();
     for path in record_files(session_dir)? {
         let record = read_record(&path).ok().flatten();
-        match fs::remove_file(&path) {
+        match crate::safefs::remove_project_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),

@@ -287,15 +287,109 @@ impl Dir {
     /// Removes `name` and everything below it, relative to descriptors all
     /// the way down: a link inside is removed, never followed, and nothing
     /// outside this directory can be reached by swapping a path.
+    ///
+    /// At most [`REMOVE_DEPTH`] descriptors are open at once however deep
+    /// the tree: a directory deeper than that is first moved up to the top
+    /// of the tree being removed (a rename within it) and removed by a
+    /// later pass, so a tree deeper than the fd limit still goes entirely.
+    /// Names are taken as bytes (never re-encoded), and an entry someone
+    /// else removed meanwhile counts as removed.
     pub fn remove_tree(&self, name: &str) -> io::Result<()> {
-        if !self.is_dir(name) {
-            return self.unlink(name);
+        let name = std::ffi::OsStr::new(name);
+        if !self.stat_os(name).is_ok_and(|st| is_dir_mode(&st)) {
+            return gone_is_fine(self.unlinkat_os(name, 0));
         }
-        let child = self.open_dir(std::ffi::OsStr::new(name))?;
-        for entry in child.names()? {
-            child.remove_tree(&entry)?;
+        let top = self.open_dir(name)?;
+        loop {
+            let names = top.names_os()?;
+            if names.is_empty() {
+                break;
+            }
+            for n in names {
+                top.remove_within(&n, &top, 1)?;
+            }
         }
-        self.rmdir(name)
+        drop(top);
+        gone_is_fine(self.unlinkat_os(name, libc::AT_REMOVEDIR))
+    }
+
+    /// One level of [`Dir::remove_tree`]: `depth` levels below `top`.
+    fn remove_within(&self, name: &std::ffi::OsStr, top: &Dir, depth: usize) -> io::Result<()> {
+        let st = match self.stat_os(name) {
+            Ok(st) => st,
+            Err(e) if is_missing(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !is_dir_mode(&st) {
+            return gone_is_fine(self.unlinkat_os(name, 0));
+        }
+        if depth >= REMOVE_DEPTH {
+            let lifted = format!(
+                ".lifted-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            );
+            let (f, t) = (cstr(name)?, cstr(std::ffi::OsStr::new(&lifted))?);
+            // SAFETY: valid dirfds and NUL-terminated names.
+            let r = unsafe {
+                libc::renameat(
+                    self.fd.as_raw_fd(),
+                    f.as_ptr(),
+                    top.fd.as_raw_fd(),
+                    t.as_ptr(),
+                )
+            };
+            return gone_is_fine(if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            });
+        }
+        let child = match self.open_dir(name) {
+            Ok(c) => c,
+            Err(e) if is_missing(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for n in child.names_os()? {
+            child.remove_within(&n, top, depth + 1)?;
+        }
+        drop(child);
+        gone_is_fine(self.unlinkat_os(name, libc::AT_REMOVEDIR))
+    }
+
+    /// The names in this directory as bytes (not `.`/`..`).
+    fn names_os(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        let fd_path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        std::fs::read_dir(fd_path)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect()
+    }
+
+    fn stat_os(&self, name: &std::ffi::OsStr) -> io::Result<libc::stat> {
+        let c = cstr(name)?;
+        // SAFETY: valid dirfd, NUL-terminated name, a plain out-buffer.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(st)
+        }
+    }
+
+    fn unlinkat_os(&self, name: &std::ffi::OsStr, flags: libc::c_int) -> io::Result<()> {
+        let c = cstr(name)?;
+        // SAFETY: valid dirfd and NUL-terminated name.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), flags) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Reads the regular file `name` (at most `limit` bytes; never a link
@@ -336,6 +430,21 @@ impl Dir {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+}
+
+/// How many directory levels [`Dir::remove_tree`] holds open at most.
+pub const REMOVE_DEPTH: usize = 16;
+
+fn is_dir_mode(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// A removal whose target is already gone succeeded (someone else did it).
+fn gone_is_fine(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if is_missing(&e) => Ok(()),
+        r => r,
     }
 }
 
@@ -400,6 +509,81 @@ pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(D
     let parent = rel.parent().unwrap_or(Path::new(""));
     let dir = Dir::open_root(root)?.walk(parent, create)?;
     Ok((dir, name))
+}
+
+/// The directories a project's own tree starts at: a path through one of
+/// them is anchored at its parent (see [`project_anchor`]).
+const TREE_ROOTS: &[&str] = &[".squad", ".ai-team", ".claude", ".github"];
+
+/// Where a write to `path` is anchored: the directory holding the first
+/// `.squad` (or `.ai-team`, `.claude`, `.github`) component of the path,
+/// that is the project root; for any other path its own directory. Nothing
+/// below the anchor is followed when writing; the anchor itself is the
+/// operator's choice (it may be reached through a link).
+pub fn project_anchor(path: &Path) -> PathBuf {
+    let mut at = PathBuf::new();
+    for c in path.components() {
+        if let Component::Normal(n) = c
+            && TREE_ROOTS.iter().any(|r| n == *r)
+        {
+            return if at.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                at
+            };
+        }
+        at.push(c);
+    }
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The directory holding `path` and the file's name, reached from its
+/// [`project_anchor`] without following a link; with `create`, missing
+/// directories are made with that mode.
+pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, String)> {
+    let anchor = project_anchor(path);
+    let rel = if anchor == Path::new(".") && !path.starts_with(".") {
+        path
+    } else {
+        path.strip_prefix(&anchor)
+            .map_err(|_| refused(path, "outside the project"))?
+    };
+    let name = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| refused(path, "no file name"))?
+        .to_string();
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = Dir::open_root(&anchor)?.walk(parent, create)?;
+    Ok((dir, name))
+}
+
+/// squadctl's (and squadd's) one way to write a file of a project:
+/// atomically (temporary file, fsync, rename, directory fsync), relative to
+/// directory descriptors reached from the project root without following a
+/// link, so a symlink an agent planted anywhere below the root (a session
+/// directory, `locks/`, `inbox/<agent>`, `.squad` itself) is refused with
+/// an error naming it, never written through. A link at the file itself is
+/// replaced, never followed. Created with mode `0o666` less the umask.
+pub fn write_project_file(path: &Path, bytes: &[u8], create: Option<u32>) -> io::Result<()> {
+    let (dir, name) = project_parent(path, create)?;
+    dir.write_atomic(&name, bytes, 0o666)
+}
+
+/// [`write_project_file`] into an existing directory: the drop-in for
+/// `squad_protocol::write_atomic` in everything squadctl writes.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_project_file(path, bytes, None)
+}
+
+/// Removes the file `path` of a project (see [`write_project_file`]): the
+/// link or file itself, never anything through a link below the root.
+pub fn remove_project_file(path: &Path) -> io::Result<()> {
+    let (dir, name) = project_parent(path, None)?;
+    dir.unlink(&name)
 }
 
 /// Writes `root/rel` atomically, never through a link below `root`; with
@@ -475,6 +659,50 @@ mod tests {
         Dir::open_root(r).unwrap().remove_tree("t").unwrap();
         assert!(!r.join("t").exists());
         assert!(outside.path().join("keep").exists());
+    }
+
+    #[test]
+    fn trees_deeper_than_the_fd_limit_are_removed_with_few_descriptors() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        // 300 levels, with a file and a non-UTF-8 name on the way (the fd
+        // limit itself is lowered in the e2e test, in its own process).
+        let mut p = r.join("t");
+        for i in 0..300 {
+            p.push(if i == 150 {
+                std::ffi::OsStr::from_bytes(b"\xff").to_os_string()
+            } else {
+                "d".into()
+            });
+        }
+        fs::create_dir_all(&p).unwrap();
+        fs::write(p.join("f"), "x").unwrap();
+        let d = Dir::open_root(r).unwrap();
+        let open_fds = || fs::read_dir("/proc/self/fd").unwrap().count();
+        let before = open_fds();
+        d.remove_tree("t").unwrap();
+        assert!(!r.join("t").exists());
+        assert_eq!(open_fds(), before, "no descriptor leaked");
+    }
+
+    #[test]
+    fn project_files_are_anchored_at_the_project_root() {
+        assert_eq!(
+            project_anchor(Path::new("/p/.squad/sessions/S/x.md")),
+            Path::new("/p")
+        );
+        assert_eq!(project_anchor(Path::new(".squad/x")), Path::new("."));
+        assert_eq!(project_anchor(Path::new("/p/AGENTS.md")), Path::new("/p"));
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join(".squad/sessions")).unwrap();
+        symlink(outside.path(), r.join(".squad/sessions/S")).unwrap();
+        let e = write_project_file(&r.join(".squad/sessions/S/f.md"), b"x", None).unwrap_err();
+        assert!(e.to_string().contains("never follows a link"), "{e}");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+        write_project_file(&r.join(".squad/sessions/T/f.md"), b"x", Some(0o777)).unwrap();
+        assert_eq!(fs::read(r.join(".squad/sessions/T/f.md")).unwrap(), b"x");
     }
 
     #[test]

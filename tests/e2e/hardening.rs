@@ -50,6 +50,7 @@ const OWN_PATHS: &[(&str, Target)] = &[
     (".squad/run/squadd.pid", Target::File),
     (".squad/run/state.json", Target::File),
     (".squad/run/squadd.sock", Target::File),
+    (".squad/run/hooks.jsonl", Target::File),
     (".squad/audit.jsonl", Target::File),
     (".squad/sessions/S/session-status.md", Target::File),
     (".squad/sessions/S/inbox", Target::Dir),
@@ -139,6 +140,264 @@ fn squadd_never_writes_through_a_planted_symlink() {
             failures.push(format!(
                 "{rel}: the target outside changed: {:?}",
                 snapshot(&outside)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// [`project`], plus a task allowed `src/**` (for locks) and a delivered
+/// message in bob's inbox (for `inbox ack`).
+fn ctl_project(root: &Path) {
+    project(root);
+    let s = root.join(".squad/sessions").join(S);
+    fs::write(
+        s.join("role-plan-alice-task_lock.md"),
+        "meta:\n  task_id: task_lock\n  agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - src/**\n",
+    )
+    .unwrap();
+    let new = s.join("inbox/bob/new");
+    fs::create_dir_all(&new).unwrap();
+    fs::write(
+        new.join("0-critical-20240115T100000Z-msg_1.md"),
+        fs::read(s.join("role-comm-alice-to-bob-msg_1.md")).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Every path squadctl writes (creates, replaces, appends to, renames into,
+/// locks) for the command that writes it. The symlink test plants a link at
+/// each: a new squadctl write belongs in this table. `S` is the session.
+const CTL_WRITES: &[(&str, Target, &[&str])] = &[
+    (".squad", Target::Dir, &["init"]),
+    ("AGENTS.md", Target::File, &["init"]),
+    (
+        ".squad/sessions",
+        Target::Dir,
+        &["session", "new", "--slug", "x"],
+    ),
+    (
+        ".squad/sessions/S",
+        Target::Dir,
+        &[
+            "send",
+            "--session",
+            "S",
+            "--from",
+            "alice",
+            "--to",
+            "bob",
+            "--priority",
+            "high",
+            "--type",
+            "notification",
+            "--subject",
+            "s",
+            "--message",
+            "m",
+        ],
+    ),
+    (
+        ".squad/sessions/S",
+        Target::Dir,
+        &[
+            "task",
+            "new",
+            "--session",
+            "S",
+            "--agent",
+            "alice",
+            "--id",
+            "task_new",
+            "--instruction",
+            "x",
+        ],
+    ),
+    (
+        ".squad/sessions/S",
+        Target::Dir,
+        &[
+            "progress",
+            "--session",
+            "S",
+            "--task",
+            "task_alice",
+            "--agent",
+            "alice",
+            "--status",
+            "in_progress",
+            "--percent",
+            "10",
+        ],
+    ),
+    (
+        ".squad/sessions/S",
+        Target::Dir,
+        &[
+            "report-error",
+            "--session",
+            "S",
+            "--task",
+            "task_alice",
+            "--agent",
+            "alice",
+            "--severity",
+            "error",
+            "--type",
+            "build",
+            "--message",
+            "m",
+        ],
+    ),
+    (
+        ".squad/sessions/S/locks",
+        Target::Dir,
+        &[
+            "lock",
+            "acquire",
+            "--session",
+            "S",
+            "--agent",
+            "alice",
+            "--task",
+            "task_lock",
+            "src/x",
+        ],
+    ),
+    (
+        ".squad/run",
+        Target::Dir,
+        &[
+            "lock",
+            "acquire",
+            "--session",
+            "S",
+            "--agent",
+            "alice",
+            "--task",
+            "task_lock",
+            "src/x",
+        ],
+    ),
+    (
+        ".squad/run/locks.mutex",
+        Target::File,
+        &[
+            "lock",
+            "acquire",
+            "--session",
+            "S",
+            "--agent",
+            "alice",
+            "--task",
+            "task_lock",
+            "src/x",
+        ],
+    ),
+    (
+        ".squad/audit.jsonl",
+        Target::File,
+        &[
+            "lock",
+            "acquire",
+            "--session",
+            "S",
+            "--agent",
+            "alice",
+            "--task",
+            "task_lock",
+            "src/x",
+        ],
+    ),
+    (".squad/run/gc.lock", Target::File, &["gc"]),
+    (
+        ".squad/sessions/S/inbox/bob/cur",
+        Target::Dir,
+        &["inbox", "ack", "bob", "msg_1"],
+    ),
+    (
+        ".squad/decisions/inbox",
+        Target::Dir,
+        &[
+            "memory",
+            "add",
+            "--type",
+            "decision",
+            "--summary",
+            "s",
+            "--author",
+            "alice",
+            "--details",
+            "d",
+        ],
+    ),
+];
+
+/// squadctl never writes through a symlink an agent planted where it
+/// writes: for every row of [`CTL_WRITES`], the outside target is unchanged
+/// (the command refuses naming the link, or replaces the link itself).
+#[test]
+fn squadctl_never_writes_through_a_planted_symlink() {
+    let mut failures = Vec::new();
+    for &(rel, target, args) in CTL_WRITES {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("file"), "keep\n").unwrap();
+        ctl_project(&root);
+        // The command works on an untouched project (so the row can fail:
+        // a refusal below is about the link).
+        let clean = tmp.path().join("clean");
+        ctl_project(&clean);
+        let args: Vec<&str> = args.iter().map(|a| if *a == "S" { S } else { a }).collect();
+        let ok = squadctl()
+            .current_dir(&clean)
+            .env("SQUAD_AGENT", "alice")
+            .args(&args)
+            .output()
+            .unwrap();
+        if !ok.status.success() {
+            failures.push(format!(
+                "{rel} ({}): fails without a link: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&ok.stderr).trim()
+            ));
+            continue;
+        }
+        let at = root.join(
+            rel.replace("/S/", &format!("/{S}/"))
+                .replace("/S", &format!("/{S}")),
+        );
+        if fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            // The link's target holds what was there, so the command finds
+            // its input and would write through if it followed.
+            fs::remove_dir_all(&outside).unwrap();
+            copy_tree(&at, &outside);
+            fs::remove_dir_all(&at).unwrap();
+        } else {
+            let _ = fs::remove_file(&at);
+        }
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let to = match target {
+            Target::Dir => outside.clone(),
+            Target::File => outside.join("file"),
+        };
+        symlink(&to, &at).unwrap();
+        let before = snapshot(&outside);
+        let out = squadctl()
+            .current_dir(&root)
+            .env("SQUAD_AGENT", "alice")
+            .args(&args)
+            .output()
+            .unwrap();
+        let after = snapshot(&outside);
+        if after != before {
+            failures.push(format!(
+                "{rel} ({}): the target outside changed (exit {:?}, {}): {after:?}",
+                args.join(" "),
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
     }

@@ -414,10 +414,12 @@ fn squadd_merges_the_inbox_when_it_changes() {
     let root = tmp.path();
     let team = root.join(".squad");
     std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
-    // The schedule never fires during the test: only the inbox change can merge.
+    // The schedule (yearly, at New Year) never fires during the test: only
+    // the inbox change can merge. (A schedule with no run within a year is
+    // refused.)
     std::fs::write(
         team.join("policies.yaml"),
-        "retention:\n  schedule: '0 0 0 1 1 * 2099'\nmemory:\n  merge: true\n",
+        "retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n",
     )
     .unwrap();
     std::fs::write(team.join("decisions.md"), "# Decisions\n").unwrap();

@@ -217,7 +217,16 @@ fn dry_run_plans_and_the_real_run_does_exactly_that() {
         root.join(".squad/archives/20240530T000000Z-completed-25h/session-status.md"),
     )
     .unwrap();
-    assert!(st.contains("archived_at: 2024-06-01T12:00:00Z"), "{st}");
+    // The real time, not --now: an archive's age is never stamped ahead.
+    let stamped = st
+        .lines()
+        .find_map(|l| l.strip_prefix("archived_at: "))
+        .unwrap_or_else(|| panic!("{st}"));
+    let stamped = chrono::DateTime::parse_from_rfc3339(stamped).unwrap();
+    assert!(
+        (chrono::Utc::now() - stamped.with_timezone(&chrono::Utc)).num_seconds() < 600,
+        "{st}"
+    );
     // The symlink's target is untouched.
     assert_eq!(
         fs::read_to_string(tmp.path().join("outside-victim/precious.txt")).unwrap(),

@@ -2,6 +2,7 @@
 
 use crate::exit;
 use crate::locks::audit;
+use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use squad_policies::duration::format_duration;
@@ -24,16 +25,31 @@ use std::time::Duration;
 /// overwritten. Every action is audited. The daemon runs the same code on the
 /// policy's `retention.schedule`.
 ///
-/// Exit status: 0 done (or planned), 1 some action failed, 2 usage or I/O.
+/// One gc runs at a time per project (`.squad/run/gc.lock`, shared with
+/// squadd's scheduled run): a second one waits (`--wait`), then says another
+/// gc is running. An action someone else already did is reported as such,
+/// not as a failure. A deletion that was interrupted (a `.deleting-*`
+/// directory) is finished by the next run, and reported until it is.
+///
+/// Exit status: 0 done (or planned), 1 some action failed or another gc kept
+/// running past `--wait`, 2 usage or I/O.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Show the plan; change nothing.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Plan as of this time (RFC 3339), instead of now.
+    /// Plan as of this time (RFC 3339), instead of now. A time in the
+    /// future only with --dry-run (acting on it would archive and delete
+    /// before the policy says); a real run records the real time as
+    /// `archived_at`, whatever --now says.
     #[arg(long, value_name = "TIME")]
     pub now: Option<String>,
+
+    /// How long to wait for another gc (or squadd's scheduled retention)
+    /// to finish, e.g. `30s`, `0s` to give up at once.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub wait: String,
 
     /// Print JSON.
     #[arg(long)]
@@ -51,9 +67,20 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
         let verb = match (a.verb, dry_run) {
             (Verb::Archive, true) => "would archive",
             (Verb::Delete, true) => "would delete",
+            (Verb::Finish, true) => "would finish",
             (Verb::Archive, false) => "archive",
             (Verb::Delete, false) => "delete",
+            (Verb::Finish, false) => "finish",
         };
+        if a.verb == Verb::Finish {
+            out.push_str(&format!(
+                "{verb:<13} {:<8} {}  (deleting it was interrupted; left since {})\n",
+                format!("{:?}", a.place).to_lowercase(),
+                crate::text::escape(&a.name),
+                a.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+            continue;
+        }
         out.push_str(&format!(
             "{verb:<13} {:<8} {}  ({} reached: {} since {} {})\n",
             format!("{:?}", a.place).to_lowercase(),
@@ -78,10 +105,20 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
         .iter()
         .filter(|a| a.verb == Verb::Archive)
         .count();
+    let finish = plan
+        .actions
+        .iter()
+        .filter(|a| a.verb == Verb::Finish)
+        .count();
     out.push_str(&format!(
-        "{archive} to archive, {} to delete, {} skipped\n",
-        plan.actions.len() - archive,
-        plan.skips.len()
+        "{archive} to archive, {} to delete, {} skipped{}\n",
+        plan.actions.len() - archive - finish,
+        plan.skips.len(),
+        if finish > 0 {
+            format!(", {finish} interrupted deletion(s) to finish")
+        } else {
+            String::new()
+        }
     ));
     out
 }
@@ -101,10 +138,45 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         },
         None => Utc::now(),
     };
-    let facts = match crate::retention::gather(&root, now, &BTreeSet::new()) {
-        Ok(f) => f,
+    if args.now.is_some() && !args.dry_run && now > Utc::now() {
+        return super::fail(format!(
+            "--now {} is in the future: acting on it would archive and delete before the policy says; use it with --dry-run",
+            args.now.as_deref().unwrap_or_default()
+        ));
+    }
+    let wait = match squad_policies::duration::parse_duration(&args.wait) {
+        Ok(d) => d,
+        Err(e) => return super::fail(format!("--wait `{}`: {e}", args.wait)),
+    };
+    // A dry run changes nothing: it plans without waiting for the lock.
+    let _guard = if args.dry_run {
+        None
+    } else {
+        match crate::retention::gc_lock(&root, wait) {
+            Ok(Some(g)) => Some(g),
+            Ok(None) => {
+                eprintln!(
+                    "squadctl: another gc is running on {} (squadctl gc or squadd's scheduled retention) and did not finish within {}; nothing done, try again later",
+                    crate::text::escape(&root.display().to_string()),
+                    format_duration(wait)
+                );
+                return exit::PROBLEMS;
+            }
+            Err(e) => {
+                return super::fail(format!(
+                    "{}: cannot take the gc lock: {e}",
+                    root.join(".squad/run")
+                        .join(crate::retention::GC_LOCK_FILE)
+                        .display()
+                ));
+            }
+        }
+    };
+    let mut places = match crate::retention::Places::open(&root) {
+        Ok(p) => p,
         Err(e) => return super::fail(format!("{}: {e}", root.display())),
     };
+    let facts = crate::retention::gather(&places, now, &BTreeSet::new());
     let plan = plan(&policy.retention, &facts, now);
     if args.dry_run {
         return if args.json {
@@ -116,18 +188,25 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             super::print_human(&render_plan(&plan, true))
         };
     }
-    let results = crate::retention::execute(&root, &plan, now);
+    let results = crate::retention::execute(&mut places, &plan, Utc::now());
     let mut failed = 0;
-    for (session, path, kind) in &results {
-        if matches!(kind, crate::events::EventKind::RetentionFailed { .. }) {
-            failed += 1;
+    for (session, path, outcome) in &results {
+        match outcome {
+            Outcome::Done(kind) => audit(&root, Some(session), Some(path), kind.clone()),
+            Outcome::Failed(kind) => {
+                failed += 1;
+                audit(&root, Some(session), Some(path), kind.clone())
+            }
+            Outcome::AlreadyDone => {}
         }
-        audit(&root, Some(session), Some(path), kind.clone());
     }
     let code = if args.json {
         let done: Vec<serde_json::Value> = results
             .iter()
-            .map(|(s, _, k)| json!({"session": s, "event": k}))
+            .map(|(s, _, o)| match o {
+                Outcome::Done(k) | Outcome::Failed(k) => json!({"session": s, "event": k}),
+                Outcome::AlreadyDone => json!({"session": s, "already_done": true}),
+            })
             .collect();
         super::print(&format!(
             "{:#}\n",
@@ -135,9 +214,16 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         ))
     } else {
         let mut text = render_plan(&plan, false);
-        for (s, _, k) in &results {
-            if let crate::events::EventKind::RetentionFailed { error } = k {
-                text.push_str(&format!("FAILED {s}: {error}\n"));
+        for (s, _, o) in &results {
+            match o {
+                Outcome::Failed(crate::events::EventKind::RetentionFailed { error }) => {
+                    text.push_str(&format!("FAILED {}\n", crate::text::escape(error)))
+                }
+                Outcome::AlreadyDone => text.push_str(&format!(
+                    "already done by someone else: {}\n",
+                    crate::text::escape(s)
+                )),
+                _ => {}
             }
         }
         super::print_human(&text)

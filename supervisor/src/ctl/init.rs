@@ -3,13 +3,13 @@
 use crate::exit;
 use crate::layout::create_layout;
 use crate::root;
+use crate::safefs::write_atomic;
 use chrono::{SecondsFormat, SubsecRound, Utc};
 use clap::Subcommand;
 use serde_json::json;
+use squad_protocol::IdKind;
 use squad_protocol::model::{Document, Gate, Phase, SessionState, SessionStatus, ValidationGates};
 use squad_protocol::tree::{SQUAD_DIR, sessions_dir};
-use squad_protocol::{IdKind, write_atomic};
-use std::fs;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::path::Path;
@@ -368,20 +368,31 @@ fn build_session(sessions: &Path, name: &str, status: &Document) -> io::Result<(
             "a session of that name already exists (one per second); pass --slug to tell them apart",
         ));
     }
-    let staging = sessions.join(format!(".{name}.new.{}", std::process::id()));
+    // Built and renamed relative to the sessions directory reached from the
+    // project root without following a link (a planted `.squad/sessions`
+    // link is refused, not written through).
+    let (parent, sessions_name) = crate::safefs::project_parent(sessions, None)?;
+    let dir = parent.open_dir(std::ffi::OsStr::new(&sessions_name))?;
+    let staging = format!(".{name}.new.{}", std::process::id());
     let result = (|| {
-        fs::create_dir(&staging)?;
-        fs::create_dir(staging.join("artifacts"))?;
-        fs::create_dir(staging.join("locks"))?;
+        let s = dir.create_dir(std::ffi::OsStr::new(&staging), 0o777)?;
+        s.create_dir(std::ffi::OsStr::new("artifacts"), 0o777)?;
+        s.create_dir(std::ffi::OsStr::new("locks"), 0o777)?;
         let text = status
             .to_file_text()
             .map_err(|e| io::Error::other(e.to_string()))?;
-        write_atomic(&staging.join(status.file_name()), text.as_bytes())?;
-        fs::rename(&staging, &target)?;
-        squad_protocol::atomic::sync_dir(sessions)
+        s.write_atomic(&status.file_name(), text.as_bytes(), 0o666)?;
+        if dir.contains(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "a session of that name already exists (one per second); pass --slug to tell them apart",
+            ));
+        }
+        dir.rename(&staging, &dir, name)?;
+        dir.sync()
     })();
     if result.is_err() {
-        let _ = fs::remove_dir_all(&staging);
+        let _ = dir.remove_tree(&staging);
     }
     result
 }
@@ -444,11 +455,8 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: Edit<'_>) -> u8 {
         .join(SQUAD_DIR)
         .join(squad_protocol::tree::RUN_DIR)
         .join(format!("session-{name}.lock"));
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
+    let lock = crate::safefs::project_parent(&lock_path, None)
+        .and_then(|(run, name)| run.open_file(&name, libc::O_WRONLY | libc::O_CREAT, 0o666))
         .and_then(|f| f.lock().map(|()| f));
     let _lock = match lock {
         Ok(f) => f,

@@ -737,7 +737,6 @@ fn add(root: Option<&Path>, a: AddArgs) -> Result<u8, String> {
         ));
     }
     let inbox = team.join("decisions").join("inbox");
-    std::fs::create_dir_all(&inbox).map_err(|e| format!("{}: {e}", inbox.display()))?;
     let base = format!("{}-{}", slug(&a.author), slug(&a.summary));
     let mut path = inbox.join(format!("{base}.md"));
     let mut n = 2;
@@ -745,7 +744,9 @@ fn add(root: Option<&Path>, a: AddArgs) -> Result<u8, String> {
         path = inbox.join(format!("{base}-{n}.md"));
         n += 1;
     }
-    squad_protocol::atomic::write_atomic(&path, text.as_bytes())
+    // The inbox is made, and the entry written, without following a link
+    // below the project root.
+    crate::safefs::write_project_file(&path, text.as_bytes(), Some(0o777))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     say!("{}", path.display());
     Ok(exit::OK)

@@ -4,6 +4,7 @@ use crate::exit;
 use crate::inbox::{self, Item};
 use crate::index::{Entry, load_file};
 use crate::root;
+use crate::safefs::write_atomic;
 use chrono::{DateTime, Utc};
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
@@ -12,7 +13,7 @@ use squad_protocol::model::{
     Document, Message, MessageContext, MessageMeta, MessageType, Priority, SessionState,
 };
 use squad_protocol::tree::{session_dirs, sessions_dir};
-use squad_protocol::{FileKind, IdKind, check_text, write_atomic};
+use squad_protocol::{FileKind, IdKind, check_text};
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

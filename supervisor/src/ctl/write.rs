@@ -8,6 +8,7 @@
 
 use super::target::{self, Defines};
 use crate::index::{SessionIndex, index_bytes};
+use crate::safefs::write_atomic;
 use chrono::{SubsecRound, Utc};
 use clap::Subcommand;
 use serde_json::json;
@@ -16,7 +17,7 @@ use squad_protocol::model::{
     ErrorSeverity, Priority, ProgressMeta, ProgressUpdate, TaskAssignment, TaskMeta, TaskStatus,
     ValidationResult, ValidationStatus,
 };
-use squad_protocol::{Diagnostic, FileKind, IdKind, check_bytes, write_atomic};
+use squad_protocol::{Diagnostic, FileKind, IdKind, check_bytes};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};

@@ -1,12 +1,43 @@
 //! Notification hooks: the per-agent argv commands of the message policy,
 //! run on their own tasks (with timeout and retries) so a slow or failing
 //! hook never delays anything else. Outcomes come back on a channel.
+//!
+//! Bounded: at most `hooks.max_concurrent` commands of a project run at
+//! once; the rest wait in a queue that starts critical messages first (see
+//! [`squad_policies::hooks::start_order`]), so a burst of 2,000 messages
+//! never starts 2,000 processes.
+//!
+//! At least once: each command is journalled in the project's
+//! `.squad/run/hooks.jsonl` (a `pending` line when queued, a `done` line
+//! when it finished, whether it succeeded or failed after its retries).
+//! On start, [`Hooks::resume`] queues again every command pending without
+//! a `done` line (squadd stopped, even by SIGTERM or kill -9, while it
+//! waited or ran), then rewrites the journal atomically to just those. A
+//! command may therefore run twice (stopped after it ran, before its `done`
+//! line), never zero times once its `pending` line is written.
 
-use squad_policies::messages::NotifyCommand;
+use crate::safefs::Dir;
+use serde::{Deserialize, Serialize};
+use squad_policies::hooks::{HooksPolicy, start_order};
+use squad_policies::messages::{MessagePolicy, NotifyCommand};
 use squad_protocol::model::Priority;
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// The journal of notify commands in a project's `.squad/run/`.
+pub const JOURNAL_FILE: &str = "hooks.jsonl";
+
+/// The largest journal read back on start (a line is about 300 bytes).
+const JOURNAL_LIMIT: u64 = 256 << 20;
+
+/// A journal with this many lines and nothing in flight is emptied.
+const COMPACT_AFTER_LINES: usize = 10_000;
 
 /// The outcome of a notify command, reported back to the supervisor task.
 pub struct HookOutcome {
@@ -40,49 +71,371 @@ pub struct Notice<'a> {
     pub path: &'a Path,
 }
 
+/// One journal line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum Line {
+    Pending {
+        id: String,
+        session: String,
+        from: String,
+        to: String,
+        message_id: String,
+        priority: Priority,
+        path: String,
+    },
+    Done {
+        id: String,
+    },
+}
+
+/// A project's journal, open for appending (never through a link).
+struct Journal {
+    run: Dir,
+    file: File,
+    lines: usize,
+}
+
+impl Journal {
+    fn open(root: &Path) -> std::io::Result<Journal> {
+        let run = Dir::open_root(root)?.walk(&Path::new(SQUAD_DIR).join(RUN_DIR), Some(0o700))?;
+        let file = run.open_file(
+            JOURNAL_FILE,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+            0o600,
+        )?;
+        Ok(Journal {
+            run,
+            file,
+            lines: 0,
+        })
+    }
+
+    /// Appends one line in one write (a kill leaves it whole or absent).
+    fn append(&mut self, line: &Line) {
+        let Ok(mut bytes) = serde_json::to_vec(line) else {
+            return;
+        };
+        bytes.push(b'\n');
+        if let Err(e) = self.file.write_all(&bytes) {
+            tracing::warn!(error = %e, "cannot write the hook journal");
+        }
+        self.lines += 1;
+    }
+
+    /// Replaces the journal by `lines` (atomically) and reopens it.
+    fn rewrite(&mut self, lines: &[Line]) -> std::io::Result<()> {
+        let mut text = Vec::new();
+        for l in lines {
+            text.extend(serde_json::to_vec(l).map_err(std::io::Error::other)?);
+            text.push(b'\n');
+        }
+        self.run.write_atomic(JOURNAL_FILE, &text, 0o600)?;
+        self.file = self.run.open_file(
+            JOURNAL_FILE,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+            0o600,
+        )?;
+        self.lines = lines.len();
+        Ok(())
+    }
+}
+
+type Journals = Arc<Mutex<HashMap<usize, Journal>>>;
+
+/// A queued notify command.
+struct Job {
+    id: String,
+    root: usize,
+    priority: Priority,
+    limit: usize,
+    cmd: NotifyCommand,
+    path: String,
+    env: Vec<(&'static str, String)>,
+    outcome: HookOutcome,
+}
+
+enum Cmd {
+    Queue(Box<Job>),
+    Finished { root: usize },
+}
+
 /// Starts hooks and collects their outcomes.
 pub struct Hooks {
-    tx: mpsc::UnboundedSender<HookOutcome>,
+    tx: mpsc::UnboundedSender<Cmd>,
+    journals: Journals,
+    cores: usize,
+    /// Ids unique across restarts: the start time, then a counter.
+    run_id: String,
+    seq: u64,
 }
 
 impl Hooks {
-    /// The hook runner and the channel of outcomes.
+    /// The hook runner and the channel of outcomes. Call inside the runtime.
     pub fn new() -> (Hooks, mpsc::UnboundedReceiver<HookOutcome>) {
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::unbounded_channel();
-        (Hooks { tx }, rx)
+        let journals: Journals = Arc::default();
+        tokio::spawn(dispatch(rx, tx.clone(), out_tx, journals.clone()));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let run_id = chrono::Utc::now()
+            .timestamp_nanos_opt()
+            .unwrap_or_default()
+            .to_string();
+        (
+            Hooks {
+                tx,
+                journals,
+                cores,
+                run_id,
+                seq: 0,
+            },
+            out_rx,
+        )
+    }
+
+    fn command(policy: &MessagePolicy, to: &str) -> Option<NotifyCommand> {
+        policy
+            .notify
+            .get(to)
+            .or_else(|| policy.notify.get("*"))
+            .cloned()
+    }
+
+    /// Opens a project's journal and queues again the commands a previous
+    /// squadd left pending (for recipients the policy still has a command
+    /// for). Returns how many.
+    pub fn resume(
+        &mut self,
+        root: usize,
+        path: &Path,
+        policy: &MessagePolicy,
+        hooks: &HooksPolicy,
+    ) -> usize {
+        let mut journal = match Journal::open(path) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::warn!(error = %e, root = %path.display(), "cannot open the hook journal; hooks run without it (at most once)");
+                return 0;
+            }
+        };
+        let text = journal
+            .run
+            .read(JOURNAL_FILE, JOURNAL_LIMIT)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read the hook journal");
+                Vec::new()
+            });
+        // Pending in journal order; a torn or foreign line is skipped.
+        let mut pending: BTreeMap<usize, Line> = BTreeMap::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for (n, raw) in text.split(|b| *b == b'\n').enumerate() {
+            match serde_json::from_slice::<Line>(raw) {
+                Ok(l @ Line::Pending { .. }) => {
+                    if let Line::Pending { id, .. } = &l {
+                        at.insert(id.clone(), n);
+                    }
+                    pending.insert(n, l);
+                }
+                Ok(Line::Done { id }) => {
+                    if let Some(n) = at.remove(&id) {
+                        pending.remove(&n);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        let keep: Vec<Line> = pending
+            .into_values()
+            .filter(
+                |l| matches!(l, Line::Pending { to, .. } if Self::command(policy, to).is_some()),
+            )
+            .collect();
+        if let Err(e) = journal.rewrite(&keep) {
+            tracing::warn!(error = %e, "cannot rewrite the hook journal");
+        }
+        if let Ok(mut j) = self.journals.lock() {
+            j.insert(root, journal);
+        }
+        let resumed = keep.len();
+        for l in keep {
+            if let Line::Pending {
+                id,
+                session,
+                from,
+                to,
+                message_id,
+                priority,
+                path,
+            } = l
+            {
+                self.queue(
+                    policy,
+                    hooks,
+                    id,
+                    Notice {
+                        root,
+                        session: &session,
+                        from: &from,
+                        to: &to,
+                        message_id: &message_id,
+                        priority,
+                        path: Path::new(&path),
+                    },
+                    false,
+                );
+            }
+        }
+        if resumed > 0 {
+            tracing::info!(
+                resumed,
+                "notify commands left pending by the previous run queued again"
+            );
+        }
+        resumed
     }
 
     /// Runs the recipient's notify command, if the policy names one (policy
-    /// only: never a command an agent wrote).
-    pub fn notify(&self, policy: &squad_policies::messages::MessagePolicy, n: Notice<'_>) {
-        let Some(cmd) = policy
-            .notify
-            .get(n.to)
-            .or_else(|| policy.notify.get("*"))
-            .cloned()
-        else {
+    /// only: never a command an agent wrote): journalled, then queued.
+    pub fn notify(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) {
+        self.seq += 1;
+        let id = format!("{}-{}", self.run_id, self.seq);
+        self.queue(policy, hooks, id, n, true);
+    }
+
+    fn queue(
+        &mut self,
+        policy: &MessagePolicy,
+        hooks: &HooksPolicy,
+        id: String,
+        n: Notice<'_>,
+        journal: bool,
+    ) {
+        let Some(cmd) = Self::command(policy, n.to) else {
             return;
         };
+        let path = n.path.display().to_string();
+        if journal
+            && let Some(j) = self
+                .journals
+                .lock()
+                .ok()
+                .as_mut()
+                .and_then(|j| j.get_mut(&n.root))
+        {
+            j.append(&Line::Pending {
+                id: id.clone(),
+                session: n.session.to_string(),
+                from: n.from.to_string(),
+                to: n.to.to_string(),
+                message_id: n.message_id.to_string(),
+                priority: n.priority,
+                path: path.clone(),
+            });
+        }
         let env = vec![
-            ("SQUAD_MESSAGE_PATH", n.path.display().to_string()),
+            ("SQUAD_MESSAGE_PATH", path.clone()),
             ("SQUAD_PRIORITY", n.priority.to_string()),
             ("SQUAD_FROM", n.from.to_string()),
             ("SQUAD_TO", n.to.to_string()),
             ("SQUAD_SESSION", n.session.to_string()),
         ];
-        let outcome = HookOutcome {
+        let _ = self.tx.send(Cmd::Queue(Box::new(Job {
+            id,
             root: n.root,
-            session: n.session.to_string(),
-            to: n.to.to_string(),
-            message_id: n.message_id.to_string(),
-            error: None,
-        };
-        let tx = self.tx.clone();
-        let path = n.path.display().to_string();
-        tokio::spawn(async move {
-            let error = run_hook(&cmd, &path, &env).await.err();
-            let _ = tx.send(HookOutcome { error, ..outcome });
-        });
+            priority: n.priority,
+            limit: hooks.limit(self.cores),
+            cmd,
+            path,
+            env,
+            outcome: HookOutcome {
+                root: n.root,
+                session: n.session.to_string(),
+                to: n.to.to_string(),
+                message_id: n.message_id.to_string(),
+                error: None,
+            },
+        })));
+    }
+}
+
+/// One project's queue.
+#[derive(Default)]
+struct Queue {
+    waiting: BTreeMap<(u8, u64), Job>,
+    running: usize,
+    limit: usize,
+}
+
+/// The dispatcher: owns the queues, starts commands while under each
+/// project's limit, most urgent first.
+async fn dispatch(
+    mut rx: mpsc::UnboundedReceiver<Cmd>,
+    me: mpsc::UnboundedSender<Cmd>,
+    out: mpsc::UnboundedSender<HookOutcome>,
+    journals: Journals,
+) {
+    let mut queues: HashMap<usize, Queue> = HashMap::new();
+    let mut seq = 0u64;
+    while let Some(first) = rx.recv().await {
+        // Take everything already sent, so a critical message queued in the
+        // same burst goes before the low ones ahead of it.
+        let mut cmds = vec![first];
+        while let Ok(c) = rx.try_recv() {
+            cmds.push(c);
+        }
+        for c in cmds {
+            match c {
+                Cmd::Queue(job) => {
+                    seq += 1;
+                    let q = queues.entry(job.root).or_default();
+                    q.limit = job.limit;
+                    q.waiting.insert(start_order(job.priority, seq), *job);
+                }
+                Cmd::Finished { root } => {
+                    let q = queues.entry(root).or_default();
+                    q.running = q.running.saturating_sub(1);
+                    if q.running == 0 && q.waiting.is_empty() {
+                        compact(&journals, root);
+                    }
+                }
+            }
+        }
+        for q in queues.values_mut() {
+            while q.running < q.limit.max(1) {
+                let Some((_, job)) = q.waiting.pop_first() else {
+                    break;
+                };
+                q.running += 1;
+                let (me, out, journals) = (me.clone(), out.clone(), journals.clone());
+                tokio::spawn(async move {
+                    let error = run_hook(&job.cmd, &job.path, &job.env).await.err();
+                    if let Some(j) = journals
+                        .lock()
+                        .ok()
+                        .as_mut()
+                        .and_then(|j| j.get_mut(&job.root))
+                    {
+                        j.append(&Line::Done { id: job.id });
+                    }
+                    let _ = out.send(HookOutcome {
+                        error,
+                        ..job.outcome
+                    });
+                    let _ = me.send(Cmd::Finished { root: job.root });
+                });
+            }
+        }
+    }
+}
+
+/// Empties a long journal once nothing is in flight.
+fn compact(journals: &Journals, root: usize) {
+    if let Some(j) = journals.lock().ok().as_mut().and_then(|j| j.get_mut(&root))
+        && j.lines >= COMPACT_AFTER_LINES
+        && let Err(e) = j.rewrite(&[])
+    {
+        tracing::warn!(error = %e, "cannot compact the hook journal");
     }
 }
 

@@ -181,6 +181,11 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     for root in &options.roots {
         sup.open_root(root)?;
     }
+    // Before the scan: its deliveries are journalled too.
+    for (i, r) in sup.roots.iter().enumerate() {
+        sup.hooks
+            .resume(i, &r.root, &r.policy.messages, &r.policy.hooks);
+    }
     // Watches first, then the scan: a change during the scan is seen twice
     // at worst (and ignored the second time), never missed.
     for i in 0..sup.roots.len() {
@@ -1698,6 +1703,7 @@ impl Supervisor {
                 );
                 self.hooks.notify(
                     &self.roots[i].policy.messages,
+                    &self.roots[i].policy.hooks,
                     Notice {
                         root: i,
                         session: &d.session,
@@ -1767,6 +1773,7 @@ impl Supervisor {
         );
         self.hooks.notify(
             &self.roots[i].policy.messages,
+            &self.roots[i].policy.hooks,
             Notice {
                 root: i,
                 session,

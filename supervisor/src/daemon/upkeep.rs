@@ -7,6 +7,7 @@ use super::core::{Root, next_run};
 use super::writer::Writer;
 use crate::events::EventKind;
 use crate::outputs::render_summary;
+use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
 use squad_protocol::tree::SQUAD_DIR;
 use std::collections::BTreeSet;
@@ -82,11 +83,37 @@ pub fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<C
 /// gc`, leaving alone `busy` sessions (files still being processed).
 pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>) -> Vec<Caused> {
     let mut out = Vec::new();
-    match crate::retention::gather(&r.root, wall, busy) {
-        Ok(facts) => {
+    // One gc at a time: when `squadctl gc` holds the lock, try again in a
+    // minute rather than acting on what it is changing.
+    let guard = match crate::retention::try_gc_lock(&r.root) {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            r.next_gc = Some(wall + chrono::Duration::seconds(60));
+            return out;
+        }
+        Err(e) => {
+            r.next_gc = next_run(&r.policy, wall);
+            out.push((
+                None,
+                None,
+                EventKind::RetentionFailed {
+                    error: format!("cannot take the gc lock: {e}"),
+                },
+            ));
+            return out;
+        }
+    };
+    match crate::retention::Places::open(&r.root) {
+        Ok(mut places) => {
+            let facts = crate::retention::gather(&places, wall, busy);
             let plan = squad_policies::retention::plan(&r.policy.retention, &facts, wall);
-            for (session, path, kind) in crate::retention::execute(&r.root, &plan, wall) {
-                out.push((Some(session), Some(path), kind));
+            for (session, path, outcome) in crate::retention::execute(&mut places, &plan, wall) {
+                match outcome {
+                    Outcome::Done(kind) | Outcome::Failed(kind) => {
+                        out.push((Some(session), Some(path), kind))
+                    }
+                    Outcome::AlreadyDone => {}
+                }
             }
         }
         Err(e) => out.push((
@@ -97,6 +124,7 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
             },
         )),
     }
+    drop(guard);
     run_memory(r, wall);
     r.next_gc = next_run(&r.policy, wall);
     out
