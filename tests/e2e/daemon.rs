@@ -610,7 +610,18 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["memory", "cpu", "watches", "queue", "disk"]);
+    assert_eq!(
+        names,
+        [
+            "memory",
+            "cpu",
+            "watches",
+            "unwatched",
+            "queue",
+            "root",
+            "disk"
+        ]
+    );
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);
     // The seed's messages were delivered: each recipient's unread inbox is
     // watched too (acknowledgements keep the unread counters true).
@@ -618,8 +629,8 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     assert!(inboxes > 0);
     assert_eq!(
         h["watches"],
-        5 + inboxes,
-        "root, .squad, sessions, one session, its locks/, each inbox/<agent>/new"
+        6 + inboxes,
+        "root, .squad, .squad/run, sessions, one session, its locks/, each inbox/<agent>/new"
     );
 }
 
