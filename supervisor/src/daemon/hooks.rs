@@ -8,8 +8,9 @@
 //! never starts 2,000 processes.
 //!
 //! At least once: each command is journalled in the project's
-//! `.squad/run/hooks.jsonl` (a `pending` line when queued, a `done` line
-//! when it finished, whether it succeeded or failed after its retries).
+//! `.squad/run/hooks.jsonl` (a `pending` line before the delivery it is for,
+//! a `done` line when it finished, whether it succeeded or failed after its
+//! retries, or when the delivery was not new).
 //! On start, [`Hooks::resume`] queues again every command pending without
 //! a `done` line (squadd stopped, even by SIGTERM or kill -9, while it
 //! waited or ran), then rewrites the journal atomically to just those. A
@@ -298,9 +299,43 @@ impl Hooks {
     /// Runs the recipient's notify command, if the policy names one (policy
     /// only: never a command an agent wrote): journalled, then queued.
     pub fn notify(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) {
+        let hook = self.intend(policy, hooks, n);
+        self.start(hook);
+    }
+
+    /// Journals the recipient's notify command as pending (before the
+    /// delivery it is for, so a crash in between cannot lose it); then
+    /// [`Hooks::start`] it once delivered, or [`Hooks::cancel`] it.
+    pub fn intend(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) -> Hook {
         self.seq += 1;
         let id = format!("{}-{}", self.run_id, self.seq);
-        self.queue(policy, hooks, id, n, true);
+        self.job(policy, hooks, id, n, true)
+    }
+
+    /// Queues a journalled command.
+    pub fn start(&self, hook: Hook) {
+        if let Some(job) = hook.0 {
+            let _ = self.tx.send(Cmd::Queue(job));
+        }
+    }
+
+    /// Drops a journalled command (its message was not freshly delivered).
+    pub fn cancel(&self, hook: Hook) {
+        if let Some(job) = hook.0 {
+            self.done(job.root, job.id);
+        }
+    }
+
+    fn done(&self, root: usize, id: String) {
+        if let Some(j) = self
+            .journals
+            .lock()
+            .ok()
+            .as_mut()
+            .and_then(|j| j.get_mut(&root))
+        {
+            j.append(&Line::Done { id });
+        }
     }
 
     fn queue(
@@ -311,8 +346,20 @@ impl Hooks {
         n: Notice<'_>,
         journal: bool,
     ) {
+        let hook = self.job(policy, hooks, id, n, journal);
+        self.start(hook);
+    }
+
+    fn job(
+        &mut self,
+        policy: &MessagePolicy,
+        hooks: &HooksPolicy,
+        id: String,
+        n: Notice<'_>,
+        journal: bool,
+    ) -> Hook {
         let Some(cmd) = Self::command(policy, n.to) else {
-            return;
+            return Hook(None);
         };
         let path = n.path.display().to_string();
         if journal
@@ -340,7 +387,7 @@ impl Hooks {
             ("SQUAD_TO", n.to.to_string()),
             ("SQUAD_SESSION", n.session.to_string()),
         ];
-        let _ = self.tx.send(Cmd::Queue(Box::new(Job {
+        Hook(Some(Box::new(Job {
             id,
             root: n.root,
             priority: n.priority,
@@ -355,9 +402,14 @@ impl Hooks {
                 message_id: n.message_id.to_string(),
                 error: None,
             },
-        })));
+        })))
     }
 }
+
+/// A notify command journalled as pending, not started yet (`None`: the
+/// policy names no command for the recipient).
+#[must_use = "start or cancel it, or it stays pending until the next start"]
+pub struct Hook(Option<Box<Job>>);
 
 /// One project's queue.
 #[derive(Default)]
