@@ -95,6 +95,10 @@ struct Journal {
     run: Dir,
     file: File,
     lines: usize,
+    /// Pending lines without their done line yet: only a journal with none
+    /// is compacted (so a pending line written just before a delivery is
+    /// never dropped).
+    open: usize,
 }
 
 impl Journal {
@@ -109,6 +113,7 @@ impl Journal {
             run,
             file,
             lines: 0,
+            open: 0,
         })
     }
 
@@ -122,6 +127,10 @@ impl Journal {
             tracing::warn!(error = %e, "cannot write the hook journal");
         }
         self.lines += 1;
+        match line {
+            Line::Pending { .. } => self.open += 1,
+            Line::Done { .. } => self.open = self.open.saturating_sub(1),
+        }
     }
 
     /// Replaces the journal by `lines` (atomically) and reopens it.
@@ -138,6 +147,7 @@ impl Journal {
             0o600,
         )?;
         self.lines = lines.len();
+        self.open = lines.len();
         Ok(())
     }
 }
@@ -447,9 +457,7 @@ async fn dispatch(
                 Cmd::Finished { root } => {
                     let q = queues.entry(root).or_default();
                     q.running = q.running.saturating_sub(1);
-                    if q.running == 0 && q.waiting.is_empty() {
-                        compact(&journals, root);
-                    }
+                    compact(&journals, root);
                 }
             }
         }
@@ -481,9 +489,10 @@ async fn dispatch(
     }
 }
 
-/// Empties a long journal once nothing is in flight.
+/// Empties a long journal once nothing in it is pending.
 fn compact(journals: &Journals, root: usize) {
     if let Some(j) = journals.lock().ok().as_mut().and_then(|j| j.get_mut(&root))
+        && j.open == 0
         && j.lines >= COMPACT_AFTER_LINES
         && let Err(e) = j.rewrite(&[])
     {
@@ -532,4 +541,59 @@ async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Re
         }
     }
     Err(format!("{last} (after {} attempt(s))", cmd.retries + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(id: &str, to: &str) -> String {
+        format!(
+            r#"{{"op":"pending","id":"{id}","session":"S","from":"alice","to":"{to}","message_id":"m_{id}","priority":"high","path":"/x/{id}.md"}}"#
+        )
+    }
+
+    #[test]
+    fn resume_queues_what_has_no_done_line_and_rewrites_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join(".squad/run");
+        std::fs::create_dir_all(&run).unwrap();
+        let journal = format!(
+            "{}\n{}\n{}\n{}\n{}\n{{\"op\":\"pend",
+            pending("a", "bob"),
+            pending("b", "bob"),
+            r#"{"op":"done","id":"a"}"#,
+            pending("c", "carol"),
+            pending("d", "bob"),
+        );
+        std::fs::write(run.join(JOURNAL_FILE), journal).unwrap();
+        let policy = squad_policies::Policy::parse(Some(
+            "messages:\n  notify:\n    bob:\n      command: [\"true\"]\n",
+        ))
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mut hooks, mut outcomes) = Hooks::new();
+            // b and d (bob has a command; carol no longer has one; a is done;
+            // the torn last line is skipped).
+            let n = hooks.resume(0, tmp.path(), &policy.messages, &policy.hooks);
+            assert_eq!(n, 2);
+            let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
+            assert_eq!(
+                text,
+                format!("{}\n{}\n", pending("b", "bob"), pending("d", "bob"))
+            );
+            let mut ids = vec![
+                outcomes.recv().await.unwrap().message_id,
+                outcomes.recv().await.unwrap().message_id,
+            ];
+            ids.sort();
+            assert_eq!(ids, ["m_b", "m_d"]);
+        });
+        let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
+        assert_eq!(text.matches(r#""op":"done""#).count(), 2, "{text}");
+    }
 }
