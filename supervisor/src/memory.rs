@@ -13,9 +13,10 @@
 //!   the next run skips them in the archive and removes them from the live
 //!   file. Readers ([`load`]) count an entry present in both once.
 
+use crate::safefs::write_atomic;
 use chrono::{DateTime, Utc};
 use squad_policies::memory::{ArchiveRule, EntryFacts, plan};
-use squad_protocol::atomic::{sync_dir, write_atomic};
+use squad_protocol::atomic::sync_dir;
 use squad_protocol::fsx::read_regular_to_string;
 use squad_protocol::memory::{self, Document};
 use std::path::{Path, PathBuf};
@@ -209,7 +210,7 @@ pub fn merge_inbox(team: &Path, dry_run: bool) -> Result<MergeReport, String> {
                 .kept
                 .push((p, "not all entries are in decisions.md".into()));
         } else {
-            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            crate::safefs::remove_project_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
             report.removed.push(p);
         }
     }

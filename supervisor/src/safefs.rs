@@ -511,12 +511,13 @@ pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(D
     Ok((dir, name))
 }
 
-/// The directories a project's own tree starts at: a path through one of
-/// them is anchored at its parent (see [`project_anchor`]).
-const TREE_ROOTS: &[&str] = &[".squad", ".ai-team", ".claude", ".github"];
+/// The directories a project's own tree starts at (and the user's agent
+/// settings: `~/.claude`): a path through one of them is anchored at its
+/// parent (see [`project_anchor`]).
+const TREE_ROOTS: &[&str] = &[".squad", ".ai-team", ".claude", ".codex", ".github"];
 
 /// Where a write to `path` is anchored: the directory holding the first
-/// `.squad` (or `.ai-team`, `.claude`, `.github`) component of the path,
+/// `.squad` (or `.ai-team`, `.claude`, `.codex`, `.github`) component of the path,
 /// that is the project root; for any other path its own directory. Nothing
 /// below the anchor is followed when writing; the anchor itself is the
 /// operator's choice (it may be reached through a link).

@@ -8,11 +8,12 @@
 //! squadctl wrote it and the hash says nobody changed it since; learned skills
 //! (no record) are never touched.
 
+use crate::safefs::write_atomic;
 use serde::{Deserialize, Serialize};
 use squad_policies::skills::{Installed, Upgrade, upgrade};
+use squad_protocol::Diagnostic;
 use squad_protocol::fsx::{self, ReadError};
 use squad_protocol::skill::{self, SKILL_FILE, discover};
-use squad_protocol::{Diagnostic, write_atomic};
 use std::path::{Path, PathBuf};
 
 /// A skill compiled into the binary.
@@ -128,7 +129,9 @@ fn installed(dir: &Path) -> Result<Installed, String> {
 /// writes leaves a file whose hash disagrees with the record, which later
 /// upgrades report as modified and leave alone (never lost, never clobbered).
 fn write_builtin(dir: &Path, b: &Builtin, version: &str) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Made without following a link below the project root.
+    crate::safefs::project_parent(&dir.join(SKILL_FILE), Some(0o777))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     if is_symlink(dir) {
         return Err(format!(
             "{}: is a symbolic link; not written through",

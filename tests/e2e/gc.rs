@@ -202,3 +202,32 @@ fn a_schedule_that_never_fires_is_refused_naming_the_field() {
         stderr(&out)
     );
 }
+
+#[test]
+fn squadd_s_scheduled_retention_waits_for_a_running_gc() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = project();
+    let root = tmp.path();
+    fs::create_dir_all(root.join(".squad/run")).unwrap();
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        "retention:\n  schedule: '* * * * * *'\n",
+    )
+    .unwrap();
+    // squadctl gc (or another squadd) is running.
+    let held = fs::File::create(root.join(".squad/run/gc.lock")).unwrap();
+    held.lock().unwrap();
+    let _d = Daemon::start(root);
+    completed(root, "20230101T000000Z-a");
+    // Several scheduled runs come and go: none acts under the lock.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(root.join(".squad/sessions/20230101T000000Z-a").exists());
+    drop(held);
+    eventually("archived once the lock is free", || {
+        root.join(".squad/archives/20230101T000000Z-a")
+            .exists()
+            .then_some(())
+    });
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    assert!(!audit.contains("retention-failed"), "{audit}");
+}

@@ -156,6 +156,28 @@ fn ctl_project(root: &Path) {
         "meta:\n  task_id: task_lock\n  agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - src/**\n",
     )
     .unwrap();
+    // An entry waiting in the decisions inbox (for `memory merge`).
+    let out = squadctl()
+        .current_dir(root)
+        .args([
+            "memory",
+            "add",
+            "--type",
+            "decision",
+            "--summary",
+            "setup",
+            "--author",
+            "bob",
+            "--details",
+            "d",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let new = s.join("inbox/bob/new");
     fs::create_dir_all(&new).unwrap();
     fs::write(
@@ -314,6 +336,33 @@ const CTL_WRITES: &[(&str, Target, &[&str])] = &[
         ".squad/sessions/S/inbox/bob/cur",
         Target::Dir,
         &["inbox", "ack", "bob", "msg_1"],
+    ),
+    (".squad/decisions/inbox", Target::Dir, &["memory", "merge"]),
+    (
+        ".claude",
+        Target::Dir,
+        &["guard", "install", "--claude", "--program", "/bin/true"],
+    ),
+    (
+        ".codex",
+        Target::Dir,
+        &["guard", "install", "--codex", "--program", "/bin/true"],
+    ),
+    (
+        ".github",
+        Target::Dir,
+        &["guard", "install", "--copilot", "--program", "/bin/true"],
+    ),
+    (
+        ".squad/skills",
+        Target::Dir,
+        &[
+            "skills",
+            "new",
+            "my-skill",
+            "--description",
+            "Does x. Use when y.",
+        ],
     ),
     (
         ".squad/decisions/inbox",

@@ -773,13 +773,11 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
         print!("--- {shown}\n+++ {shown}\n{}", diff(&old, new));
         return crate::exit::OK;
     }
+    // Never through a link planted below the project (or home) directory.
     let result = if remove_file {
-        std::fs::remove_file(&t.path)
+        crate::safefs::remove_project_file(&t.path)
     } else {
-        t.path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| squad_protocol::write_atomic(&t.path, text.as_bytes()))
+        crate::safefs::write_project_file(&t.path, text.as_bytes(), Some(0o777))
     };
     if let Err(e) = result {
         return super::fail(format!("{}: {e}", t.path.display()));

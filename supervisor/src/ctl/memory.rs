@@ -479,9 +479,9 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
             refused = true;
         } else if !a.dry_run && converted > 0 {
             let b = backup_path(&f.path);
-            squad_protocol::atomic::write_atomic(&b, src.as_bytes())
+            crate::safefs::write_atomic(&b, src.as_bytes())
                 .map_err(|e| format!("{}: {e}", b.display()))?;
-            squad_protocol::atomic::write_atomic(&f.path, c.output.as_bytes())
+            crate::safefs::write_atomic(&f.path, c.output.as_bytes())
                 .map_err(|e| format!("{}: {e}", f.path.display()))?;
             written = true;
             backup = Some(b.display().to_string());

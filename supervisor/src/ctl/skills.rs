@@ -8,7 +8,7 @@ use serde_json::json;
 use squad_protocol::report::{self, Totals};
 use squad_protocol::skill::discover::{self, Discovery, Found};
 use squad_protocol::skill::{self, SKILL_FILE};
-use squad_protocol::{Diagnostic, fsx, teamdir, write_atomic};
+use squad_protocol::{Diagnostic, fsx, teamdir};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -584,11 +584,10 @@ fn new(root_arg: Option<&Path>, args: NewArgs) -> u8 {
     if let Some(d) = report.diagnostics.first() {
         return super::fail(format!("the description is not valid: {}", d.message));
     }
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return super::fail(format!("{}: {e}", dir.display()));
-    }
     let file = dir.join(SKILL_FILE);
-    if let Err(e) = write_atomic(&file, text.as_bytes()) {
+    // The folder is made, and SKILL.md written, without following a link
+    // below the project root.
+    if let Err(e) = crate::safefs::write_project_file(&file, text.as_bytes(), Some(0o777)) {
         return super::fail(format!("{}: {e}", file.display()));
     }
     super::print(&format!(

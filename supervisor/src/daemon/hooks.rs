@@ -8,8 +8,9 @@
 //! never starts 2,000 processes.
 //!
 //! At least once: each command is journalled in the project's
-//! `.squad/run/hooks.jsonl` (a `pending` line when queued, a `done` line
-//! when it finished, whether it succeeded or failed after its retries).
+//! `.squad/run/hooks.jsonl` (a `pending` line before the delivery it is for,
+//! a `done` line when it finished, whether it succeeded or failed after its
+//! retries, or when the delivery was not new).
 //! On start, [`Hooks::resume`] queues again every command pending without
 //! a `done` line (squadd stopped, even by SIGTERM or kill -9, while it
 //! waited or ran), then rewrites the journal atomically to just those. A
@@ -94,6 +95,10 @@ struct Journal {
     run: Dir,
     file: File,
     lines: usize,
+    /// Pending lines without their done line yet: only a journal with none
+    /// is compacted (so a pending line written just before a delivery is
+    /// never dropped).
+    open: usize,
 }
 
 impl Journal {
@@ -108,6 +113,7 @@ impl Journal {
             run,
             file,
             lines: 0,
+            open: 0,
         })
     }
 
@@ -121,6 +127,10 @@ impl Journal {
             tracing::warn!(error = %e, "cannot write the hook journal");
         }
         self.lines += 1;
+        match line {
+            Line::Pending { .. } => self.open += 1,
+            Line::Done { .. } => self.open = self.open.saturating_sub(1),
+        }
     }
 
     /// Replaces the journal by `lines` (atomically) and reopens it.
@@ -137,6 +147,7 @@ impl Journal {
             0o600,
         )?;
         self.lines = lines.len();
+        self.open = lines.len();
         Ok(())
     }
 }
@@ -298,9 +309,43 @@ impl Hooks {
     /// Runs the recipient's notify command, if the policy names one (policy
     /// only: never a command an agent wrote): journalled, then queued.
     pub fn notify(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) {
+        let hook = self.intend(policy, hooks, n);
+        self.start(hook);
+    }
+
+    /// Journals the recipient's notify command as pending (before the
+    /// delivery it is for, so a crash in between cannot lose it); then
+    /// [`Hooks::start`] it once delivered, or [`Hooks::cancel`] it.
+    pub fn intend(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) -> Hook {
         self.seq += 1;
         let id = format!("{}-{}", self.run_id, self.seq);
-        self.queue(policy, hooks, id, n, true);
+        self.job(policy, hooks, id, n, true)
+    }
+
+    /// Queues a journalled command.
+    pub fn start(&self, hook: Hook) {
+        if let Some(job) = hook.0 {
+            let _ = self.tx.send(Cmd::Queue(job));
+        }
+    }
+
+    /// Drops a journalled command (its message was not freshly delivered).
+    pub fn cancel(&self, hook: Hook) {
+        if let Some(job) = hook.0 {
+            self.done(job.root, job.id);
+        }
+    }
+
+    fn done(&self, root: usize, id: String) {
+        if let Some(j) = self
+            .journals
+            .lock()
+            .ok()
+            .as_mut()
+            .and_then(|j| j.get_mut(&root))
+        {
+            j.append(&Line::Done { id });
+        }
     }
 
     fn queue(
@@ -311,8 +356,20 @@ impl Hooks {
         n: Notice<'_>,
         journal: bool,
     ) {
+        let hook = self.job(policy, hooks, id, n, journal);
+        self.start(hook);
+    }
+
+    fn job(
+        &mut self,
+        policy: &MessagePolicy,
+        hooks: &HooksPolicy,
+        id: String,
+        n: Notice<'_>,
+        journal: bool,
+    ) -> Hook {
         let Some(cmd) = Self::command(policy, n.to) else {
-            return;
+            return Hook(None);
         };
         let path = n.path.display().to_string();
         if journal
@@ -340,7 +397,7 @@ impl Hooks {
             ("SQUAD_TO", n.to.to_string()),
             ("SQUAD_SESSION", n.session.to_string()),
         ];
-        let _ = self.tx.send(Cmd::Queue(Box::new(Job {
+        Hook(Some(Box::new(Job {
             id,
             root: n.root,
             priority: n.priority,
@@ -355,9 +412,14 @@ impl Hooks {
                 message_id: n.message_id.to_string(),
                 error: None,
             },
-        })));
+        })))
     }
 }
+
+/// A notify command journalled as pending, not started yet (`None`: the
+/// policy names no command for the recipient).
+#[must_use = "start or cancel it, or it stays pending until the next start"]
+pub struct Hook(Option<Box<Job>>);
 
 /// One project's queue.
 #[derive(Default)]
@@ -395,9 +457,7 @@ async fn dispatch(
                 Cmd::Finished { root } => {
                     let q = queues.entry(root).or_default();
                     q.running = q.running.saturating_sub(1);
-                    if q.running == 0 && q.waiting.is_empty() {
-                        compact(&journals, root);
-                    }
+                    compact(&journals, root);
                 }
             }
         }
@@ -429,9 +489,10 @@ async fn dispatch(
     }
 }
 
-/// Empties a long journal once nothing is in flight.
+/// Empties a long journal once nothing in it is pending.
 fn compact(journals: &Journals, root: usize) {
     if let Some(j) = journals.lock().ok().as_mut().and_then(|j| j.get_mut(&root))
+        && j.open == 0
         && j.lines >= COMPACT_AFTER_LINES
         && let Err(e) = j.rewrite(&[])
     {
@@ -480,4 +541,59 @@ async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Re
         }
     }
     Err(format!("{last} (after {} attempt(s))", cmd.retries + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(id: &str, to: &str) -> String {
+        format!(
+            r#"{{"op":"pending","id":"{id}","session":"S","from":"alice","to":"{to}","message_id":"m_{id}","priority":"high","path":"/x/{id}.md"}}"#
+        )
+    }
+
+    #[test]
+    fn resume_queues_what_has_no_done_line_and_rewrites_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join(".squad/run");
+        std::fs::create_dir_all(&run).unwrap();
+        let journal = format!(
+            "{}\n{}\n{}\n{}\n{}\n{{\"op\":\"pend",
+            pending("a", "bob"),
+            pending("b", "bob"),
+            r#"{"op":"done","id":"a"}"#,
+            pending("c", "carol"),
+            pending("d", "bob"),
+        );
+        std::fs::write(run.join(JOURNAL_FILE), journal).unwrap();
+        let policy = squad_policies::Policy::parse(Some(
+            "messages:\n  notify:\n    bob:\n      command: [\"true\"]\n",
+        ))
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mut hooks, mut outcomes) = Hooks::new();
+            // b and d (bob has a command; carol no longer has one; a is done;
+            // the torn last line is skipped).
+            let n = hooks.resume(0, tmp.path(), &policy.messages, &policy.hooks);
+            assert_eq!(n, 2);
+            let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
+            assert_eq!(
+                text,
+                format!("{}\n{}\n", pending("b", "bob"), pending("d", "bob"))
+            );
+            let mut ids = vec![
+                outcomes.recv().await.unwrap().message_id,
+                outcomes.recv().await.unwrap().message_id,
+            ];
+            ids.sort();
+            assert_eq!(ids, ["m_b", "m_d"]);
+        });
+        let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
+        assert_eq!(text.matches(r#""op":"done""#).count(), 2, "{text}");
+    }
 }

@@ -1671,9 +1671,24 @@ impl Supervisor {
                 None => return,
             },
         };
-        let result = self.writer.deliver(&dir, &d.to, &d.name, &bytes);
         let new_dir = crate::inbox::inbox_dir(&dir, &d.to).join("new");
         let path = new_dir.join(&d.name);
+        // Journalled before the delivery, so no delivered message loses its
+        // hook to a crash (at least once; started only if fresh).
+        let hook = self.hooks.intend(
+            &self.roots[i].policy.messages,
+            &self.roots[i].policy.hooks,
+            Notice {
+                root: i,
+                session: &d.session,
+                from: &d.from,
+                to: &d.to,
+                message_id: &d.message_id,
+                priority: d.priority,
+                path: &path,
+            },
+        );
+        let result = self.writer.deliver(&dir, &d.to, &d.name, &bytes);
         match result {
             Ok(fresh) => {
                 let r = &mut self.roots[i];
@@ -1686,6 +1701,7 @@ impl Supervisor {
                 }
                 self.watch(i, &new_dir);
                 if !fresh {
+                    self.hooks.cancel(hook);
                     return;
                 }
                 let late = routing::late(&self.roots[i].policy.messages, &d, wall);
@@ -1701,29 +1717,20 @@ impl Supervisor {
                         routed_from,
                     },
                 );
-                self.hooks.notify(
-                    &self.roots[i].policy.messages,
-                    &self.roots[i].policy.hooks,
-                    Notice {
-                        root: i,
-                        session: &d.session,
-                        from: &d.from,
-                        to: &d.to,
-                        message_id: &d.message_id,
-                        priority: d.priority,
-                        path: &path,
-                    },
-                );
+                self.hooks.start(hook);
             }
-            Err(e) => self.log.emit(
-                i,
-                Some(&d.session),
-                None,
-                EventKind::OutputFailed {
-                    output: format!("inbox of {}", d.to),
-                    error: e.to_string(),
-                },
-            ),
+            Err(e) => {
+                self.hooks.cancel(hook);
+                self.log.emit(
+                    i,
+                    Some(&d.session),
+                    None,
+                    EventKind::OutputFailed {
+                        output: format!("inbox of {}", d.to),
+                        error: e.to_string(),
+                    },
+                )
+            }
         }
     }
 

@@ -83,12 +83,15 @@ pub fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<C
 /// gc`, leaving alone `busy` sessions (files still being processed).
 pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>) -> Vec<Caused> {
     let mut out = Vec::new();
-    // One gc at a time: when `squadctl gc` holds the lock, try again in a
-    // minute rather than acting on what it is changing.
+    // One gc at a time: when `squadctl gc` holds the lock, try again at the
+    // next scheduled run or in a minute, whichever comes first, rather than
+    // act on what it is changing.
     let guard = match crate::retention::try_gc_lock(&r.root) {
         Ok(Some(g)) => g,
         Ok(None) => {
-            r.next_gc = Some(wall + chrono::Duration::seconds(60));
+            let retry = wall + chrono::Duration::seconds(60);
+            r.next_gc = Some(next_run(&r.policy, wall).map_or(retry, |at| at.min(retry)));
+            tracing::info!("another gc holds the gc lock; retention retried later");
             return out;
         }
         Err(e) => {
