@@ -12,7 +12,8 @@
 //! - [`guard`]: the edit-time guard's allow/deny for one tool call;
 //! - [`duration`]: `15m`-style durations;
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades;
-//! - [`memory`]: which team-memory entries an archive moves.
+//! - [`memory`]: which team-memory entries an archive moves;
+//! - [`session_edit`]: what `session complete|fail|phase|gate` set.
 
 #![warn(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod memory;
 pub mod messages;
 pub mod policy;
 pub mod retention;
+pub mod session_edit;
 pub mod skills;
 
 pub use boundary::{Boundaries, Decision};
