@@ -14,6 +14,7 @@
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades;
 //! - [`memory`]: which team-memory entries an archive moves;
 //! - [`hooks`]: how many notify commands run at once, and in which order.
+//! - [`session_edit`]: what `session complete|fail|phase|gate` set.
 
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod memory;
 pub mod messages;
 pub mod policy;
 pub mod retention;
+pub mod session_edit;
 pub mod skills;
 
 pub use boundary::{Boundaries, Decision};

@@ -63,6 +63,17 @@ pub enum Method {
         /// The events; `seq`, `at` and `root` are squadd's to set.
         events: Vec<crate::events::Event>,
     },
+    /// An explicit change to a session's supervisor-owned fields, applied by
+    /// squadd itself so it never races squadd's own rewrite of the file.
+    /// Answers an [`crate::session_edit::EditOutcome`], or `{"refused": …}`
+    /// when a rule refuses the edit.
+    SessionEdit {
+        /// The session directory name.
+        session: String,
+        /// The change.
+        #[serde(flatten)]
+        edit: squad_policies::session_edit::SessionEdit,
+    },
 }
 
 /// A response line.
@@ -241,6 +252,36 @@ pub fn record_events(root: &Path, events: &[crate::events::Event]) -> bool {
     }
 }
 
+/// How long squadctl waits for squadd to apply a session edit.
+const EDIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Asks the daemon of `root` to apply a session edit. `None` when no daemon
+/// takes it (not running, or too old to know the method): the caller
+/// applies it to the file under the session lock.
+pub fn session_edit(
+    root: &Path,
+    session: &str,
+    edit: &squad_policies::session_edit::SessionEdit,
+) -> Option<Result<crate::session_edit::EditOutcome, crate::session_edit::EditError>> {
+    use crate::session_edit::EditError;
+    let mut client = Client::connect(root, EDIT_TIMEOUT).ok()?;
+    let method = Method::SessionEdit {
+        session: session.to_string(),
+        edit: edit.clone(),
+    };
+    Some(match client.call(method) {
+        Ok(v) => match v.get("refused").and_then(Json::as_str) {
+            Some(why) => Err(EditError::Refused(why.to_string())),
+            None => serde_json::from_value(v)
+                .map_err(|e| EditError::Failed(format!("squadd answered oddly: {e}"))),
+        },
+        // An older squadd does not know the method.
+        Err(ClientError::Daemon(e)) if e.starts_with("bad request") => return None,
+        Err(ClientError::NotRunning(_)) => return None,
+        Err(e) => Err(EditError::Failed(e.to_string())),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +311,19 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert!(events[0].kind.is_lock());
         assert_eq!(events[0].session.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn session_edits_round_trip() {
+        let line = r#"{"protocol_version":1,"method":"session-edit","session":"s","edit":"complete","force":true}"#;
+        let Method::SessionEdit { session, edit } = parse_request(line).unwrap().method else {
+            panic!("a session edit");
+        };
+        assert_eq!(session, "s");
+        assert_eq!(
+            edit,
+            squad_policies::session_edit::SessionEdit::Complete { force: true }
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod outputs;
 pub mod retention;
 pub mod root;
 pub mod safefs;
+pub mod session_edit;
 pub mod skills;
 pub mod state;
 pub mod status;

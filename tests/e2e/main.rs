@@ -15,6 +15,7 @@ pub mod lock;
 mod memory;
 mod messages;
 mod retention;
+mod session_edit;
 mod skills;
 mod support;
 mod validate;

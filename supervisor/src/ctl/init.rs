@@ -4,9 +4,11 @@ use crate::exit;
 use crate::layout::create_layout;
 use crate::root;
 use crate::safefs::write_atomic;
+use crate::session_edit::EditError;
 use chrono::{SecondsFormat, SubsecRound, Utc};
 use clap::Subcommand;
 use serde_json::json;
+use squad_policies::session_edit::SessionEdit;
 use squad_protocol::IdKind;
 use squad_protocol::model::{Document, Gate, Phase, SessionState, SessionStatus, ValidationGates};
 use squad_protocol::tree::{SQUAD_DIR, sessions_dir};
@@ -71,6 +73,9 @@ pub struct EndArgs {
     /// Complete a session that was marked failed.
     #[arg(long)]
     pub force: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `session phase`.
@@ -82,6 +87,9 @@ pub struct PhaseArgs {
     /// requirements, design, implementation or quality.
     #[arg(value_name = "PHASE", value_parser = parse_phase)]
     pub phase: Phase,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `session gate`.
@@ -96,6 +104,9 @@ pub struct GateArgs {
     /// passed, in_progress, pending or failed.
     #[arg(value_name = "STATUS", value_parser = parse_gate)]
     pub status: Gate,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_phase(s: &str) -> Result<Phase, String> {
@@ -116,6 +127,9 @@ pub struct FailArgs {
     /// Why it failed (recorded as `failure_reason`).
     #[arg(long, value_name = "R")]
     pub reason: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `session new`.
@@ -264,23 +278,32 @@ pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
         SessionCommand::Complete(args) => edit_session(
             root_arg,
             &args.id,
-            Edit::End {
-                failure: None,
-                force: args.force,
-            },
+            SessionEdit::Complete { force: args.force },
+            args.json,
         ),
         SessionCommand::Fail(args) => edit_session(
             root_arg,
             &args.id,
-            Edit::End {
-                failure: Some(&args.reason),
-                force: false,
+            SessionEdit::Fail {
+                reason: args.reason,
             },
+            args.json,
         ),
-        SessionCommand::Phase(args) => edit_session(root_arg, &args.id, Edit::Phase(args.phase)),
-        SessionCommand::Gate(args) => {
-            edit_session(root_arg, &args.id, Edit::Gate(args.gate, args.status))
-        }
+        SessionCommand::Phase(args) => edit_session(
+            root_arg,
+            &args.id,
+            SessionEdit::Phase { phase: args.phase },
+            args.json,
+        ),
+        SessionCommand::Gate(args) => edit_session(
+            root_arg,
+            &args.id,
+            SessionEdit::Gate {
+                gate: args.gate,
+                status: args.status,
+            },
+            args.json,
+        ),
         SessionCommand::List(args) => super::read::session_list(root_arg, args),
     }
 }
@@ -419,23 +442,12 @@ fn find_session(root: &Path, id: &str) -> Option<std::path::PathBuf> {
         })
 }
 
-/// A change to the supervisor-owned fields of session-status.md.
-enum Edit<'a> {
-    /// `complete` (no failure) or `fail`.
-    End {
-        failure: Option<&'a str>,
-        force: bool,
-    },
-    /// `phase`.
-    Phase(Phase),
-    /// `gate`.
-    Gate(Phase, Gate),
-}
-
-/// Applies an edit to session-status.md under the session's lock file
-/// (`.squad/run/session-<dir>.lock`), so two squadctl edits never lose each
-/// other's change: read, change, validate, write atomically.
-fn edit_session(root_arg: Option<&Path>, id: &str, edit: Edit<'_>) -> u8 {
+/// Applies an edit of session-status.md's supervisor-owned fields: through
+/// squadd when it runs (it applies the edit itself, so it never races its
+/// own rewrite of the file), else under the session's lock file
+/// (`.squad/run/session-<dir>.lock`, which squadd also takes around its
+/// status writes): read, change, validate, write atomically.
+fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -451,91 +463,52 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: Edit<'_>) -> u8 {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let result = match crate::control::session_edit(&root, &name, &edit) {
+        Some(r) => r,
+        None => edit_file(&root, &dir, &name, &edit),
+    };
+    match result {
+        Ok(o) => {
+            if json {
+                super::print(&format!("{:#}\n", json!(o)))
+            } else {
+                super::print_human(&format!("{} {}\n", dir.display(), o.said))
+            }
+        }
+        Err(EditError::Refused(why)) => {
+            eprintln!("squadctl: {why}");
+            exit::PROBLEMS
+        }
+        Err(EditError::Failed(why)) => super::fail(why),
+    }
+}
+
+/// The edit made by squadctl itself (squadd not running), under the lock.
+fn edit_file(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    edit: &SessionEdit,
+) -> Result<crate::session_edit::EditOutcome, EditError> {
     let lock_path = root
         .join(SQUAD_DIR)
         .join(squad_protocol::tree::RUN_DIR)
-        .join(format!("session-{name}.lock"));
-    let lock = crate::safefs::project_parent(&lock_path, None)
-        .and_then(|(run, name)| run.open_file(&name, libc::O_WRONLY | libc::O_CREAT, 0o666))
-        .and_then(|f| f.lock().map(|()| f));
-    let _lock = match lock {
-        Ok(f) => f,
-        Err(e) => return super::fail(format!("{}: {e}", lock_path.display())),
-    };
+        .join(crate::session_edit::lock_name(name));
+    let _lock = crate::session_edit::lock_session(root, name, true)
+        .map_err(|e| EditError::Failed(format!("{}: {e}", lock_path.display())))?;
     let path = dir.join(squad_protocol::kind::SESSION_STATUS_FILE);
-    let text = match squad_protocol::fsx::read_regular_to_string(
+    let text = squad_protocol::fsx::read_regular_to_string(
         &path,
         squad_protocol::validate::MAX_FILE_BYTES,
-    ) {
-        Ok(t) => t,
-        Err(e) => return super::fail(format!("{}: {e}", path.display())),
-    };
-    let current =
-        match squad_protocol::check_text(&path, squad_protocol::FileKind::SessionStatus, &text)
-            .document
-        {
-            Some(Document::SessionStatus(s)) => Some(s),
-            _ => None,
-        };
-    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
-    let (new, said) = match edit {
-        Edit::End { failure, force } => {
-            let was = current.as_ref().map(|s| s.status);
-            if failure.is_none() && was == Some(SessionState::Failed) && !force {
-                eprintln!(
-                    "squadctl: session {} was marked failed{}; pass --force to complete it anyway",
-                    crate::text::escape(&name),
-                    current
-                        .as_ref()
-                        .and_then(|s| s.failure_reason.as_deref())
-                        .map(|r| format!(" ({})", crate::text::escape(r)))
-                        .unwrap_or_default()
-                );
-                return exit::PROBLEMS;
-            }
-            let mut fields: Vec<(&str, String)> = match failure {
-                None => vec![("status", "completed".into())],
-                Some(reason) => vec![
-                    ("status", "failed".into()),
-                    ("failed_at", now.clone()),
-                    ("failure_reason", reason.to_string()),
-                ],
-            };
-            // Completing again keeps the first completion time.
-            if failure.is_none() && current.as_ref().is_none_or(|s| s.completed_at.is_none()) {
-                fields.push(("completed_at", now.clone()));
-            }
-            let said = if failure.is_some() {
-                "failed"
-            } else {
-                "completed"
-            };
-            (
-                crate::outputs::set_status_fields(&text, &fields),
-                said.to_string(),
-            )
-        }
-        Edit::Phase(p) => (
-            crate::outputs::set_status_fields(&text, &[("phase", p.as_str().to_string())]),
-            format!("phase {p}"),
-        ),
-        Edit::Gate(g, st) => (
-            crate::outputs::set_status_nested(&text, "validation_gates", g.as_str(), st.as_str()),
-            format!("gate {g} {st}"),
-        ),
-    };
-    let Some(new) = new else {
-        return super::fail(format!(
-            "{}: its YAML is not a mapping; fix it first (squadctl validate)",
-            path.display()
-        ));
-    };
-    let report = squad_protocol::check_text(&path, squad_protocol::FileKind::SessionStatus, &new);
-    if let Some(d) = report.diagnostics.iter().find(|d| d.is_error()) {
-        return super::fail(format!("refused, nothing written: {d}"));
+    )
+    .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
+    let new = crate::session_edit::apply(&path, &text, edit, Utc::now())?;
+    let changed = new != text;
+    if changed {
+        write_atomic(&path, new.as_bytes())
+            .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
     }
-    if let Err(e) = write_atomic(&path, new.as_bytes()) {
-        return super::fail(format!("{}: {e}", path.display()));
-    }
-    super::print_human(&format!("{} {said}\n", dir.display()))
+    Ok(crate::session_edit::outcome(
+        &path, &new, edit, changed, "file",
+    ))
 }

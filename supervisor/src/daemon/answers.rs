@@ -141,6 +141,7 @@ pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
             }
             json(Ok(serde_json::Value::Null))
         }
+        Method::SessionEdit { session, edit } => Reply::Once(sup.session_edit(i, &session, edit)),
         Method::Health => json(serde_json::to_value(super::health::measure(
             &sup.supervision(),
         ))),

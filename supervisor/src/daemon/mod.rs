@@ -20,6 +20,7 @@
 
 pub mod answers;
 pub mod core;
+pub mod edits;
 pub mod eventlog;
 pub mod health;
 pub mod hooks;
@@ -223,6 +224,12 @@ pub async fn run(options: Options) -> Result<(), StartError> {
             biased;
             _ = sigterm.recv() => break "SIGTERM",
             _ = sigint.recv() => break "SIGINT",
+            // Before file events: a steady stream of agent writes must not
+            // starve a control request (a session edit waits on its answer).
+            Some(call) = call_rx.recv() => {
+                let reply = answers::answer(&mut sup, call.root, call.method);
+                let _ = call.reply.send(reply);
+            }
             Some(res) = fs_rx.recv() => {
                 sup.note(res);
                 while let Ok(res) = fs_rx.try_recv() {
@@ -244,10 +251,6 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 }
             }
             Some(done) = behind_rx.recv() => sup.written_behind(done),
-            Some(call) = call_rx.recv() => {
-                let reply = answers::answer(&mut sup, call.root, call.method);
-                let _ = call.reply.send(reply);
-            }
             _ = sleep_until(wake) => {}
         }
         sup.flush(Instant::now(), Utc::now());
@@ -1351,7 +1354,50 @@ impl Supervisor {
     /// Writes the session-status.md of each named session that changed, as
     /// one batch of the writer.
     fn write_statuses(&mut self, i: usize, names: &[String], wall: DateTime<Utc>) {
+        self.write_statuses_locked(i, names, wall, None);
+    }
+
+    /// [`Self::write_statuses`], each under its session's lock (`held`: the
+    /// lock of a session the caller already holds). Under the lock the file
+    /// is re-read first, so an edit squadctl made without squadd (at its
+    /// start-up) is the text the render starts from; a session whose lock is
+    /// busy is written a moment later.
+    fn write_statuses_locked(
+        &mut self,
+        i: usize,
+        names: &[String],
+        wall: DateTime<Utc>,
+        held: Option<std::fs::File>,
+    ) {
+        let mut held = held;
+        let mut locks = Vec::new();
         for name in names {
+            if !self.roots[i].sessions.contains_key(name) {
+                continue;
+            }
+            let lock = match held.take() {
+                Some(f) => edits::Locked::Held(f),
+                None => {
+                    let lock = self.lock_status(i, name);
+                    if !matches!(lock, edits::Locked::Busy) {
+                        self.reread_status(i, name);
+                    }
+                    lock
+                }
+            };
+            match lock {
+                edits::Locked::Held(f) => locks.push(f),
+                edits::Locked::Busy => {
+                    let timer = Timer::Status {
+                        root: i,
+                        session: name.clone(),
+                    };
+                    self.timers
+                        .set_earlier(timer, Instant::now() + edits::STATUS_LOCK_RETRY);
+                    continue;
+                }
+                edits::Locked::Unavailable => {}
+            }
             if let Some((path, text)) = self.status_update(i, name, wall) {
                 self.writer.stage(
                     path,
@@ -1395,6 +1441,7 @@ impl Supervisor {
             };
             self.log.emit(tag.root, Some(&name), Some(&path), kind);
         }
+        drop(locks);
     }
 
     /// Renders the shared context from the sessions' kept parts and queues

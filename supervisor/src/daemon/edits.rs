@@ -1,0 +1,164 @@
+//! Explicit session edits (`squadctl session complete|fail|phase|gate`)
+//! applied by squadd itself, and the per-session lock around every status
+//! write (see [`crate::session_edit`]).
+//!
+//! squadd is the one writer of session-status.md while it runs: an edit is
+//! applied to the text squadd holds (after re-reading the file under the
+//! lock, in case something changed it behind squadd's back), written, and
+//! indexed before the answer goes back, so no later render starts from a
+//! text older than the edit.
+
+use super::Supervisor;
+use super::timers::Timer;
+use crate::control::Response;
+use crate::events::EventKind;
+use crate::session_edit::{EditError, lock_session};
+use chrono::{DateTime, Utc};
+use squad_policies::session_edit::SessionEdit;
+use squad_protocol::FileKind;
+use squad_protocol::kind::SESSION_STATUS_FILE;
+use std::fs::File;
+use std::time::{Duration, Instant};
+
+/// How long an edit waits for a session lock someone else holds (squadctl
+/// holds it for one read-modify-write; a holder that keeps it longer gets
+/// the edit refused, not the daemon stalled).
+const EDIT_LOCK_WAIT: Duration = Duration::from_millis(250);
+
+/// How soon a status write the lock held back is tried again.
+pub const STATUS_LOCK_RETRY: Duration = Duration::from_millis(10);
+
+/// What taking a session's lock for a status write gave.
+pub enum Locked {
+    /// Held until dropped.
+    Held(File),
+    /// Someone else holds it: try later.
+    Busy,
+    /// The lock file cannot be used (`.squad/run` unusable, a name too
+    /// long): the write goes ahead unlocked rather than not at all.
+    Unavailable,
+}
+
+impl Supervisor {
+    /// Takes session `name`'s lock without waiting.
+    pub(super) fn lock_status(&self, i: usize, name: &str) -> Locked {
+        match lock_session(&self.roots[i].root, name, false) {
+            Ok(Some(f)) => Locked::Held(f),
+            Ok(None) => Locked::Busy,
+            Err(e) => {
+                tracing::debug!(session = name, error = %e, "session lock unavailable");
+                Locked::Unavailable
+            }
+        }
+    }
+
+    /// Under the session's lock: re-reads session-status.md and indexes it
+    /// when it is not what squadd holds (an edit squadctl made while squadd
+    /// was not answering yet).
+    pub(super) fn reread_status(&mut self, i: usize, name: &str) {
+        let path = self.roots[i].session_dir(name).join(SESSION_STATUS_FILE);
+        if self.roots[i].sessions.contains_key(name) {
+            self.apply_file(i, name, SESSION_STATUS_FILE, &path, FileKind::SessionStatus);
+        }
+    }
+
+    /// Applies a session edit and answers the control request.
+    pub(super) fn session_edit(&mut self, i: usize, name: &str, edit: SessionEdit) -> Response {
+        let wall = Utc::now();
+        if !self.roots[i].sessions.contains_key(name) {
+            return Response::error(format!(
+                "no session `{}` is known to squadd",
+                crate::text::escape(name)
+            ));
+        }
+        let waited = Instant::now();
+        let lock = loop {
+            match self.lock_status(i, name) {
+                Locked::Held(f) => break Some(f),
+                Locked::Unavailable => break None,
+                Locked::Busy if waited.elapsed() < EDIT_LOCK_WAIT => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Locked::Busy => {
+                    return Response::error(format!(
+                        "another process holds the lock of session `{}`; try again",
+                        crate::text::escape(name)
+                    ));
+                }
+            }
+        };
+        self.reread_status(i, name);
+        match self.edit_locked(i, name, &edit, wall) {
+            Ok((text, changed)) => {
+                self.write_statuses_locked(i, &[name.to_string()], wall, lock);
+                self.recheck_waiting(i, name, wall);
+                self.flush_outbox(wall);
+                self.timers
+                    .set_earlier(Timer::Context(i), Instant::now() + super::CONTEXT_DELAY);
+                let path = self.roots[i].session_dir(name).join(SESSION_STATUS_FILE);
+                let o = crate::session_edit::outcome(&path, &text, &edit, changed, "squadd");
+                match serde_json::to_value(o) {
+                    Ok(v) => Response::ok(v),
+                    Err(e) => Response::error(e.to_string()),
+                }
+            }
+            Err(EditError::Refused(why)) => Response::ok(serde_json::json!({ "refused": why })),
+            Err(EditError::Failed(why)) => Response::error(why),
+        }
+    }
+
+    /// The edit itself, under the lock: (the text now in the file, whether
+    /// it changed).
+    fn edit_locked(
+        &mut self,
+        i: usize,
+        name: &str,
+        edit: &SessionEdit,
+        wall: DateTime<Utc>,
+    ) -> Result<(String, bool), EditError> {
+        let r = &self.roots[i];
+        let path = r.session_dir(name).join(SESSION_STATUS_FILE);
+        let session = r
+            .sessions
+            .get(name)
+            .ok_or_else(|| EditError::Failed("the session went away".into()))?;
+        let current: String = match session.index().files.get(SESSION_STATUS_FILE) {
+            Some(f) => match f.text.as_deref() {
+                Some(t) => t.to_string(),
+                None => {
+                    return Err(EditError::Failed(format!(
+                        "{}: not readable text; fix it first (squadctl validate)",
+                        path.display()
+                    )));
+                }
+            },
+            // No status file yet: the one squadd would write.
+            None => crate::outputs::render_status(None, &session.head(), wall)
+                .ok_or_else(|| EditError::Failed("cannot render a status file".into()))?,
+        };
+        let new = crate::session_edit::apply(&path, &current, edit, wall)?;
+        let on_disk = session.index().files.contains_key(SESSION_STATUS_FILE);
+        if new == current && on_disk {
+            return Ok((new, false));
+        }
+        self.writer
+            .write(&path, new.as_bytes(), false)
+            .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
+        let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, new.as_bytes());
+        if let Some(mut out) =
+            self.roots[i].apply_file(name, SESSION_STATUS_FILE, Some(entry), wall)
+        {
+            out.file = None;
+            self.take_outcome(i, name, out, wall, false);
+        }
+        self.log.emit(
+            i,
+            Some(name),
+            Some(&path),
+            EventKind::OutputWritten {
+                output: "session-status".into(),
+            },
+        );
+        Ok((new, true))
+    }
+}

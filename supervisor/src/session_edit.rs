@@ -1,0 +1,241 @@
+//! Explicit edits of session-status.md (`squadctl session complete|fail|
+//! phase|gate`), and the per-session lock that keeps them from racing
+//! squadd's own rewrites of the file.
+//!
+//! squadd applies an edit itself when it runs (over its socket, see
+//! [`crate::control::Method::SessionEdit`]), so the file has one writer.
+//! When it does not run, squadctl edits the file under
+//! `.squad/run/session-<dir>.lock`; squadd takes the same lock around every
+//! status write and re-reads the file under it, so an edit made while squadd
+//! starts (before its socket answers) is never overwritten by a render from
+//! an older text.
+
+use crate::safefs::Dir;
+use serde::Serialize;
+use squad_policies::session_edit::{FieldSet, SessionEdit, plan};
+use squad_protocol::FileKind;
+use squad_protocol::model::{Document, SessionStatus};
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+/// The lock file of session `name`, relative to `.squad/run`.
+pub fn lock_name(name: &str) -> String {
+    format!("session-{name}.lock")
+}
+
+/// Takes session `name`'s lock (`.squad/run/session-<name>.lock`, created
+/// when missing, never through a link). With `wait`, blocks until it is
+/// free; otherwise `Ok(None)` when someone else holds it. The lock is held
+/// until the returned file is dropped.
+pub fn lock_session(root: &Path, name: &str, wait: bool) -> io::Result<Option<File>> {
+    let run = Dir::open_root(crate::root::fs_path(root))?.walk(
+        &Path::new(squad_protocol::tree::SQUAD_DIR).join(squad_protocol::tree::RUN_DIR),
+        None,
+    )?;
+    let file = run.open_file(&lock_name(name), libc::O_RDWR | libc::O_CREAT, 0o600)?;
+    if wait {
+        file.lock()?;
+        return Ok(Some(file));
+    }
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Why an edit was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// A rule refused it (exit 1): `complete` of a failed session.
+    #[error("{0}")]
+    Refused(String),
+    /// It could not be made (exit 2): unreadable or invalid file.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What an applied edit left in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct EditOutcome {
+    /// The session directory name.
+    pub session: String,
+    /// What was done (`completed`, `phase design`, …).
+    pub said: String,
+    /// Whether the file changed (completing twice changes nothing).
+    pub changed: bool,
+    /// `squadd` (applied over its socket) or `file` (squadd not running).
+    pub via: String,
+    /// The session status as recorded.
+    pub status: String,
+    /// The phase, when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The validation gates as recorded.
+    #[serde(default)]
+    pub validation_gates: serde_json::Value,
+    /// When it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    /// When it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+}
+
+fn parse(path: &Path, text: &str) -> Option<SessionStatus> {
+    match squad_protocol::check_text(path, FileKind::SessionStatus, text).document {
+        Some(Document::SessionStatus(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Applies `edit` to the status file text `text` (of `path`) at `now`:
+/// the new text, validated, or why not. Fields the edit does not set, the
+/// encoding and the markdown around the YAML are kept.
+pub fn apply(
+    path: &Path,
+    text: &str,
+    edit: &SessionEdit,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, EditError> {
+    let now = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let current = parse(path, text);
+    let fields = plan(current.as_ref(), edit, &now).map_err(|e| {
+        EditError::Refused(format!("{}: {e}", crate::text::escape(&dir_name(path))))
+    })?;
+    let mut new = Some(text.to_string());
+    for f in fields {
+        new = new.and_then(|t| match f {
+            FieldSet::Top(k, v) => crate::outputs::set_status_fields(&t, &[(k, v)]),
+            FieldSet::Gate(g, v) => {
+                crate::outputs::set_status_nested(&t, "validation_gates", g, &v)
+            }
+        });
+    }
+    let new = new.ok_or_else(|| {
+        EditError::Failed(format!(
+            "{}: its YAML is not a mapping; fix it first (squadctl validate)",
+            path.display()
+        ))
+    })?;
+    let report = squad_protocol::check_text(path, FileKind::SessionStatus, &new);
+    if let Some(d) = report.diagnostics.iter().find(|d| d.is_error()) {
+        return Err(EditError::Failed(format!("refused, nothing written: {d}")));
+    }
+    Ok(new)
+}
+
+fn dir_name(status_path: &Path) -> String {
+    status_path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Describes the file `text` after `edit` (for `--json` and the human line).
+pub fn outcome(
+    path: &Path,
+    text: &str,
+    edit: &SessionEdit,
+    changed: bool,
+    via: &str,
+) -> EditOutcome {
+    let s = parse(path, text);
+    let ts = |t: Option<squad_protocol::model::Timestamp>| {
+        t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    };
+    EditOutcome {
+        session: dir_name(path),
+        said: edit.said(),
+        changed,
+        via: via.into(),
+        status: s
+            .as_ref()
+            .map_or_else(|| "unknown".into(), |s| s.status.to_string()),
+        phase: s.as_ref().and_then(|s| s.phase).map(|p| p.to_string()),
+        validation_gates: s
+            .as_ref()
+            .and_then(|s| s.validation_gates.as_ref())
+            .and_then(|g| serde_json::to_value(g).ok())
+            .unwrap_or(serde_json::Value::Null),
+        completed_at: ts(s.as_ref().and_then(|s| s.completed_at)),
+        failed_at: ts(s.as_ref().and_then(|s| s.failed_at)),
+        failure_reason: s.and_then(|s| s.failure_reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = "# Session Status\nsession_id: sess_x\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: requirements\n";
+
+    #[test]
+    fn edits_keep_other_fields_and_completing_twice_keeps_the_first_time() {
+        let path = Path::new("/p/.squad/sessions/20240115T100000Z/session-status.md");
+        let t1 = chrono::DateTime::parse_from_rfc3339("2024-01-15T11:00:00Z")
+            .unwrap()
+            .to_utc();
+        let done = apply(path, STATUS, &SessionEdit::Complete { force: false }, t1).unwrap();
+        let again = apply(
+            path,
+            &done,
+            &SessionEdit::Complete { force: false },
+            t1 + chrono::Duration::hours(1),
+        )
+        .unwrap();
+        assert_eq!(done, again);
+        let o = outcome(
+            path,
+            &again,
+            &SessionEdit::Complete { force: false },
+            false,
+            "file",
+        );
+        assert_eq!(o.status, "completed");
+        assert_eq!(o.completed_at.as_deref(), Some("2024-01-15T11:00:00Z"));
+        assert_eq!(o.phase.as_deref(), Some("requirements"));
+        assert_eq!(o.session, "20240115T100000Z");
+        let failed = apply(
+            path,
+            STATUS,
+            &SessionEdit::Fail {
+                reason: "down".into(),
+            },
+            t1,
+        )
+        .unwrap();
+        let refused = apply(path, &failed, &SessionEdit::Complete { force: false }, t1);
+        assert!(matches!(refused, Err(EditError::Refused(_))), "{refused:?}");
+        assert!(
+            apply(
+                path,
+                "- a list\n",
+                &SessionEdit::Complete { force: true },
+                t1
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn the_lock_is_exclusive_and_never_follows_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join(".squad/run");
+        std::fs::create_dir_all(&run).unwrap();
+        let held = lock_session(root.path(), "s1", true).unwrap().unwrap();
+        assert!(lock_session(root.path(), "s1", false).unwrap().is_none());
+        assert!(lock_session(root.path(), "s2", false).unwrap().is_some());
+        drop(held);
+        assert!(lock_session(root.path(), "s1", false).unwrap().is_some());
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("x"), run.join(lock_name("s3"))).unwrap();
+        assert!(lock_session(root.path(), "s3", true).is_err());
+        assert!(!outside.path().join("x").exists());
+    }
+}
