@@ -1,0 +1,111 @@
+use super::bundle::{self, Shape};
+use super::markdown::*;
+
+#[test]
+fn placeholder_round_trips_through_strip() {
+    let team = "# Team\n\n## Project Context\n\n**Owner:** X\n\n## Members\n\n| Name | Role |\n|---|---|\n| Ana | Lead |\n";
+    let stripped = strip_project_context(team);
+    assert!(!stripped.contains("Owner"));
+    assert!(stripped.contains("| Ana | Lead |"));
+    let imported = with_project_context_placeholder(&stripped, "2026-01-01");
+    assert!(imported.contains("## Project Context"));
+    assert_eq!(strip_project_context(&imported), stripped);
+}
+
+#[test]
+fn roster_reads_members_and_falls_back_to_roster() {
+    let r = parse_roster(
+        "# T\n\n## Roster\n\n| Name | Role | Charter |\n|--|--|--|\n| **Ana** | Lead | `.squad/agents/ana-x/charter.md` |\n| Bo | | — |\n",
+    );
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(r.members[0].name, "Ana");
+    assert_eq!(r.members[0].folder, "ana-x");
+    assert_eq!(r.problems.len(), 1);
+    assert_eq!(r.problems[0].line, 8);
+    let none = parse_roster("# T\n\n```\n## Members\n| Name | Role |\n```\n");
+    assert_eq!(none.problems[0].kind, RosterProblemKind::NoMembers);
+}
+
+#[test]
+fn marking_is_idempotent() {
+    let h = "# A\n\n## Project Context\n\n- port 3000\n\n## Learnings\n\n- x\n";
+    let once = mark_project_sections(h);
+    assert!(once.contains(PROJECT_SPECIFIC_MARK));
+    assert_eq!(mark_project_sections(&once), once);
+}
+
+#[test]
+fn names_that_escape_are_refused() {
+    for bad in [
+        "", "..", ".", "../x", "/abs", "a/b", "a\\b", ".hidden", "a\0b",
+    ] {
+        assert!(bundle::name_problem(bad).is_some(), "{bad:?}");
+    }
+    assert!(bundle::name_problem(&"a".repeat(101)).is_some());
+    assert!(bundle::name_problem("fido").is_none());
+    assert!(bundle::check_rel_path("$", "scripts/../../x").is_err());
+    assert!(bundle::check_rel_path("$", "scripts/run.sh").is_ok());
+}
+
+#[test]
+fn parse_errors_name_the_json_path() {
+    let e = bundle::parse(
+        br#"{"squad_format_version":"1.0","casting":{},"agents":{"ana":{"charter":42}}}"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.json_path, "$.agents[\"ana\"].charter");
+    assert!(e.message.contains("found a number"), "{e}");
+    let e = bundle::parse(br#"{"version":"1.0","casting":{"../../x":{}},"agents":{},"skills":[]}"#)
+        .unwrap_err();
+    assert!(e.json_path.contains("../../x"), "{e}");
+    let e = bundle::parse(b"{\"version\":\"1.0\",\n\"version\":\"1.0\"}").unwrap_err();
+    assert_eq!(e.position.map(|p| p.0), Some(2));
+    assert!(e.message.contains("duplicate key"), "{e}");
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    assert!(bundle::parse(deep.as_bytes()).is_err());
+}
+
+#[test]
+fn both_shapes_parse_back() {
+    let text = r##"{"squad_format_version":"1.0","exported_at":"t","exported_from":{"project":"p","owner":"o"},
+      "casting":{"registry":{"a":1}},"agents":{"ana":{"charter":"c","history":"h"}},"team":"# T\n","routing":"r","ceremonies":null,
+      "skills":{"s":{"files":{"SKILL.md":"---\nname: s\n---\n"}}}}"##;
+    let b = bundle::parse(text.as_bytes()).unwrap();
+    assert_eq!(b.shape, Shape::Squad);
+    let again = bundle::parse(bundle::to_json(&b).as_bytes()).unwrap();
+    assert_eq!(again, b);
+    let cli = bundle::Bundle {
+        shape: Shape::SquadCli,
+        ..b.clone()
+    };
+    let back = bundle::parse(bundle::to_json(&cli).as_bytes()).unwrap();
+    assert_eq!(back.shape, Shape::SquadCli);
+    assert_eq!(back.agents, b.agents);
+    assert_eq!(back.skills, b.skills);
+    assert_eq!(back.team, b.team);
+}
+
+#[test]
+fn plan_stays_inside_and_renames_builtin_collisions() {
+    let text = r#"{"version":"1.0","casting":{},"agents":{"ana":{"charter":"c"}},"skills":["---\nname: squad-protocol\n---\n"]}"#;
+    let b = bundle::parse(text.as_bytes()).unwrap();
+    let p = bundle::plan(
+        &b,
+        &bundle::ImportOptions {
+            imported_at: "now".into(),
+            date: "today".into(),
+            builtin_skills: &["squad-protocol"],
+        },
+    );
+    assert!(p.is_contained());
+    assert!(
+        p.files
+            .iter()
+            .any(|(f, _)| f.ends_with("skills/squad-protocol-imported/SKILL.md"))
+    );
+    assert!(
+        p.files
+            .iter()
+            .any(|(f, t)| f.ends_with("casting/registry.json") && t.contains("imported_from"))
+    );
+}
