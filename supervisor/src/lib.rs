@@ -28,4 +28,5 @@ pub mod safefs;
 pub mod skills;
 pub mod state;
 pub mod status;
+pub mod team;
 pub mod text;

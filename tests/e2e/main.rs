@@ -14,4 +14,5 @@ mod messages;
 mod retention;
 mod skills;
 mod support;
+mod team;
 mod validate;

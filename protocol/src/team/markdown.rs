@@ -342,11 +342,14 @@ pub fn charter_role(text: &str) -> Option<(String, u32)> {
 pub const PROJECT_SPECIFIC_MARK: &str =
     "<!-- squad-export: project-specific section; review before sharing -->";
 
-/// Whether a history heading names project-specific content (`Project
-/// Context`, `Project Learnings`, `Core Context`, …).
+/// Whether a history heading names project-specific content: it starts
+/// with `Project` (`Project Context`, `Project Learnings`) or `Core
+/// Context`. A title such as `Flight — Project History` is the whole
+/// file's, not a section's.
 pub fn is_project_specific(title: &str) -> bool {
-    let t = title.to_ascii_lowercase();
-    t.contains("project") || t.starts_with("core context")
+    let t = title.to_lowercase();
+    let t = t.trim_start_matches(|c: char| !c.is_alphanumeric());
+    t.starts_with("project") || t.starts_with("core context")
 }
 
 /// The project-specific sections of a history: `(1-based line, title,
