@@ -26,11 +26,11 @@ pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
     }
 }
 
-/// Whether a team directory holds a team (team.md, agents/, casting/ or
-/// routing.md): a `.squad/` made by `squadctl init` for sessions only is
-/// not one, and has no team to validate.
+/// Whether a team directory holds a team (team.md, casting/ or
+/// routing.md): a `.squad/` made by `squadctl init` for sessions only, or
+/// holding only agents' skills, is not one and has no team to validate.
 pub fn holds_team(dir: &Path) -> bool {
-    ["team.md", "agents", "casting", "routing.md"]
+    ["team.md", "casting", "routing.md"]
         .iter()
         .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
 }
@@ -66,7 +66,18 @@ pub fn health(project: &Path) -> TeamHealth {
         members: team.roster.members.len(),
         errors,
         warnings: team.diagnostics.len() - errors,
-        problems: sorted.iter().take(5).map(|d| d.to_string()).collect(),
+        // Paths relative to the project, as the skills' problems are shown.
+        problems: sorted
+            .iter()
+            .take(5)
+            .map(|d| {
+                let mut d = (*d).clone();
+                if let Ok(rel) = d.path.strip_prefix(project) {
+                    d.path = rel.to_path_buf();
+                }
+                d.to_string()
+            })
+            .collect(),
     }
 }
 

@@ -466,3 +466,66 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
     }
     eprintln!("kill -9 outcomes over an import of {full} ms: {seen:?}");
 }
+
+fn team_status(root: &Path) -> Value {
+    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["daemon"]["state"], "running", "{v:#}");
+    v["roots"][0]["team"].clone()
+}
+
+#[test]
+fn squadd_watches_the_team_files_and_reports_problems_in_status() {
+    use crate::daemon::{Daemon, eventually};
+    let (_tmp, r) = real_project();
+    std::fs::create_dir_all(r.join(".squad/sessions")).unwrap();
+    let daemon = Daemon::start(&r);
+    let s = team_status(&r);
+    assert_eq!(
+        (
+            s["present"].as_bool(),
+            s["members"].as_u64(),
+            s["errors"].as_u64()
+        ),
+        (Some(true), Some(21), Some(0)),
+        "{s}"
+    );
+    // A casting file broken in place.
+    std::fs::write(r.join(".squad/casting/policy.json"), "{\n  \"a\": 1,,\n}\n").unwrap();
+    let s = eventually("the broken casting file in status", || {
+        let s = team_status(&r);
+        (s["errors"] == 1).then_some(s)
+    });
+    assert!(
+        s["problems"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(".squad/casting/policy.json:2:10: error[team-invalid-json]"),
+        "{s}"
+    );
+    let out = run(squadctl().args(["status", "--check"]).current_dir(&r));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    // A new agent's charter without a Role line, in a folder created now.
+    std::fs::write(r.join(".squad/casting/policy.json"), "{}\n").unwrap();
+    std::fs::create_dir_all(r.join(".squad/agents/eecom")).unwrap();
+    std::fs::write(r.join(".squad/agents/eecom/charter.md"), "# EECOM\n").unwrap();
+    let s = eventually("the fix and the new charter in status", || {
+        let s = team_status(&r);
+        (s["errors"] == 0
+            && s["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p.as_str().unwrap().contains("team-charter-no-role")))
+        .then_some(s)
+    });
+    assert_eq!(s["warnings"], 17, "{s}");
+    let human = stdout(&run(squadctl().arg("status").current_dir(&r)));
+    assert!(
+        human.contains("team: 21 members, 0 errors, 17 warnings"),
+        "{human}"
+    );
+    let (code, log) = daemon.terminate();
+    assert_eq!(code, 0, "{log}");
+}

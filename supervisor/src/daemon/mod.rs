@@ -129,6 +129,8 @@ pub struct Supervisor {
     watchdog: Option<Duration>,
     /// Each root's skills, as `status` reports them.
     skills: Vec<crate::skills::SkillsHealth>,
+    /// Each root's team directory, as `status` reports it (docs/team.md).
+    team: Vec<crate::team::TeamHealth>,
     _pid_locks: Vec<pidfile::PidLock>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(usize, routing::Delivery)>,
@@ -156,6 +158,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         notify_socket: std::env::var_os("NOTIFY_SOCKET").is_some(),
         watchdog: systemd::watchdog_interval(),
         skills: Vec::new(),
+        team: Vec::new(),
         _pid_locks: Vec::new(),
         outbox: Vec::new(),
     };
@@ -316,6 +319,7 @@ impl Supervisor {
         }
         self.roots.push(r);
         self.skills.push(Default::default());
+        self.team.push(Default::default());
         self.timers.set(Timer::Locks(i), Instant::now());
         self._pid_locks.push(lock);
         Ok(())
@@ -370,6 +374,10 @@ impl Supervisor {
             self.watch(i, &dir);
         }
         self.skills[i] = crate::skills::health(&root);
+        for dir in crate::team::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+        self.team[i] = crate::team::health(&root);
     }
 
     /// Records the events upkeep caused.
