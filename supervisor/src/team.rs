@@ -202,6 +202,9 @@ fn walk(
 }
 
 fn real_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+    if !squad_protocol::team::read::is_real_dir(dir) {
+        return Vec::new();
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -531,8 +534,13 @@ pub fn import(
         dry_run,
     };
     if exists && !force {
+        let what = if holds_team(&target) {
+            "already holds a team"
+        } else {
+            "exists (without a team, but with other files such as squadd's sessions)"
+        };
         return Err(format!(
-            "{} already holds a team; nothing was written. To replace it, run again with --force (the old directory is moved to {}-backup-<timestamp>/, never deleted)",
+            "{} {what}; nothing was written. To replace it, run again with --force: the whole directory is moved to {}-backup-<timestamp>/ (never deleted; stop squadd first)",
             target.display(),
             target.display()
         ));

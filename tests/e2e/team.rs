@@ -529,3 +529,60 @@ fn squadd_watches_the_team_files_and_reports_problems_in_status() {
     let (code, log) = daemon.terminate();
     assert_eq!(code, 0, "{log}");
 }
+
+#[test]
+fn export_agents_review_and_stdout() {
+    let (tmp, p) = real_project();
+    // --agents takes folder or roster names, any case.
+    let out = tmp.path().join("two.squad");
+    let o = run(squadctl()
+        .arg("--root")
+        .arg(&p)
+        .args(["export", "--agents", "FIDO,flight", "--out"])
+        .arg(&out));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let agents: Vec<&String> = v["agents"].as_object().unwrap().keys().collect();
+    assert_eq!(agents, ["fido", "flight"]);
+    assert_eq!(v["squad_format_version"], "1.0");
+    assert_eq!(v["exported_from"]["owner"], "Brady");
+    // An unknown agent is an error that names it; nothing is written.
+    let none = tmp.path().join("none.squad");
+    let o = run(squadctl()
+        .arg("--root")
+        .arg(&p)
+        .args(["export", "--agents", "nobody", "--out"])
+        .arg(&none));
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("nobody"), "{}", stderr(&o));
+    assert!(!none.exists());
+    // --review writes nothing and lists the marked sections.
+    let before = snapshot(&p);
+    let o = run(squadctl()
+        .arg("--root")
+        .arg(&p)
+        .args(["export", "--review"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"Core Context\""), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("scribe: charter 2024 B, history stays home"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("nothing was written"));
+    assert_eq!(snapshot(&p), before);
+    // --out - writes the squad-cli shape to stdout.
+    let o = run(squadctl().arg("--root").arg(&p).args([
+        "export",
+        "--format",
+        "squad-cli",
+        "--out",
+        "-",
+    ]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["version"], "1.0");
+    assert_eq!(v["team_md"], v["team"]);
+    assert_eq!(v["skills"].as_array().unwrap().len(), 5);
+    assert!(v.get("decisions_md").is_none());
+}

@@ -81,6 +81,12 @@ impl Team {
     }
 }
 
+/// Whether `path` is a directory and not a symlink to one: listing a
+/// symlinked directory would follow it.
+pub fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
 /// What reading one file gave.
 fn read_text(team: &mut Team, path: &Path) -> Option<String> {
     match fsx::read_regular_to_string(path, MAX_TEAM_FILE_BYTES) {
@@ -105,6 +111,9 @@ fn read_text(team: &mut Team, path: &Path) -> Option<String> {
 /// The real subdirectories of `dir` (no symlinks, no dot names), sorted;
 /// symlinked entries are reported.
 fn subdirs(team: &mut Team, dir: &Path) -> Vec<String> {
+    if !is_real_dir(dir) {
+        return Vec::new();
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -269,7 +278,9 @@ pub fn read_team(team: &TeamDir) -> Team {
     // Casting: casting/<key>.json, and the legacy top-level casting-<key>.json.
     let casting = dir.join("casting");
     let mut keys: Vec<(String, PathBuf)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(&casting) {
+    if is_real_dir(&casting)
+        && let Ok(entries) = std::fs::read_dir(&casting)
+    {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(key) = name.strip_suffix(".json")

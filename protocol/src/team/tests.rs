@@ -109,3 +109,33 @@ fn plan_stays_inside_and_renames_builtin_collisions() {
             .any(|(f, t)| f.ends_with("casting/registry.json") && t.contains("imported_from"))
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn symlinked_folders_and_files_are_never_followed() {
+    use crate::Rule;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("registry.json"), "{\"secret\": 1}").unwrap();
+    std::fs::write(outside.path().join("charter.md"), "- **Role:** Spy\n").unwrap();
+    let team = dir.path().join(".squad");
+    std::fs::create_dir_all(team.join("agents")).unwrap();
+    std::fs::write(
+        team.join("team.md"),
+        "## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), team.join("casting")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), team.join("agents/ana")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("charter.md"), team.join("routing.md")).unwrap();
+    let t = super::read_team(&crate::teamdir::locate(dir.path()).unwrap());
+    assert!(t.casting.is_empty());
+    assert!(t.agents.is_empty());
+    assert!(t.routing.is_none());
+    let unreadable = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.rule == Rule::TeamUnreadable)
+        .count();
+    assert_eq!(unreadable, 2, "{:#?}", t.diagnostics);
+}
