@@ -354,7 +354,7 @@ fn clean_leftovers(project: &Path, target: &Path, notes: &mut Vec<String>) {
         return;
     };
     let prefix = staging_prefix(target_name);
-    let Ok(entries) = std::fs::read_dir(project) else {
+    let Ok(entries) = std::fs::read_dir(crate::root::fs_path(project)) else {
         return;
     };
     for e in entries.flatten() {
@@ -496,6 +496,17 @@ pub fn import_target(project: &Path) -> (PathBuf, bool) {
     }
 }
 
+/// Why an import did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    /// The project already has a team directory (and no `--force`).
+    #[error("{0}")]
+    Refused(String),
+    /// Reading or writing failed; the project is as it was.
+    #[error("{0}")]
+    Io(String),
+}
+
 static STAGING_COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Imports `bundle` into `project` (docs/team.md): refused when the
@@ -506,7 +517,7 @@ pub fn import(
     bundle: &Bundle,
     force: bool,
     dry_run: bool,
-) -> Result<ImportReport, String> {
+) -> Result<ImportReport, ImportError> {
     let (target, exists) = import_target(project);
     let now = chrono::Utc::now();
     let builtins: Vec<&str> = crate::skills::BUILTINS.iter().map(|b| b.name).collect();
@@ -539,14 +550,11 @@ pub fn import(
         } else {
             "exists (without a team, but with other files such as squadd's sessions)"
         };
-        return Err(format!(
+        return Err(ImportError::Refused(format!(
             "{} {what}; nothing was written. To replace it, run again with --force: the whole directory is moved to {}-backup-<timestamp>/ (never deleted; stop squadd first)",
             target.display(),
             target.display()
-        ));
-    }
-    if exists && std::fs::symlink_metadata(&target).is_ok_and(|m| !m.is_dir()) {
-        return Err(format!("{}: is not a directory", target.display()));
+        )));
     }
     if dry_run {
         if exists {
@@ -567,9 +575,9 @@ pub fn import(
     ));
     if let Err(e) = build(&staging, &plan) {
         let _ = std::fs::remove_dir_all(&staging);
-        return Err(format!("{e}; nothing was changed"));
+        return Err(ImportError::Io(format!("{e}; nothing was written")));
     }
-    let io = |e: std::io::Error| format!("{}: {e}", target.display());
+    let io = |e: std::io::Error| ImportError::Io(format!("{}: {e}", target.display()));
     if exists {
         let backup = backup_path(&target);
         match exchange(&staging, &target) {

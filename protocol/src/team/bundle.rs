@@ -270,6 +270,7 @@ fn agents_map(
     v: &Value,
     path: &str,
     with_skills: bool,
+    ignored: &mut Vec<String>,
 ) -> Result<BTreeMap<String, BundleAgent>, BundleError> {
     let mut out = BTreeMap::new();
     let mut lower = Vec::new();
@@ -277,6 +278,19 @@ fn agents_map(
         let p = key_path(path, name);
         check_name(&p, "agent name", name)?;
         if name == super::read::ALUMNI_DIR {
+            // The Squad CLI exports the `_alumni` folder as an agent with
+            // neither charter nor history: nothing to import.
+            let empty = a.as_object().is_some_and(|o| {
+                ["charter", "history"]
+                    .iter()
+                    .all(|k| o.get(*k).is_none_or(Value::is_null))
+            });
+            if empty {
+                ignored.push(format!(
+                    "`{p}`: the retired agents' folder exported as an agent, with nothing in it"
+                ));
+                continue;
+            }
             return Err(err(
                 &p,
                 "`_alumni` is the folder of retired agents, not an agent (retired agents go in `alumni`)",
@@ -390,11 +404,11 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
         None => return Err(err("$", "the file has no `casting`")),
     };
     let agents = match top.get("agents") {
-        Some(a) => agents_map(a, "$.agents", shape == Shape::Squad)?,
+        Some(a) => agents_map(a, "$.agents", shape == Shape::Squad, &mut ignored)?,
         None => return Err(err("$", "the file has no `agents`")),
     };
     let alumni = match top.get("alumni") {
-        Some(a) if !a.is_null() => agents_map(a, "$.alumni", false)?,
+        Some(a) if !a.is_null() => agents_map(a, "$.alumni", false, &mut ignored)?,
         _ => BTreeMap::new(),
     };
     let field = |a: &str, b: &str| -> Result<Option<String>, BundleError> {

@@ -139,3 +139,47 @@ fn symlinked_folders_and_files_are_never_followed() {
         .count();
     assert_eq!(unreadable, 2, "{:#?}", t.diagnostics);
 }
+
+#[test]
+fn a_squad_cli_export_of_a_real_team_imports() {
+    // What the Squad CLI writes for a team with retired agents: the
+    // `_alumni` folder appears as an empty agent, decisions travel, and the
+    // roster keeps its Project Context.
+    let text = r##"{"version":"1.0","exported_at":"2026-03-01T00:00:00.000Z","squad_version":"0.9.1",
+      "team_md":"# T\n\n## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n\n## Project Context\n\n- **Owner:** Old\n",
+      "team":"# T\n","decisions_md":"# D\n","decisions":"# D\n","routing_md":"# R\n",
+      "casting":{"registry":{"agents":{}},"history":{},"policy":{}},
+      "agents":{"_alumni":{},"ana":{"charter":"- **Role:** Lead\n","history":"# Project Context\n\nold\n"}},
+      "skills":["# no front matter\n"]}"##;
+    let b = bundle::parse(text.as_bytes()).unwrap();
+    assert_eq!(b.shape, Shape::SquadCli);
+    assert_eq!(b.agents.keys().collect::<Vec<_>>(), ["ana"]);
+    assert!(
+        b.ignored.iter().any(|n| n.contains("_alumni")),
+        "{:?}",
+        b.ignored
+    );
+    assert!(
+        b.ignored.iter().any(|n| n.contains("decisions")),
+        "{:?}",
+        b.ignored
+    );
+    assert!(b.skills.contains_key("skill-0"));
+    let p = bundle::plan(
+        &b,
+        &bundle::ImportOptions {
+            imported_at: "now".into(),
+            date: "today".into(),
+            builtin_skills: &[],
+        },
+    );
+    let team = &p
+        .files
+        .iter()
+        .find(|(f, _)| f.ends_with("team.md"))
+        .unwrap()
+        .1;
+    assert_eq!(team.matches("## Project Context").count(), 1, "{team}");
+    assert!(!team.contains("Old"), "{team}");
+    assert!(team.contains("| Ana | Lead |"));
+}

@@ -122,7 +122,8 @@ fn project(root_arg: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 fn locate(project: &Path) -> Result<TeamDir, String> {
-    teamdir::locate(root::fs_path(project)).ok_or_else(|| {
+    // The project as given (empty: here), so paths print relative.
+    teamdir::locate(project).ok_or_else(|| {
         format!(
             "{}: no team directory (.squad/ or .ai-team/)",
             root::fs_path(project).display()
@@ -334,7 +335,7 @@ pub fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
         ExportFormat::Squad => Shape::Squad,
         ExportFormat::SquadCli => Shape::SquadCli,
     };
-    let project_name = std::fs::canonicalize(&dir.project)
+    let project_name = std::fs::canonicalize(root::fs_path(&dir.project))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
@@ -485,12 +486,13 @@ pub fn import(root_arg: Option<&Path>, args: ImportArgs) -> u8 {
             return exit::PROBLEMS;
         }
     };
-    let report = match crate::team::import(root::fs_path(&project), &b, args.force, args.dry_run) {
+    let report = match crate::team::import(&project, &b, args.force, args.dry_run) {
         Ok(r) => r,
-        Err(e) => {
+        Err(e @ crate::team::ImportError::Refused(_)) => {
             super::fail(e);
             return exit::PROBLEMS;
         }
+        Err(e) => return super::fail(e),
     };
     if args.json {
         return super::print(&(serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"));
