@@ -218,6 +218,8 @@ rules! {
     TeamInvalidJson = "team-invalid-json", Error, "casting files are well-formed JSON without duplicate keys";
     /// A casting file whose top level is not a JSON object.
     TeamJsonType = "team-json-type", Error, "a casting file holds one JSON object";
+    /// routing.md sends work to an agent who is not in the roster.
+    TeamRoutingUnknownAgent = "team-routing-unknown-agent", Warning, "routing.md names only roster members";
 }
 
 impl Rule {

@@ -420,3 +420,62 @@ pub fn strip_import_banner(history: &str) -> &str {
         history
     }
 }
+
+/// The agents routing.md names: the first word of each part (split on `,`
+/// `+` `/` `&`) of the cells of `Agent`, `Primary` and `Secondary` columns,
+/// emoji and emphasis removed, with their 1-based line and column. `—`,
+/// `@handles` and empty cells are not agents.
+pub fn routing_agents(text: &str) -> Vec<(String, u32, u32)> {
+    let mut out = Vec::new();
+    let mut columns: Vec<usize> = Vec::new();
+    let mut in_table = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if !t.starts_with('|') {
+            in_table = false;
+            columns.clear();
+            continue;
+        }
+        let cells = split_row(line);
+        if !in_table {
+            in_table = true;
+            columns = cells
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    matches!(
+                        plain(c).to_ascii_lowercase().as_str(),
+                        "agent" | "agents" | "primary" | "secondary"
+                    )
+                })
+                .map(|(n, _)| n)
+                .collect();
+            continue;
+        }
+        if is_separator(line) {
+            continue;
+        }
+        // Byte offsets of the cells, for the column.
+        let bars: Vec<usize> = line.match_indices('|').map(|(b, _)| b).collect();
+        for &c in &columns {
+            let (Some(cell), Some(&start)) = (cells.get(c), bars.get(c)) else {
+                continue;
+            };
+            for part in cell.split([',', '+', '/', '&']) {
+                let word = part.split_whitespace().next().unwrap_or("");
+                let name: String = word
+                    .trim_matches(|ch: char| {
+                        !(ch.is_alphanumeric() || ch == '@' || ch == '-' || ch == '_')
+                    })
+                    .to_string();
+                if name.is_empty() || name.starts_with('@') || name == "-" {
+                    continue;
+                }
+                let offset = line[start..].find(word).map_or(start + 1, |o| start + o);
+                let column = line[..offset].chars().count() as u32 + 1;
+                out.push((name, i as u32 + 1, column));
+            }
+        }
+    }
+    out
+}

@@ -272,6 +272,35 @@ pub fn read_team(team: &TeamDir) -> Team {
             "write routing.md: which agent takes which kind of work",
         ));
     }
+    if let (Some(routing), false) = (&t.routing, t.roster.members.is_empty()) {
+        let known = |n: &str| {
+            t.roster.members.iter().any(|m| {
+                m.name.eq_ignore_ascii_case(n)
+                    || m.folder.eq_ignore_ascii_case(n)
+                    || m.name
+                        .split_whitespace()
+                        .next()
+                        .is_some_and(|f| f.eq_ignore_ascii_case(n))
+            }) || ["squad", "coordinator"]
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(n))
+        };
+        let unknown: Vec<(String, u32, u32)> = markdown::routing_agents(routing)
+            .into_iter()
+            .filter(|(n, _, _)| !known(n))
+            .collect();
+        for (name, line, column) in unknown {
+            t.diagnostics.push(
+                Diagnostic::new(
+                    dir.join("routing.md"),
+                    Rule::TeamRoutingUnknownAgent,
+                    format!("routing sends work to `{name}`, who is not in the roster"),
+                    "add the agent to team.md's `## Members`, or route the work to a member",
+                )
+                .at(Some(Location { line, column })),
+            );
+        }
+    }
     t.ceremonies = read_text(&mut t, &dir.join("ceremonies.md"));
     t.decisions = read_text(&mut t, &dir.join("decisions.md"));
 

@@ -183,3 +183,18 @@ fn a_squad_cli_export_of_a_real_team_imports() {
     assert!(!team.contains("Old"), "{team}");
     assert!(team.contains("| Ana | Lead |"));
 }
+
+#[test]
+fn routing_names_are_found_with_their_columns() {
+    let r = "# R\n\n| Work Type | Agent | Examples |\n|---|---|---|\n| Core | EECOM 🔧 | x |\n| Docs | **Zed** ⚡ + PAO | y |\n| Ext | @copilot | z |\n\n| Module | Primary | Secondary |\n|--|--|--|\n| src | Flight | — |\n";
+    let names = routing_agents(r);
+    assert_eq!(
+        names,
+        vec![
+            ("EECOM".to_string(), 5, 10),
+            ("Zed".to_string(), 6, 10),
+            ("PAO".to_string(), 6, 22),
+            ("Flight".to_string(), 11, 9),
+        ]
+    );
+}
