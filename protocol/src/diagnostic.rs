@@ -193,6 +193,33 @@ rules! {
     MemoryExpired = "memory-expired", Warning, "an entry past `expires` is due for review";
     /// An entry in a legacy style (shown by `squadctl memory validate`).
     MemoryLegacyEntry = "memory-legacy-entry", Warning, "entries are written in SEM (`squadctl memory convert` rewrites legacy ones)";
+    // Team directory (team.md, routing, charters, histories, casting; docs/team.md).
+    /// A team file that cannot be read (a symlink, a FIFO, too large, not UTF-8).
+    TeamUnreadable = "team-unreadable", Error, "team files are regular UTF-8 files of at most 16 MiB (symlinks are not followed)";
+    /// A team directory without team.md.
+    TeamNoTeamMd = "team-no-team-md", Error, "a team directory holds team.md, the roster";
+    /// team.md without a `## Members` (or `Roster`) table.
+    TeamNoMembers = "team-no-members", Error, "team.md has a `## Members` table (or a `Roster` section with one)";
+    /// A roster row without a name or a role.
+    TeamMemberIncomplete = "team-member-incomplete", Error, "every roster member has a name and a role";
+    /// Two roster rows with the same name.
+    TeamDuplicateMember = "team-duplicate-member", Warning, "roster names are unique";
+    /// team.md without a `## Project Context` section.
+    TeamNoProjectContext = "team-no-project-context", Warning, "team.md has a `## Project Context` section";
+    /// A roster member without an agent folder.
+    TeamMemberWithoutAgent = "team-member-without-agent", Warning, "every roster member with a charter has a folder under agents/";
+    /// An agent folder whose agent is not in the roster.
+    TeamAgentNotInRoster = "team-agent-not-in-roster", Warning, "every folder under agents/ (but _alumni) belongs to a roster member";
+    /// A charter without a `- **Role:**` line.
+    TeamCharterNoRole = "team-charter-no-role", Warning, "a charter declares its role in a `- **Role:**` line";
+    /// An expected team file is missing (routing.md, an agent's charter.md).
+    TeamMissingFile = "team-missing-file", Warning, "a team has routing.md and every agent folder a charter.md";
+    /// A casting file that is not well-formed JSON.
+    TeamInvalidJson = "team-invalid-json", Error, "casting files are well-formed JSON without duplicate keys";
+    /// A casting file whose top level is not a JSON object.
+    TeamJsonType = "team-json-type", Error, "a casting file holds one JSON object";
+    /// routing.md sends work to an agent who is not in the roster.
+    TeamRoutingUnknownAgent = "team-routing-unknown-agent", Warning, "routing.md names only roster members";
 }
 
 impl Rule {
@@ -216,6 +243,8 @@ impl Rule {
             "docs/skills.md"
         } else if self.id().starts_with("memory-") {
             "docs/memory.md"
+        } else if self.id().starts_with("team-") {
+            "docs/team.md"
         } else if self.is_ci() {
             "docs/ci.md"
         } else {

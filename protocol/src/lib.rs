@@ -36,6 +36,7 @@ pub mod schema;
 pub mod session;
 pub mod skill;
 pub mod spec;
+pub mod team;
 pub mod teamdir;
 pub mod text;
 pub mod tree;

@@ -146,6 +146,31 @@ mod tests {
         assert!(!locate(&wt).unwrap().from_main_checkout);
     }
 
+    #[test]
+    fn a_worktree_with_a_relative_gitdir_finds_the_legacy_team_of_its_main_checkout() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("main");
+        let wt = dir.path().join("wt");
+        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        fs::create_dir_all(main.join(".ai-team")).unwrap();
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(wt.join(".git"), "gitdir: ../main/.git/worktrees/wt\n").unwrap();
+        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let t = locate(&wt).unwrap();
+        assert!(t.from_main_checkout && t.legacy);
+        assert_eq!(t.path, main.canonicalize().unwrap().join(".ai-team"));
+        // The main checkout itself is no worktree of itself.
+        assert!(!locate(&main).unwrap().from_main_checkout);
+    }
+
+    #[test]
+    fn a_team_file_where_the_directory_goes_is_not_a_team() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(".squad"), "not a dir").unwrap();
+        fs::create_dir(dir.path().join(".ai-team")).unwrap();
+        assert!(locate(dir.path()).unwrap().legacy);
+    }
+
     #[cfg(unix)]
     #[test]
     fn a_symlinked_team_dir_is_not_followed() {

@@ -750,5 +750,6 @@ fn protocol_rules() -> Vec<Rule> {
         .filter(|r| !r.id().starts_with("guard-"))
         .filter(|r| !r.id().starts_with("skill-")) // docs/skills.md
         .filter(|r| !r.id().starts_with("memory-")) // docs/memory.md
+        .filter(|r| !r.id().starts_with("team-")) // docs/team.md
         .collect()
 }

@@ -29,4 +29,5 @@ pub mod session_edit;
 pub mod skills;
 pub mod state;
 pub mod status;
+pub mod team;
 pub mod text;

@@ -229,6 +229,9 @@ pub struct RootReport {
     /// Its skills (docs/skills.md).
     #[serde(default)]
     pub skills: crate::skills::SkillsHealth,
+    /// Its team directory (docs/team.md).
+    #[serde(default)]
+    pub team: crate::team::TeamHealth,
 }
 
 /// The daemon, as seen by `status`.
@@ -302,6 +305,7 @@ pub fn report_from_files(
         next_retention_run,
         sessions: reports,
         skills: crate::skills::health(root),
+        team: crate::team::health(root),
     })
 }
 
@@ -378,6 +382,19 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
                 }
             );
             for p in &sk.problems {
+                let _ = writeln!(out, "    {p}");
+            }
+        }
+        let team = &root.team;
+        if team.present {
+            let _ = writeln!(
+                out,
+                "  team: {} members, {}, {}",
+                team.members,
+                crate::text::count(team.errors, "error", "errors"),
+                crate::text::count(team.warnings, "warning", "warnings")
+            );
+            for p in &team.problems {
                 let _ = writeln!(out, "    {p}");
             }
         }

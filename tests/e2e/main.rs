@@ -18,4 +18,5 @@ mod retention;
 mod session_edit;
 mod skills;
 mod support;
+mod team;
 mod validate;

@@ -296,6 +296,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     diagnostics.extend(validation.diagnostics);
     diagnostics.extend(crate::skills::project_diagnostics(&shown).0);
     diagnostics.extend(crate::memory::project_diagnostics(&shown).0);
+    diagnostics.extend(crate::team::project_diagnostics(&shown).0);
     let (format, color) = (args.output.format(), args.output.color());
     let mut paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     paths.sort_unstable();

@@ -19,6 +19,7 @@ pub mod shell;
 pub mod skills;
 pub mod status;
 pub mod target;
+pub mod team;
 pub mod validate;
 pub mod wait;
 pub mod write;
@@ -113,6 +114,13 @@ pub enum Command {
     Completions(shell::CompletionsArgs),
     #[allow(missing_docs)]
     Man(shell::ManArgs),
+    /// The team directory: show, validate (docs/team.md).
+    #[command(subcommand)]
+    Team(team::TeamCommand),
+    #[allow(missing_docs)]
+    Export(team::ExportArgs),
+    #[allow(missing_docs)]
+    Import(team::ImportArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -164,6 +172,9 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => read::graph(cli.root.as_deref(), args),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),
+        Command::Team(cmd) => team::run(cli.root.as_deref(), cmd),
+        Command::Export(args) => team::export(cli.root.as_deref(), args),
+        Command::Import(args) => team::import(cli.root.as_deref(), args),
     };
     ExitCode::from(code)
 }

@@ -133,11 +133,13 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
 }
 
 /// What `status --check` fails on: validation errors, dependency
-/// violations, overdue tasks, skipped skills, a missing root.
+/// violations, overdue tasks, skipped skills, team file errors, a missing
+/// root.
 fn has_problems(report: &StatusReport) -> bool {
     report.roots.iter().any(|r| {
         r.missing
             || r.skills.errors > 0
+            || r.team.errors > 0
             || r.sessions
                 .iter()
                 .any(|s| s.errors > 0 || !s.violations.is_empty() || !s.overdue.is_empty())

@@ -151,6 +151,9 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             let (memory_diagnostics, memory_files) = crate::memory::project_diagnostics(project);
             diagnostics.extend(memory_diagnostics);
             files += memory_files;
+            let (team_diagnostics, team_files) = crate::team::project_diagnostics(project);
+            diagnostics.extend(team_diagnostics);
+            files += team_files;
         }
     }
     let (format, color) = (args.output.format(), args.output.color());

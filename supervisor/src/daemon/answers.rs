@@ -43,6 +43,7 @@ fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport 
         missing: r.missing,
         next_retention_run: r.next_gc,
         skills: sup.skills.get(i).cloned().unwrap_or_default(),
+        team: sup.team.get(i).cloned().unwrap_or_default(),
         sessions: r
             .sessions
             .iter()

@@ -356,6 +356,10 @@ pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathCha
     if crate::skills::is_skill_path(root, path) {
         return Some(PathChange::Skills);
     }
+    // Team files (docs/team.md) are re-checked with the skills, per burst.
+    if crate::team::is_team_path(root, path) {
+        return Some(PathChange::Skills);
+    }
     if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join("decisions").join("inbox")) {
         let name = rel.to_string_lossy();
         return (!is_temp_name(&name) && !name.contains('/')).then_some(PathChange::MemoryInbox);

@@ -145,6 +145,8 @@ pub struct Supervisor {
     sockets: Vec<Option<server::Bound>>,
     /// Where the control connections send their calls.
     calls: mpsc::Sender<server::Call>,
+    /// Each root's team directory, as `status` reports it (docs/team.md).
+    team: Vec<crate::team::TeamHealth>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(usize, routing::Delivery)>,
 }
@@ -175,6 +177,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         pid_locks: Vec::new(),
         sockets: Vec::new(),
         calls,
+        team: Vec::new(),
         outbox: Vec::new(),
     };
 
@@ -354,6 +357,7 @@ impl Supervisor {
         }
         self.roots.push(r);
         self.skills.push(Default::default());
+        self.team.push(Default::default());
         self.timers.set(Timer::Locks(i), Instant::now());
         self.pid_locks.push(Some(lock));
         self.sockets.push(None);
@@ -568,6 +572,10 @@ impl Supervisor {
             self.watch(i, &dir);
         }
         self.skills[i] = crate::skills::health(&root);
+        for dir in crate::team::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+        self.team[i] = crate::team::health(&root);
     }
 
     /// Records the events upkeep caused.

@@ -1,0 +1,601 @@
+//! The team directory's effects (docs/team.md): gathering skill folders for
+//! an export, writing an import all or nothing, and the team's diagnostics
+//! for `squadctl validate`/`check` and squadd's status.
+//!
+//! Parsing and checking live in `squad_protocol::team`; this module only
+//! reads folders and writes files.
+
+use squad_protocol::Diagnostic;
+use squad_protocol::fsx;
+use squad_protocol::team::bundle::{self, Bundle, ImportOptions, Plan, SkillFiles};
+use squad_protocol::team::{MAX_TEAM_FILE_BYTES, Team, read_team};
+use squad_protocol::teamdir::{self, LEGACY_TEAM_DIR, TEAM_DIR, TeamDir};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The project's team problems, as `squadctl validate`/`check` and squadd's
+/// status report them: `(diagnostics, files read)`. Nothing when the
+/// project has no team directory (a protocol-only project).
+pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
+    match teamdir::locate(project) {
+        Some(t) if !t.from_main_checkout && holds_team(&t.path) => {
+            let team = read_team(&t);
+            (team.diagnostics, team.files)
+        }
+        _ => (Vec::new(), 0),
+    }
+}
+
+/// Whether a team directory holds a team (team.md, casting/ or
+/// routing.md): a `.squad/` made by `squadctl init` for sessions only, or
+/// holding only agents' skills, is not one and has no team to validate.
+pub fn holds_team(dir: &Path) -> bool {
+    ["team.md", "casting", "routing.md"]
+        .iter()
+        .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
+}
+
+/// The team's health, as squadd's status reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TeamHealth {
+    /// Whether the project has a team directory.
+    pub present: bool,
+    /// Roster members.
+    pub members: usize,
+    /// Errors found.
+    pub errors: usize,
+    /// Warnings found.
+    pub warnings: usize,
+    /// The first problems, `path:line:col: severity[rule]: message`.
+    pub problems: Vec<String>,
+}
+
+/// Reads the team and summarises what is wrong (squadd's status).
+pub fn health(project: &Path) -> TeamHealth {
+    let Some(t) = teamdir::locate(project).filter(|t| !t.from_main_checkout && holds_team(&t.path))
+    else {
+        return TeamHealth::default();
+    };
+    let team = read_team(&t);
+    let errors = team.diagnostics.iter().filter(|d| d.is_error()).count();
+    let mut sorted: Vec<&Diagnostic> = team.diagnostics.iter().collect();
+    // Errors first: those are what status must show.
+    sorted.sort_by_key(|d| !d.is_error());
+    TeamHealth {
+        present: true,
+        members: team.roster.members.len(),
+        errors,
+        warnings: team.diagnostics.len() - errors,
+        // Paths relative to the project, as the skills' problems are shown.
+        problems: sorted
+            .iter()
+            .take(5)
+            .map(|d| {
+                let mut d = (*d).clone();
+                if let Ok(rel) = d.path.strip_prefix(project) {
+                    d.path = rel.to_path_buf();
+                }
+                d.to_string()
+            })
+            .collect(),
+    }
+}
+
+/// Whether a changed path is one of the team files squadd follows: team.md,
+/// routing.md, ceremonies.md, casting/, agents/ (charters, histories).
+pub fn is_team_path(root: &Path, path: &Path) -> bool {
+    [TEAM_DIR, LEGACY_TEAM_DIR].iter().any(|d| {
+        let Ok(rel) = path.strip_prefix(root.join(d)) else {
+            return false;
+        };
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts
+            .last()
+            .is_some_and(|n| squad_protocol::atomic::is_temp_name(n))
+        {
+            return false;
+        }
+        match parts.as_slice() {
+            [f] => matches!(
+                f.as_str(),
+                "team.md" | "routing.md" | "ceremonies.md" | "casting" | "agents"
+            ),
+            [dir, _] => dir == "casting" || dir == "agents",
+            [agents, _, f] => {
+                agents == "agents" && matches!(f.as_str(), "charter.md" | "history.md")
+            }
+            _ => false,
+        }
+    })
+}
+
+/// The directories squadd watches for team changes (those that exist).
+pub fn watch_dirs(root: &Path) -> Vec<PathBuf> {
+    let Some(t) = teamdir::locate(root).filter(|t| !t.from_main_checkout) else {
+        return Vec::new();
+    };
+    let mut out = vec![t.path.clone()];
+    for sub in ["casting", "agents"] {
+        let d = t.path.join(sub);
+        if std::fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
+            out.push(d.clone());
+            if sub == "agents"
+                && let Ok(entries) = std::fs::read_dir(&d)
+            {
+                for e in entries.flatten() {
+                    if std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir()) {
+                        out.push(e.path());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Export
+// ---------------------------------------------------------------------------
+
+/// Reads a skill folder's files (relative `/` paths to text): regular UTF-8
+/// files of at most 16 MiB, at most 8 levels deep, dot files and names that
+/// could not be imported left out. What is left out is said in `notes`.
+pub fn read_skill_folder(dir: &Path, label: &str, notes: &mut Vec<String>) -> SkillFiles {
+    let mut out = SkillFiles::new();
+    walk(dir, "", 0, label, &mut out, notes);
+    out
+}
+
+fn walk(
+    dir: &Path,
+    prefix: &str,
+    depth: usize,
+    label: &str,
+    out: &mut SkillFiles,
+    notes: &mut Vec<String>,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            notes.push(format!(
+                "{label}: a file name that is not UTF-8 is left out"
+            ));
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        if let Some(p) = bundle::name_problem(&name) {
+            notes.push(format!("{label}/{rel}: left out (the name {p})"));
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if depth + 1 >= bundle::MAX_SKILL_PATH_DEPTH {
+                notes.push(format!("{label}/{rel}: left out (too deep)"));
+            } else {
+                walk(&e.path(), &rel, depth + 1, label, out, notes);
+            }
+            continue;
+        }
+        match fsx::read_regular_to_string(&e.path(), MAX_TEAM_FILE_BYTES) {
+            Ok(text) => {
+                out.insert(rel, text);
+            }
+            Err(err) => notes.push(format!("{label}/{rel}: left out ({err})")),
+        }
+    }
+}
+
+fn real_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+    if !squad_protocol::team::read::is_real_dir(dir) {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter(|e| std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir()))
+        .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+        .filter(|(n, _)| !n.starts_with('.'))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether a skill folder is a built-in squadctl installed (it ships with
+/// the binary: exporting it would only make a `-imported` copy).
+fn is_installed_builtin(name: &str, dir: &Path) -> bool {
+    crate::skills::BUILTINS.iter().any(|b| b.name == name)
+        && dir.join(crate::skills::RECORD_FILE).exists()
+}
+
+/// The skills an export carries: the team's (from every skill place, the
+/// first of a name wins) and each agent's own, with notes on what is left
+/// out.
+#[allow(clippy::type_complexity)]
+pub fn gather_skills(
+    team: &TeamDir,
+) -> (
+    BTreeMap<String, SkillFiles>,
+    BTreeMap<String, BTreeMap<String, SkillFiles>>,
+    Vec<String>,
+) {
+    let mut notes = Vec::new();
+    let mut skills = BTreeMap::new();
+    let mut places = vec![team.path.join("skills")];
+    places.extend(
+        squad_protocol::skill::discover::PROJECT_SKILL_DIRS
+            .iter()
+            .map(|d| team.project.join(d)),
+    );
+    for place in places {
+        for (name, dir) in real_subdirs(&place) {
+            if skills.contains_key(&name) || is_installed_builtin(&name, &dir) {
+                continue;
+            }
+            if bundle::name_problem(&name).is_some() {
+                continue;
+            }
+            let label = dir.display().to_string();
+            let files = read_skill_folder(&dir, &label, &mut notes);
+            if files.contains_key(squad_protocol::skill::SKILL_FILE) {
+                skills.insert(name, files);
+            }
+        }
+    }
+    let mut agent_skills = BTreeMap::new();
+    for (agent, dir) in real_subdirs(&team.path.join("agents")) {
+        let mut mine = BTreeMap::new();
+        for (name, sdir) in real_subdirs(&dir.join("skills")) {
+            let label = sdir.display().to_string();
+            let files = read_skill_folder(&sdir, &label, &mut notes);
+            if files.contains_key(squad_protocol::skill::SKILL_FILE) {
+                mine.insert(name, files);
+            }
+        }
+        if !mine.is_empty() {
+            agent_skills.insert(agent, mine);
+        }
+    }
+    (skills, agent_skills, notes)
+}
+
+/// The `**Owner:**` of the roster's Project Context, if any.
+pub fn owner(team: &Team) -> String {
+    team.team_md
+        .as_deref()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let l = l.trim_start_matches(['-', '*', ' ']);
+                let rest = l
+                    .strip_prefix("**Owner:**")
+                    .or_else(|| l.strip_prefix("Owner:**"))?;
+                Some(rest.trim().to_string())
+            })
+        })
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// Import
+// ---------------------------------------------------------------------------
+
+/// The marker file of a staging directory still being built.
+const STAGING_MARKER: &str = ".squad-import-staging";
+
+/// What an import did (or would do).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImportReport {
+    /// The team directory written.
+    pub target: PathBuf,
+    /// Where the old team went (`--force`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<PathBuf>,
+    /// Files written (or to be written).
+    pub files: Vec<PathBuf>,
+    /// Agents imported.
+    pub agents: Vec<String>,
+    /// Team skills imported (their names on disk).
+    pub skills: Vec<String>,
+    /// The shape of the file read.
+    pub shape: &'static str,
+    /// Remarks (renamed skills, parts not imported, leftovers cleaned).
+    pub notes: Vec<String>,
+    /// Nothing was written.
+    pub dry_run: bool,
+}
+
+fn staging_prefix(target_name: &str) -> String {
+    format!("{target_name}.import-")
+}
+
+fn stamp() -> String {
+    chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+/// A free `<dir>-backup-<timestamp>[-n]` beside `target`.
+fn backup_path(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| TEAM_DIR.into());
+    let base = format!("{name}-backup-{}", stamp());
+    let mut candidate = target.with_file_name(&base);
+    let mut n = 1;
+    while std::fs::symlink_metadata(&candidate).is_ok() {
+        candidate = target.with_file_name(format!("{base}-{n}"));
+        n += 1;
+    }
+    candidate
+}
+
+/// Cleans what an import killed earlier left beside `target`: an unfinished
+/// staging directory (it holds the marker) is removed; a directory without
+/// the marker is an old team swapped out just before the kill, and is moved
+/// to a backup name, never deleted.
+fn clean_leftovers(project: &Path, target: &Path, notes: &mut Vec<String>) {
+    let Some(target_name) = target.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let prefix = staging_prefix(target_name);
+    let Ok(entries) = std::fs::read_dir(crate::root::fs_path(project)) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let path = e.path();
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        // Another import running now (its pid alive) is left alone.
+        let pid = name[prefix.len()..]
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id() as i32
+            && pid_alive(pid)
+        {
+            continue;
+        }
+        let is_staging = path.join(STAGING_MARKER).exists()
+            || std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none());
+        if is_staging {
+            if std::fs::remove_dir_all(&path).is_ok() {
+                notes.push(format!(
+                    "removed {} (an import interrupted earlier)",
+                    path.display()
+                ));
+            }
+        } else {
+            let backup = backup_path(target);
+            if std::fs::rename(&path, &backup).is_ok() {
+                notes.push(format!(
+                    "{} (a team an interrupted import had swapped out) moved to {}",
+                    path.display(),
+                    backup.display()
+                ));
+            }
+        }
+    }
+    // A marker a kill left in the team itself (after the swap).
+    let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+}
+
+/// Whether a process with this pid exists (signal 0 probes without
+/// sending anything; EPERM means it exists but is someone else's).
+fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks the pid.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Creates `path` (never through an existing entry or symlink), writes
+/// and syncs it.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// Builds the team of `plan` in `staging` (every file written and synced).
+fn build(staging: &Path, plan: &Plan) -> Result<(), String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    std::fs::create_dir(staging).map_err(|e| io(staging, e))?;
+    let marker = staging.join(STAGING_MARKER);
+    std::fs::write(&marker, b"").map_err(|e| io(&marker, e))?;
+    if !plan.is_contained() {
+        return Err("internal: a planned path leaves the team directory".into());
+    }
+    for d in &plan.dirs {
+        let p = staging.join(d);
+        std::fs::create_dir(&p).map_err(|e| io(&p, e))?;
+    }
+    // Files are created new and synced; no temporary-and-rename per file:
+    // nobody sees the staging directory until the one rename publishes the
+    // whole tree, which is what makes the import atomic.
+    for (f, text) in &plan.files {
+        let p = staging.join(f);
+        write_new(&p, text.as_bytes()).map_err(|e| io(&p, e))?;
+    }
+    // Directories deepest first, so every entry is durable before the rename.
+    let mut dirs: Vec<&PathBuf> = plan.dirs.iter().collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for d in dirs {
+        let p = staging.join(d);
+        sync_dir(&p).map_err(|e| io(&p, e))?;
+    }
+    sync_dir(staging).map_err(|e| io(staging, e))
+}
+
+/// Swaps `a` and `b` atomically (both exist). Linux: renameat2 with
+/// RENAME_EXCHANGE; elsewhere `Err(Unsupported)`.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let ca = std::ffi::CString::new(a.as_os_str().as_bytes())?;
+    let cb = std::ffi::CString::new(b.as_os_str().as_bytes())?;
+    // SAFETY: two valid NUL-terminated paths; renameat2 only reads them.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// The team directory an import writes: the project's own `.squad/` or
+/// `.ai-team/` when there is one, else `.squad/`.
+pub fn import_target(project: &Path) -> (PathBuf, bool) {
+    match teamdir::locate(project).filter(|t| !t.from_main_checkout) {
+        Some(t) => (t.path, true),
+        None => (project.join(TEAM_DIR), false),
+    }
+}
+
+/// Why an import did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    /// The project already has a team directory (and no `--force`).
+    #[error("{0}")]
+    Refused(String),
+    /// Reading or writing failed; the project is as it was.
+    #[error("{0}")]
+    Io(String),
+}
+
+static STAGING_COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Imports `bundle` into `project` (docs/team.md): refused when the
+/// project has a team directory unless `force` (the old one is moved to a
+/// backup), all or nothing (built beside, renamed into place).
+pub fn import(
+    project: &Path,
+    bundle: &Bundle,
+    force: bool,
+    dry_run: bool,
+) -> Result<ImportReport, ImportError> {
+    let (target, exists) = import_target(project);
+    let now = chrono::Utc::now();
+    let builtins: Vec<&str> = crate::skills::BUILTINS.iter().map(|b| b.name).collect();
+    let plan = bundle::plan(
+        bundle,
+        &ImportOptions {
+            imported_at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            date: now.format("%Y-%m-%d").to_string(),
+            builtin_skills: &builtins,
+        },
+    );
+    let mut report = ImportReport {
+        target: target.clone(),
+        backup: None,
+        files: plan.files.iter().map(|(f, _)| target.join(f)).collect(),
+        agents: bundle.agents.keys().cloned().collect(),
+        skills: plan
+            .dirs
+            .iter()
+            .filter(|d| d.parent() == Some(Path::new("skills")))
+            .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect(),
+        shape: bundle.shape.as_str(),
+        notes: plan.notes.clone(),
+        dry_run,
+    };
+    if exists && !force {
+        let what = if holds_team(&target) {
+            "already holds a team"
+        } else {
+            "exists (without a team, but with other files such as squadd's sessions)"
+        };
+        return Err(ImportError::Refused(format!(
+            "{} {what}; nothing was written. To replace it, run again with --force: the whole directory is moved to {}-backup-<timestamp>/ (never deleted; stop squadd first)",
+            target.display(),
+            target.display()
+        )));
+    }
+    if dry_run {
+        if exists {
+            report.backup = Some(backup_path(&target));
+        }
+        return Ok(report);
+    }
+    clean_leftovers(project, &target, &mut report.notes);
+    let target_name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| TEAM_DIR.into());
+    let staging = project.join(format!(
+        "{}{}-{}",
+        staging_prefix(&target_name),
+        std::process::id(),
+        STAGING_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    if let Err(e) = build(&staging, &plan) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(ImportError::Io(format!("{e}; nothing was written")));
+    }
+    let io = |e: std::io::Error| ImportError::Io(format!("{}: {e}", target.display()));
+    if exists {
+        let backup = backup_path(&target);
+        match exchange(&staging, &target) {
+            Ok(()) => {
+                // `staging` now holds the old team: give it its backup name.
+                std::fs::rename(&staging, &backup).map_err(io)?;
+            }
+            Err(_) => {
+                std::fs::rename(&target, &backup).map_err(io)?;
+                std::fs::rename(&staging, &target).map_err(io)?;
+            }
+        }
+        report.backup = Some(backup);
+    } else {
+        std::fs::rename(&staging, &target).map_err(io)?;
+    }
+    let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+    let _ = sync_dir(&target);
+    let _ = sync_dir(crate::root::fs_path(project));
+    Ok(report)
+}
