@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -558,6 +559,17 @@ pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, Stri
         .ok_or_else(|| refused(path, "no file name"))?
         .to_string();
     let parent = rel.parent().unwrap_or(Path::new(""));
+    if let Some(mode) = create
+        && anchor != Path::new(".")
+        && std::fs::symlink_metadata(&anchor).is_err()
+    {
+        // The anchor is the operator's choice (a home directory's
+        // `$CODEX_HOME`, say): made like `mkdir -p` when missing.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(&anchor)?;
+    }
     let dir = Dir::open_root(&anchor)?.walk(parent, create)?;
     Ok((dir, name))
 }
