@@ -165,6 +165,7 @@ fn pending_hooks_survive(stop: impl FnOnce(Daemon)) {
         let pid = e.unwrap().file_name().to_string_lossy().into_owned();
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid])
+            .stderr(std::process::Stdio::null())
             .status();
     }
     assert_eq!(lines(&log).len(), 1, "only the critical hook finished");
