@@ -16,7 +16,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -517,29 +516,32 @@ pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(D
 /// parent (see [`project_anchor`]).
 const TREE_ROOTS: &[&str] = &[".squad", ".ai-team", ".claude", ".codex", ".github"];
 
-/// Where a write to `path` is anchored: the directory holding the first
+/// Where a write to `path` is anchored: the directory holding the last
 /// `.squad` (or `.ai-team`, `.claude`, `.codex`, `.github`) component of the path,
 /// that is the project root; for any other path its own directory. Nothing
 /// below the anchor is followed when writing; the anchor itself is the
 /// operator's choice (it may be reached through a link).
 pub fn project_anchor(path: &Path) -> PathBuf {
+    // The last such component: a project may itself live below a directory
+    // named like one (`~/.github/project/.squad/…`).
     let mut at = PathBuf::new();
+    let mut anchor = None;
     for c in path.components() {
         if let Component::Normal(n) = c
             && TREE_ROOTS.iter().any(|r| n == *r)
         {
-            return if at.as_os_str().is_empty() {
+            anchor = Some(if at.as_os_str().is_empty() {
                 PathBuf::from(".")
             } else {
-                at
-            };
+                at.clone()
+            });
         }
         at.push(c);
     }
-    match path.parent() {
+    anchor.unwrap_or_else(|| match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
-    }
+    })
 }
 
 /// The directory holding `path` and the file's name, reached from its
@@ -559,16 +561,10 @@ pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, Stri
         .ok_or_else(|| refused(path, "no file name"))?
         .to_string();
     let parent = rel.parent().unwrap_or(Path::new(""));
-    if let Some(mode) = create
-        && anchor != Path::new(".")
-        && std::fs::symlink_metadata(&anchor).is_err()
-    {
-        // The anchor is the operator's choice (a home directory's
-        // `$CODEX_HOME`, say): made like `mkdir -p` when missing.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(&anchor)?;
+    // The anchor is the operator's choice (a project root, `$CODEX_HOME`):
+    // made like any directory they name when asked to create.
+    if create.is_some() && !anchor.is_dir() {
+        std::fs::create_dir_all(&anchor)?;
     }
     let dir = Dir::open_root(&anchor)?.walk(parent, create)?;
     Ok((dir, name))
@@ -706,6 +702,10 @@ mod tests {
         );
         assert_eq!(project_anchor(Path::new(".squad/x")), Path::new("."));
         assert_eq!(project_anchor(Path::new("/p/AGENTS.md")), Path::new("/p"));
+        assert_eq!(
+            project_anchor(Path::new("/h/.github/p/.squad/run/x")),
+            Path::new("/h/.github/p")
+        );
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let r = root.path();

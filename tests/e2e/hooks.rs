@@ -84,19 +84,33 @@ fn a_burst_runs_at_most_max_concurrent_hooks() {
 #[test]
 fn a_critical_message_s_hook_goes_before_those_already_queued() {
     let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("hook.log");
-    let script = format!("echo $SQUAD_PRIORITY >> {}; sleep 0.4", log.display());
+    let (log, go) = (tmp.path().join("hook.log"), tmp.path().join("go"));
+    // Each hook logs its priority, then waits for the test's go.
+    let script = format!(
+        "echo $SQUAD_PRIORITY >> {}; while [ ! -e {} ]; do sleep 0.02; done",
+        log.display(),
+        go.display()
+    );
     let p = project(&policy(1, &script));
     let root = p.path();
     let _d = Daemon::start(root);
     for i in 0..8 {
         write_message(root, i, "medium");
     }
-    // The first is running (one at a time); seven wait.
+    // The first is running (one at a time); the other seven wait.
     eventually("the first hook started", || {
         (!lines(&log).is_empty()).then_some(())
     });
     write_message(root, 100, "critical");
+    let new = root.join(".squad/sessions").join(S).join("inbox/bob/new");
+    eventually("the critical message delivered (its hook queued)", || {
+        fs::read_dir(&new)
+            .ok()?
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().contains("msg_00100"))
+            .then_some(())
+    });
+    fs::write(&go, "").unwrap();
     let seen = eventually("all 9 hooks ran", || {
         let l = lines(&log);
         (l.len() >= 9).then_some(l)
@@ -125,11 +139,13 @@ fn pending_hooks_survive(stop: impl FnOnce(Daemon)) {
     let (log, running) = (tmp.path().join("hook.log"), tmp.path().join("running"));
     fs::create_dir_all(&running).unwrap();
     // Logged when the hook finishes (a hook stopped halfway has not run):
-    // the critical one quickly, the others after a second. Each marks
-    // itself running by its pid.
+    // the critical one at once, the others once the test says go. Each
+    // marks itself running by its pid.
+    let go = tmp.path().join("go");
     let script = format!(
-        ": > {r}/$$; if [ \"$SQUAD_PRIORITY\" = critical ]; then sleep 0.2; else sleep 1; fi; echo \"$SQUAD_MESSAGE_PATH\" >> {l}; rm -f {r}/$$",
+        ": > {r}/$$; if [ \"$SQUAD_PRIORITY\" != critical ]; then while [ ! -e {g} ]; do sleep 0.02; done; fi; echo \"$SQUAD_MESSAGE_PATH\" >> {l}; rm -f {r}/$$",
         r = running.display(),
+        g = go.display(),
         l = log.display()
     );
     let p = project(&policy(4, &script));
@@ -149,13 +165,11 @@ fn pending_hooks_survive(stop: impl FnOnce(Daemon)) {
         let pid = e.unwrap().file_name().to_string_lossy().into_owned();
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid])
+            .stderr(std::process::Stdio::null())
             .status();
     }
-    let done_before = lines(&log).len();
-    assert!(
-        done_before < 12,
-        "the test needs hooks left over: {done_before}"
-    );
+    assert_eq!(lines(&log).len(), 1, "only the critical hook finished");
+    fs::write(&go, "").unwrap();
     let _d = Daemon::start(root);
     let seen = eventually("every message's hook ran", || {
         let l = lines(&log);
