@@ -331,6 +331,9 @@ fn send_and_inbox_for_agents() {
             .unwrap()
             .contains("limit/offset or cursor?")
     );
+    // It was acknowledged by this very call: read, and moved to cur/.
+    assert_eq!(v["unread"], false, "{v}");
+    assert!(v["path"].as_str().unwrap().contains("/cur/"), "{v}");
     // Nothing left: exit 1 after waiting briefly.
     let out = run(squadctl()
         .current_dir(root)

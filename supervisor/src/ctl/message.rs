@@ -538,7 +538,9 @@ fn next(root: &Path, a: NextArgs) -> u8 {
                 Ok(to) => {
                     return if a.json {
                         let mut v = item_json(&item);
+                        // This call acknowledged it: it is read now.
                         v["path"] = json!(to.display().to_string());
+                        v["unread"] = json!(false);
                         v["content"] = json!(body);
                         super::print(&format!("{v:#}\n"))
                     } else {
