@@ -76,7 +76,8 @@ pub struct ExportArgs {
 
 /// Import a team from an export file (either shape, told apart by its keys).
 ///
-/// Refuses a project that already has a team directory unless --force,
+/// The team is written into the project at --root, or the current
+/// directory (as `init` does): its .squad/ (or existing .ai-team/). Refuses a project that already has a team directory unless --force,
 /// which moves the old one to <dir>-backup-<timestamp>/ (never deleted).
 /// All or nothing: the new team is built beside and renamed into place.
 /// Every name that becomes a path is checked; the file is at most 16 MiB.
