@@ -348,6 +348,12 @@ fn a_skill_named_like_a_builtin_is_imported_with_a_suffix() {
             .is_file()
     );
     assert!(!project.join(".squad/skills/squad-protocol").exists());
+    // The CLI's file names no project: the file's name stands for it.
+    let registry: Value = serde_json::from_slice(
+        &std::fs::read(project.join(".squad/casting/registry.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(registry["imported_from"]["project"], "squad-export");
 }
 
 /// A large team (many agents, sizeable charters) as an export file.
