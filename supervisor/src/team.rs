@@ -35,6 +35,42 @@ pub fn holds_team(dir: &Path) -> bool {
         .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
 }
 
+/// Checks `path` when it names a team file (`<team>/team.md`,
+/// `routing.md`, `ceremonies.md`, `casting/*.json`,
+/// `agents/<name>/charter.md|history.md`): the diagnostics of its team that
+/// are about that file. `None` for anything else. `squadctl validate PATH`
+/// routes such paths here.
+pub fn check_target(path: &Path) -> Option<(Vec<Diagnostic>, usize)> {
+    let parts: Vec<&std::ffi::OsStr> = path.iter().collect();
+    let at = parts
+        .iter()
+        .rposition(|p| *p == TEAM_DIR || *p == LEGACY_TEAM_DIR)?;
+    let rel: Vec<&str> = parts[at + 1..]
+        .iter()
+        .map(|p| p.to_str())
+        .collect::<Option<_>>()?;
+    let is_team_file = match rel.as_slice() {
+        [f] => matches!(*f, "team.md" | "routing.md" | "ceremonies.md"),
+        ["casting", f] => f.ends_with(".json"),
+        ["agents", _, f] | ["agents", "_alumni", _, f] => {
+            matches!(*f, "charter.md" | "history.md")
+        }
+        _ => false,
+    };
+    if !is_team_file || !std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+        return None;
+    }
+    let project: PathBuf = parts[..at].iter().collect();
+    let team = teamdir::locate(&project)?;
+    let team = read_team(&team);
+    let diagnostics = team
+        .diagnostics
+        .into_iter()
+        .filter(|d| d.path == path)
+        .collect();
+    Some((diagnostics, 1))
+}
+
 /// The team's health, as squadd's status reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TeamHealth {

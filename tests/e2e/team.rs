@@ -141,6 +141,17 @@ fn validate_includes_team_files_and_ignores_a_sessions_only_squad_dir() {
         "{}",
         stdout(&o)
     );
+    // A team file named on the command line is checked as a team file.
+    let o = run(squadctl()
+        .arg("validate")
+        .arg(p.join(".squad/casting/registry.json")));
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("registry.json:1:9: error[team-invalid-json]"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("team-no-team-md"), "{}", stdout(&o));
 }
 
 #[test]
