@@ -635,3 +635,36 @@ pub fn import(
     let _ = sync_dir(crate::root::fs_path(project));
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn team_paths_are_the_team_files_only() {
+        let root = Path::new("/p");
+        for yes in [
+            ".squad/team.md",
+            ".squad/routing.md",
+            ".ai-team/ceremonies.md",
+            ".squad/casting",
+            ".squad/casting/registry.json",
+            ".squad/agents",
+            ".squad/agents/fido",
+            ".squad/agents/fido/charter.md",
+            ".squad/agents/fido/history.md",
+        ] {
+            assert!(is_team_path(root, &root.join(yes)), "{yes}");
+        }
+        for no in [
+            ".squad/decisions.md",
+            ".squad/sessions/x/role-plan-a-task_1.md",
+            ".squad/agents/fido/notes.md",
+            ".squad/casting/.registry.json.tmp.1.0",
+            ".squad/team.md.bak/x",
+            "team.md",
+        ] {
+            assert!(!is_team_path(root, &root.join(no)), "{no}");
+        }
+    }
+}
