@@ -35,6 +35,42 @@ pub fn holds_team(dir: &Path) -> bool {
         .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
 }
 
+/// Checks `path` when it names a team file (`<team>/team.md`,
+/// `routing.md`, `ceremonies.md`, `casting/*.json`,
+/// `agents/<name>/charter.md|history.md`): the diagnostics of its team that
+/// are about that file. `None` for anything else. `squadctl validate PATH`
+/// routes such paths here.
+pub fn check_target(path: &Path) -> Option<(Vec<Diagnostic>, usize)> {
+    let parts: Vec<&std::ffi::OsStr> = path.iter().collect();
+    let at = parts
+        .iter()
+        .rposition(|p| *p == TEAM_DIR || *p == LEGACY_TEAM_DIR)?;
+    let rel: Vec<&str> = parts[at + 1..]
+        .iter()
+        .map(|p| p.to_str())
+        .collect::<Option<_>>()?;
+    let is_team_file = match rel.as_slice() {
+        [f] => matches!(*f, "team.md" | "routing.md" | "ceremonies.md"),
+        ["casting", f] => f.ends_with(".json"),
+        ["agents", _, f] | ["agents", "_alumni", _, f] => {
+            matches!(*f, "charter.md" | "history.md")
+        }
+        _ => false,
+    };
+    if !is_team_file || !std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+        return None;
+    }
+    let project: PathBuf = parts[..at].iter().collect();
+    let team = teamdir::locate(&project)?;
+    let team = read_team(&team);
+    let diagnostics = team
+        .diagnostics
+        .into_iter()
+        .filter(|d| d.path == path)
+        .collect();
+    Some((diagnostics, 1))
+}
+
 /// The team's health, as squadd's status reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TeamHealth {
@@ -394,6 +430,7 @@ fn clean_leftovers(project: &Path, target: &Path, notes: &mut Vec<String>) {
                     path.display(),
                     backup.display()
                 ));
+                keep_non_team_entries(&backup, target, notes);
             }
         }
     }
@@ -456,6 +493,71 @@ fn build(staging: &Path, plan: &Plan) -> Result<(), String> {
         sync_dir(&p).map_err(|e| io(&p, e))?;
     }
     sync_dir(staging).map_err(|e| io(staging, e))
+}
+
+/// The entries of a team directory that are the team's: they go to the
+/// backup with the old team. Everything else (squadd's `sessions/`, `run/`,
+/// `archives/`, `policies.yaml`, `config.json`, `audit.jsonl`, …) belongs
+/// to the project and comes back.
+const TEAM_ENTRIES: &[&str] = &[
+    "team.md",
+    "routing.md",
+    "ceremonies.md",
+    "decisions.md",
+    "decisions",
+    "agents",
+    "casting",
+    "orchestration-log",
+    "log",
+    "skills",
+];
+
+/// Moves back from the old directory (now `backup`) into the new team
+/// `target` what is not the team's, one rename each (inodes kept: a running
+/// squadd's watches, pid lock and socket follow), and the skills the new
+/// team lacks (built-ins `squadctl init` installed). A crash between two
+/// renames leaves the rest in the backup, never lost.
+fn keep_non_team_entries(backup: &Path, target: &Path, notes: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(backup) else {
+        return;
+    };
+    let mut kept = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(n) = name.to_str() else { continue };
+        if n == "skills" {
+            if std::fs::symlink_metadata(target.join("skills")).is_err() {
+                if std::fs::rename(e.path(), target.join("skills")).is_ok() {
+                    kept.push("skills/".to_string());
+                }
+                continue;
+            }
+            for (skill, dir) in real_subdirs(&e.path()) {
+                let to = target.join("skills").join(&skill);
+                if std::fs::symlink_metadata(&to).is_err() && std::fs::rename(&dir, &to).is_ok() {
+                    kept.push(format!("skills/{skill}/"));
+                }
+            }
+            let _ = std::fs::remove_dir(e.path());
+            continue;
+        }
+        if TEAM_ENTRIES.contains(&n) || n == STAGING_MARKER {
+            continue;
+        }
+        let to = target.join(&name);
+        if std::fs::symlink_metadata(&to).is_err() && std::fs::rename(e.path(), &to).is_ok() {
+            kept.push(n.to_string());
+        }
+    }
+    if !kept.is_empty() {
+        kept.sort();
+        notes.push(format!("kept the project's {}", kept.join(", ")));
+    }
+    // Empty placeholders of a team that never was (init makes none today).
+    for n in ["decisions/inbox", "decisions", "orchestration-log", "log"] {
+        let _ = std::fs::remove_dir(backup.join(n));
+    }
+    let _ = sync_dir(target);
 }
 
 /// Swaps `a` and `b` atomically (both exist). Linux: renameat2 with
@@ -544,14 +646,12 @@ pub fn import(
         notes: plan.notes.clone(),
         dry_run,
     };
-    if exists && !force {
-        let what = if holds_team(&target) {
-            "already holds a team"
-        } else {
-            "exists (without a team, but with other files such as squadd's sessions)"
-        };
+    // A directory holding no team (squadd's sessions, built-in skills from
+    // `squadctl init`) is no team to protect: it is replaced as with
+    // --force, and what is not a team's comes back.
+    if exists && !force && holds_team(&target) {
         return Err(ImportError::Refused(format!(
-            "{} {what}; nothing was written. To replace it, run again with --force: the whole directory is moved to {}-backup-<timestamp>/ (never deleted; stop squadd first)",
+            "{} already holds a team; nothing was written. To replace it, run again with --force: the old team is moved to {}-backup-<timestamp>/ (never deleted)",
             target.display(),
             target.display()
         )));
@@ -590,7 +690,16 @@ pub fn import(
                 std::fs::rename(&staging, &target).map_err(io)?;
             }
         }
-        report.backup = Some(backup);
+        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        keep_non_team_entries(&backup, &target, &mut report.notes);
+        // Nothing of a team was there: the backup holds nothing worth keeping.
+        if std::fs::remove_dir(&backup).is_ok() {
+            report
+                .notes
+                .push(format!("{} was empty; removed", backup.display()));
+        } else {
+            report.backup = Some(backup);
+        }
     } else {
         std::fs::rename(&staging, &target).map_err(io)?;
     }
@@ -598,4 +707,37 @@ pub fn import(
     let _ = sync_dir(&target);
     let _ = sync_dir(crate::root::fs_path(project));
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn team_paths_are_the_team_files_only() {
+        let root = Path::new("/p");
+        for yes in [
+            ".squad/team.md",
+            ".squad/routing.md",
+            ".ai-team/ceremonies.md",
+            ".squad/casting",
+            ".squad/casting/registry.json",
+            ".squad/agents",
+            ".squad/agents/fido",
+            ".squad/agents/fido/charter.md",
+            ".squad/agents/fido/history.md",
+        ] {
+            assert!(is_team_path(root, &root.join(yes)), "{yes}");
+        }
+        for no in [
+            ".squad/decisions.md",
+            ".squad/sessions/x/role-plan-a-task_1.md",
+            ".squad/agents/fido/notes.md",
+            ".squad/casting/.registry.json.tmp.1.0",
+            ".squad/team.md.bak/x",
+            "team.md",
+        ] {
+            assert!(!is_team_path(root, &root.join(no)), "{no}");
+        }
+    }
 }

@@ -141,6 +141,17 @@ fn validate_includes_team_files_and_ignores_a_sessions_only_squad_dir() {
         "{}",
         stdout(&o)
     );
+    // A team file named on the command line is checked as a team file.
+    let o = run(squadctl()
+        .arg("validate")
+        .arg(p.join(".squad/casting/registry.json")));
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("registry.json:1:9: error[team-invalid-json]"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("team-no-team-md"), "{}", stdout(&o));
 }
 
 #[test]
@@ -348,6 +359,12 @@ fn a_skill_named_like_a_builtin_is_imported_with_a_suffix() {
             .is_file()
     );
     assert!(!project.join(".squad/skills/squad-protocol").exists());
+    // The CLI's file names no project: the file's name stands for it.
+    let registry: Value = serde_json::from_slice(
+        &std::fs::read(project.join(".squad/casting/registry.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(registry["imported_from"]["project"], "squad-export");
 }
 
 /// A large team (many agents, sizeable charters) as an export file.
@@ -585,4 +602,60 @@ fn export_agents_review_and_stdout() {
     assert_eq!(v["team_md"], v["team"]);
     assert_eq!(v["skills"].as_array().unwrap().len(), 5);
     assert!(v.get("decisions_md").is_none());
+}
+
+#[test]
+fn import_after_init_keeps_squadds_files_and_needs_no_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("p");
+    std::fs::create_dir_all(&p).unwrap();
+    let o = run(squadctl().arg("--root").arg(&p).arg("init"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let session = p.join(".squad/sessions/20240115T100000Z");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::write(session.join("session-status.md"), "kept\n").unwrap();
+    let before: BTreeMap<PathBuf, Option<Vec<u8>>> = snapshot(&p.join(".squad"));
+    let file = tmp.path().join("t.squad");
+    std::fs::write(&file, bundle(r#"{"ana":{"charter":"- **Role:** Lead\n"}}"#)).unwrap();
+    let o = import(&p, &file, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("kept the project's"), "{}", stdout(&o));
+    // Everything init and the session made is still there, at the same place.
+    let after = snapshot(&p.join(".squad"));
+    for (path, content) in &before {
+        assert_eq!(after.get(path), Some(content), "{}", path.display());
+    }
+    assert!(p.join(".squad/agents/ana/charter.md").is_file());
+    let names: Vec<String> = std::fs::read_dir(&p)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("backup") || n.contains(".import-")),
+        "{names:?}"
+    );
+    // Now it holds a team: a second import needs --force; squadd's files
+    // still come back, the old team goes to the backup.
+    let o = import(&p, &file, &[]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let o = import(&p, &file, &["--force"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(session.join("session-status.md")).unwrap(),
+        "kept\n"
+    );
+    let backup = std::fs::read_dir(&p)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|n| {
+            n.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".squad-backup-")
+        })
+        .unwrap();
+    assert!(backup.join("agents/ana/charter.md").is_file());
+    assert!(!backup.join("sessions").exists());
 }

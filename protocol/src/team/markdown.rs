@@ -280,9 +280,22 @@ pub fn parse_roster(text: &str) -> Roster {
     roster
 }
 
+/// The roster's `## Project Context` heading (level 2: a `# Project
+/// Context` would be the document's title, and its "section" everything).
 fn project_context_heading(all: &[Heading]) -> Option<&Heading> {
     all.iter()
-        .find(|h| h.level <= 2 && h.title.eq_ignore_ascii_case("project context"))
+        .find(|h| h.level == 2 && h.title.eq_ignore_ascii_case("project context"))
+}
+
+/// Where a section of interest ends: at the next heading of level 2 or
+/// higher, even under a level-1 heading (histories start with `# Project
+/// Context` followed by `## Learnings`).
+fn context_end(all: &[Heading], idx: usize, total_lines: usize) -> usize {
+    let level = all[idx].level.max(2);
+    all[idx + 1..]
+        .iter()
+        .find(|n| n.level <= level)
+        .map_or(total_lines, |n| n.line)
 }
 
 /// `team.md` without its `## Project Context` section (only that section:
@@ -294,9 +307,9 @@ pub fn strip_project_context(text: &str) -> String {
     let mut out: Vec<&str> = ls.clone();
     if let Some(i) = all
         .iter()
-        .position(|h| h.level <= 2 && h.title.eq_ignore_ascii_case("project context"))
+        .position(|h| h.level == 2 && h.title.eq_ignore_ascii_case("project context"))
     {
-        let end = section_end(&all, i, ls.len());
+        let end = context_end(&all, i, ls.len());
         out.drain(all[i].line..end);
     }
     let mut s = out.join("\n");
@@ -364,7 +377,7 @@ pub fn project_sections(history: &str) -> Vec<(u32, String, usize)> {
             (
                 h.line as u32 + 1,
                 h.title.clone(),
-                section_end(&all, i, total) - h.line,
+                context_end(&all, i, total) - h.line,
             )
         })
         .collect()

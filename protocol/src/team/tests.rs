@@ -27,6 +27,24 @@ fn roster_reads_members_and_falls_back_to_roster() {
 }
 
 #[test]
+fn only_the_project_context_section_is_stripped() {
+    // A level-1 "Project Context" is a title, not the roster's section.
+    let t = "# Project Context\n\n## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n";
+    assert_eq!(strip_project_context(t), t);
+    let t = "# T\n\n## Project Context\n\nx\n\n### Stack\n\ny\n\n## Members\n\n| Name | Role |\n";
+    assert_eq!(
+        strip_project_context(t),
+        "# T\n\n## Members\n\n| Name | Role |\n"
+    );
+    // A history's `# Project Context` section ends at `## Learnings`.
+    let h = "# Project Context\n\n- a\n\n## Learnings\n\n- b\n";
+    assert_eq!(
+        project_sections(h),
+        vec![(1, "Project Context".to_string(), 4)]
+    );
+}
+
+#[test]
 fn marking_is_idempotent() {
     let h = "# A\n\n## Project Context\n\n- port 3000\n\n## Learnings\n\n- x\n";
     let once = mark_project_sections(h);

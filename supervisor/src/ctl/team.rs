@@ -76,7 +76,8 @@ pub struct ExportArgs {
 
 /// Import a team from an export file (either shape, told apart by its keys).
 ///
-/// Refuses a project that already has a team directory unless --force,
+/// The team is written into the project at --root, or the current
+/// directory (as `init` does): its .squad/ (or existing .ai-team/). Refuses a project that already has a team directory unless --force,
 /// which moves the old one to <dir>-backup-<timestamp>/ (never deleted).
 /// All or nothing: the new team is built beside and renamed into place.
 /// Every name that becomes a path is checked; the file is at most 16 MiB.
@@ -471,7 +472,7 @@ pub fn import(root_arg: Option<&Path>, args: ImportArgs) -> u8 {
             return code;
         }
     };
-    let b = match bundle::parse(&bytes) {
+    let mut b = match bundle::parse(&bytes) {
         Ok(b) => b,
         Err(e) => {
             let pos = e
@@ -486,6 +487,15 @@ pub fn import(root_arg: Option<&Path>, args: ImportArgs) -> u8 {
             return exit::PROBLEMS;
         }
     };
+    if b.project.is_empty() {
+        // A Squad CLI file names no project: its file name does (as the CLI
+        // itself takes it).
+        b.project = args
+            .file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+    }
     let report = match crate::team::import(&project, &b, args.force, args.dry_run) {
         Ok(r) => r,
         Err(e @ crate::team::ImportError::Refused(_)) => {

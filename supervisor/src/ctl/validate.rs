@@ -89,7 +89,8 @@ impl OutputArgs {
 ///
 /// Exit status: 0 when no errors (warnings allowed), 1 when any error, 2 on
 /// usage or I/O failure. Rule ids are documented in docs/protocol.md; a
-/// project's skills are checked too (docs/skills.md).
+/// project's skills are checked too (docs/skills.md), and its team files
+/// (docs/team.md; a team file may be given as PATH).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, session directories or project roots.
@@ -123,6 +124,12 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         if explicit && let Some(d) = crate::skills::check_target(root::fs_path(p), false) {
             skill_checks.files += d.files;
             skill_checks.diagnostics.extend(d.diagnostics);
+            continue;
+        }
+        // Team files are checked as their team's (docs/team.md).
+        if explicit && let Some((d, n)) = crate::team::check_target(root::fs_path(p)) {
+            skill_checks.files += n;
+            skill_checks.diagnostics.extend(d);
             continue;
         }
         match classify(root::fs_path(p)) {
