@@ -91,6 +91,8 @@ pub enum Timer {
     /// Retry the directories that could not be watched (inotify limit),
     /// with backoff.
     Rewatch,
+    /// Give memory freed after a burst back to the OS.
+    Trim,
     /// The systemd watchdog ping.
     Watchdog,
     /// Recompute the one-line STATUS= summary (it walks every session, so
@@ -116,7 +118,7 @@ impl Timer {
             | Timer::Delivery { root, .. }
             | Timer::Escalation { root, .. }
             | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch => None,
+            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim => None,
         }
     }
 
