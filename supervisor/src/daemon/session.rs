@@ -139,10 +139,11 @@ pub struct SessionCore {
     /// `duplicate-message-id` findings, recomputed when a message's
     /// identity changes (the only files that can change them).
     message_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
-    /// message id -> the message files that carry it: a message change
+    /// (message id, message file) for every message file: a message change
     /// rechecks its own ids only (the rule over every message made a burst
-    /// of N messages cost N² work).
-    message_ids: BTreeMap<String, BTreeSet<String>>,
+    /// of N messages cost N² work). One set of pairs rather than a set per
+    /// id: nearly every id has one file, and a set each cost 280 bytes.
+    message_ids: BTreeSet<(String, String)>,
     /// Session-rule diagnostics of each other file (unknown task, agent
     /// mismatch): recomputed for that file alone when it changes.
     member_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
@@ -176,7 +177,7 @@ impl SessionCore {
             contributed: BTreeMap::new(),
             graph_diags: Vec::new(),
             message_diags: BTreeMap::new(),
-            message_ids: BTreeMap::new(),
+            message_ids: BTreeSet::new(),
             member_diags: BTreeMap::new(),
             rule_plans: BTreeMap::new(),
             identity: next_identity(),
@@ -457,12 +458,14 @@ impl SessionCore {
     /// carried by more than one file can have findings).
     fn recheck_messages(&mut self) {
         self.message_diags.clear();
-        let shared: Vec<String> = self
-            .message_ids
-            .iter()
-            .filter(|(_, files)| files.len() > 1)
-            .map(|(id, _)| id.clone())
-            .collect();
+        let mut shared: Vec<String> = Vec::new();
+        let mut previous: Option<&str> = None;
+        for (id, _) in &self.message_ids {
+            if previous == Some(id.as_str()) && shared.last() != Some(id) {
+                shared.push(id.clone());
+            }
+            previous = Some(id.as_str());
+        }
         self.recheck_message_ids(shared);
     }
 
@@ -471,12 +474,11 @@ impl SessionCore {
         for id in ids {
             let files: Vec<&IndexedFile> = self
                 .message_ids
-                .get(&id)
-                .filter(|f| f.len() > 1)
-                .into_iter()
-                .flatten()
-                .filter_map(|name| self.index.files.get(name))
+                .range((id.clone(), String::new())..)
+                .take_while(|(i, _)| *i == id)
+                .filter_map(|(_, name)| self.index.files.get(name))
                 .collect();
+            let files = if files.len() > 1 { files } else { Vec::new() };
             let placed = self.place(duplicate_message_ids(&files));
             if placed.is_empty() {
                 self.message_diags.remove(&id);
@@ -530,10 +532,7 @@ impl SessionCore {
     /// Adds a file to the secondary indexes.
     fn index_in(&mut self, file: &str, f: &IndexedFile) {
         if let Some(id) = message_id(f) {
-            self.message_ids
-                .entry(id)
-                .or_default()
-                .insert(file.to_string());
+            self.message_ids.insert((id, file.to_string()));
         }
         match &f.entry {
             Entry::Plan(p) => {
@@ -554,13 +553,8 @@ impl SessionCore {
 
     /// Removes a file from the secondary indexes.
     fn index_out(&mut self, file: &str, f: &IndexedFile) {
-        if let Some(id) = message_id(f)
-            && let Some(files) = self.message_ids.get_mut(&id)
-        {
-            files.remove(file);
-            if files.is_empty() {
-                self.message_ids.remove(&id);
-            }
+        if let Some(id) = message_id(f) {
+            self.message_ids.remove(&(id, file.to_string()));
         }
         match &f.entry {
             Entry::Plan(p) => {
