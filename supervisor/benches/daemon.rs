@@ -12,11 +12,16 @@
 //!    the syscalls of one change (`strace -c -f` attached for a window of
 //!    changes, when strace is installed); then wake-ups over an idle period
 //!    (voluntary context switches of every squadd thread).
+//! 4. Burst (issue 11): 50,000 messages renamed into one session as fast as
+//!    they can be written; the time until every one is in its recipient's
+//!    inbox, and squadd's RSS before, right after and once the burst is
+//!    over (what a delivered message costs while squadd runs on).
 //!
 //! Run: `cargo bench -p squad-supervisor --bench daemon`. Environment:
 //! `SQUAD_BENCH_DIR` (where to create roots; default the system temp dir,
 //! try /dev/shm for tmpfs), `SQUAD_BENCH_IDLE_SECS` (default 60),
-//! `SQUAD_BENCH_SESSIONS` (default 1000). Run one part by name:
+//! `SQUAD_BENCH_SESSIONS` (default 1000), `SQUAD_BENCH_BURST` (default
+//! 50000). Run one part by name:
 //! `… --bench daemon -- growth`.
 
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -472,6 +477,72 @@ fn growth() {
     );
 }
 
+fn burst() {
+    let count: usize = env_or("SQUAD_BENCH_BURST", 50_000);
+    let tmp = tempdir();
+    let root = tmp.path();
+    let dir = root.join(".squad/sessions/20240115T100000Z-burst");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("session-status.md"),
+        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    for agent in ["alice", "bob", "carol"] {
+        fs::write(
+            dir.join(format!("role-plan-{agent}-task_{agent}.md")),
+            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
+        )
+        .unwrap();
+    }
+    let (daemon, _) = start(root);
+    let pid = daemon.child.id();
+    std::thread::sleep(Duration::from_secs(1));
+    let before = rss_kib(pid).unwrap_or(0);
+    let t0 = Instant::now();
+    for i in 0..count {
+        let to = ["bob", "carol"][i % 2];
+        let id = format!("msg_b{i:06}");
+        let staging = dir.join(format!(".{id}.partial"));
+        fs::write(&staging, message(&id, to, i)).unwrap();
+        fs::rename(
+            &staging,
+            dir.join(format!("role-comm-alice-to-{to}-{id}.md")),
+        )
+        .unwrap();
+    }
+    let written = t0.elapsed();
+    let delivered = || {
+        ["bob", "carol"]
+            .iter()
+            .map(|a| fs::read_dir(dir.join("inbox").join(a).join("new")).map_or(0, |d| d.count()))
+            .sum::<usize>()
+    };
+    let mut peak = before;
+    let end = Instant::now() + Duration::from_secs(900);
+    while delivered() < count && Instant::now() < end {
+        peak = peak.max(rss_kib(pid).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let done = t0.elapsed();
+    let right_after = rss_kib(pid).unwrap_or(0);
+    // Once the burst is over (squadd returns freed memory 2 s after it).
+    std::thread::sleep(Duration::from_secs(5));
+    let after = rss_kib(pid).unwrap_or(0);
+    let n = delivered();
+    println!(
+        "burst: {count} messages written in {:.1} s, {n} delivered after {:.1} s ({:.0}/s); RSS before {:.1} MiB, peak {:.1} MiB, right after {:.1} MiB, 5 s later {:.1} MiB = {:.0} B per delivered message held",
+        written.as_secs_f64(),
+        done.as_secs_f64(),
+        n as f64 / done.as_secs_f64(),
+        before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        right_after as f64 / 1024.0,
+        after as f64 / 1024.0,
+        (after.saturating_sub(before) * 1024) as f64 / n.max(1) as f64,
+    );
+}
+
 fn main() {
     // `cargo bench` passes --bench; a filter selects one part.
     let filter: Vec<String> = std::env::args()
@@ -490,5 +561,8 @@ fn main() {
     }
     if wants("growth") {
         growth();
+    }
+    if wants("burst") {
+        burst();
     }
 }

@@ -418,3 +418,37 @@ fn unwatched_directories_are_retried_and_reported() {
     );
     assert!(!audited(root, "watch-restored").is_empty());
 }
+
+/// Deleting 3 files gave 5 `file-removed` events: each removal is one
+/// event (this test could not reproduce the extra two on this main; it
+/// holds the count to exactly one per file, attribute events included).
+#[test]
+fn each_removed_file_is_one_event() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    let files = [
+        ("role-plan-bob-task_b.md", plan("task_b", "bob", &[])),
+        (
+            "role-comm-alice-task_a.md",
+            progress("task_a", "alice", "in_progress"),
+        ),
+        (
+            "role-comm-alice-to-bob-msg_1.md",
+            message("msg_1", "high", "2024-01-15T10:00:00Z"),
+        ),
+    ];
+    for (name, text) in &files {
+        fs::write(session.join(name), text).unwrap();
+    }
+    let _d = Daemon::start(root);
+    for (name, _) in &files {
+        fs::remove_file(session.join(name)).unwrap();
+    }
+    eventually("the removals applied", || {
+        (counters(&session)? == (0, 1, "active".into())).then_some(())
+    });
+    // Late duplicates would arrive within this.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let removed = audited(root, "file-removed");
+    assert_eq!(removed.len(), 3, "{removed:#?}");
+}

@@ -627,11 +627,14 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     // watched too (acknowledgements keep the unread counters true).
     let inboxes = fs::read_dir(session.join("inbox")).map_or(0, |d| d.count());
     assert!(inboxes > 0);
-    assert_eq!(
-        h["watches"],
-        6 + inboxes,
-        "root, .squad, .squad/run, sessions, one session, its locks/, each inbox/<agent>/new"
-    );
+    // root, .squad, sessions, run/, .claude (squadd created it for the
+    // shared context; it is where .claude/skills would appear), one
+    // session, its locks/, each inbox/<agent>/new.
+    eventually("every directory watched", || {
+        let out = run(squadctl().args(["health", "--json"]).current_dir(root));
+        let h: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
+        (h["watches"] == 7 + inboxes).then_some(())
+    });
 }
 
 #[test]

@@ -11,7 +11,7 @@ use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -19,6 +19,14 @@ use tokio::sync::mpsc;
 /// anyway. Renames, closes after writing and deletions are handled at once;
 /// only bare modifications wait, and never longer than this.
 const SETTLE: Duration = Duration::from_millis(3);
+
+/// The most watcher notifications held in memory waiting for squadd. The
+/// watcher thread reads the kernel's queue as fast as it fills, so a burst
+/// that squadd cannot keep up with would otherwise pile up in memory (a
+/// 50,000-message burst held a quarter of a million events); past this the
+/// notifications are dropped and one rescan stands for them, as the
+/// kernel's own queue does at `fs.inotify.max_queued_events`.
+pub const MAX_QUEUED: usize = 16_384;
 
 /// What the watcher sends.
 pub type Notification = notify::Result<notify::Event>;
@@ -29,6 +37,9 @@ pub struct Intake {
     watched: BTreeSet<PathBuf>,
     pending: HashMap<PathBuf, Instant>,
     queue: Arc<AtomicUsize>,
+    /// Set when notifications were dropped (see [`MAX_QUEUED`]) until the
+    /// rescan that stands for them is taken.
+    overflow: Arc<AtomicBool>,
     /// Unreadable files and how many times each was read again.
     unreadable: HashMap<PathBuf, u32>,
     /// Directories that could not be watched (the inotify limit), retried
@@ -83,7 +94,18 @@ impl Intake {
         let (tx, rx) = mpsc::unbounded_channel();
         let queue = Arc::new(AtomicUsize::new(0));
         let queue_in = queue.clone();
+        let overflow = Arc::new(AtomicBool::new(false));
+        let overflow_in = overflow.clone();
         let watcher = notify::recommended_watcher(move |res: Notification| {
+            if queue_in.load(Ordering::Relaxed) >= MAX_QUEUED {
+                if !overflow_in.swap(true, Ordering::AcqRel) {
+                    queue_in.fetch_add(1, Ordering::Relaxed);
+                    let rescan =
+                        notify::Event::new(FsKind::Other).set_flag(notify::event::Flag::Rescan);
+                    let _ = tx.send(Ok(rescan));
+                }
+                return;
+            }
             queue_in.fetch_add(1, Ordering::Relaxed);
             let _ = tx.send(res);
         })
@@ -94,6 +116,7 @@ impl Intake {
                 watched: BTreeSet::new(),
                 pending: HashMap::new(),
                 queue,
+                overflow,
                 unreadable: HashMap::new(),
                 unwatched: BTreeSet::new(),
                 rewatch_after: REWATCH_FIRST,
@@ -222,6 +245,9 @@ impl Intake {
             Err(e) => return Noted::Failed(watch_error_hint(&e)),
         };
         if event.need_rescan() {
+            // Notifications after this one are queued again; the rescan
+            // (after this batch) covers the ones dropped before it.
+            self.overflow.store(false, Ordering::Release);
             return Noted::Rescan(event.paths);
         }
         let settle = match event.kind {

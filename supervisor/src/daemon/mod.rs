@@ -89,6 +89,12 @@ const ROOT_CHECK_MAX: Duration = Duration::from_secs(10);
 /// them (a `.squad/` being deleted is gone by then).
 const CONTROL_DELAY: Duration = Duration::from_millis(250);
 
+/// A batch of at least this many paths is a burst, after which freed
+/// memory is returned to the OS ([`TRIM_DELAY`] after the last such batch).
+const TRIM_AFTER_PATHS: usize = 64;
+/// How long after the last burst batch memory is returned.
+const TRIM_DELAY: Duration = Duration::from_secs(2);
+
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
 
@@ -289,9 +295,10 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Returns the memory the parallel start-up scan freed to the OS. The scan's
-/// worker threads leave freed parse buffers in their own malloc arenas, which
-/// glibc keeps resident; a long-running daemon should not carry them.
+/// Returns the memory the parallel start-up scan (or a burst) freed to the
+/// OS. The scan's worker threads leave freed parse buffers in their own
+/// malloc arenas, and a burst's queued events and reads leave free holes,
+/// which glibc keeps resident; a long-running daemon should not carry them.
 fn release_scan_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
@@ -808,10 +815,15 @@ impl Supervisor {
             }
         }
         let paths = self.intake.take_due(now);
+        if paths.len() >= TRIM_AFTER_PATHS {
+            // A burst: once it is over, the memory its events and reads
+            // used goes back to the OS (moved on while the burst lasts).
+            self.timers.set(Timer::Trim, now + TRIM_DELAY);
+        }
         let worked = !paths.is_empty()
             || due
                 .iter()
-                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog));
+                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog | Timer::Trim));
         for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
@@ -941,6 +953,7 @@ impl Supervisor {
                     }
                 }
                 Timer::Rewatch => self.rewatch(),
+                Timer::Trim => release_scan_memory(),
                 Timer::Watchdog => {
                     systemd::watchdog();
                     if let Some(every) = self.watchdog {

@@ -78,6 +78,13 @@ pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
     ))
 }
 
+/// The message id a message file carries (what the duplicate rule keys on).
+fn message_id(f: &IndexedFile) -> Option<String> {
+    (f.kind == FileKind::Message)
+        .then(|| f.facts.message_id.clone())
+        .flatten()
+}
+
 fn next_identity() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -131,7 +138,12 @@ pub struct SessionCore {
     graph_diags: Vec<squad_protocol::Diagnostic>,
     /// `duplicate-message-id` findings, recomputed when a message's
     /// identity changes (the only files that can change them).
-    message_diags: Vec<squad_protocol::Diagnostic>,
+    message_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
+    /// (message id, message file) for every message file: a message change
+    /// rechecks its own ids only (the rule over every message made a burst
+    /// of N messages cost N² work). One set of pairs rather than a set per
+    /// id: nearly every id has one file, and a set each cost 280 bytes.
+    message_ids: BTreeSet<(String, String)>,
     /// Session-rule diagnostics of each other file (unknown task, agent
     /// mismatch): recomputed for that file alone when it changes.
     member_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
@@ -164,7 +176,8 @@ impl SessionCore {
             dependents: Edges::new(),
             contributed: BTreeMap::new(),
             graph_diags: Vec::new(),
-            message_diags: Vec::new(),
+            message_diags: BTreeMap::new(),
+            message_ids: BTreeSet::new(),
             member_diags: BTreeMap::new(),
             rule_plans: BTreeMap::new(),
             identity: next_identity(),
@@ -305,7 +318,7 @@ impl SessionCore {
             (Some(o), Some(n)) => o.facts != n.facts || o.kind != n.kind,
             _ => true,
         };
-        let old_was_message = old.is_some_and(|o| o.kind == FileKind::Message);
+        let old_message_id = old.and_then(message_id);
         let structural = |f: Option<&IndexedFile>| {
             f.is_some_and(|f| matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus))
         };
@@ -341,13 +354,10 @@ impl SessionCore {
         self.dirty.extend(affected);
         self.finish(&mut out);
         if identity_changed {
-            let is_message = self
-                .index
-                .files
-                .get(file)
-                .is_some_and(|f| f.kind == FileKind::Message);
-            if old_was_message || is_message {
-                self.recheck_messages();
+            let new_message_id = self.index.files.get(file).and_then(message_id);
+            if old_message_id != new_message_id {
+                let ids = old_message_id.into_iter().chain(new_message_id);
+                self.recheck_message_ids(ids.collect());
             }
             if whole {
                 self.recheck_all();
@@ -360,11 +370,15 @@ impl SessionCore {
             // Same facts, other text: findings on this file are placed again
             // in its new text (positions follow the fingerprint).
             let path = f.path.clone();
+            let id = message_id(f);
             if self.graph_diags.iter().any(|d| d.path == path) {
                 self.recheck_all();
             } else if self.member_diags.contains_key(file) {
                 self.recheck_member(file);
                 self.assemble_diagnostics();
+            }
+            if let Some(id) = id.filter(|id| self.message_diags.contains_key(id)) {
+                self.recheck_message_ids(vec![id]);
             }
         }
         out
@@ -440,23 +454,46 @@ impl SessionCore {
         })
     }
 
-    /// Runs the message-id rule over the session's messages.
+    /// Runs the message-id rule over the session's messages (only ids
+    /// carried by more than one file can have findings).
     fn recheck_messages(&mut self) {
-        let messages: Vec<&IndexedFile> = self
-            .index
-            .files
-            .values()
-            .filter(|f| f.kind == FileKind::Message)
-            .collect();
-        let findings = duplicate_message_ids(&messages);
-        self.message_diags = self.place(findings);
+        self.message_diags.clear();
+        let mut shared: Vec<String> = Vec::new();
+        let mut previous: Option<&str> = None;
+        for (id, _) in &self.message_ids {
+            if previous == Some(id.as_str()) && shared.last() != Some(id) {
+                shared.push(id.clone());
+            }
+            previous = Some(id.as_str());
+        }
+        self.recheck_message_ids(shared);
+    }
+
+    /// Runs the message-id rule over the files carrying these ids.
+    fn recheck_message_ids(&mut self, ids: Vec<String>) {
+        for id in ids {
+            let files: Vec<&IndexedFile> = self
+                .message_ids
+                .range((id.clone(), String::new())..)
+                .take_while(|(i, _)| *i == id)
+                .filter_map(|(_, name)| self.index.files.get(name))
+                .collect();
+            let files = if files.len() > 1 { files } else { Vec::new() };
+            let placed = self.place(duplicate_message_ids(&files));
+            if placed.is_empty() {
+                self.message_diags.remove(&id);
+            } else {
+                self.message_diags.insert(id, placed);
+            }
+        }
+        self.assemble_diagnostics();
     }
 
     fn assemble_diagnostics(&mut self) {
         self.index.session_diagnostics = self
             .graph_diags
             .iter()
-            .chain(&self.message_diags)
+            .chain(self.message_diags.values().flatten())
             .chain(self.member_diags.values().flatten())
             .cloned()
             .collect();
@@ -494,6 +531,9 @@ impl SessionCore {
 
     /// Adds a file to the secondary indexes.
     fn index_in(&mut self, file: &str, f: &IndexedFile) {
+        if let Some(id) = message_id(f) {
+            self.message_ids.insert((id, file.to_string()));
+        }
         match &f.entry {
             Entry::Plan(p) => {
                 self.plan_files
@@ -513,6 +553,9 @@ impl SessionCore {
 
     /// Removes a file from the secondary indexes.
     fn index_out(&mut self, file: &str, f: &IndexedFile) {
+        if let Some(id) = message_id(f) {
+            self.message_ids.remove(&(id, file.to_string()));
+        }
         match &f.entry {
             Entry::Plan(p) => {
                 if let Some(s) = self.plan_files.get_mut(&p.task_id) {

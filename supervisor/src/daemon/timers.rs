@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Something that happens at a time. A timer is identified by its value:
@@ -91,6 +92,8 @@ pub enum Timer {
     /// Retry the directories that could not be watched (inotify limit),
     /// with backoff.
     Rewatch,
+    /// Give memory freed after a burst back to the OS.
+    Trim,
     /// The systemd watchdog ping.
     Watchdog,
     /// Recompute the one-line STATUS= summary (it walks every session, so
@@ -116,7 +119,7 @@ impl Timer {
             | Timer::Delivery { root, .. }
             | Timer::Escalation { root, .. }
             | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch => None,
+            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim => None,
         }
     }
 
@@ -135,18 +138,27 @@ impl Timer {
 }
 
 /// The queue.
+///
+/// Each timer is held once and shared by the queue and the index (a burst
+/// of deliveries sets one escalation timer per message, each naming its
+/// session, recipient and inbox file).
 #[derive(Debug, Default)]
 pub struct Timers {
-    queue: BTreeSet<(Instant, Timer)>,
-    at: HashMap<Timer, Instant>,
+    queue: BTreeSet<(Instant, Rc<Timer>)>,
+    at: HashMap<Rc<Timer>, Instant>,
 }
 
 impl Timers {
     /// Sets (or moves) a timer.
     pub fn set(&mut self, timer: Timer, at: Instant) {
-        if let Some(old) = self.at.insert(timer.clone(), at) {
-            self.queue.remove(&(old, timer.clone()));
-        }
+        let timer = match self.at.remove_entry(&timer) {
+            Some((held, old)) => {
+                self.queue.remove(&(old, held.clone()));
+                held
+            }
+            None => Rc::new(timer),
+        };
+        self.at.insert(timer.clone(), at);
         self.queue.insert((at, timer));
     }
 
@@ -167,8 +179,8 @@ impl Timers {
 
     /// Cancels a timer.
     pub fn cancel(&mut self, timer: &Timer) {
-        if let Some(old) = self.at.remove(timer) {
-            self.queue.remove(&(old, timer.clone()));
+        if let Some((held, old)) = self.at.remove_entry(timer) {
+            self.queue.remove(&(old, held));
         }
     }
 
@@ -178,7 +190,7 @@ impl Timers {
             .at
             .keys()
             .filter(|t| t.root() == Some(root) && t.session() == Some(session))
-            .cloned()
+            .map(|t| Timer::clone(t))
             .collect();
         for t in gone {
             self.cancel(&t);
@@ -191,7 +203,7 @@ impl Timers {
             .at
             .keys()
             .filter(|t| t.root() == Some(root))
-            .cloned()
+            .map(|t| Timer::clone(t))
             .collect();
         for t in gone {
             self.cancel(&t);
@@ -221,8 +233,8 @@ impl Timers {
                 break;
             }
             if let Some((_, t)) = self.queue.pop_first() {
-                self.at.remove(&t);
-                out.push(t);
+                self.at.remove(&*t);
+                out.push(Rc::unwrap_or_clone(t));
             }
         }
         out
@@ -240,7 +252,7 @@ impl Timers {
 
     /// Sessions of a root with a held-back status write.
     pub fn held_sessions(&self, root: usize) -> impl Iterator<Item = &str> {
-        self.at.keys().filter_map(move |t| match t {
+        self.at.keys().filter_map(move |t| match &**t {
             Timer::Status { root: r, session } | Timer::WrapUp { root: r, session }
                 if *r == root =>
             {
