@@ -13,7 +13,8 @@
 //! - [`duration`]: `15m`-style durations;
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades;
 //! - [`memory`]: which team-memory entries an archive moves;
-//! - [`session_edit`]: what `session complete|fail|phase|gate` set.
+//! - [`session_edit`]: what `session complete|fail|phase|gate` set;
+//! - [`notices`]: which notices squadd sends agents for which facts.
 
 #![warn(missing_docs)]
 
@@ -24,6 +25,7 @@ pub mod guard;
 pub mod locks;
 pub mod memory;
 pub mod messages;
+pub mod notices;
 pub mod policy;
 pub mod retention;
 pub mod session_edit;

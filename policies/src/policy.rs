@@ -40,6 +40,8 @@ pub struct Policy {
     pub skills: crate::skills::SkillsPolicy,
     /// `memory:` (squadd's merge and archive of team memory).
     pub memory: crate::memory::MemoryPolicy,
+    /// `notices:` (squadd's messages to agents).
+    pub notices: crate::notices::NoticePolicy,
 }
 
 /// `retention:` of the policy.
@@ -87,6 +89,7 @@ struct Raw {
     messages: RawMessages,
     skills: RawSkills,
     memory: RawMemory,
+    notices: crate::notices::RawNotices,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +259,7 @@ impl Policy {
                 prompt_budget_tokens: 2000,
             },
             memory: crate::memory::MemoryPolicy::default(),
+            notices: crate::notices::NoticePolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -446,6 +450,10 @@ impl Policy {
                 prompt_budget_tokens: raw.skills.prompt_budget_tokens,
             },
             memory: memory_policy(&raw.memory)?,
+            notices: raw
+                .notices
+                .check()
+                .map_err(|(field, message)| PolicyError { field, message })?,
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {

@@ -11,6 +11,7 @@ mod hardening;
 pub mod lock;
 mod memory;
 mod messages;
+mod notices;
 mod retention;
 mod session_edit;
 mod skills;

@@ -25,6 +25,7 @@ pub mod eventlog;
 pub mod health;
 pub mod hooks;
 pub mod intake;
+pub mod notices;
 pub mod pidfile;
 pub mod routing;
 pub mod server;
@@ -427,11 +428,16 @@ impl Supervisor {
         }
         self.write_statuses(i, &names, now);
         self.refresh_skills(i);
+        // Facts that arose while squadd was down (told once: see notices).
+        for name in &names {
+            self.tap_standing_facts(i, name);
+        }
         // The backlog written while squadd was down: critical first.
         for name in &names {
             self.seed_mail(i, name, now);
         }
         self.flush_outbox(now);
+        self.send_notices(now);
         self.save_state(i);
         self.write_shared_context(i, true);
         self.log.emit(
@@ -703,6 +709,8 @@ impl Supervisor {
                 }
             }
         }
+        // squadd's notices to agents, from this batch's facts.
+        self.send_notices(wall);
         // The STATUS= line walks every session: only worth it when a service
         // manager listens, and at most once a second after changes.
         if self.notify_socket && worked {
