@@ -9,11 +9,16 @@ use std::path::Path;
 
 const S: &str = "20240115T100000Z-msgs";
 
+/// These tests count what inboxes hold: squadd's own notices (its fixture's
+/// tasks are ready) are off here and tested in notices.rs.
+const NO_NOTICES: &str = "notices:\n  task_ready: false\n  task_overdue: false\n  file_invalid: false\n  dependency_violation: false\n";
+
 fn project() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join(".squad/sessions").join(S);
     fs::create_dir_all(&s).unwrap();
     fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
+    fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     fs::write(
         s.join("session-status.md"),
         "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
@@ -166,7 +171,7 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
     fs::write(
         root.join(".squad/policies.yaml"),
         format!(
-            "messages:\n  escalate_after:\n    critical: 1s\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_PRIORITY $SQUAD_FROM $SQUAD_TO $SQUAD_SESSION {{path}}\\\" >> {}\"]\n      timeout: 5s\n    alice:\n      command: [\"false\"]\n      retries: 0\n",
+            "{NO_NOTICES}messages:\n  escalate_after:\n    critical: 1s\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_PRIORITY $SQUAD_FROM $SQUAD_TO $SQUAD_SESSION {{path}}\\\" >> {}\"]\n      timeout: 5s\n    alice:\n      command: [\"false\"]\n      retries: 0\n",
             log.display()
         ),
     )

@@ -621,6 +621,11 @@ impl Supervisor {
                 touched.entry(i).or_default().insert(name);
             }
         }
+        // squadd's notices to agents, written and delivered before the
+        // status files: an observer that sees the new status sees the
+        // notices it implies already done (and a session removed right
+        // after is not written into by a late notice).
+        self.send_notices(wall);
         for (i, names) in touched {
             let deferred: BTreeSet<String> = names
                 .iter()
@@ -640,7 +645,16 @@ impl Supervisor {
                         root,
                         session: session.clone(),
                     });
-                    self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    // A status file missing after a batch of removals was
+                    // removed with its session (an `rm -rf` still emptying
+                    // the directory): not recreated here.
+                    let has_status = self.roots[root]
+                        .sessions
+                        .get(&session)
+                        .is_some_and(|s| s.index().files.contains_key(SESSION_STATUS_FILE));
+                    if has_status {
+                        self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    }
                     if self.roots[root].session_dir(&session).is_dir() {
                         self.recheck_waiting(root, &session, wall);
                         self.flush_outbox(wall);
@@ -709,7 +723,7 @@ impl Supervisor {
                 }
             }
         }
-        // squadd's notices to agents, from this batch's facts.
+        // Facts the writes and timers above brought up.
         self.send_notices(wall);
         // The STATUS= line walks every session: only worth it when a service
         // manager listens, and at most once a second after changes.
