@@ -15,6 +15,13 @@ fn project() -> tempfile::TempDir {
     let s = tmp.path().join(".squad/sessions").join(S);
     fs::create_dir_all(&s).unwrap();
     fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
+    // These tests read what inboxes hold: squadd's own notices (the tasks
+    // below are ready) are off here and tested in notices.rs.
+    fs::write(
+        tmp.path().join(".squad/policies.yaml"),
+        "notices:\n  task_ready: false\n  task_overdue: false\n  file_invalid: false\n  dependency_violation: false\n",
+    )
+    .unwrap();
     fs::write(
         s.join("session-status.md"),
         "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",

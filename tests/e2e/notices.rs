@@ -250,3 +250,50 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
     );
     drop(daemon);
 }
+
+#[test]
+fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    ok(run(ctl(root).arg("init")));
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        "notices:\n  task_ready: false\n",
+    )
+    .unwrap();
+    let dir: PathBuf =
+        root.join(ok(run(ctl(root).args(["session", "new", "--slug", "dv"]))).trim());
+    let _d = Daemon::start(root);
+    task_new(root, &["--agent", "alice"]);
+    task_new(root, &["--agent", "bob", "--requires", "task_001"]);
+    // bob starts before alice finished.
+    ok(run(ctl(root).args([
+        "progress",
+        "--agent",
+        "bob",
+        "--task",
+        "task_002",
+        "--status",
+        "in_progress",
+    ])));
+    eventually("bob is told of the violation", || {
+        (notices(&dir, "bob") == ["Dependency violation: task_002 [high]"]).then_some(())
+    });
+    let file = fs::read_dir(dir.join("inbox/bob/new"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = fs::read_to_string(file).unwrap();
+    assert!(text.contains("task_001"), "{text}");
+    // Ready notices are off: alice's task became ready unannounced.
+    assert!(notices(&dir, "alice").is_empty());
+    // The notice is a valid message from squadd.
+    let out = run(ctl(root).args(["validate", "--json"]));
+    assert!(
+        !stdout(&out).contains("role-comm-squadd"),
+        "{}",
+        stdout(&out)
+    );
+}
