@@ -1103,7 +1103,7 @@ impl Supervisor {
         i: usize,
         names: &[String],
         wall: DateTime<Utc>,
-        held: Option<std::fs::File>,
+        held: Option<(&str, std::fs::File)>,
     ) {
         let mut held = held;
         let mut locks = Vec::new();
@@ -1111,8 +1111,9 @@ impl Supervisor {
             if !self.roots[i].sessions.contains_key(name) {
                 continue;
             }
-            let lock = match held.take() {
-                Some(f) => edits::Locked::Held(f),
+            let mine = held.take_if(|(n, _)| *n == name.as_str());
+            let lock = match mine {
+                Some((_, f)) => edits::Locked::Held(f),
                 None => {
                     let lock = self.lock_status(i, name);
                     if !matches!(lock, edits::Locked::Busy) {
