@@ -300,3 +300,31 @@ impl Supervisor {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squad_policies::notices::NoticeKind;
+    use squad_protocol::model::Priority;
+
+    #[test]
+    fn a_notice_id_is_stable_per_session_fact_and_recipient_and_short() {
+        let n = |key: &str, to: &str| Notice {
+            kind: NoticeKind::TaskReady,
+            to: to.into(),
+            priority: Priority::Medium,
+            key: key.into(),
+        };
+        let a = notice_id("s1", &n("ready|task_1|bob|bob", "bob"));
+        assert_eq!(a, notice_id("s1", &n("ready|task_1|bob|bob", "bob")));
+        assert_ne!(a, notice_id("s2", &n("ready|task_1|bob|bob", "bob")));
+        assert_ne!(a, notice_id("s1", &n("ready|task_2|bob|bob", "bob")));
+        assert!(squad_protocol::IdKind::Message.matches(&a), "{a}");
+        assert!(a.len() <= 40, "{a}");
+        assert!(wanted(&EventKind::TaskReady {
+            task_id: "task_1".into(),
+            agent: "bob".into()
+        }));
+        assert!(!wanted(&EventKind::FileRemoved));
+    }
+}
