@@ -13,8 +13,9 @@
 //! - [`duration`]: `15m`-style durations;
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades;
 //! - [`memory`]: which team-memory entries an archive moves;
-//! - [`hooks`]: how many notify commands run at once, and in which order.
-//! - [`session_edit`]: what `session complete|fail|phase|gate` set.
+//! - [`hooks`]: how many notify commands run at once, and in which order;
+//! - [`session_edit`]: what `session complete|fail|phase|gate` set;
+//! - [`notices`]: which notices squadd sends agents for which facts.
 
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod hooks;
 pub mod locks;
 pub mod memory;
 pub mod messages;
+pub mod notices;
 pub mod policy;
 pub mod retention;
 pub mod session_edit;

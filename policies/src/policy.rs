@@ -42,6 +42,8 @@ pub struct Policy {
     pub memory: crate::memory::MemoryPolicy,
     /// `hooks:` (how many notify commands run at once).
     pub hooks: crate::hooks::HooksPolicy,
+    /// `notices:` (squadd's messages to agents).
+    pub notices: crate::notices::NoticePolicy,
 }
 
 /// `retention:` of the policy.
@@ -115,6 +117,7 @@ struct Raw {
     skills: RawSkills,
     memory: RawMemory,
     hooks: RawHooks,
+    notices: crate::notices::RawNotices,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +294,7 @@ impl Policy {
             },
             memory: crate::memory::MemoryPolicy::default(),
             hooks: crate::hooks::HooksPolicy::default(),
+            notices: crate::notices::NoticePolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -494,6 +498,10 @@ impl Policy {
                     message,
                 })?,
             },
+            notices: raw
+                .notices
+                .check()
+                .map_err(|(field, message)| PolicyError { field, message })?,
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {

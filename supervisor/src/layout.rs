@@ -40,6 +40,7 @@ pub const GITIGNORE: &str = "\
 /audit.jsonl.*
 /sessions/*/inbox/
 /sessions/*/locks/
+/sessions/*/role-comm-squadd-to-*
 .*.tmp.*
 ";
 
@@ -57,6 +58,14 @@ pub fn is_runtime_path(path: &str) -> bool {
         return true;
     }
     if rest.starts_with("run/") || rest == "audit.jsonl" || rest.starts_with("audit.jsonl.") {
+        return true;
+    }
+    let mut parts = rest.split('/');
+    // squadd's notices to agents (like the inboxes they are delivered to).
+    if let (Some(SESSIONS_DIR), Some(_), Some(file), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+        && file.starts_with("role-comm-squadd-to-")
+    {
         return true;
     }
     let mut parts = rest.split('/');
@@ -84,6 +93,7 @@ mod tests {
             ".squad/sessions/s1/inbox/bob/new/x.md",
             ".squad/sessions/s1/locks/abc.json",
             ".squad/sessions/s1/.role-plan-a-task_1.md.tmp.12.0",
+            ".squad/sessions/s1/role-comm-squadd-to-bob-msg_squadd_ready_0123456789abcdef.md",
         ] {
             assert!(is_runtime_path(p), "{p}");
         }
@@ -94,6 +104,7 @@ mod tests {
             ".squad/skills/x/SKILL.md",
             "src/run/x.rs",
             ".squad/sessions/inbox",
+            ".squad/sessions/s1/role-comm-alice-to-bob-msg_1.md",
         ] {
             assert!(!is_runtime_path(p), "{p}");
         }

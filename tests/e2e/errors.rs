@@ -13,6 +13,9 @@ const S: &str = "20240115T100000Z-errs";
 fn project() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     two_agent_session(tmp.path(), S);
+    // These tests read what inboxes hold: squadd's own notices (the tasks
+    // are ready) are off here and tested in notices.rs.
+    fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     tmp
 }
 

@@ -14,6 +14,7 @@ mod hooks;
 pub mod lock;
 mod memory;
 mod messages;
+mod notices;
 mod retention;
 mod session_edit;
 mod skills;

@@ -9,9 +9,13 @@ use std::path::Path;
 
 const S: &str = "20240115T100000Z-msgs";
 
+// These tests count what inboxes hold: squadd's own notices (the fixture's
+// tasks are ready) are off here and tested in notices.rs.
+
 fn project() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     two_agent_session(tmp.path(), S);
+    fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     tmp
 }
 
@@ -152,7 +156,7 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
     fs::write(
         root.join(".squad/policies.yaml"),
         format!(
-            "messages:\n  escalate_after:\n    critical: 1s\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_PRIORITY $SQUAD_FROM $SQUAD_TO $SQUAD_SESSION {{path}}\\\" >> {}\"]\n      timeout: 5s\n    alice:\n      command: [\"false\"]\n      retries: 0\n",
+            "{NO_NOTICES}messages:\n  escalate_after:\n    critical: 1s\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_PRIORITY $SQUAD_FROM $SQUAD_TO $SQUAD_SESSION {{path}}\\\" >> {}\"]\n      timeout: 5s\n    alice:\n      command: [\"false\"]\n      retries: 0\n",
             log.display()
         ),
     )

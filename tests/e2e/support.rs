@@ -73,3 +73,7 @@ pub fn two_agent_session(root: &Path, session: &str) -> PathBuf {
     }
     s
 }
+
+/// A policy turning off every notice squadd sends agents, for tests that
+/// count what inboxes hold (notices are tested in notices.rs).
+pub const NO_NOTICES: &str = "notices:\n  task_ready: false\n  task_overdue: false\n  file_invalid: false\n  dependency_violation: false\n";

@@ -476,6 +476,9 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
             }
         }
         Err(EditError::Refused(why)) => {
+            if json {
+                super::print(&format!("{:#}\n", json!({ "refused": why })));
+            }
             eprintln!("squadctl: {why}");
             exit::PROBLEMS
         }

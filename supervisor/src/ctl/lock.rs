@@ -2,7 +2,6 @@
 
 use crate::events::EventKind;
 use crate::exit;
-use crate::index::{Entry as IndexEntry, scan_session};
 use crate::locks::{
     Entry, LOCKS_DIR, Reclaim, escapes_root, host_name, load, process_start, record_path, transact,
 };
@@ -171,38 +170,6 @@ struct TaskHome {
     assignee: String,
 }
 
-/// The plan of `task` in one session directory: the agent's canonically
-/// named plan (one file away), or with `scan`, any plan naming the task.
-fn plan_in(dir: &Path, agent: &str, task: &str, scan: bool) -> Result<Option<TaskHome>, String> {
-    let name = squad_protocol::model::canonical_file_name(
-        squad_protocol::FileKind::TaskAssignment,
-        agent,
-        task,
-        "",
-    );
-    let home = |p: &crate::index::Plan| TaskHome {
-        dir: dir.to_path_buf(),
-        allowed: p.allowed.clone(),
-        forbidden: p.forbidden.clone(),
-        assignee: p.agent.clone(),
-    };
-    if let Ok(Some(f)) =
-        crate::index::load_file(&dir.join(name), squad_protocol::FileKind::TaskAssignment)
-        && let IndexEntry::Plan(p) = &f.entry
-        && p.task_id == task
-    {
-        return Ok(Some(home(p)));
-    }
-    if !scan {
-        return Ok(None);
-    }
-    let index = scan_session(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(index.files.values().find_map(|f| match &f.entry {
-        IndexEntry::Plan(p) if p.task_id == task => Some(home(p)),
-        _ => None,
-    }))
-}
-
 fn session_name(dir: &Path) -> String {
     dir.file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -214,75 +181,29 @@ fn ended(dir: &Path) -> Option<SessionState> {
     super::message::session_state(dir).filter(|s| *s != SessionState::Active)
 }
 
-/// Finds the session whose plan assigns `task` (or checks the named one).
-/// A task is (session, id): an id that several sessions plan resolves to the
-/// only one still active, else it needs `--session`.
-fn task_session(
-    root: &Path,
-    session: Option<&str>,
-    agent: &str,
-    task: &str,
-) -> Result<TaskHome, String> {
-    if let Some(s) = session {
-        let dir = crate::root::named_session(root, s)?;
-        if let Some(state) = ended(&dir) {
-            return Err(format!(
-                "session `{}` is {state}: its locks were released when it ended",
-                crate::text::escape(s)
-            ));
-        }
-        return plan_in(&dir, agent, task, true)?.ok_or_else(|| {
-            format!(
-                "task `{task}` has no valid task assignment in session `{}`",
-                crate::text::escape(s)
-            )
-        });
-    }
-    let dirs = session_dirs(root).map_err(|e| e.to_string())?;
-    let mut found = Vec::new();
-    for dir in &dirs {
-        found.extend(plan_in(dir, agent, task, false)?);
-    }
-    if found.is_empty() {
-        // Not the agent's canonically named plan anywhere: scan, to say
-        // whose task it is.
-        for dir in &dirs {
-            found.extend(plan_in(dir, agent, task, true)?);
-        }
-    }
-    if found.len() > 1 {
-        let active: Vec<usize> = (0..found.len())
-            .filter(|i| ended(&found[*i].dir).is_none())
-            .collect();
-        if let [one] = active.as_slice() {
-            return Ok(found.swap_remove(*one));
-        }
-        let candidates: Vec<String> = found
-            .iter()
-            .map(|h| {
-                let state = super::message::session_state(&h.dir)
-                    .map_or_else(|| "status unknown".to_string(), |s| s.to_string());
-                format!("{} ({state})", crate::text::escape(&session_name(&h.dir)))
-            })
-            .collect();
+/// Finds the session whose plan assigns `task` (or checks the named one)
+/// through the one session resolver of the agent commands
+/// ([`super::target::resolve`]); an ended session holds no locks.
+fn task_session(root: &Path, session: Option<&str>, task: &str) -> Result<TaskHome, String> {
+    let index = super::target::resolve(root, session, super::target::Defines::Task(task))?;
+    if let Some(state) = ended(&index.dir) {
         return Err(format!(
-            "task `{task}` is planned in {} sessions: {}; pass --session",
-            found.len(),
-            candidates.join(", ")
+            "session `{}` is {state}: its locks were released when it ended",
+            crate::text::escape(&index.name)
         ));
     }
-    let home = found.pop().ok_or_else(|| {
+    let plan = index.plans().find(|p| p.task_id == task).ok_or_else(|| {
         format!(
-            "task `{task}` has no valid task assignment in any session; check the id or pass --session"
+            "task `{task}` has no valid task assignment in session `{}`",
+            crate::text::escape(&index.name)
         )
     })?;
-    if let Some(state) = ended(&home.dir) {
-        return Err(format!(
-            "task `{task}` belongs to session `{}`, which is {state}: its locks were released when it ended",
-            crate::text::escape(&session_name(&home.dir))
-        ));
-    }
-    Ok(home)
+    Ok(TaskHome {
+        allowed: plan.allowed.clone(),
+        forbidden: plan.forbidden.clone(),
+        assignee: plan.agent.clone(),
+        dir: index.dir.clone(),
+    })
 }
 
 /// What stands in the way of an acquisition.
@@ -361,7 +282,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             Err(e) => return refuse(format!("`{}`: {e}", shorten(t)), args.json),
         }
     }
-    let home = match task_session(root, args.session.as_deref(), &args.agent, &args.task) {
+    let home = match task_session(root, args.session.as_deref(), &args.task) {
         Ok(x) => x,
         Err(e) => return refuse(e, args.json),
     };
@@ -628,7 +549,10 @@ fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u
             if code != exit::OK {
                 return code;
             }
-            if released.is_empty() || !missing.is_empty() {
+            // `--all` asks for nothing in particular: holding nothing (the
+            // session ended and squadd released them) is not a failure, so
+            // an agent finishing as the skill shows never fails here.
+            if (released.is_empty() && !args.all) || !missing.is_empty() {
                 if !args.json && !missing.is_empty() && !released.is_empty() {
                     eprintln!(
                         "squadctl: not held by {}: {}",

@@ -109,7 +109,8 @@ pub enum InboxCommand {
 /// Arguments of `inbox list`.
 #[derive(Debug, clap::Args)]
 pub struct InboxArgs {
-    /// The agent.
+    /// The agent (default: `SQUAD_AGENT`).
+    #[arg(env = "SQUAD_AGENT")]
     pub agent: String,
     /// Only this session.
     #[arg(long, value_name = "ID")]
@@ -122,7 +123,8 @@ pub struct InboxArgs {
 /// Arguments of `inbox next`.
 #[derive(Debug, clap::Args)]
 pub struct NextArgs {
-    /// The agent.
+    /// The agent (default: `SQUAD_AGENT`).
+    #[arg(env = "SQUAD_AGENT")]
     pub agent: String,
     /// Wait up to DURATION for a message to arrive.
     #[arg(long, value_name = "DURATION")]
@@ -138,10 +140,9 @@ pub struct NextArgs {
 /// Arguments of `inbox ack`.
 #[derive(Debug, clap::Args)]
 pub struct AckArgs {
-    /// The agent.
-    pub agent: String,
-    /// The message id.
-    pub message_id: String,
+    /// `[AGENT] MESSAGE_ID`: the agent defaults to `SQUAD_AGENT`.
+    #[arg(value_name = "AGENT] [MESSAGE_ID", num_args = 1..=2, required = true)]
+    pub ids: Vec<String>,
     /// Only this session.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
@@ -392,7 +393,28 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
     let agent = match &cmd {
         InboxCommand::List(a) => &a.agent,
         InboxCommand::Next(a) => &a.agent,
-        InboxCommand::Ack(a) => &a.agent,
+        InboxCommand::Ack(a) => match a.ids.as_slice() {
+            [agent, _] => agent,
+            _ => match std::env::var("SQUAD_AGENT") {
+                Ok(agent) => {
+                    let mut ids = vec![agent];
+                    ids.extend(a.ids.iter().cloned());
+                    return inbox_cmd(
+                        root_arg,
+                        InboxCommand::Ack(AckArgs {
+                            ids,
+                            session: a.session.clone(),
+                            json: a.json,
+                        }),
+                    );
+                }
+                Err(_) => {
+                    return super::fail(
+                        "inbox ack: name the agent (`inbox ack AGENT MESSAGE_ID`) or set SQUAD_AGENT",
+                    );
+                }
+            },
+        },
     };
     if !IdKind::Agent.matches(agent) {
         return super::fail(format!("`{agent}` is not a valid agent name"));
@@ -401,17 +423,18 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
         InboxCommand::List(a) => list(&root, &a),
         InboxCommand::Next(a) => next(&root, a),
         InboxCommand::Ack(a) => {
-            let found = match items(&root, &a.agent, a.session.as_deref()) {
+            let (agent, message_id) = match a.ids.as_slice() {
+                [agent, id] => (agent.as_str(), id.as_str()),
+                _ => return super::fail("inbox ack: AGENT MESSAGE_ID"),
+            };
+            let found = match items(&root, agent, a.session.as_deref()) {
                 Ok(list) => list
                     .into_iter()
-                    .find(|i| i.unread && i.message_id == a.message_id),
+                    .find(|i| i.unread && i.message_id == message_id),
                 Err(e) => return super::fail(e),
             };
             let Some(item) = found else {
-                eprintln!(
-                    "squadctl: no unread message {} for {}",
-                    a.message_id, a.agent
-                );
+                eprintln!("squadctl: no unread message {message_id} for {agent}");
                 return exit::PROBLEMS;
             };
             match inbox::ack(&item) {

@@ -43,7 +43,9 @@ pub(crate) fn resolve(
     }
     let mut active = Vec::new();
     for dir in session_dirs(root).map_err(|e| e.to_string())? {
-        if super::message::session_state(&dir) != Some(SessionState::Active) {
+        // Ended sessions are no candidates; one whose status file is
+        // missing or unreadable counts as active, as squadd derives it.
+        if super::message::session_state(&dir).is_some_and(|s| s != SessionState::Active) {
             continue;
         }
         // A session removed while we look is simply not a candidate.
@@ -63,6 +65,16 @@ pub(crate) fn resolve(
     }
     if found.is_empty() && matches!(what, Defines::Agent(_)) && rest.len() == 1 {
         found = std::mem::take(&mut rest);
+    }
+    if found.is_empty()
+        && let Defines::Task(t) = what
+        && let Some((dir, state)) = ended_home(root, t)
+    {
+        return Err(format!(
+            "task `{}` belongs to session `{}`, which is {state}",
+            crate::text::escape(t),
+            crate::text::escape(&dir)
+        ));
     }
     match found.len() {
         1 => Ok(found.remove(0)),
@@ -85,6 +97,18 @@ pub(crate) fn resolve(
             names(&found)
         )),
     }
+}
+
+/// An ended session that plans `task` (to say so rather than "unknown").
+fn ended_home(root: &Path, task: &str) -> Option<(String, SessionState)> {
+    session_dirs(root).ok()?.into_iter().find_map(|dir| {
+        let state = super::message::session_state(&dir)?;
+        if state == SessionState::Active {
+            return None;
+        }
+        let index = scan_session(&dir).ok()?;
+        defines(&index, Defines::Task(task)).then(|| (index.name.clone(), state))
+    })
 }
 
 fn names(sessions: &[SessionIndex]) -> String {

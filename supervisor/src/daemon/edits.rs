@@ -90,7 +90,7 @@ impl Supervisor {
         self.reread_status(i, name);
         match self.edit_locked(i, name, &edit, wall) {
             Ok((text, changed)) => {
-                self.write_statuses_locked(i, &[name.to_string()], wall, lock);
+                self.write_statuses_locked(i, &[name.to_string()], wall, lock.map(|f| (name, f)));
                 self.recheck_waiting(i, name, wall);
                 self.flush_outbox(wall);
                 self.timers

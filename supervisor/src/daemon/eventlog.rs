@@ -18,6 +18,8 @@ pub struct EventLog {
     recent: VecDeque<Event>,
     bus: broadcast::Sender<Event>,
     roots: Vec<(PathBuf, String, AuditLog)>,
+    /// Events that may call for a notice, until the batch's end takes them.
+    tapped: Vec<super::notices::Tapped>,
 }
 
 impl Default for EventLog {
@@ -27,6 +29,7 @@ impl Default for EventLog {
             recent: VecDeque::new(),
             bus: broadcast::channel(1024).0,
             roots: Vec::new(),
+            tapped: Vec::new(),
         }
     }
 }
@@ -55,6 +58,14 @@ impl EventLog {
             return;
         };
         self.seq += 1;
+        if super::notices::wanted(&kind) {
+            self.tapped.push((
+                i,
+                session.map(str::to_string),
+                path.map(Path::to_path_buf),
+                kind.clone(),
+            ));
+        }
         let event = Event {
             seq: self.seq,
             at: Utc::now(),
@@ -79,6 +90,16 @@ impl EventLog {
         }
         self.recent.push_back(event.clone());
         let _ = self.bus.send(event);
+    }
+
+    /// Taps a fact that was not an event now (start-up's standing facts).
+    pub fn tap(&mut self, tapped: super::notices::Tapped) {
+        self.tapped.push(tapped);
+    }
+
+    /// Takes the events tapped since the last call.
+    pub fn take_tapped(&mut self) -> Vec<super::notices::Tapped> {
+        std::mem::take(&mut self.tapped)
     }
 
     /// The recent events of one root (by its displayed path).

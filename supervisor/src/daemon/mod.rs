@@ -25,6 +25,7 @@ pub mod eventlog;
 pub mod health;
 pub mod hooks;
 pub mod intake;
+pub mod notices;
 pub mod pidfile;
 pub mod routing;
 pub mod server;
@@ -645,11 +646,16 @@ impl Supervisor {
         }
         self.write_statuses(i, &names, now);
         self.refresh_skills(i);
+        // Facts that arose while squadd was down (told once: see notices).
+        for name in &names {
+            self.tap_standing_facts(i, name);
+        }
         // The backlog written while squadd was down: critical first.
         for name in &names {
             self.seed_mail(i, name, now);
         }
         self.flush_outbox(now);
+        self.send_notices(now);
         self.save_state(i);
         self.write_shared_context(i, true);
         self.log.emit(
@@ -857,6 +863,11 @@ impl Supervisor {
                 touched.entry(i).or_default().insert(name);
             }
         }
+        // squadd's notices to agents, written and delivered before the
+        // status files: an observer that sees the new status sees the
+        // notices it implies already done (and a session removed right
+        // after is not written into by a late notice).
+        self.send_notices(wall);
         for (i, names) in touched {
             let deferred: BTreeSet<String> = names
                 .iter()
@@ -876,7 +887,16 @@ impl Supervisor {
                         root,
                         session: session.clone(),
                     });
-                    self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    // A status file missing after a batch of removals was
+                    // removed with its session (an `rm -rf` still emptying
+                    // the directory): not recreated here.
+                    let has_status = self.roots[root]
+                        .sessions
+                        .get(&session)
+                        .is_some_and(|s| s.index().files.contains_key(SESSION_STATUS_FILE));
+                    if has_status {
+                        self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    }
                     if self.roots[root].session_dir(&session).is_dir() {
                         self.recheck_waiting(root, &session, wall);
                         self.flush_outbox(wall);
@@ -962,6 +982,8 @@ impl Supervisor {
                 }
             }
         }
+        // Facts the writes and timers above brought up.
+        self.send_notices(wall);
         // The STATUS= line walks every session: only worth it when a service
         // manager listens, and at most once a second after changes.
         if self.notify_socket && worked {
@@ -1388,7 +1410,7 @@ impl Supervisor {
         i: usize,
         names: &[String],
         wall: DateTime<Utc>,
-        held: Option<std::fs::File>,
+        held: Option<(&str, std::fs::File)>,
     ) {
         let mut held = held;
         let mut locks = Vec::new();
@@ -1396,8 +1418,9 @@ impl Supervisor {
             if !self.roots[i].sessions.contains_key(name) {
                 continue;
             }
-            let lock = match held.take() {
-                Some(f) => edits::Locked::Held(f),
+            let mine = held.take_if(|(n, _)| *n == name.as_str());
+            let lock = match mine {
+                Some((_, f)) => edits::Locked::Held(f),
                 None => {
                     let lock = self.lock_status(i, name);
                     if !matches!(lock, edits::Locked::Busy) {

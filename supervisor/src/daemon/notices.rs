@@ -1,0 +1,330 @@
+//! squadd tells agents what concerns them: a task became ready, went
+//! overdue, a file they wrote is invalid, a dependency violation.
+//!
+//! One path: the event log taps the events that may call for a notice
+//! ([`wanted`]); once per batch [`Supervisor::send_notices`] looks at each
+//! against what squadd knows now (a task no longer ready is not announced),
+//! asks `squad_policies::notices` which notices the fact calls for, and
+//! writes each as a protocol message file from `squadd` into the session
+//! (`role-comm-squadd-to-<agent>-msg_squadd_<kind>_<hash>.md`). The file is
+//! then indexed, validated and delivered like any message: Maildir inbox,
+//! priorities, notify hooks, escalation. Its id is a hash of the fact, so the
+//! file is the record: a fact already told (before a restart too) is never
+//! told again. At start-up every standing fact is looked at once, so a fact
+//! that arose while squadd was down, or a notice a kill -9 interrupted, is
+//! still told.
+
+use super::Supervisor;
+use crate::events::EventKind;
+use chrono::{DateTime, SecondsFormat, Utc};
+use squad_policies::notices::{Fact, Notice, SENDER, notices, writer_of};
+use squad_protocol::FileKind;
+use squad_protocol::model::{
+    Document, Message, MessageContext, MessageMeta, MessageType, TaskStatus,
+};
+use std::path::{Path, PathBuf};
+
+/// A tapped event: (root, session, path, kind).
+pub type Tapped = (usize, Option<String>, Option<PathBuf>, EventKind);
+
+/// The most diagnostics an invalid-file notice lists.
+const MAX_LISTED: usize = 20;
+
+/// Whether an event may call for a notice (the event log taps these).
+pub fn wanted(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::TaskReady { .. }
+            | EventKind::TaskOverdue { .. }
+            | EventKind::DependencyViolation { .. }
+            | EventKind::FileInvalid { .. }
+    )
+}
+
+/// A notice's message id: stable for (session, fact, recipient).
+fn notice_id(session: &str, n: &Notice) -> String {
+    let hash = crate::index::fingerprint(format!("{session}|{}", n.key).as_bytes());
+    format!("msg_{SENDER}_{}_{hash:016x}", n.kind.as_str())
+}
+
+impl Supervisor {
+    /// Taps every standing fact of a session (start-up): ready, overdue and
+    /// violating tasks. Invalid files are tapped by their `file-invalid`
+    /// events.
+    pub(super) fn tap_standing_facts(&mut self, i: usize, name: &str) {
+        let Some(core) = self.roots[i].sessions.get(name) else {
+            return;
+        };
+        let mut facts = Vec::new();
+        for t in core.tasks().values() {
+            if t.ready {
+                facts.push(EventKind::TaskReady {
+                    task_id: t.task_id.clone(),
+                    agent: t.agent.clone(),
+                });
+            }
+            if t.overdue {
+                facts.push(EventKind::TaskOverdue {
+                    task_id: t.task_id.clone(),
+                    agent: t.agent.clone(),
+                });
+            }
+            if t.violation {
+                facts.push(EventKind::DependencyViolation {
+                    task_id: t.task_id.clone(),
+                    unmet: t.unmet.clone(),
+                });
+            }
+        }
+        for kind in facts {
+            self.log.tap((i, Some(name.to_string()), None, kind));
+        }
+    }
+
+    /// Sends the notices the tapped events call for, and delivers them.
+    pub(super) fn send_notices(&mut self, wall: DateTime<Utc>) {
+        let tapped = self.log.take_tapped();
+        if tapped.is_empty() {
+            return;
+        }
+        for (i, session, path, kind) in tapped {
+            let Some(name) = session else { continue };
+            for (file, text) in self.notice_files(i, &name, path.as_deref(), &kind, wall) {
+                let path = self.roots[i].session_dir(&name).join(&file);
+                match self.writer.write(&path, text.as_bytes(), false) {
+                    // Indexed, validated and routed like any message.
+                    Ok(()) => {
+                        self.apply_file(i, &name, &file, &path, FileKind::Message);
+                    }
+                    Err(e) => self.log.emit(
+                        i,
+                        Some(&name),
+                        Some(&path),
+                        EventKind::OutputFailed {
+                            output: "notice".into(),
+                            error: e.to_string(),
+                        },
+                    ),
+                }
+            }
+        }
+        self.flush_outbox(wall);
+    }
+
+    /// The notice files (name, text) an event calls for that do not exist yet.
+    fn notice_files(
+        &self,
+        i: usize,
+        name: &str,
+        path: Option<&Path>,
+        kind: &EventKind,
+        wall: DateTime<Utc>,
+    ) -> Vec<(String, String)> {
+        let r = &self.roots[i];
+        let Some(core) = r.sessions.get(name) else {
+            return Vec::new();
+        };
+        // An ended session concerns nobody any more.
+        if core.ended().is_some() {
+            return Vec::new();
+        }
+        let task = |id: &str| core.tasks().get(id);
+        let (fact, subject, body, task_id, file_rel) = match kind {
+            EventKind::TaskReady { task_id, .. } => {
+                let Some(t) = task(task_id).filter(|t| t.ready) else {
+                    return Vec::new();
+                };
+                (
+                    Fact::TaskReady {
+                        task: &t.task_id,
+                        agent: &t.agent,
+                    },
+                    format!("Task {} is ready", t.task_id),
+                    format!(
+                        "Every prerequisite of {task} is completed{}: you can start it.\n\n\
+                         See it with `squadctl task show {task}` (or `squadctl next`), then report \
+                         `squadctl progress --task {task} --status in_progress`.\n",
+                        if t.prerequisites.is_empty() {
+                            " (it has none)".to_string()
+                        } else {
+                            format!(" ({})", t.prerequisites.join(", "))
+                        },
+                        task = t.task_id,
+                    ),
+                    Some(t.task_id.clone()),
+                    None,
+                )
+            }
+            EventKind::TaskOverdue { task_id, .. } => {
+                let Some(t) = task(task_id).filter(|t| t.overdue) else {
+                    return Vec::new();
+                };
+                let at = |d: Option<DateTime<Utc>>| {
+                    d.map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true))
+                        .unwrap_or_else(|| "?".into())
+                };
+                (
+                    Fact::TaskOverdue {
+                        task: &t.task_id,
+                        agent: &t.agent,
+                    },
+                    format!("Task {} is overdue", t.task_id),
+                    format!(
+                        "{task} (assigned to {agent}) passed its timeout: started {started}, due {due}.\n\n\
+                         Report where it stands (`squadctl progress --task {task} --percent N --action …`), \
+                         or a blocker (`--status blocked --blocker TEXT --needs AGENT`).\n",
+                        task = t.task_id,
+                        agent = t.agent,
+                        started = at(t.started_at.map(|s| s.with_timezone(&Utc))),
+                        due = at(t.due_at),
+                    ),
+                    Some(t.task_id.clone()),
+                    None,
+                )
+            }
+            EventKind::DependencyViolation { task_id, .. } => {
+                let Some(t) = task(task_id).filter(|t| t.violation) else {
+                    return Vec::new();
+                };
+                let state = match t.state {
+                    TaskStatus::Completed => "completed",
+                    _ => "in progress",
+                };
+                (
+                    Fact::DependencyViolation {
+                        task: &t.task_id,
+                        agent: &t.agent,
+                        unmet: &t.unmet,
+                    },
+                    format!("Dependency violation: {}", t.task_id),
+                    format!(
+                        "{task} is {state} but its prerequisites are not completed: {unmet}.\n\n\
+                         Wait until they are (`squadctl next --wait 10m` returns when a task of \
+                         yours is ready), and set {task} back to pending meanwhile \
+                         (`squadctl progress --task {task} --status pending`).\n",
+                        task = t.task_id,
+                        unmet = t.unmet.join(", "),
+                    ),
+                    Some(t.task_id.clone()),
+                    None,
+                )
+            }
+            EventKind::FileInvalid { .. } => {
+                let Some(file) = path.and_then(Path::file_name).and_then(|f| f.to_str()) else {
+                    return Vec::new();
+                };
+                let Some(f) = core.index().files.get(file) else {
+                    return Vec::new();
+                };
+                let Some(agent) = writer_of(file) else {
+                    return Vec::new();
+                };
+                let errors: Vec<&squad_protocol::Diagnostic> =
+                    f.diagnostics.iter().filter(|d| d.is_error()).collect();
+                if errors.is_empty() {
+                    return Vec::new();
+                }
+                let rel = f
+                    .path
+                    .strip_prefix(&r.root)
+                    .unwrap_or(&f.path)
+                    .display()
+                    .to_string();
+                let mut body = format!(
+                    "squadd cannot use {rel}: {} error(s). Until it is fixed, it counts for nothing.\n\n",
+                    errors.len()
+                );
+                for d in errors.iter().take(MAX_LISTED) {
+                    let at = d
+                        .location
+                        .map(|l| format!("{}:{}: ", l.line, l.column))
+                        .unwrap_or_default();
+                    body.push_str(&format!("- {at}{}: {}\n", d.rule, d.message));
+                    if !d.hint.is_empty() {
+                        body.push_str(&format!("  fix: {}\n", d.hint));
+                    }
+                }
+                if errors.len() > MAX_LISTED {
+                    body.push_str(&format!("- … and {} more\n", errors.len() - MAX_LISTED));
+                }
+                body.push_str(&format!(
+                    "\nCheck it with `squadctl validate {rel}`; the squadctl writers \
+                     (`task new`, `progress`, `report-error`, `send`) never write an invalid file.\n"
+                ));
+                (
+                    Fact::FileInvalid {
+                        file,
+                        agent,
+                        fingerprint: f.fingerprint,
+                    },
+                    format!("Invalid file: {file}"),
+                    body,
+                    None,
+                    Some(rel),
+                )
+            }
+            _ => return Vec::new(),
+        };
+        let created = wall.fixed_offset();
+        notices(&r.policy.notices, &fact)
+            .into_iter()
+            .filter_map(|n| {
+                let doc = Document::Message(Message {
+                    meta: MessageMeta {
+                        message_id: notice_id(name, &n),
+                        from_agent: SENDER.into(),
+                        to_agent: n.to.clone(),
+                        created_at: created,
+                        priority: n.priority,
+                    },
+                    kind: MessageType::Notification,
+                    subject: subject.clone(),
+                    message: body.clone(),
+                    context: Some(MessageContext {
+                        task_id: task_id.clone(),
+                        component: None,
+                        file: file_rel.clone(),
+                    }),
+                    response_needed: None,
+                    response_by: None,
+                    in_reply_to: None,
+                });
+                let file = doc.file_name();
+                // Already told: the file is the record.
+                if core.index().files.contains_key(&file) {
+                    return None;
+                }
+                let text = doc.to_file_text().ok()?;
+                Some((file, text))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squad_policies::notices::NoticeKind;
+    use squad_protocol::model::Priority;
+
+    #[test]
+    fn a_notice_id_is_stable_per_session_fact_and_recipient_and_short() {
+        let n = |key: &str, to: &str| Notice {
+            kind: NoticeKind::TaskReady,
+            to: to.into(),
+            priority: Priority::Medium,
+            key: key.into(),
+        };
+        let a = notice_id("s1", &n("ready|task_1|bob|bob", "bob"));
+        assert_eq!(a, notice_id("s1", &n("ready|task_1|bob|bob", "bob")));
+        assert_ne!(a, notice_id("s2", &n("ready|task_1|bob|bob", "bob")));
+        assert_ne!(a, notice_id("s1", &n("ready|task_2|bob|bob", "bob")));
+        assert!(squad_protocol::IdKind::Message.matches(&a), "{a}");
+        assert!(a.len() <= 40, "{a}");
+        assert!(wanted(&EventKind::TaskReady {
+            task_id: "task_1".into(),
+            agent: "bob".into()
+        }));
+        assert!(!wanted(&EventKind::FileRemoved));
+    }
+}

@@ -1,0 +1,299 @@
+//! squadd tells agents what concerns them (issue 12 part 4), and the
+//! scripted-agent evidence: two agents (a shell script using only the
+//! commands the squad-protocol skill shows) take three dependent tasks from
+//! `task new` to `session complete` while squadd runs.
+
+use crate::daemon::{Daemon, eventually};
+use crate::support::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn ctl(root: &Path) -> Command {
+    let mut c = squadctl();
+    c.current_dir(root)
+        .env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION");
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert_eq!(
+        code(&out),
+        0,
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+/// The subjects of squadd's notices in an agent's inbox (read or not).
+fn notices(session: &Path, agent: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for sub in ["new", "cur"] {
+        let Ok(entries) = fs::read_dir(session.join("inbox").join(agent).join(sub)) else {
+            continue;
+        };
+        for e in entries {
+            let e = e.unwrap();
+            if !e.file_name().to_string_lossy().contains("msg_squadd_") {
+                continue;
+            }
+            let text = fs::read_to_string(e.path()).unwrap();
+            let v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+            assert_eq!(v["meta"]["from_agent"], "squadd", "{text}");
+            out.push(format!(
+                "{} [{}]",
+                v["subject"].as_str().unwrap(),
+                v["meta"]["priority"].as_str().unwrap()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn agent(
+    root: &Path,
+    log: &Path,
+    name: &str,
+    tasks: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    Command::new("sh")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/scripts/agent.sh"))
+        .args(tasks)
+        .current_dir(root)
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION")
+        .env_remove("SQUAD_ROOT")
+        .env("SQUAD_AGENT", name)
+        .env("SQUADCTL", env!("CARGO_BIN_EXE_squadctl"))
+        .env("LOG", log)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn task_new(root: &Path, args: &[&str]) {
+    ok(run(ctl(root)
+        .args(["task", "new", "--instruction", "do it"])
+        .args(args)));
+}
+
+#[test]
+fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squadd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    ok(run(ctl(root).arg("init")));
+    let hooks = root.join("hooks.log");
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        format!(
+            "notices:\n  lead: lead\nmessages:\n  notify:\n    \"*\":\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_FROM $SQUAD_TO $SQUAD_PRIORITY\\\" >> {}\"]\n",
+            hooks.display()
+        ),
+    )
+    .unwrap();
+    let dir: PathBuf =
+        root.join(ok(run(ctl(root).args(["session", "new", "--slug", "demo"]))).trim());
+    task_new(
+        root,
+        &[
+            "--agent",
+            "alice",
+            "--allow",
+            "src/alice/**",
+            "--timeout",
+            "1s",
+        ],
+    );
+    task_new(
+        root,
+        &[
+            "--agent",
+            "bob",
+            "--allow",
+            "src/bob/**",
+            "--requires",
+            "task_001",
+        ],
+    );
+    task_new(
+        root,
+        &[
+            "--agent",
+            "alice",
+            "--allow",
+            "src/alice/**",
+            "--requires",
+            "task_002",
+        ],
+    );
+    // A sloppy agent writes a file by hand.
+    fs::write(
+        dir.join("error-bob-20240115T100000Z.md"),
+        "error_id: err_20240115T100000Z_abc\nagent: bob\nseverity: dreadful\n",
+    )
+    .unwrap();
+    let daemon = Daemon::start(root);
+    eventually("alice is told task_001 is ready", || {
+        (notices(&dir, "alice") == ["Task task_001 is ready [medium]"]).then_some(())
+    });
+    eventually("bob is told his file is invalid", || {
+        (notices(&dir, "bob") == ["Invalid file: error-bob-20240115T100000Z.md [high]"])
+            .then_some(())
+    });
+    let text = fs::read_to_string(
+        fs::read_dir(dir.join("inbox/bob/new"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+    )
+    .unwrap();
+    assert!(text.contains("bad-enum"), "{text}");
+    assert!(text.contains("fix: "), "{text}");
+    // A crash and a restart tell nobody anything twice.
+    daemon.kill9();
+    let daemon = Daemon::start(root);
+
+    let logs = tmp.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let alice = agent(
+        root,
+        &logs.join("alice.log"),
+        "alice",
+        &["task_001", "task_003"],
+        &[("SLOW", "3")],
+    );
+    let bob = agent(
+        root,
+        &logs.join("bob.log"),
+        "bob",
+        &["task_002"],
+        &[("ASK", "alice")],
+    );
+    for (name, child) in [("alice", alice), ("bob", bob)] {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(code(&out), 0, "{name}: {}\n{}", stdout(&out), stderr(&out));
+    }
+    let alice_log = fs::read_to_string(logs.join("alice.log")).unwrap();
+    let bob_log = fs::read_to_string(logs.join("bob.log")).unwrap();
+    assert!(alice_log.contains("alice answered msg_"), "{alice_log}");
+    assert!(bob_log.contains("from alice: Answer"), "{bob_log}");
+    assert!(
+        alice_log.contains("from squadd: Task task_001 is overdue"),
+        "{alice_log}"
+    );
+    // The lead ends the session (through squadd).
+    let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let out = ok(run(ctl(root).args(["session", "complete", &name, "--json"])));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "completed", "{out}");
+
+    let expected: BTreeMap<&str, Vec<&str>> = BTreeMap::from([
+        (
+            "alice",
+            vec![
+                "Task task_001 is overdue [high]",
+                "Task task_001 is ready [medium]",
+                "Task task_003 is ready [medium]",
+            ],
+        ),
+        (
+            "bob",
+            vec![
+                "Invalid file: error-bob-20240115T100000Z.md [high]",
+                "Task task_002 is ready [medium]",
+            ],
+        ),
+        ("lead", vec!["Task task_001 is overdue [high]"]),
+    ]);
+    let expected: BTreeMap<&str, Vec<String>> = expected
+        .into_iter()
+        .map(|(a, v)| (a, v.into_iter().map(String::from).collect()))
+        .collect();
+    let seen = || -> BTreeMap<&str, Vec<String>> {
+        expected.keys().map(|a| (*a, notices(&dir, a))).collect()
+    };
+    assert_eq!(seen(), expected);
+    // Each went through the notify hooks like any message (those delivered
+    // after the kill -9: a hook the kill interrupted is the hooks' own
+    // at-least-once concern).
+    eventually("the hooks ran for the notices", || {
+        let log = fs::read_to_string(&hooks).unwrap_or_default();
+        (log.contains("squadd alice medium")
+            && log.contains("squadd alice high")
+            && log.contains("squadd bob medium")
+            && log.contains("squadd lead high"))
+        .then_some(())
+    });
+    // Another restart: still exactly once.
+    let (c, _) = daemon.terminate();
+    assert_eq!(c, 0);
+    let daemon = Daemon::start(root);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(seen(), expected);
+    let out = run(ctl(root).arg("validate"));
+    // The notices are valid messages; only the hand-written file is not.
+    assert!(
+        !stdout(&out).contains("role-comm-squadd"),
+        "{}",
+        stdout(&out)
+    );
+    drop(daemon);
+}
+
+#[test]
+fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    ok(run(ctl(root).arg("init")));
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        "notices:\n  task_ready: false\n",
+    )
+    .unwrap();
+    let dir: PathBuf =
+        root.join(ok(run(ctl(root).args(["session", "new", "--slug", "dv"]))).trim());
+    let _d = Daemon::start(root);
+    task_new(root, &["--agent", "alice"]);
+    task_new(root, &["--agent", "bob", "--requires", "task_001"]);
+    // bob starts before alice finished.
+    ok(run(ctl(root).args([
+        "progress",
+        "--agent",
+        "bob",
+        "--task",
+        "task_002",
+        "--status",
+        "in_progress",
+    ])));
+    eventually("bob is told of the violation", || {
+        (notices(&dir, "bob") == ["Dependency violation: task_002 [high]"]).then_some(())
+    });
+    let file = fs::read_dir(dir.join("inbox/bob/new"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = fs::read_to_string(file).unwrap();
+    assert!(text.contains("task_001"), "{text}");
+    // Ready notices are off: alice's task became ready unannounced.
+    assert!(notices(&dir, "alice").is_empty());
+    // The notice is a valid message from squadd.
+    let out = run(ctl(root).args(["validate", "--json"]));
+    assert!(
+        !stdout(&out).contains("role-comm-squadd"),
+        "{}",
+        stdout(&out)
+    );
+}
