@@ -12,7 +12,8 @@
 //! - [`guard`]: the edit-time guard's allow/deny for one tool call;
 //! - [`duration`]: `15m`-style durations;
 //! - [`skills`]: the skills prompt budget and built-in skill upgrades;
-//! - [`memory`]: which team-memory entries an archive moves.
+//! - [`memory`]: which team-memory entries an archive moves;
+//! - [`runners`]: which ready tasks squadd starts, retries and time limits.
 
 #![warn(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod memory;
 pub mod messages;
 pub mod policy;
 pub mod retention;
+pub mod runners;
 pub mod skills;
 
 pub use boundary::{Boundaries, Decision};

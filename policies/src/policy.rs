@@ -40,6 +40,8 @@ pub struct Policy {
     pub skills: crate::skills::SkillsPolicy,
     /// `memory:` (squadd's merge and archive of team memory).
     pub memory: crate::memory::MemoryPolicy,
+    /// `runners:` (squadd starting agents; docs/runners.md).
+    pub runners: crate::runners::RunnersPolicy,
 }
 
 /// `retention:` of the policy.
@@ -87,6 +89,8 @@ struct Raw {
     messages: RawMessages,
     skills: RawSkills,
     memory: RawMemory,
+    #[serde(default)]
+    runners: crate::runners::RawRunners,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +260,7 @@ impl Policy {
                 prompt_budget_tokens: 2000,
             },
             memory: crate::memory::MemoryPolicy::default(),
+            runners: crate::runners::RunnersPolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -446,6 +451,7 @@ impl Policy {
                 prompt_budget_tokens: raw.skills.prompt_budget_tokens,
             },
             memory: memory_policy(&raw.memory)?,
+            runners: crate::runners::runners_policy(raw.runners)?,
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {
