@@ -193,6 +193,15 @@ rules! {
     MemoryExpired = "memory-expired", Warning, "an entry past `expires` is due for review";
     /// An entry in a legacy style (shown by `squadctl memory validate`).
     MemoryLegacyEntry = "memory-legacy-entry", Warning, "entries are written in SEM (`squadctl memory convert` rewrites legacy ones)";
+    // runners (issue 17): .squad/config.json; documented in docs/runners.md.
+    /// config.json is not JSON (or nests absurdly deep).
+    ConfigInvalidJson = "config-invalid-json", Error, "config.json is one JSON object";
+    /// A key of config.json holds the wrong JSON type.
+    ConfigBadType = "config-bad-type", Error, "each config.json key holds the type its schema gives";
+    /// A key of config.json holds a value out of range.
+    ConfigBadValue = "config-bad-value", Error, "config.json values are in range (maxConcurrent >= 1, …)";
+    /// A key squad-supervisor does not read (kept as written).
+    ConfigUnknownKey = "config-unknown-key", Warning, "unknown config.json keys are kept, not read";
 }
 
 impl Rule {
@@ -216,6 +225,8 @@ impl Rule {
             "docs/skills.md"
         } else if self.id().starts_with("memory-") {
             "docs/memory.md"
+        } else if self.id().starts_with("config-") {
+            "docs/runners.md"
         } else if self.is_ci() {
             "docs/ci.md"
         } else {
