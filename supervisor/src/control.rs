@@ -63,6 +63,18 @@ pub enum Method {
         /// The events; `seq`, `at` and `root` are squadd's to set.
         events: Vec<crate::events::Event>,
     },
+    /// Agent runs (docs/runners.md): `list`, `run` (start one by hand) or
+    /// `stop` one.
+    Runs {
+        /// `list`, `run` or `stop`.
+        action: String,
+        /// The session, when the task id is ambiguous.
+        #[serde(default)]
+        session: Option<String>,
+        /// The task (`run`, `stop`).
+        #[serde(default)]
+        task: Option<String>,
+    },
 }
 
 /// A response line.

@@ -141,6 +141,11 @@ pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
             }
             json(Ok(serde_json::Value::Null))
         }
+        Method::Runs {
+            action,
+            session,
+            task,
+        } => Reply::Once(sup.answer_runs(i, &action, session.as_deref(), task.as_deref())),
         Method::Health => {
             let roots: Vec<&Path> = sup.roots.iter().map(|r| r.root.as_path()).collect();
             json(serde_json::to_value(super::health::measure(

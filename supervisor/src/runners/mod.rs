@@ -1,0 +1,312 @@
+//! Agent runners (docs/runners.md): the effects of starting, watching and
+//! stopping one agent process per ready task. The decisions (which task
+//! starts, retries, time limits) are in `squad_policies::runners`; squadd's
+//! side is `daemon::runs`; `squadctl runs|run|stop` read the same records.
+//!
+//! Each run lives in `<session>/runs/<task>/`: `prompt.md` (what the agent
+//! was told), `run.log` (its stdout and stderr, size-capped, the tail kept)
+//! and `run.json` (pid, process start time, start, exit; written
+//! atomically), which is how a restarted squadd re-adopts live runs.
+
+pub mod prompt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use squad_policies::runners::{RunnerSpec, Vars, expand};
+use squad_protocol::fsx::read_regular;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The folder of a session that holds its runs.
+pub const RUNS_DIR: &str = "runs";
+/// A run's record.
+pub const RUN_JSON: &str = "run.json";
+/// A run's output.
+pub const RUN_LOG: &str = "run.log";
+/// A run's prompt.
+pub const PROMPT_FILE: &str = "prompt.md";
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    /// The process runs.
+    Running,
+    /// It exited (see `completed`).
+    Exited,
+    /// It passed its time limit and was stopped.
+    TimedOut,
+    /// Stopped by `squadctl stop`.
+    Stopped,
+    /// squadd restarted and the process was gone.
+    Lost,
+    /// It could not be started.
+    Failed,
+}
+
+impl RunState {
+    /// The kebab-case word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Exited => "exited",
+            RunState::TimedOut => "timed-out",
+            RunState::Stopped => "stopped",
+            RunState::Lost => "lost",
+            RunState::Failed => "failed",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    /// When squadd saw it end.
+    pub at: DateTime<Utc>,
+    /// Exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// Signal, when one killed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+/// `run.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Task id.
+    pub task: String,
+    /// Agent.
+    pub agent: String,
+    /// Session directory name.
+    pub session: String,
+    /// Run number of this task, from 1.
+    pub attempt: u32,
+    /// State.
+    pub state: RunState,
+    /// Process id (the process group's id too).
+    pub pid: u32,
+    /// The process's start time (seconds since the epoch, as the kernel
+    /// reports it): a pid reused by another process has another.
+    pub process_start: u64,
+    /// When squadd started it.
+    pub started_at: DateTime<Utc>,
+    /// When its time limit passes.
+    pub deadline: DateTime<Utc>,
+    /// The argv it was started with.
+    pub command: Vec<String>,
+    /// How it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<Exit>,
+    /// Whether the task was completed when it ended.
+    #[serde(default)]
+    pub completed: bool,
+    /// When the next run of the task is due (after a failed run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<DateTime<Utc>>,
+    /// Only a human starts the task again (lost, stopped, retries used).
+    #[serde(default)]
+    pub held: bool,
+}
+
+/// `<session_dir>/runs/<task>`.
+pub fn run_dir(session_dir: &Path, task: &str) -> PathBuf {
+    session_dir.join(RUNS_DIR).join(task)
+}
+
+/// Reads a run.json (through fsx: an agent could put anything there).
+pub fn read_record(run_dir: &Path) -> Option<RunRecord> {
+    let bytes = read_regular(&run_dir.join(RUN_JSON), 1 << 20).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Writes a run.json atomically.
+pub fn write_record(run_dir: &Path, record: &RunRecord) -> io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+    text.push(b'\n');
+    squad_protocol::write_atomic(&run_dir.join(RUN_JSON), &text)
+}
+
+/// Every run record of a project: (session directory, record).
+pub fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
+    let mut out = Vec::new();
+    let Ok(sessions) = squad_protocol::tree::session_dirs(root) else {
+        return out;
+    };
+    for dir in sessions {
+        let Ok(entries) = std::fs::read_dir(dir.join(RUNS_DIR)) else {
+            continue;
+        };
+        let mut runs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        runs.sort();
+        for run in runs {
+            if let Some(r) = read_record(&run) {
+                out.push((dir.clone(), r));
+            }
+        }
+    }
+    out
+}
+
+/// Whether the recorded process is still the one squadd started.
+pub fn alive(pid: u32, process_start: u64) -> bool {
+    pid > 1 && crate::locks::process_start(pid) == Some(process_start)
+}
+
+/// Sends `signal` to the process group `pid` leads.
+pub fn signal_group(pid: u32, signal: i32) -> io::Result<()> {
+    let Ok(pid) = i32::try_from(pid) else {
+        return Err(io::Error::other("pid out of range"));
+    };
+    if pid <= 1 {
+        return Err(io::Error::other("refusing to signal pid <= 1"));
+    }
+    // SAFETY: kill(2) with a negative pid signals the group; no memory involved.
+    if unsafe { libc::kill(-pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The environment every run gets, so the guards and the squad-protocol
+/// skill inside it know who and where they are.
+pub fn squad_env(root: &Path, session: &str, agent: &str, task: &str) -> Vec<(String, String)> {
+    vec![
+        ("SQUAD_AGENT".into(), agent.into()),
+        ("SQUAD_TASK".into(), task.into()),
+        ("SQUAD_SESSION".into(), session.into()),
+        ("SQUAD_ROOT".into(), root.display().to_string()),
+    ]
+}
+
+/// A started process.
+pub struct Started {
+    /// The child (squadd reaps it).
+    pub child: std::process::Child,
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (0 when it could not be read).
+    pub process_start: u64,
+    /// The argv, expanded.
+    pub command: Vec<String>,
+}
+
+/// Starts a runner in its own process group, stdout and stderr appended to
+/// `run_dir/run.log`, stdin from /dev/null.
+pub fn spawn(
+    spec: &RunnerSpec,
+    vars: &Vars<'_>,
+    root: &Path,
+    run_dir: &Path,
+) -> io::Result<Started> {
+    use std::os::unix::process::CommandExt;
+    let argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
+    let Some((program, args)) = argv.split_first() else {
+        return Err(io::Error::other("the runner's command is empty"));
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(run_dir.join(RUN_LOG))?;
+    let cwd = match &spec.cwd {
+        Some(c) => {
+            let c = expand(c, vars);
+            let p = Path::new(&c);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                root.join(p)
+            }
+        }
+        None => root.to_path_buf(),
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        // Its own group: a time limit stops the agent and everything it started.
+        .process_group(0)
+        .envs(squad_env(root, vars.session, vars.agent, vars.task))
+        .env("SQUAD_PROMPT_FILE", vars.prompt_file)
+        .env("SQUAD_MODEL", vars.model);
+    for (k, v) in &spec.env {
+        cmd.env(k, expand(v, vars));
+    }
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    let process_start = crate::locks::process_start(pid).unwrap_or(0);
+    Ok(Started {
+        child,
+        pid,
+        process_start,
+        command: argv,
+    })
+}
+
+/// Keeps run.log under `max` bytes: when it is larger, its last `max / 2`
+/// bytes replace it (the agent appends, so its next write lands after them).
+/// Bytes written during the rewrite may be lost: it is a log, capped.
+pub fn cap_log(run_dir: &Path, max: u64) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let path = run_dir.join(RUN_LOG);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return;
+    };
+    if !meta.is_file() || meta.len() <= max {
+        return;
+    }
+    let keep = max / 2;
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    else {
+        return;
+    };
+    let mut tail = Vec::new();
+    if f.seek(SeekFrom::End(-(keep as i64))).is_err() || f.read_to_end(&mut tail).is_err() {
+        return;
+    }
+    let mut text =
+        format!("[squadd: run.log exceeded {max} bytes; earlier output dropped]\n").into_bytes();
+    text.extend_from_slice(&tail);
+    if f.set_len(0).is_ok() && f.seek(SeekFrom::Start(0)).is_ok() {
+        let _ = f.write_all(&text);
+    }
+}
+
+/// The last `lines` lines of a run's log.
+pub fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
+    let Ok(bytes) = read_regular(&run_dir.join(RUN_LOG), 64 << 20) else {
+        return Vec::new();
+    };
+    let start = bytes.len().saturating_sub(16 * 1024);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..]
+        .iter()
+        .map(|l| crate::text::escape(l).into_owned())
+        .collect()
+}
+
+/// The newest modification time among the session's files that name the
+/// agent (its progress updates, messages, error reports): when it last
+/// wrote to the protocol.
+pub fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
+    let needle = format!("-{agent}-");
+    let mut newest: Option<std::time::SystemTime> = None;
+    for e in std::fs::read_dir(session_dir).ok()?.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.contains(&needle) {
+            continue;
+        }
+        if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+            newest = Some(newest.map_or(m, |n| n.max(m)));
+        }
+    }
+    newest.map(DateTime::<Utc>::from)
+}
