@@ -12,6 +12,7 @@ pub mod lock;
 mod memory;
 mod messages;
 mod retention;
+mod runners;
 mod skills;
 mod support;
 mod validate;

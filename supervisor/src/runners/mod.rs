@@ -149,8 +149,22 @@ pub fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
 }
 
 /// Whether the recorded process is still the one squadd started.
+/// A zombie (ended, not yet reaped by whoever inherited it) is not alive.
 pub fn alive(pid: u32, process_start: u64) -> bool {
-    pid > 1 && crate::locks::process_start(pid) == Some(process_start)
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System};
+    if pid <= 1 {
+        return false;
+    }
+    let pid = Pid::from_u32(pid);
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing(),
+    );
+    system
+        .process(pid)
+        .is_some_and(|p| p.start_time() == process_start && p.status() != ProcessStatus::Zombie)
 }
 
 /// Sends `signal` to the process group `pid` leads.
