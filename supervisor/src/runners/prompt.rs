@@ -220,3 +220,60 @@ fn code_list(v: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squad_protocol::model::Document;
+
+    /// The spawn prompt of the fixture team (tests/fixtures/runners-team),
+    /// against `expected-prompt.md` there. `UPDATE_SNAPSHOTS=1` rewrites it.
+    #[test]
+    fn the_fixture_teams_prompt_matches_the_snapshot() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/runners-team");
+        let root = std::fs::canonicalize(root).unwrap();
+        let plan_path = root.join("role-plan-backend-task_042.md");
+        let text = std::fs::read_to_string(&plan_path).unwrap();
+        let report =
+            squad_protocol::check_text(&plan_path, squad_protocol::FileKind::TaskAssignment, &text);
+        let Some(Document::TaskAssignment(plan)) = report.document else {
+            panic!("{:?}", report.diagnostics);
+        };
+        let (config, diags) = squad_protocol::config::parse(
+            &root.join(".squad/config.json"),
+            &std::fs::read_to_string(root.join(".squad/config.json")).unwrap(),
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        let prompt = render(&PromptInput {
+            root: &root,
+            session: "20260115T103000Z-search",
+            plan: &plan,
+            model: config.model_for("backend"),
+            mcp: config
+                .mcp
+                .iter()
+                .map(|(n, s)| (n.clone(), s.kind.clone(), s.tools.clone()))
+                .collect(),
+        })
+        .replace(&root.display().to_string(), "<root>");
+        let snapshot = root.join("expected-prompt.md");
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(&snapshot, &prompt).unwrap();
+        }
+        let expected = std::fs::read_to_string(&snapshot).unwrap_or_default();
+        assert_eq!(prompt, expected, "UPDATE_SNAPSHOTS=1 rewrites the snapshot");
+        // What the issue asks of it, independently of the snapshot.
+        assert!(prompt.contains("Owns the HTTP API"));
+        assert!(prompt.contains("api-conventions"));
+        assert!(prompt.contains("| github | local | issues, pulls |"));
+        assert!(prompt.contains("Errors are JSON"));
+        assert!(prompt.contains("Backend logs with tracing"));
+        assert!(!prompt.contains("Frontend uses React"), "out of scope");
+        assert!(prompt.contains("Pagination"));
+        assert!(prompt.contains("GET /users/search"));
+        assert!(prompt.contains("`src/frontend/**`"));
+        assert!(prompt.contains("handler: `src/api/search.rs`"));
+        assert!(prompt.contains("cargo test -p api passes"));
+        assert!(prompt.contains("squadctl progress --status completed"));
+    }
+}
