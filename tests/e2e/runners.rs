@@ -352,6 +352,12 @@ fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
     let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{runs}");
     assert_eq!(v[0]["state"], "running");
+    assert!(v[0]["rss_bytes"].as_u64().is_some(), "{runs}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["status", "--json"])))).unwrap();
+    assert_eq!(status["runs"].as_array().unwrap().len(), 2);
+    let human = ok(run(ctl(&p.root).arg("runs")));
+    assert!(human.contains("task_t1 (alpha) running run 1"), "{human}");
     fs::write(&gate, "").unwrap();
     eventually("the session completes", || {
         session_completed(&p).then_some(())
@@ -395,4 +401,50 @@ fn config_show_and_validate() {
     let schema: serde_json::Value =
         serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "schema"])))).unwrap();
     assert!(schema["properties"]["sessions"].is_object());
+}
+
+#[test]
+fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
+    let p = project(&[("GATE", "/nonexistent")], "", "  grace: 200ms\n", "{}");
+    let gate = p.root.join("go");
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run starts", || {
+        (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
+    });
+    // A second start by hand is refused: the task has a run.
+    let out = run(ctl(&p.root).args(["run", "task_t1"]));
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("already has a run"),
+        "{}",
+        stderr(&out)
+    );
+    ok(run(ctl(&p.root).args(["stop", "task_t1"])));
+    eventually("the stop is recorded", || {
+        let v: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?,
+        )
+        .ok()?;
+        (v["state"] == "stopped" && v["held"] == true && v["exit"].is_object()).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        trace(&p).iter().filter(|e| e.0 == "start").count(),
+        1,
+        "held"
+    );
+    let out = ok(run(ctl(&p.root).args(["run", "task_t1"])));
+    assert!(out.starts_with("started task_t1"), "{out}");
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
+    let out = run(ctl(&p.root).args(["stop", "task_t1"]));
+    assert_eq!(code(&out), 2);
 }

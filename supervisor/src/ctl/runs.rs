@@ -171,16 +171,18 @@ pub fn runs_human(runs: &[Value]) -> String {
         let cpu = r["cpu_percent"]
             .as_f64()
             .map_or("-".into(), |c| format!("{c}%"));
+        // run.json sits in a session directory agents write to: escape.
+        let text = |k: &str| crate::text::escape(r[k].as_str().unwrap_or("-")).into_owned();
         out.push_str(&format!(
             "{} {} ({}) {} run {} pid {} up {} cpu {cpu} rss {rss} last write {}\n",
-            r["session"].as_str().unwrap_or(""),
-            r["task"].as_str().unwrap_or(""),
-            r["agent"].as_str().unwrap_or(""),
-            r["state"].as_str().unwrap_or(""),
+            text("session"),
+            text("task"),
+            text("agent"),
+            text("state"),
             r["attempt"],
             r["pid"],
             secs(&r["uptime_secs"]),
-            r["last_write"].as_str().unwrap_or("-"),
+            text("last_write"),
         ));
         for l in r["log_tail"].as_array().into_iter().flatten() {
             out.push_str(&format!("    | {}\n", l.as_str().unwrap_or("")));
