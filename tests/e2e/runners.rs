@@ -448,3 +448,46 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
     let out = run(ctl(&p.root).args(["stop", "task_t1"]));
     assert_eq!(code(&out), 2);
 }
+
+#[test]
+fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
+    let p = project(
+        &[("GATE", "/nonexistent")],
+        "",
+        "",
+        r#"{"sessions": {"maxConcurrent": 1}}"#,
+    );
+    let gate = p.root.join("go");
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    task(&p.root, "task_t2", "bravo", &[]);
+    task(&p.root, "task_t3", "charlie", &[]);
+    let starts = |p: &Project| trace(p).iter().filter(|e| e.0 == "start").count();
+    eventually("one run", || (starts(&p) == 1).then_some(()));
+    // An invalid edit is refused: still one at a time.
+    fs::write(
+        p.root.join(".squad/config.json"),
+        r#"{"sessions": {"maxConcurrent": 0}}"#,
+    )
+    .unwrap();
+    eventually("the refusal is reported", || {
+        audit(&p.root).contains("config-bad-value").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(starts(&p), 1);
+    // A valid one is in force at once.
+    fs::write(
+        p.root.join(".squad/config.json"),
+        r#"{"sessions": {"maxConcurrent": 3}}"#,
+    )
+    .unwrap();
+    eventually("three runs", || (starts(&p) == 3).then_some(()));
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+}
