@@ -405,7 +405,12 @@ fn config_show_and_validate() {
 
 #[test]
 fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
-    let p = project(&[("GATE", "/nonexistent")], "", "  grace: 200ms\n", "{}");
+    let p = project(
+        &[("GATE", "/nonexistent")],
+        "",
+        "  grace: 200ms\n  idle_after: 300ms\n",
+        "{}",
+    );
     let gate = p.root.join("go");
     let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
         .unwrap()
@@ -415,6 +420,12 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
     task(&p.root, "task_t1", "alpha", &[]);
     eventually("the run starts", || {
         (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
+    });
+    // It reported in progress, then wrote nothing: idle.
+    eventually("agent-idle", || {
+        audit(&p.root)
+            .contains("\"kind\":\"agent-idle\"")
+            .then_some(())
     });
     // A second start by hand is refused: the task has a run.
     let out = run(ctl(&p.root).args(["run", "task_t1"]));
@@ -490,4 +501,21 @@ fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
     eventually("the session completes", || {
         session_completed(&p).then_some(())
     });
+}
+
+#[test]
+fn validate_reports_config_json_problems() {
+    let p = project(
+        &[],
+        "",
+        "",
+        "{\n  \"sessions\": {\"maxConcurrent\": 0}\n}\n",
+    );
+    let out = run(ctl(&p.root).args(["validate", "--json"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("config-bad-value"),
+        "{}",
+        stdout(&out)
+    );
 }

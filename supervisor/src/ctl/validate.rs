@@ -151,6 +151,9 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             let (memory_diagnostics, memory_files) = crate::memory::project_diagnostics(project);
             diagnostics.extend(memory_diagnostics);
             files += memory_files;
+            let (config_diagnostics, config_files) = crate::runners::config_diagnostics(project);
+            diagnostics.extend(config_diagnostics);
+            files += config_files;
         }
     }
     let (format, color) = (args.output.format(), args.output.color());

@@ -548,22 +548,7 @@ impl Supervisor {
     /// The full plan of a task (the index keeps only what derivation needs).
     fn full_plan(&self, i: usize, session: &str, task: &str) -> Option<TaskAssignment> {
         let core = self.roots[i].sessions.get(session)?;
-        core.index().files.values().find_map(|f| match &f.entry {
-            Entry::Plan(p) if p.task_id == task => {
-                let text = f.text.as_deref()?;
-                match squad_protocol::check_bytes(
-                    &f.path,
-                    FileKind::TaskAssignment,
-                    text.as_bytes(),
-                )
-                .document
-                {
-                    Some(Document::TaskAssignment(t)) => Some(t),
-                    _ => None,
-                }
-            }
-            _ => None,
-        })
+        crate::ctl::read::full_plan(core.index(), task)
     }
 
     /// Starts one run: prompt.md, a `running` run.json without a pid (so a

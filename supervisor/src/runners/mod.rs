@@ -148,6 +148,30 @@ pub fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
     out
 }
 
+/// The findings of a project's `config.json` (for `squadctl validate`):
+/// (diagnostics, files checked).
+pub fn config_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+    let team = squad_protocol::teamdir::locate(project)
+        .map(|t| t.path)
+        .unwrap_or_else(|| project.join(squad_protocol::tree::SQUAD_DIR));
+    let path = team.join(squad_protocol::config::CONFIG_FILE);
+    match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
+        Ok(text) => (squad_protocol::config::parse(&path, &text).1, 1),
+        Err(squad_protocol::fsx::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+            (Vec::new(), 0)
+        }
+        Err(e) => (
+            vec![squad_protocol::Diagnostic::new(
+                &path,
+                squad_protocol::Rule::ConfigInvalidJson,
+                format!("cannot read config.json: {e}"),
+                "config.json is a regular UTF-8 file of at most 1 MiB",
+            )],
+            1,
+        ),
+    }
+}
+
 /// Whether the recorded process is still the one squadd started.
 /// A zombie (ended, not yet reaped by whoever inherited it) is not alive.
 pub fn alive(pid: u32, process_start: u64) -> bool {
