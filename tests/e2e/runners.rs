@@ -343,11 +343,28 @@ fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
     eventually("both ready tasks run", || {
         (trace(&p).iter().filter(|e| e.0 == "start").count() == 2).then_some(())
     });
+    // A kill between the spawn and the pid's record is the next test's.
+    for t in ["task_t1", "task_t2"] {
+        eventually("the pid is recorded", || {
+            let v: serde_json::Value = serde_json::from_str(
+                &fs::read_to_string(p.session.join("runs").join(t).join("run.json")).ok()?,
+            )
+            .ok()?;
+            (v["pid"].as_u64()? > 0).then_some(())
+        });
+    }
     d.kill9();
     let d = Daemon::start(&p.root);
-    eventually("the runs are re-adopted", || {
-        (audit(&p.root).matches("\"kind\":\"run-adopted\"").count() == 2).then_some(())
-    });
+    let start = std::time::Instant::now();
+    while audit(&p.root).matches("\"kind\":\"run-adopted\"").count() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not re-adopted:\n{}\n{}",
+            audit(&p.root),
+            fs::read_to_string(p.session.join("runs/task_t1/run.json")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let runs = ok(run(ctl(&p.root).args(["runs", "--json"])));
     let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{runs}");
@@ -518,4 +535,42 @@ fn validate_reports_config_json_problems() {
         "{}",
         stdout(&out)
     );
+}
+
+#[test]
+fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
+    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
+    let gate = p.root.join("go");
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run starts", || {
+        (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
+    });
+    d.kill9();
+    // As if squadd died between the spawn and the second write of run.json.
+    let rec_path = p.session.join("runs/task_t1/run.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
+    let pid = v["pid"].clone();
+    v["pid"] = 0.into();
+    v["process_start"] = 0.into();
+    fs::write(&rec_path, serde_json::to_string(&v).unwrap()).unwrap();
+    let _d = Daemon::start(&p.root);
+    eventually("re-adopted", || {
+        audit(&p.root)
+            .contains("\"kind\":\"run-adopted\"")
+            .then_some(())
+    });
+    let v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
+    assert_eq!(v["pid"], pid, "the runner itself, not its children");
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 1);
 }

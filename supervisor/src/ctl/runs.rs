@@ -267,7 +267,7 @@ fn stop_without_daemon(root: &Path, args: &StopArgs) -> Result<Value, String> {
                 && args.session.as_deref().is_none_or(|s| s == r.session)
         })
         .ok_or_else(|| format!("`{}` has no run in progress", args.task))?;
-    if !runners::alive(rec.pid, rec.process_start) {
+    if !runners::is_run_process(&rec) {
         return Err(format!("the run's process (pid {}) is gone", rec.pid));
     }
     runners::signal_group(rec.pid, libc::SIGTERM).map_err(|e| e.to_string())?;

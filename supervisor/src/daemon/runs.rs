@@ -71,7 +71,7 @@ pub fn load_config(root: &Path) -> (RuntimeConfig, Option<String>) {
     let path = team.join(CONFIG_FILE);
     let text = match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
         Ok(t) => t,
-        Err(squad_protocol::fsx::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(squad_protocol::fsx::ReadError::NotFound) => {
             return (RuntimeConfig::default(), None);
         }
         Err(e) => {
@@ -168,7 +168,18 @@ impl Supervisor {
                 self.runs.roots[i].past.insert(key, rec);
                 continue;
             }
-            if runners::alive(rec.pid, rec.process_start) {
+            if rec.pid == 0
+                && let Some((pid, start)) =
+                    runners::find_run_process(&root, &rec.session, &rec.task)
+            {
+                // Spawned, but killed before its pid was recorded.
+                rec.pid = pid;
+                rec.process_start = start;
+                if let Err(e) = runners::write_record(&dir, &rec) {
+                    tracing::warn!(error = %e, "cannot write run.json");
+                }
+            }
+            if runners::is_run_process(&rec) {
                 self.log.emit(
                     i,
                     Some(&rec.session),

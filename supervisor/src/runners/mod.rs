@@ -157,9 +157,7 @@ pub fn config_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, u
     let path = team.join(squad_protocol::config::CONFIG_FILE);
     match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
         Ok(text) => (squad_protocol::config::parse(&path, &text).1, 1),
-        Err(squad_protocol::fsx::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-            (Vec::new(), 0)
-        }
+        Err(squad_protocol::fsx::ReadError::NotFound) => (Vec::new(), 0),
         Err(e) => (
             vec![squad_protocol::Diagnostic::new(
                 &path,
@@ -189,6 +187,75 @@ pub fn alive(pid: u32, process_start: u64) -> bool {
     system
         .process(pid)
         .is_some_and(|p| p.start_time() == process_start && p.status() != ProcessStatus::Zombie)
+}
+
+/// Whether the process of a run record is alive and really that run: its
+/// start time matches and its environment names the run's task and
+/// session. run.json sits in a directory agents can write to; a forged
+/// record must not make squadd adopt (and later signal) a stranger.
+pub fn is_run_process(rec: &RunRecord) -> bool {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+    if rec.pid <= 1 {
+        return false;
+    }
+    let pid = Pid::from_u32(rec.pid);
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+    );
+    let Some(p) = system.process(pid) else {
+        return false;
+    };
+    let has = |k: &str, v: &str| {
+        let want = format!("{k}={v}");
+        p.environ()
+            .iter()
+            .any(|e| e.as_encoded_bytes() == want.as_bytes())
+    };
+    p.start_time() == rec.process_start
+        && p.status() != ProcessStatus::Zombie
+        && has("SQUAD_TASK", &rec.task)
+        && has("SQUAD_SESSION", &rec.session)
+}
+
+/// The process of a run whose pid was never recorded (squadd was killed
+/// between the spawn and the second write of run.json): the process whose
+/// environment names the run's root, session and task and whose parent's
+/// does not (the runner itself, not one of its children). (pid, start time).
+pub fn find_run_process(root: &Path, session: &str, task: &str) -> Option<(u32, u64)> {
+    use sysinfo::{ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+    );
+    let wanted = [
+        format!("SQUAD_TASK={task}"),
+        format!("SQUAD_SESSION={session}"),
+        format!("SQUAD_ROOT={}", root.display()),
+    ];
+    let is_run = |p: &sysinfo::Process| {
+        p.status() != ProcessStatus::Zombie
+            && wanted.iter().all(|w| {
+                p.environ()
+                    .iter()
+                    .any(|e| e.as_encoded_bytes() == w.as_bytes())
+            })
+    };
+    system
+        .processes()
+        .values()
+        .filter(|p| is_run(p))
+        .filter(|p| {
+            p.parent()
+                .and_then(|pp| system.process(pp))
+                .is_none_or(|pp| !is_run(pp))
+        })
+        .map(|p| (p.pid().as_u32(), p.start_time()))
+        .min_by_key(|(_, start)| *start)
 }
 
 /// Sends `signal` to the process group `pid` leads.
@@ -347,4 +414,49 @@ pub fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
         }
     }
     newest.map(DateTime::<Utc>::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(pid: u32, task: &str, session: &str) -> RunRecord {
+        RunRecord {
+            task: task.into(),
+            agent: "a".into(),
+            session: session.into(),
+            attempt: 1,
+            state: RunState::Running,
+            pid,
+            process_start: crate::locks::process_start(pid).unwrap_or(0),
+            started_at: Utc::now(),
+            deadline: Utc::now(),
+            command: Vec::new(),
+            exit: None,
+            completed: false,
+            retry_at: None,
+            held: false,
+        }
+    }
+
+    #[test]
+    fn only_the_runs_own_process_is_recognised() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("SQUAD_TASK", "task_1")
+            .env("SQUAD_SESSION", "s1")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(is_run_process(&record(pid, "task_1", "s1")));
+        // A forged record naming someone else's process, or the wrong task.
+        assert!(!is_run_process(&record(pid, "task_2", "s1")));
+        assert!(!is_run_process(&record(std::process::id(), "task_1", "s1")));
+        let mut stale = record(pid, "task_1", "s1");
+        stale.process_start += 1;
+        assert!(!is_run_process(&stale));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_run_process(&record(pid, "task_1", "s1")));
+    }
 }
