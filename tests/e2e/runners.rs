@@ -418,6 +418,9 @@ fn config_show_and_validate() {
     let schema: serde_json::Value =
         serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "schema"])))).unwrap();
     assert!(schema["properties"]["sessions"].is_object());
+    let same: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["schema", "config"])))).unwrap();
+    assert_eq!(same, schema);
 }
 
 #[test]
@@ -547,12 +550,14 @@ fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
     fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
     let d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
-    eventually("the run starts", || {
-        (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
+    let rec_path = p.session.join("runs/task_t1/run.json");
+    eventually("the run starts and its pid is recorded", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&rec_path).ok()?).ok()?;
+        (v["pid"].as_u64()? > 0).then_some(())
     });
     d.kill9();
     // As if squadd died between the spawn and the second write of run.json.
-    let rec_path = p.session.join("runs/task_t1/run.json");
     let mut v: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
     let pid = v["pid"].clone();
@@ -573,4 +578,21 @@ fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
         session_completed(&p).then_some(())
     });
     assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 1);
+}
+
+#[test]
+fn a_symlinked_runs_folder_is_never_written_through() {
+    let p = project(&[], "", "", "{}");
+    let elsewhere = p.root.join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, p.session.join("runs")).unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the start is refused and reported", || {
+        audit(&p.root)
+            .contains("\"kind\":\"run-failed\"")
+            .then_some(())
+    });
+    assert!(fs::read_dir(&elsewhere).unwrap().next().is_none());
+    assert!(trace(&p).is_empty());
 }

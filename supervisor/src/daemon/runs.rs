@@ -25,6 +25,14 @@ use std::time::{Duration, Instant};
 /// How often live runs are looked at.
 pub const POLL: Duration = Duration::from_millis(200);
 
+/// Why a run did not start.
+enum Failed {
+    /// Before anything was started or recorded.
+    Before(String),
+    /// Recorded in run.json and reported already.
+    Reported(String),
+}
+
 /// One live run.
 struct Live {
     rec: RunRecord,
@@ -566,18 +574,68 @@ impl Supervisor {
     /// crash between here and the spawn leaves a run that is reported lost,
     /// never started twice), the process, then run.json with its pid.
     fn start_run(&mut self, i: usize, c: &Candidate, wall: DateTime<Utc>) -> Result<u32, String> {
+        match self.try_start_run(i, c, wall) {
+            Ok(pid) => Ok(pid),
+            Err(Failed::Reported(e)) => Err(e),
+            // Nothing started and no run.json to record it in: held in
+            // memory (so it is not tried again on every batch) and reported.
+            Err(Failed::Before(error)) => {
+                let rec = RunRecord {
+                    task: c.task.clone(),
+                    agent: c.agent.clone(),
+                    session: c.session.clone(),
+                    attempt: c.attempts + 1,
+                    state: RunState::Failed,
+                    pid: 0,
+                    process_start: 0,
+                    started_at: wall,
+                    deadline: wall,
+                    command: Vec::new(),
+                    exit: None,
+                    completed: false,
+                    retry_at: None,
+                    held: true,
+                };
+                self.log.emit(
+                    i,
+                    Some(&c.session),
+                    None,
+                    EventKind::RunFailed {
+                        task_id: c.task.clone(),
+                        agent: c.agent.clone(),
+                        error: error.clone(),
+                    },
+                );
+                self.runs.roots[i]
+                    .past
+                    .insert((c.session.clone(), c.task.clone()), rec);
+                Err(error)
+            }
+        }
+    }
+
+    fn try_start_run(
+        &mut self,
+        i: usize,
+        c: &Candidate,
+        wall: DateTime<Utc>,
+    ) -> Result<u32, Failed> {
         let root = self.roots[i].root.clone();
         let plan = self
             .full_plan(i, &c.session, &c.task)
-            .ok_or_else(|| format!("{}: no valid task assignment", c.task))?;
+            .ok_or_else(|| Failed::Before(format!("{}: no valid task assignment", c.task)))?;
         let policy = self.roots[i].policy.runners.clone();
         let spec = policy
             .runner_for(&c.agent)
             .cloned()
-            .ok_or_else(|| format!("no runner for {}", c.agent))?;
+            .ok_or_else(|| Failed::Before(format!("no runner for {}", c.agent)))?;
         let session_dir = self.roots[i].session_dir(&c.session);
-        let dir = runners::run_dir(&session_dir, &c.task);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dir = runners::ensure_run_dir(&session_dir, &c.task).map_err(|e| {
+            Failed::Before(format!(
+                "{}: {e}",
+                runners::run_dir(&session_dir, &c.task).display()
+            ))
+        })?;
         let config = &self.runs.roots[i].config;
         let model = config.model_for(&c.agent).to_string();
         let mcp = config
@@ -595,7 +653,7 @@ impl Supervisor {
         });
         let prompt_path = dir.join(runners::PROMPT_FILE);
         squad_protocol::write_atomic(&prompt_path, text.as_bytes())
-            .map_err(|e| format!("{}: {e}", prompt_path.display()))?;
+            .map_err(|e| Failed::Before(format!("{}: {e}", prompt_path.display())))?;
         let limit =
             squad_policies::runners::run_timeout(Some(&spec), plan.meta.timeout, default_timeout);
         let mut rec = RunRecord {
@@ -615,7 +673,7 @@ impl Supervisor {
             retry_at: None,
             held: false,
         };
-        runners::write_record(&dir, &rec).map_err(|e| format!("run.json: {e}"))?;
+        runners::write_record(&dir, &rec).map_err(|e| Failed::Before(format!("run.json: {e}")))?;
         let prompt_file = prompt_path.display().to_string();
         let root_text = root.display().to_string();
         let vars = Vars {
@@ -696,7 +754,7 @@ impl Supervisor {
                     wall,
                 );
                 self.runs.roots[i].past.insert(key, rec);
-                Err(error)
+                Err(Failed::Reported(error))
             }
         }
     }

@@ -114,6 +114,29 @@ pub fn run_dir(session_dir: &Path, task: &str) -> PathBuf {
     session_dir.join(RUNS_DIR).join(task)
 }
 
+/// Creates `<session_dir>/runs/<task>/` and checks that neither folder is
+/// a symlink: agents write in the session directory, and squadd must not
+/// be led to write a prompt, a record or a log elsewhere.
+pub fn ensure_run_dir(session_dir: &Path, task: &str) -> io::Result<PathBuf> {
+    let runs = session_dir.join(RUNS_DIR);
+    let dir = runs.join(task);
+    for d in [&runs, &dir] {
+        match std::fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(d)?;
+        if !meta.is_dir() {
+            return Err(io::Error::other(format!(
+                "{} is not a directory (a symlink is never followed)",
+                d.display()
+            )));
+        }
+    }
+    Ok(dir)
+}
+
 /// Reads a run.json (through fsx: an agent could put anything there).
 pub fn read_record(run_dir: &Path) -> Option<RunRecord> {
     let bytes = read_regular(&run_dir.join(RUN_JSON), 1 << 20).ok()?;
@@ -310,10 +333,15 @@ pub fn spawn(
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("the runner's command is empty"));
     };
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(run_dir.join(RUN_LOG))?;
+    let log = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            // A symlink planted as run.log is not followed.
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(run_dir.join(RUN_LOG))?
+    };
     let cwd = match &spec.cwd {
         Some(c) => {
             let c = expand(c, vars);
@@ -448,7 +476,12 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        assert!(is_run_process(&record(pid, "task_1", "s1")));
+        // Until its exec the child still has the test's environment.
+        let t0 = std::time::Instant::now();
+        while !is_run_process(&record(pid, "task_1", "s1")) {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         // A forged record naming someone else's process, or the wrong task.
         assert!(!is_run_process(&record(pid, "task_2", "s1")));
         assert!(!is_run_process(&record(std::process::id(), "task_1", "s1")));
