@@ -606,6 +606,16 @@ impl Supervisor {
                         error: error.clone(),
                     },
                 );
+                self.tell_lead(
+                    i,
+                    &c.session,
+                    &c.task,
+                    &format!(
+                        "The runner of {} ({}) could not start: {error}. The task is held; `squadctl run {}` tries again.",
+                        c.task, c.agent, c.task
+                    ),
+                    wall,
+                );
                 self.runs.roots[i]
                     .past
                     .insert((c.session.clone(), c.task.clone()), rec);
