@@ -321,6 +321,10 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
     });
     let text = fs::read_to_string(p.session.join(&messages[0])).unwrap();
     assert!(text.contains("priority: high"), "{text}");
+    // With the tail of run.log, which holds the agent's output.
+    assert!(text.contains("failing on purpose"), "{text}");
+    let log = fs::read_to_string(p.session.join("runs/task_t1/run.log")).unwrap();
+    assert!(log.contains("failing on purpose"), "{log}");
     // Held: nothing more starts, and it validates.
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);

@@ -468,6 +468,43 @@ mod tests {
     }
 
     #[test]
+    fn run_log_keeps_its_tail_under_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (0..300).map(|i| format!("line {i:04}\n")).collect();
+        std::fs::write(dir.path().join(RUN_LOG), &text).unwrap();
+        cap_log(dir.path(), 4096);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap(),
+            text,
+            "under the cap: untouched"
+        );
+        cap_log(dir.path(), 1000);
+        let kept = std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap();
+        assert!(kept.len() <= 1000, "{}", kept.len());
+        assert!(
+            kept.starts_with("[squadd: run.log exceeded 1000 bytes"),
+            "{kept}"
+        );
+        assert!(kept.ends_with("line 0299\n"), "the tail is kept");
+        assert_eq!(log_tail(dir.path(), 2), ["line 0298", "line 0299"]);
+    }
+
+    #[test]
+    fn a_symlink_is_never_a_run_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(RUNS_DIR)).unwrap();
+        assert!(ensure_run_dir(dir.path(), "task_1").is_err());
+        let other = tempfile::tempdir().unwrap();
+        let d = ensure_run_dir(other.path(), "task_1").unwrap();
+        assert!(d.is_dir());
+        assert!(
+            ensure_run_dir(other.path(), "task_1").is_ok(),
+            "again: fine"
+        );
+    }
+
+    #[test]
     fn only_the_runs_own_process_is_recognised() {
         let mut child = std::process::Command::new("sleep")
             .arg("5")
