@@ -16,6 +16,7 @@
 //! - [`hooks`]: how many notify commands run at once, and in which order;
 //! - [`session_edit`]: what `session complete|fail|phase|gate` set;
 //! - [`notices`]: which notices squadd sends agents for which facts.
+//! - [`runners`]: which ready tasks squadd starts, retries and time limits.
 
 #![warn(missing_docs)]
 
@@ -31,6 +32,7 @@ pub mod notices;
 pub mod policy;
 pub mod retention;
 pub mod session_edit;
+pub mod runners;
 pub mod skills;
 
 pub use boundary::{Boundaries, Decision};

@@ -44,6 +44,8 @@ pub struct Policy {
     pub hooks: crate::hooks::HooksPolicy,
     /// `notices:` (squadd's messages to agents).
     pub notices: crate::notices::NoticePolicy,
+    /// `runners:` (squadd starting agents; docs/runners.md).
+    pub runners: crate::runners::RunnersPolicy,
 }
 
 /// `retention:` of the policy.
@@ -118,6 +120,8 @@ struct Raw {
     memory: RawMemory,
     hooks: RawHooks,
     notices: crate::notices::RawNotices,
+    #[serde(default)]
+    runners: crate::runners::RawRunners,
 }
 
 #[derive(Deserialize)]
@@ -295,6 +299,7 @@ impl Policy {
             memory: crate::memory::MemoryPolicy::default(),
             hooks: crate::hooks::HooksPolicy::default(),
             notices: crate::notices::NoticePolicy::default(),
+            runners: crate::runners::RunnersPolicy::default(),
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -502,6 +507,7 @@ impl Policy {
                 .notices
                 .check()
                 .map_err(|(field, message)| PolicyError { field, message })?,
+            runners: crate::runners::runners_policy(raw.runners)?,
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {

@@ -220,6 +220,15 @@ rules! {
     TeamJsonType = "team-json-type", Error, "a casting file holds one JSON object";
     /// routing.md sends work to an agent who is not in the roster.
     TeamRoutingUnknownAgent = "team-routing-unknown-agent", Warning, "routing.md names only roster members";
+    // runners (issue 17): .squad/config.json; documented in docs/runners.md.
+    /// config.json is not JSON (or nests absurdly deep).
+    ConfigInvalidJson = "config-invalid-json", Error, "config.json is one JSON object";
+    /// A key of config.json holds the wrong JSON type.
+    ConfigBadType = "config-bad-type", Error, "each config.json key holds the type its schema gives";
+    /// A key of config.json holds a value out of range.
+    ConfigBadValue = "config-bad-value", Error, "config.json values are in range (maxConcurrent >= 1, …)";
+    /// A key squad-supervisor does not read (kept as written).
+    ConfigUnknownKey = "config-unknown-key", Warning, "unknown config.json keys are kept, not read";
 }
 
 impl Rule {
@@ -245,6 +254,8 @@ impl Rule {
             "docs/memory.md"
         } else if self.id().starts_with("team-") {
             "docs/team.md"
+        } else if self.id().starts_with("config-") {
+            "docs/runners.md"
         } else if self.is_ci() {
             "docs/ci.md"
         } else {

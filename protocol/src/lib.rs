@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod config;
 pub mod depth;
 pub mod diagnostic;
 pub mod fsx;

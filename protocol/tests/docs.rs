@@ -751,5 +751,21 @@ fn protocol_rules() -> Vec<Rule> {
         .filter(|r| !r.id().starts_with("skill-")) // docs/skills.md
         .filter(|r| !r.id().starts_with("memory-")) // docs/memory.md
         .filter(|r| !r.id().starts_with("team-")) // docs/team.md
+        .filter(|r| !r.id().starts_with("config-")) // docs/runners.md
         .collect()
+}
+
+#[test]
+fn runners_page_documents_every_config_rule() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/runners.md"),
+    )
+    .unwrap();
+    for rule in Rule::ALL.iter().filter(|r| r.id().starts_with("config-")) {
+        assert!(
+            page.contains(&format!("`{}`", rule.id())),
+            "docs/runners.md does not document `{}`",
+            rule.id()
+        );
+    }
 }

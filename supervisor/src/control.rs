@@ -74,6 +74,18 @@ pub enum Method {
         #[serde(flatten)]
         edit: squad_policies::session_edit::SessionEdit,
     },
+    /// Agent runs (docs/runners.md): `list`, `run` (start one by hand) or
+    /// `stop` one.
+    Runs {
+        /// `list`, `run` or `stop`.
+        action: String,
+        /// The session, when the task id is ambiguous.
+        #[serde(default)]
+        session: Option<String>,
+        /// The task (`run`, `stop`).
+        #[serde(default)]
+        task: Option<String>,
+    },
 }
 
 /// A response line.

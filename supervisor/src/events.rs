@@ -233,6 +233,90 @@ pub enum EventKind {
         /// How many.
         dirs: usize,
     },
+    /// squadd started an agent's runner for a ready task.
+    AgentSpawned {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// The run's pid (and process group).
+        pid: u32,
+        /// Run number of the task, from 1.
+        attempt: u32,
+    },
+    /// A run ended.
+    AgentExited {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// Exit code, when it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        /// Signal, when one ended it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Whether the task was completed.
+        completed: bool,
+        /// What follows: `done`, `retry at …`, `held for a human`.
+        next: String,
+    },
+    /// A run passed its time limit: its process group got SIGTERM (then
+    /// SIGKILL after the grace period).
+    AgentTimeout {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// The limit, in seconds.
+        limit_secs: u64,
+    },
+    /// A run wrote no protocol file for longer than `runners.idle_after`.
+    AgentIdle {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// Seconds since its last write.
+        idle_secs: u64,
+    },
+    /// The last run of the pool ended.
+    PoolEmpty,
+    /// A restarted squadd found a run's process alive and supervises it again.
+    RunAdopted {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// Its pid.
+        pid: u32,
+    },
+    /// A restarted squadd found a run's process gone (or a run that never
+    /// got its pid recorded): reported, not started again.
+    RunLost {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// Its pid (0: unknown).
+        pid: u32,
+    },
+    /// A runner could not be started.
+    RunFailed {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// Why.
+        error: String,
+    },
+    /// `.squad/config.json` changed; `error` set: it is invalid and the
+    /// previous configuration stays.
+    ConfigReloaded {
+        /// The first error, when the new file was refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -274,6 +358,15 @@ impl EventKind {
             EventKind::ControlRestored { .. } => "control-restored",
             EventKind::RootTakenOver { .. } => "root-taken-over",
             EventKind::WatchRestored { .. } => "watch-restored",
+            EventKind::AgentSpawned { .. } => "agent-spawned",
+            EventKind::AgentExited { .. } => "agent-exited",
+            EventKind::AgentTimeout { .. } => "agent-timeout",
+            EventKind::AgentIdle { .. } => "agent-idle",
+            EventKind::PoolEmpty => "pool-empty",
+            EventKind::RunAdopted { .. } => "run-adopted",
+            EventKind::RunLost { .. } => "run-lost",
+            EventKind::RunFailed { .. } => "run-failed",
+            EventKind::ConfigReloaded { .. } => "config-reloaded",
         }
     }
 
@@ -421,7 +514,60 @@ impl EventKind {
                     crate::text::count(*dirs, "directory", "directories")
                 )
             }
-            EventKind::FileFixed
+            EventKind::AgentSpawned {
+                task_id,
+                agent,
+                pid,
+                attempt,
+            } => format!("{task_id} ({agent}) pid {pid}, run {attempt}"),
+            EventKind::AgentExited {
+                task_id,
+                agent,
+                code,
+                signal,
+                completed,
+                next,
+            } => format!(
+                "{task_id} ({agent}) {}{}: {next}",
+                match (code, signal) {
+                    (Some(c), _) => format!("exit {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => "ended".to_string(),
+                },
+                if *completed {
+                    ", completed"
+                } else {
+                    ", not completed"
+                }
+            ),
+            EventKind::AgentTimeout {
+                task_id,
+                agent,
+                limit_secs,
+            } => format!("{task_id} ({agent}) past its {limit_secs} s limit"),
+            EventKind::AgentIdle {
+                task_id,
+                agent,
+                idle_secs,
+            } => format!("{task_id} ({agent}) wrote nothing for {idle_secs} s"),
+            EventKind::RunAdopted {
+                task_id,
+                agent,
+                pid,
+            }
+            | EventKind::RunLost {
+                task_id,
+                agent,
+                pid,
+            } => format!("{task_id} ({agent}) pid {pid}"),
+            EventKind::RunFailed {
+                task_id,
+                agent,
+                error,
+            } => format!("{task_id} ({agent}): {error}"),
+            EventKind::ConfigReloaded { error } => error.clone().unwrap_or_default(),
+            EventKind::PoolEmpty
+            | EventKind::FileFixed
             | EventKind::FileRemoved
             | EventKind::SessionAdded
             | EventKind::SessionRemoved

@@ -24,6 +24,7 @@ pub mod memory;
 pub mod outputs;
 pub mod retention;
 pub mod root;
+pub mod runners;
 pub mod safefs;
 pub mod session_edit;
 pub mod skills;

@@ -17,6 +17,7 @@ mod messages;
 mod notices;
 mod retention;
 mod session_edit;
+mod runners;
 mod skills;
 mod support;
 mod team;

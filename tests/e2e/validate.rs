@@ -346,6 +346,7 @@ fn commands_in_the_docs_exist() {
         "docs/daemon.md",
         "docs/ci.md",
         "docs/install.md",
+        "docs/runners.md",
     ] {
         let text = fs::read_to_string(root.join(doc)).unwrap();
         let mut in_code = false;

@@ -13,6 +13,7 @@ pub mod lock;
 pub mod memory;
 pub mod message;
 pub mod read;
+pub mod runs;
 pub mod schema;
 pub mod service;
 pub mod shell;
@@ -111,6 +112,15 @@ pub enum Command {
     #[allow(missing_docs)]
     Graph(read::GraphArgs),
     #[allow(missing_docs)]
+    Runs(runs::RunsArgs),
+    #[allow(missing_docs)]
+    Run(runs::RunArgs),
+    #[allow(missing_docs)]
+    Stop(runs::StopArgs),
+    /// The runtime configuration, .squad/config.json (show, validate, schema).
+    #[command(subcommand)]
+    Config(runs::ConfigCommand),
+    #[allow(missing_docs)]
     Completions(shell::CompletionsArgs),
     #[allow(missing_docs)]
     Man(shell::ManArgs),
@@ -170,6 +180,10 @@ pub fn main() -> ExitCode {
         Command::ReportError(args) => write::report_error(cli.root.as_deref(), args),
         Command::Next(args) => read::next(cli.root.as_deref(), args),
         Command::Graph(args) => read::graph(cli.root.as_deref(), args),
+        Command::Runs(args) => runs::runs(cli.root.as_deref(), args),
+        Command::Run(args) => runs::run(cli.root.as_deref(), args),
+        Command::Stop(args) => runs::stop(cli.root.as_deref(), args),
+        Command::Config(cmd) => runs::config(cli.root.as_deref(), cmd),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),
         Command::Team(cmd) => team::run(cli.root.as_deref(), cmd),

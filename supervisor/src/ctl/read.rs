@@ -114,8 +114,8 @@ fn state_word(t: &TaskView) -> &'static str {
 }
 
 /// The full task assignment of `task` in a session (the index keeps only
-/// what derivation needs).
-fn full_plan(s: &SessionIndex, task: &str) -> Option<TaskAssignment> {
+/// what derivation needs). squadd's runners read plans through it too.
+pub(crate) fn full_plan(s: &SessionIndex, task: &str) -> Option<TaskAssignment> {
     s.files.values().find_map(|f| match &f.entry {
         Entry::Plan(p) if p.task_id == task => {
             let text = f.text.as_deref()?;

@@ -5,17 +5,31 @@ use squad_protocol::FileKind;
 use squad_protocol::schema::{all_schemas, schema};
 use std::path::PathBuf;
 
-fn parse_kind(s: &str) -> Result<FileKind, String> {
-    FileKind::from_name(s).ok_or_else(|| {
+/// A kind of file with a schema: a protocol file kind, or `config`
+/// (`.squad/config.json`, docs/runners.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaKind {
+    /// A protocol file kind.
+    File(FileKind),
+    /// `.squad/config.json`.
+    Config,
+}
+
+fn parse_kind(s: &str) -> Result<SchemaKind, String> {
+    if s == "config" {
+        return Ok(SchemaKind::Config);
+    }
+    FileKind::from_name(s).map(SchemaKind::File).ok_or_else(|| {
         let names: Vec<&str> = FileKind::ALL.iter().map(|k| k.as_str()).collect();
-        format!("unknown kind `{s}`; kinds: {}", names.join(", "))
+        format!("unknown kind `{s}`; kinds: {}, config", names.join(", "))
     })
 }
 
 /// Print the JSON Schema (draft-07) of a protocol file kind.
 ///
 /// Kinds: session-status, task-assignment (alias role-plan), progress-update
-/// (alias role-comm), message, error-report (alias error). Without KIND, prints
+/// (alias role-comm), message, error-report (alias error), and config
+/// (`.squad/config.json`, not a protocol file). Without KIND, prints
 /// one object holding every kind's schema.
 ///
 /// With the YAML language server, point a glob at a schema file, e.g. in VS
@@ -25,7 +39,7 @@ fn parse_kind(s: &str) -> Result<FileKind, String> {
 pub struct Args {
     /// The kind; omit for all kinds.
     #[arg(value_name = "KIND", value_parser = parse_kind)]
-    pub kind: Option<FileKind>,
+    pub kind: Option<SchemaKind>,
 
     /// Write one `<kind>.json` file per kind into DIR instead of printing.
     #[arg(long, value_name = "DIR", conflicts_with = "kind")]
@@ -51,7 +65,8 @@ pub fn run(args: Args) -> u8 {
         return exit::OK;
     }
     let value = match args.kind {
-        Some(kind) => schema(kind),
+        Some(SchemaKind::File(kind)) => schema(kind),
+        Some(SchemaKind::Config) => squad_protocol::config::schema(),
         None => all_schemas(),
     };
     super::print(&format!("{value:#}\n"))

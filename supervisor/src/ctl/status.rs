@@ -109,18 +109,24 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     {
         return super::fail(format!("no session named `{s}`"));
     }
+    // Agent runs (docs/runners.md), from their run.json files.
+    let runs = super::runs::runs_report(&root, args.session.as_deref(), false, 0);
     let code = if args.json {
-        print(&format!(
-            "{:#}\n",
-            serde_json::to_value(&report).unwrap_or_default()
-        ))
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        value["runs"] = serde_json::Value::Array(runs);
+        print(&format!("{value:#}\n"))
     } else {
         // Session names, agents and findings come from the files: escape
         // control characters before they reach the terminal.
-        super::print_human(&render_human(
+        let mut text = render_human(
             &crate::text::escape_all(&report).unwrap_or(report.clone()),
             now,
-        ))
+        );
+        if !runs.is_empty() {
+            text.push_str("agent runs:\n");
+            text.push_str(&super::runs::runs_human(&runs));
+        }
+        super::print_human(&text)
     };
     if code != exit::OK || !args.check {
         return code;

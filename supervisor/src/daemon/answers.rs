@@ -143,6 +143,11 @@ pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
             json(Ok(serde_json::Value::Null))
         }
         Method::SessionEdit { session, edit } => Reply::Once(sup.session_edit(i, &session, edit)),
+        Method::Runs {
+            action,
+            session,
+            task,
+        } => Reply::Once(sup.answer_runs(i, &action, session.as_deref(), task.as_deref())),
         Method::Health => json(serde_json::to_value(super::health::measure(
             &sup.supervision(),
         ))),

@@ -28,6 +28,7 @@ pub mod intake;
 pub mod notices;
 pub mod pidfile;
 pub mod routing;
+pub mod runs;
 pub mod server;
 pub mod session;
 pub mod systemd;
@@ -156,6 +157,8 @@ pub struct Supervisor {
     team: Vec<crate::team::TeamHealth>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(usize, routing::Delivery)>,
+    /// Agent runs (docs/runners.md).
+    runs: runs::Runs,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -186,6 +189,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         calls,
         team: Vec::new(),
         outbox: Vec::new(),
+        runs: runs::Runs::default(),
     };
 
     let mut behind_rx = sup.writer.start_behind()?;
@@ -205,6 +209,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let now = Utc::now();
     for i in 0..sup.roots.len() {
         sup.initial_scan(i, now);
+        sup.adopt_runs(i, now);
     }
     release_scan_memory();
 
@@ -357,6 +362,7 @@ impl Supervisor {
         let i = self.roots.len();
         self.log.add_root(&root);
         self.writer.add_root(&root);
+        self.runs.add_root(&root);
         let state = State::load(&root);
         let r = Root::new(root, state, policy);
         if let Some(at) = r.next_gc {
@@ -829,7 +835,7 @@ impl Supervisor {
         let worked = !paths.is_empty()
             || due
                 .iter()
-                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog | Timer::Trim));
+                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog | Timer::Trim | Timer::Runs));
         for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
@@ -878,7 +884,7 @@ impl Supervisor {
         }
         for t in due {
             match t {
-                Timer::Rescan(_) | Timer::TaskDue { .. } => {}
+                Timer::Rescan(_) | Timer::TaskDue { .. } | Timer::Runs => {}
                 Timer::Status { root, session } => {
                     if changed.contains(&(root, session.clone())) {
                         continue;
@@ -984,6 +990,7 @@ impl Supervisor {
         }
         // Facts the writes and timers above brought up.
         self.send_notices(wall);
+        self.supervise_runs(wall);
         // The STATUS= line walks every session: only worth it when a service
         // manager listens, and at most once a second after changes.
         if self.notify_socket && worked {
@@ -1141,6 +1148,10 @@ impl Supervisor {
     /// Applies one changed path; returns the session it touched and whether
     /// the change was only a removal.
     fn apply_path(&mut self, i: usize, path: &Path) -> Option<(String, bool)> {
+        if self.is_config(i, path) {
+            self.reload_config(i);
+            return None;
+        }
         let r = &self.roots[i];
         match classify(&r.root, &r.sessions_dir, path)? {
             PathChange::Policy => {

@@ -96,6 +96,9 @@ pub enum Timer {
     Trim,
     /// The systemd watchdog ping.
     Watchdog,
+    /// Check the agent runs (exits, time limits, idleness) and dispatch
+    /// (docs/runners.md): often while runs are live, else at the next retry.
+    Runs,
     /// Recompute the one-line STATUS= summary (it walks every session, so
     /// at most once per second after changes).
     StatusLine,
@@ -119,7 +122,7 @@ impl Timer {
             | Timer::Delivery { root, .. }
             | Timer::Escalation { root, .. }
             | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim => None,
+            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim | Timer::Runs => None,
         }
     }
 

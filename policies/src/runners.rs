@@ -1,0 +1,719 @@
+//! `runners:` of the policy, and the dispatch decisions made from it: which
+//! ready tasks start now, what happens after a run exits, how a runner's
+//! argv is filled in. Pure functions of (policy, facts, now): squadd gathers
+//! the facts and carries the decisions out (docs/runners.md).
+
+use crate::duration::parse_duration;
+use crate::policy::PolicyError;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use squad_protocol::model::Priority;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How one agent (or `"*"`, every agent without its own entry) is started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerSpec {
+    /// argv (never a shell string); placeholders `{prompt_file}`, `{task}`,
+    /// `{agent}`, `{session}`, `{model}`, `{root}` are replaced.
+    pub command: Vec<String>,
+    /// Extra environment (values take the same placeholders).
+    pub env: BTreeMap<String, String>,
+    /// Working directory, relative to the project root (default: the root).
+    pub cwd: Option<String>,
+    /// Run time limit; `None`: the task's `meta.timeout`, else
+    /// `sessions.defaultTimeoutMs` of config.json.
+    pub timeout: Option<Duration>,
+    /// Retries after a run that exits without completing its task.
+    pub max_retries: u32,
+}
+
+/// `runners:` of the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnersPolicy {
+    /// Whether squadd starts runners at all (default false).
+    pub dispatch: bool,
+    /// Runner per agent name, or `"*"`.
+    pub agents: BTreeMap<String, RunnerSpec>,
+    /// Between SIGTERM and SIGKILL of a run's process group.
+    pub grace: Duration,
+    /// A run that writes no file this long is reported `agent-idle`
+    /// (`None`: never).
+    pub idle_after: Option<Duration>,
+    /// The first retry's delay; each further retry doubles it.
+    pub retry_backoff: Duration,
+    /// Who is told (high priority) when a run fails: the session's lead.
+    pub lead: Option<String>,
+    /// run.log is kept under this size (its tail is kept).
+    pub log_max_bytes: u64,
+}
+
+impl Default for RunnersPolicy {
+    fn default() -> Self {
+        RunnersPolicy {
+            dispatch: false,
+            agents: BTreeMap::new(),
+            grace: Duration::from_secs(10),
+            idle_after: Some(Duration::from_secs(600)),
+            retry_backoff: Duration::from_secs(30),
+            lead: Some("lead".into()),
+            log_max_bytes: 1 << 20,
+        }
+    }
+}
+
+impl RunnersPolicy {
+    /// The runner of `agent`: its own entry, else `"*"`.
+    pub fn runner_for(&self, agent: &str) -> Option<&RunnerSpec> {
+        self.agents.get(agent).or_else(|| self.agents.get("*"))
+    }
+}
+
+/// `runners:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRunners {
+    #[serde(default)]
+    dispatch: bool,
+    #[serde(default)]
+    agents: BTreeMap<String, RawRunner>,
+    #[serde(default)]
+    grace: Option<String>,
+    #[serde(default)]
+    idle_after: Option<String>,
+    #[serde(default)]
+    retry_backoff: Option<String>,
+    #[serde(default)]
+    lead: Option<String>,
+    #[serde(default)]
+    log_max_size: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRunner {
+    command: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    max_retries: Option<u32>,
+}
+
+/// The placeholders a runner's argv, env and cwd may use.
+pub const PLACEHOLDERS: &[&str] = &["prompt_file", "task", "agent", "session", "model", "root"];
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> PolicyError {
+    PolicyError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn none(t: &str) -> bool {
+    t.trim() == "none"
+}
+
+pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyError> {
+    let d = RunnersPolicy::default();
+    let dur = |field: &str, text: &Option<String>, default: Duration| match text {
+        Some(t) => parse_duration(t).map_err(|m| err(field, m)),
+        None => Ok(default),
+    };
+    let mut agents = BTreeMap::new();
+    for (agent, r) in raw.agents {
+        let field = format!("runners.agents.{agent}");
+        if agent != "*" && !squad_protocol::IdKind::Agent.matches(&agent) {
+            return Err(err(
+                field,
+                format!("`{agent}` is not an agent name (or `*`)"),
+            ));
+        }
+        if r.command.first().is_none_or(|p| p.trim().is_empty()) {
+            return Err(err(
+                format!("{field}.command"),
+                "an argv list with the program first, e.g. [\"claude\", \"-p\", \"Work on {task}\"]",
+            ));
+        }
+        for (i, a) in r.command.iter().enumerate() {
+            check_placeholders(a).map_err(|m| err(format!("{field}.command[{i}]"), m))?;
+        }
+        for (k, v) in &r.env {
+            check_placeholders(v).map_err(|m| err(format!("{field}.env.{k}"), m))?;
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(err(
+                    format!("{field}.env"),
+                    format!("`{k}` is not an environment variable name"),
+                ));
+            }
+        }
+        if let Some(c) = &r.cwd {
+            check_placeholders(c).map_err(|m| err(format!("{field}.cwd"), m))?;
+        }
+        let timeout = match &r.timeout {
+            Some(t) => Some(parse_duration(t).map_err(|m| err(format!("{field}.timeout"), m))?),
+            None => None,
+        };
+        agents.insert(
+            agent,
+            RunnerSpec {
+                command: r.command,
+                env: r.env,
+                cwd: r.cwd,
+                timeout,
+                max_retries: r.max_retries.unwrap_or(2),
+            },
+        );
+    }
+    let idle_after = match &raw.idle_after {
+        Some(t) if none(t) => None,
+        Some(t) => Some(parse_duration(t).map_err(|m| err("runners.idle_after", m))?),
+        None => d.idle_after,
+    };
+    let lead = match raw.lead {
+        Some(l) if none(&l) => None,
+        Some(l) if squad_protocol::IdKind::Agent.matches(&l) => Some(l),
+        Some(l) => {
+            return Err(err(
+                "runners.lead",
+                format!("`{l}` is not an agent name (or `none`)"),
+            ));
+        }
+        None => d.lead,
+    };
+    let log_max_bytes = match &raw.log_max_size {
+        Some(s) => crate::memory::parse_size(s).map_err(|m| err("runners.log_max_size", m))?,
+        None => d.log_max_bytes,
+    };
+    Ok(RunnersPolicy {
+        dispatch: raw.dispatch,
+        agents,
+        grace: dur("runners.grace", &raw.grace, d.grace)?,
+        idle_after,
+        retry_backoff: dur("runners.retry_backoff", &raw.retry_backoff, d.retry_backoff)?,
+        lead,
+        log_max_bytes,
+    })
+}
+
+/// Refuses unknown `{names}` (a typo would reach the agent verbatim).
+fn check_placeholders(text: &str) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            break;
+        };
+        let name = &after[..close];
+        // Only `{word}` is a placeholder: JSON or shell braces pass as text.
+        let word = !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        if word && !PLACEHOLDERS.contains(&name) {
+            return Err(format!(
+                "unknown placeholder `{{{name}}}`; known: {}",
+                PLACEHOLDERS
+                    .iter()
+                    .map(|p| format!("{{{p}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        rest = &after[close + 1..];
+    }
+    Ok(())
+}
+
+/// The values of the placeholders for one run.
+#[derive(Debug, Clone, Default)]
+pub struct Vars<'a> {
+    /// `{prompt_file}`: the absolute path of the run's prompt.md.
+    pub prompt_file: &'a str,
+    /// `{task}`.
+    pub task: &'a str,
+    /// `{agent}`.
+    pub agent: &'a str,
+    /// `{session}`: the session directory name.
+    pub session: &'a str,
+    /// `{model}`: the agent's model from config.json.
+    pub model: &'a str,
+    /// `{root}`: the project root.
+    pub root: &'a str,
+}
+
+/// Replaces the placeholders of one argument (unknown `{…}` are kept as
+/// written; the policy refuses them on load).
+pub fn expand(text: &str, vars: &Vars<'_>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let value = after.find('}').and_then(|close| {
+            let v = match &after[..close] {
+                "prompt_file" => vars.prompt_file,
+                "task" => vars.task,
+                "agent" => vars.agent,
+                "session" => vars.session,
+                "model" => vars.model,
+                "root" => vars.root,
+                _ => return None,
+            };
+            Some((v, close))
+        });
+        match value {
+            Some((v, close)) => {
+                out.push_str(v);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A task that could start: ready (pending, every prerequisite completed),
+/// or a failed run's task whose retry is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Session directory name.
+    pub session: String,
+    /// Task id.
+    pub task: String,
+    /// Assignee.
+    pub agent: String,
+    /// The task's priority.
+    pub priority: Priority,
+    /// Runs of this task so far (0: never started).
+    pub attempts: u32,
+    /// When the retry after the last failed run is due (`None`: no run yet).
+    pub retry_at: Option<DateTime<Utc>>,
+    /// The last run was lost, stopped by hand or gave up: only a human
+    /// (`squadctl run`) starts it again.
+    pub held: bool,
+}
+
+/// What is running now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pool {
+    /// Runs in progress (the pool's size).
+    pub running: usize,
+    /// `sessions.maxConcurrent`.
+    pub max_concurrent: usize,
+    /// Agents with a run in progress.
+    pub busy_agents: BTreeSet<String>,
+    /// (session, task) with a run in progress.
+    pub busy_tasks: BTreeSet<(String, String)>,
+}
+
+/// Why a candidate does not start now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Dispatch is off.
+    DispatchOff,
+    /// No runner names the agent (nor `"*"`).
+    NoRunner,
+    /// The task has a run in progress.
+    TaskRunning,
+    /// The agent has a run in progress.
+    AgentBusy,
+    /// The pool is full.
+    PoolFull,
+    /// The retry backoff has not passed.
+    Backoff,
+    /// Every retry was used.
+    RetriesExhausted,
+    /// Held for a human (lost run, stopped by hand).
+    Held,
+}
+
+impl Wait {
+    /// A short human reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Wait::DispatchOff => "dispatch is off (runners.dispatch: false)",
+            Wait::NoRunner => "no runner in the policy names this agent (nor \"*\")",
+            Wait::TaskRunning => "the task already has a run in progress",
+            Wait::AgentBusy => "the agent already has a run in progress",
+            Wait::PoolFull => "the pool is full (sessions.maxConcurrent)",
+            Wait::Backoff => "waiting for the retry backoff",
+            Wait::RetriesExhausted => "every retry was used (max_retries)",
+            Wait::Held => "its last run was lost or stopped; start it with `squadctl run`",
+        }
+    }
+}
+
+/// Whether `c` may start now, ignoring the pool's size (`manual`: a human
+/// asked, so held tasks and used-up retries do not stop it).
+pub fn may_start(
+    policy: &RunnersPolicy,
+    c: &Candidate,
+    pool: &Pool,
+    now: DateTime<Utc>,
+    manual: bool,
+) -> Result<(), Wait> {
+    if !manual && !policy.dispatch {
+        return Err(Wait::DispatchOff);
+    }
+    let Some(spec) = policy.runner_for(&c.agent) else {
+        return Err(Wait::NoRunner);
+    };
+    if pool
+        .busy_tasks
+        .contains(&(c.session.clone(), c.task.clone()))
+    {
+        return Err(Wait::TaskRunning);
+    }
+    if pool.busy_agents.contains(&c.agent) {
+        return Err(Wait::AgentBusy);
+    }
+    if !manual {
+        if c.held {
+            return Err(Wait::Held);
+        }
+        if c.attempts > spec.max_retries {
+            return Err(Wait::RetriesExhausted);
+        }
+        if c.retry_at.is_some_and(|at| at > now) {
+            return Err(Wait::Backoff);
+        }
+    }
+    Ok(())
+}
+
+fn rank(p: Priority) -> u8 {
+    match p {
+        Priority::Critical => 0,
+        Priority::High => 1,
+        Priority::Medium => 2,
+        Priority::Low => 3,
+    }
+}
+
+/// The candidates to start now, in start order: higher priority first
+/// (then session, then task id), one run per agent and per task, while the
+/// pool has room.
+pub fn dispatch(
+    policy: &RunnersPolicy,
+    candidates: &[Candidate],
+    pool: &Pool,
+    now: DateTime<Utc>,
+) -> Vec<Candidate> {
+    let mut order: Vec<&Candidate> = candidates.iter().collect();
+    order.sort_by(|a, b| {
+        (rank(a.priority), &a.session, &a.task).cmp(&(rank(b.priority), &b.session, &b.task))
+    });
+    let mut pool = pool.clone();
+    let mut out = Vec::new();
+    for c in order {
+        if pool.running >= pool.max_concurrent {
+            break;
+        }
+        if may_start(policy, c, &pool, now, false).is_ok() {
+            pool.running += 1;
+            pool.busy_agents.insert(c.agent.clone());
+            pool.busy_tasks.insert((c.session.clone(), c.task.clone()));
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
+/// What follows a run's exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterExit {
+    /// The task completed: nothing to do.
+    Done,
+    /// Retry at this time (attempt number `attempt`, counting from 2).
+    Retry {
+        /// When the retry is due.
+        at: DateTime<Utc>,
+        /// The number the next run will have.
+        attempt: u32,
+    },
+    /// No retry left: the lead is told, the task waits for a human.
+    GiveUp,
+}
+
+/// The delay before retry number `retry` (1 for the first): the backoff,
+/// doubled each time, at most an hour.
+pub fn backoff(base: Duration, retry: u32) -> Duration {
+    let factor = 1u32 << retry.saturating_sub(1).min(16);
+    base.saturating_mul(factor).min(Duration::from_secs(3600))
+}
+
+/// What to do after run number `attempts` of a task exited; `completed`:
+/// the task's own status is `completed`.
+pub fn after_exit(
+    spec: Option<&RunnerSpec>,
+    policy: &RunnersPolicy,
+    attempts: u32,
+    completed: bool,
+    now: DateTime<Utc>,
+) -> AfterExit {
+    if completed {
+        return AfterExit::Done;
+    }
+    let max = spec.map_or(0, |s| s.max_retries);
+    if attempts > max {
+        return AfterExit::GiveUp;
+    }
+    let delay = backoff(policy.retry_backoff, attempts);
+    let at = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::zero());
+    AfterExit::Retry {
+        at,
+        attempt: attempts + 1,
+    }
+}
+
+/// The time limit of a run: the runner's own `timeout`, else the task's
+/// `meta.timeout` (seconds), else config.json's `sessions.defaultTimeoutMs`.
+pub fn run_timeout(
+    spec: Option<&RunnerSpec>,
+    task_timeout_secs: Option<u64>,
+    default: Duration,
+) -> Duration {
+    spec.and_then(|s| s.timeout)
+        .or(task_timeout_secs.map(Duration::from_secs))
+        .unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    fn policy(yaml: &str) -> RunnersPolicy {
+        Policy::parse(Some(yaml)).unwrap().runners
+    }
+
+    fn on() -> RunnersPolicy {
+        policy(
+            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [\"agent\", \"{task}\"]\n",
+        )
+    }
+
+    fn cand(task: &str, agent: &str, p: Priority) -> Candidate {
+        Candidate {
+            session: "s".into(),
+            task: task.into(),
+            agent: agent.into(),
+            priority: p,
+            attempts: 0,
+            retry_at: None,
+            held: false,
+        }
+    }
+
+    fn pool(max: usize) -> Pool {
+        Pool {
+            max_concurrent: max,
+            ..Pool::default()
+        }
+    }
+
+    fn names(v: &[Candidate]) -> Vec<&str> {
+        v.iter().map(|c| c.task.as_str()).collect()
+    }
+
+    #[test]
+    fn the_default_policy_dispatches_nothing() {
+        let p = Policy::defaults().runners;
+        assert!(!p.dispatch);
+        assert!(p.agents.is_empty());
+        let c = [cand("task_a", "a", Priority::High)];
+        assert!(dispatch(&p, &c, &pool(8), Utc::now()).is_empty());
+    }
+
+    #[test]
+    fn the_issue_shape_parses() {
+        let p = policy(
+            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [\"claude\", \"-p\", \"--append-system-prompt-file\", \"{prompt_file}\", \"Work on {task}\"]\n    backend:\n      command: [\"codex\", \"exec\", \"{task}\"]\n      env: {MODEL: \"{model}\"}\n      cwd: \"src\"\n      timeout: 20m\n      max_retries: 1\n",
+        );
+        assert!(p.dispatch);
+        assert_eq!(p.runner_for("frontend").unwrap().command[0], "claude");
+        let b = p.runner_for("backend").unwrap();
+        assert_eq!(b.command[0], "codex");
+        assert_eq!(b.timeout, Some(Duration::from_secs(1200)));
+        assert_eq!(b.max_retries, 1);
+        assert_eq!(b.env["MODEL"], "{model}");
+    }
+
+    #[test]
+    fn bad_entries_are_refused_naming_the_field() {
+        for (yaml, field) in [
+            (
+                "runners:\n  agents:\n    a:\n      command: []\n",
+                "runners.agents.a.command",
+            ),
+            (
+                "runners:\n  agents:\n    a:\n      command: [\"x\", \"{taks}\"]\n",
+                "runners.agents.a.command[1]",
+            ),
+            (
+                "runners:\n  agents:\n    Bad_Name:\n      command: [\"x\"]\n",
+                "runners.agents.Bad_Name",
+            ),
+            (
+                "runners:\n  agents:\n    a:\n      command: [\"x\"]\n      timeout: soon\n",
+                "runners.agents.a.timeout",
+            ),
+            ("runners:\n  grace: forever\n", "runners.grace"),
+            ("runners:\n  lead: \"Not An Agent\"\n", "runners.lead"),
+        ] {
+            let e = Policy::parse(Some(yaml)).unwrap_err();
+            assert_eq!(e.field, field, "{yaml}: {e}");
+        }
+        let e = Policy::parse(Some("runners:\n  dispatch: true\n  shell: bash\n")).unwrap_err();
+        assert!(e.to_string().contains("shell"), "{e}");
+    }
+
+    #[test]
+    fn higher_priority_starts_first_while_the_pool_has_room() {
+        let c = [
+            cand("task_low", "a", Priority::Low),
+            cand("task_crit", "b", Priority::Critical),
+            cand("task_med", "c", Priority::Medium),
+            cand("task_high", "d", Priority::High),
+        ];
+        let started = dispatch(&on(), &c, &pool(2), Utc::now());
+        assert_eq!(names(&started), ["task_crit", "task_high"]);
+        let started = dispatch(&on(), &c, &pool(8), Utc::now());
+        assert_eq!(
+            names(&started),
+            ["task_crit", "task_high", "task_med", "task_low"]
+        );
+    }
+
+    #[test]
+    fn one_run_per_agent_and_never_a_second_run_of_a_task() {
+        let c = [
+            cand("task_a", "alice", Priority::High),
+            cand("task_b", "alice", Priority::High),
+            cand("task_c", "bob", Priority::Low),
+            cand("task_d", "carol", Priority::Low),
+        ];
+        let mut p = pool(8);
+        p.running = 1;
+        p.busy_tasks.insert(("s".into(), "task_c".into()));
+        let started = dispatch(&on(), &c, &p, Utc::now());
+        // alice once; task_c already runs (bob is free, but the task is not).
+        assert_eq!(names(&started), ["task_a", "task_d"]);
+        p.busy_agents.insert("alice".into());
+        let started = dispatch(&on(), &c, &p, Utc::now());
+        assert_eq!(names(&started), ["task_d"]);
+    }
+
+    #[test]
+    fn a_full_pool_starts_nothing() {
+        let c = [cand("task_a", "alice", Priority::Critical)];
+        let mut p = pool(2);
+        p.running = 2;
+        assert!(dispatch(&on(), &c, &p, Utc::now()).is_empty());
+        p.max_concurrent = 0;
+        p.running = 0;
+        assert!(dispatch(&on(), &c, &p, Utc::now()).is_empty());
+    }
+
+    #[test]
+    fn an_agent_without_a_runner_is_left_to_humans() {
+        let p =
+            policy("runners:\n  dispatch: true\n  agents:\n    alice:\n      command: [\"x\"]\n");
+        let c = [
+            cand("task_a", "alice", Priority::Low),
+            cand("task_b", "bob", Priority::Critical),
+        ];
+        assert_eq!(names(&dispatch(&p, &c, &pool(8), Utc::now())), ["task_a"]);
+        assert_eq!(
+            may_start(&p, &c[1], &pool(8), Utc::now(), true),
+            Err(Wait::NoRunner)
+        );
+    }
+
+    #[test]
+    fn retries_wait_for_the_backoff_and_stop_at_max_retries() {
+        let now = Utc::now();
+        let p = on();
+        let spec = p.runner_for("a");
+        // Default max_retries 2: runs 1, 2, 3, then give up.
+        let AfterExit::Retry { at, attempt } = after_exit(spec, &p, 1, false, now) else {
+            panic!("retry expected");
+        };
+        assert_eq!(attempt, 2);
+        assert_eq!((at - now).num_seconds(), 30);
+        let AfterExit::Retry { at, .. } = after_exit(spec, &p, 2, false, now) else {
+            panic!("retry expected");
+        };
+        assert_eq!((at - now).num_seconds(), 60);
+        assert_eq!(after_exit(spec, &p, 3, false, now), AfterExit::GiveUp);
+        assert_eq!(after_exit(spec, &p, 1, true, now), AfterExit::Done);
+
+        let mut c = cand("task_a", "a", Priority::High);
+        c.attempts = 1;
+        c.retry_at = Some(now + chrono::Duration::seconds(30));
+        assert!(dispatch(&p, std::slice::from_ref(&c), &pool(8), now).is_empty());
+        let later = now + chrono::Duration::seconds(31);
+        assert_eq!(
+            names(&dispatch(&p, std::slice::from_ref(&c), &pool(8), later)),
+            ["task_a"]
+        );
+        c.attempts = 3;
+        assert!(dispatch(&p, std::slice::from_ref(&c), &pool(8), later).is_empty());
+        // A human may still start it.
+        assert_eq!(may_start(&p, &c, &pool(8), later, true), Ok(()));
+        c.attempts = 0;
+        c.held = true;
+        assert_eq!(may_start(&p, &c, &pool(8), later, false), Err(Wait::Held));
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let b = Duration::from_secs(10);
+        assert_eq!(backoff(b, 1), Duration::from_secs(10));
+        assert_eq!(backoff(b, 2), Duration::from_secs(20));
+        assert_eq!(backoff(b, 3), Duration::from_secs(40));
+        assert_eq!(backoff(b, 40), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn placeholders_are_filled_and_unknown_braces_kept() {
+        let v = Vars {
+            prompt_file: "/p/prompt.md",
+            task: "task_1",
+            agent: "alice",
+            session: "s1",
+            model: "m",
+            root: "/p",
+        };
+        assert_eq!(
+            expand(
+                "--file={prompt_file} {task}/{agent}@{session}:{model} in {root}",
+                &v
+            ),
+            "--file=/p/prompt.md task_1/alice@s1:m in /p"
+        );
+        assert_eq!(expand("{\"json\": 1} {x", &v), "{\"json\": 1} {x");
+        assert_eq!(expand("{{task}}", &v), "{task_1}");
+    }
+
+    #[test]
+    fn the_time_limit_comes_from_the_runner_then_the_task_then_config() {
+        let d = Duration::from_secs(300);
+        let mut spec = on().runner_for("a").cloned().unwrap();
+        assert_eq!(run_timeout(Some(&spec), None, d), d);
+        assert_eq!(
+            run_timeout(Some(&spec), Some(60), d),
+            Duration::from_secs(60)
+        );
+        spec.timeout = Some(Duration::from_secs(5));
+        assert_eq!(
+            run_timeout(Some(&spec), Some(60), d),
+            Duration::from_secs(5)
+        );
+    }
+}

@@ -1,0 +1,699 @@
+//! `.squad/config.json`: the runtime configuration (models, the session
+//! pool, MCP servers) in the shape of seed 003, with the keys real Squad
+//! projects already keep there (`version`, `defaultModel`,
+//! `agentModelOverrides`) read where they mean the same. Unknown keys are
+//! kept (a warning), so a tool that writes the file back loses nothing.
+//!
+//! Diagnostics carry the line and column of the key (or of the JSON syntax
+//! error) in the file; docs/runners.md lists the `config-…` rules.
+
+use crate::diagnostic::{Diagnostic, Location, Rule};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The file's path under the team directory.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// `models`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Models {
+    /// Model of agents without an override.
+    pub default: String,
+    /// The cheaper model.
+    #[serde(rename = "costOptimized")]
+    pub cost_optimized: String,
+    /// The stronger model.
+    pub premium: String,
+    /// Model by agent name.
+    #[serde(rename = "roleOverrides")]
+    pub role_overrides: BTreeMap<String, String>,
+}
+
+/// `sessions`: the agent pool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sessions {
+    /// A run's time limit when neither runner nor task sets one.
+    #[serde(rename = "defaultTimeoutMs")]
+    pub default_timeout_ms: u64,
+    /// Runs at once.
+    #[serde(rename = "maxConcurrent")]
+    pub max_concurrent: u64,
+    /// Passed through to runners that support it.
+    #[serde(rename = "infiniteSessions")]
+    pub infinite_sessions: bool,
+    /// Passed through to runners that support it (0..=1).
+    #[serde(rename = "compactionThreshold")]
+    pub compaction_threshold: f64,
+}
+
+/// One MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct McpServer {
+    /// `local`, `stdio`, `http` or `sse`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Program of a local server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// URL of a remote server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Tools it offers.
+    pub tools: Vec<String>,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuntimeConfig {
+    /// `version` as written (real projects write 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// Models.
+    pub models: Models,
+    /// The pool.
+    pub sessions: Sessions,
+    /// MCP servers by name.
+    pub mcp: BTreeMap<String, McpServer>,
+    /// Where each effective value came from: `default`, or the key in the
+    /// file (`config.json: defaultModel`), by dotted field.
+    #[serde(skip)]
+    pub provenance: BTreeMap<String, String>,
+    /// The file as read (unknown keys included), for writing it back.
+    #[serde(skip)]
+    pub raw: Map<String, Value>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        let mut c = RuntimeConfig {
+            version: None,
+            models: Models {
+                default: "claude-sonnet-4.5".into(),
+                cost_optimized: "claude-haiku-4.5".into(),
+                premium: "claude-opus-4.5".into(),
+                role_overrides: BTreeMap::new(),
+            },
+            sessions: Sessions {
+                default_timeout_ms: 300_000,
+                max_concurrent: 8,
+                infinite_sessions: true,
+                compaction_threshold: 0.8,
+            },
+            mcp: BTreeMap::new(),
+            provenance: BTreeMap::new(),
+            raw: Map::new(),
+        };
+        for f in FIELDS {
+            c.provenance.insert((*f).into(), "default".into());
+        }
+        c
+    }
+}
+
+/// The effective fields `config show` reports, dotted.
+pub const FIELDS: &[&str] = &[
+    "models.default",
+    "models.costOptimized",
+    "models.premium",
+    "models.roleOverrides",
+    "sessions.defaultTimeoutMs",
+    "sessions.maxConcurrent",
+    "sessions.infiniteSessions",
+    "sessions.compactionThreshold",
+    "mcp",
+];
+
+impl RuntimeConfig {
+    /// The model of `agent`: its override, else the default.
+    pub fn model_for(&self, agent: &str) -> &str {
+        self.models
+            .role_overrides
+            .get(agent)
+            .map_or(self.models.default.as_str(), String::as_str)
+    }
+
+    /// The effective values as JSON (seed 003's shape).
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Where the quoted key `path[last]` is, found by following the keys in
+/// order through the text (good enough for diagnostics: a key is named after
+/// its parents).
+fn locate(text: &str, path: &[&str]) -> Option<Location> {
+    let mut from = 0;
+    let mut at = None;
+    for key in path {
+        let needle = format!("\"{key}\"");
+        let i = text[from..].find(&needle)? + from;
+        at = Some(i);
+        from = i + needle.len();
+    }
+    at.map(|i| offset_location(text, i))
+}
+
+fn offset_location(text: &str, offset: usize) -> Location {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    Location {
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        column: u32::try_from(column).unwrap_or(u32::MAX),
+    }
+}
+
+struct Ctx<'a> {
+    path: &'a Path,
+    text: &'a str,
+    diags: Vec<Diagnostic>,
+}
+
+impl Ctx<'_> {
+    fn push(&mut self, rule: Rule, at: &[&str], message: String, hint: &str) {
+        let location = locate(self.text, at);
+        self.diags
+            .push(Diagnostic::new(self.path, rule, message, hint).at(location));
+    }
+
+    fn bad_type(&mut self, at: &[&str], want: &str, got: &Value) {
+        let field = at.join(".");
+        self.push(
+            Rule::ConfigBadType,
+            at,
+            format!("`{field}` must be {want}, not {}", kind_of(got)),
+            "see `squadctl schema config` for the shape of config.json",
+        );
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parses config.json text: the effective configuration (defaults where
+/// the file says nothing or something invalid) and the findings. Callers
+/// that hot-reload keep their previous configuration when any finding is
+/// an error.
+pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
+    let mut c = RuntimeConfig::default();
+    let mut cx = Ctx {
+        path,
+        text,
+        diags: Vec::new(),
+    };
+    // An empty file (real projects have them) is the defaults.
+    if text.trim().is_empty() {
+        return (c, cx.diags);
+    }
+    if let Some((line, column)) = crate::depth::too_deep(text) {
+        cx.diags.push(
+            Diagnostic::new(
+                path,
+                Rule::ConfigInvalidJson,
+                format!(
+                    "nesting deeper than {} levels (not parsed)",
+                    crate::depth::MAX_DEPTH
+                ),
+                "config.json is a shallow object; remove the nesting",
+            )
+            .at(Some(Location {
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(column).unwrap_or(u32::MAX),
+            })),
+        );
+        return (c, cx.diags);
+    }
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let message = e.to_string();
+            let message = message
+                .split(" at line ")
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            cx.diags.push(
+                Diagnostic::new(
+                    path,
+                    Rule::ConfigInvalidJson,
+                    format!("not valid JSON: {message}"),
+                    "fix the syntax (JSON has no comments and no trailing commas)",
+                )
+                .at(Some(Location {
+                    line: u32::try_from(e.line()).unwrap_or(u32::MAX),
+                    column: u32::try_from(e.column().max(1)).unwrap_or(u32::MAX),
+                })),
+            );
+            return (c, cx.diags);
+        }
+    };
+    let Value::Object(top) = value else {
+        cx.bad_type(&[], "an object", &value);
+        return (c, cx.diags);
+    };
+    let file = |key: &str| format!("config.json: {key}");
+    for (key, v) in &top {
+        match key.as_str() {
+            "version" => match v.as_u64() {
+                Some(n) => c.version = Some(n),
+                None => cx.bad_type(&["version"], "a whole number", v),
+            },
+            "defaultModel" => match v.as_str() {
+                Some(s) if top.get("models").is_none_or(|m| m.get("default").is_none()) => {
+                    c.models.default = s.into();
+                    c.provenance
+                        .insert("models.default".into(), file("defaultModel"));
+                }
+                Some(_) => {}
+                None => cx.bad_type(&["defaultModel"], "a string", v),
+            },
+            "agentModelOverrides" => match v.as_object() {
+                Some(m) => {
+                    for (agent, model) in m {
+                        match model.as_str() {
+                            Some(s) => {
+                                c.models
+                                    .role_overrides
+                                    .entry(agent.clone())
+                                    .or_insert_with(|| s.into());
+                            }
+                            None => cx.bad_type(&["agentModelOverrides", agent], "a string", model),
+                        }
+                    }
+                    c.provenance
+                        .insert("models.roleOverrides".into(), file("agentModelOverrides"));
+                }
+                None => cx.bad_type(&["agentModelOverrides"], "an object", v),
+            },
+            "models" => models(&mut cx, &mut c, v),
+            "sessions" => sessions(&mut cx, &mut c, v),
+            "mcp" => mcp(&mut cx, &mut c, v),
+            _ => cx.push(
+                Rule::ConfigUnknownKey,
+                &[key],
+                format!("`{key}` is not a key squad-supervisor reads (kept as written)"),
+                "fine if another tool reads it; otherwise check the spelling",
+            ),
+        }
+    }
+    c.raw = top;
+    (c, cx.diags)
+}
+
+fn string_field(cx: &mut Ctx<'_>, at: &[&str], v: &Value, slot: &mut String) -> bool {
+    match v.as_str() {
+        Some(s) if !s.trim().is_empty() => {
+            *slot = s.into();
+            true
+        }
+        Some(_) => {
+            cx.push(
+                Rule::ConfigBadValue,
+                at,
+                format!("`{}` is empty", at.join(".")),
+                "name a model, or remove the key for the default",
+            );
+            false
+        }
+        None => {
+            cx.bad_type(at, "a string", v);
+            false
+        }
+    }
+}
+
+fn models(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
+    let Some(m) = v.as_object() else {
+        return cx.bad_type(&["models"], "an object", v);
+    };
+    for (key, v) in m {
+        let at = ["models", key.as_str()];
+        let ok = match key.as_str() {
+            "default" => string_field(cx, &at, v, &mut c.models.default),
+            "costOptimized" => string_field(cx, &at, v, &mut c.models.cost_optimized),
+            "premium" => string_field(cx, &at, v, &mut c.models.premium),
+            "roleOverrides" => match v.as_object() {
+                Some(o) => {
+                    for (agent, model) in o {
+                        match model.as_str() {
+                            Some(s) => {
+                                c.models.role_overrides.insert(agent.clone(), s.into());
+                            }
+                            None => {
+                                cx.bad_type(&["models", "roleOverrides", agent], "a string", model)
+                            }
+                        }
+                    }
+                    true
+                }
+                None => {
+                    cx.bad_type(&at, "an object", v);
+                    false
+                }
+            },
+            _ => {
+                cx.push(
+                    Rule::ConfigUnknownKey,
+                    &at,
+                    format!("`models.{key}` is not a key squad-supervisor reads (kept as written)"),
+                    "known: default, costOptimized, premium, roleOverrides",
+                );
+                false
+            }
+        };
+        if ok {
+            c.provenance.insert(
+                format!("models.{key}"),
+                format!("config.json: models.{key}"),
+            );
+        }
+    }
+}
+
+fn sessions(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
+    let Some(m) = v.as_object() else {
+        return cx.bad_type(&["sessions"], "an object", v);
+    };
+    for (key, v) in m {
+        let at = ["sessions", key.as_str()];
+        let ok = match key.as_str() {
+            "defaultTimeoutMs" => match v.as_u64() {
+                Some(0) => {
+                    cx.push(
+                        Rule::ConfigBadValue,
+                        &at,
+                        "`sessions.defaultTimeoutMs` is 0: every run would be killed at once"
+                            .into(),
+                        "give milliseconds, e.g. 300000 for five minutes",
+                    );
+                    false
+                }
+                Some(n) => {
+                    c.sessions.default_timeout_ms = n;
+                    true
+                }
+                None => {
+                    cx.bad_type(&at, "a whole number of milliseconds", v);
+                    false
+                }
+            },
+            "maxConcurrent" => match v.as_u64() {
+                Some(0) => {
+                    cx.push(
+                        Rule::ConfigBadValue,
+                        &at,
+                        "`sessions.maxConcurrent` is 0: no agent could ever start".into(),
+                        "give at least 1 (turn dispatch off in policies.yaml instead)",
+                    );
+                    false
+                }
+                Some(n) => {
+                    c.sessions.max_concurrent = n;
+                    true
+                }
+                None => {
+                    cx.bad_type(&at, "a whole number", v);
+                    false
+                }
+            },
+            "infiniteSessions" => match v.as_bool() {
+                Some(b) => {
+                    c.sessions.infinite_sessions = b;
+                    true
+                }
+                None => {
+                    cx.bad_type(&at, "a boolean", v);
+                    false
+                }
+            },
+            "compactionThreshold" => match v.as_f64() {
+                Some(f) if (0.0..=1.0).contains(&f) => {
+                    c.sessions.compaction_threshold = f;
+                    true
+                }
+                Some(f) => {
+                    cx.push(
+                        Rule::ConfigBadValue,
+                        &at,
+                        format!("`sessions.compactionThreshold` is {f}, outside 0..1"),
+                        "a fraction of the context window, e.g. 0.8",
+                    );
+                    false
+                }
+                None => {
+                    cx.bad_type(&at, "a number", v);
+                    false
+                }
+            },
+            _ => {
+                cx.push(
+                    Rule::ConfigUnknownKey,
+                    &at,
+                    format!(
+                        "`sessions.{key}` is not a key squad-supervisor reads (kept as written)"
+                    ),
+                    "known: defaultTimeoutMs, maxConcurrent, infiniteSessions, compactionThreshold",
+                );
+                false
+            }
+        };
+        if ok {
+            c.provenance.insert(
+                format!("sessions.{key}"),
+                format!("config.json: sessions.{key}"),
+            );
+        }
+    }
+}
+
+fn strings(cx: &mut Ctx<'_>, at: &[&str], v: &Value) -> Vec<String> {
+    match v.as_array() {
+        Some(a) if a.iter().all(Value::is_string) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect(),
+        _ => {
+            cx.bad_type(at, "an array of strings", v);
+            Vec::new()
+        }
+    }
+}
+
+fn mcp(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
+    let Some(m) = v.as_object() else {
+        return cx.bad_type(&["mcp"], "an object", v);
+    };
+    for (name, s) in m {
+        let Some(o) = s.as_object() else {
+            cx.bad_type(&["mcp", name], "an object", s);
+            continue;
+        };
+        let mut server = McpServer {
+            kind: "local".into(),
+            command: None,
+            args: Vec::new(),
+            url: None,
+            tools: Vec::new(),
+        };
+        for (key, v) in o {
+            let at = ["mcp", name.as_str(), key.as_str()];
+            match key.as_str() {
+                "type" => match v.as_str() {
+                    Some(t @ ("local" | "stdio" | "http" | "sse")) => server.kind = t.into(),
+                    _ => cx.push(
+                        Rule::ConfigBadValue,
+                        &at,
+                        format!("`mcp.{name}.type` is {v}"),
+                        "one of local, stdio, http, sse",
+                    ),
+                },
+                "command" => match v.as_str() {
+                    Some(s) => server.command = Some(s.into()),
+                    None => cx.bad_type(&at, "a string", v),
+                },
+                "url" => match v.as_str() {
+                    Some(s) => server.url = Some(s.into()),
+                    None => cx.bad_type(&at, "a string", v),
+                },
+                "args" => server.args = strings(cx, &at, v),
+                "tools" => server.tools = strings(cx, &at, v),
+                // env, headers, timeout: the seed's adapter passes them on.
+                "env" | "headers" | "timeout" => {}
+                _ => cx.push(
+                    Rule::ConfigUnknownKey,
+                    &at,
+                    format!(
+                        "`mcp.{name}.{key}` is not a key squad-supervisor reads (kept as written)"
+                    ),
+                    "known: type, command, args, url, tools, env, headers, timeout",
+                ),
+            }
+        }
+        let remote = matches!(server.kind.as_str(), "http" | "sse");
+        if remote && server.url.is_none() {
+            cx.push(
+                Rule::ConfigBadValue,
+                &["mcp", name],
+                format!("`mcp.{name}` is a {} server without a `url`", server.kind),
+                "add \"url\": \"https://…\"",
+            );
+        } else if !remote && server.command.is_none() {
+            cx.push(
+                Rule::ConfigBadValue,
+                &["mcp", name],
+                format!("`mcp.{name}` is a local server without a `command`"),
+                "add \"command\": \"program\" (and \"args\")",
+            );
+        }
+        c.mcp.insert(name.clone(), server);
+    }
+    c.provenance.insert("mcp".into(), "config.json: mcp".into());
+}
+
+/// The JSON Schema (draft-07) of config.json.
+pub fn schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": ".squad/config.json",
+        "description": "Squad runtime configuration: models, the agent pool, MCP servers (docs/runners.md).",
+        "type": "object",
+        "properties": {
+            "version": {"type": "integer", "minimum": 0},
+            "defaultModel": {"type": "string", "description": "Same as models.default (models.default wins)."},
+            "agentModelOverrides": {"type": "object", "additionalProperties": {"type": "string"}},
+            "models": {
+                "type": "object",
+                "properties": {
+                    "default": {"type": "string", "minLength": 1},
+                    "costOptimized": {"type": "string", "minLength": 1},
+                    "premium": {"type": "string", "minLength": 1},
+                    "roleOverrides": {"type": "object", "additionalProperties": {"type": "string"}}
+                }
+            },
+            "sessions": {
+                "type": "object",
+                "properties": {
+                    "defaultTimeoutMs": {"type": "integer", "minimum": 1},
+                    "maxConcurrent": {"type": "integer", "minimum": 1},
+                    "infiniteSessions": {"type": "boolean"},
+                    "compactionThreshold": {"type": "number", "minimum": 0, "maximum": 1}
+                }
+            },
+            "mcp": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "type": {"type": "string", "enum": ["local", "stdio", "http", "sse"]},
+                        "command": {"type": "string"},
+                        "args": strings,
+                        "url": {"type": "string"},
+                        "tools": strings,
+                        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "timeout": {"type": "number"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
+        parse(Path::new(".squad/config.json"), text)
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let (c, d) = p("");
+        assert!(d.is_empty());
+        assert_eq!(c.sessions.max_concurrent, 8);
+        assert_eq!(c.sessions.default_timeout_ms, 300_000);
+        assert_eq!(c.models.default, "claude-sonnet-4.5");
+        assert_eq!(c.provenance["sessions.maxConcurrent"], "default");
+    }
+
+    #[test]
+    fn the_real_squad_keys_are_read_where_they_mean_the_same() {
+        let (c, d) = p(
+            "{\n  \"version\": 1,\n  \"defaultModel\": \"claude-sonnet-4.6\",\n  \"agentModelOverrides\": {\"fido\": \"gpt-5\"}\n}\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.version, Some(1));
+        assert_eq!(c.models.default, "claude-sonnet-4.6");
+        assert_eq!(c.model_for("fido"), "gpt-5");
+        assert_eq!(c.model_for("flight"), "claude-sonnet-4.6");
+        assert_eq!(c.provenance["models.default"], "config.json: defaultModel");
+        // models.default wins over defaultModel.
+        let (c, _) = p(r#"{"defaultModel": "a", "models": {"default": "b"}}"#);
+        assert_eq!(c.models.default, "b");
+        assert_eq!(
+            c.provenance["models.default"],
+            "config.json: models.default"
+        );
+    }
+
+    #[test]
+    fn the_seed_shape_is_read() {
+        let (c, d) = p(
+            r#"{"models": {"premium": "opus"}, "sessions": {"maxConcurrent": 3, "defaultTimeoutMs": 1000},
+            "mcp": {"gh": {"type": "local", "command": "gh-mcp", "args": ["--x"], "tools": ["issues"]}}}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.sessions.max_concurrent, 3);
+        assert_eq!(c.sessions.default_timeout_ms, 1000);
+        assert_eq!(c.models.premium, "opus");
+        assert_eq!(c.mcp["gh"].tools, ["issues"]);
+    }
+
+    #[test]
+    fn bad_values_have_line_column_rule_and_hint() {
+        let text =
+            "{\n  \"sessions\": {\n    \"maxConcurrent\": \"four\"\n  },\n  \"modles\": {}\n}\n";
+        let (c, d) = p(text);
+        assert_eq!(c.sessions.max_concurrent, 8, "the default stays");
+        let bad = d.iter().find(|d| d.rule == Rule::ConfigBadType).unwrap();
+        assert_eq!(bad.location, Some(Location { line: 3, column: 5 }));
+        assert!(
+            bad.message.contains("sessions.maxConcurrent"),
+            "{}",
+            bad.message
+        );
+        assert!(!bad.hint.is_empty());
+        let unknown = d.iter().find(|d| d.rule == Rule::ConfigUnknownKey).unwrap();
+        assert!(!unknown.is_error());
+        assert_eq!(unknown.location, Some(Location { line: 5, column: 3 }));
+        let (_, d) = p("{\"sessions\": {\"maxConcurrent\": 0}}");
+        assert_eq!(d[0].rule, Rule::ConfigBadValue);
+        let (_, d) = p("{\n  \"version\": 1,\n}");
+        assert_eq!(d[0].rule, Rule::ConfigInvalidJson);
+        assert_eq!(d[0].location.unwrap().line, 3);
+        let (_, d) = p("[1]");
+        assert_eq!(d[0].rule, Rule::ConfigBadType);
+        let (_, d) = p(r#"{"mcp": {"x": {"type": "http"}}}"#);
+        assert_eq!(d[0].rule, Rule::ConfigBadValue);
+    }
+
+    #[test]
+    fn unknown_keys_are_kept() {
+        let (c, _) = p(r#"{"version": 1, "casting": {"universe": "x"}}"#);
+        assert_eq!(c.raw["casting"]["universe"], "x");
+    }
+}

@@ -1,0 +1,532 @@
+//! Agent runners (docs/runners.md): the effects of starting, watching and
+//! stopping one agent process per ready task. The decisions (which task
+//! starts, retries, time limits) are in `squad_policies::runners`; squadd's
+//! side is `daemon::runs`; `squadctl runs|run|stop` read the same records.
+//!
+//! Each run lives in `<session>/runs/<task>/`: `prompt.md` (what the agent
+//! was told), `run.log` (its stdout and stderr, size-capped, the tail kept)
+//! and `run.json` (pid, process start time, start, exit; written
+//! atomically), which is how a restarted squadd re-adopts live runs.
+
+pub mod prompt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use squad_policies::runners::{RunnerSpec, Vars, expand};
+use squad_protocol::fsx::read_regular;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The folder of a session that holds its runs.
+pub const RUNS_DIR: &str = "runs";
+/// A run's record.
+pub const RUN_JSON: &str = "run.json";
+/// A run's output.
+pub const RUN_LOG: &str = "run.log";
+/// A run's prompt.
+pub const PROMPT_FILE: &str = "prompt.md";
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    /// The process runs.
+    Running,
+    /// It exited (see `completed`).
+    Exited,
+    /// It passed its time limit and was stopped.
+    TimedOut,
+    /// Stopped by `squadctl stop`.
+    Stopped,
+    /// squadd restarted and the process was gone.
+    Lost,
+    /// It could not be started.
+    Failed,
+}
+
+impl RunState {
+    /// The kebab-case word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Exited => "exited",
+            RunState::TimedOut => "timed-out",
+            RunState::Stopped => "stopped",
+            RunState::Lost => "lost",
+            RunState::Failed => "failed",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    /// When squadd saw it end.
+    pub at: DateTime<Utc>,
+    /// Exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// Signal, when one killed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+/// `run.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Task id.
+    pub task: String,
+    /// Agent.
+    pub agent: String,
+    /// Session directory name.
+    pub session: String,
+    /// Run number of this task, from 1.
+    pub attempt: u32,
+    /// State.
+    pub state: RunState,
+    /// Process id (the process group's id too).
+    pub pid: u32,
+    /// The process's start time (seconds since the epoch, as the kernel
+    /// reports it): a pid reused by another process has another.
+    pub process_start: u64,
+    /// When squadd started it.
+    pub started_at: DateTime<Utc>,
+    /// When its time limit passes.
+    pub deadline: DateTime<Utc>,
+    /// The argv it was started with.
+    pub command: Vec<String>,
+    /// How it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<Exit>,
+    /// Whether the task was completed when it ended.
+    #[serde(default)]
+    pub completed: bool,
+    /// When the next run of the task is due (after a failed run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<DateTime<Utc>>,
+    /// Only a human starts the task again (lost, stopped, retries used).
+    #[serde(default)]
+    pub held: bool,
+}
+
+/// `<session_dir>/runs/<task>`.
+pub fn run_dir(session_dir: &Path, task: &str) -> PathBuf {
+    session_dir.join(RUNS_DIR).join(task)
+}
+
+/// Creates `<session_dir>/runs/<task>/` and checks that neither folder is
+/// a symlink: agents write in the session directory, and squadd must not
+/// be led to write a prompt, a record or a log elsewhere.
+pub fn ensure_run_dir(session_dir: &Path, task: &str) -> io::Result<PathBuf> {
+    let runs = session_dir.join(RUNS_DIR);
+    let dir = runs.join(task);
+    for d in [&runs, &dir] {
+        match std::fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(d)?;
+        if !meta.is_dir() {
+            return Err(io::Error::other(format!(
+                "{} is not a directory (a symlink is never followed)",
+                d.display()
+            )));
+        }
+    }
+    Ok(dir)
+}
+
+/// Reads a run.json (through fsx: an agent could put anything there).
+pub fn read_record(run_dir: &Path) -> Option<RunRecord> {
+    let bytes = read_regular(&run_dir.join(RUN_JSON), 1 << 20).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Writes a run.json atomically.
+pub fn write_record(run_dir: &Path, record: &RunRecord) -> io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+    text.push(b'\n');
+    squad_protocol::write_atomic(&run_dir.join(RUN_JSON), &text)
+}
+
+/// Every run record of a project: (session directory, record).
+pub fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
+    let mut out = Vec::new();
+    let Ok(sessions) = squad_protocol::tree::session_dirs(root) else {
+        return out;
+    };
+    for dir in sessions {
+        let Ok(entries) = std::fs::read_dir(dir.join(RUNS_DIR)) else {
+            continue;
+        };
+        let mut runs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        runs.sort();
+        for run in runs {
+            if let Some(r) = read_record(&run) {
+                out.push((dir.clone(), r));
+            }
+        }
+    }
+    out
+}
+
+/// The findings of a project's `config.json` (for `squadctl validate`):
+/// (diagnostics, files checked).
+pub fn config_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+    let team = squad_protocol::teamdir::locate(project)
+        .map(|t| t.path)
+        .unwrap_or_else(|| project.join(squad_protocol::tree::SQUAD_DIR));
+    let path = team.join(squad_protocol::config::CONFIG_FILE);
+    match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
+        Ok(text) => (squad_protocol::config::parse(&path, &text).1, 1),
+        Err(squad_protocol::fsx::ReadError::NotFound) => (Vec::new(), 0),
+        Err(e) => (
+            vec![squad_protocol::Diagnostic::new(
+                &path,
+                squad_protocol::Rule::ConfigInvalidJson,
+                format!("cannot read config.json: {e}"),
+                "config.json is a regular UTF-8 file of at most 1 MiB",
+            )],
+            1,
+        ),
+    }
+}
+
+/// Whether the recorded process is still the one squadd started.
+/// A zombie (ended, not yet reaped by whoever inherited it) is not alive.
+pub fn alive(pid: u32, process_start: u64) -> bool {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System};
+    if pid <= 1 {
+        return false;
+    }
+    let pid = Pid::from_u32(pid);
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing(),
+    );
+    system
+        .process(pid)
+        .is_some_and(|p| p.start_time() == process_start && p.status() != ProcessStatus::Zombie)
+}
+
+/// Whether the process of a run record is alive and really that run: its
+/// start time matches and its environment names the run's task and
+/// session. run.json sits in a directory agents can write to; a forged
+/// record must not make squadd adopt (and later signal) a stranger.
+pub fn is_run_process(rec: &RunRecord) -> bool {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+    if rec.pid <= 1 {
+        return false;
+    }
+    let pid = Pid::from_u32(rec.pid);
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+    );
+    let Some(p) = system.process(pid) else {
+        return false;
+    };
+    let has = |k: &str, v: &str| {
+        let want = format!("{k}={v}");
+        p.environ()
+            .iter()
+            .any(|e| e.as_encoded_bytes() == want.as_bytes())
+    };
+    p.start_time() == rec.process_start
+        && p.status() != ProcessStatus::Zombie
+        && has("SQUAD_TASK", &rec.task)
+        && has("SQUAD_SESSION", &rec.session)
+}
+
+/// The process of a run whose pid was never recorded (squadd was killed
+/// between the spawn and the second write of run.json): the process whose
+/// environment names the run's root, session and task and whose parent's
+/// does not (the runner itself, not one of its children). (pid, start time).
+pub fn find_run_process(root: &Path, session: &str, task: &str) -> Option<(u32, u64)> {
+    use sysinfo::{ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+    );
+    let wanted = [
+        format!("SQUAD_TASK={task}"),
+        format!("SQUAD_SESSION={session}"),
+        format!("SQUAD_ROOT={}", root.display()),
+    ];
+    let is_run = |p: &sysinfo::Process| {
+        p.status() != ProcessStatus::Zombie
+            && wanted.iter().all(|w| {
+                p.environ()
+                    .iter()
+                    .any(|e| e.as_encoded_bytes() == w.as_bytes())
+            })
+    };
+    system
+        .processes()
+        .values()
+        .filter(|p| is_run(p))
+        .filter(|p| {
+            p.parent()
+                .and_then(|pp| system.process(pp))
+                .is_none_or(|pp| !is_run(pp))
+        })
+        .map(|p| (p.pid().as_u32(), p.start_time()))
+        .min_by_key(|(_, start)| *start)
+}
+
+/// Sends `signal` to the process group `pid` leads.
+pub fn signal_group(pid: u32, signal: i32) -> io::Result<()> {
+    let Ok(pid) = i32::try_from(pid) else {
+        return Err(io::Error::other("pid out of range"));
+    };
+    if pid <= 1 {
+        return Err(io::Error::other("refusing to signal pid <= 1"));
+    }
+    // SAFETY: kill(2) with a negative pid signals the group; no memory involved.
+    if unsafe { libc::kill(-pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The environment every run gets, so the guards and the squad-protocol
+/// skill inside it know who and where they are.
+pub fn squad_env(root: &Path, session: &str, agent: &str, task: &str) -> Vec<(String, String)> {
+    vec![
+        ("SQUAD_AGENT".into(), agent.into()),
+        ("SQUAD_TASK".into(), task.into()),
+        ("SQUAD_SESSION".into(), session.into()),
+        ("SQUAD_ROOT".into(), root.display().to_string()),
+    ]
+}
+
+/// A started process.
+pub struct Started {
+    /// The child (squadd reaps it).
+    pub child: std::process::Child,
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (0 when it could not be read).
+    pub process_start: u64,
+    /// The argv, expanded.
+    pub command: Vec<String>,
+}
+
+/// Starts a runner in its own process group, stdout and stderr appended to
+/// `run_dir/run.log`, stdin from /dev/null.
+pub fn spawn(
+    spec: &RunnerSpec,
+    vars: &Vars<'_>,
+    root: &Path,
+    run_dir: &Path,
+) -> io::Result<Started> {
+    use std::os::unix::process::CommandExt;
+    let argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
+    let Some((program, args)) = argv.split_first() else {
+        return Err(io::Error::other("the runner's command is empty"));
+    };
+    let log = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            // A symlink planted as run.log is not followed.
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(run_dir.join(RUN_LOG))?
+    };
+    let cwd = match &spec.cwd {
+        Some(c) => {
+            let c = expand(c, vars);
+            let p = Path::new(&c);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                root.join(p)
+            }
+        }
+        None => root.to_path_buf(),
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        // Its own group: a time limit stops the agent and everything it started.
+        .process_group(0)
+        .envs(squad_env(root, vars.session, vars.agent, vars.task))
+        .env("SQUAD_PROMPT_FILE", vars.prompt_file)
+        .env("SQUAD_MODEL", vars.model);
+    for (k, v) in &spec.env {
+        cmd.env(k, expand(v, vars));
+    }
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    let process_start = crate::locks::process_start(pid).unwrap_or(0);
+    Ok(Started {
+        child,
+        pid,
+        process_start,
+        command: argv,
+    })
+}
+
+/// Keeps run.log under `max` bytes: when it is larger, its last `max / 2`
+/// bytes replace it (the agent appends, so its next write lands after them).
+/// Bytes written during the rewrite may be lost: it is a log, capped.
+pub fn cap_log(run_dir: &Path, max: u64) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let path = run_dir.join(RUN_LOG);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return;
+    };
+    if !meta.is_file() || meta.len() <= max {
+        return;
+    }
+    let keep = max / 2;
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    else {
+        return;
+    };
+    let mut tail = Vec::new();
+    if f.seek(SeekFrom::End(-(keep as i64))).is_err() || f.read_to_end(&mut tail).is_err() {
+        return;
+    }
+    let mut text =
+        format!("[squadd: run.log exceeded {max} bytes; earlier output dropped]\n").into_bytes();
+    text.extend_from_slice(&tail);
+    if f.set_len(0).is_ok() && f.seek(SeekFrom::Start(0)).is_ok() {
+        let _ = f.write_all(&text);
+    }
+}
+
+/// The last `lines` lines of a run's log.
+pub fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
+    let Ok(bytes) = read_regular(&run_dir.join(RUN_LOG), 64 << 20) else {
+        return Vec::new();
+    };
+    let start = bytes.len().saturating_sub(16 * 1024);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..]
+        .iter()
+        .map(|l| crate::text::escape(l).into_owned())
+        .collect()
+}
+
+/// The newest modification time among the session's files that name the
+/// agent (its progress updates, messages, error reports): when it last
+/// wrote to the protocol.
+pub fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
+    let needle = format!("-{agent}-");
+    let mut newest: Option<std::time::SystemTime> = None;
+    for e in std::fs::read_dir(session_dir).ok()?.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.contains(&needle) {
+            continue;
+        }
+        if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+            newest = Some(newest.map_or(m, |n| n.max(m)));
+        }
+    }
+    newest.map(DateTime::<Utc>::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(pid: u32, task: &str, session: &str) -> RunRecord {
+        RunRecord {
+            task: task.into(),
+            agent: "a".into(),
+            session: session.into(),
+            attempt: 1,
+            state: RunState::Running,
+            pid,
+            process_start: crate::locks::process_start(pid).unwrap_or(0),
+            started_at: Utc::now(),
+            deadline: Utc::now(),
+            command: Vec::new(),
+            exit: None,
+            completed: false,
+            retry_at: None,
+            held: false,
+        }
+    }
+
+    #[test]
+    fn run_log_keeps_its_tail_under_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (0..300).map(|i| format!("line {i:04}\n")).collect();
+        std::fs::write(dir.path().join(RUN_LOG), &text).unwrap();
+        cap_log(dir.path(), 4096);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap(),
+            text,
+            "under the cap: untouched"
+        );
+        cap_log(dir.path(), 1000);
+        let kept = std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap();
+        assert!(kept.len() <= 1000, "{}", kept.len());
+        assert!(
+            kept.starts_with("[squadd: run.log exceeded 1000 bytes"),
+            "{kept}"
+        );
+        assert!(kept.ends_with("line 0299\n"), "the tail is kept");
+        assert_eq!(log_tail(dir.path(), 2), ["line 0298", "line 0299"]);
+    }
+
+    #[test]
+    fn a_symlink_is_never_a_run_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(RUNS_DIR)).unwrap();
+        assert!(ensure_run_dir(dir.path(), "task_1").is_err());
+        let other = tempfile::tempdir().unwrap();
+        let d = ensure_run_dir(other.path(), "task_1").unwrap();
+        assert!(d.is_dir());
+        assert!(
+            ensure_run_dir(other.path(), "task_1").is_ok(),
+            "again: fine"
+        );
+    }
+
+    #[test]
+    fn only_the_runs_own_process_is_recognised() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("SQUAD_TASK", "task_1")
+            .env("SQUAD_SESSION", "s1")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Until its exec the child still has the test's environment.
+        let t0 = std::time::Instant::now();
+        while !is_run_process(&record(pid, "task_1", "s1")) {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // A forged record naming someone else's process, or the wrong task.
+        assert!(!is_run_process(&record(pid, "task_2", "s1")));
+        assert!(!is_run_process(&record(std::process::id(), "task_1", "s1")));
+        let mut stale = record(pid, "task_1", "s1");
+        stale.process_start += 1;
+        assert!(!is_run_process(&stale));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_run_process(&record(pid, "task_1", "s1")));
+    }
+}

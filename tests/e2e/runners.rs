@@ -1,0 +1,602 @@
+//! Agent runners (issue 17) with the real binaries: squadd starts a fake
+//! agent (a shell script) for each ready task; the agent reads its prompt,
+//! reports with `squadctl progress` and completes.
+
+use crate::daemon::{Daemon, eventually};
+use crate::support::*;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn ctl(root: &Path) -> Command {
+    let mut c = squadctl();
+    c.current_dir(root)
+        .env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION")
+        .env_remove("SQUAD_ROOT");
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert_eq!(
+        code(&out),
+        0,
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+/// The fake agent. It appends `start <task> <ns>` / `end <task> <ns>` to
+/// `$TRACE`, checks its prompt names its task, reports in progress, works
+/// (`$WORK` seconds, or until `$GATE` exists), reports completed and exits.
+/// `$MODE=fail` exits 3 without reporting; `$MODE=hang` starts a child and
+/// sleeps forever.
+const AGENT: &str = r#"#!/bin/sh
+now() { date +%s%N; }
+echo "start $SQUAD_TASK $(now)" >> "$TRACE"
+grep -q "$SQUAD_TASK" "$1" || { echo "prompt $1 does not name $SQUAD_TASK"; exit 9; }
+case "$MODE" in
+  fail) echo "failing on purpose"; exit 3 ;;
+  hang) sleep 1000 & echo "child $!" >> "$TRACE"; sleep 1000; exit 0 ;;
+esac
+"$SQUADCTL" progress --status in_progress --percent 10 --action "working" -q || exit 4
+if [ -n "$GATE" ]; then
+  while [ ! -e "$GATE" ]; do sleep 0.05; done
+else
+  sleep "${WORK:-0.3}"
+fi
+echo "end $SQUAD_TASK $(now)" >> "$TRACE"
+"$SQUADCTL" progress --status completed --percent 100 -q || exit 5
+"#;
+
+struct Project {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    session: PathBuf,
+    trace: PathBuf,
+}
+
+/// A project with one session, the fake agent installed as the runner of
+/// every agent (`extra` is appended to its runner entry), and config.json.
+fn project(env: &[(&str, &str)], runner_extra: &str, runners_extra: &str, config: &str) -> Project {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    ok(run(ctl(&root).arg("init")));
+    let out = ok(run(ctl(&root).args(["session", "new", "--slug", "runs"])));
+    let session = root.join(out.trim());
+    let agent = root.join("fake-agent.sh");
+    fs::write(&agent, AGENT).unwrap();
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    let trace = root.join("trace.log");
+    let mut env_yaml = format!(
+        "        TRACE: \"{}\"\n        SQUADCTL: \"{}\"\n",
+        trace.display(),
+        env!("CARGO_BIN_EXE_squadctl")
+    );
+    for (k, v) in env {
+        env_yaml.push_str(&format!("        {k}: \"{v}\"\n"));
+    }
+    let policy = format!(
+        "runners:\n  dispatch: true\n{runners_extra}  agents:\n    \"*\":\n      command: [\"{}\", \"{{prompt_file}}\"]\n      env:\n{env_yaml}{runner_extra}",
+        agent.display()
+    );
+    fs::write(root.join(".squad/policies.yaml"), policy).unwrap();
+    fs::write(root.join(".squad/config.json"), config).unwrap();
+    Project {
+        _tmp: tmp,
+        root,
+        session,
+        trace,
+    }
+}
+
+fn task(root: &Path, id: &str, agent: &str, requires: &[&str]) {
+    let mut c = ctl(root);
+    c.args([
+        "task",
+        "new",
+        "--id",
+        id,
+        "--agent",
+        agent,
+        "--instruction",
+        &format!("do {id}"),
+        "--allow",
+        "src/**",
+    ]);
+    if !requires.is_empty() {
+        c.arg("--requires").args(requires);
+    }
+    ok(run(&mut c));
+}
+
+fn trace(p: &Project) -> Vec<(String, String, u128)> {
+    fs::read_to_string(&p.trace)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((
+                w.next()?.to_string(),
+                w.next()?.to_string(),
+                w.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn audit(root: &Path) -> String {
+    fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap_or_default()
+}
+
+fn session_completed(p: &Project) -> bool {
+    fs::read_to_string(p.session.join("session-status.md"))
+        .unwrap_or_default()
+        .contains("status: completed")
+}
+
+#[test]
+fn five_dependent_tasks_run_to_session_completed_with_no_human_step() {
+    let p = project(
+        &[],
+        "",
+        "",
+        r#"{"version": 1, "sessions": {"maxConcurrent": 2}}"#,
+    );
+    let _d = Daemon::start(&p.root);
+    // t3 after t1; t4 after t1, t2; t5 after t3, t4.
+    task(&p.root, "task_t1", "alpha", &[]);
+    task(&p.root, "task_t2", "bravo", &[]);
+    task(&p.root, "task_t3", "charlie", &["task_t1"]);
+    task(&p.root, "task_t4", "delta", &["task_t1", "task_t2"]);
+    task(&p.root, "task_t5", "echo", &["task_t3", "task_t4"]);
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+
+    let t = trace(&p);
+    let starts: Vec<_> = t.iter().filter(|e| e.0 == "start").collect();
+    assert_eq!(starts.len(), 5, "each task ran once: {t:?}");
+    // Never more than maxConcurrent at once (start..end of each run).
+    let mut running = 0;
+    let mut max = 0;
+    let mut events: Vec<_> = t.iter().map(|e| (e.2, e.0 == "start")).collect();
+    events.sort();
+    for (_, start) in events {
+        running += if start { 1 } else { -1 };
+        max = max.max(running);
+    }
+    assert!(max <= 2, "at most 2 at once, saw {max}: {t:?}");
+    assert_eq!(max, 2, "the pool was used: {t:?}");
+    // Dependents started only after their requirements ended.
+    let at = |kind: &str, task: &str| {
+        t.iter()
+            .find(|e| e.0 == kind && e.1 == task)
+            .map(|e| e.2)
+            .unwrap()
+    };
+    for (task, reqs) in [
+        ("task_t3", &["task_t1"][..]),
+        ("task_t4", &["task_t1", "task_t2"][..]),
+        ("task_t5", &["task_t3", "task_t4"][..]),
+    ] {
+        for r in reqs {
+            assert!(at("start", task) > at("end", r), "{task} before {r} ended");
+        }
+    }
+    // The records, the prompt, the events.
+    let run_dir = p.session.join("runs/task_t5");
+    // The session completes on the agent's report; its exit is seen after.
+    let rec: serde_json::Value = eventually("the last run's exit is recorded", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(run_dir.join("run.json")).ok()?).ok()?;
+        (v["state"] == "exited").then_some(v)
+    });
+    assert_eq!(rec["completed"], true);
+    assert_eq!(rec["exit"]["code"], 0);
+    let prompt = fs::read_to_string(run_dir.join("prompt.md")).unwrap();
+    assert!(prompt.contains("do task_t5"), "{prompt}");
+    let log = eventually("the pool empties", || {
+        let log = audit(&p.root);
+        log.contains("\"kind\":\"pool-empty\"").then_some(log)
+    });
+    assert_eq!(
+        log.matches("\"kind\":\"agent-spawned\"").count(),
+        5,
+        "{log}"
+    );
+    assert!(log.contains("\"kind\":\"agent-exited\""));
+    assert!(log.contains("\"kind\":\"pool-empty\""));
+    // squadctl runs --all sees the five ended runs.
+    let runs: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["runs", "--all", "--json"])))).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn dispatch_is_off_by_default() {
+    let p = project(&[], "", "", "{}");
+    fs::write(p.root.join(".squad/policies.yaml"), "").unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("squadd saw the task", || {
+        fs::read_to_string(p.session.join("session-status.md"))
+            .ok()?
+            .contains("tasks_total: 1")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!p.session.join("runs").exists());
+    assert!(trace(&p).is_empty());
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // kill -0 through the shell's kill: no libc in the tests.
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+        && !fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn a_hanging_agent_is_killed_with_its_group_and_reported() {
+    let p = project(
+        &[("MODE", "hang")],
+        "      timeout: 1s\n      max_retries: 0\n",
+        "  grace: 500ms\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let child: i32 = eventually("the agent started its child", || {
+        fs::read_to_string(&p.trace)
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("child ")?.trim().parse().ok())
+    });
+    eventually("the run is reported timed out", || {
+        let rec = fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?;
+        rec.contains("\"timed-out\"").then_some(())
+    });
+    let log = audit(&p.root);
+    assert!(log.contains("\"kind\":\"agent-timeout\""), "{log}");
+    eventually("the agent's child is gone too", || {
+        (!pid_alive(child)).then_some(())
+    });
+    // The lead is told, through a protocol message squadd wrote.
+    eventually("a message to the lead", || {
+        fs::read_dir(&p.session)
+            .ok()?
+            .flatten()
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("role-comm-squadd-to-lead-")
+            })
+            .then_some(())
+    });
+}
+
+#[test]
+fn an_agent_that_exits_early_is_retried_then_escalated() {
+    let p = project(
+        &[("MODE", "fail")],
+        "      max_retries: 1\n",
+        "  retry_backoff: 200ms\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the retry gave up", || {
+        let rec = fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&rec).ok()?;
+        (v["attempt"] == 2 && v["held"] == true).then_some(())
+    });
+    let starts = trace(&p).iter().filter(|e| e.0 == "start").count();
+    assert_eq!(starts, 2, "one run and one retry");
+    // run.json is written first, then the event, then the message.
+    let log = eventually("both exits audited", || {
+        let log = audit(&p.root);
+        (log.matches("\"kind\":\"agent-exited\"").count() == 2).then_some(log)
+    });
+    assert!(log.contains("retries used up"), "{log}");
+    let messages = eventually("two messages to the lead", || {
+        let m: Vec<String> = fs::read_dir(&p.session)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("role-comm-squadd-to-lead-"))
+            .collect();
+        (m.len() == 2).then_some(m)
+    });
+    let text = fs::read_to_string(p.session.join(&messages[0])).unwrap();
+    assert!(text.contains("priority: high"), "{text}");
+    // With the tail of run.log, which holds the agent's output.
+    assert!(text.contains("failing on purpose"), "{text}");
+    let log = fs::read_to_string(p.session.join("runs/task_t1/run.log")).unwrap();
+    assert!(log.contains("failing on purpose"), "{log}");
+    // Held: nothing more starts, and it validates.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
+    ok(run(ctl(&p.root).arg("validate")));
+}
+
+#[test]
+fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
+    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
+    let gate = p.root.join("go");
+    // The gate path is known only now: rewrite the policy with it.
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    task(&p.root, "task_t2", "bravo", &[]);
+    task(&p.root, "task_t3", "charlie", &["task_t1"]);
+    eventually("both ready tasks run", || {
+        (trace(&p).iter().filter(|e| e.0 == "start").count() == 2).then_some(())
+    });
+    // A kill between the spawn and the pid's record is the next test's.
+    for t in ["task_t1", "task_t2"] {
+        eventually("the pid is recorded", || {
+            let v: serde_json::Value = serde_json::from_str(
+                &fs::read_to_string(p.session.join("runs").join(t).join("run.json")).ok()?,
+            )
+            .ok()?;
+            (v["pid"].as_u64()? > 0).then_some(())
+        });
+    }
+    d.kill9();
+    let d = Daemon::start(&p.root);
+    let start = std::time::Instant::now();
+    while audit(&p.root).matches("\"kind\":\"run-adopted\"").count() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not re-adopted:\n{}\n{}",
+            audit(&p.root),
+            fs::read_to_string(p.session.join("runs/task_t1/run.json")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let runs = ok(run(ctl(&p.root).args(["runs", "--json"])));
+    let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2, "{runs}");
+    assert_eq!(v[0]["state"], "running");
+    assert!(v[0]["rss_bytes"].as_u64().is_some(), "{runs}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["status", "--json"])))).unwrap();
+    assert_eq!(status["runs"].as_array().unwrap().len(), 2);
+    let human = ok(run(ctl(&p.root).arg("runs")));
+    assert!(human.contains("task_t1 (alpha) running run 1"), "{human}");
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+    let t = trace(&p);
+    for id in ["task_t1", "task_t2", "task_t3"] {
+        let n = t.iter().filter(|e| e.0 == "start" && e.1 == id).count();
+        assert_eq!(n, 1, "{id} ran {n} times: {t:?}");
+    }
+    drop(d);
+}
+
+#[test]
+fn config_show_and_validate() {
+    let p = project(
+        &[],
+        "",
+        "",
+        "{\n  \"version\": 1,\n  \"defaultModel\": \"m1\",\n  \"sessions\": {\"maxConcurrent\": \"two\"}\n}\n",
+    );
+    let out = run(ctl(&p.root).args(["config", "validate"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("config.json:4:16: error[config-bad-type]"),
+        "{}",
+        stdout(&out)
+    );
+    fs::write(
+        p.root.join(".squad/config.json"),
+        "{\"version\": 1, \"defaultModel\": \"m1\", \"x-other-tool\": true}",
+    )
+    .unwrap();
+    let show: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "show", "--json"])))).unwrap();
+    assert_eq!(show["models"]["default"], "m1");
+    assert_eq!(
+        show["provenance"]["models.default"],
+        "config.json: defaultModel"
+    );
+    assert_eq!(show["provenance"]["sessions.maxConcurrent"], "default");
+    let schema: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "schema"])))).unwrap();
+    assert!(schema["properties"]["sessions"].is_object());
+    let same: serde_json::Value =
+        serde_json::from_str(&ok(run(ctl(&p.root).args(["schema", "config"])))).unwrap();
+    assert_eq!(same, schema);
+}
+
+#[test]
+fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
+    let p = project(
+        &[("GATE", "/nonexistent")],
+        "",
+        "  grace: 200ms\n  idle_after: 300ms\n",
+        "{}",
+    );
+    let gate = p.root.join("go");
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run starts", || {
+        (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
+    });
+    // It reported in progress, then wrote nothing: idle.
+    eventually("agent-idle", || {
+        audit(&p.root)
+            .contains("\"kind\":\"agent-idle\"")
+            .then_some(())
+    });
+    // A second start by hand is refused: the task has a run.
+    let out = run(ctl(&p.root).args(["run", "task_t1"]));
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("already has a run"),
+        "{}",
+        stderr(&out)
+    );
+    ok(run(ctl(&p.root).args(["stop", "task_t1"])));
+    eventually("the stop is recorded", || {
+        let v: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?,
+        )
+        .ok()?;
+        (v["state"] == "stopped" && v["held"] == true && v["exit"].is_object()).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        trace(&p).iter().filter(|e| e.0 == "start").count(),
+        1,
+        "held"
+    );
+    let out = ok(run(ctl(&p.root).args(["run", "task_t1"])));
+    assert!(out.starts_with("started task_t1"), "{out}");
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
+    let out = run(ctl(&p.root).args(["stop", "task_t1"]));
+    assert_eq!(code(&out), 2);
+}
+
+#[test]
+fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
+    let p = project(
+        &[("GATE", "/nonexistent")],
+        "",
+        "",
+        r#"{"sessions": {"maxConcurrent": 1}}"#,
+    );
+    let gate = p.root.join("go");
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    task(&p.root, "task_t2", "bravo", &[]);
+    task(&p.root, "task_t3", "charlie", &[]);
+    let starts = |p: &Project| trace(p).iter().filter(|e| e.0 == "start").count();
+    eventually("one run", || (starts(&p) == 1).then_some(()));
+    // An invalid edit is refused: still one at a time.
+    fs::write(
+        p.root.join(".squad/config.json"),
+        r#"{"sessions": {"maxConcurrent": 0}}"#,
+    )
+    .unwrap();
+    eventually("the refusal is reported", || {
+        audit(&p.root).contains("config-bad-value").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(starts(&p), 1);
+    // A valid one is in force at once.
+    fs::write(
+        p.root.join(".squad/config.json"),
+        r#"{"sessions": {"maxConcurrent": 3}}"#,
+    )
+    .unwrap();
+    eventually("three runs", || (starts(&p) == 3).then_some(()));
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+}
+
+#[test]
+fn validate_reports_config_json_problems() {
+    let p = project(
+        &[],
+        "",
+        "",
+        "{\n  \"sessions\": {\"maxConcurrent\": 0}\n}\n",
+    );
+    let out = run(ctl(&p.root).args(["validate", "--json"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("config-bad-value"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
+    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
+    let gate = p.root.join("go");
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let rec_path = p.session.join("runs/task_t1/run.json");
+    eventually("the run starts and its pid is recorded", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&rec_path).ok()?).ok()?;
+        (v["pid"].as_u64()? > 0).then_some(())
+    });
+    d.kill9();
+    // As if squadd died between the spawn and the second write of run.json.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
+    let pid = v["pid"].clone();
+    v["pid"] = 0.into();
+    v["process_start"] = 0.into();
+    fs::write(&rec_path, serde_json::to_string(&v).unwrap()).unwrap();
+    let _d = Daemon::start(&p.root);
+    eventually("re-adopted", || {
+        audit(&p.root)
+            .contains("\"kind\":\"run-adopted\"")
+            .then_some(())
+    });
+    let v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
+    assert_eq!(v["pid"], pid, "the runner itself, not its children");
+    fs::write(&gate, "").unwrap();
+    eventually("the session completes", || {
+        session_completed(&p).then_some(())
+    });
+    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 1);
+}
+
+#[test]
+fn a_symlinked_runs_folder_is_never_written_through() {
+    let p = project(&[], "", "", "{}");
+    let elsewhere = p.root.join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, p.session.join("runs")).unwrap();
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the start is refused and reported", || {
+        audit(&p.root)
+            .contains("\"kind\":\"run-failed\"")
+            .then_some(())
+    });
+    assert!(fs::read_dir(&elsewhere).unwrap().next().is_none());
+    assert!(trace(&p).is_empty());
+}
