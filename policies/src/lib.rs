@@ -31,8 +31,8 @@ pub mod messages;
 pub mod notices;
 pub mod policy;
 pub mod retention;
-pub mod session_edit;
 pub mod runners;
+pub mod session_edit;
 pub mod skills;
 
 pub use boundary::{Boundaries, Decision};

@@ -833,9 +833,12 @@ impl Supervisor {
             self.timers.set(Timer::Trim, now + TRIM_DELAY);
         }
         let worked = !paths.is_empty()
-            || due
-                .iter()
-                .any(|t| !matches!(t, Timer::StatusLine | Timer::Watchdog | Timer::Trim | Timer::Runs));
+            || due.iter().any(|t| {
+                !matches!(
+                    t,
+                    Timer::StatusLine | Timer::Watchdog | Timer::Trim | Timer::Runs
+                )
+            });
         for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;

@@ -122,7 +122,9 @@ impl Timer {
             | Timer::Delivery { root, .. }
             | Timer::Escalation { root, .. }
             | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim | Timer::Runs => None,
+            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim | Timer::Runs => {
+                None
+            }
         }
     }
 

@@ -4,18 +4,15 @@
 //! Assembled from the team directory (the agent's charter, the decisions
 //! and directives in scope for it, its recent history), its skills
 //! (`<available_skills>` and the MCP table), the task's plan, and how to
-//! report. The team files are read here with small readers of our own
-//! (through `teamdir::locate` + `fsx`); when the team module (issue 14,
-//! `squad_protocol::team`) lands, these readers are the place to switch.
+//! report. The team files come from the one team reader,
+//! [`squad_protocol::team::read_team`].
 
-use squad_protocol::fsx::read_regular_to_string;
 use squad_protocol::model::TaskAssignment;
+use squad_protocol::team::{markdown::strip_import_banner, read_team};
 use squad_protocol::teamdir;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Team files larger than this are not read into a prompt.
-const TEAM_FILE_LIMIT: u64 = 4 << 20;
 /// History entries (`## `/`### ` headed sections) kept, newest last.
 const HISTORY_ENTRIES: usize = 5;
 /// Decisions kept in scope, newest last.
@@ -34,10 +31,6 @@ pub struct PromptInput<'a> {
     pub model: &'a str,
     /// MCP servers of config.json: (name, type, tools).
     pub mcp: Vec<(String, String, Vec<String>)>,
-}
-
-fn read(path: &Path) -> Option<String> {
-    read_regular_to_string(path, TEAM_FILE_LIMIT).ok()
 }
 
 /// Splits markdown into entries at `##`/`###` headings (text before the
@@ -84,7 +77,8 @@ pub fn render(input: &PromptInput<'_>) -> String {
     let plan = input.plan;
     let agent = plan.meta.agent.as_str();
     let task = plan.meta.task_id.as_str();
-    let team = teamdir::locate(input.root);
+    let team = teamdir::locate(input.root).map(|t| read_team(&t));
+    let own = team.as_ref().and_then(|t| t.agents.get(agent));
     let mut out = String::new();
     let _ = writeln!(out, "# {agent}: {task}\n");
     let _ = writeln!(
@@ -93,9 +87,7 @@ pub fn render(input: &PromptInput<'_>) -> String {
         input.session, input.model
     );
 
-    let charter = team
-        .as_ref()
-        .and_then(|t| read(&t.path.join("agents").join(agent).join("charter.md")));
+    let charter = own.and_then(|a| a.charter.as_deref());
     out.push_str("## Your charter\n\n");
     match charter {
         Some(c) if !c.trim().is_empty() => {
@@ -124,8 +116,10 @@ pub fn render(input: &PromptInput<'_>) -> String {
     }
 
     if let Some(t) = &team {
-        let decisions: Vec<String> = read(&t.path.join("decisions.md"))
-            .map(|d| entries(&d))
+        let decisions: Vec<String> = t
+            .decisions
+            .as_deref()
+            .map(entries)
             .unwrap_or_default()
             .into_iter()
             .filter(|e| in_scope(e, agent))
@@ -138,8 +132,10 @@ pub fn render(input: &PromptInput<'_>) -> String {
                 let _ = writeln!(out, "#{d}\n");
             }
         }
-        let history = read(&t.path.join("agents").join(agent).join("history.md"))
-            .map(|h| entries(&h))
+        // An imported history's origin banner is for the humans reading it.
+        let history = own
+            .and_then(|a| a.history.as_deref())
+            .map(|h| entries(strip_import_banner(h)))
             .unwrap_or_default();
         if !history.is_empty() {
             out.push_str("## Your recent history\n\n");
