@@ -1053,7 +1053,9 @@ impl Supervisor {
                 return Vec::new();
             }
         };
-        release_scan_memory();
+        // The index it replaces is freed below: memory goes back once the
+        // rescans of a burst are over.
+        self.timers.set(Timer::Trim, Instant::now() + TRIM_DELAY);
         let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
         let mut names: BTreeSet<String> = fresh.keys().cloned().collect();
         for gone in old.difference(&names) {
