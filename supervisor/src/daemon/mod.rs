@@ -65,8 +65,11 @@ use writer::{Tag, Writer};
 const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 
 /// How long a session's status file waits after files were only removed
-/// from it. Writing into a directory that `rm -rf` is emptying would make the
-/// removal fail (ENOTEMPTY); a session that is being deleted is gone by then.
+/// from it (each removal restarts the wait). Writing into a directory that
+/// `rm -rf` is emptying would make the removal fail (ENOTEMPTY); a session
+/// that is being deleted is gone by then. A slower removal (a loaded
+/// machine) is still safe: a status file that was removed is not recreated
+/// after removals alone, only at the session's next other change.
 const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
 /// How long skill checks wait for a burst of skill changes (a checkout, an
@@ -668,8 +671,7 @@ impl Supervisor {
                     root: i,
                     session: name.to_string(),
                 };
-                self.timers
-                    .set_earlier(timer, Instant::now() + REMOVAL_DELAY);
+                self.timers.set(timer, Instant::now() + REMOVAL_DELAY);
             } else {
                 self.wrap_up(i, name, &status.to_string(), wall);
             }
@@ -860,7 +862,15 @@ impl Supervisor {
                         root,
                         session: session.clone(),
                     });
-                    self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    // Rewritten, never recreated here: a session whose status
+                    // file went with its other files may be being deleted.
+                    let has_status = self.roots[root]
+                        .sessions
+                        .get(&session)
+                        .is_some_and(|s| s.index().files.contains_key(SESSION_STATUS_FILE));
+                    if has_status {
+                        self.write_statuses(root, std::slice::from_ref(&session), wall);
+                    }
                     if self.roots[root].session_dir(&session).is_dir() {
                         self.recheck_waiting(root, &session, wall);
                         self.flush_outbox(wall);
@@ -1314,8 +1324,7 @@ impl Supervisor {
                 session: name.clone(),
             };
             if deferred.contains(name) {
-                self.timers
-                    .set_earlier(status, Instant::now() + REMOVAL_DELAY);
+                self.timers.set(status, Instant::now() + REMOVAL_DELAY);
             } else {
                 self.timers.cancel(&status);
                 derived.push(name.clone());
