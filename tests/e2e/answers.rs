@@ -456,3 +456,34 @@ fn each_removed_file_is_one_event() {
     let removed = audited(root, "file-removed");
     assert_eq!(removed.len(), 3, "{removed:#?}");
 }
+
+/// `daemon::removing_a_session_while_supervised_succeeds` was flaky under
+/// load: when `rm -rf` took longer than squadd's removal delay (the
+/// remover descheduled on a busy machine) and had already removed
+/// session-status.md, squadd wrote a fresh one into the directory being
+/// emptied and the removal failed (ENOTEMPTY). Played here by a slow
+/// removal, the status file first.
+#[test]
+fn a_slow_removal_of_a_session_is_never_written_into() {
+    let (tmp, session) = project();
+    let root = tmp.path();
+    for i in 0..4 {
+        fs::write(
+            session.join(format!("role-plan-dev-task_{i}.md")),
+            plan(&format!("task_{i}"), "dev", &[]),
+        )
+        .unwrap();
+    }
+    let _d = Daemon::start(root);
+    let mut names: Vec<_> = fs::read_dir(&session)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "session-status.md")
+        .collect();
+    names.insert(0, "session-status.md".into());
+    for name in names {
+        fs::remove_file(session.join(name)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    fs::remove_dir(&session).expect("squadd wrote into the session being removed");
+}

@@ -68,8 +68,11 @@ use writer::{Tag, Writer};
 const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 
 /// How long a session's status file waits after files were only removed
-/// from it. Writing into a directory that `rm -rf` is emptying would make the
-/// removal fail (ENOTEMPTY); a session that is being deleted is gone by then.
+/// from it (each removal restarts the wait). Writing into a directory that
+/// `rm -rf` is emptying would make the removal fail (ENOTEMPTY); a session
+/// that is being deleted is gone by then. A slower removal (a loaded
+/// machine) is still safe: a status file that was removed is not recreated
+/// after removals alone, only at the session's next other change.
 const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
 /// How long skill checks wait for a burst of skill changes (a checkout, an
@@ -696,8 +699,7 @@ impl Supervisor {
                     root: i,
                     session: name.to_string(),
                 };
-                self.timers
-                    .set_earlier(timer, Instant::now() + REMOVAL_DELAY);
+                self.timers.set(timer, Instant::now() + REMOVAL_DELAY);
             } else {
                 self.wrap_up(i, name, &status.to_string(), wall);
             }
@@ -896,9 +898,8 @@ impl Supervisor {
                         root,
                         session: session.clone(),
                     });
-                    // A status file missing after a batch of removals was
-                    // removed with its session (an `rm -rf` still emptying
-                    // the directory): not recreated here.
+                    // Rewritten, never recreated here: a session whose status
+                    // file went with its other files may be being deleted.
                     let has_status = self.roots[root]
                         .sessions
                         .get(&session)
@@ -1101,7 +1102,9 @@ impl Supervisor {
                 return Vec::new();
             }
         };
-        release_scan_memory();
+        // The index it replaces is freed below: memory goes back once the
+        // rescans of a burst are over.
+        self.timers.set(Timer::Trim, Instant::now() + TRIM_DELAY);
         let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
         let mut names: BTreeSet<String> = fresh.keys().cloned().collect();
         for gone in old.difference(&names) {
@@ -1364,8 +1367,7 @@ impl Supervisor {
                 session: name.clone(),
             };
             if deferred.contains(name) {
-                self.timers
-                    .set_earlier(status, Instant::now() + REMOVAL_DELAY);
+                self.timers.set(status, Instant::now() + REMOVAL_DELAY);
             } else {
                 self.timers.cancel(&status);
                 derived.push(name.clone());
