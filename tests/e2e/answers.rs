@@ -481,8 +481,15 @@ fn a_slow_removal_of_a_session_is_never_written_into() {
         .filter(|n| n != "session-status.md")
         .collect();
     names.insert(0, "session-status.md".into());
+    // squadd's notices (tasks ready) made inbox/ too: a directory goes
+    // like `rm -rf` takes it, whole.
     for name in names {
-        fs::remove_file(session.join(name)).unwrap();
+        let path = session.join(name);
+        if path.is_dir() {
+            fs::remove_dir_all(&path).unwrap();
+        } else {
+            fs::remove_file(&path).unwrap();
+        }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
     fs::remove_dir(&session).expect("squadd wrote into the session being removed");
