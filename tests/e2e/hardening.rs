@@ -621,6 +621,9 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
     let d = Daemon::start(&root);
     let sock = root.join(".squad/run/squadd.sock");
     let request = b"{\"protocol_version\":1,\"method\":\"events\",\"follow\":true}\n";
+    // squadd's start-up work (notices, their deliveries, the hook journal)
+    // opens files of its own for a moment: count once it is quiet.
+    std::thread::sleep(Duration::from_millis(500));
     let baseline = open_fds(d.pid());
     for _ in 0..100 {
         let mut s = UnixStream::connect(&sock).unwrap();
@@ -628,7 +631,9 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
         drop(s);
     }
     eventually("the followers' descriptors are closed", || {
-        (open_fds(d.pid()) <= baseline + 5).then_some(())
+        // 100 leaked followers would be 100 more; a margin for squadd's
+        // own short-lived files.
+        (open_fds(d.pid()) <= baseline + 10).then_some(())
     });
     // At most 64 at once; the next is told why.
     let mut held = Vec::new();
