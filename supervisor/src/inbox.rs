@@ -7,7 +7,7 @@
 
 use squad_policies::messages::parse_inbox_name;
 use squad_protocol::model::Priority;
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -17,41 +17,9 @@ pub fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
     session_dir.join("inbox").join(agent)
 }
 
-/// Whether a message with this inbox name was delivered (acknowledged or not).
-pub fn delivered(session_dir: &Path, agent: &str, name: &str) -> bool {
-    let dir = inbox_dir(session_dir, agent);
-    dir.join("new").join(name).exists() || dir.join("cur").join(name).exists()
-}
-
-/// Delivers `bytes` under `name`; `Ok(false)` when it was already delivered.
-pub fn deliver(session_dir: &Path, agent: &str, name: &str, bytes: &[u8]) -> io::Result<bool> {
-    if delivered(session_dir, agent, name) {
-        return Ok(false);
-    }
-    let dir = inbox_dir(session_dir, agent);
-    for sub in ["tmp", "new", "cur"] {
-        // A deleted inbox is simply recreated.
-        fs::create_dir_all(dir.join(sub))?;
-    }
-    let tmp = dir
-        .join("tmp")
-        .join(format!("{name}.{}", std::process::id()));
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    let new = dir.join("new");
-    fs::rename(&tmp, new.join(name))?;
-    File::open(&new)?.sync_all()?;
-    Ok(true)
-}
-
-/// Delivers like [`deliver`], walking from `root` to the session directory
-/// without following a link (an `inbox` or `inbox/<agent>` that is a symlink
+/// Delivers `bytes` under `name` (written into `tmp/`, fsynced, renamed
+/// into `new/`); `Ok(false)` when it was already delivered. Walks from
+/// `root` to the session directory without following a link (an `inbox` or `inbox/<agent>` that is a symlink
 /// is refused) and never recreating a session directory that vanished; the
 /// inbox's own directories are created when missing.
 pub fn deliver_under(

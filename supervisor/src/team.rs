@@ -461,8 +461,18 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Fsyncs the directory `path`, opened as a directory without following a
+/// link (a FIFO or link planted there is refused at once, never waited on).
 fn sync_dir(path: &Path) -> std::io::Result<()> {
-    std::fs::File::open(path)?.sync_all()
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => {
+            crate::safefs::Dir::open_root(parent)?
+                .open_dir(name)?
+                .sync()
+        }
+        // The project root itself (the operator's choice, maybe a link).
+        _ => crate::safefs::Dir::open_root(path)?.sync(),
+    }
 }
 
 /// Builds the team of `plan` in `staging` (every file written and synced).
@@ -705,7 +715,8 @@ pub fn import(
     }
     let _ = std::fs::remove_file(target.join(STAGING_MARKER));
     let _ = sync_dir(&target);
-    let _ = sync_dir(crate::root::fs_path(project));
+    // The project root is the operator's choice (it may be reached by a link).
+    let _ = crate::safefs::Dir::open_root(crate::root::fs_path(project)).and_then(|d| d.sync());
     Ok(report)
 }
 

@@ -662,7 +662,7 @@ impl Supervisor {
             mcp,
         });
         let prompt_path = dir.join(runners::PROMPT_FILE);
-        squad_protocol::write_atomic(&prompt_path, text.as_bytes())
+        runners::write_prompt(&dir, &text)
             .map_err(|e| Failed::Before(format!("{}: {e}", prompt_path.display())))?;
         let limit =
             squad_policies::runners::run_timeout(Some(&spec), plan.meta.timeout, default_timeout);

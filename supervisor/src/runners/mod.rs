@@ -10,10 +10,12 @@
 
 pub mod prompt;
 
+use crate::safefs::Dir;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use squad_policies::runners::{RunnerSpec, Vars, expand};
 use squad_protocol::fsx::read_regular;
+use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -114,27 +116,43 @@ pub fn run_dir(session_dir: &Path, task: &str) -> PathBuf {
     session_dir.join(RUNS_DIR).join(task)
 }
 
-/// Creates `<session_dir>/runs/<task>/` and checks that neither folder is
-/// a symlink: agents write in the session directory, and squadd must not
-/// be led to write a prompt, a record or a log elsewhere.
-pub fn ensure_run_dir(session_dir: &Path, task: &str) -> io::Result<PathBuf> {
-    let runs = session_dir.join(RUNS_DIR);
-    let dir = runs.join(task);
-    for d in [&runs, &dir] {
-        match std::fs::create_dir(d) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        let meta = std::fs::symlink_metadata(d)?;
-        if !meta.is_dir() {
-            return Err(io::Error::other(format!(
-                "{} is not a directory (a symlink is never followed)",
-                d.display()
-            )));
-        }
+/// Opens `<session_dir>/runs/<task>/` through directory descriptors (see
+/// `safefs`): agents write in the session directory, and squadd must not be
+/// led to write a prompt, a record or a log elsewhere, so no component is
+/// followed if it is a link, and nothing is checked by path then reopened.
+/// With `create`, `runs/` and `<task>/` are made when missing (the session
+/// directory itself never is: one that vanished stays gone).
+fn open_run_dir(session_dir: &Path, task: &str, create: bool) -> io::Result<Dir> {
+    let (sessions, name) = crate::safefs::project_parent(session_dir, None)?;
+    let session = sessions.open_dir(OsStr::new(&name))?;
+    if create {
+        session
+            .create_dir(OsStr::new(RUNS_DIR), 0o777)?
+            .create_dir(OsStr::new(task), 0o777)
+    } else {
+        session
+            .open_dir(OsStr::new(RUNS_DIR))?
+            .open_dir(OsStr::new(task))
     }
-    Ok(dir)
+}
+
+/// The folder `run_dir`, opened from its project root without following a
+/// link (see `safefs::project_parent`).
+fn open_existing(run_dir: &Path) -> io::Result<Dir> {
+    let (parent, name) = crate::safefs::project_parent(run_dir, None)?;
+    parent.open_dir(OsStr::new(&name))
+}
+
+/// Creates `<session_dir>/runs/<task>/` (neither folder may be a link; see
+/// [`open_run_dir`]) and returns its path.
+pub fn ensure_run_dir(session_dir: &Path, task: &str) -> io::Result<PathBuf> {
+    open_run_dir(session_dir, task, true)?;
+    Ok(run_dir(session_dir, task))
+}
+
+/// Writes a run's prompt.md atomically, never through a link.
+pub fn write_prompt(run_dir: &Path, text: &str) -> io::Result<()> {
+    open_existing(run_dir)?.write_atomic(PROMPT_FILE, text.as_bytes(), 0o666)
 }
 
 /// Reads a run.json (through fsx: an agent could put anything there).
@@ -143,11 +161,11 @@ pub fn read_record(run_dir: &Path) -> Option<RunRecord> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Writes a run.json atomically.
+/// Writes a run.json atomically, never through a link.
 pub fn write_record(run_dir: &Path, record: &RunRecord) -> io::Result<()> {
     let mut text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
     text.push(b'\n');
-    squad_protocol::write_atomic(&run_dir.join(RUN_JSON), &text)
+    open_existing(run_dir)?.write_atomic(RUN_JSON, &text, 0o666)
 }
 
 /// Every run record of a project: (session directory, record).
@@ -333,15 +351,14 @@ pub fn spawn(
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("the runner's command is empty"));
     };
-    let log = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            // A symlink planted as run.log is not followed.
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(run_dir.join(RUN_LOG))?
-    };
+    // Opened relative to the run folder's descriptor: neither a link
+    // planted as run.log nor one on the way to it is followed. (O_NONBLOCK,
+    // set by `open_file` against FIFOs, means nothing to a regular file.)
+    let log = open_existing(run_dir)?.open_file(
+        RUN_LOG,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+        0o666,
+    )?;
     let cwd = match &spec.cwd {
         Some(c) => {
             let c = expand(c, vars);
@@ -384,21 +401,16 @@ pub fn spawn(
 /// Bytes written during the rewrite may be lost: it is a log, capped.
 pub fn cap_log(run_dir: &Path, max: u64) {
     use std::io::{Read, Seek, SeekFrom, Write};
-    let path = run_dir.join(RUN_LOG);
-    let Ok(meta) = std::fs::symlink_metadata(&path) else {
-        return;
-    };
-    if !meta.is_file() || meta.len() <= max {
-        return;
-    }
-    let keep = max / 2;
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
+    // Opened once, without following a link, and measured on the open file:
+    // a check by path then an open by path could be raced by a swap.
+    let Ok(mut f) = open_existing(run_dir).and_then(|d| d.open_file(RUN_LOG, libc::O_RDWR, 0))
     else {
         return;
     };
+    if f.metadata().map_or(true, |m| m.len() <= max) {
+        return;
+    }
+    let keep = max / 2;
     let mut tail = Vec::new();
     if f.seek(SeekFrom::End(-(keep as i64))).is_err() || f.read_to_end(&mut tail).is_err() {
         return;
@@ -502,6 +514,32 @@ mod tests {
             ensure_run_dir(other.path(), "task_1").is_ok(),
             "again: fine"
         );
+    }
+
+    /// A run folder swapped for a link after squadd made it: the record,
+    /// the prompt and the log cap are refused, nothing outside changes
+    /// (they were written by path after a check).
+    #[test]
+    fn a_run_folder_swapped_for_a_link_is_never_written_through() {
+        let root = tempfile::tempdir().unwrap();
+        let session = root.path().join(".squad/sessions/s1");
+        std::fs::create_dir_all(&session).unwrap();
+        let dir = ensure_run_dir(&session, "task_1").unwrap();
+        write_record(&dir, &record(1, "task_1", "s1")).unwrap();
+        write_prompt(&dir, "p").unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let big = "x".repeat(5000);
+        std::fs::write(elsewhere.path().join(RUN_LOG), &big).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &dir).unwrap();
+        assert!(write_record(&dir, &record(1, "task_1", "s1")).is_err());
+        assert!(write_prompt(&dir, "p").is_err());
+        cap_log(&dir, 1000);
+        assert_eq!(
+            std::fs::read_to_string(elsewhere.path().join(RUN_LOG)).unwrap(),
+            big
+        );
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1);
     }
 
     #[test]
