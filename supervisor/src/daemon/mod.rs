@@ -361,13 +361,34 @@ impl Supervisor {
             &root,
             &Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"),
         )?;
-        let policy = crate::locks::load_policy(&root).map_err(fail)?;
+        let policy = crate::locks::load_policy(&root);
         let i = self.roots.len();
         self.log.add_root(&root);
         self.writer.add_root(&root);
         self.runs.add_root(&root);
+        // An invalid policy never stops squadd (under systemd that is a
+        // restart loop): it runs on the defaults and names the field. The
+        // defaults' retention could delete what the refused policy kept, so
+        // retention waits for a valid policy.
+        let refused = policy.as_ref().err().cloned();
+        let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
         let state = State::load(&root);
-        let r = Root::new(root, state, policy);
+        let mut r = Root::new(root, state, policy);
+        if let Some(error) = refused {
+            tracing::error!(root = %r.root.display(), %error, "policy refused; running on the defaults");
+            r.next_gc = None;
+            let path = r.root.join(SQUAD_DIR).join("policies.yaml");
+            self.log.emit(
+                i,
+                None,
+                Some(&path),
+                EventKind::PolicyRefused {
+                    error: format!(
+                        "{error}; running on the default policy, retention held until the policy is valid"
+                    ),
+                },
+            );
+        }
         if let Some(at) = r.next_gc {
             self.timers
                 .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
