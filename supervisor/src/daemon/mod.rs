@@ -1664,9 +1664,17 @@ impl Supervisor {
     /// Offers what one file asks to deliver, and schedules its reply deadline.
     fn route_file(&mut self, i: usize, name: &str, file: &str, wall: DateTime<Utc>) {
         let r = &self.roots[i];
-        let Some(f) = r.sessions.get(name).and_then(|s| s.index().files.get(file)) else {
+        let Some(core) = r.sessions.get(name) else {
             return;
         };
+        let Some(f) = core.index().files.get(file) else {
+            return;
+        };
+        // A reused message id is reported (duplicate-message-id), not
+        // delivered: the recipient would take it for the first one.
+        if core.reuses_message_id(file) {
+            return;
+        }
         let deliveries = routing::file_deliveries(&r.root, name, f);
         let asks = match &f.entry {
             crate::index::Entry::Message(m) => {
