@@ -11,6 +11,7 @@ mod gc;
 mod guard;
 mod hardening;
 mod hooks;
+mod hostile;
 pub mod lock;
 mod memory;
 mod messages;

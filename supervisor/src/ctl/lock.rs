@@ -138,7 +138,7 @@ pub fn run(root_arg: Option<&Path>, cmd: LockCommand) -> u8 {
 
 fn ttl(arg: Option<&str>, policy: &squad_policies::Policy) -> Result<Duration, String> {
     let ttl = match arg {
-        Some(t) => parse_duration(t)?,
+        Some(t) => parse_duration(t).map_err(|e| format!("--ttl: {e}"))?,
         None => policy.lock_default_ttl,
     };
     if ttl.is_zero() || ttl > policy.lock_max_ttl {
@@ -273,7 +273,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
     }
     let wait = match args.wait.as_deref().map(parse_duration).transpose() {
         Ok(w) => w.unwrap_or_default(),
-        Err(e) => return super::fail(e),
+        Err(e) => return super::fail(format!("--wait: {e}")),
     };
     let mut targets = Vec::new();
     for t in &args.targets {

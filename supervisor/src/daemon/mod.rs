@@ -361,13 +361,34 @@ impl Supervisor {
             &root,
             &Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"),
         )?;
-        let policy = crate::locks::load_policy(&root).map_err(fail)?;
+        let policy = crate::locks::load_policy(&root);
         let i = self.roots.len();
         self.log.add_root(&root);
         self.writer.add_root(&root);
         self.runs.add_root(&root);
+        // An invalid policy never stops squadd (under systemd that is a
+        // restart loop): it runs on the defaults and names the field. The
+        // defaults' retention could delete what the refused policy kept, so
+        // retention waits for a valid policy.
+        let refused = policy.as_ref().err().cloned();
+        let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
         let state = State::load(&root);
-        let r = Root::new(root, state, policy);
+        let mut r = Root::new(root, state, policy);
+        if let Some(error) = refused {
+            tracing::error!(root = %r.root.display(), %error, "policy refused; running on the defaults");
+            r.next_gc = None;
+            let path = r.root.join(SQUAD_DIR).join("policies.yaml");
+            self.log.emit(
+                i,
+                None,
+                Some(&path),
+                EventKind::PolicyRefused {
+                    error: format!(
+                        "{error}; running on the default policy, retention held until the policy is valid"
+                    ),
+                },
+            );
+        }
         if let Some(at) = r.next_gc {
             self.timers
                 .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
@@ -1643,9 +1664,17 @@ impl Supervisor {
     /// Offers what one file asks to deliver, and schedules its reply deadline.
     fn route_file(&mut self, i: usize, name: &str, file: &str, wall: DateTime<Utc>) {
         let r = &self.roots[i];
-        let Some(f) = r.sessions.get(name).and_then(|s| s.index().files.get(file)) else {
+        let Some(core) = r.sessions.get(name) else {
             return;
         };
+        let Some(f) = core.index().files.get(file) else {
+            return;
+        };
+        // A reused message id is reported (duplicate-message-id), not
+        // delivered: the recipient would take it for the first one.
+        if core.reuses_message_id(file) {
+            return;
+        }
         let deliveries = routing::file_deliveries(&r.root, name, f);
         let asks = match &f.entry {
             crate::index::Entry::Message(m) => {

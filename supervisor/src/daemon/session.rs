@@ -245,6 +245,19 @@ impl SessionCore {
         &self.index
     }
 
+    /// Whether message file `file` reuses a message id an earlier file (by
+    /// name) of the session carries: the `duplicate-message-id` finding,
+    /// and such a message is reported, not delivered (docs/daemon.md).
+    pub fn reuses_message_id(&self, file: &str) -> bool {
+        let Some(id) = self.index.files.get(file).and_then(message_id) else {
+            return false;
+        };
+        self.message_ids
+            .range((id.clone(), String::new())..)
+            .next()
+            .is_some_and(|(i, first)| *i == id && first != file)
+    }
+
     /// The directory name.
     pub fn name(&self) -> &str {
         &self.index.name
