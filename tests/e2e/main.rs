@@ -10,6 +10,7 @@ mod errors;
 mod gc;
 mod guard;
 mod hardening;
+mod held;
 mod hooks;
 pub mod lock;
 mod memory;

@@ -26,7 +26,18 @@ const SETTLE: Duration = Duration::from_millis(3);
 /// 50,000-message burst held a quarter of a million events); past this the
 /// notifications are dropped and one rescan stands for them, as the
 /// kernel's own queue does at `fs.inotify.max_queued_events`.
+/// `SQUADD_MAX_QUEUED=N` lowers it, so that tests can reach the overflow
+/// path without a burst of this size.
 pub const MAX_QUEUED: usize = 16_384;
+
+/// [`MAX_QUEUED`], or `SQUADD_MAX_QUEUED` when set to a positive number.
+fn max_queued() -> usize {
+    std::env::var("SQUADD_MAX_QUEUED")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(MAX_QUEUED)
+}
 
 /// What the watcher sends.
 pub type Notification = notify::Result<notify::Event>;
@@ -96,8 +107,9 @@ impl Intake {
         let queue_in = queue.clone();
         let overflow = Arc::new(AtomicBool::new(false));
         let overflow_in = overflow.clone();
+        let max_queued = max_queued();
         let watcher = notify::recommended_watcher(move |res: Notification| {
-            if queue_in.load(Ordering::Relaxed) >= MAX_QUEUED {
+            if queue_in.load(Ordering::Relaxed) >= max_queued {
                 if !overflow_in.swap(true, Ordering::AcqRel) {
                     queue_in.fetch_add(1, Ordering::Relaxed);
                     let rescan =
