@@ -75,6 +75,11 @@ pub const REWATCH_MAX: Duration = Duration::from_secs(60);
 /// announces (an ACL or a parent directory's permission fixed).
 pub const UNREADABLE_RETRIES: u32 = 7;
 
+/// A read or an open: nothing changed (a close after writing is not one).
+fn is_read(kind: &FsKind) -> bool {
+    matches!(kind, FsKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
+}
+
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Noted {
@@ -109,6 +114,14 @@ impl Intake {
         let overflow_in = overflow.clone();
         let max_queued = max_queued();
         let watcher = notify::recommended_watcher(move |res: Notification| {
+            // Reads (squadd's own included) are dropped here, before they
+            // count against the cap: `note` ignores them anyway, and a
+            // rescan reads every file, so counting them made a rescan of a
+            // large session overflow the queue again: one rescan after
+            // another, for ever.
+            if res.as_ref().is_ok_and(|e| is_read(&e.kind)) {
+                return;
+            }
             if queue_in.load(Ordering::Relaxed) >= max_queued {
                 if !overflow_in.swap(true, Ordering::AcqRel) {
                     queue_in.fetch_add(1, Ordering::Relaxed);
