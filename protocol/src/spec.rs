@@ -214,8 +214,13 @@ const TASK_META: &[Field] = &[
     req("priority", Ty::Enum(PRIORITIES), "Task priority."),
     opt(
         "timeout",
-        Ty::Int { min: 1, max: None },
-        "Seconds from the first `in_progress` report until the task is overdue.",
+        // 3650 days, the longest duration a policy accepts: a larger
+        // timeout is a typo, and past i64 seconds no deadline is computable.
+        Ty::Int {
+            min: 1,
+            max: Some(315_360_000),
+        },
+        "Seconds (at most 315360000, 3650 days) from the first `in_progress` report until the task is overdue.",
     ),
 ];
 

@@ -388,6 +388,9 @@ pub fn place(
 
 fn yaml_error(path: &Path, yaml: &str, line_offset: usize, e: &serde_yaml::Error) -> Diagnostic {
     let message = yaml_message(&e.to_string(), line_offset);
+    if let Some(d) = integer_too_large(path, &message) {
+        return d;
+    }
     let line_text = e
         .location()
         .and_then(|l| yaml.lines().nth(l.line().saturating_sub(1)))
@@ -402,6 +405,22 @@ fn yaml_error(path: &Path, yaml: &str, line_offset: usize, e: &serde_yaml::Error
         "fix the YAML syntax here; quote values that contain `: `, `#` or start with a special character"
     };
     Diagnostic::new(path, Rule::YamlSyntax, message, hint)
+}
+
+/// The parser reports an integer past 64 bits as a type error ("invalid
+/// type: integer `…` as u128"); it is a number out of range, said so.
+fn integer_too_large(path: &Path, message: &str) -> Option<Diagnostic> {
+    let (field, rest) = message.split_once(": invalid type: integer `")?;
+    let (number, rest) = rest.split_once('`')?;
+    if !rest.starts_with(" as u128") && !rest.starts_with(" as i128") {
+        return None;
+    }
+    Some(Diagnostic::new(
+        path,
+        Rule::OutOfRange,
+        format!("`{field}` is {number}, past the largest integer a field can hold (2^64 - 1)"),
+        "use a number in the field's range (see the format reference)",
+    ))
 }
 
 /// The parser's message without its own position (reported separately), with
@@ -898,5 +917,34 @@ mod tests {
         );
         assert_eq!(yaml_message("plain", 3), "plain");
         assert_eq!(yaml_message("odd at line x", 3), "odd at line x");
+    }
+
+    /// -1, 2^63 and 2^64 as a plan's timeout are all `out-of-range` at the
+    /// value (2^64 was a `yaml-syntax` error about u128; 2^63 passed and
+    /// made a task that could never be overdue).
+    #[test]
+    fn absurd_timeouts_are_out_of_range() {
+        for v in ["-1", "0", "9223372036854775808", "18446744073709551616"] {
+            let text = format!(
+                "meta:\n  task_id: task_1\n  agent: a\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\n  timeout: {v}\ninstruction: x\n"
+            );
+            let r = check_text(
+                Path::new("role-plan-a-task_1.md"),
+                FileKind::TaskAssignment,
+                &text,
+            );
+            let rules: Vec<_> = r.diagnostics.iter().map(|d| d.rule).collect();
+            assert_eq!(rules, [Rule::OutOfRange], "{v}: {:?}", r.diagnostics);
+            let d = &r.diagnostics[0];
+            assert!(d.message.contains(v), "{}", d.message);
+            assert_eq!(d.location.as_ref().map(|l| l.line), Some(6), "{v}");
+        }
+        let ok = "meta:\n  task_id: task_1\n  agent: a\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\n  timeout: 315360000\ninstruction: x\n";
+        let r = check_text(
+            Path::new("role-plan-a-task_1.md"),
+            FileKind::TaskAssignment,
+            ok,
+        );
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
     }
 }

@@ -10,6 +10,7 @@ mod errors;
 mod gc;
 mod guard;
 mod hardening;
+mod held;
 mod hooks;
 mod hostile;
 pub mod lock;

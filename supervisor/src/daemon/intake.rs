@@ -26,7 +26,18 @@ const SETTLE: Duration = Duration::from_millis(3);
 /// 50,000-message burst held a quarter of a million events); past this the
 /// notifications are dropped and one rescan stands for them, as the
 /// kernel's own queue does at `fs.inotify.max_queued_events`.
+/// `SQUADD_MAX_QUEUED=N` lowers it, so that tests can reach the overflow
+/// path without a burst of this size.
 pub const MAX_QUEUED: usize = 16_384;
+
+/// [`MAX_QUEUED`], or `SQUADD_MAX_QUEUED` when set to a positive number.
+fn max_queued() -> usize {
+    std::env::var("SQUADD_MAX_QUEUED")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(MAX_QUEUED)
+}
 
 /// What the watcher sends.
 pub type Notification = notify::Result<notify::Event>;
@@ -64,6 +75,11 @@ pub const REWATCH_MAX: Duration = Duration::from_secs(60);
 /// announces (an ACL or a parent directory's permission fixed).
 pub const UNREADABLE_RETRIES: u32 = 7;
 
+/// A read or an open: nothing changed (a close after writing is not one).
+fn is_read(kind: &FsKind) -> bool {
+    matches!(kind, FsKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
+}
+
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Noted {
@@ -96,8 +112,17 @@ impl Intake {
         let queue_in = queue.clone();
         let overflow = Arc::new(AtomicBool::new(false));
         let overflow_in = overflow.clone();
+        let max_queued = max_queued();
         let watcher = notify::recommended_watcher(move |res: Notification| {
-            if queue_in.load(Ordering::Relaxed) >= MAX_QUEUED {
+            // Reads (squadd's own included) are dropped here, before they
+            // count against the cap: `note` ignores them anyway, and a
+            // rescan reads every file, so counting them made a rescan of a
+            // large session overflow the queue again: one rescan after
+            // another, for ever.
+            if res.as_ref().is_ok_and(|e| is_read(&e.kind)) {
+                return;
+            }
+            if queue_in.load(Ordering::Relaxed) >= max_queued {
                 if !overflow_in.swap(true, Ordering::AcqRel) {
                     queue_in.fetch_add(1, Ordering::Relaxed);
                     let rescan =
