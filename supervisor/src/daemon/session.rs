@@ -14,8 +14,11 @@
 //! - counters (tasks completed, agents active) move by the delta;
 //! - session rules run again only when identity facts change (a file added or
 //!   removed, or its task id, agent or dependencies), never for a status or
-//!   percentage change; and for the whole session only when a plan or a
-//!   status file changes (otherwise only the changed file's own rules run).
+//!   percentage change; a plan or status file change runs the graph rules
+//!   over plans and status files only, and the per-file rules of the files
+//!   naming the tasks whose plans changed; any other change runs only the
+//!   changed file's own rules (and the message-id rule for its ids). No
+//!   change walks the session's messages (squadd's notices among them).
 
 use crate::derive::{SessionView, TaskStarts, TaskView, derive_status, task_events, task_view};
 use crate::events::EventKind;
@@ -85,6 +88,20 @@ fn message_id(f: &IndexedFile) -> Option<String> {
         .flatten()
 }
 
+/// Whether the graph rules read the file (plans and status files).
+fn is_structural(f: &IndexedFile) -> bool {
+    matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus)
+}
+
+/// `(task id, file)` of a file the session rules key on a task: a plan (any,
+/// valid or not) or another file naming a task; not a status file.
+fn rule_key(f: &IndexedFile, file: &str) -> Option<(String, String)> {
+    if f.kind == FileKind::SessionStatus {
+        return None;
+    }
+    Some((f.facts.task_id.clone()?, file.to_string()))
+}
+
 fn next_identity() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -145,11 +162,23 @@ pub struct SessionCore {
     /// id: nearly every id has one file, and a set each cost 280 bytes.
     message_ids: BTreeSet<(String, String)>,
     /// Session-rule diagnostics of each other file (unknown task, agent
-    /// mismatch): recomputed for that file alone when it changes.
+    /// mismatch): recomputed for that file alone when it changes, and for
+    /// the files naming a task when that task's plans change.
     member_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
-    /// The plan file session rules count for each task (any plan file, valid
-    /// or not, that names the task; the first by name).
-    rule_plans: BTreeMap<String, String>,
+    /// (task id, plan file) for every plan file, valid or not, that names a
+    /// task: the first by name is the plan the session rules count.
+    rule_plans: BTreeSet<(String, String)>,
+    /// (task id, file) for every other file naming a task (progress,
+    /// messages, squadd's notices, error reports): the files whose
+    /// per-file rules a change of that task's plans can affect, so a new
+    /// plan rechecks those alone rather than every file of the session.
+    task_members: BTreeSet<(String, String)>,
+    /// The plan and status files by name: what the graph rules read, kept
+    /// apart so they never walk the session's messages.
+    structural: BTreeSet<String>,
+    /// How many times the per-file session rules ran (a file each): what a
+    /// test reads to check that a change's work follows the change.
+    member_checks: u64,
     /// Unique to this core (a session loaded again gets a new one): what
     /// was rendered from it incrementally belongs to it.
     identity: u64,
@@ -179,7 +208,10 @@ impl SessionCore {
             message_diags: BTreeMap::new(),
             message_ids: BTreeSet::new(),
             member_diags: BTreeMap::new(),
-            rule_plans: BTreeMap::new(),
+            rule_plans: BTreeSet::new(),
+            task_members: BTreeSet::new(),
+            structural: BTreeSet::new(),
+            member_checks: 0,
             identity: next_identity(),
             dirty: BTreeSet::new(),
             tasks: BTreeMap::new(),
@@ -332,10 +364,10 @@ impl SessionCore {
             _ => true,
         };
         let old_message_id = old.and_then(message_id);
-        let structural = |f: Option<&IndexedFile>| {
-            f.is_some_and(|f| matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus))
-        };
-        let whole = structural(old) || structural(new.as_ref());
+        let old_plan_task = old
+            .filter(|o| o.kind == FileKind::TaskAssignment)
+            .and_then(|o| o.facts.task_id.clone());
+        let whole = old.is_some_and(is_structural) || new.as_ref().is_some_and(is_structural);
         // Tasks whose derivation may change.
         let mut touched: BTreeSet<String> = BTreeSet::new();
         if let Some(o) = self.index.files.remove(file) {
@@ -373,11 +405,24 @@ impl SessionCore {
                 self.recheck_message_ids(ids.collect());
             }
             if whole {
-                self.recheck_all();
-            } else {
-                self.recheck_member(file);
-                self.assemble_diagnostics();
+                // Plans and status files: the graph rules over them, and
+                // the per-file rules of the files naming the tasks whose
+                // plans changed (nothing else reads plans or status files).
+                self.recheck_graph();
+                let planned = |f: Option<&IndexedFile>| {
+                    f.filter(|f| f.kind == FileKind::TaskAssignment)
+                        .and_then(|f| f.facts.task_id.clone())
+                };
+                let tasks: BTreeSet<String> = old_plan_task
+                    .into_iter()
+                    .chain(planned(self.index.files.get(file)))
+                    .collect();
+                for t in &tasks {
+                    self.recheck_task_members(t);
+                }
             }
+            self.recheck_member(file);
+            self.assemble_diagnostics();
             out.rules_rerun = true;
         } else if let Some(f) = self.index.files.get(file) {
             // Same facts, other text: findings on this file are placed again
@@ -385,7 +430,8 @@ impl SessionCore {
             let path = f.path.clone();
             let id = message_id(f);
             if self.graph_diags.iter().any(|d| d.path == path) {
-                self.recheck_all();
+                self.recheck_graph();
+                self.assemble_diagnostics();
             } else if self.member_diags.contains_key(file) {
                 self.recheck_member(file);
                 self.assemble_diagnostics();
@@ -399,26 +445,11 @@ impl SessionCore {
 
     /// Runs every session rule: the graph rules over plans and status files,
     /// the per-file rules over every other file.
+    /// Used where a session is built whole (new, loaded); a change runs
+    /// only the rules it can affect (see [`SessionCore::apply`]).
     fn recheck_all(&mut self) {
-        let structural: Vec<&IndexedFile> = self
-            .index
-            .files
-            .values()
-            .filter(|f| matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus))
-            .collect();
-        let findings = check_session(&self.index.dir, &structural);
-        self.graph_diags = self.place(findings);
+        self.recheck_graph();
         self.recheck_messages();
-        self.rule_plans.clear();
-        for (name, f) in &self.index.files {
-            if f.kind == FileKind::TaskAssignment
-                && let Some(task) = &f.facts.task_id
-            {
-                self.rule_plans
-                    .entry(task.clone())
-                    .or_insert_with(|| name.clone());
-            }
-        }
         self.member_diags.clear();
         let others: Vec<String> = self
             .index
@@ -433,8 +464,45 @@ impl SessionCore {
         self.assemble_diagnostics();
     }
 
+    /// Runs the graph rules (duplicate tasks and status files, unknown
+    /// dependencies, contradictions, cycles) over plans and status files.
+    fn recheck_graph(&mut self) {
+        let structural: Vec<&IndexedFile> = self
+            .structural
+            .iter()
+            .filter_map(|name| self.index.files.get(name))
+            .collect();
+        let findings = check_session(&self.index.dir, &structural);
+        self.graph_diags = self.place(findings);
+    }
+
+    /// The plan file session rules count for a task: the first by name of
+    /// the plan files naming it.
+    fn rule_plan(&self, task: &str) -> Option<&IndexedFile> {
+        let (t, name) = self
+            .rule_plans
+            .range((task.to_string(), String::new())..)
+            .next()?;
+        (t == task).then(|| self.index.files.get(name))?
+    }
+
+    /// Runs the per-file rules of every file naming `task` (its plans
+    /// changed).
+    fn recheck_task_members(&mut self, task: &str) {
+        let members: Vec<String> = self
+            .task_members
+            .range((task.to_string(), String::new())..)
+            .take_while(|(t, _)| t == task)
+            .map(|(_, name)| name.clone())
+            .collect();
+        for name in members {
+            self.recheck_member(&name);
+        }
+    }
+
     /// Runs the per-file session rules for one file that is not a plan.
     fn recheck_member(&mut self, file: &str) {
+        self.member_checks += 1;
         let Some(f) = self.index.files.get(file) else {
             self.member_diags.remove(file);
             return;
@@ -444,7 +512,7 @@ impl SessionCore {
             .task_id
             .as_deref()
             .and_then(|t| {
-                let plan = self.index.files.get(self.rule_plans.get(t)?)?;
+                let plan = self.rule_plan(t)?;
                 Some((t, plan))
             })
             .into_iter()
@@ -547,6 +615,16 @@ impl SessionCore {
         if let Some(id) = message_id(f) {
             self.message_ids.insert((id, file.to_string()));
         }
+        if is_structural(f) {
+            self.structural.insert(file.to_string());
+        }
+        if let Some(key) = rule_key(f, file) {
+            if f.kind == FileKind::TaskAssignment {
+                self.rule_plans.insert(key);
+            } else {
+                self.task_members.insert(key);
+            }
+        }
         match &f.entry {
             Entry::Plan(p) => {
                 self.plan_files
@@ -568,6 +646,16 @@ impl SessionCore {
     fn index_out(&mut self, file: &str, f: &IndexedFile) {
         if let Some(id) = message_id(f) {
             self.message_ids.remove(&(id, file.to_string()));
+        }
+        if is_structural(f) {
+            self.structural.remove(file);
+        }
+        if let Some(key) = rule_key(f, file) {
+            if f.kind == FileKind::TaskAssignment {
+                self.rule_plans.remove(&key);
+            } else {
+                self.task_members.remove(&key);
+            }
         }
         match &f.entry {
             Entry::Plan(p) => {
@@ -1050,6 +1138,49 @@ mod tests {
         assert_eq!(h.core.head().agents_active, ["alice"]);
         assert_eq!(h.core.head().tasks_completed, 0);
         h.check(&Outcome::default());
+    }
+
+    #[test]
+    fn a_plan_change_rechecks_only_the_files_naming_its_task() {
+        let mut h = Harness::new();
+        for t in 0..50u8 {
+            h.write(
+                &format!("role-plan-alice-task_{t}.md"),
+                plan(t, "alice", &[], &[], None).as_bytes(),
+            );
+            // One message (like squadd's ready notice) per task.
+            let text = format!(
+                "meta:\n  message_id: msg_{t}\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: question\nsubject: s\nmessage: m\ncontext:\n  task_id: task_{t}\n"
+            );
+            h.write(
+                &format!("role-comm-bob-to-alice-msg_{t}.md"),
+                text.as_bytes(),
+            );
+        }
+        h.view = h.core.view();
+        // A new task: its own file's rules, nothing over the 50 messages.
+        let before = h.core.member_checks;
+        let out = h.write(
+            "role-plan-alice-task_60.md",
+            plan(60, "alice", &[], &[], None).as_bytes(),
+        );
+        assert!(out.rules_rerun);
+        assert_eq!(h.core.member_checks - before, 1);
+        h.check(&out);
+        // A second plan of task_7 (a duplicate): the one message naming
+        // task_7 is checked again, and the plan file itself.
+        let before = h.core.member_checks;
+        let out = h.write(
+            "role-plan-aaron-task_7.md",
+            plan(7, "aaron", &[], &[], None).as_bytes(),
+        );
+        assert_eq!(h.core.member_checks - before, 2);
+        h.check(&out);
+        // Removing it: the same.
+        let before = h.core.member_checks;
+        let out = h.remove("role-plan-aaron-task_7.md");
+        assert_eq!(h.core.member_checks - before, 2);
+        h.check(&out);
     }
 
     #[test]
