@@ -711,7 +711,8 @@ fn task_assignment() -> BoxedStrategy<TaskAssignment> {
         agent(),
         timestamp(),
         select(Priority::ALL),
-        option::of(1u64..=u64::MAX),
+        // Up to the spec's maximum (3650 days, as policy durations).
+        option::of(1u64..=315_360_000),
     )
         .prop_map(|(task_id, agent, created_at, priority, timeout)| TaskMeta {
             task_id,
