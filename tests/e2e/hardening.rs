@@ -558,7 +558,40 @@ const READ_PATHS: &[&str] = &[
     ".squad/sessions/S/role-plan-alice-task_alice.md",
     ".squad/sessions/S/role-comm-alice-to-bob-msg_1.md",
     ".squad/sessions/S/locks/x.json",
+    ".squad/sessions/S/inbox/bob/new/0-critical-20240115T100000Z-msg_1.md",
+    ".squad/team.md",
+    ".squad/agents/alice/charter.md",
+    ".squad/skills/demo/SKILL.md",
+    ".squad/config.json",
+    ".squad/decisions.md",
+    ".squad/decisions/inbox/*",
+    ".squad/run/hooks.jsonl",
 ];
+
+/// [`project`] with every file of [`READ_PATHS`] in place (a team, a
+/// skill, config.json, memory, a delivered message), so a FIFO planted at
+/// one is met where the file was.
+fn read_project(root: &Path) {
+    ctl_project(root);
+    let squad = root.join(".squad");
+    for (rel, text) in [
+        (
+            "team.md",
+            "# Team\n\n## Members\n\n| Name | Role | Charter |\n|---|---|---|\n| alice | Dev | .squad/agents/alice/charter.md |\n",
+        ),
+        ("agents/alice/charter.md", "# alice — Dev\n"),
+        (
+            "skills/demo/SKILL.md",
+            "---\nname: demo\ndescription: Does x. Use when y.\n---\nbody\n",
+        ),
+        ("config.json", "{}\n"),
+        ("decisions.md", "# Decisions\n"),
+        ("run/hooks.jsonl", ""),
+    ] {
+        fs::create_dir_all(squad.join(rel).parent().unwrap()).unwrap();
+        fs::write(squad.join(rel), text).unwrap();
+    }
+}
 
 /// Waits for `child` to exit within `limit`; kills it and returns None if not.
 fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
@@ -576,7 +609,9 @@ fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
 
 /// A FIFO (or any non-file) where a file is expected never hangs squadd or
 /// squadctl: squadd becomes ready or refuses with an error, answers, and
-/// stops on SIGTERM; `status`, `lock list` and `gc --dry-run` return.
+/// stops on SIGTERM; `status`, `lock list`, `gc --dry-run`, `inbox next`,
+/// `validate`, `team validate`, `skills list`, `config show` and `memory
+/// validate` return.
 #[test]
 fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
     use std::os::unix::net::UnixDatagram;
@@ -584,8 +619,17 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
     for rel in READ_PATHS {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("p");
-        project(&root);
-        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        read_project(&root);
+        let mut at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        if let Some(prefix) = rel.strip_suffix("/*") {
+            // The one file there (its name is chosen by squadctl).
+            at = fs::read_dir(root.join(prefix))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+        }
         let _ = fs::remove_file(&at);
         fs::create_dir_all(at.parent().unwrap()).unwrap();
         let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
@@ -622,6 +666,12 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
             &["status", "--json"][..],
             &["lock", "list"][..],
             &["gc", "--dry-run"][..],
+            &["inbox", "next", "bob"][..],
+            &["validate"][..],
+            &["team", "validate"][..],
+            &["skills", "list"][..],
+            &["config", "show"][..],
+            &["memory", "validate"][..],
         ] {
             let mut ctl = squadctl()
                 .args(args)
