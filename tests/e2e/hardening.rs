@@ -885,3 +885,89 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
 }
+
+/// A protocol file swapped by rename between a regular file and a FIFO,
+/// over and over for 2 s while squadd runs: squadd never blocks on the FIFO
+/// (every read is non-blocking and checked on the open file), keeps
+/// answering `squadctl status`, and stops cleanly.
+#[test]
+fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
+    use crate::daemon::Daemon;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    let d = Daemon::start(&root);
+    let target = root
+        .join(".squad/sessions")
+        .join(S)
+        .join("role-plan-alice-task_alice.md");
+    // Staged on the same file system, outside the session.
+    let stage = tmp.path().join("stage");
+    fs::create_dir(&stage).unwrap();
+    let (reg, fifo) = (stage.join("reg"), stage.join("fifo"));
+    fs::rename(&target, &reg).unwrap();
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let swapper = {
+        let (stop, swaps, target) = (stop.clone(), swaps.clone(), target.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for staged in [&reg, &fifo] {
+                    fs::rename(staged, &target).unwrap();
+                    std::thread::sleep(Duration::from_micros(500));
+                    fs::rename(&target, staged).unwrap();
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Leave the plan in place, as a regular file.
+            fs::rename(&reg, &target).unwrap();
+        })
+    };
+    let start = std::time::Instant::now();
+    let mut answers = 0;
+    let mut failures = Vec::new();
+    // squadctl falls back to reading the files when squadd does not answer
+    // within 2 s: only `"state": "running"` is squadd's answer.
+    let answered = |out: &Path| {
+        let text = fs::read_to_string(out).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(&text)
+            .is_ok_and(|v| v["daemon"]["state"] == "running")
+    };
+    let out = tmp.path().join("status.json");
+    while start.elapsed() < Duration::from_secs(2) {
+        let mut ctl = squadctl()
+            .args(["status", "--json"])
+            .current_dir(&root)
+            .stdout(fs::File::create(&out).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        match wait_for(&mut ctl, Duration::from_secs(10)) {
+            Some(0) if answered(&out) => answers += 1,
+            other => failures.push(format!(
+                "status after {:?}: {other:?}: {}",
+                start.elapsed(),
+                fs::read_to_string(&out).unwrap_or_default()
+            )),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(
+        answers > 0 && swaps.load(Ordering::Relaxed) > 100,
+        "{answers} answers"
+    );
+    // Still answering once the swapping stops, and stops cleanly.
+    let status = run(squadctl().args(["status", "--json"]).current_dir(&root));
+    assert_eq!(code(&status), 0, "{}", stderr(&status));
+    fs::write(&out, stdout(&status)).unwrap();
+    assert!(answered(&out), "{}", stdout(&status));
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
