@@ -33,6 +33,9 @@ fn deep_nesting_is_refused_before_parsing() {
 }
 
 const S: &str = "20240115T100000Z-harden";
+/// A session that completed long ago: squadd writes its summary.md at start
+/// and the every-second retention run archives it.
+const D: &str = "20240110T100000Z-done";
 
 /// Whether a planted link points at a directory or a file outside.
 #[derive(Clone, Copy, Debug)]
@@ -43,9 +46,25 @@ enum Target {
 
 /// Every path squadd creates or writes in a root, with what it expects
 /// there. The symlink test plants a link at each: a new kind of file squadd
-/// writes belongs in this table.
+/// writes belongs in this table. `S` and `D` are the sessions; a name ending
+/// in `*` is the one file squadd writes with that prefix (found in a run
+/// without links).
 const OWN_PATHS: &[(&str, Target)] = &[
     (".squad", Target::Dir),
+    (".squad/sessions", Target::Dir),
+    (".squad/sessions/S", Target::Dir),
+    (".squad/sessions/D/summary.md", Target::File),
+    (
+        ".squad/sessions/S/role-comm-squadd-to-alice-*",
+        Target::File,
+    ),
+    (".squad/run/session-S.lock", Target::File),
+    (".squad/archives", Target::Dir),
+    (".squad/sessions/S/runs", Target::Dir),
+    (".squad/sessions/S/runs/task_alice", Target::Dir),
+    (".squad/sessions/S/runs/task_alice/prompt.md", Target::File),
+    (".squad/sessions/S/runs/task_alice/run.json", Target::File),
+    (".squad/sessions/S/runs/task_alice/run.log", Target::File),
     (".squad/run", Target::Dir),
     (".squad/run/squadd.pid", Target::File),
     (".squad/run/state.json", Target::File),
@@ -64,6 +83,20 @@ const OWN_PATHS: &[(&str, Target)] = &[
 
 fn project(root: &Path) {
     let s = two_agent_session(root, S);
+    let done = root.join(".squad/sessions").join(D);
+    fs::create_dir_all(&done).unwrap();
+    fs::write(
+        done.join("session-status.md"),
+        "session_id: sess_done\nstarted_at: 2024-01-10T10:00:00Z\nstatus: completed\ncompleted_at: 2024-01-10T11:00:00Z\n",
+    )
+    .unwrap();
+    // Retention every second (archives D); every ready task run by a
+    // runner that prints a line (runs/<task>/prompt.md, run.json, run.log).
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        "retention:\n  schedule: '* * * * * *'\nrunners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [\"/bin/sh\", \"-c\", \"echo ran\"]\n",
+    )
+    .unwrap();
     fs::write(
         s.join("role-comm-alice-to-bob-msg_1.md"),
         "meta:\n  message_id: msg_1\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n",
@@ -101,22 +134,93 @@ fn snapshot(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
 /// `.claude` → written into).
 #[test]
 fn squadd_never_writes_through_a_planted_symlink() {
+    // Runs squadd on `root` long enough to start, deliver the backlog, write
+    // outputs, state (behind by 20 ms), shared context, notices, summaries,
+    // runs and one retention pass.
+    fn run_squadd(root: &Path, log: &Path) {
+        let log = fs::File::create(log).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+            .arg("--root")
+            .arg(root)
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2000));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let sessions = |rel: &str| {
+        rel.replace("/S/", &format!("/{S}/"))
+            .replace("/D/", &format!("/{D}/"))
+            .replace("session-S.", &format!("session-{S}."))
+            .replace("/S", &format!("/{S}"))
+    };
     let mut failures = Vec::new();
+    // Without links: every row is a path squadd writes (so a row can fail).
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("p");
+    project(&clean);
+    let under = |all: &[(String, u32, Vec<u8>)], rel: &str| -> Vec<(String, u32, Vec<u8>)> {
+        all.iter()
+            .filter(|(p, _, _)| p == rel || p.starts_with(&format!("{rel}/")))
+            .cloned()
+            .collect()
+    };
+    let before = snapshot(&clean);
+    run_squadd(&clean, &tmp.path().join("squadd.log"));
+    let after = snapshot(&clean);
+    let mut resolved = Vec::new();
     for &(rel, target) in OWN_PATHS {
+        let rel = sessions(rel);
+        let rel = match rel.strip_suffix('*') {
+            Some(prefix) => {
+                let (dir, start) = prefix.rsplit_once('/').unwrap();
+                let found = fs::read_dir(clean.join(dir)).ok().and_then(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .find(|n| n.starts_with(start))
+                });
+                match found {
+                    Some(n) => format!("{dir}/{n}"),
+                    None => {
+                        failures.push(format!("{rel}: not written without a link"));
+                        continue;
+                    }
+                }
+            }
+            None => rel,
+        };
+        // A directory squadd made or wrote into; a file (or the socket)
+        // squadd made or changed, where it is or in the archived session.
+        let written = match target {
+            Target::Dir => clean.join(&rel).is_dir() && under(&before, &rel) != under(&after, &rel),
+            Target::File => [rel.clone(), rel.replace("/sessions/", "/archives/")]
+                .iter()
+                .any(|r| under(&before, r) != under(&after, r) && !under(&after, r).is_empty()),
+        };
+        if !written {
+            failures.push(format!("{rel}: not written without a link"));
+        }
+        resolved.push((rel, target));
+    }
+    for (rel, target) in resolved {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("p");
         let outside = tmp.path().join("outside");
-        fs::create_dir_all(outside.join("sub")).unwrap();
-        fs::write(outside.join("file"), "keep\n").unwrap();
-        fs::write(outside.join("sub/state.json"), "keep\n").unwrap();
-        fs::set_permissions(&outside, fs::Permissions::from_mode(0o755)).unwrap();
         project(&root);
-        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        let at = root.join(&rel);
         if fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            // The link's target holds what was there, so squadd finds its
+            // input through it and would write there if it followed.
+            copy_tree(&at, &outside);
             fs::remove_dir_all(&at).unwrap();
         } else {
             let _ = fs::remove_file(&at);
         }
+        fs::create_dir_all(outside.join("sub")).unwrap();
+        fs::write(outside.join("file"), "keep\n").unwrap();
+        fs::write(outside.join("sub/state.json"), "keep\n").unwrap();
+        fs::set_permissions(&outside, fs::Permissions::from_mode(0o755)).unwrap();
         fs::create_dir_all(at.parent().unwrap()).unwrap();
         let to = match target {
             Target::Dir => outside.clone(),
@@ -124,18 +228,7 @@ fn squadd_never_writes_through_a_planted_symlink() {
         };
         symlink(&to, &at).unwrap();
         let before = snapshot(&outside);
-        let log = fs::File::create(tmp.path().join("squadd.log")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_squadd"))
-            .arg("--root")
-            .arg(&root)
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        // Long enough to start, deliver the backlog, write outputs, state
-        // (behind by 20 ms) and shared context.
-        std::thread::sleep(Duration::from_millis(1500));
-        let _ = child.kill();
-        let _ = child.wait();
+        run_squadd(&root, &tmp.path().join("squadd.log"));
         if snapshot(&outside) != before {
             failures.push(format!(
                 "{rel}: the target outside changed: {:?}",
@@ -465,7 +558,40 @@ const READ_PATHS: &[&str] = &[
     ".squad/sessions/S/role-plan-alice-task_alice.md",
     ".squad/sessions/S/role-comm-alice-to-bob-msg_1.md",
     ".squad/sessions/S/locks/x.json",
+    ".squad/sessions/S/inbox/bob/new/0-critical-20240115T100000Z-msg_1.md",
+    ".squad/team.md",
+    ".squad/agents/alice/charter.md",
+    ".squad/skills/demo/SKILL.md",
+    ".squad/config.json",
+    ".squad/decisions.md",
+    ".squad/decisions/inbox/*",
+    ".squad/run/hooks.jsonl",
 ];
+
+/// [`project`] with every file of [`READ_PATHS`] in place (a team, a
+/// skill, config.json, memory, a delivered message), so a FIFO planted at
+/// one is met where the file was.
+fn read_project(root: &Path) {
+    ctl_project(root);
+    let squad = root.join(".squad");
+    for (rel, text) in [
+        (
+            "team.md",
+            "# Team\n\n## Members\n\n| Name | Role | Charter |\n|---|---|---|\n| alice | Dev | .squad/agents/alice/charter.md |\n",
+        ),
+        ("agents/alice/charter.md", "# alice — Dev\n"),
+        (
+            "skills/demo/SKILL.md",
+            "---\nname: demo\ndescription: Does x. Use when y.\n---\nbody\n",
+        ),
+        ("config.json", "{}\n"),
+        ("decisions.md", "# Decisions\n"),
+        ("run/hooks.jsonl", ""),
+    ] {
+        fs::create_dir_all(squad.join(rel).parent().unwrap()).unwrap();
+        fs::write(squad.join(rel), text).unwrap();
+    }
+}
 
 /// Waits for `child` to exit within `limit`; kills it and returns None if not.
 fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
@@ -483,7 +609,9 @@ fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
 
 /// A FIFO (or any non-file) where a file is expected never hangs squadd or
 /// squadctl: squadd becomes ready or refuses with an error, answers, and
-/// stops on SIGTERM; `status`, `lock list` and `gc --dry-run` return.
+/// stops on SIGTERM; `status`, `lock list`, `gc --dry-run`, `inbox next`,
+/// `validate`, `team validate`, `skills list`, `config show` and `memory
+/// validate` return.
 #[test]
 fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
     use std::os::unix::net::UnixDatagram;
@@ -491,8 +619,17 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
     for rel in READ_PATHS {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("p");
-        project(&root);
-        let at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        read_project(&root);
+        let mut at = root.join(rel.replace("/S/", &format!("/{S}/")));
+        if let Some(prefix) = rel.strip_suffix("/*") {
+            // The one file there (its name is chosen by squadctl).
+            at = fs::read_dir(root.join(prefix))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+        }
         let _ = fs::remove_file(&at);
         fs::create_dir_all(at.parent().unwrap()).unwrap();
         let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
@@ -529,6 +666,12 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
             &["status", "--json"][..],
             &["lock", "list"][..],
             &["gc", "--dry-run"][..],
+            &["inbox", "next", "bob"][..],
+            &["validate"][..],
+            &["team", "validate"][..],
+            &["skills", "list"][..],
+            &["config", "show"][..],
+            &["memory", "validate"][..],
         ] {
             let mut ctl = squadctl()
                 .args(args)
@@ -744,6 +887,92 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
         .filter(|n| n.contains(".tmp."))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
+
+/// A protocol file swapped by rename between a regular file and a FIFO,
+/// over and over for 2 s while squadd runs: squadd never blocks on the FIFO
+/// (every read is non-blocking and checked on the open file), keeps
+/// answering `squadctl status`, and stops cleanly.
+#[test]
+fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
+    use crate::daemon::Daemon;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    let d = Daemon::start(&root);
+    let target = root
+        .join(".squad/sessions")
+        .join(S)
+        .join("role-plan-alice-task_alice.md");
+    // Staged on the same file system, outside the session.
+    let stage = tmp.path().join("stage");
+    fs::create_dir(&stage).unwrap();
+    let (reg, fifo) = (stage.join("reg"), stage.join("fifo"));
+    fs::rename(&target, &reg).unwrap();
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let swapper = {
+        let (stop, swaps, target) = (stop.clone(), swaps.clone(), target.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for staged in [&reg, &fifo] {
+                    fs::rename(staged, &target).unwrap();
+                    std::thread::sleep(Duration::from_micros(500));
+                    fs::rename(&target, staged).unwrap();
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Leave the plan in place, as a regular file.
+            fs::rename(&reg, &target).unwrap();
+        })
+    };
+    let start = std::time::Instant::now();
+    let mut answers = 0;
+    let mut failures = Vec::new();
+    // squadctl falls back to reading the files when squadd does not answer
+    // within 2 s: only `"state": "running"` is squadd's answer.
+    let answered = |out: &Path| {
+        let text = fs::read_to_string(out).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(&text)
+            .is_ok_and(|v| v["daemon"]["state"] == "running")
+    };
+    let out = tmp.path().join("status.json");
+    while start.elapsed() < Duration::from_secs(2) {
+        let mut ctl = squadctl()
+            .args(["status", "--json"])
+            .current_dir(&root)
+            .stdout(fs::File::create(&out).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        match wait_for(&mut ctl, Duration::from_secs(10)) {
+            Some(0) if answered(&out) => answers += 1,
+            other => failures.push(format!(
+                "status after {:?}: {other:?}: {}",
+                start.elapsed(),
+                fs::read_to_string(&out).unwrap_or_default()
+            )),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(
+        answers > 0 && swaps.load(Ordering::Relaxed) > 100,
+        "{answers} answers"
+    );
+    // Still answering once the swapping stops, and stops cleanly.
+    let status = run(squadctl().args(["status", "--json"]).current_dir(&root));
+    assert_eq!(code(&status), 0, "{}", stderr(&status));
+    fs::write(&out, stdout(&status)).unwrap();
+    assert!(answered(&out), "{}", stdout(&status));
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
 }

@@ -490,8 +490,9 @@ impl Supervisor {
         let dir = self.roots[i].session_dir(session);
         match doc.to_file_text() {
             Ok(text) => {
+                // Never through a link planted on the way (see safefs).
                 if let Err(e) =
-                    squad_protocol::write_atomic(&dir.join(doc.file_name()), text.as_bytes())
+                    crate::safefs::write_atomic(&dir.join(doc.file_name()), text.as_bytes())
                 {
                     tracing::warn!(error = %e, "cannot write the message to the lead");
                 }
