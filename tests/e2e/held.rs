@@ -332,6 +332,7 @@ fn the_control_socket_survives_bad_utf8_slowloris_and_idle_crowds() {
     // Slowloris: a byte every 200 ms, never a newline. Hung up on after
     // REQUEST_TIMEOUT (5 s) while other clients are served meanwhile.
     let sl = UnixStream::connect(sock(root)).unwrap();
+    let connected = Instant::now();
     let dribbler = {
         let mut sl = sl.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -351,6 +352,14 @@ fn the_control_socket_survives_bad_utf8_slowloris_and_idle_crowds() {
         .collect();
     for _ in 0..3 {
         status_answers(root);
+    }
+    // Served while the dribbler is still connected and unanswered.
+    if connected.elapsed() < Duration::from_secs(4) {
+        sl.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let e = (&sl).read(&mut b).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        sl.set_nonblocking(false).unwrap();
     }
     let r = read_reply(&sl);
     assert!(r.contains("timed out waiting for a request line"), "{r}");
