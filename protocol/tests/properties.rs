@@ -711,7 +711,7 @@ fn task_assignment() -> BoxedStrategy<TaskAssignment> {
         agent(),
         timestamp(),
         select(Priority::ALL),
-        // Up to the spec's maximum (3650 days, as policy durations).
+        // The range validation accepts (3650 days).
         option::of(1u64..=315_360_000),
     )
         .prop_map(|(task_id, agent, created_at, priority, timeout)| TaskMeta {
@@ -917,8 +917,10 @@ fn error_report() -> BoxedStrategy<ErrorReport> {
         text(),
         text(),
         option::of(rel_path()),
-        option::of(1u64..=u64::MAX),
-        option::of(1u64..=u64::MAX),
+        // The range validation accepts (3650 days).
+        option::of(1u64..=315_360_000),
+        // The range validation accepts (3650 days).
+        option::of(1u64..=315_360_000),
     )
         .prop_map(|(kind, message, file, line, column)| ErrorDetail {
             kind,

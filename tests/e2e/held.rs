@@ -75,6 +75,22 @@ fn sessions_whole(root: &Path, names: &[String]) -> usize {
     archived
 }
 
+/// Waits until archives/ holds more than `before` sessions or `done` says
+/// the process ended.
+fn wait_for_archives(root: &Path, before: usize, mut done: impl FnMut() -> bool) {
+    let archives = root.join(".squad/archives");
+    eventually("archiving started", || {
+        let n = fs::read_dir(&archives)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .count()
+            })
+            .unwrap_or(0);
+        (n > before || done()).then_some(())
+    });
+}
+
 fn kill9(pid: u32) {
     let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
@@ -106,11 +122,13 @@ fn gc_killed_mid_run_leaves_every_archive_whole_and_loses_no_session() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(5 + rand(40)));
+        // Killed once it has archived something, a few ms later.
+        wait_for_archives(root, before, || gc.try_wait().unwrap().is_some());
+        std::thread::sleep(Duration::from_millis(rand(10)));
         kill9(gc.id());
         let status = gc.wait().unwrap();
         let after = sessions_whole(root, &names);
-        if status.code().is_none() && after < names.len() {
+        if status.code().is_none() && after > before && after < names.len() {
             killed_mid_run += 1;
         }
         assert!(after >= before, "an archive never moves back");
@@ -136,6 +154,7 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
     .unwrap();
     let mut names = Vec::new();
     let mut rand = xorshift(0x51);
+    let mut killed_mid_run = 0;
     for round in 0..4 {
         // New sessions to archive each round, so every kill has work to cut.
         for i in 0..40 {
@@ -143,16 +162,30 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
             completed(root, &n);
             names.push(n);
         }
-        let d = Daemon::start(root);
-        // The scheduled run starts within a second of READY.
-        std::thread::sleep(Duration::from_millis(200 + rand(1000)));
+        let before = sessions_whole(root, &names);
+        let mut d = Daemon::start(root);
+        // The scheduled run starts within a second of READY; killed once it
+        // has archived something, a few ms later.
+        wait_for_archives(root, before, || d.child.try_wait().unwrap().is_some());
+        std::thread::sleep(Duration::from_millis(rand(10)));
         d.kill9();
-        sessions_whole(root, &names);
+        let after = sessions_whole(root, &names);
+        if after < names.len() {
+            killed_mid_run += 1;
+        }
     }
-    let _d = Daemon::start(root);
+    assert!(killed_mid_run > 0, "at least one kill landed mid-retention");
+    let d = Daemon::start(root);
     eventually("the last squadd archives every session", || {
-        (sessions_whole(root, &names) == names.len()).then_some(())
+        names
+            .iter()
+            .all(|n| root.join(".squad/archives").join(n).exists())
+            .then_some(())
     });
+    // Checked at rest: a session moving under the check is not a fault.
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(sessions_whole(root, &names), names.len());
 }
 
 const LOCK_SESSION: &str = "20240115T100000Z-locks";
@@ -299,6 +332,7 @@ fn the_control_socket_survives_bad_utf8_slowloris_and_idle_crowds() {
     // Slowloris: a byte every 200 ms, never a newline. Hung up on after
     // REQUEST_TIMEOUT (5 s) while other clients are served meanwhile.
     let sl = UnixStream::connect(sock(root)).unwrap();
+    let connected = Instant::now();
     let dribbler = {
         let mut sl = sl.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -318,6 +352,14 @@ fn the_control_socket_survives_bad_utf8_slowloris_and_idle_crowds() {
         .collect();
     for _ in 0..3 {
         status_answers(root);
+    }
+    // Served while the dribbler is still connected and unanswered.
+    if connected.elapsed() < Duration::from_secs(4) {
+        sl.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let e = (&sl).read(&mut b).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        sl.set_nonblocking(false).unwrap();
     }
     let r = read_reply(&sl);
     assert!(r.contains("timed out waiting for a request line"), "{r}");
