@@ -302,3 +302,76 @@ fn an_invalid_policy_at_start_runs_on_the_defaults_and_names_the_field() {
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
 }
+
+/// squadd's open descriptors, by number.
+fn open_fds(pid: u32) -> std::collections::BTreeSet<u64> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Sets squadd's soft RLIMIT_NOFILE (the hard one stays, so it can be
+/// raised back).
+fn set_soft_nofile(pid: u32, soft: u64) {
+    let out = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={soft}:"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 10: a read or a delivery failing because squadd is out of file
+/// descriptors (EMFILE) is the machine's fault, never the file's: it is
+/// retried, no `file-invalid`/`unreadable` is recorded against the message,
+/// and once descriptors are free again it is delivered (a failed delivery
+/// was dropped until the next restart).
+#[test]
+fn a_read_failing_with_emfile_is_retried_never_blamed_on_the_file() {
+    let tmp = project();
+    let root = tmp.path();
+    let d = Daemon::start(root);
+    let pid = d.pid();
+    let soft: u64 = fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        .unwrap();
+    // The lowest free descriptor number as the limit: the next open fails.
+    let fds = open_fds(pid);
+    let lowest_free = (0..).find(|n| !fds.contains(n)).unwrap();
+    set_soft_nofile(pid, lowest_free);
+    let name = write_message_as(root, "alice", "msg_emfile", "2024-01-15T10:00:00Z");
+    let s = root.join(".squad/sessions").join(S);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !s.join("inbox/bob/new").exists()
+            || fs::read_dir(s.join("inbox/bob/new")).unwrap().count() == 0,
+        "delivered without a descriptor?"
+    );
+    set_soft_nofile(pid, soft);
+    eventually("delivered once descriptors are free", || {
+        listed(root)?
+            .iter()
+            .any(|m| m["message_id"] == "msg_emfile")
+            .then_some(())
+    });
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    for line in audit.lines().filter(|l| l.contains(&name)) {
+        assert!(
+            !line.contains("file-invalid") && !line.contains("unreadable"),
+            "blamed on the file: {line}"
+        );
+    }
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0);
+    // The limit did bite (the read or the delivery failed) and the message
+    // still arrived.
+    assert!(log.contains("Too many open files"), "{log}");
+}

@@ -1798,6 +1798,13 @@ impl Supervisor {
         let (bytes, routed_from) = match &d.body {
             routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
                 Ok(b) => (b, None),
+                // Out of descriptors: the machine's fault, tried again.
+                Err(squad_protocol::fsx::ReadError::Io(e))
+                    if squad_protocol::fsx::is_transient_io(&e) =>
+                {
+                    self.retry_delivery(i, d);
+                    return;
+                }
                 // Vanished or changed into something unreadable: its own
                 // event will bring it back if it returns.
                 Err(_) => return,
@@ -1855,6 +1862,14 @@ impl Supervisor {
                 );
                 self.hooks.start(hook);
             }
+            // Out of descriptors (EMFILE) and the like pass: a delivery
+            // failing so is tried again, never dropped (and not audited at
+            // every retry).
+            Err(e) if squad_protocol::fsx::is_transient_io(&e) => {
+                self.hooks.cancel(hook);
+                tracing::warn!(session = %d.session, to = %d.to, error = %e, "delivery failed; retrying");
+                self.retry_delivery(i, d);
+            }
             Err(e) => {
                 self.hooks.cancel(hook);
                 self.log.emit(
@@ -1865,9 +1880,29 @@ impl Supervisor {
                         output: format!("inbox of {}", d.to),
                         error: e.to_string(),
                     },
-                )
+                );
             }
         }
+    }
+
+    /// Parks a delivery that failed for a passing reason (out of file
+    /// descriptors) as waiting, offered again a moment later.
+    fn retry_delivery(&mut self, i: usize, d: routing::Delivery) {
+        let slot = (d.to.clone(), d.name.clone());
+        let timer = Timer::Delivery {
+            root: i,
+            session: d.session.clone(),
+            to: slot.0.clone(),
+            name: slot.1.clone(),
+        };
+        self.roots[i]
+            .mail
+            .entry(d.session.clone())
+            .or_default()
+            .waiting
+            .insert(slot, d);
+        self.timers
+            .set(timer, Instant::now() + Duration::from_millis(250));
     }
 
     /// An escalation time passed: one `stat` of the inbox file says whether
