@@ -212,7 +212,7 @@ pub fn place_session_findings(findings: Vec<SessionFinding>) -> Vec<Diagnostic> 
 }
 
 /// Turns session findings into diagnostics, placing them in the text
-/// `text_of` gives for each file (the daemon keeps the text it indexed, so
+/// `text_of` gives for each file (the daemon keeps the text of plans and status files it indexed, so
 /// placing never reads the disk again).
 pub fn place_session_findings_with<'a>(
     findings: Vec<SessionFinding>,
