@@ -212,8 +212,9 @@ pub fn place_session_findings(findings: Vec<SessionFinding>) -> Vec<Diagnostic> 
 }
 
 /// Turns session findings into diagnostics, placing them in the text
-/// `text_of` gives for each file (the daemon keeps the text it indexed, so
-/// placing never reads the disk again).
+/// `text_of` gives for each file (the daemon keeps the indexed text of plans
+/// and status files, and field positions of the others, so placing never
+/// reads the disk again).
 pub fn place_session_findings_with<'a>(
     findings: Vec<SessionFinding>,
     text_of: impl Fn(&Path) -> Option<std::borrow::Cow<'a, str>>,

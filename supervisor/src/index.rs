@@ -8,12 +8,12 @@ use chrono::{DateTime, Utc};
 use squad_protocol::model::{
     Document, ErrorSeverity, MessageType, Phase, Priority, SessionState, TaskStatus, Timestamp,
 };
-use squad_protocol::session::{SessionMember, check_session};
+use squad_protocol::session::{SessionFinding, SessionMember, check_session};
 use squad_protocol::tree::{
     parallel_map, place_session_findings_with, session_dirs, session_files,
 };
 use squad_protocol::validate::{Facts, ReadFailure, check_bytes, read_checked};
-use squad_protocol::{Diagnostic, FileKind};
+use squad_protocol::{Diagnostic, FileKind, Location};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -266,10 +266,95 @@ pub struct IndexedFile {
     pub diagnostics: Vec<Diagnostic>,
     /// A hash of the bytes, to tell real changes from repeated events.
     pub fingerprint: u64,
-    /// The text as indexed (when UTF-8): session findings are placed in it,
-    /// with the positions of the bytes the fingerprint names, never by
-    /// reading the file again.
+    /// The text as indexed (when UTF-8), kept for plans and status files
+    /// only: session findings are placed in it, with the positions of the
+    /// bytes the fingerprint names, never by reading the file again.
     pub text: Option<std::sync::Arc<str>>,
+    /// For the other kinds (the bulk of a session: messages, progress,
+    /// error reports), where each field a session rule can name is, found
+    /// when indexed, instead of the text (see [`anchored`]).
+    pub anchors: Box<[(&'static [&'static str], Option<Location>)]>,
+}
+
+/// Whether a kind keeps its text in the index: the graph rules place
+/// findings anywhere in a plan or status file, status edits and runners
+/// read them; session rules on the other kinds name a few fields only.
+fn keeps_text(kind: FileKind) -> bool {
+    matches!(kind, FileKind::TaskAssignment | FileKind::SessionStatus)
+}
+
+/// The fields session rules name in a file that keeps no text: the task it
+/// refers to (`unknown-task`), its message id (`duplicate-message-id`) and a
+/// progress writer (`agent-mismatch`).
+pub fn anchored(kind: FileKind) -> Vec<&'static [&'static str]> {
+    let mut fields = vec![squad_protocol::validate::task_ref_field(kind)];
+    match kind {
+        FileKind::Message => fields.push(&["meta", "message_id"]),
+        FileKind::ProgressUpdate => fields.push(&["meta", "agent"]),
+        _ => {}
+    }
+    fields
+}
+
+/// Where each of a kind's anchored fields is in `text`: the positions
+/// placing a finding on it in the text would give.
+fn anchors_in(
+    path: &Path,
+    kind: FileKind,
+    text: &str,
+) -> Box<[(&'static [&'static str], Option<Location>)]> {
+    let fields = anchored(kind);
+    let probes = fields
+        .iter()
+        .map(|field| squad_protocol::validate::Finding {
+            rule: squad_protocol::Rule::UnknownTask,
+            field: field
+                .iter()
+                .map(|k| squad_protocol::locate::PathSeg::Key((*k).to_string()))
+                .collect(),
+            target: squad_protocol::locate::Target::Value,
+            message: String::new(),
+            hint: String::new(),
+        })
+        .collect();
+    let placed = squad_protocol::tree::place_in_text(path, Some(text), probes);
+    fields
+        .into_iter()
+        .zip(placed.into_iter().map(|d| d.location))
+        .collect()
+}
+
+/// Places session findings on a session's files: in the indexed text of a
+/// file that keeps it, at the anchors of one that does not (the same
+/// positions), without a position otherwise.
+pub fn place_findings(
+    files: &BTreeMap<String, IndexedFile>,
+    findings: Vec<SessionFinding>,
+) -> Vec<Diagnostic> {
+    let file_of = |path: &Path| files.get(path.file_name()?.to_str()?);
+    let mut out = Vec::new();
+    let mut rest = Vec::new();
+    for f in findings {
+        match file_of(&f.path).filter(|i| !f.on_directory && !i.anchors.is_empty()) {
+            Some(i) => {
+                let at = i.anchors.iter().find_map(|(field, at)| {
+                    let same = field.len() == f.finding.field.len()
+                        && field.iter().zip(&f.finding.field).all(|(k, seg)| {
+                            matches!(seg, squad_protocol::locate::PathSeg::Key(s) if s == k)
+                        });
+                    same.then_some(*at)
+                });
+                let g = f.finding;
+                out.push(Diagnostic::new(&f.path, g.rule, g.message, g.hint).at(at.flatten()));
+            }
+            None => rest.push(f),
+        }
+    }
+    out.extend(place_session_findings_with(rest, |path| {
+        let text = file_of(path)?.text.as_deref()?;
+        Some(std::borrow::Cow::Borrowed(text))
+    }));
+    out
 }
 
 impl SessionMember for IndexedFile {
@@ -295,6 +380,7 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
 /// Builds an index entry from a file's bytes (pure).
 pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
     let report = check_bytes(path, kind, bytes);
+    let text = std::str::from_utf8(bytes).ok();
     IndexedFile {
         path: path.to_path_buf(),
         kind,
@@ -302,7 +388,11 @@ pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
         facts: report.facts,
         diagnostics: report.diagnostics,
         fingerprint: fingerprint(bytes),
-        text: std::str::from_utf8(bytes).ok().map(std::sync::Arc::from),
+        text: text.filter(|_| keeps_text(kind)).map(std::sync::Arc::from),
+        anchors: match text {
+            Some(t) if !keeps_text(kind) => anchors_in(path, kind, t),
+            _ => Box::default(),
+        },
     }
 }
 
@@ -327,6 +417,7 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
                 diagnostics: vec![d],
                 fingerprint: 0,
                 text: None,
+                anchors: Box::default(),
             }))
         }
     }
@@ -365,11 +456,7 @@ impl SessionIndex {
     pub fn recheck(&mut self) {
         let files: Vec<&IndexedFile> = self.files.values().collect();
         let findings = check_session(&self.dir, &files);
-        self.session_diagnostics = place_session_findings_with(findings, |path| {
-            let name = path.file_name()?.to_str()?;
-            let text = self.files.get(name)?.text.as_deref()?;
-            Some(std::borrow::Cow::Borrowed(text))
-        });
+        self.session_diagnostics = place_findings(&self.files, findings);
     }
 
     /// Every diagnostic of the session: file rules and session rules.
@@ -479,4 +566,49 @@ pub fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
 /// The current time, in one place, so everything below takes `now` as a value.
 pub fn now() -> DateTime<Utc> {
     Utc::now()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// A message keeps no text, yet its session findings land where placing
+    /// them in its text would put them.
+    #[test]
+    fn findings_on_a_message_land_where_its_text_would_place_them() {
+        let dir = Path::new("/p/.squad/sessions/20240115T100000Z");
+        let text = "meta:\n  message_id: msg_1\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: question\nsubject: s\nmessage: m\ncontext:\n  task_id: task_9\n";
+        let mut files = BTreeMap::new();
+        for name in [
+            "role-comm-bob-to-alice-msg_1.md",
+            "role-comm-bob-to-carol-msg_1.md",
+        ] {
+            let f = index_bytes(&dir.join(name), FileKind::Message, text.as_bytes());
+            assert!(f.text.is_none(), "messages keep no text");
+            files.insert(name.to_string(), f);
+        }
+        let all: Vec<&IndexedFile> = files.values().collect();
+        let findings = check_session(dir, &all);
+        let rules: BTreeSet<_> = findings.iter().map(|f| f.finding.rule).collect();
+        assert!(
+            rules.contains(&squad_protocol::Rule::UnknownTask),
+            "{findings:?}"
+        );
+        assert!(
+            rules.contains(&squad_protocol::Rule::DuplicateMessageId),
+            "{findings:?}"
+        );
+        let from_text = place_session_findings_with(findings.clone(), |_| {
+            Some(std::borrow::Cow::Borrowed(text))
+        });
+        let sorted = |mut v: Vec<Diagnostic>| {
+            v.sort_by_key(|d| format!("{d:?}"));
+            v
+        };
+        let placed = sorted(place_findings(&files, findings));
+        let on_files = placed.iter().filter(|d| d.path.extension().is_some());
+        assert!(on_files.clone().count() >= 2 && on_files.clone().all(|d| d.location.is_some()));
+        assert_eq!(placed, sorted(from_text));
+    }
 }

@@ -29,7 +29,6 @@ use squad_protocol::model::{SessionState, TaskStatus};
 use squad_protocol::session::{
     SessionFinding, check_session, duplicate_message_ids, member_finding,
 };
-use squad_protocol::tree::place_session_findings_with;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -528,11 +527,7 @@ impl SessionCore {
 
     /// Places findings in the text each file had when indexed (no reads).
     fn place(&self, findings: Vec<SessionFinding>) -> Vec<squad_protocol::Diagnostic> {
-        place_session_findings_with(findings, |path| {
-            let name = path.file_name()?.to_str()?;
-            let text = self.index.files.get(name)?.text.as_deref()?;
-            Some(std::borrow::Cow::Borrowed(text))
-        })
+        crate::index::place_findings(&self.index.files, findings)
     }
 
     /// Runs the message-id rule over the session's messages (only ids
