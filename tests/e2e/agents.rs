@@ -8,27 +8,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// squadctl in `root`, with none of the agent environment leaking in.
-fn ctl(root: &Path) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert_eq!(
-        code(&out),
-        0,
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
-
 /// A project with one active session; returns (tempdir, session dir).
 fn project() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();

@@ -8,27 +8,7 @@ use crate::support::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn ctl(root: &Path) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert_eq!(
-        code(&out),
-        0,
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
+use std::process::{Command, Stdio};
 
 /// The subjects of squadd's notices in an agent's inbox (read or not).
 fn notices(session: &Path, agent: &str) -> Vec<String> {

@@ -7,29 +7,8 @@ use crate::daemon::{Daemon, eventually};
 use crate::support::*;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-fn ctl(root: &Path) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert_eq!(
-        code(&out),
-        0,
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
 
 fn status_of(dir: &Path) -> serde_yaml::Value {
     let text = fs::read_to_string(dir.join("session-status.md")).unwrap();

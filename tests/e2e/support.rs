@@ -77,3 +77,27 @@ pub fn two_agent_session(root: &Path, session: &str) -> PathBuf {
 /// A policy turning off every notice squadd sends agents, for tests that
 /// count what inboxes hold (notices are tested in notices.rs).
 pub const NO_NOTICES: &str = "notices:\n  task_ready: false\n  task_overdue: false\n  file_invalid: false\n  dependency_violation: false\n";
+
+/// squadctl in `root`, with none of the agent environment (`SQUAD_AGENT`,
+/// `SQUAD_TASK`, `SQUAD_SESSION`) leaking in from the test's own.
+pub fn ctl(root: &Path) -> Command {
+    let mut c = squadctl();
+    c.current_dir(root)
+        .env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION");
+    c
+}
+
+/// The stdout of a command that must have succeeded (exit 0); its output
+/// is in the failure message otherwise.
+pub fn ok(out: Output) -> String {
+    assert_eq!(
+        code(&out),
+        0,
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
