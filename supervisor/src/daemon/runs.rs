@@ -455,6 +455,38 @@ impl Supervisor {
     /// A high-priority message from `squadd` to the lead named by policy,
     /// written into the session as a protocol file (the normal routing
     /// delivers it).
+    /// A run that could not start (its folder, its prompt or the spawn
+    /// failed): a `run-failed` event and word to the lead; the task is held.
+    fn report_start_failure(
+        &mut self,
+        i: usize,
+        c: &Candidate,
+        dir: Option<&Path>,
+        error: &str,
+        wall: DateTime<Utc>,
+    ) {
+        self.log.emit(
+            i,
+            Some(&c.session),
+            dir,
+            EventKind::RunFailed {
+                task_id: c.task.clone(),
+                agent: c.agent.clone(),
+                error: error.to_string(),
+            },
+        );
+        self.tell_lead(
+            i,
+            &c.session,
+            &c.task,
+            &format!(
+                "The runner of {} ({}) could not start: {error}. The task is held; `squadctl run {}` tries again.",
+                c.task, c.agent, c.task
+            ),
+            wall,
+        );
+    }
+
     fn tell_lead(&mut self, i: usize, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
         let Some(lead) = self.roots[i].policy.runners.lead.clone() else {
             return;
@@ -597,26 +629,7 @@ impl Supervisor {
                     retry_at: None,
                     held: true,
                 };
-                self.log.emit(
-                    i,
-                    Some(&c.session),
-                    None,
-                    EventKind::RunFailed {
-                        task_id: c.task.clone(),
-                        agent: c.agent.clone(),
-                        error: error.clone(),
-                    },
-                );
-                self.tell_lead(
-                    i,
-                    &c.session,
-                    &c.task,
-                    &format!(
-                        "The runner of {} ({}) could not start: {error}. The task is held; `squadctl run {}` tries again.",
-                        c.task, c.agent, c.task
-                    ),
-                    wall,
-                );
+                self.report_start_failure(i, c, None, &error, wall);
                 self.runs.roots[i]
                     .past
                     .insert((c.session.clone(), c.task.clone()), rec);
@@ -744,26 +757,7 @@ impl Supervisor {
                 if let Err(e) = runners::write_record(&dir, &rec) {
                     tracing::warn!(error = %e, "cannot write run.json");
                 }
-                self.log.emit(
-                    i,
-                    Some(&c.session),
-                    Some(&dir),
-                    EventKind::RunFailed {
-                        task_id: c.task.clone(),
-                        agent: c.agent.clone(),
-                        error: error.clone(),
-                    },
-                );
-                self.tell_lead(
-                    i,
-                    &c.session,
-                    &c.task,
-                    &format!(
-                        "The runner of {} ({}) could not start: {error}",
-                        c.task, c.agent
-                    ),
-                    wall,
-                );
+                self.report_start_failure(i, c, Some(&dir), &error, wall);
                 self.runs.roots[i].past.insert(key, rec);
                 Err(Failed::Reported(error))
             }
