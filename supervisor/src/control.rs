@@ -226,7 +226,25 @@ impl Client {
 
     /// Sends one request and reads its response.
     pub fn call(&mut self, method: Method) -> Result<Json, ClientError> {
-        self.send(method)?;
+        match self.send(method) {
+            Ok(()) => {}
+            // A squadd that refuses the connection (another user) answers
+            // and closes without reading: the request meets a closed pipe,
+            // and the answer is still there to read.
+            Err(ClientError::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return match self.read() {
+                    Ok(Some(answer)) => Ok(answer),
+                    Err(ClientError::Daemon(refusal)) => Err(ClientError::Daemon(refusal)),
+                    _ => Err(ClientError::Io(e)),
+                };
+            }
+            Err(e) => return Err(e),
+        }
         self.read()?.ok_or_else(|| {
             ClientError::Io(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

@@ -365,7 +365,7 @@ mod tests {
             let kind = FileKind::from_file_name(name).unwrap();
             let f = index_bytes(&dir.join(name), kind, text.as_bytes());
             assert!(f.diagnostics.is_empty(), "{name}: {:?}", f.diagnostics);
-            s.files.insert((*name).to_string(), f);
+            s.insert((*name).to_string(), f);
         }
         s
     }

@@ -154,13 +154,14 @@ pub enum Entry {
     /// `session-status.md`.
     Status(StatusInfo),
     /// A task assignment.
-    Plan(Plan),
+    Plan(Box<Plan>),
     /// A progress update.
-    Progress(Progress),
-    /// A message.
+    Progress(Box<Progress>),
+    /// A message (inline: the bulk of a long session, so no variant may
+    /// be larger than it).
     Message(MessageInfo),
     /// An error report.
-    Error(ErrorInfo),
+    Error(Box<ErrorInfo>),
     /// The file has errors; see its diagnostics.
     Invalid,
 }
@@ -182,7 +183,7 @@ impl Entry {
                 failed_at: d.failed_at,
                 archived_at: d.archived_at,
             }),
-            Document::TaskAssignment(d) => Entry::Plan(Plan {
+            Document::TaskAssignment(d) => Entry::Plan(Box::new(Plan {
                 requires: d.requires().to_vec(),
                 blocks: d.blocks().to_vec(),
                 allowed: d.allowed().to_vec(),
@@ -191,8 +192,8 @@ impl Entry {
                 agent: d.meta.agent,
                 priority: d.meta.priority,
                 timeout: d.meta.timeout,
-            }),
-            Document::ProgressUpdate(d) => Entry::Progress(Progress {
+            })),
+            Document::ProgressUpdate(d) => Entry::Progress(Box::new(Progress {
                 task_id: d.meta.task_id,
                 agent: d.meta.agent,
                 status: d.status,
@@ -224,7 +225,7 @@ impl Entry {
                         data: x.data.map_or(serde_json::Value::Null, yaml_to_json),
                     })
                     .collect(),
-            }),
+            })),
             Document::Message(d) => Entry::Message(MessageInfo {
                 message_id: d.meta.message_id,
                 from_agent: d.meta.from_agent,
@@ -236,7 +237,7 @@ impl Entry {
                 response_needed: d.response_needed.unwrap_or(false),
                 in_reply_to: d.in_reply_to,
             }),
-            Document::ErrorReport(d) => Entry::Error(ErrorInfo {
+            Document::ErrorReport(d) => Entry::Error(Box::new(ErrorInfo {
                 error_id: d.error_id,
                 agent: d.agent,
                 task_id: d.task_id,
@@ -246,7 +247,7 @@ impl Entry {
                 suggested_agent: d.suggested_agent,
                 error_type: d.error.kind,
                 error_message: d.error.message,
-            }),
+            })),
         }
     }
 }
@@ -273,8 +274,14 @@ pub struct IndexedFile {
     /// For the other kinds (the bulk of a session: messages, progress,
     /// error reports), where each field a session rule can name is, found
     /// when indexed, instead of the text (see [`anchored`]).
-    pub anchors: Box<[(&'static [&'static str], Option<Location>)]>,
+    pub anchors: Anchors,
 }
+
+/// Where each of a kind's [`anchored`] fields is in a file that keeps no
+/// text, in the order `anchored` names them (`None`: not found, or the
+/// file keeps its text). Inline: a message's entry holds no allocation for
+/// it.
+pub type Anchors = [Option<Location>; 2];
 
 /// Whether a kind keeps its text in the index: the graph rules place
 /// findings anywhere in a plan or status file, status edits and runners
@@ -293,16 +300,14 @@ pub fn anchored(kind: FileKind) -> Vec<&'static [&'static str]> {
         FileKind::ProgressUpdate => fields.push(&["meta", "agent"]),
         _ => {}
     }
+    // [`Anchors`] holds as many.
+    debug_assert!(fields.len() <= 2);
     fields
 }
 
 /// Where each of a kind's anchored fields is in `text`: the positions
 /// placing a finding on it in the text would give.
-fn anchors_in(
-    path: &Path,
-    kind: FileKind,
-    text: &str,
-) -> Box<[(&'static [&'static str], Option<Location>)]> {
+fn anchors_in(path: &Path, kind: FileKind, text: &str) -> Anchors {
     let fields = anchored(kind);
     let probes = fields
         .iter()
@@ -318,32 +323,36 @@ fn anchors_in(
         })
         .collect();
     let placed = squad_protocol::tree::place_in_text(path, Some(text), probes);
-    fields
-        .into_iter()
-        .zip(placed.into_iter().map(|d| d.location))
-        .collect()
+    let mut anchors = Anchors::default();
+    for (slot, d) in anchors.iter_mut().zip(placed) {
+        *slot = d.location;
+    }
+    anchors
 }
 
 /// Places session findings on a session's files: in the indexed text of a
 /// file that keeps it, at the anchors of one that does not (the same
 /// positions), without a position otherwise.
 pub fn place_findings(
-    files: &BTreeMap<String, IndexedFile>,
+    files: &BTreeMap<String, Box<IndexedFile>>,
     findings: Vec<SessionFinding>,
 ) -> Vec<Diagnostic> {
     let file_of = |path: &Path| files.get(path.file_name()?.to_str()?);
     let mut out = Vec::new();
     let mut rest = Vec::new();
     for f in findings {
-        match file_of(&f.path).filter(|i| !f.on_directory && !i.anchors.is_empty()) {
+        match file_of(&f.path).filter(|i| !f.on_directory && !keeps_text(i.kind)) {
             Some(i) => {
-                let at = i.anchors.iter().find_map(|(field, at)| {
-                    let same = field.len() == f.finding.field.len()
+                let at = anchored(i.kind)
+                    .into_iter()
+                    .zip(i.anchors)
+                    .find_map(|(field, at)| {
+                        let same = field.len() == f.finding.field.len()
                         && field.iter().zip(&f.finding.field).all(|(k, seg)| {
                             matches!(seg, squad_protocol::locate::PathSeg::Key(s) if s == k)
                         });
-                    same.then_some(*at)
-                });
+                        same.then_some(at)
+                    });
                 let g = f.finding;
                 out.push(Diagnostic::new(&f.path, g.rule, g.message, g.hint).at(at.flatten()));
             }
@@ -391,7 +400,7 @@ pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
         text: text.filter(|_| keeps_text(kind)).map(std::sync::Arc::from),
         anchors: match text {
             Some(t) if !keeps_text(kind) => anchors_in(path, kind, t),
-            _ => Box::default(),
+            _ => Anchors::default(),
         },
     }
 }
@@ -417,7 +426,7 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
                 diagnostics: vec![d],
                 fingerprint: 0,
                 text: None,
-                anchors: Box::default(),
+                anchors: Anchors::default(),
             }))
         }
     }
@@ -431,7 +440,7 @@ pub struct SessionIndex {
     /// The directory.
     pub dir: PathBuf,
     /// Protocol files by file name.
-    pub files: BTreeMap<String, IndexedFile>,
+    pub files: BTreeMap<String, Box<IndexedFile>>,
     /// Session-rule diagnostics, recomputed when files change.
     pub session_diagnostics: Vec<Diagnostic>,
 }
@@ -451,10 +460,20 @@ impl SessionIndex {
         }
     }
 
+    /// The indexed file of that name.
+    pub fn file(&self, name: &str) -> Option<&IndexedFile> {
+        self.files.get(name).map(Box::as_ref)
+    }
+
+    /// Indexes (or re-indexes) a file of the session.
+    pub fn insert(&mut self, name: String, file: IndexedFile) {
+        self.files.insert(name, Box::new(file));
+    }
+
     /// Recomputes the session-rule diagnostics, placing findings in the
     /// text each file had when indexed (no reads).
     pub fn recheck(&mut self) {
-        let files: Vec<&IndexedFile> = self.files.values().collect();
+        let files: Vec<&IndexedFile> = self.files.values().map(Box::as_ref).collect();
         let findings = check_session(&self.dir, &files);
         self.session_diagnostics = place_findings(&self.files, findings);
     }
@@ -482,7 +501,7 @@ impl SessionIndex {
     /// Valid task assignments.
     pub fn plans(&self) -> impl Iterator<Item = &Plan> {
         self.files.values().filter_map(|f| match &f.entry {
-            Entry::Plan(p) => Some(p),
+            Entry::Plan(p) => Some(p.as_ref()),
             _ => None,
         })
     }
@@ -490,7 +509,7 @@ impl SessionIndex {
     /// Valid progress updates.
     pub fn progress(&self) -> impl Iterator<Item = &Progress> {
         self.files.values().filter_map(|f| match &f.entry {
-            Entry::Progress(p) => Some(p),
+            Entry::Progress(p) => Some(p.as_ref()),
             _ => None,
         })
     }
@@ -536,7 +555,7 @@ pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, Ses
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            sessions[*i].files.insert(name, file);
+            sessions[*i].insert(name, file);
         }
     }
     let mut out = BTreeMap::new();
@@ -556,7 +575,7 @@ pub fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            s.files.insert(name, file);
+            s.insert(name, file);
         }
     }
     s.recheck();
@@ -586,9 +605,9 @@ mod tests {
         ] {
             let f = index_bytes(&dir.join(name), FileKind::Message, text.as_bytes());
             assert!(f.text.is_none(), "messages keep no text");
-            files.insert(name.to_string(), f);
+            files.insert(name.to_string(), Box::new(f));
         }
-        let all: Vec<&IndexedFile> = files.values().collect();
+        let all: Vec<&IndexedFile> = files.values().map(Box::as_ref).collect();
         let findings = check_session(dir, &all);
         let rules: BTreeSet<_> = findings.iter().map(|f| f.finding.rule).collect();
         assert!(

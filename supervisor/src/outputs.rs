@@ -582,7 +582,7 @@ mod tests {
         let mut s = SessionIndex::new(dir.clone());
         for (name, text) in files {
             let kind = FileKind::from_file_name(name).unwrap();
-            s.files.insert(
+            s.insert(
                 (*name).to_string(),
                 index_bytes(&dir.join(name), kind, text.as_bytes()),
             );

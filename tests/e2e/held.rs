@@ -446,11 +446,18 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
     fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     let d = Daemon::start_with_env(root, &[("SQUADD_MAX_QUEUED", "256")]);
     const N: usize = 1000;
+    // One file in 20 is broken: each must be reported once, whether its
+    // notification was dropped or not (a rescan announces what it finds).
+    let broken = |i: usize| i % 20 == 19;
     for i in 0..N {
         let id = format!("msg_{i:05}");
-        let text = format!(
-            "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: notification\nsubject: s{i}\nmessage: m{i}\n"
-        );
+        let text = if broken(i) {
+            format!("meta: [unclosed {i}\n")
+        } else {
+            format!(
+                "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: notification\nsubject: s{i}\nmessage: m{i}\n"
+            )
+        };
         let tmp = session.join(format!(".{id}.partial"));
         fs::write(&tmp, text).unwrap();
         fs::rename(
@@ -459,13 +466,17 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         )
         .unwrap();
     }
+    let valid = (0..N).filter(|i| !broken(*i)).count();
     let ids = eventually("every message delivered", || {
         let ids = inbox_ids(&session, "bob");
-        (ids.len() == N).then_some(ids)
+        (ids.len() == valid).then_some(ids)
     });
     assert!(ids.values().all(|n| *n == 1), "none twice");
     let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
-    assert_eq!(audit.matches("\"kind\":\"message-delivered\"").count(), N);
+    assert_eq!(
+        audit.matches("\"kind\":\"message-delivered\"").count(),
+        valid
+    );
     let rescans = || {
         fs::read_to_string(root.join(".squad/audit.jsonl"))
             .unwrap()
@@ -479,6 +490,16 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         std::thread::sleep(Duration::from_millis(1500));
         (rescans() == before).then_some(())
     });
+    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let invalid: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"file-invalid\""))
+        .collect();
+    assert_eq!(
+        invalid.len(),
+        N - valid,
+        "each broken file reported once: {invalid:#?}"
+    );
     status_answers(root);
     let (code, _) = d.terminate();
     assert_eq!(code, 0);

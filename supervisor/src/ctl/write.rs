@@ -271,7 +271,7 @@ fn write_doc(session: &SessionIndex, doc: &Document) -> Result<PathBuf, Refused>
         .map(diagnostic_key)
         .collect();
     let mut with = session.clone();
-    with.files.insert(name, file);
+    with.insert(name, file);
     with.recheck();
     let new: Vec<Diagnostic> = with
         .session_diagnostics

@@ -1116,27 +1116,48 @@ impl Supervisor {
         }
         self.watch_root(i);
         self.timers.set(Timer::Skills(i), Instant::now());
-        let fresh = match scan_root(&root, default_threads()) {
-            Ok(s) => s,
+        let listed = match squad_protocol::tree::session_dirs(&root) {
+            Ok(dirs) => dirs,
             Err(e) => {
                 tracing::error!(error = %e, "rescan failed");
                 return Vec::new();
             }
         };
-        // The index it replaces is freed below: memory goes back once the
-        // rescans of a burst are over.
+        // squadd supervises only directories named like sessions (see
+        // intake::classify).
+        let mut names: BTreeSet<String> = listed
+            .iter()
+            .filter_map(|d| d.file_name()?.to_str())
+            .filter(|n| squad_protocol::ids::is_session_dir_name(n))
+            .map(str::to_string)
+            .collect();
+        // What the reads of a rescan used goes back once the rescans of a
+        // burst are over.
         self.timers.set(Timer::Trim, Instant::now() + TRIM_DELAY);
         let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
-        let mut names: BTreeSet<String> = fresh.keys().cloned().collect();
         for gone in old.difference(&names) {
             self.forget_session(i, gone);
         }
         // What changed while events were lost is announced as changes.
         let wall = Utc::now();
-        for (name, index) in fresh {
-            let out = self.roots[i].load_session(index, wall, true);
-            self.take_outcome(i, &name, out, wall, false);
-            self.seed_mail(i, &name, wall);
+        for name in &names {
+            if old.contains(name) {
+                self.rescan_session(i, name);
+            } else {
+                match scan_session(&self.roots[i].session_dir(name)) {
+                    Ok(index) => {
+                        let out = self.roots[i].load_session(index, wall, true);
+                        self.take_outcome(i, name, out, wall, false);
+                    }
+                    // Gone between the listing and the scan: its own event
+                    // follows.
+                    Err(e) => {
+                        tracing::debug!(session = %name, error = %e, "session not scanned");
+                        continue;
+                    }
+                }
+            }
+            self.seed_mail(i, name, wall);
         }
         let was_missing = std::mem::replace(&mut self.roots[i].missing, false);
         let reason = if was_missing {
@@ -1155,6 +1176,47 @@ impl Supervisor {
         );
         names.extend(old);
         names.into_iter().collect()
+    }
+
+    /// Brings a known session up to date after lost events: each file on
+    /// disk goes the one way a file event goes ([`Self::apply_file`]: the
+    /// same bytes as indexed are not parsed again), each indexed file no
+    /// longer on disk is a removal. Beyond reading the files, the work is
+    /// proportional to what changed, and the session is never indexed
+    /// twice (a burst that overflows the notification queue rescans again
+    /// and again: a second index each time was most of squadd's memory
+    /// after such a burst).
+    fn rescan_session(&mut self, i: usize, name: &str) {
+        let dir = self.roots[i].session_dir(name);
+        // Unreadable now (or gone: its own event follows): keep what we have.
+        let Ok(on_disk) = squad_protocol::tree::session_files(&dir) else {
+            return;
+        };
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for (path, kind) in on_disk {
+            let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let file = file.to_string();
+            self.apply_file(i, name, &file, &path, kind);
+            seen.insert(file);
+        }
+        let gone: Vec<(String, FileKind)> = self.roots[i]
+            .sessions
+            .get(name)
+            .map(|core| {
+                core.index()
+                    .files
+                    .iter()
+                    .filter(|(file, _)| !seen.contains(*file))
+                    .map(|(file, f)| (file.clone(), f.kind))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (file, kind) in gone {
+            let path = dir.join(&file);
+            self.apply_file(i, name, &file, &path, kind);
+        }
     }
 
     /// A session directory vanished.
@@ -1338,7 +1400,7 @@ impl Supervisor {
             Some(crate::index::Entry::Message(m)) => m.in_reply_to.clone(),
             _ => None,
         };
-        let before = reply_to(self.roots[i].sessions.get(name)?.index().files.get(file));
+        let before = reply_to(self.roots[i].sessions.get(name)?.index().file(file));
         let after = reply_to(loaded.as_ref());
         let mut out = self.roots[i].apply_file(name, file, loaded, wall)?;
         if out

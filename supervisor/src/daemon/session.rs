@@ -87,6 +87,11 @@ fn message_id(f: &IndexedFile) -> Option<String> {
         .flatten()
 }
 
+/// The key of a message id in [`SessionCore`]'s id index.
+fn id_key(id: &str) -> u64 {
+    crate::index::fingerprint(id.as_bytes())
+}
+
 /// Whether the graph rules read the file (plans and status files).
 fn is_structural(f: &IndexedFile) -> bool {
     matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus)
@@ -155,11 +160,14 @@ pub struct SessionCore {
     /// `duplicate-message-id` findings, recomputed when a message's
     /// identity changes (the only files that can change them).
     message_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
-    /// (message id, message file) for every message file: a message change
-    /// rechecks its own ids only (the rule over every message made a burst
-    /// of N messages cost N² work). One set of pairs rather than a set per
-    /// id: nearly every id has one file, and a set each cost 280 bytes.
-    message_ids: BTreeSet<(String, String)>,
+    /// (hash of the message id, message file) for every message file: a
+    /// message change rechecks its own ids only (the rule over every
+    /// message made a burst of N messages cost N² work). One set of pairs
+    /// rather than a set per id: nearly every id has one file, and a set
+    /// each cost 280 bytes. The id's hash, not the id: the file's facts
+    /// hold the id already (the files of one hash are filtered by their
+    /// id, so a collision costs a comparison, never a false finding).
+    message_ids: BTreeSet<(u64, String)>,
     /// Session-rule diagnostics of each other file (unknown task, agent
     /// mismatch): recomputed for that file alone when it changes, and for
     /// the files naming a task when that task's plans change.
@@ -280,13 +288,25 @@ impl SessionCore {
     /// name) of the session carries: the `duplicate-message-id` finding,
     /// and such a message is reported, not delivered (docs/daemon.md).
     pub fn reuses_message_id(&self, file: &str) -> bool {
-        let Some(id) = self.index.files.get(file).and_then(message_id) else {
+        let Some(id) = self.index.file(file).and_then(message_id) else {
             return false;
         };
-        self.message_ids
-            .range((id.clone(), String::new())..)
+        self.files_with_id(&id)
             .next()
-            .is_some_and(|(i, first)| *i == id && first != file)
+            .is_some_and(|(first, _)| first != file)
+    }
+
+    /// The message files carrying message id `id`, by name.
+    fn files_with_id<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a IndexedFile)> + 'a {
+        let key = id_key(id);
+        self.message_ids
+            .range((key, String::new())..)
+            .take_while(move |(k, _)| *k == key)
+            .filter_map(|(_, name)| Some((name.as_str(), self.index.file(name)?)))
+            .filter(move |(_, f)| f.facts.message_id.as_deref() == Some(id))
     }
 
     /// The directory name.
@@ -336,7 +356,7 @@ impl SessionCore {
     /// what it touches.
     pub fn apply(&mut self, file: &str, new: Option<IndexedFile>, now: DateTime<Utc>) -> Outcome {
         let mut out = Outcome::default();
-        let old = self.index.files.get(file);
+        let old = self.index.file(file);
         let outcome = match (&new, old) {
             (None, None) => return out,
             (None, Some(_)) => FileOutcome::Removed,
@@ -376,7 +396,7 @@ impl SessionCore {
         if let Some(n) = new {
             self.index_in(file, &n);
             self.touch(&n, &mut touched);
-            self.index.files.insert(file.to_string(), n);
+            self.index.insert(file.to_string(), n);
         }
         // Prerequisite edges of the touched tasks' effective plans.
         for t in touched.clone() {
@@ -398,7 +418,7 @@ impl SessionCore {
         self.dirty.extend(affected);
         self.finish(&mut out);
         if identity_changed {
-            let new_message_id = self.index.files.get(file).and_then(message_id);
+            let new_message_id = self.index.file(file).and_then(message_id);
             if old_message_id != new_message_id {
                 let ids = old_message_id.into_iter().chain(new_message_id);
                 self.recheck_message_ids(ids.collect());
@@ -414,7 +434,7 @@ impl SessionCore {
                 };
                 let tasks: BTreeSet<String> = old_plan_task
                     .into_iter()
-                    .chain(planned(self.index.files.get(file)))
+                    .chain(planned(self.index.file(file)))
                     .collect();
                 for t in &tasks {
                     self.recheck_task_members(t);
@@ -423,7 +443,7 @@ impl SessionCore {
             self.recheck_member(file);
             self.assemble_diagnostics();
             out.rules_rerun = true;
-        } else if let Some(f) = self.index.files.get(file) {
+        } else if let Some(f) = self.index.file(file) {
             // Same facts, other text: findings on this file are placed again
             // in its new text (positions follow the fingerprint).
             let path = f.path.clone();
@@ -469,7 +489,7 @@ impl SessionCore {
         let structural: Vec<&IndexedFile> = self
             .structural
             .iter()
-            .filter_map(|name| self.index.files.get(name))
+            .filter_map(|name| self.index.file(name))
             .collect();
         let findings = check_session(&self.index.dir, &structural);
         self.graph_diags = self.place(findings);
@@ -482,7 +502,7 @@ impl SessionCore {
             .rule_plans
             .range((task.to_string(), String::new())..)
             .next()?;
-        (t == task).then(|| self.index.files.get(name))?
+        (t == task).then(|| self.index.file(name))?
     }
 
     /// Runs the per-file rules of every file naming `task` (its plans
@@ -502,7 +522,7 @@ impl SessionCore {
     /// Runs the per-file session rules for one file that is not a plan.
     fn recheck_member(&mut self, file: &str) {
         self.member_checks += 1;
-        let Some(f) = self.index.files.get(file) else {
+        let Some(f) = self.index.file(file) else {
             self.member_diags.remove(file);
             return;
         };
@@ -534,26 +554,26 @@ impl SessionCore {
     /// carried by more than one file can have findings).
     fn recheck_messages(&mut self) {
         self.message_diags.clear();
-        let mut shared: Vec<String> = Vec::new();
-        let mut previous: Option<&str> = None;
-        for (id, _) in &self.message_ids {
-            if previous == Some(id.as_str()) && shared.last() != Some(id) {
-                shared.push(id.clone());
+        // The ids of every file whose id hash another file shares.
+        let mut shared: BTreeSet<String> = BTreeSet::new();
+        let mut previous: Option<&(u64, String)> = None;
+        for pair in &self.message_ids {
+            if let Some(before) = previous.filter(|p| p.0 == pair.0) {
+                for (_, name) in [before, pair] {
+                    if let Some(id) = self.index.file(name).and_then(message_id) {
+                        shared.insert(id);
+                    }
+                }
             }
-            previous = Some(id.as_str());
+            previous = Some(pair);
         }
-        self.recheck_message_ids(shared);
+        self.recheck_message_ids(shared.into_iter().collect());
     }
 
     /// Runs the message-id rule over the files carrying these ids.
     fn recheck_message_ids(&mut self, ids: Vec<String>) {
         for id in ids {
-            let files: Vec<&IndexedFile> = self
-                .message_ids
-                .range((id.clone(), String::new())..)
-                .take_while(|(i, _)| *i == id)
-                .filter_map(|(_, name)| self.index.files.get(name))
-                .collect();
+            let files: Vec<&IndexedFile> = self.files_with_id(&id).map(|(_, f)| f).collect();
             let files = if files.len() > 1 { files } else { Vec::new() };
             let placed = self.place(duplicate_message_ids(&files));
             if placed.is_empty() {
@@ -608,7 +628,7 @@ impl SessionCore {
     /// Adds a file to the secondary indexes.
     fn index_in(&mut self, file: &str, f: &IndexedFile) {
         if let Some(id) = message_id(f) {
-            self.message_ids.insert((id, file.to_string()));
+            self.message_ids.insert((id_key(&id), file.to_string()));
         }
         if is_structural(f) {
             self.structural.insert(file.to_string());
@@ -640,7 +660,7 @@ impl SessionCore {
     /// Removes a file from the secondary indexes.
     fn index_out(&mut self, file: &str, f: &IndexedFile) {
         if let Some(id) = message_id(f) {
-            self.message_ids.remove(&(id, file.to_string()));
+            self.message_ids.remove(&(id_key(&id), file.to_string()));
         }
         if is_structural(f) {
             self.structural.remove(file);
@@ -689,7 +709,7 @@ impl SessionCore {
 
     fn plan(&self, task: &str) -> Option<&Plan> {
         let file = self.plan_files.get(task)?.first()?;
-        match &self.index.files.get(file)?.entry {
+        match &self.index.file(file)?.entry {
             Entry::Plan(p) => Some(p),
             _ => None,
         }
@@ -702,7 +722,7 @@ impl SessionCore {
             .get(&(task.to_string(), agent.to_string()))?;
         let mut best: Option<&Progress> = None;
         for name in files {
-            if let Some(Entry::Progress(p)) = self.index.files.get(name).map(|f| &f.entry)
+            if let Some(Entry::Progress(p)) = self.index.file(name).map(|f| &f.entry)
                 && best.is_none_or(|b| p.updated_at > b.updated_at)
             {
                 best = Some(p);
@@ -770,7 +790,7 @@ impl SessionCore {
         // As a scan would: the last in-progress update by file name.
         let at = files
             .iter()
-            .filter_map(|n| match self.index.files.get(n).map(|f| &f.entry) {
+            .filter_map(|n| match self.index.file(n).map(|f| &f.entry) {
                 Some(Entry::Progress(p)) if p.status == TaskStatus::InProgress => {
                     Some(p.updated_at)
                 }
@@ -956,7 +976,7 @@ mod tests {
             let mut s = SessionIndex::new(PathBuf::from(DIR));
             for (name, bytes) in &self.disk {
                 let kind = squad_protocol::FileKind::from_file_name(name).unwrap();
-                s.files.insert(
+                s.insert(
                     name.clone(),
                     index_bytes(&Path::new(DIR).join(name), kind, bytes),
                 );
