@@ -255,8 +255,10 @@ impl Entry {
 /// One protocol file in the index.
 #[derive(Debug, Clone)]
 pub struct IndexedFile {
-    /// The file.
-    pub path: PathBuf,
+    /// The file's name (its directory is the session's: see
+    /// [`SessionIndex::path_of`]). Not the whole path: a long session holds
+    /// tens of thousands of these.
+    pub name: Box<str>,
     /// Its kind.
     pub kind: FileKind,
     /// What it contributes.
@@ -334,13 +336,17 @@ fn anchors_in(path: &Path, kind: FileKind, text: &str) -> Anchors {
 /// file that keeps it, at the anchors of one that does not (the same
 /// positions), without a position otherwise.
 pub fn place_findings(
+    dir: &Path,
     files: &BTreeMap<String, Box<IndexedFile>>,
     findings: Vec<SessionFinding>,
 ) -> Vec<Diagnostic> {
     let file_of = |path: &Path| files.get(path.file_name()?.to_str()?);
     let mut out = Vec::new();
     let mut rest = Vec::new();
-    for f in findings {
+    for mut f in findings {
+        // Session rules name the session's files by name (see the
+        // `SessionMember` impl of `IndexedFile`).
+        f.path = dir.join(&f.path);
         match file_of(&f.path).filter(|i| !f.on_directory && !keeps_text(i.kind)) {
             Some(i) => {
                 let at = anchored(i.kind)
@@ -366,9 +372,25 @@ pub fn place_findings(
     out
 }
 
+impl IndexedFile {
+    /// The file's path, in the session directory `dir`.
+    pub fn path_in(&self, dir: &Path) -> PathBuf {
+        dir.join(&*self.name)
+    }
+}
+
+/// The file name of a path, as the index keys it.
+fn name_of(path: &Path) -> Box<str> {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into())
+        .unwrap_or_default()
+}
+
+/// Session rules see a file by its name: the findings they make are
+/// joined to the session directory when placed ([`place_findings`]).
 impl SessionMember for IndexedFile {
     fn path(&self) -> &Path {
-        &self.path
+        Path::new(&*self.name)
     }
     fn kind(&self) -> FileKind {
         self.kind
@@ -391,7 +413,7 @@ pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
     let report = check_bytes(path, kind, bytes);
     let text = std::str::from_utf8(bytes).ok();
     IndexedFile {
-        path: path.to_path_buf(),
+        name: name_of(path),
         kind,
         entry: report.document.map_or(Entry::Invalid, Entry::from_document),
         facts: report.facts,
@@ -419,7 +441,7 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
             }
             // Unreadable, too large, not a file: indexed as invalid with its reason.
             Ok(Some(IndexedFile {
-                path: path.to_path_buf(),
+                name: name_of(path),
                 kind,
                 entry: Entry::Invalid,
                 facts: Facts::default(),
@@ -475,7 +497,7 @@ impl SessionIndex {
     pub fn recheck(&mut self) {
         let files: Vec<&IndexedFile> = self.files.values().map(Box::as_ref).collect();
         let findings = check_session(&self.dir, &files);
-        self.session_diagnostics = place_findings(&self.files, findings);
+        self.session_diagnostics = place_findings(&self.dir, &self.files, findings);
     }
 
     /// Every diagnostic of the session: file rules and session rules.
@@ -618,14 +640,22 @@ mod tests {
             rules.contains(&squad_protocol::Rule::DuplicateMessageId),
             "{findings:?}"
         );
-        let from_text = place_session_findings_with(findings.clone(), |_| {
-            Some(std::borrow::Cow::Borrowed(text))
-        });
+        // Session rules name the files by name; placed, they are paths.
+        let named: Vec<SessionFinding> = findings
+            .iter()
+            .cloned()
+            .map(|mut f| {
+                f.path = dir.join(&f.path);
+                f
+            })
+            .collect();
+        let from_text =
+            place_session_findings_with(named, |_| Some(std::borrow::Cow::Borrowed(text)));
         let sorted = |mut v: Vec<Diagnostic>| {
             v.sort_by_key(|d| format!("{d:?}"));
             v
         };
-        let placed = sorted(place_findings(&files, findings));
+        let placed = sorted(place_findings(dir, &files, findings));
         let on_files = placed.iter().filter(|d| d.path.extension().is_some());
         assert!(on_files.clone().count() >= 2 && on_files.clone().all(|d| d.location.is_some()));
         assert_eq!(placed, sorted(from_text));

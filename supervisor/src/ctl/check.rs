@@ -166,10 +166,10 @@ fn facts(root: &Path, changes: &[Change]) -> std::io::Result<(Facts, usize)> {
     let mut facts = Facts::default();
     for (name, s) in &sessions {
         for f in s.files.values() {
-            let rel = f
-                .path
+            let path = f.path_in(&s.dir);
+            let rel = path
                 .strip_prefix(root)
-                .unwrap_or(&f.path)
+                .unwrap_or(&path)
                 .display()
                 .to_string();
             let rel = normalize(&rel).unwrap_or(rel);

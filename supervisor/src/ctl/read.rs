@@ -119,7 +119,13 @@ pub(crate) fn full_plan(s: &SessionIndex, task: &str) -> Option<TaskAssignment> 
     s.files.values().find_map(|f| match &f.entry {
         Entry::Plan(p) if p.task_id == task => {
             let text = f.text.as_deref()?;
-            match check_bytes(&f.path, FileKind::TaskAssignment, text.as_bytes()).document {
+            match check_bytes(
+                &f.path_in(&s.dir),
+                FileKind::TaskAssignment,
+                text.as_bytes(),
+            )
+            .document
+            {
                 Some(Document::TaskAssignment(t)) => Some(t),
                 _ => None,
             }

@@ -156,10 +156,13 @@ impl Root {
         self.sessions
             .get(name)
             .map(|s| {
-                s.index()
+                let index = s.index();
+                index
                     .files
                     .values()
-                    .filter_map(|f| invalid_summary(f).map(|(n, first)| (f.path.clone(), n, first)))
+                    .filter_map(|f| {
+                        invalid_summary(f).map(|(n, first)| (f.path_in(&index.dir), n, first))
+                    })
                     .collect()
             })
             .unwrap_or_default()

@@ -749,11 +749,12 @@ impl Supervisor {
             .sessions
             .get(name)
             .map(|s| {
-                s.index()
+                let index = s.index();
+                index
                     .files
                     .values()
                     .filter(|f| is_unreadable(f))
-                    .map(|f| f.path.clone())
+                    .map(|f| f.path_in(&index.dir))
                     .collect()
             })
             .unwrap_or_default();
@@ -1737,7 +1738,7 @@ impl Supervisor {
         if core.reuses_message_id(file) {
             return;
         }
-        let deliveries = routing::file_deliveries(&r.root, name, f);
+        let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
         let asks = match &f.entry {
             crate::index::Entry::Message(m) => {
                 routing::reply_due(m).map(|by| (m.message_id.clone(), by))

@@ -224,10 +224,10 @@ impl Supervisor {
                 if errors.is_empty() {
                     return Vec::new();
                 }
-                let rel = f
-                    .path
+                let path = f.path_in(&core.index().dir);
+                let rel = path
                     .strip_prefix(&r.root)
-                    .unwrap_or(&f.path)
+                    .unwrap_or(&path)
                     .display()
                     .to_string();
                 let mut body = format!(

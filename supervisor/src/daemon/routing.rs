@@ -126,12 +126,17 @@ impl Routed {
 }
 
 /// The deliveries one file asks for (delivered or not).
-pub fn file_deliveries(root: &Path, name: &str, f: &crate::index::IndexedFile) -> Vec<Delivery> {
+pub fn file_deliveries(
+    root: &Path,
+    name: &str,
+    dir: &Path,
+    f: &crate::index::IndexedFile,
+) -> Vec<Delivery> {
     let mut out = Vec::new();
-    let rel = f
-        .path
+    let path = f.path_in(dir);
+    let rel = path
         .strip_prefix(root)
-        .unwrap_or(&f.path)
+        .unwrap_or(&path)
         .display()
         .to_string();
     match &f.entry {
@@ -144,7 +149,7 @@ pub fn file_deliveries(root: &Path, name: &str, f: &crate::index::IndexedFile) -
             created: utc(m.created_at),
             since: utc(m.created_at),
             message_id: m.message_id.clone(),
-            body: Body::File(f.path.clone()),
+            body: Body::File(path.clone()),
         }),
         Entry::Error(e) if e.requires_intervention => {
             if let Some(to) = &e.suggested_agent {
@@ -167,7 +172,7 @@ pub fn file_deliveries(root: &Path, name: &str, f: &crate::index::IndexedFile) -
                     task: e.task_id.clone(),
                 };
                 let key = format!("{name}|{}|{}", e.error_id, to);
-                out.push(routed.delivery(name, &key, &rel, &f.path));
+                out.push(routed.delivery(name, &key, &rel, &path));
             }
         }
         Entry::Progress(p) => {
@@ -188,7 +193,7 @@ pub fn file_deliveries(root: &Path, name: &str, f: &crate::index::IndexedFile) -
                     task: Some(p.task_id.clone()),
                 };
                 let key = format!("{name}|{rel}|{n}|{}|{to}", b.description);
-                out.push(routed.delivery(name, &key, &rel, &f.path));
+                out.push(routed.delivery(name, &key, &rel, &path));
             }
         }
         _ => {}
@@ -205,7 +210,7 @@ pub fn session_deliveries(
     session
         .files
         .values()
-        .flat_map(|f| file_deliveries(root, name, f))
+        .flat_map(|f| file_deliveries(root, name, &session.dir, f))
         .collect()
 }
 

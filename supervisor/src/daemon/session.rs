@@ -446,7 +446,7 @@ impl SessionCore {
         } else if let Some(f) = self.index.file(file) {
             // Same facts, other text: findings on this file are placed again
             // in its new text (positions follow the fingerprint).
-            let path = f.path.clone();
+            let path = f.path_in(&self.index.dir);
             let id = message_id(f);
             if self.graph_diags.iter().any(|d| d.path == path) {
                 self.recheck_graph();
@@ -547,7 +547,7 @@ impl SessionCore {
 
     /// Places findings in the text each file had when indexed (no reads).
     fn place(&self, findings: Vec<SessionFinding>) -> Vec<squad_protocol::Diagnostic> {
-        crate::index::place_findings(&self.index.files, findings)
+        crate::index::place_findings(&self.index.dir, &self.index.files, findings)
     }
 
     /// Runs the message-id rule over the session's messages (only ids
