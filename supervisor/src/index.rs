@@ -335,11 +335,7 @@ fn anchors_in(path: &Path, kind: FileKind, text: &str) -> Anchors {
 /// Places session findings on a session's files: in the indexed text of a
 /// file that keeps it, at the anchors of one that does not (the same
 /// positions), without a position otherwise.
-pub fn place_findings(
-    dir: &Path,
-    files: &BTreeMap<String, Box<IndexedFile>>,
-    findings: Vec<SessionFinding>,
-) -> Vec<Diagnostic> {
+pub fn place_findings(dir: &Path, files: &Files, findings: Vec<SessionFinding>) -> Vec<Diagnostic> {
     let file_of = |path: &Path| files.get(path.file_name()?.to_str()?);
     let mut out = Vec::new();
     let mut rest = Vec::new();
@@ -454,6 +450,98 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
     }
 }
 
+/// A session's indexed files, by name. The set keys on each file's own
+/// [`IndexedFile::name`]: a long session holds each name once, and the
+/// B-tree holds a pointer per file (a message's entry is a few hundred
+/// bytes; inline, half-full nodes cost as much again).
+#[derive(Debug, Clone, Default)]
+pub struct Files(std::collections::BTreeSet<ByName>);
+
+/// An indexed file ordered (and found) by its name.
+#[derive(Debug, Clone)]
+struct ByName(Box<IndexedFile>);
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for ByName {}
+
+impl PartialOrd for ByName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.name.cmp(&other.0.name)
+    }
+}
+
+impl std::borrow::Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        &self.0.name
+    }
+}
+
+impl Files {
+    /// The file of that name.
+    pub fn get(&self, name: &str) -> Option<&IndexedFile> {
+        self.0.get(name).map(|f| f.0.as_ref())
+    }
+
+    /// Whether a file of that name is indexed.
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    /// Indexes a file under its name; returns the entry it replaces.
+    pub fn insert(&mut self, file: IndexedFile) -> Option<IndexedFile> {
+        self.0.replace(ByName(Box::new(file))).map(|f| *f.0)
+    }
+
+    /// Removes the file of that name.
+    pub fn remove(&mut self, name: &str) -> Option<IndexedFile> {
+        self.0.take(name).map(|f| *f.0)
+    }
+
+    /// The files, by name.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &IndexedFile> {
+        self.0.iter().map(|f| f.0.as_ref())
+    }
+
+    /// (name, file) pairs, by name.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &IndexedFile)> {
+        self.values().map(|f| (&*f.name, f))
+    }
+
+    /// The names, in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.values().map(|f| &*f.name)
+    }
+
+    /// How many files.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Files {
+    type Item = (&'a str, &'a IndexedFile);
+    type IntoIter = Box<dyn Iterator<Item = (&'a str, &'a IndexedFile)> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
 /// One session directory.
 #[derive(Debug, Clone)]
 pub struct SessionIndex {
@@ -462,7 +550,7 @@ pub struct SessionIndex {
     /// The directory.
     pub dir: PathBuf,
     /// Protocol files by file name.
-    pub files: BTreeMap<String, Box<IndexedFile>>,
+    pub files: Files,
     /// Session-rule diagnostics, recomputed when files change.
     pub session_diagnostics: Vec<Diagnostic>,
 }
@@ -477,25 +565,29 @@ impl SessionIndex {
         SessionIndex {
             name,
             dir,
-            files: BTreeMap::new(),
+            files: Files::default(),
             session_diagnostics: Vec::new(),
         }
     }
 
     /// The indexed file of that name.
     pub fn file(&self, name: &str) -> Option<&IndexedFile> {
-        self.files.get(name).map(Box::as_ref)
+        self.files.get(name)
     }
 
     /// Indexes (or re-indexes) a file of the session.
-    pub fn insert(&mut self, name: String, file: IndexedFile) {
-        self.files.insert(name, Box::new(file));
+    pub fn insert(&mut self, name: String, mut file: IndexedFile) {
+        // The set keys on the file's own name; the caller's wins.
+        if *file.name != *name {
+            file.name = name.into();
+        }
+        self.files.insert(file);
     }
 
     /// Recomputes the session-rule diagnostics, placing findings in the
     /// text each file had when indexed (no reads).
     pub fn recheck(&mut self) {
-        let files: Vec<&IndexedFile> = self.files.values().map(Box::as_ref).collect();
+        let files: Vec<&IndexedFile> = self.files.values().collect();
         let findings = check_session(&self.dir, &files);
         self.session_diagnostics = place_findings(&self.dir, &self.files, findings);
     }
@@ -620,16 +712,16 @@ mod tests {
     fn findings_on_a_message_land_where_its_text_would_place_them() {
         let dir = Path::new("/p/.squad/sessions/20240115T100000Z");
         let text = "meta:\n  message_id: msg_1\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: question\nsubject: s\nmessage: m\ncontext:\n  task_id: task_9\n";
-        let mut files = BTreeMap::new();
+        let mut files = Files::default();
         for name in [
             "role-comm-bob-to-alice-msg_1.md",
             "role-comm-bob-to-carol-msg_1.md",
         ] {
             let f = index_bytes(&dir.join(name), FileKind::Message, text.as_bytes());
             assert!(f.text.is_none(), "messages keep no text");
-            files.insert(name.to_string(), Box::new(f));
+            files.insert(f);
         }
-        let all: Vec<&IndexedFile> = files.values().map(Box::as_ref).collect();
+        let all: Vec<&IndexedFile> = files.values().collect();
         let findings = check_session(dir, &all);
         let rules: BTreeSet<_> = findings.iter().map(|f| f.finding.rule).collect();
         assert!(

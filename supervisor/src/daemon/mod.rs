@@ -1210,7 +1210,7 @@ impl Supervisor {
                     .files
                     .iter()
                     .filter(|(file, _)| !seen.contains(*file))
-                    .map(|(file, f)| (file.clone(), f.kind))
+                    .map(|(file, f)| (file.to_string(), f.kind))
                     .collect()
             })
             .unwrap_or_default();
@@ -1707,7 +1707,7 @@ impl Supervisor {
                     mail.note_reply(m.in_reply_to.as_deref(), true);
                     messages.push(m.message_id.clone());
                 }
-                files.push(file.clone());
+                files.push(file.to_string());
             }
         }
         let unread: Vec<(routing::Slot, routing::Unread)> = mail

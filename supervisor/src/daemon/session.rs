@@ -475,7 +475,7 @@ impl SessionCore {
             .files
             .iter()
             .filter(|(_, f)| !matches!(f.kind, FileKind::TaskAssignment | FileKind::SessionStatus))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n.to_string())
             .collect();
         for name in others {
             self.recheck_member(&name);
@@ -1032,7 +1032,7 @@ mod tests {
             let prints = |s: &SessionIndex| -> Vec<(String, u64)> {
                 s.files
                     .iter()
-                    .map(|(n, f)| (n.clone(), f.fingerprint))
+                    .map(|(n, f)| (n.to_string(), f.fingerprint))
                     .collect()
             };
             assert_eq!(prints(core), prints(&scratch));
