@@ -17,6 +17,7 @@ pub mod lock;
 mod memory;
 mod messages;
 mod notices;
+mod removals;
 mod retention;
 mod runners;
 mod session_edit;
