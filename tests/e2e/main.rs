@@ -21,6 +21,7 @@ mod removals;
 mod retention;
 mod runners;
 mod session_edit;
+mod session_locks;
 mod skills;
 mod support;
 mod team;
