@@ -72,7 +72,7 @@ pub struct Intake {
 /// file aside and write it anew. Read in between, such a save was a
 /// `file-removed` (its task gone, ready again, notified again) and then a
 /// new file: a file that is back within this is a change, not a removal.
-pub const REMOVAL_GRACE: Duration = Duration::from_millis(100);
+pub const REMOVAL_GRACE: Duration = Duration::from_millis(250);
 
 /// The first retry of unwatched directories comes after this; each retry
 /// that leaves some unwatched doubles it, up to [`REWATCH_MAX`].
