@@ -361,6 +361,12 @@ pub fn execute(
             let _ = d.sync();
         }
     }
+    // The edit locks (`.squad/run/session-<name>.lock`) of sessions no
+    // longer in sessions/ (archived, deleted, removed by hand) go too,
+    // unless someone holds one.
+    if let Ok(run) = places.squad.open_dir(OsStr::new(RUN_DIR)) {
+        crate::session_edit::sweep_locks(&run, places.sessions.as_ref());
+    }
     plan.actions
         .iter()
         .zip(outcomes)

@@ -191,10 +191,17 @@ impl Dir {
 
     /// `renameat(self/from, to_dir/to)`.
     pub fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
-        let (f, t) = (
-            cstr(std::ffi::OsStr::new(from))?,
-            cstr(std::ffi::OsStr::new(to))?,
-        );
+        self.rename_os(std::ffi::OsStr::new(from), to_dir, std::ffi::OsStr::new(to))
+    }
+
+    /// [`Dir::rename`] of names taken as bytes.
+    fn rename_os(
+        &self,
+        from: &std::ffi::OsStr,
+        to_dir: &Dir,
+        to: &std::ffi::OsStr,
+    ) -> io::Result<()> {
+        let (f, t) = (cstr(from)?, cstr(to)?);
         // SAFETY: valid dirfds and NUL-terminated names.
         let r = unsafe {
             libc::renameat(
@@ -212,29 +219,12 @@ impl Dir {
 
     /// Removes the file (or link) `name` in this directory.
     pub fn unlink(&self, name: &str) -> io::Result<()> {
-        let c = cstr(std::ffi::OsStr::new(name))?;
-        // SAFETY: valid dirfd and NUL-terminated name.
-        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.unlinkat_os(std::ffi::OsStr::new(name), 0)
     }
 
     /// Whether `name` exists in this directory (as anything, links not followed).
     pub fn contains(&self, name: &str) -> bool {
-        let Ok(c) = cstr(std::ffi::OsStr::new(name)) else {
-            return false;
-        };
-        // SAFETY: valid dirfd and NUL-terminated name; stat is a plain out-buffer.
-        unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            libc::fstatat(
-                self.fd.as_raw_fd(),
-                c.as_ptr(),
-                &mut st,
-                libc::AT_SYMLINK_NOFOLLOW,
-            ) == 0
-        }
+        self.stat(name).is_ok()
     }
 
     /// The names in this directory (not `.`/`..`), listed through the
@@ -251,37 +241,17 @@ impl Dir {
 
     /// `lstat` of `name` in this directory (links not followed).
     pub fn stat(&self, name: &str) -> io::Result<libc::stat> {
-        let c = cstr(std::ffi::OsStr::new(name))?;
-        // SAFETY: valid dirfd, NUL-terminated name, a plain out-buffer.
-        unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            if libc::fstatat(
-                self.fd.as_raw_fd(),
-                c.as_ptr(),
-                &mut st,
-                libc::AT_SYMLINK_NOFOLLOW,
-            ) < 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(st)
-        }
+        self.stat_os(std::ffi::OsStr::new(name))
     }
 
     /// Whether `name` is a real directory (not a link to one).
     pub fn is_dir(&self, name: &str) -> bool {
-        self.stat(name)
-            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        self.stat(name).is_ok_and(|st| is_dir_mode(&st))
     }
 
     /// Removes the empty directory `name`.
     pub fn rmdir(&self, name: &str) -> io::Result<()> {
-        let c = cstr(std::ffi::OsStr::new(name))?;
-        // SAFETY: valid dirfd and NUL-terminated name.
-        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.unlinkat_os(std::ffi::OsStr::new(name), libc::AT_REMOVEDIR)
     }
 
     /// Removes `name` and everything below it, relative to descriptors all
@@ -329,21 +299,7 @@ impl Dir {
                 std::process::id(),
                 COUNTER.fetch_add(1, Ordering::Relaxed)
             );
-            let (f, t) = (cstr(name)?, cstr(std::ffi::OsStr::new(&lifted))?);
-            // SAFETY: valid dirfds and NUL-terminated names.
-            let r = unsafe {
-                libc::renameat(
-                    self.fd.as_raw_fd(),
-                    f.as_ptr(),
-                    top.fd.as_raw_fd(),
-                    t.as_ptr(),
-                )
-            };
-            return gone_is_fine(if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
-            });
+            return gone_is_fine(self.rename_os(name, top, std::ffi::OsStr::new(&lifted)));
         }
         let child = match self.open_dir(name) {
             Ok(c) => c,
@@ -365,6 +321,8 @@ impl Dir {
             .collect()
     }
 
+    /// `lstat` of `name` (as bytes) in this directory: the one `fstatat`
+    /// behind [`Dir::stat`], [`Dir::contains`] and [`Dir::is_dir`].
     fn stat_os(&self, name: &std::ffi::OsStr) -> io::Result<libc::stat> {
         let c = cstr(name)?;
         // SAFETY: valid dirfd, NUL-terminated name, a plain out-buffer.
@@ -383,6 +341,8 @@ impl Dir {
         }
     }
 
+    /// `unlinkat` of `name` (as bytes): the one behind [`Dir::unlink`] and
+    /// [`Dir::rmdir`].
     fn unlinkat_os(&self, name: &std::ffi::OsStr, flags: libc::c_int) -> io::Result<()> {
         let c = cstr(name)?;
         // SAFETY: valid dirfd and NUL-terminated name.

@@ -33,16 +33,89 @@ pub fn lock_session(root: &Path, name: &str, wait: bool) -> io::Result<Option<Fi
         &Path::new(squad_protocol::tree::SQUAD_DIR).join(squad_protocol::tree::RUN_DIR),
         None,
     )?;
-    let file = run.open_file(&lock_name(name), libc::O_RDWR | libc::O_CREAT, 0o600)?;
-    if wait {
-        file.lock()?;
-        return Ok(Some(file));
+    let lock = lock_name(name);
+    loop {
+        let file = run.open_file(&lock, libc::O_RDWR | libc::O_CREAT, 0o600)?;
+        if wait {
+            file.lock()?;
+        } else {
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
+        }
+        // gc removed the file while we waited for it (see `remove_lock`):
+        // a lock on an unlinked file excludes nobody; take the new one.
+        if still_linked(&run, &lock, &file)? {
+            return Ok(Some(file));
+        }
     }
+}
+
+/// Whether `file` is still the file linked as `name` in `dir`.
+fn still_linked(dir: &Dir, name: &str, file: &File) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let held = file.metadata()?;
+    match dir.stat(name) {
+        Ok(st) => Ok(st.st_dev == held.dev() && st.st_ino == held.ino()),
+        Err(e) if crate::safefs::is_missing(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes session `name`'s lock file from the run directory `run` unless
+/// someone holds it: it is taken without waiting, and unlinked while held
+/// (and only if it is still the file of that name). Whoever opened it
+/// before finds it unlinked once they get it, and takes a new one
+/// ([`lock_session`]). Returns whether it was removed.
+pub fn remove_lock(run: &Dir, name: &str) -> io::Result<bool> {
+    let lock = lock_name(name);
+    let file = match run.open_file(&lock, libc::O_RDWR, 0) {
+        Ok(f) => f,
+        Err(e) if crate::safefs::is_missing(&e) => return Ok(false),
+        Err(e) => return Err(e),
+    };
     match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
     }
+    if !still_linked(run, &lock, &file)? {
+        return Ok(false);
+    }
+    match run.unlink(&lock) {
+        Ok(()) => Ok(true),
+        Err(e) if crate::safefs::is_missing(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the lock files in `run` of sessions that `sessions` (the
+/// sessions directory; `None`: there is none) no longer holds: archived,
+/// deleted, renamed or removed by hand. Held ones stay. Returns the
+/// sessions whose lock file went.
+pub fn sweep_locks(run: &Dir, sessions: Option<&Dir>) -> Vec<String> {
+    let mut removed = Vec::new();
+    for file in run.names().unwrap_or_default() {
+        let Some(name) = file
+            .strip_prefix("session-")
+            .and_then(|n| n.strip_suffix(".lock"))
+        else {
+            continue;
+        };
+        if !squad_protocol::ids::is_session_dir_name(name)
+            || sessions.is_some_and(|s| s.contains(name))
+        {
+            continue;
+        }
+        match remove_lock(run, name) {
+            Ok(true) => removed.push(name.to_string()),
+            Ok(false) => {}
+            Err(e) => tracing::debug!(session = name, error = %e, "cannot remove the session lock"),
+        }
+    }
+    removed
 }
 
 /// Why an edit was not applied.
@@ -237,5 +310,85 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("x"), run.join(lock_name("s3"))).unwrap();
         assert!(lock_session(root.path(), "s3", true).is_err());
         assert!(!outside.path().join("x").exists());
+    }
+
+    fn run_dir(root: &Path) -> Dir {
+        Dir::open_root(root)
+            .unwrap()
+            .walk(Path::new(".squad/run"), Some(0o700))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_lock_file_is_removed_only_while_nobody_holds_it() {
+        let root = tempfile::tempdir().unwrap();
+        let run = run_dir(root.path());
+        let path = root.path().join(".squad/run").join(lock_name("s1"));
+        assert!(!remove_lock(&run, "s1").unwrap(), "no file: nothing to do");
+        let held = lock_session(root.path(), "s1", false).unwrap().unwrap();
+        assert!(!remove_lock(&run, "s1").unwrap());
+        assert!(path.exists());
+        drop(held);
+        assert!(remove_lock(&run, "s1").unwrap());
+        assert!(!path.exists());
+        // Taken again, it is created again.
+        assert!(lock_session(root.path(), "s1", false).unwrap().is_some());
+        assert!(path.exists());
+    }
+
+    /// One waiting for the lock while the remover held it and unlinked the
+    /// file: a lock on the unlinked file would exclude nobody (the next
+    /// taker creates a new file), so the waiter takes the new one.
+    #[test]
+    fn a_waiter_on_a_removed_lock_file_takes_the_new_one() {
+        let root = tempfile::tempdir().unwrap();
+        run_dir(root.path());
+        let path = root.path().join(".squad/run").join(lock_name("s1"));
+        let remover = lock_session(root.path(), "s1", false).unwrap().unwrap();
+        let r = root.path().to_path_buf();
+        let waiter = std::thread::spawn(move || {
+            let f = lock_session(&r, "s1", true).unwrap().unwrap();
+            // Held while the main thread tries.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(f);
+        });
+        // The waiter has opened the file and waits on it.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::fs::remove_file(&path).unwrap();
+        drop(remover);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The waiter holds the file now linked at the path: it excludes.
+        assert!(path.exists());
+        assert!(lock_session(root.path(), "s1", false).unwrap().is_none());
+        waiter.join().unwrap();
+    }
+
+    #[test]
+    fn the_sweep_removes_free_locks_of_sessions_that_are_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let sessions = root.path().join(".squad/sessions");
+        std::fs::create_dir_all(sessions.join("20240115T100000Z-here")).unwrap();
+        let run = run_dir(root.path());
+        for s in [
+            "20240115T100000Z-here",
+            "20240115T100000Z-gone",
+            "20240115T100000Z-held",
+        ] {
+            drop(lock_session(root.path(), s, false).unwrap().unwrap());
+        }
+        let _held = lock_session(root.path(), "20240115T100000Z-held", false).unwrap();
+        std::fs::write(root.path().join(".squad/run/session-notes.lock"), "").unwrap();
+        let dir = Dir::open_root(&sessions).unwrap();
+        assert_eq!(sweep_locks(&run, Some(&dir)), ["20240115T100000Z-gone"]);
+        let mut left = run.names().unwrap();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "session-20240115T100000Z-held.lock",
+                "session-20240115T100000Z-here.lock",
+                "session-notes.lock"
+            ]
+        );
     }
 }

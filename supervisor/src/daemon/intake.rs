@@ -53,6 +53,9 @@ pub struct Intake {
     overflow: Arc<AtomicBool>,
     /// Unreadable files and how many times each was read again.
     unreadable: HashMap<PathBuf, u32>,
+    /// Indexed files found gone, with the moment their removal counts if
+    /// they are still gone then (see [`Intake::vanished`]).
+    vanished: HashMap<PathBuf, Instant>,
     /// Directories that could not be watched (the inotify limit), retried
     /// with backoff.
     unwatched: BTreeSet<PathBuf>,
@@ -62,6 +65,14 @@ pub struct Intake {
     /// per-user inotify limit for squadd, which behaves as the limit does.
     max_watches: Option<usize>,
 }
+
+/// How long an indexed file that was found gone is given to come back
+/// before its removal counts. Replacing a file is often a removal and a
+/// create: `git checkout` unlinks and creates, vim and Emacs rename the
+/// file aside and write it anew. Read in between, such a save was a
+/// `file-removed` (its task gone, ready again, notified again) and then a
+/// new file: a file that is back within this is a change, not a removal.
+pub const REMOVAL_GRACE: Duration = Duration::from_millis(250);
 
 /// The first retry of unwatched directories comes after this; each retry
 /// that leaves some unwatched doubles it, up to [`REWATCH_MAX`].
@@ -143,6 +154,7 @@ impl Intake {
                 queue,
                 overflow,
                 unreadable: HashMap::new(),
+                vanished: HashMap::new(),
                 unwatched: BTreeSet::new(),
                 rewatch_after: REWATCH_FIRST,
                 max_watches: std::env::var("SQUADD_MAX_WATCHES")
@@ -242,6 +254,7 @@ impl Intake {
         }
         self.unreadable.retain(|p, _| !p.starts_with(dir));
         self.unwatched.retain(|p| !p.starts_with(dir));
+        self.vanished.retain(|p, _| !p.starts_with(dir));
     }
 
     /// Forgets the watches under `prefix`: the kernel dropped them when the
@@ -323,6 +336,48 @@ impl Intake {
     pub fn readable(&mut self, path: &Path) {
         if !self.unreadable.is_empty() {
             self.unreadable.remove(path);
+        }
+    }
+
+    /// An indexed file was found gone: true when it was found gone at least
+    /// [`REMOVAL_GRACE`] ago and not seen since (its removal counts now);
+    /// otherwise false, and it is read again when the grace is over (a file
+    /// that is back by then, or whose create event comes first, is read as
+    /// changed).
+    pub fn vanished(&mut self, path: &Path, now: Instant) -> bool {
+        match self.vanished.get(path) {
+            Some(at) if *at <= now => {
+                self.vanished.remove(path);
+                true
+            }
+            // Read again in the meantime (another event, or squadd's
+            // re-read of a status file before writing it): the read at the
+            // deadline decides (queued again: this read may have taken it).
+            Some(at) => {
+                let at = *at;
+                self.retry(path.to_path_buf(), at);
+                false
+            }
+            None => {
+                let at = now + REMOVAL_GRACE;
+                self.vanished.insert(path.to_path_buf(), at);
+                self.retry(path.to_path_buf(), at);
+                false
+            }
+        }
+    }
+
+    /// When the removal of a file found gone counts, while squadd waits to
+    /// see whether it comes back.
+    pub fn vanishing(&self, path: &Path) -> Option<Instant> {
+        self.vanished.get(path).copied()
+    }
+
+    /// A file was found present, or is not indexed any more (a rescan
+    /// recorded its removal): no removal of it is waiting to be confirmed.
+    pub fn clear_vanished(&mut self, path: &Path) {
+        if !self.vanished.is_empty() {
+            self.vanished.remove(path);
         }
     }
 
@@ -543,6 +598,32 @@ mod tests {
         let read = FsKind::Access(AccessKind::Read);
         assert_eq!(intake.note(event(read, "/p/b.md"), now), Noted::Queued);
         assert!(intake.take_due(now + Duration::from_secs(1)).is_empty());
+    }
+
+    #[test]
+    fn a_removal_counts_only_when_the_file_stayed_gone_for_the_grace() {
+        let (mut intake, _rx) = Intake::start().unwrap();
+        let now = Instant::now();
+        let path = Path::new("/p/a.md");
+        // Found gone: not yet; read again at the end of the grace.
+        assert!(!intake.vanished(path, now));
+        assert_eq!(intake.next_due(), Some(now + REMOVAL_GRACE));
+        // A read before then (another event took the queued path) does not
+        // count either, and the path stays queued for the deadline.
+        assert_eq!(intake.take_due(now), Vec::<PathBuf>::new());
+        let early = now + REMOVAL_GRACE / 2;
+        assert!(!intake.vanished(path, early));
+        assert_eq!(
+            intake.take_due(now + REMOVAL_GRACE),
+            vec![path.to_path_buf()]
+        );
+        assert!(intake.vanished(path, now + REMOVAL_GRACE));
+        assert_eq!(intake.vanishing(path), None);
+        // Back in the meantime: the next disappearance starts over.
+        assert!(!intake.vanished(path, now));
+        intake.clear_vanished(path);
+        assert!(!intake.vanished(path, now + REMOVAL_GRACE * 2));
+        assert_eq!(intake.vanishing(path), Some(now + REMOVAL_GRACE * 3));
     }
 
     #[test]

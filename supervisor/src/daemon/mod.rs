@@ -1361,7 +1361,10 @@ impl Supervisor {
             .get(file)
             .map(|f| f.fingerprint);
         let loaded = match read_regular(path, MAX_FILE_BYTES) {
-            Ok(bytes) if indexed == Some(crate::index::fingerprint(&bytes)) => return None,
+            Ok(bytes) if indexed == Some(crate::index::fingerprint(&bytes)) => {
+                self.intake.clear_vanished(path);
+                return None;
+            }
             Ok(bytes) => Some(crate::index::index_bytes(path, kind, &bytes)),
             // Gone, or unreadable: indexed as such, with the reason.
             Err(_) => match load_file(path, kind) {
@@ -1378,6 +1381,16 @@ impl Supervisor {
                 }
             },
         };
+        // Gone: a removal counts once the file stayed gone for a moment (a
+        // file replaced by unlink or rename and create is a change).
+        if loaded.is_none() && indexed.is_some() {
+            if !self.intake.vanished(path, Instant::now()) {
+                tracing::debug!(path = %path.display(), "gone; removal counts if still gone in a moment");
+                return None;
+            }
+        } else {
+            self.intake.clear_vanished(path);
+        }
         // A read error is never sticky: an unreadable file is read again
         // (its attribute change is an event too, see intake).
         if loaded.as_ref().is_some_and(is_unreadable) {
@@ -1541,6 +1554,18 @@ impl Supervisor {
                     continue;
                 }
                 edits::Locked::Unavailable => {}
+            }
+            // A status file found gone may be being replaced (`git
+            // checkout` unlinks, then creates it): writing one now would
+            // make that create fail. Written once it is back or surely gone.
+            let status = self.roots[i].session_dir(name).join(SESSION_STATUS_FILE);
+            if let Some(at) = self.intake.vanishing(&status) {
+                let timer = Timer::Status {
+                    root: i,
+                    session: name.clone(),
+                };
+                self.timers.set_earlier(timer, at);
+                continue;
             }
             if let Some((path, text)) = self.status_update(i, name, wall) {
                 self.writer.stage(
