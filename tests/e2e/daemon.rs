@@ -679,6 +679,26 @@ fn events_follow_in_one_root_streams_only_that_roots_events() {
     let _ = follower.wait();
 }
 
+/// Regression: with a root inside another (`--root /p --root /p/sub`), each
+/// event went to the first root whose path is a prefix of it: the inner
+/// root's files were taken for the outer root's and ignored.
+#[test]
+fn a_root_inside_another_sees_its_own_files() {
+    let outer = tempfile::tempdir().unwrap();
+    fs::create_dir_all(outer.path().join(".squad/sessions")).unwrap();
+    let inner = outer.path().join("sub");
+    let session = two_agent_session(&inner, "20240115T100000Z-inner");
+    let _d = Daemon::start_roots(&[outer.path(), &inner], &[]);
+    fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();
+    eventually("the inner root's change is handled", || {
+        let audit = fs::read_to_string(inner.join(".squad/audit.jsonl")).ok()?;
+        audit.contains("task_9").then_some(())
+    });
+    let outer_audit =
+        fs::read_to_string(outer.path().join(".squad/audit.jsonl")).unwrap_or_default();
+    assert!(!outer_audit.contains("task_9"), "{outer_audit}");
+}
+
 /// Regression: notifications were sent with a blocking send; a manager that
 /// does not read its socket (it queues 10 datagrams) froze the daemon, which
 /// then could not even stop.

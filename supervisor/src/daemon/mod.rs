@@ -825,7 +825,14 @@ impl Supervisor {
     }
 
     fn root_of(&self, path: &Path) -> Option<usize> {
-        self.roots.iter().position(|r| path.starts_with(&r.root))
+        // The innermost: a root may lie inside another (`--root /p --root
+        // /p/sub`), and the inner one's files are its own.
+        self.roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| path.starts_with(&r.root))
+            .max_by_key(|(_, r)| r.root.components().count())
+            .map(|(i, _)| i)
     }
 
     /// The next moment something is due: a settling file or the head of the
