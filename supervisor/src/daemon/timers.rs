@@ -50,17 +50,15 @@ pub enum Timer {
         /// Inbox file name.
         name: String,
     },
-    /// A delivered message reaches its escalation time: one `stat` of the
-    /// inbox file says whether it was acknowledged.
+    /// The earliest unread message of a session reaches its escalation
+    /// time. One per session, whatever the number of unread messages: the
+    /// session's [`Mailbox`](super::routing::Mailbox) holds the queue, and
+    /// the timer is armed again at its next deadline after firing.
     Escalation {
         /// Root index.
         root: usize,
         /// Session directory name.
         session: String,
-        /// Recipient.
-        to: String,
-        /// Inbox file name.
-        name: String,
     },
     /// A message's `response_by` passes.
     ReplyDue {
@@ -144,9 +142,7 @@ impl Timer {
 
 /// The queue.
 ///
-/// Each timer is held once and shared by the queue and the index (a burst
-/// of deliveries sets one escalation timer per message, each naming its
-/// session, recipient and inbox file).
+/// Each timer is held once and shared by the queue and the index.
 #[derive(Debug, Default)]
 pub struct Timers {
     queue: BTreeSet<(Instant, Rc<Timer>)>,
