@@ -83,3 +83,49 @@ fn an_acknowledged_message_never_escalates_and_a_restart_escalates_what_is_unrea
     assert_eq!(escalations(root, "msg_left"), 1, "escalated once");
     assert_eq!(escalations(root, "msg_acked"), 0);
 }
+
+/// Writes a question from alice to bob due for a reply at `by`.
+fn write_question(root: &Path, id: &str, by: &str) {
+    let s = root.join(".squad/sessions").join(S);
+    let text = format!(
+        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: medium\ntype: question\nsubject: q\nmessage: q?\nresponse_needed: true\nresponse_by: {by}\n"
+    );
+    fs::write(s.join(format!("role-comm-alice-to-bob-{id}.md")), text).unwrap();
+}
+
+/// Deadlines still ahead wait in the session's reply queue (one timer):
+/// at the deadline the unanswered question is reported, the answered one
+/// not.
+#[test]
+fn a_reply_deadline_ahead_is_reported_when_it_passes_unless_answered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    two_agent_session(root, S);
+    fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
+    let _d = Daemon::start(root);
+    let by = (chrono::Utc::now() + chrono::Duration::seconds(4))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    write_question(root, "msg_q_open", &by);
+    write_question(root, "msg_q_answered", &by);
+    fs::write(
+        root.join(".squad/sessions").join(S).join("role-comm-bob-to-alice-msg_a.md"),
+        "meta:\n  message_id: msg_a\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:01:00Z\n  priority: medium\ntype: notification\nsubject: a\nmessage: a\nin_reply_to: msg_q_answered\n",
+    )
+    .unwrap();
+    let overdue = |id: &str| {
+        fs::read_to_string(root.join(".squad/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                l.contains("\"kind\":\"response-overdue\"")
+                    && l.contains(&format!("\"message_id\":\"{id}\""))
+            })
+            .count()
+    };
+    delivered(root, "msg_q_open");
+    assert_eq!(overdue("msg_q_open"), 0, "not before its deadline");
+    eventually("msg_q_open reported overdue", || {
+        (overdue("msg_q_open") == 1).then_some(())
+    });
+    assert_eq!(overdue("msg_q_answered"), 0);
+}

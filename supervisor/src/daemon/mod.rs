@@ -972,11 +972,7 @@ impl Supervisor {
                 Timer::Escalation { root, session } => {
                     self.run_escalations(root, &session, wall);
                 }
-                Timer::ReplyDue {
-                    root,
-                    session,
-                    message_id,
-                } => self.check_reply(root, &session, &message_id, wall),
+                Timer::ReplyDue { root, session } => self.run_replies_due(root, &session, wall),
                 Timer::StatusLine => {
                     let summary = answers::summary(self);
                     if summary != self.last_status_line {
@@ -1685,14 +1681,16 @@ impl Supervisor {
             if reported {
             } else if by <= wall {
                 // Already past (a backlog): reported now, not after READY.
-                self.check_reply(i, name, &message_id, wall);
+                self.check_reply(i, name, file, wall);
             } else {
+                let mail = self.roots[i].mail.entry(name.to_string()).or_default();
+                mail.reply_due(by, file);
                 let timer = Timer::ReplyDue {
                     root: i,
                     session: name.to_string(),
-                    message_id,
                 };
-                self.timers.set_wall(timer, by, wall, Instant::now());
+                let at = timers::instant_at(by, wall, Instant::now());
+                self.timers.set_earlier(timer, at);
             }
         }
     }
@@ -1951,18 +1949,52 @@ impl Supervisor {
         self.save_state(i);
     }
 
+    /// Checks the messages of a session whose reply deadline passed, then
+    /// arms the session's reply timer at the next deadline. Only the due
+    /// ones are looked at.
+    fn run_replies_due(&mut self, i: usize, session: &str, wall: DateTime<Utc>) {
+        let timer = Timer::ReplyDue {
+            root: i,
+            session: session.to_string(),
+        };
+        let Some(mail) = self.roots[i].mail.get_mut(session) else {
+            self.timers.cancel(&timer);
+            return;
+        };
+        let due = mail.take_due_replies(wall);
+        match mail.next_reply_due() {
+            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+            None => self.timers.cancel(&timer),
+        }
+        for file in due {
+            self.check_reply(i, session, &file, wall);
+        }
+    }
+
     /// A message's reply deadline passed: reported once when no reply came.
-    fn check_reply(&mut self, i: usize, session: &str, message_id: &str, wall: DateTime<Utc>) {
+    /// `file` is the message file (its current content decides: a deadline
+    /// moved later or a reply that came is no longer overdue).
+    fn check_reply(&mut self, i: usize, session: &str, file: &str, wall: DateTime<Utc>) {
         let r = &mut self.roots[i];
-        let replied = r.mail.get(session).is_some_and(|m| m.replied(message_id));
-        let Some(m) = r.sessions.get(session).and_then(|s| {
-            s.index().files.values().find_map(|f| match &f.entry {
-                crate::index::Entry::Message(m) if m.message_id == message_id => Some(m.clone()),
-                _ => None,
-            })
+        let Some(core) = r.sessions.get(session) else {
+            return;
+        };
+        // A reused message id is reported (duplicate-message-id), not
+        // followed up: the first file with the id stands for it.
+        if core.reuses_message_id(file) {
+            return;
+        }
+        let Some(m) = core.index().files.get(file).and_then(|f| match &f.entry {
+            crate::index::Entry::Message(m) => Some(m.clone()),
+            _ => None,
         }) else {
             return;
         };
+        let message_id = m.message_id.clone();
+        let replied = r
+            .mail
+            .get(session)
+            .is_some_and(|mb| mb.replied(&message_id));
         if !routing::reply_overdue(&m, replied, wall) {
             return;
         }
@@ -1971,7 +2003,7 @@ impl Supervisor {
             .replies_overdue
             .entry(session.to_string())
             .or_default()
-            .insert(message_id.to_string())
+            .insert(message_id.clone())
         {
             return;
         }
@@ -1982,7 +2014,7 @@ impl Supervisor {
             EventKind::ResponseOverdue {
                 from: m.from_agent,
                 to: m.to_agent,
-                message_id: message_id.to_string(),
+                message_id,
             },
         );
         self.save_state(i);

@@ -340,6 +340,10 @@ pub struct Mailbox {
     pub waiting: BTreeMap<Slot, Delivery>,
     /// Replies seen, by the id of the message they answer.
     pub replies: BTreeMap<String, usize>,
+    /// Messages that asked for a reply, by `response_by`: (deadline, file).
+    /// A file whose deadline changed may be here twice; the check reads
+    /// the file's current content.
+    replies_due: BTreeSet<(DateTime<Utc>, Box<str>)>,
 }
 
 /// Where a delivery stands.
@@ -547,6 +551,28 @@ impl Mailbox {
                         priority,
                     });
                 }
+            }
+        }
+        out
+    }
+
+    /// Queues the reply check of message file `file` at `by`.
+    pub fn reply_due(&mut self, by: DateTime<Utc>, file: &str) {
+        self.replies_due.insert((by, file.into()));
+    }
+
+    /// The next reply deadline.
+    pub fn next_reply_due(&self) -> Option<DateTime<Utc>> {
+        self.replies_due.first().map(|(by, _)| *by)
+    }
+
+    /// Takes the message files whose reply deadline is at or before `now`,
+    /// earliest first.
+    pub fn take_due_replies(&mut self, now: DateTime<Utc>) -> Vec<Box<str>> {
+        let mut out = Vec::new();
+        while self.replies_due.first().is_some_and(|(by, _)| *by <= now) {
+            if let Some((_, file)) = self.replies_due.pop_first() {
+                out.push(file);
             }
         }
         out
@@ -881,5 +907,24 @@ mod tests {
         let due = mail.take_due_escalations(&p, at(2));
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].message_id, id);
+    }
+
+    /// Reply deadlines come out in deadline order, only the due ones, and a
+    /// file queued twice at the same deadline once.
+    #[test]
+    fn reply_deadlines_are_taken_in_order_and_only_when_due() {
+        let mut mail = Mailbox::default();
+        assert_eq!(mail.next_reply_due(), None);
+        mail.reply_due(at(10), "b.md");
+        mail.reply_due(at(5), "a.md");
+        mail.reply_due(at(10), "b.md");
+        mail.reply_due(at(20), "c.md");
+        assert_eq!(mail.next_reply_due(), Some(at(5)));
+        assert!(mail.take_due_replies(at(4)).is_empty());
+        let due = mail.take_due_replies(at(10));
+        assert_eq!(due, vec![Box::from("a.md"), Box::from("b.md")]);
+        assert_eq!(mail.next_reply_due(), Some(at(20)));
+        assert_eq!(mail.take_due_replies(at(30)).len(), 1);
+        assert_eq!(mail.next_reply_due(), None);
     }
 }

@@ -60,14 +60,14 @@ pub enum Timer {
         /// Session directory name.
         session: String,
     },
-    /// A message's `response_by` passes.
+    /// The earliest `response_by` of a session's messages passes. One per
+    /// session, like [`Timer::Escalation`]: the queue is in the session's
+    /// [`Mailbox`](super::routing::Mailbox).
     ReplyDue {
         /// Root index.
         root: usize,
         /// Session directory name.
         session: String,
-        /// Message id.
-        message_id: String,
     },
     /// Write the root's persisted state (written behind, coalesced).
     SaveState(usize),
