@@ -14,6 +14,7 @@ mod held;
 mod hooks;
 mod hostile;
 pub mod lock;
+mod mailbox;
 mod memory;
 mod messages;
 mod notices;

@@ -77,15 +77,18 @@ fn add_messages(
     report.recipients_without_task = crate::status::recipients_without_task(session.index());
     let Some(mail) = mail else { return };
     let now = Utc::now();
-    for unread in mail.unread.values() {
+    for (to, name, unread) in mail.unread() {
         *report
             .unread
             .entry(unread.priority.to_string())
             .or_insert(0) += 1;
         let age = (now - unread.delivered_at).num_seconds().max(0) as u64;
         report.oldest_unread_secs = Some(report.oldest_unread_secs.map_or(age, |o| o.max(age)));
-        if escalated.is_some_and(|e| e.contains(&unread.message_id)) {
-            report.escalations.push(unread.message_id.clone());
+        if let Some(escalated) = escalated
+            && let Some(id) = mail.message_id(to, name)
+            && escalated.contains(&id)
+        {
+            report.escalations.push(id);
         }
     }
 }

@@ -977,17 +977,10 @@ impl Supervisor {
                         self.flush_outbox(wall);
                     }
                 }
-                Timer::Escalation {
-                    root,
-                    session,
-                    to,
-                    name,
-                } => self.check_escalation(root, &session, to, name, wall),
-                Timer::ReplyDue {
-                    root,
-                    session,
-                    message_id,
-                } => self.check_reply(root, &session, &message_id, wall),
+                Timer::Escalation { root, session } => {
+                    self.run_escalations(root, &session, wall);
+                }
+                Timer::ReplyDue { root, session } => self.run_replies_due(root, &session, wall),
                 Timer::StatusLine => {
                     let summary = answers::summary(self);
                     if summary != self.last_status_line {
@@ -1730,7 +1723,7 @@ impl Supervisor {
             self.watch(i, &path);
         }
         let mut mail = routing::Mailbox::default();
-        mail.seed(entries);
+        mail.seed(&self.roots[i].policy.messages, entries);
         let mut messages = Vec::new();
         let mut files = Vec::new();
         if let Some(core) = self.roots[i].sessions.get(name) {
@@ -1742,15 +1735,9 @@ impl Supervisor {
                 files.push(file.to_string());
             }
         }
-        let unread: Vec<(routing::Slot, routing::Unread)> = mail
-            .unread
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
         self.roots[i].mail.insert(name.to_string(), mail);
-        for (slot, u) in unread {
-            self.schedule_escalation(i, name, slot, &u);
-        }
+        // What is past due (a backlog) is checked now, not after READY.
+        self.run_escalations(i, name, Utc::now());
         for file in files {
             self.route_file(i, name, &file, wall);
         }
@@ -1789,14 +1776,16 @@ impl Supervisor {
             if reported {
             } else if by <= wall {
                 // Already past (a backlog): reported now, not after READY.
-                self.check_reply(i, name, &message_id, wall);
+                self.check_reply(i, name, file, wall);
             } else {
+                let mail = self.roots[i].mail.entry(name.to_string()).or_default();
+                mail.reply_due(by, file);
                 let timer = Timer::ReplyDue {
                     root: i,
                     session: name.to_string(),
-                    message_id,
                 };
-                self.timers.set_wall(timer, by, wall, Instant::now());
+                let at = timers::instant_at(by, wall, Instant::now());
+                self.timers.set_earlier(timer, at);
             }
         }
     }
@@ -1837,40 +1826,21 @@ impl Supervisor {
         }
     }
 
-    /// Schedules the escalation check of an unread message.
-    fn schedule_escalation(
-        &mut self,
-        i: usize,
-        name: &str,
-        slot: routing::Slot,
-        u: &routing::Unread,
-    ) {
-        let r = &self.roots[i];
-        if r.state
-            .escalated
-            .get(name)
-            .is_some_and(|e| e.contains(&u.message_id))
-        {
-            return;
-        }
-        let Some(at) =
-            squad_policies::messages::escalation_at(&r.policy.messages, u.priority, u.delivered_at)
-        else {
-            return;
-        };
+    /// A message became unread with an escalation time `at`: the session's
+    /// escalation timer fires no later than that (a time already past is
+    /// checked now: a backlog is not left until READY).
+    fn escalation_queued(&mut self, i: usize, name: &str, at: DateTime<Utc>) {
         let now = Utc::now();
         if at <= now {
-            // Already past (a backlog): checked now, not after READY.
-            self.check_escalation(i, name, slot.0, slot.1, now);
+            self.run_escalations(i, name, now);
             return;
         }
         let timer = Timer::Escalation {
             root: i,
             session: name.to_string(),
-            to: slot.0,
-            name: slot.1,
         };
-        self.timers.set_wall(timer, at, now, Instant::now());
+        self.timers
+            .set_earlier(timer, timers::instant_at(at, now, Instant::now()));
     }
 
     /// Makes the deliveries in the outbox, critical first, then by age.
@@ -1932,10 +1902,8 @@ impl Supervisor {
                 let r = &mut self.roots[i];
                 let policy = &r.policy.messages;
                 let mail = r.mail.entry(d.session.clone()).or_default();
-                mail.delivered(policy, &d, wall);
-                let unread = mail.unread.get(&(d.to.clone(), d.name.clone())).cloned();
-                if let Some(u) = unread {
-                    self.schedule_escalation(i, &d.session, (d.to.clone(), d.name.clone()), &u);
+                if let Some(at) = mail.delivered(policy, &d, wall) {
+                    self.escalation_queued(i, &d.session, at);
                 }
                 self.watch(i, &new_dir);
                 if !fresh {
@@ -2000,78 +1968,128 @@ impl Supervisor {
             .set(timer, Instant::now() + Duration::from_millis(250));
     }
 
-    /// An escalation time passed: one `stat` of the inbox file says whether
-    /// the message is still unread.
-    fn check_escalation(
-        &mut self,
-        i: usize,
-        session: &str,
-        to: String,
-        name: String,
-        _wall: DateTime<Utc>,
-    ) {
+    /// Escalates the unread messages of a session whose escalation time
+    /// passed (one `stat` each says whether it is still unread), then arms
+    /// the session's escalation timer at the next one. Only the due ones
+    /// are looked at.
+    fn run_escalations(&mut self, i: usize, session: &str, wall: DateTime<Utc>) {
+        let timer = Timer::Escalation {
+            root: i,
+            session: session.to_string(),
+        };
         let dir = self.roots[i].session_dir(session);
-        let path = crate::inbox::inbox_dir(&dir, &to).join("new").join(&name);
-        let present = std::fs::symlink_metadata(&path).is_ok();
-        let slot = (to.clone(), name);
         let r = &mut self.roots[i];
         let Some(mail) = r.mail.get_mut(session) else {
+            self.timers.cancel(&timer);
             return;
         };
-        if !present {
-            mail.seen(slot, None);
+        let policy = &r.policy.messages;
+        let due = mail.take_due_escalations(policy, wall);
+        let mut escalated = Vec::new();
+        for d in due {
+            if r.state
+                .escalated
+                .get(session)
+                .is_some_and(|e| e.contains(&d.message_id))
+            {
+                continue;
+            }
+            let path = crate::inbox::inbox_dir(&dir, &d.to)
+                .join("new")
+                .join(&*d.name);
+            if std::fs::symlink_metadata(&path).is_err() {
+                mail.seen(policy, &d.to, &d.name, None);
+                continue;
+            }
+            r.state
+                .escalated
+                .entry(session.to_string())
+                .or_default()
+                .insert(d.message_id.clone());
+            escalated.push((d, path));
+        }
+        match mail.next_escalation(policy) {
+            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+            None => self.timers.cancel(&timer),
+        }
+        if escalated.is_empty() {
             return;
         }
-        let Some(u) = mail.unread.get(&slot).cloned() else {
-            return;
-        };
-        if !r
-            .state
-            .escalated
-            .entry(session.to_string())
-            .or_default()
-            .insert(u.message_id.clone())
-        {
-            return;
+        for (d, path) in &escalated {
+            self.log.emit(
+                i,
+                Some(session),
+                Some(path),
+                EventKind::MessageEscalated {
+                    to: d.to.clone(),
+                    message_id: d.message_id.clone(),
+                    priority: d.priority.to_string(),
+                },
+            );
+            self.hooks.notify(
+                &self.roots[i].policy.messages,
+                &self.roots[i].policy.hooks,
+                Notice {
+                    root: i,
+                    session,
+                    from: "squadd",
+                    to: &d.to,
+                    message_id: &d.message_id,
+                    priority: d.priority,
+                    path,
+                },
+            );
         }
-        self.log.emit(
-            i,
-            Some(session),
-            Some(&path),
-            EventKind::MessageEscalated {
-                to: to.clone(),
-                message_id: u.message_id.clone(),
-                priority: u.priority.to_string(),
-            },
-        );
-        self.hooks.notify(
-            &self.roots[i].policy.messages,
-            &self.roots[i].policy.hooks,
-            Notice {
-                root: i,
-                session,
-                from: "squadd",
-                to: &to,
-                message_id: &u.message_id,
-                priority: u.priority,
-                path: &path,
-            },
-        );
+        // Once for the batch: a burst escalating together is one write.
         self.save_state(i);
     }
 
+    /// Checks the messages of a session whose reply deadline passed, then
+    /// arms the session's reply timer at the next deadline. Only the due
+    /// ones are looked at.
+    fn run_replies_due(&mut self, i: usize, session: &str, wall: DateTime<Utc>) {
+        let timer = Timer::ReplyDue {
+            root: i,
+            session: session.to_string(),
+        };
+        let Some(mail) = self.roots[i].mail.get_mut(session) else {
+            self.timers.cancel(&timer);
+            return;
+        };
+        let due = mail.take_due_replies(wall);
+        match mail.next_reply_due() {
+            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+            None => self.timers.cancel(&timer),
+        }
+        for file in due {
+            self.check_reply(i, session, &file, wall);
+        }
+    }
+
     /// A message's reply deadline passed: reported once when no reply came.
-    fn check_reply(&mut self, i: usize, session: &str, message_id: &str, wall: DateTime<Utc>) {
+    /// `file` is the message file (its current content decides: a deadline
+    /// moved later or a reply that came is no longer overdue).
+    fn check_reply(&mut self, i: usize, session: &str, file: &str, wall: DateTime<Utc>) {
         let r = &mut self.roots[i];
-        let replied = r.mail.get(session).is_some_and(|m| m.replied(message_id));
-        let Some(m) = r.sessions.get(session).and_then(|s| {
-            s.index().files.values().find_map(|f| match &f.entry {
-                crate::index::Entry::Message(m) if m.message_id == message_id => Some(m.clone()),
-                _ => None,
-            })
+        let Some(core) = r.sessions.get(session) else {
+            return;
+        };
+        // A reused message id is reported (duplicate-message-id), not
+        // followed up: the first file with the id stands for it.
+        if core.reuses_message_id(file) {
+            return;
+        }
+        let Some(m) = core.index().files.get(file).and_then(|f| match &f.entry {
+            crate::index::Entry::Message(m) => Some(m.clone()),
+            _ => None,
         }) else {
             return;
         };
+        let message_id = m.message_id.clone();
+        let replied = r
+            .mail
+            .get(session)
+            .is_some_and(|mb| mb.replied(&message_id));
         if !routing::reply_overdue(&m, replied, wall) {
             return;
         }
@@ -2080,7 +2098,7 @@ impl Supervisor {
             .replies_overdue
             .entry(session.to_string())
             .or_default()
-            .insert(message_id.to_string())
+            .insert(message_id.clone())
         {
             return;
         }
@@ -2091,7 +2109,7 @@ impl Supervisor {
             EventKind::ResponseOverdue {
                 from: m.from_agent,
                 to: m.to_agent,
-                message_id: message_id.to_string(),
+                message_id,
             },
         );
         self.save_state(i);
@@ -2105,22 +2123,14 @@ impl Supervisor {
                 .map(DateTime::<Utc>::from)
                 .unwrap_or_else(|_| Utc::now())
         });
-        let slot = (agent, file);
-        let Some(mail) = self.roots[i].mail.get_mut(session) else {
+        let r = &mut self.roots[i];
+        let Some(mail) = r.mail.get_mut(session) else {
             return;
         };
-        let was = mail.unread.contains_key(&slot);
-        mail.seen(slot.clone(), present);
-        let now = mail.unread.get(&slot).cloned();
-        match (was, now) {
-            (false, Some(u)) => self.schedule_escalation(i, session, slot, &u),
-            (true, None) => self.timers.cancel(&Timer::Escalation {
-                root: i,
-                session: session.to_string(),
-                to: slot.0,
-                name: slot.1,
-            }),
-            _ => {}
+        // Gone from `new/`: it leaves the escalation queue here; the
+        // session's timer, if armed for it, finds nothing due and re-arms.
+        if let Some(at) = mail.seen(&r.policy.messages, &agent, &file, present) {
+            self.escalation_queued(i, session, at);
         }
     }
 }

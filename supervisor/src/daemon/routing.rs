@@ -14,6 +14,7 @@ use squad_protocol::model::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// What a delivery carries.
 #[derive(Debug, Clone, PartialEq)]
@@ -217,31 +218,137 @@ pub fn session_deliveries(
 /// An inbox entry: (recipient, inbox file name).
 pub type Slot = (String, String);
 
-/// A delivered message not acknowledged yet.
-#[derive(Debug, Clone, PartialEq)]
+/// A delivered message not acknowledged yet. Its message id is the one its
+/// inbox name spells (see [`Mailbox::message_id`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Unread {
     /// Priority (from the inbox name).
     pub priority: Priority,
-    /// Message id (from the inbox name).
-    pub message_id: String,
     /// When it was delivered.
     pub delivered_at: DateTime<Utc>,
+}
+
+/// An unread message whose escalation time came (see
+/// [`Mailbox::take_due_escalations`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueEscalation {
+    /// Recipient.
+    pub to: String,
+    /// Inbox file name.
+    pub name: Rc<str>,
+    /// Message id.
+    pub message_id: String,
+    /// Priority.
+    pub priority: Priority,
+}
+
+/// Index of a priority in per-priority arrays (as in the policy's
+/// `escalate_after`).
+fn rank(p: Priority) -> usize {
+    match p {
+        Priority::Critical => 0,
+        Priority::High => 1,
+        Priority::Medium => 2,
+        Priority::Low => 3,
+    }
+}
+
+/// The priorities in [`rank`] order.
+const PRIORITIES: [Priority; 4] = [
+    Priority::Critical,
+    Priority::High,
+    Priority::Medium,
+    Priority::Low,
+];
+
+/// One recipient's inbox as squadd knows it.
+///
+/// What a delivered message costs is kept small, because a burst of
+/// deliveries stays held for the life of the session: one shared name, one
+/// map entry (`Some` while unread), and while unread and due to escalate
+/// one entry in its priority's escalation queue.
+#[derive(Debug, Clone, Default)]
+struct Inbox {
+    /// Every name present in `new/` or `cur/`: `Some` while in `new/`.
+    names: BTreeMap<Rc<str>, Option<Unread>>,
+    /// Unread messages waiting to escalate, per priority, by delivery time:
+    /// the escalation delay is one per priority, so this is deadline order.
+    escalations: [BTreeSet<(DateTime<Utc>, Rc<str>)>; 4],
+    /// Message ids an inbox name does not spell whole (longer than
+    /// `INBOX_ID_MAX`): rare, so kept aside rather than in every entry.
+    long_ids: BTreeMap<Rc<str>, String>,
+}
+
+impl Inbox {
+    /// The shared name of an entry, allocated once.
+    fn name(&self, name: &str) -> Rc<str> {
+        self.names
+            .get_key_value(name)
+            .map_or_else(|| Rc::from(name), |(k, _)| k.clone())
+    }
+
+    /// Marks a name unread (`replace`: even if it already is, with this
+    /// delivery time); queues its escalation if the policy escalates its
+    /// priority, and returns when.
+    fn set_unread(
+        &mut self,
+        policy: &MessagePolicy,
+        name: Rc<str>,
+        u: Unread,
+        replace: bool,
+    ) -> Option<DateTime<Utc>> {
+        if let Some(Some(old)) = self.names.get(&name).copied() {
+            if !replace {
+                return None;
+            }
+            self.escalations[rank(old.priority)].remove(&(old.delivered_at, name.clone()));
+        }
+        self.names.insert(name.clone(), Some(u));
+        let at = escalation_at(policy, u.priority, u.delivered_at)?;
+        self.escalations[rank(u.priority)].insert((u.delivered_at, name));
+        Some(at)
+    }
+
+    /// Marks a name read (gone from `new/`): it no longer escalates.
+    fn set_read(&mut self, name: &str) {
+        if let Some((key, slot)) = self.names.get_key_value(name)
+            && let Some(u) = *slot
+        {
+            let key = key.clone();
+            self.escalations[rank(u.priority)].remove(&(u.delivered_at, key.clone()));
+            self.long_ids.remove(name);
+            self.names.insert(key, None);
+        }
+    }
+
+    fn message_id(&self, name: &str) -> Option<String> {
+        match self.long_ids.get(name) {
+            Some(id) => Some(id.clone()),
+            None => parse_inbox_name(name).map(|(_, id)| id),
+        }
+    }
 }
 
 /// What squadd knows of a session's inboxes and replies, kept up to date by
 /// its own deliveries and the inbox watches (sans I/O). Seeded once at
 /// start-up by listing the inboxes; after that no delivery check lists or
 /// stats anything.
+///
+/// It also holds the session's escalation queue: the daemon keeps one
+/// timer per session, armed at [`Mailbox::next_escalation`], rather than
+/// one per unread message.
 #[derive(Debug, Clone, Default)]
 pub struct Mailbox {
-    /// Slots present in `new/` or `cur/`.
-    pub delivered: BTreeSet<Slot>,
-    /// Slots in `new/`.
-    pub unread: BTreeMap<Slot, Unread>,
+    /// By recipient.
+    inboxes: BTreeMap<String, Inbox>,
     /// Deliveries waiting for their time (low priority, recipient busy).
     pub waiting: BTreeMap<Slot, Delivery>,
     /// Replies seen, by the id of the message they answer.
     pub replies: BTreeMap<String, usize>,
+    /// Messages that asked for a reply, by `response_by`: (deadline, file).
+    /// A file whose deadline changed may be here twice; the check reads
+    /// the file's current content.
+    replies_due: BTreeSet<(DateTime<Utc>, Box<str>)>,
 }
 
 /// Where a delivery stands.
@@ -256,24 +363,67 @@ pub enum Offer {
 }
 
 impl Mailbox {
+    fn inbox(&mut self, to: &str) -> &mut Inbox {
+        self.inboxes.entry(to.to_string()).or_default()
+    }
+
     /// Seeds from an inbox listing: (recipient, name, unread, mtime).
-    pub fn seed(&mut self, entries: Vec<(String, String, bool, Option<DateTime<Utc>>)>) {
+    /// Unread messages are queued for escalation (their mtime is when they
+    /// were delivered); see [`Mailbox::next_escalation`].
+    pub fn seed(
+        &mut self,
+        policy: &MessagePolicy,
+        entries: Vec<(String, String, bool, Option<DateTime<Utc>>)>,
+    ) {
         for (to, name, unread, at) in entries {
-            let Some((priority, message_id)) = parse_inbox_name(&name) else {
+            let Some((priority, _)) = parse_inbox_name(&name) else {
                 continue;
             };
-            let slot = (to, name);
-            self.delivered.insert(slot.clone());
-            if unread && let Some(delivered_at) = at {
-                self.unread.insert(
-                    slot,
-                    Unread {
+            let inbox = self.inbox(&to);
+            let name = inbox.name(&name);
+            match at.filter(|_| unread) {
+                Some(delivered_at) => {
+                    let u = Unread {
                         priority,
-                        message_id,
                         delivered_at,
-                    },
-                );
+                    };
+                    inbox.set_unread(policy, name, u, false);
+                }
+                None => {
+                    inbox.names.entry(name).or_insert(None);
+                }
             }
+        }
+    }
+
+    /// Whether a message is in the recipient's `new/` or `cur/`.
+    pub fn is_delivered(&self, to: &str, name: &str) -> bool {
+        self.inboxes
+            .get(to)
+            .is_some_and(|i| i.names.contains_key(name))
+    }
+
+    /// A message's state if it is unread.
+    pub fn unread_entry(&self, to: &str, name: &str) -> Option<Unread> {
+        self.inboxes.get(to)?.names.get(name).copied().flatten()
+    }
+
+    /// Every unread message: (recipient, inbox name, state).
+    pub fn unread(&self) -> impl Iterator<Item = (&str, &str, Unread)> {
+        self.inboxes.iter().flat_map(|(to, inbox)| {
+            inbox
+                .names
+                .iter()
+                .filter_map(move |(name, u)| u.map(|u| (to.as_str(), &**name, u)))
+        })
+    }
+
+    /// The message id of an inbox entry: the one it was delivered with, or
+    /// the one its name spells.
+    pub fn message_id(&self, to: &str, name: &str) -> Option<String> {
+        match self.inboxes.get(to) {
+            Some(inbox) => inbox.message_id(name),
+            None => parse_inbox_name(name).map(|(_, id)| id),
         }
     }
 
@@ -286,10 +436,10 @@ impl Mailbox {
         busy: bool,
         wall: DateTime<Utc>,
     ) -> Offer {
-        let slot = (d.to.clone(), d.name.clone());
-        if self.delivered.contains(&slot) {
+        if self.is_delivered(&d.to, &d.name) {
             return Offer::Done;
         }
+        let slot = (d.to.clone(), d.name.clone());
         let seen = self.waiting.get(&slot).map_or(wall, |w| w.since);
         d.since = wait_since(d.since, seen.min(wall));
         let due = deliver_at(policy, d.priority, d.since, busy, wall);
@@ -302,49 +452,135 @@ impl Mailbox {
         }
     }
 
-    /// Records a delivery; returns when to check it for escalation.
+    /// Records a delivery (unread from `at`); returns when it escalates, if
+    /// its priority does.
     pub fn delivered(
         &mut self,
         policy: &MessagePolicy,
         d: &Delivery,
         at: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
-        let slot = (d.to.clone(), d.name.clone());
-        self.waiting.remove(&slot);
-        self.delivered.insert(slot.clone());
-        self.unread.insert(
-            slot,
-            Unread {
-                priority: d.priority,
-                message_id: d.message_id.clone(),
-                delivered_at: at,
-            },
-        );
-        escalation_at(policy, d.priority, at)
+        if !self.waiting.is_empty() {
+            self.waiting.remove(&(d.to.clone(), d.name.clone()));
+        }
+        let inbox = self.inbox(&d.to);
+        let name = inbox.name(&d.name);
+        if parse_inbox_name(&name).is_none_or(|(_, id)| id != d.message_id) {
+            inbox.long_ids.insert(name.clone(), d.message_id.clone());
+        }
+        let u = Unread {
+            priority: d.priority,
+            delivered_at: at,
+        };
+        inbox.set_unread(policy, name, u, true)
     }
 
-    /// The inbox file was seen present (`Some(mtime)`) or gone from `new/`.
-    pub fn seen(&mut self, slot: Slot, present: Option<DateTime<Utc>>) {
+    /// The inbox file was seen present in `new/` (`Some(mtime)`) or gone
+    /// from it. Returns when it escalates if it just became unread (and its
+    /// priority escalates); one gone no longer escalates.
+    pub fn seen(
+        &mut self,
+        policy: &MessagePolicy,
+        to: &str,
+        name: &str,
+        present: Option<DateTime<Utc>>,
+    ) -> Option<DateTime<Utc>> {
         match present {
             Some(at) => {
-                self.delivered.insert(slot.clone());
-                if !self.unread.contains_key(&slot)
-                    && let Some((priority, message_id)) = parse_inbox_name(&slot.1)
-                {
-                    self.unread.insert(
-                        slot,
-                        Unread {
+                let inbox = self.inbox(to);
+                let name = inbox.name(name);
+                match parse_inbox_name(&name) {
+                    Some((priority, _)) => {
+                        let u = Unread {
                             priority,
-                            message_id,
                             delivered_at: at,
-                        },
-                    );
+                        };
+                        inbox.set_unread(policy, name, u, false)
+                    }
+                    None => {
+                        inbox.names.entry(name).or_insert(None);
+                        None
+                    }
                 }
             }
             None => {
-                self.unread.remove(&slot);
+                if let Some(inbox) = self.inboxes.get_mut(to) {
+                    inbox.set_read(name);
+                }
+                None
             }
         }
+    }
+
+    /// When the next unread message escalates (the head of each
+    /// recipient's per-priority queues: a handful of entries, whatever the
+    /// number of messages).
+    pub fn next_escalation(&self, policy: &MessagePolicy) -> Option<DateTime<Utc>> {
+        self.inboxes
+            .values()
+            .flat_map(|inbox| {
+                inbox
+                    .escalations
+                    .iter()
+                    .zip(PRIORITIES)
+                    .filter_map(|(q, p)| escalation_at(policy, p, q.first()?.0))
+            })
+            .min()
+    }
+
+    /// Takes every unread message whose escalation time is at or before
+    /// `now` off the escalation queue (it stays unread), earliest first per
+    /// queue.
+    pub fn take_due_escalations(
+        &mut self,
+        policy: &MessagePolicy,
+        now: DateTime<Utc>,
+    ) -> Vec<DueEscalation> {
+        let mut out = Vec::new();
+        for (to, inbox) in &mut self.inboxes {
+            for (r, priority) in PRIORITIES.into_iter().enumerate() {
+                while let Some((at, _)) = inbox.escalations[r].first() {
+                    if escalation_at(policy, priority, *at).is_none_or(|due| due > now) {
+                        break;
+                    }
+                    let Some((_, name)) = inbox.escalations[r].pop_first() else {
+                        break;
+                    };
+                    let Some(message_id) = inbox.message_id(&name) else {
+                        continue;
+                    };
+                    out.push(DueEscalation {
+                        to: to.clone(),
+                        name,
+                        message_id,
+                        priority,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Queues the reply check of message file `file` at `by`.
+    pub fn reply_due(&mut self, by: DateTime<Utc>, file: &str) {
+        self.replies_due.insert((by, file.into()));
+    }
+
+    /// The next reply deadline.
+    pub fn next_reply_due(&self) -> Option<DateTime<Utc>> {
+        self.replies_due.first().map(|(by, _)| *by)
+    }
+
+    /// Takes the message files whose reply deadline is at or before `now`,
+    /// earliest first.
+    pub fn take_due_replies(&mut self, now: DateTime<Utc>) -> Vec<Box<str>> {
+        let mut out = Vec::new();
+        while self.replies_due.first().is_some_and(|(by, _)| *by <= now) {
+            if let Some((_, file)) = self.replies_due.pop_first() {
+                out.push(file);
+            }
+        }
+        out
     }
 
     /// Notes a message file coming or going (replies answer by id).
@@ -463,5 +699,237 @@ mod tests {
             panic!("critical is delivered at once");
         };
         assert!(!late(&p, &d, t(10, 0, 0)));
+    }
+
+    /// One step of an escalation scenario (times in minutes after 10:00;
+    /// default policy: critical escalates after 2 min, high 10, medium 30,
+    /// low never).
+    enum Step {
+        /// squadd delivers message `id` to `to`.
+        Deliver(&'static str, &'static str, Priority, i64),
+        /// The inbox watch saw the entry present in `new/` (mtime).
+        Appears(&'static str, &'static str, Priority, i64),
+        /// The entry went from `new/` (acknowledged or removed).
+        Gone(&'static str, &'static str, Priority),
+        /// The next escalation time, if any.
+        Next(Option<i64>),
+        /// Takes what is due then: these ids, in this order.
+        Due(i64, &'static [&'static str]),
+        /// The unread count.
+        Unread(usize),
+    }
+
+    fn at(min: i64) -> DateTime<Utc> {
+        t(10, 0, 0) + chrono::Duration::minutes(min)
+    }
+
+    fn name_of(id: &str, p: Priority) -> String {
+        inbox_name(p, t(9, 0, 0), id)
+    }
+
+    fn run(mail: &mut Mailbox, steps: &[Step]) {
+        let p = policy();
+        for (n, step) in steps.iter().enumerate() {
+            match *step {
+                Step::Deliver(to, id, priority, min) => {
+                    let mut d = delivery(priority, t(9, 0, 0));
+                    d.to = to.into();
+                    d.name = name_of(id, priority);
+                    d.message_id = id.into();
+                    let want = escalation_at(&p, priority, at(min));
+                    assert_eq!(mail.delivered(&p, &d, at(min)), want, "step {n}");
+                    assert!(mail.is_delivered(to, &d.name), "step {n}");
+                }
+                Step::Appears(to, id, priority, min) => {
+                    mail.seen(&p, to, &name_of(id, priority), Some(at(min)));
+                }
+                Step::Gone(to, id, priority) => {
+                    let name = name_of(id, priority);
+                    assert_eq!(mail.seen(&p, to, &name, None), None, "step {n}");
+                    assert!(mail.unread_entry(to, &name).is_none(), "step {n}");
+                    // Still delivered: never delivered again.
+                    assert!(mail.is_delivered(to, &name), "step {n}");
+                }
+                Step::Next(want) => {
+                    assert_eq!(mail.next_escalation(&p), want.map(at), "step {n}")
+                }
+                Step::Due(min, want) => {
+                    let due: Vec<String> = mail
+                        .take_due_escalations(&p, at(min))
+                        .into_iter()
+                        .map(|d| d.message_id)
+                        .collect();
+                    assert_eq!(due, want, "step {n}");
+                }
+                Step::Unread(want) => assert_eq!(mail.unread().count(), want, "step {n}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_escalation_queue_holds_what_is_unread_in_deadline_order() {
+        use Priority::*;
+        use Step::*;
+        let cases: &[(&str, &[Step])] = &[
+            (
+                "acknowledged before due: never escalates",
+                &[
+                    Deliver("bob", "msg_1", Medium, 0),
+                    Deliver("bob", "msg_2", Medium, 1),
+                    Next(Some(30)),
+                    Gone("bob", "msg_1", Medium),
+                    // The session's timer may still fire at 30: nothing due.
+                    Due(30, &[]),
+                    Next(Some(31)),
+                    Due(31, &["msg_2"]),
+                    Next(None),
+                    // Taken off the queue, still unread (status counts it).
+                    Unread(1),
+                ],
+            ),
+            (
+                "removed from new/ (not moved to cur/): the same",
+                &[
+                    Deliver("carol", "msg_1", High, 0),
+                    Gone("carol", "msg_1", High),
+                    Next(None),
+                    Due(60, &[]),
+                    Unread(0),
+                ],
+            ),
+            (
+                "two priorities: each in its own delay",
+                &[
+                    Deliver("bob", "msg_m", Medium, 0),
+                    Deliver("bob", "msg_c1", Critical, 5),
+                    Deliver("carol", "msg_h", High, 6),
+                    Deliver("bob", "msg_c2", Critical, 7),
+                    Next(Some(7)),
+                    Due(6, &[]),
+                    Due(7, &["msg_c1"]),
+                    Next(Some(9)),
+                    Due(20, &["msg_c2", "msg_h"]),
+                    Next(Some(30)),
+                    Due(30, &["msg_m"]),
+                    Next(None),
+                    Unread(4),
+                ],
+            ),
+            (
+                "low never escalates (default policy) and is not queued",
+                &[Deliver("bob", "msg_l", Low, 0), Next(None), Unread(1)],
+            ),
+            (
+                "delivered again: the later time counts, once",
+                &[
+                    Deliver("bob", "msg_1", Critical, 0),
+                    Deliver("bob", "msg_1", Critical, 4),
+                    Next(Some(6)),
+                    Due(6, &["msg_1"]),
+                    Due(60, &[]),
+                ],
+            ),
+            (
+                "seen in new/ after its delivery: the delivery time stays",
+                &[
+                    Deliver("bob", "msg_1", Critical, 0),
+                    Appears("bob", "msg_1", Critical, 1),
+                    Next(Some(2)),
+                ],
+            ),
+            (
+                "moved back from cur/ to new/: unread again, from its mtime",
+                &[
+                    Deliver("bob", "msg_1", Critical, 0),
+                    Gone("bob", "msg_1", Critical),
+                    Appears("bob", "msg_1", Critical, 10),
+                    Next(Some(12)),
+                    Due(12, &["msg_1"]),
+                ],
+            ),
+        ];
+        for (what, steps) in cases {
+            eprintln!("case: {what}");
+            run(&mut Mailbox::default(), steps);
+        }
+    }
+
+    /// After a restart the listing is all squadd knows: unread entries
+    /// escalate from their mtime, acknowledged ones (in `cur/`) never.
+    #[test]
+    fn a_reseeded_mailbox_escalates_what_is_unread() {
+        use Priority::*;
+        use Step::*;
+        let p = policy();
+        let mut mail = Mailbox::default();
+        let listing = vec![
+            ("bob".into(), name_of("msg_1", Medium), true, Some(at(0))),
+            ("bob".into(), name_of("msg_2", Medium), false, None),
+            (
+                "carol".into(),
+                name_of("msg_3", Critical),
+                true,
+                Some(at(1)),
+            ),
+            // In both (a copy left behind): unread.
+            ("carol".into(), name_of("msg_4", High), false, None),
+            ("carol".into(), name_of("msg_4", High), true, Some(at(2))),
+            // Not an inbox name: ignored.
+            ("carol".into(), "notes.txt".into(), true, Some(at(0))),
+            // No mtime: delivered, not counted as unread.
+            ("bob".into(), name_of("msg_5", Critical), true, None),
+        ];
+        mail.seed(&p, listing);
+        assert!(mail.is_delivered("bob", &name_of("msg_2", Medium)));
+        assert!(mail.is_delivered("bob", &name_of("msg_5", Critical)));
+        run(
+            &mut mail,
+            &[
+                Unread(3),
+                Next(Some(3)),
+                Gone("carol", "msg_3", Critical),
+                Next(Some(12)),
+                Due(12, &["msg_4"]),
+                Due(30, &["msg_1"]),
+                Next(None),
+            ],
+        );
+    }
+
+    /// A message id longer than an inbox name keeps is escalated under the
+    /// id it was delivered with.
+    #[test]
+    fn a_long_message_id_is_kept_while_unread() {
+        let p = policy();
+        let mut mail = Mailbox::default();
+        let id = format!("msg_{}", "x".repeat(200));
+        let mut d = delivery(Priority::Critical, t(9, 0, 0));
+        d.message_id = id.clone();
+        d.name = inbox_name(d.priority, d.created, &id);
+        assert_ne!(parse_inbox_name(&d.name).map(|(_, i)| i), Some(id.clone()));
+        mail.delivered(&p, &d, at(0));
+        assert_eq!(mail.message_id("bob", &d.name), Some(id.clone()));
+        let due = mail.take_due_escalations(&p, at(2));
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].message_id, id);
+    }
+
+    /// Reply deadlines come out in deadline order, only the due ones, and a
+    /// file queued twice at the same deadline once.
+    #[test]
+    fn reply_deadlines_are_taken_in_order_and_only_when_due() {
+        let mut mail = Mailbox::default();
+        assert_eq!(mail.next_reply_due(), None);
+        mail.reply_due(at(10), "b.md");
+        mail.reply_due(at(5), "a.md");
+        mail.reply_due(at(10), "b.md");
+        mail.reply_due(at(20), "c.md");
+        assert_eq!(mail.next_reply_due(), Some(at(5)));
+        assert!(mail.take_due_replies(at(4)).is_empty());
+        let due = mail.take_due_replies(at(10));
+        assert_eq!(due, vec![Box::from("a.md"), Box::from("b.md")]);
+        assert_eq!(mail.next_reply_due(), Some(at(20)));
+        assert_eq!(mail.take_due_replies(at(30)).len(), 1);
+        assert_eq!(mail.next_reply_due(), None);
     }
 }

@@ -50,26 +50,24 @@ pub enum Timer {
         /// Inbox file name.
         name: String,
     },
-    /// A delivered message reaches its escalation time: one `stat` of the
-    /// inbox file says whether it was acknowledged.
+    /// The earliest unread message of a session reaches its escalation
+    /// time. One per session, whatever the number of unread messages: the
+    /// session's [`Mailbox`](super::routing::Mailbox) holds the queue, and
+    /// the timer is armed again at its next deadline after firing.
     Escalation {
         /// Root index.
         root: usize,
         /// Session directory name.
         session: String,
-        /// Recipient.
-        to: String,
-        /// Inbox file name.
-        name: String,
     },
-    /// A message's `response_by` passes.
+    /// The earliest `response_by` of a session's messages passes. One per
+    /// session, like [`Timer::Escalation`]: the queue is in the session's
+    /// [`Mailbox`](super::routing::Mailbox).
     ReplyDue {
         /// Root index.
         root: usize,
         /// Session directory name.
         session: String,
-        /// Message id.
-        message_id: String,
     },
     /// Write the root's persisted state (written behind, coalesced).
     SaveState(usize),
@@ -144,9 +142,7 @@ impl Timer {
 
 /// The queue.
 ///
-/// Each timer is held once and shared by the queue and the index (a burst
-/// of deliveries sets one escalation timer per message, each naming its
-/// session, recipient and inbox file).
+/// Each timer is held once and shared by the queue and the index.
 #[derive(Debug, Default)]
 pub struct Timers {
     queue: BTreeSet<(Instant, Rc<Timer>)>,
