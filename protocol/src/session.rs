@@ -7,7 +7,7 @@ use crate::diagnostic::Rule;
 use crate::ids::is_session_dir_name;
 use crate::kind::{FileKind, SESSION_STATUS_FILE};
 use crate::locate::{PathSeg, Target};
-use crate::validate::{Facts, FileReport, Finding, task_ref_field};
+use crate::validate::{FileReport, Finding, task_ref_field};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -55,14 +55,25 @@ struct Edge<'a> {
     said: String,
 }
 
-/// What session rules need to know about one file of the session.
+/// What session rules need to know about one file of the session: its
+/// identity facts (see [`Facts`](crate::validate::Facts)), field by field, so that a member may
+/// keep them in whatever form (a daemon's index reads most of them from the
+/// parsed entry rather than keep a second copy).
 pub trait SessionMember {
     /// The file.
     fn path(&self) -> &Path;
     /// Its kind.
     fn kind(&self) -> FileKind;
-    /// Its identity facts.
-    fn facts(&self) -> &Facts;
+    /// [`Facts::task_id`](crate::validate::Facts::task_id).
+    fn task_id(&self) -> Option<&str>;
+    /// [`Facts::agent`](crate::validate::Facts::agent).
+    fn agent(&self) -> Option<&str>;
+    /// [`Facts::message_id`](crate::validate::Facts::message_id).
+    fn message_id(&self) -> Option<&str>;
+    /// [`Facts::requires`](crate::validate::Facts::requires).
+    fn requires(&self) -> &[(usize, String)];
+    /// [`Facts::blocks`](crate::validate::Facts::blocks).
+    fn blocks(&self) -> &[(usize, String)];
 }
 
 impl<T: SessionMember> SessionMember for &T {
@@ -72,8 +83,20 @@ impl<T: SessionMember> SessionMember for &T {
     fn kind(&self) -> FileKind {
         (*self).kind()
     }
-    fn facts(&self) -> &Facts {
-        (*self).facts()
+    fn task_id(&self) -> Option<&str> {
+        (*self).task_id()
+    }
+    fn agent(&self) -> Option<&str> {
+        (*self).agent()
+    }
+    fn message_id(&self) -> Option<&str> {
+        (*self).message_id()
+    }
+    fn requires(&self) -> &[(usize, String)] {
+        (*self).requires()
+    }
+    fn blocks(&self) -> &[(usize, String)] {
+        (*self).blocks()
     }
 }
 
@@ -84,8 +107,20 @@ impl SessionMember for FileReport {
     fn kind(&self) -> FileKind {
         self.kind
     }
-    fn facts(&self) -> &Facts {
-        &self.facts
+    fn task_id(&self) -> Option<&str> {
+        self.facts.task_id.as_deref()
+    }
+    fn agent(&self) -> Option<&str> {
+        self.facts.agent.as_deref()
+    }
+    fn message_id(&self) -> Option<&str> {
+        self.facts.message_id.as_deref()
+    }
+    fn requires(&self) -> &[(usize, String)] {
+        &self.facts.requires
+    }
+    fn blocks(&self) -> &[(usize, String)] {
+        &self.facts.blocks
     }
 }
 
@@ -113,7 +148,7 @@ pub fn member_finding<F: SessionMember>(
         on_directory: false,
         finding,
     };
-    let task = f.facts().task_id.as_deref()?;
+    let task = f.task_id()?;
     let what = match f.kind() {
         FileKind::ProgressUpdate => "this progress update is about task",
         FileKind::Message => "this message is about task",
@@ -129,7 +164,7 @@ pub fn member_finding<F: SessionMember>(
             },
         )),
         Some(plan) if f.kind() == FileKind::ProgressUpdate => {
-            let (writer, assignee) = (f.facts().agent.as_ref()?, plan.facts().agent.as_ref()?);
+            let (writer, assignee) = (f.agent()?, plan.agent()?);
             (writer != assignee).then(|| {
                 on_file(
                     f.path(),
@@ -169,7 +204,7 @@ pub fn duplicate_message_ids<F: SessionMember>(files: &[F]) -> Vec<SessionFindin
         .collect();
     message_files.sort_by(|a, b| a.path().cmp(b.path()));
     for f in &message_files {
-        let Some(id) = f.facts().message_id.as_deref() else {
+        let Some(id) = f.message_id() else {
             continue;
         };
         if let Some(first) = messages.get(id) {
@@ -271,7 +306,7 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
         .collect();
     plan_files.sort_by(|a, b| a.path().cmp(b.path()));
     for f in &plan_files {
-        let Some(task) = f.facts().task_id.as_deref() else {
+        let Some(task) = f.task_id() else {
             continue;
         };
         if let Some(first) = plans.get(task) {
@@ -310,13 +345,10 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
     // The dependency graph.
     let mut edges: Vec<Edge<'_>> = Vec::new();
     for f in plans.values() {
-        let Some(task) = f.facts().task_id.as_deref() else {
+        let Some(task) = f.task_id() else {
             continue;
         };
-        for (list, entries) in [
-            ("requires", &f.facts().requires),
-            ("blocks", &f.facts().blocks),
-        ] {
+        for (list, entries) in [("requires", f.requires()), ("blocks", f.blocks())] {
             for (index, other) in entries {
                 if !plans.contains_key(other.as_str()) {
                     out.push(on_file(

@@ -123,6 +123,8 @@ pub struct MessageInfo {
     pub response_needed: bool,
     /// The message answered.
     pub in_reply_to: Option<String>,
+    /// The task it is about (`context.task_id`).
+    pub task_id: Option<String>,
 }
 
 /// An error report.
@@ -236,6 +238,7 @@ impl Entry {
                 response_by: d.response_by,
                 response_needed: d.response_needed.unwrap_or(false),
                 in_reply_to: d.in_reply_to,
+                task_id: d.context.and_then(|c| c.task_id),
             }),
             Document::ErrorReport(d) => Entry::Error(Box::new(ErrorInfo {
                 error_id: d.error_id,
@@ -263,8 +266,10 @@ pub struct IndexedFile {
     pub kind: FileKind,
     /// What it contributes.
     pub entry: Entry,
-    /// Identity facts for session rules.
-    pub facts: Facts,
+    /// Identity facts for session rules, when the entry does not say them
+    /// (see [`SessionMember`]): a valid message, progress update or error
+    /// report reads them from its entry rather than hold a second copy.
+    facts: Option<Box<Facts>>,
     /// Its own diagnostics (file rules).
     pub diagnostics: Vec<Diagnostic>,
     /// A hash of the bytes, to tell real changes from repeated events.
@@ -368,10 +373,69 @@ pub fn place_findings(dir: &Path, files: &Files, findings: Vec<SessionFinding>) 
     out
 }
 
+/// The identity facts a valid entry says: (task, agent, message id).
+fn entry_facts(entry: &Entry) -> Option<(Option<&str>, Option<&str>, Option<&str>)> {
+    match entry {
+        Entry::Message(m) => Some((
+            m.task_id.as_deref(),
+            Some(&m.from_agent),
+            Some(&m.message_id),
+        )),
+        Entry::Progress(p) => Some((Some(&p.task_id), Some(&p.agent), None)),
+        Entry::Error(e) => Some((e.task_id.as_deref(), Some(&e.agent), None)),
+        Entry::Status(_) | Entry::Plan(_) | Entry::Invalid => None,
+    }
+}
+
+/// What an entry keeps of a file's facts: nothing when its entry says
+/// them all (checked, so a difference in how the two are read keeps the
+/// facts rather than lose them).
+fn kept_facts(entry: &Entry, facts: Facts) -> Option<Box<Facts>> {
+    let (task, agent, message) = entry_facts(entry).unwrap_or_default();
+    let said = facts.requires.is_empty()
+        && facts.blocks.is_empty()
+        && facts.task_id.as_deref() == task
+        && facts.agent.as_deref() == agent
+        && facts.message_id.as_deref() == message;
+    (!said).then(|| Box::new(facts))
+}
+
 impl IndexedFile {
+    /// Indexes a file of that kind at `path` from what was found in it.
+    pub fn new(
+        path: &Path,
+        kind: FileKind,
+        entry: Entry,
+        facts: Facts,
+        diagnostics: Vec<Diagnostic>,
+        fingerprint: u64,
+    ) -> IndexedFile {
+        IndexedFile {
+            name: name_of(path),
+            kind,
+            facts: kept_facts(&entry, facts),
+            entry,
+            diagnostics,
+            fingerprint,
+            text: None,
+            anchors: Anchors::default(),
+        }
+    }
+
     /// The file's path, in the session directory `dir`.
     pub fn path_in(&self, dir: &Path) -> PathBuf {
         dir.join(&*self.name)
+    }
+
+    /// Whether the session rules see both files alike (same kind and
+    /// identity facts): if so, a change from one to the other reruns none.
+    pub fn same_identity(&self, other: &IndexedFile) -> bool {
+        self.kind == other.kind
+            && self.task_id() == other.task_id()
+            && self.agent() == other.agent()
+            && self.message_id() == other.message_id()
+            && self.requires() == other.requires()
+            && self.blocks() == other.blocks()
     }
 }
 
@@ -391,8 +455,29 @@ impl SessionMember for IndexedFile {
     fn kind(&self) -> FileKind {
         self.kind
     }
-    fn facts(&self) -> &Facts {
-        &self.facts
+    fn task_id(&self) -> Option<&str> {
+        match &self.facts {
+            Some(f) => f.task_id.as_deref(),
+            None => entry_facts(&self.entry).and_then(|(task, _, _)| task),
+        }
+    }
+    fn agent(&self) -> Option<&str> {
+        match &self.facts {
+            Some(f) => f.agent.as_deref(),
+            None => entry_facts(&self.entry).and_then(|(_, agent, _)| agent),
+        }
+    }
+    fn message_id(&self) -> Option<&str> {
+        match &self.facts {
+            Some(f) => f.message_id.as_deref(),
+            None => entry_facts(&self.entry).and_then(|(_, _, id)| id),
+        }
+    }
+    fn requires(&self) -> &[(usize, String)] {
+        self.facts.as_deref().map_or(&[], |f| &f.requires)
+    }
+    fn blocks(&self) -> &[(usize, String)] {
+        self.facts.as_deref().map_or(&[], |f| &f.blocks)
     }
 }
 
@@ -408,18 +493,21 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
 pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
     let report = check_bytes(path, kind, bytes);
     let text = std::str::from_utf8(bytes).ok();
+    let entry = report.document.map_or(Entry::Invalid, Entry::from_document);
     IndexedFile {
-        name: name_of(path),
-        kind,
-        entry: report.document.map_or(Entry::Invalid, Entry::from_document),
-        facts: report.facts,
-        diagnostics: report.diagnostics,
-        fingerprint: fingerprint(bytes),
         text: text.filter(|_| keeps_text(kind)).map(std::sync::Arc::from),
         anchors: match text {
             Some(t) if !keeps_text(kind) => anchors_in(path, kind, t),
             _ => Anchors::default(),
         },
+        ..IndexedFile::new(
+            path,
+            kind,
+            entry,
+            report.facts,
+            report.diagnostics,
+            fingerprint(bytes),
+        )
     }
 }
 
@@ -436,16 +524,14 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
                 return Ok(None);
             }
             // Unreadable, too large, not a file: indexed as invalid with its reason.
-            Ok(Some(IndexedFile {
-                name: name_of(path),
+            Ok(Some(IndexedFile::new(
+                path,
                 kind,
-                entry: Entry::Invalid,
-                facts: Facts::default(),
-                diagnostics: vec![d],
-                fingerprint: 0,
-                text: None,
-                anchors: Anchors::default(),
-            }))
+                Entry::Invalid,
+                Facts::default(),
+                vec![d],
+                0,
+            )))
         }
     }
 }
@@ -705,6 +791,70 @@ pub fn now() -> DateTime<Utc> {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    /// An entry that says a file's identity facts keeps no second copy of
+    /// them; what session rules read is the same either way.
+    #[test]
+    fn identity_facts_read_from_the_entry_equal_the_validators() {
+        let dir = Path::new("/p/.squad/sessions/20240115T100000Z");
+        let table: &[(&str, &str)] = &[
+            (
+                "role-comm-bob-to-alice-msg_1.md",
+                "meta:\n  message_id: msg_1\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: question\nsubject: s\nmessage: m\ncontext:\n  task_id: task_9\n",
+            ),
+            (
+                "role-comm-bob-to-alice-msg_2.md",
+                "meta:\n  message_id: msg_2\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: low\ntype: notification\nsubject: s\nmessage: m\n",
+            ),
+            // Invalid (no type): its facts come from what could be read.
+            (
+                "role-comm-bob-to-alice-msg_3.md",
+                "meta:\n  message_id: msg_3\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: low\nsubject: s\n",
+            ),
+            (
+                "error-alice-20240115T103800Z.md",
+                "error_id: err_20240115T103800Z_ab\nagent: alice\ntask_id: task_alice\nseverity: error\noccurred_at: 2024-01-15T10:38:00Z\nerror:\n  type: BuildBroken\n  message: linker failed\n",
+            ),
+            (
+                "role-comm-carol-task_2.md",
+                "meta:\n  task_id: task_2\n  agent: carol\n  updated_at: 2024-01-15T10:00:00Z\nstatus: in_progress\n",
+            ),
+            (
+                "role-plan-carol-task_2.md",
+                "meta:\n  task_id: task_2\n  agent: carol\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\ndependencies:\n  requires: [task_1]\n  blocks: [task_3]\n",
+            ),
+            (
+                "session-status.md",
+                "session_id: s\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+            ),
+            ("role-plan-x-task_5.md", "meta: ["),
+        ];
+        let mut held_none = 0;
+        for (name, text) in table {
+            let path = dir.join(name);
+            let kind = FileKind::from_file_name(name).unwrap();
+            let report = check_bytes(&path, kind, text.as_bytes());
+            let f = index_bytes(&path, kind, text.as_bytes());
+            let facts = &report.facts;
+            assert_eq!(f.task_id(), facts.task_id.as_deref(), "{name}");
+            assert_eq!(f.agent(), facts.agent.as_deref(), "{name}");
+            assert_eq!(f.message_id(), facts.message_id.as_deref(), "{name}");
+            assert_eq!(f.requires(), &facts.requires[..], "{name}");
+            assert_eq!(f.blocks(), &facts.blocks[..], "{name}");
+            let said = matches!(
+                kind,
+                FileKind::Message | FileKind::ProgressUpdate | FileKind::ErrorReport
+            ) && report.document.is_some();
+            if said {
+                held_none += 1;
+                assert!(f.facts.is_none(), "{name}: facts said by its entry");
+            }
+        }
+        assert_eq!(
+            held_none, 4,
+            "two messages, a progress update, an error report"
+        );
+    }
 
     /// A message keeps no text, yet its session findings land where placing
     /// them in its text would put them.

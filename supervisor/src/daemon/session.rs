@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use squad_protocol::FileKind;
 use squad_protocol::model::{SessionState, TaskStatus};
 use squad_protocol::session::{
-    SessionFinding, check_session, duplicate_message_ids, member_finding,
+    SessionFinding, SessionMember, check_session, duplicate_message_ids, member_finding,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -83,7 +83,7 @@ pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
 /// The message id a message file carries (what the duplicate rule keys on).
 fn message_id(f: &IndexedFile) -> Option<String> {
     (f.kind == FileKind::Message)
-        .then(|| f.facts.message_id.clone())
+        .then(|| f.message_id().map(str::to_string))
         .flatten()
 }
 
@@ -103,7 +103,7 @@ fn rule_key(f: &IndexedFile, file: &str) -> Option<(String, String)> {
     if f.kind == FileKind::SessionStatus {
         return None;
     }
-    Some((f.facts.task_id.clone()?, file.to_string()))
+    Some((f.task_id()?.to_string(), file.to_string()))
 }
 
 fn next_identity() -> u64 {
@@ -306,7 +306,7 @@ impl SessionCore {
             .range((key, String::new())..)
             .take_while(move |(k, _)| *k == key)
             .filter_map(|(_, name)| Some((name.as_str(), self.index.file(name)?)))
-            .filter(move |(_, f)| f.facts.message_id.as_deref() == Some(id))
+            .filter(move |(_, f)| f.message_id() == Some(id))
     }
 
     /// The directory name.
@@ -379,13 +379,13 @@ impl SessionCore {
         // Identity facts decide whether the session rules run again, and
         // plans and status files whether they run for the whole session.
         let identity_changed = match (old, &new) {
-            (Some(o), Some(n)) => o.facts != n.facts || o.kind != n.kind,
+            (Some(o), Some(n)) => !o.same_identity(n),
             _ => true,
         };
         let old_message_id = old.and_then(message_id);
         let old_plan_task = old
             .filter(|o| o.kind == FileKind::TaskAssignment)
-            .and_then(|o| o.facts.task_id.clone());
+            .and_then(|o| o.task_id().map(str::to_string));
         let whole = old.is_some_and(is_structural) || new.as_ref().is_some_and(is_structural);
         // Tasks whose derivation may change.
         let mut touched: BTreeSet<String> = BTreeSet::new();
@@ -430,7 +430,7 @@ impl SessionCore {
                 self.recheck_graph();
                 let planned = |f: Option<&IndexedFile>| {
                     f.filter(|f| f.kind == FileKind::TaskAssignment)
-                        .and_then(|f| f.facts.task_id.clone())
+                        .and_then(|f| f.task_id().map(str::to_string))
                 };
                 let tasks: BTreeSet<String> = old_plan_task
                     .into_iter()
@@ -527,9 +527,7 @@ impl SessionCore {
             return;
         };
         let plans: BTreeMap<&str, &IndexedFile> = f
-            .facts
-            .task_id
-            .as_deref()
+            .task_id()
             .and_then(|t| {
                 let plan = self.rule_plan(t)?;
                 Some((t, plan))
