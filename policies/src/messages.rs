@@ -32,7 +32,9 @@ pub struct MessagePolicy {
     pub notify: BTreeMap<String, NotifyCommand>,
 }
 
-fn rank(p: Priority) -> usize {
+/// The index of a priority in per-priority arrays such as
+/// [`MessagePolicy::escalate_after`] (critical first).
+pub fn rank(p: Priority) -> usize {
     match p {
         Priority::Critical => 0,
         Priority::High => 1,

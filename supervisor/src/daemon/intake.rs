@@ -397,6 +397,11 @@ impl Intake {
         for p in &due {
             self.pending.remove(p);
         }
+        // A burst grew the table: give its room back once it is over (a
+        // hash map never shrinks by itself).
+        if self.pending.is_empty() && self.pending.capacity() > 1024 {
+            self.pending = HashMap::new();
+        }
         due
     }
 

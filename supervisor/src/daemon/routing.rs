@@ -6,7 +6,7 @@
 use crate::index::{Entry, fingerprint};
 use chrono::{DateTime, Utc};
 use squad_policies::messages::{
-    MessagePolicy, deliver_at, escalation_at, inbox_name, is_late, parse_inbox_name,
+    MessagePolicy, deliver_at, escalation_at, inbox_name, is_late, parse_inbox_name, rank,
     response_overdue, routed_priority, wait_since,
 };
 use squad_protocol::model::{
@@ -242,18 +242,7 @@ pub struct DueEscalation {
     pub priority: Priority,
 }
 
-/// Index of a priority in per-priority arrays (as in the policy's
-/// `escalate_after`).
-fn rank(p: Priority) -> usize {
-    match p {
-        Priority::Critical => 0,
-        Priority::High => 1,
-        Priority::Medium => 2,
-        Priority::Low => 3,
-    }
-}
-
-/// The priorities in [`rank`] order.
+/// The priorities in [`rank`](squad_policies::messages::rank) order.
 const PRIORITIES: [Priority; 4] = [
     Priority::Critical,
     Priority::High,
