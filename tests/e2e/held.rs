@@ -472,11 +472,17 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         (ids.len() == valid).then_some(ids)
     });
     assert!(ids.values().all(|n| *n == 1), "none twice");
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
-    assert_eq!(
-        audit.matches("\"kind\":\"message-delivered\"").count(),
-        valid
-    );
+    // The audit lines follow the inbox files (written with the batch).
+    let delivered = || {
+        fs::read_to_string(root.join(".squad/audit.jsonl"))
+            .unwrap()
+            .matches("\"kind\":\"message-delivered\"")
+            .count()
+    };
+    eventually("every delivery audited", || {
+        (delivered() >= valid).then_some(())
+    });
+    assert_eq!(delivered(), valid, "each delivery audited once");
     let rescans = || {
         fs::read_to_string(root.join(".squad/audit.jsonl"))
             .unwrap()

@@ -604,6 +604,45 @@ fn export_agents_review_and_stdout() {
     assert!(v.get("decisions_md").is_none());
 }
 
+/// Regression: squadd's watches follow directories, and an import puts a
+/// new `.squad/` at the old path: squadd kept watching the old one (in the
+/// backup) and saw no change to the new team until it restarted.
+#[test]
+fn squadd_follows_the_team_an_import_puts_in_place() {
+    use crate::daemon::{Daemon, eventually};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("p");
+    std::fs::create_dir_all(&p).unwrap();
+    let o = run(squadctl().arg("--root").arg(&p).arg("init"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let daemon = Daemon::start(&p);
+    let file = tmp.path().join("t.squad");
+    std::fs::write(&file, bundle(r#"{"ana":{"charter":"- **Role:** Lead\n"}}"#)).unwrap();
+    let o = import(&p, &file, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    eventually("the imported team in status", || {
+        (team_status(&p)["members"] == 1).then_some(())
+    });
+    // A second import replaces that team: the old one goes to a backup.
+    let o = import(&p, &file, &["--force"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(std::fs::read_dir(&p).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".squad-backup-")
+    }));
+    // Changes in the new `.squad/` itself: a casting folder created there
+    // with a broken file.
+    std::fs::create_dir_all(p.join(".squad/casting")).unwrap();
+    std::fs::write(p.join(".squad/casting/policy.json"), "{\n  \"a\": 1,,\n}\n").unwrap();
+    eventually("the broken casting file in status", || {
+        (team_status(&p)["errors"] == 1).then_some(())
+    });
+    let (code, log) = daemon.terminate();
+    assert_eq!(code, 0, "{log}");
+}
+
 #[test]
 fn import_after_init_keeps_squadds_files_and_needs_no_force() {
     let tmp = tempfile::tempdir().unwrap();

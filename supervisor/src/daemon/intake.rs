@@ -8,7 +8,8 @@ use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
 use squad_protocol::FileKind;
 use squad_protocol::atomic::is_temp_name;
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,7 +46,10 @@ pub type Notification = notify::Result<notify::Event>;
 /// The watches and the paths waiting to be read.
 pub struct Intake {
     watcher: RecommendedWatcher,
-    watched: BTreeSet<PathBuf>,
+    /// Watched directories, with the identity (device, inode) each had when watched: a watch
+    /// follows its directory, so one replaced at the same path (`squadctl
+    /// import` swaps `.squad/`) is watched again (see [`Intake::watch`]).
+    watched: BTreeMap<PathBuf, (u64, u64)>,
     pending: HashMap<PathBuf, Instant>,
     queue: Arc<AtomicUsize>,
     /// Set when notifications were dropped (see [`MAX_QUEUED`]) until the
@@ -149,7 +153,7 @@ impl Intake {
         Ok((
             Intake {
                 watcher,
-                watched: BTreeSet::new(),
+                watched: BTreeMap::new(),
                 pending: HashMap::new(),
                 queue,
                 overflow,
@@ -169,8 +173,15 @@ impl Intake {
     /// A directory that cannot be watched (and exists) is remembered for
     /// [`Intake::rewatch`].
     pub fn watch(&mut self, path: &Path) -> Result<(), String> {
-        if self.watched.contains(path) {
-            return Ok(());
+        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        if let Some(held) = self.watched.get(path) {
+            if identity.is_none_or(|now| now == *held) {
+                return Ok(());
+            }
+            // Another directory at the same path: the watch is on the one
+            // that was moved away.
+            self.watched.remove(path);
+            let _ = self.watcher.unwatch(path);
         }
         let result = if self
             .max_watches
@@ -187,7 +198,8 @@ impl Intake {
         match result {
             Ok(()) => {
                 self.unwatched.remove(path);
-                self.watched.insert(path.to_path_buf());
+                self.watched
+                    .insert(path.to_path_buf(), identity.unwrap_or_default());
                 Ok(())
             }
             Err(e) => {
@@ -233,7 +245,7 @@ impl Intake {
 
     /// Stops watching a directory.
     pub fn unwatch(&mut self, path: &Path) {
-        if self.watched.remove(path) {
+        if self.watched.remove(path).is_some() {
             // The kernel drops watches of deleted directories itself.
             let _ = self.watcher.unwatch(path);
         }
@@ -245,7 +257,7 @@ impl Intake {
     pub fn unwatch_under(&mut self, dir: &Path) {
         let under: Vec<PathBuf> = self
             .watched
-            .iter()
+            .keys()
             .filter(|p| p.starts_with(dir))
             .cloned()
             .collect();
@@ -261,7 +273,7 @@ impl Intake {
     /// directory vanished, and a directory that comes back must be watched
     /// again.
     pub fn forget_under(&mut self, prefix: &Path) {
-        self.watched.retain(|p| !p.starts_with(prefix));
+        self.watched.retain(|p, _| !p.starts_with(prefix));
         self.unwatched.retain(|p| !p.starts_with(prefix));
     }
 
