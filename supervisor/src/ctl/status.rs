@@ -270,9 +270,13 @@ pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
                 Verdict::Warn => "WARN",
                 Verdict::Critical => "CRITICAL",
             };
+            // Values carry paths and a hook's error: escaped, so that a
+            // name cannot break the line.
             out.push_str(&format!(
                 "{verdict:<8} {:<7} {}  ({})\n",
-                c.name, c.value, c.note
+                c.name,
+                crate::text::escape(&c.value),
+                c.note
             ));
         }
         out

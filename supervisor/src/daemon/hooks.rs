@@ -164,7 +164,7 @@ pub struct HooksReport {
     pub queued: usize,
     /// Commands running now.
     pub running: usize,
-    /// At most this many run at once (0 until the first is queued).
+    /// At most this many run at once (the policy's `hooks.max_concurrent`).
     pub max_concurrent: usize,
     /// How long the oldest queued command has waited, in seconds.
     pub oldest_queued_secs: Option<u64>,
@@ -222,7 +222,6 @@ impl FailureWindow {
 struct Tally {
     queued: usize,
     running: usize,
-    limit: usize,
     oldest_queued: Option<Instant>,
     succeeded: u64,
     failed: u64,
@@ -308,11 +307,12 @@ impl Hooks {
     }
 
     /// How root `root`'s notify commands stand now.
-    pub fn report(&self, root: usize, policy: &MessagePolicy) -> HooksReport {
+    pub fn report(&self, root: usize, policy: &MessagePolicy, hooks: &HooksPolicy) -> HooksReport {
         let now = Instant::now();
         let minute = self.tallies.minute(now);
         let mut r = HooksReport {
             configured: !policy.notify.is_empty(),
+            max_concurrent: hooks.limit(self.cores),
             ..HooksReport::default()
         };
         if let Ok(roots) = self.tallies.roots.lock()
@@ -320,7 +320,6 @@ impl Hooks {
         {
             r.queued = t.queued;
             r.running = t.running;
-            r.max_concurrent = t.limit;
             r.oldest_queued_secs = t
                 .oldest_queued
                 .map(|at| now.saturating_duration_since(at).as_secs());
@@ -645,7 +644,6 @@ fn publish(
         let t = roots.entry(*root).or_default();
         t.queued = q.waiting.len();
         t.running = q.running;
-        t.limit = q.limit;
         t.oldest_queued = q.queued_at.first_key_value().map(|(_, at)| *at);
     }
     for (root, error) in finished {
