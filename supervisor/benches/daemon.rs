@@ -537,6 +537,14 @@ fn burst() {
         after = after.min(now);
     }
     let n = delivered();
+    // Rescans the burst cost (the notification queue overflowed), from the
+    // audit log.
+    let rescans = fs::read_to_string(root.join(".squad/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"rescanned\""))
+        .count();
+    println!("burst: {rescans} rescan(s) during and after the burst");
     println!(
         "burst: {count} messages written in {:.1} s, {n} delivered after {:.1} s ({:.0}/s); RSS before {:.1} MiB, peak {:.1} MiB, right after {:.1} MiB, settled (lowest of the next 20 s) {:.1} MiB = {:.0} B per delivered message held",
         written.as_secs_f64(),

@@ -232,6 +232,10 @@ pub struct RootReport {
     /// Its team directory (docs/team.md).
     #[serde(default)]
     pub team: crate::team::TeamHealth,
+    /// Its notify commands: queued, running, failed (from squadd; `null`
+    /// when the daemon is down).
+    #[serde(default)]
+    pub hooks: Option<crate::daemon::hooks::HooksReport>,
 }
 
 /// The daemon, as seen by `status`.
@@ -306,6 +310,7 @@ pub fn report_from_files(
         sessions: reports,
         skills: crate::skills::health(root),
         team: crate::team::health(root),
+        hooks: None,
     })
 }
 
@@ -397,6 +402,25 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
             for p in &team.problems {
                 let _ = writeln!(out, "    {p}");
             }
+        }
+        if let Some(h) = &root.hooks
+            && (h.configured || h.queued + h.running > 0 || h.succeeded + h.failed > 0)
+        {
+            let _ = writeln!(
+                out,
+                "  hooks: {} queued{}, {} running, {} failed in the last hour ({} since start{})",
+                h.queued,
+                h.oldest_queued_secs
+                    .map_or_else(String::new, |s| format!(" (oldest {})", duration(s))),
+                h.running,
+                h.failed_last_hour,
+                h.failed,
+                if h.consecutive_failures > 0 {
+                    format!(", {} in a row", h.consecutive_failures)
+                } else {
+                    String::new()
+                }
+            );
         }
         if root.sessions.is_empty() {
             let _ = writeln!(out, "  no sessions");

@@ -187,3 +187,115 @@ fn pending_hooks_survive(stop: impl FnOnce(Daemon)) {
         (pending == done).then_some(())
     });
 }
+
+/// Runs `squadctl ARGS` in `root`: its exit code and its JSON output.
+fn ctl_json(root: &Path, args: &[&str]) -> (i32, serde_json::Value) {
+    let out = crate::support::run(crate::support::squadctl().args(args).current_dir(root));
+    let v = serde_json::from_str(&crate::support::stdout(&out)).unwrap_or_default();
+    (crate::support::code(&out), v)
+}
+
+/// The named check of `health --json`.
+fn check<'a>(h: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    h["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check: {h:#}"))
+}
+
+#[test]
+fn health_and_status_show_hooks_queued_behind_a_blocking_one_then_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let go = tmp.path().join("go");
+    // Each hook waits for the test's go: one runs, the rest queue.
+    let script = format!("while [ ! -e {} ]; do sleep 0.02; done", go.display());
+    let p = project(&policy(1, &script));
+    let root = p.path();
+    let _d = Daemon::start(root);
+    for i in 0..20 {
+        write_message(root, i, "medium");
+    }
+    let h = eventually("health shows 19 queued behind 1 running", || {
+        let (_, h) = ctl_json(root, &["health", "--json"]);
+        let hooks = &h["hooks"][0];
+        (hooks["queued"] == 19 && hooks["running"] == 1).then_some(h)
+    });
+    let hooks = &h["hooks"][0];
+    assert_eq!(hooks["max_concurrent"], 1, "{h:#}");
+    assert_eq!(hooks["configured"], true, "{h:#}");
+    assert!(hooks["oldest_queued_secs"].is_u64(), "{h:#}");
+    assert_eq!(hooks["failed"], 0, "{h:#}");
+    let queue = check(&h, "hooks");
+    assert_eq!(queue["verdict"], "ok", "a young queue is fine: {queue}");
+    assert!(
+        queue["value"]
+            .as_str()
+            .unwrap()
+            .starts_with("19 queued, oldest waiting"),
+        "{queue}"
+    );
+    // Human output names the check too.
+    let out = crate::support::run(crate::support::squadctl().arg("health").current_dir(root));
+    let text = crate::support::stdout(&out);
+    assert!(text.contains("19 queued"), "{text}");
+    // status --json has the same figures per root.
+    let (_, s) = ctl_json(root, &["status", "--json"]);
+    assert_eq!(s["roots"][0]["hooks"]["queued"], 19, "{s:#}");
+    assert_eq!(s["roots"][0]["hooks"]["running"], 1, "{s:#}");
+    let out = crate::support::run(crate::support::squadctl().arg("status").current_dir(root));
+    let text = crate::support::stdout(&out);
+    assert!(text.contains("hooks: 19 queued (oldest"), "{text}");
+
+    fs::write(&go, "").unwrap();
+    let h = eventually("every hook ran", || {
+        let (_, h) = ctl_json(root, &["health", "--json"]);
+        (h["hooks"][0]["succeeded"] == 20).then_some(h)
+    });
+    let hooks = &h["hooks"][0];
+    assert_eq!(hooks["queued"], 0, "{h:#}");
+    assert_eq!(hooks["running"], 0, "{h:#}");
+    assert!(hooks["oldest_queued_secs"].is_null(), "{h:#}");
+    assert_eq!(check(&h, "hook-failures")["verdict"], "ok", "{h:#}");
+}
+
+#[test]
+fn health_shows_a_failing_hook_warn_then_critical_when_it_keeps_failing() {
+    let p = project(&policy(1, "echo no >&2; exit 3"));
+    let root = p.path();
+    let _d = Daemon::start(root);
+    write_message(root, 0, "high");
+    let (code, h) = eventually("health shows the failure", || {
+        let (code, h) = ctl_json(root, &["health", "--json"]);
+        (h["hooks"][0]["failed"] == 1).then_some((code, h))
+    });
+    let hooks = &h["hooks"][0];
+    assert_eq!(hooks["failed_last_hour"], 1, "{h:#}");
+    assert_eq!(hooks["consecutive_failures"], 1, "{h:#}");
+    assert!(
+        hooks["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("exited with exit status: 3"),
+        "{h:#}"
+    );
+    let failures = check(&h, "hook-failures");
+    assert_eq!(failures["verdict"], "warn", "{failures}");
+    assert_eq!(code, 1, "a warning exits 1");
+    for i in 1..5 {
+        write_message(root, i, "high");
+    }
+    let h = eventually("five failures in a row", || {
+        let (_, h) = ctl_json(root, &["health", "--json"]);
+        (h["hooks"][0]["consecutive_failures"] == 5).then_some(h)
+    });
+    assert_eq!(check(&h, "hook-failures")["verdict"], "critical", "{h:#}");
+    let out = crate::support::run(crate::support::squadctl().arg("health").current_dir(root));
+    let text = crate::support::stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("CRITICAL hook-failures") && l.contains("5 in a row")),
+        "{text}"
+    );
+}

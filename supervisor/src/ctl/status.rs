@@ -55,8 +55,12 @@ pub struct EventsArgs {
     pub json: bool,
 }
 
-/// Show the daemon's health: memory, CPU, watches, queue depth and free disk
-/// on each root's volume, each with a verdict (ok, warn, critical).
+/// Show the daemon's health: memory, CPU, watches, queue depth, notify
+/// hooks (queued, running, failed) and free disk on each root's volume, each
+/// with a verdict (ok, warn, critical).
+///
+/// Hooks warn when the oldest queued one has waited 5 minutes (critical at
+/// 30) or one failed in the last hour (critical at 5 failures in a row).
 ///
 /// Exit status: 0 when every verdict is ok, 1 when any is warn or critical,
 /// 2 when the daemon is not running.
@@ -266,9 +270,13 @@ pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
                 Verdict::Warn => "WARN",
                 Verdict::Critical => "CRITICAL",
             };
+            // Values carry paths and a hook's error: escaped, so that a
+            // name cannot break the line.
             out.push_str(&format!(
                 "{verdict:<8} {:<7} {}  ({})\n",
-                c.name, c.value, c.note
+                c.name,
+                crate::text::escape(&c.value),
+                c.note
             ));
         }
         out

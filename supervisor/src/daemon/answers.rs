@@ -44,6 +44,7 @@ fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport 
         next_retention_run: r.next_gc,
         skills: sup.skills.get(i).cloned().unwrap_or_default(),
         team: sup.team.get(i).cloned().unwrap_or_default(),
+        hooks: Some(sup.hooks.report(i, &r.policy.messages, &r.policy.hooks)),
         sessions: r
             .sessions
             .iter()

@@ -1,5 +1,6 @@
 //! `squadctl health`: the daemon's resource use, each figure with a verdict.
 
+use super::hooks::HooksReport;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use sysinfo::{Disks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
@@ -48,6 +49,9 @@ pub struct Health {
     /// with backoff, and what happens in them is missed until then.
     #[serde(default)]
     pub unwatched: Vec<String>,
+    /// Each root's notify commands (queued, running, failed).
+    #[serde(default)]
+    pub hooks: Vec<RootHooks>,
     /// Every figure with its verdict.
     pub checks: Vec<Check>,
 }
@@ -87,6 +91,25 @@ fn max_user_watches() -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
+/// One root's notify commands, in `health --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootHooks {
+    /// The root.
+    pub root: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub hooks: HooksReport,
+}
+
+/// The oldest queued notify command has waited this long: `hooks` warns
+/// (a slow command holds the queue up).
+pub const HOOK_QUEUE_WARN_SECS: u64 = 5 * 60;
+/// ... and this long: `hooks` is critical.
+pub const HOOK_QUEUE_CRITICAL_SECS: u64 = 30 * 60;
+/// This many notify commands failed one after the other: `hook-failures`
+/// is critical (one failure in the last hour already warns).
+pub const HOOK_FAILURES_CRITICAL: u64 = 5;
+
 /// How squadd holds one root, for `health`.
 #[derive(Debug, Clone)]
 pub struct RootControl {
@@ -94,6 +117,58 @@ pub struct RootControl {
     pub root: String,
     /// What is wrong (missing, taken over, socket not bound), if anything.
     pub problem: Option<String>,
+    /// Its notify commands.
+    pub hooks: HooksReport,
+}
+
+/// The `hooks` and `hook-failures` checks of one root: shown when its
+/// policy names a notify command or any ran (a root without hooks has
+/// nothing to say).
+fn hook_checks(root: &str, h: &HooksReport) -> Vec<Check> {
+    if !h.configured && h.queued + h.running == 0 && h.succeeded + h.failed == 0 {
+        return Vec::new();
+    }
+    let oldest = h.oldest_queued_secs.unwrap_or(0);
+    let waited = match h.oldest_queued_secs {
+        Some(s) => format!(
+            ", oldest waiting {}",
+            squad_policies::duration::format_duration(std::time::Duration::from_secs(s))
+        ),
+        None => String::new(),
+    };
+    let failures = if h.consecutive_failures >= HOOK_FAILURES_CRITICAL {
+        Verdict::Critical
+    } else if h.failed_last_hour > 0 || h.consecutive_failures > 0 {
+        Verdict::Warn
+    } else {
+        Verdict::Ok
+    };
+    vec![
+        Check {
+            name: "hooks".into(),
+            value: format!(
+                "{} queued{waited}, {} running of {} ({root})",
+                h.queued, h.running, h.max_concurrent
+            ),
+            verdict: threshold(oldest, HOOK_QUEUE_WARN_SECS, HOOK_QUEUE_CRITICAL_SECS),
+            note: "notify commands; warn when the oldest queued one has waited 5 min, critical at 30 min (a slow command holds the queue: shorten its timeout or raise hooks.max_concurrent)".into(),
+        },
+        Check {
+            name: "hook-failures".into(),
+            value: format!(
+                "{} failed in the last hour, {} since start, {} in a row{} ({root})",
+                h.failed_last_hour,
+                h.failed,
+                h.consecutive_failures,
+                match &h.last_error {
+                    Some(e) => format!("; last: {e}"),
+                    None => String::new(),
+                }
+            ),
+            verdict: failures,
+            note: "notify commands failed after their retries (notify-failed events); warn when any failed in the last hour, critical at 5 in a row".into(),
+        },
+    ]
 }
 
 /// What squadd knows that `health` reports besides the process figures.
@@ -210,6 +285,7 @@ pub fn measure(s: &Supervision) -> Health {
             },
             note: "watched, pid lock held, control socket bound; a removed socket is bound again, a recreated root taken back".into(),
         });
+        checks.extend(hook_checks(&r.root, &r.hooks));
     }
     for (root, free, total) in &disk_free {
         let ratio = if *total == 0 {
@@ -241,6 +317,66 @@ pub fn measure(s: &Supervision) -> Health {
         queue_depth,
         disk_free_bytes: disk_free.into_iter().map(|(r, f, _)| (r, f)).collect(),
         unwatched: s.unwatched.clone(),
+        hooks: s
+            .roots
+            .iter()
+            .map(|r| RootHooks {
+                root: r.root.clone(),
+                hooks: r.hooks.clone(),
+            })
+            .collect(),
         checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdicts(h: &HooksReport) -> Vec<(String, Verdict)> {
+        hook_checks("/p", h)
+            .into_iter()
+            .map(|c| (c.name, c.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn hook_checks_by_queue_age_and_failures() {
+        use Verdict::*;
+        let base = HooksReport {
+            configured: true,
+            max_concurrent: 4,
+            ..HooksReport::default()
+        };
+        let with = |f: &dyn Fn(&mut HooksReport)| {
+            let mut h = base.clone();
+            f(&mut h);
+            h
+        };
+        let table: Vec<(HooksReport, Verdict, Verdict)> = vec![
+            (base.clone(), Ok, Ok),
+            (with(&|h| h.oldest_queued_secs = Some(299)), Ok, Ok),
+            (with(&|h| h.oldest_queued_secs = Some(300)), Warn, Ok),
+            (with(&|h| h.oldest_queued_secs = Some(1_800)), Critical, Ok),
+            (with(&|h| h.failed = 3), Ok, Ok),
+            (with(&|h| h.failed_last_hour = 1), Ok, Warn),
+            (with(&|h| h.consecutive_failures = 4), Ok, Warn),
+            (with(&|h| h.consecutive_failures = 5), Ok, Critical),
+        ];
+        for (h, queue, failures) in table {
+            assert_eq!(
+                verdicts(&h),
+                [("hooks".into(), queue), ("hook-failures".into(), failures)],
+                "{h:?}"
+            );
+        }
+        // A root without notify commands, where none ran: no checks.
+        assert!(verdicts(&HooksReport::default()).is_empty());
+        // One whose policy no longer names any, with failures left: shown.
+        let left = HooksReport {
+            failed: 1,
+            ..HooksReport::default()
+        };
+        assert_eq!(verdicts(&left).len(), 2);
     }
 }

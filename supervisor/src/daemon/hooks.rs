@@ -28,7 +28,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// The journal of notify commands in a project's `.squad/run/`.
@@ -154,6 +154,95 @@ impl Journal {
 
 type Journals = Arc<Mutex<HashMap<usize, Journal>>>;
 
+/// How a project's notify commands stand, as `status --json` (per root) and
+/// `health` report them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HooksReport {
+    /// Whether the policy names any notify command.
+    pub configured: bool,
+    /// Commands waiting for a free place (`hooks.max_concurrent`).
+    pub queued: usize,
+    /// Commands running now.
+    pub running: usize,
+    /// At most this many run at once (the policy's `hooks.max_concurrent`).
+    pub max_concurrent: usize,
+    /// How long the oldest queued command has waited, in seconds.
+    pub oldest_queued_secs: Option<u64>,
+    /// Commands that succeeded since squadd started.
+    pub succeeded: u64,
+    /// Commands that failed (after their retries) since squadd started.
+    pub failed: u64,
+    /// Of those, the ones that failed in the last hour.
+    pub failed_last_hour: u64,
+    /// Commands that failed one after the other, most recent last (0 once
+    /// one succeeds).
+    pub consecutive_failures: u64,
+    /// Why the latest failure failed.
+    pub last_error: Option<String>,
+}
+
+/// Failures per minute over the last hour: 60 buckets, so the count stays
+/// bounded however many hooks fail.
+#[derive(Debug, Clone)]
+struct FailureWindow {
+    /// (minute since the dispatcher started, failures in it).
+    buckets: [(u64, u64); 60],
+}
+
+impl Default for FailureWindow {
+    fn default() -> FailureWindow {
+        FailureWindow {
+            buckets: [(0, 0); 60],
+        }
+    }
+}
+
+impl FailureWindow {
+    /// Counts a failure in `minute`.
+    fn add(&mut self, minute: u64) {
+        let b = &mut self.buckets[(minute % 60) as usize];
+        if b.0 != minute || b.1 == 0 {
+            *b = (minute, 0);
+        }
+        b.1 += 1;
+    }
+
+    /// Failures in the 60 minutes up to `minute` (itself included).
+    fn last_hour(&self, minute: u64) -> u64 {
+        self.buckets
+            .iter()
+            .filter(|(m, _)| *m <= minute && minute - *m < 60)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// What the dispatcher tells of one project's queue.
+#[derive(Debug, Default)]
+struct Tally {
+    queued: usize,
+    running: usize,
+    oldest_queued: Option<Instant>,
+    succeeded: u64,
+    failed: u64,
+    consecutive_failures: u64,
+    last_error: Option<String>,
+    window: FailureWindow,
+}
+
+/// Each project's tally (the dispatcher writes it, `status`/`health` read
+/// it), and the instant failure minutes count from.
+struct Tallies {
+    epoch: Instant,
+    roots: Mutex<HashMap<usize, Tally>>,
+}
+
+impl Tallies {
+    fn minute(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_secs() / 60
+    }
+}
+
 /// A queued notify command.
 struct Job {
     id: String,
@@ -168,13 +257,14 @@ struct Job {
 
 enum Cmd {
     Queue(Box<Job>),
-    Finished { root: usize },
+    Finished { root: usize, error: Option<String> },
 }
 
 /// Starts hooks and collects their outcomes.
 pub struct Hooks {
     tx: mpsc::UnboundedSender<Cmd>,
     journals: Journals,
+    tallies: Arc<Tallies>,
     cores: usize,
     /// Ids unique across restarts: the start time, then a counter.
     run_id: String,
@@ -187,7 +277,17 @@ impl Hooks {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::unbounded_channel();
         let journals: Journals = Arc::default();
-        tokio::spawn(dispatch(rx, tx.clone(), out_tx, journals.clone()));
+        let tallies = Arc::new(Tallies {
+            epoch: Instant::now(),
+            roots: Mutex::default(),
+        });
+        tokio::spawn(dispatch(
+            rx,
+            tx.clone(),
+            out_tx,
+            journals.clone(),
+            tallies.clone(),
+        ));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let run_id = chrono::Utc::now()
             .timestamp_nanos_opt()
@@ -197,12 +297,39 @@ impl Hooks {
             Hooks {
                 tx,
                 journals,
+                tallies,
                 cores,
                 run_id,
                 seq: 0,
             },
             out_rx,
         )
+    }
+
+    /// How root `root`'s notify commands stand now.
+    pub fn report(&self, root: usize, policy: &MessagePolicy, hooks: &HooksPolicy) -> HooksReport {
+        let now = Instant::now();
+        let minute = self.tallies.minute(now);
+        let mut r = HooksReport {
+            configured: !policy.notify.is_empty(),
+            max_concurrent: hooks.limit(self.cores),
+            ..HooksReport::default()
+        };
+        if let Ok(roots) = self.tallies.roots.lock()
+            && let Some(t) = roots.get(&root)
+        {
+            r.queued = t.queued;
+            r.running = t.running;
+            r.oldest_queued_secs = t
+                .oldest_queued
+                .map(|at| now.saturating_duration_since(at).as_secs());
+            r.succeeded = t.succeeded;
+            r.failed = t.failed;
+            r.failed_last_hour = t.window.last_hour(minute);
+            r.consecutive_failures = t.consecutive_failures;
+            r.last_error = t.last_error.clone();
+        }
+        r
     }
 
     fn command(policy: &MessagePolicy, to: &str) -> Option<NotifyCommand> {
@@ -425,6 +552,9 @@ pub struct Hook(Option<Box<Job>>);
 #[derive(Default)]
 struct Queue {
     waiting: BTreeMap<(u8, u64), Job>,
+    /// When each waiting job was queued, by its sequence number (the first
+    /// is the oldest whatever its priority).
+    queued_at: BTreeMap<u64, Instant>,
     running: usize,
     limit: usize,
 }
@@ -436,6 +566,7 @@ async fn dispatch(
     me: mpsc::UnboundedSender<Cmd>,
     out: mpsc::UnboundedSender<HookOutcome>,
     journals: Journals,
+    tallies: Arc<Tallies>,
 ) {
     let mut queues: HashMap<usize, Queue> = HashMap::new();
     let mut seq = 0u64;
@@ -446,26 +577,31 @@ async fn dispatch(
         while let Ok(c) = rx.try_recv() {
             cmds.push(c);
         }
+        let now = Instant::now();
+        let mut finished: Vec<(usize, Option<String>)> = Vec::new();
         for c in cmds {
             match c {
                 Cmd::Queue(job) => {
                     seq += 1;
                     let q = queues.entry(job.root).or_default();
                     q.limit = job.limit;
+                    q.queued_at.insert(seq, now);
                     q.waiting.insert(start_order(job.priority, seq), *job);
                 }
-                Cmd::Finished { root } => {
+                Cmd::Finished { root, error } => {
                     let q = queues.entry(root).or_default();
                     q.running = q.running.saturating_sub(1);
                     compact(&journals, root);
+                    finished.push((root, error));
                 }
             }
         }
         for q in queues.values_mut() {
             while q.running < q.limit.max(1) {
-                let Some((_, job)) = q.waiting.pop_first() else {
+                let Some(((_, s), job)) = q.waiting.pop_first() else {
                     break;
                 };
+                q.queued_at.remove(&s);
                 q.running += 1;
                 let (me, out, journals) = (me.clone(), out.clone(), journals.clone());
                 tokio::spawn(async move {
@@ -478,12 +614,50 @@ async fn dispatch(
                     {
                         j.append(&Line::Done { id: job.id });
                     }
+                    let _ = me.send(Cmd::Finished {
+                        root: job.root,
+                        error: error.clone(),
+                    });
                     let _ = out.send(HookOutcome {
                         error,
                         ..job.outcome
                     });
-                    let _ = me.send(Cmd::Finished { root: job.root });
                 });
+            }
+        }
+        publish(&tallies, &queues, finished, now);
+    }
+}
+
+/// Writes each queue's figures and the batch's outcomes into the tallies.
+fn publish(
+    tallies: &Tallies,
+    queues: &HashMap<usize, Queue>,
+    finished: Vec<(usize, Option<String>)>,
+    now: Instant,
+) {
+    let minute = tallies.minute(now);
+    let Ok(mut roots) = tallies.roots.lock() else {
+        return;
+    };
+    for (root, q) in queues {
+        let t = roots.entry(*root).or_default();
+        t.queued = q.waiting.len();
+        t.running = q.running;
+        t.oldest_queued = q.queued_at.first_key_value().map(|(_, at)| *at);
+    }
+    for (root, error) in finished {
+        let t = roots.entry(root).or_default();
+        match error {
+            None => {
+                t.succeeded += 1;
+                t.consecutive_failures = 0;
+            }
+            Some(e) => {
+                t.failed += 1;
+                t.consecutive_failures += 1;
+                t.last_error = Some(e);
+                t.window.add(minute);
             }
         }
     }
@@ -546,6 +720,23 @@ async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_failure_window_counts_the_last_sixty_minutes() {
+        let mut w = FailureWindow::default();
+        assert_eq!(w.last_hour(0), 0);
+        w.add(0);
+        w.add(0);
+        w.add(30);
+        assert_eq!(w.last_hour(0), 2);
+        assert_eq!(w.last_hour(59), 3);
+        assert_eq!(w.last_hour(60), 1, "minute 0 is an hour old");
+        assert_eq!(w.last_hour(90), 0);
+        // Minute 60 reuses minute 0's bucket: the old count is gone.
+        w.add(60);
+        assert_eq!(w.last_hour(60), 2);
+        assert_eq!(w.last_hour(200), 0);
+    }
 
     fn pending(id: &str, to: &str) -> String {
         format!(

@@ -9,6 +9,8 @@ use squad_protocol::FileKind;
 use squad_protocol::atomic::is_temp_name;
 use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,6 +97,39 @@ fn is_read(kind: &FsKind) -> bool {
     matches!(kind, FsKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
 }
 
+/// Whether a changed entry's name is a writer's temporary: a hidden name
+/// with an extension after the leading dot (`.msg_1.partial`, `.x.swp`,
+/// squadd's own `.x.tmp.<pid>.<n>`). Nothing squadd follows is named so:
+/// the dot directories it follows (`.squad`, `.ai-team`, `.claude`,
+/// `.github`, `.copilot`, `.agents`) have no extension, and [`classify`]
+/// ignores hidden session directories and temporaries.
+pub fn is_temporary(name: &OsStr) -> bool {
+    let Some(rest) = name.as_bytes().strip_prefix(b".") else {
+        return false;
+    };
+    rest.iter()
+        .position(|b| *b == b'.')
+        .is_some_and(|i| i > 0 && i + 1 < rest.len())
+}
+
+/// Notifications the watcher thread drops before they count against
+/// [`MAX_QUEUED`]: reads (squadd's own included; `note` ignores them, and a
+/// rescan reads every file, so counting them made a rescan of a large
+/// session overflow the queue again, one rescan after another for ever),
+/// and changes of temporaries only (a writer's `.x.partial` and squadd's
+/// own `.x.tmp.*` are two or three of every message's notifications: a
+/// burst overflowed at a third of its real changes). A rename from a
+/// temporary to a real name carries both paths and is kept; a rescan
+/// request carries none and is kept.
+fn droppable(e: &notify::Event) -> bool {
+    is_read(&e.kind)
+        || (!e.need_rescan()
+            && !e.paths.is_empty()
+            && e.paths
+                .iter()
+                .all(|p| p.file_name().is_some_and(is_temporary)))
+}
+
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Noted {
@@ -129,12 +164,9 @@ impl Intake {
         let overflow_in = overflow.clone();
         let max_queued = max_queued();
         let watcher = notify::recommended_watcher(move |res: Notification| {
-            // Reads (squadd's own included) are dropped here, before they
-            // count against the cap: `note` ignores them anyway, and a
-            // rescan reads every file, so counting them made a rescan of a
-            // large session overflow the queue again: one rescan after
-            // another, for ever.
-            if res.as_ref().is_ok_and(|e| is_read(&e.kind)) {
+            // Reads and temporaries are dropped before they count against
+            // the cap (see `droppable`).
+            if res.as_ref().is_ok_and(droppable) {
                 return;
             }
             if queue_in.load(Ordering::Relaxed) >= max_queued {
@@ -593,6 +625,117 @@ mod tests {
             c("/p/.squad/sessions/20240115T100000Z-s1/artifacts/a/b"),
             None
         );
+    }
+
+    #[test]
+    fn temporaries_are_hidden_names_with_an_extension() {
+        let table = [
+            (".msg_1.partial", true),
+            (".x.swp", true),
+            (".session-status.md.tmp.1234.7", true),
+            (".k-a.md.tmp.1", true),
+            (".x.", false),
+            ("..x", false),
+            (".", false),
+            ("..", false),
+            (".hidden", false),
+            (".deleting-20240115T100000Z-s1", false),
+            ("msg.partial", false),
+            ("role-comm-alice-to-bob-msg_1.md", false),
+            ("0-critical-x-msg_1.md", false),
+            ("20240116T000001Z.tmp", false),
+            ("", false),
+        ];
+        for (name, temp) in table {
+            assert_eq!(is_temporary(OsStr::new(name)), temp, "{name}");
+        }
+        // Every dot name squadd follows: the team directories and the
+        // skill directories' parents.
+        let followed = [
+            squad_protocol::teamdir::TEAM_DIR,
+            squad_protocol::teamdir::LEGACY_TEAM_DIR,
+            SQUAD_DIR,
+        ]
+        .into_iter()
+        .chain(
+            squad_protocol::skill::discover::PROJECT_SKILL_DIRS
+                .iter()
+                .flat_map(|d| d.split('/')),
+        );
+        for name in followed {
+            assert!(!is_temporary(OsStr::new(name)), "{name} is followed");
+        }
+    }
+
+    #[test]
+    fn the_watcher_drops_reads_and_changes_of_temporaries_only() {
+        use notify::event::{Flag, ModifyKind, RenameMode};
+        let ev = |kind: FsKind, paths: &[&str]| {
+            paths.iter().fold(notify::Event::new(kind), |e, p| {
+                e.add_path(PathBuf::from(p))
+            })
+        };
+        let create = FsKind::Create(CreateKind::File);
+        let s = "/p/.squad/sessions/20240115T100000Z-s1";
+        let partial = format!("{s}/.msg_1.partial");
+        let real = format!("{s}/role-comm-alice-to-bob-msg_1.md");
+        let tmp = format!("{s}/inbox/bob/new/.0-medium-x.md.tmp.12.3");
+        let both = FsKind::Modify(ModifyKind::Name(RenameMode::Both));
+        let from = FsKind::Modify(ModifyKind::Name(RenameMode::From));
+        let table = [
+            (ev(create, &[&partial]), true),
+            (ev(FsKind::Modify(ModifyKind::Any), &[&tmp]), true),
+            (ev(from, &[&partial]), true),
+            (ev(both, &[&partial, &real]), false),
+            (ev(create, &[&real]), false),
+            (ev(create, &["/p/.squad"]), false),
+            (ev(create, &["/p/.ai-team"]), false),
+            (ev(create, &["/p/.claude"]), false),
+            (ev(FsKind::Access(AccessKind::Read), &[&real]), true),
+            (ev(FsKind::Other, &[]), false),
+            (ev(FsKind::Other, &[]).set_flag(Flag::Rescan), false),
+        ];
+        for (e, dropped) in table {
+            assert_eq!(droppable(&e), dropped, "{e:?}");
+        }
+    }
+
+    /// What the kernel really reports for a message written the way agents
+    /// (and squadd) write: to a temporary, then renamed into place. The
+    /// temporary's own notifications are dropped; what remains names the
+    /// real file.
+    #[test]
+    fn a_write_then_rename_keeps_only_notifications_naming_the_real_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut w = notify::recommended_watcher(move |r: Notification| {
+            let _ = tx.send(r);
+        })
+        .unwrap();
+        w.watch(&dir, RecursiveMode::NonRecursive).unwrap();
+        let (partial, real) = (dir.join(".msg_1.partial"), dir.join("m-msg_1.md"));
+        std::fs::write(&partial, "x").unwrap();
+        std::fs::rename(&partial, &real).unwrap();
+        let mut seen = Vec::new();
+        // The rename is the last thing reported.
+        while !seen.iter().any(|e: &notify::Event| e.paths.contains(&real)) {
+            seen.push(rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap());
+        }
+        while let Ok(r) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push(r.unwrap());
+        }
+        let (dropped, kept): (Vec<_>, Vec<_>) = seen.iter().partition(|e| droppable(e));
+        assert!(!dropped.is_empty(), "{seen:?}");
+        assert!(
+            dropped.iter().all(|e| e.paths == [partial.clone()]),
+            "{dropped:?}"
+        );
+        assert!(!kept.is_empty(), "{seen:?}");
+        assert!(kept.iter().all(|e| e.paths.contains(&real)), "{kept:?}");
+        // Create, write, close after writing, rename-from: 4 of the 6
+        // that counted (reads were dropped already); rename-to and the
+        // rename pair remain.
     }
 
     fn event(kind: FsKind, path: &str) -> Notification {

@@ -544,6 +544,7 @@ impl Supervisor {
                     health::RootControl {
                         root: r.root.display().to_string(),
                         problem,
+                        hooks: self.hooks.report(i, &r.policy.messages, &r.policy.hooks),
                     }
                 })
                 .collect(),
