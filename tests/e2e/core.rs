@@ -8,7 +8,7 @@ use std::fs;
 const S: &str = "20240115T100000Z-core";
 
 fn status(root: &std::path::Path) -> serde_json::Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    let out = ctl_run(root, &["status", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     serde_json::from_str(&stdout(&out)).unwrap()
 }
@@ -35,7 +35,7 @@ fn unread_counters_follow_delivery_and_acknowledgement() {
         let v = status(root);
         (unread(&v) == serde_json::json!({"critical": 1, "high": 1})).then_some(())
     });
-    let out = run(squadctl().current_dir(root).args(["inbox", "next", "bob"]));
+    let out = ctl_run(root, &["inbox", "next", "bob"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     eventually("the critical one acknowledged", || {
         let v = status(root);

@@ -165,7 +165,7 @@ pub fn counters(session: &Path) -> Option<(u64, u64, String)> {
 }
 
 fn status_json(root: &Path) -> serde_json::Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    let out = ctl_run(root, &["status", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     serde_json::from_str(&stdout(&out)).unwrap()
 }
@@ -216,10 +216,8 @@ fn ready_is_sent_after_the_scan_and_status_reports_the_daemon() {
 fn agents_writing_files_every_way_keep_status_and_context_true() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    assert_eq!(code(&run(squadctl().arg("init").current_dir(root))), 0);
-    let out = run(squadctl()
-        .args(["session", "new", "--slug", "e2e", "--json"])
-        .current_dir(root));
+    assert_eq!(code(&ctl_run(root, &["init"])), 0);
+    let out = ctl_run(root, &["session", "new", "--slug", "e2e", "--json"]);
     let name = serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()["session"]
         .as_str()
         .unwrap()
@@ -440,7 +438,7 @@ fn sigterm_stops_cleanly() {
             .contains("\"kind\":\"stopping\"")
     );
     // Down: status reads the files and says so.
-    let out = run(squadctl().arg("status").current_dir(tmp.path()));
+    let out = ctl_run(tmp.path(), &["status"]);
     assert_eq!(code_of(&out), 0);
     assert!(stdout(&out).starts_with("daemon: down"), "{}", stdout(&out));
 }
@@ -609,7 +607,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     let _ = follower.kill();
     let _ = follower.wait();
 
-    let out = run(squadctl().args(["health", "--json"]).current_dir(root));
+    let out = ctl_run(root, &["health", "--json"]);
     let h: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let names: Vec<&str> = h["checks"]
         .as_array()
@@ -638,7 +636,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     // shared context; it is where .claude/skills would appear), one
     // session, its locks/, each inbox/<agent>/new.
     eventually("every directory watched", || {
-        let out = run(squadctl().args(["health", "--json"]).current_dir(root));
+        let out = ctl_run(root, &["health", "--json"]);
         let h: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
         (h["watches"] == 7 + inboxes).then_some(())
     });

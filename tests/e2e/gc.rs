@@ -98,7 +98,7 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
     // Another gc (or squadd's retention) holds the lock.
     let held = fs::File::create(root.join(".squad/run/gc.lock")).unwrap();
     held.lock().unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--wait", "0s"]));
+    let out = ctl_run(root, &["gc", "--wait", "0s"]);
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     assert!(
         stderr(&out).contains("another gc is running"),
@@ -110,16 +110,14 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
         "nothing done"
     );
     // A dry run only reads: it does not wait.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["gc", "--dry-run", "--wait", "0s"]));
+    let out = ctl_run(root, &["gc", "--dry-run", "--wait", "0s"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // Released meanwhile: the waiting gc goes ahead.
     let release = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
         drop(held);
     });
-    let out = run(squadctl().current_dir(root).args(["gc", "--wait", "20s"]));
+    let out = ctl_run(root, &["gc", "--wait", "20s"]);
     release.join().unwrap();
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(root.join(".squad/archives/20230101T000000Z-a").exists());
@@ -147,7 +145,7 @@ fn an_interrupted_deletion_is_reported_and_finished_by_the_next_run() {
     let remnant = root.join(".squad/archives/.deleting-20230101T000000Z-x-4242");
     fs::create_dir_all(remnant.join("artifacts/a/b")).unwrap();
     fs::write(remnant.join("artifacts/a/b/big.bin"), "x").unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--dry-run"]));
+    let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stdout(&out).contains("would finish  archives .deleting-20230101T000000Z-x-4242")
@@ -155,7 +153,7 @@ fn an_interrupted_deletion_is_reported_and_finished_by_the_next_run() {
         "{}",
         stdout(&out)
     );
-    let out = run(squadctl().current_dir(root).arg("gc"));
+    let out = ctl_run(root, &["gc"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(!remnant.exists());
     let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
@@ -167,18 +165,11 @@ fn a_future_now_plans_only() {
     let tmp = project();
     let root = tmp.path();
     completed(root, "20230101T000000Z-a");
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["gc", "--now", "2999-01-01T00:00:00Z"]));
+    let out = ctl_run(root, &["gc", "--now", "2999-01-01T00:00:00Z"]);
     assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
     assert!(stderr(&out).contains("--dry-run"), "{}", stderr(&out));
     assert!(root.join(".squad/sessions/20230101T000000Z-a").exists());
-    let out = run(squadctl().current_dir(root).args([
-        "gc",
-        "--dry-run",
-        "--now",
-        "2999-01-01T00:00:00Z",
-    ]));
+    let out = ctl_run(root, &["gc", "--dry-run", "--now", "2999-01-01T00:00:00Z"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let help = stdout(&run(squadctl().args(["gc", "--help"])));
     assert!(help.contains("only with --dry-run"), "{help}");
@@ -193,7 +184,7 @@ fn a_schedule_that_never_fires_is_refused_naming_the_field() {
         "retention:\n  schedule: '0 0 0 30 2 *'\n",
     )
     .unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--dry-run"]));
+    let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(
         stderr(&out).contains("retention.schedule")

@@ -75,17 +75,20 @@ fn project() -> (tempfile::TempDir, tempfile::TempDir) {
     write(root, "backend/api.rs", "fn main() {}\n");
     write(root, "shared/api.ts", "export {}\n");
     std::os::unix::fs::symlink(outside.path(), root.join("backend/out")).unwrap();
-    let out = run(squadctl().current_dir(root).args([
-        "lock",
-        "acquire",
-        "shared/api.ts",
-        "--agent",
-        "frontend",
-        "--task",
-        "task_2",
-        "--ttl",
-        "1h",
-    ]));
+    let out = ctl_run(
+        root,
+        &[
+            "lock",
+            "acquire",
+            "shared/api.ts",
+            "--agent",
+            "frontend",
+            "--task",
+            "task_2",
+            "--ttl",
+            "1h",
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     (tmp, outside)
 }
@@ -550,9 +553,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
 
     // A settings file that is not JSON is never clobbered.
     write(root, ".claude/settings.json", "{ broken");
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["guard", "install", "--claude"]));
+    let out = ctl_run(root, &["guard", "install", "--claude"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
     assert_eq!(
@@ -604,9 +605,7 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
     );
 
     let program = env!("CARGO_BIN_EXE_squadctl");
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["hooks", "install", "--program", program]));
+    let out = ctl_run(root, &["hooks", "install", "--program", program]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stdout(&out).contains("pre-commit: kept the existing hook"),
@@ -692,7 +691,7 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
     );
 
     // uninstall restores what was there.
-    let out = run(squadctl().current_dir(root).args(["hooks", "uninstall"]));
+    let out = ctl_run(root, &["hooks", "uninstall"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(
         fs::read_to_string(root.join(".githooks/pre-commit")).unwrap(),

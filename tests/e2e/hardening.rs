@@ -737,9 +737,7 @@ fn gc_racing_a_symlink_swap_of_sessions_never_touches_the_outside() {
                 }
             })
         };
-        let _ = run(squadctl()
-            .current_dir(&root)
-            .args(["gc", "--now", "2024-06-01T12:00:00Z"]));
+        let _ = ctl_run(&root, &["gc", "--now", "2024-06-01T12:00:00Z"]);
         stop.store(true, Ordering::Relaxed);
         swapper.join().unwrap();
         assert_eq!(snapshot(&outside), before, "round {round}");
@@ -830,7 +828,7 @@ fn durations_past_the_maximum_are_refused_naming_the_field() {
         ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
     ] {
         fs::write(root.join(".squad/policies.yaml"), text).unwrap();
-        let out = run(squadctl().args(["gc", "--dry-run"]).current_dir(&root));
+        let out = ctl_run(&root, &["gc", "--dry-run"]);
         assert_eq!(code(&out), 2, "{text}");
         let err = stderr(&out);
         assert!(
@@ -986,7 +984,7 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
         "{answers} answers"
     );
     // Still answering once the swapping stops, and stops cleanly.
-    let status = run(squadctl().args(["status", "--json"]).current_dir(&root));
+    let status = ctl_run(&root, &["status", "--json"]);
     assert_eq!(code(&status), 0, "{}", stderr(&status));
     fs::write(&out, stdout(&status)).unwrap();
     assert!(answered(&out), "{}", stdout(&status));

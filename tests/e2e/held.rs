@@ -136,7 +136,7 @@ fn gc_killed_mid_run_leaves_every_archive_whole_and_loses_no_session() {
     }
     assert!(killed_mid_run > 0, "at least one kill landed mid-run");
     // The next gc finishes the job; nothing was lost on the way.
-    let out = run(squadctl().current_dir(root).arg("gc"));
+    let out = ctl_run(root, &["gc"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert_eq!(sessions_whole(root, &names), names.len());
     assert!(active.join("session-status.md").exists());
@@ -190,21 +190,11 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
 
 const LOCK_SESSION: &str = "20240115T100000Z-locks";
 
+/// `n` agents `agent-<i>`, each with `task_<i>` allowed to change `shared/**`.
 fn lock_project(n: usize) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = tmp.path().join(".squad/sessions").join(LOCK_SESSION);
-    fs::create_dir_all(&s).unwrap();
-    fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
-    for i in 0..n {
-        fs::write(
-            s.join(format!("role-plan-agent-{i}-task_{i}.md")),
-            format!(
-                "meta:\n  task_id: task_{i}\n  agent: agent-{i}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - shared/**\n"
-            ),
-        )
-        .unwrap();
-    }
-    tmp
+    numbered_agents_project(LOCK_SESSION, n, |_| {
+        "boundaries:\n  allowed:\n    - shared/**\n".to_string()
+    })
 }
 
 /// The lock records (`*.json`, not temporaries) and what each holds.
@@ -285,7 +275,7 @@ fn lock_races_with_kill_9_leave_one_holder_and_no_corrupt_record() {
             assert_eq!(records.len(), 1, "round {round}: refused by nobody");
             contended += 1;
         }
-        let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+        let out = ctl_run(root, &["lock", "list"]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
         assert!(!stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
         // Next round starts free.
@@ -311,7 +301,7 @@ fn read_reply(s: &UnixStream) -> String {
 }
 
 fn status_answers(root: &Path) {
-    let out = run(squadctl().current_dir(root).args(["status", "--json"]));
+    let out = ctl_run(root, &["status", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(v["roots"].is_array(), "{v}");
@@ -440,10 +430,8 @@ fn inbox_ids(session: &Path, agent: &str) -> BTreeMap<String, usize> {
 #[test]
 fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
     const S: &str = "20240115T100000Z-burst";
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, session) = quiet_two_agent_project(S);
     let root = tmp.path();
-    let session = two_agent_session(root, S);
-    fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     let d = Daemon::start_with_env(root, &[("SQUADD_MAX_QUEUED", "256")]);
     const N: usize = 1000;
     // One file in 20 is broken: each must be reported once, whether its
@@ -454,17 +442,15 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         let text = if broken(i) {
             format!("meta: [unclosed {i}\n")
         } else {
-            format!(
-                "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: notification\nsubject: s{i}\nmessage: m{i}\n"
+            notification(
+                &id,
+                "high",
+                "2024-01-15T10:00:00Z",
+                &format!("s{i}"),
+                &format!("m{i}"),
             )
         };
-        let tmp = session.join(format!(".{id}.partial"));
-        fs::write(&tmp, text).unwrap();
-        fs::rename(
-            &tmp,
-            session.join(format!("role-comm-alice-to-bob-{id}.md")),
-        )
-        .unwrap();
+        write_alice_to_bob(&session, &id, &text);
     }
     let valid = (0..N).filter(|i| !broken(*i)).count();
     let ids = eventually("every message delivered", || {
@@ -508,10 +494,8 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
 #[test]
 fn absurd_plan_timeouts_are_diagnosed_and_squadd_does_not_panic() {
     const S: &str = "20240115T100000Z-timeouts";
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, session) = quiet_two_agent_project(S);
     let root = tmp.path();
-    let session = two_agent_session(root, S);
-    fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     let d = Daemon::start(root);
     let values = ["-1", "9223372036854775808", "18446744073709551616"];
     for (i, v) in values.iter().enumerate() {

@@ -12,20 +12,11 @@ const SESSION: &str = "20240115T100000Z-locks";
 /// A project with `n` agents (`agent-0`…), each assigned `task_<i>` allowed
 /// to change `shared/**` and `own-<i>/**`.
 fn project(n: usize) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = tmp.path().join(".squad/sessions").join(SESSION);
-    fs::create_dir_all(&s).unwrap();
-    fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
-    for i in 0..n {
-        fs::write(
-            s.join(format!("role-plan-agent-{i}-task_{i}.md")),
-            format!(
-                "meta:\n  task_id: task_{i}\n  agent: agent-{i}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - shared/**\n    - own-{i}/**\n  forbidden:\n    - shared/secret/**\n"
-            ),
+    numbered_agents_project(SESSION, n, |i| {
+        format!(
+            "boundaries:\n  allowed:\n    - shared/**\n    - own-{i}/**\n  forbidden:\n    - shared/secret/**\n"
         )
-        .unwrap();
-    }
-    tmp
+    })
 }
 
 fn lock(root: &Path, i: usize, args: &[&str]) -> Command {
@@ -179,9 +170,7 @@ fn wait_blocks_until_the_lock_is_free() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "release", "shared/x", "--agent", "agent-0"]));
+    let out = ctl_run(root, &["lock", "release", "shared/x", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = waiter.wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -225,9 +214,10 @@ fn hostile_targets_are_refused_with_reasons() {
         );
     }
     // Usage errors are 2.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "acquire", "x", "--agent", "Bad", "--task", "task_0"]));
+    let out = ctl_run(
+        root,
+        &["lock", "acquire", "x", "--agent", "Bad", "--task", "task_0"],
+    );
     assert_eq!(code(&out), 2);
 }
 
@@ -245,7 +235,7 @@ fn a_corrupt_record_is_reported_and_treated_as_held() {
         "{}",
         stderr(&out)
     );
-    let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+    let out = ctl_run(root, &["lock", "list"]);
     assert!(stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
     assert!(
         locks.join("garbage.json").exists(),
@@ -261,17 +251,18 @@ fn renew_extends_and_list_reports() {
         code(&run(&mut lock(root, 0, &["own-0/a", "--ttl", "1m"]))),
         0
     );
-    let out = run(squadctl().current_dir(root).args([
-        "lock", "renew", "own-0/a", "--agent", "agent-0", "--ttl", "2h", "--json",
-    ]));
+    let out = ctl_run(
+        root,
+        &[
+            "lock", "renew", "own-0/a", "--agent", "agent-0", "--ttl", "2h", "--json",
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let until = v["renewed"][0]["expires_at"].as_str().unwrap();
     let until = chrono::DateTime::parse_from_rfc3339(until).unwrap();
     assert!(until > chrono::Utc::now() + chrono::Duration::minutes(100));
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "list", "--json"]));
+    let out = ctl_run(root, &["lock", "list", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["locks"][0]["lock"]["targets"][0], "own-0/a");
     assert_eq!(v["locks"][0]["state"], "held");
@@ -285,9 +276,7 @@ fn re_taking_ones_own_lock_replaces_it() {
         assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a", "own-0/b"]))), 0);
     }
     assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "list", "--json"]));
+    let out = ctl_run(root, &["lock", "list", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let mut targets: Vec<String> = v["locks"]
         .as_array()
@@ -340,7 +329,7 @@ fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
     drop(mutex);
     let status = child.wait().unwrap();
     assert!(status.success());
-    let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+    let out = ctl_run(root, &["lock", "list"]);
     assert!(!stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
 }
 
@@ -419,9 +408,7 @@ fn session_must_name_a_real_session_directory() {
     }
     // Nothing was written outside the real session: one holder only.
     assert!(records_under(outer.path()).is_empty());
-    let list = stdout(&run(squadctl()
-        .current_dir(root)
-        .args(["lock", "list", "--json"])));
+    let list = stdout(&ctl_run(root, &["lock", "list", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(v["locks"].as_array().unwrap().len(), 1, "{list}");
     // The real session by name still works.
@@ -576,7 +563,7 @@ fn cli_lock_events_carry_the_real_root_in_the_audit_log() {
     assert_eq!(line["kind"], "lock-acquired");
     assert_eq!(line["root"], canonical.display().to_string(), "{line}");
     // squadd down: `events` shows the audit log, lock events included.
-    let out = run(squadctl().current_dir(root).args(["events"]));
+    let out = ctl_run(root, &["events"]);
     assert!(stdout(&out).contains("lock-acquired"), "{}", stdout(&out));
 }
 
@@ -619,9 +606,7 @@ fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
         "a 5 s wait used {used} ticks (limit {limit})"
     );
     // And the wait still ends on the release, at once.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "release", "shared/x", "--agent", "agent-0"]));
+    let out = ctl_run(root, &["lock", "release", "shared/x", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0);
     let start = Instant::now();
     while waiter.try_wait().unwrap().is_none() {
@@ -641,11 +626,9 @@ fn cli_lock_events_reach_squadctl_events_numbered_by_squadd() {
     let root = tmp.path();
     let _d = crate::daemon::Daemon::start(root);
     assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "release", "own-0/a", "--agent", "agent-0"]));
+    let out = ctl_run(root, &["lock", "release", "own-0/a", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(squadctl().current_dir(root).args(["events", "--json"]));
+    let out = ctl_run(root, &["events", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let events: Vec<serde_json::Value> = stdout(&out)
         .lines()

@@ -19,7 +19,7 @@ const LATE: Duration = Duration::from_millis(800);
 /// Runs squadctl in `root` with the arguments of `line` (split at spaces);
 /// it must succeed.
 fn sq(root: &Path, line: &str) {
-    ok(run(ctl(root).args(line.split(' '))));
+    ctl_ok(root, &words(line));
 }
 
 /// A demo project: alice, bob and carol each have a task (bob's waits for
@@ -27,20 +27,13 @@ fn sq(root: &Path, line: &str) {
 fn demo() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    sq(root, "init");
-    sq(root, "session new --slug demo");
+    let session = init_session(root, "demo");
     sq(root, "task new --agent alice --id task_a --instruction a");
     sq(
         root,
         "task new --agent bob --id task_b --instruction b --requires task_a",
     );
     sq(root, "task new --agent carol --id task_c --instruction c");
-    let sessions = root.join(".squad/sessions");
-    let session = fs::read_dir(&sessions)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .unwrap();
     (tmp, session)
 }
 
@@ -112,7 +105,7 @@ fn file_named(session: &Path, prefix: &str) -> String {
 
 /// squadd's recent events (`squadctl events --json`).
 fn events(root: &Path) -> Vec<serde_json::Value> {
-    stdout(&run(ctl(root).args(["events", "--json"])))
+    stdout(&ctl_run(root, &["events", "--json"]))
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
@@ -156,16 +149,16 @@ fn removals_since(root: &Path, before: usize, count: usize) -> Vec<String> {
     names
 }
 
-fn sorted(names: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+fn sorted(names: &[impl AsRef<str>]) -> Vec<String> {
+    let mut v: Vec<String> = names.iter().map(|s| s.as_ref().to_string()).collect();
     v.sort();
     v
 }
 
 /// Removes files of the session at once (no pause between them).
-fn rm(session: &Path, names: &[&str]) {
+fn rm(session: &Path, names: &[impl AsRef<str>]) {
     for n in names {
-        fs::remove_file(session.join(n)).unwrap();
+        fs::remove_file(session.join(n.as_ref())).unwrap();
     }
 }
 
@@ -191,9 +184,8 @@ fn git(root: &Path, args: &[&str]) -> String {
 fn files_removed_at_once_or_one_by_one_are_one_event_each() {
     let (tmp, session, _d, written) = running();
     let root = tmp.path();
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    rm(&session, &names);
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    rm(&session, &written);
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
     // One by one: a plan, squadd's own notice to carol (task_c is ready),
     // the session status file.
     let notice = file_named(&session, "role-comm-squadd-to-carol-");
@@ -278,17 +270,16 @@ fn git_checkout_and_clean_remove_each_file_once() {
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "feature"]);
     git(root, &["checkout", "-q", "main"]);
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
     // Untracked files, removed by `git clean`.
     git(root, &["checkout", "-q", "feature", "--", "."]);
     git(root, &["reset", "-q"]);
-    for name in &names {
+    for name in &written {
         wait_indexed(root, name);
     }
     std::thread::sleep(Duration::from_millis(200));
     git(root, &["clean", "-q", "-f", "--", ".squad/sessions"]);
-    assert_eq!(removals_since(root, 3, 3), sorted(&names));
+    assert_eq!(removals_since(root, 3, 3), sorted(&written));
 }
 
 /// An editor's save that renames the file aside and writes it anew (vim's
@@ -355,9 +346,8 @@ fn removals_found_by_a_rescan_are_one_event_each() {
     let _d = Daemon::start_with_env(root, &[("SQUADD_MAX_QUEUED", "2")]);
     wait_delivered(&session, "bob");
     std::thread::sleep(Duration::from_millis(300));
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    rm(&session, &names);
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    rm(&session, &written);
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
 }
 
 /// Files removed, then the session renamed: the removals once each, and
@@ -366,8 +356,7 @@ fn removals_found_by_a_rescan_are_one_event_each() {
 fn removals_then_a_session_rename_are_one_event_each() {
     let (tmp, session, _d, written) = running();
     let root = tmp.path();
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    rm(&session, &names);
+    rm(&session, &written);
     eventually("the removals recorded", || {
         (removed(root).len() >= 3).then_some(())
     });
@@ -379,7 +368,7 @@ fn removals_then_a_session_rename_are_one_event_each() {
             .any(|e| e["kind"] == "session-added" && e["session"] == "20240101T000000Z-renamed")
             .then_some(())
     });
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
 }
 
 /// Files removed while squadd is down: squadd never knew them in this run,

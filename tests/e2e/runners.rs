@@ -7,29 +7,8 @@ use crate::support::*;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
-
-fn ctl(root: &Path) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION")
-        .env_remove("SQUAD_ROOT");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert_eq!(
-        code(&out),
-        0,
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
 
 /// The fake agent. It appends `start <task> <ns>` / `end <task> <ns>` to
 /// `$TRACE`, checks its prompt names its task, reports in progress, works
@@ -66,9 +45,7 @@ struct Project {
 fn project(env: &[(&str, &str)], runner_extra: &str, runners_extra: &str, config: &str) -> Project {
     let tmp = tempfile::tempdir().unwrap();
     let root = fs::canonicalize(tmp.path()).unwrap();
-    ok(run(ctl(&root).arg("init")));
-    let out = ok(run(ctl(&root).args(["session", "new", "--slug", "runs"])));
-    let session = root.join(out.trim());
+    let session = init_session(&root, "runs");
     let agent = root.join("fake-agent.sh");
     fs::write(&agent, AGENT).unwrap();
     fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
@@ -214,7 +191,7 @@ fn five_dependent_tasks_run_to_session_completed_with_no_human_step() {
     assert!(log.contains("\"kind\":\"pool-empty\""));
     // squadctl runs --all sees the five ended runs.
     let runs: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["runs", "--all", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["runs", "--all", "--json"])).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 5);
 }
 
@@ -328,7 +305,7 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
     // Held: nothing more starts, and it validates.
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
-    ok(run(ctl(&p.root).arg("validate")));
+    ctl_ok(&p.root, &["validate"]);
 }
 
 #[test]
@@ -369,15 +346,15 @@ fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let runs = ok(run(ctl(&p.root).args(["runs", "--json"])));
+    let runs = ctl_ok(&p.root, &["runs", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{runs}");
     assert_eq!(v[0]["state"], "running");
     assert!(v[0]["rss_bytes"].as_u64().is_some(), "{runs}");
     let status: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["status", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["status", "--json"])).unwrap();
     assert_eq!(status["runs"].as_array().unwrap().len(), 2);
-    let human = ok(run(ctl(&p.root).arg("runs")));
+    let human = ctl_ok(&p.root, &["runs"]);
     assert!(human.contains("task_t1 (alpha) running run 1"), "{human}");
     fs::write(&gate, "").unwrap();
     eventually("the session completes", || {
@@ -399,7 +376,7 @@ fn config_show_and_validate() {
         "",
         "{\n  \"version\": 1,\n  \"defaultModel\": \"m1\",\n  \"sessions\": {\"maxConcurrent\": \"two\"}\n}\n",
     );
-    let out = run(ctl(&p.root).args(["config", "validate"]));
+    let out = ctl_run(&p.root, &["config", "validate"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
         stdout(&out).contains("config.json:4:16: error[config-bad-type]"),
@@ -412,7 +389,7 @@ fn config_show_and_validate() {
     )
     .unwrap();
     let show: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "show", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["config", "show", "--json"])).unwrap();
     assert_eq!(show["models"]["default"], "m1");
     assert_eq!(
         show["provenance"]["models.default"],
@@ -420,10 +397,10 @@ fn config_show_and_validate() {
     );
     assert_eq!(show["provenance"]["sessions.maxConcurrent"], "default");
     let schema: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "schema"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["config", "schema"])).unwrap();
     assert!(schema["properties"]["sessions"].is_object());
     let same: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["schema", "config"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["schema", "config"])).unwrap();
     assert_eq!(same, schema);
 }
 
@@ -452,14 +429,14 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
             .then_some(())
     });
     // A second start by hand is refused: the task has a run.
-    let out = run(ctl(&p.root).args(["run", "task_t1"]));
+    let out = ctl_run(&p.root, &["run", "task_t1"]);
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(
         stderr(&out).contains("already has a run"),
         "{}",
         stderr(&out)
     );
-    ok(run(ctl(&p.root).args(["stop", "task_t1"])));
+    ctl_ok(&p.root, &["stop", "task_t1"]);
     eventually("the stop is recorded", || {
         let v: serde_json::Value = serde_json::from_str(
             &fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?,
@@ -473,14 +450,14 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
         1,
         "held"
     );
-    let out = ok(run(ctl(&p.root).args(["run", "task_t1"])));
+    let out = ctl_ok(&p.root, &["run", "task_t1"]);
     assert!(out.starts_with("started task_t1"), "{out}");
     fs::write(&gate, "").unwrap();
     eventually("the session completes", || {
         session_completed(&p).then_some(())
     });
     assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
-    let out = run(ctl(&p.root).args(["stop", "task_t1"]));
+    let out = ctl_run(&p.root, &["stop", "task_t1"]);
     assert_eq!(code(&out), 2);
 }
 
@@ -535,7 +512,7 @@ fn validate_reports_config_json_problems() {
         "",
         "{\n  \"sessions\": {\"maxConcurrent\": 0}\n}\n",
     );
-    let out = run(ctl(&p.root).args(["validate", "--json"]));
+    let out = ctl_run(&p.root, &["validate", "--json"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
         stdout(&out).contains("config-bad-value"),

@@ -124,7 +124,7 @@ fn rules(v: &Value) -> Vec<(String, String)> {
 fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
     let dir = five_places();
     let r = dir.path();
-    let out = run(squadctl().args(["skills", "list", "--json"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "list", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(
@@ -176,9 +176,7 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
     );
 
     // One agent's view: its own skills first, then the team's.
-    let out = run(squadctl()
-        .args(["skills", "list", "--agent", "ana", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "list", "--agent", "ana", "--json"]);
     let v = json(&out);
     assert_eq!(
         names(&v, "skills"),
@@ -192,21 +190,17 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
         ]
     );
     // Bob has no skills of his own: the team's.
-    let out = run(squadctl()
-        .args(["skills", "list", "--agent", "bob", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "list", "--agent", "bob", "--json"]);
     assert_eq!(json(&out)["skills"].as_array().unwrap().len(), 5);
 
     // Human listing names the shadowed ones and counts the problems.
-    let out = run(squadctl().args(["skills", "list"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "list"]);
     let text = stdout(&out);
     assert!(text.contains("shadowed: alpha at .claude/skills/alpha/SKILL.md (hidden by .squad/skills/alpha/SKILL.md)"), "{text}");
     assert!(text.contains("2 skipped, 3 warnings"), "{text}");
 
     // validate: positions, rule ids, hints; errors for the skipped ones.
-    let out = run(squadctl()
-        .args(["skills", "validate", "--color", "never"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", "--color", "never"]);
     assert_eq!(code(&out), 1);
     let text = stdout(&out);
     assert!(
@@ -225,15 +219,13 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
     );
 
     // squadctl validate includes the project's skills.
-    let out = run(squadctl()
-        .args(["validate", "--format", "json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["validate", "--format", "json"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     let v = json(&out);
     assert!(rules(&v).iter().any(|(r, _)| r == "skill-yaml-syntax"));
 
     // show: fields, location, the shadowed copy and the text.
-    let out = run(squadctl().args(["skills", "show", "alpha"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "show", "alpha"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -245,7 +237,7 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
         "{text}"
     );
     assert!(text.ends_with("# alpha\n\nInstructions.\n"), "{text}");
-    let out = run(squadctl().args(["skills", "show", "nope"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "show", "nope"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("no skill `nope`"), "{}", stderr(&out));
 }
@@ -255,17 +247,14 @@ fn validate_paths_and_strict() {
     let dir = five_places();
     let r = dir.path();
     // A single skill folder, a SKILL.md, a directory of skills.
-    let out = run(squadctl()
-        .args(["skills", "validate", ".squad/skills/alpha"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", ".squad/skills/alpha"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    let out = run(squadctl()
-        .args(["skills", "validate", ".agents/skills/bad-yaml/SKILL.md"])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &["skills", "validate", ".agents/skills/bad-yaml/SKILL.md"],
+    );
     assert_eq!(code(&out), 1);
-    let out = run(squadctl()
-        .args(["skills", "validate", ".github/skills", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", ".github/skills", "--json"]);
     let v = json(&out);
     assert_eq!(v["files_checked"], 2);
     assert_eq!(v["errors"], 1);
@@ -275,41 +264,39 @@ fn validate_paths_and_strict() {
         "loose/mine/SKILL.md",
         "---\nname: mine\ndescription: d\ndomain: x\n---\n",
     );
-    let out = run(squadctl()
-        .args(["skills", "validate", "loose/mine"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", "loose/mine"]);
     assert_eq!(code(&out), 0);
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "skills",
             "validate",
             "--strict",
             "--format",
             "github",
             "loose/mine",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 1);
     assert!(
         stdout(&out).starts_with("::error file=loose/mine/SKILL.md,line=4,col=1"),
         "{}",
         stdout(&out)
     );
-    let out = run(squadctl()
-        .args(["skills", "validate", "no/such/path"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", "no/such/path"]);
     assert_eq!(code(&out), 2);
     // `squadctl validate` takes skill paths too (lenient), beside protocol files.
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "validate",
             "--format",
             "json",
             ".agents/skills/bad-yaml/SKILL.md",
             ".claude/skills",
             ".squad/skills/alpha",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let v = json(&out);
     assert_eq!(v["files_checked"], 4, "{v:#}");
@@ -404,9 +391,7 @@ fn prompt_project() -> tempfile::TempDir {
 fn prompt_block_snapshot_parses_and_escapes() {
     let dir = prompt_project();
     let r = dir.path();
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "fenster"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "fenster"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     let snap = fixture("skills/prompt-fenster.txt");
@@ -449,18 +434,14 @@ fn prompt_block_snapshot_parses_and_escapes() {
         ".squad/policies.yaml",
         "skills:\n  prompt_budget_tokens: 50\n",
     );
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "fenster"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "fenster"]);
     assert_eq!(code(&out), 0);
     assert!(
         stderr(&out).contains("over the budget of 50 (policy skills.prompt_budget_tokens)"),
         "{}",
         stderr(&out)
     );
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "fenster", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "fenster", "--json"]);
     let v = json(&out);
     assert_eq!(v["budget_tokens"], 50);
     assert!(v["tokens"].as_u64().unwrap() > 50);
@@ -488,9 +469,7 @@ fn prompt_block_snapshot_parses_and_escapes() {
         ]
     );
     // Agent names never leave .squad/agents/.
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "../x"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "../x"]);
     assert_eq!(code(&out), 2);
 }
 
@@ -560,9 +539,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     );
 
     // Fresh: both built-ins installed, valid, recorded.
-    let out = run(squadctl()
-        .args(["skills", "upgrade", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v = json(&out);
     let actions: Vec<&str> = v["skills"]
@@ -582,20 +559,21 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
                 .is_file()
         );
     }
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "skills",
             "validate",
             "--strict",
             ".squad/skills/squad-protocol",
             ".squad/skills/squad-memory-format",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 
     // Again: nothing to do.
     let before = tree(r);
-    let out = run(squadctl().args(["skills", "upgrade"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade"]);
     assert!(
         stdout(&out).contains("0 built-in skills installed or replaced"),
         "{}",
@@ -610,9 +588,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
 
     // Dry run: says what it would do, changes nothing.
     let before = tree(r);
-    let out = run(squadctl()
-        .args(["skills", "upgrade", "--dry-run"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade", "--dry-run"]);
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
     assert!(
@@ -626,9 +602,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     assert!(text.contains("(dry run: nothing written)"), "{text}");
     assert_eq!(tree(r), before);
 
-    let out = run(squadctl()
-        .args(["skills", "upgrade", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade", "--json"]);
     let v = json(&out);
     let actions: Vec<(&str, &str)> = v["skills"]
         .as_array()
@@ -672,7 +646,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     fs::remove_file(r.join(".squad/skills/squad-memory-format/.squad-builtin.json")).unwrap();
     let mine = skill("squad-memory-format", "Hand-written.");
     write(r, ".squad/skills/squad-memory-format/SKILL.md", &mine);
-    let out = run(squadctl().args(["skills", "upgrade"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade"]);
     assert!(
         stdout(&out).contains(
             "squad-memory-format: a skill of this name that squadctl did not install; left alone"
@@ -702,40 +676,39 @@ fn new_scaffolds_a_valid_skill() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     fs::create_dir_all(r.join(".squad")).unwrap();
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "skills",
             "new",
             "api-design",
             "--description",
             "REST API conventions: \"use when\" designing",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(squadctl()
-        .args(["skills", "validate", "--strict", ".squad/skills/api-design"])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &["skills", "validate", "--strict", ".squad/skills/api-design"],
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    let out = run(squadctl()
-        .args(["skills", "show", "api-design", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "show", "api-design", "--json"]);
     assert_eq!(
         json(&out)["skill"]["skill"]["description"],
         "REST API conventions: \"use when\" designing"
     );
     // An agent's own, without a description: still valid.
-    let out = run(squadctl()
-        .args(["skills", "new", "notes", "--agent", "ana"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "new", "notes", "--agent", "ana"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "skills",
             "validate",
             "--strict",
             ".squad/agents/ana/skills/notes",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // Refusals: bad names, existing skills.
     for args in [
@@ -745,9 +718,7 @@ fn new_scaffolds_a_valid_skill() {
         let out = run(squadctl().args(args).current_dir(r));
         assert_eq!(code(&out), 2, "{args:?}");
     }
-    let out = run(squadctl()
-        .args(["skills", "new", "x", "--description", "has <angle>"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "new", "x", "--description", "has <angle>"]);
     assert_eq!(code(&out), 2);
     assert!(!r.join(".squad/skills/x").exists());
 }
@@ -757,7 +728,7 @@ fn new_scaffolds_a_valid_skill() {
 // ---------------------------------------------------------------------------
 
 fn skills_status(root: &Path) -> Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    let out = ctl_run(root, &["status", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["daemon"]["state"], "running", "{v:#}");
@@ -792,7 +763,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
             .starts_with(".claude/skills/broken/SKILL.md:1:1: error[skill-no-front-matter]"),
         "{s}"
     );
-    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    let out = ctl_run(r, &["status", "--check"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     // Editing the SKILL.md in place fixes it.
     write(
@@ -804,7 +775,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
         let s = skills_status(r);
         (s["errors"] == 0 && s["loaded"] == 2).then_some(())
     });
-    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    let out = ctl_run(r, &["status", "--check"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // An agent's new skill, and a shadowing duplicate.
     write(
@@ -817,7 +788,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
         (s["shadowed"] == 1).then_some(s)
     });
     assert_eq!(s["loaded"], 3, "{s}");
-    let human = stdout(&run(squadctl().args(["status"]).current_dir(r)));
+    let human = stdout(&ctl_run(r, &["status"]));
     assert!(
         human.contains("skills: 3 loaded, 0 skipped, 1 warning, 1 shadowed"),
         "{human}"
@@ -837,8 +808,9 @@ fn check_reports_a_skill_agents_would_never_see() {
         "---\nname: review\n---\n",
     );
     fs::write(r.join("changed.txt"), "backend/src/routes/users.ts\n").unwrap();
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "check",
             "--changed",
             "changed.txt",
@@ -846,8 +818,8 @@ fn check_reports_a_skill_agents_would_never_see() {
             "task_001",
             "--format",
             "json",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let v = json(&out);
     assert_eq!(

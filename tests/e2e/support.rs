@@ -1,5 +1,6 @@
 //! Helpers shared by the end-to-end tests.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -65,13 +66,90 @@ pub fn two_agent_session(root: &Path, session: &str) -> PathBuf {
     )
     .unwrap();
     for agent in ["alice", "bob"] {
-        std::fs::write(
-            s.join(format!("role-plan-{agent}-task_{agent}.md")),
-            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
-        )
-        .unwrap();
+        write_plan(&s, &format!("task_{agent}"), agent, "");
     }
     s
+}
+
+/// [`two_agent_session`] in a new temporary root with [`NO_NOTICES`] as its
+/// policy, for tests that count what inboxes hold; returns the root and the
+/// session directory.
+pub fn quiet_two_agent_project(session: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = two_agent_session(tmp.path(), session);
+    std::fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
+    (tmp, s)
+}
+
+/// A new temporary root holding `session` (no status file) in which `n`
+/// agents `agent-<i>` each have a high-priority task `task_<i>`, the plan
+/// ending with `extra(i)` (YAML: boundaries).
+pub fn numbered_agents_project(
+    session: &str,
+    n: usize,
+    extra: impl Fn(usize) -> String,
+) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join(".squad/sessions").join(session);
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
+    for i in 0..n {
+        write_plan(&s, &format!("task_{i}"), &format!("agent-{i}"), &extra(i));
+    }
+    tmp
+}
+
+/// The text of a high-priority plan of `task` for `agent` (instruction `x`),
+/// `extra` (YAML: boundaries, dependencies) appended.
+pub fn plan_text(task: &str, agent: &str, extra: &str) -> String {
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n{extra}"
+    )
+}
+
+/// Writes [`plan_text`] into `session` under its protocol name.
+pub fn write_plan(session: &Path, task: &str, agent: &str, extra: &str) {
+    std::fs::write(
+        session.join(format!("role-plan-{agent}-{task}.md")),
+        plan_text(task, agent, extra),
+    )
+    .unwrap();
+}
+
+/// The text of a notification `id` from alice to bob.
+pub fn notification(
+    id: &str,
+    priority: &str,
+    created_at: &str,
+    subject: &str,
+    message: &str,
+) -> String {
+    format!(
+        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: {created_at}\n  priority: {priority}\ntype: notification\nsubject: {subject}\nmessage: {message}\n"
+    )
+}
+
+/// Writes `text` as message `id` from alice to bob the way agents do: to a
+/// temporary name first, then renamed to its protocol name.
+pub fn write_alice_to_bob(session: &Path, id: &str, text: &str) {
+    let tmp = session.join(format!(".{id}.partial"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(
+        &tmp,
+        session.join(format!("role-comm-alice-to-bob-{id}.md")),
+    )
+    .unwrap();
+}
+
+/// Writes notification `i` (`msg_<i:05>`, created `i` seconds after
+/// 10:00, subject `s<i>`) from alice to bob with [`write_alice_to_bob`];
+/// returns its id.
+pub fn write_numbered_message(session: &Path, i: usize, priority: &str) -> String {
+    let id = format!("msg_{i:05}");
+    let created = format!("2024-01-15T10:{:02}:{:02}Z", (i / 60) % 60, i % 60);
+    let text = notification(&id, priority, &created, &format!("s{i}"), &format!("m{i}"));
+    write_alice_to_bob(session, &id, &text);
+    id
 }
 
 /// A policy turning off every notice squadd sends agents, for tests that
@@ -100,4 +178,70 @@ pub fn ok(out: Output) -> String {
         stderr(&out)
     );
     stdout(&out)
+}
+
+/// `squadctl <args>` in `root` (see [`ctl`]), run.
+pub fn ctl_run(root: &Path, args: &[&str]) -> Output {
+    run(ctl(root).args(args))
+}
+
+/// `squadctl <args>` in `root` that must succeed (see [`ok`]); its stdout.
+pub fn ctl_ok(root: &Path, args: &[&str]) -> String {
+    ok(ctl_run(root, args))
+}
+
+/// `squadctl task new <args>` in `root`, run.
+pub fn task_new(root: &Path, args: &[&str]) -> Output {
+    run(ctl(root).args(["task", "new"]).args(args))
+}
+
+/// `squadctl init` and `squadctl session new --slug <slug>` in `root`, as a
+/// new user starts; returns the new session's directory.
+pub fn init_session(root: &Path, slug: &str) -> PathBuf {
+    ctl_ok(root, &["init"]);
+    let out = ctl_ok(root, &["session", "new", "--slug", slug]);
+    let dir = root.join(out.trim());
+    assert!(dir.is_dir(), "{out}");
+    dir
+}
+
+/// Every file under `dir` (path relative to it) with its bytes, to show a
+/// command changed nothing.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(
+                    e.path().strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(e.path()).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The arguments of a command line written as one string (split at single
+/// spaces; no argument may hold one), so that tables of commands read as
+/// commands.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
+/// How many records of `kind` in the audit log name message `id` (0 while
+/// there is no log).
+pub fn audited_message(root: &Path, kind: &str, id: &str) -> usize {
+    std::fs::read_to_string(root.join(".squad/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            l.contains(&format!("\"kind\":\"{kind}\""))
+                && l.contains(&format!("\"message_id\":\"{id}\""))
+        })
+        .count()
 }

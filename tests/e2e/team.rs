@@ -2,7 +2,7 @@
 //! `export` and `import` on the real corpus and on hostile files, and kill -9
 //! during a large import.
 
-use crate::support::{code, copy_tree, run, squadctl, stderr, stdout};
+use crate::support::{code, copy_tree, ctl_run, run, squadctl, stderr, stdout};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -485,7 +485,7 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
 }
 
 fn team_status(root: &Path) -> Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+    let out = ctl_run(root, &["status", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["daemon"]["state"], "running", "{v:#}");
@@ -521,7 +521,7 @@ fn squadd_watches_the_team_files_and_reports_problems_in_status() {
             .starts_with(".squad/casting/policy.json:2:10: error[team-invalid-json]"),
         "{s}"
     );
-    let out = run(squadctl().args(["status", "--check"]).current_dir(&r));
+    let out = ctl_run(&r, &["status", "--check"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     // A new agent's charter without a Role line, in a folder created now.
     std::fs::write(r.join(".squad/casting/policy.json"), "{}\n").unwrap();
@@ -538,7 +538,7 @@ fn squadd_watches_the_team_files_and_reports_problems_in_status() {
         .then_some(s)
     });
     assert_eq!(s["warnings"], 17, "{s}");
-    let human = stdout(&run(squadctl().arg("status").current_dir(&r)));
+    let human = stdout(&ctl_run(&r, &["status"]));
     assert!(
         human.contains("team: 21 members, 0 errors, 17 warnings"),
         "{human}"
