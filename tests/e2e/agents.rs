@@ -19,14 +19,7 @@ fn alice_then_bob(root: &Path) {
     ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "bob",
-            "--instruction",
-            "b",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent bob --instruction b --requires task_001"),
     ));
 }
 
@@ -34,14 +27,7 @@ fn alice_then_bob(root: &Path) {
 fn alice_in_src(root: &Path) {
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--instruction",
-            "a",
-            "--allow",
-            "src/**",
-        ],
+        &words("--agent alice --instruction a --allow src/**"),
     ));
 }
 
@@ -177,7 +163,7 @@ fn refused_writes_leave_the_session_byte_identical() {
     alice_then_bob(root);
     ctl_ok(
         root,
-        &["progress", "--task", "task_001", "--status", "in_progress"],
+        &words("progress --task task_001 --status in_progress"),
     );
     let before = snapshot(&dir);
     let refused = [
@@ -214,17 +200,7 @@ fn refused_writes_leave_the_session_byte_identical() {
     // --json: the refusal and its diagnostics, for scripts.
     let out = ctl_run(
         root,
-        &[
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--instruction",
-            "c",
-            "--requires",
-            "task_999",
-            "--json",
-        ],
+        &words("task new --agent carol --instruction c --requires task_999 --json"),
     );
     assert_eq!(code(&out), 1);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -234,18 +210,7 @@ fn refused_writes_leave_the_session_byte_identical() {
     // The cycle is reported with its rule.
     let out = ctl_run(
         root,
-        &[
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--instruction",
-            "c",
-            "--requires",
-            "task_002",
-            "--blocks",
-            "task_001",
-        ],
+        &words("task new --agent carol --instruction c --requires task_002 --blocks task_001"),
     );
     assert!(
         stderr(&out).contains("dependency-cycle"),
@@ -330,9 +295,7 @@ fn session_defaults_to_the_one_that_plans_the_task_and_ambiguity_lists_candidate
     let (tmp, first) = project();
     let root = tmp.path();
     ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
-    let second = tmp
-        .path()
-        .join(ctl_ok(root, &["session", "new", "--slug", "other"]).trim());
+    let second = new_session(root, "other");
     let second_name = second.file_name().unwrap().to_str().unwrap().to_string();
     // Two active sessions: a new task for an agent planned in neither is ambiguous.
     let out = task_new(root, &["--agent", "zed", "--instruction", "z"]);
@@ -357,14 +320,11 @@ fn session_defaults_to_the_one_that_plans_the_task_and_ambiguity_lists_candidate
         ],
     ));
     // The task picks its session.
-    ctl_ok(
-        root,
-        &["progress", "--task", "task_b", "--status", "in_progress"],
-    );
+    ctl_ok(root, &words("progress --task task_b --status in_progress"));
     assert!(second.join("role-comm-bob-task_b.md").is_file());
     ctl_ok(
         root,
-        &["progress", "--task", "task_001", "--status", "in_progress"],
+        &words("progress --task task_001 --status in_progress"),
     );
     assert!(first.join("role-comm-alice-task_001.md").is_file());
     // SQUAD_SESSION names it.
@@ -429,10 +389,7 @@ fn readers_show_an_agents_work() {
     let show: serde_json::Value =
         serde_json::from_str(&ctl_ok(root, &["task", "show", "task_001", "--json"])).unwrap();
     assert_eq!(show["waited_for_by"][0], "task_002");
-    ctl_ok(
-        root,
-        &["progress", "--task", "task_001", "--status", "completed"],
-    );
+    ctl_ok(root, &words("progress --task task_001 --status completed"));
     let next: serde_json::Value =
         serde_json::from_str(&ctl_ok(root, &["next", "--agent", "bob", "--json"])).unwrap();
     assert_eq!(next["tasks"][0]["task_id"], "task_002");
@@ -517,14 +474,7 @@ fn every_command_the_skill_shows_runs_against_a_project() {
     ));
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "frontend-dev",
-            "--instruction",
-            "ui",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent frontend-dev --instruction ui --requires task_001"),
     ));
     let commands = skill_commands();
     assert!(commands.len() >= 10, "{commands:?}");
@@ -579,11 +529,8 @@ fn every_command_the_skill_shows_runs_against_a_project() {
     let out = ctl_run(root, &["validate"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // The task is done: frontend-dev's task is ready now.
-    let next: serde_json::Value = serde_json::from_str(&ctl_ok(
-        root,
-        &["next", "--agent", "frontend-dev", "--json"],
-    ))
-    .unwrap();
+    let next: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &words("next --agent frontend-dev --json"))).unwrap();
     assert_eq!(next["tasks"][0]["ready"], true);
 }
 
@@ -637,9 +584,7 @@ fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
     alice_in_src(root);
     ctl_ok(
         root,
-        &[
-            "lock", "acquire", "--agent", "alice", "--task", "task_001", "src/a.rs",
-        ],
+        &words("lock acquire --agent alice --task task_001 src/a.rs"),
     );
     let inbox = dir.join("inbox/alice/new");
     fs::create_dir_all(&inbox).unwrap();
@@ -660,10 +605,7 @@ fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
         format!(".squad/sessions/{session}/inbox/alice/new/high-msg_1.md\n.squad/audit.jsonl\nsrc/a.rs\n"),
     )
     .unwrap();
-    let out = ctl_run(
-        root,
-        &["check", "--changed", "changed.txt", "--task", "task_001"],
-    );
+    let out = ctl_run(root, &words("check --changed changed.txt --task task_001"));
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(
         !stdout(&out).contains("ownership-violation"),
@@ -689,18 +631,7 @@ fn completions_man_and_quiet_verbose() {
     ctl_ok(root, &["man", "--dir", pages.to_str().unwrap()]);
     assert!(pages.join("squadctl-task-new.1").is_file());
     // -q: the id is not printed, the task is written; -v: the root is named.
-    let out = ctl_run(
-        root,
-        &[
-            "-q",
-            "task",
-            "new",
-            "--agent",
-            "alice",
-            "--instruction",
-            "a",
-        ],
-    );
+    let out = ctl_run(root, &words("-q task new --agent alice --instruction a"));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout(&out), "");
     let out = ctl_run(root, &["-v", "task", "list"]);
@@ -792,10 +723,7 @@ fn next_wait_returns_when_the_agents_task_becomes_ready() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    ctl_ok(
-        root,
-        &["progress", "--task", "task_001", "--status", "completed"],
-    );
+    ctl_ok(root, &words("progress --task task_001 --status completed"));
     let start = std::time::Instant::now();
     let out = waiting.wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));

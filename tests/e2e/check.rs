@@ -19,12 +19,6 @@ fn git(root: &Path, args: &[&str]) {
     );
 }
 
-fn write(root: &Path, path: &str, text: &str) {
-    let p = root.join(path);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
-
 fn commit(root: &Path, message: &str) {
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "--allow-empty", "-m", message]);

@@ -10,12 +10,6 @@ use std::process::Stdio;
 
 const SESSION: &str = "20240115T100000Z-guard";
 
-fn write(root: &Path, path: &str, text: &str) {
-    let p = root.join(path);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
-
 fn plan(agent: &str, task: &str, allowed: &[&str], forbidden: &[&str]) -> String {
     let list = |v: &[&str]| {
         v.iter()
@@ -77,17 +71,7 @@ fn project() -> (tempfile::TempDir, tempfile::TempDir) {
     std::os::unix::fs::symlink(outside.path(), root.join("backend/out")).unwrap();
     let out = ctl_run(
         root,
-        &[
-            "lock",
-            "acquire",
-            "shared/api.ts",
-            "--agent",
-            "frontend",
-            "--task",
-            "task_2",
-            "--ttl",
-            "1h",
-        ],
+        &words("lock acquire shared/api.ts --agent frontend --task task_2 --ttl 1h"),
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     (tmp, outside)

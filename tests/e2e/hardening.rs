@@ -99,7 +99,7 @@ fn project(root: &Path) {
     .unwrap();
     fs::write(
         s.join("role-comm-alice-to-bob-msg_1.md"),
-        "meta:\n  message_id: msg_1\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n",
+        notification("msg_1", "critical", "2024-01-15T10:00:00Z", "s", "m"),
     )
     .unwrap();
 }
@@ -244,32 +244,16 @@ fn squadd_never_writes_through_a_planted_symlink() {
 fn ctl_project(root: &Path) {
     project(root);
     let s = root.join(".squad/sessions").join(S);
-    fs::write(
-        s.join("role-plan-alice-task_lock.md"),
-        "meta:\n  task_id: task_lock\n  agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - src/**\n",
-    )
-    .unwrap();
+    write_plan(
+        &s,
+        "task_lock",
+        "alice",
+        "boundaries:\n  allowed:\n    - src/**\n",
+    );
     // An entry waiting in the decisions inbox (for `memory merge`).
-    let out = squadctl()
-        .current_dir(root)
-        .args([
-            "memory",
-            "add",
-            "--type",
-            "decision",
-            "--summary",
-            "setup",
-            "--author",
-            "bob",
-            "--details",
-            "d",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    ctl_ok(
+        root,
+        &words("memory add --type decision --summary setup --author bob --details d"),
     );
     let new = s.join("inbox/bob/new");
     fs::create_dir_all(&new).unwrap();
@@ -279,6 +263,19 @@ fn ctl_project(root: &Path) {
     )
     .unwrap();
 }
+
+/// The command of the rows of [`CTL_WRITES`] that `lock acquire` writes.
+const LOCK_ACQUIRE: &[&str] = &[
+    "lock",
+    "acquire",
+    "--session",
+    "S",
+    "--agent",
+    "alice",
+    "--task",
+    "task_lock",
+    "src/x",
+];
 
 /// Every path squadctl writes (creates, replaces, appends to, renames into,
 /// locks) for the command that writes it. The symlink test plants a link at
@@ -364,66 +361,10 @@ const CTL_WRITES: &[(&str, Target, &[&str])] = &[
             "m",
         ],
     ),
-    (
-        ".squad/sessions/S/locks",
-        Target::Dir,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (
-        ".squad/run",
-        Target::Dir,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (
-        ".squad/run/locks.mutex",
-        Target::File,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (
-        ".squad/audit.jsonl",
-        Target::File,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
+    (".squad/sessions/S/locks", Target::Dir, LOCK_ACQUIRE),
+    (".squad/run", Target::Dir, LOCK_ACQUIRE),
+    (".squad/run/locks.mutex", Target::File, LOCK_ACQUIRE),
+    (".squad/audit.jsonl", Target::File, LOCK_ACQUIRE),
     (".squad/run/gc.lock", Target::File, &["gc"]),
     (
         ".squad/sessions/S/inbox/bob/cur",
@@ -493,12 +434,8 @@ fn squadctl_never_writes_through_a_planted_symlink() {
         let clean = tmp.path().join("clean");
         ctl_project(&clean);
         let args: Vec<&str> = args.iter().map(|a| if *a == "S" { S } else { a }).collect();
-        let ok = squadctl()
-            .current_dir(&clean)
-            .env("SQUAD_AGENT", "alice")
-            .args(&args)
-            .output()
-            .unwrap();
+        let as_alice = |root: &Path| run(ctl(root).env("SQUAD_AGENT", "alice").args(&args));
+        let ok = as_alice(&clean);
         if !ok.status.success() {
             failures.push(format!(
                 "{rel} ({}): fails without a link: {}",
@@ -527,12 +464,7 @@ fn squadctl_never_writes_through_a_planted_symlink() {
         };
         symlink(&to, &at).unwrap();
         let before = snapshot(&outside);
-        let out = squadctl()
-            .current_dir(&root)
-            .env("SQUAD_AGENT", "alice")
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = as_alice(&root);
         let after = snapshot(&outside);
         if after != before {
             failures.push(format!(

@@ -214,10 +214,7 @@ fn hostile_targets_are_refused_with_reasons() {
         );
     }
     // Usage errors are 2.
-    let out = ctl_run(
-        root,
-        &["lock", "acquire", "x", "--agent", "Bad", "--task", "task_0"],
-    );
+    let out = ctl_run(root, &words("lock acquire x --agent Bad --task task_0"));
     assert_eq!(code(&out), 2);
 }
 
@@ -253,9 +250,7 @@ fn renew_extends_and_list_reports() {
     );
     let out = ctl_run(
         root,
-        &[
-            "lock", "renew", "own-0/a", "--agent", "agent-0", "--ttl", "2h", "--json",
-        ],
+        &words("lock renew own-0/a --agent agent-0 --ttl 2h --json"),
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();

@@ -338,21 +338,9 @@ fn send_and_inbox_for_agents() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = ctl_run(
         root,
-        &[
-            "send",
-            "--from",
-            "bob",
-            "--to",
-            "alice",
-            "--priority",
-            "high",
-            "--type",
-            "notification",
-            "--subject",
-            "done",
-            "--message",
-            "done",
-        ],
+        &words(
+            "send --from bob --to alice --priority high --type notification --subject done --message done",
+        ),
     );
     assert_eq!(code(&out), 0);
     let out = waiter.wait_with_output().unwrap();
@@ -361,21 +349,9 @@ fn send_and_inbox_for_agents() {
     // ack by id.
     let out = ctl_run(
         root,
-        &[
-            "send",
-            "--from",
-            "bob",
-            "--to",
-            "carol",
-            "--priority",
-            "medium",
-            "--type",
-            "notification",
-            "--subject",
-            "x",
-            "--message",
-            "y",
-        ],
+        &words(
+            "send --from bob --to carol --priority medium --type notification --subject x --message y",
+        ),
     );
     let carol_id = stdout(&out).trim().to_string();
     eventually("delivered to carol", || {

@@ -7,7 +7,7 @@ use crate::daemon::{Daemon, eventually};
 use crate::support::*;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// The subjects of squadd's notices in an agent's inbox (read or not).
@@ -80,39 +80,18 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
         ),
     )
     .unwrap();
-    let dir: PathBuf = root.join(ctl_ok(root, &["session", "new", "--slug", "demo"]).trim());
+    let dir = new_session(root, "demo");
     task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--allow",
-            "src/alice/**",
-            "--timeout",
-            "1s",
-        ],
+        &words("--agent alice --allow src/alice/** --timeout 1s"),
     );
     task_new(
         root,
-        &[
-            "--agent",
-            "bob",
-            "--allow",
-            "src/bob/**",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent bob --allow src/bob/** --requires task_001"),
     );
     task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--allow",
-            "src/alice/**",
-            "--requires",
-            "task_002",
-        ],
+        &words("--agent alice --allow src/alice/** --requires task_002"),
     );
     // A sloppy agent writes a file by hand.
     fs::write(
@@ -240,22 +219,14 @@ fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
         "notices:\n  task_ready: false\n",
     )
     .unwrap();
-    let dir: PathBuf = root.join(ctl_ok(root, &["session", "new", "--slug", "dv"]).trim());
+    let dir = new_session(root, "dv");
     let _d = Daemon::start(root);
     task_new(root, &["--agent", "alice"]);
     task_new(root, &["--agent", "bob", "--requires", "task_001"]);
     // bob starts before alice finished.
     ctl_ok(
         root,
-        &[
-            "progress",
-            "--agent",
-            "bob",
-            "--task",
-            "task_002",
-            "--status",
-            "in_progress",
-        ],
+        &words("progress --agent bob --task task_002 --status in_progress"),
     );
     eventually("bob is told of the violation", || {
         (notices(&dir, "bob") == ["Dependency violation: task_002 [high]"]).then_some(())

@@ -256,7 +256,7 @@ fn an_existing_archive_is_never_overwritten_and_mtime_is_a_named_fallback() {
     );
     let out = ctl_run(
         root,
-        &["gc", "--dry-run", "--json", "--now", "2030-01-01T00:00:00Z"],
+        &words("gc --dry-run --json --now 2030-01-01T00:00:00Z"),
     );
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(

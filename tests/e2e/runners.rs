@@ -92,6 +92,23 @@ fn task(root: &Path, id: &str, agent: &str, requires: &[&str]) {
     ok(run(&mut c));
 }
 
+/// [`project`] whose agents work until the returned gate file exists.
+fn gated_project(runners_extra: &str, config: &str) -> (Project, PathBuf) {
+    let p = project(&[("GATE", "/nonexistent")], "", runners_extra, config);
+    let gate = p.root.join("go");
+    // The gate path is known only now: rewrite the policy with it.
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    (p, gate)
+}
+
+/// How many runs the agents' trace shows started.
+fn starts(p: &Project) -> usize {
+    trace(p).iter().filter(|e| e.0 == "start").count()
+}
+
 fn trace(p: &Project) -> Vec<(String, String, u128)> {
     fs::read_to_string(&p.trace)
         .unwrap_or_default()
@@ -109,6 +126,13 @@ fn trace(p: &Project) -> Vec<(String, String, u128)> {
 
 fn audit(root: &Path) -> String {
     fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap_or_default()
+}
+
+/// Waits until the session's status says completed.
+fn wait_completed(p: &Project) {
+    eventually("the session completes", || {
+        session_completed(p).then_some(())
+    });
 }
 
 fn session_completed(p: &Project) -> bool {
@@ -132,9 +156,7 @@ fn five_dependent_tasks_run_to_session_completed_with_no_human_step() {
     task(&p.root, "task_t3", "charlie", &["task_t1"]);
     task(&p.root, "task_t4", "delta", &["task_t1", "task_t2"]);
     task(&p.root, "task_t5", "echo", &["task_t3", "task_t4"]);
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
+    wait_completed(&p);
 
     let t = trace(&p);
     let starts: Vec<_> = t.iter().filter(|e| e.0 == "start").collect();
@@ -279,8 +301,7 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
         let v: serde_json::Value = serde_json::from_str(&rec).ok()?;
         (v["attempt"] == 2 && v["held"] == true).then_some(())
     });
-    let starts = trace(&p).iter().filter(|e| e.0 == "start").count();
-    assert_eq!(starts, 2, "one run and one retry");
+    assert_eq!(starts(&p), 2, "one run and one retry");
     // run.json is written first, then the event, then the message.
     let log = eventually("both exits audited", || {
         let log = audit(&p.root);
@@ -304,26 +325,18 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
     assert!(log.contains("failing on purpose"), "{log}");
     // Held: nothing more starts, and it validates.
     std::thread::sleep(Duration::from_millis(600));
-    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
+    assert_eq!(starts(&p), 2);
     ctl_ok(&p.root, &["validate"]);
 }
 
 #[test]
 fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
-    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
-    let gate = p.root.join("go");
-    // The gate path is known only now: rewrite the policy with it.
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("", "{}");
     let d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     task(&p.root, "task_t2", "bravo", &[]);
     task(&p.root, "task_t3", "charlie", &["task_t1"]);
-    eventually("both ready tasks run", || {
-        (trace(&p).iter().filter(|e| e.0 == "start").count() == 2).then_some(())
-    });
+    eventually("both ready tasks run", || (starts(&p) == 2).then_some(()));
     // A kill between the spawn and the pid's record is the next test's.
     for t in ["task_t1", "task_t2"] {
         eventually("the pid is recorded", || {
@@ -357,9 +370,7 @@ fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
     let human = ctl_ok(&p.root, &["runs"]);
     assert!(human.contains("task_t1 (alpha) running run 1"), "{human}");
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
+    wait_completed(&p);
     let t = trace(&p);
     for id in ["task_t1", "task_t2", "task_t3"] {
         let n = t.iter().filter(|e| e.0 == "start" && e.1 == id).count();
@@ -406,22 +417,10 @@ fn config_show_and_validate() {
 
 #[test]
 fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
-    let p = project(
-        &[("GATE", "/nonexistent")],
-        "",
-        "  grace: 200ms\n  idle_after: 300ms\n",
-        "{}",
-    );
-    let gate = p.root.join("go");
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("  grace: 200ms\n  idle_after: 300ms\n", "{}");
     let _d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
-    eventually("the run starts", || {
-        (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
-    });
+    eventually("the run starts", || (starts(&p) == 1).then_some(()));
     // It reported in progress, then wrote nothing: idle.
     eventually("agent-idle", || {
         audit(&p.root)
@@ -445,40 +444,23 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
         (v["state"] == "stopped" && v["held"] == true && v["exit"].is_object()).then_some(())
     });
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        trace(&p).iter().filter(|e| e.0 == "start").count(),
-        1,
-        "held"
-    );
+    assert_eq!(starts(&p), 1, "held");
     let out = ctl_ok(&p.root, &["run", "task_t1"]);
     assert!(out.starts_with("started task_t1"), "{out}");
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
-    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 2);
     let out = ctl_run(&p.root, &["stop", "task_t1"]);
     assert_eq!(code(&out), 2);
 }
 
 #[test]
 fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
-    let p = project(
-        &[("GATE", "/nonexistent")],
-        "",
-        "",
-        r#"{"sessions": {"maxConcurrent": 1}}"#,
-    );
-    let gate = p.root.join("go");
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("", r#"{"sessions": {"maxConcurrent": 1}}"#);
     let _d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     task(&p.root, "task_t2", "bravo", &[]);
     task(&p.root, "task_t3", "charlie", &[]);
-    let starts = |p: &Project| trace(p).iter().filter(|e| e.0 == "start").count();
     eventually("one run", || (starts(&p) == 1).then_some(()));
     // An invalid edit is refused: still one at a time.
     fs::write(
@@ -499,9 +481,7 @@ fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
     .unwrap();
     eventually("three runs", || (starts(&p) == 3).then_some(()));
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
+    wait_completed(&p);
 }
 
 #[test]
@@ -523,12 +503,7 @@ fn validate_reports_config_json_problems() {
 
 #[test]
 fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
-    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
-    let gate = p.root.join("go");
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("", "{}");
     let d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     let rec_path = p.session.join("runs/task_t1/run.json");
@@ -555,10 +530,8 @@ fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
         serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
     assert_eq!(v["pid"], pid, "the runner itself, not its children");
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
-    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 1);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 1);
 }
 
 #[test]

@@ -26,8 +26,7 @@ fn sessions(root: &Path, n: usize) -> Vec<PathBuf> {
     (0..n)
         .map(|k| {
             let slug = format!("race{k}");
-            let out = ctl_ok(root, &["session", "new", "--slug", &slug]);
-            let dir = root.join(out.trim());
+            let dir = new_session(root, &slug);
             let name = dir.file_name().unwrap().to_str().unwrap().to_string();
             ctl_ok(
                 root,

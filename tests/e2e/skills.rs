@@ -3,15 +3,8 @@
 
 use crate::support::*;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
+use std::path::Path;
 
 fn skill(name: &str, description: &str) -> String {
     format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\n\nInstructions.\n")
@@ -28,65 +21,39 @@ fn five_places() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     fs::create_dir_all(r.join(".squad/sessions")).unwrap();
-    write(
-        r,
-        ".squad/skills/alpha/SKILL.md",
-        &skill("alpha", "Team alpha."),
-    );
-    write(
-        r,
-        ".github/skills/beta/SKILL.md",
-        &skill("beta", "Beta from GitHub."),
-    );
-    write(
-        r,
-        ".copilot/skills/gamma/SKILL.md",
-        &skill("gamma", "Gamma from Copilot."),
-    );
-    write(
-        r,
-        ".claude/skills/delta/SKILL.md",
-        &skill("delta", "Delta from Claude."),
-    );
-    write(
-        r,
-        ".agents/skills/epsilon/SKILL.md",
-        &skill("epsilon", "Epsilon from agents."),
-    );
-    // Shadowed: alpha again, lower in precedence.
-    write(
-        r,
-        ".claude/skills/alpha/SKILL.md",
-        &skill("alpha", "A second alpha."),
-    );
-    // An agent's own skill, and one overriding a team skill for that agent.
-    write(
-        r,
-        ".squad/agents/ana/skills/zeta/SKILL.md",
-        &skill("zeta", "Ana's zeta."),
-    );
-    write(
-        r,
-        ".squad/agents/ana/skills/beta/SKILL.md",
-        &skill("beta", "Ana's own beta."),
-    );
+    for (place, name, description) in [
+        (".squad/skills", "alpha", "Team alpha."),
+        (".github/skills", "beta", "Beta from GitHub."),
+        (".copilot/skills", "gamma", "Gamma from Copilot."),
+        (".claude/skills", "delta", "Delta from Claude."),
+        (".agents/skills", "epsilon", "Epsilon from agents."),
+        // Shadowed: alpha again, lower in precedence.
+        (".claude/skills", "alpha", "A second alpha."),
+        // An agent's own skill, and one overriding a team skill for that agent.
+        (".squad/agents/ana/skills", "zeta", "Ana's zeta."),
+        (".squad/agents/ana/skills", "beta", "Ana's own beta."),
+    ] {
+        write(
+            r,
+            &format!("{place}/{name}/SKILL.md"),
+            &skill(name, description),
+        );
+    }
     write(r, ".squad/agents/bob/charter.md", "# Bob\n");
     // Broken ones: reported, skipped, never a crash.
-    write(
-        r,
-        ".github/skills/no-front/SKILL.md",
-        "# Code Review\n\nImported.\n",
-    );
-    write(
-        r,
-        ".agents/skills/bad-yaml/SKILL.md",
-        "---\nname: bad-yaml\ndescription: Use when: colon\n---\n",
-    );
-    write(
-        r,
-        ".copilot/skills/empty-folder/README.md",
-        "no skill here\n",
-    );
+    for (path, text) in [
+        (
+            ".github/skills/no-front/SKILL.md",
+            "# Code Review\n\nImported.\n",
+        ),
+        (
+            ".agents/skills/bad-yaml/SKILL.md",
+            "---\nname: bad-yaml\ndescription: Use when: colon\n---\n",
+        ),
+        (".copilot/skills/empty-folder/README.md", "no skill here\n"),
+    ] {
+        write(r, path, text);
+    }
     dir
 }
 
@@ -251,7 +218,7 @@ fn validate_paths_and_strict() {
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let out = ctl_run(
         r,
-        &["skills", "validate", ".agents/skills/bad-yaml/SKILL.md"],
+        &words("skills validate .agents/skills/bad-yaml/SKILL.md"),
     );
     assert_eq!(code(&out), 1);
     let out = ctl_run(r, &["skills", "validate", ".github/skills", "--json"]);
@@ -268,14 +235,7 @@ fn validate_paths_and_strict() {
     assert_eq!(code(&out), 0);
     let out = ctl_run(
         r,
-        &[
-            "skills",
-            "validate",
-            "--strict",
-            "--format",
-            "github",
-            "loose/mine",
-        ],
+        &words("skills validate --strict --format github loose/mine"),
     );
     assert_eq!(code(&out), 1);
     assert!(
@@ -288,14 +248,9 @@ fn validate_paths_and_strict() {
     // `squadctl validate` takes skill paths too (lenient), beside protocol files.
     let out = ctl_run(
         r,
-        &[
-            "validate",
-            "--format",
-            "json",
-            ".agents/skills/bad-yaml/SKILL.md",
-            ".claude/skills",
-            ".squad/skills/alpha",
-        ],
+        &words(
+            "validate --format json .agents/skills/bad-yaml/SKILL.md .claude/skills .squad/skills/alpha",
+        ),
     );
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let v = json(&out);
@@ -477,25 +432,6 @@ fn prompt_block_snapshot_parses_and_escapes() {
 // Built-in skills
 // ---------------------------------------------------------------------------
 
-fn tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.insert(
-                    e.path().strip_prefix(root).unwrap().to_path_buf(),
-                    fs::read(e.path()).unwrap(),
-                );
-            }
-        }
-    }
-    out
-}
-
 fn shipped(name: &str) -> String {
     fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -561,25 +497,21 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     }
     let out = ctl_run(
         r,
-        &[
-            "skills",
-            "validate",
-            "--strict",
-            ".squad/skills/squad-protocol",
-            ".squad/skills/squad-memory-format",
-        ],
+        &words(
+            "skills validate --strict .squad/skills/squad-protocol .squad/skills/squad-memory-format",
+        ),
     );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 
     // Again: nothing to do.
-    let before = tree(r);
+    let before = snapshot(r);
     let out = ctl_run(r, &["skills", "upgrade"]);
     assert!(
         stdout(&out).contains("0 built-in skills installed or replaced"),
         "{}",
         stdout(&out)
     );
-    assert_eq!(tree(r), before);
+    assert_eq!(snapshot(r), before);
 
     // The user edits squad-protocol; squad-memory-format is an older install.
     let modified = format!("{}\nMy team's extra rule.\n", shipped("squad-protocol"));
@@ -587,7 +519,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     install_old(r, "squad-memory-format");
 
     // Dry run: says what it would do, changes nothing.
-    let before = tree(r);
+    let before = snapshot(r);
     let out = ctl_run(r, &["skills", "upgrade", "--dry-run"]);
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
@@ -600,7 +532,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
         "{text}"
     );
     assert!(text.contains("(dry run: nothing written)"), "{text}");
-    assert_eq!(tree(r), before);
+    assert_eq!(snapshot(r), before);
 
     let out = ctl_run(r, &["skills", "upgrade", "--json"]);
     let v = json(&out);
@@ -689,7 +621,7 @@ fn new_scaffolds_a_valid_skill() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = ctl_run(
         r,
-        &["skills", "validate", "--strict", ".squad/skills/api-design"],
+        &words("skills validate --strict .squad/skills/api-design"),
     );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let out = ctl_run(r, &["skills", "show", "api-design", "--json"]);
@@ -702,12 +634,7 @@ fn new_scaffolds_a_valid_skill() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = ctl_run(
         r,
-        &[
-            "skills",
-            "validate",
-            "--strict",
-            ".squad/agents/ana/skills/notes",
-        ],
+        &words("skills validate --strict .squad/agents/ana/skills/notes"),
     );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // Refusals: bad names, existing skills.
@@ -810,15 +737,7 @@ fn check_reports_a_skill_agents_would_never_see() {
     fs::write(r.join("changed.txt"), "backend/src/routes/users.ts\n").unwrap();
     let out = ctl_run(
         r,
-        &[
-            "check",
-            "--changed",
-            "changed.txt",
-            "--task",
-            "task_001",
-            "--format",
-            "json",
-        ],
+        &words("check --changed changed.txt --task task_001 --format json"),
     );
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let v = json(&out);

@@ -199,6 +199,12 @@ pub fn task_new(root: &Path, args: &[&str]) -> Output {
 /// new user starts; returns the new session's directory.
 pub fn init_session(root: &Path, slug: &str) -> PathBuf {
     ctl_ok(root, &["init"]);
+    new_session(root, slug)
+}
+
+/// `squadctl session new --slug <slug>` in `root`; returns the new
+/// session's directory.
+pub fn new_session(root: &Path, slug: &str) -> PathBuf {
     let out = ctl_ok(root, &["session", "new", "--slug", slug]);
     let dir = root.join(out.trim());
     assert!(dir.is_dir(), "{out}");
@@ -244,4 +250,11 @@ pub fn audited_message(root: &Path, kind: &str, id: &str) -> usize {
                 && l.contains(&format!("\"message_id\":\"{id}\""))
         })
         .count()
+}
+
+/// Writes `text` to `root/rel`, creating the directories on the way.
+pub fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
 }
