@@ -35,38 +35,14 @@ fn alice_in_src(root: &Path) {
 fn writers_produce_files_that_validate() {
     let (tmp, dir) = project();
     let root = tmp.path();
-    assert_eq!(
-        ok(task_new(
-            root,
-            &[
-                "--agent",
-                "alice",
-                "--instruction",
-                "build the api",
-                "--allow",
-                "src/**",
-                "--timeout",
-                "30m",
-                "--output",
-                "api=src/api.rs",
-                "--criterion",
-                "tests pass"
-            ]
-        ))
-        .trim(),
-        "task_001"
+    let api = words(
+        "--agent alice --instruction 'build the api' --allow src/** --timeout 30m --output api=src/api.rs --criterion 'tests pass'",
     );
+    assert_eq!(ok(task_new(root, &api)).trim(), "task_001");
     assert_eq!(
         ok(task_new(
             root,
-            &[
-                "--agent",
-                "bob",
-                "--instruction",
-                "build the ui",
-                "--requires",
-                "task_001"
-            ]
+            &words("--agent bob --instruction 'build the ui' --requires task_001")
         ))
         .trim(),
         "task_002"
@@ -102,49 +78,15 @@ fn writers_produce_files_that_validate() {
         ])));
     ctl_ok(
         root,
-        &[
-            "report-error",
-            "--agent",
-            "alice",
-            "--task",
-            "task_001",
-            "--severity",
-            "error",
-            "--type",
-            "build",
-            "--message",
-            "linker failed",
-            "--file",
-            "src/api.rs",
-            "--line",
-            "3",
-            "--column",
-            "1",
-            "--tried",
-            "cargo clean",
-            "--needs",
-            "bob",
-        ],
+        &words(
+            "report-error --agent alice --task task_001 --severity error --type build --message 'linker failed' --file src/api.rs --line 3 --column 1 --tried 'cargo clean' --needs bob",
+        ),
     );
     ctl_ok(
         root,
-        &[
-            "send",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "high",
-            "--type",
-            "question",
-            "--subject",
-            "api shape?",
-            "--message",
-            "REST or RPC?",
-            "--task",
-            "task_002",
-        ],
+        &words(
+            "send --from alice --to bob --priority high --type question --subject 'api shape?' --message 'REST or RPC?' --task task_002",
+        ),
     );
     let errors: Vec<_> = fs::read_dir(&dir)
         .unwrap()
@@ -345,27 +287,13 @@ fn readers_show_an_agents_work() {
     let root = tmp.path();
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--instruction",
-            "build the api",
-            "--allow",
-            "src/api/**",
-            "--output",
-            "api=src/api/mod.rs",
-        ],
+        &words(
+            "--agent alice --instruction 'build the api' --allow src/api/** --output api=src/api/mod.rs",
+        ),
     ));
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "bob",
-            "--instruction",
-            "build the ui",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent bob --instruction 'build the ui' --requires task_001"),
     ));
     // Nothing for bob yet: exit 1.
     let out = ctl_run(root, &["next", "--agent", "bob"]);
@@ -463,14 +391,7 @@ fn every_command_the_skill_shows_runs_against_a_project() {
     let root = tmp.path();
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "backend-dev",
-            "--instruction",
-            "write the parser",
-            "--allow",
-            "src/**",
-        ],
+        &words("--agent backend-dev --instruction 'write the parser' --allow src/**"),
     ));
     ok(task_new(
         root,

@@ -75,21 +75,9 @@ fn send_with_squadd_down_warns_and_inbox_list_shows_what_waits() {
     let root = tmp.path();
     let out = ctl_run(
         root,
-        &[
-            "send",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "high",
-            "--type",
-            "question",
-            "--subject",
-            "schema?",
-            "--message",
-            "which one?",
-        ],
+        &words(
+            "send --from alice --to bob --priority high --type question --subject schema? --message 'which one?'",
+        ),
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let id = stdout(&out).trim().to_string();

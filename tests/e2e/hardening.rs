@@ -265,154 +265,71 @@ fn ctl_project(root: &Path) {
 }
 
 /// The command of the rows of [`CTL_WRITES`] that `lock acquire` writes.
-const LOCK_ACQUIRE: &[&str] = &[
-    "lock",
-    "acquire",
-    "--session",
-    "S",
-    "--agent",
-    "alice",
-    "--task",
-    "task_lock",
-    "src/x",
-];
+const LOCK_ACQUIRE: &str = "lock acquire --session S --agent alice --task task_lock src/x";
 
 /// Every path squadctl writes (creates, replaces, appends to, renames into,
-/// locks) for the command that writes it. The symlink test plants a link at
-/// each: a new squadctl write belongs in this table. `S` is the session.
-const CTL_WRITES: &[(&str, Target, &[&str])] = &[
-    (".squad", Target::Dir, &["init"]),
-    ("AGENTS.md", Target::File, &["init"]),
+/// locks) for the command that writes it (a command line, see [`words`]).
+/// The symlink test plants a link at each: a new squadctl write belongs in
+/// this table. `S` is the session.
+const CTL_WRITES: &[(&str, Target, &str)] = &[
+    (".squad", Target::Dir, "init"),
+    ("AGENTS.md", Target::File, "init"),
+    (".squad/sessions", Target::Dir, "session new --slug x"),
     (
-        ".squad/sessions",
+        ".squad/sessions/S",
         Target::Dir,
-        &["session", "new", "--slug", "x"],
+        "send --session S --from alice --to bob --priority high --type notification --subject s --message m",
     ),
     (
         ".squad/sessions/S",
         Target::Dir,
-        &[
-            "send",
-            "--session",
-            "S",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "high",
-            "--type",
-            "notification",
-            "--subject",
-            "s",
-            "--message",
-            "m",
-        ],
+        "task new --session S --agent alice --id task_new --instruction x",
     ),
     (
         ".squad/sessions/S",
         Target::Dir,
-        &[
-            "task",
-            "new",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--id",
-            "task_new",
-            "--instruction",
-            "x",
-        ],
+        "progress --session S --task task_alice --agent alice --status in_progress --percent 10",
     ),
     (
         ".squad/sessions/S",
         Target::Dir,
-        &[
-            "progress",
-            "--session",
-            "S",
-            "--task",
-            "task_alice",
-            "--agent",
-            "alice",
-            "--status",
-            "in_progress",
-            "--percent",
-            "10",
-        ],
-    ),
-    (
-        ".squad/sessions/S",
-        Target::Dir,
-        &[
-            "report-error",
-            "--session",
-            "S",
-            "--task",
-            "task_alice",
-            "--agent",
-            "alice",
-            "--severity",
-            "error",
-            "--type",
-            "build",
-            "--message",
-            "m",
-        ],
+        "report-error --session S --task task_alice --agent alice --severity error --type build --message m",
     ),
     (".squad/sessions/S/locks", Target::Dir, LOCK_ACQUIRE),
     (".squad/run", Target::Dir, LOCK_ACQUIRE),
     (".squad/run/locks.mutex", Target::File, LOCK_ACQUIRE),
     (".squad/audit.jsonl", Target::File, LOCK_ACQUIRE),
-    (".squad/run/gc.lock", Target::File, &["gc"]),
+    (".squad/run/gc.lock", Target::File, "gc"),
     (
         ".squad/sessions/S/inbox/bob/cur",
         Target::Dir,
-        &["inbox", "ack", "bob", "msg_1"],
+        "inbox ack bob msg_1",
     ),
-    (".squad/decisions/inbox", Target::Dir, &["memory", "merge"]),
+    (".squad/decisions/inbox", Target::Dir, "memory merge"),
     (
         ".claude",
         Target::Dir,
-        &["guard", "install", "--claude", "--program", "/bin/true"],
+        "guard install --claude --program /bin/true",
     ),
     (
         ".codex",
         Target::Dir,
-        &["guard", "install", "--codex", "--program", "/bin/true"],
+        "guard install --codex --program /bin/true",
     ),
     (
         ".github",
         Target::Dir,
-        &["guard", "install", "--copilot", "--program", "/bin/true"],
+        "guard install --copilot --program /bin/true",
     ),
     (
         ".squad/skills",
         Target::Dir,
-        &[
-            "skills",
-            "new",
-            "my-skill",
-            "--description",
-            "Does x. Use when y.",
-        ],
+        "skills new my-skill --description 'Does x. Use when y.'",
     ),
     (
         ".squad/decisions/inbox",
         Target::Dir,
-        &[
-            "memory",
-            "add",
-            "--type",
-            "decision",
-            "--summary",
-            "s",
-            "--author",
-            "alice",
-            "--details",
-            "d",
-        ],
+        "memory add --type decision --summary s --author alice --details d",
     ),
 ];
 
@@ -422,7 +339,7 @@ const CTL_WRITES: &[(&str, Target, &[&str])] = &[
 #[test]
 fn squadctl_never_writes_through_a_planted_symlink() {
     let mut failures = Vec::new();
-    for &(rel, target, args) in CTL_WRITES {
+    for &(rel, target, line) in CTL_WRITES {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("p");
         let outside = tmp.path().join("outside");
@@ -433,7 +350,10 @@ fn squadctl_never_writes_through_a_planted_symlink() {
         // a refusal below is about the link).
         let clean = tmp.path().join("clean");
         ctl_project(&clean);
-        let args: Vec<&str> = args.iter().map(|a| if *a == "S" { S } else { a }).collect();
+        let args: Vec<&str> = words(line)
+            .into_iter()
+            .map(|a| if a == "S" { S } else { a })
+            .collect();
         let as_alice = |root: &Path| run(ctl(root).env("SQUAD_AGENT", "alice").args(&args));
         let ok = as_alice(&clean);
         if !ok.status.success() {

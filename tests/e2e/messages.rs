@@ -250,26 +250,9 @@ fn send_and_inbox_for_agents() {
     let root = tmp.path();
     let out = ctl_run(
         root,
-        &[
-            "send",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "low",
-            "--type",
-            "question",
-            "--subject",
-            "Pagination?",
-            "--message",
-            "limit/offset or cursor?",
-            "--task",
-            "task_bob",
-            "--response-by",
-            "2030-01-01T00:00:00Z",
-            "--json",
-        ],
+        &words(
+            "send --from alice --to bob --priority low --type question --subject Pagination? --message 'limit/offset or cursor?' --task task_bob --response-by 2030-01-01T00:00:00Z --json",
+        ),
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -285,21 +268,9 @@ fn send_and_inbox_for_agents() {
     // Refused: a recipient that is not an agent name.
     let out = ctl_run(
         root,
-        &[
-            "send",
-            "--from",
-            "alice",
-            "--to",
-            "Bob Smith",
-            "--priority",
-            "high",
-            "--type",
-            "request",
-            "--subject",
-            "s",
-            "--message",
-            "m",
-        ],
+        &words(
+            "send --from alice --to 'Bob Smith' --priority high --type request --subject s --message m",
+        ),
     );
     assert_eq!(code(&out), 2);
     assert!(

@@ -232,11 +232,25 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// The arguments of a command line written as one string (split at single
-/// spaces; no argument may hold one), so that tables of commands read as
-/// commands.
+/// The arguments of a command line written as one string, so that tables
+/// of commands read as commands: split at single spaces, except that an
+/// argument holding spaces is written in single quotes (`'api shape?'`,
+/// quotes dropped).
 pub fn words(line: &str) -> Vec<&str> {
-    line.split(' ').collect()
+    let mut out = Vec::new();
+    let mut rest = line;
+    while !rest.is_empty() {
+        let (word, after) = match rest.strip_prefix('\'') {
+            Some(quoted) => {
+                let end = quoted.find('\'').expect("a closing quote");
+                (&quoted[..end], &quoted[end + 1..])
+            }
+            None => rest.split_at(rest.find(' ').unwrap_or(rest.len())),
+        };
+        out.push(word);
+        rest = after.strip_prefix(' ').unwrap_or(after);
+    }
+    out
 }
 
 /// How many records of `kind` in the audit log name message `id` (0 while
@@ -257,4 +271,22 @@ pub fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn words_splits_at_spaces_and_keeps_quoted_arguments_whole() {
+    assert_eq!(words("init"), ["init"]);
+    assert_eq!(
+        words("send --subject 'api shape?' --to bob --message ''"),
+        [
+            "send",
+            "--subject",
+            "api shape?",
+            "--to",
+            "bob",
+            "--message",
+            ""
+        ]
+    );
+    assert_eq!(words("a 'b c'"), ["a", "b c"]);
 }
