@@ -570,15 +570,7 @@ fn session_phase_gate_and_ending_rules() {
     let (tmp, dir) = project();
     let root = tmp.path();
     let name = dir.file_name().unwrap().to_str().unwrap().to_string();
-    let status = || -> serde_yaml::Value {
-        let text = fs::read_to_string(dir.join("session-status.md")).unwrap();
-        let yaml: String = text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n");
-        serde_yaml::from_str(&yaml).unwrap()
-    };
+    let status = || session_status(&dir);
     ctl_ok(root, &["session", "phase", &name, "design"]);
     ctl_ok(root, &["session", "gate", &name, "requirements", "passed"]);
     ctl_ok(root, &["session", "gate", &name, "design", "in_progress"]);

@@ -144,11 +144,6 @@ fn seed_root() -> (tempfile::TempDir, PathBuf) {
     (tmp, session)
 }
 
-fn status_yaml(session: &Path) -> serde_yaml::Value {
-    let text = fs::read_to_string(session.join("session-status.md")).unwrap();
-    serde_yaml::from_str(&text).unwrap()
-}
-
 fn shared_context(root: &Path) -> serde_json::Value {
     let text = fs::read_to_string(root.join(".claude/context/shared-context.json")).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -295,7 +290,7 @@ fn agents_writing_files_every_way_keep_status_and_context_true() {
     eventually("session completed", || {
         (counters(&session)? == (2, 2, "completed".into())).then_some(())
     });
-    let st = status_yaml(&session);
+    let st = session_status(&session);
     assert!(st["completed_at"].is_string(), "completed_at recorded");
     assert_eq!(st["phase"], "requirements", "phase preserved");
     assert_eq!(
@@ -350,7 +345,7 @@ fn a_new_session_directory_is_scanned_at_once() {
     eventually("all 20 tasks counted", || {
         (counters(&session)?.1 == 20).then_some(())
     });
-    let st = status_yaml(&session);
+    let st = session_status(&session);
     assert_eq!(st["session_id"], "sess_20240115T120000Z_burst");
     assert_eq!(st["started_at"], "2024-01-15T12:00:00Z");
 }
@@ -458,7 +453,7 @@ fn kill_9_and_restart_give_the_same_outputs_as_a_clean_run() {
     )
     .unwrap();
     eventually("task_010 active", || {
-        let st = status_yaml(&session);
+        let st = session_status(&session);
         (st["agents_active"].as_sequence()?.len() == 2).then_some(())
     });
     d.kill9();
@@ -562,15 +557,25 @@ fn the_control_socket_answers_bad_requests_with_errors_not_hangs() {
     assert!(r.contains("longer than"), "{r}");
     let r = raw_call(root, b"{\"protocol_version\":1,\"method\":\"ping\"}\n");
     assert!(r.contains("pong"), "{r}");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(root.join(".squad/run"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
+    assert_eq!(run_dir_mode(root), 0o700);
+}
+
+/// `squadctl events --follow --json` in `root` and its lines, read past
+/// the backlog (which ends with squadd's start-up event).
+fn follow_events(root: &Path) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut follower = ctl(root)
+        .args(["events", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("\"kind\":\"started\"") {
+            break;
+        }
     }
+    (follower, lines)
 }
 
 #[test]
@@ -585,20 +590,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     )
     .unwrap();
     let _d = Daemon::start(root);
-    let mut follower = squadctl()
-        .args(["events", "--follow", "--json"])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
-    // The backlog ends with the start-up event.
-    loop {
-        let line = lines.next().unwrap().unwrap();
-        if line.contains("\"kind\":\"started\"") {
-            break;
-        }
-    }
+    let (mut follower, mut lines) = follow_events(root);
     fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();
     let line = lines.next().unwrap().unwrap();
     let e: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -648,19 +640,7 @@ fn events_follow_in_one_root_streams_only_that_roots_events() {
     let (tmp_b, session_b) = seed_root();
     let _d = Daemon::start_roots(&[tmp_a.path(), tmp_b.path()], &[]);
     let root_a = fs::canonicalize(tmp_a.path()).unwrap();
-    let mut follower = squadctl()
-        .args(["events", "--follow", "--json"])
-        .current_dir(&root_a)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
-    loop {
-        let line = lines.next().unwrap().unwrap();
-        if line.contains("\"kind\":\"started\"") {
-            break;
-        }
-    }
+    let (mut follower, mut lines) = follow_events(&root_a);
     // B changes first; A's follower must not see it.
     fs::write(session_b.join("role-plan-x-task_8.md"), "meta: [").unwrap();
     eventually("B's change handled", || {

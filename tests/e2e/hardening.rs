@@ -4,7 +4,7 @@
 use crate::support::*;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -42,6 +42,16 @@ const D: &str = "20240110T100000Z-done";
 enum Target {
     Dir,
     File,
+}
+
+/// Plants a link at `at` to `outside` (a directory) or to its `file`.
+fn plant_link(at: &Path, outside: &Path, target: Target) {
+    fs::create_dir_all(at.parent().unwrap()).unwrap();
+    let to = match target {
+        Target::Dir => outside.to_path_buf(),
+        Target::File => outside.join("file"),
+    };
+    symlink(&to, at).unwrap();
 }
 
 /// Every path squadd creates or writes in a root, with what it expects
@@ -102,6 +112,15 @@ fn project(root: &Path) {
         notification("msg_1", "critical", "2024-01-15T10:00:00Z", "s", "m"),
     )
     .unwrap();
+}
+
+/// [`project`] at `p` in a new temporary directory (links planted there
+/// may point next to it); returns the directory and the root.
+fn project_in_tmp() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    (tmp, root)
 }
 
 /// Everything under `dir`: relative path, mode, content.
@@ -221,12 +240,7 @@ fn squadd_never_writes_through_a_planted_symlink() {
         fs::write(outside.join("file"), "keep\n").unwrap();
         fs::write(outside.join("sub/state.json"), "keep\n").unwrap();
         fs::set_permissions(&outside, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let to = match target {
-            Target::Dir => outside.clone(),
-            Target::File => outside.join("file"),
-        };
-        symlink(&to, &at).unwrap();
+        plant_link(&at, &outside, target);
         let before = snapshot(&outside);
         run_squadd(&root, &tmp.path().join("squadd.log"));
         if snapshot(&outside) != before {
@@ -377,12 +391,7 @@ fn squadctl_never_writes_through_a_planted_symlink() {
         } else {
             let _ = fs::remove_file(&at);
         }
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let to = match target {
-            Target::Dir => outside.clone(),
-            Target::File => outside.join("file"),
-        };
-        symlink(&to, &at).unwrap();
+        plant_link(&at, &outside, target);
         let before = snapshot(&outside);
         let out = as_alice(&root);
         let after = snapshot(&outside);
@@ -608,9 +617,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
     use crate::daemon::{Daemon, eventually};
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (_tmp, root) = project_in_tmp();
     let d = Daemon::start(&root);
     let sock = root.join(".squad/run/squadd.sock");
     let request = b"{\"protocol_version\":1,\"method\":\"events\",\"follow\":true}\n";
@@ -660,8 +667,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
         "{refused}"
     );
     drop(held);
-    let (code, _) = d.terminate();
-    assert_eq!(code, 0);
+    assert_eq!(d.terminate().0, 0);
 }
 
 /// A policy duration past the maximum is refused with its field named
@@ -669,9 +675,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
 /// bare 2^64-1 silently became 0).
 #[test]
 fn durations_past_the_maximum_are_refused_naming_the_field() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (tmp, root) = project_in_tmp();
     for (text, field) in [
         (
             "messages:\n  escalate_after:\n    high: 100000000d\n",
@@ -719,9 +723,7 @@ fn durations_past_the_maximum_are_refused_naming_the_field() {
 #[test]
 fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
     use crate::daemon::{Daemon, eventually};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (_tmp, root) = project_in_tmp();
     let d = Daemon::start(&root);
     let sessions = root.join(".squad/sessions");
     let staging = sessions.join("20240116T000001Z.tmp");
@@ -754,8 +756,7 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
         .filter(|n| n.contains(".tmp."))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    let (code, _) = d.terminate();
-    assert_eq!(code, 0);
+    assert_eq!(d.terminate().0, 0);
 }
 
 /// A protocol file swapped by rename between a regular file and a FIFO,
@@ -767,9 +768,7 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
     use crate::daemon::Daemon;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (tmp, root) = project_in_tmp();
     let d = Daemon::start(&root);
     let target = root
         .join(".squad/sessions")
@@ -840,6 +839,5 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
     assert_eq!(code(&status), 0, "{}", stderr(&status));
     fs::write(&out, stdout(&status)).unwrap();
     assert!(answered(&out), "{}", stdout(&status));
-    let (code, _) = d.terminate();
-    assert_eq!(code, 0);
+    assert_eq!(d.terminate().0, 0);
 }

@@ -369,18 +369,23 @@ fn the_built_in_skill_example_is_a_valid_sem_entry() {
     assert_eq!(memory::parse(example).entries().count(), 1);
 }
 
+/// A root with an empty decisions inbox and `policy`; returns it and its
+/// `.squad`.
+fn memory_root(policy: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    std::fs::write(team.join("policies.yaml"), policy).unwrap();
+    (tmp, team)
+}
+
 #[test]
 fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
     use crate::daemon::{Daemon, eventually};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let team = root.join(".squad");
-    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
-    std::fs::write(
-        team.join("policies.yaml"),
+    let (tmp, team) = memory_root(
         "retention:\n  schedule: '* * * * * *'\nmemory:\n  merge: true\n  archive_older_than: 30d\n",
-    )
-    .unwrap();
+    );
+    let root = tmp.path();
     // Entry 0 is old (2026-01-…); the new one is dated now.
     let now = chrono::Utc::now()
         .format("%Y-%m-%dT%H:%M:%S+0000")
@@ -410,18 +415,12 @@ fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
 #[test]
 fn squadd_merges_the_inbox_when_it_changes() {
     use crate::daemon::{Daemon, eventually};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let team = root.join(".squad");
-    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
     // The schedule (yearly, at New Year) never fires during the test: only
     // the inbox change can merge. (A schedule with no run within a year is
     // refused.)
-    std::fs::write(
-        team.join("policies.yaml"),
-        "retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n",
-    )
-    .unwrap();
+    let (tmp, team) =
+        memory_root("retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n");
+    let root = tmp.path();
     std::fs::write(team.join("decisions.md"), "# Decisions\n").unwrap();
     let _d = Daemon::start(root);
     let out = run(squadctl().arg("--root").arg(root).args([

@@ -10,16 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-fn status_of(dir: &Path) -> serde_yaml::Value {
-    let text = fs::read_to_string(dir.join("session-status.md")).unwrap();
-    let yaml: String = text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    serde_yaml::from_str(&yaml).unwrap()
-}
-
 /// `n` sessions, each with one task of alice's in progress.
 fn sessions(root: &Path, n: usize) -> Vec<PathBuf> {
     ctl_ok(root, &["init"]);
@@ -124,19 +114,19 @@ fn session_complete_racing_squadds_status_rewrites_is_never_lost() {
     // squadd settles the last writes; a completion it undid never comes back.
     for dir in &dirs {
         eventually("the last agent write is applied", || {
-            let v = status_of(dir);
+            let v = session_status(dir);
             (v["agents_active"].as_sequence().map(Vec::len) == Some(1)).then_some(())
         });
     }
     let lost: Vec<String> = dirs
         .iter()
-        .filter(|d| status_of(d)["status"] != "completed")
+        .filter(|d| session_status(d)["status"] != "completed")
         .map(|d| d.display().to_string())
         .collect();
     assert!(lost.is_empty(), "completions lost: {lost:?}");
     assert!(via.iter().all(|v| v == "squadd"), "{via:?}");
     for dir in &dirs {
-        assert!(status_of(dir)["completed_at"].is_string());
+        assert!(session_status(dir)["completed_at"].is_string());
     }
     drop(daemon);
 }
@@ -161,7 +151,7 @@ fn edits_go_through_squadd_and_fall_back_to_the_file_when_it_is_down() {
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["validation_gates"]["design"], "passed", "{out}");
-    assert_eq!(status_of(dir)["validation_gates"]["design"], "passed");
+    assert_eq!(session_status(dir)["validation_gates"]["design"], "passed");
     // The rules hold on the daemon path too.
     ctl_ok(root, &["session", "fail", name, "--reason", "index down"]);
     let failed = fs::read(dir.join("session-status.md")).unwrap();
@@ -187,7 +177,7 @@ fn edits_go_through_squadd_and_fall_back_to_the_file_when_it_is_down() {
         (v["via"].as_str(), v["phase"].as_str()),
         (Some("file"), Some("quality"))
     );
-    assert_eq!(status_of(dir)["phase"], "quality");
+    assert_eq!(session_status(dir)["phase"], "quality");
     assert!(
         root.join(".squad/run")
             .join(format!("session-{name}.lock"))

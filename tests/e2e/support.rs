@@ -180,6 +180,28 @@ pub fn ok(out: Output) -> String {
     stdout(&out)
 }
 
+/// A session's `session-status.md` as YAML (its comment header dropped).
+pub fn session_status(session: &Path) -> serde_yaml::Value {
+    let text = std::fs::read_to_string(session.join("session-status.md")).unwrap();
+    let yaml: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    serde_yaml::from_str(&yaml).unwrap()
+}
+
+/// The permission bits of `.squad/run` (squadd's and squadctl's private
+/// state).
+pub fn run_dir_mode(root: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(root.join(".squad/run"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
 /// `squadctl <args>` in `root` (see [`ctl`]), run.
 pub fn ctl_run(root: &Path, args: &[&str]) -> Output {
     run(ctl(root).args(args))

@@ -233,15 +233,7 @@ fn init_and_session_new_create_a_valid_project() {
     for dir in [".squad/sessions", ".squad/archives", ".squad/run"] {
         assert!(root.join(dir).is_dir(), "{dir}");
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(root.join(".squad/run"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
-    }
+    assert_eq!(run_dir_mode(root), 0o700);
     // Idempotent.
     let out = ctl_run(root, &["init"]);
     assert_eq!(code(&out), 0);
