@@ -584,11 +584,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     let root = tmp.path();
     // The watch count below counts inboxes: no inbox may appear for x's
     // invalid file while it is measured.
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "notices:\n  file_invalid: false\n",
-    )
-    .unwrap();
+    write_policy(root, "notices:\n  file_invalid: false\n");
     let _d = Daemon::start(root);
     let (mut follower, mut lines) = follow_events(root);
     fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();

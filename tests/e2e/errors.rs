@@ -236,11 +236,7 @@ fn texts_read_right() {
     let started = events.lines().find(|l| l.contains(" started")).unwrap();
     assert!(started.contains("1 session,"), "{started}");
     // A policy error names its field once.
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "locks:\n  max_ttl: [1]\n",
-    )
-    .unwrap();
+    write_policy(root, "locks:\n  max_ttl: [1]\n");
     let out = ctl_run(root, &["lock", "list"]);
     assert_eq!(
         stderr(&out).matches("locks.max_ttl").count(),

@@ -179,11 +179,7 @@ fn a_future_now_plans_only() {
 fn a_schedule_that_never_fires_is_refused_naming_the_field() {
     let tmp = project();
     let root = tmp.path();
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '0 0 0 30 2 *'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: '0 0 0 30 2 *'\n");
     let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(
@@ -200,11 +196,7 @@ fn squadd_s_scheduled_retention_waits_for_a_running_gc() {
     let tmp = project();
     let root = tmp.path();
     fs::create_dir_all(root.join(".squad/run")).unwrap();
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '* * * * * *'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: '* * * * * *'\n");
     // squadctl gc (or another squadd) is running.
     let held = fs::File::create(root.join(".squad/run/gc.lock")).unwrap();
     held.lock().unwrap();

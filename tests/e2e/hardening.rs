@@ -102,11 +102,10 @@ fn project(root: &Path) {
     .unwrap();
     // Retention every second (archives D); every ready task run by a
     // runner that prints a line (runs/<task>/prompt.md, run.json, run.log).
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         "retention:\n  schedule: '* * * * * *'\nrunners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [\"/bin/sh\", \"-c\", \"echo ran\"]\n",
-    )
-    .unwrap();
+    );
     fs::write(
         s.join("role-comm-alice-to-bob-msg_1.md"),
         notification("msg_1", "critical", "2024-01-15T10:00:00Z", "s", "m"),
@@ -683,7 +682,7 @@ fn durations_past_the_maximum_are_refused_naming_the_field() {
         ),
         ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
     ] {
-        fs::write(root.join(".squad/policies.yaml"), text).unwrap();
+        write_policy(&root, text);
         let out = ctl_run(&root, &["gc", "--dry-run"]);
         assert_eq!(code(&out), 2, "{text}");
         let err = stderr(&out);

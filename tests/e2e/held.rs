@@ -147,11 +147,10 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     fs::create_dir_all(root.join(".squad/run")).unwrap();
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!("{NO_NOTICES}retention:\n  schedule: '* * * * * *'\n"),
-    )
-    .unwrap();
+    );
     let mut names = Vec::new();
     let mut rand = xorshift(0x51);
     let mut killed_mid_run = 0;

@@ -2,7 +2,7 @@
 //! concurrency in priority order, at least once.
 
 use crate::daemon::{Daemon, eventually};
-use crate::support::write_numbered_message;
+use crate::support::{write_numbered_message, write_policy};
 use std::fs;
 use std::path::Path;
 
@@ -18,7 +18,7 @@ fn project(policy: &str) -> tempfile::TempDir {
         "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
     )
     .unwrap();
-    fs::write(tmp.path().join(".squad/policies.yaml"), policy).unwrap();
+    write_policy(tmp.path(), policy);
     tmp
 }
 

@@ -476,11 +476,7 @@ fn an_enormous_ttl_is_an_error_not_a_panic() {
     assert!(stderr(&out).contains("--wait"), "{}", stderr(&out));
     // The largest duration there is, allowed by the policy: an expiry ten
     // years out, taken.
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "locks:\n  max_ttl: 3650d\n",
-    )
-    .unwrap();
+    write_policy(root, "locks:\n  max_ttl: 3650d\n");
     let out = run(&mut lock(root, 0, &["own-0/a", "--ttl", "3650d"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }

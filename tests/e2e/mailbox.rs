@@ -37,11 +37,10 @@ fn an_acknowledged_message_never_escalates_and_a_restart_escalates_what_is_unrea
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     two_agent_session(root, S);
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!("{NO_NOTICES}messages:\n  escalate_after:\n    critical: 4s\n"),
-    )
-    .unwrap();
+    );
     let d = Daemon::start(root);
     write_critical(root, "msg_acked");
     write_critical(root, "msg_left");

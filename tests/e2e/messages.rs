@@ -140,14 +140,13 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
     let tmp = project();
     let root = tmp.path();
     let log = root.join("hook.log");
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!(
             "{NO_NOTICES}messages:\n  escalate_after:\n    critical: 1s\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_PRIORITY $SQUAD_FROM $SQUAD_TO $SQUAD_SESSION {{path}}\\\" >> {}\"]\n      timeout: 5s\n    alice:\n      command: [\"false\"]\n      retries: 0\n",
             log.display()
         ),
-    )
-    .unwrap();
+    );
     let _d = Daemon::start(root);
     let id = write_message(root, 1, "critical");
     let lines = eventually("hook ran twice (delivery, then escalation)", || {

@@ -72,14 +72,13 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
     let root = tmp.path();
     ctl_ok(root, &["init"]);
     let hooks = root.join("hooks.log");
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!(
             "notices:\n  lead: lead\nmessages:\n  notify:\n    \"*\":\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_FROM $SQUAD_TO $SQUAD_PRIORITY\\\" >> {}\"]\n",
             hooks.display()
         ),
-    )
-    .unwrap();
+    );
     let dir = new_session(root, "demo");
     task_new(
         root,
@@ -214,11 +213,7 @@ fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     ctl_ok(root, &["init"]);
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "notices:\n  task_ready: false\n",
-    )
-    .unwrap();
+    write_policy(root, "notices:\n  task_ready: false\n");
     let dir = new_session(root, "dv");
     let _d = Daemon::start(root);
     task_new(root, &["--agent", "alice"]);

@@ -273,11 +273,7 @@ fn an_existing_archive_is_never_overwritten_and_mtime_is_a_named_fallback() {
 fn bad_schedules_are_refused_with_the_field_named() {
     let tmp = fixture();
     let root = tmp.path();
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '0 3 * * *'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: '0 3 * * *'\n");
     let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 2);
     assert!(
@@ -359,11 +355,7 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
         before.ends_with(":17:00Z"),
         "default: hourly at :17 ({before})"
     );
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '0 42 * * * *'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: '0 42 * * * *'\n");
     eventually("policy reloaded", || {
         let next = status()["roots"][0]["next_retention_run"]
             .as_str()?
@@ -372,11 +364,7 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
     });
     let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
     assert!(audit.contains("\"kind\":\"policy-reloaded\""), "{audit}");
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: 'whenever'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: 'whenever'\n");
     let audit = eventually("invalid policy refused", || {
         let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
         audit.contains("retention.schedule").then_some(audit)

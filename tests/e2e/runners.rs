@@ -62,7 +62,7 @@ fn project(env: &[(&str, &str)], runner_extra: &str, runners_extra: &str, config
         "runners:\n  dispatch: true\n{runners_extra}  agents:\n    \"*\":\n      command: [\"{}\", \"{{prompt_file}}\"]\n      env:\n{env_yaml}{runner_extra}",
         agent.display()
     );
-    fs::write(root.join(".squad/policies.yaml"), policy).unwrap();
+    write_policy(&root, policy);
     fs::write(root.join(".squad/config.json"), config).unwrap();
     Project {
         _tmp: tmp,
@@ -100,7 +100,7 @@ fn gated_project(runners_extra: &str, config: &str) -> (Project, PathBuf) {
     let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
         .unwrap()
         .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    write_policy(&p.root, policy);
     (p, gate)
 }
 
@@ -220,7 +220,7 @@ fn five_dependent_tasks_run_to_session_completed_with_no_human_step() {
 #[test]
 fn dispatch_is_off_by_default() {
     let p = project(&[], "", "", "{}");
-    fs::write(p.root.join(".squad/policies.yaml"), "").unwrap();
+    write_policy(&p.root, "");
     let _d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     eventually("squadd saw the task", || {

@@ -77,7 +77,7 @@ pub fn two_agent_session(root: &Path, session: &str) -> PathBuf {
 pub fn quiet_two_agent_project(session: &str) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let s = two_agent_session(tmp.path(), session);
-    std::fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
+    write_policy(tmp.path(), NO_NOTICES);
     (tmp, s)
 }
 
@@ -311,4 +311,9 @@ fn words_splits_at_spaces_and_keeps_quoted_arguments_whole() {
         ]
     );
     assert_eq!(words("a 'b c'"), ["a", "b c"]);
+}
+
+/// Writes `text` as the project's `.squad/policies.yaml`.
+pub fn write_policy(root: impl AsRef<Path>, text: impl AsRef<[u8]>) {
+    std::fs::write(root.as_ref().join(".squad/policies.yaml"), text).unwrap();
 }
