@@ -26,7 +26,13 @@ fn unread_counters_follow_delivery_and_acknowledgement() {
     for (i, priority) in ["critical", "high"].iter().enumerate() {
         fs::write(
             s.join(format!("role-comm-alice-to-bob-msg_{i}.md")),
-            format!("meta:\n  message_id: msg_{i}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:0{i}Z\n  priority: {priority}\ntype: notification\nsubject: s\nmessage: m\n"),
+            notification(
+                &format!("msg_{i}"),
+                priority,
+                &format!("2024-01-15T10:00:0{i}Z"),
+                "s",
+                "m",
+            ),
         )
         .unwrap();
     }

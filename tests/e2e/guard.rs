@@ -16,14 +16,18 @@ fn plan(agent: &str, task: &str, allowed: &[&str], forbidden: &[&str]) -> String
             .map(|g| format!("    - \"{g}\"\n"))
             .collect::<String>()
     };
-    format!(
-        "meta:\n  task_id: {task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n{}  forbidden:\n{}",
-        list(allowed),
-        if forbidden.is_empty() {
-            "    []\n".to_string()
-        } else {
-            list(forbidden)
-        }
+    let forbidden = if forbidden.is_empty() {
+        "    []\n".to_string()
+    } else {
+        list(forbidden)
+    };
+    plan_text(
+        task,
+        agent,
+        &format!(
+            "boundaries:\n  allowed:\n{}  forbidden:\n{forbidden}",
+            list(allowed)
+        ),
     )
 }
 
