@@ -391,9 +391,7 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     fs::create_dir_all(&root).unwrap();
     let units = tmp.path().join("units");
     let squadd = env!("CARGO_BIN_EXE_squadd");
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
+    let out = run(ctl_root(&root)
         .args(["service", "install", "--user", "--binary", squadd, "--dir"])
         .arg(&units));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -415,9 +413,7 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     );
     assert!(unit.contains("Type=notify") && unit.contains("WatchdogSec="));
 
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
+    let out = run(ctl_root(&root)
         .args(["service", "install", "--system", "--print", "--binary"])
         .arg(&squadd));
     let unit = stdout(&out);
@@ -427,9 +423,7 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     );
     assert!(unit.contains("ProtectSystem=strict") && unit.contains("NoNewPrivileges=yes"));
 
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
+    let out = run(ctl_root(&root)
         .args(["service", "install", "--launchd", "--print", "--binary"])
         .arg(&squadd));
     assert!(

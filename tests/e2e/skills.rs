@@ -595,10 +595,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
 #[test]
 fn upgrade_without_a_team_directory_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(squadctl()
-        .args(["--root"])
-        .arg(dir.path())
-        .args(["skills", "upgrade"]));
+    let out = run(ctl_root(dir.path()).args(["skills", "upgrade"]));
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("squadctl init"), "{}", stderr(&out));
 }

@@ -159,9 +159,23 @@ pub const NO_NOTICES: &str = "notices:\n  task_ready: false\n  task_overdue: fal
 /// squadctl in `root`, with none of the agent environment (`SQUAD_AGENT`,
 /// `SQUAD_TASK`, `SQUAD_SESSION`) leaking in from the test's own.
 pub fn ctl(root: &Path) -> Command {
+    let mut c = agentless_squadctl();
+    c.current_dir(root);
+    c
+}
+
+/// squadctl given `root` with `--root` (the working directory left as it
+/// is), with none of the agent environment leaking in (see [`ctl`]).
+pub fn ctl_root(root: impl AsRef<Path>) -> Command {
+    let mut c = agentless_squadctl();
+    c.arg("--root").arg(root.as_ref());
+    c
+}
+
+/// [`squadctl`] without `SQUAD_AGENT`, `SQUAD_TASK` and `SQUAD_SESSION`.
+fn agentless_squadctl() -> Command {
     let mut c = squadctl();
-    c.current_dir(root)
-        .env_remove("SQUAD_AGENT")
+    c.env_remove("SQUAD_AGENT")
         .env_remove("SQUAD_TASK")
         .env_remove("SQUAD_SESSION");
     c
