@@ -36,10 +36,7 @@ fn repo() -> tempfile::TempDir {
 }
 
 fn check(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["check", "--color", "never"])
-        .args(args));
+    let out = run(ctl(root).args(["check", "--color", "never"]).args(args));
     (code(&out), stdout(&out), stderr(&out))
 }
 

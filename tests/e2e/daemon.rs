@@ -760,8 +760,7 @@ fn the_systemd_watchdog_is_pinged_when_enabled() {
 }
 
 fn lock_cmd(root: &Path, agent: &str, task: &str, extra: &[&str]) -> std::process::Output {
-    run(squadctl()
-        .current_dir(root)
+    run(ctl(root)
         .args(["lock", "acquire", "--agent", agent, "--task", task])
         .args(extra))
 }

@@ -29,8 +29,8 @@ fn an_explicit_root_without_squad_is_an_error_naming_the_path() {
     ];
     for args in commands {
         for via_env in [false, true] {
-            let mut cmd = squadctl();
-            cmd.current_dir(tmp.path()).args(*args);
+            let mut cmd = ctl(tmp.path());
+            cmd.args(*args);
             if via_env {
                 cmd.env("SQUAD_ROOT", &typo);
             } else {
@@ -116,8 +116,7 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
     let tmp = project();
     let root = tmp.path();
     let d = Daemon::start(root);
-    let mut follower = squadctl()
-        .current_dir(root)
+    let mut follower = ctl(root)
         .args(["events", "--follow"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -67,8 +67,7 @@ fn two_gcs_at_once_neither_fails_nor_repeats_the_others_work() {
         completed(root, &format!("20230101T{i:06}Z-Plan"));
     }
     let spawn = || {
-        squadctl()
-            .current_dir(root)
+        ctl(root)
             .arg("gc")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -128,7 +127,7 @@ fn a_tree_deeper_than_the_fd_limit_is_deleted_completely() {
     let tmp = project();
     let root = tmp.path();
     failed_deep(root, "20230101T000000Z-deep", 200);
-    let out = run(with_fd_limit(squadctl().current_dir(root).arg("gc"), 64));
+    let out = run(with_fd_limit(ctl(root).arg("gc"), 64));
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert_eq!(
         fs::read_dir(root.join(".squad/sessions")).unwrap().count(),

@@ -88,12 +88,8 @@ fn guard(
     format: Option<&str>,
     input: &str,
 ) -> (i32, String, String) {
-    let mut cmd = squadctl();
-    cmd.current_dir(root)
-        .arg("guard")
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION")
+    let mut cmd = ctl(root);
+    cmd.arg("guard")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -461,7 +457,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
 "#;
     write(root, ".claude/settings.json", settings);
     let sq = |args: &[&str]| {
-        let out = run(squadctl().current_dir(root).args(args));
+        let out = run(ctl(root).args(args));
         assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
         stdout(&out)
     };
@@ -525,8 +521,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     let home = tempfile::tempdir().unwrap();
     let codex_home = home.path().join("codex-home");
     let user = |args: &[&str]| {
-        run(squadctl()
-            .current_dir(root)
+        run(ctl(root)
             .env("HOME", home.path())
             .env("CODEX_HOME", &codex_home)
             .args(args))
@@ -702,12 +697,9 @@ fn check_staged_attributes_the_index_to_the_committing_task() {
     write(root, "frontend/src/components/UserSearch.tsx", "x\n");
     git_ok(root, &["add", "frontend"]);
     let check = |env: &[(&str, &str)], args: &[&str]| {
-        let mut cmd = squadctl();
-        cmd.current_dir(root)
-            .args(["check", "--staged", "--color", "never"])
-            .args(args)
-            .env_remove("SQUAD_TASK")
-            .env_remove("SQUAD_AGENT");
+        let mut cmd = ctl(root);
+        cmd.args(["check", "--staged", "--color", "never"])
+            .args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -115,8 +115,7 @@ fn gc_killed_mid_run_leaves_every_archive_whole_and_loses_no_session() {
     let mut killed_mid_run = 0;
     for _ in 0..6 {
         let before = sessions_whole(root, &names);
-        let mut gc = squadctl()
-            .current_dir(root)
+        let mut gc = ctl(root)
             .arg("gc")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -234,8 +233,7 @@ fn lock_races_with_kill_9_leave_one_holder_and_no_corrupt_record() {
     for round in 0..6 {
         let mut children: Vec<_> = (0..N)
             .map(|i| {
-                squadctl()
-                    .current_dir(root)
+                ctl(root)
                     .args(["lock", "acquire", globs[(i + round) % globs.len()]])
                     .args(["--agent", &format!("agent-{i}"), "--task"])
                     .arg(format!("task_{i}"))
@@ -505,8 +503,7 @@ fn absurd_plan_timeouts_are_diagnosed_and_squadd_does_not_panic() {
         );
         fs::write(session.join(format!("role-plan-alice-task_t{i}.md")), text).unwrap();
     }
-    let out = run(squadctl()
-        .current_dir(root)
+    let out = run(ctl(root)
         .args(["validate", "--format", "json"])
         .arg(&session));
     let text = stdout(&out);

@@ -20,16 +20,13 @@ fn project(n: usize) -> tempfile::TempDir {
 }
 
 fn lock(root: &Path, i: usize, args: &[&str]) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .args(["lock", "acquire"])
-        .args(args)
-        .args([
-            "--agent",
-            &format!("agent-{i}"),
-            "--task",
-            &format!("task_{i}"),
-        ]);
+    let mut c = ctl(root);
+    c.args(["lock", "acquire"]).args(args).args([
+        "--agent",
+        &format!("agent-{i}"),
+        "--task",
+        &format!("task_{i}"),
+    ]);
     c
 }
 
@@ -423,7 +420,7 @@ fn fifos_and_other_non_files_in_locks_never_hang_the_cli() {
     fs::create_dir(locks.join("dir.json")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", locks.join("zero.json")).unwrap();
     let limit = Duration::from_secs(10);
-    let out = run_within(squadctl().current_dir(root).args(["lock", "list"]), limit);
+    let out = run_within(ctl(root).args(["lock", "list"]), limit);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
     assert!(stdout(&out).contains("FIFO"), "{}", stdout(&out));
@@ -431,10 +428,7 @@ fn fifos_and_other_non_files_in_locks_never_hang_the_cli() {
     let out = run_within(&mut lock(root, 0, &["own-0/a"]), limit);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("unreadable"), "{}", stderr(&out));
-    let out = run_within(
-        squadctl().current_dir(root).args(["gc", "--dry-run"]),
-        limit,
-    );
+    let out = run_within(ctl(root).args(["gc", "--dry-run"]), limit);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
@@ -450,9 +444,8 @@ fn an_enormous_ttl_is_an_error_not_a_panic() {
     assert!(!root.join(".squad/policies.yaml").exists());
     for ttl in ["100000000d", "18446744073709551615", "3651d"] {
         for cmd in ["acquire", "renew"] {
-            let mut c = squadctl();
-            c.current_dir(root)
-                .args(["lock", cmd, "own-0/a", "--agent", "agent-0"])
+            let mut c = ctl(root);
+            c.args(["lock", cmd, "own-0/a", "--agent", "agent-0"])
                 .args(["--ttl", ttl]);
             if cmd == "acquire" {
                 c.args(["--task", "task_0"]);

@@ -299,8 +299,7 @@ fn send_and_inbox_for_agents() {
     let out = ctl_run(root, &["inbox", "next", "bob", "--wait", "200ms"]);
     assert_eq!(code(&out), 1);
     // --wait returns as soon as a message arrives.
-    let waiter = squadctl()
-        .current_dir(root)
+    let waiter = ctl(root)
         .args(["inbox", "next", "alice", "--wait", "20s"])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -343,8 +342,7 @@ fn send_and_inbox_for_agents() {
 fn waiting_for_a_message_sleeps_on_a_kernel_notification() {
     let tmp = project();
     let root = tmp.path();
-    let mut waiter = squadctl()
-        .current_dir(root)
+    let mut waiter = ctl(root)
         .args(["inbox", "next", "bob", "--wait", "60s"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
