@@ -1,8 +1,16 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests: running squadctl, building
+//! projects (sessions, plans, messages, policies) and reading what the
+//! binaries left. A test file needing one of these uses it from here rather
+//! than keeping its own copy; what only one file needs stays in that file.
+//! squadd itself is started with `crate::daemon::Daemon`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+// ---------------------------------------------------------------------------
+// Running squadctl.
+// ---------------------------------------------------------------------------
 
 /// The `squadctl` binary under test, with an environment that cannot leak
 /// the developer's settings into the test.
@@ -12,16 +20,83 @@ pub fn squadctl() -> Command {
     cmd
 }
 
-/// `tests/fixtures/<name>`.
-pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
+/// [`squadctl`] without `SQUAD_AGENT`, `SQUAD_TASK` and `SQUAD_SESSION`.
+fn agentless_squadctl() -> Command {
+    let mut c = squadctl();
+    c.env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION");
+    c
+}
+
+/// squadctl in `root`, with none of the agent environment (`SQUAD_AGENT`,
+/// `SQUAD_TASK`, `SQUAD_SESSION`) leaking in from the test's own.
+pub fn ctl(root: &Path) -> Command {
+    let mut c = agentless_squadctl();
+    c.current_dir(root);
+    c
+}
+
+/// squadctl given `root` with `--root` (the working directory left as it
+/// is), with none of the agent environment leaking in (see [`ctl`]).
+pub fn ctl_root(root: impl AsRef<Path>) -> Command {
+    let mut c = agentless_squadctl();
+    c.arg("--root").arg(root.as_ref());
+    c
 }
 
 /// Runs a command and returns its output, failing the test if it could not start.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("the binary starts")
+}
+
+/// `squadctl <args>` in `root` (see [`ctl`]), run.
+pub fn ctl_run(root: &Path, args: &[&str]) -> Output {
+    run(ctl(root).args(args))
+}
+
+/// `squadctl <args>` in `root` that must succeed (see [`ok`]); its stdout.
+pub fn ctl_ok(root: &Path, args: &[&str]) -> String {
+    ok(ctl_run(root, args))
+}
+
+/// `squadctl task new <args>` in `root`, run.
+pub fn task_new(root: &Path, args: &[&str]) -> Output {
+    run(ctl(root).args(["task", "new"]).args(args))
+}
+
+/// The arguments of a command line written as one string, so that tables
+/// of commands read as commands: split at single spaces, except that an
+/// argument holding spaces is written in single quotes (`'api shape?'`,
+/// quotes dropped).
+pub fn words(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while !rest.is_empty() {
+        let (word, after) = match rest.strip_prefix('\'') {
+            Some(quoted) => {
+                let end = quoted.find('\'').expect("a closing quote");
+                (&quoted[..end], &quoted[end + 1..])
+            }
+            None => rest.split_at(rest.find(' ').unwrap_or(rest.len())),
+        };
+        out.push(word);
+        rest = after.strip_prefix(' ').unwrap_or(after);
+    }
+    out
+}
+
+/// The stdout of a command that must have succeeded (exit 0); its output
+/// is in the failure message otherwise.
+pub fn ok(out: Output) -> String {
+    assert_eq!(
+        code(&out),
+        0,
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
 }
 
 /// Stdout as text.
@@ -39,6 +114,17 @@ pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
 
+// ---------------------------------------------------------------------------
+// Building projects.
+// ---------------------------------------------------------------------------
+
+/// `tests/fixtures/<name>`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
 /// Copies a directory tree (fixtures into temporary roots).
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -51,6 +137,22 @@ pub fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).unwrap();
         }
     }
+}
+
+/// `squadctl init` and `squadctl session new --slug <slug>` in `root`, as a
+/// new user starts; returns the new session's directory.
+pub fn init_session(root: &Path, slug: &str) -> PathBuf {
+    ctl_ok(root, &["init"]);
+    new_session(root, slug)
+}
+
+/// `squadctl session new --slug <slug>` in `root`; returns the new
+/// session's directory.
+pub fn new_session(root: &Path, slug: &str) -> PathBuf {
+    let out = ctl_ok(root, &["session", "new", "--slug", slug]);
+    let dir = root.join(out.trim());
+    assert!(dir.is_dir(), "{out}");
+    dir
 }
 
 /// A project with one active session `session` in which `alice` and `bob`
@@ -97,6 +199,15 @@ pub fn numbered_agents_project(
         write_plan(&s, &format!("task_{i}"), &format!("agent-{i}"), &extra(i));
     }
     tmp
+}
+
+/// A policy turning off every notice squadd sends agents, for tests that
+/// count what inboxes hold (notices are tested in notices.rs).
+pub const NO_NOTICES: &str = "notices:\n  task_ready: false\n  task_overdue: false\n  file_invalid: false\n  dependency_violation: false\n";
+
+/// Writes `text` as the project's `.squad/policies.yaml`.
+pub fn write_policy(root: impl AsRef<Path>, text: impl AsRef<[u8]>) {
+    std::fs::write(root.as_ref().join(".squad/policies.yaml"), text).unwrap();
 }
 
 /// The text of a high-priority plan of `task` for `agent` (instruction `x`),
@@ -152,46 +263,36 @@ pub fn write_numbered_message(session: &Path, i: usize, priority: &str) -> Strin
     id
 }
 
-/// A policy turning off every notice squadd sends agents, for tests that
-/// count what inboxes hold (notices are tested in notices.rs).
-pub const NO_NOTICES: &str = "notices:\n  task_ready: false\n  task_overdue: false\n  file_invalid: false\n  dependency_violation: false\n";
-
-/// squadctl in `root`, with none of the agent environment (`SQUAD_AGENT`,
-/// `SQUAD_TASK`, `SQUAD_SESSION`) leaking in from the test's own.
-pub fn ctl(root: &Path) -> Command {
-    let mut c = agentless_squadctl();
-    c.current_dir(root);
-    c
+/// Writes `text` to `root/rel`, creating the directories on the way.
+pub fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
 }
 
-/// squadctl given `root` with `--root` (the working directory left as it
-/// is), with none of the agent environment leaking in (see [`ctl`]).
-pub fn ctl_root(root: impl AsRef<Path>) -> Command {
-    let mut c = agentless_squadctl();
-    c.arg("--root").arg(root.as_ref());
-    c
-}
+// ---------------------------------------------------------------------------
+// Reading what the binaries left.
+// ---------------------------------------------------------------------------
 
-/// [`squadctl`] without `SQUAD_AGENT`, `SQUAD_TASK` and `SQUAD_SESSION`.
-fn agentless_squadctl() -> Command {
-    let mut c = squadctl();
-    c.env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION");
-    c
-}
-
-/// The stdout of a command that must have succeeded (exit 0); its output
-/// is in the failure message otherwise.
-pub fn ok(out: Output) -> String {
-    assert_eq!(
-        code(&out),
-        0,
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
+/// Every file under `dir` (path relative to it) with its bytes, to show a
+/// command changed nothing.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(
+                    e.path().strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(e.path()).unwrap(),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// A session's `session-status.md` as YAML (its comment header dropped).
@@ -216,79 +317,6 @@ pub fn run_dir_mode(root: &Path) -> u32 {
         & 0o777
 }
 
-/// `squadctl <args>` in `root` (see [`ctl`]), run.
-pub fn ctl_run(root: &Path, args: &[&str]) -> Output {
-    run(ctl(root).args(args))
-}
-
-/// `squadctl <args>` in `root` that must succeed (see [`ok`]); its stdout.
-pub fn ctl_ok(root: &Path, args: &[&str]) -> String {
-    ok(ctl_run(root, args))
-}
-
-/// `squadctl task new <args>` in `root`, run.
-pub fn task_new(root: &Path, args: &[&str]) -> Output {
-    run(ctl(root).args(["task", "new"]).args(args))
-}
-
-/// `squadctl init` and `squadctl session new --slug <slug>` in `root`, as a
-/// new user starts; returns the new session's directory.
-pub fn init_session(root: &Path, slug: &str) -> PathBuf {
-    ctl_ok(root, &["init"]);
-    new_session(root, slug)
-}
-
-/// `squadctl session new --slug <slug>` in `root`; returns the new
-/// session's directory.
-pub fn new_session(root: &Path, slug: &str) -> PathBuf {
-    let out = ctl_ok(root, &["session", "new", "--slug", slug]);
-    let dir = root.join(out.trim());
-    assert!(dir.is_dir(), "{out}");
-    dir
-}
-
-/// Every file under `dir` (path relative to it) with its bytes, to show a
-/// command changed nothing.
-pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.insert(
-                    e.path().strip_prefix(dir).unwrap().to_path_buf(),
-                    std::fs::read(e.path()).unwrap(),
-                );
-            }
-        }
-    }
-    out
-}
-
-/// The arguments of a command line written as one string, so that tables
-/// of commands read as commands: split at single spaces, except that an
-/// argument holding spaces is written in single quotes (`'api shape?'`,
-/// quotes dropped).
-pub fn words(line: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    while !rest.is_empty() {
-        let (word, after) = match rest.strip_prefix('\'') {
-            Some(quoted) => {
-                let end = quoted.find('\'').expect("a closing quote");
-                (&quoted[..end], &quoted[end + 1..])
-            }
-            None => rest.split_at(rest.find(' ').unwrap_or(rest.len())),
-        };
-        out.push(word);
-        rest = after.strip_prefix(' ').unwrap_or(after);
-    }
-    out
-}
-
 /// How many records of `kind` in the audit log name message `id` (0 while
 /// there is no log).
 pub fn audited_message(root: &Path, kind: &str, id: &str) -> usize {
@@ -300,13 +328,6 @@ pub fn audited_message(root: &Path, kind: &str, id: &str) -> usize {
                 && l.contains(&format!("\"message_id\":\"{id}\""))
         })
         .count()
-}
-
-/// Writes `text` to `root/rel`, creating the directories on the way.
-pub fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
 }
 
 #[test]
@@ -325,9 +346,4 @@ fn words_splits_at_spaces_and_keeps_quoted_arguments_whole() {
         ]
     );
     assert_eq!(words("a 'b c'"), ["a", "b c"]);
-}
-
-/// Writes `text` as the project's `.squad/policies.yaml`.
-pub fn write_policy(root: impl AsRef<Path>, text: impl AsRef<[u8]>) {
-    std::fs::write(root.as_ref().join(".squad/policies.yaml"), text).unwrap();
 }
