@@ -487,20 +487,12 @@ fn init_installs_the_skill_ignores_runtime_state_and_appends_agents_md() {
 
 #[test]
 fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
-    let has_git = Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_git {
+    if !has_git() {
         return;
     }
     let (tmp, dir) = project();
     let root = tmp.path();
-    let git = |args: &[&str]| {
-        let out = run(Command::new("git").args(args).current_dir(root));
-        assert_eq!(code(&out), 0, "git {args:?}: {}", stderr(&out));
-        stdout(&out)
-    };
+    let git = |args: &[&str]| git_ok(root, args);
     git(&["init", "-q"]);
     alice_in_src(root);
     ctl_ok(

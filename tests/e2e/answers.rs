@@ -2,7 +2,7 @@
 //! its regression test through the real binaries.
 
 use crate::daemon::{Daemon, counters, eventually, plan, progress};
-use crate::support::{code, copy_tree, ctl_run, notification, stdout};
+use crate::support::{code, copy_tree, ctl_run, exit_within, notification, stdout};
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -294,20 +294,6 @@ fn daemon_state(root: &Path) -> Option<String> {
 
 fn health(root: &Path) -> (i32, serde_json::Value) {
     ctl_json(root, &["health", "--json"])
-}
-
-/// Waits for a process to exit, at most `limit`; None if still running.
-fn exit_within(child: &mut Child, limit: std::time::Duration) -> Option<i32> {
-    let start = std::time::Instant::now();
-    while start.elapsed() < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status.code().unwrap_or(-1));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// A removed socket was never bound again (squadctl said "not running"

@@ -546,23 +546,12 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
 }
 
 fn git(root: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
-    let mut cmd = std::process::Command::new("git");
-    cmd.current_dir(root)
-        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
-        .args(args)
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_ROOT");
+    let mut cmd = git_in(root);
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.output().unwrap()
-}
-
-fn git_ok(root: &Path, args: &[&str]) -> String {
-    let out = git(root, &[], args);
-    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
-    stdout(&out)
 }
 
 #[test]

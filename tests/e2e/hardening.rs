@@ -453,20 +453,6 @@ fn read_project(root: &Path) {
     }
 }
 
-/// Waits for `child` to exit within `limit`; kills it and returns None if not.
-fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let start = std::time::Instant::now();
-    while start.elapsed() < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status.code().unwrap_or(-1));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 /// A FIFO (or any non-file) where a file is expected never hangs squadd or
 /// squadctl: squadd becomes ready or refuses with an error, answers, and
 /// stops on SIGTERM; `status`, `lock list`, `gc --dry-run`, `inbox next`,
@@ -540,13 +526,13 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap();
-            if wait_for(&mut ctl, Duration::from_secs(15)).is_none() {
+            if exit_within(&mut ctl, Duration::from_secs(15)).is_none() {
                 failures.push(format!("{rel}: squadctl {args:?} hung"));
             }
         }
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        if wait_for(&mut child, Duration::from_secs(15)).is_none() {
+        if exit_within(&mut child, Duration::from_secs(15)).is_none() {
             failures.push(format!("{rel}: squadd ignored SIGTERM"));
         }
     }
@@ -817,7 +803,7 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        match wait_for(&mut ctl, Duration::from_secs(10)) {
+        match exit_within(&mut ctl, Duration::from_secs(10)) {
             Some(0) if answered(&out) => answers += 1,
             other => failures.push(format!(
                 "status after {:?}: {other:?}: {}",

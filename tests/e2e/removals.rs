@@ -9,7 +9,6 @@ use crate::daemon::{Daemon, eventually};
 use crate::support::*;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// Longer than squadd takes to confirm a removal: a duplicate would be
@@ -162,22 +161,6 @@ fn rm(session: &Path, names: &[impl AsRef<str>]) {
     }
 }
 
-fn has_git() -> bool {
-    Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = run(Command::new("git")
-        .current_dir(root)
-        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
-        .args(args));
-    assert_eq!(code(&out), 0, "git {args:?}: {}", stderr(&out));
-    stdout(&out)
-}
-
 /// `rm` of three files of different kinds at once, then of others one by
 /// one: one event per file.
 #[test]
@@ -247,7 +230,7 @@ fn git_checkout_and_clean_remove_each_file_once() {
     }
     let (tmp, session) = demo();
     let root = tmp.path();
-    git(root, &["init", "-q", "-b", "main"]);
+    git_ok(root, &["init", "-q", "-b", "main"]);
     let _d = Daemon::start(root);
     eventually("the first status written", || {
         events(root)
@@ -255,9 +238,9 @@ fn git_checkout_and_clean_remove_each_file_once() {
             .any(|e| e["kind"] == "output-written" && file_of(e) == Some("session-status.md"))
             .then_some(())
     });
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "base"]);
-    git(root, &["checkout", "-q", "-b", "feature"]);
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "-m", "base"]);
+    git_ok(root, &["checkout", "-q", "-b", "feature"]);
     let written = agents_write(root, &session);
     // squadd rewrote session-status.md (alice is active now).
     eventually("alice active in the status file", || {
@@ -267,18 +250,18 @@ fn git_checkout_and_clean_remove_each_file_once() {
             .then_some(())
     });
     std::thread::sleep(Duration::from_millis(200));
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "feature"]);
-    git(root, &["checkout", "-q", "main"]);
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "-m", "feature"]);
+    git_ok(root, &["checkout", "-q", "main"]);
     assert_eq!(removals_since(root, 0, 3), sorted(&written));
     // Untracked files, removed by `git clean`.
-    git(root, &["checkout", "-q", "feature", "--", "."]);
-    git(root, &["reset", "-q"]);
+    git_ok(root, &["checkout", "-q", "feature", "--", "."]);
+    git_ok(root, &["reset", "-q"]);
     for name in &written {
         wait_indexed(root, name);
     }
     std::thread::sleep(Duration::from_millis(200));
-    git(root, &["clean", "-q", "-f", "--", ".squad/sessions"]);
+    git_ok(root, &["clean", "-q", "-f", "--", ".squad/sessions"]);
     assert_eq!(removals_since(root, 3, 3), sorted(&written));
 }
 

@@ -115,6 +115,55 @@ pub fn code(out: &Output) -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// Other processes.
+// ---------------------------------------------------------------------------
+
+/// Whether git is installed (tests of the git integration pass without
+/// running where it is not).
+pub fn has_git() -> bool {
+    Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `git` in `root` with a committer identity (the machine may have none)
+/// and none of the squad environment, which the hooks squadctl installs
+/// would read.
+pub fn git_in(root: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(root)
+        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
+        .env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION")
+        .env_remove("SQUAD_ROOT");
+    c
+}
+
+/// `git <args>` in `root` (see [`git_in`]) that must succeed; its stdout.
+pub fn git_ok(root: &Path, args: &[&str]) -> String {
+    let out = run(git_in(root).args(args));
+    assert_eq!(code(&out), 0, "git {args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// Waits for `child` to exit, at most `limit`: its exit code (-1 when
+/// killed by a signal), or None (and it is killed) if still running.
+pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+// ---------------------------------------------------------------------------
 // Building projects.
 // ---------------------------------------------------------------------------
 
