@@ -2,7 +2,7 @@
 //! its regression test through the real binaries.
 
 use crate::daemon::{Daemon, counters, eventually, plan, progress};
-use crate::support::{code, copy_tree, ctl_run, exit_within, notification, stdout};
+use crate::support::{audit_log, code, copy_tree, ctl_run, exit_within, notification, stdout};
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ fn project() -> (tempfile::TempDir, PathBuf) {
 
 /// The audit lines of one kind.
 fn audited(root: &Path, kind: &str) -> Vec<serde_json::Value> {
-    fs::read_to_string(root.join(".squad/audit.jsonl"))
+    audit_log(root)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -389,7 +389,7 @@ fn bad_files_are_reported_and_fixed_and_never_stop_the_daemon() {
     assert_eq!(counters(&session).unwrap().1, 4);
     fs::remove_file(&bad).unwrap();
     eventually("removed", || (counters(&session)?.1 == 3).then_some(()));
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     for kind in ["file-invalid", "file-fixed", "file-removed"] {
         assert!(
             audit.contains(&format!("\"kind\":\"{kind}\"")),
@@ -424,7 +424,7 @@ fn sigterm_stops_cleanly() {
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
     assert!(!tmp.path().join(".squad/run/squadd.sock").exists());
-    let audit = fs::read_to_string(tmp.path().join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(tmp.path()).unwrap();
     assert!(
         audit
             .lines()
@@ -526,7 +526,7 @@ fn overdue_tasks_become_events_without_file_changes() {
     .unwrap();
     let _d = Daemon::start(root);
     eventually("task_t overdue", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("\"kind\":\"task-overdue\"").then_some(())
     });
     let v = status_json(root);
@@ -640,7 +640,7 @@ fn events_follow_in_one_root_streams_only_that_roots_events() {
     // B changes first; A's follower must not see it.
     fs::write(session_b.join("role-plan-x-task_8.md"), "meta: [").unwrap();
     eventually("B's change handled", || {
-        let audit = fs::read_to_string(tmp_b.path().join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(tmp_b.path())?;
         audit.contains("task_8").then_some(())
     });
     fs::write(session_a.join("role-plan-x-task_9.md"), "meta: [").unwrap();
@@ -665,11 +665,10 @@ fn a_root_inside_another_sees_its_own_files() {
     let _d = Daemon::start_roots(&[outer.path(), &inner], &[]);
     fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();
     eventually("the inner root's change is handled", || {
-        let audit = fs::read_to_string(inner.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(&inner)?;
         audit.contains("task_9").then_some(())
     });
-    let outer_audit =
-        fs::read_to_string(outer.path().join(".squad/audit.jsonl")).unwrap_or_default();
+    let outer_audit = audit_log(outer.path()).unwrap_or_default();
     assert!(!outer_audit.contains("task_9"), "{outer_audit}");
 }
 
@@ -701,7 +700,7 @@ fn a_root_that_disappears_is_reported_not_fatal() {
     let d = Daemon::start(root);
     fs::remove_dir_all(root.join(".squad/sessions")).unwrap();
     eventually("root-missing audited", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("\"kind\":\"root-missing\"").then_some(())
     });
     assert_eq!(status_json(root)["roots"][0]["missing"], true);
@@ -796,7 +795,7 @@ fn the_daemon_shows_locks_reclaims_expired_ones_and_releases_them_when_the_sessi
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     eventually("expired lock reclaimed by squadd", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit
             .lines()
             .any(|l| l.contains("\"kind\":\"lock-reclaimed\"") && !l.contains("\"seq\":0"))
@@ -823,7 +822,7 @@ fn the_daemon_shows_locks_reclaims_expired_ones_and_releases_them_when_the_sessi
                     .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
             })
             .count();
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         (left == 0 && audit.contains("session completed")).then_some(())
     });
 }

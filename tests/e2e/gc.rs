@@ -83,7 +83,7 @@ fn two_gcs_at_once_neither_fails_nor_repeats_the_others_work() {
         fs::read_dir(root.join(".squad/archives")).unwrap().count(),
         120
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(!audit.contains("retention-failed"), "{audit}");
     assert_eq!(audit.matches("\"kind\":\"session-archived\"").count(), 120);
 }
@@ -155,7 +155,7 @@ fn an_interrupted_deletion_is_reported_and_finished_by_the_next_run() {
     let out = ctl_run(root, &["gc"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(!remnant.exists());
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("an interrupted deletion"), "{audit}");
 }
 
@@ -210,6 +210,6 @@ fn squadd_s_scheduled_retention_waits_for_a_running_gc() {
             .exists()
             .then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(!audit.contains("retention-failed"), "{audit}");
 }

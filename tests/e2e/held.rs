@@ -455,13 +455,13 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         (ids.len() == valid).then_some(ids)
     });
     assert!(ids.values().all(|n| *n == 1), "none twice");
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert_eq!(
         audit.matches("\"kind\":\"message-delivered\"").count(),
         valid
     );
     let rescans = || {
-        fs::read_to_string(root.join(".squad/audit.jsonl"))
+        audit_log(root)
             .unwrap()
             .matches("\"kind\":\"rescanned\"")
             .count()
@@ -473,7 +473,7 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         std::thread::sleep(Duration::from_millis(1500));
         (rescans() == before).then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let invalid: Vec<&str> = audit
         .lines()
         .filter(|l| l.contains("\"kind\":\"file-invalid\""))
@@ -514,7 +514,7 @@ fn absurd_plan_timeouts_are_diagnosed_and_squadd_does_not_panic() {
     }
     // squadd reads them, reports them, and keeps answering.
     eventually("squadd reports the bad plans", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         (audit.matches("\"kind\":\"file-invalid\"").count() >= values.len()).then_some(())
     });
     status_answers(root);

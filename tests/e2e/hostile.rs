@@ -192,7 +192,7 @@ fn odd_times_long_names_and_reused_ids_all_reach_the_inbox() {
             .is_some_and(|p| p.ends_with(&reused)),
         "{problem}"
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(!audit.contains("output-failed"), "{audit}");
     let out = ctl_run(root, &["validate", "--color", "never"]);
     assert!(
@@ -229,7 +229,7 @@ fn an_invalid_policy_at_start_runs_on_the_defaults_and_names_the_field() {
     )
     .unwrap();
     let d = Daemon::start(root);
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let refused = audit
         .lines()
         .find(|l| l.contains("\"kind\":\"policy-refused\""))
@@ -277,7 +277,7 @@ fn an_invalid_policy_at_start_runs_on_the_defaults_and_names_the_field() {
     )
     .unwrap();
     let refused = eventually("the edit refused", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit
             .lines()
             .find(|l| l.contains("messages.deliver_within.medium"))
@@ -355,7 +355,7 @@ fn a_read_failing_with_emfile_is_retried_never_blamed_on_the_file() {
             .any(|m| m["message_id"] == "msg_emfile")
             .then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     for line in audit.lines().filter(|l| l.contains(&name)) {
         assert!(
             !line.contains("file-invalid") && !line.contains("unreadable"),

@@ -124,7 +124,7 @@ fn expired_locks_are_reclaimed_and_audited() {
     std::thread::sleep(Duration::from_millis(1100));
     let out = run(&mut lock(root, 1, &["shared/x"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("\"kind\":\"lock-reclaimed\""), "{audit}");
     assert!(audit.contains("\"reason\":\"expired\""), "{audit}");
 }
@@ -148,7 +148,7 @@ fn locks_of_a_dead_process_are_reclaimed() {
     holder.wait().unwrap();
     let out = run(&mut lock(root, 1, &["shared/x"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(
         audit.contains(&format!("its process {pid} is gone")),
         "{audit}"
@@ -542,7 +542,7 @@ fn cli_lock_events_carry_the_real_root_in_the_audit_log() {
     let root = tmp.path();
     assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
     let canonical = fs::canonicalize(root).unwrap();
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["kind"], "lock-acquired");
     assert_eq!(line["root"], canonical.display().to_string(), "{line}");
@@ -629,7 +629,7 @@ fn cli_lock_events_reach_squadctl_events_numbered_by_squadd() {
         assert_eq!(e["session"], SESSION, "{e}");
     }
     // The audit log has them once each, numbered.
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let acquired: Vec<serde_json::Value> = audit
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -58,7 +58,7 @@ fn a_backlog_written_while_down_is_delivered_once_critical_first() {
     assert_eq!(delivered.len(), 1000, "every message delivered");
     assert!(delivered.values().all(|n| *n == 1), "none twice");
     // Order of delivery, from the audit log.
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let order: Vec<String> = audit
         .lines()
         .filter(|l| l.contains("\"kind\":\"message-delivered\""))
@@ -80,7 +80,7 @@ fn a_backlog_written_while_down_is_delivered_once_critical_first() {
     drop(d);
     let _d = Daemon::start(root);
     assert_eq!(inbox_ids(root).len(), 1000);
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert_eq!(
         audit.matches("\"kind\":\"message-delivered\"").count(),
         1000
@@ -162,7 +162,7 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
         first.contains("inbox/bob/new/0-critical-") && first.ends_with(&format!("{id}.md")),
         "{first}"
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("\"kind\":\"message-escalated\""), "{audit}");
     let v: serde_json::Value =
         serde_json::from_str(&stdout(&ctl_run(root, &["status", "--json"]))).unwrap();
@@ -175,7 +175,7 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
     )
     .unwrap();
     eventually("notify-failed reported", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("\"kind\":\"notify-failed\"").then_some(())
     });
     assert!(
@@ -235,7 +235,7 @@ fn reports_are_routed_and_overdue_replies_reported() {
             .any(|n| n.starts_with("1-high-") && n.contains("msg_route_")),
         "blocker routed to alice (high): {alice:?}"
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(
         audit.contains("\"kind\":\"response-overdue\"")
             && audit.contains("\"message_id\":\"msg_q\""),

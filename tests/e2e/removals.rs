@@ -127,7 +127,7 @@ fn wait_indexed(root: &Path, name: &str) {
 
 /// The file names of the `file-removed` records of the audit log, in order.
 fn removed(root: &Path) -> Vec<String> {
-    fs::read_to_string(root.join(".squad/audit.jsonl"))
+    audit_log(root)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -226,7 +226,7 @@ fn dry_run_plans_and_the_real_run_does_exactly_that() {
         "keep me"
     );
     // Audited.
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert_eq!(audit.matches("\"kind\":\"session-archived\"").count(), 1);
     assert_eq!(audit.matches("\"kind\":\"session-deleted\"").count(), 2);
     // Running again does nothing more.
@@ -284,7 +284,7 @@ fn bad_schedules_are_refused_with_the_field_named() {
     // squadd runs on it (on the defaults, retention held), naming the field
     // in a policy-refused event: an exit would be a restart loop.
     let d = Daemon::start(root);
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(
         audit
             .lines()
@@ -362,11 +362,11 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
             .to_string();
         next.ends_with(":42:00Z").then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("\"kind\":\"policy-reloaded\""), "{audit}");
     write_policy(root, "retention:\n  schedule: 'whenever'\n");
     let audit = eventually("invalid policy refused", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("retention.schedule").then_some(audit)
     });
     let refused = audit

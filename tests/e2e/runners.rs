@@ -125,7 +125,7 @@ fn trace(p: &Project) -> Vec<(String, String, u128)> {
 }
 
 fn audit(root: &Path) -> String {
-    fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap_or_default()
+    audit_log(root).unwrap_or_default()
 }
 
 /// Waits until the session's status says completed.

@@ -366,10 +366,15 @@ pub fn run_dir_mode(root: &Path) -> u32 {
         & 0o777
 }
 
+/// The audit log of `root` (`.squad/audit.jsonl`), if it can be read.
+pub fn audit_log(root: impl AsRef<Path>) -> Option<String> {
+    std::fs::read_to_string(root.as_ref().join(".squad/audit.jsonl")).ok()
+}
+
 /// How many records of `kind` in the audit log name message `id` (0 while
 /// there is no log).
 pub fn audited_message(root: &Path, kind: &str, id: &str) -> usize {
-    std::fs::read_to_string(root.join(".squad/audit.jsonl"))
+    audit_log(root)
         .unwrap_or_default()
         .lines()
         .filter(|l| {
