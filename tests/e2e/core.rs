@@ -7,12 +7,6 @@ use std::fs;
 
 const S: &str = "20240115T100000Z-core";
 
-fn status(root: &std::path::Path) -> serde_json::Value {
-    let out = ctl_run(root, &["status", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
-}
-
 /// `status` answers unread counts from squadd's counters (no inbox is
 /// listed per request): a delivery raises them, an acknowledgement (seen
 /// through the inbox watch) lowers them.
@@ -38,15 +32,15 @@ fn unread_counters_follow_delivery_and_acknowledgement() {
     }
     let unread = |v: &serde_json::Value| v["roots"][0]["sessions"][0]["unread"].clone();
     eventually("two unread", || {
-        let v = status(root);
+        let v = status_json(root);
         (unread(&v) == serde_json::json!({"critical": 1, "high": 1})).then_some(())
     });
     let out = ctl_run(root, &["inbox", "next", "bob"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     eventually("the critical one acknowledged", || {
-        let v = status(root);
+        let v = status_json(root);
         (unread(&v) == serde_json::json!({"high": 1})).then_some(())
     });
-    let v = status(root);
+    let v = status_json(root);
     assert!(v["roots"][0]["sessions"][0]["oldest_unread_secs"].is_u64());
 }

@@ -159,12 +159,6 @@ pub fn counters(session: &Path) -> Option<(u64, u64, String)> {
     ))
 }
 
-fn status_json(root: &Path) -> serde_json::Value {
-    let out = ctl_run(root, &["status", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
-}
-
 pub fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
     let deps = if requires.is_empty() {
         String::new()

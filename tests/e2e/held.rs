@@ -298,9 +298,7 @@ fn read_reply(s: &UnixStream) -> String {
 }
 
 fn status_answers(root: &Path) {
-    let out = ctl_run(root, &["status", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let v = status_json(root);
     assert!(v["roots"].is_array(), "{v}");
 }
 

@@ -652,9 +652,7 @@ fn new_scaffolds_a_valid_skill() {
 // ---------------------------------------------------------------------------
 
 fn skills_status(root: &Path) -> Value {
-    let out = ctl_run(root, &["status", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let v = json(&out);
+    let v = status_json(root);
     assert_eq!(v["daemon"]["state"], "running", "{v:#}");
     v["roots"][0]["skills"].clone()
 }

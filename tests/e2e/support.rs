@@ -344,6 +344,13 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// `squadctl status --json` in `root`, which must succeed, parsed.
+pub fn status_json(root: &Path) -> serde_json::Value {
+    let out = ctl_run(root, &["status", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
 /// A session's `session-status.md` as YAML (its comment header dropped).
 pub fn session_status(session: &Path) -> serde_yaml::Value {
     let text = std::fs::read_to_string(session.join("session-status.md")).unwrap();

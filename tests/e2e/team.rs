@@ -2,7 +2,9 @@
 //! `export` and `import` on the real corpus and on hostile files, and kill -9
 //! during a large import.
 
-use crate::support::{code, copy_tree, ctl_root, ctl_run, run, squadctl, stderr, stdout};
+use crate::support::{
+    code, copy_tree, ctl_root, ctl_run, run, squadctl, status_json, stderr, stdout,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -469,9 +471,7 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
 }
 
 fn team_status(root: &Path) -> Value {
-    let out = ctl_run(root, &["status", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let v = status_json(root);
     assert_eq!(v["daemon"]["state"], "running", "{v:#}");
     v["roots"][0]["team"].clone()
 }
