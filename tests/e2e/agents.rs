@@ -3,80 +3,46 @@
 //! `task list|show`, `session list`, `graph`).
 
 use crate::support::*;
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// A project with one active session; returns (tempdir, session dir).
 fn project() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    ok(run(ctl(tmp.path()).arg("init")));
-    let out = ok(run(
-        ctl(tmp.path()).args(["session", "new", "--slug", "demo"])
-    ));
-    let dir = tmp.path().join(out.trim());
-    assert!(dir.is_dir(), "{out}");
+    let dir = init_session(tmp.path(), "demo");
     (tmp, dir)
 }
 
-/// Every file under `dir` with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.insert(e.path(), fs::read(e.path()).unwrap());
-            }
-        }
-    }
-    out
+/// `task_001` for alice and `task_002` for bob, which requires it.
+fn alice_then_bob(root: &Path) {
+    ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
+    ok(task_new(
+        root,
+        &words("--agent bob --instruction b --requires task_001"),
+    ));
 }
 
-fn task_new(root: &Path, args: &[&str]) -> Output {
-    run(ctl(root).args(["task", "new"]).args(args))
+/// `task_001` for alice, allowed to change `src/**`.
+fn alice_in_src(root: &Path) {
+    ok(task_new(
+        root,
+        &words("--agent alice --instruction a --allow src/**"),
+    ));
 }
 
 #[test]
 fn writers_produce_files_that_validate() {
     let (tmp, dir) = project();
     let root = tmp.path();
-    assert_eq!(
-        ok(task_new(
-            root,
-            &[
-                "--agent",
-                "alice",
-                "--instruction",
-                "build the api",
-                "--allow",
-                "src/**",
-                "--timeout",
-                "30m",
-                "--output",
-                "api=src/api.rs",
-                "--criterion",
-                "tests pass"
-            ]
-        ))
-        .trim(),
-        "task_001"
+    let api = words(
+        "--agent alice --instruction 'build the api' --allow src/** --timeout 30m --output api=src/api.rs --criterion 'tests pass'",
     );
+    assert_eq!(ok(task_new(root, &api)).trim(), "task_001");
     assert_eq!(
         ok(task_new(
             root,
-            &[
-                "--agent",
-                "bob",
-                "--instruction",
-                "build the ui",
-                "--requires",
-                "task_001"
-            ]
+            &words("--agent bob --instruction 'build the ui' --requires task_001")
         ))
         .trim(),
         "task_002"
@@ -110,53 +76,25 @@ fn writers_produce_files_that_validate() {
             "--percent",
             "10",
         ])));
-    ok(run(ctl(root).args([
-        "report-error",
-        "--agent",
-        "alice",
-        "--task",
-        "task_001",
-        "--severity",
-        "error",
-        "--type",
-        "build",
-        "--message",
-        "linker failed",
-        "--file",
-        "src/api.rs",
-        "--line",
-        "3",
-        "--column",
-        "1",
-        "--tried",
-        "cargo clean",
-        "--needs",
-        "bob",
-    ])));
-    ok(run(ctl(root).args([
-        "send",
-        "--from",
-        "alice",
-        "--to",
-        "bob",
-        "--priority",
-        "high",
-        "--type",
-        "question",
-        "--subject",
-        "api shape?",
-        "--message",
-        "REST or RPC?",
-        "--task",
-        "task_002",
-    ])));
+    ctl_ok(
+        root,
+        &words(
+            "report-error --agent alice --task task_001 --severity error --type build --message 'linker failed' --file src/api.rs --line 3 --column 1 --tried 'cargo clean' --needs bob",
+        ),
+    );
+    ctl_ok(
+        root,
+        &words(
+            "send --from alice --to bob --priority high --type question --subject 'api shape?' --message 'REST or RPC?' --task task_002",
+        ),
+    );
     let errors: Vec<_> = fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("error-alice-"))
         .collect();
     assert_eq!(errors.len(), 1, "{errors:?}");
-    let v = run(ctl(root).arg("validate"));
+    let v = ctl_run(root, &["validate"]);
     assert_eq!(code(&v), 0, "{}{}", stdout(&v), stderr(&v));
 }
 
@@ -164,180 +102,58 @@ fn writers_produce_files_that_validate() {
 fn refused_writes_leave_the_session_byte_identical() {
     let (tmp, dir) = project();
     let root = tmp.path();
-    ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
-    ok(task_new(
+    alice_then_bob(root);
+    ctl_ok(
         root,
-        &[
-            "--agent",
-            "bob",
-            "--instruction",
-            "b",
-            "--requires",
-            "task_001",
-        ],
-    ));
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_001",
-        "--status",
-        "in_progress",
-    ])));
+        &words("progress --task task_001 --status in_progress"),
+    );
     let before = snapshot(&dir);
-    let refused: Vec<Vec<&str>> = vec![
+    let refused = [
         // Unknown prerequisite.
-        vec![
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--instruction",
-            "c",
-            "--requires",
-            "task_999",
-        ],
+        "task new --agent carol --instruction c --requires task_999",
         // Unknown blocked task.
-        vec![
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--instruction",
-            "c",
-            "--blocks",
-            "task_999",
-        ],
+        "task new --agent carol --instruction c --blocks task_999",
         // A cycle: task_002 requires task_001; task_003 requires task_002 and blocks task_001.
-        vec![
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--instruction",
-            "c",
-            "--requires",
-            "task_002",
-            "--blocks",
-            "task_001",
-        ],
+        "task new --agent carol --instruction c --requires task_002 --blocks task_001",
         // An id already used (by another agent, and by the same agent).
-        vec![
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--id",
-            "task_001",
-            "--instruction",
-            "c",
-        ],
-        vec![
-            "task",
-            "new",
-            "--agent",
-            "alice",
-            "--id",
-            "task_001",
-            "--instruction",
-            "c",
-        ],
+        "task new --agent carol --id task_001 --instruction c",
+        "task new --agent alice --id task_001 --instruction c",
         // Not an id, not an agent.
-        vec![
-            "task",
-            "new",
-            "--agent",
-            "carol",
-            "--id",
-            "nope",
-            "--instruction",
-            "c",
-        ],
-        vec!["task", "new", "--agent", "Carol", "--instruction", "c"],
+        "task new --agent carol --id nope --instruction c",
+        "task new --agent Carol --instruction c",
         // Progress: unknown task, out-of-range percent, first update without status.
-        vec!["progress", "--task", "task_999", "--status", "in_progress"],
-        vec!["progress", "--task", "task_001", "--percent", "101"],
-        vec!["progress", "--task", "task_002"],
-        vec!["progress", "--task", "task_001", "--check", "unit=green"],
+        "progress --task task_999 --status in_progress",
+        "progress --task task_001 --percent 101",
+        "progress --task task_002",
+        "progress --task task_001 --check unit=green",
         // Error reports: bad agent, unknown task.
-        vec![
-            "report-error",
-            "--agent",
-            "Alice",
-            "--severity",
-            "error",
-            "--type",
-            "t",
-            "--message",
-            "m",
-        ],
-        vec![
-            "report-error",
-            "--agent",
-            "alice",
-            "--task",
-            "task_999",
-            "--severity",
-            "error",
-            "--type",
-            "t",
-            "--message",
-            "m",
-        ],
+        "report-error --agent Alice --severity error --type t --message m",
+        "report-error --agent alice --task task_999 --severity error --type t --message m",
         // A message about a task no plan defines.
-        vec![
-            "send",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "low",
-            "--type",
-            "notification",
-            "--subject",
-            "s",
-            "--message",
-            "m",
-            "--task",
-            "task_999",
-        ],
+        "send --from alice --to bob --priority low --type notification --subject s --message m --task task_999",
     ];
-    for args in refused {
-        let out = run(ctl(root).args(&args));
+    for line in refused {
+        let args = words(line);
+        let out = ctl_run(root, &args);
         assert_ne!(code(&out), 0, "{args:?} was accepted: {}", stdout(&out));
         assert!(!stderr(&out).is_empty(), "{args:?} said nothing");
         assert_eq!(snapshot(&dir), before, "{args:?} changed the session");
     }
     // --json: the refusal and its diagnostics, for scripts.
-    let out = run(ctl(root).args([
-        "task",
-        "new",
-        "--agent",
-        "carol",
-        "--instruction",
-        "c",
-        "--requires",
-        "task_999",
-        "--json",
-    ]));
+    let out = ctl_run(
+        root,
+        &words("task new --agent carol --instruction c --requires task_999 --json"),
+    );
     assert_eq!(code(&out), 1);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["refused"], true);
     assert_eq!(v["diagnostics"][0]["rule"], "unknown-task", "{v:#}");
     assert_eq!(snapshot(&dir), before);
     // The cycle is reported with its rule.
-    let out = run(ctl(root).args([
-        "task",
-        "new",
-        "--agent",
-        "carol",
-        "--instruction",
-        "c",
-        "--requires",
-        "task_002",
-        "--blocks",
-        "task_001",
-    ]));
+    let out = ctl_run(
+        root,
+        &words("task new --agent carol --instruction c --requires task_002 --blocks task_001"),
+    );
     assert!(
         stderr(&out).contains("dependency-cycle"),
         "{}",
@@ -412,7 +228,7 @@ fn progress_keeps_what_the_previous_update_said() {
     p(&["--action", "done"]);
     let v: serde_yaml::Value = serde_yaml::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(v["completed_at"], first_completion);
-    let out = run(ctl(root).arg("validate"));
+    let out = ctl_run(root, &["validate"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
 
@@ -421,9 +237,7 @@ fn session_defaults_to_the_one_that_plans_the_task_and_ambiguity_lists_candidate
     let (tmp, first) = project();
     let root = tmp.path();
     ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
-    let second = tmp
-        .path()
-        .join(ok(run(ctl(root).args(["session", "new", "--slug", "other"]))).trim());
+    let second = new_session(root, "other");
     let second_name = second.file_name().unwrap().to_str().unwrap().to_string();
     // Two active sessions: a new task for an agent planned in neither is ambiguous.
     let out = task_new(root, &["--agent", "zed", "--instruction", "z"]);
@@ -448,21 +262,12 @@ fn session_defaults_to_the_one_that_plans_the_task_and_ambiguity_lists_candidate
         ],
     ));
     // The task picks its session.
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_b",
-        "--status",
-        "in_progress",
-    ])));
+    ctl_ok(root, &words("progress --task task_b --status in_progress"));
     assert!(second.join("role-comm-bob-task_b.md").is_file());
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_001",
-        "--status",
-        "in_progress",
-    ])));
+    ctl_ok(
+        root,
+        &words("progress --task task_001 --status in_progress"),
+    );
     assert!(first.join("role-comm-alice-task_001.md").is_file());
     // SQUAD_SESSION names it.
     ok(run(ctl(root).env("SQUAD_SESSION", &second_name).args([
@@ -482,70 +287,42 @@ fn readers_show_an_agents_work() {
     let root = tmp.path();
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--instruction",
-            "build the api",
-            "--allow",
-            "src/api/**",
-            "--output",
-            "api=src/api/mod.rs",
-        ],
+        &words(
+            "--agent alice --instruction 'build the api' --allow src/api/** --output api=src/api/mod.rs",
+        ),
     ));
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "bob",
-            "--instruction",
-            "build the ui",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent bob --instruction 'build the ui' --requires task_001"),
     ));
     // Nothing for bob yet: exit 1.
-    let out = run(ctl(root).args(["next", "--agent", "bob"]));
+    let out = ctl_run(root, &["next", "--agent", "bob"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
-    let next: serde_json::Value = serde_json::from_str(&ok(run(
-        ctl(root).args(["next", "--agent", "alice", "--json"])
-    )))
-    .unwrap();
+    let next: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &["next", "--agent", "alice", "--json"])).unwrap();
     assert_eq!(next["tasks"][0]["task_id"], "task_001");
     assert_eq!(next["tasks"][0]["ready"], true);
     assert_eq!(next["tasks"][0]["instruction"], "build the api");
     assert_eq!(next["tasks"][0]["allowed"][0], "src/api/**");
     assert_eq!(next["tasks"][0]["outputs"]["api"], "src/api/mod.rs");
-    let list = ok(run(ctl(root).args(["task", "list", "--status", "ready"])));
+    let list = ctl_ok(root, &["task", "list", "--status", "ready"]);
     assert!(
         list.contains("task_001") && !list.contains("task_002"),
         "{list}"
     );
-    let show: serde_json::Value = serde_json::from_str(&ok(run(
-        ctl(root).args(["task", "show", "task_002", "--json"])
-    )))
-    .unwrap();
+    let show: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &["task", "show", "task_002", "--json"])).unwrap();
     assert_eq!(show["waiting_for"][0], "task_001");
     assert_eq!(show["ready"], false);
-    let show: serde_json::Value = serde_json::from_str(&ok(run(
-        ctl(root).args(["task", "show", "task_001", "--json"])
-    )))
-    .unwrap();
+    let show: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &["task", "show", "task_001", "--json"])).unwrap();
     assert_eq!(show["waited_for_by"][0], "task_002");
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_001",
-        "--status",
-        "completed",
-    ])));
-    let next: serde_json::Value = serde_json::from_str(&ok(run(
-        ctl(root).args(["next", "--agent", "bob", "--json"])
-    )))
-    .unwrap();
+    ctl_ok(root, &words("progress --task task_001 --status completed"));
+    let next: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &["next", "--agent", "bob", "--json"])).unwrap();
     assert_eq!(next["tasks"][0]["task_id"], "task_002");
     let sessions: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(root).args(["session", "list", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(root, &["session", "list", "--json"])).unwrap();
     assert_eq!(sessions["sessions"][0]["tasks_total"], 2);
     assert_eq!(sessions["sessions"][0]["tasks_completed"], 1);
     assert_eq!(sessions["sessions"][0]["status"], "active");
@@ -555,7 +332,7 @@ fn readers_show_an_agents_work() {
 fn graph_mermaid_snapshot_of_the_fixture_session() {
     let tmp = tempfile::tempdir().unwrap();
     copy_tree(&fixture("agents-graph"), tmp.path());
-    let out = ok(run(ctl(tmp.path()).args(["graph", "--format", "mermaid"])));
+    let out = ctl_ok(tmp.path(), &["graph", "--format", "mermaid"]);
     assert_eq!(
         out,
         r#"flowchart TD
@@ -576,7 +353,7 @@ fn graph_mermaid_snapshot_of_the_fixture_session() {
   classDef overdue fill:#ef9a9a
 "#
     );
-    let dot = ok(run(ctl(tmp.path()).args(["graph", "--format", "dot"])));
+    let dot = ctl_ok(tmp.path(), &["graph", "--format", "dot"]);
     assert!(
         dot.starts_with("digraph \"20240115T100000Z-graph\" {"),
         "{dot}"
@@ -614,25 +391,11 @@ fn every_command_the_skill_shows_runs_against_a_project() {
     let root = tmp.path();
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "backend-dev",
-            "--instruction",
-            "write the parser",
-            "--allow",
-            "src/**",
-        ],
+        &words("--agent backend-dev --instruction 'write the parser' --allow src/**"),
     ));
     ok(task_new(
         root,
-        &[
-            "--agent",
-            "frontend-dev",
-            "--instruction",
-            "ui",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent frontend-dev --instruction ui --requires task_001"),
     ));
     let commands = skill_commands();
     assert!(commands.len() >= 10, "{commands:?}");
@@ -684,16 +447,11 @@ fn every_command_the_skill_shows_runs_against_a_project() {
     .unwrap();
     assert_eq!(v["status"], "completed");
     assert_eq!(v["completed_steps"].as_sequence().unwrap().len(), 2);
-    let out = run(ctl(root).arg("validate"));
+    let out = ctl_run(root, &["validate"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // The task is done: frontend-dev's task is ready now.
-    let next: serde_json::Value = serde_json::from_str(&ok(run(ctl(root).args([
-        "next",
-        "--agent",
-        "frontend-dev",
-        "--json",
-    ]))))
-    .unwrap();
+    let next: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &words("next --agent frontend-dev --json"))).unwrap();
     assert_eq!(next["tasks"][0]["ready"], true);
 }
 
@@ -702,7 +460,7 @@ fn init_installs_the_skill_ignores_runtime_state_and_appends_agents_md() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     fs::write(root.join("AGENTS.md"), "# Our agents\n").unwrap();
-    let out = ok(run(ctl(root).args(["init", "--agents-md"])));
+    let out = ctl_ok(root, &["init", "--agents-md"]);
     assert!(out.contains(".claude/skills"), "{out}");
     let shipped = fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/squad-protocol/SKILL.md"),
@@ -719,7 +477,7 @@ fn init_installs_the_skill_ignores_runtime_state_and_appends_agents_md() {
     );
     // Again: the section is not added twice, a user's .gitignore is kept.
     fs::write(root.join(".squad/.gitignore"), "# mine\n").unwrap();
-    ok(run(ctl(root).args(["init", "--agents-md"])));
+    ctl_ok(root, &["init", "--agents-md"]);
     assert_eq!(fs::read_to_string(root.join("AGENTS.md")).unwrap(), agents);
     assert_eq!(
         fs::read_to_string(root.join(".squad/.gitignore")).unwrap(),
@@ -729,35 +487,18 @@ fn init_installs_the_skill_ignores_runtime_state_and_appends_agents_md() {
 
 #[test]
 fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
-    let has_git = Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_git {
+    if !has_git() {
         return;
     }
     let (tmp, dir) = project();
     let root = tmp.path();
-    let git = |args: &[&str]| {
-        let out = run(Command::new("git").args(args).current_dir(root));
-        assert_eq!(code(&out), 0, "git {args:?}: {}", stderr(&out));
-        stdout(&out)
-    };
+    let git = |args: &[&str]| git_ok(root, args);
     git(&["init", "-q"]);
-    ok(task_new(
+    alice_in_src(root);
+    ctl_ok(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--instruction",
-            "a",
-            "--allow",
-            "src/**",
-        ],
-    ));
-    ok(run(ctl(root).args([
-        "lock", "acquire", "--agent", "alice", "--task", "task_001", "src/a.rs",
-    ])));
+        &words("lock acquire --agent alice --task task_001 src/a.rs"),
+    );
     let inbox = dir.join("inbox/alice/new");
     fs::create_dir_all(&inbox).unwrap();
     fs::write(inbox.join("high-msg_1.md"), "x").unwrap();
@@ -777,7 +518,7 @@ fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
         format!(".squad/sessions/{session}/inbox/alice/new/high-msg_1.md\n.squad/audit.jsonl\nsrc/a.rs\n"),
     )
     .unwrap();
-    let out = run(ctl(root).args(["check", "--changed", "changed.txt", "--task", "task_001"]));
+    let out = ctl_run(root, &words("check --changed changed.txt --task task_001"));
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(
         !stdout(&out).contains("ownership-violation"),
@@ -791,39 +532,27 @@ fn completions_man_and_quiet_verbose() {
     let (tmp, _dir) = project();
     let root = tmp.path();
     for shell in ["bash", "zsh", "fish"] {
-        let out = ok(run(ctl(root).args(["completions", shell])));
+        let out = ctl_ok(root, &["completions", shell]);
         assert!(
             out.contains("report-error") && out.contains("squadctl"),
             "{shell}: {out}"
         );
     }
-    let out = ok(run(ctl(root).arg("man")));
+    let out = ctl_ok(root, &["man"]);
     assert!(out.contains(".TH squadctl 1"), "{out}");
     let pages = tmp.path().join("man");
-    ok(run(ctl(root).args([
-        "man",
-        "--dir",
-        pages.to_str().unwrap(),
-    ])));
+    ctl_ok(root, &["man", "--dir", pages.to_str().unwrap()]);
     assert!(pages.join("squadctl-task-new.1").is_file());
     // -q: the id is not printed, the task is written; -v: the root is named.
-    let out = run(ctl(root).args([
-        "-q",
-        "task",
-        "new",
-        "--agent",
-        "alice",
-        "--instruction",
-        "a",
-    ]));
+    let out = ctl_run(root, &words("-q task new --agent alice --instruction a"));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout(&out), "");
-    let out = run(ctl(root).args(["-v", "task", "list"]));
+    let out = ctl_run(root, &["-v", "task", "list"]);
     assert_eq!(code(&out), 0);
     assert!(stderr(&out).contains("project root"), "{}", stderr(&out));
     assert!(stdout(&out).contains("task_001"));
     // -q does not hide errors.
-    let out = run(ctl(root).args(["-q", "task", "show", "task_404"]));
+    let out = ctl_run(root, &["-q", "task", "show", "task_404"]);
     assert_ne!(code(&out), 0);
     assert!(stderr(&out).contains("task_404"), "{}", stderr(&out));
 }
@@ -833,55 +562,29 @@ fn session_phase_gate_and_ending_rules() {
     let (tmp, dir) = project();
     let root = tmp.path();
     let name = dir.file_name().unwrap().to_str().unwrap().to_string();
-    let status = || -> serde_yaml::Value {
-        let text = fs::read_to_string(dir.join("session-status.md")).unwrap();
-        let yaml: String = text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n");
-        serde_yaml::from_str(&yaml).unwrap()
-    };
-    ok(run(ctl(root).args(["session", "phase", &name, "design"])));
-    ok(run(ctl(root).args([
-        "session",
-        "gate",
-        &name,
-        "requirements",
-        "passed",
-    ])));
-    ok(run(ctl(root).args([
-        "session",
-        "gate",
-        &name,
-        "design",
-        "in_progress",
-    ])));
+    let status = || session_status(&dir);
+    ctl_ok(root, &["session", "phase", &name, "design"]);
+    ctl_ok(root, &["session", "gate", &name, "requirements", "passed"]);
+    ctl_ok(root, &["session", "gate", &name, "design", "in_progress"]);
     let v = status();
     assert_eq!(v["phase"], "design");
     assert_eq!(v["validation_gates"]["requirements"], "passed");
     assert_eq!(v["validation_gates"]["design"], "in_progress");
     // Bad values are refused by clap, a path is not a session.
     assert_eq!(
-        code(&run(ctl(root).args(["session", "phase", &name, "shipping"]))),
+        code(&ctl_run(root, &["session", "phase", &name, "shipping"])),
         2
     );
     let before = snapshot(root);
     assert_ne!(
-        code(&run(ctl(root).args(["session", "phase", "..", "design"]))),
+        code(&ctl_run(root, &["session", "phase", "..", "design"])),
         0
     );
     assert_eq!(snapshot(root), before);
     // complete after fail: refused without --force, nothing changed.
-    ok(run(ctl(root).args([
-        "session",
-        "fail",
-        &name,
-        "--reason",
-        "index down",
-    ])));
+    ctl_ok(root, &["session", "fail", &name, "--reason", "index down"]);
     let failed = fs::read(dir.join("session-status.md")).unwrap();
-    let out = run(ctl(root).args(["session", "complete", &name]));
+    let out = ctl_run(root, &["session", "complete", &name]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     assert_eq!(fs::read(dir.join("session-status.md")).unwrap(), failed);
@@ -901,16 +604,14 @@ fn session_phase_gate_and_ending_rules() {
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(stderr(&out).contains("failed"), "{}", stderr(&out));
     assert_eq!(snapshot(&dir), before);
-    ok(run(
-        ctl(root).args(["session", "complete", &name, "--force"])
-    ));
+    ctl_ok(root, &["session", "complete", &name, "--force"]);
     let first = status()["completed_at"].clone();
     assert!(first.is_string());
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    ok(run(ctl(root).args(["session", "complete", &name])));
+    ctl_ok(root, &["session", "complete", &name]);
     assert_eq!(status()["completed_at"], first);
     assert_eq!(status()["status"], "completed");
-    let out = run(ctl(root).arg("validate"));
+    let out = ctl_run(root, &["validate"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
 
@@ -918,19 +619,8 @@ fn session_phase_gate_and_ending_rules() {
 fn next_wait_returns_when_the_agents_task_becomes_ready() {
     let (tmp, _dir) = project();
     let root = tmp.path();
-    ok(task_new(root, &["--agent", "alice", "--instruction", "a"]));
-    ok(task_new(
-        root,
-        &[
-            "--agent",
-            "bob",
-            "--instruction",
-            "b",
-            "--requires",
-            "task_001",
-        ],
-    ));
-    let out = run(ctl(root).args(["next", "--agent", "bob", "--wait", "1s"]));
+    alice_then_bob(root);
+    let out = ctl_run(root, &["next", "--agent", "bob", "--wait", "1s"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     let waiting = ctl(root)
         .args(["next", "--agent", "bob", "--wait", "60s", "--json"])
@@ -938,13 +628,7 @@ fn next_wait_returns_when_the_agents_task_becomes_ready() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_001",
-        "--status",
-        "completed",
-    ])));
+    ctl_ok(root, &words("progress --task task_001 --status completed"));
     let start = std::time::Instant::now();
     let out = waiting.wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -958,31 +642,19 @@ fn next_wait_returns_when_the_agents_task_becomes_ready() {
 fn lock_commands_take_the_agent_and_task_from_the_environment() {
     let (tmp, dir) = project();
     let root = tmp.path();
-    ok(task_new(
-        root,
-        &[
-            "--agent",
-            "alice",
-            "--instruction",
-            "a",
-            "--allow",
-            "src/**",
-        ],
-    ));
-    let env = |c: &mut Command| {
-        c.env("SQUAD_AGENT", "alice").env("SQUAD_TASK", "task_001");
+    alice_in_src(root);
+    // Only the environment names the agent and the task.
+    let as_alice = |args: &[&str]| {
+        ok(run(ctl(root)
+            .env("SQUAD_AGENT", "alice")
+            .env("SQUAD_TASK", "task_001")
+            .args(args)))
     };
-    let mut c = ctl(root);
-    env(&mut c);
-    ok(run(c.args(["lock", "acquire", "src/a.rs"])));
+    as_alice(&["lock", "acquire", "src/a.rs"]);
     assert!(fs::read_dir(dir.join("locks")).unwrap().count() > 0);
-    let mut c = ctl(root);
-    env(&mut c);
-    let listed = ok(run(c.args(["lock", "list", "--json"])));
+    let listed = as_alice(&["lock", "list", "--json"]);
     assert!(listed.contains("alice"), "{listed}");
-    let mut c = ctl(root);
-    env(&mut c);
-    ok(run(c.args(["lock", "release", "--all"])));
-    let listed = ok(run(ctl(root).args(["lock", "list", "--json"])));
+    as_alice(&["lock", "release", "--all"]);
+    let listed = ctl_ok(root, &["lock", "list", "--json"]);
     assert!(!listed.contains("src/a.rs"), "{listed}");
 }

@@ -2,6 +2,7 @@
 //! its regression test through the real binaries.
 
 use crate::daemon::{Daemon, counters, eventually, plan, progress};
+use crate::support::{audit_log, code, copy_tree, ctl_run, exit_within, notification, stdout};
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -29,7 +30,7 @@ fn project() -> (tempfile::TempDir, PathBuf) {
 
 /// The audit lines of one kind.
 fn audited(root: &Path, kind: &str) -> Vec<serde_json::Value> {
-    fs::read_to_string(root.join(".squad/audit.jsonl"))
+    audit_log(root)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -117,9 +118,7 @@ fn a_file_made_readable_again_is_read() {
 }
 
 fn message(id: &str, priority: &str, created: &str) -> String {
-    format!(
-        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: {created}\n  priority: {priority}\ntype: notification\nsubject: s\nmessage: m\n"
-    )
+    notification(id, priority, created, "s", "m")
 }
 
 fn now_stamp(offset: chrono::Duration) -> String {
@@ -219,7 +218,7 @@ fn state_forgets_sessions_deleted_or_archived() {
     )
     .unwrap();
     let other = root.join(".squad/sessions/20240116T100000Z-other");
-    crate::support::copy_tree(&session, &other);
+    copy_tree(&session, &other);
     // Left by a run before: a session deleted while squadd was down.
     fs::create_dir_all(root.join(".squad/run")).unwrap();
     fs::write(
@@ -282,9 +281,9 @@ fn the_shared_context_names_each_tasks_session() {
 
 /// Runs `squadctl ARGS` in `root`: its exit code and its JSON output.
 fn ctl_json(root: &Path, args: &[&str]) -> (i32, serde_json::Value) {
-    let out = crate::support::run(crate::support::squadctl().args(args).current_dir(root));
-    let v = serde_json::from_str(&crate::support::stdout(&out)).unwrap_or_default();
-    (crate::support::code(&out), v)
+    let out = ctl_run(root, args);
+    let v = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    (code(&out), v)
 }
 
 fn daemon_state(root: &Path) -> Option<String> {
@@ -295,20 +294,6 @@ fn daemon_state(root: &Path) -> Option<String> {
 
 fn health(root: &Path) -> (i32, serde_json::Value) {
     ctl_json(root, &["health", "--json"])
-}
-
-/// Waits for a process to exit, at most `limit`; None if still running.
-fn exit_within(child: &mut Child, limit: std::time::Duration) -> Option<i32> {
-    let start = std::time::Instant::now();
-    while start.elapsed() < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status.code().unwrap_or(-1));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// A removed socket was never bound again (squadctl said "not running"
@@ -325,8 +310,8 @@ fn a_removed_socket_is_bound_again_and_a_recreated_root_taken_back() {
     });
 
     fs::remove_dir_all(root.join(".squad")).unwrap();
-    let out = crate::support::run(crate::support::squadctl().arg("init").current_dir(root));
-    assert_eq!(crate::support::code(&out), 0);
+    let out = ctl_run(root, &["init"]);
+    assert_eq!(code(&out), 0);
     eventually("squadd supervises the recreated root", || {
         (daemon_state(root)? == "running").then_some(())
     });

@@ -3,31 +3,10 @@
 use crate::support::*;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(root)
-        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn write(root: &Path, path: &str, text: &str) {
-    let p = root.join(path);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
 
 fn commit(root: &Path, message: &str) {
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "--allow-empty", "-m", message]);
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "--allow-empty", "-m", message]);
 }
 
 const S: &str = ".squad/sessions/20240115T100000Z-user-search";
@@ -36,16 +15,13 @@ const S: &str = ".squad/sessions/20240115T100000Z-user-search";
 fn repo() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     copy_tree(&fixture("seed"), tmp.path());
-    git(tmp.path(), &["init", "-q", "-b", "main"]);
+    git_ok(tmp.path(), &["init", "-q", "-b", "main"]);
     commit(tmp.path(), "base");
     tmp
 }
 
 fn check(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["check", "--color", "never"])
-        .args(args));
+    let out = run(ctl(root).args(["check", "--color", "never"]).args(args));
     (code(&out), stdout(&out), stderr(&out))
 }
 
@@ -70,10 +46,10 @@ fn violations_renames_deletions_and_every_format() {
     write(root, "frontend/src/components/UserSearch.tsx", "x\n");
     write(root, "backend/old.ts", "x\n");
     commit(root, "setup\n\nSquad-Task: task_010");
-    git(root, &["tag", "base"]);
+    git_ok(root, &["tag", "base"]);
     // A rename out of the task's boundaries, a deletion, a forbidden path,
     // another agent's progress update, the supervisor's status file.
-    git(root, &["mv", "backend/old.ts", "frontend/moved.ts"]);
+    git_ok(root, &["mv", "backend/old.ts", "frontend/moved.ts"]);
     write(root, ".env", "SECRET=1\n");
     fs::remove_file(root.join("frontend/src/components/UserSearch.tsx")).unwrap();
     write(
@@ -201,7 +177,7 @@ fn changed_list_mode() {
 #[test]
 fn a_checkout_without_squad_says_so_plainly() {
     let tmp = tempfile::tempdir().unwrap();
-    git(tmp.path(), &["init", "-q"]);
+    git_ok(tmp.path(), &["init", "-q"]);
     commit(tmp.path(), "empty");
     let (code, _, err) = check(tmp.path(), &["--base", "HEAD"]);
     assert_eq!(code, 2);

@@ -7,12 +7,6 @@ use std::fs;
 
 const S: &str = "20240115T100000Z-core";
 
-fn status(root: &std::path::Path) -> serde_json::Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
-}
-
 /// `status` answers unread counts from squadd's counters (no inbox is
 /// listed per request): a delivery raises them, an acknowledgement (seen
 /// through the inbox watch) lowers them.
@@ -26,21 +20,27 @@ fn unread_counters_follow_delivery_and_acknowledgement() {
     for (i, priority) in ["critical", "high"].iter().enumerate() {
         fs::write(
             s.join(format!("role-comm-alice-to-bob-msg_{i}.md")),
-            format!("meta:\n  message_id: msg_{i}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:0{i}Z\n  priority: {priority}\ntype: notification\nsubject: s\nmessage: m\n"),
+            notification(
+                &format!("msg_{i}"),
+                priority,
+                &format!("2024-01-15T10:00:0{i}Z"),
+                "s",
+                "m",
+            ),
         )
         .unwrap();
     }
     let unread = |v: &serde_json::Value| v["roots"][0]["sessions"][0]["unread"].clone();
     eventually("two unread", || {
-        let v = status(root);
+        let v = status_json(root);
         (unread(&v) == serde_json::json!({"critical": 1, "high": 1})).then_some(())
     });
-    let out = run(squadctl().current_dir(root).args(["inbox", "next", "bob"]));
+    let out = ctl_run(root, &["inbox", "next", "bob"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     eventually("the critical one acknowledged", || {
-        let v = status(root);
+        let v = status_json(root);
         (unread(&v) == serde_json::json!({"high": 1})).then_some(())
     });
-    let v = status(root);
+    let v = status_json(root);
     assert!(v["roots"][0]["sessions"][0]["oldest_unread_secs"].is_u64());
 }

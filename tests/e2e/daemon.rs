@@ -144,11 +144,6 @@ fn seed_root() -> (tempfile::TempDir, PathBuf) {
     (tmp, session)
 }
 
-fn status_yaml(session: &Path) -> serde_yaml::Value {
-    let text = fs::read_to_string(session.join("session-status.md")).unwrap();
-    serde_yaml::from_str(&text).unwrap()
-}
-
 fn shared_context(root: &Path) -> serde_json::Value {
     let text = fs::read_to_string(root.join(".claude/context/shared-context.json")).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -162,12 +157,6 @@ pub fn counters(session: &Path) -> Option<(u64, u64, String)> {
         v["tasks_total"].as_u64()?,
         v["status"].as_str()?.to_string(),
     ))
-}
-
-fn status_json(root: &Path) -> serde_json::Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
 }
 
 pub fn plan(task: &str, agent: &str, requires: &[&str]) -> String {
@@ -216,10 +205,8 @@ fn ready_is_sent_after_the_scan_and_status_reports_the_daemon() {
 fn agents_writing_files_every_way_keep_status_and_context_true() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    assert_eq!(code(&run(squadctl().arg("init").current_dir(root))), 0);
-    let out = run(squadctl()
-        .args(["session", "new", "--slug", "e2e", "--json"])
-        .current_dir(root));
+    assert_eq!(code(&ctl_run(root, &["init"])), 0);
+    let out = ctl_run(root, &["session", "new", "--slug", "e2e", "--json"]);
     let name = serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()["session"]
         .as_str()
         .unwrap()
@@ -297,7 +284,7 @@ fn agents_writing_files_every_way_keep_status_and_context_true() {
     eventually("session completed", || {
         (counters(&session)? == (2, 2, "completed".into())).then_some(())
     });
-    let st = status_yaml(&session);
+    let st = session_status(&session);
     assert!(st["completed_at"].is_string(), "completed_at recorded");
     assert_eq!(st["phase"], "requirements", "phase preserved");
     assert_eq!(
@@ -352,7 +339,7 @@ fn a_new_session_directory_is_scanned_at_once() {
     eventually("all 20 tasks counted", || {
         (counters(&session)?.1 == 20).then_some(())
     });
-    let st = status_yaml(&session);
+    let st = session_status(&session);
     assert_eq!(st["session_id"], "sess_20240115T120000Z_burst");
     assert_eq!(st["started_at"], "2024-01-15T12:00:00Z");
 }
@@ -396,7 +383,7 @@ fn bad_files_are_reported_and_fixed_and_never_stop_the_daemon() {
     assert_eq!(counters(&session).unwrap().1, 4);
     fs::remove_file(&bad).unwrap();
     eventually("removed", || (counters(&session)?.1 == 3).then_some(()));
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     for kind in ["file-invalid", "file-fixed", "file-removed"] {
         assert!(
             audit.contains(&format!("\"kind\":\"{kind}\"")),
@@ -431,7 +418,7 @@ fn sigterm_stops_cleanly() {
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
     assert!(!tmp.path().join(".squad/run/squadd.sock").exists());
-    let audit = fs::read_to_string(tmp.path().join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(tmp.path()).unwrap();
     assert!(
         audit
             .lines()
@@ -440,7 +427,7 @@ fn sigterm_stops_cleanly() {
             .contains("\"kind\":\"stopping\"")
     );
     // Down: status reads the files and says so.
-    let out = run(squadctl().arg("status").current_dir(tmp.path()));
+    let out = ctl_run(tmp.path(), &["status"]);
     assert_eq!(code_of(&out), 0);
     assert!(stdout(&out).starts_with("daemon: down"), "{}", stdout(&out));
 }
@@ -460,7 +447,7 @@ fn kill_9_and_restart_give_the_same_outputs_as_a_clean_run() {
     )
     .unwrap();
     eventually("task_010 active", || {
-        let st = status_yaml(&session);
+        let st = session_status(&session);
         (st["agents_active"].as_sequence()?.len() == 2).then_some(())
     });
     d.kill9();
@@ -533,7 +520,7 @@ fn overdue_tasks_become_events_without_file_changes() {
     .unwrap();
     let _d = Daemon::start(root);
     eventually("task_t overdue", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("\"kind\":\"task-overdue\"").then_some(())
     });
     let v = status_json(root);
@@ -564,15 +551,25 @@ fn the_control_socket_answers_bad_requests_with_errors_not_hangs() {
     assert!(r.contains("longer than"), "{r}");
     let r = raw_call(root, b"{\"protocol_version\":1,\"method\":\"ping\"}\n");
     assert!(r.contains("pong"), "{r}");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(root.join(".squad/run"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
+    assert_eq!(run_dir_mode(root), 0o700);
+}
+
+/// `squadctl events --follow --json` in `root` and its lines, read past
+/// the backlog (which ends with squadd's start-up event).
+fn follow_events(root: &Path) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut follower = ctl(root)
+        .args(["events", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("\"kind\":\"started\"") {
+            break;
+        }
     }
+    (follower, lines)
 }
 
 #[test]
@@ -581,26 +578,9 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     let root = tmp.path();
     // The watch count below counts inboxes: no inbox may appear for x's
     // invalid file while it is measured.
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "notices:\n  file_invalid: false\n",
-    )
-    .unwrap();
+    write_policy(root, "notices:\n  file_invalid: false\n");
     let _d = Daemon::start(root);
-    let mut follower = squadctl()
-        .args(["events", "--follow", "--json"])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
-    // The backlog ends with the start-up event.
-    loop {
-        let line = lines.next().unwrap().unwrap();
-        if line.contains("\"kind\":\"started\"") {
-            break;
-        }
-    }
+    let (mut follower, mut lines) = follow_events(root);
     fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();
     let line = lines.next().unwrap().unwrap();
     let e: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -609,7 +589,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     let _ = follower.kill();
     let _ = follower.wait();
 
-    let out = run(squadctl().args(["health", "--json"]).current_dir(root));
+    let out = ctl_run(root, &["health", "--json"]);
     let h: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let names: Vec<&str> = h["checks"]
         .as_array()
@@ -638,7 +618,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     // shared context; it is where .claude/skills would appear), one
     // session, its locks/, each inbox/<agent>/new.
     eventually("every directory watched", || {
-        let out = run(squadctl().args(["health", "--json"]).current_dir(root));
+        let out = ctl_run(root, &["health", "--json"]);
         let h: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
         (h["watches"] == 7 + inboxes).then_some(())
     });
@@ -650,23 +630,11 @@ fn events_follow_in_one_root_streams_only_that_roots_events() {
     let (tmp_b, session_b) = seed_root();
     let _d = Daemon::start_roots(&[tmp_a.path(), tmp_b.path()], &[]);
     let root_a = fs::canonicalize(tmp_a.path()).unwrap();
-    let mut follower = squadctl()
-        .args(["events", "--follow", "--json"])
-        .current_dir(&root_a)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
-    loop {
-        let line = lines.next().unwrap().unwrap();
-        if line.contains("\"kind\":\"started\"") {
-            break;
-        }
-    }
+    let (mut follower, mut lines) = follow_events(&root_a);
     // B changes first; A's follower must not see it.
     fs::write(session_b.join("role-plan-x-task_8.md"), "meta: [").unwrap();
     eventually("B's change handled", || {
-        let audit = fs::read_to_string(tmp_b.path().join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(tmp_b.path())?;
         audit.contains("task_8").then_some(())
     });
     fs::write(session_a.join("role-plan-x-task_9.md"), "meta: [").unwrap();
@@ -691,11 +659,10 @@ fn a_root_inside_another_sees_its_own_files() {
     let _d = Daemon::start_roots(&[outer.path(), &inner], &[]);
     fs::write(session.join("role-plan-x-task_9.md"), "meta: [").unwrap();
     eventually("the inner root's change is handled", || {
-        let audit = fs::read_to_string(inner.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(&inner)?;
         audit.contains("task_9").then_some(())
     });
-    let outer_audit =
-        fs::read_to_string(outer.path().join(".squad/audit.jsonl")).unwrap_or_default();
+    let outer_audit = audit_log(outer.path()).unwrap_or_default();
     assert!(!outer_audit.contains("task_9"), "{outer_audit}");
 }
 
@@ -727,7 +694,7 @@ fn a_root_that_disappears_is_reported_not_fatal() {
     let d = Daemon::start(root);
     fs::remove_dir_all(root.join(".squad/sessions")).unwrap();
     eventually("root-missing audited", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("\"kind\":\"root-missing\"").then_some(())
     });
     assert_eq!(status_json(root)["roots"][0]["missing"], true);
@@ -786,8 +753,7 @@ fn the_systemd_watchdog_is_pinged_when_enabled() {
 }
 
 fn lock_cmd(root: &Path, agent: &str, task: &str, extra: &[&str]) -> std::process::Output {
-    run(squadctl()
-        .current_dir(root)
+    run(ctl(root)
         .args(["lock", "acquire", "--agent", agent, "--task", task])
         .args(extra))
 }
@@ -823,7 +789,7 @@ fn the_daemon_shows_locks_reclaims_expired_ones_and_releases_them_when_the_sessi
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     eventually("expired lock reclaimed by squadd", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit
             .lines()
             .any(|l| l.contains("\"kind\":\"lock-reclaimed\"") && !l.contains("\"seq\":0"))
@@ -850,7 +816,7 @@ fn the_daemon_shows_locks_reclaims_expired_ones_and_releases_them_when_the_sessi
                     .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
             })
             .count();
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         (left == 0 && audit.contains("session completed")).then_some(())
     });
 }

@@ -10,17 +10,10 @@ use std::time::{Duration, Instant};
 
 const S: &str = "20240115T100000Z-errs";
 
+/// These tests read what inboxes hold: squadd's own notices (the tasks are
+/// ready) are off here and tested in notices.rs.
 fn project() -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    two_agent_session(tmp.path(), S);
-    // These tests read what inboxes hold: squadd's own notices (the tasks
-    // are ready) are off here and tested in notices.rs.
-    fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
-    tmp
-}
-
-fn ctl(root: &Path, args: &[&str]) -> std::process::Output {
-    run(squadctl().current_dir(root).args(args))
+    quiet_two_agent_project(S).0
 }
 
 #[test]
@@ -36,8 +29,8 @@ fn an_explicit_root_without_squad_is_an_error_naming_the_path() {
     ];
     for args in commands {
         for via_env in [false, true] {
-            let mut cmd = squadctl();
-            cmd.current_dir(tmp.path()).args(*args);
+            let mut cmd = ctl(tmp.path());
+            cmd.args(*args);
             if via_env {
                 cmd.env("SQUAD_ROOT", &typo);
             } else {
@@ -59,7 +52,7 @@ fn init_inside_a_project_says_so_instead_of_nesting() {
     let tmp = project();
     let sub = tmp.path().join("src/deep");
     fs::create_dir_all(&sub).unwrap();
-    let out = ctl(&sub, &["init"]);
+    let out = ctl_run(&sub, &["init"]);
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     let outer = fs::canonicalize(tmp.path()).unwrap();
     assert!(
@@ -69,34 +62,22 @@ fn init_inside_a_project_says_so_instead_of_nesting() {
     );
     assert!(!sub.join(".squad").exists());
     // Meant: a separate project.
-    let out = ctl(&sub, &["init", "--nested"]);
+    let out = ctl_run(&sub, &["init", "--nested"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(sub.join(".squad/sessions").is_dir());
     // Re-running init in a project is still fine.
-    assert_eq!(code(&ctl(tmp.path(), &["init"])), 0);
+    assert_eq!(code(&ctl_run(tmp.path(), &["init"])), 0);
 }
 
 #[test]
 fn send_with_squadd_down_warns_and_inbox_list_shows_what_waits() {
     let tmp = project();
     let root = tmp.path();
-    let out = ctl(
+    let out = ctl_run(
         root,
-        &[
-            "send",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "high",
-            "--type",
-            "question",
-            "--subject",
-            "schema?",
-            "--message",
-            "which one?",
-        ],
+        &words(
+            "send --from alice --to bob --priority high --type question --subject schema? --message 'which one?'",
+        ),
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let id = stdout(&out).trim().to_string();
@@ -105,7 +86,7 @@ fn send_with_squadd_down_warns_and_inbox_list_shows_what_waits() {
         "{}",
         stderr(&out)
     );
-    let out = ctl(root, &["inbox", "list", "bob"]);
+    let out = ctl_run(root, &["inbox", "list", "bob"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -113,17 +94,17 @@ fn send_with_squadd_down_warns_and_inbox_list_shows_what_waits() {
         "{text}"
     );
     assert!(text.contains("squadd is not running"), "{text}");
-    let out = ctl(root, &["inbox", "list", "bob", "--json"]);
+    let out = ctl_run(root, &["inbox", "list", "bob", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["not_delivered"][0]["message_id"], id, "{v}");
     assert_eq!(v["messages"].as_array().unwrap().len(), 0);
     // Alice's list is not bob's.
-    let out = ctl(root, &["inbox", "list", "alice"]);
+    let out = ctl_run(root, &["inbox", "list", "alice"]);
     assert!(!stdout(&out).contains(&id));
     // Once squadd delivers it, it is a message, not a waiting one.
     let _d = Daemon::start(root);
     eventually("delivery", || {
-        let out = ctl(root, &["inbox", "list", "bob", "--json"]);
+        let out = ctl_run(root, &["inbox", "list", "bob", "--json"]);
         let v: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
         (v["messages"].as_array()?.len() == 1 && v["not_delivered"].as_array()?.is_empty())
             .then_some(())
@@ -135,8 +116,7 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
     let tmp = project();
     let root = tmp.path();
     let d = Daemon::start(root);
-    let mut follower = squadctl()
-        .current_dir(root)
+    let mut follower = ctl(root)
         .args(["events", "--follow"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -162,7 +142,7 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
 fn status_check_exits_1_on_problems() {
     let tmp = project();
     let root = tmp.path();
-    let out = ctl(root, &["status", "--check"]);
+    let out = ctl_run(root, &["status", "--check"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     // Without --check problems are shown, exit 0 as before.
     fs::write(
@@ -172,10 +152,10 @@ fn status_check_exits_1_on_problems() {
         "meta: [broken\n",
     )
     .unwrap();
-    assert_eq!(code(&ctl(root, &["status"])), 0);
-    let out = ctl(root, &["status", "--check"]);
+    assert_eq!(code(&ctl_run(root, &["status"])), 0);
+    let out = ctl_run(root, &["status", "--check"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
-    assert_eq!(code(&ctl(root, &["status", "--check", "--json"])), 1);
+    assert_eq!(code(&ctl_run(root, &["status", "--check", "--json"])), 1);
 }
 
 #[test]
@@ -197,7 +177,7 @@ fn control_characters_in_names_never_reach_the_terminal() {
         &["inbox", "list", "bob"],
     ];
     for args in commands {
-        let out = ctl(root, args);
+        let out = ctl_run(root, args);
         for (name, text) in [("stdout", stdout(&out)), ("stderr", stderr(&out))] {
             assert!(
                 !text.contains('\u{1b}') && !text.contains('\u{7}'),
@@ -208,7 +188,7 @@ fn control_characters_in_names_never_reach_the_terminal() {
     }
     // Not a session name, so not a session (status skips it), but
     // validate names it, escaped.
-    let validate = stdout(&ctl(root, &["validate"]));
+    let validate = stdout(&ctl_run(root, &["validate"]));
     assert!(validate.contains("\\u{1b}[2J"), "{validate}");
 }
 
@@ -251,16 +231,12 @@ fn texts_read_right() {
     assert!(!text.contains("a error error"), "{text}");
     assert!(text.contains("reports an error (severity error)"), "{text}");
     // One session: "1 session", not "1 sessions".
-    let events = stdout(&ctl(root, &["events"]));
+    let events = stdout(&ctl_run(root, &["events"]));
     let started = events.lines().find(|l| l.contains(" started")).unwrap();
     assert!(started.contains("1 session,"), "{started}");
     // A policy error names its field once.
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "locks:\n  max_ttl: [1]\n",
-    )
-    .unwrap();
-    let out = ctl(root, &["lock", "list"]);
+    write_policy(root, "locks:\n  max_ttl: [1]\n");
+    let out = ctl_run(root, &["lock", "list"]);
     assert_eq!(
         stderr(&out).matches("locks.max_ttl").count(),
         1,

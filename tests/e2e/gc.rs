@@ -67,8 +67,7 @@ fn two_gcs_at_once_neither_fails_nor_repeats_the_others_work() {
         completed(root, &format!("20230101T{i:06}Z-Plan"));
     }
     let spawn = || {
-        squadctl()
-            .current_dir(root)
+        ctl(root)
             .arg("gc")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -84,7 +83,7 @@ fn two_gcs_at_once_neither_fails_nor_repeats_the_others_work() {
         fs::read_dir(root.join(".squad/archives")).unwrap().count(),
         120
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(!audit.contains("retention-failed"), "{audit}");
     assert_eq!(audit.matches("\"kind\":\"session-archived\"").count(), 120);
 }
@@ -98,7 +97,7 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
     // Another gc (or squadd's retention) holds the lock.
     let held = fs::File::create(root.join(".squad/run/gc.lock")).unwrap();
     held.lock().unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--wait", "0s"]));
+    let out = ctl_run(root, &["gc", "--wait", "0s"]);
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     assert!(
         stderr(&out).contains("another gc is running"),
@@ -110,16 +109,14 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
         "nothing done"
     );
     // A dry run only reads: it does not wait.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["gc", "--dry-run", "--wait", "0s"]));
+    let out = ctl_run(root, &["gc", "--dry-run", "--wait", "0s"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // Released meanwhile: the waiting gc goes ahead.
     let release = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
         drop(held);
     });
-    let out = run(squadctl().current_dir(root).args(["gc", "--wait", "20s"]));
+    let out = ctl_run(root, &["gc", "--wait", "20s"]);
     release.join().unwrap();
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(root.join(".squad/archives/20230101T000000Z-a").exists());
@@ -130,7 +127,7 @@ fn a_tree_deeper_than_the_fd_limit_is_deleted_completely() {
     let tmp = project();
     let root = tmp.path();
     failed_deep(root, "20230101T000000Z-deep", 200);
-    let out = run(with_fd_limit(squadctl().current_dir(root).arg("gc"), 64));
+    let out = run(with_fd_limit(ctl(root).arg("gc"), 64));
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert_eq!(
         fs::read_dir(root.join(".squad/sessions")).unwrap().count(),
@@ -147,7 +144,7 @@ fn an_interrupted_deletion_is_reported_and_finished_by_the_next_run() {
     let remnant = root.join(".squad/archives/.deleting-20230101T000000Z-x-4242");
     fs::create_dir_all(remnant.join("artifacts/a/b")).unwrap();
     fs::write(remnant.join("artifacts/a/b/big.bin"), "x").unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--dry-run"]));
+    let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stdout(&out).contains("would finish  archives .deleting-20230101T000000Z-x-4242")
@@ -155,10 +152,10 @@ fn an_interrupted_deletion_is_reported_and_finished_by_the_next_run() {
         "{}",
         stdout(&out)
     );
-    let out = run(squadctl().current_dir(root).arg("gc"));
+    let out = ctl_run(root, &["gc"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(!remnant.exists());
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("an interrupted deletion"), "{audit}");
 }
 
@@ -167,18 +164,11 @@ fn a_future_now_plans_only() {
     let tmp = project();
     let root = tmp.path();
     completed(root, "20230101T000000Z-a");
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["gc", "--now", "2999-01-01T00:00:00Z"]));
+    let out = ctl_run(root, &["gc", "--now", "2999-01-01T00:00:00Z"]);
     assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
     assert!(stderr(&out).contains("--dry-run"), "{}", stderr(&out));
     assert!(root.join(".squad/sessions/20230101T000000Z-a").exists());
-    let out = run(squadctl().current_dir(root).args([
-        "gc",
-        "--dry-run",
-        "--now",
-        "2999-01-01T00:00:00Z",
-    ]));
+    let out = ctl_run(root, &["gc", "--dry-run", "--now", "2999-01-01T00:00:00Z"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let help = stdout(&run(squadctl().args(["gc", "--help"])));
     assert!(help.contains("only with --dry-run"), "{help}");
@@ -188,12 +178,8 @@ fn a_future_now_plans_only() {
 fn a_schedule_that_never_fires_is_refused_naming_the_field() {
     let tmp = project();
     let root = tmp.path();
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '0 0 0 30 2 *'\n",
-    )
-    .unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--dry-run"]));
+    write_policy(root, "retention:\n  schedule: '0 0 0 30 2 *'\n");
+    let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(
         stderr(&out).contains("retention.schedule")
@@ -209,11 +195,7 @@ fn squadd_s_scheduled_retention_waits_for_a_running_gc() {
     let tmp = project();
     let root = tmp.path();
     fs::create_dir_all(root.join(".squad/run")).unwrap();
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '* * * * * *'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: '* * * * * *'\n");
     // squadctl gc (or another squadd) is running.
     let held = fs::File::create(root.join(".squad/run/gc.lock")).unwrap();
     held.lock().unwrap();
@@ -228,6 +210,6 @@ fn squadd_s_scheduled_retention_waits_for_a_running_gc() {
             .exists()
             .then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(!audit.contains("retention-failed"), "{audit}");
 }

@@ -10,26 +10,24 @@ use std::process::Stdio;
 
 const SESSION: &str = "20240115T100000Z-guard";
 
-fn write(root: &Path, path: &str, text: &str) {
-    let p = root.join(path);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
-
 fn plan(agent: &str, task: &str, allowed: &[&str], forbidden: &[&str]) -> String {
     let list = |v: &[&str]| {
         v.iter()
             .map(|g| format!("    - \"{g}\"\n"))
             .collect::<String>()
     };
-    format!(
-        "meta:\n  task_id: {task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n{}  forbidden:\n{}",
-        list(allowed),
-        if forbidden.is_empty() {
-            "    []\n".to_string()
-        } else {
-            list(forbidden)
-        }
+    let forbidden = if forbidden.is_empty() {
+        "    []\n".to_string()
+    } else {
+        list(forbidden)
+    };
+    plan_text(
+        task,
+        agent,
+        &format!(
+            "boundaries:\n  allowed:\n{}  forbidden:\n{forbidden}",
+            list(allowed)
+        ),
     )
 }
 
@@ -75,17 +73,10 @@ fn project() -> (tempfile::TempDir, tempfile::TempDir) {
     write(root, "backend/api.rs", "fn main() {}\n");
     write(root, "shared/api.ts", "export {}\n");
     std::os::unix::fs::symlink(outside.path(), root.join("backend/out")).unwrap();
-    let out = run(squadctl().current_dir(root).args([
-        "lock",
-        "acquire",
-        "shared/api.ts",
-        "--agent",
-        "frontend",
-        "--task",
-        "task_2",
-        "--ttl",
-        "1h",
-    ]));
+    let out = ctl_run(
+        root,
+        &words("lock acquire shared/api.ts --agent frontend --task task_2 --ttl 1h"),
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     (tmp, outside)
 }
@@ -97,12 +88,8 @@ fn guard(
     format: Option<&str>,
     input: &str,
 ) -> (i32, String, String) {
-    let mut cmd = squadctl();
-    cmd.current_dir(root)
-        .arg("guard")
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION")
+    let mut cmd = ctl(root);
+    cmd.arg("guard")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -470,7 +457,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
 "#;
     write(root, ".claude/settings.json", settings);
     let sq = |args: &[&str]| {
-        let out = run(squadctl().current_dir(root).args(args));
+        let out = run(ctl(root).args(args));
         assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
         stdout(&out)
     };
@@ -534,8 +521,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     let home = tempfile::tempdir().unwrap();
     let codex_home = home.path().join("codex-home");
     let user = |args: &[&str]| {
-        run(squadctl()
-            .current_dir(root)
+        run(ctl(root)
             .env("HOME", home.path())
             .env("CODEX_HOME", &codex_home)
             .args(args))
@@ -550,9 +536,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
 
     // A settings file that is not JSON is never clobbered.
     write(root, ".claude/settings.json", "{ broken");
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["guard", "install", "--claude"]));
+    let out = ctl_run(root, &["guard", "install", "--claude"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
     assert_eq!(
@@ -562,23 +546,12 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
 }
 
 fn git(root: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
-    let mut cmd = std::process::Command::new("git");
-    cmd.current_dir(root)
-        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
-        .args(args)
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_ROOT");
+    let mut cmd = git_in(root);
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.output().unwrap()
-}
-
-fn git_ok(root: &Path, args: &[&str]) -> String {
-    let out = git(root, &[], args);
-    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
-    stdout(&out)
 }
 
 #[test]
@@ -604,9 +577,7 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
     );
 
     let program = env!("CARGO_BIN_EXE_squadctl");
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["hooks", "install", "--program", program]));
+    let out = ctl_run(root, &["hooks", "install", "--program", program]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stdout(&out).contains("pre-commit: kept the existing hook"),
@@ -692,7 +663,7 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
     );
 
     // uninstall restores what was there.
-    let out = run(squadctl().current_dir(root).args(["hooks", "uninstall"]));
+    let out = ctl_run(root, &["hooks", "uninstall"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(
         fs::read_to_string(root.join(".githooks/pre-commit")).unwrap(),
@@ -715,12 +686,9 @@ fn check_staged_attributes_the_index_to_the_committing_task() {
     write(root, "frontend/src/components/UserSearch.tsx", "x\n");
     git_ok(root, &["add", "frontend"]);
     let check = |env: &[(&str, &str)], args: &[&str]| {
-        let mut cmd = squadctl();
-        cmd.current_dir(root)
-            .args(["check", "--staged", "--color", "never"])
-            .args(args)
-            .env_remove("SQUAD_TASK")
-            .env_remove("SQUAD_AGENT");
+        let mut cmd = ctl(root);
+        cmd.args(["check", "--staged", "--color", "never"])
+            .args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }

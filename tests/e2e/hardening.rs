@@ -4,7 +4,7 @@
 use crate::support::*;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -42,6 +42,16 @@ const D: &str = "20240110T100000Z-done";
 enum Target {
     Dir,
     File,
+}
+
+/// Plants a link at `at` to `outside` (a directory) or to its `file`.
+fn plant_link(at: &Path, outside: &Path, target: Target) {
+    fs::create_dir_all(at.parent().unwrap()).unwrap();
+    let to = match target {
+        Target::Dir => outside.to_path_buf(),
+        Target::File => outside.join("file"),
+    };
+    symlink(&to, at).unwrap();
 }
 
 /// Every path squadd creates or writes in a root, with what it expects
@@ -92,16 +102,24 @@ fn project(root: &Path) {
     .unwrap();
     // Retention every second (archives D); every ready task run by a
     // runner that prints a line (runs/<task>/prompt.md, run.json, run.log).
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         "retention:\n  schedule: '* * * * * *'\nrunners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [\"/bin/sh\", \"-c\", \"echo ran\"]\n",
-    )
-    .unwrap();
+    );
     fs::write(
         s.join("role-comm-alice-to-bob-msg_1.md"),
-        "meta:\n  message_id: msg_1\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n",
+        notification("msg_1", "critical", "2024-01-15T10:00:00Z", "s", "m"),
     )
     .unwrap();
+}
+
+/// [`project`] at `p` in a new temporary directory (links planted there
+/// may point next to it); returns the directory and the root.
+fn project_in_tmp() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("p");
+    project(&root);
+    (tmp, root)
 }
 
 /// Everything under `dir`: relative path, mode, content.
@@ -221,12 +239,7 @@ fn squadd_never_writes_through_a_planted_symlink() {
         fs::write(outside.join("file"), "keep\n").unwrap();
         fs::write(outside.join("sub/state.json"), "keep\n").unwrap();
         fs::set_permissions(&outside, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let to = match target {
-            Target::Dir => outside.clone(),
-            Target::File => outside.join("file"),
-        };
-        symlink(&to, &at).unwrap();
+        plant_link(&at, &outside, target);
         let before = snapshot(&outside);
         run_squadd(&root, &tmp.path().join("squadd.log"));
         if snapshot(&outside) != before {
@@ -244,32 +257,16 @@ fn squadd_never_writes_through_a_planted_symlink() {
 fn ctl_project(root: &Path) {
     project(root);
     let s = root.join(".squad/sessions").join(S);
-    fs::write(
-        s.join("role-plan-alice-task_lock.md"),
-        "meta:\n  task_id: task_lock\n  agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - src/**\n",
-    )
-    .unwrap();
+    write_plan(
+        &s,
+        "task_lock",
+        "alice",
+        "boundaries:\n  allowed:\n    - src/**\n",
+    );
     // An entry waiting in the decisions inbox (for `memory merge`).
-    let out = squadctl()
-        .current_dir(root)
-        .args([
-            "memory",
-            "add",
-            "--type",
-            "decision",
-            "--summary",
-            "setup",
-            "--author",
-            "bob",
-            "--details",
-            "d",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    ctl_ok(
+        root,
+        &words("memory add --type decision --summary setup --author bob --details d"),
     );
     let new = s.join("inbox/bob/new");
     fs::create_dir_all(&new).unwrap();
@@ -280,198 +277,72 @@ fn ctl_project(root: &Path) {
     .unwrap();
 }
 
+/// The command of the rows of [`CTL_WRITES`] that `lock acquire` writes.
+const LOCK_ACQUIRE: &str = "lock acquire --session S --agent alice --task task_lock src/x";
+
 /// Every path squadctl writes (creates, replaces, appends to, renames into,
-/// locks) for the command that writes it. The symlink test plants a link at
-/// each: a new squadctl write belongs in this table. `S` is the session.
-const CTL_WRITES: &[(&str, Target, &[&str])] = &[
-    (".squad", Target::Dir, &["init"]),
-    ("AGENTS.md", Target::File, &["init"]),
+/// locks) for the command that writes it (a command line, see [`words`]).
+/// The symlink test plants a link at each: a new squadctl write belongs in
+/// this table. `S` is the session.
+const CTL_WRITES: &[(&str, Target, &str)] = &[
+    (".squad", Target::Dir, "init"),
+    ("AGENTS.md", Target::File, "init"),
+    (".squad/sessions", Target::Dir, "session new --slug x"),
     (
-        ".squad/sessions",
+        ".squad/sessions/S",
         Target::Dir,
-        &["session", "new", "--slug", "x"],
+        "send --session S --from alice --to bob --priority high --type notification --subject s --message m",
     ),
     (
         ".squad/sessions/S",
         Target::Dir,
-        &[
-            "send",
-            "--session",
-            "S",
-            "--from",
-            "alice",
-            "--to",
-            "bob",
-            "--priority",
-            "high",
-            "--type",
-            "notification",
-            "--subject",
-            "s",
-            "--message",
-            "m",
-        ],
+        "task new --session S --agent alice --id task_new --instruction x",
     ),
     (
         ".squad/sessions/S",
         Target::Dir,
-        &[
-            "task",
-            "new",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--id",
-            "task_new",
-            "--instruction",
-            "x",
-        ],
+        "progress --session S --task task_alice --agent alice --status in_progress --percent 10",
     ),
     (
         ".squad/sessions/S",
         Target::Dir,
-        &[
-            "progress",
-            "--session",
-            "S",
-            "--task",
-            "task_alice",
-            "--agent",
-            "alice",
-            "--status",
-            "in_progress",
-            "--percent",
-            "10",
-        ],
+        "report-error --session S --task task_alice --agent alice --severity error --type build --message m",
     ),
-    (
-        ".squad/sessions/S",
-        Target::Dir,
-        &[
-            "report-error",
-            "--session",
-            "S",
-            "--task",
-            "task_alice",
-            "--agent",
-            "alice",
-            "--severity",
-            "error",
-            "--type",
-            "build",
-            "--message",
-            "m",
-        ],
-    ),
-    (
-        ".squad/sessions/S/locks",
-        Target::Dir,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (
-        ".squad/run",
-        Target::Dir,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (
-        ".squad/run/locks.mutex",
-        Target::File,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (
-        ".squad/audit.jsonl",
-        Target::File,
-        &[
-            "lock",
-            "acquire",
-            "--session",
-            "S",
-            "--agent",
-            "alice",
-            "--task",
-            "task_lock",
-            "src/x",
-        ],
-    ),
-    (".squad/run/gc.lock", Target::File, &["gc"]),
+    (".squad/sessions/S/locks", Target::Dir, LOCK_ACQUIRE),
+    (".squad/run", Target::Dir, LOCK_ACQUIRE),
+    (".squad/run/locks.mutex", Target::File, LOCK_ACQUIRE),
+    (".squad/audit.jsonl", Target::File, LOCK_ACQUIRE),
+    (".squad/run/gc.lock", Target::File, "gc"),
     (
         ".squad/sessions/S/inbox/bob/cur",
         Target::Dir,
-        &["inbox", "ack", "bob", "msg_1"],
+        "inbox ack bob msg_1",
     ),
-    (".squad/decisions/inbox", Target::Dir, &["memory", "merge"]),
+    (".squad/decisions/inbox", Target::Dir, "memory merge"),
     (
         ".claude",
         Target::Dir,
-        &["guard", "install", "--claude", "--program", "/bin/true"],
+        "guard install --claude --program /bin/true",
     ),
     (
         ".codex",
         Target::Dir,
-        &["guard", "install", "--codex", "--program", "/bin/true"],
+        "guard install --codex --program /bin/true",
     ),
     (
         ".github",
         Target::Dir,
-        &["guard", "install", "--copilot", "--program", "/bin/true"],
+        "guard install --copilot --program /bin/true",
     ),
     (
         ".squad/skills",
         Target::Dir,
-        &[
-            "skills",
-            "new",
-            "my-skill",
-            "--description",
-            "Does x. Use when y.",
-        ],
+        "skills new my-skill --description 'Does x. Use when y.'",
     ),
     (
         ".squad/decisions/inbox",
         Target::Dir,
-        &[
-            "memory",
-            "add",
-            "--type",
-            "decision",
-            "--summary",
-            "s",
-            "--author",
-            "alice",
-            "--details",
-            "d",
-        ],
+        "memory add --type decision --summary s --author alice --details d",
     ),
 ];
 
@@ -481,7 +352,7 @@ const CTL_WRITES: &[(&str, Target, &[&str])] = &[
 #[test]
 fn squadctl_never_writes_through_a_planted_symlink() {
     let mut failures = Vec::new();
-    for &(rel, target, args) in CTL_WRITES {
+    for &(rel, target, line) in CTL_WRITES {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("p");
         let outside = tmp.path().join("outside");
@@ -492,13 +363,12 @@ fn squadctl_never_writes_through_a_planted_symlink() {
         // a refusal below is about the link).
         let clean = tmp.path().join("clean");
         ctl_project(&clean);
-        let args: Vec<&str> = args.iter().map(|a| if *a == "S" { S } else { a }).collect();
-        let ok = squadctl()
-            .current_dir(&clean)
-            .env("SQUAD_AGENT", "alice")
-            .args(&args)
-            .output()
-            .unwrap();
+        let args: Vec<&str> = words(line)
+            .into_iter()
+            .map(|a| if a == "S" { S } else { a })
+            .collect();
+        let as_alice = |root: &Path| run(ctl(root).env("SQUAD_AGENT", "alice").args(&args));
+        let ok = as_alice(&clean);
         if !ok.status.success() {
             failures.push(format!(
                 "{rel} ({}): fails without a link: {}",
@@ -520,19 +390,9 @@ fn squadctl_never_writes_through_a_planted_symlink() {
         } else {
             let _ = fs::remove_file(&at);
         }
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let to = match target {
-            Target::Dir => outside.clone(),
-            Target::File => outside.join("file"),
-        };
-        symlink(&to, &at).unwrap();
+        plant_link(&at, &outside, target);
         let before = snapshot(&outside);
-        let out = squadctl()
-            .current_dir(&root)
-            .env("SQUAD_AGENT", "alice")
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = as_alice(&root);
         let after = snapshot(&outside);
         if after != before {
             failures.push(format!(
@@ -591,20 +451,6 @@ fn read_project(root: &Path) {
         fs::create_dir_all(squad.join(rel).parent().unwrap()).unwrap();
         fs::write(squad.join(rel), text).unwrap();
     }
-}
-
-/// Waits for `child` to exit within `limit`; kills it and returns None if not.
-fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let start = std::time::Instant::now();
-    while start.elapsed() < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status.code().unwrap_or(-1));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// A FIFO (or any non-file) where a file is expected never hangs squadd or
@@ -680,13 +526,13 @@ fn a_fifo_at_any_path_read_never_hangs_squadd_or_squadctl() {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap();
-            if wait_for(&mut ctl, Duration::from_secs(15)).is_none() {
+            if exit_within(&mut ctl, Duration::from_secs(15)).is_none() {
                 failures.push(format!("{rel}: squadctl {args:?} hung"));
             }
         }
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        if wait_for(&mut child, Duration::from_secs(15)).is_none() {
+        if exit_within(&mut child, Duration::from_secs(15)).is_none() {
             failures.push(format!("{rel}: squadd ignored SIGTERM"));
         }
     }
@@ -737,9 +583,7 @@ fn gc_racing_a_symlink_swap_of_sessions_never_touches_the_outside() {
                 }
             })
         };
-        let _ = run(squadctl()
-            .current_dir(&root)
-            .args(["gc", "--now", "2024-06-01T12:00:00Z"]));
+        let _ = ctl_run(&root, &["gc", "--now", "2024-06-01T12:00:00Z"]);
         stop.store(true, Ordering::Relaxed);
         swapper.join().unwrap();
         assert_eq!(snapshot(&outside), before, "round {round}");
@@ -758,9 +602,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
     use crate::daemon::{Daemon, eventually};
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (_tmp, root) = project_in_tmp();
     let d = Daemon::start(&root);
     let sock = root.join(".squad/run/squadd.sock");
     let request = b"{\"protocol_version\":1,\"method\":\"events\",\"follow\":true}\n";
@@ -810,8 +652,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
         "{refused}"
     );
     drop(held);
-    let (code, _) = d.terminate();
-    assert_eq!(code, 0);
+    assert_eq!(d.terminate().0, 0);
 }
 
 /// A policy duration past the maximum is refused with its field named
@@ -819,9 +660,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
 /// bare 2^64-1 silently became 0).
 #[test]
 fn durations_past_the_maximum_are_refused_naming_the_field() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (tmp, root) = project_in_tmp();
     for (text, field) in [
         (
             "messages:\n  escalate_after:\n    high: 100000000d\n",
@@ -829,8 +668,8 @@ fn durations_past_the_maximum_are_refused_naming_the_field() {
         ),
         ("locks:\n  max_ttl: 18446744073709551615\n", "locks.max_ttl"),
     ] {
-        fs::write(root.join(".squad/policies.yaml"), text).unwrap();
-        let out = run(squadctl().args(["gc", "--dry-run"]).current_dir(&root));
+        write_policy(&root, text);
+        let out = ctl_run(&root, &["gc", "--dry-run"]);
         assert_eq!(code(&out), 2, "{text}");
         let err = stderr(&out);
         assert!(
@@ -869,9 +708,7 @@ fn durations_past_the_maximum_are_refused_naming_the_field() {
 #[test]
 fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
     use crate::daemon::{Daemon, eventually};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (_tmp, root) = project_in_tmp();
     let d = Daemon::start(&root);
     let sessions = root.join(".squad/sessions");
     let staging = sessions.join("20240116T000001Z.tmp");
@@ -904,8 +741,7 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
         .filter(|n| n.contains(".tmp."))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    let (code, _) = d.terminate();
-    assert_eq!(code, 0);
+    assert_eq!(d.terminate().0, 0);
 }
 
 /// A protocol file swapped by rename between a regular file and a FIFO,
@@ -917,9 +753,7 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
     use crate::daemon::Daemon;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("p");
-    project(&root);
+    let (tmp, root) = project_in_tmp();
     let d = Daemon::start(&root);
     let target = root
         .join(".squad/sessions")
@@ -969,7 +803,7 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        match wait_for(&mut ctl, Duration::from_secs(10)) {
+        match exit_within(&mut ctl, Duration::from_secs(10)) {
             Some(0) if answered(&out) => answers += 1,
             other => failures.push(format!(
                 "status after {:?}: {other:?}: {}",
@@ -986,10 +820,9 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
         "{answers} answers"
     );
     // Still answering once the swapping stops, and stops cleanly.
-    let status = run(squadctl().args(["status", "--json"]).current_dir(&root));
+    let status = ctl_run(&root, &["status", "--json"]);
     assert_eq!(code(&status), 0, "{}", stderr(&status));
     fs::write(&out, stdout(&status)).unwrap();
     assert!(answered(&out), "{}", stdout(&status));
-    let (code, _) = d.terminate();
-    assert_eq!(code, 0);
+    assert_eq!(d.terminate().0, 0);
 }

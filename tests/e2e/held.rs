@@ -115,8 +115,7 @@ fn gc_killed_mid_run_leaves_every_archive_whole_and_loses_no_session() {
     let mut killed_mid_run = 0;
     for _ in 0..6 {
         let before = sessions_whole(root, &names);
-        let mut gc = squadctl()
-            .current_dir(root)
+        let mut gc = ctl(root)
             .arg("gc")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -136,7 +135,7 @@ fn gc_killed_mid_run_leaves_every_archive_whole_and_loses_no_session() {
     }
     assert!(killed_mid_run > 0, "at least one kill landed mid-run");
     // The next gc finishes the job; nothing was lost on the way.
-    let out = run(squadctl().current_dir(root).arg("gc"));
+    let out = ctl_run(root, &["gc"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert_eq!(sessions_whole(root, &names), names.len());
     assert!(active.join("session-status.md").exists());
@@ -147,11 +146,10 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     fs::create_dir_all(root.join(".squad/run")).unwrap();
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!("{NO_NOTICES}retention:\n  schedule: '* * * * * *'\n"),
-    )
-    .unwrap();
+    );
     let mut names = Vec::new();
     let mut rand = xorshift(0x51);
     let mut killed_mid_run = 0;
@@ -190,21 +188,11 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
 
 const LOCK_SESSION: &str = "20240115T100000Z-locks";
 
+/// `n` agents `agent-<i>`, each with `task_<i>` allowed to change `shared/**`.
 fn lock_project(n: usize) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = tmp.path().join(".squad/sessions").join(LOCK_SESSION);
-    fs::create_dir_all(&s).unwrap();
-    fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
-    for i in 0..n {
-        fs::write(
-            s.join(format!("role-plan-agent-{i}-task_{i}.md")),
-            format!(
-                "meta:\n  task_id: task_{i}\n  agent: agent-{i}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - shared/**\n"
-            ),
-        )
-        .unwrap();
-    }
-    tmp
+    numbered_agents_project(LOCK_SESSION, n, |_| {
+        "boundaries:\n  allowed:\n    - shared/**\n".to_string()
+    })
 }
 
 /// The lock records (`*.json`, not temporaries) and what each holds.
@@ -245,8 +233,7 @@ fn lock_races_with_kill_9_leave_one_holder_and_no_corrupt_record() {
     for round in 0..6 {
         let mut children: Vec<_> = (0..N)
             .map(|i| {
-                squadctl()
-                    .current_dir(root)
+                ctl(root)
                     .args(["lock", "acquire", globs[(i + round) % globs.len()]])
                     .args(["--agent", &format!("agent-{i}"), "--task"])
                     .arg(format!("task_{i}"))
@@ -285,7 +272,7 @@ fn lock_races_with_kill_9_leave_one_holder_and_no_corrupt_record() {
             assert_eq!(records.len(), 1, "round {round}: refused by nobody");
             contended += 1;
         }
-        let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+        let out = ctl_run(root, &["lock", "list"]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
         assert!(!stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
         // Next round starts free.
@@ -311,9 +298,7 @@ fn read_reply(s: &UnixStream) -> String {
 }
 
 fn status_answers(root: &Path) {
-    let out = run(squadctl().current_dir(root).args(["status", "--json"]));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let v = status_json(root);
     assert!(v["roots"].is_array(), "{v}");
 }
 
@@ -440,10 +425,8 @@ fn inbox_ids(session: &Path, agent: &str) -> BTreeMap<String, usize> {
 #[test]
 fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
     const S: &str = "20240115T100000Z-burst";
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, session) = quiet_two_agent_project(S);
     let root = tmp.path();
-    let session = two_agent_session(root, S);
-    fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     let d = Daemon::start_with_env(root, &[("SQUADD_MAX_QUEUED", "256")]);
     const N: usize = 1000;
     // One file in 20 is broken: each must be reported once, whether its
@@ -454,17 +437,15 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         let text = if broken(i) {
             format!("meta: [unclosed {i}\n")
         } else {
-            format!(
-                "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: notification\nsubject: s{i}\nmessage: m{i}\n"
+            notification(
+                &id,
+                "high",
+                "2024-01-15T10:00:00Z",
+                &format!("s{i}"),
+                &format!("m{i}"),
             )
         };
-        let tmp = session.join(format!(".{id}.partial"));
-        fs::write(&tmp, text).unwrap();
-        fs::rename(
-            &tmp,
-            session.join(format!("role-comm-alice-to-bob-{id}.md")),
-        )
-        .unwrap();
+        write_alice_to_bob(&session, &id, &text);
     }
     let valid = (0..N).filter(|i| !broken(*i)).count();
     let ids = eventually("every message delivered", || {
@@ -474,7 +455,7 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
     assert!(ids.values().all(|n| *n == 1), "none twice");
     // The audit lines follow the inbox files (written with the batch).
     let delivered = || {
-        fs::read_to_string(root.join(".squad/audit.jsonl"))
+        audit_log(root)
             .unwrap()
             .matches("\"kind\":\"message-delivered\"")
             .count()
@@ -484,7 +465,7 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
     });
     assert_eq!(delivered(), valid, "each delivery audited once");
     let rescans = || {
-        fs::read_to_string(root.join(".squad/audit.jsonl"))
+        audit_log(root)
             .unwrap()
             .matches("\"kind\":\"rescanned\"")
             .count()
@@ -496,7 +477,7 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
         std::thread::sleep(Duration::from_millis(1500));
         (rescans() == before).then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let invalid: Vec<&str> = audit
         .lines()
         .filter(|l| l.contains("\"kind\":\"file-invalid\""))
@@ -514,10 +495,8 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
 #[test]
 fn absurd_plan_timeouts_are_diagnosed_and_squadd_does_not_panic() {
     const S: &str = "20240115T100000Z-timeouts";
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, session) = quiet_two_agent_project(S);
     let root = tmp.path();
-    let session = two_agent_session(root, S);
-    fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     let d = Daemon::start(root);
     let values = ["-1", "9223372036854775808", "18446744073709551616"];
     for (i, v) in values.iter().enumerate() {
@@ -528,8 +507,7 @@ fn absurd_plan_timeouts_are_diagnosed_and_squadd_does_not_panic() {
         );
         fs::write(session.join(format!("role-plan-alice-task_t{i}.md")), text).unwrap();
     }
-    let out = run(squadctl()
-        .current_dir(root)
+    let out = run(ctl(root)
         .args(["validate", "--format", "json"])
         .arg(&session));
     let text = stdout(&out);
@@ -540,7 +518,7 @@ fn absurd_plan_timeouts_are_diagnosed_and_squadd_does_not_panic() {
     }
     // squadd reads them, reports them, and keeps answering.
     eventually("squadd reports the bad plans", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         (audit.matches("\"kind\":\"file-invalid\"").count() >= values.len()).then_some(())
     });
     status_answers(root);

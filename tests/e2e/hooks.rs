@@ -2,6 +2,7 @@
 //! concurrency in priority order, at least once.
 
 use crate::daemon::{Daemon, eventually};
+use crate::support::{write_numbered_message, write_policy};
 use std::fs;
 use std::path::Path;
 
@@ -17,21 +18,13 @@ fn project(policy: &str) -> tempfile::TempDir {
         "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
     )
     .unwrap();
-    fs::write(tmp.path().join(".squad/policies.yaml"), policy).unwrap();
+    write_policy(tmp.path(), policy);
     tmp
 }
 
+/// Writes message `i` as an agent would (see [`write_numbered_message`]).
 fn write_message(root: &Path, i: usize, priority: &str) {
-    let id = format!("msg_{i:05}");
-    let s = root.join(".squad/sessions").join(S);
-    let text = format!(
-        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:{:02}:{:02}Z\n  priority: {priority}\ntype: notification\nsubject: s{i}\nmessage: m{i}\n",
-        (i / 60) % 60,
-        i % 60
-    );
-    let tmp = s.join(format!(".{id}.partial"));
-    fs::write(&tmp, text).unwrap();
-    fs::rename(&tmp, s.join(format!("role-comm-alice-to-bob-{id}.md"))).unwrap();
+    write_numbered_message(&root.join(".squad/sessions").join(S), i, priority);
 }
 
 /// A notify policy for bob running `script` (sh) with at most `max` at once.

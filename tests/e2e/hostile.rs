@@ -83,7 +83,7 @@ fn archiving_leaves_stale_temporaries_behind() {
     touch_old(&s.join("inbox/bob/tmp/x.md.999999"));
     touch_old(&s.join("locks/.l.json.tmp.999999.1"));
     fs::write(s.join(".summary.md.tmp.999999.2"), "in flight").unwrap();
-    let out = run(squadctl().arg("gc").current_dir(root));
+    let out = ctl_run(root, &["gc"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let archived = root.join(".squad/archives").join(name);
     assert!(archived.join("session-status.md").exists(), "archived");
@@ -100,10 +100,7 @@ fn archiving_leaves_stale_temporaries_behind() {
 
 /// A project with two agents and no notices (the test counts inboxes).
 fn project() -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    two_agent_session(tmp.path(), S);
-    fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
-    tmp
+    quiet_two_agent_project(S).0
 }
 
 /// Writes a message file from `from` to bob with `id` and `created_at`;
@@ -123,9 +120,7 @@ fn write_message_as(root: &Path, from: &str, id: &str, created_at: &str) -> Stri
 
 /// bob's messages as `squadctl inbox list bob --json` shows them.
 fn listed(root: &Path) -> Option<Vec<serde_json::Value>> {
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["inbox", "list", "bob", "--json"]));
+    let out = ctl_run(root, &["inbox", "list", "bob", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
     v["messages"].as_array().cloned()
 }
@@ -183,7 +178,7 @@ fn odd_times_long_names_and_reused_ids_all_reach_the_inbox() {
         assert!(n.len() <= 255, "{n:?}");
     }
     let problem = eventually("the reused id reported", || {
-        let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+        let out = ctl_run(root, &["status", "--json"]);
         let v: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
         v["roots"][0]["sessions"][0]["problems"]
             .as_array()?
@@ -197,11 +192,9 @@ fn odd_times_long_names_and_reused_ids_all_reach_the_inbox() {
             .is_some_and(|p| p.ends_with(&reused)),
         "{problem}"
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(!audit.contains("output-failed"), "{audit}");
-    let out = run(squadctl()
-        .args(["validate", "--color", "never"])
-        .current_dir(root));
+    let out = ctl_run(root, &["validate", "--color", "never"]);
     assert!(
         stdout(&out).contains(&format!("{reused}:"))
             && stdout(&out).contains("error[duplicate-message-id]"),
@@ -236,7 +229,7 @@ fn an_invalid_policy_at_start_runs_on_the_defaults_and_names_the_field() {
     )
     .unwrap();
     let d = Daemon::start(root);
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let refused = audit
         .lines()
         .find(|l| l.contains("\"kind\":\"policy-refused\""))
@@ -248,7 +241,7 @@ fn an_invalid_policy_at_start_runs_on_the_defaults_and_names_the_field() {
         "{refused}"
     );
     let status = || {
-        let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+        let out = ctl_run(root, &["status", "--json"]);
         serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
     };
     let v = status();
@@ -284,7 +277,7 @@ fn an_invalid_policy_at_start_runs_on_the_defaults_and_names_the_field() {
     )
     .unwrap();
     let refused = eventually("the edit refused", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit
             .lines()
             .find(|l| l.contains("messages.deliver_within.medium"))
@@ -362,7 +355,7 @@ fn a_read_failing_with_emfile_is_retried_never_blamed_on_the_file() {
             .any(|m| m["message_id"] == "msg_emfile")
             .then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     for line in audit.lines().filter(|l| l.contains(&name)) {
         assert!(
             !line.contains("file-invalid") && !line.contains("unreadable"),

@@ -12,33 +12,21 @@ const SESSION: &str = "20240115T100000Z-locks";
 /// A project with `n` agents (`agent-0`…), each assigned `task_<i>` allowed
 /// to change `shared/**` and `own-<i>/**`.
 fn project(n: usize) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = tmp.path().join(".squad/sessions").join(SESSION);
-    fs::create_dir_all(&s).unwrap();
-    fs::create_dir_all(tmp.path().join(".squad/run")).unwrap();
-    for i in 0..n {
-        fs::write(
-            s.join(format!("role-plan-agent-{i}-task_{i}.md")),
-            format!(
-                "meta:\n  task_id: task_{i}\n  agent: agent-{i}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\nboundaries:\n  allowed:\n    - shared/**\n    - own-{i}/**\n  forbidden:\n    - shared/secret/**\n"
-            ),
+    numbered_agents_project(SESSION, n, |i| {
+        format!(
+            "boundaries:\n  allowed:\n    - shared/**\n    - own-{i}/**\n  forbidden:\n    - shared/secret/**\n"
         )
-        .unwrap();
-    }
-    tmp
+    })
 }
 
 fn lock(root: &Path, i: usize, args: &[&str]) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .args(["lock", "acquire"])
-        .args(args)
-        .args([
-            "--agent",
-            &format!("agent-{i}"),
-            "--task",
-            &format!("task_{i}"),
-        ]);
+    let mut c = ctl(root);
+    c.args(["lock", "acquire"]).args(args).args([
+        "--agent",
+        &format!("agent-{i}"),
+        "--task",
+        &format!("task_{i}"),
+    ]);
     c
 }
 
@@ -136,7 +124,7 @@ fn expired_locks_are_reclaimed_and_audited() {
     std::thread::sleep(Duration::from_millis(1100));
     let out = run(&mut lock(root, 1, &["shared/x"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("\"kind\":\"lock-reclaimed\""), "{audit}");
     assert!(audit.contains("\"reason\":\"expired\""), "{audit}");
 }
@@ -160,7 +148,7 @@ fn locks_of_a_dead_process_are_reclaimed() {
     holder.wait().unwrap();
     let out = run(&mut lock(root, 1, &["shared/x"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(
         audit.contains(&format!("its process {pid} is gone")),
         "{audit}"
@@ -179,9 +167,7 @@ fn wait_blocks_until_the_lock_is_free() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "release", "shared/x", "--agent", "agent-0"]));
+    let out = ctl_run(root, &["lock", "release", "shared/x", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = waiter.wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -225,9 +211,7 @@ fn hostile_targets_are_refused_with_reasons() {
         );
     }
     // Usage errors are 2.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "acquire", "x", "--agent", "Bad", "--task", "task_0"]));
+    let out = ctl_run(root, &words("lock acquire x --agent Bad --task task_0"));
     assert_eq!(code(&out), 2);
 }
 
@@ -245,7 +229,7 @@ fn a_corrupt_record_is_reported_and_treated_as_held() {
         "{}",
         stderr(&out)
     );
-    let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+    let out = ctl_run(root, &["lock", "list"]);
     assert!(stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
     assert!(
         locks.join("garbage.json").exists(),
@@ -261,17 +245,16 @@ fn renew_extends_and_list_reports() {
         code(&run(&mut lock(root, 0, &["own-0/a", "--ttl", "1m"]))),
         0
     );
-    let out = run(squadctl().current_dir(root).args([
-        "lock", "renew", "own-0/a", "--agent", "agent-0", "--ttl", "2h", "--json",
-    ]));
+    let out = ctl_run(
+        root,
+        &words("lock renew own-0/a --agent agent-0 --ttl 2h --json"),
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let until = v["renewed"][0]["expires_at"].as_str().unwrap();
     let until = chrono::DateTime::parse_from_rfc3339(until).unwrap();
     assert!(until > chrono::Utc::now() + chrono::Duration::minutes(100));
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "list", "--json"]));
+    let out = ctl_run(root, &["lock", "list", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["locks"][0]["lock"]["targets"][0], "own-0/a");
     assert_eq!(v["locks"][0]["state"], "held");
@@ -285,9 +268,7 @@ fn re_taking_ones_own_lock_replaces_it() {
         assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a", "own-0/b"]))), 0);
     }
     assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "list", "--json"]));
+    let out = ctl_run(root, &["lock", "list", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let mut targets: Vec<String> = v["locks"]
         .as_array()
@@ -340,7 +321,7 @@ fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
     drop(mutex);
     let status = child.wait().unwrap();
     assert!(status.success());
-    let out = run(squadctl().current_dir(root).args(["lock", "list"]));
+    let out = ctl_run(root, &["lock", "list"]);
     assert!(!stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
 }
 
@@ -419,9 +400,7 @@ fn session_must_name_a_real_session_directory() {
     }
     // Nothing was written outside the real session: one holder only.
     assert!(records_under(outer.path()).is_empty());
-    let list = stdout(&run(squadctl()
-        .current_dir(root)
-        .args(["lock", "list", "--json"])));
+    let list = stdout(&ctl_run(root, &["lock", "list", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(v["locks"].as_array().unwrap().len(), 1, "{list}");
     // The real session by name still works.
@@ -441,7 +420,7 @@ fn fifos_and_other_non_files_in_locks_never_hang_the_cli() {
     fs::create_dir(locks.join("dir.json")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", locks.join("zero.json")).unwrap();
     let limit = Duration::from_secs(10);
-    let out = run_within(squadctl().current_dir(root).args(["lock", "list"]), limit);
+    let out = run_within(ctl(root).args(["lock", "list"]), limit);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("UNREADABLE"), "{}", stdout(&out));
     assert!(stdout(&out).contains("FIFO"), "{}", stdout(&out));
@@ -449,10 +428,7 @@ fn fifos_and_other_non_files_in_locks_never_hang_the_cli() {
     let out = run_within(&mut lock(root, 0, &["own-0/a"]), limit);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("unreadable"), "{}", stderr(&out));
-    let out = run_within(
-        squadctl().current_dir(root).args(["gc", "--dry-run"]),
-        limit,
-    );
+    let out = run_within(ctl(root).args(["gc", "--dry-run"]), limit);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
@@ -468,9 +444,8 @@ fn an_enormous_ttl_is_an_error_not_a_panic() {
     assert!(!root.join(".squad/policies.yaml").exists());
     for ttl in ["100000000d", "18446744073709551615", "3651d"] {
         for cmd in ["acquire", "renew"] {
-            let mut c = squadctl();
-            c.current_dir(root)
-                .args(["lock", cmd, "own-0/a", "--agent", "agent-0"])
+            let mut c = ctl(root);
+            c.args(["lock", cmd, "own-0/a", "--agent", "agent-0"])
                 .args(["--ttl", ttl]);
             if cmd == "acquire" {
                 c.args(["--task", "task_0"]);
@@ -494,11 +469,7 @@ fn an_enormous_ttl_is_an_error_not_a_panic() {
     assert!(stderr(&out).contains("--wait"), "{}", stderr(&out));
     // The largest duration there is, allowed by the policy: an expiry ten
     // years out, taken.
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "locks:\n  max_ttl: 3650d\n",
-    )
-    .unwrap();
+    write_policy(root, "locks:\n  max_ttl: 3650d\n");
     let out = run(&mut lock(root, 0, &["own-0/a", "--ttl", "3650d"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
@@ -571,12 +542,12 @@ fn cli_lock_events_carry_the_real_root_in_the_audit_log() {
     let root = tmp.path();
     assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
     let canonical = fs::canonicalize(root).unwrap();
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["kind"], "lock-acquired");
     assert_eq!(line["root"], canonical.display().to_string(), "{line}");
     // squadd down: `events` shows the audit log, lock events included.
-    let out = run(squadctl().current_dir(root).args(["events"]));
+    let out = ctl_run(root, &["events"]);
     assert!(stdout(&out).contains("lock-acquired"), "{}", stdout(&out));
 }
 
@@ -619,9 +590,7 @@ fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
         "a 5 s wait used {used} ticks (limit {limit})"
     );
     // And the wait still ends on the release, at once.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "release", "shared/x", "--agent", "agent-0"]));
+    let out = ctl_run(root, &["lock", "release", "shared/x", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0);
     let start = Instant::now();
     while waiter.try_wait().unwrap().is_none() {
@@ -641,11 +610,9 @@ fn cli_lock_events_reach_squadctl_events_numbered_by_squadd() {
     let root = tmp.path();
     let _d = crate::daemon::Daemon::start(root);
     assert_eq!(code(&run(&mut lock(root, 0, &["own-0/a"]))), 0);
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["lock", "release", "own-0/a", "--agent", "agent-0"]));
+    let out = ctl_run(root, &["lock", "release", "own-0/a", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(squadctl().current_dir(root).args(["events", "--json"]));
+    let out = ctl_run(root, &["events", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let events: Vec<serde_json::Value> = stdout(&out)
         .lines()
@@ -662,7 +629,7 @@ fn cli_lock_events_reach_squadctl_events_numbered_by_squadd() {
         assert_eq!(e["session"], SESSION, "{e}");
     }
     // The audit log has them once each, numbered.
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let acquired: Vec<serde_json::Value> = audit
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -11,13 +11,8 @@ const S: &str = "20240115T100000Z-mailbox";
 
 /// Writes a critical message from alice to bob (temporary name, renamed).
 fn write_critical(root: &Path, id: &str) {
-    let s = root.join(".squad/sessions").join(S);
-    let text = format!(
-        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: critical\ntype: notification\nsubject: s\nmessage: m\n"
-    );
-    let tmp = s.join(format!(".{id}.partial"));
-    fs::write(&tmp, text).unwrap();
-    fs::rename(&tmp, s.join(format!("role-comm-alice-to-bob-{id}.md"))).unwrap();
+    let text = notification(id, "critical", "2024-01-15T10:00:00Z", "s", "m");
+    write_alice_to_bob(&root.join(".squad/sessions").join(S), id, &text);
 }
 
 /// The path of a message in bob's `new/`, once delivered.
@@ -34,14 +29,7 @@ fn delivered(root: &Path, id: &str) -> std::path::PathBuf {
 
 /// How many `message-escalated` events name `id`.
 fn escalations(root: &Path, id: &str) -> usize {
-    fs::read_to_string(root.join(".squad/audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            l.contains("\"kind\":\"message-escalated\"")
-                && l.contains(&format!("\"message_id\":\"{id}\""))
-        })
-        .count()
+    audited_message(root, "message-escalated", id)
 }
 
 #[test]
@@ -49,11 +37,10 @@ fn an_acknowledged_message_never_escalates_and_a_restart_escalates_what_is_unrea
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     two_agent_session(root, S);
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!("{NO_NOTICES}messages:\n  escalate_after:\n    critical: 4s\n"),
-    )
-    .unwrap();
+    );
     let d = Daemon::start(root);
     write_critical(root, "msg_acked");
     write_critical(root, "msg_left");
@@ -98,10 +85,8 @@ fn write_question(root: &Path, id: &str, by: &str) {
 /// not.
 #[test]
 fn a_reply_deadline_ahead_is_reported_when_it_passes_unless_answered() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, _) = quiet_two_agent_project(S);
     let root = tmp.path();
-    two_agent_session(root, S);
-    fs::write(root.join(".squad/policies.yaml"), NO_NOTICES).unwrap();
     let _d = Daemon::start(root);
     let by = (chrono::Utc::now() + chrono::Duration::seconds(4))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -112,16 +97,7 @@ fn a_reply_deadline_ahead_is_reported_when_it_passes_unless_answered() {
         "meta:\n  message_id: msg_a\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:01:00Z\n  priority: medium\ntype: notification\nsubject: a\nmessage: a\nin_reply_to: msg_q_answered\n",
     )
     .unwrap();
-    let overdue = |id: &str| {
-        fs::read_to_string(root.join(".squad/audit.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| {
-                l.contains("\"kind\":\"response-overdue\"")
-                    && l.contains(&format!("\"message_id\":\"{id}\""))
-            })
-            .count()
-    };
+    let overdue = |id: &str| audited_message(root, "response-overdue", id);
     delivered(root, "msg_q_open");
     assert_eq!(overdue("msg_q_open"), 0, "not before its deadline");
     eventually("msg_q_open reported overdue", || {

@@ -1,7 +1,7 @@
 //! `squadctl memory`: the real binary on temporary team directories, the real
 //! corpus, and kill -9 at random points of merge and archive.
 
-use crate::support::{code, copy_tree, run, squadctl, stdout};
+use crate::support::{code, copy_tree, ctl_root, run, squadctl, stdout};
 use squad_protocol::memory;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,10 +40,7 @@ fn real_inbox_merges_with_no_entry_lost_and_twice_adds_nothing() {
     for p in std::fs::read_dir(team.join("decisions/inbox")).unwrap() {
         before.extend(entries_of(&p.unwrap().path()));
     }
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
-        .args(["memory", "merge", "--json"]));
+    let out = run(ctl_root(&root).args(["memory", "merge", "--json"]));
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["appended"], 3);
@@ -59,10 +56,7 @@ fn real_inbox_merges_with_no_entry_lost_and_twice_adds_nothing() {
             .count(),
         0
     );
-    run(squadctl()
-        .arg("--root")
-        .arg(&root)
-        .args(["memory", "merge"]));
+    run(ctl_root(&root).args(["memory", "merge"]));
     assert_eq!(entries_of(&team.join("decisions.md")).len(), after.len());
 }
 
@@ -71,10 +65,7 @@ fn real_files_convert_writes_backup_and_loses_no_word() {
     let (_tmp, root) = corpus_project();
     let dec = root.join(".squad/decisions.md");
     let original = std::fs::read_to_string(&dec).unwrap();
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
-        .args(["memory", "convert", "--json", "--tz", "-0800"]));
+    let out = run(ctl_root(&root).args(["memory", "convert", "--json", "--tz", "-0800"]));
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let converted: u64 = v["files"]
@@ -108,10 +99,7 @@ fn real_files_convert_writes_backup_and_loses_no_word() {
         "{now}"
     );
     // The converted SEM entries validate without errors.
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
-        .args(["memory", "validate", "--json"]));
+    let out = run(ctl_root(&root).args(["memory", "validate", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["errors"], 0, "{v}");
 }
@@ -122,9 +110,7 @@ fn add_writes_one_valid_entry_into_the_inbox_and_query_finds_it() {
     std::fs::create_dir_all(tmp.path().join(".squad")).unwrap();
     let details = tmp.path().join("d.md");
     std::fs::write(&details, "Line one.\n\n```sh\n### not a heading\n```\n").unwrap();
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(tmp.path())
+    let out = run(ctl_root(tmp.path())
         .args([
             "memory",
             "add",
@@ -150,24 +136,21 @@ fn add_writes_one_valid_entry_into_the_inbox_and_query_finds_it() {
         "{}",
         path.display()
     );
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(tmp.path())
-        .args(["memory", "validate", "--json"]));
+    let out = run(ctl_root(tmp.path()).args(["memory", "validate", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
         (v["errors"].as_u64(), v["warnings"].as_u64()),
         (Some(0), Some(0)),
         "{v}"
     );
-    let out = run(squadctl().arg("--root").arg(tmp.path()).args([
+    let out = run(ctl_root(tmp.path()).args([
         "memory", "query", "--json", "--tag", "format", "--author", "keaton",
     ]));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["count"], 1, "{v}");
     assert_eq!(v["entries"][0]["scope"], "team");
     // A bad scope is refused with the grammar.
-    let out = run(squadctl().arg("--root").arg(tmp.path()).args([
+    let out = run(ctl_root(tmp.path()).args([
         "memory",
         "add",
         "--type",
@@ -210,9 +193,7 @@ fn validate_reports_rules_with_lines() {
 
 /// Runs `args` and kills it with SIGKILL after `delay`, whether it finished or not.
 fn run_and_kill(root: &Path, args: &[&str], delay: Duration) {
-    let mut child = squadctl()
-        .arg("--root")
-        .arg(root)
+    let mut child = ctl_root(root)
         .args(args)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -278,10 +259,7 @@ fn kill_9_during_merge_and_archive_loses_and_duplicates_nothing() {
             ("merge", &["memory", "merge"])
         } else {
             // Archive after a completed merge, killed at a random point.
-            run(squadctl()
-                .arg("--root")
-                .arg(tmp.path())
-                .args(["memory", "merge"]));
+            run(ctl_root(tmp.path()).args(["memory", "merge"]));
             (
                 "archive",
                 &[
@@ -308,7 +286,7 @@ fn kill_9_during_merge_and_archive_loses_and_duplicates_nothing() {
             );
         }
         // A re-run completes the job: each entry exactly once.
-        let out = run(squadctl().arg("--root").arg(tmp.path()).args(args));
+        let out = run(ctl_root(tmp.path()).args(args));
         assert_eq!(code(&out), 0);
         let counts = union_counts(&team);
         assert_eq!(counts.len(), n, "round {round}");
@@ -334,10 +312,7 @@ fn project_validate_includes_memory_files() {
         "# Decisions\n\n### 2026-02-15T14:32:15-0800: decision: A\n\n**type:** decision\n**timestamp:** 2026-02-15T14:32:15-0800\n**author:** K\n**summary:** A\n**scope:** nobody\n\n---\n",
     )
     .unwrap();
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(tmp.path())
-        .args(["validate", "--json"]));
+    let out = run(ctl_root(tmp.path()).args(["validate", "--json"]));
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
         stdout(&out).contains("memory-bad-scope"),
@@ -369,18 +344,23 @@ fn the_built_in_skill_example_is_a_valid_sem_entry() {
     assert_eq!(memory::parse(example).entries().count(), 1);
 }
 
+/// A root with an empty decisions inbox and `policy`; returns it and its
+/// `.squad`.
+fn memory_root(policy: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    std::fs::write(team.join("policies.yaml"), policy).unwrap();
+    (tmp, team)
+}
+
 #[test]
 fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
     use crate::daemon::{Daemon, eventually};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let team = root.join(".squad");
-    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
-    std::fs::write(
-        team.join("policies.yaml"),
+    let (tmp, team) = memory_root(
         "retention:\n  schedule: '* * * * * *'\nmemory:\n  merge: true\n  archive_older_than: 30d\n",
-    )
-    .unwrap();
+    );
+    let root = tmp.path();
     // Entry 0 is old (2026-01-…); the new one is dated now.
     let now = chrono::Utc::now()
         .format("%Y-%m-%dT%H:%M:%S+0000")
@@ -410,21 +390,15 @@ fn squadd_merges_and_archives_on_the_schedule_when_policy_enables_it() {
 #[test]
 fn squadd_merges_the_inbox_when_it_changes() {
     use crate::daemon::{Daemon, eventually};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let team = root.join(".squad");
-    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
     // The schedule (yearly, at New Year) never fires during the test: only
     // the inbox change can merge. (A schedule with no run within a year is
     // refused.)
-    std::fs::write(
-        team.join("policies.yaml"),
-        "retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n",
-    )
-    .unwrap();
+    let (tmp, team) =
+        memory_root("retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n");
+    let root = tmp.path();
     std::fs::write(team.join("decisions.md"), "# Decisions\n").unwrap();
     let _d = Daemon::start(root);
-    let out = run(squadctl().arg("--root").arg(root).args([
+    let out = run(ctl_root(root).args([
         "memory",
         "add",
         "--type",
@@ -469,9 +443,7 @@ fn query_filters_and_supersede_chains() {
     )
     .unwrap();
     let q = |args: &[&str]| -> serde_json::Value {
-        let out = run(squadctl()
-            .arg("--root")
-            .arg(tmp.path())
+        let out = run(ctl_root(tmp.path())
             .args(["memory", "query", "--json"])
             .args(args));
         assert_eq!(code(&out), 0);

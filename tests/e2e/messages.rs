@@ -13,27 +13,14 @@ const S: &str = "20240115T100000Z-msgs";
 // tasks are ready) are off here and tested in notices.rs.
 
 fn project() -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    two_agent_session(tmp.path(), S);
-    fs::write(tmp.path().join(".squad/policies.yaml"), NO_NOTICES).unwrap();
-    tmp
+    quiet_two_agent_project(S).0
 }
 
 const PRIORITIES: [&str; 4] = ["critical", "high", "medium", "low"];
 
 /// Writes message `i` as an agent would (to a temporary name, then renamed).
 fn write_message(root: &Path, i: usize, priority: &str) -> String {
-    let id = format!("msg_{i:05}");
-    let s = root.join(".squad/sessions").join(S);
-    let text = format!(
-        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:{:02}:{:02}Z\n  priority: {priority}\ntype: notification\nsubject: s{i}\nmessage: m{i}\n",
-        (i / 60) % 60,
-        i % 60
-    );
-    let tmp = s.join(format!(".{id}.partial"));
-    fs::write(&tmp, text).unwrap();
-    fs::rename(&tmp, s.join(format!("role-comm-alice-to-bob-{id}.md"))).unwrap();
-    id
+    write_numbered_message(&root.join(".squad/sessions").join(S), i, priority)
 }
 
 /// Every message id in bob's inbox (new and cur), with how often it occurs.
@@ -71,7 +58,7 @@ fn a_backlog_written_while_down_is_delivered_once_critical_first() {
     assert_eq!(delivered.len(), 1000, "every message delivered");
     assert!(delivered.values().all(|n| *n == 1), "none twice");
     // Order of delivery, from the audit log.
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     let order: Vec<String> = audit
         .lines()
         .filter(|l| l.contains("\"kind\":\"message-delivered\""))
@@ -93,7 +80,7 @@ fn a_backlog_written_while_down_is_delivered_once_critical_first() {
     drop(d);
     let _d = Daemon::start(root);
     assert_eq!(inbox_ids(root).len(), 1000);
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert_eq!(
         audit.matches("\"kind\":\"message-delivered\"").count(),
         1000
@@ -153,14 +140,13 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
     let tmp = project();
     let root = tmp.path();
     let log = root.join("hook.log");
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!(
             "{NO_NOTICES}messages:\n  escalate_after:\n    critical: 1s\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_PRIORITY $SQUAD_FROM $SQUAD_TO $SQUAD_SESSION {{path}}\\\" >> {}\"]\n      timeout: 5s\n    alice:\n      command: [\"false\"]\n      retries: 0\n",
             log.display()
         ),
-    )
-    .unwrap();
+    );
     let _d = Daemon::start(root);
     let id = write_message(root, 1, "critical");
     let lines = eventually("hook ran twice (delivery, then escalation)", || {
@@ -176,12 +162,10 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
         first.contains("inbox/bob/new/0-critical-") && first.ends_with(&format!("{id}.md")),
         "{first}"
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("\"kind\":\"message-escalated\""), "{audit}");
-    let v: serde_json::Value = serde_json::from_str(&stdout(&run(squadctl()
-        .args(["status", "--json"])
-        .current_dir(root))))
-    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&ctl_run(root, &["status", "--json"]))).unwrap();
     assert_eq!(v["roots"][0]["sessions"][0]["escalations"][0], id);
     // A failing hook is reported and blocks nothing.
     let s = root.join(".squad/sessions").join(S);
@@ -191,7 +175,7 @@ fn unacknowledged_messages_escalate_and_hooks_run_with_the_message_env() {
     )
     .unwrap();
     eventually("notify-failed reported", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("\"kind\":\"notify-failed\"").then_some(())
     });
     assert!(
@@ -251,7 +235,7 @@ fn reports_are_routed_and_overdue_replies_reported() {
             .any(|n| n.starts_with("1-high-") && n.contains("msg_route_")),
         "blocker routed to alice (high): {alice:?}"
     );
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(
         audit.contains("\"kind\":\"response-overdue\"")
             && audit.contains("\"message_id\":\"msg_q\""),
@@ -263,26 +247,12 @@ fn reports_are_routed_and_overdue_replies_reported() {
 fn send_and_inbox_for_agents() {
     let tmp = project();
     let root = tmp.path();
-    let out = run(squadctl().current_dir(root).args([
-        "send",
-        "--from",
-        "alice",
-        "--to",
-        "bob",
-        "--priority",
-        "low",
-        "--type",
-        "question",
-        "--subject",
-        "Pagination?",
-        "--message",
-        "limit/offset or cursor?",
-        "--task",
-        "task_bob",
-        "--response-by",
-        "2030-01-01T00:00:00Z",
-        "--json",
-    ]));
+    let out = ctl_run(
+        root,
+        &words(
+            "send --from alice --to bob --priority low --type question --subject Pagination? --message 'limit/offset or cursor?' --task task_bob --response-by 2030-01-01T00:00:00Z --json",
+        ),
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let id = v["message_id"].as_str().unwrap().to_string();
@@ -292,24 +262,15 @@ fn send_and_inbox_for_agents() {
         "{path}"
     );
     // The written file validates.
-    let out = run(squadctl().current_dir(root).args(["validate", &path]));
+    let out = ctl_run(root, &["validate", &path]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // Refused: a recipient that is not an agent name.
-    let out = run(squadctl().current_dir(root).args([
-        "send",
-        "--from",
-        "alice",
-        "--to",
-        "Bob Smith",
-        "--priority",
-        "high",
-        "--type",
-        "request",
-        "--subject",
-        "s",
-        "--message",
-        "m",
-    ]));
+    let out = ctl_run(
+        root,
+        &words(
+            "send --from alice --to 'Bob Smith' --priority high --type request --subject s --message m",
+        ),
+    );
     assert_eq!(code(&out), 2);
     assert!(
         stderr(&out).contains("not a valid agent name"),
@@ -318,15 +279,11 @@ fn send_and_inbox_for_agents() {
     );
 
     let _d = Daemon::start(root);
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["inbox", "list", "bob", "--json"]));
+    let out = ctl_run(root, &["inbox", "list", "bob", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["messages"][0]["message_id"], id.as_str());
     assert_eq!(v["messages"][0]["unread"], true);
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["inbox", "next", "bob", "--json"]));
+    let out = ctl_run(root, &["inbox", "next", "bob", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(
@@ -339,69 +296,42 @@ fn send_and_inbox_for_agents() {
     assert_eq!(v["unread"], false, "{v}");
     assert!(v["path"].as_str().unwrap().contains("/cur/"), "{v}");
     // Nothing left: exit 1 after waiting briefly.
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["inbox", "next", "bob", "--wait", "200ms"]));
+    let out = ctl_run(root, &["inbox", "next", "bob", "--wait", "200ms"]);
     assert_eq!(code(&out), 1);
     // --wait returns as soon as a message arrives.
-    let waiter = squadctl()
-        .current_dir(root)
+    let waiter = ctl(root)
         .args(["inbox", "next", "alice", "--wait", "20s"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = run(squadctl().current_dir(root).args([
-        "send",
-        "--from",
-        "bob",
-        "--to",
-        "alice",
-        "--priority",
-        "high",
-        "--type",
-        "notification",
-        "--subject",
-        "done",
-        "--message",
-        "done",
-    ]));
+    let out = ctl_run(
+        root,
+        &words(
+            "send --from bob --to alice --priority high --type notification --subject done --message done",
+        ),
+    );
     assert_eq!(code(&out), 0);
     let out = waiter.wait_with_output().unwrap();
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("subject: done"), "{}", stdout(&out));
     // ack by id.
-    let out = run(squadctl().current_dir(root).args([
-        "send",
-        "--from",
-        "bob",
-        "--to",
-        "carol",
-        "--priority",
-        "medium",
-        "--type",
-        "notification",
-        "--subject",
-        "x",
-        "--message",
-        "y",
-    ]));
+    let out = ctl_run(
+        root,
+        &words(
+            "send --from bob --to carol --priority medium --type notification --subject x --message y",
+        ),
+    );
     let carol_id = stdout(&out).trim().to_string();
     eventually("delivered to carol", || {
-        let out = run(squadctl()
-            .current_dir(root)
-            .args(["inbox", "list", "carol"]));
+        let out = ctl_run(root, &["inbox", "list", "carol"]);
         stdout(&out).contains(&carol_id).then_some(())
     });
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["inbox", "ack", "carol", &carol_id]));
+    let out = ctl_run(root, &["inbox", "ack", "carol", &carol_id]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // carol has no task in the session: flagged in status.
-    let v: serde_json::Value = serde_json::from_str(&stdout(&run(squadctl()
-        .current_dir(root)
-        .args(["status", "--json"]))))
-    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&ctl_run(root, &["status", "--json"]))).unwrap();
     assert_eq!(
         v["roots"][0]["sessions"][0]["recipients_without_task"][0],
         "carol"
@@ -412,8 +342,7 @@ fn send_and_inbox_for_agents() {
 fn waiting_for_a_message_sleeps_on_a_kernel_notification() {
     let tmp = project();
     let root = tmp.path();
-    let mut waiter = squadctl()
-        .current_dir(root)
+    let mut waiter = ctl(root)
         .args(["inbox", "next", "bob", "--wait", "60s"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

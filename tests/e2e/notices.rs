@@ -7,7 +7,7 @@ use crate::daemon::{Daemon, eventually};
 use crate::support::*;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// The subjects of squadd's notices in an agent's inbox (read or not).
@@ -70,50 +70,27 @@ fn task_new(root: &Path, args: &[&str]) {
 fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squadd() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    ok(run(ctl(root).arg("init")));
+    ctl_ok(root, &["init"]);
     let hooks = root.join("hooks.log");
-    fs::write(
-        root.join(".squad/policies.yaml"),
+    write_policy(
+        root,
         format!(
             "notices:\n  lead: lead\nmessages:\n  notify:\n    \"*\":\n      command: [\"sh\", \"-c\", \"echo \\\"$SQUAD_FROM $SQUAD_TO $SQUAD_PRIORITY\\\" >> {}\"]\n",
             hooks.display()
         ),
-    )
-    .unwrap();
-    let dir: PathBuf =
-        root.join(ok(run(ctl(root).args(["session", "new", "--slug", "demo"]))).trim());
+    );
+    let dir = new_session(root, "demo");
     task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--allow",
-            "src/alice/**",
-            "--timeout",
-            "1s",
-        ],
+        &words("--agent alice --allow src/alice/** --timeout 1s"),
     );
     task_new(
         root,
-        &[
-            "--agent",
-            "bob",
-            "--allow",
-            "src/bob/**",
-            "--requires",
-            "task_001",
-        ],
+        &words("--agent bob --allow src/bob/** --requires task_001"),
     );
     task_new(
         root,
-        &[
-            "--agent",
-            "alice",
-            "--allow",
-            "src/alice/**",
-            "--requires",
-            "task_002",
-        ],
+        &words("--agent alice --allow src/alice/** --requires task_002"),
     );
     // A sloppy agent writes a file by hand.
     fs::write(
@@ -174,7 +151,7 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
     );
     // The lead ends the session (through squadd).
     let name = dir.file_name().unwrap().to_str().unwrap().to_string();
-    let out = ok(run(ctl(root).args(["session", "complete", &name, "--json"])));
+    let out = ctl_ok(root, &["session", "complete", &name, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["status"], "completed", "{out}");
 
@@ -221,7 +198,7 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
     let daemon = Daemon::start(root);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(seen(), expected);
-    let out = run(ctl(root).arg("validate"));
+    let out = ctl_run(root, &["validate"]);
     // The notices are valid messages; only the hand-written file is not.
     assert!(
         !stdout(&out).contains("role-comm-squadd"),
@@ -235,27 +212,17 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
 fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    ok(run(ctl(root).arg("init")));
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "notices:\n  task_ready: false\n",
-    )
-    .unwrap();
-    let dir: PathBuf =
-        root.join(ok(run(ctl(root).args(["session", "new", "--slug", "dv"]))).trim());
+    ctl_ok(root, &["init"]);
+    write_policy(root, "notices:\n  task_ready: false\n");
+    let dir = new_session(root, "dv");
     let _d = Daemon::start(root);
     task_new(root, &["--agent", "alice"]);
     task_new(root, &["--agent", "bob", "--requires", "task_001"]);
     // bob starts before alice finished.
-    ok(run(ctl(root).args([
-        "progress",
-        "--agent",
-        "bob",
-        "--task",
-        "task_002",
-        "--status",
-        "in_progress",
-    ])));
+    ctl_ok(
+        root,
+        &words("progress --agent bob --task task_002 --status in_progress"),
+    );
     eventually("bob is told of the violation", || {
         (notices(&dir, "bob") == ["Dependency violation: task_002 [high]"]).then_some(())
     });
@@ -270,7 +237,7 @@ fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
     // Ready notices are off: alice's task became ready unannounced.
     assert!(notices(&dir, "alice").is_empty());
     // The notice is a valid message from squadd.
-    let out = run(ctl(root).args(["validate", "--json"]));
+    let out = ctl_run(root, &["validate", "--json"]);
     assert!(
         !stdout(&out).contains("role-comm-squadd"),
         "{}",

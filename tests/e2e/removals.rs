@@ -9,7 +9,6 @@ use crate::daemon::{Daemon, eventually};
 use crate::support::*;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// Longer than squadd takes to confirm a removal: a duplicate would be
@@ -19,7 +18,7 @@ const LATE: Duration = Duration::from_millis(800);
 /// Runs squadctl in `root` with the arguments of `line` (split at spaces);
 /// it must succeed.
 fn sq(root: &Path, line: &str) {
-    ok(run(ctl(root).args(line.split(' '))));
+    ctl_ok(root, &words(line));
 }
 
 /// A demo project: alice, bob and carol each have a task (bob's waits for
@@ -27,20 +26,13 @@ fn sq(root: &Path, line: &str) {
 fn demo() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    sq(root, "init");
-    sq(root, "session new --slug demo");
+    let session = init_session(root, "demo");
     sq(root, "task new --agent alice --id task_a --instruction a");
     sq(
         root,
         "task new --agent bob --id task_b --instruction b --requires task_a",
     );
     sq(root, "task new --agent carol --id task_c --instruction c");
-    let sessions = root.join(".squad/sessions");
-    let session = fs::read_dir(&sessions)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .unwrap();
     (tmp, session)
 }
 
@@ -112,7 +104,7 @@ fn file_named(session: &Path, prefix: &str) -> String {
 
 /// squadd's recent events (`squadctl events --json`).
 fn events(root: &Path) -> Vec<serde_json::Value> {
-    stdout(&run(ctl(root).args(["events", "--json"])))
+    stdout(&ctl_run(root, &["events", "--json"]))
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
@@ -135,7 +127,7 @@ fn wait_indexed(root: &Path, name: &str) {
 
 /// The file names of the `file-removed` records of the audit log, in order.
 fn removed(root: &Path) -> Vec<String> {
-    fs::read_to_string(root.join(".squad/audit.jsonl"))
+    audit_log(root)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -156,33 +148,17 @@ fn removals_since(root: &Path, before: usize, count: usize) -> Vec<String> {
     names
 }
 
-fn sorted(names: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+fn sorted(names: &[impl AsRef<str>]) -> Vec<String> {
+    let mut v: Vec<String> = names.iter().map(|s| s.as_ref().to_string()).collect();
     v.sort();
     v
 }
 
 /// Removes files of the session at once (no pause between them).
-fn rm(session: &Path, names: &[&str]) {
+fn rm(session: &Path, names: &[impl AsRef<str>]) {
     for n in names {
-        fs::remove_file(session.join(n)).unwrap();
+        fs::remove_file(session.join(n.as_ref())).unwrap();
     }
-}
-
-fn has_git() -> bool {
-    Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = run(Command::new("git")
-        .current_dir(root)
-        .args(["-c", "user.email=ci@example.com", "-c", "user.name=ci"])
-        .args(args));
-    assert_eq!(code(&out), 0, "git {args:?}: {}", stderr(&out));
-    stdout(&out)
 }
 
 /// `rm` of three files of different kinds at once, then of others one by
@@ -191,9 +167,8 @@ fn git(root: &Path, args: &[&str]) -> String {
 fn files_removed_at_once_or_one_by_one_are_one_event_each() {
     let (tmp, session, _d, written) = running();
     let root = tmp.path();
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    rm(&session, &names);
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    rm(&session, &written);
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
     // One by one: a plan, squadd's own notice to carol (task_c is ready),
     // the session status file.
     let notice = file_named(&session, "role-comm-squadd-to-carol-");
@@ -255,7 +230,7 @@ fn git_checkout_and_clean_remove_each_file_once() {
     }
     let (tmp, session) = demo();
     let root = tmp.path();
-    git(root, &["init", "-q", "-b", "main"]);
+    git_ok(root, &["init", "-q", "-b", "main"]);
     let _d = Daemon::start(root);
     eventually("the first status written", || {
         events(root)
@@ -263,9 +238,9 @@ fn git_checkout_and_clean_remove_each_file_once() {
             .any(|e| e["kind"] == "output-written" && file_of(e) == Some("session-status.md"))
             .then_some(())
     });
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "base"]);
-    git(root, &["checkout", "-q", "-b", "feature"]);
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "-m", "base"]);
+    git_ok(root, &["checkout", "-q", "-b", "feature"]);
     let written = agents_write(root, &session);
     // squadd rewrote session-status.md (alice is active now).
     eventually("alice active in the status file", || {
@@ -275,20 +250,19 @@ fn git_checkout_and_clean_remove_each_file_once() {
             .then_some(())
     });
     std::thread::sleep(Duration::from_millis(200));
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "feature"]);
-    git(root, &["checkout", "-q", "main"]);
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "-m", "feature"]);
+    git_ok(root, &["checkout", "-q", "main"]);
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
     // Untracked files, removed by `git clean`.
-    git(root, &["checkout", "-q", "feature", "--", "."]);
-    git(root, &["reset", "-q"]);
-    for name in &names {
+    git_ok(root, &["checkout", "-q", "feature", "--", "."]);
+    git_ok(root, &["reset", "-q"]);
+    for name in &written {
         wait_indexed(root, name);
     }
     std::thread::sleep(Duration::from_millis(200));
-    git(root, &["clean", "-q", "-f", "--", ".squad/sessions"]);
-    assert_eq!(removals_since(root, 3, 3), sorted(&names));
+    git_ok(root, &["clean", "-q", "-f", "--", ".squad/sessions"]);
+    assert_eq!(removals_since(root, 3, 3), sorted(&written));
 }
 
 /// An editor's save that renames the file aside and writes it anew (vim's
@@ -355,9 +329,8 @@ fn removals_found_by_a_rescan_are_one_event_each() {
     let _d = Daemon::start_with_env(root, &[("SQUADD_MAX_QUEUED", "2")]);
     wait_delivered(&session, "bob");
     std::thread::sleep(Duration::from_millis(300));
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    rm(&session, &names);
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    rm(&session, &written);
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
 }
 
 /// Files removed, then the session renamed: the removals once each, and
@@ -366,8 +339,7 @@ fn removals_found_by_a_rescan_are_one_event_each() {
 fn removals_then_a_session_rename_are_one_event_each() {
     let (tmp, session, _d, written) = running();
     let root = tmp.path();
-    let names: Vec<&str> = written.iter().map(String::as_str).collect();
-    rm(&session, &names);
+    rm(&session, &written);
     eventually("the removals recorded", || {
         (removed(root).len() >= 3).then_some(())
     });
@@ -379,7 +351,7 @@ fn removals_then_a_session_rename_are_one_event_each() {
             .any(|e| e["kind"] == "session-added" && e["session"] == "20240101T000000Z-renamed")
             .then_some(())
     });
-    assert_eq!(removals_since(root, 0, 3), sorted(&names));
+    assert_eq!(removals_since(root, 0, 3), sorted(&written));
 }
 
 /// Files removed while squadd is down: squadd never knew them in this run,

@@ -118,9 +118,7 @@ fn names(dir: &Path) -> Vec<String> {
 fn dry_run_plans_and_the_real_run_does_exactly_that() {
     let tmp = fixture();
     let root = tmp.path();
-    let out = run(squadctl()
-        .current_dir(root)
-        .args(["gc", "--dry-run", "--json", "--now", NOW]));
+    let out = ctl_run(root, &["gc", "--dry-run", "--json", "--now", NOW]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let acts: Vec<(String, String, String)> = v["plan"]["actions"]
@@ -181,19 +179,14 @@ fn dry_run_plans_and_the_real_run_does_exactly_that() {
     let before_sessions = names(&root.join(".squad/sessions"));
     assert_eq!(before_sessions.len(), 7);
 
-    let human = stdout(&run(squadctl().current_dir(root).args([
-        "gc",
-        "--dry-run",
-        "--now",
-        NOW,
-    ])));
+    let human = stdout(&ctl_run(root, &["gc", "--dry-run", "--now", NOW]));
     assert!(human.contains("would archive sessions 20240530T000000Z-completed-25h  (retention.archive_completed_after reached: 1d1h since completed_at"), "{human}");
     assert!(
         human.ends_with("1 to archive, 2 to delete, 2 skipped\n"),
         "{human}"
     );
 
-    let out = run(squadctl().current_dir(root).args(["gc", "--now", NOW]));
+    let out = ctl_run(root, &["gc", "--now", NOW]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert_eq!(
         names(&root.join(".squad/sessions")),
@@ -233,11 +226,11 @@ fn dry_run_plans_and_the_real_run_does_exactly_that() {
         "keep me"
     );
     // Audited.
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert_eq!(audit.matches("\"kind\":\"session-archived\"").count(), 1);
     assert_eq!(audit.matches("\"kind\":\"session-deleted\"").count(), 2);
     // Running again does nothing more.
-    let out = run(squadctl().current_dir(root).args(["gc", "--now", NOW]));
+    let out = ctl_run(root, &["gc", "--now", NOW]);
     assert!(
         stdout(&out).ends_with("0 to archive, 0 to delete, 2 skipped\n"),
         "{}",
@@ -261,13 +254,10 @@ fn an_existing_archive_is_never_overwritten_and_mtime_is_a_named_fallback() {
         "20240101T000000Z-dup",
         "status: completed\n",
     );
-    let out = run(squadctl().current_dir(root).args([
-        "gc",
-        "--dry-run",
-        "--json",
-        "--now",
-        "2030-01-01T00:00:00Z",
-    ]));
+    let out = ctl_run(
+        root,
+        &words("gc --dry-run --json --now 2030-01-01T00:00:00Z"),
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
         v["plan"]["skips"][0]["reason"],
@@ -283,12 +273,8 @@ fn an_existing_archive_is_never_overwritten_and_mtime_is_a_named_fallback() {
 fn bad_schedules_are_refused_with_the_field_named() {
     let tmp = fixture();
     let root = tmp.path();
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '0 3 * * *'\n",
-    )
-    .unwrap();
-    let out = run(squadctl().current_dir(root).args(["gc", "--dry-run"]));
+    write_policy(root, "retention:\n  schedule: '0 3 * * *'\n");
+    let out = ctl_run(root, &["gc", "--dry-run"]);
     assert_eq!(code(&out), 2);
     assert!(
         stderr(&out).contains("retention.schedule") && stderr(&out).contains("write `0 0 3 * * *`"),
@@ -298,7 +284,7 @@ fn bad_schedules_are_refused_with_the_field_named() {
     // squadd runs on it (on the defaults, retention held), naming the field
     // in a policy-refused event: an exit would be a restart loop.
     let d = Daemon::start(root);
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(
         audit
             .lines()
@@ -313,10 +299,8 @@ fn bad_schedules_are_refused_with_the_field_named() {
 fn session_complete_and_fail_end_sessions_and_the_daemon_wraps_them_up() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    assert_eq!(code(&run(squadctl().arg("init").current_dir(root))), 0);
-    let out = run(squadctl()
-        .args(["session", "new", "--slug", "a", "--json"])
-        .current_dir(root));
+    assert_eq!(code(&ctl_run(root, &["init"])), 0);
+    let out = ctl_run(root, &["session", "new", "--slug", "a", "--json"]);
     let a = serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()["session"]
         .as_str()
         .unwrap()
@@ -326,15 +310,16 @@ fn session_complete_and_fail_end_sessions_and_the_daemon_wraps_them_up() {
     fs::create_dir_all(dir.join("artifacts/tmp")).unwrap();
     fs::write(dir.join("artifacts/keep.txt"), "keep").unwrap();
     let _d = Daemon::start(root);
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        root,
+        &[
             "session",
             "fail",
             &a,
             "--reason",
             "the index service was down",
-        ])
-        .current_dir(root));
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let summary = eventually("summary written", || {
         fs::read_to_string(dir.join("summary.md")).ok()
@@ -349,9 +334,7 @@ fn session_complete_and_fail_end_sessions_and_the_daemon_wraps_them_up() {
             && st.contains("failure_reason: the index service was down"),
         "{st}"
     );
-    let out = run(squadctl()
-        .args(["session", "complete", "no-such-session"])
-        .current_dir(root));
+    let out = ctl_run(root, &["session", "complete", "no-such-session"]);
     assert_eq!(code(&out), 2);
 }
 
@@ -361,7 +344,7 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
     let root = tmp.path();
     let _d = Daemon::start(root);
     let status = || {
-        let out = run(squadctl().args(["status", "--json"]).current_dir(root));
+        let out = ctl_run(root, &["status", "--json"]);
         serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
     };
     let before = status()["roots"][0]["next_retention_run"]
@@ -372,26 +355,18 @@ fn policy_edits_are_reloaded_and_invalid_ones_keep_the_previous_policy() {
         before.ends_with(":17:00Z"),
         "default: hourly at :17 ({before})"
     );
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: '0 42 * * * *'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: '0 42 * * * *'\n");
     eventually("policy reloaded", || {
         let next = status()["roots"][0]["next_retention_run"]
             .as_str()?
             .to_string();
         next.ends_with(":42:00Z").then_some(())
     });
-    let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap();
+    let audit = audit_log(root).unwrap();
     assert!(audit.contains("\"kind\":\"policy-reloaded\""), "{audit}");
-    fs::write(
-        root.join(".squad/policies.yaml"),
-        "retention:\n  schedule: 'whenever'\n",
-    )
-    .unwrap();
+    write_policy(root, "retention:\n  schedule: 'whenever'\n");
     let audit = eventually("invalid policy refused", || {
-        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let audit = audit_log(root)?;
         audit.contains("retention.schedule").then_some(audit)
     });
     let refused = audit
@@ -416,9 +391,7 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     fs::create_dir_all(&root).unwrap();
     let units = tmp.path().join("units");
     let squadd = env!("CARGO_BIN_EXE_squadd");
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
+    let out = run(ctl_root(&root)
         .args(["service", "install", "--user", "--binary", squadd, "--dir"])
         .arg(&units));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -440,9 +413,7 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     );
     assert!(unit.contains("Type=notify") && unit.contains("WatchdogSec="));
 
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
+    let out = run(ctl_root(&root)
         .args(["service", "install", "--system", "--print", "--binary"])
         .arg(&squadd));
     let unit = stdout(&out);
@@ -452,9 +423,7 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     );
     assert!(unit.contains("ProtectSystem=strict") && unit.contains("NoNewPrivileges=yes"));
 
-    let out = run(squadctl()
-        .arg("--root")
-        .arg(&root)
+    let out = run(ctl_root(&root)
         .args(["service", "install", "--launchd", "--print", "--binary"])
         .arg(&squadd));
     assert!(

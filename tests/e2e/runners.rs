@@ -7,29 +7,8 @@ use crate::support::*;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
-
-fn ctl(root: &Path) -> Command {
-    let mut c = squadctl();
-    c.current_dir(root)
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION")
-        .env_remove("SQUAD_ROOT");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert_eq!(
-        code(&out),
-        0,
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
 
 /// The fake agent. It appends `start <task> <ns>` / `end <task> <ns>` to
 /// `$TRACE`, checks its prompt names its task, reports in progress, works
@@ -66,9 +45,7 @@ struct Project {
 fn project(env: &[(&str, &str)], runner_extra: &str, runners_extra: &str, config: &str) -> Project {
     let tmp = tempfile::tempdir().unwrap();
     let root = fs::canonicalize(tmp.path()).unwrap();
-    ok(run(ctl(&root).arg("init")));
-    let out = ok(run(ctl(&root).args(["session", "new", "--slug", "runs"])));
-    let session = root.join(out.trim());
+    let session = init_session(&root, "runs");
     let agent = root.join("fake-agent.sh");
     fs::write(&agent, AGENT).unwrap();
     fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
@@ -85,7 +62,7 @@ fn project(env: &[(&str, &str)], runner_extra: &str, runners_extra: &str, config
         "runners:\n  dispatch: true\n{runners_extra}  agents:\n    \"*\":\n      command: [\"{}\", \"{{prompt_file}}\"]\n      env:\n{env_yaml}{runner_extra}",
         agent.display()
     );
-    fs::write(root.join(".squad/policies.yaml"), policy).unwrap();
+    write_policy(&root, policy);
     fs::write(root.join(".squad/config.json"), config).unwrap();
     Project {
         _tmp: tmp,
@@ -115,6 +92,23 @@ fn task(root: &Path, id: &str, agent: &str, requires: &[&str]) {
     ok(run(&mut c));
 }
 
+/// [`project`] whose agents work until the returned gate file exists.
+fn gated_project(runners_extra: &str, config: &str) -> (Project, PathBuf) {
+    let p = project(&[("GATE", "/nonexistent")], "", runners_extra, config);
+    let gate = p.root.join("go");
+    // The gate path is known only now: rewrite the policy with it.
+    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+        .unwrap()
+        .replace("/nonexistent", &gate.display().to_string());
+    write_policy(&p.root, policy);
+    (p, gate)
+}
+
+/// How many runs the agents' trace shows started.
+fn starts(p: &Project) -> usize {
+    trace(p).iter().filter(|e| e.0 == "start").count()
+}
+
 fn trace(p: &Project) -> Vec<(String, String, u128)> {
     fs::read_to_string(&p.trace)
         .unwrap_or_default()
@@ -131,7 +125,14 @@ fn trace(p: &Project) -> Vec<(String, String, u128)> {
 }
 
 fn audit(root: &Path) -> String {
-    fs::read_to_string(root.join(".squad/audit.jsonl")).unwrap_or_default()
+    audit_log(root).unwrap_or_default()
+}
+
+/// Waits until the session's status says completed.
+fn wait_completed(p: &Project) {
+    eventually("the session completes", || {
+        session_completed(p).then_some(())
+    });
 }
 
 fn session_completed(p: &Project) -> bool {
@@ -155,9 +156,7 @@ fn five_dependent_tasks_run_to_session_completed_with_no_human_step() {
     task(&p.root, "task_t3", "charlie", &["task_t1"]);
     task(&p.root, "task_t4", "delta", &["task_t1", "task_t2"]);
     task(&p.root, "task_t5", "echo", &["task_t3", "task_t4"]);
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
+    wait_completed(&p);
 
     let t = trace(&p);
     let starts: Vec<_> = t.iter().filter(|e| e.0 == "start").collect();
@@ -214,14 +213,14 @@ fn five_dependent_tasks_run_to_session_completed_with_no_human_step() {
     assert!(log.contains("\"kind\":\"pool-empty\""));
     // squadctl runs --all sees the five ended runs.
     let runs: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["runs", "--all", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["runs", "--all", "--json"])).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 5);
 }
 
 #[test]
 fn dispatch_is_off_by_default() {
     let p = project(&[], "", "", "{}");
-    fs::write(p.root.join(".squad/policies.yaml"), "").unwrap();
+    write_policy(&p.root, "");
     let _d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     eventually("squadd saw the task", || {
@@ -302,8 +301,7 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
         let v: serde_json::Value = serde_json::from_str(&rec).ok()?;
         (v["attempt"] == 2 && v["held"] == true).then_some(())
     });
-    let starts = trace(&p).iter().filter(|e| e.0 == "start").count();
-    assert_eq!(starts, 2, "one run and one retry");
+    assert_eq!(starts(&p), 2, "one run and one retry");
     // run.json is written first, then the event, then the message.
     let log = eventually("both exits audited", || {
         let log = audit(&p.root);
@@ -327,26 +325,18 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
     assert!(log.contains("failing on purpose"), "{log}");
     // Held: nothing more starts, and it validates.
     std::thread::sleep(Duration::from_millis(600));
-    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
-    ok(run(ctl(&p.root).arg("validate")));
+    assert_eq!(starts(&p), 2);
+    ctl_ok(&p.root, &["validate"]);
 }
 
 #[test]
 fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
-    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
-    let gate = p.root.join("go");
-    // The gate path is known only now: rewrite the policy with it.
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("", "{}");
     let d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     task(&p.root, "task_t2", "bravo", &[]);
     task(&p.root, "task_t3", "charlie", &["task_t1"]);
-    eventually("both ready tasks run", || {
-        (trace(&p).iter().filter(|e| e.0 == "start").count() == 2).then_some(())
-    });
+    eventually("both ready tasks run", || (starts(&p) == 2).then_some(()));
     // A kill between the spawn and the pid's record is the next test's.
     for t in ["task_t1", "task_t2"] {
         eventually("the pid is recorded", || {
@@ -369,20 +359,18 @@ fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let runs = ok(run(ctl(&p.root).args(["runs", "--json"])));
+    let runs = ctl_ok(&p.root, &["runs", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{runs}");
     assert_eq!(v[0]["state"], "running");
     assert!(v[0]["rss_bytes"].as_u64().is_some(), "{runs}");
     let status: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["status", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["status", "--json"])).unwrap();
     assert_eq!(status["runs"].as_array().unwrap().len(), 2);
-    let human = ok(run(ctl(&p.root).arg("runs")));
+    let human = ctl_ok(&p.root, &["runs"]);
     assert!(human.contains("task_t1 (alpha) running run 1"), "{human}");
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
+    wait_completed(&p);
     let t = trace(&p);
     for id in ["task_t1", "task_t2", "task_t3"] {
         let n = t.iter().filter(|e| e.0 == "start" && e.1 == id).count();
@@ -399,7 +387,7 @@ fn config_show_and_validate() {
         "",
         "{\n  \"version\": 1,\n  \"defaultModel\": \"m1\",\n  \"sessions\": {\"maxConcurrent\": \"two\"}\n}\n",
     );
-    let out = run(ctl(&p.root).args(["config", "validate"]));
+    let out = ctl_run(&p.root, &["config", "validate"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
         stdout(&out).contains("config.json:4:16: error[config-bad-type]"),
@@ -412,7 +400,7 @@ fn config_show_and_validate() {
     )
     .unwrap();
     let show: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "show", "--json"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["config", "show", "--json"])).unwrap();
     assert_eq!(show["models"]["default"], "m1");
     assert_eq!(
         show["provenance"]["models.default"],
@@ -420,31 +408,19 @@ fn config_show_and_validate() {
     );
     assert_eq!(show["provenance"]["sessions.maxConcurrent"], "default");
     let schema: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["config", "schema"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["config", "schema"])).unwrap();
     assert!(schema["properties"]["sessions"].is_object());
     let same: serde_json::Value =
-        serde_json::from_str(&ok(run(ctl(&p.root).args(["schema", "config"])))).unwrap();
+        serde_json::from_str(&ctl_ok(&p.root, &["schema", "config"])).unwrap();
     assert_eq!(same, schema);
 }
 
 #[test]
 fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
-    let p = project(
-        &[("GATE", "/nonexistent")],
-        "",
-        "  grace: 200ms\n  idle_after: 300ms\n",
-        "{}",
-    );
-    let gate = p.root.join("go");
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("  grace: 200ms\n  idle_after: 300ms\n", "{}");
     let _d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
-    eventually("the run starts", || {
-        (trace(&p).iter().filter(|e| e.0 == "start").count() == 1).then_some(())
-    });
+    eventually("the run starts", || (starts(&p) == 1).then_some(()));
     // It reported in progress, then wrote nothing: idle.
     eventually("agent-idle", || {
         audit(&p.root)
@@ -452,14 +428,14 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
             .then_some(())
     });
     // A second start by hand is refused: the task has a run.
-    let out = run(ctl(&p.root).args(["run", "task_t1"]));
+    let out = ctl_run(&p.root, &["run", "task_t1"]);
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(
         stderr(&out).contains("already has a run"),
         "{}",
         stderr(&out)
     );
-    ok(run(ctl(&p.root).args(["stop", "task_t1"])));
+    ctl_ok(&p.root, &["stop", "task_t1"]);
     eventually("the stop is recorded", || {
         let v: serde_json::Value = serde_json::from_str(
             &fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?,
@@ -468,40 +444,23 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
         (v["state"] == "stopped" && v["held"] == true && v["exit"].is_object()).then_some(())
     });
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        trace(&p).iter().filter(|e| e.0 == "start").count(),
-        1,
-        "held"
-    );
-    let out = ok(run(ctl(&p.root).args(["run", "task_t1"])));
+    assert_eq!(starts(&p), 1, "held");
+    let out = ctl_ok(&p.root, &["run", "task_t1"]);
     assert!(out.starts_with("started task_t1"), "{out}");
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
-    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 2);
-    let out = run(ctl(&p.root).args(["stop", "task_t1"]));
+    wait_completed(&p);
+    assert_eq!(starts(&p), 2);
+    let out = ctl_run(&p.root, &["stop", "task_t1"]);
     assert_eq!(code(&out), 2);
 }
 
 #[test]
 fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
-    let p = project(
-        &[("GATE", "/nonexistent")],
-        "",
-        "",
-        r#"{"sessions": {"maxConcurrent": 1}}"#,
-    );
-    let gate = p.root.join("go");
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("", r#"{"sessions": {"maxConcurrent": 1}}"#);
     let _d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     task(&p.root, "task_t2", "bravo", &[]);
     task(&p.root, "task_t3", "charlie", &[]);
-    let starts = |p: &Project| trace(p).iter().filter(|e| e.0 == "start").count();
     eventually("one run", || (starts(&p) == 1).then_some(()));
     // An invalid edit is refused: still one at a time.
     fs::write(
@@ -522,9 +481,7 @@ fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
     .unwrap();
     eventually("three runs", || (starts(&p) == 3).then_some(()));
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
+    wait_completed(&p);
 }
 
 #[test]
@@ -535,7 +492,7 @@ fn validate_reports_config_json_problems() {
         "",
         "{\n  \"sessions\": {\"maxConcurrent\": 0}\n}\n",
     );
-    let out = run(ctl(&p.root).args(["validate", "--json"]));
+    let out = ctl_run(&p.root, &["validate", "--json"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
         stdout(&out).contains("config-bad-value"),
@@ -546,12 +503,7 @@ fn validate_reports_config_json_problems() {
 
 #[test]
 fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
-    let p = project(&[("GATE", "/nonexistent")], "", "", "{}");
-    let gate = p.root.join("go");
-    let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
-        .unwrap()
-        .replace("/nonexistent", &gate.display().to_string());
-    fs::write(p.root.join(".squad/policies.yaml"), policy).unwrap();
+    let (p, gate) = gated_project("", "{}");
     let d = Daemon::start(&p.root);
     task(&p.root, "task_t1", "alpha", &[]);
     let rec_path = p.session.join("runs/task_t1/run.json");
@@ -578,10 +530,8 @@ fn a_run_whose_pid_was_never_recorded_is_found_and_readopted() {
         serde_json::from_str(&fs::read_to_string(&rec_path).unwrap()).unwrap();
     assert_eq!(v["pid"], pid, "the runner itself, not its children");
     fs::write(&gate, "").unwrap();
-    eventually("the session completes", || {
-        session_completed(&p).then_some(())
-    });
-    assert_eq!(trace(&p).iter().filter(|e| e.0 == "start").count(), 1);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 1);
 }
 
 #[test]

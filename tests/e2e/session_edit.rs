@@ -10,46 +10,41 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-fn status_of(dir: &Path) -> serde_yaml::Value {
-    let text = fs::read_to_string(dir.join("session-status.md")).unwrap();
-    let yaml: String = text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    serde_yaml::from_str(&yaml).unwrap()
-}
-
 /// `n` sessions, each with one task of alice's in progress.
 fn sessions(root: &Path, n: usize) -> Vec<PathBuf> {
-    ok(run(ctl(root).arg("init")));
+    ctl_ok(root, &["init"]);
     (0..n)
         .map(|k| {
             let slug = format!("race{k}");
-            let out = ok(run(ctl(root).args(["session", "new", "--slug", &slug])));
-            let dir = root.join(out.trim());
+            let dir = new_session(root, &slug);
             let name = dir.file_name().unwrap().to_str().unwrap().to_string();
-            ok(run(ctl(root).args([
-                "task",
-                "new",
-                "--session",
-                &name,
-                "--agent",
-                "alice",
-                "--instruction",
-                "work",
-            ])));
-            ok(run(ctl(root).args([
-                "progress",
-                "--session",
-                &name,
-                "--agent",
-                "alice",
-                "--task",
-                "task_001",
-                "--status",
-                "in_progress",
-            ])));
+            ctl_ok(
+                root,
+                &[
+                    "task",
+                    "new",
+                    "--session",
+                    &name,
+                    "--agent",
+                    "alice",
+                    "--instruction",
+                    "work",
+                ],
+            );
+            ctl_ok(
+                root,
+                &[
+                    "progress",
+                    "--session",
+                    &name,
+                    "--agent",
+                    "alice",
+                    "--task",
+                    "task_001",
+                    "--status",
+                    "in_progress",
+                ],
+            );
             dir
         })
         .collect()
@@ -104,7 +99,7 @@ fn session_complete_racing_squadds_status_rewrites_is_never_lost() {
     let mut via = Vec::new();
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_str().unwrap();
-        let out = ok(run(ctl(root).args(["session", "complete", name, "--json"])));
+        let out = ctl_ok(root, &["session", "complete", name, "--json"]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["status"], "completed", "{out}");
         via.push(v["via"].clone());
@@ -119,19 +114,19 @@ fn session_complete_racing_squadds_status_rewrites_is_never_lost() {
     // squadd settles the last writes; a completion it undid never comes back.
     for dir in &dirs {
         eventually("the last agent write is applied", || {
-            let v = status_of(dir);
+            let v = session_status(dir);
             (v["agents_active"].as_sequence().map(Vec::len) == Some(1)).then_some(())
         });
     }
     let lost: Vec<String> = dirs
         .iter()
-        .filter(|d| status_of(d)["status"] != "completed")
+        .filter(|d| session_status(d)["status"] != "completed")
         .map(|d| d.display().to_string())
         .collect();
     assert!(lost.is_empty(), "completions lost: {lost:?}");
     assert!(via.iter().all(|v| v == "squadd"), "{via:?}");
     for dir in &dirs {
-        assert!(status_of(dir)["completed_at"].is_string());
+        assert!(session_status(dir)["completed_at"].is_string());
     }
     drop(daemon);
 }
@@ -144,57 +139,45 @@ fn edits_go_through_squadd_and_fall_back_to_the_file_when_it_is_down() {
     let dir = &dirs[0];
     let name = dir.file_name().unwrap().to_str().unwrap();
     let daemon = Daemon::start(root);
-    let out = ok(run(
-        ctl(root).args(["session", "phase", name, "design", "--json"])
-    ));
+    let out = ctl_ok(root, &["session", "phase", name, "design", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (v["via"].as_str(), v["phase"].as_str()),
         (Some("squadd"), Some("design"))
     );
-    let out =
-        ok(run(ctl(root).args([
-            "session", "gate", name, "design", "passed", "--json",
-        ])));
+    let out = ctl_ok(
+        root,
+        &["session", "gate", name, "design", "passed", "--json"],
+    );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["validation_gates"]["design"], "passed", "{out}");
-    assert_eq!(status_of(dir)["validation_gates"]["design"], "passed");
+    assert_eq!(session_status(dir)["validation_gates"]["design"], "passed");
     // The rules hold on the daemon path too.
-    ok(run(ctl(root).args([
-        "session",
-        "fail",
-        name,
-        "--reason",
-        "index down",
-    ])));
+    ctl_ok(root, &["session", "fail", name, "--reason", "index down"]);
     let failed = fs::read(dir.join("session-status.md")).unwrap();
-    let out = run(ctl(root).args(["session", "complete", name]));
+    let out = ctl_run(root, &["session", "complete", name]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     assert!(stderr(&out).contains("index down"), "{}", stderr(&out));
     assert_eq!(fs::read(dir.join("session-status.md")).unwrap(), failed);
-    let out = ok(run(
-        ctl(root).args(["session", "complete", name, "--force", "--json"])
-    ));
+    let out = ctl_ok(root, &["session", "complete", name, "--force", "--json"]);
     let first: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(first["changed"], true);
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let out = ok(run(ctl(root).args(["session", "complete", name, "--json"])));
+    let out = ctl_ok(root, &["session", "complete", name, "--json"]);
     let again: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(again["changed"], false, "{out}");
     assert_eq!(again["completed_at"], first["completed_at"]);
     let (code_, _) = daemon.terminate();
     assert_eq!(code_, 0);
     // squadd down: the same command edits the file under the session lock.
-    let out = ok(run(
-        ctl(root).args(["session", "phase", name, "quality", "--json"])
-    ));
+    let out = ctl_ok(root, &["session", "phase", name, "quality", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (v["via"].as_str(), v["phase"].as_str()),
         (Some("file"), Some("quality"))
     );
-    assert_eq!(status_of(dir)["phase"], "quality");
+    assert_eq!(session_status(dir)["phase"], "quality");
     assert!(
         root.join(".squad/run")
             .join(format!("session-{name}.lock"))

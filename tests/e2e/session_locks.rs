@@ -32,12 +32,12 @@ fn set_status(root: &Path, session: &str, text: &str) {
 fn gc_removes_the_edit_locks_of_sessions_that_went_unless_held() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    ok(run(ctl(root).arg("init")));
+    ctl_ok(root, &["init"]);
     for s in [DONE, FAILED, ACTIVE, GONE, HELD] {
         fs::create_dir_all(root.join(".squad/sessions").join(s)).unwrap();
         set_status(root, s, "status: active\n");
         // An edit made with squadd down takes the session's lock.
-        ok(run(ctl(root).args(["session", "phase", s, "design"])));
+        ctl_ok(root, &["session", "phase", s, "design"]);
         assert!(lock_file(root, s).exists(), "{s}");
     }
     set_status(
@@ -60,7 +60,7 @@ fn gc_removes_the_edit_locks_of_sessions_that_went_unless_held() {
         .open(lock_file(root, HELD))
         .unwrap();
     held.lock().unwrap();
-    ok(run(ctl(root).arg("gc")));
+    ctl_ok(root, &["gc"]);
     assert!(root.join(".squad/archives").join(DONE).is_dir());
     assert!(!root.join(".squad/sessions").join(FAILED).exists());
     for (s, kept) in [
@@ -75,14 +75,9 @@ fn gc_removes_the_edit_locks_of_sessions_that_went_unless_held() {
     assert!(root.join(".squad/run/gc.lock").exists());
     // Let go: the next gc removes it.
     drop(held);
-    ok(run(ctl(root).arg("gc")));
+    ctl_ok(root, &["gc"]);
     assert!(!lock_file(root, HELD).exists());
     // The kept session's lock still serves.
-    ok(run(ctl(root).args([
-        "session",
-        "phase",
-        ACTIVE,
-        "implementation",
-    ])));
+    ctl_ok(root, &["session", "phase", ACTIVE, "implementation"]);
     assert!(lock_file(root, ACTIVE).exists());
 }

@@ -3,15 +3,8 @@
 
 use crate::support::*;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
+use std::path::Path;
 
 fn skill(name: &str, description: &str) -> String {
     format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\n\nInstructions.\n")
@@ -28,65 +21,39 @@ fn five_places() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     fs::create_dir_all(r.join(".squad/sessions")).unwrap();
-    write(
-        r,
-        ".squad/skills/alpha/SKILL.md",
-        &skill("alpha", "Team alpha."),
-    );
-    write(
-        r,
-        ".github/skills/beta/SKILL.md",
-        &skill("beta", "Beta from GitHub."),
-    );
-    write(
-        r,
-        ".copilot/skills/gamma/SKILL.md",
-        &skill("gamma", "Gamma from Copilot."),
-    );
-    write(
-        r,
-        ".claude/skills/delta/SKILL.md",
-        &skill("delta", "Delta from Claude."),
-    );
-    write(
-        r,
-        ".agents/skills/epsilon/SKILL.md",
-        &skill("epsilon", "Epsilon from agents."),
-    );
-    // Shadowed: alpha again, lower in precedence.
-    write(
-        r,
-        ".claude/skills/alpha/SKILL.md",
-        &skill("alpha", "A second alpha."),
-    );
-    // An agent's own skill, and one overriding a team skill for that agent.
-    write(
-        r,
-        ".squad/agents/ana/skills/zeta/SKILL.md",
-        &skill("zeta", "Ana's zeta."),
-    );
-    write(
-        r,
-        ".squad/agents/ana/skills/beta/SKILL.md",
-        &skill("beta", "Ana's own beta."),
-    );
+    for (place, name, description) in [
+        (".squad/skills", "alpha", "Team alpha."),
+        (".github/skills", "beta", "Beta from GitHub."),
+        (".copilot/skills", "gamma", "Gamma from Copilot."),
+        (".claude/skills", "delta", "Delta from Claude."),
+        (".agents/skills", "epsilon", "Epsilon from agents."),
+        // Shadowed: alpha again, lower in precedence.
+        (".claude/skills", "alpha", "A second alpha."),
+        // An agent's own skill, and one overriding a team skill for that agent.
+        (".squad/agents/ana/skills", "zeta", "Ana's zeta."),
+        (".squad/agents/ana/skills", "beta", "Ana's own beta."),
+    ] {
+        write(
+            r,
+            &format!("{place}/{name}/SKILL.md"),
+            &skill(name, description),
+        );
+    }
     write(r, ".squad/agents/bob/charter.md", "# Bob\n");
     // Broken ones: reported, skipped, never a crash.
-    write(
-        r,
-        ".github/skills/no-front/SKILL.md",
-        "# Code Review\n\nImported.\n",
-    );
-    write(
-        r,
-        ".agents/skills/bad-yaml/SKILL.md",
-        "---\nname: bad-yaml\ndescription: Use when: colon\n---\n",
-    );
-    write(
-        r,
-        ".copilot/skills/empty-folder/README.md",
-        "no skill here\n",
-    );
+    for (path, text) in [
+        (
+            ".github/skills/no-front/SKILL.md",
+            "# Code Review\n\nImported.\n",
+        ),
+        (
+            ".agents/skills/bad-yaml/SKILL.md",
+            "---\nname: bad-yaml\ndescription: Use when: colon\n---\n",
+        ),
+        (".copilot/skills/empty-folder/README.md", "no skill here\n"),
+    ] {
+        write(r, path, text);
+    }
     dir
 }
 
@@ -124,7 +91,7 @@ fn rules(v: &Value) -> Vec<(String, String)> {
 fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
     let dir = five_places();
     let r = dir.path();
-    let out = run(squadctl().args(["skills", "list", "--json"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "list", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(
@@ -176,9 +143,7 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
     );
 
     // One agent's view: its own skills first, then the team's.
-    let out = run(squadctl()
-        .args(["skills", "list", "--agent", "ana", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "list", "--agent", "ana", "--json"]);
     let v = json(&out);
     assert_eq!(
         names(&v, "skills"),
@@ -192,21 +157,17 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
         ]
     );
     // Bob has no skills of his own: the team's.
-    let out = run(squadctl()
-        .args(["skills", "list", "--agent", "bob", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "list", "--agent", "bob", "--json"]);
     assert_eq!(json(&out)["skills"].as_array().unwrap().len(), 5);
 
     // Human listing names the shadowed ones and counts the problems.
-    let out = run(squadctl().args(["skills", "list"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "list"]);
     let text = stdout(&out);
     assert!(text.contains("shadowed: alpha at .claude/skills/alpha/SKILL.md (hidden by .squad/skills/alpha/SKILL.md)"), "{text}");
     assert!(text.contains("2 skipped, 3 warnings"), "{text}");
 
     // validate: positions, rule ids, hints; errors for the skipped ones.
-    let out = run(squadctl()
-        .args(["skills", "validate", "--color", "never"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", "--color", "never"]);
     assert_eq!(code(&out), 1);
     let text = stdout(&out);
     assert!(
@@ -225,15 +186,13 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
     );
 
     // squadctl validate includes the project's skills.
-    let out = run(squadctl()
-        .args(["validate", "--format", "json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["validate", "--format", "json"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     let v = json(&out);
     assert!(rules(&v).iter().any(|(r, _)| r == "skill-yaml-syntax"));
 
     // show: fields, location, the shadowed copy and the text.
-    let out = run(squadctl().args(["skills", "show", "alpha"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "show", "alpha"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -245,7 +204,7 @@ fn discovery_over_all_five_places_agents_shadowing_and_broken_files() {
         "{text}"
     );
     assert!(text.ends_with("# alpha\n\nInstructions.\n"), "{text}");
-    let out = run(squadctl().args(["skills", "show", "nope"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "show", "nope"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("no skill `nope`"), "{}", stderr(&out));
 }
@@ -255,17 +214,14 @@ fn validate_paths_and_strict() {
     let dir = five_places();
     let r = dir.path();
     // A single skill folder, a SKILL.md, a directory of skills.
-    let out = run(squadctl()
-        .args(["skills", "validate", ".squad/skills/alpha"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", ".squad/skills/alpha"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    let out = run(squadctl()
-        .args(["skills", "validate", ".agents/skills/bad-yaml/SKILL.md"])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words("skills validate .agents/skills/bad-yaml/SKILL.md"),
+    );
     assert_eq!(code(&out), 1);
-    let out = run(squadctl()
-        .args(["skills", "validate", ".github/skills", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", ".github/skills", "--json"]);
     let v = json(&out);
     assert_eq!(v["files_checked"], 2);
     assert_eq!(v["errors"], 1);
@@ -275,41 +231,27 @@ fn validate_paths_and_strict() {
         "loose/mine/SKILL.md",
         "---\nname: mine\ndescription: d\ndomain: x\n---\n",
     );
-    let out = run(squadctl()
-        .args(["skills", "validate", "loose/mine"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", "loose/mine"]);
     assert_eq!(code(&out), 0);
-    let out = run(squadctl()
-        .args([
-            "skills",
-            "validate",
-            "--strict",
-            "--format",
-            "github",
-            "loose/mine",
-        ])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words("skills validate --strict --format github loose/mine"),
+    );
     assert_eq!(code(&out), 1);
     assert!(
         stdout(&out).starts_with("::error file=loose/mine/SKILL.md,line=4,col=1"),
         "{}",
         stdout(&out)
     );
-    let out = run(squadctl()
-        .args(["skills", "validate", "no/such/path"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "validate", "no/such/path"]);
     assert_eq!(code(&out), 2);
     // `squadctl validate` takes skill paths too (lenient), beside protocol files.
-    let out = run(squadctl()
-        .args([
-            "validate",
-            "--format",
-            "json",
-            ".agents/skills/bad-yaml/SKILL.md",
-            ".claude/skills",
-            ".squad/skills/alpha",
-        ])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words(
+            "validate --format json .agents/skills/bad-yaml/SKILL.md .claude/skills .squad/skills/alpha",
+        ),
+    );
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let v = json(&out);
     assert_eq!(v["files_checked"], 4, "{v:#}");
@@ -404,9 +346,7 @@ fn prompt_project() -> tempfile::TempDir {
 fn prompt_block_snapshot_parses_and_escapes() {
     let dir = prompt_project();
     let r = dir.path();
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "fenster"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "fenster"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     let snap = fixture("skills/prompt-fenster.txt");
@@ -449,18 +389,14 @@ fn prompt_block_snapshot_parses_and_escapes() {
         ".squad/policies.yaml",
         "skills:\n  prompt_budget_tokens: 50\n",
     );
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "fenster"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "fenster"]);
     assert_eq!(code(&out), 0);
     assert!(
         stderr(&out).contains("over the budget of 50 (policy skills.prompt_budget_tokens)"),
         "{}",
         stderr(&out)
     );
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "fenster", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "fenster", "--json"]);
     let v = json(&out);
     assert_eq!(v["budget_tokens"], 50);
     assert!(v["tokens"].as_u64().unwrap() > 50);
@@ -488,34 +424,13 @@ fn prompt_block_snapshot_parses_and_escapes() {
         ]
     );
     // Agent names never leave .squad/agents/.
-    let out = run(squadctl()
-        .args(["skills", "prompt", "--agent", "../x"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "prompt", "--agent", "../x"]);
     assert_eq!(code(&out), 2);
 }
 
 // ---------------------------------------------------------------------------
 // Built-in skills
 // ---------------------------------------------------------------------------
-
-fn tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.insert(
-                    e.path().strip_prefix(root).unwrap().to_path_buf(),
-                    fs::read(e.path()).unwrap(),
-                );
-            }
-        }
-    }
-    out
-}
 
 fn shipped(name: &str) -> String {
     fs::read_to_string(
@@ -560,9 +475,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     );
 
     // Fresh: both built-ins installed, valid, recorded.
-    let out = run(squadctl()
-        .args(["skills", "upgrade", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v = json(&out);
     let actions: Vec<&str> = v["skills"]
@@ -582,26 +495,23 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
                 .is_file()
         );
     }
-    let out = run(squadctl()
-        .args([
-            "skills",
-            "validate",
-            "--strict",
-            ".squad/skills/squad-protocol",
-            ".squad/skills/squad-memory-format",
-        ])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words(
+            "skills validate --strict .squad/skills/squad-protocol .squad/skills/squad-memory-format",
+        ),
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 
     // Again: nothing to do.
-    let before = tree(r);
-    let out = run(squadctl().args(["skills", "upgrade"]).current_dir(r));
+    let before = snapshot(r);
+    let out = ctl_run(r, &["skills", "upgrade"]);
     assert!(
         stdout(&out).contains("0 built-in skills installed or replaced"),
         "{}",
         stdout(&out)
     );
-    assert_eq!(tree(r), before);
+    assert_eq!(snapshot(r), before);
 
     // The user edits squad-protocol; squad-memory-format is an older install.
     let modified = format!("{}\nMy team's extra rule.\n", shipped("squad-protocol"));
@@ -609,10 +519,8 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     install_old(r, "squad-memory-format");
 
     // Dry run: says what it would do, changes nothing.
-    let before = tree(r);
-    let out = run(squadctl()
-        .args(["skills", "upgrade", "--dry-run"])
-        .current_dir(r));
+    let before = snapshot(r);
+    let out = ctl_run(r, &["skills", "upgrade", "--dry-run"]);
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
     assert!(
@@ -624,11 +532,9 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
         "{text}"
     );
     assert!(text.contains("(dry run: nothing written)"), "{text}");
-    assert_eq!(tree(r), before);
+    assert_eq!(snapshot(r), before);
 
-    let out = run(squadctl()
-        .args(["skills", "upgrade", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade", "--json"]);
     let v = json(&out);
     let actions: Vec<(&str, &str)> = v["skills"]
         .as_array()
@@ -672,7 +578,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
     fs::remove_file(r.join(".squad/skills/squad-memory-format/.squad-builtin.json")).unwrap();
     let mine = skill("squad-memory-format", "Hand-written.");
     write(r, ".squad/skills/squad-memory-format/SKILL.md", &mine);
-    let out = run(squadctl().args(["skills", "upgrade"]).current_dir(r));
+    let out = ctl_run(r, &["skills", "upgrade"]);
     assert!(
         stdout(&out).contains(
             "squad-memory-format: a skill of this name that squadctl did not install; left alone"
@@ -689,10 +595,7 @@ fn upgrade_installs_replaces_and_leaves_modified_and_learned_skills_alone() {
 #[test]
 fn upgrade_without_a_team_directory_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(squadctl()
-        .args(["--root"])
-        .arg(dir.path())
-        .args(["skills", "upgrade"]));
+    let out = run(ctl_root(dir.path()).args(["skills", "upgrade"]));
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("squadctl init"), "{}", stderr(&out));
 }
@@ -702,40 +605,34 @@ fn new_scaffolds_a_valid_skill() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     fs::create_dir_all(r.join(".squad")).unwrap();
-    let out = run(squadctl()
-        .args([
+    let out = ctl_run(
+        r,
+        &[
             "skills",
             "new",
             "api-design",
             "--description",
             "REST API conventions: \"use when\" designing",
-        ])
-        .current_dir(r));
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(squadctl()
-        .args(["skills", "validate", "--strict", ".squad/skills/api-design"])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words("skills validate --strict .squad/skills/api-design"),
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    let out = run(squadctl()
-        .args(["skills", "show", "api-design", "--json"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "show", "api-design", "--json"]);
     assert_eq!(
         json(&out)["skill"]["skill"]["description"],
         "REST API conventions: \"use when\" designing"
     );
     // An agent's own, without a description: still valid.
-    let out = run(squadctl()
-        .args(["skills", "new", "notes", "--agent", "ana"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "new", "notes", "--agent", "ana"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(squadctl()
-        .args([
-            "skills",
-            "validate",
-            "--strict",
-            ".squad/agents/ana/skills/notes",
-        ])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words("skills validate --strict .squad/agents/ana/skills/notes"),
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // Refusals: bad names, existing skills.
     for args in [
@@ -745,9 +642,7 @@ fn new_scaffolds_a_valid_skill() {
         let out = run(squadctl().args(args).current_dir(r));
         assert_eq!(code(&out), 2, "{args:?}");
     }
-    let out = run(squadctl()
-        .args(["skills", "new", "x", "--description", "has <angle>"])
-        .current_dir(r));
+    let out = ctl_run(r, &["skills", "new", "x", "--description", "has <angle>"]);
     assert_eq!(code(&out), 2);
     assert!(!r.join(".squad/skills/x").exists());
 }
@@ -757,9 +652,7 @@ fn new_scaffolds_a_valid_skill() {
 // ---------------------------------------------------------------------------
 
 fn skills_status(root: &Path) -> Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let v = json(&out);
+    let v = status_json(root);
     assert_eq!(v["daemon"]["state"], "running", "{v:#}");
     v["roots"][0]["skills"].clone()
 }
@@ -792,7 +685,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
             .starts_with(".claude/skills/broken/SKILL.md:1:1: error[skill-no-front-matter]"),
         "{s}"
     );
-    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    let out = ctl_run(r, &["status", "--check"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     // Editing the SKILL.md in place fixes it.
     write(
@@ -804,7 +697,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
         let s = skills_status(r);
         (s["errors"] == 0 && s["loaded"] == 2).then_some(())
     });
-    let out = run(squadctl().args(["status", "--check"]).current_dir(r));
+    let out = ctl_run(r, &["status", "--check"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // An agent's new skill, and a shadowing duplicate.
     write(
@@ -817,7 +710,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
         (s["shadowed"] == 1).then_some(s)
     });
     assert_eq!(s["loaded"], 3, "{s}");
-    let human = stdout(&run(squadctl().args(["status"]).current_dir(r)));
+    let human = stdout(&ctl_run(r, &["status"]));
     assert!(
         human.contains("skills: 3 loaded, 0 skipped, 1 warning, 1 shadowed"),
         "{human}"
@@ -837,17 +730,10 @@ fn check_reports_a_skill_agents_would_never_see() {
         "---\nname: review\n---\n",
     );
     fs::write(r.join("changed.txt"), "backend/src/routes/users.ts\n").unwrap();
-    let out = run(squadctl()
-        .args([
-            "check",
-            "--changed",
-            "changed.txt",
-            "--task",
-            "task_001",
-            "--format",
-            "json",
-        ])
-        .current_dir(r));
+    let out = ctl_run(
+        r,
+        &words("check --changed changed.txt --task task_001 --format json"),
+    );
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let v = json(&out);
     assert_eq!(

@@ -2,7 +2,9 @@
 //! `export` and `import` on the real corpus and on hostile files, and kill -9
 //! during a large import.
 
-use crate::support::{code, copy_tree, run, squadctl, stderr, stdout};
+use crate::support::{
+    code, copy_tree, ctl_root, ctl_run, run, squadctl, status_json, stderr, stdout,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,9 +54,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
 }
 
 fn export(project: &Path, format: &str, out: &Path) {
-    let o = run(squadctl()
-        .arg("--root")
-        .arg(project)
+    let o = run(ctl_root(project)
         .args(["export", "--format", format, "--out"])
         .arg(out));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -62,12 +62,7 @@ fn export(project: &Path, format: &str, out: &Path) {
 
 fn import(project: &Path, file: &Path, extra: &[&str]) -> std::process::Output {
     std::fs::create_dir_all(project).unwrap();
-    run(squadctl()
-        .arg("--root")
-        .arg(project)
-        .arg("import")
-        .arg(file)
-        .args(extra))
+    run(ctl_root(project).arg("import").arg(file).args(extra))
 }
 
 /// The export's JSON without what differs between two exports of the same
@@ -83,10 +78,7 @@ fn content(file: &Path) -> Value {
 #[test]
 fn team_show_and_validate_read_the_real_corpus() {
     let (_tmp, p) = real_project();
-    let o = run(squadctl()
-        .arg("--root")
-        .arg(&p)
-        .args(["team", "show", "--json"]));
+    let o = run(ctl_root(&p).args(["team", "show", "--json"]));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["members"].as_array().unwrap().len(), 21);
@@ -94,15 +86,15 @@ fn team_show_and_validate_read_the_real_corpus() {
     assert_eq!(v["members"][3]["charter_role"], "Quality Owner");
     assert_eq!(v["alumni"][0], "kobayashi");
     assert_eq!(v["errors"], 0);
-    let o = run(squadctl().arg("--root").arg(&p).args(["team", "validate"]));
+    let o = run(ctl_root(&p).args(["team", "validate"]));
     assert_eq!(code(&o), 0, "{}", stdout(&o));
     assert!(stdout(&o).contains("warning[team-member-without-agent]"));
 
     // The deliberately broken fixture: invalid casting JSON at line 4 col 3.
-    let o = run(squadctl()
-        .arg("--root")
-        .arg(corpus("squad-head/test-fixtures/dogfood/corrupt-state"))
-        .args(["team", "validate", "--format", "json"]));
+    let o = run(
+        ctl_root(corpus("squad-head/test-fixtures/dogfood/corrupt-state"))
+            .args(["team", "validate", "--format", "json"]),
+    );
     assert_eq!(code(&o), 1);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let d = v["diagnostics"]
@@ -122,14 +114,14 @@ fn team_show_and_validate_read_the_real_corpus() {
 fn validate_includes_team_files_and_ignores_a_sessions_only_squad_dir() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path();
-    let o = run(squadctl().arg("--root").arg(p).arg("init"));
+    let o = run(ctl_root(p).arg("init"));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let o = run(squadctl().arg("--root").arg(p).arg("validate"));
+    let o = run(ctl_root(p).arg("validate"));
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
     assert!(!stdout(&o).contains("team-"), "{}", stdout(&o));
     std::fs::create_dir_all(p.join(".squad/casting")).unwrap();
     std::fs::write(p.join(".squad/casting/registry.json"), "{\"a\": 1,}").unwrap();
-    let o = run(squadctl().arg("--root").arg(p).arg("validate"));
+    let o = run(ctl_root(p).arg("validate"));
     assert_eq!(code(&o), 1);
     assert!(
         stdout(&o).contains("registry.json:1:9: error[team-invalid-json]"),
@@ -423,9 +415,7 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
         std::fs::write(project.join(".squad/agents/old/charter.md"), "old").unwrap();
     };
     let import_force = |project: &Path| {
-        squadctl()
-            .arg("--root")
-            .arg(project)
+        ctl_root(project)
             .args(["import", "--force"])
             .arg(&file)
             .stdout(std::process::Stdio::null())
@@ -460,11 +450,7 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
         *seen.entry(state).or_default() += 1;
         // The next import cleans what the kill left and succeeds; the old
         // team is kept as a backup whichever instant the kill came.
-        let o = run(squadctl()
-            .arg("--root")
-            .arg(&project)
-            .args(["import", "--force"])
-            .arg(&file));
+        let o = run(ctl_root(&project).args(["import", "--force"]).arg(&file));
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         assert_eq!(which_team(&project, agents), "new");
         let names: Vec<String> = std::fs::read_dir(&project)
@@ -485,9 +471,7 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
 }
 
 fn team_status(root: &Path) -> Value {
-    let out = run(squadctl().args(["status", "--json"]).current_dir(root));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let v = status_json(root);
     assert_eq!(v["daemon"]["state"], "running", "{v:#}");
     v["roots"][0]["team"].clone()
 }
@@ -521,7 +505,7 @@ fn squadd_watches_the_team_files_and_reports_problems_in_status() {
             .starts_with(".squad/casting/policy.json:2:10: error[team-invalid-json]"),
         "{s}"
     );
-    let out = run(squadctl().args(["status", "--check"]).current_dir(&r));
+    let out = ctl_run(&r, &["status", "--check"]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     // A new agent's charter without a Role line, in a folder created now.
     std::fs::write(r.join(".squad/casting/policy.json"), "{}\n").unwrap();
@@ -538,7 +522,7 @@ fn squadd_watches_the_team_files_and_reports_problems_in_status() {
         .then_some(s)
     });
     assert_eq!(s["warnings"], 17, "{s}");
-    let human = stdout(&run(squadctl().arg("status").current_dir(&r)));
+    let human = stdout(&ctl_run(&r, &["status"]));
     assert!(
         human.contains("team: 21 members, 0 errors, 17 warnings"),
         "{human}"
@@ -552,9 +536,7 @@ fn export_agents_review_and_stdout() {
     let (tmp, p) = real_project();
     // --agents takes folder or roster names, any case.
     let out = tmp.path().join("two.squad");
-    let o = run(squadctl()
-        .arg("--root")
-        .arg(&p)
+    let o = run(ctl_root(&p)
         .args(["export", "--agents", "FIDO,flight", "--out"])
         .arg(&out));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -565,9 +547,7 @@ fn export_agents_review_and_stdout() {
     assert_eq!(v["exported_from"]["owner"], "Brady");
     // An unknown agent is an error that names it; nothing is written.
     let none = tmp.path().join("none.squad");
-    let o = run(squadctl()
-        .arg("--root")
-        .arg(&p)
+    let o = run(ctl_root(&p)
         .args(["export", "--agents", "nobody", "--out"])
         .arg(&none));
     assert_ne!(code(&o), 0);
@@ -575,10 +555,7 @@ fn export_agents_review_and_stdout() {
     assert!(!none.exists());
     // --review writes nothing and lists the marked sections.
     let before = snapshot(&p);
-    let o = run(squadctl()
-        .arg("--root")
-        .arg(&p)
-        .args(["export", "--review"]));
+    let o = run(ctl_root(&p).args(["export", "--review"]));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(stdout(&o).contains("\"Core Context\""), "{}", stdout(&o));
     assert!(
@@ -589,13 +566,7 @@ fn export_agents_review_and_stdout() {
     assert!(stdout(&o).contains("nothing was written"));
     assert_eq!(snapshot(&p), before);
     // --out - writes the squad-cli shape to stdout.
-    let o = run(squadctl().arg("--root").arg(&p).args([
-        "export",
-        "--format",
-        "squad-cli",
-        "--out",
-        "-",
-    ]));
+    let o = run(ctl_root(&p).args(["export", "--format", "squad-cli", "--out", "-"]));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["version"], "1.0");
@@ -648,7 +619,7 @@ fn import_after_init_keeps_squadds_files_and_needs_no_force() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("p");
     std::fs::create_dir_all(&p).unwrap();
-    let o = run(squadctl().arg("--root").arg(&p).arg("init"));
+    let o = run(ctl_root(&p).arg("init"));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let session = p.join(".squad/sessions/20240115T100000Z");
     std::fs::create_dir_all(&session).unwrap();

@@ -83,7 +83,7 @@ fn broken_fixtures_match_their_snapshots() {
 fn bad_input_yields_diagnostics_and_validation_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let out = run(squadctl().arg("init").current_dir(root));
+    let out = ctl_run(root, &["init"]);
     assert_eq!(code(&out), 0);
     let s = root.join(".squad/sessions/20240115T100000Z");
     fs::create_dir(&s).unwrap();
@@ -120,9 +120,7 @@ fn bad_input_yields_diagnostics_and_validation_goes_on() {
     );
     fs::create_dir(s.join("role-plan-a-task_dir.md")).unwrap();
 
-    let out = run(squadctl()
-        .args(["validate", "--format", "json"])
-        .current_dir(root));
+    let out = ctl_run(root, &["validate", "--format", "json"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let diags = v["diagnostics"].as_array().unwrap();
@@ -199,17 +197,13 @@ fn output_formats() {
 fn usage_and_io_failures_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     // No .squad anywhere above a fresh temporary directory.
-    let out = run(squadctl().arg("validate").current_dir(tmp.path()));
+    let out = ctl_run(tmp.path(), &["validate"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("squadctl init"), "{}", stderr(&out));
-    let out = run(squadctl()
-        .args(["validate", "does-not-exist"])
-        .current_dir(tmp.path()));
+    let out = ctl_run(tmp.path(), &["validate", "does-not-exist"]);
     assert_eq!(code(&out), 2);
     fs::write(tmp.path().join("notes.txt"), "x").unwrap();
-    let out = run(squadctl()
-        .args(["validate", "notes.txt"])
-        .current_dir(tmp.path()));
+    let out = ctl_run(tmp.path(), &["validate", "notes.txt"]);
     assert_eq!(code(&out), 2);
     assert!(
         stderr(&out).contains("not a protocol file name"),
@@ -234,28 +228,18 @@ fn warnings_alone_exit_0() {
 fn init_and_session_new_create_a_valid_project() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let out = run(squadctl().arg("init").current_dir(root));
+    let out = ctl_run(root, &["init"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     for dir in [".squad/sessions", ".squad/archives", ".squad/run"] {
         assert!(root.join(dir).is_dir(), "{dir}");
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(root.join(".squad/run"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
-    }
+    assert_eq!(run_dir_mode(root), 0o700);
     // Idempotent.
-    let out = run(squadctl().arg("init").current_dir(root));
+    let out = ctl_run(root, &["init"]);
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("already initialized"));
 
-    let out = run(squadctl()
-        .args(["session", "new", "--slug", "user-search", "--json"])
-        .current_dir(root));
+    let out = ctl_run(root, &["session", "new", "--slug", "user-search", "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let name = v["session"].as_str().unwrap();
@@ -271,9 +255,7 @@ fn init_and_session_new_create_a_valid_project() {
         1
     );
 
-    let out = run(squadctl()
-        .args(["validate", "--color", "never"])
-        .current_dir(root));
+    let out = ctl_run(root, &["validate", "--color", "never"]);
     // session-status.md and the two built-in skills `init` installs.
     assert_eq!(
         stdout(&out),
@@ -281,9 +263,7 @@ fn init_and_session_new_create_a_valid_project() {
     );
     assert_eq!(code(&out), 0);
 
-    let out = run(squadctl()
-        .args(["session", "new", "--slug", "Bad Slug"])
-        .current_dir(root));
+    let out = ctl_run(root, &["session", "new", "--slug", "Bad Slug"]);
     assert_eq!(code(&out), 2);
 }
 
