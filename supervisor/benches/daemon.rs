@@ -21,7 +21,9 @@
 //! `SQUAD_BENCH_DIR` (where to create roots; default the system temp dir,
 //! try /dev/shm for tmpfs), `SQUAD_BENCH_IDLE_SECS` (default 60),
 //! `SQUAD_BENCH_SESSIONS` (default 1000), `SQUAD_BENCH_BURST` (default
-//! 50000). Run one part by name:
+//! 50000), `SQUAD_BENCH_SAMPLES` (growth: samples per size and direction,
+//! default 40; a p99 worth trusting needs a few hundred). Run one part by
+//! name:
 //! `… --bench daemon -- growth`.
 
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -92,6 +94,11 @@ fn plan(i: usize) -> String {
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+/// How many samples took longer than `limit` ms.
+fn over(samples: &[Duration], limit: f64) -> usize {
+    samples.iter().filter(|d| ms(**d) > limit).count()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -258,11 +265,19 @@ fn startup_and_idle() {
     );
 }
 
+/// When message number `minute` was created: 2024-01-15T10:00:00Z plus that
+/// many minutes (the growth part names its inbox file from it).
+fn created(minute: usize) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339("2024-01-15T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc)
+        + chrono::Duration::minutes(minute as i64)
+}
+
 fn message(id: &str, to: &str, minute: usize) -> String {
     format!(
-        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: {to}\n  created_at: 2024-01-15T{:02}:{:02}:00Z\n  priority: medium\ntype: notification\nsubject: s\nmessage: m\n",
-        10 + (minute / 60) % 10,
-        minute % 60
+        "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: {to}\n  created_at: {}\n  priority: medium\ntype: notification\nsubject: s\nmessage: m\n",
+        created(minute).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     )
 }
 
@@ -328,7 +343,11 @@ fn tasks_completed(path: &Path) -> Option<usize> {
 fn growth() {
     let small: usize = env_or("SQUAD_BENCH_SESSIONS", 1000);
     let idle: u64 = env_or("SQUAD_BENCH_IDLE_SECS", 60);
-    let tasks = 2000;
+    let samples: usize = env_or("SQUAD_BENCH_SAMPLES", 40).max(1);
+    let changes = 20;
+    // Each size completes `samples + changes` tasks with progress updates:
+    // the session holds at least that many for every size.
+    let tasks = 2000.max(3 * (samples + changes));
     let tmp = tempdir();
     let root = tmp.path();
     let base = root.join(".squad/sessions");
@@ -386,7 +405,6 @@ fn growth() {
         if level > 0 {
             wait_for(|| fs::read_dir(&inbox).map_or(0, |d| d.count()) >= level);
         }
-        let samples = 40;
         // rename → status: a progress update completes one more task.
         let mut to_status = Vec::new();
         for _ in 0..samples {
@@ -408,13 +426,9 @@ fn growth() {
         let mut to_inbox = Vec::new();
         for _ in 0..samples {
             let id = format!("msg_c{next_msg:05}");
-            let created = chrono::DateTime::parse_from_rfc3339("2024-01-15T10:00:00Z")
-                .unwrap()
-                .with_timezone(&chrono::Utc)
-                + chrono::Duration::minutes(next_msg as i64);
             let name = squad_policies::messages::inbox_name(
                 squad_protocol::model::Priority::Medium,
-                created,
+                created(next_msg),
                 &id,
             );
             let target = big.join("inbox/carol/new").join(&name);
@@ -431,7 +445,6 @@ fn growth() {
         to_status.sort();
         to_inbox.sort();
         // Syscalls of one change: 20 progress updates under strace.
-        let changes = 20;
         let calls = syscalls_during(pid, || {
             for _ in 0..changes {
                 let i = next_task;
@@ -448,13 +461,17 @@ fn growth() {
             }
         });
         println!(
-            "  {level:>5} messages: rename→status p50 {:>7.3} ms p99 {:>7.3} ms (n={}); rename→inbox p50 {:>7.3} ms p99 {:>7.3} ms (n={}); syscalls per progress update: {}",
+            "  {level:>5} messages: rename→status p50 {:>7.3} ms p99 {:>7.3} ms max {:>7.3} ms (n={}, {} over 5 ms); rename→inbox p50 {:>7.3} ms p99 {:>7.3} ms max {:>7.3} ms (n={}, {} over 5 ms); syscalls per progress update: {}",
             ms(percentile(&to_status, 0.5)),
             ms(percentile(&to_status, 0.99)),
+            ms(percentile(&to_status, 1.0)),
             to_status.len(),
+            over(&to_status, 5.0),
             ms(percentile(&to_inbox, 0.5)),
             ms(percentile(&to_inbox, 0.99)),
+            ms(percentile(&to_inbox, 1.0)),
             to_inbox.len(),
+            over(&to_inbox, 5.0),
             calls.map_or_else(
                 || "n/a (no strace)".to_string(),
                 |c| format!("{:.0}", c as f64 / changes as f64)

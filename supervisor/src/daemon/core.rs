@@ -10,6 +10,7 @@ use crate::state::State;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use super::session::invalid_summary;
 
@@ -22,12 +23,9 @@ pub struct Root {
     /// Sessions by directory name.
     pub sessions: BTreeMap<String, SessionCore>,
     /// Each session's part of the shared context, with the identity of the
-    /// session core it was rendered from.
-    pub fragments: BTreeMap<String, (u64, crate::outputs::ContextFragment)>,
-    /// The shared context file as squadd last wrote it: its (inode, size,
-    /// mtime) after the write, the top-level object it was assembled over,
-    /// and its text. While the file's mark is unchanged it is not read again.
-    pub context: Option<ContextMark>,
+    /// session core it was rendered from (shared with the background writer
+    /// that assembles the file: see [`super::context`]).
+    pub fragments: BTreeMap<String, (u64, Arc<crate::outputs::ContextFragment>)>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
     /// What squadd remembers across restarts (task starts and overdue
@@ -48,17 +46,6 @@ pub struct Root {
     pub next_gc: Option<DateTime<Utc>>,
 }
 
-/// What squadd remembers of the shared context file it wrote.
-#[derive(Debug, Clone)]
-pub struct ContextMark {
-    /// (inode, size, mtime in ns) after the write, once known.
-    pub mark: Option<(u64, u64, i128)>,
-    /// The top-level object the text was assembled over.
-    pub root: serde_json::Map<String, serde_json::Value>,
-    /// The text.
-    pub text: String,
-}
-
 /// The next run of a retention schedule after `now`.
 pub fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     policy.retention.schedule().ok()?.after(&now).next()
@@ -75,7 +62,6 @@ impl Root {
             root,
             sessions: BTreeMap::new(),
             mail: BTreeMap::new(),
-            context: None,
             fragments: BTreeMap::new(),
             state,
             missing: false,
@@ -216,8 +202,9 @@ impl Root {
 
     /// The shared context's parts, brought up to date only for the tasks
     /// re-derived since the last time (a session loaded anew is rendered
-    /// whole).
-    pub fn context_fragments(&mut self) -> Vec<&crate::outputs::ContextFragment> {
+    /// whole). A fragment the background writer still holds is copied
+    /// before it changes.
+    pub fn context_fragments(&mut self) -> Vec<Arc<crate::outputs::ContextFragment>> {
         self.fragments
             .retain(|name, _| self.sessions.contains_key(name));
         for (name, core) in &mut self.sessions {
@@ -228,7 +215,7 @@ impl Root {
             if whole || !dirty.is_empty() {
                 entry.0 = id;
                 let tasks = core.tasks();
-                entry.1.update(
+                Arc::make_mut(&mut entry.1).update(
                     core.index(),
                     |t| tasks.get(t),
                     tasks.values(),
@@ -236,7 +223,10 @@ impl Root {
                 );
             }
         }
-        self.fragments.values().map(|(_, f)| f).collect()
+        self.fragments
+            .values()
+            .map(|(_, f)| Arc::clone(f))
+            .collect()
     }
 
     /// The escalated messages of a session.

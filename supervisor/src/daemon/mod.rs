@@ -19,6 +19,7 @@
 //!   of the timer queue.
 
 pub mod answers;
+pub mod context;
 pub mod core;
 pub mod edits;
 pub mod eventlog;
@@ -36,14 +37,13 @@ pub mod timers;
 pub mod upkeep;
 pub mod writer;
 
-use self::core::ContextMark;
 use self::core::Root;
 use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::{assemble_context, existing_context, render_status};
+use crate::outputs::render_status;
 use crate::state::{State, state_path};
 use chrono::{DateTime, Utc};
 use eventlog::EventLog;
@@ -314,17 +314,6 @@ fn release_scan_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
-}
-
-/// A file's (inode, size, mtime): whether it is still what squadd wrote.
-fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path).ok()?;
-    Some((
-        m.ino(),
-        m.len(),
-        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-    ))
 }
 
 /// Whether a file was indexed as unreadable (a read error, not its content).
@@ -1614,54 +1603,26 @@ impl Supervisor {
         drop(locks);
     }
 
-    /// Renders the shared context from the sessions' kept parts and queues
-    /// its write (`now`: written before returning, as at start-up). The file
-    /// is read again only when its (inode, size, mtime) is not what squadd's
-    /// own last write left.
+    /// Brings the shared context's fragments up to date and has the file
+    /// assembled and written by the background writer (`now`: on this
+    /// task, before returning, as at start-up and shutdown). The file is
+    /// read again only when its (inode, size, mtime) is not what squadd's
+    /// own last write left (see [`context`]).
     fn write_shared_context(&mut self, i: usize, now: bool) {
         self.timers.cancel(&Timer::Context(i));
         if self.root_gone(i) {
             return;
         }
-        let path = self.roots[i].root.join(SHARED_CONTEXT);
-        let mark = file_mark(&path);
-        let r = &mut self.roots[i];
-        let ours = r
-            .context
-            .as_ref()
-            .filter(|c| mark.is_some() && c.mark == mark);
-        let (base, existing) = match ours {
-            Some(c) => (c.root.clone(), Some(c.text.clone())),
-            None => {
-                let existing = read_regular(&path, MAX_FILE_BYTES)
-                    .ok()
-                    .and_then(|b| String::from_utf8(b).ok());
-                (existing_context(existing.as_deref()), existing)
-            }
+        let job = context::Job {
+            path: self.roots[i].root.join(SHARED_CONTEXT),
+            fragments: self.roots[i].context_fragments(),
+            tag: Tag {
+                root: i,
+                session: None,
+                output: "shared-context",
+            },
         };
-        let fragments = r.context_fragments();
-        let (text, root) = assemble_context(base, &fragments);
-        let unchanged = existing.as_deref() == Some(text.as_str());
-        r.context = Some(ContextMark {
-            mark: if unchanged { mark } else { None },
-            root,
-            text: text.clone(),
-        });
-        if unchanged {
-            return;
-        }
-        let tag = Tag {
-            root: i,
-            session: None,
-            output: "shared-context",
-        };
-        let done = if now {
-            let result = self.writer.write(&path, text.as_bytes(), true);
-            Some((path, tag, result))
-        } else {
-            self.writer.write_behind(path, text.into_bytes(), tag)
-        };
-        if let Some(done) = done {
+        if let Some(done) = self.writer.write_context(job, now) {
             self.written_behind(done);
         }
     }
@@ -1669,17 +1630,9 @@ impl Supervisor {
     /// A background write finished.
     fn written_behind(&mut self, (path, tag, result): writer::Done) {
         let kind = match result {
-            Ok(()) => {
-                let is_context = path == self.roots[tag.root].root.join(SHARED_CONTEXT);
-                if let Some(c) = self.roots[tag.root].context.as_mut()
-                    && is_context
-                {
-                    c.mark = file_mark(&path);
-                }
-                EventKind::OutputWritten {
-                    output: tag.output.into(),
-                }
-            }
+            Ok(()) => EventKind::OutputWritten {
+                output: tag.output.into(),
+            },
             Err(e) => EventKind::OutputFailed {
                 output: tag.output.into(),
                 error: e.to_string(),

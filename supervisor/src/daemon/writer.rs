@@ -44,8 +44,16 @@ pub struct Committed {
 /// What the background writer reports back: (file, who for, outcome).
 pub type Done = (PathBuf, Tag, io::Result<()>);
 
-/// The background writer's queue.
-type Queue = std::sync::mpsc::Sender<(PathBuf, Vec<u8>, Tag, Vec<PathBuf>)>;
+/// What the background writer is asked to do.
+enum Job {
+    /// Write these bytes.
+    Write(Vec<u8>, Tag),
+    /// Assemble a shared context file and write it if it changed.
+    Context(super::context::Job),
+}
+
+/// The background writer's queue: (file, what to do, the roots).
+type Queue = std::sync::mpsc::Sender<(PathBuf, Job, Vec<PathBuf>)>;
 
 /// The writer.
 #[derive(Debug, Default)]
@@ -58,6 +66,8 @@ pub struct Writer {
     roots: Vec<PathBuf>,
     /// Write and rename calls made (read by the benchmark through events).
     pub writes: u64,
+    /// What was last written of each shared context file.
+    contexts: super::context::Marks,
 }
 
 /// Writes `path` atomically below the root that holds it, never through a
@@ -84,22 +94,32 @@ impl Writer {
     /// Writes queued for the same path coalesce (the latest wins); outcomes
     /// come back on the returned channel.
     pub fn start_behind(&mut self) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<Done>> {
-        let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Vec<u8>, Tag, Vec<PathBuf>)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Job, Vec<PathBuf>)>();
         let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+        let contexts = self.contexts.clone();
         let thread = std::thread::Builder::new()
             .name("squadd-writer".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut batch = BTreeMap::new();
-                    batch.insert(first.0, (first.1, first.2, first.3));
-                    while let Ok((path, bytes, tag, roots)) = rx.try_recv() {
-                        batch.insert(path, (bytes, tag, roots));
+                    batch.insert(first.0, (first.1, first.2));
+                    while let Ok((path, job, roots)) = rx.try_recv() {
+                        batch.insert(path, (job, roots));
                     }
-                    for (path, (bytes, tag, roots)) in batch {
+                    for (path, (job, roots)) in batch {
                         // The same never-through-a-link write as the
                         // daemon's own thread.
-                        let result = write_in(&roots, &path, &bytes, 0o666, true);
-                        let _ = done_tx.send((path, tag, result));
+                        let write =
+                            |path: &Path, bytes: &[u8]| write_in(&roots, path, bytes, 0o666, true);
+                        let done = match job {
+                            Job::Write(bytes, tag) => {
+                                Some((path.clone(), tag, write(&path, &bytes)))
+                            }
+                            Job::Context(job) => contexts.run(job, write),
+                        };
+                        if let Some(done) = done {
+                            let _ = done_tx.send(done);
+                        }
                     }
                 }
             })?;
@@ -112,16 +132,43 @@ impl Writer {
     pub fn write_behind(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) -> Option<Done> {
         self.writes += 1;
         match &self.behind {
-            Some((tx, _)) => match tx.send((path, bytes, tag, self.roots.clone())) {
+            Some((tx, _)) => match tx.send((path, Job::Write(bytes, tag), self.roots.clone())) {
                 Ok(()) => None,
-                Err(std::sync::mpsc::SendError((path, bytes, tag, _))) => {
-                    let result = self.write(&path, &bytes, true);
-                    Some((path, tag, result))
-                }
+                Err(std::sync::mpsc::SendError((path, job, _))) => self.run_now(path, job),
             },
             None => {
                 let result = self.write(&path, &bytes, true);
                 Some((path, tag, result))
+            }
+        }
+    }
+
+    /// Assembles a shared context file from a snapshot of its fragments and
+    /// writes it when it changed (see [`super::context`]): on the background
+    /// writer, or now (`now`, or when it does not run), the outcome then
+    /// returned. `None`: nothing to report yet, or nothing was written.
+    pub fn write_context(&mut self, job: super::context::Job, now: bool) -> Option<Done> {
+        self.writes += 1;
+        let path = job.path.clone();
+        match &self.behind {
+            Some((tx, _)) if !now => match tx.send((path, Job::Context(job), self.roots.clone())) {
+                Ok(()) => None,
+                Err(std::sync::mpsc::SendError((path, job, _))) => self.run_now(path, job),
+            },
+            _ => self.run_now(path, Job::Context(job)),
+        }
+    }
+
+    /// Does a background writer's job on the calling thread.
+    fn run_now(&mut self, path: PathBuf, job: Job) -> Option<Done> {
+        match job {
+            Job::Write(bytes, tag) => {
+                let result = self.write(&path, &bytes, true);
+                Some((path, tag, result))
+            }
+            Job::Context(job) => {
+                let contexts = self.contexts.clone();
+                contexts.run(job, |path, bytes| self.write(path, bytes, true))
             }
         }
     }

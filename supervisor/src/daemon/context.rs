@@ -1,0 +1,164 @@
+//! The shared context file, assembled and written off the daemon's task.
+//!
+//! The file spans every session of a root (thousands of task entries), so
+//! concatenating it, comparing it with what is on disk and writing it costs
+//! milliseconds however small the change was. The daemon's task only brings
+//! the changed sessions' fragments up to date and hands a snapshot of them
+//! (shared, not copied) to the background writer, which does the rest: a
+//! change arriving meanwhile is never held up by it.
+
+use super::writer::{Done, Tag};
+use crate::outputs::{ContextFragment, assemble_context, existing_context};
+use squad_protocol::fsx::read_regular;
+use squad_protocol::validate::MAX_FILE_BYTES;
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// One assembly of a shared context file from a snapshot of its fragments.
+#[derive(Debug)]
+pub struct Job {
+    /// The file.
+    pub path: PathBuf,
+    /// Every session's fragment, in session order.
+    pub fragments: Vec<Arc<ContextFragment>>,
+    /// Who it is for, reported back with the outcome.
+    pub tag: Tag,
+}
+
+/// What squadd remembers of a shared context file it wrote: while the file's
+/// mark is unchanged it is not read again.
+#[derive(Debug, Clone)]
+struct Written {
+    /// (inode, size, mtime in ns) after the write.
+    mark: Option<(u64, u64, i128)>,
+    /// The top-level object the text was assembled over.
+    root: serde_json::Map<String, serde_json::Value>,
+    /// The text.
+    text: String,
+}
+
+/// What was last written of each shared context file, shared by the
+/// background writer and a write made on the daemon's task (start-up,
+/// shutdown), which never run at the same time for one root.
+#[derive(Debug, Clone, Default)]
+pub struct Marks(Arc<Mutex<HashMap<PathBuf, Written>>>);
+
+/// A file's (inode, size, mtime): whether it is still what squadd wrote.
+pub fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.len(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
+}
+
+impl Marks {
+    /// Assembles the job's file over the top-level object of the file as it
+    /// is (read again only when its mark is not what squadd's own last write
+    /// left) and writes it with `write` when the text differs. `None` when
+    /// nothing was written.
+    pub fn run(
+        &self,
+        job: Job,
+        write: impl FnOnce(&Path, &[u8]) -> io::Result<()>,
+    ) -> Option<Done> {
+        // A poisoned lock only means a panic elsewhere: the map is still a
+        // valid cache (at worst the file is read again).
+        let mut marks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mark = file_mark(&job.path);
+        let ours = marks
+            .get(&job.path)
+            .filter(|w| mark.is_some() && w.mark == mark);
+        let read;
+        let (base, existing) = match ours {
+            Some(w) => (w.root.clone(), Some(w.text.as_str())),
+            None => {
+                read = read_regular(&job.path, MAX_FILE_BYTES)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok());
+                (existing_context(read.as_deref()), read.as_deref())
+            }
+        };
+        let fragments: Vec<&ContextFragment> = job.fragments.iter().map(|f| &**f).collect();
+        let (text, root) = assemble_context(base, &fragments);
+        if existing == Some(text.as_str()) {
+            marks.insert(job.path, Written { mark, root, text });
+            return None;
+        }
+        let result = write(&job.path, text.as_bytes());
+        let mark = if result.is_ok() {
+            file_mark(&job.path)
+        } else {
+            None
+        };
+        marks.insert(job.path.clone(), Written { mark, root, text });
+        Some((job.path, job.tag, result))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(path: &Path) -> Job {
+        Job {
+            path: path.to_path_buf(),
+            fragments: vec![Arc::new(ContextFragment::default())],
+            tag: Tag {
+                root: 0,
+                session: None,
+                output: "shared-context",
+            },
+        }
+    }
+
+    fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+        std::fs::write(path, bytes)
+    }
+
+    #[test]
+    fn written_once_then_left_alone_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared-context.json");
+        let marks = Marks::default();
+        let done = marks.run(job(&path), write).expect("first write");
+        assert!(done.2.is_ok());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"schema_version\": \"2.0.0\""), "{text}");
+        // The same fragments over squadd's own file: no write at all.
+        let none = marks.run(job(&path), |_, _| panic!("written again"));
+        assert!(none.is_none());
+    }
+
+    #[test]
+    fn a_foreign_edit_is_read_and_its_keys_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared-context.json");
+        let marks = Marks::default();
+        assert!(marks.run(job(&path), write).is_some_and(|d| d.2.is_ok()));
+        // Another size, hence another mark: the file is read again.
+        std::fs::write(&path, "{\"project\": \"kept\", \"tasks_pending\": [1]}\n").unwrap();
+        let done = marks.run(job(&path), write).expect("rewritten");
+        assert!(done.2.is_ok());
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["project"], "kept");
+        assert_eq!(v["tasks_pending"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_and_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared-context.json");
+        let marks = Marks::default();
+        let done = marks
+            .run(job(&path), |_, _| Err(io::Error::other("disk full")))
+            .expect("reported");
+        assert!(done.2.is_err());
+        assert!(marks.run(job(&path), write).is_some_and(|d| d.2.is_ok()));
+    }
+}
