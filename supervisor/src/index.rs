@@ -620,14 +620,6 @@ impl Files {
     }
 }
 
-impl<'a> IntoIterator for &'a Files {
-    type Item = (&'a str, &'a IndexedFile);
-    type IntoIter = Box<dyn Iterator<Item = (&'a str, &'a IndexedFile)> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
-    }
-}
-
 /// One session directory.
 #[derive(Debug, Clone)]
 pub struct SessionIndex {

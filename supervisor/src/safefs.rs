@@ -454,6 +454,16 @@ pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usiz
     removed
 }
 
+/// `rel` (a relative form of `path`) as its directory and file name.
+fn split_name<'a>(path: &Path, rel: &'a Path) -> io::Result<(&'a Path, String)> {
+    let name = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| refused(path, "no file name"))?
+        .to_string();
+    Ok((rel.parent().unwrap_or(Path::new("")), name))
+}
+
 /// The directory holding `path`, reached from `root` without following a
 /// link below the root; with `create`, missing directories are made (mode
 /// 0o755 or the given one), else a missing one is NotFound.
@@ -461,12 +471,7 @@ pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(D
     let rel = path
         .strip_prefix(root)
         .map_err(|_| refused(path, "outside the root"))?;
-    let name = rel
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| refused(path, "no file name"))?
-        .to_string();
-    let parent = rel.parent().unwrap_or(Path::new(""));
+    let (parent, name) = split_name(path, rel)?;
     let dir = Dir::open_root(root)?.walk(parent, create)?;
     Ok((dir, name))
 }
@@ -515,12 +520,7 @@ pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, Stri
         path.strip_prefix(&anchor)
             .map_err(|_| refused(path, "outside the project"))?
     };
-    let name = rel
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| refused(path, "no file name"))?
-        .to_string();
-    let parent = rel.parent().unwrap_or(Path::new(""));
+    let (parent, name) = split_name(path, rel)?;
     // The anchor is the operator's choice (a project root, `$CODEX_HOME`):
     // made like any directory they name when asked to create.
     if create.is_some() && !anchor.is_dir() {

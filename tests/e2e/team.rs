@@ -595,8 +595,19 @@ fn squadd_follows_the_team_an_import_puts_in_place() {
         (team_status(&p)["members"] == 1).then_some(())
     });
     // A second import replaces that team: the old one goes to a backup.
+    let rescans = || {
+        crate::support::audit_log(&p)
+            .unwrap_or_default()
+            .matches("\"kind\":\"rescanned\"")
+            .count()
+    };
+    let before = rescans();
     let o = import(&p, &file, &["--force"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // squadd takes the swap in (a rescan, then the team re-read) before
+    // the change below: what follows must come through its watches.
+    eventually("the swap seen", || (rescans() > before).then_some(()));
+    std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(std::fs::read_dir(&p).unwrap().any(|e| {
         e.unwrap()
             .file_name()

@@ -137,8 +137,9 @@ impl Root {
         Some(self.sessions.get_mut(name)?.tick(tasks, now))
     }
 
-    /// The invalid files of a session, for `file-invalid` events.
-    pub fn invalid_files(&self, name: &str) -> Vec<(PathBuf, usize, String)> {
+    /// The invalid files of a session, for `file-invalid` events: (path,
+    /// errors, first error, whether it was unreadable).
+    pub fn invalid_files(&self, name: &str) -> Vec<(PathBuf, usize, String, bool)> {
         self.sessions
             .get(name)
             .map(|s| {
@@ -147,7 +148,9 @@ impl Root {
                     .files
                     .values()
                     .filter_map(|f| {
-                        invalid_summary(f).map(|(n, first)| (f.path_in(&index.dir), n, first))
+                        invalid_summary(f).map(|(n, first)| {
+                            (f.path_in(&index.dir), n, first, super::is_unreadable(f))
+                        })
                     })
                     .collect()
             })

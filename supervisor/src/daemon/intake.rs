@@ -92,6 +92,11 @@ pub const REWATCH_MAX: Duration = Duration::from_secs(60);
 /// announces (an ACL or a parent directory's permission fixed).
 pub const UNREADABLE_RETRIES: u32 = 7;
 
+/// A directory's (device, inode): what a watch follows.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 /// A read or an open: nothing changed (a close after writing is not one).
 fn is_read(kind: &FsKind) -> bool {
     matches!(kind, FsKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
@@ -205,16 +210,10 @@ impl Intake {
     /// A directory that cannot be watched (and exists) is remembered for
     /// [`Intake::rewatch`].
     pub fn watch(&mut self, path: &Path) -> Result<(), String> {
-        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-        if let Some(held) = self.watched.get(path) {
-            if identity.is_none_or(|now| now == *held) {
-                return Ok(());
-            }
-            // Another directory at the same path: the watch is on the one
-            // that was moved away.
-            self.watched.remove(path);
-            let _ = self.watcher.unwatch(path);
+        if self.watched.contains_key(path) {
+            return Ok(());
         }
+        let identity = identity(path);
         let result = if self
             .max_watches
             .is_some_and(|max| self.watched.len() >= max)
@@ -240,6 +239,21 @@ impl Intake {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// Drops the watch of `path` when another directory stands there now
+    /// (the watch stayed with the one moved away): the next
+    /// [`Intake::watch`] of it watches the new one. Checked where a
+    /// directory can be replaced whole (the root's own directories, the
+    /// team's), not on every watch (a delivery re-watches its inbox).
+    pub fn forget_if_replaced(&mut self, path: &Path) {
+        let Some(held) = self.watched.get(path) else {
+            return;
+        };
+        if identity(path).is_some_and(|now| now != *held) {
+            self.watched.remove(path);
+            let _ = self.watcher.unwatch(path);
         }
     }
 

@@ -571,6 +571,8 @@ impl Supervisor {
     /// cost nothing.
     fn watch_root(&mut self, i: usize) {
         let root = self.roots[i].root.clone();
+        // `squadctl import` puts a new `.squad/` in the old one's place.
+        self.intake.forget_if_replaced(&root.join(SQUAD_DIR));
         self.watch(i, &root);
         self.watch(i, &root.join(SQUAD_DIR));
         let sessions = self.roots[i].sessions_dir.clone();
@@ -601,6 +603,8 @@ impl Supervisor {
         }
         self.skills[i] = crate::skills::health(&root);
         for dir in crate::team::watch_dirs(&root) {
+            // An import replaces the team's directories whole.
+            self.intake.forget_if_replaced(&dir);
             self.watch(i, &dir);
         }
         self.team[i] = crate::team::health(&root);
@@ -735,23 +739,10 @@ impl Supervisor {
     }
 
     fn report_invalid_files(&mut self, i: usize, name: &str) {
-        let unreadable: Vec<PathBuf> = self.roots[i]
-            .sessions
-            .get(name)
-            .map(|s| {
-                let index = s.index();
-                index
-                    .files
-                    .values()
-                    .filter(|f| is_unreadable(f))
-                    .map(|f| f.path_in(&index.dir))
-                    .collect()
-            })
-            .unwrap_or_default();
-        for path in unreadable {
-            self.intake.retry_unreadable(&path, Instant::now());
-        }
-        for (path, errors, first) in self.roots[i].invalid_files(name) {
+        for (path, errors, first, unreadable) in self.roots[i].invalid_files(name) {
+            if unreadable {
+                self.intake.retry_unreadable(&path, Instant::now());
+            }
             self.log.emit(
                 i,
                 Some(name),
@@ -1681,7 +1672,7 @@ impl Supervisor {
         let mut messages = Vec::new();
         let mut files = Vec::new();
         if let Some(core) = self.roots[i].sessions.get(name) {
-            for (file, f) in &core.index().files {
+            for (file, f) in core.index().files.iter() {
                 if let crate::index::Entry::Message(m) = &f.entry {
                     mail.note_reply(m.in_reply_to.as_deref(), true);
                     messages.push(m.message_id.clone());

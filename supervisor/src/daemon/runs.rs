@@ -183,9 +183,7 @@ impl Supervisor {
                 // Spawned, but killed before its pid was recorded.
                 rec.pid = pid;
                 rec.process_start = start;
-                if let Err(e) = runners::write_record(&dir, &rec) {
-                    tracing::warn!(error = %e, "cannot write run.json");
-                }
+                keep_record(&dir, &rec);
             }
             if runners::is_run_process(&rec) {
                 self.log.emit(
@@ -219,9 +217,7 @@ impl Supervisor {
                     signal: None,
                 });
                 rec.completed = completed_in_file(&session_dir, &rec.agent, &rec.task);
-                if let Err(e) = runners::write_record(&dir, &rec) {
-                    tracing::warn!(error = %e, "cannot write run.json");
-                }
+                keep_record(&dir, &rec);
                 self.log.emit(
                     i,
                     Some(&rec.session),
@@ -410,9 +406,7 @@ impl Supervisor {
                 "retries used up; held for a human (`squadctl run`)".to_string()
             }
         };
-        if let Err(e) = runners::write_record(&live.dir, &rec) {
-            tracing::warn!(error = %e, "cannot write run.json");
-        }
+        keep_record(&live.dir, &rec);
         self.log.emit(
             i,
             Some(&rec.session),
@@ -714,9 +708,7 @@ impl Supervisor {
                 rec.pid = started.pid;
                 rec.process_start = started.process_start;
                 rec.command = started.command;
-                if let Err(e) = runners::write_record(&dir, &rec) {
-                    tracing::warn!(error = %e, "cannot write run.json");
-                }
+                keep_record(&dir, &rec);
                 self.log.emit(
                     i,
                     Some(&c.session),
@@ -754,9 +746,7 @@ impl Supervisor {
                     code: None,
                     signal: None,
                 });
-                if let Err(e) = runners::write_record(&dir, &rec) {
-                    tracing::warn!(error = %e, "cannot write run.json");
-                }
+                keep_record(&dir, &rec);
                 self.report_start_failure(i, c, Some(&dir), &error, wall);
                 self.runs.roots[i].past.insert(key, rec);
                 Err(Failed::Reported(error))
@@ -862,9 +852,7 @@ impl Supervisor {
         runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(|e| e.to_string())?;
         live.rec.state = RunState::Stopped;
         live.term_at = Some(wall);
-        if let Err(e) = runners::write_record(&live.dir, &live.rec) {
-            tracing::warn!(error = %e, "cannot write run.json");
-        }
+        keep_record(&live.dir, &live.rec);
         let out = (live.rec.session.clone(), live.rec.pid);
         self.timers.set_earlier(Timer::Runs, Instant::now() + POLL);
         Ok(out)
@@ -896,5 +884,14 @@ impl Supervisor {
             Ok(v) => Response::ok(v),
             Err(e) => Response::error(e),
         }
+    }
+}
+
+/// Writes a run's record after the fact it records happened (a spawn, an
+/// exit, a stop): a failure is logged, never a reason to undo what happened;
+/// the next write of the record catches up.
+fn keep_record(dir: &std::path::Path, rec: &runners::RunRecord) {
+    if let Err(e) = runners::write_record(dir, rec) {
+        tracing::warn!(error = %e, "cannot write run.json");
     }
 }

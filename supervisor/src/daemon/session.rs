@@ -249,7 +249,7 @@ impl SessionCore {
         let mut core = SessionCore::new(index.dir.clone());
         core.starts = starts;
         core.overdue_reported = overdue_reported;
-        for (name, file) in &index.files {
+        for (name, file) in index.files.iter() {
             core.index_in(name, file);
         }
         core.index.files = index.files;
