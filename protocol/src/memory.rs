@@ -225,7 +225,13 @@ struct Line<'a> {
 }
 
 fn split_lines(src: &str) -> Vec<Line<'_>> {
+    scan_lines(src).0
+}
+
+/// The lines, and the 1-based line of a fence still open at the end.
+fn scan_lines(src: &str) -> (Vec<Line<'_>>, Option<usize>) {
     let mut out = Vec::new();
+    let mut opened_at = 0;
     let mut pos = 0;
     let mut fence: Option<(u8, usize)> = None;
     for raw in src.split_inclusive('\n') {
@@ -242,6 +248,7 @@ fn split_lines(src: &str) -> Vec<Line<'_>> {
                         None if ch == b'~' || !t[n..].contains('`') => {
                             fence = Some((ch, n));
                             fenced = true;
+                            opened_at = out.len() + 1;
                         }
                         Some((c, m)) if c == ch && n >= m && t[n..].trim().is_empty() => {
                             fence = None;
@@ -259,7 +266,13 @@ fn split_lines(src: &str) -> Vec<Line<'_>> {
         });
         pos += raw.len();
     }
-    out
+    (out, fence.map(|_| opened_at))
+}
+
+/// The 1-based line of a code fence that never closes, if any: everything
+/// after it is code, so the entries below it cannot be seen.
+pub fn unclosed_fence(src: &str) -> Option<usize> {
+    scan_lines(src).1
 }
 
 /// `(level, text)` of an ATX heading line.
@@ -313,6 +326,36 @@ pub fn sem_heading(text: &str) -> Option<(&str, &str, &str)> {
     }
     let summary = rest[colon + 1..].trim();
     (!summary.is_empty()).then_some((ts, ty, summary))
+}
+
+/// Splits a heading shaped like SEM, `<date>T<time…>: <type>: <summary>`,
+/// whether or not its timestamp is a real moment: such a heading was meant
+/// as SEM, so a bad timestamp in it is an error, not a legacy title.
+pub fn sem_shape(text: &str) -> Option<(&str, &str, &str)> {
+    let b = text.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let date = digits(0..4)
+        && b.get(4) == Some(&b'-')
+        && digits(5..7)
+        && b.get(7) == Some(&b'-')
+        && digits(8..10);
+    if !date || b.get(10) != Some(&b'T') {
+        return None;
+    }
+    let end = text.find(": ")?;
+    let ts = &text[..end];
+    if !ts[11..]
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b':' | b'-' | b'+' | b'.' | b'Z'))
+    {
+        return None;
+    }
+    let rest = &text[end + 2..];
+    let colon = rest.find(':')?;
+    let ty = &rest[..colon];
+    let summary = rest[colon + 1..].trim();
+    (TYPES.contains(&ty) && !summary.is_empty()).then_some((ts, ty, summary))
 }
 
 fn has_offset(ts: &str) -> bool {
@@ -400,30 +443,34 @@ fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
         return None;
     }
     let (level, text) = heading(l.text)?;
-    match level {
-        1 => {
-            let t = text.strip_prefix("Decision:")?;
-            (!t.trim().is_empty()).then_some((Style::DecisionBlock, 1))
-        }
-        2 => {
-            for m in &lines[idx + 1..] {
-                if m.fenced {
-                    continue;
-                }
-                // The block's own Date/Author lines come before any heading.
-                if is_terminator(m.text) || heading(m.text).is_some() {
-                    break;
-                }
-                if let Some((name, _)) = field_line(m.text)
-                    && (name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author"))
-                {
-                    return Some((Style::TitleBlock, 2));
-                }
+    // A `# Title` or `## Title` block is an entry when its own Date/Author
+    // lines come before any heading (Squad agents' inbox files are
+    // `# Title`, `**Author:**`, `**Date:**`, `## Decision`, `## Impact`).
+    let title_block = |level: usize| {
+        for m in &lines[idx + 1..] {
+            if m.fenced {
+                continue;
             }
-            None
+            if is_terminator(m.text) || heading(m.text).is_some() {
+                break;
+            }
+            if let Some((name, _)) = field_line(m.text)
+                && (name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author"))
+            {
+                return Some((Style::TitleBlock, level));
+            }
         }
+        None
+    };
+    match level {
+        1 => match text.strip_prefix("Decision:") {
+            Some(t) => (!t.trim().is_empty()).then_some((Style::DecisionBlock, 1)),
+            None if !text.is_empty() => title_block(1),
+            None => None,
+        },
+        2 => title_block(2),
         3 if !text.is_empty() => {
-            if sem_heading(text).is_some() {
+            if sem_heading(text).is_some() || sem_shape(text).is_some() {
                 Some((Style::Sem, 3))
             } else if split_timestamp(text).is_some() {
                 Some((Style::DatedHeading, 3))
@@ -505,7 +552,7 @@ fn build_entry(
     let (_, text) = heading(lines[first].text).unwrap_or((level, ""));
     let text = text.to_string();
     let (header_timestamp, header_type, title) = match style {
-        Style::Sem => match sem_heading(&text) {
+        Style::Sem => match sem_heading(&text).or_else(|| sem_shape(&text)) {
             Some((ts, ty, s)) => (Some(ts.to_string()), Some(ty.to_string()), s.to_string()),
             None => (None, None, text.clone()),
         },
@@ -693,7 +740,12 @@ pub fn convert_entry(
         .or_else(|| default_author.map(str::to_string))
         .ok_or_else(|| "no author: add a `**By:**` line".to_string())?;
     let author = author.lines().next().unwrap_or("").trim().to_string();
-    let summary = one_line(&e.summary());
+    // The heading's title is the summary; an entry's own `**Summary:**` text
+    // (real legacy entries have one) stays in the details.
+    let summary = match one_line(&e.title) {
+        t if t.is_empty() => one_line(&e.summary()),
+        t => t,
+    };
     if summary.is_empty() {
         return Err("no title to use as summary".into());
     }
@@ -705,7 +757,7 @@ pub fn convert_entry(
         "decision".into()
     };
     let mut out = format!(
-        "### {ts}: {kind}: {summary}\n\n**type:** {kind}\n**timestamp:** {ts}\n**author:** {author}\n**summary:** {summary}\n"
+        "### {ts}: {kind}: {summary}\n\n**type:** {kind}\n**timestamp:** {ts}\n**Author:** {author}\n**summary:** {summary}\n"
     );
     // Everything else of the entry goes into details, in source order, with
     // headings demoted under the entry and rules spelled so they do not end it.
@@ -751,7 +803,11 @@ pub fn convert_entry(
                         _ => "",
                     };
                     if !lost_words(rest, &format!("{carried} {ts_text} {ts}")).is_empty() {
-                        details.push_str(line);
+                        // Plain, not `**name:**`: a SEM field name inside the
+                        // details would start a second field of that name.
+                        details.push_str(name);
+                        details.push_str(": ");
+                        details.push_str(rest);
                         details.push('\n');
                     }
                     continue;
@@ -829,7 +885,22 @@ pub fn convert(src: &str, tz: FixedOffset, default_author: Option<&str>) -> Conv
             Block::Entry(e) => {
                 let text = e.text(src);
                 let outcome = if e.style.is_legacy() {
-                    match convert_entry(src, e, tz, default_author) {
+                    // An entry that would lose a word is left as it was.
+                    let checked = convert_entry(src, e, tz, default_author).and_then(|sem| {
+                        let lost = lost_words(&content_of(text), &sem);
+                        let one = parse(&sem).entries().count() == 1;
+                        match (lost.is_empty(), one) {
+                            (true, true) => Ok(sem),
+                            (false, _) => Err(format!(
+                                "kept as it was: converting it would lose {}",
+                                lost.join(" ")
+                            )),
+                            (true, false) => {
+                                Err("kept as it was: it would not read back as one entry".into())
+                            }
+                        }
+                    });
+                    match checked {
                         Ok(sem) => {
                             output.push_str(&sem);
                             // Keep the blank lines that followed the entry.
@@ -935,6 +1006,43 @@ pub fn valid_scope(s: &str) -> bool {
     })
 }
 
+/// What is wrong with a timestamp that is not valid, in a few words.
+pub fn timestamp_problem(s: &str) -> &'static str {
+    let s = s.trim();
+    let Some((date, time)) = s.split_once('T') else {
+        return "no time part";
+    };
+    if NaiveDate::parse_from_str(date, "%Y-%m-%d").is_err() {
+        return "no such date";
+    }
+    let core = time.trim_end_matches('Z');
+    let (clock, offset) = match core.rfind(['+', '-']) {
+        Some(i) => (&core[..i], Some(&core[i + 1..])),
+        None => (core, None),
+    };
+    if chrono::NaiveTime::parse_from_str(clock, "%H:%M:%S%.f")
+        .or_else(|_| chrono::NaiveTime::parse_from_str(clock, "%H:%M"))
+        .is_err()
+    {
+        return "no such time of day";
+    }
+    match offset {
+        None if !time.ends_with('Z') => "no offset",
+        Some(o) => {
+            let d: String = o.chars().filter(char::is_ascii_digit).collect();
+            let ok = d.len() == 4
+                && d[..2].parse::<u32>().is_ok_and(|h| h < 24)
+                && d[2..].parse::<u32>().is_ok_and(|m| m < 60);
+            if ok {
+                "unreadable"
+            } else {
+                "offset out of range"
+            }
+        }
+        None => "unreadable",
+    }
+}
+
 /// Whether a timestamp is ISO 8601 with an explicit offset.
 pub fn valid_timestamp(s: &str) -> bool {
     let s = s.trim();
@@ -1008,17 +1116,44 @@ pub fn validate(
                 out.push(mismatch(path, e, "type", line_of("type")));
             }
         }
+        // The column of `needle` in 1-based line `line` of the source.
+        let col_of = |line: usize, needle: &str| {
+            let text = doc.source.lines().nth(line.saturating_sub(1)).unwrap_or("");
+            let col = text
+                .find(needle)
+                .map_or(1, |i| text[..i].chars().count() + 1);
+            Some(Location {
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(col).unwrap_or(u32::MAX),
+            })
+        };
+        let bad_ts = |ts: &str, loc| {
+            Diagnostic::new(
+                path,
+                Rule::MemoryBadTimestamp,
+                format!(
+                    "timestamp `{ts}` is not ISO 8601 with an offset ({})",
+                    timestamp_problem(ts)
+                ),
+                "write e.g. 2026-02-15T14:32:15-0800 (`date +%Y-%m-%dT%H:%M:%S%z`)",
+            )
+            .at(loc)
+        };
+        let heading_bad = e
+            .header_timestamp
+            .as_deref()
+            .filter(|h| !valid_timestamp(h));
+        if let Some(h) = heading_bad {
+            out.push(bad_ts(h, col_of(e.line, h)));
+        }
         if let Some(ts) = e.field("timestamp") {
+            let ts = ts.trim();
             if !valid_timestamp(ts) {
-                out.push(
-                    Diagnostic::new(
-                        path,
-                        Rule::MemoryBadTimestamp,
-                        format!("timestamp `{}` is not ISO 8601 with an offset", ts.trim()),
-                        "write e.g. 2026-02-15T14:32:15-0800",
-                    )
-                    .at(at(line_of("timestamp"))),
-                );
+                if heading_bad != Some(ts) {
+                    let line = line_of("timestamp");
+                    out.push(bad_ts(ts, col_of(line, ts)));
+                }
+            } else if heading_bad.is_some() {
             } else if let Some(h) = &e.header_timestamp
                 && parse_moment(h, None) != parse_moment(ts, None)
             {
@@ -1125,6 +1260,9 @@ pub struct Merge {
     pub appended: usize,
     /// Entries already present (skipped).
     pub duplicates: usize,
+    /// Appended entries that the result does not read back as entries (the
+    /// merge must not be written).
+    pub invisible: Vec<String>,
 }
 
 /// Appends the entries of `inbox` texts that `live` does not hold yet (by
@@ -1145,20 +1283,32 @@ pub fn merge(live: &str, inbox: &[&str]) -> Merge {
                 continue;
             }
             let n = new.len();
-            new.push((
-                e.moment().map(|m| m.timestamp()),
-                n,
-                e.text(src).to_string(),
-            ));
+            let mut text = e.text(src).trim_end().to_string();
+            // An entry without its `---` would run on into whatever is
+            // appended after it (a `# Title` block takes every `## Title`
+            // and undated `###` below it): end it, as SEM entries end.
+            if !e.terminated {
+                text.push_str("\n\n---");
+            }
+            new.push((e.moment().map(|m| m.timestamp()), n, text));
         }
     }
     new.sort_by_key(|(m, i, _)| (m.is_none(), *m, *i));
     let appended = new.len();
+    let wanted: Vec<String> = new.iter().map(|(_, _, t)| identity_of(t)).collect();
     let output = append_entries(live, new.into_iter().map(|(_, _, t)| t));
+    // Every appended entry must be an entry of the result, or the next merge
+    // would not see it and append it again.
+    let got: std::collections::HashSet<String> = {
+        let d = parse(&output);
+        d.entries().map(|e| e.identity(&output)).collect()
+    };
+    let invisible = wanted.into_iter().filter(|w| !got.contains(w)).collect();
     Merge {
         output,
         appended,
         duplicates,
+        invisible,
     }
 }
 

@@ -194,6 +194,29 @@ impl Dir {
         self.rename_os(std::ffi::OsStr::new(from), to_dir, std::ffi::OsStr::new(to))
     }
 
+    /// Renames `from` to `to` in `to_dir` only if `to` does not exist
+    /// (`renameat2` with `RENAME_NOREPLACE`): AlreadyExists otherwise.
+    pub fn rename_noreplace(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+        let (f, t) = (
+            cstr(std::ffi::OsStr::new(from))?,
+            cstr(std::ffi::OsStr::new(to))?,
+        );
+        // SAFETY: valid dirfds and NUL-terminated names.
+        let r = unsafe {
+            libc::renameat2(
+                self.fd.as_raw_fd(),
+                f.as_ptr(),
+                to_dir.fd.as_raw_fd(),
+                t.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// [`Dir::rename`] of names taken as bytes.
     fn rename_os(
         &self,

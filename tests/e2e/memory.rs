@@ -83,7 +83,7 @@ fn real_files_convert_writes_backup_and_loses_no_word() {
             .all(|f| f["lost_words"].as_array().unwrap().is_empty())
     );
     assert_eq!(
-        std::fs::read_to_string(root.join(".squad/decisions.md.bak")).unwrap(),
+        std::fs::read_to_string(root.join(".squad/.memory-backups/decisions.md.bak")).unwrap(),
         original
     );
     let now = std::fs::read_to_string(&dec).unwrap();
