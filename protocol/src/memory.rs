@@ -1066,6 +1066,17 @@ pub fn validate(
             column: 1,
         })
     };
+    if let Some(line) = unclosed_fence(&doc.source) {
+        out.push(
+            Diagnostic::new(
+                path,
+                Rule::MemoryUnclosedFence,
+                "this code fence never closes: every entry below it is read as code",
+                "close the fence (the same ``` or ~~~ on a line of its own) where its code ends",
+            )
+            .at(at(line)),
+        );
+    }
     for e in doc.entries() {
         if e.style.is_legacy() {
             if legacy {

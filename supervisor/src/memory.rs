@@ -508,16 +508,21 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
                 .any(|e| !have.contains(&e.identity(&t)))
                 .then(|| "not all entries are in decisions.md".to_string())
         });
-        // Removed only if it still holds exactly what was merged.
-        let why = why.or_else(|| match read(&at) {
-            Ok(now) if now == t => None,
-            Ok(_) => Some("it grew during the merge; the rest is merged next time".into()),
-            Err(e) => Some(e),
+        // Removed only if it still holds exactly what was merged and no one
+        // can write to it any more.
+        let mut held = None;
+        let why = why.or_else(|| match closed_and_unchanged(dir.as_ref(), &at, &t) {
+            Ok(f) => {
+                held = f;
+                None
+            }
+            Err(why) => Some(why),
         });
         match why {
             None => {
                 crate::safefs::remove_project_file(&at)
                     .map_err(|e| format!("{}: {e}", at.display()))?;
+                drop(held);
                 report.removed.push(orig);
             }
             Some(why) => {
@@ -530,6 +535,42 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
         sync_dir(&inbox).map_err(|e| e.to_string())?;
     }
     Ok(report)
+}
+
+/// Checks that the set-aside file `at` still holds exactly `text` and that
+/// no process has it open for writing: a read lease (`F_SETLEASE`) is
+/// granted only then, and while it is held an opener for writing would wait
+/// for us. Nobody opens the set-aside name, so after the check nothing can
+/// be added to it. Returns the file holding the lease (held until the file
+/// is removed); where leases are not supported, the content check alone.
+fn closed_and_unchanged(
+    dir: Option<&crate::safefs::Dir>,
+    at: &Path,
+    text: &str,
+) -> Result<Option<std::fs::File>, String> {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    let name = at.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let Some(dir) = dir else {
+        return Err("no inbox directory".into());
+    };
+    let file = dir
+        .open_file(name, libc::O_RDONLY, 0)
+        .map_err(|e| format!("{}: {e}", at.display()))?;
+    // SAFETY: fcntl on a descriptor this function owns.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+        return Err("an agent still has it open for writing; merged next time".into());
+    }
+    let mut now = String::new();
+    (&file)
+        .take(READ_LIMIT + 1)
+        .read_to_string(&mut now)
+        .map_err(|e| format!("{}: {e}", at.display()))?;
+    if now != text {
+        return Err("it changed during the merge; what is new is merged next time".into());
+    }
+    Ok(Some(file))
 }
 
 /// Puts a set-aside inbox file back under its name, or `<stem>-kept-<n>.md`

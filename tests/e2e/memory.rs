@@ -469,3 +469,377 @@ fn query_filters_and_supersede_chains() {
         ["Entry number 3", "Entry number 2", "Entry number 1"]
     );
 }
+
+// ---------------------------------------------------------------------------
+// Issue 26: no decision lost (merge races, one memory lock, unclosed fences),
+// nothing left behind, timestamps.
+// ---------------------------------------------------------------------------
+
+/// Summaries of the entries of every memory file of decisions (live,
+/// archive, inbox including set-aside files), counted.
+fn summary_counts(team: &Path) -> HashMap<String, usize> {
+    let mut files = vec![team.join("decisions.md"), team.join("decisions-archive.md")];
+    if let Ok(rd) = std::fs::read_dir(team.join("decisions/inbox")) {
+        files.extend(
+            rd.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "md")),
+        );
+    }
+    let mut counts = HashMap::new();
+    for f in files {
+        let Ok(src) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for e in memory::parse(&src).entries() {
+            *counts.entry(e.summary()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Appends `text` to `path` the way an agent's shell does (`cat >> f`):
+/// open for append (creating), one write, close.
+fn append(path: &Path, text: &str) {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+#[test]
+fn merge_while_agents_append_to_inbox_files_loses_and_duplicates_nothing() {
+    // Issue 26.1: merge removed an inbox file on the strength of the text it
+    // read earlier; what an agent appended meanwhile was lost.
+    let rounds = 50;
+    for round in 0..rounds {
+        let tmp = tempfile::tempdir().unwrap();
+        let team = tmp.path().join(".squad");
+        let inbox = team.join("decisions/inbox");
+        std::fs::create_dir_all(&inbox).unwrap();
+        std::fs::write(team.join("decisions.md"), "# Decisions\n\n").unwrap();
+        let n = 30;
+        let writer = {
+            let inbox = inbox.clone();
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    // Three files, each appended to again and again.
+                    append(&inbox.join(format!("agent{}-notes.md", i % 3)), &sem(i, 2));
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let mut merges = 0;
+        while !writer.is_finished() || merges == 0 {
+            let out = run(ctl_root(tmp.path()).args(["memory", "merge"]));
+            assert_eq!(code(&out), 0, "{}", crate::support::stderr(&out));
+            merges += 1;
+        }
+        writer.join().unwrap();
+        let out = run(ctl_root(tmp.path()).args(["memory", "merge"]));
+        assert_eq!(code(&out), 0, "{}", crate::support::stderr(&out));
+        let counts = summary_counts(&team);
+        for i in 0..n {
+            let s = format!("Entry number {i}");
+            assert_eq!(
+                counts.get(&s).copied().unwrap_or(0),
+                1,
+                "round {round} ({merges} merges): `{s}` lost or duplicated"
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(&inbox).unwrap().collect();
+        assert!(left.is_empty(), "round {round}: inbox not empty: {left:?}");
+    }
+}
+
+#[test]
+fn concurrent_merges_convert_and_archive_lose_and_duplicate_nothing() {
+    // Issue 26.2: two merges at once, or convert/archive during a merge:
+    // the later write of decisions.md dropped what the other appended.
+    for round in 0..50 {
+        let tmp = tempfile::tempdir().unwrap();
+        let team = tmp.path().join(".squad");
+        let inbox = team.join("decisions/inbox");
+        std::fs::create_dir_all(&inbox).unwrap();
+        // Legacy entries for convert, old SEM entries for archive.
+        let mut live = String::from("# Decisions\n\n");
+        for i in 0..20 {
+            live.push_str(&format!(
+                "### 2026-01-{:02}: Legacy number {i}\n**By:** Ann\n**What:** thing {i}\n\n",
+                1 + i % 28
+            ));
+        }
+        for i in 100..120 {
+            live.push_str(&sem(i, 3));
+            live.push('\n');
+        }
+        std::fs::write(team.join("decisions.md"), &live).unwrap();
+        for i in 0..40 {
+            std::fs::write(inbox.join(format!("agent-{i}.md")), sem(200 + i, 4)).unwrap();
+        }
+        let commands: [&[&str]; 4] = [
+            &["memory", "merge"],
+            &["memory", "merge"],
+            &["memory", "convert"],
+            &["memory", "archive", "--older-than", "1d"],
+        ];
+        let mut children: Vec<_> = commands
+            .iter()
+            .map(|args| {
+                ctl_root(tmp.path())
+                    .args(*args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in &mut children {
+            assert!(c.wait().unwrap().success(), "round {round}");
+        }
+        // Whatever order they ran in, a last merge completes the job.
+        run(ctl_root(tmp.path()).args(["memory", "merge"]));
+        let counts = summary_counts(&team);
+        let expected: Vec<String> = (0..20)
+            .map(|i| format!("Legacy number {i}"))
+            .chain(
+                (100..120)
+                    .chain(200..240)
+                    .map(|i| format!("Entry number {i}")),
+            )
+            .collect();
+        for s in &expected {
+            assert_eq!(
+                counts.get(s).copied().unwrap_or(0),
+                1,
+                "round {round}: `{s}` lost or duplicated: {counts:?}"
+            );
+        }
+        assert_eq!(counts.len(), expected.len(), "round {round}: {counts:?}");
+    }
+}
+
+#[test]
+fn a_second_memory_writer_waits_and_says_who_holds_the_lock() {
+    use std::io::{BufRead as _, Write as _};
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    std::fs::write(team.join("decisions/inbox/a-x.md"), sem(1, 1)).unwrap();
+    // Hold the lock the way squadctl does, naming ourselves.
+    let mut held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(team.join(".memory.lock"))
+        .unwrap();
+    held.lock().unwrap();
+    writeln!(held, "pid {} (the test)", std::process::id()).unwrap();
+    let mut child = ctl_root(tmp.path())
+        .args(["memory", "merge"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("waiting for the memory lock") && line.contains("(the test)"),
+        "{line}"
+    );
+    // Nothing was merged while we hold it.
+    assert!(team.join("decisions/inbox/a-x.md").exists());
+    held.unlock().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(entries_of(&team.join("decisions.md")).len(), 1);
+}
+
+#[test]
+fn unclosed_fences_are_refused_reported_and_never_duplicate_entries() {
+    // Issue 26.3: an unclosed fence hid every later entry from query, and
+    // each merge appended them again.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let team = root.join(".squad");
+    let inbox = team.join("decisions/inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    std::fs::write(team.join("decisions.md"), "# Decisions\n\n").unwrap();
+    // `memory add` refuses it.
+    let out = run(ctl_root(root).args([
+        "memory",
+        "add",
+        "--type",
+        "note",
+        "--summary",
+        "Fenced",
+        "--author",
+        "k",
+        "--details",
+        "```sh\necho never closed\n",
+    ]));
+    assert_ne!(code(&out), 0);
+    assert!(
+        crate::support::stderr(&out).contains("never closes"),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&inbox).unwrap().count(), 0);
+    // An agent writes one by hand, among good ones; merges run again and
+    // again: the bad file is kept and named, the good entries land once.
+    let bad = sem(0, 1).replace("Body of 0.", "```sh\necho never closed");
+    for round in 0..50 {
+        if round % 10 == 0 {
+            std::fs::write(inbox.join("agent-bad.md"), &bad).unwrap();
+        }
+        std::fs::write(inbox.join(format!("agent-{round}.md")), sem(round + 1, 2)).unwrap();
+        let out = run(ctl_root(root).args(["memory", "merge", "--json"]));
+        assert_eq!(code(&out), 0, "{}", crate::support::stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert!(
+            v["kept"].to_string().contains("never closes"),
+            "round {round}: {v}"
+        );
+        let counts = summary_counts(&team);
+        for i in 1..=round + 1 {
+            let live = std::fs::read_to_string(team.join("decisions.md")).unwrap();
+            assert_eq!(
+                live.matches(&format!("Entry number {i}\n")).count(),
+                2, // heading and summary field
+                "round {round}: entry {i}"
+            );
+            assert_eq!(counts[&format!("Entry number {i}")], 1, "round {round}");
+        }
+    }
+    // A decisions.md already broken: validate names the line, merge refuses
+    // (and adds nothing), query still works.
+    let live = std::fs::read_to_string(team.join("decisions.md")).unwrap();
+    let broken_line = live.lines().count() + 1;
+    std::fs::write(team.join("decisions.md"), format!("{live}```\nopen\n")).unwrap();
+    std::fs::remove_file(inbox.join("agent-bad.md")).unwrap();
+    std::fs::write(inbox.join("agent-late.md"), sem(999, 5)).unwrap();
+    let out = run(ctl_root(root).args(["memory", "validate"]));
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("memory-unclosed-fence") && text.contains(&format!(":{broken_line}:")),
+        "{text}"
+    );
+    for _ in 0..4 {
+        let out = run(ctl_root(root).args(["memory", "merge"]));
+        assert_ne!(code(&out), 0);
+        assert!(
+            crate::support::stderr(&out).contains(&format!("decisions.md:{broken_line}")),
+            "{}",
+            crate::support::stderr(&out)
+        );
+    }
+    assert!(inbox.join("agent-late.md").exists());
+    let after = std::fs::read_to_string(team.join("decisions.md")).unwrap();
+    assert_eq!(after.matches("Entry number 999").count(), 0);
+}
+
+#[test]
+fn memory_commands_sweep_temporaries_of_killed_writers() {
+    // Issue 26.13: the ~1 MB temporaries a kill -9 left stayed forever.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let team = root.join(".squad");
+    std::fs::create_dir_all(team.join("decisions/inbox")).unwrap();
+    std::fs::create_dir_all(team.join("agents/ann")).unwrap();
+    std::fs::write(team.join("decisions.md"), "# Decisions\n").unwrap();
+    // A pid that is not running (above the kernel's pid_max default range).
+    let dead = 4_000_000;
+    let big = "x".repeat(1 << 20);
+    let stale = [
+        team.join(format!(".decisions.md.tmp.{dead}.0")),
+        team.join(format!("decisions/inbox/.agent-a.md.tmp.{dead}.3")),
+        team.join(format!("agents/ann/.history.md.tmp.{dead}.1")),
+    ];
+    for p in &stale {
+        std::fs::write(p, &big).unwrap();
+    }
+    // A live writer's temporary (ours) and somebody else's file stay.
+    let live = team.join(format!(".decisions.md.tmp.{}.0", std::process::id()));
+    std::fs::write(&live, "x").unwrap();
+    std::fs::write(team.join(".notes.tmp.txt"), "x").unwrap();
+    let out = run(ctl_root(root).args(["memory", "merge"]));
+    assert_eq!(code(&out), 0);
+    for p in &stale {
+        assert!(!p.exists(), "{} left", p.display());
+    }
+    assert!(live.exists());
+    assert!(team.join(".notes.tmp.txt").exists());
+}
+
+#[test]
+fn impossible_sem_timestamps_are_errors_with_line_and_column() {
+    // Issue 26.16: such headings were taken for legacy entries and only
+    // warned about.
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(&team).unwrap();
+    let entry = |ts: &str| {
+        format!(
+            "### {ts}: decision: Odd time\n\n**type:** decision\n**timestamp:** {ts}\n**author:** k\n**summary:** Odd time\n\n---\n\n"
+        )
+    };
+    std::fs::write(
+        team.join("decisions.md"),
+        format!(
+            "# Decisions\n\n{}{}",
+            entry("2026-02-30T25:61:61-9999"),
+            entry("2026-02-15T14:32:15+2400")
+        ),
+    )
+    .unwrap();
+    let out = run(ctl_root(tmp.path()).args(["memory", "validate", "--format", "json"]));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let diags = v["diagnostics"].as_array().unwrap();
+    let bad: Vec<(u64, u64)> = diags
+        .iter()
+        .filter(|d| d["rule"] == "memory-bad-timestamp")
+        .map(|d| (d["line"].as_u64().unwrap(), d["column"].as_u64().unwrap()))
+        .collect();
+    // Each entry's heading (column 5, after `### `); the field repeats the
+    // same text and is not reported twice.
+    assert_eq!(bad, vec![(3, 5), (12, 5)], "{v}");
+    assert!(
+        !diags.iter().any(|d| d["rule"] == "memory-legacy-entry"),
+        "{v}"
+    );
+    // A field alone with an out-of-range offset: its own line and column.
+    std::fs::write(
+        team.join("decisions.md"),
+        entry("2026-02-15T14:32:15+0000").replace(
+            "**timestamp:** 2026-02-15T14:32:15+0000",
+            "**timestamp:** 2026-02-15T14:32:15+2400",
+        ),
+    )
+    .unwrap();
+    let out = run(ctl_root(tmp.path()).args(["memory", "validate", "--format", "json"]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let d = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "memory-bad-timestamp")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(4), Some(16)),
+        "{v}"
+    );
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("offset out of range"),
+        "{d}"
+    );
+}

@@ -217,6 +217,12 @@ fn take_lock(team: &Path, what: &str) -> Result<mem::MemoryLock, String> {
     Ok(lock)
 }
 
+/// Whether two paths name the same directory (one may be relative).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
+}
+
 fn files_or_discover(root: Option<&Path>, files: &[PathBuf]) -> Result<Vec<MemoryFile>, String> {
     if files.is_empty() {
         Ok(mem::discover(&team_dir(root)?))
@@ -463,6 +469,15 @@ fn parse_tz(s: Option<&str>) -> Result<FixedOffset, String> {
 
 fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
     let tz = parse_tz(a.tz.as_deref())?;
+    // One lock per team directory the files belong to, held to the end; the
+    // team's own files are listed under its lock (a merge may have just
+    // removed an inbox file).
+    let mut locks: Vec<(PathBuf, mem::MemoryLock)> = Vec::new();
+    if a.files.is_empty() && !a.dry_run {
+        let team = team_dir(root)?;
+        let lock = take_lock(&team, "squadctl memory convert")?;
+        locks.push((team, lock));
+    }
     let files: Vec<MemoryFile> = files_or_discover(root, &a.files)?
         .into_iter()
         .filter(|f| {
@@ -475,13 +490,11 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
         .collect();
     let mut reports = Vec::new();
     let mut refused = false;
-    // One lock per team directory the files belong to, held to the end.
-    let mut locks: Vec<(PathBuf, mem::MemoryLock)> = Vec::new();
     for f in &files {
         let team = mem::team_of(&f.path);
         if !a.dry_run
             && let Some(t) = &team
-            && !locks.iter().any(|(p, _)| p == t)
+            && !locks.iter().any(|(p, _)| same_dir(p, t))
         {
             locks.push((t.clone(), take_lock(t, "squadctl memory convert")?));
         }
