@@ -123,7 +123,10 @@ impl Entry {
         self.field("timestamp")
             .map(|s| s.trim().to_string())
             .or_else(|| self.header_timestamp.clone())
-            .or_else(|| self.field("date").map(|s| s.trim().to_string()))
+            .or_else(|| {
+                self.field("date")
+                    .map(|s| s.lines().next().unwrap_or("").trim().to_string())
+            })
             .or_else(|| trailing_date(&self.title).map(str::to_string))
     }
 
@@ -773,6 +776,7 @@ pub fn convert_entry(
     };
     let inner = src.get(e.span.start..body_end).unwrap_or("");
     let mut skip_field = false;
+    let mut carried_once = std::collections::HashSet::new();
     for (k, l) in split_lines(inner).iter().enumerate() {
         let line = l.text;
         if k == 0 {
@@ -802,7 +806,16 @@ pub fn convert_entry(
                         "summary" => summary.as_str(),
                         _ => "",
                     };
-                    if !lost_words(rest, &format!("{carried} {ts_text} {ts}")).is_empty() {
+                    // A field carried once: a second `**Author:**` line
+                    // (real entries repeat them) stays in the details.
+                    let group = match lname.as_str() {
+                        "by" | "author" => "author",
+                        "date" | "timestamp" => "date",
+                        other => other,
+                    };
+                    let first = carried_once.insert(group.to_string());
+                    if !first || !lost_words(rest, &format!("{carried} {ts_text} {ts}")).is_empty()
+                    {
                         // Plain, not `**name:**`: a SEM field name inside the
                         // details would start a second field of that name.
                         details.push_str(name);

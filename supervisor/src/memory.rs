@@ -82,14 +82,21 @@ pub fn inbox_files(team: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Prefix of an inbox file a merge has set aside (`.merging.<n>.<name>`): a
-/// dot name, so Squad's own merge and SquadUI pass it by, and the file an
-/// agent opens by its name afterwards is a new one.
+/// Prefix and suffix of an inbox file a merge has set aside
+/// (`.merging.<n>.<name>.aside`): a dot name not ending in `.md`, so Squad's
+/// own merge and SquadUI pass it by, and the file an agent opens by its name
+/// afterwards is a new one.
 const ASIDE: &str = ".merging.";
+const ASIDE_END: &str = ".aside";
+
+/// The set-aside name of inbox file `name`, number `n`.
+fn aside_name(n: usize, name: &str) -> String {
+    format!("{ASIDE}{n}.{name}{ASIDE_END}")
+}
 
 /// The inbox name a set-aside file had.
 fn aside_original(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix(ASIDE)?;
+    let rest = name.strip_prefix(ASIDE)?.strip_suffix(ASIDE_END)?;
     let (n, orig) = rest.split_once('.')?;
     (n.bytes().all(|b| b.is_ascii_digit()) && orig.ends_with(".md")).then_some(orig)
 }
@@ -370,7 +377,7 @@ fn unmergeable(t: &str) -> Option<String> {
 /// lacks in timestamp order, makes decisions.md durable, and only then
 /// removes the inbox files whose every entry is now in decisions.md.
 ///
-/// An inbox file is first renamed aside (`.merging.<n>.<name>`, the same
+/// An inbox file is first renamed aside (`.merging.<n>.<name>.aside`, the same
 /// inode), then read: an agent that writes to the name afterwards makes a
 /// new file, which the next merge takes. The set-aside file is removed only
 /// if it still holds exactly the text merged; one that grew meanwhile (an
@@ -435,7 +442,7 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let mut set = None;
         for n in 0..1000 {
-            let aside = format!("{ASIDE}{n}.{name}");
+            let aside = aside_name(n, name);
             match dir.rename_noreplace(name, dir, &aside) {
                 Ok(()) => {
                     set = Some(inbox.join(aside));
