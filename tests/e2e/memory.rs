@@ -1343,3 +1343,99 @@ fn squadui_shows_the_authors_and_titles_of_converted_entries() {
         }
     }
 }
+
+#[test]
+fn convert_and_archive_while_squadd_merges_lose_and_duplicate_nothing() {
+    // Issue 26.2: `memory convert` / `memory archive` while squadd merged:
+    // the later write of decisions.md dropped what squadd had appended after
+    // removing its inbox files. squadd takes the same memory lock.
+    use crate::daemon::{Daemon, eventually};
+    let (tmp, team) =
+        memory_root("retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n");
+    let root = tmp.path();
+    // A large decisions.md (300 entries of ~1 KB), so that every write takes
+    // a while and squadd's merges land inside the commands' read-write spans.
+    let body = "Long body text. ".repeat(60);
+    let mut live = String::from("# Decisions\n\n");
+    for i in 0..300 {
+        live.push_str(&sem(i, 1 + (i % 28) as u32).replace(&format!("Body of {i}."), &body));
+        live.push('\n');
+    }
+    std::fs::write(team.join("decisions.md"), &live).unwrap();
+    let _d = Daemon::start(root);
+    let mut seed: u64 = 0x2612_0000_5eed_0001;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let rounds = 50;
+    let per_round = 4;
+    for round in 0..rounds {
+        for k in 0..per_round {
+            let i = 1000 + round * per_round + k;
+            let text = if round % 2 == 0 {
+                // Legacy entries, which the convert below rewrites once merged.
+                format!(
+                    "### 2026-02-{:02}: Legacy number {i}\n**By:** Ann\n**What:** thing {i}\n",
+                    1 + k
+                )
+            } else {
+                sem(i, 1 + (round % 28) as u32)
+            };
+            std::fs::write(team.join(format!("decisions/inbox/agent-{i}.md")), text).unwrap();
+        }
+        // squadd merges 0.5 s after the inbox went quiet: start the command
+        // around then (pacing, not an assertion).
+        std::thread::sleep(Duration::from_millis(440 + next() % 120));
+        let args: &[&str] = if round % 2 == 0 {
+            &["memory", "convert"]
+        } else {
+            &[
+                "memory",
+                "archive",
+                "--older-than",
+                "3650d",
+                "--max-size",
+                "250KB",
+            ]
+        };
+        let out = run(ctl_root(root).args(args));
+        assert_eq!(
+            code(&out),
+            0,
+            "round {round}: {}",
+            crate::support::stderr(&out)
+        );
+    }
+    eventually("squadd merged the whole inbox", || {
+        (std::fs::read_dir(team.join("decisions/inbox"))
+            .ok()?
+            .count()
+            == 0)
+            .then_some(())
+    });
+    let counts = summary_counts(&team);
+    let expected: Vec<String> = (0..300)
+        .map(|i| format!("Entry number {i}"))
+        .chain((0..rounds).flat_map(|round| {
+            (0..per_round).map(move |k| {
+                let i = 1000 + round * per_round + k;
+                if round % 2 == 0 {
+                    format!("Legacy number {i}")
+                } else {
+                    format!("Entry number {i}")
+                }
+            })
+        }))
+        .collect();
+    for s in &expected {
+        assert_eq!(
+            counts.get(s).copied().unwrap_or(0),
+            1,
+            "`{s}` lost or duplicated"
+        );
+    }
+    assert_eq!(counts.len(), expected.len());
+}
