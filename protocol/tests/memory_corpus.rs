@@ -6,6 +6,20 @@ use std::path::PathBuf;
 fn corpus() -> Vec<(PathBuf, String)> {
     let root =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpora/squad/squad-head/.squad");
+    decisions_and_inbox(
+        &root,
+        &[
+            "agents/fido",
+            "agents/flight",
+            "agents/scribe",
+            "agents/_alumni/kobayashi",
+        ],
+    )
+}
+
+/// A team's decisions.md, its inbox files (sorted) and the histories of
+/// `agents`, with their text.
+fn decisions_and_inbox(root: &std::path::Path, agents: &[&str]) -> Vec<(PathBuf, String)> {
     let mut files = vec![root.join("decisions.md")];
     let mut inbox: Vec<_> = std::fs::read_dir(root.join("decisions/inbox"))
         .unwrap()
@@ -13,12 +27,7 @@ fn corpus() -> Vec<(PathBuf, String)> {
         .collect();
     inbox.sort();
     files.extend(inbox);
-    for a in [
-        "agents/fido",
-        "agents/flight",
-        "agents/scribe",
-        "agents/_alumni/kobayashi",
-    ] {
+    for a in agents {
         files.push(root.join(a).join("history.md"));
     }
     files
@@ -95,22 +104,11 @@ fn real_files_convert_with_no_word_lost() {
 
 /// SquadUI's own `.ai-team/` memory (tests/corpora/squad/squadui-ai-team, MIT).
 fn squadui_corpus() -> Vec<(PathBuf, String)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/corpora/squad/squadui-ai-team/.ai-team");
-    let mut files = vec![root.join("decisions.md")];
-    let mut inbox: Vec<_> = std::fs::read_dir(root.join("decisions/inbox"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    inbox.sort();
-    files.extend(inbox);
-    files
-        .into_iter()
-        .map(|p| {
-            let s = std::fs::read_to_string(&p).unwrap();
-            (p, s)
-        })
-        .collect()
+    decisions_and_inbox(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/corpora/squad/squadui-ai-team/.ai-team"),
+        &[],
+    )
 }
 
 #[test]

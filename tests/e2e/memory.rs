@@ -203,17 +203,22 @@ fn run_and_kill(root: &Path, args: &[&str], delay: Duration) {
     let _ = child.wait();
 }
 
-fn union_counts(team: &Path) -> HashMap<String, usize> {
+/// The decisions files of a team: live, archive, and the inbox's files,
+/// set-aside files of a killed merge included (query reads them).
+fn decision_files(team: &Path) -> Vec<PathBuf> {
     let mut files = vec![team.join("decisions.md"), team.join("decisions-archive.md")];
     if let Ok(rd) = std::fs::read_dir(team.join("decisions/inbox")) {
         files.extend(
             rd.map(|e| e.unwrap().path())
-                // Set-aside files of a killed merge count (query reads them).
                 .filter(|p| p.extension().is_some_and(|e| e == "md" || e == "aside")),
         );
     }
+    files
+}
+
+fn union_counts(team: &Path) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
-    for f in files {
+    for f in decision_files(team) {
         for id in entries_of(&f) {
             *counts.entry(id).or_insert(0) += 1;
         }
@@ -479,16 +484,8 @@ fn query_filters_and_supersede_chains() {
 /// Summaries of the entries of every memory file of decisions (live,
 /// archive, inbox including set-aside files), counted.
 fn summary_counts(team: &Path) -> HashMap<String, usize> {
-    let mut files = vec![team.join("decisions.md"), team.join("decisions-archive.md")];
-    if let Ok(rd) = std::fs::read_dir(team.join("decisions/inbox")) {
-        files.extend(
-            rd.map(|e| e.unwrap().path())
-                // Set-aside files of a killed merge count (query reads them).
-                .filter(|p| p.extension().is_some_and(|e| e == "md" || e == "aside")),
-        );
-    }
     let mut counts = HashMap::new();
-    for f in files {
+    for f in decision_files(team) {
         let Ok(src) = std::fs::read_to_string(&f) else {
             continue;
         };
