@@ -393,6 +393,11 @@ fn split_timestamp(text: &str) -> Option<(&str, &str)> {
 /// forms without an offset take `tz` (default UTC).
 pub fn parse_moment(text: &str, tz: Option<FixedOffset>) -> Option<DateTime<FixedOffset>> {
     let t = text.trim();
+    // SEM's own layout, read directly (format-string parsing was most of
+    // the cost of dating every entry); anything else goes the long way.
+    if let Some(d) = fixed_layout(t) {
+        return Some(d);
+    }
     let utc = FixedOffset::east_opt(0)?;
     let tz = tz.unwrap_or(utc);
     for f in [
@@ -437,6 +442,66 @@ pub fn parse_moment(text: &str, tz: Option<FixedOffset>) -> Option<DateTime<Fixe
         })?;
     let off = if t.ends_with('Z') { utc } else { tz };
     naive.and_local_timezone(off).single()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f](Z|±HH:MM|±HHMM)` read byte by byte; `None` for
+/// any other text (including impossible values and leap seconds, which the
+/// general path judges).
+fn fixed_layout(t: &str) -> Option<DateTime<FixedOffset>> {
+    let b = t.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let d = b.get(r)?;
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0u32, |n, c| n * 10 + u32::from(c - b'0')))
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut i = 19;
+    let mut nanos = 0u32;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        nanos = num(start..i)? * 10u32.pow(u32::try_from(9 - digits).ok()?);
+    }
+    let offset = match &b[i..] {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), rest @ ..] => {
+            let (oh, om) = match rest {
+                [_, _, b':', _, _] => (num(i + 1..i + 3)?, num(i + 4..i + 6)?),
+                [_, _, _, _] => (num(i + 1..i + 3)?, num(i + 3..i + 5)?),
+                _ => return None,
+            };
+            if oh >= 24 || om >= 60 {
+                return None;
+            }
+            let secs = i32::try_from(oh * 3600 + om * 60).ok()?;
+            if *sign == b'-' { -secs } else { secs }
+        }
+        _ => return None,
+    };
+    let naive = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo, d)?
+        .and_hms_nano_opt(h, mi, s, nanos)
+        .filter(|_| s < 60)?;
+    naive
+        .and_local_timezone(FixedOffset::east_opt(offset)?)
+        .single()
 }
 
 /// What kind of entry a heading at `idx` starts, if any.

@@ -172,3 +172,36 @@ fn sem_shaped_headings_with_impossible_timestamps_are_sem() {
     let doc = memory::parse("### 2026-03-27T21-42: Title\n**By:** k\n");
     assert_eq!(doc.entries().next().unwrap().style, Style::DatedHeading);
 }
+
+#[test]
+fn the_fixed_layout_reads_as_the_general_parser_does() {
+    // parse_moment reads SEM's layout directly; the result must be chrono's.
+    for t in [
+        "2026-02-15T14:32:15-0800",
+        "2026-02-15T14:32:15-08:00",
+        "2026-02-15T14:32:15Z",
+        "2026-02-15T14:32:15.250+0530",
+        "2026-02-15T14:32:15.123456789+00:00",
+        "2024-02-29T00:00:00+0000",
+    ] {
+        let fast = memory::parse_moment(t, None);
+        let slow = chrono::DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f%z")
+            .or_else(|_| chrono::DateTime::parse_from_rfc3339(t))
+            .ok();
+        assert!(fast.is_some(), "{t}");
+        assert_eq!(fast, slow, "{t}");
+        assert_eq!(
+            fast.map(|d| d.offset().local_minus_utc()),
+            slow.map(|d| d.offset().local_minus_utc())
+        );
+    }
+    for t in [
+        "2026-02-30T10:00:00Z",
+        "2026-02-15T25:61:61-9999",
+        "2026-02-15T14:32:15+2400",
+        "2026-02-15T14:32:15+0060",
+        "2023-02-29T00:00:00Z",
+    ] {
+        assert_eq!(memory::parse_moment(t, None), None, "{t}");
+    }
+}
