@@ -24,6 +24,10 @@ macro_rules! say {
 /// decisions/inbox/*.md and every agent's history.md and history-archive.md.
 /// Entries are Squad Entry Markdown (`### <timestamp>: <type>: <summary>`,
 /// `**field:**` lines, `---`); legacy styles are read too. See docs/memory.md.
+///
+/// convert, merge, archive and add hold the team's memory lock
+/// (`<team>/.memory.lock`, shared with squadd): a second one waits, saying
+/// who holds it.
 #[derive(Debug, clap::Subcommand)]
 pub enum MemoryCommand {
     /// Check entries: required fields, types, scopes, references, expiry.
@@ -33,8 +37,17 @@ pub enum MemoryCommand {
     /// Search entries of every memory file, legacy ones included.
     Query(QueryArgs),
     /// Rewrite legacy entries as SEM, losing no word (checked before writing).
+    ///
+    /// Each entry is checked on its own: one that would lose a word is left
+    /// as it was and named. Originals are kept under the team's
+    /// `.memory-backups/` (never in decisions/inbox/, where Squad's own merge
+    /// would take them); an identical backup is not written twice.
     Convert(ConvertArgs),
     /// Append decisions/inbox/*.md entries to decisions.md, then remove them.
+    ///
+    /// Each inbox file is renamed aside before it is read and removed only if
+    /// it still holds exactly what was merged; one that grew goes back. A
+    /// decisions.md with an unclosed code fence is refused (its line named).
     Merge(MergeArgs),
     /// Move old entries to decisions-archive.md / history-archive.md.
     Archive(ArchiveArgs),
