@@ -1436,3 +1436,88 @@ fn convert_and_archive_while_squadd_merges_lose_and_duplicate_nothing() {
     }
     assert_eq!(counts.len(), expected.len());
 }
+
+#[test]
+fn kill_9_during_convert_leaves_old_or_new_and_the_rerun_cleans_up() {
+    // Issue 26.13: convert's ~1 MB temporaries left by kill -9 stayed, and a
+    // re-run kept a second identical backup.
+    let mut seed: u64 = 0x2613_c0de_0000_0001;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let body = "Words of the decision body. ".repeat(30);
+    let mut src = String::from("# Decisions\n\n");
+    for i in 0..1000 {
+        src.push_str(&format!(
+            "### 2026-01-{:02}: Legacy number {i}\n**By:** Ann\n**What:** {body}\n\n",
+            1 + i % 28
+        ));
+    }
+    // Calibrate: the writes come at the end of a run, so most kills are
+    // aimed at the last fifth of its duration (pacing, not an assertion).
+    let full = {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join(".squad")).unwrap();
+        std::fs::write(tmp.path().join(".squad/decisions.md"), &src).unwrap();
+        let t = std::time::Instant::now();
+        run(ctl_root(tmp.path()).args(["memory", "convert"]));
+        t.elapsed()
+    };
+    let mut temps_seen = 0;
+    for round in 0..20 {
+        let tmp = tempfile::tempdir().unwrap();
+        let team = tmp.path().join(".squad");
+        std::fs::create_dir_all(&team).unwrap();
+        std::fs::write(team.join("decisions.md"), &src).unwrap();
+        let delay = full.mul_f64(0.8 + (next() % 1000) as f64 / 4000.0);
+        run_and_kill(tmp.path(), &["memory", "convert"], delay);
+        let leftovers = |dir: &Path| {
+            std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.filter(|e| {
+                        let e = e.as_ref().unwrap();
+                        e.file_name().to_string_lossy().contains(".tmp.")
+                    })
+                    .count()
+                })
+                .unwrap_or(0)
+        };
+        temps_seen += leftovers(&team) + leftovers(&team.join(".memory-backups"));
+        // The old file or the new one, never a mix: each entry once.
+        let counts = summary_counts(&team);
+        for i in 0..1000 {
+            assert_eq!(
+                counts.get(&format!("Legacy number {i}")).copied(),
+                Some(1),
+                "round {round} ({delay:?})"
+            );
+        }
+        let out = run(ctl_root(tmp.path()).args(["memory", "convert"]));
+        assert_eq!(code(&out), 0, "round {round}");
+        assert_eq!(leftovers(&team), 0, "round {round}: temporaries left");
+        assert_eq!(leftovers(&team.join(".memory-backups")), 0, "round {round}");
+        let backups = std::fs::read_dir(team.join(".memory-backups"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            backups, 1,
+            "round {round} ({delay:?}): one backup of one original"
+        );
+        assert_eq!(
+            std::fs::read_to_string(team.join(".memory-backups/decisions.md.bak")).unwrap(),
+            src
+        );
+        let now = std::fs::read_to_string(team.join("decisions.md")).unwrap();
+        assert_eq!(
+            memory::parse(&now)
+                .entries()
+                .filter(|e| e.style == memory::Style::Sem)
+                .count(),
+            1000
+        );
+    }
+    eprintln!("{temps_seen} temporaries left by the kills, all removed by the re-runs");
+}
