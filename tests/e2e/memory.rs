@@ -1269,6 +1269,10 @@ fn squadui_shows_the_authors_and_titles_of_converted_entries() {
     // `T00:00:00+0000: decision: …`.
     // The re-implementation first reproduces what SquadUI shows of its own
     // decisions.md (cross-check against the behaviour its source describes).
+    // Cross-checked once against SquadUI's own parser (DecisionService.ts
+    // with its types stripped, run under node 20) on both corpus teams,
+    // before and after convert: the same counts of decisions and authors
+    // (SquadUI's team 66/37 -> 79/56, squad-head 3/2 -> 3/3).
     let own = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/corpora/squad/squadui-ai-team/.ai-team/decisions.md"),
