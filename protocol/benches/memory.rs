@@ -39,6 +39,8 @@ fn main() {
     let runs = 50;
     let mut parse = Vec::new();
     let mut query = Vec::new();
+    let mut moments = Vec::new();
+    let mut dated = 0;
     let mut n = 0;
     for _ in 0..runs {
         let t = Instant::now();
@@ -54,6 +56,11 @@ fn main() {
             .filter(|e| e.text(&src).contains("details"))
             .count();
         query.push(t.elapsed());
+        // What `memory query --after/--before` and sorting add: every
+        // entry's moment.
+        let t = Instant::now();
+        dated += doc.entries().filter_map(|e| e.moment()).count();
+        moments.push(t.elapsed());
         drop(doc);
     }
     let entries = memory::parse(&src).entries().count();
@@ -64,5 +71,11 @@ fn main() {
         percentile(&mut parse, 0.99),
         percentile(&mut query, 0.5),
         percentile(&mut query, 0.99),
+    );
+    println!(
+        "moments of every entry ({} dated): p50 {:?} p99 {:?}",
+        dated / runs,
+        percentile(&mut moments, 0.5),
+        percentile(&mut moments, 0.99),
     );
 }

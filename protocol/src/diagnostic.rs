@@ -193,6 +193,8 @@ rules! {
     MemoryExpired = "memory-expired", Warning, "an entry past `expires` is due for review";
     /// An entry in a legacy style (shown by `squadctl memory validate`).
     MemoryLegacyEntry = "memory-legacy-entry", Warning, "entries are written in SEM (`squadctl memory convert` rewrites legacy ones)";
+    /// A code fence in a memory file that never closes (every entry below it is hidden).
+    MemoryUnclosedFence = "memory-unclosed-fence", Error, "every code fence of a memory file closes";
     // Team directory (team.md, routing, charters, histories, casting; docs/team.md).
     /// A team file that cannot be read (a symlink, a FIFO, too large, not UTF-8).
     TeamUnreadable = "team-unreadable", Error, "team files are regular UTF-8 files of at most 16 MiB (symlinks are not followed)";

@@ -123,7 +123,10 @@ impl Entry {
         self.field("timestamp")
             .map(|s| s.trim().to_string())
             .or_else(|| self.header_timestamp.clone())
-            .or_else(|| self.field("date").map(|s| s.trim().to_string()))
+            .or_else(|| {
+                self.field("date")
+                    .map(|s| s.lines().next().unwrap_or("").trim().to_string())
+            })
             .or_else(|| trailing_date(&self.title).map(str::to_string))
     }
 
@@ -225,7 +228,13 @@ struct Line<'a> {
 }
 
 fn split_lines(src: &str) -> Vec<Line<'_>> {
+    scan_lines(src).0
+}
+
+/// The lines, and the 1-based line of a fence still open at the end.
+fn scan_lines(src: &str) -> (Vec<Line<'_>>, Option<usize>) {
     let mut out = Vec::new();
+    let mut opened_at = 0;
     let mut pos = 0;
     let mut fence: Option<(u8, usize)> = None;
     for raw in src.split_inclusive('\n') {
@@ -242,6 +251,7 @@ fn split_lines(src: &str) -> Vec<Line<'_>> {
                         None if ch == b'~' || !t[n..].contains('`') => {
                             fence = Some((ch, n));
                             fenced = true;
+                            opened_at = out.len() + 1;
                         }
                         Some((c, m)) if c == ch && n >= m && t[n..].trim().is_empty() => {
                             fence = None;
@@ -259,7 +269,13 @@ fn split_lines(src: &str) -> Vec<Line<'_>> {
         });
         pos += raw.len();
     }
-    out
+    (out, fence.map(|_| opened_at))
+}
+
+/// The 1-based line of a code fence that never closes, if any: everything
+/// after it is code, so the entries below it cannot be seen.
+pub fn unclosed_fence(src: &str) -> Option<usize> {
+    scan_lines(src).1
 }
 
 /// `(level, text)` of an ATX heading line.
@@ -315,6 +331,36 @@ pub fn sem_heading(text: &str) -> Option<(&str, &str, &str)> {
     (!summary.is_empty()).then_some((ts, ty, summary))
 }
 
+/// Splits a heading shaped like SEM, `<date>T<time…>: <type>: <summary>`,
+/// whether or not its timestamp is a real moment: such a heading was meant
+/// as SEM, so a bad timestamp in it is an error, not a legacy title.
+pub fn sem_shape(text: &str) -> Option<(&str, &str, &str)> {
+    let b = text.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let date = digits(0..4)
+        && b.get(4) == Some(&b'-')
+        && digits(5..7)
+        && b.get(7) == Some(&b'-')
+        && digits(8..10);
+    if !date || b.get(10) != Some(&b'T') {
+        return None;
+    }
+    let end = text.find(": ")?;
+    let ts = &text[..end];
+    if !ts[11..]
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b':' | b'-' | b'+' | b'.' | b'Z'))
+    {
+        return None;
+    }
+    let rest = &text[end + 2..];
+    let colon = rest.find(':')?;
+    let ty = &rest[..colon];
+    let summary = rest[colon + 1..].trim();
+    (TYPES.contains(&ty) && !summary.is_empty()).then_some((ts, ty, summary))
+}
+
 fn has_offset(ts: &str) -> bool {
     let tail = ts.rsplit('T').next().unwrap_or("");
     tail.ends_with('Z') || tail.contains('+') || tail.contains('-')
@@ -347,6 +393,11 @@ fn split_timestamp(text: &str) -> Option<(&str, &str)> {
 /// forms without an offset take `tz` (default UTC).
 pub fn parse_moment(text: &str, tz: Option<FixedOffset>) -> Option<DateTime<FixedOffset>> {
     let t = text.trim();
+    // SEM's own layout, read directly (format-string parsing was most of
+    // the cost of dating every entry); anything else goes the long way.
+    if let Some(d) = fixed_layout(t) {
+        return Some(d);
+    }
     let utc = FixedOffset::east_opt(0)?;
     let tz = tz.unwrap_or(utc);
     for f in [
@@ -393,6 +444,66 @@ pub fn parse_moment(text: &str, tz: Option<FixedOffset>) -> Option<DateTime<Fixe
     naive.and_local_timezone(off).single()
 }
 
+/// `YYYY-MM-DDTHH:MM:SS[.f](Z|±HH:MM|±HHMM)` read byte by byte; `None` for
+/// any other text (including impossible values and leap seconds, which the
+/// general path judges).
+fn fixed_layout(t: &str) -> Option<DateTime<FixedOffset>> {
+    let b = t.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let d = b.get(r)?;
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0u32, |n, c| n * 10 + u32::from(c - b'0')))
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut i = 19;
+    let mut nanos = 0u32;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        nanos = num(start..i)? * 10u32.pow(u32::try_from(9 - digits).ok()?);
+    }
+    let offset = match &b[i..] {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), rest @ ..] => {
+            let (oh, om) = match rest {
+                [_, _, b':', _, _] => (num(i + 1..i + 3)?, num(i + 4..i + 6)?),
+                [_, _, _, _] => (num(i + 1..i + 3)?, num(i + 3..i + 5)?),
+                _ => return None,
+            };
+            if oh >= 24 || om >= 60 {
+                return None;
+            }
+            let secs = i32::try_from(oh * 3600 + om * 60).ok()?;
+            if *sign == b'-' { -secs } else { secs }
+        }
+        _ => return None,
+    };
+    let naive = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo, d)?
+        .and_hms_nano_opt(h, mi, s, nanos)
+        .filter(|_| s < 60)?;
+    naive
+        .and_local_timezone(FixedOffset::east_opt(offset)?)
+        .single()
+}
+
 /// What kind of entry a heading at `idx` starts, if any.
 fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
     let l = &lines[idx];
@@ -400,30 +511,34 @@ fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
         return None;
     }
     let (level, text) = heading(l.text)?;
-    match level {
-        1 => {
-            let t = text.strip_prefix("Decision:")?;
-            (!t.trim().is_empty()).then_some((Style::DecisionBlock, 1))
-        }
-        2 => {
-            for m in &lines[idx + 1..] {
-                if m.fenced {
-                    continue;
-                }
-                // The block's own Date/Author lines come before any heading.
-                if is_terminator(m.text) || heading(m.text).is_some() {
-                    break;
-                }
-                if let Some((name, _)) = field_line(m.text)
-                    && (name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author"))
-                {
-                    return Some((Style::TitleBlock, 2));
-                }
+    // A `# Title` or `## Title` block is an entry when its own Date/Author
+    // lines come before any heading (Squad agents' inbox files are
+    // `# Title`, `**Author:**`, `**Date:**`, `## Decision`, `## Impact`).
+    let title_block = |level: usize| {
+        for m in &lines[idx + 1..] {
+            if m.fenced {
+                continue;
             }
-            None
+            if is_terminator(m.text) || heading(m.text).is_some() {
+                break;
+            }
+            if let Some((name, _)) = field_line(m.text)
+                && (name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author"))
+            {
+                return Some((Style::TitleBlock, level));
+            }
         }
+        None
+    };
+    match level {
+        1 => match text.strip_prefix("Decision:") {
+            Some(t) => (!t.trim().is_empty()).then_some((Style::DecisionBlock, 1)),
+            None if !text.is_empty() => title_block(1),
+            None => None,
+        },
+        2 => title_block(2),
         3 if !text.is_empty() => {
-            if sem_heading(text).is_some() {
+            if sem_heading(text).is_some() || sem_shape(text).is_some() {
                 Some((Style::Sem, 3))
             } else if split_timestamp(text).is_some() {
                 Some((Style::DatedHeading, 3))
@@ -505,7 +620,7 @@ fn build_entry(
     let (_, text) = heading(lines[first].text).unwrap_or((level, ""));
     let text = text.to_string();
     let (header_timestamp, header_type, title) = match style {
-        Style::Sem => match sem_heading(&text) {
+        Style::Sem => match sem_heading(&text).or_else(|| sem_shape(&text)) {
             Some((ts, ty, s)) => (Some(ts.to_string()), Some(ty.to_string()), s.to_string()),
             None => (None, None, text.clone()),
         },
@@ -693,7 +808,12 @@ pub fn convert_entry(
         .or_else(|| default_author.map(str::to_string))
         .ok_or_else(|| "no author: add a `**By:**` line".to_string())?;
     let author = author.lines().next().unwrap_or("").trim().to_string();
-    let summary = one_line(&e.summary());
+    // The heading's title is the summary; an entry's own `**Summary:**` text
+    // (real legacy entries have one) stays in the details.
+    let summary = match one_line(&e.title) {
+        t if t.is_empty() => one_line(&e.summary()),
+        t => t,
+    };
     if summary.is_empty() {
         return Err("no title to use as summary".into());
     }
@@ -705,7 +825,7 @@ pub fn convert_entry(
         "decision".into()
     };
     let mut out = format!(
-        "### {ts}: {kind}: {summary}\n\n**type:** {kind}\n**timestamp:** {ts}\n**author:** {author}\n**summary:** {summary}\n"
+        "### {ts}: {kind}: {summary}\n\n**type:** {kind}\n**timestamp:** {ts}\n**Author:** {author}\n**summary:** {summary}\n"
     );
     // Everything else of the entry goes into details, in source order, with
     // headings demoted under the entry and rules spelled so they do not end it.
@@ -721,6 +841,7 @@ pub fn convert_entry(
     };
     let inner = src.get(e.span.start..body_end).unwrap_or("");
     let mut skip_field = false;
+    let mut carried_once = std::collections::HashSet::new();
     for (k, l) in split_lines(inner).iter().enumerate() {
         let line = l.text;
         if k == 0 {
@@ -750,8 +871,21 @@ pub fn convert_entry(
                         "summary" => summary.as_str(),
                         _ => "",
                     };
-                    if !lost_words(rest, &format!("{carried} {ts_text} {ts}")).is_empty() {
-                        details.push_str(line);
+                    // A field carried once: a second `**Author:**` line
+                    // (real entries repeat them) stays in the details.
+                    let group = match lname.as_str() {
+                        "by" | "author" => "author",
+                        "date" | "timestamp" => "date",
+                        other => other,
+                    };
+                    let first = carried_once.insert(group.to_string());
+                    if !first || !lost_words(rest, &format!("{carried} {ts_text} {ts}")).is_empty()
+                    {
+                        // Plain, not `**name:**`: a SEM field name inside the
+                        // details would start a second field of that name.
+                        details.push_str(name);
+                        details.push_str(": ");
+                        details.push_str(rest);
                         details.push('\n');
                     }
                     continue;
@@ -829,7 +963,22 @@ pub fn convert(src: &str, tz: FixedOffset, default_author: Option<&str>) -> Conv
             Block::Entry(e) => {
                 let text = e.text(src);
                 let outcome = if e.style.is_legacy() {
-                    match convert_entry(src, e, tz, default_author) {
+                    // An entry that would lose a word is left as it was.
+                    let checked = convert_entry(src, e, tz, default_author).and_then(|sem| {
+                        let lost = lost_words(&content_of(text), &sem);
+                        let one = parse(&sem).entries().count() == 1;
+                        match (lost.is_empty(), one) {
+                            (true, true) => Ok(sem),
+                            (false, _) => Err(format!(
+                                "kept as it was: converting it would lose {}",
+                                lost.join(" ")
+                            )),
+                            (true, false) => {
+                                Err("kept as it was: it would not read back as one entry".into())
+                            }
+                        }
+                    });
+                    match checked {
                         Ok(sem) => {
                             output.push_str(&sem);
                             // Keep the blank lines that followed the entry.
@@ -935,6 +1084,43 @@ pub fn valid_scope(s: &str) -> bool {
     })
 }
 
+/// What is wrong with a timestamp that is not valid, in a few words.
+pub fn timestamp_problem(s: &str) -> &'static str {
+    let s = s.trim();
+    let Some((date, time)) = s.split_once('T') else {
+        return "no time part";
+    };
+    if NaiveDate::parse_from_str(date, "%Y-%m-%d").is_err() {
+        return "no such date";
+    }
+    let core = time.trim_end_matches('Z');
+    let (clock, offset) = match core.rfind(['+', '-']) {
+        Some(i) => (&core[..i], Some(&core[i + 1..])),
+        None => (core, None),
+    };
+    if chrono::NaiveTime::parse_from_str(clock, "%H:%M:%S%.f")
+        .or_else(|_| chrono::NaiveTime::parse_from_str(clock, "%H:%M"))
+        .is_err()
+    {
+        return "no such time of day";
+    }
+    match offset {
+        None if !time.ends_with('Z') => "no offset",
+        Some(o) => {
+            let d: String = o.chars().filter(char::is_ascii_digit).collect();
+            let ok = d.len() == 4
+                && d[..2].parse::<u32>().is_ok_and(|h| h < 24)
+                && d[2..].parse::<u32>().is_ok_and(|m| m < 60);
+            if ok {
+                "unreadable"
+            } else {
+                "offset out of range"
+            }
+        }
+        None => "unreadable",
+    }
+}
+
 /// Whether a timestamp is ISO 8601 with an explicit offset.
 pub fn valid_timestamp(s: &str) -> bool {
     let s = s.trim();
@@ -958,6 +1144,17 @@ pub fn validate(
             column: 1,
         })
     };
+    if let Some(line) = unclosed_fence(&doc.source) {
+        out.push(
+            Diagnostic::new(
+                path,
+                Rule::MemoryUnclosedFence,
+                "this code fence never closes: every entry below it is read as code",
+                "close the fence (the same ``` or ~~~ on a line of its own) where its code ends",
+            )
+            .at(at(line)),
+        );
+    }
     for e in doc.entries() {
         if e.style.is_legacy() {
             if legacy {
@@ -1008,17 +1205,44 @@ pub fn validate(
                 out.push(mismatch(path, e, "type", line_of("type")));
             }
         }
+        // The column of `needle` in 1-based line `line` of the source.
+        let col_of = |line: usize, needle: &str| {
+            let text = doc.source.lines().nth(line.saturating_sub(1)).unwrap_or("");
+            let col = text
+                .find(needle)
+                .map_or(1, |i| text[..i].chars().count() + 1);
+            Some(Location {
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(col).unwrap_or(u32::MAX),
+            })
+        };
+        let bad_ts = |ts: &str, loc| {
+            Diagnostic::new(
+                path,
+                Rule::MemoryBadTimestamp,
+                format!(
+                    "timestamp `{ts}` is not ISO 8601 with an offset ({})",
+                    timestamp_problem(ts)
+                ),
+                "write e.g. 2026-02-15T14:32:15-0800 (`date +%Y-%m-%dT%H:%M:%S%z`)",
+            )
+            .at(loc)
+        };
+        let heading_bad = e
+            .header_timestamp
+            .as_deref()
+            .filter(|h| !valid_timestamp(h));
+        if let Some(h) = heading_bad {
+            out.push(bad_ts(h, col_of(e.line, h)));
+        }
         if let Some(ts) = e.field("timestamp") {
+            let ts = ts.trim();
             if !valid_timestamp(ts) {
-                out.push(
-                    Diagnostic::new(
-                        path,
-                        Rule::MemoryBadTimestamp,
-                        format!("timestamp `{}` is not ISO 8601 with an offset", ts.trim()),
-                        "write e.g. 2026-02-15T14:32:15-0800",
-                    )
-                    .at(at(line_of("timestamp"))),
-                );
+                if heading_bad != Some(ts) {
+                    let line = line_of("timestamp");
+                    out.push(bad_ts(ts, col_of(line, ts)));
+                }
+            } else if heading_bad.is_some() {
             } else if let Some(h) = &e.header_timestamp
                 && parse_moment(h, None) != parse_moment(ts, None)
             {
@@ -1125,6 +1349,9 @@ pub struct Merge {
     pub appended: usize,
     /// Entries already present (skipped).
     pub duplicates: usize,
+    /// Appended entries that the result does not read back as entries (the
+    /// merge must not be written).
+    pub invisible: Vec<String>,
 }
 
 /// Appends the entries of `inbox` texts that `live` does not hold yet (by
@@ -1145,20 +1372,32 @@ pub fn merge(live: &str, inbox: &[&str]) -> Merge {
                 continue;
             }
             let n = new.len();
-            new.push((
-                e.moment().map(|m| m.timestamp()),
-                n,
-                e.text(src).to_string(),
-            ));
+            let mut text = e.text(src).trim_end().to_string();
+            // An entry without its `---` would run on into whatever is
+            // appended after it (a `# Title` block takes every `## Title`
+            // and undated `###` below it): end it, as SEM entries end.
+            if !e.terminated {
+                text.push_str("\n\n---");
+            }
+            new.push((e.moment().map(|m| m.timestamp()), n, text));
         }
     }
     new.sort_by_key(|(m, i, _)| (m.is_none(), *m, *i));
     let appended = new.len();
+    let wanted: Vec<String> = new.iter().map(|(_, _, t)| identity_of(t)).collect();
     let output = append_entries(live, new.into_iter().map(|(_, _, t)| t));
+    // Every appended entry must be an entry of the result, or the next merge
+    // would not see it and append it again.
+    let got: std::collections::HashSet<String> = {
+        let d = parse(&output);
+        d.entries().map(|e| e.identity(&output)).collect()
+    };
+    let invisible = wanted.into_iter().filter(|w| !got.contains(w)).collect();
     Merge {
         output,
         appended,
         duplicates,
+        invisible,
     }
 }
 

@@ -12,6 +12,10 @@
 //!   live file without them; a crash in between leaves entries in both, and
 //!   the next run skips them in the archive and removes them from the live
 //!   file. Readers ([`load`]) count an entry present in both once.
+//!
+//! Every writer of a team's memory (decisions.md, the archives, histories,
+//! the inbox) holds the team's memory lock ([`lock`]) while it reads and
+//! writes, so two writers never replace each other's work.
 
 use crate::safefs::write_atomic;
 use chrono::{DateTime, Utc};
@@ -78,6 +82,196 @@ pub fn inbox_files(team: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Prefix and suffix of an inbox file a merge has set aside
+/// (`.merging.<n>.<name>.aside`): a dot name not ending in `.md`, so Squad's
+/// own merge and SquadUI pass it by, and the file an agent opens by its name
+/// afterwards is a new one.
+const ASIDE: &str = ".merging.";
+const ASIDE_END: &str = ".aside";
+
+/// The set-aside name of inbox file `name`, number `n`.
+fn aside_name(n: usize, name: &str) -> String {
+    format!("{ASIDE}{n}.{name}{ASIDE_END}")
+}
+
+/// The inbox name a set-aside file had.
+fn aside_original(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(ASIDE)?.strip_suffix(ASIDE_END)?;
+    let (n, orig) = rest.split_once('.')?;
+    (n.bytes().all(|b| b.is_ascii_digit()) && orig.ends_with(".md")).then_some(orig)
+}
+
+/// Inbox files a merge set aside and did not finish (killed), sorted.
+pub fn aside_files(team: &Path) -> Vec<PathBuf> {
+    sorted_dir(&team.join("decisions").join("inbox"))
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| aside_original(n).is_some())
+                && is_file(p)
+        })
+        .collect()
+}
+
+/// The memory lock's file, in the team directory.
+pub const LOCK_FILE: &str = ".memory.lock";
+
+/// Holds a team's memory lock (an advisory lock, flock semantics, on
+/// `<team>/.memory.lock`) while alive. Its file names the holder.
+pub struct MemoryLock {
+    _file: std::fs::File,
+}
+
+/// Takes the memory lock of a team directory. With `wait`, blocks until it
+/// is free, first saying on stderr who holds it; otherwise `Ok(None)` when
+/// it is held. `what` names the holder for whoever waits (`squadctl memory
+/// merge`, `squadd`).
+pub fn lock(team: &Path, what: &str, wait: bool) -> Result<Option<MemoryLock>, String> {
+    use std::io::{Read as _, Seek as _, Write as _};
+    let path = team.join(LOCK_FILE);
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    let (dir, name) = crate::safefs::project_parent(&path, None).map_err(err)?;
+    let mut file = dir
+        .open_file(&name, libc::O_RDWR | libc::O_CREAT, 0o644)
+        .map_err(err)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) if !wait => return Ok(None),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = (&file).take(512).read_to_string(&mut holder);
+            let holder = holder.trim();
+            eprintln!(
+                "squadctl: waiting for the memory lock {}: held by {}",
+                crate::text::escape(&path.display().to_string()),
+                crate::text::escape(if holder.is_empty() {
+                    "another process"
+                } else {
+                    holder
+                })
+            );
+            file.lock().map_err(err)?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(err(e)),
+    }
+    // Best effort: the lock holds whether or not the name is written.
+    let _ = file.set_len(0).and_then(|()| {
+        file.rewind()?;
+        writeln!(file, "pid {} ({what})", std::process::id())
+    });
+    Ok(Some(MemoryLock { _file: file }))
+}
+
+/// Whether process `pid` exists.
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+/// Removes the temporaries (`.name.tmp.<pid>.<n>`) that memory writers
+/// killed mid-write left in the team's memory directories: only for memory
+/// file names, only of processes that are gone, never through a link.
+/// Called with the memory lock held, so no memory writer is mid-write.
+pub fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
+    let mut dirs = vec![team.to_path_buf(), team.join("decisions").join("inbox")];
+    let agents = team.join("agents");
+    for d in sorted_dir(&agents)
+        .into_iter()
+        .chain(sorted_dir(&agents.join("_alumni")))
+    {
+        dirs.push(d);
+    }
+    let backups = team.join(BACKUP_DIR);
+    let mut stack = vec![backups];
+    while let Some(d) = stack.pop() {
+        for c in sorted_dir(&d) {
+            if std::fs::symlink_metadata(&c).is_ok_and(|m| m.is_dir()) {
+                stack.push(c);
+            }
+        }
+        dirs.push(d);
+    }
+    let mut removed = 0;
+    for d in dirs {
+        let Ok((dir, _)) = crate::safefs::project_parent(&d.join("x"), None) else {
+            continue;
+        };
+        for name in dir.names().unwrap_or_default() {
+            let Some((base, rest)) = name.strip_prefix('.').and_then(|n| n.split_once(".tmp."))
+            else {
+                continue;
+            };
+            let memory_name = base.ends_with(".md") || base.contains(".md.bak");
+            let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
+            if memory_name
+                && pid.is_some_and(|p| p != std::process::id() as i32 && !alive(p))
+                && dir.unlink(&name).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// Where `memory convert` keeps originals: a dot directory of the team,
+/// outside `decisions/` (Squad's merge takes every non-dot file of the
+/// inbox; SquadUI reads every `.md` below `decisions/`).
+pub const BACKUP_DIR: &str = ".memory-backups";
+
+/// Keeps `src`, the original of `file`, as a backup and returns its path:
+/// under `<team>/.memory-backups/` (same relative path, `.bak`, `.bak.N`)
+/// when the file is in a team directory, else beside it as `.<name>.bak`.
+/// A backup with the same content already there is reused, not repeated.
+pub fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, String> {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("memory.md");
+    let base = match team.and_then(|t| Some((t, file.strip_prefix(t).ok()?))) {
+        Some((t, rel)) => t
+            .join(BACKUP_DIR)
+            .join(rel)
+            .with_file_name(format!("{name}.bak")),
+        None => file.with_file_name(format!(".{name}.bak")),
+    };
+    let base_name = base
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("memory.md.bak")
+        .to_string();
+    let mut b = base.clone();
+    let mut n = 1;
+    loop {
+        match read(&b) {
+            Ok(t) if t == src => return Ok(b),
+            Ok(_) => {}
+            Err(_) if std::fs::symlink_metadata(&b).is_err() => break,
+            Err(_) => {}
+        }
+        b = base.with_file_name(format!("{base_name}.{n}"));
+        n += 1;
+    }
+    crate::safefs::write_project_file(&b, src.as_bytes(), Some(0o700))
+        .map_err(|e| format!("{}: {e}", b.display()))?;
+    Ok(b)
+}
+
+/// The team directory a memory file belongs to (its `.squad/` or `.ai-team/`
+/// ancestor), if any.
+pub fn team_of(file: &Path) -> Option<PathBuf> {
+    file.ancestors()
+        .skip(1)
+        .find(|a| {
+            a.file_name()
+                .is_some_and(|n| n == ".squad" || n == ".ai-team")
+        })
+        .map(Path::to_path_buf)
+}
+
 /// Every memory file of a team directory that exists.
 pub fn discover(team: &Path) -> Vec<MemoryFile> {
     let mut out = Vec::new();
@@ -92,7 +286,7 @@ pub fn discover(team: &Path) -> Vec<MemoryFile> {
         FileKind::DecisionsArchive,
         None,
     );
-    for p in inbox_files(team) {
+    for p in inbox_files(team).into_iter().chain(aside_files(team)) {
         push(p, FileKind::Inbox, None);
     }
     let agents = team.join("agents");
@@ -164,60 +358,248 @@ pub struct MergeReport {
     pub kept: Vec<(PathBuf, String)>,
 }
 
+/// Why an inbox file cannot be merged and removed as a whole, if it cannot.
+fn unmergeable(t: &str) -> Option<String> {
+    if let Some(line) = memory::unclosed_fence(t) {
+        return Some(format!(
+            "line {line}: a code fence that never closes; close it, then merge"
+        ));
+    }
+    let doc = memory::parse(t);
+    if doc.entries().next().is_none() {
+        return Some("no entry found in it".into());
+    }
+    memory::has_loose_text(t)
+        .then(|| "text outside entries; merged its entries, kept the file".into())
+}
+
 /// Merges `decisions/inbox/*.md` into decisions.md: appends the entries it
 /// lacks in timestamp order, makes decisions.md durable, and only then
-/// removes the inbox files whose every word is now in decisions.md.
-pub fn merge_inbox(team: &Path, dry_run: bool) -> Result<MergeReport, String> {
+/// removes the inbox files whose every entry is now in decisions.md.
+///
+/// An inbox file is first renamed aside (`.merging.<n>.<name>.aside`, the same
+/// inode), then read: an agent that writes to the name afterwards makes a
+/// new file, which the next merge takes. The set-aside file is removed only
+/// if it still holds exactly the text merged; one that grew meanwhile (an
+/// agent that had it open) goes back to the inbox, and the next merge adds
+/// what is new. A merge killed midway leaves set-aside files, which the next
+/// merge takes first (and `memory query` reads meanwhile).
+pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<MergeReport, String> {
     let live_path = team.join("decisions.md");
     let live = read_or_empty(&live_path)?;
+    if let Some(line) = memory::unclosed_fence(&live) {
+        return Err(format!(
+            "{}:{line}: a code fence opened here never closes, so no entry below it can be seen \
+             (a merge would append them again); close the fence, then merge (nothing was merged)",
+            live_path.display()
+        ));
+    }
+    let inbox = team.join("decisions").join("inbox");
     let mut report = MergeReport::default();
-    let mut texts = Vec::new();
-    for p in inbox_files(team) {
+    // (name it had in the inbox, where it is now, its text)
+    let mut taken: Vec<(PathBuf, PathBuf, String)> = Vec::new();
+    let dir = if dry_run || !inbox.is_dir() {
+        None
+    } else {
+        Some(
+            crate::safefs::project_parent(&inbox.join("x"), None)
+                .map_err(|e| format!("{}: {e}", inbox.display()))?
+                .0,
+        )
+    };
+    for p in aside_files(team) {
+        let orig = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(aside_original)
+            .map_or_else(|| p.clone(), |o| inbox.join(o));
         match read(&p) {
-            Ok(t) => texts.push((p, t)),
+            Ok(t) => taken.push((orig, p, t)),
             Err(e) => report.kept.push((p, e)),
         }
     }
-    report.inbox_files = texts.len() + report.kept.len();
-    let srcs: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
-    let m = memory::merge(&live, &srcs);
+    for p in inbox_files(team) {
+        let t = match read(&p) {
+            Ok(t) => t,
+            Err(e) => {
+                report.kept.push((p, e));
+                continue;
+            }
+        };
+        if let Some(why) = unmergeable(&t) {
+            // Its entries are merged, the file stays where it is (renaming
+            // it would wake squadd's inbox watch again and again).
+            if memory::unclosed_fence(&t).is_none() {
+                taken.push((p.clone(), p.clone(), t));
+            }
+            report.kept.push((p, why));
+            continue;
+        }
+        let Some(dir) = &dir else {
+            taken.push((p.clone(), p, t));
+            continue;
+        };
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut set = None;
+        for n in 0..1000 {
+            let aside = aside_name(n, name);
+            match dir.rename_noreplace(name, dir, &aside) {
+                Ok(()) => {
+                    set = Some(inbox.join(aside));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    report.kept.push((p.clone(), e.to_string()));
+                    break;
+                }
+            }
+        }
+        let Some(aside) = set else { continue };
+        // Read again: the text now set aside is what counts.
+        match read(&aside) {
+            Ok(t) => taken.push((p, aside, t)),
+            Err(e) => report.kept.push((aside, e)),
+        }
+    }
+    report.inbox_files = taken.len()
+        + report
+            .kept
+            .iter()
+            .filter(|(p, _)| !taken.iter().any(|t| &t.0 == p))
+            .count();
+    let mut texts: Vec<&str> = Vec::new();
+    for (_, _, t) in &taken {
+        if memory::unclosed_fence(t).is_none() {
+            texts.push(t);
+        }
+    }
+    let m = memory::merge(&live, &texts);
     report.appended = m.appended;
     report.duplicates = m.duplicates;
     if dry_run {
         return Ok(report);
     }
-    if m.appended > 0 {
-        write_atomic(&live_path, m.output.as_bytes())
-            .map_err(|e| format!("{}: {e}", live_path.display()))?;
+    let restore_all = |taken: &[(PathBuf, PathBuf, String)]| {
+        for (orig, at, _) in taken {
+            if orig != at {
+                let _ = restore(dir.as_ref(), at, orig);
+            }
+        }
+    };
+    if !m.invisible.is_empty() {
+        restore_all(&taken);
+        return Err(format!(
+            "{}: {} appended entries would not read back as entries (nothing was merged); \
+             check the inbox files for unbalanced fences or headings",
+            live_path.display(),
+            m.invisible.len()
+        ));
     }
-    // Remove an inbox file only when it holds entries and nothing else, and
-    // each of its entries is in the durable decisions.md.
+    if m.appended > 0
+        && let Err(e) = write_atomic(&live_path, m.output.as_bytes())
+    {
+        restore_all(&taken);
+        return Err(format!("{}: {e}", live_path.display()));
+    }
     let merged = memory::parse(&m.output);
     let have: std::collections::HashSet<String> =
         merged.entries().map(|e| e.identity(&m.output)).collect();
-    for (p, t) in texts {
-        let doc = memory::parse(&t);
-        let entries: Vec<_> = doc.entries().collect();
-        if entries.is_empty() {
-            report.kept.push((p, "no entry found in it".into()));
-        } else if memory::has_loose_text(&t) {
-            report.kept.push((
-                p,
-                "text outside entries; merged its entries, kept the file".into(),
-            ));
-        } else if entries.iter().any(|e| !have.contains(&e.identity(&t))) {
-            report
-                .kept
-                .push((p, "not all entries are in decisions.md".into()));
-        } else {
-            crate::safefs::remove_project_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            report.removed.push(p);
+    for (orig, at, t) in taken {
+        if orig == at {
+            continue; // kept where it is (reported above)
+        }
+        let why = unmergeable(&t).or_else(|| {
+            let doc = memory::parse(&t);
+            doc.entries()
+                .any(|e| !have.contains(&e.identity(&t)))
+                .then(|| "not all entries are in decisions.md".to_string())
+        });
+        // Removed only if it still holds exactly what was merged and no one
+        // can write to it any more.
+        let mut held = None;
+        let why = why.or_else(|| match closed_and_unchanged(dir.as_ref(), &at, &t) {
+            Ok(f) => {
+                held = f;
+                None
+            }
+            Err(why) => Some(why),
+        });
+        match why {
+            None => {
+                crate::safefs::remove_project_file(&at)
+                    .map_err(|e| format!("{}: {e}", at.display()))?;
+                drop(held);
+                report.removed.push(orig);
+            }
+            Some(why) => {
+                let back = restore(dir.as_ref(), &at, &orig).unwrap_or(at);
+                report.kept.push((back, why));
+            }
         }
     }
     if !report.removed.is_empty() {
-        sync_dir(&team.join("decisions").join("inbox")).map_err(|e| e.to_string())?;
+        sync_dir(&inbox).map_err(|e| e.to_string())?;
     }
     Ok(report)
+}
+
+/// Checks that the set-aside file `at` still holds exactly `text` and that
+/// no process has it open for writing: a read lease (`F_SETLEASE`) is
+/// granted only then, and while it is held an opener for writing would wait
+/// for us. Nobody opens the set-aside name, so after the check nothing can
+/// be added to it. Returns the file holding the lease (held until the file
+/// is removed); where leases are not supported, the content check alone.
+fn closed_and_unchanged(
+    dir: Option<&crate::safefs::Dir>,
+    at: &Path,
+    text: &str,
+) -> Result<Option<std::fs::File>, String> {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    let name = at.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let Some(dir) = dir else {
+        return Err("no inbox directory".into());
+    };
+    let file = dir
+        .open_file(name, libc::O_RDONLY, 0)
+        .map_err(|e| format!("{}: {e}", at.display()))?;
+    // SAFETY: fcntl on a descriptor this function owns.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+        return Err("an agent still has it open for writing; merged next time".into());
+    }
+    let mut now = String::new();
+    (&file)
+        .take(READ_LIMIT + 1)
+        .read_to_string(&mut now)
+        .map_err(|e| format!("{}: {e}", at.display()))?;
+    if now != text {
+        return Err("it changed during the merge; what is new is merged next time".into());
+    }
+    Ok(Some(file))
+}
+
+/// Puts a set-aside inbox file back under its name, or `<stem>-kept-<n>.md`
+/// when an agent wrote a new file of that name meanwhile; returns where.
+fn restore(dir: Option<&crate::safefs::Dir>, at: &Path, orig: &Path) -> Option<PathBuf> {
+    let dir = dir?;
+    let from = at.file_name()?.to_str()?;
+    let name = orig.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".md").unwrap_or(name);
+    for n in 0..1000 {
+        let to = if n == 0 {
+            name.to_string()
+        } else {
+            format!("{stem}-kept-{n}.md")
+        };
+        match dir.rename_noreplace(from, dir, &to) {
+            Ok(()) => return Some(orig.with_file_name(to)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// What an archive run did to one file.
@@ -250,6 +632,7 @@ pub fn archive_file(
     rule: ArchiveRule,
     now: DateTime<Utc>,
     dry_run: bool,
+    _lock: &MemoryLock,
 ) -> Result<ArchiveReport, String> {
     let live = read(live_path)?;
     let archive_path = archive_path(live_path);
@@ -289,11 +672,12 @@ pub fn archive_team(
     rule: ArchiveRule,
     now: DateTime<Utc>,
     dry_run: bool,
+    lock: &MemoryLock,
 ) -> Result<Vec<ArchiveReport>, String> {
     discover(team)
         .into_iter()
         .filter(|f| matches!(f.kind, FileKind::Decisions | FileKind::History))
-        .map(|f| archive_file(&f.path, rule, now, dry_run))
+        .map(|f| archive_file(&f.path, rule, now, dry_run, lock))
         .collect()
 }
 

@@ -194,6 +194,17 @@ impl Dir {
         self.rename_os(std::ffi::OsStr::new(from), to_dir, std::ffi::OsStr::new(to))
     }
 
+    /// Renames `from` to `to` in `to_dir` only if `to` does not exist
+    /// (`RENAME_NOREPLACE`): AlreadyExists otherwise.
+    pub fn rename_noreplace(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+        self.rename_flags(
+            std::ffi::OsStr::new(from),
+            to_dir,
+            std::ffi::OsStr::new(to),
+            libc::RENAME_NOREPLACE,
+        )
+    }
+
     /// [`Dir::rename`] of names taken as bytes.
     fn rename_os(
         &self,
@@ -201,14 +212,26 @@ impl Dir {
         to_dir: &Dir,
         to: &std::ffi::OsStr,
     ) -> io::Result<()> {
+        self.rename_flags(from, to_dir, to, 0)
+    }
+
+    /// `renameat2` with `flags` (0: a plain `renameat`).
+    fn rename_flags(
+        &self,
+        from: &std::ffi::OsStr,
+        to_dir: &Dir,
+        to: &std::ffi::OsStr,
+        flags: libc::c_uint,
+    ) -> io::Result<()> {
         let (f, t) = (cstr(from)?, cstr(to)?);
         // SAFETY: valid dirfds and NUL-terminated names.
         let r = unsafe {
-            libc::renameat(
+            libc::renameat2(
                 self.fd.as_raw_fd(),
                 f.as_ptr(),
                 to_dir.fd.as_raw_fd(),
                 t.as_ptr(),
+                flags,
             )
         };
         if r < 0 {

@@ -24,6 +24,10 @@ macro_rules! say {
 /// decisions/inbox/*.md and every agent's history.md and history-archive.md.
 /// Entries are Squad Entry Markdown (`### <timestamp>: <type>: <summary>`,
 /// `**field:**` lines, `---`); legacy styles are read too. See docs/memory.md.
+///
+/// convert, merge, archive and add hold the team's memory lock
+/// (`<team>/.memory.lock`, shared with squadd): a second one waits, saying
+/// who holds it.
 #[derive(Debug, clap::Subcommand)]
 pub enum MemoryCommand {
     /// Check entries: required fields, types, scopes, references, expiry.
@@ -33,8 +37,17 @@ pub enum MemoryCommand {
     /// Search entries of every memory file, legacy ones included.
     Query(QueryArgs),
     /// Rewrite legacy entries as SEM, losing no word (checked before writing).
+    ///
+    /// Each entry is checked on its own: one that would lose a word is left
+    /// as it was and named. Originals are kept under the team's
+    /// `.memory-backups/` (never in decisions/inbox/, where Squad's own merge
+    /// would take them); an identical backup is not written twice.
     Convert(ConvertArgs),
     /// Append decisions/inbox/*.md entries to decisions.md, then remove them.
+    ///
+    /// Each inbox file is renamed aside before it is read and removed only if
+    /// it still holds exactly what was merged; one that grew goes back. A
+    /// decisions.md with an unclosed code fence is refused (its line named).
     Merge(MergeArgs),
     /// Move old entries to decisions-archive.md / history-archive.md.
     Archive(ArchiveArgs),
@@ -205,6 +218,22 @@ fn team_dir(root: Option<&Path>) -> Result<PathBuf, String> {
         "{}: no team directory (.squad/ or .ai-team/) here or above; pass --root",
         start.display()
     ))
+}
+
+/// Takes the team's memory lock for a command that writes memory files,
+/// waiting for another holder (and saying who it is), and sweeps the
+/// temporaries killed memory writers left.
+fn take_lock(team: &Path, what: &str) -> Result<mem::MemoryLock, String> {
+    let lock = mem::lock(team, what, true)?
+        .ok_or_else(|| format!("{}: the memory lock is held", team.display()))?;
+    mem::sweep_temps(team, &lock);
+    Ok(lock)
+}
+
+/// Whether two paths name the same directory (one may be relative).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
 }
 
 fn files_or_discover(root: Option<&Path>, files: &[PathBuf]) -> Result<Vec<MemoryFile>, String> {
@@ -453,6 +482,15 @@ fn parse_tz(s: Option<&str>) -> Result<FixedOffset, String> {
 
 fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
     let tz = parse_tz(a.tz.as_deref())?;
+    // One lock per team directory the files belong to, held to the end; the
+    // team's own files are listed under its lock (a merge may have just
+    // removed an inbox file).
+    let mut locks: Vec<(PathBuf, mem::MemoryLock)> = Vec::new();
+    if a.files.is_empty() && !a.dry_run {
+        let team = team_dir(root)?;
+        let lock = take_lock(&team, "squadctl memory convert")?;
+        locks.push((team, lock));
+    }
     let files: Vec<MemoryFile> = files_or_discover(root, &a.files)?
         .into_iter()
         .filter(|f| {
@@ -466,6 +504,13 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
     let mut reports = Vec::new();
     let mut refused = false;
     for f in &files {
+        let team = mem::team_of(&f.path);
+        if !a.dry_run
+            && let Some(t) = &team
+            && !locks.iter().any(|(p, _)| same_dir(p, t))
+        {
+            locks.push((t.clone(), take_lock(t, "squadctl memory convert")?));
+        }
         let src = mem::read(&f.path)?;
         let c = memory::convert(&src, tz, f.agent.as_deref());
         let converted = c
@@ -478,9 +523,7 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
         if !c.lost.is_empty() {
             refused = true;
         } else if !a.dry_run && converted > 0 {
-            let b = backup_path(&f.path);
-            crate::safefs::write_atomic(&b, src.as_bytes())
-                .map_err(|e| format!("{}: {e}", b.display()))?;
+            let b = mem::backup(team.as_deref(), &f.path, &src)?;
             crate::safefs::write_atomic(&f.path, c.output.as_bytes())
                 .map_err(|e| format!("{}: {e}", f.path.display()))?;
             written = true;
@@ -531,24 +574,10 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
     Ok(if refused { exit::PROBLEMS } else { exit::OK })
 }
 
-/// `decisions.md` → `decisions.md.bak`, or `.bak.N` when that exists.
-fn backup_path(p: &Path) -> PathBuf {
-    let name = p
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("memory.md");
-    let mut b = p.with_file_name(format!("{name}.bak"));
-    let mut n = 1;
-    while std::fs::symlink_metadata(&b).is_ok() {
-        b = p.with_file_name(format!("{name}.bak.{n}"));
-        n += 1;
-    }
-    b
-}
-
 fn merge(root: Option<&Path>, a: MergeArgs) -> Result<u8, String> {
     let team = team_dir(root)?;
-    let r = mem::merge_inbox(&team, a.dry_run)?;
+    let lock = take_lock(&team, "squadctl memory merge")?;
+    let r = mem::merge_inbox(&team, a.dry_run, &lock)?;
     if a.json {
         say!(
             "{}",
@@ -594,7 +623,8 @@ fn archive(root: Option<&Path>, a: ArchiveArgs) -> Result<u8, String> {
         older_than,
         max_size,
     };
-    let reports = mem::archive_team(&team, rule, Utc::now(), a.dry_run)?;
+    let lock = take_lock(&team, "squadctl memory archive")?;
+    let reports = mem::archive_team(&team, rule, Utc::now(), a.dry_run, &lock)?;
     if a.json {
         say!(
             "{}",
@@ -617,7 +647,7 @@ fn archive(root: Option<&Path>, a: ArchiveArgs) -> Result<u8, String> {
 /// The SEM text of a new entry.
 pub fn render_entry(a: &AddArgs, ts: &str, details: Option<&str>) -> String {
     let mut s = format!(
-        "### {ts}: {}: {}\n\n**type:** {}\n**timestamp:** {ts}\n**author:** {}\n",
+        "### {ts}: {}: {}\n\n**type:** {}\n**timestamp:** {ts}\n**Author:** {}\n",
         a.kind, a.summary, a.kind, a.author
     );
     if let Some(x) = &a.scope {
@@ -736,6 +766,13 @@ fn add(root: Option<&Path>, a: AddArgs) -> Result<u8, String> {
             problems.join("; ")
         ));
     }
+    if let Some(line) = memory::unclosed_fence(&text) {
+        return Err(format!(
+            "the entry's code fence at its line {line} never closes: everything after it, \
+             and every entry merged after it, would be code; close it in --details"
+        ));
+    }
+    let _lock = take_lock(&team, "squadctl memory add")?;
     let inbox = team.join("decisions").join("inbox");
     let base = format!("{}-{}", slug(&a.author), slug(&a.summary));
     let mut path = inbox.join(format!("{base}.md"));

@@ -84,6 +84,9 @@ const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
 /// inbox writes is merged once, and a file still being written (by an agent
 /// that does not use `squadctl memory add`) is given time to be complete.
 const MEMORY_INBOX_DELAY: Duration = Duration::from_millis(500);
+/// How soon squadd tries an inbox merge again while a `squadctl memory`
+/// command holds the team's memory lock.
+const MEMORY_LOCK_RETRY: Duration = Duration::from_millis(500);
 
 /// The first look for a missing root comes after this; the wait doubles
 /// up to [`ROOT_CHECK_MAX`] while it stays missing.
@@ -969,7 +972,13 @@ impl Supervisor {
                         self.last_status_line = summary;
                     }
                 }
-                Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(&self.roots[i]),
+                Timer::MemoryInbox(i) => {
+                    if upkeep::merge_memory_inbox(&self.roots[i]) {
+                        // A squadctl memory command holds the lock: again soon.
+                        let at = Instant::now() + MEMORY_LOCK_RETRY;
+                        self.timers.set(Timer::MemoryInbox(i), at);
+                    }
+                }
                 Timer::RootCheck(i) => {
                     if self.roots[i].taken_over.is_some() {
                     } else if self.roots[i].sessions_dir.is_dir() {

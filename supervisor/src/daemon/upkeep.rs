@@ -135,14 +135,26 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
 
 /// Merges the root's decisions inbox into decisions.md (when the inbox
 /// changed, and on the retention schedule), if the policy enables it.
-pub fn merge_memory_inbox(r: &Root) {
+/// Returns `true` when another process holds the team's memory lock (a
+/// `squadctl memory` command): the caller tries again shortly, squadd never
+/// waits on it.
+pub fn merge_memory_inbox(r: &Root) -> bool {
     if !r.policy.memory.merge {
-        return;
+        return false;
     }
     let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
-        return;
+        return false;
     };
-    match crate::memory::merge_inbox(&team.path, false) {
+    let lock = match crate::memory::lock(&team.path, "squadd", false) {
+        Ok(Some(l)) => l,
+        Ok(None) => return true,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot take the memory lock");
+            return false;
+        }
+    };
+    crate::memory::sweep_temps(&team.path, &lock);
+    match crate::memory::merge_inbox(&team.path, false, &lock) {
         Ok(m) if m.appended > 0 || !m.removed.is_empty() => {
             tracing::info!(
                 appended = m.appended,
@@ -153,11 +165,14 @@ pub fn merge_memory_inbox(r: &Root) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot merge the decisions inbox"),
     }
+    false
 }
 
 /// Team memory upkeep on the retention schedule, when the policy enables it:
 /// the same merge and archive as `squadctl memory merge` / `archive`
 /// (crash-safe and idempotent, so a run cut short is completed by the next).
+/// Skipped while a `squadctl memory` command holds the memory lock (the
+/// next schedule runs it).
 fn run_memory(r: &Root, wall: DateTime<Utc>) {
     let memory = r.policy.memory;
     if !memory.merge && memory.archive.is_none() {
@@ -166,8 +181,20 @@ fn run_memory(r: &Root, wall: DateTime<Utc>) {
     let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
         return;
     };
+    let lock = match crate::memory::lock(&team.path, "squadd", false) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            tracing::info!("team memory upkeep skipped: the memory lock is held");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot take the memory lock");
+            return;
+        }
+    };
+    crate::memory::sweep_temps(&team.path, &lock);
     if memory.merge {
-        match crate::memory::merge_inbox(&team.path, false) {
+        match crate::memory::merge_inbox(&team.path, false, &lock) {
             Ok(m) if m.appended > 0 || !m.removed.is_empty() => {
                 tracing::info!(
                     appended = m.appended,
@@ -180,7 +207,7 @@ fn run_memory(r: &Root, wall: DateTime<Utc>) {
         }
     }
     if let Some(rule) = memory.archive {
-        match crate::memory::archive_team(&team.path, rule, wall, false) {
+        match crate::memory::archive_team(&team.path, rule, wall, false, &lock) {
             Ok(reports) => {
                 let moved: usize = reports.iter().map(|a| a.moved).sum();
                 if moved > 0 {
