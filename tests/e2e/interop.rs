@@ -350,3 +350,113 @@ fn assert_only_documented(label: &str, losses: &BTreeSet<String>) {
         "{label}: lost beyond what docs/team.md names: {undocumented:#?}"
     );
 }
+
+/// The Squad CLI's `.squad/config.json` in a squad-supervisor project:
+/// read by squadctl and squadd without a finding, and its bytes never
+/// rewritten (config, check, squadd start and stop, `import --force`).
+fn squad_cli_config_is_read_and_kept(project: &Path, written: &[u8]) {
+    let config = project.join(".squad/config.json");
+    assert_eq!(std::fs::read(&config).unwrap(), written);
+    let o = run(ctl_root(project).args(["config", "validate", "--format", "json"]));
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["diagnostics"], serde_json::json!([]), "{v:#}");
+    let o = run(ctl_root(project).args(["config", "show", "--json"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    let o = run(ctl_root(project).arg("check"));
+    assert!(!stdout(&o).contains("config-"), "{}", stdout(&o));
+    let d = crate::daemon::Daemon::start(project);
+    let s = crate::support::status_json(project);
+    assert_eq!(s["daemon"]["state"], "running", "{s:#}");
+    let (rc, log) = d.terminate();
+    assert_eq!(rc, 0);
+    assert!(!log.contains("config.json invalid"), "{log}");
+    // An import replacing the team brings the file back untouched.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("t.json");
+    std::fs::write(
+        &file,
+        r##"{"version":"1.0","casting":{},"agents":{"ana":{"charter":"# Ana\n"}},"skills":[],"team_md":"# T\n\n## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n"}"##,
+    )
+    .unwrap();
+    let o = run(ctl_root(project).arg("import").arg(&file).arg("--force"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(std::fs::read(&config).unwrap(), written);
+}
+
+#[test]
+fn a_config_json_the_squad_cli_wrote_is_read_without_findings_and_kept() {
+    // What `squad economy on`, `squad init --state-backend` and `squad
+    // externalize` (0.10.0) write, as they write it.
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path();
+    crate::support::ctl_ok(p, &["init"]);
+    let written = b"{\n  \"version\": 1,\n  \"economyMode\": true,\n  \"stateBackend\": \"local\",\n  \"teamRoot\": \".\",\n  \"projectKey\": null,\n  \"stateLocation\": \"external\"\n}\n";
+    std::fs::write(p.join(".squad/config.json"), written).unwrap();
+    squad_cli_config_is_read_and_kept(p, written);
+}
+
+#[test]
+fn the_real_squad_cli_writes_config_json_and_both_keep_reading_it() {
+    let Some(cli) = SquadCli::find() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("project");
+    std::fs::create_dir_all(&p).unwrap();
+    crate::support::ctl_ok(&p, &["init"]);
+    let o = cli.run(&p, &["economy", "on"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let written = std::fs::read(p.join(".squad/config.json")).unwrap();
+    assert!(String::from_utf8_lossy(&written).contains("economyMode"));
+    squad_cli_config_is_read_and_kept(&p, &written);
+    // The CLI still reads its own setting after ours ran.
+    let o = cli.run(&p, &["economy"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("enabled"), "{}", stdout(&o));
+}
+
+#[test]
+fn config_json_duplicate_keys_and_bad_numbers_are_refused_with_their_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path();
+    crate::support::ctl_ok(p, &["init"]);
+    let config = p.join(".squad/config.json");
+    std::fs::write(
+        &config,
+        "{\n  \"version\": 1,\n  \"sessions\": {\"maxConcurrent\": 2},\n  \"sessions\": {\"maxConcurrent\": 64}\n}\n",
+    )
+    .unwrap();
+    let o = run(ctl_root(p).args(["config", "validate"]));
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("config.json:4:")
+            && stdout(&o)
+                .contains("error[config-invalid-json]: not valid JSON: duplicate key \"sessions\""),
+        "{}",
+        stdout(&o)
+    );
+    for (v, says) in [
+        (
+            "-1",
+            "`sessions.maxConcurrent` is -1, below zero: it must be a whole number of at least 1",
+        ),
+        (
+            "1e3",
+            "written with a fraction or an exponent (like 1e3): it must be a whole number of at least 1, written in digits only",
+        ),
+    ] {
+        std::fs::write(
+            &config,
+            format!("{{\n  \"sessions\": {{\"maxConcurrent\": {v}}}\n}}\n"),
+        )
+        .unwrap();
+        let o = run(ctl_root(p).args(["config", "validate"]));
+        assert_eq!(code(&o), 1, "{v}: {}", stdout(&o));
+        assert!(
+            stdout(&o).contains("config.json:2:16: error[config-bad-value]")
+                && stdout(&o).contains(says),
+            "{v}: {}",
+            stdout(&o)
+        );
+    }
+}
