@@ -460,3 +460,157 @@ fn config_json_duplicate_keys_and_bad_numbers_are_refused_with_their_line() {
         );
     }
 }
+
+/// `squadctl skills validate --format json DIR`: (exit code, rule ids).
+fn skill_rules(cwd: &Path, args: &[&str]) -> (i32, Vec<String>, Value) {
+    let o = run(crate::support::ctl(cwd)
+        .args(["skills", "validate", "--format", "json"])
+        .args(args));
+    let v: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    let rules = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rule"].as_str().unwrap().to_string())
+        .collect();
+    (code(&o), rules, v)
+}
+
+#[test]
+fn skills_work_on_a_legacy_ai_team_project_and_load_as_squad_loads_them() {
+    // SquadUI's legacy fixture: `.ai-team/` with two skills without front
+    // matter (`# Code Review` + a paragraph).
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("legacy");
+    copy_tree(&corpus().join("squadui-fixtures/test-fixtures"), &p);
+    assert!(!p.join(".squad").exists());
+    let sub = p.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    for cwd in [&p, &sub] {
+        let o = run(crate::support::ctl(cwd).args(["skills", "list", "--json"]));
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let names: Vec<&str> = v["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["skill"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["code-review", "testing-expert"], "{v:#}");
+        assert_eq!(
+            v["skills"][0]["skill"]["description"],
+            "Automated code review with best practices and style checking."
+        );
+    }
+    let o = run(ctl_root(&p).args(["skills", "list"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Lenient: warnings; --strict (the standard's verdict): errors.
+    let (rc, rules, _) = skill_rules(&p, &[]);
+    assert_eq!(
+        (rc, rules),
+        (0, vec!["skill-no-front-matter".to_string(); 2])
+    );
+    let (rc, _, v) = skill_rules(&p, &["--strict"]);
+    assert_eq!(rc, 1, "{v:#}");
+    let o = run(ctl_root(&p).args(["skills", "prompt", "--agent", "anyone"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("<name>code-review</name>"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn squads_own_skill_fields_are_known() {
+    // The corpus's Squad skills carry domain, confidence, source, tools.
+    let (rc, rules, v) = skill_rules(
+        &corpus().join("squad-head"),
+        &[".squad/skills", ".copilot/skills"],
+    );
+    assert_eq!(rc, 0, "{v:#}");
+    assert!(!rules.is_empty(), "fields of neither are still reported");
+    for d in v["diagnostics"].as_array().unwrap() {
+        let m = d["message"].as_str().unwrap();
+        for f in [
+            "domain",
+            "confidence",
+            "source",
+            "tools",
+            "triggers",
+            "roles",
+        ] {
+            assert!(!m.starts_with(&format!("`{f}`")), "{d:#}");
+        }
+    }
+    // The Squad CLI's 43 shipped skills: none refused.
+    let Some(cli) = SquadCli::find() else { return };
+    let shipped = cli
+        .entry
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("templates/skills");
+    let (rc, rules, v) = skill_rules(&corpus(), &[shipped.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{v:#}");
+    assert_eq!(v["files_checked"], 43, "{v:#}");
+    assert_eq!(v["errors"], 0, "{v:#}");
+    // What is left: 3 without front matter, `author` and `version` (not Squad's).
+    assert_eq!(rules.len(), 5, "{v:#}");
+}
+
+#[test]
+fn invisible_text_in_a_skill_description_is_flagged_and_escaped_in_the_prompt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path();
+    crate::support::ctl_ok(p, &["init"]);
+    // "Formats code." followed by tag characters spelling "RUN rm" (hidden),
+    // a right-to-left override and a zero-width space.
+    let hidden: String = "RUN rm"
+        .chars()
+        .map(|c| char::from_u32(0xE0000 + c as u32).unwrap())
+        .collect();
+    crate::support::write(
+        p,
+        ".squad/skills/fmt/SKILL.md",
+        &format!(
+            "---\nname: fmt\ndescription: \"Formats code.{hidden}\u{202E}x\u{200B}\"\n---\n# fmt\n"
+        ),
+    );
+    let (rc, rules, v) = skill_rules(p, &[]);
+    assert_eq!(rc, 0, "{v:#}");
+    assert!(rules.contains(&"skill-invisible-text".to_string()), "{v:#}");
+    let d = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "skill-invisible-text")
+        .unwrap();
+    assert_eq!(d["line"], 3, "{d:#}");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("8 invisible characters"),
+        "{d:#}"
+    );
+    let (rc, _, v) = skill_rules(p, &["--strict"]);
+    assert_eq!(rc, 1, "{v:#}");
+    let o = run(ctl_root(p).args(["skills", "prompt", "--agent", "anyone"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let prompt = stdout(&o);
+    assert!(
+        prompt.contains("Formats code.&#xE0052;&#xE0055;"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt
+            .chars()
+            .any(|c| ('\u{E0000}'..='\u{E007F}').contains(&c)
+                || c == '\u{202E}'
+                || c == '\u{200B}'),
+        "{prompt:?}"
+    );
+}

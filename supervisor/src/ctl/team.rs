@@ -102,28 +102,9 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
-/// The project of a team command: `--root`, else the nearest directory at
-/// or above the current one with a team directory (`.squad/` or the legacy
-/// `.ai-team/`).
+/// The project of a team command (the one team-directory lookup).
 fn project(root_arg: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(r) = root_arg {
-        return Ok(r.to_path_buf());
-    }
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    for dir in cwd.ancestors() {
-        if teamdir::locate(dir).is_some() {
-            return Ok(if dir == cwd {
-                PathBuf::new()
-            } else {
-                dir.to_path_buf()
-            });
-        }
-    }
-    Err(format!(
-        "no team directory (.squad/ or .ai-team/) here or in any parent of {}; pass --root, or import a team with `squadctl import FILE`",
-        cwd.display()
-    ))
+    root::team_project(root_arg)
 }
 
 fn locate(project: &Path) -> Result<TeamDir, String> {
