@@ -254,6 +254,52 @@ fn real_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Why the skill place `dir` (under `project`) is not read, when a
+/// directory on the way to it is a symbolic link (`.claude -> ~/dotfiles`):
+/// an export never reads through a link, which may lead out of the project
+/// and pack someone else's files. `None` when every component is real.
+fn linked_component(project: &Path, dir: &Path) -> Option<String> {
+    let rel = dir.strip_prefix(project).ok()?;
+    let mut at = project.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        let meta = std::fs::symlink_metadata(crate::root::fs_path(&at)).ok()?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(crate::root::fs_path(&at))
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".into());
+            let leaves = match (
+                std::fs::canonicalize(crate::root::fs_path(&at)),
+                std::fs::canonicalize(crate::root::fs_path(project)),
+            ) {
+                (Ok(t), Ok(p)) if t.starts_with(&p) => "",
+                _ => ", out of the project",
+            };
+            return Some(format!(
+                "{}: not exported: {} is a symbolic link (to {target}{leaves}); an export never reads through a link",
+                dir.display(),
+                at.display()
+            ));
+        }
+    }
+    None
+}
+
+/// The entries of `dir` that are symbolic links (skill folders an export
+/// leaves out), sorted.
+fn linked_entries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
 /// Whether a skill folder is a built-in squadctl installed (it ships with
 /// the binary: exporting it would only make a `-imported` copy).
 fn is_installed_builtin(name: &str, dir: &Path) -> bool {
@@ -281,6 +327,16 @@ pub fn gather_skills(
             .map(|d| team.project.join(d)),
     );
     for place in places {
+        if let Some(note) = linked_component(&team.project, &place) {
+            notes.push(note);
+            continue;
+        }
+        for link in linked_entries(&place) {
+            notes.push(format!(
+                "{}: not exported: a skill folder that is a symbolic link (an export never reads through a link)",
+                link.display()
+            ));
+        }
         for (name, dir) in real_subdirs(&place) {
             if skills.contains_key(&name) || is_installed_builtin(&name, &dir) {
                 continue;

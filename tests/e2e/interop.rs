@@ -614,3 +614,56 @@ fn invisible_text_in_a_skill_description_is_flagged_and_escaped_in_the_prompt() 
         "{prompt:?}"
     );
 }
+
+#[test]
+fn export_never_reads_through_a_symlink_out_of_the_project() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("someone-elses");
+    crate::support::write(
+        &outside,
+        "skills/secret/SKILL.md",
+        "---\nname: secret\ndescription: Not this project's.\n---\n",
+    );
+    crate::support::write(&outside, "skills/secret/notes.md", "PRIVATE-NOTES-7f3a\n");
+    crate::support::write(
+        &outside,
+        "lone/SKILL.md",
+        "---\nname: lone\ndescription: Linked skill folder.\n---\n",
+    );
+    let p = tmp.path().join("project");
+    copy_tree(&corpus().join("squad-head/.squad"), &p.join(".squad"));
+    for d in [".claude", ".agents"] {
+        std::os::unix::fs::symlink(&outside, p.join(d)).unwrap();
+    }
+    // A link that stays inside the project is not read either.
+    crate::support::write(
+        &p,
+        "docs/skills/inner/SKILL.md",
+        "---\nname: inner\ndescription: Reached through a link.\n---\n",
+    );
+    std::os::unix::fs::symlink("docs", p.join(".copilot")).unwrap();
+    std::fs::create_dir_all(p.join(".github/skills")).unwrap();
+    std::os::unix::fs::symlink(outside.join("lone"), p.join(".github/skills/lone")).unwrap();
+    for format in ["squad-cli", "squad"] {
+        let out = tmp.path().join(format!("export-{format}.json"));
+        let o = run(ctl_root(&p)
+            .args(["export", "--format", format, "--out"])
+            .arg(&out));
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(!text.contains("Not this project's"), "{format}");
+        assert!(!text.contains("PRIVATE-NOTES-7f3a"), "{format}");
+        assert!(!text.contains("Linked skill folder"), "{format}");
+        assert!(!text.contains("Reached through a link"), "{format}");
+        for said in [
+            ".claude is a symbolic link",
+            ".agents is a symbolic link",
+            "out of the project",
+            ".github/skills/lone: not exported",
+        ] {
+            assert!(stderr(&o).contains(said), "{said}: {}", stderr(&o));
+        }
+        // The project's own skills still travel.
+        assert!(text.contains("name: reflect"), "{format}");
+    }
+}
