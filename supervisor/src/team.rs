@@ -712,6 +712,31 @@ pub fn import(
         notes: plan.notes.clone(),
         dry_run,
     };
+    // Checked before anything is written (nothing to undo, no staging
+    // directory left behind).
+    let conflicts = plan.conflicts();
+    if !conflicts.is_empty() {
+        return Err(ImportError::Refused(format!(
+            "the file cannot be imported as it is; nothing was written: {}",
+            conflicts.join("; ")
+        )));
+    }
+    if let Some(link) = [TEAM_DIR, LEGACY_TEAM_DIR]
+        .iter()
+        .map(|d| project.join(d))
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+    {
+        return Err(ImportError::Refused(format!(
+            "{} is a symbolic link; an import never writes through a link (the team would land wherever it points); nothing was written. Replace the link with a directory, or import into the project it points to",
+            link.display()
+        )));
+    }
+    if std::fs::symlink_metadata(&target).is_ok_and(|m| !m.is_dir()) {
+        return Err(ImportError::Refused(format!(
+            "{} exists and is not a directory; nothing was written",
+            target.display()
+        )));
+    }
     // A directory holding no team (squadd's sessions, built-in skills from
     // `squadctl init`) is no team to protect: it is replaced as with
     // --force, and what is not a team's comes back.
@@ -743,7 +768,17 @@ pub fn import(
         let _ = std::fs::remove_dir_all(&staging);
         return Err(ImportError::Io(format!("{e}; nothing was written")));
     }
-    let io = |e: std::io::Error| ImportError::Io(format!("{}: {e}", target.display()));
+    // A failure before the new team is in place removes the staging
+    // directory (it still holds its marker: an unfinished new team).
+    let io = |e: std::io::Error| {
+        let unfinished = staging.join(STAGING_MARKER).exists();
+        let target_untouched = std::fs::symlink_metadata(&target).is_err()
+            || (target.is_dir() && !target.join(STAGING_MARKER).exists());
+        if unfinished && target_untouched {
+            let _ = std::fs::remove_dir_all(&staging);
+        }
+        ImportError::Io(format!("{}: {e}", target.display()))
+    };
     if exists {
         let backup = backup_path(&target);
         match exchange(&staging, &target) {

@@ -667,3 +667,94 @@ fn export_never_reads_through_a_symlink_out_of_the_project() {
         assert!(text.contains("name: reflect"), "{format}");
     }
 }
+
+/// Every entry of `dir` (names), to see that nothing (no `.squad.import-*`)
+/// was left behind.
+fn entries(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn import_edge_cases_are_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = r##""team":"# T\n\n## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n""##;
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "a renamed built-in meets a skill of its new name",
+            format!(
+                r##"{{"squad_format_version":"1.0","casting":{{}},"agents":{{}},{team},"skills":{{"squad-protocol":{{"files":{{"SKILL.md":"a"}}}},"squad-protocol-imported":{{"files":{{"SKILL.md":"b"}}}}}}}}"##
+            ),
+            "two files would be written at skills/squad-protocol-imported/SKILL.md",
+        ),
+        (
+            "a file beside a folder of its name",
+            format!(
+                r##"{{"squad_format_version":"1.0","casting":{{}},"agents":{{}},{team},"skills":{{"s":{{"files":{{"SKILL.md":"a","a":"x","a/b":"y"}}}}}}}}"##
+            ),
+            "skills/s/a would be a file and a directory",
+        ),
+        (
+            "files differing only in case",
+            format!(
+                r##"{{"squad_format_version":"1.0","casting":{{}},"agents":{{}},{team},"skills":{{"s":{{"files":{{"SKILL.md":"a","notes.md":"x","NOTES.md":"y"}}}}}}}}"##
+            ),
+            "differ only in case",
+        ),
+    ];
+    for (name, text, says) in &cases {
+        let p = tmp.path().join(name.replace(' ', "-"));
+        std::fs::create_dir_all(&p).unwrap();
+        let file = tmp.path().join("edge.json");
+        std::fs::write(&file, text).unwrap();
+        let o = run(ctl_root(&p).arg("import").arg(&file));
+        assert_eq!(code(&o), 1, "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("nothing was written"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert!(entries(&p).is_empty(), "{name}: {:?}", entries(&p));
+    }
+    // A symlinked .squad/: never written through.
+    let p = tmp.path().join("linked");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(&p).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, p.join(".squad")).unwrap();
+    let file = tmp.path().join("ok.json");
+    std::fs::write(
+        &file,
+        format!(r##"{{"squad_format_version":"1.0","casting":{{}},"agents":{{"ana":{{"charter":"c"}}}},{team}}}"##),
+    )
+    .unwrap();
+    for extra in [&[][..], &["--force"][..]] {
+        let o = run(ctl_root(&p).arg("import").arg(&file).args(extra));
+        assert_eq!(code(&o), 1, "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("is a symbolic link"), "{}", stderr(&o));
+        assert_eq!(entries(&p), BTreeSet::from([".squad".to_string()]));
+        assert!(entries(&elsewhere).is_empty());
+    }
+    // An export file saved with a UTF-8 byte order mark is accepted.
+    let p = tmp.path().join("bom");
+    std::fs::create_dir_all(&p).unwrap();
+    let bom = tmp.path().join("bom.json");
+    std::fs::write(
+        &bom,
+        [
+            b"\xEF\xBB\xBF".as_slice(),
+            std::fs::read(&file).unwrap().as_slice(),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let o = run(ctl_root(&p).arg("import").arg(&bom));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(p.join(".squad/agents/ana/charter.md").is_file());
+}

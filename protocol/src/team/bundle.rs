@@ -441,6 +441,8 @@ pub fn squad_cli_drops(bundle: &Bundle) -> Vec<String> {
 /// Parses an export file of either shape (detected from its keys),
 /// checking everything an import relies on.
 pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
+    // A UTF-8 byte order mark (Windows editors save one) is not JSON's.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let value = parse_strict(bytes).map_err(
         |JsonError {
              line,
@@ -740,6 +742,45 @@ impl Plan {
             let parts: PathBuf = rel.split('/').collect();
             self.file(base.join(parts), text.clone());
         }
+    }
+
+    /// What makes the plan impossible to write, checked before anything is
+    /// written: two files at one path (a skill renamed `<name>-imported`
+    /// meeting one of that name), a file where a directory must be (`a`
+    /// beside `a/b`), paths differing only in case (they collide on
+    /// case-insensitive file systems). Empty when it can be written.
+    pub fn conflicts(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut files: BTreeMap<String, &PathBuf> = BTreeMap::new();
+        for (f, _) in &self.files {
+            let key = f.to_string_lossy().to_lowercase();
+            if let Some(other) = files.insert(key, f) {
+                out.push(if other == f {
+                    format!("two files would be written at {}", f.display())
+                } else {
+                    format!(
+                        "{} and {} differ only in case (they collide on case-insensitive file systems)",
+                        other.display(),
+                        f.display()
+                    )
+                });
+            }
+        }
+        let dirs: BTreeMap<String, &PathBuf> = self
+            .dirs
+            .iter()
+            .map(|d| (d.to_string_lossy().to_lowercase(), d))
+            .collect();
+        for (key, f) in &files {
+            if let Some(d) = dirs.get(key) {
+                out.push(format!(
+                    "{} would be a file and a directory ({})",
+                    f.display(),
+                    d.display()
+                ));
+            }
+        }
+        out
     }
 
     /// Whether every path stays inside the team directory.
