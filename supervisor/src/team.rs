@@ -611,6 +611,11 @@ fn keep_non_team_entries(backup: &Path, target: &Path, notes: &mut Vec<String>) 
             continue;
         }
         let to = target.join(&name);
+        // An empty directory squadd recreated meanwhile (its sessions/)
+        // gives way to the real one.
+        if std::fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(&to);
+        }
         if std::fs::symlink_metadata(&to).is_err() && std::fs::rename(e.path(), &to).is_ok() {
             kept.push(n.to_string());
         }
@@ -624,6 +629,150 @@ fn keep_non_team_entries(backup: &Path, target: &Path, notes: &mut Vec<String>) 
         let _ = std::fs::remove_dir(backup.join(n));
     }
     let _ = sync_dir(target);
+}
+
+/// The journal of an import that swaps teams, in the project directory:
+/// which directories the renames involve, so an import killed half-way is
+/// finished or undone by the next `squadctl` command, import or squadd
+/// start ([`recover_interrupted_import`]).
+pub const JOURNAL_FILE: &str = ".squad-import-journal.json";
+
+/// What the journal records: names of entries of the project directory.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Journal {
+    /// The importing process (a live one is not interfered with).
+    pid: u32,
+    /// The team directory (`.squad` or `.ai-team`).
+    target: String,
+    /// The new team being built, then (after the swap) the old team.
+    staging: String,
+    /// Where the old team goes.
+    backup: String,
+}
+
+impl Journal {
+    /// Every name is one plain entry of the project (the journal is a file
+    /// anyone could edit: it must not send renames elsewhere).
+    fn is_plain(&self) -> bool {
+        [&self.target, &self.staging, &self.backup]
+            .iter()
+            .all(|n| bundle::name_problem(n.trim_start_matches('.')).is_none() && !n.is_empty())
+    }
+}
+
+/// For tests: `SQUAD_IMPORT_CRASH_AT=<step>` aborts the import at that
+/// step (`swapped`: just after the old team is moved aside; `aside`: after
+/// it got its backup name), as a kill -9 would. Debug builds only.
+fn crash_point(step: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("SQUAD_IMPORT_CRASH_AT").is_ok_and(|s| s == step) {
+        std::process::abort();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = step;
+}
+
+/// Finishes or undoes an import of `project` that was killed while
+/// swapping teams (its journal is there and its process is gone): when the
+/// new team is in place, the old one gets its backup name and the
+/// project's own entries (squadd's `sessions/`, `run/`, `policies.yaml`,
+/// `config.json`, `audit.jsonl`, …) come back into it; before the swap, the
+/// unfinished new team is removed. Returns what it did, one line each;
+/// nothing when there was nothing to do.
+pub fn recover_interrupted_import(project: &Path) -> Vec<String> {
+    let mut notes = Vec::new();
+    let dir = crate::root::fs_path(project);
+    let path = dir.join(JOURNAL_FILE);
+    let text = match fsx::read_regular_to_string(&path, 64 * 1024) {
+        Ok(t) => t,
+        Err(fsx::ReadError::NotFound) => return notes,
+        Err(e) => {
+            notes.push(format!(
+                "{}: {e}; an interrupted import is left as it is",
+                path.display()
+            ));
+            return notes;
+        }
+    };
+    let j: Journal = match serde_json::from_str(&text) {
+        Ok(j) if Journal::is_plain(&j) => j,
+        _ => {
+            notes.push(format!(
+                "{}: not an import journal squadctl wrote; left as it is (remove it once the team directory is as you want it)",
+                path.display()
+            ));
+            return notes;
+        }
+    };
+    if j.pid != std::process::id() && pid_alive(j.pid as i32) {
+        // An import running now: it finishes its own work.
+        return notes;
+    }
+    let (target, staging, backup) = (
+        dir.join(&j.target),
+        dir.join(&j.staging),
+        dir.join(&j.backup),
+    );
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let marked = |p: &Path| is_dir(p) && std::fs::symlink_metadata(p.join(STAGING_MARKER)).is_ok();
+    if std::fs::symlink_metadata(&target).is_err() {
+        // Between the two renames of a non-atomic swap.
+        if marked(&staging) {
+            let _ = std::fs::rename(&staging, &target);
+        } else if is_dir(&backup) && std::fs::rename(&backup, &target).is_ok() {
+            notes.push(format!(
+                "undid an interrupted import: the old team is back in {}",
+                target.display()
+            ));
+        }
+    }
+    if marked(&target) {
+        if is_dir(&staging) && !marked(&staging) {
+            let _ = std::fs::rename(&staging, &backup);
+        }
+        keep_non_team_entries(&backup, &target, &mut notes);
+        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        let _ = std::fs::remove_dir(&backup);
+        notes.push(format!(
+            "finished an import interrupted after the swap: the new team is in {}, the old one in {}",
+            target.display(),
+            if is_dir(&backup) {
+                backup.display().to_string()
+            } else {
+                "nothing (it was empty)".into()
+            }
+        ));
+    } else if marked(&staging) {
+        let _ = std::fs::remove_dir_all(&staging);
+        notes.push(format!(
+            "undid an import interrupted before the swap: {} is as it was",
+            target.display()
+        ));
+    }
+    let _ = std::fs::remove_file(&path);
+    let _ = crate::safefs::Dir::open_root(dir).and_then(|d| d.sync());
+    notes
+}
+
+/// [`recover_interrupted_import`] for a `squadctl` command: the project at
+/// `--root`, else the nearest directory at or above the current one with a
+/// journal (or a team directory, which ends the search).
+pub fn recover_for_command(root_arg: Option<&Path>) -> Vec<String> {
+    if let Some(r) = root_arg {
+        return recover_interrupted_import(r);
+    }
+    let Ok(cwd) = std::env::current_dir() else {
+        return Vec::new();
+    };
+    for d in cwd.ancestors() {
+        if std::fs::symlink_metadata(d.join(JOURNAL_FILE)).is_ok() {
+            return recover_interrupted_import(d);
+        }
+        if teamdir::locate(d).is_some() {
+            break;
+        }
+    }
+    Vec::new()
 }
 
 /// Swaps `a` and `b` atomically (both exist). Linux: renameat2 with
@@ -753,6 +902,7 @@ pub fn import(
         }
         return Ok(report);
     }
+    report.notes.extend(recover_interrupted_import(project));
     clean_leftovers(project, &target, &mut report.notes);
     let target_name = target
         .file_name()
@@ -781,8 +931,29 @@ pub fn import(
     };
     if exists {
         let backup = backup_path(&target);
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let journal = Journal {
+            pid: std::process::id(),
+            target: name(&target),
+            staging: name(&staging),
+            backup: name(&backup),
+        };
+        let journal_path = crate::root::fs_path(project).join(JOURNAL_FILE);
+        let journal_text = serde_json::to_string_pretty(&journal).unwrap_or_default() + "\n";
+        if let Err(e) = squad_protocol::write_atomic(&journal_path, journal_text.as_bytes()) {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(ImportError::Io(format!(
+                "{}: {e}; nothing was written",
+                journal_path.display()
+            )));
+        }
         match exchange(&staging, &target) {
             Ok(()) => {
+                crash_point("swapped");
                 // `staging` now holds the old team: give it its backup name.
                 std::fs::rename(&staging, &backup).map_err(io)?;
             }
@@ -791,8 +962,13 @@ pub fn import(
                 std::fs::rename(&staging, &target).map_err(io)?;
             }
         }
-        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        crash_point("aside");
+        // The marker stays until the project's entries are back: until then
+        // the journal's recovery knows the new team is in place.
         keep_non_team_entries(&backup, &target, &mut report.notes);
+        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        let _ = sync_dir(&target);
+        let _ = std::fs::remove_file(&journal_path);
         // Nothing of a team was there: the backup holds nothing worth keeping.
         if std::fs::remove_dir(&backup).is_ok() {
             report

@@ -758,3 +758,161 @@ fn import_edge_cases_are_refused_before_anything_is_written() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(p.join(".squad/agents/ana/charter.md").is_file());
 }
+
+/// A project with squadd's files (a session, the policy, config.json) and
+/// an imported team whose charter says `old`; plus the file of a new team.
+fn project_with_a_team(tmp: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let p = tmp.join("project");
+    std::fs::create_dir_all(&p).unwrap();
+    let session = crate::support::init_session(&p, "live-work");
+    std::fs::write(p.join(".squad/config.json"), "{\"version\": 1}\n").unwrap();
+    crate::support::write_policy(&p, "skills:\n  prompt_budget_tokens: 2000\n");
+    let team = |charter: &str| {
+        format!(
+            r##"{{"squad_format_version":"1.0","casting":{{}},"agents":{{"ana":{{"charter":"{charter}"}}}},"team":"# T\n\n## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n"}}"##
+        )
+    };
+    let old = tmp.join("old.json");
+    std::fs::write(&old, team("old")).unwrap();
+    let o = run(ctl_root(&p).arg("import").arg(&old));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let new = tmp.join("new.json");
+    std::fs::write(&new, team("new")).unwrap();
+    (p, session, new)
+}
+
+/// `import --force` aborted at `step` (as kill -9 would), with the state the
+/// crash leaves checked: the new team in place without squadd's files.
+fn crashed_import(p: &Path, file: &Path, step: &str) {
+    let o = run(ctl_root(p)
+        .arg("import")
+        .arg(file)
+        .arg("--force")
+        .env("SQUAD_IMPORT_CRASH_AT", step));
+    assert!(
+        o.status.code().is_none(),
+        "{step}: it was to abort: {}",
+        stderr(&o)
+    );
+    assert!(
+        !p.join(".squad/sessions").exists(),
+        "{step}: the crash is after the swap"
+    );
+    assert!(p.join(JOURNAL).exists());
+}
+
+const JOURNAL: &str = ".squad-import-journal.json";
+
+/// After recovery: the new team with the project's own files back, the old
+/// team in a backup, no journal, no staging directory.
+fn recovered(p: &Path, session: &Path, label: &str) {
+    assert!(session.is_dir(), "{label}: the session is back");
+    for f in [
+        "policies.yaml",
+        "config.json",
+        "run",
+        ".gitignore",
+        "archives",
+    ] {
+        assert!(p.join(".squad").join(f).exists(), "{label}: {f}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(p.join(".squad/agents/ana/charter.md")).unwrap(),
+        "new",
+        "{label}"
+    );
+    assert!(!p.join(".squad/.squad-import-staging").exists(), "{label}");
+    let names = entries(p);
+    assert!(!names.contains(JOURNAL), "{label}: {names:?}");
+    assert!(
+        !names.iter().any(|n| n.contains(".import-")),
+        "{label}: {names:?}"
+    );
+    let backups: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with(".squad-backup-"))
+        .collect();
+    assert_eq!(backups.len(), 1, "{label}: {names:?}");
+    assert_eq!(
+        std::fs::read_to_string(p.join(backups[0]).join("agents/ana/charter.md")).unwrap(),
+        "old",
+        "{label}"
+    );
+}
+
+#[test]
+fn an_import_killed_after_the_swap_is_finished_by_the_next_command_import_or_squadd() {
+    for (step, next) in [
+        ("swapped", "status"),
+        ("aside", "status"),
+        ("aside", "import"),
+        ("swapped", "squadd"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (p, session, new) = project_with_a_team(tmp.path());
+        crashed_import(&p, &new, step);
+        let label = format!("{step} then {next}");
+        match next {
+            "status" => {
+                let o = run(ctl_root(&p).arg("status"));
+                assert!(
+                    stderr(&o).contains("finished an import interrupted after the swap"),
+                    "{label}: {}",
+                    stderr(&o)
+                );
+            }
+            "import" => {
+                let o = run(ctl_root(&p).arg("import").arg(&new).arg("--force"));
+                assert_eq!(code(&o), 0, "{label}: {}", stderr(&o));
+                // The second import made a second backup (of the new team):
+                // set it aside for the check.
+                let o: Vec<String> = entries(&p)
+                    .into_iter()
+                    .filter(|n| n.starts_with(".squad-backup-"))
+                    .collect();
+                assert_eq!(o.len(), 2, "{label}: {o:?}");
+                let newest = o
+                    .iter()
+                    .find(|b| {
+                        std::fs::read_to_string(p.join(b).join("agents/ana/charter.md"))
+                            .is_ok_and(|c| c == "new")
+                    })
+                    .unwrap();
+                std::fs::remove_dir_all(p.join(newest)).unwrap();
+            }
+            _ => {
+                let d = crate::daemon::Daemon::start(&p);
+                let (rc, _) = d.terminate();
+                assert_eq!(rc, 0, "{label}");
+            }
+        }
+        recovered(&p, &session, &label);
+    }
+}
+
+#[test]
+fn squadds_root_lock_holds_across_an_import_killed_mid_swap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (p, session, new) = project_with_a_team(tmp.path());
+    let d = crate::daemon::Daemon::start(&p);
+    crashed_import(&p, &new, "swapped");
+    // squadctl status finishes the import first: the daemon is not "down".
+    let s = crate::support::status_json(&p);
+    assert_eq!(s["daemon"]["state"], "running", "{s:#}");
+    assert_eq!(s["daemon"]["pid"], d.pid(), "{s:#}");
+    // No second squadd on the root.
+    let out = Command::new(env!("CARGO_BIN_EXE_squadd"))
+        .arg("--root")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("another squadd (pid {})", d.pid())),
+        "{}",
+        stderr(&out)
+    );
+    recovered(&p, &session, "with squadd running");
+    let (rc, log) = d.terminate();
+    assert_eq!(rc, 0, "{log}");
+}
