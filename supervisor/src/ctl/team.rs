@@ -85,6 +85,8 @@ pub struct ExportArgs {
 /// which moves the old one to <dir>-backup-<timestamp>/ (never deleted).
 /// All or nothing: the new team is built beside and renamed into place.
 /// Every name that becomes a path is checked; the file is at most 16 MiB.
+/// An import killed half-way (--force) is finished or undone by the next
+/// squadctl command, import or squadd start (a journal of its renames).
 /// Exit status: 0 imported, 1 refused (bad file, existing team), 2 I/O
 /// failure.
 #[derive(Debug, clap::Args)]
