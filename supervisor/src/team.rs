@@ -992,6 +992,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_journal_naming_paths_outside_the_project_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("p");
+        std::fs::create_dir_all(p.join(".squad")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("victim")).unwrap();
+        for bad in [
+            r#"{"pid":1,"target":".squad","staging":"../victim","backup":".squad-backup-x"}"#,
+            r#"{"pid":1,"target":"/etc","staging":".squad.import-1-0","backup":".b"}"#,
+            r#"{"pid":1,"target":"..","staging":".s","backup":".b"}"#,
+            "not json",
+        ] {
+            std::fs::write(p.join(JOURNAL_FILE), bad).unwrap();
+            let notes = recover_interrupted_import(&p);
+            assert_eq!(notes.len(), 1, "{bad}: {notes:?}");
+            assert!(notes[0].contains("left as it is"), "{notes:?}");
+            assert!(tmp.path().join("victim").is_dir());
+            assert!(p.join(JOURNAL_FILE).exists());
+        }
+    }
+
+    #[test]
     fn team_paths_are_the_team_files_only() {
         let root = Path::new("/p");
         for yes in [
