@@ -16,6 +16,27 @@ use std::path::Path;
 /// The file's path under the team directory.
 pub const CONFIG_FILE: &str = "config.json";
 
+/// Top-level keys the Squad CLI (`@bradygaster/squad-cli` 0.10.0 and its
+/// SDK) writes in the same file for itself: read by neither squadctl nor
+/// squadd, kept as written, never reported as unknown (docs/runners.md
+/// says whose each key is). `version`, `defaultModel` and
+/// `agentModelOverrides` are the CLI's too, and squad-supervisor reads them.
+pub const SQUAD_CLI_KEYS: &[&str] = &[
+    "teamRoot",
+    "projectKey",
+    "stateLocation",
+    "stateBackend",
+    "economyMode",
+    "defaultReasoningEffort",
+    "agentReasoningEffortOverrides",
+    "defaultContextTier",
+    "memory",
+    "consult",
+    "sourceSquad",
+    "extractionDisabled",
+    "watch",
+];
+
 /// `models`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Models {
@@ -235,25 +256,29 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
         );
         return (c, cx.diags);
     }
-    let value: Value = match serde_json::from_str(text) {
+    // Strict: a key given twice is refused (JSON parsers disagree on which
+    // one wins, so squadd and the Squad CLI would read different values).
+    // A UTF-8 byte order mark (Windows editors write one) is not JSON's but
+    // harmless.
+    let json = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let value: Value = match crate::team::json::parse_strict(json.as_bytes()) {
         Ok(v) => v,
         Err(e) => {
-            let message = e.to_string();
-            let message = message
-                .split(" at line ")
-                .next()
-                .unwrap_or_default()
-                .to_string();
+            let hint = if e.message.starts_with("duplicate key") {
+                "keep one of the two (the JSON standard does not say which one counts)"
+            } else {
+                "fix the syntax (JSON has no comments and no trailing commas)"
+            };
             cx.diags.push(
                 Diagnostic::new(
                     path,
                     Rule::ConfigInvalidJson,
-                    format!("not valid JSON: {message}"),
-                    "fix the syntax (JSON has no comments and no trailing commas)",
+                    format!("not valid JSON: {}", e.message),
+                    hint,
                 )
                 .at(Some(Location {
-                    line: u32::try_from(e.line()).unwrap_or(u32::MAX),
-                    column: u32::try_from(e.column().max(1)).unwrap_or(u32::MAX),
+                    line: e.line,
+                    column: e.column.max(1),
                 })),
             );
             return (c, cx.diags);
@@ -266,10 +291,11 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
     let file = |key: &str| format!("config.json: {key}");
     for (key, v) in &top {
         match key.as_str() {
-            "version" => match v.as_u64() {
-                Some(n) => c.version = Some(n),
-                None => cx.bad_type(&["version"], "a whole number", v),
-            },
+            "version" => {
+                if let Some(n) = whole_number(&mut cx, &["version"], v, 0, "e.g. 1") {
+                    c.version = Some(n);
+                }
+            }
             "defaultModel" => match v.as_str() {
                 Some(s) if top.get("models").is_none_or(|m| m.get("default").is_none()) => {
                     c.models.default = s.into();
@@ -300,6 +326,7 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
             "models" => models(&mut cx, &mut c, v),
             "sessions" => sessions(&mut cx, &mut c, v),
             "mcp" => mcp(&mut cx, &mut c, v),
+            k if SQUAD_CLI_KEYS.contains(&k) => {}
             _ => cx.push(
                 Rule::ConfigUnknownKey,
                 &[key],
@@ -310,6 +337,35 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
     }
     c.raw = top;
     (c, cx.diags)
+}
+
+/// A whole number of at least `min`, or a diagnostic that says what the
+/// number must be: `-1` is below the minimum, `1e3` or `2.0` is written
+/// with an exponent or a fraction (JSON numbers have no integer type, so
+/// the file must spell it with digits only).
+fn whole_number(cx: &mut Ctx<'_>, at: &[&str], v: &Value, min: u64, example: &str) -> Option<u64> {
+    let field = at.join(".");
+    let Value::Number(n) = v else {
+        cx.bad_type(at, "a whole number", v);
+        return None;
+    };
+    let problem = if let Some(u) = n.as_u64() {
+        if u >= min {
+            return Some(u);
+        }
+        format!("`{field}` is {u}")
+    } else if let Some(i) = n.as_i64() {
+        format!("`{field}` is {i}, below zero")
+    } else {
+        format!("`{field}` is {n}, written with a fraction or an exponent (like 1e3)")
+    };
+    cx.push(
+        Rule::ConfigBadValue,
+        at,
+        format!("{problem}: it must be a whole number of at least {min}, written in digits only"),
+        example,
+    );
+    None
 }
 
 fn string_field(cx: &mut Ctx<'_>, at: &[&str], v: &Value, slot: &mut String) -> bool {
@@ -400,13 +456,15 @@ fn sessions(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                     );
                     false
                 }
-                Some(n) => {
-                    c.sessions.default_timeout_ms = n;
-                    true
-                }
-                None => {
-                    cx.bad_type(&at, "a whole number of milliseconds", v);
-                    false
+                _ => {
+                    match whole_number(cx, &at, v, 1, "milliseconds, e.g. 300000 for five minutes")
+                    {
+                        Some(n) => {
+                            c.sessions.default_timeout_ms = n;
+                            true
+                        }
+                        None => false,
+                    }
                 }
             },
             "maxConcurrent" => match v.as_u64() {
@@ -419,14 +477,13 @@ fn sessions(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                     );
                     false
                 }
-                Some(n) => {
-                    c.sessions.max_concurrent = n;
-                    true
-                }
-                None => {
-                    cx.bad_type(&at, "a whole number", v);
-                    false
-                }
+                _ => match whole_number(cx, &at, v, 1, "runs at once, e.g. 8") {
+                    Some(n) => {
+                        c.sessions.max_concurrent = n;
+                        true
+                    }
+                    None => false,
+                },
             },
             "infiniteSessions" => match v.as_bool() {
                 Some(b) => {
@@ -695,5 +752,64 @@ mod tests {
     fn unknown_keys_are_kept() {
         let (c, _) = p(r#"{"version": 1, "casting": {"universe": "x"}}"#);
         assert_eq!(c.raw["casting"]["universe"], "x");
+    }
+
+    #[test]
+    fn the_squad_clis_own_keys_are_known_and_kept() {
+        // What `squad init --state-backend`, `squad link`, `squad economy on`
+        // and `squad externalize` leave in the file.
+        let text = r#"{"version": 1, "teamRoot": "../team", "projectKey": null, "stateLocation": "external",
+            "stateBackend": "two-layer", "economyMode": true, "defaultReasoningEffort": "high",
+            "watch": {"interval": 5}}"#;
+        let (c, d) = p(text);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.version, Some(1));
+        assert_eq!(c.raw["teamRoot"], "../team");
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_their_line() {
+        let (c, d) = p(
+            "{\n  \"sessions\": {\"maxConcurrent\": 2},\n  \"sessions\": {\"maxConcurrent\": 9}\n}\n",
+        );
+        assert_eq!(c.sessions.max_concurrent, 8, "neither value is taken");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].rule, Rule::ConfigInvalidJson);
+        assert!(
+            d[0].message.contains("duplicate key \"sessions\""),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(d[0].location.map(|l| l.line), Some(3));
+    }
+
+    #[test]
+    fn numbers_say_what_they_must_be() {
+        for (v, says) in [
+            (
+                "-1",
+                "is -1, below zero: it must be a whole number of at least 1",
+            ),
+            (
+                "1e3",
+                "written with a fraction or an exponent (like 1e3): it must be a whole number of at least 1, written in digits only",
+            ),
+            ("2.5", "written with a fraction or an exponent"),
+        ] {
+            let (c, d) = p(&format!("{{\"sessions\": {{\"maxConcurrent\": {v}}}}}"));
+            assert_eq!(c.sessions.max_concurrent, 8);
+            assert_eq!(d.len(), 1, "{v}: {d:?}");
+            assert_eq!(d[0].rule, Rule::ConfigBadValue, "{v}");
+            assert!(d[0].message.contains(says), "{v}: {}", d[0].message);
+        }
+        let (_, d) = p("{\"version\": -1}");
+        assert!(
+            d[0].message.contains("`version` is -1, below zero"),
+            "{d:?}"
+        );
+        // A byte order mark is not an error.
+        let (c, d) = p("\u{feff}{\"version\": 1}");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.version, Some(1));
     }
 }

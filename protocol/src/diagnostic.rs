@@ -132,7 +132,8 @@ rules! {
     UnknownTrailerTask = "unknown-trailer-task", Error, "a Squad-Task trailer names an assigned task";
     // Skills (SKILL.md, the Agent Skills standard; docs/skills.md). Severities
     // are those of lenient loading; `--strict` makes every one an error.
-    /// A SKILL.md that does not start with a `---` front matter block.
+    /// A SKILL.md that does not start with a `---` front matter block (a
+    /// warning when it has text: loaded under its folder's name, as Squad does).
     SkillNoFrontMatter = "skill-no-front-matter", Error, "a SKILL.md starts with YAML front matter between `---` lines";
     /// The front matter's closing `---` is missing.
     SkillUnclosedFrontMatter = "skill-unclosed-front-matter", Error, "the front matter ends with a `---` line";
@@ -152,6 +153,8 @@ rules! {
     SkillDescriptionTooLong = "skill-description-too-long", Warning, "`description` is at most 1,024 characters";
     /// `description` contains `<` or `>`.
     SkillDescriptionAngle = "skill-description-angle", Warning, "`description` contains no `<` or `>`";
+    /// Invisible or reordering characters in a skill's description.
+    SkillInvisibleText = "skill-invisible-text", Warning, "a skill's description holds no invisible characters (tag characters, bidirectional controls, zero-width)";
     /// `compatibility` is longer than 500 characters.
     SkillCompatibilityTooLong = "skill-compatibility-too-long", Warning, "`compatibility` is at most 500 characters";
     /// A field of the standard holds the wrong type of value.
@@ -160,7 +163,7 @@ rules! {
     SkillMetadataValue = "skill-metadata-value", Warning, "`metadata` maps strings to strings";
     /// `allowed-tools` is not a space-separated string.
     SkillAllowedTools = "skill-allowed-tools", Warning, "`allowed-tools` is one space-separated string";
-    /// A front matter field the standard does not define.
+    /// A front matter field the standard does not define (Squad's own fields are known).
     SkillUnknownField = "skill-unknown-field", Warning, "front matter holds only name, description, license, compatibility, metadata, allowed-tools";
     /// A folder in a skills directory without a SKILL.md.
     SkillMissingFile = "skill-missing-file", Warning, "every folder in a skills directory holds a SKILL.md";

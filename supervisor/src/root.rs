@@ -34,6 +34,40 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// The project of a team-directory feature (team, export, skills): `--root`
+/// when it has a team directory, else the nearest directory at or above the
+/// current one with one. The team directory is `protocol::teamdir`'s one
+/// lookup: `.squad/`, else the legacy `.ai-team/`, else a worktree's main
+/// checkout's.
+pub fn team_project(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    use squad_protocol::teamdir;
+    if let Some(root) = explicit {
+        if teamdir::locate(root).is_none() {
+            return Err(format!(
+                "{}: no team directory there (.squad/ or the legacy .ai-team/), so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {}` to make it one",
+                crate::text::escape(&root.display().to_string()),
+                crate::text::escape(&root.display().to_string())
+            ));
+        }
+        return Ok(root.to_path_buf());
+    }
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    for dir in cwd.ancestors() {
+        if teamdir::locate(dir).is_some() {
+            return Ok(if dir == cwd {
+                PathBuf::new()
+            } else {
+                dir.to_path_buf()
+            });
+        }
+    }
+    Err(format!(
+        "no team directory (.squad/ or .ai-team/) here or in any parent of {}; pass --root, run `squadctl init`, or import a team with `squadctl import FILE`",
+        cwd.display()
+    ))
+}
+
 /// The project a directory already belongs to: the nearest directory above
 /// it (not itself) that holds `.squad/`.
 pub fn enclosing_project(dir: &Path) -> Option<PathBuf> {

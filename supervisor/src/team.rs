@@ -254,6 +254,52 @@ fn real_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Why the skill place `dir` (under `project`) is not read, when a
+/// directory on the way to it is a symbolic link (`.claude -> ~/dotfiles`):
+/// an export never reads through a link, which may lead out of the project
+/// and pack someone else's files. `None` when every component is real.
+fn linked_component(project: &Path, dir: &Path) -> Option<String> {
+    let rel = dir.strip_prefix(project).ok()?;
+    let mut at = project.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        let meta = std::fs::symlink_metadata(crate::root::fs_path(&at)).ok()?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(crate::root::fs_path(&at))
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".into());
+            let leaves = match (
+                std::fs::canonicalize(crate::root::fs_path(&at)),
+                std::fs::canonicalize(crate::root::fs_path(project)),
+            ) {
+                (Ok(t), Ok(p)) if t.starts_with(&p) => "",
+                _ => ", out of the project",
+            };
+            return Some(format!(
+                "{}: not exported: {} is a symbolic link (to {target}{leaves}); an export never reads through a link",
+                dir.display(),
+                at.display()
+            ));
+        }
+    }
+    None
+}
+
+/// The entries of `dir` that are symbolic links (skill folders an export
+/// leaves out), sorted.
+fn linked_entries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
 /// Whether a skill folder is a built-in squadctl installed (it ships with
 /// the binary: exporting it would only make a `-imported` copy).
 fn is_installed_builtin(name: &str, dir: &Path) -> bool {
@@ -281,6 +327,16 @@ pub fn gather_skills(
             .map(|d| team.project.join(d)),
     );
     for place in places {
+        if let Some(note) = linked_component(&team.project, &place) {
+            notes.push(note);
+            continue;
+        }
+        for link in linked_entries(&place) {
+            notes.push(format!(
+                "{}: not exported: a skill folder that is a symbolic link (an export never reads through a link)",
+                link.display()
+            ));
+        }
         for (name, dir) in real_subdirs(&place) {
             if skills.contains_key(&name) || is_installed_builtin(&name, &dir) {
                 continue;
@@ -555,6 +611,11 @@ fn keep_non_team_entries(backup: &Path, target: &Path, notes: &mut Vec<String>) 
             continue;
         }
         let to = target.join(&name);
+        // An empty directory squadd recreated meanwhile (its sessions/)
+        // gives way to the real one.
+        if std::fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(&to);
+        }
         if std::fs::symlink_metadata(&to).is_err() && std::fs::rename(e.path(), &to).is_ok() {
             kept.push(n.to_string());
         }
@@ -568,6 +629,150 @@ fn keep_non_team_entries(backup: &Path, target: &Path, notes: &mut Vec<String>) 
         let _ = std::fs::remove_dir(backup.join(n));
     }
     let _ = sync_dir(target);
+}
+
+/// The journal of an import that swaps teams, in the project directory:
+/// which directories the renames involve, so an import killed half-way is
+/// finished or undone by the next `squadctl` command, import or squadd
+/// start ([`recover_interrupted_import`]).
+pub const JOURNAL_FILE: &str = ".squad-import-journal.json";
+
+/// What the journal records: names of entries of the project directory.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Journal {
+    /// The importing process (a live one is not interfered with).
+    pid: u32,
+    /// The team directory (`.squad` or `.ai-team`).
+    target: String,
+    /// The new team being built, then (after the swap) the old team.
+    staging: String,
+    /// Where the old team goes.
+    backup: String,
+}
+
+impl Journal {
+    /// Every name is one plain entry of the project (the journal is a file
+    /// anyone could edit: it must not send renames elsewhere).
+    fn is_plain(&self) -> bool {
+        [&self.target, &self.staging, &self.backup]
+            .iter()
+            .all(|n| bundle::name_problem(n.trim_start_matches('.')).is_none() && !n.is_empty())
+    }
+}
+
+/// For tests: `SQUAD_IMPORT_CRASH_AT=<step>` aborts the import at that
+/// step (`swapped`: just after the old team is moved aside; `aside`: after
+/// it got its backup name), as a kill -9 would. Debug builds only.
+fn crash_point(step: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("SQUAD_IMPORT_CRASH_AT").is_ok_and(|s| s == step) {
+        std::process::abort();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = step;
+}
+
+/// Finishes or undoes an import of `project` that was killed while
+/// swapping teams (its journal is there and its process is gone): when the
+/// new team is in place, the old one gets its backup name and the
+/// project's own entries (squadd's `sessions/`, `run/`, `policies.yaml`,
+/// `config.json`, `audit.jsonl`, …) come back into it; before the swap, the
+/// unfinished new team is removed. Returns what it did, one line each;
+/// nothing when there was nothing to do.
+pub fn recover_interrupted_import(project: &Path) -> Vec<String> {
+    let mut notes = Vec::new();
+    let dir = crate::root::fs_path(project);
+    let path = dir.join(JOURNAL_FILE);
+    let text = match fsx::read_regular_to_string(&path, 64 * 1024) {
+        Ok(t) => t,
+        Err(fsx::ReadError::NotFound) => return notes,
+        Err(e) => {
+            notes.push(format!(
+                "{}: {e}; an interrupted import is left as it is",
+                path.display()
+            ));
+            return notes;
+        }
+    };
+    let j: Journal = match serde_json::from_str(&text) {
+        Ok(j) if Journal::is_plain(&j) => j,
+        _ => {
+            notes.push(format!(
+                "{}: not an import journal squadctl wrote; left as it is (remove it once the team directory is as you want it)",
+                path.display()
+            ));
+            return notes;
+        }
+    };
+    if j.pid != std::process::id() && pid_alive(j.pid as i32) {
+        // An import running now: it finishes its own work.
+        return notes;
+    }
+    let (target, staging, backup) = (
+        dir.join(&j.target),
+        dir.join(&j.staging),
+        dir.join(&j.backup),
+    );
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let marked = |p: &Path| is_dir(p) && std::fs::symlink_metadata(p.join(STAGING_MARKER)).is_ok();
+    if std::fs::symlink_metadata(&target).is_err() {
+        // Between the two renames of a non-atomic swap.
+        if marked(&staging) {
+            let _ = std::fs::rename(&staging, &target);
+        } else if is_dir(&backup) && std::fs::rename(&backup, &target).is_ok() {
+            notes.push(format!(
+                "undid an interrupted import: the old team is back in {}",
+                target.display()
+            ));
+        }
+    }
+    if marked(&target) {
+        if is_dir(&staging) && !marked(&staging) {
+            let _ = std::fs::rename(&staging, &backup);
+        }
+        keep_non_team_entries(&backup, &target, &mut notes);
+        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        let _ = std::fs::remove_dir(&backup);
+        notes.push(format!(
+            "finished an import interrupted after the swap: the new team is in {}, the old one in {}",
+            target.display(),
+            if is_dir(&backup) {
+                backup.display().to_string()
+            } else {
+                "nothing (it was empty)".into()
+            }
+        ));
+    } else if marked(&staging) {
+        let _ = std::fs::remove_dir_all(&staging);
+        notes.push(format!(
+            "undid an import interrupted before the swap: {} is as it was",
+            target.display()
+        ));
+    }
+    let _ = std::fs::remove_file(&path);
+    let _ = crate::safefs::Dir::open_root(dir).and_then(|d| d.sync());
+    notes
+}
+
+/// [`recover_interrupted_import`] for a `squadctl` command: the project at
+/// `--root`, else the nearest directory at or above the current one with a
+/// journal (or a team directory, which ends the search).
+pub fn recover_for_command(root_arg: Option<&Path>) -> Vec<String> {
+    if let Some(r) = root_arg {
+        return recover_interrupted_import(r);
+    }
+    let Ok(cwd) = std::env::current_dir() else {
+        return Vec::new();
+    };
+    for d in cwd.ancestors() {
+        if std::fs::symlink_metadata(d.join(JOURNAL_FILE)).is_ok() {
+            return recover_interrupted_import(d);
+        }
+        if teamdir::locate(d).is_some() {
+            break;
+        }
+    }
+    Vec::new()
 }
 
 /// Swaps `a` and `b` atomically (both exist). Linux: renameat2 with
@@ -656,6 +861,31 @@ pub fn import(
         notes: plan.notes.clone(),
         dry_run,
     };
+    // Checked before anything is written (nothing to undo, no staging
+    // directory left behind).
+    let conflicts = plan.conflicts();
+    if !conflicts.is_empty() {
+        return Err(ImportError::Refused(format!(
+            "the file cannot be imported as it is; nothing was written: {}",
+            conflicts.join("; ")
+        )));
+    }
+    if let Some(link) = [TEAM_DIR, LEGACY_TEAM_DIR]
+        .iter()
+        .map(|d| project.join(d))
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+    {
+        return Err(ImportError::Refused(format!(
+            "{} is a symbolic link; an import never writes through a link (the team would land wherever it points); nothing was written. Replace the link with a directory, or import into the project it points to",
+            link.display()
+        )));
+    }
+    if std::fs::symlink_metadata(&target).is_ok_and(|m| !m.is_dir()) {
+        return Err(ImportError::Refused(format!(
+            "{} exists and is not a directory; nothing was written",
+            target.display()
+        )));
+    }
     // A directory holding no team (squadd's sessions, built-in skills from
     // `squadctl init`) is no team to protect: it is replaced as with
     // --force, and what is not a team's comes back.
@@ -672,6 +902,7 @@ pub fn import(
         }
         return Ok(report);
     }
+    report.notes.extend(recover_interrupted_import(project));
     clean_leftovers(project, &target, &mut report.notes);
     let target_name = target
         .file_name()
@@ -687,11 +918,42 @@ pub fn import(
         let _ = std::fs::remove_dir_all(&staging);
         return Err(ImportError::Io(format!("{e}; nothing was written")));
     }
-    let io = |e: std::io::Error| ImportError::Io(format!("{}: {e}", target.display()));
+    // A failure before the new team is in place removes the staging
+    // directory (it still holds its marker: an unfinished new team).
+    let io = |e: std::io::Error| {
+        let unfinished = staging.join(STAGING_MARKER).exists();
+        let target_untouched = std::fs::symlink_metadata(&target).is_err()
+            || (target.is_dir() && !target.join(STAGING_MARKER).exists());
+        if unfinished && target_untouched {
+            let _ = std::fs::remove_dir_all(&staging);
+        }
+        ImportError::Io(format!("{}: {e}", target.display()))
+    };
     if exists {
         let backup = backup_path(&target);
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let journal = Journal {
+            pid: std::process::id(),
+            target: name(&target),
+            staging: name(&staging),
+            backup: name(&backup),
+        };
+        let journal_path = crate::root::fs_path(project).join(JOURNAL_FILE);
+        let journal_text = serde_json::to_string_pretty(&journal).unwrap_or_default() + "\n";
+        if let Err(e) = squad_protocol::write_atomic(&journal_path, journal_text.as_bytes()) {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(ImportError::Io(format!(
+                "{}: {e}; nothing was written",
+                journal_path.display()
+            )));
+        }
         match exchange(&staging, &target) {
             Ok(()) => {
+                crash_point("swapped");
                 // `staging` now holds the old team: give it its backup name.
                 std::fs::rename(&staging, &backup).map_err(io)?;
             }
@@ -700,8 +962,13 @@ pub fn import(
                 std::fs::rename(&staging, &target).map_err(io)?;
             }
         }
-        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        crash_point("aside");
+        // The marker stays until the project's entries are back: until then
+        // the journal's recovery knows the new team is in place.
         keep_non_team_entries(&backup, &target, &mut report.notes);
+        let _ = std::fs::remove_file(target.join(STAGING_MARKER));
+        let _ = sync_dir(&target);
+        let _ = std::fs::remove_file(&journal_path);
         // Nothing of a team was there: the backup holds nothing worth keeping.
         if std::fs::remove_dir(&backup).is_ok() {
             report
@@ -723,6 +990,27 @@ pub fn import(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_journal_naming_paths_outside_the_project_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("p");
+        std::fs::create_dir_all(p.join(".squad")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("victim")).unwrap();
+        for bad in [
+            r#"{"pid":1,"target":".squad","staging":"../victim","backup":".squad-backup-x"}"#,
+            r#"{"pid":1,"target":"/etc","staging":".squad.import-1-0","backup":".b"}"#,
+            r#"{"pid":1,"target":"..","staging":".s","backup":".b"}"#,
+            "not json",
+        ] {
+            std::fs::write(p.join(JOURNAL_FILE), bad).unwrap();
+            let notes = recover_interrupted_import(&p);
+            assert_eq!(notes.len(), 1, "{bad}: {notes:?}");
+            assert!(notes[0].contains("left as it is"), "{notes:?}");
+            assert!(tmp.path().join("victim").is_dir());
+            assert!(p.join(JOURNAL_FILE).exists());
+        }
+    }
 
     #[test]
     fn team_paths_are_the_team_files_only() {

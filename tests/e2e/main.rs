@@ -13,6 +13,7 @@ mod hardening;
 mod held;
 mod hooks;
 mod hostile;
+mod interop;
 pub mod lock;
 mod mailbox;
 mod memory;

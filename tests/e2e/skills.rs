@@ -42,10 +42,9 @@ fn five_places() -> tempfile::TempDir {
     write(r, ".squad/agents/bob/charter.md", "# Bob\n");
     // Broken ones: reported, skipped, never a crash.
     for (path, text) in [
-        (
-            ".github/skills/no-front/SKILL.md",
-            "# Code Review\n\nImported.\n",
-        ),
+        // Empty: no text to load (one with text loads as Squad loads it,
+        // see interop.rs).
+        (".github/skills/no-front/SKILL.md", ""),
         (
             ".agents/skills/bad-yaml/SKILL.md",
             "---\nname: bad-yaml\ndescription: Use when: colon\n---\n",
@@ -229,7 +228,7 @@ fn validate_paths_and_strict() {
     write(
         r,
         "loose/mine/SKILL.md",
-        "---\nname: mine\ndescription: d\ndomain: x\n---\n",
+        "---\nname: mine\ndescription: d\ncolour: x\n---\n",
     );
     let out = ctl_run(r, &["skills", "validate", "loose/mine"]);
     assert_eq!(code(&out), 0);
@@ -673,7 +672,7 @@ fn squadd_watches_skill_directories_and_reports_problems_in_status() {
     );
 
     // A new place (.claude/skills did not exist) with a broken skill.
-    write(r, ".claude/skills/broken/SKILL.md", "# no front matter\n");
+    write(r, ".claude/skills/broken/SKILL.md", "");
     let s = eventually("the broken skill in status", || {
         let s = skills_status(r);
         (s["errors"] == 1).then_some(s)

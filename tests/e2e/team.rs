@@ -543,8 +543,28 @@ fn export_agents_review_and_stdout() {
     let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let agents: Vec<&String> = v["agents"].as_object().unwrap().keys().collect();
     assert_eq!(agents, ["fido", "flight"]);
-    assert_eq!(v["squad_format_version"], "1.0");
+    // The default shape is the one the Squad CLI imports, with its version
+    // fields (not squadctl's version).
+    assert_eq!(v["version"], "1.0");
+    assert_eq!(v["squad_version"], "0.10.0");
+    assert!(v.get("squad_format_version").is_none());
     assert_eq!(v["exported_from"]["owner"], "Brady");
+    // It says what the Squad CLI's import leaves out of this team.
+    for what in [
+        "Project Context",
+        "ceremonies.md",
+        "retired agents kobayashi",
+    ] {
+        assert!(stderr(&o).contains(what), "{what}: {}", stderr(&o));
+    }
+    // Seed 000's shape stays behind --format squad, and says nothing of the CLI.
+    let o = run(ctl_root(&p)
+        .args(["export", "--format", "squad", "--out"])
+        .arg(&out));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("Squad CLI"), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["squad_format_version"], "1.0");
     // An unknown agent is an error that names it; nothing is written.
     let none = tmp.path().join("none.squad");
     let o = run(ctl_root(&p)

@@ -65,6 +65,10 @@ pub fn split(text: &str) -> Result<FrontMatter<'_>, FrontMatterError> {
     Err(FrontMatterError::Unclosed)
 }
 
+/// Lines read of a SKILL.md without front matter: its title and first
+/// paragraph, which stand in for the description.
+pub const HEAD_WITHOUT_FRONT_MATTER: usize = 40;
+
 /// What reading a SKILL.md's front matter from disk gives.
 #[derive(Debug)]
 pub enum Head {
@@ -78,14 +82,17 @@ pub enum Head {
 }
 
 /// Reads a SKILL.md only as far as its front matter (through `fsx`: no
-/// symlink followed, no FIFO opened). A file without front matter yields its
-/// first line only; the body is never read.
+/// symlink followed, no FIFO opened). A file without front matter yields
+/// its first [`HEAD_WITHOUT_FRONT_MATTER`] lines (where Squad's skills
+/// without front matter say what they are); the rest of a body is never read.
 pub fn read_head(path: &Path) -> Result<Head, ReadError> {
     let file = fsx::open_regular(path)?;
     let mut reader = BufReader::new(file.take(MAX_FRONT_MATTER_BYTES + 1));
     let mut bytes = Vec::new();
     let mut line = Vec::new();
     let mut first = true;
+    let mut without_front_matter = false;
+    let mut lines = 0;
     loop {
         line.clear();
         let n = reader.read_until(b'\n', &mut line)?;
@@ -98,11 +105,14 @@ pub fn read_head(path: &Path) -> Result<Head, ReadError> {
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_start_matches('\u{feff}').trim_end_matches('\n');
-        if first {
-            first = false;
-            if !is_delimiter(text) {
+        lines += 1;
+        if without_front_matter {
+            if lines >= HEAD_WITHOUT_FRONT_MATTER {
                 break;
             }
+        } else if first {
+            first = false;
+            without_front_matter = !is_delimiter(text);
         } else if is_delimiter(text) {
             break;
         }
@@ -159,7 +169,13 @@ mod tests {
         }
         std::fs::write(&p, "# no front matter\nmore\n").unwrap();
         match read_head(&p).unwrap() {
-            Head::Text(t) => assert_eq!(t, "# no front matter\n"),
+            Head::Text(t) => assert_eq!(t, "# no front matter\nmore\n"),
+            other => panic!("{other:?}"),
+        }
+        // Without front matter only the first lines are read.
+        std::fs::write(&p, "line\n".repeat(1000)).unwrap();
+        match read_head(&p).unwrap() {
+            Head::Text(t) => assert_eq!(t.lines().count(), HEAD_WITHOUT_FRONT_MATTER),
             other => panic!("{other:?}"),
         }
         std::fs::write(&p, format!("---\n{}", "x: y\n".repeat(20_000))).unwrap();

@@ -46,6 +46,18 @@ pub const STANDARD_FIELDS: &[&str] = &[
     "allowed-tools",
 ];
 
+/// Front matter fields of Squad's own skills (the Squad CLI's skill
+/// template and loader, docs/skills.md): known, kept, not the standard's.
+/// `tools` also declares MCP servers (see [`McpServer`]).
+pub const SQUAD_FIELDS: &[&str] = &[
+    "domain",
+    "confidence",
+    "source",
+    "tools",
+    "triggers",
+    "roles",
+];
+
 /// Longest `name`, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
 /// Longest `description`, in characters.
@@ -233,6 +245,99 @@ fn key_text(k: &Value) -> String {
     }
 }
 
+/// The description of a skill without front matter: its first paragraph
+/// that is not a heading (joined into one line), else its first heading's
+/// text without `#` and a `Skill:` prefix; `None` when it has no text.
+pub fn description_from_body(text: &str) -> Option<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut heading = None;
+    let mut para: Vec<&str> = Vec::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+            if !para.is_empty() {
+                break;
+            }
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        if t.is_empty() {
+            if !para.is_empty() {
+                break;
+            }
+            continue;
+        }
+        if t.starts_with('#') {
+            if !para.is_empty() {
+                break;
+            }
+            if heading.is_none() {
+                let h = t.trim_start_matches('#').trim();
+                let h = h.strip_prefix("Skill:").unwrap_or(h).trim();
+                if !h.is_empty() {
+                    heading = Some(h.to_string());
+                }
+            }
+            continue;
+        }
+        para.push(t);
+    }
+    let d = if para.is_empty() {
+        heading?
+    } else {
+        para.join(" ")
+    };
+    Some(d.chars().take(MAX_DESCRIPTION_CHARS).collect())
+}
+
+/// Whether `c` is invisible or reorders text when shown: Unicode tag
+/// characters (U+E0000–E007F, which can spell hidden ASCII), bidirectional
+/// embeddings, overrides and isolates, and zero-width characters.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{E0000}'..='\u{E007F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{061C}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{FEFF}'
+        | '\u{180E}'
+    )
+}
+
+/// A `skill-invisible-text` finding when `description` holds characters
+/// people cannot see (see [`is_invisible`]); error under `strict`.
+fn invisible_text(
+    path: &Path,
+    description: &str,
+    at: Option<Location>,
+    strict: bool,
+) -> Option<Diagnostic> {
+    let found: Vec<char> = description.chars().filter(|c| is_invisible(*c)).collect();
+    let first = *found.first()?;
+    let mut d = Diagnostic::new(
+        path,
+        Rule::SkillInvisibleText,
+        format!(
+            "`description` holds {} invisible character{} (the first U+{:04X}): text an agent reads but a reviewer cannot see",
+            found.len(),
+            if found.len() == 1 { "" } else { "s" },
+            u32::from(first)
+        ),
+        "remove them; the prompt shows them escaped (`&#x…;`)",
+    )
+    .at(at.or(Some(Location { line: 1, column: 1 })));
+    if strict {
+        d.severity = Severity::Error;
+    }
+    Some(d)
+}
+
 /// What is wrong with a skill name, or `None` when it follows the standard:
 /// 1–64 characters, lowercase letters (any script), digits and single
 /// hyphens, not starting or ending with a hyphen.
@@ -388,11 +493,48 @@ pub fn check_text(path: &Path, text: &str, strict: bool) -> SkillReport {
                     "the file is empty".to_string(),
                     "start the file with `---`, `name: …`, `description: …`, `---`",
                 ),
-                FrontMatterError::Missing => (
-                    Rule::SkillNoFrontMatter,
-                    "the file does not start with a `---` front matter block; agents never see this skill".to_string(),
-                    "add front matter: `---`, `name: <folder name>`, `description: <what it does and when to use it>`, `---`",
-                ),
+                FrontMatterError::Missing => {
+                    // Squad loads such a skill under its folder's name; so
+                    // does lenient loading, described by its first paragraph.
+                    if let (Some(folder), Some(description)) =
+                        (folder_name(path), description_from_body(text))
+                    {
+                        let mut d = Diagnostic::new(
+                            path,
+                            Rule::SkillNoFrontMatter,
+                            format!("the file has no `---` front matter; loaded as Squad loads it: named `{folder}` after its folder, described by its first paragraph"),
+                            format!("add front matter (`---`, `name: {folder}`, `description: …`, `---`): other Agent Skills clients skip this skill"),
+                        )
+                        .at(Some(Location { line: 1, column: 1 }));
+                        d.severity = if strict {
+                            Severity::Error
+                        } else {
+                            Severity::Warning
+                        };
+                        report.diagnostics.push(d);
+                        report
+                            .diagnostics
+                            .extend(invisible_text(path, &description, None, strict));
+                        if !strict {
+                            report.skill = Some(Skill {
+                                name: folder,
+                                description,
+                                path: path.to_path_buf(),
+                                license: None,
+                                compatibility: None,
+                                allowed_tools: None,
+                                metadata: BTreeMap::new(),
+                                mcp_servers: Vec::new(),
+                            });
+                        }
+                        return report;
+                    }
+                    (
+                        Rule::SkillNoFrontMatter,
+                        "the file does not start with a `---` front matter block and has no text to describe it; agents never see this skill".to_string(),
+                        "add front matter: `---`, `name: <folder name>`, `description: <what it does and when to use it>`, `---`",
+                    )
+                }
                 FrontMatterError::Unclosed => (
                     Rule::SkillUnclosedFrontMatter,
                     "the front matter opened on line 1 has no closing `---` line".to_string(),
@@ -476,7 +618,8 @@ pub fn check_text(path: &Path, text: &str, strict: bool) -> SkillReport {
     // per field (diagnostics are sorted by position at the end).
     for (k, _) in &front {
         let name = key_text(k);
-        if !STANDARD_FIELDS.contains(&name.as_str()) {
+        // Squad's own fields are known (its CLI ships skills with them).
+        if !STANDARD_FIELDS.contains(&name.as_str()) && !SQUAD_FIELDS.contains(&name.as_str()) {
             c.field(
                 &name,
                 Rule::SkillUnknownField,
@@ -580,6 +723,12 @@ pub fn check_text(path: &Path, text: &str, strict: bool) -> SkillReport {
                 "shorten it to what the skill does and when to use it; move detail into the body",
             );
         }
+        c.diagnostics.extend(invisible_text(
+            path,
+            d,
+            c.at(&[PathSeg::Key("description".into())], Target::Value),
+            strict,
+        ));
         if d.contains(['<', '>']) {
             c.value(
                 &[PathSeg::Key("description".into())],

@@ -73,6 +73,12 @@ pub fn xml_escape(text: &str) -> String {
             // Control characters other than tab and line breaks are not
             // allowed in XML 1.0 at all, escaped or not.
             c if c.is_control() && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
+            // Invisible and reordering characters (tag characters can spell
+            // hidden instructions) are shown as character references: the
+            // agent sees that something is there, never the hidden text.
+            c if super::is_invisible(c) => {
+                let _ = write!(out, "&#x{:X};", u32::from(c));
+            }
             c => out.push(c),
         }
     }

@@ -15,12 +15,12 @@ const TABLE: &[(&str, &str, &[&str], bool)] = &[
         &[],
         true,
     ),
-    // skill-no-front-matter
+    // skill-no-front-matter (loaded under its folder's name, as Squad does)
     (
         "x",
         "# Code Review\n\nNo front matter.\n",
         &["skill-no-front-matter"],
-        false,
+        true,
     ),
     ("x", "", &["skill-no-front-matter"], false),
     // skill-unclosed-front-matter
@@ -163,11 +163,18 @@ const TABLE: &[(&str, &str, &[&str], bool)] = &[
         &["skill-allowed-tools"],
         true,
     ),
-    // skill-unknown-field
+    // skill-unknown-field (Squad's own fields are known)
     (
         "x",
-        "---\nname: x\ndescription: d\ndomain: testing\nconfidence: high\n---\n",
-        &["skill-unknown-field", "skill-unknown-field"],
+        "---\nname: x\ndescription: d\ncolour: blue\ndomain: testing\nconfidence: high\n---\n",
+        &["skill-unknown-field"],
+        true,
+    ),
+    // skill-invisible-text
+    (
+        "x",
+        "---\nname: x\ndescription: \"d\u{200B}\"\n---\n",
+        &["skill-invisible-text"],
         true,
     ),
 ];
@@ -262,7 +269,7 @@ fn length_limits_count_characters() {
 
 #[test]
 fn positions_point_into_the_file() {
-    let text = "---\nname: x\ndescription: d\nmetadata:\n  version: 2\ndomain: t\n---\n";
+    let text = "---\nname: x\ndescription: d\nmetadata:\n  version: 2\ncolour: t\n---\n";
     let r = check_text(Path::new("s/x/SKILL.md"), text, false);
     let at: Vec<(&str, u32, u32)> = r
         .diagnostics
@@ -386,4 +393,59 @@ fn discovery_precedence_and_shadowing_for_an_agent() {
     let d = discover::discover(r, None, false);
     assert_eq!(d.skills.len(), 2);
     assert_eq!(d.skills[1].place, ".claude/skills");
+}
+
+#[test]
+fn squads_own_fields_are_known_and_a_skill_without_front_matter_loads_as_squad_loads_it() {
+    let text = "---\nname: x\ndescription: d\ndomain: testing\nconfidence: high\nsource: earned\ntriggers: [vitest]\nroles: [tester]\n---\n";
+    let r = check_text(Path::new("s/x/SKILL.md"), text, false);
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    let r = check_text(Path::new("s/x/SKILL.md"), text, true);
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+
+    let text = "# Skill: Code Review\n\nAutomated code review\nwith style checks.\n\n## More\n";
+    let r = check_text(Path::new("s/code-review/SKILL.md"), text, false);
+    let skill = r.skill.expect("loaded");
+    assert_eq!(skill.name, "code-review");
+    assert_eq!(
+        skill.description,
+        "Automated code review with style checks."
+    );
+    assert_eq!(r.diagnostics.len(), 1);
+    assert_eq!(r.diagnostics[0].rule.id(), "skill-no-front-matter");
+    assert_eq!(r.diagnostics[0].severity, Severity::Warning);
+    let r = check_text(Path::new("s/code-review/SKILL.md"), text, true);
+    assert!(r.skill.is_none() && r.has_errors());
+    // Only a title: the title describes it. Empty: not a skill.
+    let r = check_text(Path::new("s/t/SKILL.md"), "# Skill: Tidy\n", false);
+    assert_eq!(r.skill.unwrap().description, "Tidy");
+    let r = check_text(Path::new("s/t/SKILL.md"), "", false);
+    assert!(r.skill.is_none() && r.has_errors());
+}
+
+#[test]
+fn invisible_text_in_a_description_is_flagged_and_escaped_in_the_prompt() {
+    for hidden in [
+        "\u{E0041}\u{E0042}",
+        "\u{202E}",
+        "\u{2066}",
+        "\u{200B}",
+        "\u{FEFF}",
+    ] {
+        let text = format!("---\nname: x\ndescription: \"Formats code.{hidden}\"\n---\n");
+        let r = check_text(Path::new("s/x/SKILL.md"), &text, false);
+        assert_eq!(r.diagnostics.len(), 1, "{hidden:?}: {:?}", r.diagnostics);
+        assert_eq!(r.diagnostics[0].rule.id(), "skill-invisible-text");
+        assert_eq!(r.diagnostics[0].severity, Severity::Warning);
+        assert_eq!(r.diagnostics[0].location.map(|l| l.line), Some(3));
+        let strict = check_text(Path::new("s/x/SKILL.md"), &text, true);
+        assert!(strict.has_errors());
+        let skill = r.skill.unwrap();
+        let block = prompt::available_skills(&[prompt::Entry {
+            skill: &skill,
+            location: "s/x/SKILL.md",
+        }]);
+        assert!(!block.chars().any(is_invisible), "{block:?}");
+        assert!(block.contains("Formats code.&#x"), "{block}");
+    }
 }

@@ -8,7 +8,9 @@
 //! - [`Shape::SquadCli`], what the Squad CLI exports and imports today
 //!   (`squad-export.json`): `version: "1.0"`, `exported_at`, `squad_version`,
 //!   `team_md`/`team`, `routing_md`, `casting`, `agents`, `skills: [SKILL.md
-//!   text]`; we add `alumni` (other tools ignore unknown keys).
+//!   text]`; we add `exported_from`, `ceremonies`, `alumni`,
+//!   `agents.*.skills` and `skill_folders` (the CLI ignores unknown keys),
+//!   so squadctl → squadctl loses nothing in this shape either.
 //!
 //! Parsing ([`parse`]) checks the whole file before anything is written:
 //! every name that becomes a path goes through [`check_name`] (skill file
@@ -27,6 +29,10 @@ use std::path::{Component, Path, PathBuf};
 pub const MAX_NAME_BYTES: usize = 100;
 /// The deepest file path inside a skill folder.
 pub const MAX_SKILL_PATH_DEPTH: usize = 8;
+/// The Squad CLI release whose export/import this crate's squad-cli shape
+/// matches (`@bradygaster/squad-cli` on npm), written as `squad_version`:
+/// the field names the CLI version of the format, not squadctl's.
+pub const SQUAD_CLI_VERSION: &str = "0.10.0";
 
 /// The two export shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,9 +351,98 @@ fn front_matter_name(text: &str) -> Option<String> {
     None
 }
 
+/// The folder name the Squad CLI's import gives a skill called `name`:
+/// lower case, white space to `-`, anything but `a-z0-9._-` to `-`, no
+/// leading `.` or `-`. `None` when nothing usable is left (the CLI then
+/// names it `skill-<index>`).
+pub fn skill_slug(name: &str) -> Option<String> {
+    let lower = name.trim().to_lowercase();
+    let mut out = String::with_capacity(lower.len());
+    let mut in_space = false;
+    for c in lower.chars() {
+        if c.is_whitespace() {
+            // The CLI replaces a run of white space by one `-`.
+            if !in_space {
+                out.push('-');
+            }
+            in_space = true;
+            continue;
+        }
+        in_space = false;
+        out.push(
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            },
+        );
+    }
+    let out = out.trim_start_matches(['.', '-']).to_string();
+    (!out.is_empty() && name_problem(&out).is_none()).then_some(out)
+}
+
+/// Whether the Squad CLI's import accepts `name` as an agent folder
+/// (its `isSafeSlug`: ASCII letters, digits, `.`, `_`, `-`, starting with
+/// a letter or digit, no `..`).
+pub fn squad_cli_accepts_agent(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !name.contains("..")
+}
+
+/// What the Squad CLI's import (the version of [`SQUAD_CLI_VERSION`]) does
+/// not bring into a project from `bundle`, one line each, for `export` to
+/// say when it writes the squad-cli shape. squadctl's import keeps all of it.
+pub fn squad_cli_drops(bundle: &Bundle) -> Vec<String> {
+    let mut out = vec![
+        "team.md's `## Project Context` (never exported; `squadctl import` puts a placeholder in its place, the Squad CLI's import leaves the section out)".to_string(),
+    ];
+    if bundle.ceremonies.is_some() {
+        out.push("ceremonies.md (carried in `ceremonies`, which the Squad CLI ignores)".into());
+    }
+    if !bundle.alumni.is_empty() {
+        let names: Vec<&str> = bundle.alumni.keys().map(String::as_str).collect();
+        out.push(format!(
+            "retired agents {} (carried in `alumni`, which the Squad CLI ignores)",
+            names.join(", ")
+        ));
+    }
+    for (name, files) in &bundle.skills {
+        let others: Vec<&str> = files
+            .keys()
+            .map(String::as_str)
+            .filter(|f| *f != crate::skill::SKILL_FILE)
+            .collect();
+        if !others.is_empty() {
+            out.push(format!(
+                "skill {name}: its files besides SKILL.md ({}; carried in `skill_folders`, which the Squad CLI ignores)",
+                others.join(", ")
+            ));
+        }
+    }
+    for (agent, a) in &bundle.agents {
+        if !a.skills.is_empty() {
+            let names: Vec<&str> = a.skills.keys().map(String::as_str).collect();
+            out.push(format!(
+                "agent {agent}'s own skills {} (carried in `agents.{agent}.skills`, which the Squad CLI ignores)",
+                names.join(", ")
+            ));
+        }
+        if !squad_cli_accepts_agent(agent) {
+            out.push(format!(
+                "agent {agent}: the Squad CLI's import refuses this folder name (it takes ASCII letters, digits, `.`, `_`, `-`) and stops"
+            ));
+        }
+    }
+    out
+}
+
 /// Parses an export file of either shape (detected from its keys),
 /// checking everything an import relies on.
 pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
+    // A UTF-8 byte order mark (Windows editors save one) is not JSON's.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let value = parse_strict(bytes).map_err(
         |JsonError {
              line,
@@ -404,7 +499,7 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
         None => return Err(err("$", "the file has no `casting`")),
     };
     let agents = match top.get("agents") {
-        Some(a) => agents_map(a, "$.agents", shape == Shape::Squad, &mut ignored)?,
+        Some(a) => agents_map(a, "$.agents", true, &mut ignored)?,
         None => return Err(err("$", "the file has no `agents`")),
     };
     let alumni = match top.get("alumni") {
@@ -435,8 +530,13 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
                     ),
                 ));
             };
-            let mut out = BTreeMap::new();
-            let mut lower = Vec::new();
+            // Our whole skill folders (the CLI ignores the key); a listed
+            // SKILL.md that one of them holds is that skill, not another.
+            let mut out = match top.get("skill_folders") {
+                Some(f) if !f.is_null() => skills_map(f, "$.skill_folders")?,
+                _ => BTreeMap::new(),
+            };
+            let mut lower: Vec<String> = out.keys().map(|k| k.to_lowercase()).collect();
             for (i, t) in list.iter().enumerate() {
                 let p = format!("$.skills[{i}]");
                 let Value::String(text) = t else {
@@ -445,7 +545,16 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
                         format!("expected a string, found {}", type_name(t)),
                     ));
                 };
-                let name = front_matter_name(text).unwrap_or_else(|| format!("skill-{i}"));
+                if out
+                    .values()
+                    .any(|f| f.get(crate::skill::SKILL_FILE) == Some(text))
+                {
+                    continue;
+                }
+                // Named as the Squad CLI's import names the folder.
+                let name = front_matter_name(text)
+                    .and_then(|n| skill_slug(&n))
+                    .unwrap_or_else(|| format!("skill-{i}"));
                 check_name(&p, "skill name", &name)?;
                 unique(&mut lower, &name, &p, "skill")?;
                 out.insert(
@@ -517,7 +626,7 @@ pub fn to_json(bundle: &Bundle) -> String {
     let agents: Map<String, Value> = bundle
         .agents
         .iter()
-        .map(|(k, a)| (k.clone(), agent_json(a, squad)))
+        .map(|(k, a)| (k.clone(), agent_json(a, true)))
         .collect();
     let alumni: Map<String, Value> = bundle
         .alumni
@@ -564,6 +673,15 @@ pub fn to_json(bundle: &Bundle) -> String {
             .filter_map(|f| f.get(crate::skill::SKILL_FILE))
             .collect();
         o.insert("skills".into(), json!(skills));
+        let folders: BTreeMap<String, SkillFiles> = bundle
+            .skills
+            .iter()
+            .filter(|(_, f)| f.len() > 1)
+            .map(|(n, f)| (n.clone(), f.clone()))
+            .collect();
+        if !folders.is_empty() {
+            o.insert("skill_folders".into(), skills_json(&folders));
+        }
         o.insert(
             "exported_from".into(),
             json!({ "project": bundle.project, "owner": bundle.owner }),
@@ -624,6 +742,45 @@ impl Plan {
             let parts: PathBuf = rel.split('/').collect();
             self.file(base.join(parts), text.clone());
         }
+    }
+
+    /// What makes the plan impossible to write, checked before anything is
+    /// written: two files at one path (a skill renamed `<name>-imported`
+    /// meeting one of that name), a file where a directory must be (`a`
+    /// beside `a/b`), paths differing only in case (they collide on
+    /// case-insensitive file systems). Empty when it can be written.
+    pub fn conflicts(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut files: BTreeMap<String, &PathBuf> = BTreeMap::new();
+        for (f, _) in &self.files {
+            let key = f.to_string_lossy().to_lowercase();
+            if let Some(other) = files.insert(key, f) {
+                out.push(if other == f {
+                    format!("two files would be written at {}", f.display())
+                } else {
+                    format!(
+                        "{} and {} differ only in case (they collide on case-insensitive file systems)",
+                        other.display(),
+                        f.display()
+                    )
+                });
+            }
+        }
+        let dirs: BTreeMap<String, &PathBuf> = self
+            .dirs
+            .iter()
+            .map(|d| (d.to_string_lossy().to_lowercase(), d))
+            .collect();
+        for (key, f) in &files {
+            if let Some(d) = dirs.get(key) {
+                out.push(format!(
+                    "{} would be a file and a directory ({})",
+                    f.display(),
+                    d.display()
+                ));
+            }
+        }
+        out
     }
 
     /// Whether every path stays inside the team directory.
@@ -825,7 +982,7 @@ pub fn from_team(team: &super::Team, opts: ExportOptions) -> Result<Bundle, Stri
         })
         .collect();
     Ok(Bundle {
-        shape: opts.shape.unwrap_or(Shape::Squad),
+        shape: opts.shape.unwrap_or(Shape::SquadCli),
         exported_at: opts.exported_at,
         project: opts.project,
         owner: opts.owner,

@@ -216,3 +216,47 @@ fn routing_names_are_found_with_their_columns() {
         ]
     );
 }
+
+#[test]
+fn the_squad_cli_shape_keeps_whole_skill_folders_and_agent_skills_for_squadctl() {
+    let text = r##"{"squad_format_version":"1.0","exported_at":"t","exported_from":{"project":"p","owner":"o"},
+      "casting":{},"agents":{"ana":{"charter":"c","skills":{"own":{"files":{"SKILL.md":"---\nname: own\n---\n"}}}}},
+      "team":"# T\n","routing":null,"ceremonies":"# C\n",
+      "skills":{"multi":{"files":{"SKILL.md":"---\nname: multi\n---\n","scripts/run.sh":"echo\n"}},
+                "YAML Front":{"files":{"SKILL.md":"---\nname: YAML Frontmatter Parsing!\n---\n"}}}}"##;
+    let b = bundle::parse(text.as_bytes()).unwrap();
+    let cli = bundle::Bundle {
+        shape: Shape::SquadCli,
+        ..b.clone()
+    };
+    let json = bundle::to_json(&cli);
+    let back = bundle::parse(json.as_bytes()).unwrap();
+    // The multi-file folder comes back whole, the agent's skill too.
+    assert_eq!(back.skills["multi"], b.skills["multi"]);
+    assert_eq!(back.agents["ana"].skills, b.agents["ana"].skills);
+    // A skill known only from the list is named as the Squad CLI names it.
+    assert!(
+        back.skills.contains_key("yaml-frontmatter-parsing-"),
+        "{:?}",
+        back.skills.keys()
+    );
+    let drops = bundle::squad_cli_drops(&cli).join("\n");
+    for what in ["Project Context", "ceremonies.md", "scripts/run.sh", "own"] {
+        assert!(drops.contains(what), "{what}: {drops}");
+    }
+}
+
+#[test]
+fn skill_slugs_follow_the_squad_cli() {
+    assert_eq!(
+        bundle::skill_slug("YAML Frontmatter Parsing").as_deref(),
+        Some("yaml-frontmatter-parsing")
+    );
+    assert_eq!(bundle::skill_slug("  a  b ").as_deref(), Some("a-b"));
+    assert_eq!(bundle::skill_slug(".hidden").as_deref(), Some("hidden"));
+    assert_eq!(bundle::skill_slug("Ünïcode").as_deref(), Some("n-code"));
+    assert_eq!(bundle::skill_slug("..."), None);
+    assert!(bundle::squad_cli_accepts_agent("fido"));
+    assert!(!bundle::squad_cli_accepts_agent("_alumni"));
+    assert!(!bundle::squad_cli_accepts_agent("ünï"));
+}

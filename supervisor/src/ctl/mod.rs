@@ -149,6 +149,11 @@ pub fn main() -> ExitCode {
         if cli.quiet { 0 } else { 1 + cli.verbose },
         std::sync::atomic::Ordering::Relaxed,
     );
+    // An import killed while swapping teams is finished or undone before
+    // any command looks at the project (docs/team.md).
+    for note in crate::team::recover_for_command(cli.root.as_deref()) {
+        warn(note);
+    }
     if verbose()
         && let Ok(root) = crate::root::resolve(cli.root.as_deref())
     {

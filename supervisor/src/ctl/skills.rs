@@ -126,8 +126,10 @@ pub fn run(root_arg: Option<&Path>, cmd: SkillsCommand) -> u8 {
     }
 }
 
+/// The project: the one team-directory lookup, so a legacy `.ai-team/`
+/// project has skills as it has a team and memory.
 fn project(root_arg: Option<&Path>) -> Result<PathBuf, u8> {
-    root::resolve(root_arg).map_err(super::fail)
+    root::team_project(root_arg).map_err(super::fail)
 }
 
 /// Agent names become path components: refuse anything that would leave
@@ -436,9 +438,15 @@ fn prompt_cmd(root_arg: Option<&Path>, args: PromptArgs) -> u8 {
     if let Err(c) = check_agent(&args.agent) {
         return c;
     }
-    let (project, policy) = match super::root_and_policy(root_arg) {
-        Ok(x) => x,
+    // The team-directory lookup (a legacy `.ai-team/` project has skills);
+    // the policy's skill budget from `.squad/policies.yaml` when there is one.
+    let project = match project(root_arg) {
+        Ok(p) => root::fs_path(&p).to_path_buf(),
         Err(c) => return c,
+    };
+    let policy = match crate::locks::load_policy(&project) {
+        Ok(p) => p,
+        Err(e) => return super::fail(e),
     };
     warn_unknown_agent(&project, &args.agent);
     let (p, d) = crate::skills::agent_prompt(&project, &args.agent);

@@ -43,10 +43,13 @@ pub struct ValidateArgs {
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
-    /// Seed 000's portable `.squad` file (with our optional skills and alumni).
-    Squad,
-    /// The Squad CLI's `squad-export.json` shape.
+    /// The Squad CLI's `squad-export.json` shape (`version: "1.0"`), which
+    /// `squad import` (@bradygaster/squad-cli 0.10.0) reads; our extra keys
+    /// (ceremonies, alumni, whole skill folders) ride along for squadctl.
     SquadCli,
+    /// Seed 000's portable `.squad` file (`squad_format_version`), which the
+    /// Squad CLI refuses.
+    Squad,
 }
 
 /// Export the team to one portable JSON file.
@@ -58,15 +61,16 @@ pub enum ExportFormat {
 /// (`--review` shows what would leave the project). See docs/team.md.
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// Where to write (`-`: stdout). Default: squad-export-<timestamp>.squad
-    /// (squad-export.json for --format squad-cli) in the project.
+    /// Where to write (`-`: stdout). Default: squad-export.json in the
+    /// project (squad-export-<timestamp>.squad for --format squad).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Only these agents (folder or roster names, comma-separated).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     pub agents: Option<Vec<String>>,
-    /// The file's shape.
-    #[arg(long, value_enum, default_value_t = ExportFormat::Squad)]
+    /// The file's shape. squad-cli (default) is what the Squad CLI imports;
+    /// export then says what the Squad CLI's import leaves out.
+    #[arg(long, value_enum, default_value_t = ExportFormat::SquadCli)]
     pub format: ExportFormat,
     /// Print what would leave the project (agents, history sections marked
     /// project-specific, casting, skills) and write nothing.
@@ -81,6 +85,8 @@ pub struct ExportArgs {
 /// which moves the old one to <dir>-backup-<timestamp>/ (never deleted).
 /// All or nothing: the new team is built beside and renamed into place.
 /// Every name that becomes a path is checked; the file is at most 16 MiB.
+/// An import killed half-way (--force) is finished or undone by the next
+/// squadctl command, import or squadd start (a journal of its renames).
 /// Exit status: 0 imported, 1 refused (bad file, existing team), 2 I/O
 /// failure.
 #[derive(Debug, clap::Args)]
@@ -98,28 +104,9 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
-/// The project of a team command: `--root`, else the nearest directory at
-/// or above the current one with a team directory (`.squad/` or the legacy
-/// `.ai-team/`).
+/// The project of a team command (the one team-directory lookup).
 fn project(root_arg: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(r) = root_arg {
-        return Ok(r.to_path_buf());
-    }
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    for dir in cwd.ancestors() {
-        if teamdir::locate(dir).is_some() {
-            return Ok(if dir == cwd {
-                PathBuf::new()
-            } else {
-                dir.to_path_buf()
-            });
-        }
-    }
-    Err(format!(
-        "no team directory (.squad/ or .ai-team/) here or in any parent of {}; pass --root, or import a team with `squadctl import FILE`",
-        cwd.display()
-    ))
+    root::team_project(root_arg)
 }
 
 fn locate(project: &Path) -> Result<TeamDir, String> {
@@ -348,7 +335,7 @@ pub fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
             exported_at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             project: project_name,
             owner: crate::team::owner(&team),
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: bundle::SQUAD_CLI_VERSION.into(),
             agents: args.agents.clone(),
             skills,
             agent_skills,
@@ -359,6 +346,13 @@ pub fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
     };
     for n in &notes {
         super::warn(n);
+    }
+    if shape == Shape::SquadCli {
+        // What `squad import` will not bring in: said now, while the
+        // source team is still at hand.
+        for d in bundle::squad_cli_drops(&b) {
+            super::warn(format!("the Squad CLI's import leaves out {d}"));
+        }
     }
     if args.review {
         return super::print_human(&review(&team, &b));

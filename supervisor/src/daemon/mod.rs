@@ -348,6 +348,9 @@ impl Supervisor {
         if self.roots.iter().any(|r| r.root == root) {
             return Err(fail("given twice".into()));
         }
+        for note in crate::team::recover_interrupted_import(&root) {
+            tracing::warn!(root = %root.display(), "{note}");
+        }
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
         let lock = pidfile::acquire(
             &root,
@@ -437,6 +440,11 @@ impl Supervisor {
             return false;
         }
         let root = self.roots[i].root.clone();
+        // An import killed mid-swap: bring the root's own entries (run/ with
+        // our pid lock, sessions/) back before recreating anything.
+        for note in crate::team::recover_interrupted_import(&root) {
+            tracing::warn!(root = %root.display(), "{note}");
+        }
         if !self.roots[i].sessions_dir.is_dir() {
             // Missing: restored by the root check.
             return true;
