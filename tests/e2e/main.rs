@@ -26,4 +26,5 @@ mod session_locks;
 mod skills;
 mod support;
 mod team;
+mod trust;
 mod validate;

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+pub mod canon;
 pub mod check;
 pub mod gc;
 pub mod guard;
