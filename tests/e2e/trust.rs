@@ -460,3 +460,343 @@ fn guard_table_every_attack_is_denied() {
     }
     report("guard", failures);
 }
+
+// ---------------------------------------------------------------------------
+// Layers 2 and 3: `check --staged` and `check --base`.
+// ---------------------------------------------------------------------------
+
+/// `git` in `root` with `env` (over [`git_in`]'s clean environment).
+fn git_env(root: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut cmd = git_in(root);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(&mut cmd)
+}
+
+fn commit(root: &Path, message: &str) {
+    git_ok(root, &["add", "-A"]);
+    git_ok(root, &["commit", "-q", "--no-verify", "-m", message]);
+}
+
+/// `squadctl check …` in `root` with `env`: (exit code, stdout + stderr).
+fn check(root: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let mut cmd = squad(root);
+    cmd.args(["check", "--color", "never"]).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    (code(&out), format!("{}{}", stdout(&out), stderr(&out)))
+}
+
+/// Whether a check answered as a row wants: exit 1 with every `want` in
+/// its report (`[]`: exit 0).
+fn judged(table: &str, row: &str, got: (i32, String), want: &[&str]) -> Option<String> {
+    let (c, text) = got;
+    let ok = if want.is_empty() {
+        c == 0
+    } else {
+        c == 1 && want.iter().all(|w| text.contains(w))
+    };
+    (!ok).then(|| format!("{table}: {row}: exit {c}, want {want:?}; report:\n{text}"))
+}
+
+const AGENT_BACKEND: &[(&str, &str)] = &[("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+
+#[test]
+fn check_staged_table_every_attack_is_reported() {
+    let own_plan = format!("{S}/role-plan-backend-task_1.md");
+    type Setup = Box<dyn Fn(&Path)>;
+    // (item, attack, committing environment, staged change, what the report says)
+    let rows: Vec<(&str, &str, &[(&str, &str)], Setup, &[&str])> = vec![
+        (
+            "1",
+            "an agent widens its own plan and writes outside it",
+            AGENT_BACKEND,
+            Box::new(move |root: &Path| {
+                write(root, &own_plan, &plan("backend", "task_1", &["**"]));
+                write(root, "frontend/app.ts", "hacked\n");
+            }),
+            &[
+                "frontend/app.ts: error[boundary-violation]",
+                "error[plan-changed-by-agent]: the task assignment of task_1 was changed by backend",
+                "boundaries.allowed + `**`",
+            ],
+        ),
+        (
+            "4",
+            "a forbidden name holding a quote",
+            &[],
+            Box::new(|root: &Path| write(root, "secrets/a\"b", "k\n")),
+            &["error[boundary-violation]", "forbidden by"],
+        ),
+        (
+            "4",
+            "a forbidden name holding a tab",
+            &[],
+            Box::new(|root: &Path| write(root, "secrets/a\tb", "k\n")),
+            &["error[boundary-violation]", "forbidden by"],
+        ),
+        (
+            "9",
+            "SQUAD_TASK names another agent's (wider) task",
+            &[("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_2")],
+            Box::new(|root: &Path| write(root, "frontend/app.ts", "hacked\n")),
+            &[
+                "error[foreign-task-trailer]: task_2 is frontend's task, but SQUAD_AGENT=backend is committing",
+            ],
+        ),
+        (
+            "-",
+            "an allowed change passes",
+            AGENT_BACKEND,
+            Box::new(|root: &Path| write(root, "backend/new.rs", "x\n")),
+            &[],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (item, attack, env, setup, want) in &rows {
+        let tmp = project();
+        let root = tmp.path();
+        setup(root);
+        git_ok(root, &["add", "-A"]);
+        let got = check(root, env, &["--staged"]);
+        failures.extend(judged(
+            "check --staged",
+            &format!("item {item}: {attack}"),
+            got,
+            want,
+        ));
+    }
+    report("check --staged", failures);
+}
+
+#[test]
+fn check_base_table_every_attack_is_reported() {
+    let own_plan = format!("{S}/role-plan-backend-task_1.md");
+    type Setup = Box<dyn Fn(&Path)>;
+    let rows: Vec<(&str, &str, Setup, &[&str])> = vec![
+        (
+            "1",
+            "an agent's commit widens its plan, the next writes outside it",
+            Box::new(move |root: &Path| {
+                write(
+                    root,
+                    &own_plan,
+                    &plan("backend", "task_1", &["backend/**", "frontend/**"]),
+                );
+                commit(root, "widen\n\nSquad-Task: task_1");
+                write(root, "frontend/app.ts", "hacked\n");
+                commit(root, "ui\n\nSquad-Task: task_1");
+            }),
+            &[
+                "frontend/app.ts: error[boundary-violation]",
+                "error[plan-changed-by-agent]: the task assignment of task_1 was changed by backend",
+                "boundaries.allowed + `frontend/**`",
+            ],
+        ),
+        (
+            "3",
+            "a change made while concluding a merge",
+            Box::new(|root: &Path| {
+                git_ok(root, &["checkout", "-q", "-b", "side"]);
+                write(root, "backend/side.rs", "x\n");
+                commit(root, "side\n\nSquad-Task: task_1");
+                git_ok(root, &["checkout", "-q", "main"]);
+                write(root, "backend/main.rs", "x\n");
+                commit(root, "main\n\nSquad-Task: task_1");
+                git_ok(root, &["merge", "-q", "--no-ff", "--no-commit", "side"]);
+                write(root, "frontend/evil.ts", "x\n");
+                commit(root, "Merge side\n\nSquad-Task: task_1");
+            }),
+            &["frontend/evil.ts: error[boundary-violation]"],
+        ),
+        (
+            "4",
+            "a forbidden name holding a quote, a backslash and a newline",
+            Box::new(|root: &Path| {
+                write(root, "secrets/a\"b\\c\nd", "k\n");
+                commit(root, "keys");
+            }),
+            &["error[boundary-violation]", "forbidden by"],
+        ),
+        (
+            "9",
+            "a trailer naming another agent's task, committed by backend",
+            Box::new(|root: &Path| {
+                write(root, "frontend/app.ts", "hacked\n");
+                commit(root, "ui\n\nSquad-Task: task_2\nSquad-Agent: backend");
+            }),
+            &[
+                "error[foreign-task-trailer]: `Squad-Task: task_2`",
+                "names frontend's task, but the commit was made by backend",
+            ],
+        ),
+        (
+            "-",
+            "clean commits and a clean merge pass",
+            Box::new(|root: &Path| {
+                git_ok(root, &["checkout", "-q", "-b", "side"]);
+                write(root, "backend/side.rs", "x\n");
+                commit(root, "side\n\nSquad-Task: task_1");
+                git_ok(root, &["checkout", "-q", "main"]);
+                write(root, "frontend/ok.ts", "x\n");
+                commit(root, "ok\n\nSquad-Task: task_2\nSquad-Agent: frontend");
+                git_ok(
+                    root,
+                    &["merge", "-q", "--no-ff", "-m", "Merge side", "side"],
+                );
+            }),
+            &[],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (item, attack, setup, want) in &rows {
+        let tmp = project();
+        let root = tmp.path();
+        git_ok(root, &["tag", "base"]);
+        setup(root);
+        let got = check(root, &[], &["--base", "base"]);
+        failures.extend(judged(
+            "check --base",
+            &format!("item {item}: {attack}"),
+            got,
+            want,
+        ));
+    }
+    report("check --base", failures);
+}
+
+// ---------------------------------------------------------------------------
+// Layer 4: the git hooks.
+// ---------------------------------------------------------------------------
+
+fn executable(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+fn install_hooks(root: &Path) -> std::process::Output {
+    let program = program().display().to_string();
+    run(squad(root).args(["hooks", "install", "--program", &program]))
+}
+
+#[test]
+fn git_hooks_table_every_attack_is_stopped() {
+    let mut failures = Vec::new();
+
+    // Item 8: husky dispatches on the hook's own file name; the team's
+    // hook must keep running once squad's are installed.
+    {
+        let tmp = project();
+        let root = tmp.path();
+        // A husky-style layout (written for this test): the stub sources a
+        // dispatcher that runs .husky/<its own name>.
+        executable(
+            &root.join(".husky/_/h"),
+            "#!/bin/sh\n# husky\nn=$(basename \"$0\")\ns=$(dirname \"$(dirname \"$0\")\")/$n\n[ -f \"$s\" ] || exit 0\nsh -e \"$s\" \"$@\"\n",
+        );
+        executable(
+            &root.join(".husky/_/pre-commit"),
+            "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n",
+        );
+        executable(
+            &root.join(".husky/pre-commit"),
+            "echo ran >> \"$(git rev-parse --git-dir)/team-hook-ran\"\n",
+        );
+        git_ok(root, &["config", "core.hooksPath", ".husky/_"]);
+        let out = install_hooks(root);
+        write(root, "backend/x.rs", "x\n");
+        git_ok(root, &["add", "-A"]);
+        let commit_out = git_env(root, &[], &["commit", "-q", "-m", "x"]);
+        let ran = root.join(".git/team-hook-ran").exists();
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        if !ran || !said.contains("hooks run pre-push") {
+            failures.push(format!(
+                "item 8: husky: the team's hook ran: {ran} (commit: {}); install said: {said}",
+                stderr(&commit_out)
+            ));
+        }
+    }
+
+    // Item 8: pre-push of a new branch to a URL (no remote-tracking refs)
+    // still checks the pushed commits.
+    {
+        let tmp = project();
+        let root = tmp.path();
+        let out = install_hooks(root);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let remote = tempfile::tempdir().unwrap();
+        git_ok(remote.path(), &["init", "-q", "--bare"]);
+        write(root, "secrets/key", "k\n");
+        commit(root, "keys");
+        let url = remote.path().display().to_string();
+        let out = git_env(root, &[], &["push", "-q", &url, "HEAD:refs/heads/feature"]);
+        if out.status.success() {
+            failures.push(format!(
+                "item 8: pre-push to a URL let a forbidden commit through: {}",
+                stderr(&out)
+            ));
+        }
+    }
+
+    // Item 9: commit-msg refuses a trailer naming another agent's task.
+    {
+        let tmp = project();
+        let root = tmp.path();
+        let out = install_hooks(root);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        write(root, "backend/y.rs", "x\n");
+        git_ok(root, &["add", "-A"]);
+        let out = git_env(
+            root,
+            &[("SQUAD_AGENT", "backend")],
+            &["commit", "-q", "-m", "y\n\nSquad-Task: task_2"],
+        );
+        if out.status.success() || !stderr(&out).contains("foreign-task-trailer") {
+            failures.push(format!(
+                "item 9: commit-msg let backend claim task_2: {}",
+                stderr(&out)
+            ));
+        }
+        // Its own task goes through, with who committed recorded.
+        let out = git_env(
+            root,
+            &[("SQUAD_AGENT", "backend")],
+            &["commit", "-q", "-m", "y"],
+        );
+        let msg = git_ok(root, &["log", "-1", "--format=%B"]);
+        if !out.status.success() || !msg.contains("Squad-Agent: backend") {
+            failures.push(format!(
+                "item 9: backend's own commit: {} / message {msg:?}",
+                stderr(&out)
+            ));
+        }
+    }
+
+    // Item 1: pre-commit judges by HEAD's plans, not the widened one.
+    {
+        let tmp = project();
+        let root = tmp.path();
+        let out = install_hooks(root);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        write(
+            root,
+            &format!("{S}/role-plan-backend-task_1.md"),
+            &plan("backend", "task_1", &["**"]),
+        );
+        write(root, "frontend/app.ts", "hacked\n");
+        git_ok(root, &["add", "-A"]);
+        let out = git_env(root, AGENT_BACKEND, &["commit", "-q", "-m", "widen"]);
+        if out.status.success() {
+            failures.push(
+                "item 1: pre-commit let an agent commit its widened plan and a write outside it"
+                    .into(),
+            );
+        }
+    }
+    report("git hooks", failures);
+}

@@ -8,6 +8,7 @@ pub mod canon;
 pub mod check;
 pub mod gc;
 pub mod guard;
+pub mod hook_run;
 pub mod hooks;
 pub mod init;
 pub mod lock;
