@@ -58,21 +58,18 @@ pub fn widening(before: Option<&Task>, after: Option<&Task>) -> Vec<String> {
             if b.agent != a.agent {
                 out.push(format!("agent {} → {}", b.agent, a.agent));
             }
-            let added: Vec<String> = a
-                .allowed
-                .iter()
-                .filter(|g| !b.allowed.contains(g))
-                .cloned()
-                .collect();
+            // Globs of `from` that `other` lacks.
+            let missing = |from: &[String], other: &[String]| -> Vec<String> {
+                from.iter()
+                    .filter(|g| !other.contains(g))
+                    .cloned()
+                    .collect()
+            };
+            let added = missing(&a.allowed, &b.allowed);
             if !added.is_empty() {
                 out.push(format!("boundaries.allowed + {}", list(&added)));
             }
-            let dropped: Vec<String> = b
-                .forbidden
-                .iter()
-                .filter(|g| !a.forbidden.contains(g))
-                .cloned()
-                .collect();
+            let dropped = missing(&b.forbidden, &a.forbidden);
             if !dropped.is_empty() {
                 out.push(format!("boundaries.forbidden − {}", list(&dropped)));
             }

@@ -10,9 +10,8 @@
 
 use crate::support::*;
 use serde_json::json;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const S: &str = ".squad/sessions/20240115T100000Z-trust";
 
@@ -116,20 +115,8 @@ fn report(table: &str, failures: Vec<String>) {
 fn guard(dir: &Path, env: &[(&str, &str)], input: &serde_json::Value) -> Option<String> {
     let mut cmd = squad(dir);
     cmd.args(["guard", "--format", "claude"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("squadctl starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .envs(env.iter().copied());
+    let out = run_with_input(&mut cmd, input.to_string().as_bytes());
     let text = stdout(&out);
     if text.trim().is_empty() {
         return None;
@@ -509,8 +496,10 @@ const AGENT_BACKEND: &[(&str, &str)] = &[("SQUAD_AGENT", "backend"), ("SQUAD_TAS
 fn check_staged_table_every_attack_is_reported() {
     let own_plan = format!("{S}/role-plan-backend-task_1.md");
     type Setup = Box<dyn Fn(&Path)>;
+    type Env<'a> = &'a [(&'a str, &'a str)];
     // (item, attack, committing environment, staged change, what the report says)
-    let rows: Vec<(&str, &str, &[(&str, &str)], Setup, &[&str])> = vec![
+    type Row<'a> = (&'a str, &'a str, Env<'a>, Setup, &'a [&'a str]);
+    let rows: Vec<Row<'_>> = vec![
         (
             "1",
             "an agent widens its own plan and writes outside it",
@@ -573,6 +562,14 @@ fn check_staged_table_every_attack_is_reported() {
     report("check --staged", failures);
 }
 
+/// A branch `side` with one clean commit of backend's; main checked out again.
+fn side_branch(root: &Path) {
+    git_ok(root, &["checkout", "-q", "-b", "side"]);
+    write(root, "backend/side.rs", "x\n");
+    commit(root, "side\n\nSquad-Task: task_1");
+    git_ok(root, &["checkout", "-q", "main"]);
+}
+
 #[test]
 fn check_base_table_every_attack_is_reported() {
     let own_plan = format!("{S}/role-plan-backend-task_1.md");
@@ -601,10 +598,7 @@ fn check_base_table_every_attack_is_reported() {
             "3",
             "a change made while concluding a merge",
             Box::new(|root: &Path| {
-                git_ok(root, &["checkout", "-q", "-b", "side"]);
-                write(root, "backend/side.rs", "x\n");
-                commit(root, "side\n\nSquad-Task: task_1");
-                git_ok(root, &["checkout", "-q", "main"]);
+                side_branch(root);
                 write(root, "backend/main.rs", "x\n");
                 commit(root, "main\n\nSquad-Task: task_1");
                 git_ok(root, &["merge", "-q", "--no-ff", "--no-commit", "side"]);
@@ -638,10 +632,7 @@ fn check_base_table_every_attack_is_reported() {
             "-",
             "clean commits and a clean merge pass",
             Box::new(|root: &Path| {
-                git_ok(root, &["checkout", "-q", "-b", "side"]);
-                write(root, "backend/side.rs", "x\n");
-                commit(root, "side\n\nSquad-Task: task_1");
-                git_ok(root, &["checkout", "-q", "main"]);
+                side_branch(root);
                 write(root, "frontend/ok.ts", "x\n");
                 commit(root, "ok\n\nSquad-Task: task_2\nSquad-Agent: frontend");
                 git_ok(
