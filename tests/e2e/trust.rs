@@ -791,3 +791,41 @@ fn git_hooks_table_every_attack_is_stopped() {
     }
     report("git hooks", failures);
 }
+
+/// Item 1 through squadctl itself: `task new` writes a task assignment, so
+/// an agent that is not a lead may not run it (it could assign itself a
+/// wider task and report it in progress).
+#[test]
+fn an_agent_cannot_assign_itself_a_task_with_squadctl() {
+    let tmp = project();
+    let root = tmp.path();
+    let new = |agent: Option<&str>| {
+        let mut cmd = squad(root);
+        cmd.args(["task", "new", "--session", "20240115T100000Z-trust"])
+            .args(["--agent", "backend", "--instruction", "x", "--allow", "**"]);
+        if let Some(a) = agent {
+            cmd.env("SQUAD_AGENT", a);
+        }
+        run(&mut cmd)
+    };
+    let plans = || {
+        std::fs::read_dir(root.join(S))
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().starts_with("role-plan-")
+            })
+            .count()
+    };
+    let out = new(Some("backend"));
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("SQUAD_AGENT=backend is not a lead"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(plans(), 2, "nothing written");
+    // The lead and a human may.
+    assert_eq!(code(&new(Some("lead"))), 0);
+    assert_eq!(code(&new(None)), 0);
+}
