@@ -29,7 +29,9 @@ use std::process::Command;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Compare against this revision (e.g. `origin/main`): the commits in
-    /// BASE..HEAD are checked.
+    /// BASE..HEAD are checked (merges for what they changed against their
+    /// first parent), judged by the task assignments of BASE. All zeros
+    /// (git's null name, a first push): every commit up to HEAD.
     #[arg(long, value_name = "REV", required_unless_present_any = ["changed", "staged"])]
     pub base: Option<String>,
 
@@ -43,7 +45,8 @@ pub struct Args {
 
     /// The staged changes of the commit being made (pre-commit hook). They
     /// are attributed to `--task`, else SQUAD_TASK, else SQUAD_AGENT's single
-    /// in-progress task, else to tasks listing them in artifacts_created.
+    /// in-progress task, else to tasks listing them in artifacts_created,
+    /// and judged by the task assignments of HEAD.
     #[arg(long, conflicts_with_all = ["base", "changed"])]
     pub staged: bool,
 
