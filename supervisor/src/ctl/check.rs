@@ -261,14 +261,82 @@ pub(crate) fn plans_at(root: &Path, rev: &str) -> Result<Option<Vec<(String, Tas
         root,
         &["ls-tree", "-r", "-z", "--name-only", rev, "--", &dir],
     )?;
-    let mut out = Vec::new();
-    for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let rel = String::from_utf8_lossy(name).into_owned();
-        if let Some(task) = plan_in(root, rev, &rel)? {
-            out.push((rel, task));
+    let names: Vec<String> = list
+        .split(|&b| b == 0)
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .filter(|rel| plan_session(rel).is_some())
+        .collect();
+    let specs: Vec<(&str, &str)> = names.iter().map(|n| (rev, n.as_str())).collect();
+    let blobs = blobs(root, &specs)?;
+    Ok(Some(
+        names
+            .iter()
+            .zip(blobs)
+            .filter_map(|(rel, bytes)| Some((rel.clone(), parse_plan(rel, &bytes?)?)))
+            .collect(),
+    ))
+}
+
+/// The contents of `rev:path` for each spec (`""` for the index; paths
+/// relative to `root`), in one `git cat-file --batch`; `None` where absent.
+fn blobs(root: &Path, specs: &[(&str, &str)]) -> Result<Vec<Option<Vec<u8>>>, String> {
+    use std::io::{BufRead, Read, Write};
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prefix = git_bytes(root, &["rev-parse", "--show-prefix"])?;
+    let prefix = String::from_utf8_lossy(&prefix).trim().to_string();
+    let mut input = String::new();
+    for (rev, path) in specs {
+        // A name with a newline cannot be asked for on one line: asking
+        // for the directory instead answers "not a file", read as absent.
+        let path = if path.contains('\n') { "" } else { path };
+        input.push_str(&format!("{rev}:{prefix}{path}\n"));
+    }
+    let mut child = Command::new("git")
+        .current_dir(root)
+        .args(["cat-file", "--batch"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("git cat-file: no stdin")?;
+    // Written from a thread: git answers while it reads, and a full pipe
+    // either way would stall both.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let stdout = child.stdout.take().ok_or("git cat-file: no stdout")?;
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut out = Vec::with_capacity(specs.len());
+    for _ in specs {
+        let mut header = String::new();
+        reader
+            .read_line(&mut header)
+            .map_err(|e| format!("git cat-file: {e}"))?;
+        let mut fields = header.split_whitespace();
+        let (_, kind, size) = (fields.next(), fields.next(), fields.next());
+        match (kind, size.and_then(|s| s.parse::<u64>().ok())) {
+            (Some("blob"), Some(size)) if size <= squad_protocol::MAX_FILE_BYTES => {
+                let mut body = Vec::new();
+                (&mut reader)
+                    .take(size + 1)
+                    .read_to_end(&mut body)
+                    .map_err(|e| format!("git cat-file: {e}"))?;
+                body.truncate(size as usize);
+                out.push(Some(body));
+            }
+            (Some(_), Some(size)) => {
+                // Too large to be a plan, or not a file: skipped unread.
+                std::io::copy(&mut (&mut reader).take(size + 1), &mut std::io::sink())
+                    .map_err(|e| format!("git cat-file: {e}"))?;
+                out.push(None);
+            }
+            _ => out.push(None),
         }
     }
-    Ok(Some(out))
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(out)
 }
 
 /// The agent task `task_id` is assigned to, by HEAD's plans (the working
@@ -286,9 +354,9 @@ pub(crate) fn task_owner(root: &Path, task_id: &str) -> Result<Option<String>, S
     }
 }
 
-/// The task assignment at `rel` in `rev` (`""` for the index), when it is
-/// one, exists there and validates.
-fn plan_in(root: &Path, rev: &str, rel: &str) -> Result<Option<Task>, String> {
+/// The session of a root-relative path that names a task assignment
+/// (`.squad/sessions/<session>/role-plan-….md`).
+fn plan_session(rel: &str) -> Option<&str> {
     let mut parts = rel.split('/');
     let (Some(_), Some(_), Some(session), Some(file), None) = (
         parts.next(),
@@ -297,23 +365,22 @@ fn plan_in(root: &Path, rev: &str, rel: &str) -> Result<Option<Task>, String> {
         parts.next(),
         parts.next(),
     ) else {
-        return Ok(None);
+        return None;
     };
-    if squad_protocol::FileKind::from_file_name(file)
-        != Some(squad_protocol::FileKind::TaskAssignment)
-    {
-        return Ok(None);
-    }
-    let Ok(bytes) = git_bytes(root, &["show", &format!("{rev}:./{rel}")]) else {
-        // Absent at that revision (added later, or deleted).
-        return Ok(None);
-    };
+    (squad_protocol::FileKind::from_file_name(file)
+        == Some(squad_protocol::FileKind::TaskAssignment))
+    .then_some(session)
+}
+
+/// The task a task assignment's bytes assign, when they validate.
+fn parse_plan(rel: &str, bytes: &[u8]) -> Option<Task> {
+    let session = plan_session(rel)?;
     let indexed = crate::index::index_bytes(
         Path::new(rel),
         squad_protocol::FileKind::TaskAssignment,
-        &bytes,
+        bytes,
     );
-    Ok(match indexed.entry {
+    match indexed.entry {
         Entry::Plan(p) => Some(Task {
             task_id: p.task_id,
             agent: p.agent,
@@ -322,7 +389,7 @@ fn plan_in(root: &Path, rev: &str, rel: &str) -> Result<Option<Task>, String> {
             forbidden: p.forbidden,
         }),
         _ => None,
-    })
+    }
 }
 
 /// What each changed task assignment widened, against the plans CI judges
@@ -332,32 +399,30 @@ fn plan_edits(
     before: &[(String, Task)],
     changes: &[Change],
 ) -> Result<HashMap<(String, String), PlanEdit>, String> {
+    let edits: Vec<(String, String)> = changes
+        .iter()
+        .filter_map(|c| {
+            let path = normalize(&c.path).ok()?;
+            plan_session(&path)?;
+            Some((c.commit.clone().unwrap_or_default(), path))
+        })
+        .collect();
+    let specs: Vec<(&str, &str)> = edits
+        .iter()
+        .map(|(rev, path)| (rev.as_str(), path.as_str()))
+        .collect();
+    let after = blobs(root, &specs)?;
     let mut out = HashMap::new();
-    for c in changes {
-        let Ok(path) = normalize(&c.path) else {
-            continue;
-        };
-        let file = path.rsplit('/').next().unwrap_or(&path);
-        if squad_protocol::FileKind::from_file_name(file)
-            != Some(squad_protocol::FileKind::TaskAssignment)
-        {
-            continue;
-        }
-        let rev = c.commit.clone().unwrap_or_default();
-        let after = plan_in(root, &rev, &path)?;
+    for ((rev, path), bytes) in edits.into_iter().zip(after) {
+        let after = bytes.and_then(|b| parse_plan(&path, &b));
         let old = before.iter().find(|(p, _)| *p == path).map(|(_, t)| t);
         let task_id = after
             .as_ref()
             .or(old)
             .map(|t| t.task_id.clone())
-            .unwrap_or_else(|| file.to_string());
-        out.insert(
-            (rev, path),
-            PlanEdit {
-                task_id,
-                widened: widening(old, after.as_ref()),
-            },
-        );
+            .unwrap_or_else(|| path.rsplit('/').next().unwrap_or(&path).to_string());
+        let widened = widening(old, after.as_ref());
+        out.insert((rev, path), PlanEdit { task_id, widened });
     }
     Ok(out)
 }
