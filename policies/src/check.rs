@@ -109,6 +109,10 @@ pub struct Facts {
     pub leads: Vec<String>,
     /// Changed task assignments, by (commit, or "" for staged, path).
     pub plan_edits: HashMap<(String, String), PlanEdit>,
+    /// Changed paths that are symlinks leading elsewhere inside the project
+    /// → where they lead (root-relative): writing through a link writes
+    /// there, so the task must be allowed both places.
+    pub links: HashMap<String, String>,
 }
 
 /// What a path under `.squad/` is, for ownership.
@@ -490,6 +494,11 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                         Boundaries::new(&task.allowed, &task.forbidden, &policy.forbidden)
                     });
                     let d = b.decide(&path, None);
+                    // A link is judged where it leads as well.
+                    let d = match facts.links.get(&path) {
+                        Some(target) if d.is_allowed() => b.decide(target, None),
+                        _ => d,
+                    };
                     if d.is_allowed() {
                         allowed = true;
                         break;
@@ -497,12 +506,16 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                     first_refusal.get_or_insert((task, d));
                 }
                 if !allowed && let Some((task, decision)) = first_refusal {
+                    let shown = match facts.links.get(&path) {
+                        Some(target) => format!("`{path}` (a symlink to `{target}`)"),
+                        None => format!("`{path}`"),
+                    };
                     push(
                         Diagnostic::new(
                             &path,
                             Rule::BoundaryViolation,
                             format!(
-                                "`{path}` changed by {} for {} (attributed by {via}){at}: {decision}",
+                                "{shown} changed by {} for {} (attributed by {via}){at}: {decision}",
                                 task.agent, task.task_id
                             ),
                             format!(

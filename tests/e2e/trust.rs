@@ -529,6 +529,17 @@ fn check_staged_table_every_attack_is_reported() {
             &["error[boundary-violation]", "forbidden by"],
         ),
         (
+            "2",
+            "a symlink into another task's files",
+            AGENT_BACKEND,
+            Box::new(|root: &Path| {
+                std::os::unix::fs::symlink("../frontend", root.join("backend/fe")).unwrap()
+            }),
+            &[
+                "error[boundary-violation]: `backend/fe` (a symlink to `frontend`) changed by backend",
+            ],
+        ),
+        (
             "9",
             "SQUAD_TASK names another agent's (wider) task",
             &[("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_2")],
@@ -615,6 +626,15 @@ fn check_base_table_every_attack_is_reported() {
                 commit(root, "keys");
             }),
             &["error[boundary-violation]", "forbidden by"],
+        ),
+        (
+            "2",
+            "a committed symlink into another task's files",
+            Box::new(|root: &Path| {
+                std::os::unix::fs::symlink("../frontend", root.join("backend/fe")).unwrap();
+                commit(root, "link\n\nSquad-Task: task_1");
+            }),
+            &["error[boundary-violation]: `backend/fe` (a symlink to `frontend`)"],
         ),
         (
             "9",

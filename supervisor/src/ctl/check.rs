@@ -478,11 +478,22 @@ fn facts(
     if let Some(plans) = judged_by {
         facts.tasks = plans.iter().map(|(_, t)| t.clone()).collect();
     }
+    let root_real = std::fs::canonicalize(root)?;
     for c in changes {
-        if let Ok(p) = normalize(&c.path)
-            && let Some(to) = escapes_root(root, &p)
-        {
+        let Ok(p) = normalize(&c.path) else { continue };
+        if let Some(to) = escapes_root(root, &p) {
             facts.escapes.insert(p, to);
+            continue;
+        }
+        // A link that stays inside: judged where it leads too.
+        let here = root.join(&p);
+        if std::fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink())
+            && let Ok(target) =
+                super::canon::canonical(&root_real.join(&p)).strip_prefix(&root_real)
+            && let Ok(target) = normalize(&target.to_string_lossy())
+            && target != p
+        {
+            facts.links.insert(p, target);
         }
     }
     Ok((facts, sessions.len()))
