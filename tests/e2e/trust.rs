@@ -849,3 +849,27 @@ fn an_agent_cannot_assign_itself_a_task_with_squadctl() {
     assert_eq!(code(&new(Some("lead"))), 0);
     assert_eq!(code(&new(None)), 0);
 }
+
+/// A team that keeps `.squad/` out of git (docs/ci.md) has no committed
+/// plans to judge by: the working tree's are used, so commits still work
+/// and a write outside the task is still refused.
+#[test]
+fn plans_kept_out_of_git_are_read_from_the_working_tree() {
+    let tmp = project();
+    let root = tmp.path();
+    write(root, ".gitignore", ".squad/\n");
+    git_ok(root, &["rm", "-r", "-q", "--cached", ".squad"]);
+    commit(root, "keep .squad local");
+    write(root, "backend/ok.rs", "x\n");
+    git_ok(root, &["add", "-A"]);
+    let (c, out) = check(root, AGENT_BACKEND, &["--staged"]);
+    assert_eq!(c, 0, "{out}");
+    write(root, "frontend/app.ts", "hacked\n");
+    git_ok(root, &["add", "-A"]);
+    let (c, out) = check(root, AGENT_BACKEND, &["--staged"]);
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains("frontend/app.ts: error[boundary-violation]"),
+        "{out}"
+    );
+}

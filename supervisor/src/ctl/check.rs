@@ -249,8 +249,9 @@ fn staged_task(
 }
 
 /// The task assignments committed at `rev`, with their root-relative paths
-/// (`None` when `rev` does not exist, as `HEAD` before the first commit).
-/// CI judges by these, never by the plans under review.
+/// (`None` when `rev` does not exist, as `HEAD` before the first commit, or
+/// tracks no task assignment at all). CI judges by these, never by the
+/// plans under review.
 pub(crate) fn plans_at(root: &Path, rev: &str) -> Result<Option<Vec<(String, Task)>>, String> {
     let probe = format!("{rev}^{{commit}}");
     if git_bytes(root, &["rev-parse", "-q", "--verify", &probe]).is_err() {
@@ -266,6 +267,11 @@ pub(crate) fn plans_at(root: &Path, rev: &str) -> Result<Option<Vec<(String, Tas
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .filter(|rel| plan_session(rel).is_some())
         .collect();
+    if names.is_empty() {
+        // The team keeps its plans out of git (docs/ci.md): the working
+        // tree's (restored in CI, guarded at edit time) are all there is.
+        return Ok(None);
+    }
     let specs: Vec<(&str, &str)> = names.iter().map(|n| (rev, n.as_str())).collect();
     let blobs = blobs(root, &specs)?;
     Ok(Some(
