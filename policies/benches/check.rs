@@ -39,6 +39,7 @@ fn main() {
             status: 'M',
             commit: Some(format!("{i:040x}")),
             trailer_tasks: vec!["task_1".into()],
+            agent: None,
         })
         .collect();
     let policy = Policy::defaults();

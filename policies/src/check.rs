@@ -20,6 +20,62 @@ pub struct Change {
     pub commit: Option<String>,
     /// Tasks named by the commit's `Squad-Task` trailers (or `--task`).
     pub trailer_tasks: Vec<String>,
+    /// The agent that made the change, when known: the commit's
+    /// `Squad-Agent` trailer (the commit-msg hook writes it from
+    /// SQUAD_AGENT), or SQUAD_AGENT for `--staged`.
+    pub agent: Option<String>,
+}
+
+/// A change to a task assignment, as `check` read it from git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanEdit {
+    /// The task the plan assigns (after the change, else before).
+    pub task_id: String,
+    /// What widened (see [`widening`]).
+    pub widened: Vec<String>,
+}
+
+/// How a task assignment widened from `before` to `after` (`None`: absent):
+/// a new or deleted plan, another assignee, globs added to
+/// `boundaries.allowed`, globs taken off `boundaries.forbidden`.
+pub fn widening(before: Option<&Task>, after: Option<&Task>) -> Vec<String> {
+    let list = |v: &[String]| {
+        v.iter()
+            .map(|g| format!("`{g}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (before, after) {
+        (None, None) => Vec::new(),
+        (None, Some(a)) => vec![format!(
+            "a new task assignment for {} (allowed: {})",
+            a.agent,
+            list(&a.allowed)
+        )],
+        (Some(_), None) => vec!["the task assignment deleted".into()],
+        (Some(b), Some(a)) => {
+            let mut out = Vec::new();
+            if b.agent != a.agent {
+                out.push(format!("agent {} → {}", b.agent, a.agent));
+            }
+            // Globs of `from` that `other` lacks.
+            let missing = |from: &[String], other: &[String]| -> Vec<String> {
+                from.iter()
+                    .filter(|g| !other.contains(g))
+                    .cloned()
+                    .collect()
+            };
+            let added = missing(&a.allowed, &b.allowed);
+            if !added.is_empty() {
+                out.push(format!("boundaries.allowed + {}", list(&added)));
+            }
+            let dropped = missing(&b.forbidden, &a.forbidden);
+            if !dropped.is_empty() {
+                out.push(format!("boundaries.forbidden − {}", list(&dropped)));
+            }
+            out
+        }
+    }
 }
 
 /// A task assignment, as far as `check` needs it.
@@ -49,6 +105,14 @@ pub struct Facts {
     pub owners: HashMap<String, String>,
     /// Changed paths that resolve through a symlink out of the project → target.
     pub escapes: HashMap<String, String>,
+    /// The policy's lead agents: with humans, the writers of task assignments.
+    pub leads: Vec<String>,
+    /// Changed task assignments, by (commit, or "" for staged, path).
+    pub plan_edits: HashMap<(String, String), PlanEdit>,
+    /// Changed paths that are symlinks leading elsewhere inside the project
+    /// → where they lead (root-relative): writing through a link writes
+    /// there, so the task must be allowed both places.
+    pub links: HashMap<String, String>,
 }
 
 /// What a path under `.squad/` is, for ownership.
@@ -203,6 +267,30 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
         let mut attributed: Vec<&Task> = Vec::new();
         for t in &change.trailer_tasks {
             match tasks.get(t.as_str()) {
+                // An agent claims only its own tasks: a trailer naming
+                // another agent's (wider) task attributes nothing.
+                Some(task) if change.agent.as_ref().is_some_and(|a| *a != task.agent) => {
+                    let by = change.agent.as_deref().unwrap_or_default();
+                    push(
+                        Diagnostic::new(
+                            &path,
+                            Rule::ForeignTaskTrailer,
+                            if from_commit {
+                                format!(
+                                    "`Squad-Task: {t}`{at} names {}'s task, but the commit was made by {by} (Squad-Agent trailer)",
+                                    task.agent
+                                )
+                            } else {
+                                format!(
+                                    "{t} is {}'s task, but SQUAD_AGENT={by} is committing",
+                                    task.agent
+                                )
+                            },
+                            "attribute commits to the committing agent's own task (SQUAD_TASK is set by the runner)",
+                        ),
+                        &mut out,
+                    );
+                }
                 Some(task) => attributed.push(task),
                 None if from_commit => push(
                     Diagnostic::new(
@@ -352,7 +440,48 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                     );
                 }
             }
-            Owned::Exempt => {}
+            Owned::Exempt => {
+                // Task assignments are the lead's: one changed by an agent
+                // that is not a lead may have widened its own boundaries.
+                let is_plan = path
+                    .rsplit('/')
+                    .next()
+                    .and_then(squad_protocol::FileKind::from_file_name)
+                    == Some(squad_protocol::FileKind::TaskAssignment);
+                let committer = change
+                    .agent
+                    .clone()
+                    .or_else(|| attributed.first().map(|t| t.agent.clone()));
+                if is_plan
+                    && let Some(who) = committer
+                    && !facts.leads.contains(&who)
+                {
+                    let edit = facts
+                        .plan_edits
+                        .get(&(change.commit.clone().unwrap_or_default(), path.clone()));
+                    let task = edit.map_or_else(
+                        || path.rsplit('/').next().unwrap_or(&path).to_string(),
+                        |e| e.task_id.clone(),
+                    );
+                    let what = match edit {
+                        Some(e) if !e.widened.is_empty() => {
+                            format!("; widened: {}", e.widened.join("; "))
+                        }
+                        _ => String::new(),
+                    };
+                    push(
+                        Diagnostic::new(
+                            &path,
+                            Rule::PlanChangedByAgent,
+                            format!(
+                                "the task assignment of {task} was changed by {who}{at}, who is not a lead{what}"
+                            ),
+                            "task assignments are the lead's: revert the change and ask the lead (the policy's runners.lead / notices.lead, or a human) to make it",
+                        ),
+                        &mut out,
+                    );
+                }
+            }
             Owned::Ordinary => {
                 if attributed.is_empty() {
                     unattributed(&mut out, &mut push);
@@ -365,6 +494,11 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                         Boundaries::new(&task.allowed, &task.forbidden, &policy.forbidden)
                     });
                     let d = b.decide(&path, None);
+                    // A link is judged where it leads as well.
+                    let d = match facts.links.get(&path) {
+                        Some(target) if d.is_allowed() => b.decide(target, None),
+                        _ => d,
+                    };
                     if d.is_allowed() {
                         allowed = true;
                         break;
@@ -372,12 +506,16 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                     first_refusal.get_or_insert((task, d));
                 }
                 if !allowed && let Some((task, decision)) = first_refusal {
+                    let shown = match facts.links.get(&path) {
+                        Some(target) => format!("`{path}` (a symlink to `{target}`)"),
+                        None => format!("`{path}`"),
+                    };
                     push(
                         Diagnostic::new(
                             &path,
                             Rule::BoundaryViolation,
                             format!(
-                                "`{path}` changed by {} for {} (attributed by {via}){at}: {decision}",
+                                "{shown} changed by {} for {} (attributed by {via}){at}: {decision}",
                                 task.agent, task.task_id
                             ),
                             format!(
@@ -414,6 +552,7 @@ mod tests {
             status: 'M',
             commit: Some("0123456789abcdef".into()),
             trailer_tasks: tasks.iter().map(|s| s.to_string()).collect(),
+            agent: None,
         }
     }
 
@@ -521,7 +660,12 @@ mod tests {
                     ".squad/sessions/s1/role-plan-backend-task_1.md",
                     &["task_2"],
                 ),
-                &[],
+                // Issue 24: a plan changed by an agent (no lead named here).
+                &[(
+                    ".squad/sessions/s1/role-plan-backend-task_1.md",
+                    "plan-changed-by-agent",
+                    Error,
+                )],
             ),
             (
                 change(".squad/sessions/s1/artifacts/diagram.png", &["task_1"]),
@@ -626,5 +770,61 @@ mod tests {
             owner_from_name("error-qa-bot-20240101T000000Z.md").as_deref(),
             Some("qa-bot")
         );
+    }
+
+    #[test]
+    fn plans_changed_by_agents_and_trailers_naming_others_tasks() {
+        let mut f = facts();
+        f.leads = vec!["lead".into()];
+        let plan = ".squad/sessions/s1/role-plan-backend-task_1.md";
+        let before = task(
+            "task_1",
+            "backend",
+            "s1",
+            &["backend/**"],
+            &["backend/secrets/**"],
+        );
+        let after = task("task_1", "backend", "s1", &["backend/**", "**"], &[]);
+        f.plan_edits.insert(
+            ("0123456789abcdef".into(), plan.into()),
+            PlanEdit {
+                task_id: "task_1".into(),
+                widened: widening(Some(&before), Some(&after)),
+            },
+        );
+        let p = Policy::defaults();
+        let by = |agent: Option<&str>, tasks: &[&str], path: &str| Change {
+            agent: agent.map(str::to_string),
+            ..change(path, tasks)
+        };
+        let d = check_changes(&p, &f, &[by(None, &["task_1"], plan)]);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].rule.id(), "plan-changed-by-agent");
+        assert!(
+            d[0].message.contains("task_1 was changed by backend")
+                && d[0].message.contains("boundaries.allowed + `**`")
+                && d[0]
+                    .message
+                    .contains("boundaries.forbidden − `backend/secrets/**`"),
+            "{}",
+            d[0].message
+        );
+        // The lead, or a commit nobody claims (a human's), may.
+        assert!(check_changes(&p, &f, &[by(Some("lead"), &[], plan)]).is_empty());
+        assert!(check_changes(&p, &f, &[by(None, &[], plan)]).is_empty());
+        // A trailer naming another agent's task attributes nothing.
+        let d = check_changes(&p, &f, &[by(Some("backend"), &["task_2"], "frontend/a.ts")]);
+        let ids: Vec<_> = d.iter().map(|d| d.rule.id()).collect();
+        assert_eq!(
+            ids,
+            ["foreign-task-trailer", "unattributed-change"],
+            "{d:?}"
+        );
+        assert!(
+            d[0].message
+                .contains("names frontend's task, but the commit was made by backend")
+        );
+        assert_eq!(widening(None, None), Vec::<String>::new());
+        assert_eq!(widening(Some(&before), Some(&before)), Vec::<String>::new());
     }
 }

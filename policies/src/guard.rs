@@ -27,6 +27,9 @@ pub enum Place {
     Refused(Refusal),
     /// A path the guard must not judge (a special device like `/dev/null`).
     Ignored,
+    /// A write whose place cannot be known (a relative path after `cd "$X"`,
+    /// a patch naming no file): refused, with the reason.
+    Unjudged(String),
 }
 
 /// One write the tool call would make.
@@ -56,6 +59,9 @@ pub struct Facts<'a> {
     /// Its task, when known. Without one, only project-wide rules, protocol
     /// file ownership and other agents' locks apply.
     pub task: Option<&'a Task>,
+    /// The policy's lead agents (`runners.lead`, `notices.lead`): with a
+    /// human (no agent), the only writers of task assignments.
+    pub leads: &'a [String],
     /// The policy's project-wide `boundaries.forbidden`.
     pub project_forbidden: &'a [String],
     /// Live (not stale) lock records of the project.
@@ -216,7 +222,22 @@ fn decide_inside(facts: &Facts<'_>, shown: &str, path: &str, recursive: bool) ->
             }
             return None;
         }
-        Ownership::Exempt => return None,
+        Ownership::Exempt => {
+            // A task assignment holds the boundaries the guard enforces: an
+            // agent that could write one could widen its own.
+            return match facts.agent {
+                Some(me) if !facts.leads.iter().any(|l| l == me) => Some(format!(
+                    "`{shown}` is a task assignment; task assignments are the lead's to write ({}), not {me}'s. Ask the lead to change it: `squadctl send --from {me} --to {} --type request …`.",
+                    if facts.leads.is_empty() {
+                        "a human's: the policy names no lead agent".to_string()
+                    } else {
+                        facts.leads.join(", ")
+                    },
+                    facts.leads.first().map_or("lead", String::as_str)
+                )),
+                _ => None,
+            };
+        }
         Ownership::Ordinary => {}
     }
     let boundaries = match facts.task {
@@ -280,6 +301,9 @@ pub fn decide(facts: &Facts<'_>, candidates: &[Candidate]) -> Verdict {
                     "`{shown}` resolves to {resolved}, outside the project root; the guard allows writes inside the project only."
                 )),
                 Place::Refused(refusal) => Some(format!("`{shown}` is refused: {refusal}.")),
+                Place::Unjudged(why) => Some(format!(
+                    "`{shown}` cannot be judged: {why}. Name the path from the project root, or from a directory the command reaches with a literal `cd DIR`."
+                )),
                 Place::Inside(path) => decide_inside(facts, shown, path, *recursive),
             },
             Candidate::WholeTree { command } => {
@@ -356,9 +380,11 @@ mod tests {
             lock("backend", "task_1", &["backend/mine.rs"]),
         ];
         let pf = s(&[".env", ".git/**", ".squad/policies.yaml"]);
+        let leads = s(&["lead"]);
         let facts = Facts {
             agent: Some("backend"),
             task: Some(&t),
+            leads: &leads,
             project_forbidden: &pf,
             locks: &locks,
             now: Utc.with_ymd_and_hms(2024, 1, 15, 10, 5, 0).unwrap(),
@@ -450,6 +476,22 @@ mod tests {
             ),
             (path("backend/*.rs"), None),
             (path("frontend/*.ts"), Some("outside the boundaries")),
+            (
+                path(".squad/sessions/s1/role-plan-backend-task_1.md"),
+                Some("task assignments are the lead's to write (lead), not backend's"),
+            ),
+            (
+                path(".squad/sessions/s1/role-plan-frontend-task_2.md"),
+                Some("task assignment"),
+            ),
+            (
+                Candidate::Path {
+                    shown: "src".into(),
+                    place: Place::Unjudged("after `cd $X`".into()),
+                    recursive: false,
+                },
+                Some("`src` cannot be judged: after `cd $X`"),
+            ),
         ];
         for (c, want) in cases {
             match (decide(&facts, std::slice::from_ref(c)), want) {
@@ -482,6 +524,7 @@ mod tests {
         let facts = Facts {
             agent: None,
             task: None,
+            leads: &[],
             project_forbidden: &pf,
             locks: &locks,
             now: Utc.with_ymd_and_hms(2024, 1, 15, 10, 5, 0).unwrap(),
@@ -492,5 +535,15 @@ mod tests {
             panic!()
         };
         assert!(r.contains("ask frontend to release it"), "{r}");
+        // A human, and the lead, write task assignments.
+        let plan = path(".squad/sessions/s1/role-plan-frontend-task_2.md");
+        assert!(decide(&facts, std::slice::from_ref(&plan)).is_allow());
+        let leads = s(&["lead"]);
+        let lead = Facts {
+            agent: Some("lead"),
+            leads: &leads,
+            ..facts
+        };
+        assert!(decide(&lead, &[plan]).is_allow());
     }
 }

@@ -278,6 +278,21 @@ fn field_of(message: &str) -> String {
 }
 
 impl Policy {
+    /// The lead agents the policy names (`runners.lead`, `notices.lead`),
+    /// without repeats: with a human, the only writers of task assignments.
+    pub fn leads(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for l in [&self.runners.lead, &self.notices.lead]
+            .into_iter()
+            .flatten()
+        {
+            if !out.contains(l) {
+                out.push(l.clone());
+            }
+        }
+        out
+    }
+
     /// The shipped defaults.
     pub fn defaults() -> Policy {
         // The embedded default is tested to parse; fall back to a literal copy

@@ -130,6 +130,10 @@ rules! {
     OwnershipViolation = "ownership-violation", Error, "agents change only their own protocol files";
     /// CI: a `Squad-Task` trailer naming a task with no task assignment.
     UnknownTrailerTask = "unknown-trailer-task", Error, "a Squad-Task trailer names an assigned task";
+    /// CI: a task assignment changed by an agent that is not a lead.
+    PlanChangedByAgent = "plan-changed-by-agent", Error, "task assignments are changed by the lead (or a human) only";
+    /// CI: a `Squad-Task` trailer naming a task of another agent than the committing one.
+    ForeignTaskTrailer = "foreign-task-trailer", Error, "an agent attributes its commits to its own tasks only";
     // Skills (SKILL.md, the Agent Skills standard; docs/skills.md). Severities
     // are those of lenient loading; `--strict` makes every one an error.
     /// A SKILL.md that does not start with a `---` front matter block (a
@@ -246,6 +250,8 @@ impl Rule {
                 | Rule::UnattributedChange
                 | Rule::OwnershipViolation
                 | Rule::UnknownTrailerTask
+                | Rule::PlanChangedByAgent
+                | Rule::ForeignTaskTrailer
         )
     }
 

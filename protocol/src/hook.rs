@@ -310,6 +310,9 @@ pub fn patch_targets(patch: &str) -> Result<Vec<String>, HookError> {
     }
     let mut out = Vec::new();
     for (i, line) in patch.lines().enumerate() {
+        // Codex's own parser trims each line before it reads a marker, so
+        // an indented header still names a file it will write.
+        let line = line.trim();
         for marker in [
             "*** Add File:",
             "*** Update File:",
@@ -328,6 +331,11 @@ pub fn patch_targets(patch: &str) -> Result<Vec<String>, HookError> {
                 out.push(path.to_string());
             }
         }
+    }
+    if out.is_empty() {
+        // Nothing to judge is not the same as nothing written: a header the
+        // guard does not read may still be one Codex applies.
+        return Err(bad("the patch names no file it writes", HINT));
     }
     Ok(out)
 }
@@ -353,6 +361,15 @@ pub enum ShellTarget {
         /// The command, for messages.
         command: String,
     },
+    /// A write the analysis found but cannot place (a relative path after
+    /// `cd "$X"`, an `apply_patch` whose patch names no file): refused,
+    /// since an unknown place may be any place.
+    Unjudged {
+        /// The path as written (or the command).
+        path: String,
+        /// Why it cannot be placed.
+        reason: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -367,6 +384,18 @@ enum Piece {
     Word(String),
     Redirect(String),
     Separator,
+    /// `(`: a subshell (or `$(`) starts; a `cd` inside stays inside.
+    Open,
+    /// `)`: it ends.
+    Close,
+}
+
+/// A simple command, or the bounds of a subshell around some.
+#[derive(Debug)]
+enum Item {
+    Command(Simple),
+    Open,
+    Close,
 }
 
 /// Splits a command line into pieces at unquoted operators, keeping each
@@ -448,7 +477,11 @@ fn lex(command: &str) -> (Vec<Piece>, Vec<String>) {
                     pieces.push(Piece::Redirect(op));
                 } else {
                     flush(&mut word, &mut pieces, &mut expect_delim, &mut pending);
-                    pieces.push(Piece::Separator);
+                    pieces.push(match c {
+                        '(' => Piece::Open,
+                        ')' => Piece::Close,
+                        _ => Piece::Separator,
+                    });
                     if c == '\n' {
                         // Heredoc bodies start on the next line.
                         for (delim, strip) in pending.drain(..) {
@@ -509,7 +542,7 @@ fn lex(command: &str) -> (Vec<Piece>, Vec<String>) {
     (pieces, bodies)
 }
 
-fn simple_commands(command: &str) -> Option<Vec<Simple>> {
+fn simple_commands(command: &str) -> Option<Vec<Item>> {
     let (pieces, mut bodies) = lex(command);
     bodies.reverse();
     let mut out = Vec::new();
@@ -517,9 +550,14 @@ fn simple_commands(command: &str) -> Option<Vec<Simple>> {
     let mut iter = pieces.into_iter().peekable();
     while let Some(piece) = iter.next() {
         match piece {
-            Piece::Separator => {
+            Piece::Separator | Piece::Open | Piece::Close => {
                 if !cur.words.is_empty() || !cur.redirect_targets.is_empty() {
-                    out.push(std::mem::take(&mut cur));
+                    out.push(Item::Command(std::mem::take(&mut cur)));
+                }
+                match piece {
+                    Piece::Open => out.push(Item::Open),
+                    Piece::Close => out.push(Item::Close),
+                    _ => {}
                 }
             }
             Piece::Word(raw) => cur.words.push(unquote(&raw)?),
@@ -531,7 +569,10 @@ fn simple_commands(command: &str) -> Option<Vec<Simple>> {
                     },
                     _ => continue,
                 };
-                let writes = matches!(op.as_str(), ">" | ">>" | ">|" | "&>" | "&>>" | "<>");
+                // `>&word` sends stdout and stderr to a file unless the word
+                // is a descriptor number or `-` (`2>&1`, `>&-`).
+                let writes = matches!(op.as_str(), ">" | ">>" | ">|" | "&>" | "&>>" | "<>")
+                    || (op == ">&" && !is_descriptor(&target));
                 if op.starts_with("<<") && !op.starts_with("<<<") {
                     cur.heredoc = bodies.pop();
                 }
@@ -542,9 +583,16 @@ fn simple_commands(command: &str) -> Option<Vec<Simple>> {
         }
     }
     if !cur.words.is_empty() || !cur.redirect_targets.is_empty() {
-        out.push(cur);
+        out.push(Item::Command(cur));
     }
     Some(out)
+}
+
+/// A redirection word naming a file descriptor (`1`, `2`, `-`, `3-`)
+/// rather than a file.
+fn is_descriptor(word: &str) -> bool {
+    let digits = word.strip_suffix('-').unwrap_or(word);
+    word == "-" || (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Removes one word's quoting with `shlex` (POSIX rules); `None` when the
@@ -559,7 +607,8 @@ fn is_special_device(path: &str) -> bool {
         path,
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
     ) || path.starts_with("/dev/fd/")
-        || path.chars().all(|c| c.is_ascii_digit() || c == '-')
+        // `tee -` writes to stdout; an all-digit name is a file (`> 123`).
+        || path == "-"
 }
 
 /// A path the guard cannot judge statically: parameter expansion, command
@@ -606,132 +655,299 @@ fn has_short(flags: &[String], letter: char, long: &str) -> bool {
 /// in paths, command substitution) is not analysed and yields nothing; CI's
 /// `squadctl check` remains the backstop. Unbalanced quoting yields nothing.
 pub fn shell_targets(command: &str) -> Vec<ShellTarget> {
-    let Some(commands) = simple_commands(command) else {
+    let Some(items) = simple_commands(command) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    let push = |path: &str, recursive: bool, out: &mut Vec<ShellTarget>| {
-        if !path.is_empty() && !is_special_device(path) && !is_dynamic(path) {
-            out.push(ShellTarget::Path {
-                path: path.to_string(),
-                recursive,
-            });
-        }
-    };
+    let mut all = Vec::new();
     // The directory relative paths are in, as `cd` moved it: "" where the
     // command started, `None` once it is unknown (`cd $X`, `cd -`, `cd`).
     let mut dir: Option<String> = Some(String::new());
-    let all = &mut out;
-    for simple in &commands {
+    // `pushd`'s stack, and what a subshell's `(` saved (its `cd` ends at `)`).
+    let mut pushed: Vec<Option<String>> = Vec::new();
+    let mut saved: Vec<(Option<String>, Vec<Option<String>>)> = Vec::new();
+    for item in &items {
+        let simple = match item {
+            Item::Open => {
+                saved.push((dir.clone(), pushed.clone()));
+                continue;
+            }
+            Item::Close => {
+                if let Some((d, p)) = saved.pop() {
+                    dir = d;
+                    pushed = p;
+                }
+                continue;
+            }
+            Item::Command(simple) => simple,
+        };
         let mut out = Vec::new();
         for t in &simple.redirect_targets {
-            push(t, false, &mut out);
+            push_path(t, false, &mut out);
         }
-        let words = strip_wrappers(&simple.words);
+        let (words, chdir) = strip_wrappers(&simple.words);
         let Some((program, args)) = words.split_first() else {
+            place(out, dir.as_deref(), &mut all);
             continue;
         };
         let name = program.rsplit('/').next().unwrap_or(program);
-        if name == "cd" || name == "pushd" {
-            let (_, ops) = operands(args, &[]);
-            dir = match (ops.as_slice(), &dir) {
-                ([to], _) if to.starts_with('/') && !is_dynamic(to) => {
-                    Some(format!("{}/", to.trim_end_matches('/')))
-                }
-                ([to], Some(d)) if !is_dynamic(to) && to != "-" => {
-                    Some(format!("{d}{}/", to.trim_end_matches('/')))
-                }
-                _ => None,
-            };
-            continue;
-        }
         match name {
-            "tee" => {
+            "cd" | "pushd" => {
                 let (_, ops) = operands(args, &[]);
-                ops.iter().for_each(|p| push(p, false, &mut out));
-            }
-            "touch" | "mkdir" | "rmdir" | "unlink" | "truncate" | "shred" => {
-                let (_, ops) = operands(args, &["-m", "-d", "-t", "-r", "-s", "--mode", "-n"]);
-                ops.iter().for_each(|p| push(p, false, &mut out));
-            }
-            "rm" => {
-                let (flags, ops) = operands(args, &[]);
-                let recursive =
-                    has_short(&flags, 'r', "--recursive") || has_short(&flags, 'R', "--recursive");
-                ops.iter().for_each(|p| push(p, recursive, &mut out));
-            }
-            "cp" | "mv" | "ln" | "install" => {
-                let (flags, ops) = operands(
-                    args,
-                    &[
-                        "-t",
-                        "--target-directory",
-                        "-S",
-                        "--suffix",
-                        "-m",
-                        "-o",
-                        "-g",
-                    ],
-                );
-                let recursive = name == "cp"
-                    && (has_short(&flags, 'r', "--recursive")
-                        || has_short(&flags, 'R', "--recursive")
-                        || has_short(&flags, 'a', "--archive"));
-                let target_dir = args
-                    .iter()
-                    .position(|a| a == "-t" || a == "--target-directory")
-                    .and_then(|i| args.get(i + 1));
-                match target_dir {
-                    Some(dir) => push(dir, true, &mut out),
-                    None if ops.len() >= 2 => {
-                        if let Some(last) = ops.last() {
-                            push(last, recursive, &mut out);
-                        }
-                    }
-                    None => {}
+                let to = match ops.as_slice() {
+                    [to] if to != "-" => moved(dir.as_deref(), to),
+                    _ => None,
+                };
+                if name == "pushd" {
+                    pushed.push(dir.clone());
                 }
-                if name == "mv" {
-                    // Moving a file away changes its source too.
-                    let sources = if target_dir.is_some() {
-                        &ops[..]
-                    } else {
-                        &ops[..ops.len().saturating_sub(1)]
-                    };
-                    sources.iter().for_each(|p| push(p, true, &mut out));
-                }
+                dir = to;
+                place(out, dir.as_deref(), &mut all);
+                continue;
             }
-            "sed" => sed_targets(args)
-                .iter()
-                .for_each(|p| push(p, false, &mut out)),
-            "apply_patch" | "applypatch" => {
-                let text = simple.heredoc.clone().or_else(|| args.first().cloned());
-                if let Some(Ok(paths)) = text.map(|t| patch_targets(&t)) {
-                    paths.iter().for_each(|p| push(p, false, &mut out));
-                }
+            "popd" => {
+                // An empty stack here may not be empty in the agent's shell.
+                dir = pushed.pop().unwrap_or(None);
+                place(out, dir.as_deref(), &mut all);
+                continue;
             }
-            "git" => git_targets(args, &mut out),
             _ => {}
         }
-        for t in out {
-            match (t, &dir) {
-                (ShellTarget::Path { path, recursive }, Some(d)) if !path.starts_with('/') => all
-                    .push(ShellTarget::Path {
-                        path: format!("{d}{path}"),
-                        recursive,
-                    }),
-                // Relative to a directory the analysis lost: not judged.
-                (ShellTarget::Path { path, .. }, None) if !path.starts_with('/') => {}
-                (t, _) => all.push(t),
+        command_targets(name, args, simple, &mut out);
+        // `env -C DIR` runs this one command in DIR.
+        let here = match &chdir {
+            Some(to) => moved(dir.as_deref(), to),
+            None => dir.clone(),
+        };
+        place(out, here.as_deref(), &mut all);
+    }
+    all
+}
+
+/// The directory after `cd to` from `dir` (`None`: unknown).
+fn moved(dir: Option<&str>, to: &str) -> Option<String> {
+    if is_dynamic(to) {
+        return None;
+    }
+    if to.starts_with('/') {
+        return Some(format!("{}/", to.trim_end_matches('/')));
+    }
+    dir.map(|d| format!("{d}{}/", to.trim_end_matches('/')))
+}
+
+/// Pushes a path target unless it is a device or built at run time.
+fn push_path(path: &str, recursive: bool, out: &mut Vec<ShellTarget>) {
+    if !path.is_empty() && !is_special_device(path) && !is_dynamic(path) {
+        out.push(ShellTarget::Path {
+            path: path.to_string(),
+            recursive,
+        });
+    }
+}
+
+/// Moves one command's targets into `all`, relative paths taken in `dir`;
+/// with the directory unknown they cannot be placed, so they are refused.
+fn place(out: Vec<ShellTarget>, dir: Option<&str>, all: &mut Vec<ShellTarget>) {
+    for t in out {
+        match (t, dir) {
+            (ShellTarget::Path { path, recursive }, Some(d)) if !path.starts_with('/') => {
+                all.push(ShellTarget::Path {
+                    path: format!("{d}{path}"),
+                    recursive,
+                })
             }
+            (ShellTarget::Path { path, .. }, None) if !path.starts_with('/') => {
+                all.push(ShellTarget::Unjudged {
+                    reason: format!(
+                        "`{path}` is relative to a working directory the guard cannot know (after `cd` to a variable, `cd -`, a bare `cd` or `popd`)"
+                    ),
+                    path,
+                })
+            }
+            (t, _) => all.push(t),
         }
     }
-    out
+}
+
+/// The write targets of one command (its program `name`), relative to
+/// where it runs.
+fn command_targets(name: &str, args: &[String], simple: &Simple, out: &mut Vec<ShellTarget>) {
+    match name {
+        "tee" => {
+            let (_, ops) = operands(args, &[]);
+            ops.iter().for_each(|p| push_path(p, false, out));
+        }
+        "touch" | "mkdir" | "rmdir" | "unlink" | "truncate" | "shred" => {
+            let (_, ops) = operands(args, &["-m", "-d", "-t", "-r", "-s", "--mode", "-n"]);
+            ops.iter().for_each(|p| push_path(p, false, out));
+        }
+        "rm" => {
+            let (flags, ops) = operands(args, &[]);
+            let recursive =
+                has_short(&flags, 'r', "--recursive") || has_short(&flags, 'R', "--recursive");
+            ops.iter().for_each(|p| push_path(p, recursive, out));
+        }
+        "cp" | "mv" | "ln" | "install" => copy_targets(name, args, out),
+        "sed" => sed_targets(args)
+            .iter()
+            .for_each(|p| push_path(p, false, out)),
+        "apply_patch" | "applypatch" => {
+            let text = simple.heredoc.clone().or_else(|| args.first().cloned());
+            match text.map(|t| patch_targets(&t)) {
+                Some(Ok(paths)) => paths.iter().for_each(|p| push_path(p, false, out)),
+                Some(Err(e)) => out.push(ShellTarget::Unjudged {
+                    path: name.to_string(),
+                    reason: format!("its patch cannot be read ({})", e.message),
+                }),
+                None => out.push(ShellTarget::Unjudged {
+                    path: name.to_string(),
+                    reason: "it is given no patch the guard can read".into(),
+                }),
+            }
+        }
+        "git" => git_targets(args, out),
+        _ => {}
+    }
+}
+
+/// `cp`, `mv`, `ln` and `install`: the destination (`-t DIR`, `-tDIR`,
+/// `--target-directory[=]DIR`, a cluster like `-Dt DIR`, else the last
+/// operand; one-operand `ln` links into the working directory), the
+/// sources `mv` takes away, and where a link (`ln`, `cp -s`, `cp -l`)
+/// will lead: writing through it writes there.
+fn copy_targets(name: &str, args: &[String], out: &mut Vec<ShellTarget>) {
+    let valued: &[char] = if name == "install" {
+        &['t', 'S', 'm', 'o', 'g']
+    } else {
+        &['t', 'S']
+    };
+    let mut flags: Vec<String> = Vec::new();
+    let mut ops: Vec<String> = Vec::new();
+    let mut target_dir: Option<String> = None;
+    let mut i = 0;
+    let mut end = false;
+    while i < args.len() {
+        let a = &args[i];
+        if end || !a.starts_with('-') || a == "-" {
+            ops.push(a.clone());
+        } else if a == "--" {
+            end = true;
+        } else if let Some(long) = a.strip_prefix("--") {
+            let (key, value) = match long.split_once('=') {
+                Some((k, v)) => (k, Some(v.to_string())),
+                None => (long, None),
+            };
+            let takes = matches!(
+                key,
+                "target-directory" | "suffix" | "mode" | "owner" | "group"
+            );
+            let value = match value {
+                Some(v) => Some(v),
+                None if takes => {
+                    i += 1;
+                    args.get(i).cloned()
+                }
+                None => None,
+            };
+            if key == "target-directory" {
+                target_dir = value;
+            }
+            flags.push(format!("--{key}"));
+        } else {
+            // A short cluster: the first letter taking a value takes the
+            // rest of the cluster, or the next word.
+            let cluster = &a[1..];
+            for (at, letter) in cluster.char_indices() {
+                if valued.contains(&letter) {
+                    let rest = &cluster[at + letter.len_utf8()..];
+                    let value = if rest.is_empty() {
+                        i += 1;
+                        args.get(i).cloned()
+                    } else {
+                        Some(rest.to_string())
+                    };
+                    if letter == 't' {
+                        target_dir = value;
+                    }
+                    flags.push(format!("-{letter}"));
+                    break;
+                }
+                flags.push(format!("-{letter}"));
+            }
+        }
+        i += 1;
+    }
+    let flag = |short: &str, long: &str| flags.iter().any(|f| f == short || f == long);
+    if name == "install" && flag("-d", "--directory") {
+        ops.iter().for_each(|p| push_path(p, false, out));
+        return;
+    }
+    let recursive = name == "cp"
+        && (flag("-r", "--recursive") || flag("-R", "--recursive") || flag("-a", "--archive"));
+    let (dest, sources): (Option<String>, &[String]) = match (&target_dir, ops.len()) {
+        (Some(d), _) => (Some(d.clone()), &ops[..]),
+        (None, 0) => (None, &[]),
+        // `ln TARGET` makes a link named after it in the working directory.
+        (None, 1) if name == "ln" => (Some(String::new()), &ops[..]),
+        (None, 1) => (None, &[]),
+        (None, n) => (Some(ops[n - 1].clone()), &ops[..n - 1]),
+    };
+    match &dest {
+        Some(d) if target_dir.is_some() => push_path(d, true, out),
+        Some(d) if d.is_empty() => {
+            for s in sources {
+                let base = s.trim_end_matches('/').rsplit('/').next().unwrap_or(s);
+                push_path(base, false, out);
+            }
+        }
+        Some(d) => push_path(d, recursive, out),
+        None => {}
+    }
+    if name == "mv" {
+        // Moving a file away changes its source too.
+        sources.iter().for_each(|p| push_path(p, true, out));
+    }
+    let symbolic = (name == "ln" && flag("-s", "--symbolic"))
+        || (name == "cp" && flag("-s", "--symbolic-link"));
+    let hard = (name == "ln" && !symbolic) || (name == "cp" && flag("-l", "--link"));
+    if symbolic {
+        // A relative link target is read from the link's directory: DEST's
+        // parent, or DEST itself when it is a directory (both judged).
+        for s in sources {
+            if s.starts_with('/') {
+                push_path(s, true, out);
+                continue;
+            }
+            let dirs: Vec<String> = match (&target_dir, &dest) {
+                (Some(d), _) => vec![d.trim_end_matches('/').to_string()],
+                (None, Some(d)) if d.is_empty() => vec![String::new()],
+                (None, Some(d)) => {
+                    let d = d.trim_end_matches('/');
+                    let parent = d.rsplit_once('/').map_or("", |(p, _)| p);
+                    vec![parent.to_string(), d.to_string()]
+                }
+                (None, None) => Vec::new(),
+            };
+            for d in dirs {
+                let joined = if d.is_empty() {
+                    s.clone()
+                } else {
+                    format!("{d}/{s}")
+                };
+                push_path(&joined, true, out);
+            }
+        }
+    } else if hard {
+        // A hard link shares the file: writing one writes the other.
+        sources.iter().for_each(|p| push_path(p, recursive, out));
+    }
 }
 
 /// Drops leading `VAR=value` assignments and transparent wrappers (`sudo`,
-/// `env`, `command`, `nohup`, `time`, `exec`, `nice`).
-fn strip_wrappers(words: &[String]) -> Vec<String> {
+/// `env`, `command`, `nohup`, `time`, `exec`, `nice`); returns the command
+/// and the directory `env -C DIR` / `env --chdir=DIR` runs it in.
+fn strip_wrappers(words: &[String]) -> (Vec<String>, Option<String>) {
     let mut i = 0;
+    let mut chdir = None;
     while i < words.len() {
         let w = &words[i];
         let assignment = w.split_once('=').is_some_and(|(k, _)| {
@@ -745,10 +961,19 @@ fn strip_wrappers(words: &[String]) -> Vec<String> {
         }
         match w.as_str() {
             "sudo" | "env" | "command" | "nohup" | "time" | "exec" | "nice" | "builtin" => {
+                let is_env = w == "env";
                 i += 1;
                 // Their own options (`sudo -u x`, `nice -n 5`) are skipped loosely.
                 while i < words.len() && words[i].starts_with('-') {
-                    if matches!(words[i].as_str(), "-u" | "-g" | "-n" | "-C") {
+                    let opt = words[i].as_str();
+                    if is_env && let Some(d) = opt.strip_prefix("--chdir=") {
+                        chdir = Some(d.to_string());
+                    } else if is_env && (opt == "-C" || opt == "--chdir") {
+                        chdir = words.get(i + 1).cloned();
+                        i += 1;
+                    } else if is_env && let Some(d) = opt.strip_prefix("-C") {
+                        chdir = Some(d.to_string());
+                    } else if matches!(opt, "-u" | "-g" | "-n" | "-C") {
                         i += 1;
                     }
                     i += 1;
@@ -757,7 +982,7 @@ fn strip_wrappers(words: &[String]) -> Vec<String> {
             _ => break,
         }
     }
-    words[i.min(words.len())..].to_vec()
+    (words[i.min(words.len())..].to_vec(), chdir)
 }
 
 fn sed_targets(args: &[String]) -> Vec<String> {
@@ -937,6 +1162,7 @@ mod tests {
                     }
                 }
                 ShellTarget::WholeTree { .. } => "<tree>".to_string(),
+                ShellTarget::Unjudged { path, .. } => format!("?{path}"),
             })
             .collect()
     }
@@ -1001,8 +1227,56 @@ mod tests {
             ("(cd x; echo a > y)", &["x/y"]),
             ("cd frontend && rm -rf src", &["frontend/src/**"]),
             ("cd /abs/dir && touch a", &["/abs/dir/a"]),
-            ("cd $WORK && touch a && touch /x", &["/x"]),
+            ("cd $WORK && touch a && touch /x", &["?a", "/x"]),
             ("cd a; cd b/ ; echo > c", &["a/b/c"]),
+            // Issue 24, item 7: forms inside the analysed set.
+            ("echo x >&out.log", &["out.log"]),
+            ("echo x >& out.log", &["out.log"]),
+            ("cmd 2>&1 >&2", &[]),
+            ("cmd &>all.log", &["all.log"]),
+            ("cmd &>>all.log", &["all.log"]),
+            ("echo x > 123", &["123"]),
+            ("cp --target-directory=dir a", &["dir/**"]),
+            ("cp --target-directory dir a", &["dir/**"]),
+            ("cp -tdir a b", &["dir/**"]),
+            ("install -Dt dir a", &["dir/**"]),
+            ("install -m 644 a dir/b", &["dir/b"]),
+            ("install -d x y", &["x", "y"]),
+            ("(cd x; touch a); touch b", &["x/a", "b"]),
+            ("(cd x); echo > y", &["y"]),
+            ("pushd x; popd; touch a", &["a"]),
+            ("pushd x && touch a && popd && touch b", &["x/a", "b"]),
+            ("popd; touch a", &["?a"]),
+            ("cd -; touch a", &["?a"]),
+            ("cd \"$X\" && rm -rf src", &["?src"]),
+            ("env -C dir touch a", &["dir/a"]),
+            ("env --chdir=dir touch a", &["dir/a"]),
+            ("env -C /abs touch a", &["/abs/a"]),
+            ("env -C $D touch a", &["?a"]),
+            ("ln -s ../frontend", &["frontend", "../frontend/**"]),
+            (
+                "ln -s ../frontend backend/fe",
+                &[
+                    "backend/fe",
+                    "backend/../frontend/**",
+                    "backend/fe/../frontend/**",
+                ],
+            ),
+            ("ln a b", &["b", "a"]),
+            ("ln -s /etc etc", &["etc", "/etc/**"]),
+            ("cp -s ../x y", &["y", "../x/**", "y/../x/**"]),
+            (
+                "cd sub && ln -s -t links ../a",
+                &["sub/links/**", "sub/links/../a/**"],
+            ),
+            (
+                "apply_patch <<'EOF'\n*** Begin Patch\n  *** Add File: x.rs\n+x\nEOF",
+                &["x.rs"],
+            ),
+            (
+                "apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF",
+                &["?apply_patch"],
+            ),
         ];
         for (command, want) in cases {
             assert_eq!(paths(command), *want, "{command:?}");
@@ -1040,6 +1314,13 @@ mod tests {
             ["a/new.rs", "b.rs", "c.rs", "d.rs"]
         );
         assert!(patch_targets("*** Add File: x").is_err());
+        // Codex trims each line: an indented header still names a file.
+        let indented =
+            "*** Begin Patch\n  *** Add File: a.rs\n+x\n\t*** Delete File: b.rs\n *** End Patch\n";
+        assert_eq!(patch_targets(indented).unwrap(), ["a.rs", "b.rs"]);
+        // A patch that names no file is refused, not allowed.
+        let e = patch_targets("*** Begin Patch\n** Add File: a.rs\n*** End Patch\n").unwrap_err();
+        assert!(e.message.contains("names no file"), "{e}");
         let e = patch_targets("*** Begin Patch\n*** Add File:   \n").unwrap_err();
         assert!(e.message.contains("line 2"), "{e}");
     }

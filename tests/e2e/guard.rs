@@ -4,9 +4,7 @@
 use crate::support::*;
 use serde_json::{Value, json};
 use std::fs;
-use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 
 const SESSION: &str = "20240115T100000Z-guard";
 
@@ -89,24 +87,12 @@ fn guard(
     input: &str,
 ) -> (i32, String, String) {
     let mut cmd = ctl(root);
-    cmd.arg("guard")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.arg("guard");
     if let Some(f) = format {
         cmd.args(["--format", f]);
     }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("squadctl starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    cmd.envs(env.iter().copied());
+    let out = run_with_input(&mut cmd, input.as_bytes());
     (code(&out), stdout(&out), stderr(&out))
 }
 

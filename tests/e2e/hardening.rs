@@ -367,7 +367,13 @@ fn squadctl_never_writes_through_a_planted_symlink() {
             .into_iter()
             .map(|a| if a == "S" { S } else { a })
             .collect();
-        let as_alice = |root: &Path| run(ctl(root).env("SQUAD_AGENT", "alice").args(&args));
+        // Task assignments are the lead's (issue 24): `task new` runs as it.
+        let agent = if args.starts_with(&["task", "new"]) {
+            "lead"
+        } else {
+            "alice"
+        };
+        let as_alice = |root: &Path| run(ctl(root).env("SQUAD_AGENT", agent).args(&args));
         let ok = as_alice(&clean);
         if !ok.status.success() {
             failures.push(format!(

@@ -27,4 +27,5 @@ mod session_locks;
 mod skills;
 mod support;
 mod team;
+mod trust;
 mod validate;

@@ -50,6 +50,24 @@ pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("the binary starts")
 }
 
+/// Runs a command with `input` on its stdin; its output (stdout and stderr
+/// captured).
+pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that exits before reading all its input is not an error here.
+        let _ = stdin.write_all(input);
+    }
+    child.wait_with_output().expect("the binary's output")
+}
+
 /// `squadctl <args>` in `root` (see [`ctl`]), run.
 pub fn ctl_run(root: &Path, args: &[&str]) -> Output {
     run(ctl(root).args(args))

@@ -6,9 +6,10 @@ use crate::index::{Entry, scan_root};
 use crate::locks::{escapes_root, load_policy};
 use crate::root;
 use squad_policies::boundary::normalize;
-use squad_policies::check::{Change, Facts, Task, check_changes};
+use squad_policies::check::{Change, Facts, PlanEdit, Task, check_changes, widening};
 use squad_protocol::report::{self, Totals};
 use squad_protocol::tree::{SQUAD_DIR, Scope, default_threads, validate_scopes};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,7 +29,9 @@ use std::process::Command;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Compare against this revision (e.g. `origin/main`): the commits in
-    /// BASE..HEAD are checked.
+    /// BASE..HEAD are checked (merges for what they changed against their
+    /// first parent), judged by the task assignments of BASE. All zeros
+    /// (git's null name, a first push): every commit up to HEAD.
     #[arg(long, value_name = "REV", required_unless_present_any = ["changed", "staged"])]
     pub base: Option<String>,
 
@@ -42,7 +45,8 @@ pub struct Args {
 
     /// The staged changes of the commit being made (pre-commit hook). They
     /// are attributed to `--task`, else SQUAD_TASK, else SQUAD_AGENT's single
-    /// in-progress task, else to tasks listing them in artifacts_created.
+    /// in-progress task, else to tasks listing them in artifacts_created,
+    /// and judged by the task assignments of HEAD.
     #[arg(long, conflicts_with_all = ["base", "changed"])]
     pub staged: bool,
 
@@ -55,7 +59,10 @@ pub struct Args {
     pub output: OutputArgs,
 }
 
-fn git(root: &Path, args: &[&str]) -> Result<String, String> {
+/// git's raw output. Listings are read with `-z`: without it git C-quotes a
+/// name holding `"`, a tab, a newline or a backslash, and the quoted name no
+/// longer matches the globs it should.
+fn git_bytes(root: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     let out = Command::new("git")
         .current_dir(root)
         .args(["-c", "core.quotePath=false"])
@@ -69,55 +76,117 @@ fn git(root: &Path, args: &[&str]) -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    String::from_utf8(out.stdout).map_err(|_| "git printed non-UTF-8 paths".to_string())
+    Ok(out.stdout)
 }
 
-/// `Squad-Task:` trailer values of a commit message.
-pub fn trailer_tasks(body: &str) -> Vec<String> {
+/// Values of the `key:` trailers of a commit message (comma or space
+/// separated).
+fn trailer_values(body: &str, key: &str) -> Vec<String> {
     body.lines()
         .filter_map(|l| {
-            let (key, value) = l.split_once(':')?;
-            key.trim()
-                .eq_ignore_ascii_case("squad-task")
-                .then_some(value)
+            let (k, value) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(key).then_some(value)
         })
         .flat_map(|v| v.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()))
         .map(str::to_string)
         .collect()
 }
 
-/// The changes of BASE..HEAD, one per (commit, path); renames give both sides.
+/// `Squad-Task:` trailer values of a commit message.
+pub fn trailer_tasks(body: &str) -> Vec<String> {
+    trailer_values(body, "squad-task")
+}
+
+/// The committing agent a message names (`Squad-Agent:`, written by the
+/// commit-msg hook from SQUAD_AGENT), when exactly one is named.
+pub fn trailer_agent(body: &str) -> Option<String> {
+    let mut agents = trailer_values(body, "squad-agent");
+    agents.dedup();
+    (agents.len() == 1).then(|| agents.remove(0))
+}
+
+/// Parses a `-z --name-status` listing: `(status, paths)` per entry, a
+/// rename or copy carrying its two paths. `next_commit` sees each token
+/// that starts a new commit (marked by `\x01`) instead.
+fn name_status(
+    tokens: &mut std::iter::Peekable<std::slice::Split<'_, u8, impl FnMut(&u8) -> bool>>,
+) -> Vec<(char, Vec<String>)> {
+    let mut out = Vec::new();
+    while let Some(t) = tokens.peek() {
+        if t.first() == Some(&0x01) {
+            break;
+        }
+        let t = tokens.next().unwrap_or_default();
+        // git separates a commit's header from its listing with a newline.
+        let status = String::from_utf8_lossy(t)
+            .trim_start_matches('\n')
+            .to_string();
+        let Some(letter) = status.chars().next() else {
+            continue;
+        };
+        let n = if matches!(letter, 'R' | 'C') { 2 } else { 1 };
+        let paths: Vec<String> = tokens
+            .by_ref()
+            .take(n)
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        out.push((letter, paths));
+    }
+    out
+}
+
+/// The changes of BASE..HEAD, one per (commit, path); renames give both
+/// sides; a merge counts for what it changed against its first parent.
 fn git_changes(root: &Path, base: &str, head: &str) -> Result<Vec<Change>, String> {
-    let range = format!("{base}..{head}");
-    let log = git(
+    // A null base (a first push) takes every commit up to HEAD.
+    let range = if super::hook_run::is_null(base) {
+        head.to_string()
+    } else {
+        format!("{base}..{head}")
+    };
+    // Messages first (a message holds no NUL, so `-z` splits them).
+    let logs = git_bytes(root, &["log", "-z", "--format=%H%x00%B", &range])?;
+    let mut bodies = std::collections::HashMap::new();
+    let mut parts = logs.split(|&b| b == 0);
+    while let (Some(hash), Some(body)) = (parts.next(), parts.next()) {
+        let hash = String::from_utf8_lossy(hash).trim().to_string();
+        bodies.insert(hash, String::from_utf8_lossy(body).into_owned());
+    }
+    let listing = git_bytes(
         root,
         &[
             "log",
             "--reverse",
             "--relative",
             "-M",
+            "-z",
             "--name-status",
-            "--format=%x1e%H%x1f%B%x1f",
+            // `git log` lists nothing for a merge by default: what was
+            // changed while concluding one is checked against its first
+            // parent, and attributed by the merge commit's own trailers.
+            "--diff-merges=first-parent",
+            "--format=%x01%H",
             &range,
         ],
     )?;
     let mut changes = Vec::new();
-    for record in log.split('\x1e').filter(|r| !r.trim().is_empty()) {
-        let mut fields = record.splitn(3, '\x1f');
-        let (Some(hash), Some(body), Some(files)) = (fields.next(), fields.next(), fields.next())
-        else {
+    let mut tokens = listing.split(|&b| b == 0).peekable();
+    while let Some(t) = tokens.next() {
+        let Some(hash) = t.strip_prefix(&[0x01]) else {
             continue;
         };
+        let hash = String::from_utf8_lossy(hash).trim().to_string();
+        let body = bodies.get(&hash).map(String::as_str).unwrap_or_default();
         let tasks = trailer_tasks(body);
-        for line in files.lines().filter(|l| !l.trim().is_empty()) {
-            let parts: Vec<&str> = line.split('\t').collect();
-            let status = parts[0].chars().next().unwrap_or('M');
-            for path in &parts[1..] {
+        let agent = trailer_agent(body);
+        for (status, paths) in name_status(&mut tokens) {
+            for path in paths {
                 changes.push(Change {
-                    path: (*path).to_string(),
+                    path,
                     status,
-                    commit: Some(hash.trim().to_string()),
+                    commit: Some(hash.clone()),
                     trailer_tasks: tasks.clone(),
+                    agent: agent.clone(),
                 });
             }
         }
@@ -126,21 +195,32 @@ fn git_changes(root: &Path, base: &str, head: &str) -> Result<Vec<Change>, Strin
 }
 
 /// The staged changes, one per path; renames give both sides.
-fn staged_changes(root: &Path, task: Option<String>) -> Result<Vec<Change>, String> {
-    let out = git(
+fn staged_changes(
+    root: &Path,
+    task: Option<String>,
+    agent: Option<String>,
+) -> Result<Vec<Change>, String> {
+    let out = git_bytes(
         root,
-        &["diff", "--cached", "--relative", "-M", "--name-status"],
+        &[
+            "diff",
+            "--cached",
+            "--relative",
+            "-M",
+            "-z",
+            "--name-status",
+        ],
     )?;
+    let mut tokens = out.split(|&b| b == 0).peekable();
     let mut changes = Vec::new();
-    for line in out.lines().filter(|l| !l.trim().is_empty()) {
-        let mut parts = line.split('\t');
-        let status = parts.next().and_then(|s| s.chars().next()).unwrap_or('M');
-        for path in parts {
+    for (status, paths) in name_status(&mut tokens) {
+        for path in paths {
             changes.push(Change {
-                path: path.to_string(),
+                path,
                 status,
                 commit: None,
                 trailer_tasks: task.iter().cloned().collect(),
+                agent: agent.clone(),
             });
         }
     }
@@ -148,20 +228,217 @@ fn staged_changes(root: &Path, task: Option<String>) -> Result<Vec<Change>, Stri
 }
 
 /// The task staged changes belong to: `--task`, SQUAD_TASK, or SQUAD_AGENT's
-/// single in-progress task (as the edit-time guard finds it).
-fn staged_task(root: &Path, explicit: Option<&str>) -> Result<Option<String>, String> {
+/// single in-progress task (as the edit-time guard finds it); and the
+/// committing agent (SQUAD_AGENT).
+fn staged_task(
+    root: &Path,
+    explicit: Option<&str>,
+) -> Result<(Option<String>, Option<String>), String> {
     let env = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
+    let agent = env("SQUAD_AGENT");
     if let Some(t) = explicit.map(str::to_string).or_else(|| env("SQUAD_TASK")) {
-        return Ok(Some(t));
+        return Ok((Some(t), agent));
     }
-    match env("SQUAD_AGENT") {
-        Some(agent) => Ok(super::guard::find_task(root, Some(&agent), None)?.map(|t| t.task_id)),
-        None => Ok(None),
+    match &agent {
+        Some(a) => Ok((
+            super::guard::find_task(root, Some(a), None)?.map(|t| t.task_id),
+            agent,
+        )),
+        None => Ok((None, None)),
     }
 }
 
+/// The task assignments committed at `rev`, with their root-relative paths
+/// (`None` when `rev` does not exist, as `HEAD` before the first commit, or
+/// tracks no task assignment at all). CI judges by these, never by the
+/// plans under review.
+pub(crate) fn plans_at(root: &Path, rev: &str) -> Result<Option<Vec<(String, Task)>>, String> {
+    let probe = format!("{rev}^{{commit}}");
+    if git_bytes(root, &["rev-parse", "-q", "--verify", &probe]).is_err() {
+        return Ok(None);
+    }
+    let dir = format!("{SQUAD_DIR}/sessions/");
+    let list = git_bytes(
+        root,
+        &["ls-tree", "-r", "-z", "--name-only", rev, "--", &dir],
+    )?;
+    let names: Vec<String> = list
+        .split(|&b| b == 0)
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .filter(|rel| plan_session(rel).is_some())
+        .collect();
+    if names.is_empty() {
+        // The team keeps its plans out of git (docs/ci.md): the working
+        // tree's (restored in CI, guarded at edit time) are all there is.
+        return Ok(None);
+    }
+    let specs: Vec<(&str, &str)> = names.iter().map(|n| (rev, n.as_str())).collect();
+    let blobs = blobs(root, &specs)?;
+    Ok(Some(
+        names
+            .iter()
+            .zip(blobs)
+            .filter_map(|(rel, bytes)| Some((rel.clone(), parse_plan(rel, &bytes?)?)))
+            .collect(),
+    ))
+}
+
+/// The contents of `rev:path` for each spec (`""` for the index; paths
+/// relative to `root`), in one `git cat-file --batch`; `None` where absent.
+fn blobs(root: &Path, specs: &[(&str, &str)]) -> Result<Vec<Option<Vec<u8>>>, String> {
+    use std::io::{BufRead, Read, Write};
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prefix = git_bytes(root, &["rev-parse", "--show-prefix"])?;
+    let prefix = String::from_utf8_lossy(&prefix).trim().to_string();
+    let mut input = String::new();
+    for (rev, path) in specs {
+        // A name with a newline cannot be asked for on one line: asking
+        // for the directory instead answers "not a file", read as absent.
+        let path = if path.contains('\n') { "" } else { path };
+        input.push_str(&format!("{rev}:{prefix}{path}\n"));
+    }
+    let mut child = Command::new("git")
+        .current_dir(root)
+        .args(["cat-file", "--batch"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("git cat-file: no stdin")?;
+    // Written from a thread: git answers while it reads, and a full pipe
+    // either way would stall both.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let stdout = child.stdout.take().ok_or("git cat-file: no stdout")?;
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut out = Vec::with_capacity(specs.len());
+    for _ in specs {
+        let mut header = String::new();
+        reader
+            .read_line(&mut header)
+            .map_err(|e| format!("git cat-file: {e}"))?;
+        let mut fields = header.split_whitespace();
+        let (_, kind, size) = (fields.next(), fields.next(), fields.next());
+        match (kind, size.and_then(|s| s.parse::<u64>().ok())) {
+            (Some("blob"), Some(size)) if size <= squad_protocol::MAX_FILE_BYTES => {
+                let mut body = Vec::new();
+                (&mut reader)
+                    .take(size + 1)
+                    .read_to_end(&mut body)
+                    .map_err(|e| format!("git cat-file: {e}"))?;
+                body.truncate(size as usize);
+                out.push(Some(body));
+            }
+            (Some(_), Some(size)) => {
+                // Too large to be a plan, or not a file: skipped unread.
+                std::io::copy(&mut (&mut reader).take(size + 1), &mut std::io::sink())
+                    .map_err(|e| format!("git cat-file: {e}"))?;
+                out.push(None);
+            }
+            _ => out.push(None),
+        }
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(out)
+}
+
+/// The agent task `task_id` is assigned to, by HEAD's plans (the working
+/// tree's before the first commit); `None` when no plan assigns it.
+pub(crate) fn task_owner(root: &Path, task_id: &str) -> Result<Option<String>, String> {
+    match plans_at(root, "HEAD")? {
+        Some(plans) => Ok(plans
+            .into_iter()
+            .find(|(_, t)| t.task_id == task_id)
+            .map(|(_, t)| t.agent)),
+        None => Ok(super::guard::find_task(root, None, Some(task_id))
+            .ok()
+            .flatten()
+            .map(|t| t.agent)),
+    }
+}
+
+/// The session of a root-relative path that names a task assignment
+/// (`.squad/sessions/<session>/role-plan-….md`).
+fn plan_session(rel: &str) -> Option<&str> {
+    let mut parts = rel.split('/');
+    let (Some(_), Some(_), Some(session), Some(file), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    (squad_protocol::FileKind::from_file_name(file)
+        == Some(squad_protocol::FileKind::TaskAssignment))
+    .then_some(session)
+}
+
+/// The task a task assignment's bytes assign, when they validate.
+fn parse_plan(rel: &str, bytes: &[u8]) -> Option<Task> {
+    let session = plan_session(rel)?;
+    let indexed = crate::index::index_bytes(
+        Path::new(rel),
+        squad_protocol::FileKind::TaskAssignment,
+        bytes,
+    );
+    match indexed.entry {
+        Entry::Plan(p) => Some(Task {
+            task_id: p.task_id,
+            agent: p.agent,
+            session: session.to_string(),
+            allowed: p.allowed,
+            forbidden: p.forbidden,
+        }),
+        _ => None,
+    }
+}
+
+/// What each changed task assignment widened, against the plans CI judges
+/// by (`before`), read at the commit that changed it (the index when staged).
+fn plan_edits(
+    root: &Path,
+    before: &[(String, Task)],
+    changes: &[Change],
+) -> Result<HashMap<(String, String), PlanEdit>, String> {
+    let edits: Vec<(String, String)> = changes
+        .iter()
+        .filter_map(|c| {
+            let path = normalize(&c.path).ok()?;
+            plan_session(&path)?;
+            Some((c.commit.clone().unwrap_or_default(), path))
+        })
+        .collect();
+    let specs: Vec<(&str, &str)> = edits
+        .iter()
+        .map(|(rev, path)| (rev.as_str(), path.as_str()))
+        .collect();
+    let after = blobs(root, &specs)?;
+    let mut out = HashMap::new();
+    for ((rev, path), bytes) in edits.into_iter().zip(after) {
+        let after = bytes.and_then(|b| parse_plan(&path, &b));
+        let old = before.iter().find(|(p, _)| *p == path).map(|(_, t)| t);
+        let task_id = after
+            .as_ref()
+            .or(old)
+            .map(|t| t.task_id.clone())
+            .unwrap_or_else(|| path.rsplit('/').next().unwrap_or(&path).to_string());
+        let widened = widening(old, after.as_ref());
+        out.insert((rev, path), PlanEdit { task_id, widened });
+    }
+    Ok(out)
+}
+
 /// Tasks, artifacts and owners from the project's session files.
-fn facts(root: &Path, changes: &[Change]) -> std::io::Result<(Facts, usize)> {
+fn facts(
+    root: &Path,
+    changes: &[Change],
+    judged_by: Option<&[(String, Task)]>,
+) -> std::io::Result<(Facts, usize)> {
     let sessions = scan_root(root, default_threads())?;
     let mut facts = Facts::default();
     for (name, s) in &sessions {
@@ -174,6 +451,7 @@ fn facts(root: &Path, changes: &[Change]) -> std::io::Result<(Facts, usize)> {
                 .to_string();
             let rel = normalize(&rel).unwrap_or(rel);
             match &f.entry {
+                Entry::Plan(_) if judged_by.is_some() => {}
                 Entry::Plan(p) => facts.tasks.push(Task {
                     task_id: p.task_id.clone(),
                     agent: p.agent.clone(),
@@ -203,11 +481,25 @@ fn facts(root: &Path, changes: &[Change]) -> std::io::Result<(Facts, usize)> {
             }
         }
     }
+    if let Some(plans) = judged_by {
+        facts.tasks = plans.iter().map(|(_, t)| t.clone()).collect();
+    }
+    let root_real = std::fs::canonicalize(root)?;
     for c in changes {
-        if let Ok(p) = normalize(&c.path)
-            && let Some(to) = escapes_root(root, &p)
-        {
+        let Ok(p) = normalize(&c.path) else { continue };
+        if let Some(to) = escapes_root(root, &p) {
             facts.escapes.insert(p, to);
+            continue;
+        }
+        // A link that stays inside: judged where it leads too.
+        let here = root.join(&p);
+        if std::fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink())
+            && let Ok(target) =
+                super::canon::canonical(&root_real.join(&p)).strip_prefix(&root_real)
+            && let Ok(target) = normalize(&target.to_string_lossy())
+            && target != p
+        {
+            facts.links.insert(p, target);
         }
     }
     Ok((facts, sessions.len()))
@@ -237,7 +529,9 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     };
     let changes = match (&args.base, &args.changed) {
         _ if args.staged => {
-            match staged_task(&root, args.task.as_deref()).and_then(|t| staged_changes(&root, t)) {
+            match staged_task(&root, args.task.as_deref())
+                .and_then(|(t, agent)| staged_changes(&root, t, agent))
+            {
                 Ok(c) => c,
                 Err(e) => return super::fail(e),
             }
@@ -272,6 +566,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
                     status: 'M',
                     commit: None,
                     trailer_tasks: tasks.clone(),
+                    agent: None,
                 })
                 .collect()
         }
@@ -284,10 +579,29 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         .into_iter()
         .filter(|c| !crate::layout::is_runtime_path(&c.path))
         .collect();
-    let (facts, sessions) = match facts(&root, &changes) {
+    // The plans changes are judged by: the base commit's, or HEAD's for a
+    // commit being made; never those under review (an agent could widen
+    // its own). Before the first commit there are none: the working tree's.
+    let judged_rev = match (&args.base, args.staged) {
+        (_, true) => Some("HEAD"),
+        (Some(base), _) => Some(base.as_str()),
+        _ => None,
+    };
+    let judged_by = match judged_rev.map(|rev| plans_at(&root, rev)).transpose() {
+        Ok(p) => p.flatten(),
+        Err(e) => return super::fail(e),
+    };
+    let (mut facts, sessions) = match facts(&root, &changes, judged_by.as_deref()) {
         Ok(f) => f,
         Err(e) => return super::fail(e),
     };
+    facts.leads = policy.leads();
+    if let Some(before) = &judged_by {
+        match plan_edits(&root, before, &changes) {
+            Ok(e) => facts.plan_edits = e,
+            Err(e) => return super::fail(e),
+        }
+    }
     let mut diagnostics = check_changes(&policy, &facts, &changes);
     let validation = match validate_scopes(&[Scope::Root(shown.clone())], default_threads()) {
         Ok(v) => v,

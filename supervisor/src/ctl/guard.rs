@@ -5,12 +5,13 @@
 //! policy, the agent's task assignment (and progress updates when the task
 //! must be inferred) and the lock records. No daemon round trip.
 
+use super::canon;
 use crate::index::{Entry, load_file};
 use crate::locks;
 use crate::root;
 use chrono::Utc;
 use squad_policies::Policy;
-use squad_policies::boundary::{Refusal, is_glob, literal_prefix, normalize};
+use squad_policies::boundary::{Refusal, normalize};
 use squad_policies::check::Task;
 use squad_policies::guard::{Candidate, Facts, Place, Verdict, decide};
 use squad_policies::locks::{LockRecord, Mode, entry_staleness};
@@ -200,6 +201,7 @@ fn guard(root_arg: Option<&Path>, forced: Option<Format>) -> u8 {
 enum Raw {
     Path { path: String, recursive: bool },
     Tree(String),
+    Unjudged { path: String, reason: String },
 }
 
 fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict, String> {
@@ -225,6 +227,7 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
             .map(|t| match t {
                 ShellTarget::Path { path, recursive } => Raw::Path { path, recursive },
                 ShellTarget::WholeTree { command } => Raw::Tree(command),
+                ShellTarget::Unjudged { path, reason } => Raw::Unjudged { path, reason },
             })
             .collect(),
     };
@@ -236,6 +239,8 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
         _ => std::env::current_dir()
             .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
+    let agent_env = env("SQUAD_AGENT");
+    let task_env = env("SQUAD_TASK");
     let root = match root_arg {
         // `--root` is relative to where squadctl runs, not to the agent's cwd.
         Some(r) => absolute(
@@ -243,37 +248,74 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
                 .map_err(|e| format!("cannot read the current directory: {e}"))?,
             r,
         ),
-        None => match find_root(&cwd) {
+        None => match find_root(&cwd).or_else(|| root_of_targets(&raw)) {
             Some(r) => r,
-            // Not a squad project: nothing to enforce.
+            // An agent working for a task that left the project (`cd /`)
+            // must not take its boundaries with it.
+            None if agent_env.is_some() || task_env.is_some() => {
+                return Ok(Verdict::Deny(format!(
+                    "no squad project found at or above the working directory {} nor above any path this call writes, yet {} is set: an agent with a task writes only where its boundaries can be read. Set SQUAD_ROOT to the project's directory in the agent's environment (or work from inside the project).",
+                    cwd.display(),
+                    if agent_env.is_some() {
+                        "SQUAD_AGENT"
+                    } else {
+                        "SQUAD_TASK"
+                    }
+                )));
+            }
+            // Not a squad project and nobody's task: nothing to enforce.
             None => return Ok(Verdict::Allow),
         },
     };
     let root_abs = absolute(&cwd, &root);
     let root_real = std::fs::canonicalize(&root_abs).unwrap_or_else(|_| root_abs.clone());
-    let candidates: Vec<Candidate> = raw
-        .into_iter()
-        .map(|r| match r {
-            Raw::Tree(command) => Candidate::WholeTree { command },
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for r in raw {
+        match r {
+            Raw::Tree(command) => candidates.push(Candidate::WholeTree { command }),
+            Raw::Unjudged { path, reason } => candidates.push(Candidate::Path {
+                shown: path,
+                place: Place::Unjudged(reason),
+                recursive: false,
+            }),
             Raw::Path { path, recursive } => {
-                let place = resolve(&cwd, &root_abs, &root_real, &path);
-                Candidate::Path {
+                let (place, physical) = resolve(&cwd, &root_abs, &root_real, &path);
+                // The physical place is judged as well: a link may lead
+                // somewhere the spelling does not say.
+                let physical = physical.map(|(canon, place)| Candidate::Path {
+                    // Read as "`backend/fe/x` → `frontend/x` is …".
+                    shown: format!("{path}` → `{canon}"),
+                    place,
+                    recursive,
+                });
+                candidates.push(Candidate::Path {
                     shown: path,
                     place,
                     recursive,
-                }
+                });
+                candidates.extend(physical);
             }
-        })
-        .collect();
+        }
+    }
 
     let policy = read_policy(&root_abs)?;
-    let agent = env("SQUAD_AGENT");
-    let task = find_task(&root_abs, agent.as_deref(), env("SQUAD_TASK").as_deref())?;
+    let leads = policy.leads();
+    let task = match find_task(&root_abs, agent_env.as_deref(), task_env.as_deref()) {
+        // The lead writes the plans; without a task of its own it is bound,
+        // like a human, by the project-wide rules and the locks only.
+        Err(_) if task_env.is_none() && agent_env.as_ref().is_some_and(|a| leads.contains(a)) => {
+            None
+        }
+        other => other?,
+    };
+    // SQUAD_TASK alone: the agent is the one the task is assigned to.
+    let agent = agent_env.or_else(|| task.as_ref().map(|t| t.agent.clone()));
     let now = Utc::now();
     let locks = live_locks(&root_abs, &policy, now)?;
     let facts = Facts {
         agent: agent.as_deref(),
         task: task.as_ref(),
+        leads: &leads,
         project_forbidden: &policy.forbidden,
         locks: &locks,
         now,
@@ -305,48 +347,86 @@ fn absolute(base: &Path, path: &Path) -> PathBuf {
     out
 }
 
-/// Where a path named by a tool lies: root-relative inside the project,
-/// outside it, or refused (a symlink out of the project).
-fn resolve(cwd: &Path, root_abs: &Path, root_real: &Path, path: &str) -> Place {
+/// Where a path named by a tool lies, read two ways: by its spelling
+/// (`..` taken lexically) and, when that differs, physically (symlinks
+/// followed; see [`canon::canonical`]) with the root-relative path it
+/// names. Inside the project a place is root-relative; outside, or through
+/// a link that leaves the project, it is refused.
+fn resolve(
+    cwd: &Path,
+    root_abs: &Path,
+    root_real: &Path,
+    path: &str,
+) -> (Place, Option<(String, Place)>) {
     if matches!(
         path,
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
     ) {
-        return Place::Ignored;
+        return (Place::Ignored, None);
     }
     if path.contains('\0') {
-        return Place::Refused(Refusal::Nul);
+        return (Place::Refused(Refusal::Nul), None);
     }
+    let joined = cwd.join(path);
     let abs = absolute(cwd, Path::new(path));
     let rel = abs
         .strip_prefix(root_abs)
         .or_else(|_| abs.strip_prefix(root_real));
     let Ok(rel) = rel else {
-        return Place::Outside {
-            resolved: abs.display().to_string(),
-        };
+        return (
+            Place::Outside {
+                resolved: abs.display().to_string(),
+            },
+            None,
+        );
     };
-    let rel = rel.to_string_lossy().into_owned();
+    let lexical = match inside(&rel.to_string_lossy()) {
+        Ok(p) => p,
+        Err(refusal) => return (Place::Refused(refusal), None),
+    };
+    let real = canon::canonical(&joined);
+    let Ok(real_rel) = real.strip_prefix(root_real) else {
+        return (
+            Place::Refused(Refusal::SymlinkOutside {
+                target: real.display().to_string(),
+            }),
+            None,
+        );
+    };
+    match inside(&real_rel.to_string_lossy()) {
+        Ok(Place::Inside(p)) if Place::Inside(p.clone()) == lexical => (lexical, None),
+        Ok(place) => {
+            let shown = match &place {
+                Place::Inside(p) => p.clone(),
+                _ => real.display().to_string(),
+            };
+            (lexical, Some((shown, place)))
+        }
+        Err(refusal) => (
+            lexical,
+            Some((real.display().to_string(), Place::Refused(refusal))),
+        ),
+    }
+}
+
+/// A root-relative path as a place: the root itself is everything in it.
+fn inside(rel: &str) -> Result<Place, Refusal> {
     if rel.is_empty() {
-        // The project root itself: everything in it.
-        return Place::Inside("**".into());
+        return Ok(Place::Inside("**".into()));
     }
-    let rel = match normalize(&rel) {
-        Ok(r) => r,
-        Err(refusal) => return Place::Refused(refusal),
-    };
-    // A glob is checked through the directory its literal part names.
-    let probe = if is_glob(&rel) {
-        literal_prefix(&rel).trim_end_matches('/').to_string()
-    } else {
-        rel.clone()
-    };
-    if !probe.is_empty()
-        && let Some(target) = locks::escapes_root(root_abs, &probe)
-    {
-        return Place::Refused(Refusal::SymlinkOutside { target });
-    }
-    Place::Inside(rel)
+    normalize(rel).map(Place::Inside)
+}
+
+/// The project root above an absolute path a call writes (its spelling,
+/// then where it leads), for an agent whose working directory left it.
+fn root_of_targets(raw: &[Raw]) -> Option<PathBuf> {
+    raw.iter().find_map(|r| match r {
+        Raw::Path { path, .. } if path.starts_with('/') => {
+            let p = Path::new(path);
+            find_root(&absolute(Path::new("/"), p)).or_else(|| find_root(&canon::canonical(p)))
+        }
+        _ => None,
+    })
 }
 
 fn read_policy(root: &Path) -> Result<Policy, String> {

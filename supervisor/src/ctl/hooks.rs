@@ -1,14 +1,19 @@
 //! `squadctl hooks install|uninstall`: git hooks behind the edit-time guard.
 //!
 //! - `pre-commit` runs `squadctl check --staged`;
-//! - `commit-msg` adds a `Squad-Task: $SQUAD_TASK` trailer when the message
-//!   has none;
-//! - `pre-push` runs `squadctl check` over each pushed range.
+//! - `commit-msg` runs `squadctl hooks run commit-msg`: refuses a
+//!   `Squad-Task` trailer naming another agent's task, adds `Squad-Task:
+//!   $SQUAD_TASK` when the message has none and `Squad-Agent: $SQUAD_AGENT`;
+//! - `pre-push` runs `squadctl hooks run pre-push`: `squadctl check` over
+//!   each pushed range.
 //!
 //! An existing hook is kept as `<name>.pre-squad` and run first (its failure
 //! stops the commit or push as before); `uninstall` puts it back. The hooks
 //! directory is git's (`git rev-parse --git-path hooks`), so `core.hooksPath`
-//! is respected.
+//! is respected. Hooks a hook manager owns (husky, lefthook, the pre-commit
+//! framework) are not renamed, since some dispatch on their own file name:
+//! install refuses and prints the one line to add to each of the team's
+//! hooks instead.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,6 +36,30 @@ pub enum HooksCommand {
     Install(HooksArgs),
     /// Remove our hooks and restore the ones they replaced.
     Uninstall(HooksArgs),
+    /// Run one hook's check: the line a hook manager's hook calls
+    /// (`squadctl hooks run commit-msg "$1"`, `squadctl hooks run pre-push
+    /// "$@"` with git's input on stdin).
+    Run(RunArgs),
+}
+
+/// Arguments of `hooks run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The hook.
+    #[arg(value_enum)]
+    pub hook: HookName,
+    /// The arguments git gave the hook.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// The hooks `hooks run` runs (pre-commit is `squadctl check --staged`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HookName {
+    /// `commit-msg MESSAGE_FILE`.
+    CommitMsg,
+    /// `pre-push REMOTE URL`, the pushed refs on stdin.
+    PrePush,
 }
 
 /// Arguments of `hooks install|uninstall`.
@@ -59,14 +88,57 @@ fn script(name: &str, program: &str) -> String {
     match name {
         "pre-commit" => format!("{head}{}exec {program} check --staged\n", chain(false)),
         "commit-msg" => format!(
-            "{head}{}if [ -n \"$SQUAD_TASK\" ]; then\n  git interpret-trailers --in-place --if-exists doNothing --trailer \"Squad-Task: $SQUAD_TASK\" \"$1\" || exit $?\nfi\n",
+            "{head}{}exec {program} hooks run commit-msg \"$1\"\n",
             chain(false)
         ),
         _ => format!(
-            "{head}input=$(cat)\n{}printf '%s\\n' \"$input\" | while read -r local_ref local_sha remote_ref remote_sha; do\n  [ -n \"$local_sha\" ] || continue\n  # A deleted ref pushes nothing.\n  case \"$local_sha\" in *[!0]*) ;; *) continue ;; esac\n  case \"$remote_sha\" in\n    *[!0]*) base=$remote_sha ;;\n    *)\n      # A new branch: the commits no ref of this remote has yet.\n      oldest=$(git rev-list \"$local_sha\" --not --remotes=\"$1\" | tail -n 1)\n      [ -n \"$oldest\" ] || continue\n      base=$(git rev-parse -q --verify \"$oldest^\") || continue ;;\n  esac\n  {program} check --base \"$base\" --head \"$local_sha\" || exit 1\ndone || exit 1\n",
+            "{head}input=$(cat)\n{}printf '%s\\n' \"$input\" | exec {program} hooks run pre-push \"$@\"\n",
             chain(true)
         ),
     }
+}
+
+/// The line each hook of a hook manager needs, to call ours.
+fn manager_lines(program: &str) -> String {
+    let program = super::guard::quoted(program);
+    format!(
+        "  pre-commit:  {program} check --staged\n  commit-msg:  {program} hooks run commit-msg \"$1\"\n  pre-push:    {program} hooks run pre-push \"$@\"\n"
+    )
+}
+
+/// The hook manager that owns the hooks directory, if one does: husky
+/// (its hooks dispatch on their own file name, so a renamed one silently
+/// stops running), lefthook or the pre-commit framework (which rewrite the
+/// hooks they own).
+fn hook_manager(dir: &Path) -> Option<(&'static str, &'static str)> {
+    if dir.components().any(|c| c.as_os_str() == ".husky") {
+        return Some(("husky", "the team's .husky/<hook> files"));
+    }
+    for name in HOOKS.iter().copied().chain(["h", "husky.sh"]) {
+        let path = dir.join(name);
+        if is_ours(&path) {
+            continue;
+        }
+        let Ok(text) = squad_protocol::fsx::read_regular_to_string(&path, 1024 * 1024) else {
+            continue;
+        };
+        if text.contains("husky") {
+            return Some(("husky", "the team's .husky/<hook> files"));
+        }
+        if text.contains("lefthook") {
+            return Some((
+                "lefthook",
+                "lefthook.yml (`<hook>: commands: squad: run: <line>`), then `lefthook install`",
+            ));
+        }
+        if text.contains("pre-commit.com") || text.contains("File generated by pre-commit") {
+            return Some((
+                "the pre-commit framework",
+                ".pre-commit-config.yaml (a `repo: local` hook with `language: system`, `pass_filenames: false`, `stages: [<hook>]` and `entry: <line>`)",
+            ));
+        }
+    }
+    None
 }
 
 fn hooks_dir(root: &Path) -> Result<PathBuf, String> {
@@ -98,8 +170,16 @@ pub fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
         Err(e) => return super::fail(e),
     };
     let result = match cmd {
-        HooksCommand::Install(a) => install(&dir, &a.program),
+        HooksCommand::Install(a) => match hook_manager(&dir) {
+            Some((manager, place)) => Err(format!(
+                "the git hooks in {} belong to {manager}; renaming them would stop the team's own hooks (some dispatch on their file name), so nothing was changed. Add one line to each hook in {place}:\n{}",
+                dir.display(),
+                manager_lines(&a.program)
+            )),
+            None => install(&dir, &a.program),
+        },
         HooksCommand::Uninstall(_) => uninstall(&dir),
+        HooksCommand::Run(a) => return super::hook_run::run(&root, a.hook, &a.args),
     };
     match result {
         Ok(lines) => super::print(&lines),
@@ -153,4 +233,46 @@ fn uninstall(dir: &Path) -> Result<String, String> {
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_managers_are_recognised_and_plain_hooks_are_not() {
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("pre-commit", "#!/bin/sh\nexec make lint\n", None),
+            (
+                "pre-commit",
+                "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n",
+                Some("lefthook"),
+            ),
+            (
+                "pre-push",
+                "#!/usr/bin/env bash\n# File generated by pre-commit: https://pre-commit.com\n",
+                Some("the pre-commit framework"),
+            ),
+            (
+                "h",
+                "#!/usr/bin/env sh\n# husky dispatcher\n",
+                Some("husky"),
+            ),
+        ];
+        for (name, text, want) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            std::fs::write(tmp.path().join(name), text).unwrap();
+            assert_eq!(hook_manager(tmp.path()).map(|m| m.0), *want, "{text}");
+        }
+        // A directory inside .husky/ is husky's, whatever it holds.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".husky/_");
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(hook_manager(&dir).map(|m| m.0), Some("husky"));
+        // Our own hooks never count as a manager's.
+        let tmp = tempfile::tempdir().unwrap();
+        let ours = script("pre-commit", "squadctl");
+        std::fs::write(tmp.path().join("pre-commit"), ours).unwrap();
+        assert_eq!(hook_manager(tmp.path()), None);
+    }
 }

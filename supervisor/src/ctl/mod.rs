@@ -4,9 +4,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+pub mod canon;
 pub mod check;
 pub mod gc;
 pub mod guard;
+pub mod hook_run;
 pub mod hooks;
 pub mod init;
 pub mod lock;

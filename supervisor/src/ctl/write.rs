@@ -30,7 +30,9 @@ pub enum TaskCommand {
     /// Refuses a task id already used in the session, `--requires`/`--blocks`
     /// naming tasks the session does not plan, and dependency cycles; a
     /// refused task writes nothing. `--file -` reads a whole task assignment
-    /// (YAML) from stdin instead of the flags.
+    /// (YAML) from stdin instead of the flags. Task assignments are the
+    /// lead's: refused when SQUAD_AGENT names an agent the policy does not
+    /// name as a lead (runners.lead, notices.lead).
     New(Box<TaskNewArgs>),
     /// The tasks of a session with their derived state.
     List(super::read::TaskListArgs),
@@ -328,17 +330,44 @@ pub fn task(root_arg: Option<&Path>, cmd: TaskCommand) -> u8 {
         Err(e) => return super::fail(e),
     };
     match cmd {
-        TaskCommand::New(args) => match task_new(&root, &args) {
-            Ok((id, path)) => printed(
-                args.json,
-                json!({"task_id": id, "path": path.display().to_string()}),
-                format!("{id}\n"),
-            ),
-            Err(r) => refuse(r, args.json),
-        },
+        // Task assignments are the lead's (docs/guards.md, the trust model):
+        // an agent that could assign itself a task could widen its reach.
+        TaskCommand::New(args) => {
+            match not_a_lead(&root).map_or_else(|| task_new(&root, &args), |r| Err(r.into())) {
+                Ok((id, path)) => printed(
+                    args.json,
+                    json!({"task_id": id, "path": path.display().to_string()}),
+                    format!("{id}\n"),
+                ),
+                Err(r) => refuse(r, args.json),
+            }
+        }
         TaskCommand::List(args) => super::read::task_list(&root, args),
         TaskCommand::Show(args) => super::read::task_show(&root, args),
     }
+}
+
+/// Why the caller may not assign tasks: SQUAD_AGENT names an agent the
+/// policy does not name as a lead (`None`: a human, or a lead).
+fn not_a_lead(root: &Path) -> Option<String> {
+    let agent = std::env::var("SQUAD_AGENT")
+        .ok()
+        .filter(|a| !a.trim().is_empty())?;
+    let leads = match crate::locks::load_policy(root) {
+        Ok(p) => p.leads(),
+        Err(e) => return Some(format!("cannot use the project policy ({e})")),
+    };
+    (!leads.contains(&agent)).then(|| {
+        format!(
+            "SQUAD_AGENT={agent} is not a lead: task assignments are the lead's to write ({}). Ask the lead to assign the task (`squadctl send --to {} --type request …`)",
+            if leads.is_empty() {
+                "a human's: the policy names no lead agent".to_string()
+            } else {
+                leads.join(", ")
+            },
+            leads.first().map_or("lead", String::as_str)
+        )
+    })
 }
 
 fn next_task_id(session: &SessionIndex) -> String {
