@@ -9,7 +9,7 @@
 //! installs them into), then on `PATH`. A test whose CLI is absent says so
 //! loudly and passes when CI is unset; with `CI` set it fails.
 
-use crate::daemon::{Daemon, eventually};
+use crate::daemon::Daemon;
 use crate::stub_model::{Step, StubModel};
 use crate::support::*;
 use serde_json::Value;
@@ -239,18 +239,23 @@ fn runner_runs_to_completion(
 ) {
     let env_yaml: String = env
         .iter()
-        .filter(|(k, _)| k != "PATH" && k != "HOME")
+        .filter(|(k, _)| k != "PATH" && k != "HOME" && k != "CODEX_HOME")
         .map(|(k, v)| format!("        {k}: \"{v}\"\n"))
         .collect();
     write_policy(
         &p.root,
         format!(
-            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n      env:\n{env_yaml}"
+            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{}",
+            if env_yaml.is_empty() {
+                String::new()
+            } else {
+                format!("      env:\n{env_yaml}")
+            }
         ),
     );
     let daemon_env: Vec<(&str, &str)> = env
         .iter()
-        .filter(|(k, _)| k == "PATH" || k == "HOME")
+        .filter(|(k, _)| k == "PATH" || k == "HOME" || k == "CODEX_HOME")
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     // Only the task created below may be dispatched.
@@ -272,13 +277,30 @@ fn runner_runs_to_completion(
         "--allow",
         "backend/**",
     ])));
-    let run = eventually("the run ends", || {
+    // A real CLI may take a while on a loaded machine: up to 3 minutes,
+    // then the failure shows what the run logged and what the model saw.
+    let ended = || {
         let out = run(ctl(&p.root).args(["runs", "--all", "--json"]));
         let v: Value = serde_json::from_str(&stdout(&out)).ok()?;
-        let runs = v["runs"].as_array().or(v.as_array())?.clone();
-        runs.into_iter()
+        v.as_array()?
+            .iter()
             .find(|r| r["task"] == "task_9" && r["state"] != "running" && r["state"] != "gone")
-    });
+            .cloned()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let run = loop {
+        if let Some(r) = ended() {
+            break r;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "the run did not end\nrun.log:\n{}\nrequests:\n{}",
+                fs::read_to_string(session.join("runs/task_9/run.log")).unwrap_or_default(),
+                stub.transcript()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let log = fs::read_to_string(session.join("runs/task_9/run.log")).unwrap_or_default();
     drop(daemon);
     assert_eq!(
@@ -329,5 +351,114 @@ fn claude_code_runner_runs_guarded_to_completion_with_the_default_model() {
     // built-in default of config.json.
     let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
     let env = claude_env(&stub, &p.home, &claude);
+    runner_runs_to_completion(command, env, &stub, &p);
+}
+
+/// The environment that points Codex at the stub: `CODEX_HOME` holds a
+/// config.toml whose model provider is the stub (Responses API).
+fn codex_env(stub: &StubModel, home: &Path, codex: &Path) -> Vec<(String, String)> {
+    let codex_home = home.join(".codex");
+    fs::create_dir_all(&codex_home).unwrap();
+    fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.1-codex\"\nmodel_provider = \"stub\"\n\n[model_providers.stub]\nname = \"stub\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\n",
+            stub.url()
+        ),
+    )
+    .unwrap();
+    [
+        ("HOME", home.display().to_string()),
+        ("CODEX_HOME", codex_home.display().to_string()),
+        ("PATH", path_with(codex)),
+        // squadd's tests run it with RUST_LOG=debug, which Codex would
+        // inherit and fill run.log with.
+        ("RUST_LOG", "error".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// `guard install --codex --trust` with the CLI's environment (Codex on
+/// PATH, its CODEX_HOME): what it printed.
+fn install_codex_guard(root: &Path, env: &[(String, String)], trust: bool) -> String {
+    let mut c = ctl(root);
+    c.args(["guard", "install", "--codex"])
+        .args(["--program", env!("CARGO_BIN_EXE_squadctl")])
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    if trust {
+        c.arg("--trust");
+    }
+    ok(run(&mut c))
+}
+
+#[test]
+fn codex_calls_the_guard_after_guard_install_trust() {
+    let Some(codex) = cli("codex") else { return };
+    let p = project();
+    let stub = StubModel::start(steps(&p.root));
+    let env = codex_env(&stub, &p.home, &codex);
+    let out = install_codex_guard(&p.root, &env, true);
+    assert!(out.contains("the guard is trusted and will run"), "{out}");
+    let mut cmd = Command::new(&codex);
+    cmd.current_dir(&p.root)
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "Work on task_1.",
+        ])
+        .env_clear()
+        .envs(env)
+        .env("SQUAD_AGENT", "backend")
+        .env("SQUAD_TASK", "task_1")
+        .env("SQUAD_SESSION", SESSION);
+    let (code, log) = run_cli(cmd);
+    assert_eq!(code, Some(0), "codex exit\n{log}\n{}", stub.transcript());
+    assert_guarded(&stub, &p.root, &log);
+}
+
+#[test]
+fn codex_install_without_trust_says_what_is_left_and_warns_about_the_bypass() {
+    let Some(codex) = cli("codex") else { return };
+    let p = project();
+    let stub = StubModel::start(vec![]);
+    let env = codex_env(&stub, &p.home, &codex);
+    let out = install_codex_guard(&p.root, &env, false);
+    assert!(out.contains("trust the project"), "{out}");
+    assert!(out.contains("trusted_hash"), "{out}");
+    assert!(out.contains("--trust"), "{out}");
+    assert!(
+        out.contains("runs every enabled hook of every config layer unreviewed"),
+        "{out}"
+    );
+}
+
+#[test]
+fn codex_runner_runs_guarded_to_completion() {
+    let Some(codex) = cli("codex") else { return };
+    let p = project();
+    if has_git() {
+        git_ok(&p.root, &["init", "-q"]);
+    }
+    let stub = StubModel::start(vec![
+        Step::Write(
+            p.root.join("frontend/forbidden.txt").display().to_string(),
+            "nope\n".into(),
+        ),
+        Step::Shell("squadctl progress --status completed --percent 100".into()),
+    ]);
+    let env = codex_env(&stub, &p.home, &codex);
+    install_codex_guard(&p.root, &env, true);
+    fs::write(
+        p.root.join(".squad/config.json"),
+        r#"{"models": {"roleOverrides": {"backend": "gpt-5.1-codex"}}}"#,
+    )
+    .unwrap();
+    // The documented runner line (docs/runners.md); `--full-auto` is gone
+    // from Codex 0.169 (exit 2).
+    let command = r#"["codex", "exec", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
     runner_runs_to_completion(command, env, &stub, &p);
 }

@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Debug)]
 pub enum Step {
     /// Create a file with this content (Claude Code `Write`, Codex
-    /// `apply_patch`).
+    /// `apply_patch` through `exec_command`).
     Write(String, String),
-    /// Run a shell command (Claude Code `Bash`, Codex `shell`).
+    /// Run a shell command (Claude Code `Bash`, Codex `exec_command`).
     Shell(String),
 }
 
@@ -317,20 +317,24 @@ fn anthropic(body: &Value, steps: &[Step]) -> String {
 }
 
 /// An OpenAI Responses API stream: one function call or one message.
+/// Codex 0.169 offers `exec_command` (`{"cmd": …}`); a file is written
+/// with `apply_patch` fed a heredoc, which Codex runs as its patch tool.
+/// `login: false` keeps the caller's PATH (a login shell would reset it
+/// from /etc/profile and lose the test's squadctl).
 fn responses(body: &Value, steps: &[Step]) -> String {
+    let exec = |i: usize, cmd: String| json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call_id(i), "name": "exec_command", "arguments": json!({"cmd": cmd, "tty": false, "login": false}).to_string()});
     let item = match next_step(body, steps) {
         Some(i) => match &steps[i] {
             Step::Write(path, content) => {
-                let mut patch = format!("*** Begin Patch\n*** Add File: {path}\n");
+                let mut patch =
+                    format!("apply_patch <<'PATCH'\n*** Begin Patch\n*** Add File: {path}\n");
                 for l in content.lines() {
                     patch += &format!("+{l}\n");
                 }
-                patch += "*** End Patch";
-                json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call_id(i), "name": "shell", "arguments": json!({"command": ["apply_patch", patch]}).to_string()})
+                patch += "*** End Patch\nPATCH\n";
+                exec(i, patch)
             }
-            Step::Shell(command) => {
-                json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call_id(i), "name": "shell", "arguments": json!({"command": ["bash", "-lc", command]}).to_string()})
-            }
+            Step::Shell(command) => exec(i, command.clone()),
         },
         None => {
             json!({"type": "message", "id": "msg_stub", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "done", "annotations": []}]})

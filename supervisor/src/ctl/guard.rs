@@ -96,7 +96,9 @@ pub struct InstallArgs {
     /// `~/.codex/hooks.json`, with --user).
     #[arg(long)]
     pub codex: bool,
-    /// Copilot CLI: `.github/hooks/squad.json` (repository only).
+    /// Copilot CLI: `.github/hooks/squad.json` (`$COPILOT_HOME/hooks/squad.json`,
+    /// default `~/.copilot/hooks/squad.json`, with --user: loaded by
+    /// `copilot -p` with no folder trust).
     #[arg(long)]
     pub copilot: bool,
     /// The user's settings instead of the project's.
@@ -108,6 +110,12 @@ pub struct InstallArgs {
     /// The squadctl the hook runs (looked up on PATH unless a path is given).
     #[arg(long, value_name = "PATH", default_value = "squadctl")]
     pub program: String,
+    /// Codex only: also trust the project (`[projects."<root>"]` in
+    /// `$CODEX_HOME/config.toml`, which loads its whole `.codex/`) and record
+    /// the guard's hook as reviewed, through `codex app-server` (the `codex`
+    /// on PATH). Without it, the steps left are printed.
+    #[arg(long, requires = "codex")]
+    pub trust: bool,
 }
 
 /// Runs `squadctl guard …`.
@@ -582,14 +590,18 @@ fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String>
             format: Format::Codex,
         })
     } else {
-        if args.user {
-            return Err(
-                "Copilot CLI reads hooks from the repository's .github/hooks/*.json only; install without --user"
-                    .into(),
-            );
-        }
+        // `copilot -p` loads the repository's .github/hooks/ only in a
+        // trusted folder; the user's hooks directory is loaded always.
+        let path = if args.user {
+            env("COPILOT_HOME")
+                .map(PathBuf::from)
+                .map_or_else(|| home().map(|h| h.join(".copilot")), Ok)?
+                .join("hooks/squad.json")
+        } else {
+            project().join(".github/hooks/squad.json")
+        };
         Ok(Target {
-            path: project().join(".github/hooks/squad.json"),
+            path,
             format: Format::Copilot,
         })
     }
@@ -749,7 +761,7 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
             "not installed in"
         };
         println!("squad guard ({}) {state} {}", t.format, t.path.display());
-        return crate::exit::OK;
+        return after_install(root_arg, args, &t, add);
     };
     let empty = doc.as_object().is_some_and(|o| o.is_empty());
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -783,7 +795,54 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
         return super::fail(format!("{}: {e}", t.path.display()));
     }
     println!("squad guard ({}) {verb} {}", t.format, t.path.display());
-    crate::exit::OK
+    after_install(root_arg, args, &t, add)
+}
+
+/// What a CLI needs beyond the hook file before its next run calls the
+/// guard (Codex: project trust and hook review; Copilot: folder trust for
+/// repository hooks), done with `--trust` or said.
+fn after_install(root_arg: Option<&Path>, args: &InstallArgs, t: &Target, add: bool) -> u8 {
+    use super::codex_trust;
+    if !add || args.dry_run {
+        return crate::exit::OK;
+    }
+    let project = root::resolve(root_arg)
+        .map(|r| root::fs_path(&r).to_path_buf())
+        .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf());
+    let project = std::fs::canonicalize(&project).unwrap_or(project);
+    let hooks_file = std::fs::canonicalize(&t.path).unwrap_or_else(|_| t.path.clone());
+    match t.format {
+        Format::Codex if args.trust => {
+            let Some(codex) = codex_trust::on_path("codex") else {
+                return super::fail(
+                    "--trust asks Codex itself (`codex app-server`), but no `codex` is on PATH; the hook file is installed, trust is not",
+                );
+            };
+            match codex_trust::trust(&codex, &project, &hooks_file, args.user) {
+                Ok(done) => {
+                    print!("{done}");
+                    println!("codex: the guard is trusted and will run");
+                    crate::exit::OK
+                }
+                Err(e) => super::fail(format!("{e}; the hook file is installed, trust is not")),
+            }
+        }
+        Format::Codex => {
+            print!(
+                "{}",
+                codex_trust::steps_left(&project, &hooks_file, args.user)
+            );
+            crate::exit::OK
+        }
+        Format::Copilot if !args.user => {
+            println!(
+                "Copilot CLI loads .github/hooks/ only in a trusted folder: `copilot -p` needs `--trust-folder {}` (or GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS=true); `squadctl guard install --copilot --user` installs a hook every run loads",
+                project.display()
+            );
+            crate::exit::OK
+        }
+        _ => crate::exit::OK,
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub mod check;
+pub mod codex_trust;
 pub mod gc;
 pub mod guard;
 pub mod hooks;
