@@ -94,6 +94,9 @@ fn project() -> Project {
         );
     }
     write(&root, "backend/api.rs", "fn main() {}\n");
+    // The refused writes' directories exist, so an unguarded CLI would
+    // write (Copilot's `create` does not make parent directories).
+    write(&root, "frontend/app.ts", "export {}\n");
     write(&root, "shared/api.ts", "export {}\n");
     let out = ctl_run(
         &root,
@@ -460,5 +463,99 @@ fn codex_runner_runs_guarded_to_completion() {
     // The documented runner line (docs/runners.md); `--full-auto` is gone
     // from Codex 0.169 (exit 2).
     let command = r#"["codex", "exec", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+    runner_runs_to_completion(command, env, &stub, &p);
+}
+
+/// The environment that points Copilot CLI at the stub: offline mode (no
+/// GitHub sign-in, telemetry or update) with a BYOK provider of type
+/// `anthropic`.
+fn copilot_env(stub: &StubModel, home: &Path, copilot: &Path) -> Vec<(String, String)> {
+    [
+        ("HOME", home.display().to_string()),
+        ("COPILOT_OFFLINE", "true".into()),
+        ("COPILOT_PROVIDER_BASE_URL", stub.url()),
+        ("COPILOT_PROVIDER_TYPE", "anthropic".into()),
+        ("COPILOT_PROVIDER_API_KEY", "stub".into()),
+        ("COPILOT_MODEL", "claude-sonnet-4-5".into()),
+        ("COPILOT_AUTO_UPDATE", "false".into()),
+        ("PATH", path_with(copilot)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// `copilot -p` on the project as backend/task_1, with `extra` arguments.
+fn run_copilot(
+    copilot: &Path,
+    p: &Project,
+    env: Vec<(String, String)>,
+    extra: &[&str],
+) -> (Option<i32>, String) {
+    let mut cmd = Command::new(copilot);
+    cmd.current_dir(&p.root)
+        .args([
+            "-p",
+            "Work on task_1.",
+            "--allow-all-tools",
+            "--no-ask-user",
+        ])
+        .args(extra)
+        .env_clear()
+        .envs(env)
+        .env("SQUAD_AGENT", "backend")
+        .env("SQUAD_TASK", "task_1")
+        .env("SQUAD_SESSION", SESSION);
+    run_cli(cmd)
+}
+
+#[test]
+fn copilot_calls_the_repository_guard_in_a_trusted_folder() {
+    let Some(copilot) = cli("copilot") else {
+        return;
+    };
+    let p = project();
+    let out = install_guard(&p.root, &p.home, &["--copilot"]);
+    assert!(out.contains("--trust-folder"), "{out}");
+    let stub = StubModel::start(steps(&p.root));
+    let env = copilot_env(&stub, &p.home, &copilot);
+    let (code, log) = run_copilot(&copilot, &p, env, &["--trust-folder"]);
+    assert_eq!(code, Some(0), "copilot exit\n{log}\n{}", stub.transcript());
+    assert_guarded(&stub, &p.root, &log);
+}
+
+#[test]
+fn copilot_calls_the_user_level_guard_with_no_folder_trust() {
+    let Some(copilot) = cli("copilot") else {
+        return;
+    };
+    let p = project();
+    install_guard(&p.root, &p.home, &["--copilot", "--user"]);
+    assert!(p.home.join(".copilot/hooks/squad.json").is_file());
+    let stub = StubModel::start(steps(&p.root));
+    let env = copilot_env(&stub, &p.home, &copilot);
+    let (code, log) = run_copilot(&copilot, &p, env, &[]);
+    assert_eq!(code, Some(0), "copilot exit\n{log}\n{}", stub.transcript());
+    assert_guarded(&stub, &p.root, &log);
+}
+
+#[test]
+fn copilot_runner_runs_guarded_to_completion() {
+    let Some(copilot) = cli("copilot") else {
+        return;
+    };
+    let p = project();
+    install_guard(&p.root, &p.home, &["--copilot"]);
+    let stub = StubModel::start(vec![
+        Step::Write(
+            p.root.join("frontend/forbidden.txt").display().to_string(),
+            "nope\n".into(),
+        ),
+        Step::Shell("squadctl progress --status completed --percent 100".into()),
+    ]);
+    let env = copilot_env(&stub, &p.home, &copilot);
+    // The documented runner line (docs/runners.md): --trust-folder so the
+    // repository's .github/hooks/ are loaded under -p.
+    let command = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
     runner_runs_to_completion(command, env, &stub, &p);
 }

@@ -2,8 +2,9 @@
 //!
 //! It listens on 127.0.0.1 only, speaks just enough HTTP/1.1 for one request
 //! per connection (`Connection: close`), and answers the model APIs the CLIs
-//! call: the Anthropic Messages API with SSE (Claude Code) and the OpenAI
-//! Responses API with SSE (Codex). Each answer plays the next step of a
+//! call: the Anthropic Messages API with SSE (Claude Code, and Copilot CLI
+//! with a BYOK provider of type `anthropic`) and the OpenAI Responses API
+//! with SSE (Codex). Each answer plays the next step of a
 //! script: step `i` is asked for once the request carries `i` tool results,
 //! and after the last step the model says it is done. Every request is kept,
 //! so a test reads what the CLI sent back after each tool call (the guard's
@@ -276,11 +277,23 @@ fn anthropic(body: &Value, steps: &[Step]) -> String {
     );
     let stop = match next_step(body, steps) {
         Some(i) => {
-            let (name, input) = match &steps[i] {
-                Step::Write(path, content) => {
+            // Copilot CLI (BYOK, provider type anthropic) offers its own
+            // tools on the same API: `create` and `bash`.
+            let copilot = body["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "create"));
+            let (name, input) = match (&steps[i], copilot) {
+                (Step::Write(path, content), false) => {
                     ("Write", json!({"file_path": path, "content": content}))
                 }
-                Step::Shell(command) => ("Bash", json!({"command": command})),
+                (Step::Shell(command), false) => ("Bash", json!({"command": command})),
+                (Step::Write(path, content), true) => {
+                    ("create", json!({"path": path, "file_text": content}))
+                }
+                (Step::Shell(command), true) => (
+                    "bash",
+                    json!({"command": command, "description": "run", "mode": "sync"}),
+                ),
             };
             out += &sse(
                 "content_block_start",
