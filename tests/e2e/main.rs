@@ -9,6 +9,7 @@ pub mod daemon;
 mod errors;
 mod gc;
 mod guard;
+mod guard_doctor;
 mod hardening;
 mod held;
 mod hooks;

@@ -559,3 +559,67 @@ fn copilot_runner_runs_guarded_to_completion() {
     let command = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
     runner_runs_to_completion(command, env, &stub, &p);
 }
+
+/// `squadctl guard doctor` with the CLI's environment: (exit code, output).
+fn doctor(root: &Path, env: &[(String, String)]) -> (i32, String) {
+    let out = run(ctl(root)
+        .args(["guard", "doctor"])
+        .envs(env.iter().map(|(k, v)| (k, v))));
+    (code(&out), stdout(&out) + &stderr(&out))
+}
+
+#[test]
+fn codex_doctor_lines_come_from_real_codex_configurations() {
+    let Some(codex) = cli("codex") else { return };
+    let p = project();
+    let stub = StubModel::start(vec![]);
+    let env = codex_env(&stub, &p.home, &codex);
+    write_policy(
+        &p.root,
+        "runners:\n  agents:\n    backend:\n      command: [\"codex\", \"exec\", \"--sandbox\", \"workspace-write\", \"-m\", \"{model}\", \"Read {prompt_file}\"]\n",
+    );
+    // No hook file.
+    let (status, out) = doctor(&p.root, &env);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains(".codex/hooks.json: missing"), "{out}");
+    assert!(
+        out.contains("fix: squadctl guard install --codex --trust"),
+        "{out}"
+    );
+    assert!(out.contains("codex-cli 0.169.0"), "{out}");
+    // The hook file alone: the project is not trusted.
+    install_codex_guard(&p.root, &env, false);
+    let (status, out) = doctor(&p.root, &env);
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("FAIL  project trusted by codex") && out.contains("not trusted"),
+        "{out}"
+    );
+    // A trusted project, the hook never reviewed.
+    let config = p.home.join(".codex/config.toml");
+    let mut text = fs::read_to_string(&config).unwrap();
+    text += &format!(
+        "\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        p.root.display()
+    );
+    fs::write(&config, text).unwrap();
+    let (status, out) = doctor(&p.root, &env);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("ok    project trusted by codex"), "{out}");
+    assert!(out.contains("untrusted: never reviewed"), "{out}");
+    // Reviewed: guarded.
+    install_codex_guard(&p.root, &env, true);
+    let (status, out) = doctor(&p.root, &env);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("codex: guarded"), "{out}");
+    assert!(out.contains("trusted: hash matches"), "{out}");
+    // Edited after the review: Codex would skip it again.
+    let hooks = p.root.join(".codex/hooks.json");
+    let edited = fs::read_to_string(&hooks)
+        .unwrap()
+        .replace("\"timeout\": 10", "\"timeout\": 11");
+    fs::write(&hooks, edited).unwrap();
+    let (status, out) = doctor(&p.root, &env);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("edited after its review"), "{out}");
+}

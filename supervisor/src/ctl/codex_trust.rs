@@ -51,8 +51,18 @@ impl AppServer {
     /// Starts `codex app-server` (the `codex` given, in the caller's
     /// environment: `CODEX_HOME`, `HOME`) and initializes the session.
     pub fn start(codex: &Path) -> Result<AppServer, String> {
+        AppServer::start_with_env(codex, &std::collections::BTreeMap::new())
+    }
+
+    /// [`AppServer::start`] with `env` over the caller's environment (a
+    /// runner entry's `CODEX_HOME`, `HOME`).
+    pub fn start_with_env(
+        codex: &Path,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<AppServer, String> {
         let mut child = Command::new(codex)
             .arg("app-server")
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

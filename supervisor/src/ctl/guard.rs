@@ -83,6 +83,8 @@ pub enum GuardCommand {
     Install(InstallArgs),
     /// Remove the guard's own hook entry, and nothing else.
     Uninstall(InstallArgs),
+    /// Check that each agent CLI's next run in this project calls the guard.
+    Doctor(super::guard_doctor::DoctorArgs),
 }
 
 /// Arguments of `guard install|uninstall`.
@@ -123,6 +125,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     match args.action {
         Some(GuardCommand::Install(a)) => install(root_arg, &a, true),
         Some(GuardCommand::Uninstall(a)) => install(root_arg, &a, false),
+        Some(GuardCommand::Doctor(a)) => super::guard_doctor::run(root_arg, &a),
         None => guard(root_arg, args.format.map(FormatArg::format)),
     }
 }
@@ -622,6 +625,31 @@ fn is_ours(handler: &serde_json::Value, format: Format) -> bool {
         .get(key)
         .and_then(serde_json::Value::as_str)
         .is_some_and(|c| c.ends_with(&format!(" guard --format {format}")))
+}
+
+/// Whether a hook file's text holds the guard's entry for `format`
+/// (`guard doctor`); `Err` when it is not a JSON object.
+pub(crate) fn installed(text: &str, format: Format) -> Result<bool, String> {
+    let doc: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("not valid JSON at {}:{}: {e}", e.line(), e.column()))?;
+    if !doc.is_object() {
+        return Err("not a JSON object".into());
+    }
+    let event = if format == Format::Copilot {
+        "preToolUse"
+    } else {
+        "PreToolUse"
+    };
+    let list = doc["hooks"][event].as_array().cloned().unwrap_or_default();
+    Ok(if format == Format::Copilot {
+        list.iter().any(|h| is_ours(h, format))
+    } else {
+        list.iter().any(|g| {
+            g["hooks"]
+                .as_array()
+                .is_some_and(|hs| hs.iter().any(|h| is_ours(h, format)))
+        })
+    })
 }
 
 /// The settings with our entry added (or refreshed) or removed. `Ok(None)`

@@ -8,6 +8,7 @@ pub mod check;
 pub mod codex_trust;
 pub mod gc;
 pub mod guard;
+pub mod guard_doctor;
 pub mod hooks;
 pub mod init;
 pub mod lock;
