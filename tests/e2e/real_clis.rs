@@ -478,11 +478,24 @@ fn copilot_env(stub: &StubModel, home: &Path, copilot: &Path) -> Vec<(String, St
         ("COPILOT_PROVIDER_API_KEY", "stub".into()),
         ("COPILOT_MODEL", "claude-sonnet-4-5".into()),
         ("COPILOT_AUTO_UPDATE", "false".into()),
+        // The npm package unpacks itself (~235 MB) under the cache
+        // directory on first run: share the real one rather than unpack
+        // into every test's home.
+        ("XDG_CACHE_HOME", shared_cache()),
         ("PATH", path_with(copilot)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect()
+}
+
+/// The developer's (or CI's) cache directory.
+fn shared_cache() -> String {
+    std::env::var("XDG_CACHE_HOME")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| std::env::var("HOME").ok().map(|h| format!("{h}/.cache")))
+        .unwrap_or_else(|| "/tmp".into())
 }
 
 /// `copilot -p` on the project as backend/task_1, with `extra` arguments.

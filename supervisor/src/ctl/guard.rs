@@ -557,57 +557,52 @@ struct Target {
     format: Format,
 }
 
-fn home() -> Result<PathBuf, String> {
-    env("HOME")
-        .map(PathBuf::from)
-        .ok_or_else(|| "HOME is not set; cannot find the user's settings".to_string())
+/// The hook file of `format` for `project` (`user`: the user's), with
+/// `HOME`, `CODEX_HOME`, `COPILOT_HOME` read through `var` (the process's
+/// environment for `guard install`, a runner's for `guard doctor`).
+pub(crate) fn hook_file_path(
+    project: &Path,
+    format: Format,
+    user: bool,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    let home = || {
+        var("HOME")
+            .map(PathBuf::from)
+            .ok_or_else(|| "HOME is not set; cannot find the user's settings".to_string())
+    };
+    let dir = |name: &str, default: &str| {
+        var(name)
+            .map(PathBuf::from)
+            .map_or_else(|| home().map(|h| h.join(default)), Ok)
+    };
+    Ok(match (format, user) {
+        (Format::Claude, true) => home()?.join(".claude/settings.json"),
+        (Format::Claude, false) => project.join(".claude/settings.json"),
+        (Format::Codex, true) => dir("CODEX_HOME", ".codex")?.join("hooks.json"),
+        (Format::Codex, false) => project.join(".codex/hooks.json"),
+        // `copilot -p` loads the repository's .github/hooks/ only in a
+        // trusted folder; the user's hooks directory is loaded always.
+        (Format::Copilot, true) => dir("COPILOT_HOME", ".copilot")?.join("hooks/squad.json"),
+        (Format::Copilot, false) => project.join(".github/hooks/squad.json"),
+    })
 }
 
 fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String> {
-    let project = || -> PathBuf {
-        root::resolve(root_arg)
-            .map(|r| root::fs_path(&r).to_path_buf())
-            .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf())
-    };
-    if args.claude {
-        let path = if args.user {
-            home()?.join(".claude/settings.json")
-        } else {
-            project().join(".claude/settings.json")
-        };
-        Ok(Target {
-            path,
-            format: Format::Claude,
-        })
+    let project = root::resolve(root_arg)
+        .map(|r| root::fs_path(&r).to_path_buf())
+        .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf());
+    let format = if args.claude {
+        Format::Claude
     } else if args.codex {
-        let path = if args.user {
-            env("CODEX_HOME")
-                .map(PathBuf::from)
-                .map_or_else(|| home().map(|h| h.join(".codex")), Ok)?
-                .join("hooks.json")
-        } else {
-            project().join(".codex/hooks.json")
-        };
-        Ok(Target {
-            path,
-            format: Format::Codex,
-        })
+        Format::Codex
     } else {
-        // `copilot -p` loads the repository's .github/hooks/ only in a
-        // trusted folder; the user's hooks directory is loaded always.
-        let path = if args.user {
-            env("COPILOT_HOME")
-                .map(PathBuf::from)
-                .map_or_else(|| home().map(|h| h.join(".copilot")), Ok)?
-                .join("hooks/squad.json")
-        } else {
-            project().join(".github/hooks/squad.json")
-        };
-        Ok(Target {
-            path,
-            format: Format::Copilot,
-        })
-    }
+        Format::Copilot
+    };
+    Ok(Target {
+        path: hook_file_path(&project, format, args.user, &env)?,
+        format,
+    })
 }
 
 fn command_line(program: &str, format: Format) -> String {

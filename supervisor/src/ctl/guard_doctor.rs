@@ -113,31 +113,6 @@ fn hook_file(path: &Path, cli: Cli) -> HookFile {
     }
 }
 
-/// The user-level hook file of `cli` in `env` (HOME, CODEX_HOME,
-/// COPILOT_HOME as the run sees them).
-fn user_hook_path(cli: Cli, env: &Env) -> Option<PathBuf> {
-    let home = || var(env, "HOME").map(PathBuf::from);
-    Some(match cli {
-        Cli::Claude => home()?.join(".claude/settings.json"),
-        Cli::Codex => var(env, "CODEX_HOME")
-            .map(PathBuf::from)
-            .or_else(|| home().map(|h| h.join(".codex")))?
-            .join("hooks.json"),
-        Cli::Copilot => var(env, "COPILOT_HOME")
-            .map(PathBuf::from)
-            .or_else(|| home().map(|h| h.join(".copilot")))?
-            .join("hooks/squad.json"),
-    })
-}
-
-fn project_hook_path(cli: Cli, root: &Path) -> PathBuf {
-    root.join(match cli {
-        Cli::Claude => ".claude/settings.json",
-        Cli::Codex => ".codex/hooks.json",
-        Cli::Copilot => ".github/hooks/squad.json",
-    })
-}
-
 /// What Codex says of our hooks in `root`: (project hook, user hook).
 fn codex_says(
     codex: Option<&Path>,
@@ -187,8 +162,10 @@ fn facts(
     runner: Option<RunnerUse>,
     env: &Env,
 ) -> CliFacts {
-    let project_path = project_hook_path(cli, root);
-    let user_path = user_hook_path(cli, env);
+    let var = |name: &str| var(env, name);
+    let project_path = super::guard::hook_file_path(root, format_of(cli), false, &var)
+        .unwrap_or_else(|_| root.to_path_buf());
+    let user_path = super::guard::hook_file_path(root, format_of(cli), true, &var).ok();
     let project_hook = hook_file(&project_path, cli);
     let user_hook = user_path
         .as_deref()
