@@ -233,6 +233,13 @@ pub fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> String {
     s
 }
 
+/// Whether Codex runs the guard of `hooks_file` in `project` as things are.
+pub fn is_trusted(codex: &Path, project: &Path, hooks_file: &Path) -> Result<bool, String> {
+    let hooks = AppServer::start(codex)?.hooks(project)?;
+    Ok(ours(&hooks, hooks_file)
+        .is_some_and(|h| h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")))
+}
+
 /// `guard install --codex --trust`: trusts the project (unless `user`) and
 /// our hook, then checks with Codex that it would run. Returns what was
 /// done, one line per step.

@@ -851,10 +851,18 @@ fn after_install(root_arg: Option<&Path>, args: &InstallArgs, t: &Target, add: b
             }
         }
         Format::Codex => {
-            print!(
-                "{}",
-                codex_trust::steps_left(&project, &hooks_file, args.user)
-            );
+            // Already reviewed (a re-install that changed nothing keeps the
+            // hash): say so rather than list steps that are done.
+            if codex_trust::on_path("codex").is_some_and(|c| {
+                codex_trust::is_trusted(&c, &project, &hooks_file).unwrap_or(false)
+            }) {
+                println!("codex: the guard is trusted and will run");
+            } else {
+                print!(
+                    "{}",
+                    codex_trust::steps_left(&project, &hooks_file, args.user)
+                );
+            }
             crate::exit::OK
         }
         Format::Copilot if !args.user => {

@@ -155,12 +155,15 @@ fn codex_says(
 }
 
 /// The facts about one CLI, as a run with `env` in `root` would meet them.
+/// `ask_version`: run `--version` (doctor); squadd's check skips it, since
+/// the version does not decide whether the run is guarded.
 fn facts(
     cli: Cli,
     root: &Path,
     program: Option<&Path>,
     runner: Option<RunnerUse>,
     env: &Env,
+    ask_version: bool,
 ) -> CliFacts {
     let var = |name: &str| var(env, name);
     let project_path = super::guard::hook_file_path(root, format_of(cli), false, &var)
@@ -191,7 +194,11 @@ fn facts(
     };
     CliFacts {
         cli,
-        version: program.and_then(version),
+        version: if ask_version {
+            program.and_then(version)
+        } else {
+            program.map(|p| p.display().to_string())
+        },
         runner,
         project_hook: (shown(&project_path), project_hook),
         user_hook: (
@@ -259,6 +266,7 @@ pub fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
             program.as_deref(),
             runner,
             &env,
+            true,
         )));
     }
     out
@@ -285,6 +293,7 @@ pub fn runner_check(root: &Path, agent: &str, spec: &RunnerSpec) -> Result<(), S
         program.as_deref(),
         Some(runner_use(agent, spec)),
         &env,
+        false,
     ));
     if verdict.blocks_dispatch {
         Err(refusal(&verdict))
