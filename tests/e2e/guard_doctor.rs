@@ -186,3 +186,47 @@ fn a_bad_guard_value_is_refused_with_the_field() {
     assert!(text.contains("guard"), "{text}");
     assert!(text.contains("`maybe` is not `on` or `off`"), "{text}");
 }
+
+#[test]
+fn a_copilot_runner_needs_trust_folder_for_repository_hooks_or_the_user_install() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    let (root, home) = (base.join("proj"), base.join("home"));
+    fs::create_dir_all(root.join(".squad")).unwrap();
+    fs::create_dir_all(&home).unwrap();
+    let policy = |extra: &str| {
+        format!(
+            "runners:\n  agents:\n    frontend:\n      command: [\"copilot\", \"-p\", \"Read {{prompt_file}}\", \"--allow-all-tools\"{extra}]\n      env:\n        HOME: \"{}\"\n",
+            home.display()
+        )
+    };
+    let doctor = || {
+        let out = run(ctl(&root)
+            .args(["guard", "doctor"])
+            .env("HOME", &home)
+            .env_remove("COPILOT_HOME"));
+        (code(&out), stdout(&out) + &stderr(&out))
+    };
+    write_policy(&root, policy(""));
+    ok(run(ctl(&root)
+        .args(["guard", "install", "--copilot"])
+        .env("HOME", &home)));
+    let (status, out) = doctor();
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("FAIL  folder trust"), "{out}");
+    assert!(out.contains("add \"--trust-folder\""), "{out}");
+    write_policy(&root, policy(", \"--trust-folder\""));
+    let (status, out) = doctor();
+    assert_eq!(status, 0, "{out}");
+    write_policy(&root, policy(""));
+    ok(run(ctl(&root)
+        .args(["guard", "install", "--copilot", "--user"])
+        .env("HOME", &home)
+        .env_remove("COPILOT_HOME")));
+    let (status, out) = doctor();
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains(".copilot/hooks/squad.json: guard installed"),
+        "{out}"
+    );
+}

@@ -636,3 +636,50 @@ fn codex_doctor_lines_come_from_real_codex_configurations() {
     assert_eq!(status, 1, "{out}");
     assert!(out.contains("edited after its review"), "{out}");
 }
+
+#[test]
+fn squadd_refuses_a_codex_runner_whose_hook_was_edited_after_review() {
+    let Some(codex) = cli("codex") else { return };
+    let p = project();
+    let stub = StubModel::start(vec![Step::Write(
+        p.root.join("frontend/forbidden.txt").display().to_string(),
+        "nope\n".into(),
+    )]);
+    let env = codex_env(&stub, &p.home, &codex);
+    install_codex_guard(&p.root, &env, true);
+    // Edited after the review: Codex would skip it silently.
+    let hooks = p.root.join(".codex/hooks.json");
+    let edited = fs::read_to_string(&hooks)
+        .unwrap()
+        .replace("\"timeout\": 10", "\"timeout\": 11");
+    fs::write(&hooks, edited).unwrap();
+    fs::remove_dir_all(p.root.join(".squad/sessions").join(SESSION)).unwrap();
+    write_policy(
+        &p.root,
+        "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [\"codex\", \"exec\", \"--sandbox\", \"workspace-write\", \"-m\", \"{model}\", \"Read {prompt_file}\"]\n      max_retries: 0\n",
+    );
+    let daemon_env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let _d = Daemon::start_with_env(&p.root, &daemon_env);
+    new_session(&p.root, "run");
+    ok(run(ctl(&p.root).args([
+        "task",
+        "new",
+        "--id",
+        "task_9",
+        "--agent",
+        "backend",
+        "--instruction",
+        "x",
+        "--allow",
+        "backend/**",
+    ])));
+    let log = crate::daemon::eventually("the refusal is audited", || {
+        let log = audit_log(&p.root).unwrap_or_default();
+        log.contains("\"kind\":\"run-failed\"").then_some(log)
+    });
+    assert!(log.contains("codex would run unguarded"), "{log}");
+    assert!(log.contains("edited after its review"), "{log}");
+    // Codex never ran: the model was never asked.
+    assert!(stub.requests().is_empty(), "{}", stub.transcript());
+    assert!(!p.root.join("frontend/forbidden.txt").exists());
+}
