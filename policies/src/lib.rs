@@ -24,6 +24,7 @@ pub mod boundary;
 pub mod check;
 pub mod duration;
 pub mod guard;
+pub mod guard_doctor;
 pub mod hooks;
 pub mod locks;
 pub mod memory;

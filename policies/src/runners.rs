@@ -26,6 +26,9 @@ pub struct RunnerSpec {
     pub timeout: Option<Duration>,
     /// Retries after a run that exits without completing its task.
     pub max_retries: u32,
+    /// `guard: off`: squadd dispatches to this runner even when its CLI
+    /// would run without the guard (docs/runners.md).
+    pub guard_off: bool,
 }
 
 /// `runners:` of the policy.
@@ -101,6 +104,8 @@ struct RawRunner {
     timeout: Option<String>,
     #[serde(default)]
     max_retries: Option<u32>,
+    #[serde(default)]
+    guard: Option<String>,
 }
 
 /// The placeholders a runner's argv, env and cwd may use.
@@ -157,6 +162,16 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
             Some(t) => Some(parse_duration(t).map_err(|m| err(format!("{field}.timeout"), m))?),
             None => None,
         };
+        let guard_off = match r.guard.as_deref().map(str::trim) {
+            None | Some("on") => false,
+            Some("off") => true,
+            Some(other) => {
+                return Err(err(
+                    format!("{field}.guard"),
+                    format!("`{other}` is not `on` or `off`"),
+                ));
+            }
+        };
         agents.insert(
             agent,
             RunnerSpec {
@@ -165,6 +180,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 cwd: r.cwd,
                 timeout,
                 max_retries: r.max_retries.unwrap_or(2),
+                guard_off,
             },
         );
     }

@@ -113,9 +113,9 @@ impl Default for RuntimeConfig {
         let mut c = RuntimeConfig {
             version: None,
             models: Models {
-                default: "claude-sonnet-4.5".into(),
-                cost_optimized: "claude-haiku-4.5".into(),
-                premium: "claude-opus-4.5".into(),
+                default: "claude-sonnet-4-5".into(),
+                cost_optimized: "claude-haiku-4-5".into(),
+                premium: "claude-opus-4-5".into(),
                 role_overrides: BTreeMap::new(),
             },
             sessions: Sessions {
@@ -683,7 +683,7 @@ mod tests {
         assert!(d.is_empty());
         assert_eq!(c.sessions.max_concurrent, 8);
         assert_eq!(c.sessions.default_timeout_ms, 300_000);
-        assert_eq!(c.models.default, "claude-sonnet-4.5");
+        assert_eq!(c.models.default, "claude-sonnet-4-5");
         assert_eq!(c.provenance["sessions.maxConcurrent"], "default");
     }
 

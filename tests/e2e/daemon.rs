@@ -606,7 +606,8 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
             "unwatched",
             "queue",
             "root",
-            "disk"
+            "disk",
+            "guard"
         ]
     );
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);

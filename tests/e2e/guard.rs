@@ -503,7 +503,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     sq(&["guard", "uninstall", "--copilot"]);
     assert!(!root.join(".github/hooks/squad.json").exists());
 
-    // --user goes to the user's settings ($HOME, $CODEX_HOME); Copilot has none.
+    // --user goes to the user's settings ($HOME, $CODEX_HOME, ~/.copilot).
     let home = tempfile::tempdir().unwrap();
     let codex_home = home.path().join("codex-home");
     let user = |args: &[&str]| {
@@ -516,9 +516,14 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     assert!(home.path().join(".claude/settings.json").is_file());
     assert_eq!(code(&user(&["guard", "install", "--codex", "--user"])), 0);
     assert!(codex_home.join("hooks.json").is_file());
-    let out = user(&["guard", "install", "--copilot", "--user"]);
-    assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains(".github/hooks"), "{}", stderr(&out));
+    // Copilot's user-level hooks directory (loaded by `copilot -p` with no
+    // folder trust).
+    let out = run(ctl(root)
+        .env("HOME", home.path())
+        .env_remove("COPILOT_HOME")
+        .args(["guard", "install", "--copilot", "--user"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(home.path().join(".copilot/hooks/squad.json").is_file());
 
     // A settings file that is not JSON is never clobbered.
     write(root, ".claude/settings.json", "{ broken");

@@ -84,6 +84,8 @@ pub enum GuardCommand {
     Install(InstallArgs),
     /// Remove the guard's own hook entry, and nothing else.
     Uninstall(InstallArgs),
+    /// Check that each agent CLI's next run in this project calls the guard.
+    Doctor(super::guard_doctor::DoctorArgs),
 }
 
 /// Arguments of `guard install|uninstall`.
@@ -97,7 +99,9 @@ pub struct InstallArgs {
     /// `~/.codex/hooks.json`, with --user).
     #[arg(long)]
     pub codex: bool,
-    /// Copilot CLI: `.github/hooks/squad.json` (repository only).
+    /// Copilot CLI: `.github/hooks/squad.json` (`$COPILOT_HOME/hooks/squad.json`,
+    /// default `~/.copilot/hooks/squad.json`, with --user: loaded by
+    /// `copilot -p` with no folder trust).
     #[arg(long)]
     pub copilot: bool,
     /// The user's settings instead of the project's.
@@ -109,6 +113,12 @@ pub struct InstallArgs {
     /// The squadctl the hook runs (looked up on PATH unless a path is given).
     #[arg(long, value_name = "PATH", default_value = "squadctl")]
     pub program: String,
+    /// Codex only: also trust the project (`[projects."<root>"]` in
+    /// `$CODEX_HOME/config.toml`, which loads its whole `.codex/`) and record
+    /// the guard's hook as reviewed, through `codex app-server` (the `codex`
+    /// on PATH). Without it, the steps left are printed.
+    #[arg(long, requires = "codex")]
+    pub trust: bool,
 }
 
 /// Runs `squadctl guard …`.
@@ -116,6 +126,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     match args.action {
         Some(GuardCommand::Install(a)) => install(root_arg, &a, true),
         Some(GuardCommand::Uninstall(a)) => install(root_arg, &a, false),
+        Some(GuardCommand::Doctor(a)) => super::guard_doctor::run(root_arg, &a),
         None => guard(root_arg, args.format.map(FormatArg::format)),
     }
 }
@@ -626,53 +637,52 @@ struct Target {
     format: Format,
 }
 
-fn home() -> Result<PathBuf, String> {
-    env("HOME")
-        .map(PathBuf::from)
-        .ok_or_else(|| "HOME is not set; cannot find the user's settings".to_string())
+/// The hook file of `format` for `project` (`user`: the user's), with
+/// `HOME`, `CODEX_HOME`, `COPILOT_HOME` read through `var` (the process's
+/// environment for `guard install`, a runner's for `guard doctor`).
+pub(crate) fn hook_file_path(
+    project: &Path,
+    format: Format,
+    user: bool,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    let home = || {
+        var("HOME")
+            .map(PathBuf::from)
+            .ok_or_else(|| "HOME is not set; cannot find the user's settings".to_string())
+    };
+    let dir = |name: &str, default: &str| {
+        var(name)
+            .map(PathBuf::from)
+            .map_or_else(|| home().map(|h| h.join(default)), Ok)
+    };
+    Ok(match (format, user) {
+        (Format::Claude, true) => home()?.join(".claude/settings.json"),
+        (Format::Claude, false) => project.join(".claude/settings.json"),
+        (Format::Codex, true) => dir("CODEX_HOME", ".codex")?.join("hooks.json"),
+        (Format::Codex, false) => project.join(".codex/hooks.json"),
+        // `copilot -p` loads the repository's .github/hooks/ only in a
+        // trusted folder; the user's hooks directory is loaded always.
+        (Format::Copilot, true) => dir("COPILOT_HOME", ".copilot")?.join("hooks/squad.json"),
+        (Format::Copilot, false) => project.join(".github/hooks/squad.json"),
+    })
 }
 
 fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String> {
-    let project = || -> PathBuf {
-        root::resolve(root_arg)
-            .map(|r| root::fs_path(&r).to_path_buf())
-            .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf())
-    };
-    if args.claude {
-        let path = if args.user {
-            home()?.join(".claude/settings.json")
-        } else {
-            project().join(".claude/settings.json")
-        };
-        Ok(Target {
-            path,
-            format: Format::Claude,
-        })
+    let project = root::resolve(root_arg)
+        .map(|r| root::fs_path(&r).to_path_buf())
+        .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf());
+    let format = if args.claude {
+        Format::Claude
     } else if args.codex {
-        let path = if args.user {
-            env("CODEX_HOME")
-                .map(PathBuf::from)
-                .map_or_else(|| home().map(|h| h.join(".codex")), Ok)?
-                .join("hooks.json")
-        } else {
-            project().join(".codex/hooks.json")
-        };
-        Ok(Target {
-            path,
-            format: Format::Codex,
-        })
+        Format::Codex
     } else {
-        if args.user {
-            return Err(
-                "Copilot CLI reads hooks from the repository's .github/hooks/*.json only; install without --user"
-                    .into(),
-            );
-        }
-        Ok(Target {
-            path: project().join(".github/hooks/squad.json"),
-            format: Format::Copilot,
-        })
-    }
+        Format::Copilot
+    };
+    Ok(Target {
+        path: hook_file_path(&project, format, args.user, &env)?,
+        format,
+    })
 }
 
 fn command_line(program: &str, format: Format) -> String {
@@ -690,6 +700,31 @@ fn is_ours(handler: &serde_json::Value, format: Format) -> bool {
         .get(key)
         .and_then(serde_json::Value::as_str)
         .is_some_and(|c| c.ends_with(&format!(" guard --format {format}")))
+}
+
+/// Whether a hook file's text holds the guard's entry for `format`
+/// (`guard doctor`); `Err` when it is not a JSON object.
+pub(crate) fn installed(text: &str, format: Format) -> Result<bool, String> {
+    let doc: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("not valid JSON at {}:{}: {e}", e.line(), e.column()))?;
+    if !doc.is_object() {
+        return Err("not a JSON object".into());
+    }
+    let event = if format == Format::Copilot {
+        "preToolUse"
+    } else {
+        "PreToolUse"
+    };
+    let list = doc["hooks"][event].as_array().cloned().unwrap_or_default();
+    Ok(if format == Format::Copilot {
+        list.iter().any(|h| is_ours(h, format))
+    } else {
+        list.iter().any(|g| {
+            g["hooks"]
+                .as_array()
+                .is_some_and(|hs| hs.iter().any(|h| is_ours(h, format)))
+        })
+    })
 }
 
 /// The settings with our entry added (or refreshed) or removed. `Ok(None)`
@@ -829,7 +864,7 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
             "not installed in"
         };
         println!("squad guard ({}) {state} {}", t.format, t.path.display());
-        return crate::exit::OK;
+        return after_install(root_arg, args, &t, add);
     };
     let empty = doc.as_object().is_some_and(|o| o.is_empty());
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -863,7 +898,62 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
         return super::fail(format!("{}: {e}", t.path.display()));
     }
     println!("squad guard ({}) {verb} {}", t.format, t.path.display());
-    crate::exit::OK
+    after_install(root_arg, args, &t, add)
+}
+
+/// What a CLI needs beyond the hook file before its next run calls the
+/// guard (Codex: project trust and hook review; Copilot: folder trust for
+/// repository hooks), done with `--trust` or said.
+fn after_install(root_arg: Option<&Path>, args: &InstallArgs, t: &Target, add: bool) -> u8 {
+    use super::codex_trust;
+    if !add || args.dry_run {
+        return crate::exit::OK;
+    }
+    let project = root::resolve(root_arg)
+        .map(|r| root::fs_path(&r).to_path_buf())
+        .unwrap_or_else(|_| root::fs_path(&root::here(root_arg)).to_path_buf());
+    let project = std::fs::canonicalize(&project).unwrap_or(project);
+    let hooks_file = std::fs::canonicalize(&t.path).unwrap_or_else(|_| t.path.clone());
+    match t.format {
+        Format::Codex if args.trust => {
+            let Some(codex) = codex_trust::on_path("codex") else {
+                return super::fail(
+                    "--trust asks Codex itself (`codex app-server`), but no `codex` is on PATH; the hook file is installed, trust is not",
+                );
+            };
+            match codex_trust::trust(&codex, &project, &hooks_file, args.user) {
+                Ok(done) => {
+                    print!("{done}");
+                    println!("codex: the guard is trusted and will run");
+                    crate::exit::OK
+                }
+                Err(e) => super::fail(format!("{e}; the hook file is installed, trust is not")),
+            }
+        }
+        Format::Codex => {
+            // Already reviewed (a re-install that changed nothing keeps the
+            // hash): say so rather than list steps that are done.
+            if codex_trust::on_path("codex").is_some_and(|c| {
+                codex_trust::is_trusted(&c, &project, &hooks_file).unwrap_or(false)
+            }) {
+                println!("codex: the guard is trusted and will run");
+            } else {
+                print!(
+                    "{}",
+                    codex_trust::steps_left(&project, &hooks_file, args.user)
+                );
+            }
+            crate::exit::OK
+        }
+        Format::Copilot if !args.user => {
+            println!(
+                "Copilot CLI loads .github/hooks/ only in a trusted folder: `copilot -p` needs `--trust-folder {}` (or GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS=true); `squadctl guard install --copilot --user` installs a hook every run loads",
+                project.display()
+            );
+            crate::exit::OK
+        }
+        _ => crate::exit::OK,
+    }
 }
 
 #[cfg(test)]

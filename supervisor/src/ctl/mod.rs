@@ -6,8 +6,10 @@ use std::process::ExitCode;
 
 pub mod canon;
 pub mod check;
+pub mod codex_trust;
 pub mod gc;
 pub mod guard;
+pub mod guard_doctor;
 pub mod hook_run;
 pub mod hooks;
 pub mod init;

@@ -135,7 +135,13 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     if code != exit::OK || !args.check {
         return code;
     }
-    if has_problems(&report) {
+    // A runner whose agent CLI would run without the guard (squadd refuses
+    // to dispatch to it): `squadctl guard doctor` says why.
+    let (guard_blocked, guard_text) = super::guard_doctor::summary(&root);
+    if guard_blocked {
+        eprintln!("squadctl: {guard_text} (see `squadctl guard doctor`)");
+    }
+    if has_problems(&report) || guard_blocked {
         exit::PROBLEMS
     } else {
         exit::OK
@@ -252,7 +258,7 @@ pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let health =
+    let mut health =
         match Client::connect(&root, DAEMON_TIMEOUT).and_then(|mut c| c.call(Method::Health)) {
             Ok(v) => match serde_json::from_value::<Health>(v) {
                 Ok(h) => h,
@@ -260,6 +266,20 @@ pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
             },
             Err(e) => return super::fail(e),
         };
+    // Whether the runners' agent CLIs would call the guard, judged here
+    // (it asks the CLIs themselves), not by squadd.
+    let (guard_blocked, guard_text) = super::guard_doctor::summary(&root);
+    health.checks.push(crate::daemon::health::Check {
+        name: "guard".into(),
+        value: guard_text,
+        verdict: if guard_blocked {
+            Verdict::Critical
+        } else {
+            Verdict::Ok
+        },
+        note: "critical when a runner's agent CLI would run unguarded; `squadctl guard doctor`"
+            .into(),
+    });
     let code = print(&if args.json {
         format!("{:#}\n", serde_json::to_value(&health).unwrap_or_default())
     } else {

@@ -1,0 +1,286 @@
+//! What Codex needs before it runs the guard, asked of Codex itself.
+//!
+//! Codex (0.169) loads `<project>/.codex/hooks.json` only for a trusted
+//! project (`[projects."<dir>"] trust_level = "trusted"` in
+//! `$CODEX_HOME/config.toml`), and even then skips every hook nobody has
+//! reviewed: a reviewed hook's hash is kept under `[hooks.state."<hooks.json
+//! path>:pre_tool_use:<group>:<handler>"] trusted_hash`. The hash is Codex's
+//! own digest of the hook's normalized definition, so rather than
+//! re-deriving it we ask `codex app-server` (JSON-RPC over stdio):
+//! `hooks/list` reports each hook's key, current hash and trust status, and
+//! `config/batchWrite` records trust through Codex's own config writer.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// How long one answer of `codex app-server` may take (it starts in well
+/// under a second; the margin is for a loaded machine).
+const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+
+/// One hook as Codex lists it for a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodexHook {
+    /// The `hooks.state` key (`<source path>:pre_tool_use:0:0`).
+    pub key: String,
+    /// The command line Codex would run.
+    pub command: String,
+    /// The file the hook comes from.
+    pub source_path: String,
+    /// `sha256:…` of the hook's current definition.
+    pub current_hash: String,
+    /// `trusted`, `untrusted` (never reviewed), `modified` (edited after
+    /// review) or `managed`.
+    pub trust_status: String,
+    /// Whether the hook is enabled.
+    pub enabled: bool,
+}
+
+/// A running `codex app-server`, stopped when dropped.
+pub struct AppServer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    next_id: u64,
+}
+
+impl AppServer {
+    /// Starts `codex app-server` (the `codex` given, in the caller's
+    /// environment: `CODEX_HOME`, `HOME`) and initializes the session.
+    pub fn start(codex: &Path) -> Result<AppServer, String> {
+        AppServer::start_with_env(codex, &std::collections::BTreeMap::new())
+    }
+
+    /// [`AppServer::start`] with `env` over the caller's environment (a
+    /// runner entry's `CODEX_HOME`, `HOME`).
+    pub fn start_with_env(
+        codex: &Path,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<AppServer, String> {
+        let mut child = Command::new(codex)
+            .arg("app-server")
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start `{} app-server`: {e}", codex.display()))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("codex app-server: no stdio".into());
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = AppServer {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        server.call(
+            "initialize",
+            json!({"clientInfo": {"name": "squadctl", "version": env!("CARGO_PKG_VERSION")}}),
+        )?;
+        server.send(&json!({"jsonrpc": "2.0", "method": "initialized"}))?;
+        Ok(server)
+    }
+
+    fn send(&mut self, msg: &Value) -> Result<(), String> {
+        writeln!(self.stdin, "{msg}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| format!("codex app-server: {e}"))
+    }
+
+    /// Sends a request and waits for its answer (notifications in between
+    /// are skipped).
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        let deadline = Instant::now() + ANSWER_WITHIN;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(l) => l,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(format!("codex app-server: no answer to {method}"));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(format!("codex app-server exited before answering {method}"));
+                }
+            };
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if msg["id"] != json!(id) {
+                continue;
+            }
+            if let Some(err) = msg.get("error") {
+                return Err(format!("codex app-server: {method}: {err}"));
+            }
+            return Ok(msg["result"].clone());
+        }
+    }
+
+    /// The hooks Codex would load for a session in `cwd`, and the warnings
+    /// it gives about them (an untrusted project's disabled `.codex/`).
+    pub fn hooks(&mut self, cwd: &Path) -> Result<Vec<CodexHook>, String> {
+        let result = self.call("hooks/list", json!({"cwds": [cwd]}))?;
+        let mut out = Vec::new();
+        for entry in result["data"].as_array().into_iter().flatten() {
+            for h in entry["hooks"].as_array().into_iter().flatten() {
+                if h["eventName"] != "preToolUse" {
+                    continue;
+                }
+                let s = |k: &str| h[k].as_str().unwrap_or("").to_string();
+                out.push(CodexHook {
+                    key: s("key"),
+                    command: s("command"),
+                    source_path: s("sourcePath"),
+                    current_hash: s("currentHash"),
+                    trust_status: s("trustStatus"),
+                    enabled: h["enabled"].as_bool().unwrap_or(true),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records in the user's `config.toml`, through Codex's own writer,
+    /// that `project` is trusted.
+    pub fn trust_project(&mut self, project: &Path) -> Result<(), String> {
+        let mut projects = serde_json::Map::new();
+        projects.insert(
+            project.display().to_string(),
+            json!({"trust_level": "trusted"}),
+        );
+        self.call(
+            "config/batchWrite",
+            json!({"edits": [{"keyPath": "projects", "mergeStrategy": "upsert", "value": projects}]}),
+        )
+        .map(drop)
+    }
+
+    /// Records the hook's current hash as reviewed.
+    pub fn trust_hook(&mut self, hook: &CodexHook) -> Result<(), String> {
+        let mut state = serde_json::Map::new();
+        state.insert(hook.key.clone(), json!({"trusted_hash": hook.current_hash}));
+        self.call(
+            "config/batchWrite",
+            json!({"edits": [{"keyPath": "hooks.state", "mergeStrategy": "upsert", "value": state}]}),
+        )
+        .map(drop)
+    }
+}
+
+impl Drop for AppServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `name` found on `PATH`, as a shell would find it.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Our hook among Codex's: the one whose command runs `guard --format
+/// codex` from `hooks_file`.
+pub fn ours<'a>(hooks: &'a [CodexHook], hooks_file: &Path) -> Option<&'a CodexHook> {
+    hooks.iter().find(|h| {
+        h.command.ends_with(" guard --format codex") && Path::new(&h.source_path) == hooks_file
+    })
+}
+
+/// What `--dangerously-bypass-hook-trust` bypasses, said before it is ever
+/// suggested.
+pub const BYPASS_WARNING: &str = "`codex exec --dangerously-bypass-hook-trust` would run the guard without a review, but it runs every enabled hook of every config layer unreviewed for that invocation (a hook an agent or a cloned repository planted in .codex/hooks.json included), so it is not recommended";
+
+/// The steps left to a person before Codex runs the guard, when
+/// `guard install --codex` was not given `--trust`.
+pub fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> String {
+    let mut s =
+        String::from("Codex runs this hook only after two steps that are a person's to take:\n");
+    if !user {
+        s += &format!(
+            "  1. trust the project: `[projects.\"{}\"] trust_level = \"trusted\"` in $CODEX_HOME/config.toml (Codex ignores .codex/ in an untrusted project; trusting it also loads its .codex/config.toml, exec policies and MCP servers);\n",
+            project.display()
+        );
+    }
+    s += &format!(
+        "  {}. review the hook: in `codex`, /hooks, or record its hash as `[hooks.state.\"{}:pre_tool_use:<group>:<handler>\"] trusted_hash` (Codex skips an unreviewed hook silently, and again after any edit of it);\n",
+        if user { 1 } else { 2 },
+        hooks_file.display()
+    );
+    s += "  `squadctl guard install --codex --trust` does both through `codex app-server` (Codex's own config writer), for this hook only;\n  ";
+    s += BYPASS_WARNING;
+    s += ".\n";
+    s
+}
+
+/// Whether Codex runs the guard of `hooks_file` in `project` as things are.
+pub fn is_trusted(codex: &Path, project: &Path, hooks_file: &Path) -> Result<bool, String> {
+    let hooks = AppServer::start(codex)?.hooks(project)?;
+    Ok(ours(&hooks, hooks_file)
+        .is_some_and(|h| h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")))
+}
+
+/// `guard install --codex --trust`: trusts the project (unless `user`) and
+/// our hook, then checks with Codex that it would run. Returns what was
+/// done, one line per step.
+pub fn trust(
+    codex: &Path,
+    project: &Path,
+    hooks_file: &Path,
+    user: bool,
+) -> Result<String, String> {
+    let mut server = AppServer::start(codex)?;
+    let mut done = String::new();
+    if !user {
+        server.trust_project(project)?;
+        done += &format!("codex: project {} trusted\n", project.display());
+    }
+    let hooks = server.hooks(project)?;
+    let Some(hook) = ours(&hooks, hooks_file).cloned() else {
+        return Err(format!(
+            "codex does not list the guard of {} for {} (is the file valid and the project trusted?)",
+            hooks_file.display(),
+            project.display()
+        ));
+    };
+    if hook.trust_status != "trusted" && hook.trust_status != "managed" {
+        server.trust_hook(&hook)?;
+        done += &format!(
+            "codex: hook {} reviewed ({})\n",
+            hook.key, hook.current_hash
+        );
+    }
+    // Codex itself must now say it runs the hook.
+    let after = server.hooks(project)?;
+    match ours(&after, hooks_file) {
+        Some(h) if h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed") => {
+            Ok(done)
+        }
+        Some(h) => Err(format!(
+            "codex still lists the guard as {}{}",
+            h.trust_status,
+            if h.enabled { "" } else { " (disabled)" }
+        )),
+        None => Err("codex no longer lists the guard".into()),
+    }
+}
