@@ -44,6 +44,10 @@ pub struct Root {
     pub locks: Vec<crate::locks::Entry>,
     /// The next scheduled retention run.
     pub next_gc: Option<DateTime<Utc>>,
+    /// The root's skills, as `status` reports them.
+    pub skills: crate::skills::SkillsHealth,
+    /// The root's team directory, as `status` reports it (docs/team.md).
+    pub team: crate::team::TeamHealth,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -70,6 +74,8 @@ impl Root {
             policy,
             locks: Vec::new(),
             next_gc,
+            skills: Default::default(),
+            team: Default::default(),
         }
     }
 

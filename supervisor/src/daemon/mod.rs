@@ -28,6 +28,7 @@ pub mod hooks;
 pub mod intake;
 pub mod notices;
 pub mod pidfile;
+pub mod roots;
 pub mod routing;
 pub mod runs;
 pub mod server;
@@ -38,6 +39,7 @@ pub mod upkeep;
 pub mod writer;
 
 use self::core::Root;
+use self::roots::{RootId, Roots, Shell};
 use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
 use crate::events::EventKind;
@@ -137,7 +139,8 @@ pub enum StartError {
 
 /// The daemon's state, and its one owner.
 pub struct Supervisor {
-    roots: Vec<Root>,
+    /// Every root: its core and its shell.
+    roots: Roots,
     intake: Intake,
     timers: Timers,
     writer: Writer,
@@ -148,20 +151,10 @@ pub struct Supervisor {
     /// Whether systemd listens for STATUS= lines.
     notify_socket: bool,
     watchdog: Option<Duration>,
-    /// Each root's skills, as `status` reports them.
-    skills: Vec<crate::skills::SkillsHealth>,
-    /// Each root's pid lock (`None` once another squadd took the root over).
-    pid_locks: Vec<Option<pidfile::PidLock>>,
-    /// Each root's control socket, once bound.
-    sockets: Vec<Option<server::Bound>>,
     /// Where the control connections send their calls.
     calls: mpsc::Sender<server::Call>,
-    /// Each root's team directory, as `status` reports it (docs/team.md).
-    team: Vec<crate::team::TeamHealth>,
     /// Deliveries due now, made at the end of the batch (critical first).
-    outbox: Vec<(usize, routing::Delivery)>,
-    /// Agent runs (docs/runners.md).
-    runs: runs::Runs,
+    outbox: Vec<(RootId, routing::Delivery)>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -176,7 +169,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let (hooks, mut hook_rx) = Hooks::new();
     let (calls, mut call_rx) = mpsc::channel::<server::Call>(64);
     let mut sup = Supervisor {
-        roots: Vec::new(),
+        roots: Roots::default(),
         intake,
         timers: Timers::default(),
         writer: Writer::default(),
@@ -186,13 +179,8 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         last_status_line: String::new(),
         notify_socket: std::env::var_os("NOTIFY_SOCKET").is_some(),
         watchdog: systemd::watchdog_interval(),
-        skills: Vec::new(),
-        pid_locks: Vec::new(),
-        sockets: Vec::new(),
         calls,
-        team: Vec::new(),
         outbox: Vec::new(),
-        runs: runs::Runs::default(),
     };
 
     let mut behind_rx = sup.writer.start_behind()?;
@@ -200,24 +188,24 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         sup.open_root(root)?;
     }
     // Before the scan: its deliveries are journalled too.
-    for (i, r) in sup.roots.iter().enumerate() {
+    for (i, r) in sup.roots.cores() {
         sup.hooks
             .resume(i, &r.root, &r.policy.messages, &r.policy.hooks);
     }
     // Watches first, then the scan: a change during the scan is seen twice
     // at worst (and ignored the second time), never missed.
-    for i in 0..sup.roots.len() {
+    for i in sup.roots.ids() {
         sup.watch_root(i);
     }
     let now = Utc::now();
-    for i in 0..sup.roots.len() {
+    for i in sup.roots.ids() {
         sup.initial_scan(i, now);
         sup.adopt_runs(i, now);
     }
     release_scan_memory();
 
-    for i in 0..sup.roots.len() {
-        let root = sup.roots[i].root.clone();
+    for i in sup.roots.ids() {
+        let root = sup.roots.core(i).root.clone();
         let path = socket_path(&root);
         let bound = server::Bound::start(&root, &path, i, sup.calls.clone()).map_err(|e| {
             StartError::Root {
@@ -225,7 +213,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 message: format!("cannot bind {}: {e}", path.display()),
             }
         })?;
-        sup.sockets[i] = Some(bound);
+        sup.roots.shell_mut(i).socket = Some(bound);
     }
 
     let summary = answers::summary(&sup);
@@ -280,7 +268,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     while let Ok(done) = behind_rx.try_recv() {
         sup.written_behind(done);
     }
-    for i in 0..sup.roots.len() {
+    for i in sup.roots.ids() {
         if sup.timers.contains(&Timer::Context(i)) {
             sup.write_shared_context(i, true);
         }
@@ -296,8 +284,14 @@ pub async fn run(options: Options) -> Result<(), StartError> {
             },
         );
         // Only our own socket: a squadd that took the root over keeps its.
-        let path = socket_path(&sup.roots[i].root);
-        if sup.sockets[i].as_ref().is_some_and(|b| b.is_at(&path)) {
+        let path = socket_path(&sup.roots.core(i).root);
+        if sup
+            .roots
+            .shell(i)
+            .socket
+            .as_ref()
+            .is_some_and(|b| b.is_at(&path))
+        {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -342,7 +336,7 @@ impl Supervisor {
         if !root.is_dir() {
             return Err(fail("not a directory".into()));
         }
-        if self.roots.iter().any(|r| r.root == root) {
+        if self.roots.cores().any(|(_, r)| r.root == root) {
             return Err(fail("given twice".into()));
         }
         create_layout(&root).map_err(|e| fail(format!("cannot create .squad/: {e}")))?;
@@ -351,10 +345,8 @@ impl Supervisor {
             &Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid"),
         )?;
         let policy = crate::locks::load_policy(&root);
-        let i = self.roots.len();
-        self.log.add_root(&root);
         self.writer.add_root(&root);
-        self.runs.add_root(&root);
+        let runs = runs::RootRuns::load(&root);
         // An invalid policy never stops squadd (under systemd that is a
         // restart loop): it runs on the defaults and names the field. The
         // defaults' retention could delete what the refused policy kept, so
@@ -363,9 +355,19 @@ impl Supervisor {
         let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
         let state = State::load(&root);
         let mut r = Root::new(root, state, policy);
+        if refused.is_some() {
+            r.next_gc = None;
+        }
+        let shell = Shell {
+            pid_lock: Some(lock),
+            socket: None,
+            runs,
+        };
+        let i = self.roots.add(r, shell);
+        let r = self.roots.core(i);
+        self.log.add_root(i, &r.root);
         if let Some(error) = refused {
             tracing::error!(root = %r.root.display(), %error, "policy refused; running on the defaults");
-            r.next_gc = None;
             let path = r.root.join(SQUAD_DIR).join("policies.yaml");
             self.log.emit(
                 i,
@@ -378,20 +380,15 @@ impl Supervisor {
                 },
             );
         }
-        if let Some(at) = r.next_gc {
+        if let Some(at) = self.roots.core(i).next_gc {
             self.timers
                 .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
         }
-        self.roots.push(r);
-        self.skills.push(Default::default());
-        self.team.push(Default::default());
         self.timers.set(Timer::Locks(i), Instant::now());
-        self.pid_locks.push(Some(lock));
-        self.sockets.push(None);
         Ok(())
     }
 
-    fn watch(&mut self, i: usize, path: &Path) {
+    fn watch(&mut self, i: RootId, path: &Path) {
         if let Err(error) = self.intake.watch(path) {
             tracing::error!(path = %path.display(), %error, "cannot watch");
             self.log
@@ -408,7 +405,7 @@ impl Supervisor {
     /// never reported).
     fn rewatch(&mut self) {
         let restored = self.intake.rewatch();
-        let roots: BTreeSet<usize> = restored.iter().filter_map(|p| self.root_of(p)).collect();
+        let roots: BTreeSet<RootId> = restored.iter().filter_map(|p| self.root_of(p)).collect();
         for i in roots {
             let dirs = restored
                 .iter()
@@ -429,18 +426,21 @@ impl Supervisor {
     /// `.squad/` deleted and recreated gets our pid lock again, or, when
     /// another squadd took it first, the root is left to that squadd.
     /// Returns whether squadd still supervises the root.
-    fn check_control(&mut self, i: usize) -> bool {
-        if self.roots[i].taken_over.is_some() {
+    fn check_control(&mut self, i: RootId) -> bool {
+        if self.roots.core(i).taken_over.is_some() {
             return false;
         }
-        let root = self.roots[i].root.clone();
-        if !self.roots[i].sessions_dir.is_dir() {
+        let root = self.roots.core(i).root.clone();
+        if !self.roots.core(i).sessions_dir.is_dir() {
             // Missing: restored by the root check.
             return true;
         }
         let pid_rel = Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid");
         let pid_path = root.join(&pid_rel);
-        if !self.pid_locks[i]
+        if !self
+            .roots
+            .shell(i)
+            .pid_lock
             .as_ref()
             .is_some_and(|l| l.is_at(&pid_path))
         {
@@ -449,7 +449,7 @@ impl Supervisor {
             }
             match pidfile::acquire(&root, &pid_rel) {
                 Ok(lock) => {
-                    self.pid_locks[i] = Some(lock);
+                    self.roots.shell_mut(i).pid_lock = Some(lock);
                     self.log.reopen_audit(i);
                     self.log.emit(
                         i,
@@ -471,12 +471,18 @@ impl Supervisor {
             }
         }
         let path = socket_path(&root);
-        if !self.sockets[i].as_ref().is_some_and(|b| b.is_at(&path)) {
+        if !self
+            .roots
+            .shell(i)
+            .socket
+            .as_ref()
+            .is_some_and(|b| b.is_at(&path))
+        {
             // The old listener goes first (its file is gone or replaced).
-            self.sockets[i] = None;
+            self.roots.shell_mut(i).socket = None;
             match server::Bound::start(&root, &path, i, self.calls.clone()) {
                 Ok(bound) => {
-                    self.sockets[i] = Some(bound);
+                    self.roots.shell_mut(i).socket = Some(bound);
                     self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
                     self.log.emit(
                         i,
@@ -497,8 +503,8 @@ impl Supervisor {
 
     /// Whether root `i` is not supervised now (its `.squad/sessions` is
     /// missing, or another squadd has it): nothing is written into it.
-    fn root_gone(&self, i: usize) -> bool {
-        let r = &self.roots[i];
+    fn root_gone(&self, i: RootId) -> bool {
+        let r = self.roots.core(i);
         r.taken_over.is_some() || r.missing || !r.sessions_dir.is_dir()
     }
 
@@ -513,16 +519,21 @@ impl Supervisor {
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
-            roots: (0..self.roots.len())
+            roots: self
+                .roots
+                .ids()
                 .map(|i| {
-                    let r = &self.roots[i];
+                    let r = self.roots.core(i);
                     let problem = if let Some(pid) = &r.taken_over {
                         Some(format!(
                             "taken over by another squadd (pid {pid}); not supervised"
                         ))
                     } else if r.missing {
                         Some(".squad/sessions is missing; waiting for it to come back".into())
-                    } else if !self.sockets[i]
+                    } else if !self
+                        .roots
+                        .shell(i)
+                        .socket
                         .as_ref()
                         .is_some_and(|b| b.is_at(&socket_path(&r.root)))
                     {
@@ -541,17 +552,17 @@ impl Supervisor {
     }
 
     /// Another squadd holds root `i` now: stop supervising it, say so.
-    fn take_over(&mut self, i: usize, pid: String) {
-        tracing::error!(root = %self.roots[i].root.display(), %pid, "another squadd took the root over");
-        self.roots[i].taken_over = Some(pid.clone());
-        self.pid_locks[i] = None;
-        self.sockets[i] = None;
-        let root = self.roots[i].root.clone();
+    fn take_over(&mut self, i: RootId, pid: String) {
+        tracing::error!(root = %self.roots.core(i).root.display(), %pid, "another squadd took the root over");
+        self.roots.core_mut(i).taken_over = Some(pid.clone());
+        self.roots.shell_mut(i).pid_lock = None;
+        self.roots.shell_mut(i).socket = None;
+        let root = self.roots.core(i).root.clone();
         self.intake.unwatch_under(&root);
         self.timers.cancel_root(i);
-        let names: Vec<String> = self.roots[i].sessions.keys().cloned().collect();
+        let names: Vec<String> = self.roots.core(i).sessions.keys().cloned().collect();
         for name in names {
-            self.roots[i].remove_session(&name);
+            self.roots.core_mut(i).remove_session(&name);
         }
         self.log
             .emit(i, None, None, EventKind::RootTakenOver { pid });
@@ -559,7 +570,7 @@ impl Supervisor {
 
     /// Watches a session's `locks/` when it exists (squadctl creates it on
     /// the first acquisition; its creation event brings us back here).
-    fn watch_locks(&mut self, i: usize, session_dir: &Path) {
+    fn watch_locks(&mut self, i: RootId, session_dir: &Path) {
         let locks = session_dir.join(crate::locks::LOCKS_DIR);
         if locks.is_dir() {
             self.watch(i, &locks);
@@ -569,13 +580,13 @@ impl Supervisor {
     /// Watches the root, `.squad`, `.squad/sessions` and each session
     /// directory, each non-recursively: artifacts and other subdirectories
     /// cost nothing.
-    fn watch_root(&mut self, i: usize) {
-        let root = self.roots[i].root.clone();
+    fn watch_root(&mut self, i: RootId) {
+        let root = self.roots.core(i).root.clone();
         // `squadctl import` puts a new `.squad/` in the old one's place.
         self.intake.forget_if_replaced(&root.join(SQUAD_DIR));
         self.watch(i, &root);
         self.watch(i, &root.join(SQUAD_DIR));
-        let sessions = self.roots[i].sessions_dir.clone();
+        let sessions = self.roots.core(i).sessions_dir.clone();
         self.watch(i, &sessions);
         // The socket and pid file: a removed socket is bound again.
         self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
@@ -595,37 +606,37 @@ impl Supervisor {
     }
 
     /// Re-checks a root's skills and watches skill folders that appeared.
-    fn refresh_skills(&mut self, i: usize) {
+    fn refresh_skills(&mut self, i: RootId) {
         self.timers.cancel(&Timer::Skills(i));
-        let root = self.roots[i].root.clone();
+        let root = self.roots.core(i).root.clone();
         for dir in crate::skills::watch_dirs(&root) {
             self.watch(i, &dir);
         }
-        self.skills[i] = crate::skills::health(&root);
+        self.roots.core_mut(i).skills = crate::skills::health(&root);
         for dir in crate::team::watch_dirs(&root) {
             // An import replaces the team's directories whole.
             self.intake.forget_if_replaced(&dir);
             self.watch(i, &dir);
         }
-        self.team[i] = crate::team::health(&root);
+        self.roots.core_mut(i).team = crate::team::health(&root);
     }
 
     /// Records the events upkeep caused.
-    fn record(&mut self, i: usize, caused: Vec<upkeep::Caused>) {
+    fn record(&mut self, i: RootId, caused: Vec<upkeep::Caused>) {
         for (session, path, kind) in caused {
             self.log.emit(i, session.as_deref(), path.as_deref(), kind);
         }
     }
 
-    fn initial_scan(&mut self, i: usize, now: DateTime<Utc>) {
-        let root = self.roots[i].root.clone();
+    fn initial_scan(&mut self, i: RootId, now: DateTime<Utc>) {
+        let root = self.roots.core(i).root.clone();
         let mut scanned = true;
         let sessions = match scan_root(&root, default_threads()) {
             Ok(s) => s,
             Err(e) => {
                 scanned = false;
                 tracing::error!(root = %root.display(), error = %e, "start-up scan failed");
-                self.roots[i].missing = true;
+                self.roots.core_mut(i).missing = true;
                 self.log.emit(i, None, None, EventKind::RootMissing);
                 self.timers
                     .set(Timer::RootCheck(i), Instant::now() + ROOT_CHECK_FIRST);
@@ -647,12 +658,12 @@ impl Supervisor {
         }
         // The first derivation is the baseline: no task-ready storm at start.
         for (name, index) in sessions {
-            let out = self.roots[i].load_session(index, now, false);
+            let out = self.roots.core_mut(i).load_session(index, now, false);
             self.report_invalid_files(i, &name);
             // A session that ended while squadd was down still holds its
             // locks, and may lack its summary.
             let ended = out.ended;
-            let dir = self.roots[i].session_dir(&name);
+            let dir = self.roots.core(i).session_dir(&name);
             self.take_outcome(i, &name, Outcome { ended: None, ..out }, now, false);
             if let Some(status) = ended {
                 let status = status.to_string();
@@ -666,7 +677,7 @@ impl Supervisor {
         }
         if scanned {
             // Sessions deleted or archived while squadd was down.
-            self.roots[i].prune_state();
+            self.roots.core_mut(i).prune_state();
         }
         self.write_statuses(i, &names, now);
         self.refresh_skills(i);
@@ -699,7 +710,7 @@ impl Supervisor {
     /// after [`REMOVAL_DELAY`] if it still exists and still ended then.
     fn take_outcome(
         &mut self,
-        i: usize,
+        i: RootId,
         name: &str,
         out: Outcome,
         wall: DateTime<Utc>,
@@ -738,8 +749,8 @@ impl Supervisor {
         }
     }
 
-    fn report_invalid_files(&mut self, i: usize, name: &str) {
-        for (path, errors, first, unreadable) in self.roots[i].invalid_files(name) {
+    fn report_invalid_files(&mut self, i: RootId, name: &str) {
+        for (path, errors, first, unreadable) in self.roots.core(i).invalid_files(name) {
             if unreadable {
                 self.intake.retry_unreadable(&path, Instant::now());
             }
@@ -753,19 +764,21 @@ impl Supervisor {
     }
 
     /// Writes the persisted state behind: at most once per burst.
-    fn state_changed(&mut self, i: usize) {
+    fn state_changed(&mut self, i: RootId) {
         self.timers
             .set_earlier(Timer::SaveState(i), Instant::now() + CONTEXT_DELAY);
     }
 
-    fn save_state(&mut self, i: usize) {
+    fn save_state(&mut self, i: RootId) {
         self.timers.cancel(&Timer::SaveState(i));
         if self.root_gone(i) {
             // Never recreate what is being deleted; saved when it is back.
             return;
         }
-        let path = state_path(&self.roots[i].root);
-        let result = self.roots[i]
+        let path = state_path(&self.roots.core(i).root);
+        let result = self
+            .roots
+            .core_mut(i)
             .state_to_save()
             .encode()
             .and_then(|bytes| self.writer.write_private(&path, &bytes));
@@ -780,7 +793,7 @@ impl Supervisor {
             Noted::Queued => {}
             Noted::Failed(error) => {
                 tracing::error!(%error, "watcher error");
-                for i in 0..self.roots.len() {
+                for i in self.roots.ids() {
                     self.log.emit(
                         i,
                         None,
@@ -793,8 +806,8 @@ impl Supervisor {
                 }
             }
             Noted::Rescan(paths) => {
-                let roots: BTreeSet<usize> = if paths.is_empty() {
-                    (0..self.roots.len()).collect()
+                let roots: BTreeSet<RootId> = if paths.is_empty() {
+                    self.roots.ids().collect()
                 } else {
                     paths.iter().filter_map(|p| self.root_of(p)).collect()
                 };
@@ -805,15 +818,8 @@ impl Supervisor {
         }
     }
 
-    fn root_of(&self, path: &Path) -> Option<usize> {
-        // The innermost: a root may lie inside another (`--root /p --root
-        // /p/sub`), and the inner one's files are its own.
-        self.roots
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| path.starts_with(&r.root))
-            .max_by_key(|(_, r)| r.root.components().count())
-            .map(|(i, _)| i)
+    fn root_of(&self, path: &Path) -> Option<RootId> {
+        self.roots.of(path)
     }
 
     /// The next moment something is due: a settling file or the head of the
@@ -828,9 +834,9 @@ impl Supervisor {
     /// Processes everything due: rescans, settled paths, timers.
     fn flush(&mut self, now: Instant, wall: DateTime<Utc>) {
         let due = self.timers.pop_due(now);
-        let mut touched: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        let mut touched: BTreeMap<RootId, BTreeSet<String>> = BTreeMap::new();
         // Sessions that saw something other than a removal in this batch.
-        let mut changed: BTreeSet<(usize, String)> = BTreeSet::new();
+        let mut changed: BTreeSet<(RootId, String)> = BTreeSet::new();
         for t in &due {
             if let Timer::Rescan(i) = t {
                 let names = self.rescan(*i);
@@ -863,7 +869,7 @@ impl Supervisor {
             }
         }
         // Tasks whose deadline passed re-derive without a file change.
-        let mut passed: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
+        let mut passed: BTreeMap<(RootId, String), Vec<String>> = BTreeMap::new();
         for t in &due {
             if let Timer::TaskDue {
                 root,
@@ -878,7 +884,7 @@ impl Supervisor {
             }
         }
         for ((i, name), tasks) in passed {
-            if let Some(out) = self.roots[i].tick(&name, &tasks, wall) {
+            if let Some(out) = self.roots.core_mut(i).tick(&name, &tasks, wall) {
                 self.take_outcome(i, &name, out, wall, false);
                 changed.insert((i, name.clone()));
                 touched.entry(i).or_default().insert(name);
@@ -910,25 +916,29 @@ impl Supervisor {
                     });
                     // Rewritten, never recreated here: a session whose status
                     // file went with its other files may be being deleted.
-                    let has_status = self.roots[root]
+                    let has_status = self
+                        .roots
+                        .core(root)
                         .sessions
                         .get(&session)
                         .is_some_and(|s| s.index().files.contains_key(SESSION_STATUS_FILE));
                     if has_status {
                         self.write_statuses(root, std::slice::from_ref(&session), wall);
                     }
-                    if self.roots[root].session_dir(&session).is_dir() {
+                    if self.roots.core(root).session_dir(&session).is_dir() {
                         self.recheck_waiting(root, &session, wall);
                         self.flush_outbox(wall);
                     }
                 }
                 Timer::WrapUp { root, session } => {
-                    let ended = self.roots[root]
+                    let ended = self
+                        .roots
+                        .core(root)
                         .sessions
                         .get(&session)
                         .and_then(|s| s.ended());
                     if let Some(status) = ended
-                        && self.roots[root].session_dir(&session).is_dir()
+                        && self.roots.core(root).session_dir(&session).is_dir()
                     {
                         self.wrap_up(root, &session, &status.to_string(), wall);
                     }
@@ -938,7 +948,7 @@ impl Supervisor {
                 Timer::Locks(i) => self.refresh_locks(i),
                 Timer::Retention(i) => {
                     let busy = self.busy_sessions(i);
-                    let caused = upkeep::run_retention(&mut self.roots[i], &busy, wall);
+                    let caused = upkeep::run_retention(self.roots.core_mut(i), &busy, wall);
                     self.record(i, caused);
                     self.schedule_retention(i, wall);
                 }
@@ -949,7 +959,9 @@ impl Supervisor {
                     to,
                     name,
                 } => {
-                    let waiting = self.roots[root]
+                    let waiting = self
+                        .roots
+                        .core_mut(root)
                         .mail
                         .get_mut(&session)
                         .and_then(|m| m.waiting.remove(&(to, name)));
@@ -969,17 +981,17 @@ impl Supervisor {
                         self.last_status_line = summary;
                     }
                 }
-                Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(&self.roots[i]),
+                Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(self.roots.core(i)),
                 Timer::RootCheck(i) => {
-                    if self.roots[i].taken_over.is_some() {
-                    } else if self.roots[i].sessions_dir.is_dir() {
-                        if self.roots[i].missing {
+                    if self.roots.core(i).taken_over.is_some() {
+                    } else if self.roots.core(i).sessions_dir.is_dir() {
+                        if self.roots.core(i).missing {
                             self.timers.set(Timer::Rescan(i), Instant::now());
                         } else {
                             self.check_control(i);
                         }
-                    } else if self.roots[i].missing {
-                        let r = &mut self.roots[i];
+                    } else if self.roots.core(i).missing {
+                        let r = self.roots.core_mut(i);
                         r.check_after = (r.check_after * 2).min(ROOT_CHECK_MAX);
                         let at = Instant::now() + r.check_after;
                         self.timers.set(Timer::RootCheck(i), at);
@@ -1006,8 +1018,8 @@ impl Supervisor {
         }
     }
 
-    fn schedule_retention(&mut self, i: usize, wall: DateTime<Utc>) {
-        match self.roots[i].next_gc {
+    fn schedule_retention(&mut self, i: RootId, wall: DateTime<Utc>) {
+        match self.roots.core(i).next_gc {
             Some(at) => self
                 .timers
                 .set_wall(Timer::Retention(i), at, wall, Instant::now()),
@@ -1017,18 +1029,18 @@ impl Supervisor {
 
     /// Sessions retention must leave alone: paths still waiting to be read,
     /// status writes held back.
-    fn busy_sessions(&self, i: usize) -> BTreeSet<String> {
-        let mut busy = self.intake.busy_sessions(&self.roots[i].sessions_dir);
+    fn busy_sessions(&self, i: RootId) -> BTreeSet<String> {
+        let mut busy = self.intake.busy_sessions(&self.roots.core(i).sessions_dir);
         busy.extend(self.timers.held_sessions(i).map(str::to_string));
         busy
     }
 
-    fn refresh_locks(&mut self, i: usize) {
+    fn refresh_locks(&mut self, i: RootId) {
         if self.root_gone(i) {
             return;
         }
         let mut caused = Vec::new();
-        let next = upkeep::refresh_locks(&mut self.roots[i], &mut caused);
+        let next = upkeep::refresh_locks(self.roots.core_mut(i), &mut caused);
         self.record(i, caused);
         match next {
             upkeep::LocksNext::Retry(after) => {
@@ -1042,34 +1054,34 @@ impl Supervisor {
         }
     }
 
-    fn release_session_locks(&mut self, i: usize, name: &str, status: &str) {
+    fn release_session_locks(&mut self, i: RootId, name: &str, status: &str) {
         let mut caused = Vec::new();
-        upkeep::release_session_locks(&self.roots[i], name, status, &mut caused);
+        upkeep::release_session_locks(self.roots.core(i), name, status, &mut caused);
         self.record(i, caused);
         self.timers.set(Timer::Locks(i), Instant::now());
     }
 
     /// Releases a session's locks and writes its summary.
-    fn wrap_up(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
+    fn wrap_up(&mut self, i: RootId, name: &str, status: &str, wall: DateTime<Utc>) {
         self.release_session_locks(i, name, status);
         self.end_session(i, name, status, wall);
     }
 
-    fn end_session(&mut self, i: usize, name: &str, status: &str, wall: DateTime<Utc>) {
+    fn end_session(&mut self, i: RootId, name: &str, status: &str, wall: DateTime<Utc>) {
         if let Some(caused) =
-            upkeep::end_session(&self.roots[i], &mut self.writer, name, status, wall)
+            upkeep::end_session(self.roots.core(i), &mut self.writer, name, status, wall)
         {
             self.record(i, vec![caused]);
         }
     }
 
     /// Re-reads a whole root; returns the sessions to re-derive.
-    fn rescan(&mut self, i: usize) -> Vec<String> {
-        let root = self.roots[i].root.clone();
-        if self.roots[i].taken_over.is_some() {
+    fn rescan(&mut self, i: RootId) -> Vec<String> {
+        let root = self.roots.core(i).root.clone();
+        if self.roots.core(i).taken_over.is_some() {
             return Vec::new();
         }
-        if !self.roots[i].sessions_dir.is_dir() {
+        if !self.roots.core(i).sessions_dir.is_dir() {
             // The kernel dropped the watches of everything that vanished;
             // forget them too, or the directories that come back later would
             // count as watched and never be watched again.
@@ -1077,18 +1089,18 @@ impl Supervisor {
             if !root.is_dir() {
                 self.intake.forget_under(&root);
             }
-            if !self.roots[i].missing {
-                self.roots[i].missing = true;
+            if !self.roots.core(i).missing {
+                self.roots.core_mut(i).missing = true;
                 self.log.emit(i, None, None, EventKind::RootMissing);
                 // A root deleted and recreated is a new directory that no
                 // watch covers: look for it (only while it is missing).
-                self.roots[i].check_after = ROOT_CHECK_FIRST;
+                self.roots.core_mut(i).check_after = ROOT_CHECK_FIRST;
                 self.timers
                     .set(Timer::RootCheck(i), Instant::now() + ROOT_CHECK_FIRST);
             }
             return Vec::new();
         }
-        if self.roots[i].missing {
+        if self.roots.core(i).missing {
             self.timers.cancel(&Timer::RootCheck(i));
             // Watches of a root directory that was replaced are dead.
             self.intake.unwatch_under(&root);
@@ -1116,7 +1128,7 @@ impl Supervisor {
         // What the reads of a rescan used goes back once the rescans of a
         // burst are over.
         self.timers.set(Timer::Trim, Instant::now() + TRIM_DELAY);
-        let old: BTreeSet<String> = self.roots[i].sessions.keys().cloned().collect();
+        let old: BTreeSet<String> = self.roots.core(i).sessions.keys().cloned().collect();
         for gone in old.difference(&names) {
             self.forget_session(i, gone);
         }
@@ -1126,9 +1138,9 @@ impl Supervisor {
             if old.contains(name) {
                 self.rescan_session(i, name);
             } else {
-                match scan_session(&self.roots[i].session_dir(name)) {
+                match scan_session(&self.roots.core(i).session_dir(name)) {
                     Ok(index) => {
-                        let out = self.roots[i].load_session(index, wall, true);
+                        let out = self.roots.core_mut(i).load_session(index, wall, true);
                         self.take_outcome(i, name, out, wall, false);
                     }
                     // Gone between the listing and the scan: its own event
@@ -1141,7 +1153,7 @@ impl Supervisor {
             }
             self.seed_mail(i, name, wall);
         }
-        let was_missing = std::mem::replace(&mut self.roots[i].missing, false);
+        let was_missing = std::mem::replace(&mut self.roots.core_mut(i).missing, false);
         let reason = if was_missing {
             self.log.emit(i, None, None, EventKind::RootRestored);
             "root restored"
@@ -1168,8 +1180,8 @@ impl Supervisor {
     /// twice (a burst that overflows the notification queue rescans again
     /// and again: a second index each time was most of squadd's memory
     /// after such a burst).
-    fn rescan_session(&mut self, i: usize, name: &str) {
-        let dir = self.roots[i].session_dir(name);
+    fn rescan_session(&mut self, i: RootId, name: &str) {
+        let dir = self.roots.core(i).session_dir(name);
         // Unreadable now (or gone: its own event follows): keep what we have.
         let Ok(on_disk) = squad_protocol::tree::session_files(&dir) else {
             return;
@@ -1183,7 +1195,9 @@ impl Supervisor {
             self.apply_file(i, name, &file, &path, kind);
             seen.insert(file);
         }
-        let gone: Vec<(String, FileKind)> = self.roots[i]
+        let gone: Vec<(String, FileKind)> = self
+            .roots
+            .core(i)
             .sessions
             .get(name)
             .map(|core| {
@@ -1202,9 +1216,9 @@ impl Supervisor {
     }
 
     /// A session directory vanished.
-    fn forget_session(&mut self, i: usize, name: &str) {
-        let dir = self.roots[i].session_dir(name);
-        self.roots[i].remove_session(name);
+    fn forget_session(&mut self, i: RootId, name: &str) {
+        let dir = self.roots.core(i).session_dir(name);
+        self.roots.core_mut(i).remove_session(name);
         self.timers.cancel_session(i, name);
         // Its inbox and lock watches go with it.
         self.intake.unwatch_under(&dir);
@@ -1218,15 +1232,15 @@ impl Supervisor {
 
     /// Applies one changed path; returns the session it touched and whether
     /// the change was only a removal.
-    fn apply_path(&mut self, i: usize, path: &Path) -> Option<(String, bool)> {
+    fn apply_path(&mut self, i: RootId, path: &Path) -> Option<(String, bool)> {
         if self.is_config(i, path) {
             self.reload_config(i);
             return None;
         }
-        let r = &self.roots[i];
+        let r = self.roots.core(i);
         match classify(&r.root, &r.sessions_dir, path)? {
             PathChange::Policy => {
-                if let Some(caused) = upkeep::reload_policy(&mut self.roots[i]) {
+                if let Some(caused) = upkeep::reload_policy(self.roots.core_mut(i)) {
                     self.record(i, vec![caused]);
                     self.schedule_retention(i, Utc::now());
                 }
@@ -1249,7 +1263,7 @@ impl Supervisor {
                 None
             }
             PathChange::MemoryInbox => {
-                if self.roots[i].policy.memory.merge {
+                if self.roots.core(i).policy.memory.merge {
                     // Each change restarts the quiet period.
                     self.timers
                         .set(Timer::MemoryInbox(i), Instant::now() + MEMORY_INBOX_DELAY);
@@ -1258,7 +1272,7 @@ impl Supervisor {
             }
             PathChange::SessionDir(name) => self.apply_session_dir(i, &name),
             PathChange::LocksDir(name) => {
-                let dir = self.roots[i].session_dir(&name);
+                let dir = self.roots.core(i).session_dir(&name);
                 self.watch_locks(i, &dir);
                 self.timers.set(Timer::Locks(i), Instant::now());
                 None
@@ -1280,7 +1294,7 @@ impl Supervisor {
                 file,
                 kind,
             } => {
-                if !self.roots[i].sessions.contains_key(&session) {
+                if !self.roots.core(i).sessions.contains_key(&session) {
                     // An event for a session we have not seen yet: scan it.
                     return self.apply_session_dir(i, &session);
                 }
@@ -1289,10 +1303,10 @@ impl Supervisor {
         }
     }
 
-    fn apply_session_dir(&mut self, i: usize, name: &str) -> Option<(String, bool)> {
-        let dir = self.roots[i].session_dir(name);
+    fn apply_session_dir(&mut self, i: RootId, name: &str) -> Option<(String, bool)> {
+        let dir = self.roots.core(i).session_dir(name);
         let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
-        let known = self.roots[i].sessions.contains_key(name);
+        let known = self.roots.core(i).sessions.contains_key(name);
         match (is_dir, known) {
             (true, false) => {
                 // Watch first, then scan: files created before the watch
@@ -1302,7 +1316,7 @@ impl Supervisor {
                 match scan_session(&dir) {
                     Ok(s) => {
                         let wall = Utc::now();
-                        let out = self.roots[i].load_session(s, wall, true);
+                        let out = self.roots.core_mut(i).load_session(s, wall, true);
                         self.log
                             .emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
                         self.report_invalid_files(i, name);
@@ -1326,7 +1340,7 @@ impl Supervisor {
 
     fn apply_file(
         &mut self,
-        i: usize,
+        i: RootId,
         name: &str,
         file: &str,
         path: &Path,
@@ -1334,7 +1348,9 @@ impl Supervisor {
     ) -> Option<(String, bool)> {
         // Same bytes as indexed (a repeated event, or squadd's own write):
         // recognised by fingerprint, not parsed again.
-        let indexed = self.roots[i]
+        let indexed = self
+            .roots
+            .core(i)
             .sessions
             .get(name)?
             .index()
@@ -1376,7 +1392,9 @@ impl Supervisor {
         // (its attribute change is an event too, see intake).
         if loaded.as_ref().is_some_and(is_unreadable) {
             self.intake.retry_unreadable(path, Instant::now());
-            let same = self.roots[i]
+            let same = self
+                .roots
+                .core(i)
                 .sessions
                 .get(name)?
                 .index()
@@ -1395,15 +1413,23 @@ impl Supervisor {
             Some(crate::index::Entry::Message(m)) => m.in_reply_to.clone(),
             _ => None,
         };
-        let before = reply_to(self.roots[i].sessions.get(name)?.index().file(file));
+        let before = reply_to(self.roots.core(i).sessions.get(name)?.index().file(file));
         let after = reply_to(loaded.as_ref());
-        let mut out = self.roots[i].apply_file(name, file, loaded, wall)?;
+        let mut out = self
+            .roots
+            .core_mut(i)
+            .apply_file(name, file, loaded, wall)?;
         if out
             .file
             .as_ref()
             .is_some_and(|f| *f != FileOutcome::Unchanged)
         {
-            let mail = self.roots[i].mail.entry(name.to_string()).or_default();
+            let mail = self
+                .roots
+                .core_mut(i)
+                .mail
+                .entry(name.to_string())
+                .or_default();
             mail.note_reply(before.as_deref(), false);
             mail.note_reply(after.as_deref(), true);
             self.route_file(i, name, file, wall);
@@ -1430,14 +1456,14 @@ impl Supervisor {
     /// session still exists then.
     fn settle(
         &mut self,
-        i: usize,
+        i: RootId,
         names: &BTreeSet<String>,
         deferred: &BTreeSet<String>,
         wall: DateTime<Utc>,
     ) {
         let mut derived = Vec::new();
         for name in names {
-            if !self.roots[i].sessions.contains_key(name) {
+            if !self.roots.core(i).sessions.contains_key(name) {
                 continue;
             }
             let status = Timer::Status {
@@ -1467,11 +1493,11 @@ impl Supervisor {
     /// The new session-status.md of a session, when it differs from the file.
     fn status_update(
         &self,
-        i: usize,
+        i: RootId,
         name: &str,
         wall: DateTime<Utc>,
     ) -> Option<(PathBuf, String)> {
-        let r = &self.roots[i];
+        let r = self.roots.core(i);
         let session = r.sessions.get(name)?;
         let view = session.head();
         let dir = r.session_dir(name);
@@ -1490,7 +1516,7 @@ impl Supervisor {
 
     /// Writes the session-status.md of each named session that changed, as
     /// one batch of the writer.
-    fn write_statuses(&mut self, i: usize, names: &[String], wall: DateTime<Utc>) {
+    fn write_statuses(&mut self, i: RootId, names: &[String], wall: DateTime<Utc>) {
         self.write_statuses_locked(i, names, wall, None);
     }
 
@@ -1501,7 +1527,7 @@ impl Supervisor {
     /// busy is written a moment later.
     fn write_statuses_locked(
         &mut self,
-        i: usize,
+        i: RootId,
         names: &[String],
         wall: DateTime<Utc>,
         held: Option<(&str, std::fs::File)>,
@@ -1509,7 +1535,7 @@ impl Supervisor {
         let mut held = held;
         let mut locks = Vec::new();
         for name in names {
-            if !self.roots[i].sessions.contains_key(name) {
+            if !self.roots.core(i).sessions.contains_key(name) {
                 continue;
             }
             let mine = held.take_if(|(n, _)| *n == name.as_str());
@@ -1539,7 +1565,11 @@ impl Supervisor {
             // A status file found gone may be being replaced (`git
             // checkout` unlinks, then creates it): writing one now would
             // make that create fail. Written once it is back or surely gone.
-            let status = self.roots[i].session_dir(name).join(SESSION_STATUS_FILE);
+            let status = self
+                .roots
+                .core(i)
+                .session_dir(name)
+                .join(SESSION_STATUS_FILE);
             if let Some(at) = self.intake.vanishing(&status) {
                 let timer = Timer::Status {
                     root: i,
@@ -1572,7 +1602,7 @@ impl Supervisor {
                 Ok(()) => {
                     // Index what we wrote, so its watch event is recognised as ours.
                     let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, &bytes);
-                    if let Some(out) = self.roots[tag.root].apply_file(
+                    if let Some(out) = self.roots.core_mut(tag.root).apply_file(
                         &name,
                         SESSION_STATUS_FILE,
                         Some(entry),
@@ -1599,14 +1629,14 @@ impl Supervisor {
     /// task, before returning, as at start-up and shutdown). The file is
     /// read again only when its (inode, size, mtime) is not what squadd's
     /// own last write left (see [`context`]).
-    fn write_shared_context(&mut self, i: usize, now: bool) {
+    fn write_shared_context(&mut self, i: RootId, now: bool) {
         self.timers.cancel(&Timer::Context(i));
         if self.root_gone(i) {
             return;
         }
         let job = context::Job {
-            path: self.roots[i].root.join(SHARED_CONTEXT),
-            fragments: self.roots[i].context_fragments(),
+            path: self.roots.core(i).root.join(SHARED_CONTEXT),
+            fragments: self.roots.core_mut(i).context_fragments(),
             tag: Tag {
                 root: i,
                 session: None,
@@ -1636,8 +1666,8 @@ impl Supervisor {
     /// Seeds a session's mailbox with one listing of its inboxes (start-up,
     /// a session that appeared, a rescan), watches each unread inbox, and
     /// offers everything its files ask to deliver (the backlog).
-    fn seed_mail(&mut self, i: usize, name: &str, wall: DateTime<Utc>) {
-        let dir = self.roots[i].session_dir(name);
+    fn seed_mail(&mut self, i: RootId, name: &str, wall: DateTime<Utc>) {
+        let dir = self.roots.core(i).session_dir(name);
         let mut entries = Vec::new();
         let mut watch = Vec::new();
         if let Ok(agents) = std::fs::read_dir(dir.join("inbox")) {
@@ -1668,10 +1698,10 @@ impl Supervisor {
             self.watch(i, &path);
         }
         let mut mail = routing::Mailbox::default();
-        mail.seed(&self.roots[i].policy.messages, entries);
+        mail.seed(&self.roots.core(i).policy.messages, entries);
         let mut messages = Vec::new();
         let mut files = Vec::new();
-        if let Some(core) = self.roots[i].sessions.get(name) {
+        if let Some(core) = self.roots.core(i).sessions.get(name) {
             for (file, f) in core.index().files.iter() {
                 if let crate::index::Entry::Message(m) = &f.entry {
                     mail.note_reply(m.in_reply_to.as_deref(), true);
@@ -1680,7 +1710,7 @@ impl Supervisor {
                 files.push(file.to_string());
             }
         }
-        self.roots[i].mail.insert(name.to_string(), mail);
+        self.roots.core_mut(i).mail.insert(name.to_string(), mail);
         // What is past due (a backlog) is checked now, not after READY.
         self.run_escalations(i, name, Utc::now());
         for file in files {
@@ -1689,8 +1719,8 @@ impl Supervisor {
     }
 
     /// Offers what one file asks to deliver, and schedules its reply deadline.
-    fn route_file(&mut self, i: usize, name: &str, file: &str, wall: DateTime<Utc>) {
-        let r = &self.roots[i];
+    fn route_file(&mut self, i: RootId, name: &str, file: &str, wall: DateTime<Utc>) {
+        let r = self.roots.core(i);
         let Some(core) = r.sessions.get(name) else {
             return;
         };
@@ -1713,7 +1743,9 @@ impl Supervisor {
             self.offer(i, d, wall);
         }
         if let Some((message_id, by)) = asks {
-            let reported = self.roots[i]
+            let reported = self
+                .roots
+                .core(i)
                 .state
                 .replies_overdue
                 .get(name)
@@ -1723,7 +1755,12 @@ impl Supervisor {
                 // Already past (a backlog): reported now, not after READY.
                 self.check_reply(i, name, file, wall);
             } else {
-                let mail = self.roots[i].mail.entry(name.to_string()).or_default();
+                let mail = self
+                    .roots
+                    .core_mut(i)
+                    .mail
+                    .entry(name.to_string())
+                    .or_default();
                 mail.reply_due(by, file);
                 let timer = Timer::ReplyDue {
                     root: i,
@@ -1736,8 +1773,8 @@ impl Supervisor {
     }
 
     /// Offers one delivery: into the outbox now, or a timer for later.
-    fn offer(&mut self, i: usize, d: routing::Delivery, wall: DateTime<Utc>) {
-        let r = &mut self.roots[i];
+    fn offer(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
+        let r = self.roots.core_mut(i);
         let busy = r.sessions.get(&d.session).is_some_and(|s| s.is_busy(&d.to));
         let session = d.session.clone();
         let slot = (d.to.clone(), d.name.clone());
@@ -1760,8 +1797,10 @@ impl Supervisor {
 
     /// Offers a session's waiting deliveries again (a recipient may no
     /// longer be busy); only the few that wait are looked at.
-    fn recheck_waiting(&mut self, i: usize, name: &str, wall: DateTime<Utc>) {
-        let waiting: Vec<routing::Delivery> = self.roots[i]
+    fn recheck_waiting(&mut self, i: RootId, name: &str, wall: DateTime<Utc>) {
+        let waiting: Vec<routing::Delivery> = self
+            .roots
+            .core(i)
             .mail
             .get(name)
             .map(|m| m.waiting.values().cloned().collect())
@@ -1774,7 +1813,7 @@ impl Supervisor {
     /// A message became unread with an escalation time `at`: the session's
     /// escalation timer fires no later than that (a time already past is
     /// checked now: a backlog is not left until READY).
-    fn escalation_queued(&mut self, i: usize, name: &str, at: DateTime<Utc>) {
+    fn escalation_queued(&mut self, i: RootId, name: &str, at: DateTime<Utc>) {
         let now = Utc::now();
         if at <= now {
             self.run_escalations(i, name, now);
@@ -1799,10 +1838,10 @@ impl Supervisor {
         }
     }
 
-    fn deliver(&mut self, i: usize, d: routing::Delivery, wall: DateTime<Utc>) {
-        let dir = self.roots[i].session_dir(&d.session);
+    fn deliver(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
+        let dir = self.roots.core(i).session_dir(&d.session);
         // Never recreate a session that is going away.
-        if !self.roots[i].sessions.contains_key(&d.session) {
+        if !self.roots.core(i).sessions.contains_key(&d.session) {
             return;
         }
         let (bytes, routed_from) = match &d.body {
@@ -1829,8 +1868,8 @@ impl Supervisor {
         // Journalled before the delivery, so no delivered message loses its
         // hook to a crash (at least once; started only if fresh).
         let hook = self.hooks.intend(
-            &self.roots[i].policy.messages,
-            &self.roots[i].policy.hooks,
+            &self.roots.core(i).policy.messages,
+            &self.roots.core(i).policy.hooks,
             Notice {
                 root: i,
                 session: &d.session,
@@ -1844,7 +1883,7 @@ impl Supervisor {
         let result = self.writer.deliver(&dir, &d.to, &d.name, &bytes);
         match result {
             Ok(fresh) => {
-                let r = &mut self.roots[i];
+                let r = self.roots.core_mut(i);
                 let policy = &r.policy.messages;
                 let mail = r.mail.entry(d.session.clone()).or_default();
                 if let Some(at) = mail.delivered(policy, &d, wall) {
@@ -1855,7 +1894,7 @@ impl Supervisor {
                     self.hooks.cancel(hook);
                     return;
                 }
-                let late = routing::late(&self.roots[i].policy.messages, &d, wall);
+                let late = routing::late(&self.roots.core(i).policy.messages, &d, wall);
                 self.log.emit(
                     i,
                     Some(&d.session),
@@ -1895,7 +1934,7 @@ impl Supervisor {
 
     /// Parks a delivery that failed for a passing reason (out of file
     /// descriptors) as waiting, offered again a moment later.
-    fn retry_delivery(&mut self, i: usize, d: routing::Delivery) {
+    fn retry_delivery(&mut self, i: RootId, d: routing::Delivery) {
         let slot = (d.to.clone(), d.name.clone());
         let timer = Timer::Delivery {
             root: i,
@@ -1903,7 +1942,8 @@ impl Supervisor {
             to: slot.0.clone(),
             name: slot.1.clone(),
         };
-        self.roots[i]
+        self.roots
+            .core_mut(i)
             .mail
             .entry(d.session.clone())
             .or_default()
@@ -1917,13 +1957,13 @@ impl Supervisor {
     /// passed (one `stat` each says whether it is still unread), then arms
     /// the session's escalation timer at the next one. Only the due ones
     /// are looked at.
-    fn run_escalations(&mut self, i: usize, session: &str, wall: DateTime<Utc>) {
+    fn run_escalations(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
         let timer = Timer::Escalation {
             root: i,
             session: session.to_string(),
         };
-        let dir = self.roots[i].session_dir(session);
-        let r = &mut self.roots[i];
+        let dir = self.roots.core(i).session_dir(session);
+        let r = self.roots.core_mut(i);
         let Some(mail) = r.mail.get_mut(session) else {
             self.timers.cancel(&timer);
             return;
@@ -1972,8 +2012,8 @@ impl Supervisor {
                 },
             );
             self.hooks.notify(
-                &self.roots[i].policy.messages,
-                &self.roots[i].policy.hooks,
+                &self.roots.core(i).policy.messages,
+                &self.roots.core(i).policy.hooks,
                 Notice {
                     root: i,
                     session,
@@ -1992,12 +2032,12 @@ impl Supervisor {
     /// Checks the messages of a session whose reply deadline passed, then
     /// arms the session's reply timer at the next deadline. Only the due
     /// ones are looked at.
-    fn run_replies_due(&mut self, i: usize, session: &str, wall: DateTime<Utc>) {
+    fn run_replies_due(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
         let timer = Timer::ReplyDue {
             root: i,
             session: session.to_string(),
         };
-        let Some(mail) = self.roots[i].mail.get_mut(session) else {
+        let Some(mail) = self.roots.core_mut(i).mail.get_mut(session) else {
             self.timers.cancel(&timer);
             return;
         };
@@ -2014,8 +2054,8 @@ impl Supervisor {
     /// A message's reply deadline passed: reported once when no reply came.
     /// `file` is the message file (its current content decides: a deadline
     /// moved later or a reply that came is no longer overdue).
-    fn check_reply(&mut self, i: usize, session: &str, file: &str, wall: DateTime<Utc>) {
-        let r = &mut self.roots[i];
+    fn check_reply(&mut self, i: RootId, session: &str, file: &str, wall: DateTime<Utc>) {
+        let r = self.roots.core_mut(i);
         let Some(core) = r.sessions.get(session) else {
             return;
         };
@@ -2062,13 +2102,20 @@ impl Supervisor {
 
     /// An entry of an unread inbox appeared or went (acknowledged): one
     /// `stat`, and the unread counters follow.
-    fn inbox_changed(&mut self, i: usize, session: &str, agent: String, file: String, path: &Path) {
+    fn inbox_changed(
+        &mut self,
+        i: RootId,
+        session: &str,
+        agent: String,
+        file: String,
+        path: &Path,
+    ) {
         let present = std::fs::symlink_metadata(path).ok().map(|m| {
             m.modified()
                 .map(DateTime::<Utc>::from)
                 .unwrap_or_else(|_| Utc::now())
         });
-        let r = &mut self.roots[i];
+        let r = self.roots.core_mut(i);
         let Some(mail) = r.mail.get_mut(session) else {
             return;
         };

@@ -9,6 +9,7 @@
 //! children: only polling sees them end).
 
 use super::Supervisor;
+use super::roots::RootId;
 use super::timers::Timer;
 use crate::events::EventKind;
 use crate::index::Entry;
@@ -53,12 +54,6 @@ pub struct RootRuns {
     live: BTreeMap<(String, String), Live>,
     /// The last record of each task not running now, by (session, task).
     past: BTreeMap<(String, String), RunRecord>,
-}
-
-/// Every root's runs, in root order.
-#[derive(Default)]
-pub struct Runs {
-    roots: Vec<RootRuns>,
 }
 
 /// A live run as `squadctl runs` shows it.
@@ -107,47 +102,37 @@ fn completed_in_file(session_dir: &Path, agent: &str, task: &str) -> bool {
     matches!(&f.entry, Entry::Progress(p) if p.status == TaskStatus::Completed)
 }
 
-impl Runs {
-    /// Adds a root (its config.json read now).
-    pub fn add_root(&mut self, root: &Path) {
+impl RootRuns {
+    /// A root's runs, its config.json read now.
+    pub fn load(root: &Path) -> RootRuns {
         let (config, error) = load_config(root);
         if let Some(e) = error {
             tracing::warn!(error = %e, "config.json invalid; using the defaults");
         }
-        self.roots.push(RootRuns {
+        RootRuns {
             config,
             ..Default::default()
-        });
+        }
     }
 
-    /// The live runs of root `i`.
-    pub fn live(&self, i: usize) -> Vec<RunView> {
-        self.roots
-            .get(i)
-            .map(|r| {
-                r.live
-                    .values()
-                    .map(|l| RunView {
-                        record: l.rec.clone(),
-                        dir: l.dir.display().to_string(),
-                    })
-                    .collect()
+    /// The live runs.
+    pub fn live(&self) -> Vec<RunView> {
+        self.live
+            .values()
+            .map(|l| RunView {
+                record: l.rec.clone(),
+                dir: l.dir.display().to_string(),
             })
-            .unwrap_or_default()
-    }
-
-    /// Whether any run is live.
-    fn any_live(&self) -> bool {
-        self.roots.iter().any(|r| !r.live.is_empty())
+            .collect()
     }
 }
 
 impl Supervisor {
     /// config.json changed: the new one if valid, else the previous stays.
-    pub(super) fn reload_config(&mut self, i: usize) {
-        let (config, error) = load_config(&self.roots[i].root);
+    pub(super) fn reload_config(&mut self, i: RootId) {
+        let (config, error) = load_config(&self.roots.core(i).root);
         if error.is_none() {
-            self.runs.roots[i].config = config;
+            self.roots.shell_mut(i).runs.config = config;
         }
         self.log
             .emit(i, None, None, EventKind::ConfigReloaded { error });
@@ -155,25 +140,25 @@ impl Supervisor {
     }
 
     /// Whether `path` is a root's config.json.
-    pub(super) fn is_config(&self, i: usize, path: &Path) -> bool {
+    pub(super) fn is_config(&self, i: RootId, path: &Path) -> bool {
         path.file_name().is_some_and(|n| n == CONFIG_FILE)
             && path.parent().and_then(Path::file_name).is_some_and(|n| {
                 n == squad_protocol::tree::SQUAD_DIR
                     || n == squad_protocol::teamdir::LEGACY_TEAM_DIR
             })
-            && path.parent().and_then(Path::parent) == Some(self.roots[i].root.as_path())
+            && path.parent().and_then(Path::parent) == Some(self.roots.core(i).root.as_path())
     }
 
     /// After the start-up scan: runs recorded as running are re-adopted when
     /// their process is alive (same pid, same start time), else reported lost
     /// and held for a human. Nothing is started twice.
-    pub(super) fn adopt_runs(&mut self, i: usize, now: DateTime<Utc>) {
-        let root = self.roots[i].root.clone();
+    pub(super) fn adopt_runs(&mut self, i: RootId, now: DateTime<Utc>) {
+        let root = self.roots.core(i).root.clone();
         for (session_dir, mut rec) in runners::all_records(&root) {
             let key = (rec.session.clone(), rec.task.clone());
             let dir = runners::run_dir(&session_dir, &rec.task);
             if rec.state != RunState::Running {
-                self.runs.roots[i].past.insert(key, rec);
+                self.roots.shell_mut(i).runs.past.insert(key, rec);
                 continue;
             }
             if rec.pid == 0
@@ -196,7 +181,7 @@ impl Supervisor {
                         pid: rec.pid,
                     },
                 );
-                self.runs.roots[i].live.insert(
+                self.roots.shell_mut(i).runs.live.insert(
                     key,
                     Live {
                         rec,
@@ -240,7 +225,7 @@ impl Supervisor {
                         now,
                     );
                 }
-                self.runs.roots[i].past.insert(key, rec);
+                self.roots.shell_mut(i).runs.past.insert(key, rec);
             }
         }
         self.timers.set(Timer::Runs, Instant::now());
@@ -250,12 +235,15 @@ impl Supervisor {
     pub(super) fn supervise_runs(&mut self, wall: DateTime<Utc>) {
         self.timers.cancel(&Timer::Runs);
         let mut next: Option<DateTime<Utc>> = None;
-        for i in 0..self.roots.len() {
-            let had = !self.runs.roots[i].live.is_empty();
+        for i in self.roots.ids() {
+            let had = !self.roots.shell(i).runs.live.is_empty();
             self.watch_live(i, wall);
-            if self.roots[i].policy.runners.dispatch {
+            if self.roots.core(i).policy.runners.dispatch {
                 self.dispatch(i, wall);
-                let due = self.runs.roots[i]
+                let due = self
+                    .roots
+                    .shell(i)
+                    .runs
                     .past
                     .values()
                     .filter(|r| !r.held && !r.completed)
@@ -267,22 +255,22 @@ impl Supervisor {
                     (a, b) => a.or(b),
                 };
             }
-            if had && self.runs.roots[i].live.is_empty() {
+            if had && self.roots.shell(i).runs.live.is_empty() {
                 self.log.emit(i, None, None, EventKind::PoolEmpty);
             }
         }
-        if self.runs.any_live() {
+        if self.roots.shells().any(|(_, s)| !s.runs.live.is_empty()) {
             self.timers.set(Timer::Runs, Instant::now() + POLL);
         } else if let Some(at) = next {
             self.timers.set_wall(Timer::Runs, at, wall, Instant::now());
         }
     }
 
-    fn watch_live(&mut self, i: usize, wall: DateTime<Utc>) {
-        let policy = self.roots[i].policy.runners.clone();
-        let keys: Vec<(String, String)> = self.runs.roots[i].live.keys().cloned().collect();
+    fn watch_live(&mut self, i: RootId, wall: DateTime<Utc>) {
+        let policy = self.roots.core(i).policy.runners.clone();
+        let keys: Vec<(String, String)> = self.roots.shell(i).runs.live.keys().cloned().collect();
         for key in keys {
-            let Some(live) = self.runs.roots[i].live.get_mut(&key) else {
+            let Some(live) = self.roots.shell_mut(i).runs.live.get_mut(&key) else {
                 continue;
             };
             let ended = match &mut live.child {
@@ -299,7 +287,7 @@ impl Supervisor {
                 }
             };
             if let Some((code, signal)) = ended {
-                if let Some(live) = self.runs.roots[i].live.remove(&key) {
+                if let Some(live) = self.roots.shell_mut(i).runs.live.remove(&key) {
                     self.run_ended(i, live, code, signal, wall);
                 }
                 continue;
@@ -350,8 +338,10 @@ impl Supervisor {
         }
     }
 
-    fn task_completed(&self, i: usize, session_dir: &Path, rec: &RunRecord) -> bool {
-        let indexed = self.roots[i]
+    fn task_completed(&self, i: RootId, session_dir: &Path, rec: &RunRecord) -> bool {
+        let indexed = self
+            .roots
+            .core(i)
             .sessions
             .get(&rec.session)
             .and_then(|s| s.tasks().get(&rec.task))
@@ -361,7 +351,7 @@ impl Supervisor {
 
     fn run_ended(
         &mut self,
-        i: usize,
+        i: RootId,
         live: Live,
         code: Option<i32>,
         signal: Option<i32>,
@@ -369,7 +359,7 @@ impl Supervisor {
     ) {
         let mut rec = live.rec;
         let completed = self.task_completed(i, &live.session_dir, &rec);
-        let policy = &self.roots[i].policy.runners;
+        let policy = &self.roots.core(i).policy.runners;
         let decision = squad_policies::runners::after_exit(
             policy.runner_for(&rec.agent),
             policy,
@@ -443,7 +433,7 @@ impl Supervisor {
             );
         }
         let key = (rec.session.clone(), rec.task.clone());
-        self.runs.roots[i].past.insert(key, rec);
+        self.roots.shell_mut(i).runs.past.insert(key, rec);
     }
 
     /// A high-priority message from `squadd` to the lead named by policy,
@@ -453,7 +443,7 @@ impl Supervisor {
     /// failed): a `run-failed` event and word to the lead; the task is held.
     fn report_start_failure(
         &mut self,
-        i: usize,
+        i: RootId,
         c: &Candidate,
         dir: Option<&Path>,
         error: &str,
@@ -481,8 +471,8 @@ impl Supervisor {
         );
     }
 
-    fn tell_lead(&mut self, i: usize, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
-        let Some(lead) = self.roots[i].policy.runners.lead.clone() else {
+    fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
+        let Some(lead) = self.roots.core(i).policy.runners.lead.clone() else {
             return;
         };
         use squad_protocol::model::{Message, MessageContext, MessageMeta, MessageType, Priority};
@@ -513,7 +503,7 @@ impl Supervisor {
             response_by: None,
             in_reply_to: None,
         });
-        let dir = self.roots[i].session_dir(session);
+        let dir = self.roots.core(i).session_dir(session);
         match doc.to_file_text() {
             Ok(text) => {
                 // Never through a link planted on the way (see safefs).
@@ -528,9 +518,9 @@ impl Supervisor {
     }
 
     /// The candidates of root `i`: ready tasks, and failed runs' tasks.
-    fn candidates(&self, i: usize) -> Vec<Candidate> {
+    fn candidates(&self, i: RootId) -> Vec<Candidate> {
         let mut out = Vec::new();
-        for (name, core) in &self.roots[i].sessions {
+        for (name, core) in &self.roots.core(i).sessions {
             if core.ended().is_some() {
                 continue;
             }
@@ -538,7 +528,10 @@ impl Supervisor {
                 if t.state == TaskStatus::Completed || !t.unmet.is_empty() {
                     continue;
                 }
-                let past = self.runs.roots[i]
+                let past = self
+                    .roots
+                    .shell(i)
+                    .runs
                     .past
                     .get(&(name.clone(), t.task_id.clone()));
                 let c = Candidate {
@@ -563,8 +556,8 @@ impl Supervisor {
         out
     }
 
-    fn pool(&self, i: usize) -> Pool {
-        let r = &self.runs.roots[i];
+    fn pool(&self, i: RootId) -> Pool {
+        let r = &self.roots.shell(i).runs;
         Pool {
             running: r.live.len(),
             max_concurrent: usize::try_from(r.config.sessions.max_concurrent).unwrap_or(usize::MAX),
@@ -573,13 +566,13 @@ impl Supervisor {
         }
     }
 
-    fn dispatch(&mut self, i: usize, wall: DateTime<Utc>) {
+    fn dispatch(&mut self, i: RootId, wall: DateTime<Utc>) {
         let candidates = self.candidates(i);
         if candidates.is_empty() {
             return;
         }
         let start = squad_policies::runners::dispatch(
-            &self.roots[i].policy.runners,
+            &self.roots.core(i).policy.runners,
             &candidates,
             &self.pool(i),
             wall,
@@ -592,15 +585,15 @@ impl Supervisor {
     }
 
     /// The full plan of a task (the index keeps only what derivation needs).
-    fn full_plan(&self, i: usize, session: &str, task: &str) -> Option<TaskAssignment> {
-        let core = self.roots[i].sessions.get(session)?;
+    fn full_plan(&self, i: RootId, session: &str, task: &str) -> Option<TaskAssignment> {
+        let core = self.roots.core(i).sessions.get(session)?;
         crate::ctl::read::full_plan(core.index(), task)
     }
 
     /// Starts one run: prompt.md, a `running` run.json without a pid (so a
     /// crash between here and the spawn leaves a run that is reported lost,
     /// never started twice), the process, then run.json with its pid.
-    fn start_run(&mut self, i: usize, c: &Candidate, wall: DateTime<Utc>) -> Result<u32, String> {
+    fn start_run(&mut self, i: RootId, c: &Candidate, wall: DateTime<Utc>) -> Result<u32, String> {
         match self.try_start_run(i, c, wall) {
             Ok(pid) => Ok(pid),
             Err(Failed::Reported(e)) => Err(e),
@@ -624,7 +617,9 @@ impl Supervisor {
                     held: true,
                 };
                 self.report_start_failure(i, c, None, &error, wall);
-                self.runs.roots[i]
+                self.roots
+                    .shell_mut(i)
+                    .runs
                     .past
                     .insert((c.session.clone(), c.task.clone()), rec);
                 Err(error)
@@ -634,27 +629,27 @@ impl Supervisor {
 
     fn try_start_run(
         &mut self,
-        i: usize,
+        i: RootId,
         c: &Candidate,
         wall: DateTime<Utc>,
     ) -> Result<u32, Failed> {
-        let root = self.roots[i].root.clone();
+        let root = self.roots.core(i).root.clone();
         let plan = self
             .full_plan(i, &c.session, &c.task)
             .ok_or_else(|| Failed::Before(format!("{}: no valid task assignment", c.task)))?;
-        let policy = self.roots[i].policy.runners.clone();
+        let policy = self.roots.core(i).policy.runners.clone();
         let spec = policy
             .runner_for(&c.agent)
             .cloned()
             .ok_or_else(|| Failed::Before(format!("no runner for {}", c.agent)))?;
-        let session_dir = self.roots[i].session_dir(&c.session);
+        let session_dir = self.roots.core(i).session_dir(&c.session);
         let dir = runners::ensure_run_dir(&session_dir, &c.task).map_err(|e| {
             Failed::Before(format!(
                 "{}: {e}",
                 runners::run_dir(&session_dir, &c.task).display()
             ))
         })?;
-        let config = &self.runs.roots[i].config;
+        let config = &self.roots.shell(i).runs.config;
         let model = config.model_for(&c.agent).to_string();
         let mcp = config
             .mcp
@@ -721,8 +716,8 @@ impl Supervisor {
                     },
                 );
                 let pid = started.pid;
-                self.runs.roots[i].past.remove(&key);
-                self.runs.roots[i].live.insert(
+                self.roots.shell_mut(i).runs.past.remove(&key);
+                self.roots.shell_mut(i).runs.live.insert(
                     key,
                     Live {
                         rec,
@@ -748,7 +743,7 @@ impl Supervisor {
                 });
                 keep_record(&dir, &rec);
                 self.report_start_failure(i, c, Some(&dir), &error, wall);
-                self.runs.roots[i].past.insert(key, rec);
+                self.roots.shell_mut(i).runs.past.insert(key, rec);
                 Err(Failed::Reported(error))
             }
         }
@@ -758,7 +753,7 @@ impl Supervisor {
     /// held tasks and used-up retries may start).
     pub(super) fn run_by_hand(
         &mut self,
-        i: usize,
+        i: RootId,
         session: Option<&str>,
         task: &str,
     ) -> Result<(String, u32), String> {
@@ -766,7 +761,7 @@ impl Supervisor {
         let candidates = self.candidates_any(i, session, task)?;
         let c = &candidates;
         squad_policies::runners::may_start(
-            &self.roots[i].policy.runners,
+            &self.roots.core(i).policy.runners,
             c,
             &self.pool(i),
             wall,
@@ -783,12 +778,12 @@ impl Supervisor {
 
     fn candidates_any(
         &self,
-        i: usize,
+        i: RootId,
         session: Option<&str>,
         task: &str,
     ) -> Result<Candidate, String> {
         let mut found = Vec::new();
-        for (name, core) in &self.roots[i].sessions {
+        for (name, core) in &self.roots.core(i).sessions {
             if session.is_some_and(|s| s != name) {
                 continue;
             }
@@ -819,7 +814,10 @@ impl Supervisor {
         if !t.unmet.is_empty() {
             return Err(format!("`{task}` waits for {}", t.unmet.join(", ")));
         }
-        let past = self.runs.roots[i]
+        let past = self
+            .roots
+            .shell(i)
+            .runs
             .past
             .get(&(name.clone(), task.to_string()));
         Ok(Candidate {
@@ -837,12 +835,15 @@ impl Supervisor {
     /// grace period); the task is then held for a human.
     pub(super) fn stop_by_hand(
         &mut self,
-        i: usize,
+        i: RootId,
         session: Option<&str>,
         task: &str,
     ) -> Result<(String, u32), String> {
         let wall = Utc::now();
-        let Some(live) = self.runs.roots[i]
+        let Some(live) = self
+            .roots
+            .shell_mut(i)
+            .runs
             .live
             .values_mut()
             .find(|l| l.rec.task == task && session.is_none_or(|s| s == l.rec.session))
@@ -863,7 +864,7 @@ impl Supervisor {
     /// The `runs` method of the control socket.
     pub(super) fn answer_runs(
         &mut self,
-        i: usize,
+        i: RootId,
         action: &str,
         session: Option<&str>,
         task: Option<&str>,
@@ -871,7 +872,9 @@ impl Supervisor {
         use crate::control::Response;
         let need_task = || task.ok_or_else(|| "give the task".to_string());
         let result = match action {
-            "list" => serde_json::to_value(self.runs.live(i)).map_err(|e| e.to_string()),
+            "list" => {
+                serde_json::to_value(self.roots.shell(i).runs.live()).map_err(|e| e.to_string())
+            }
             "run" => need_task()
                 .and_then(|t| self.run_by_hand(i, session, t))
                 .map(|(s, pid)| serde_json::json!({"session": s, "pid": pid})),
