@@ -33,12 +33,15 @@ pub mod routing;
 pub mod runs;
 pub mod server;
 pub mod session;
+pub mod shell;
 pub mod systemd;
 pub mod timers;
 pub mod upkeep;
 pub mod writer;
 
-use self::core::Root;
+use self::core::batch::{CONTEXT_DELAY, REMOVAL_DELAY};
+use self::core::timer::ROOT_CHECK_FIRST;
+use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
 use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
@@ -63,20 +66,6 @@ use timers::{Timer, Timers};
 use tokio::sync::mpsc;
 use writer::{Tag, Writer};
 
-/// How long the shared context may lag a burst of changes. It spans every
-/// session of a root, so it is rendered once per burst rather than once per
-/// file (the status file of the session, the latency-critical output, is
-/// never delayed).
-const CONTEXT_DELAY: Duration = Duration::from_millis(20);
-
-/// How long a session's status file waits after files were only removed
-/// from it (each removal restarts the wait). Writing into a directory that
-/// `rm -rf` is emptying would make the removal fail (ENOTEMPTY); a session
-/// that is being deleted is gone by then. A slower removal (a loaded
-/// machine) is still safe: a status file that was removed is not recreated
-/// after removals alone, only at the session's next other change.
-const REMOVAL_DELAY: Duration = Duration::from_millis(100);
-
 /// How long skill checks wait for a burst of skill changes (a checkout, an
 /// upgrade) to end: skills are re-read once per burst.
 const SKILLS_DELAY: Duration = Duration::from_millis(50);
@@ -87,11 +76,6 @@ const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
 /// that does not use `squadctl memory add`) is given time to be complete.
 const MEMORY_INBOX_DELAY: Duration = Duration::from_millis(500);
 
-/// The first look for a missing root comes after this; the wait doubles
-/// up to [`ROOT_CHECK_MAX`] while it stays missing.
-const ROOT_CHECK_FIRST: Duration = Duration::from_millis(500);
-/// The longest wait between looks for a missing root.
-const ROOT_CHECK_MAX: Duration = Duration::from_secs(10);
 /// How long after a change to the control socket or pid file squadd checks
 /// them (a `.squad/` being deleted is gone by then).
 const CONTROL_DELAY: Duration = Duration::from_millis(250);
@@ -354,7 +338,7 @@ impl Supervisor {
         let refused = policy.as_ref().err().cloned();
         let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
         let state = State::load(&root);
-        let mut r = Root::new(root, state, policy);
+        let mut r = Root::new(root, state, policy, Utc::now());
         if refused.is_some() {
             r.next_gc = None;
         }
@@ -890,122 +874,18 @@ impl Supervisor {
                 touched.entry(i).or_default().insert(name);
             }
         }
-        // squadd's notices to agents, written and delivered before the
-        // status files: an observer that sees the new status sees the
-        // notices it implies already done (and a session removed right
-        // after is not written into by a late notice).
-        self.send_notices(wall);
-        for (i, names) in touched {
-            let deferred: BTreeSet<String> = names
-                .iter()
-                .filter(|n| !changed.contains(&(i, (*n).clone())))
-                .cloned()
-                .collect();
-            self.settle(i, &names, &deferred, wall);
-        }
+        // What to write, in the order that matters (core::batch).
+        let now = Now { wall };
+        let roots = &self.roots;
+        let effects = self::core::batch::settle(&touched, &changed, |id, name| {
+            roots.core(id).sessions.contains_key(name)
+        });
+        self.perform(effects, now);
         for t in due {
-            match t {
-                Timer::Rescan(_) | Timer::TaskDue { .. } | Timer::Runs => {}
-                Timer::Status { root, session } => {
-                    if changed.contains(&(root, session.clone())) {
-                        continue;
-                    }
-                    self.timers.cancel(&Timer::Status {
-                        root,
-                        session: session.clone(),
-                    });
-                    // Rewritten, never recreated here: a session whose status
-                    // file went with its other files may be being deleted.
-                    let has_status = self
-                        .roots
-                        .core(root)
-                        .sessions
-                        .get(&session)
-                        .is_some_and(|s| s.index().files.contains_key(SESSION_STATUS_FILE));
-                    if has_status {
-                        self.write_statuses(root, std::slice::from_ref(&session), wall);
-                    }
-                    if self.roots.core(root).session_dir(&session).is_dir() {
-                        self.recheck_waiting(root, &session, wall);
-                        self.flush_outbox(wall);
-                    }
-                }
-                Timer::WrapUp { root, session } => {
-                    let ended = self
-                        .roots
-                        .core(root)
-                        .sessions
-                        .get(&session)
-                        .and_then(|s| s.ended());
-                    if let Some(status) = ended
-                        && self.roots.core(root).session_dir(&session).is_dir()
-                    {
-                        self.wrap_up(root, &session, &status.to_string(), wall);
-                    }
-                }
-                Timer::Context(i) => self.write_shared_context(i, false),
-                Timer::SaveState(i) => self.save_state(i),
-                Timer::Locks(i) => self.refresh_locks(i),
-                Timer::Retention(i) => {
-                    let busy = self.busy_sessions(i);
-                    let caused = upkeep::run_retention(self.roots.core_mut(i), &busy, wall);
-                    self.record(i, caused);
-                    self.schedule_retention(i, wall);
-                }
-                Timer::Skills(i) => self.refresh_skills(i),
-                Timer::Delivery {
-                    root,
-                    session,
-                    to,
-                    name,
-                } => {
-                    let waiting = self
-                        .roots
-                        .core_mut(root)
-                        .mail
-                        .get_mut(&session)
-                        .and_then(|m| m.waiting.remove(&(to, name)));
-                    if let Some(d) = waiting {
-                        self.offer(root, d, wall);
-                        self.flush_outbox(wall);
-                    }
-                }
-                Timer::Escalation { root, session } => {
-                    self.run_escalations(root, &session, wall);
-                }
-                Timer::ReplyDue { root, session } => self.run_replies_due(root, &session, wall),
-                Timer::StatusLine => {
-                    let summary = answers::summary(self);
-                    if summary != self.last_status_line {
-                        systemd::status(&summary);
-                        self.last_status_line = summary;
-                    }
-                }
-                Timer::MemoryInbox(i) => upkeep::merge_memory_inbox(self.roots.core(i)),
-                Timer::RootCheck(i) => {
-                    if self.roots.core(i).taken_over.is_some() {
-                    } else if self.roots.core(i).sessions_dir.is_dir() {
-                        if self.roots.core(i).missing {
-                            self.timers.set(Timer::Rescan(i), Instant::now());
-                        } else {
-                            self.check_control(i);
-                        }
-                    } else if self.roots.core(i).missing {
-                        let r = self.roots.core_mut(i);
-                        r.check_after = (r.check_after * 2).min(ROOT_CHECK_MAX);
-                        let at = Instant::now() + r.check_after;
-                        self.timers.set(Timer::RootCheck(i), at);
-                    }
-                }
-                Timer::Rewatch => self.rewatch(),
-                Timer::Trim => release_scan_memory(),
-                Timer::Watchdog => {
-                    systemd::watchdog();
-                    if let Some(every) = self.watchdog {
-                        self.timers.set(Timer::Watchdog, Instant::now() + every);
-                    }
-                }
-            }
+            let root = t.root();
+            let effects =
+                self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
+            self.perform(effects, now);
         }
         // Facts the writes and timers above brought up.
         self.send_notices(wall);
@@ -1450,46 +1330,6 @@ impl Supervisor {
         Some(touched)
     }
 
-    /// Writes the outputs of the sessions a batch touched (their changes were
-    /// derived as each file was applied). `deferred` sessions only lost
-    /// files: their status file is written after [`REMOVAL_DELAY`], if the
-    /// session still exists then.
-    fn settle(
-        &mut self,
-        i: RootId,
-        names: &BTreeSet<String>,
-        deferred: &BTreeSet<String>,
-        wall: DateTime<Utc>,
-    ) {
-        let mut derived = Vec::new();
-        for name in names {
-            if !self.roots.core(i).sessions.contains_key(name) {
-                continue;
-            }
-            let status = Timer::Status {
-                root: i,
-                session: name.clone(),
-            };
-            if deferred.contains(name) {
-                self.timers.set(status, Instant::now() + REMOVAL_DELAY);
-            } else {
-                self.timers.cancel(&status);
-                derived.push(name.clone());
-            }
-        }
-        self.write_statuses(i, &derived, wall);
-        // Sessions only losing files get no deliveries either: recreating an
-        // inbox in a session being deleted would make `rm -rf` fail.
-        for name in &derived {
-            self.recheck_waiting(i, name, wall);
-        }
-        self.flush_outbox(wall);
-        if !names.is_empty() {
-            self.timers
-                .set_earlier(Timer::Context(i), Instant::now() + CONTEXT_DELAY);
-        }
-    }
-
     /// The new session-status.md of a session, when it differs from the file.
     fn status_update(
         &self,
@@ -1733,43 +1573,12 @@ impl Supervisor {
             return;
         }
         let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
-        let asks = match &f.entry {
-            crate::index::Entry::Message(m) => {
-                routing::reply_due(m).map(|by| (m.message_id.clone(), by))
-            }
-            _ => None,
-        };
         for d in deliveries {
             self.offer(i, d, wall);
         }
-        if let Some((message_id, by)) = asks {
-            let reported = self
-                .roots
-                .core(i)
-                .state
-                .replies_overdue
-                .get(name)
-                .is_some_and(|s| s.contains(&message_id));
-            if reported {
-            } else if by <= wall {
-                // Already past (a backlog): reported now, not after READY.
-                self.check_reply(i, name, file, wall);
-            } else {
-                let mail = self
-                    .roots
-                    .core_mut(i)
-                    .mail
-                    .entry(name.to_string())
-                    .or_default();
-                mail.reply_due(by, file);
-                let timer = Timer::ReplyDue {
-                    root: i,
-                    session: name.to_string(),
-                };
-                let at = timers::instant_at(by, wall, Instant::now());
-                self.timers.set_earlier(timer, at);
-            }
-        }
+        let now = Now { wall };
+        let effects = self::core::replies::asked(self.roots.core_mut(i), i, name, file, now);
+        self.perform(effects, now);
     }
 
     /// Offers one delivery: into the outbox now, or a timer for later.
@@ -1830,9 +1639,7 @@ impl Supervisor {
     /// Makes the deliveries in the outbox, critical first, then by age.
     fn flush_outbox(&mut self, wall: DateTime<Utc>) {
         let mut outbox = std::mem::take(&mut self.outbox);
-        outbox.sort_by(|(_, a), (_, b)| {
-            (a.priority, a.created, &a.name).cmp(&(b.priority, b.created, &b.name))
-        });
+        self::core::batch::outbox_order(&mut outbox);
         for (i, d) in outbox {
             self.deliver(i, d, wall);
         }
@@ -2026,77 +1833,6 @@ impl Supervisor {
             );
         }
         // Once for the batch: a burst escalating together is one write.
-        self.save_state(i);
-    }
-
-    /// Checks the messages of a session whose reply deadline passed, then
-    /// arms the session's reply timer at the next deadline. Only the due
-    /// ones are looked at.
-    fn run_replies_due(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
-        let timer = Timer::ReplyDue {
-            root: i,
-            session: session.to_string(),
-        };
-        let Some(mail) = self.roots.core_mut(i).mail.get_mut(session) else {
-            self.timers.cancel(&timer);
-            return;
-        };
-        let due = mail.take_due_replies(wall);
-        match mail.next_reply_due() {
-            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
-            None => self.timers.cancel(&timer),
-        }
-        for file in due {
-            self.check_reply(i, session, &file, wall);
-        }
-    }
-
-    /// A message's reply deadline passed: reported once when no reply came.
-    /// `file` is the message file (its current content decides: a deadline
-    /// moved later or a reply that came is no longer overdue).
-    fn check_reply(&mut self, i: RootId, session: &str, file: &str, wall: DateTime<Utc>) {
-        let r = self.roots.core_mut(i);
-        let Some(core) = r.sessions.get(session) else {
-            return;
-        };
-        // A reused message id is reported (duplicate-message-id), not
-        // followed up: the first file with the id stands for it.
-        if core.reuses_message_id(file) {
-            return;
-        }
-        let Some(m) = core.index().files.get(file).and_then(|f| match &f.entry {
-            crate::index::Entry::Message(m) => Some(m.clone()),
-            _ => None,
-        }) else {
-            return;
-        };
-        let message_id = m.message_id.clone();
-        let replied = r
-            .mail
-            .get(session)
-            .is_some_and(|mb| mb.replied(&message_id));
-        if !routing::reply_overdue(&m, replied, wall) {
-            return;
-        }
-        if !r
-            .state
-            .replies_overdue
-            .entry(session.to_string())
-            .or_default()
-            .insert(message_id.clone())
-        {
-            return;
-        }
-        self.log.emit(
-            i,
-            Some(session),
-            None,
-            EventKind::ResponseOverdue {
-                from: m.from_agent,
-                to: m.to_agent,
-                message_id,
-            },
-        );
         self.save_state(i);
     }
 

@@ -146,6 +146,7 @@ mod tests {
             path.into(),
             crate::state::State::default(),
             squad_policies::Policy::defaults(),
+            chrono::DateTime::UNIX_EPOCH,
         )
     }
 

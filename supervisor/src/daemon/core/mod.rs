@@ -1,7 +1,22 @@
-//! The root core: every session of one root (each an incremental
-//! [`SessionCore`]), the persisted state and the policy. No watches, no
-//! sockets; the wiring reads files, hands their contents here and carries
-//! out the [`Outcome`]s that come back.
+//! The core: what squadd knows of each root and the decisions made from
+//! it, free of I/O. No file, socket, process or clock is touched in this
+//! folder: time enters as a [`Now`] the shell read, and what is to be done
+//! leaves as [`Effect`]s the shell carries out, in the order returned.
+//!
+//! - this file: the root core, [`Root`]: every session of one root (each an
+//!   incremental [`SessionCore`]), the persisted state and the policy;
+//! - [`effect`]: [`Now`] and the [`Effect`]s;
+//! - [`batch`]: the order in which a batch's outputs are written
+//!   (notices, status files, deliveries, shared context);
+//! - [`timer`]: what each timer does when it fires;
+//! - [`replies`]: reply deadlines (which message is overdue, once).
+
+pub mod batch;
+pub mod effect;
+pub mod replies;
+pub mod timer;
+
+pub use effect::{Effect, Now};
 
 use super::session::{Outcome, SessionCore};
 use crate::derive::changes;
@@ -56,9 +71,15 @@ pub fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<D
 }
 
 impl Root {
-    /// A root with no sessions yet.
-    pub fn new(root: PathBuf, state: State, policy: squad_policies::Policy) -> Root {
-        let next_gc = next_run(&policy, Utc::now());
+    /// A root with no sessions yet (`now`: when retention is next due is
+    /// counted from it).
+    pub fn new(
+        root: PathBuf,
+        state: State,
+        policy: squad_policies::Policy,
+        now: DateTime<Utc>,
+    ) -> Root {
+        let next_gc = next_run(&policy, now);
         Root {
             sessions_dir: root
                 .join(squad_protocol::tree::SQUAD_DIR)
@@ -247,3 +268,6 @@ impl Root {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests;
