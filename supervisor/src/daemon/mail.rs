@@ -66,21 +66,13 @@ impl Supervisor {
         }
     }
 
-    /// A message became unread with an escalation time `at`: the session's
-    /// escalation timer fires no later than that (a time already past is
-    /// checked now: a backlog is not left until READY).
+    /// A message became unread with an escalation time `at`
+    /// ([`core::escalations::queued`]).
     pub(super) fn escalation_queued(&mut self, i: RootId, name: &str, at: DateTime<Utc>) {
-        let now = Utc::now();
-        if at <= now {
-            self.run_escalations(i, name, now);
-            return;
-        }
-        let timer = Timer::Escalation {
-            root: i,
-            session: name.to_string(),
-        };
-        self.timers
-            .set_earlier(timer, timers::instant_at(at, now, Instant::now()));
+        let now = Now { wall: Utc::now() };
+        let effects =
+            self::core::escalations::queued(self.roots.core_mut(i), i, name, at, now, still_unread);
+        self.perform(effects, now);
     }
 
     /// Makes the deliveries in the outbox, critical first, then by age.
@@ -208,79 +200,17 @@ impl Supervisor {
     }
 
     /// Escalates the unread messages of a session whose escalation time
-    /// passed (one `stat` each says whether it is still unread), then arms
-    /// the session's escalation timer at the next one. Only the due ones
-    /// are looked at.
+    /// passed ([`core::escalations::run`]; one `stat` each says whether it
+    /// is still unread).
     pub(super) fn run_escalations(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
-        let timer = Timer::Escalation {
-            root: i,
-            session: session.to_string(),
-        };
-        let dir = self.roots.core(i).session_dir(session);
-        let r = self.roots.core_mut(i);
-        let Some(mail) = r.mail.get_mut(session) else {
-            self.timers.cancel(&timer);
-            return;
-        };
-        let policy = &r.policy.messages;
-        let due = mail.take_due_escalations(policy, wall);
-        let mut escalated = Vec::new();
-        for d in due {
-            if r.state
-                .escalated
-                .get(session)
-                .is_some_and(|e| e.contains(&d.message_id))
-            {
-                continue;
-            }
-            let path = crate::inbox::inbox_dir(&dir, &d.to)
-                .join("new")
-                .join(&*d.name);
-            if std::fs::symlink_metadata(&path).is_err() {
-                mail.seen(policy, &d.to, &d.name, None);
-                continue;
-            }
-            r.state
-                .escalated
-                .entry(session.to_string())
-                .or_default()
-                .insert(d.message_id.clone());
-            escalated.push((d, path));
-        }
-        match mail.next_escalation(policy) {
-            Some(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
-            None => self.timers.cancel(&timer),
-        }
-        if escalated.is_empty() {
-            return;
-        }
-        for (d, path) in &escalated {
-            self.log.emit(
-                i,
-                Some(session),
-                Some(path),
-                EventKind::MessageEscalated {
-                    to: d.to.clone(),
-                    message_id: d.message_id.clone(),
-                    priority: d.priority.to_string(),
-                },
-            );
-            self.hooks.notify(
-                &self.roots.core(i).policy.messages,
-                &self.roots.core(i).policy.hooks,
-                Notice {
-                    root: i,
-                    session,
-                    from: "squadd",
-                    to: &d.to,
-                    message_id: &d.message_id,
-                    priority: d.priority,
-                    path,
-                },
-            );
-        }
-        // Once for the batch: a burst escalating together is one write.
-        self.save_state(i);
+        let effects = self::core::escalations::run(
+            self.roots.core_mut(i),
+            i,
+            session,
+            Now { wall },
+            still_unread,
+        );
+        self.perform(effects, Now { wall });
     }
 
     /// An entry of an unread inbox appeared or went (acknowledged): one
@@ -308,4 +238,9 @@ impl Supervisor {
             self.escalation_queued(i, session, at);
         }
     }
+}
+
+/// Whether an inbox entry is still in `new/` (one `stat`, not followed).
+fn still_unread(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
 }

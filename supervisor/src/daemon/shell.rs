@@ -77,6 +77,29 @@ impl Supervisor {
             } => self
                 .log
                 .emit(root, session.as_deref(), path.as_deref(), kind),
+            Effect::Notify {
+                root,
+                session,
+                to,
+                message_id,
+                priority,
+                path,
+            } => {
+                let policy = &self.roots.core(root).policy;
+                self.hooks.notify(
+                    &policy.messages,
+                    &policy.hooks,
+                    super::hooks::Notice {
+                        root,
+                        session: &session,
+                        from: "squadd",
+                        to: &to,
+                        message_id: &message_id,
+                        priority,
+                        path: &path,
+                    },
+                );
+            }
             Effect::SaveState(root) => self.save_state(root),
             Effect::SaveStateBehind(root) => self.state_changed(root),
             Effect::WriteSharedContext(root) => self.write_shared_context(root, false),

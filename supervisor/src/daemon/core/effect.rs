@@ -61,7 +61,8 @@ pub enum Effect {
         /// Inbox file name.
         name: String,
     },
-    /// Escalate the unread messages of a session whose time came.
+    /// Escalate the unread messages of a session whose time came (the
+    /// shell answers whether each is still unread: [`super::escalations`]).
     RunEscalations {
         /// The root.
         root: RootId,
@@ -121,6 +122,21 @@ pub enum Effect {
         path: Option<PathBuf>,
         /// What happened.
         kind: EventKind,
+    },
+    /// Run a recipient's notify hook for a message squadd escalated.
+    Notify {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// Priority.
+        priority: squad_protocol::model::Priority,
+        /// The unread inbox file.
+        path: PathBuf,
     },
     /// Write the root's persisted state now.
     SaveState(RootId),

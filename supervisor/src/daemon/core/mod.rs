@@ -9,10 +9,12 @@
 //! - [`batch`]: the order in which a batch's outputs are written
 //!   (notices, status files, deliveries, shared context);
 //! - [`timer`]: what each timer does when it fires;
+//! - [`escalations`]: unread messages whose time came (once each);
 //! - [`replies`]: reply deadlines (which message is overdue, once).
 
 pub mod batch;
 pub mod effect;
+pub mod escalations;
 pub mod replies;
 pub mod timer;
 

@@ -4,7 +4,7 @@
 
 use super::batch::{self, CONTEXT_DELAY, REMOVAL_DELAY};
 use super::timer::{self, ROOT_CHECK_MAX};
-use super::{Effect, Now, Root, replies};
+use super::{Effect, Now, Root, escalations, replies};
 use crate::daemon::roots::RootId;
 use crate::daemon::routing::{Body, Delivery};
 use crate::daemon::session::SessionCore;
@@ -330,4 +330,83 @@ fn a_reply_deadline_already_past_is_reported_at_once_unless_answered() {
         overdue_reports(&replies::asked(&mut r, id(0), SESSION, &open, now(10))),
         vec!["msg_open".to_string()]
     );
+}
+
+fn escalations_of(effects: &[Effect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Emit {
+                kind: EventKind::MessageEscalated { message_id, .. },
+                ..
+            } => Some(message_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A root whose session has one unread critical message for bob, delivered
+/// at `base()`; returns its inbox path.
+fn unread_critical(r: &mut Root) -> PathBuf {
+    let name = squad_policies::messages::inbox_name(Priority::Critical, base(), "msg_c");
+    let policy = r.policy.messages.clone();
+    r.mail
+        .entry(SESSION.into())
+        .or_default()
+        .seen(&policy, "bob", &name, Some(base()));
+    r.session_dir(SESSION).join("inbox/bob/new").join(name)
+}
+
+#[test]
+fn an_unread_message_is_escalated_once_with_its_hook_then_the_state_saved() {
+    let mut r = root_with(&[]);
+    let path = unread_critical(&mut r);
+    let later = now(24 * 60);
+    let effects = escalations::run(&mut r, id(0), SESSION, later, |p| p == path);
+    assert_eq!(escalations_of(&effects), vec!["msg_c".to_string()]);
+    let emit = position(&effects, |e| matches!(e, Effect::Emit { .. })).unwrap();
+    let hook = position(&effects, |e| matches!(e, Effect::Notify { .. })).unwrap();
+    assert!(emit < hook, "the event, then the hook: {effects:?}");
+    assert_eq!(effects.last(), Some(&Effect::SaveState(id(0))));
+    // Seen again (a rescan or restart seeds a fresh mailbox): never a
+    // second time.
+    r.mail.remove(SESSION);
+    unread_critical(&mut r);
+    let again = escalations::run(&mut r, id(0), SESSION, now(2 * 24 * 60), |_| true);
+    assert!(escalations_of(&again).is_empty(), "{again:?}");
+    assert!(!again.contains(&Effect::SaveState(id(0))));
+}
+
+#[test]
+fn a_message_read_meanwhile_is_not_escalated() {
+    let mut r = root_with(&[]);
+    unread_critical(&mut r);
+    let effects = escalations::run(&mut r, id(0), SESSION, now(24 * 60), |_| false);
+    assert!(escalations_of(&effects).is_empty());
+    assert_eq!(
+        effects,
+        vec![Effect::CancelTimer(Timer::Escalation {
+            root: id(0),
+            session: SESSION.into()
+        })]
+    );
+}
+
+#[test]
+fn an_escalation_ahead_arms_the_timer_and_one_past_runs_now() {
+    let mut r = root_with(&[]);
+    unread_critical(&mut r);
+    let ahead = base() + chrono::Duration::minutes(30);
+    assert_eq!(
+        escalations::queued(&mut r, id(0), SESSION, ahead, now(0), |_| true),
+        vec![Effect::SetTimerEarlierAt {
+            timer: Timer::Escalation {
+                root: id(0),
+                session: SESSION.into()
+            },
+            at: ahead
+        }]
+    );
+    let effects = escalations::queued(&mut r, id(0), SESSION, base(), now(24 * 60), |_| true);
+    assert_eq!(escalations_of(&effects), vec!["msg_c".to_string()]);
 }
