@@ -3,7 +3,7 @@
 //! (lock events squadctl made, emitted like squadd's own).
 
 use super::Supervisor;
-use super::roots::RootId;
+use super::core::RootId;
 use super::server::Reply;
 use crate::control::{Method, Response};
 use crate::status::{DaemonReport, RootReport, StatusReport, session_report};

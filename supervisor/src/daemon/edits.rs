@@ -9,7 +9,7 @@
 //! text older than the edit.
 
 use super::Supervisor;
-use super::roots::RootId;
+use super::core::RootId;
 use super::timers::Timer;
 use crate::control::Response;
 use crate::events::EventKind;

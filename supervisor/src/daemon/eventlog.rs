@@ -2,7 +2,7 @@
 //! root's `.squad/audit.jsonl`, keeps the recent ones for `squadctl events`
 //! and broadcasts them to followers.
 
-use super::roots::RootId;
+use super::core::RootId;
 use crate::audit::AuditLog;
 use crate::events::{Event, EventKind};
 use chrono::Utc;

@@ -17,7 +17,7 @@
 //! command may therefore run twice (stopped after it ran, before its `done`
 //! line), never zero times once its `pending` line is written.
 
-use super::roots::RootId;
+use super::core::RootId;
 use crate::safefs::Dir;
 use serde::{Deserialize, Serialize};
 use squad_policies::hooks::{HooksPolicy, start_order};
@@ -155,32 +155,7 @@ impl Journal {
 
 type Journals = Arc<Mutex<HashMap<RootId, Journal>>>;
 
-/// How a project's notify commands stand, as `status --json` (per root) and
-/// `health` report them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HooksReport {
-    /// Whether the policy names any notify command.
-    pub configured: bool,
-    /// Commands waiting for a free place (`hooks.max_concurrent`).
-    pub queued: usize,
-    /// Commands running now.
-    pub running: usize,
-    /// At most this many run at once (the policy's `hooks.max_concurrent`).
-    pub max_concurrent: usize,
-    /// How long the oldest queued command has waited, in seconds.
-    pub oldest_queued_secs: Option<u64>,
-    /// Commands that succeeded since squadd started.
-    pub succeeded: u64,
-    /// Commands that failed (after their retries) since squadd started.
-    pub failed: u64,
-    /// Of those, the ones that failed in the last hour.
-    pub failed_last_hour: u64,
-    /// Commands that failed one after the other, most recent last (0 once
-    /// one succeeds).
-    pub consecutive_failures: u64,
-    /// Why the latest failure failed.
-    pub last_error: Option<String>,
-}
+pub use crate::status::HooksReport;
 
 /// Failures per minute over the last hour: 60 buckets, so the count stays
 /// bounded however many hooks fail.

@@ -299,13 +299,7 @@ fn release_scan_memory() {
     }
 }
 
-/// Whether a file was indexed as unreadable (a read error, not its content).
-fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
-    f.fingerprint == 0
-        && f.diagnostics
-            .first()
-            .is_some_and(|d| d.rule == squad_protocol::Rule::Unreadable)
-}
+use self::core::is_unreadable;
 
 async fn sleep_until(wake: Option<Instant>) {
     match wake {

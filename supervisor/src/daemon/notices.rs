@@ -15,7 +15,7 @@
 //! still told.
 
 use super::Supervisor;
-use super::roots::RootId;
+use super::core::RootId;
 use crate::events::EventKind;
 use chrono::{DateTime, SecondsFormat, Utc};
 use squad_policies::notices::{Fact, Notice, SENDER, notices, writer_of};

@@ -12,24 +12,7 @@ use super::pidfile::PidLock;
 use super::runs::RootRuns;
 use super::server::Bound;
 
-/// Names one supervised root for the daemon's life (roots are added at
-/// start-up and never removed: a root that goes away stays known, missing
-/// or taken over).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct RootId(u32);
-
-impl RootId {
-    /// The id of the `n`th root added (tests and fixtures).
-    pub fn nth(n: u32) -> RootId {
-        RootId(n)
-    }
-}
-
-impl std::fmt::Display for RootId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "root#{}", self.0)
-    }
-}
+pub use super::core::RootId;
 
 /// What squadd holds open for one root: effects live here, decisions in
 /// the [`Root`] core.

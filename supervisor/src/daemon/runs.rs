@@ -9,7 +9,7 @@
 //! children: only polling sees them end).
 
 use super::Supervisor;
-use super::roots::RootId;
+use super::core::RootId;
 use super::timers::Timer;
 use crate::events::EventKind;
 use crate::index::Entry;

@@ -2,7 +2,7 @@
 //! JSON-line requests with a size limit and a timeout, and hands them to the
 //! supervisor task.
 
-use super::roots::RootId;
+use super::core::RootId;
 use crate::control::{MAX_LINE, Method, REQUEST_TIMEOUT, Response, parse_request};
 use crate::events::Event;
 use std::path::Path;

@@ -9,7 +9,7 @@
 //! fingerprint of what it wrote, so the watch event of its own write is
 //! recognised without parsing the file again.
 
-use super::roots::RootId;
+use super::core::RootId;
 use crate::index::fingerprint;
 use crate::safefs;
 use squad_protocol::atomic::is_temp_name;

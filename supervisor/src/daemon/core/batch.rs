@@ -15,9 +15,9 @@
 //! - deliveries are made critical first, then by age ([`outbox_order`]).
 
 use super::Effect;
-use crate::daemon::roots::RootId;
+use super::RootId;
+use super::timer::Timer;
 use crate::daemon::routing::Delivery;
-use crate::daemon::timers::Timer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 

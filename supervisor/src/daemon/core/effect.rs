@@ -1,7 +1,7 @@
 //! What the core asks the shell to do, and the moment it decides at.
 
-use crate::daemon::roots::RootId;
-use crate::daemon::timers::Timer;
+use super::RootId;
+use super::timer::Timer;
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
 use std::path::PathBuf;

@@ -5,9 +5,9 @@
 //! [`Mailbox`](crate::daemon::routing::Mailbox) keeps the unread ones in a
 //! queue per priority, and one timer per session is armed at its head.
 
+use super::RootId;
+use super::timer::Timer;
 use super::{Effect, Now, Root};
-use crate::daemon::roots::RootId;
-use crate::daemon::timers::Timer;
 use crate::events::EventKind;
 use std::path::Path;
 

@@ -31,6 +31,33 @@ use std::sync::Arc;
 
 pub use super::session::invalid_summary;
 
+/// Names one supervised root for the daemon's life (roots are added at
+/// start-up and never removed: a root that goes away stays known, missing
+/// or taken over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RootId(pub(super) u32);
+
+impl RootId {
+    /// The id of the `n`th root added (tests and fixtures).
+    pub fn nth(n: u32) -> RootId {
+        RootId(n)
+    }
+}
+
+impl std::fmt::Display for RootId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "root#{}", self.0)
+    }
+}
+
+/// Whether a file was indexed as unreadable (a read error, not its content).
+pub fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
+    f.fingerprint == 0
+        && f.diagnostics
+            .first()
+            .is_some_and(|d| d.rule == squad_protocol::Rule::Unreadable)
+}
+
 /// One supervised root.
 pub struct Root {
     /// The root directory (canonical).
@@ -41,7 +68,7 @@ pub struct Root {
     pub sessions: BTreeMap<String, SessionCore>,
     /// Each session's part of the shared context, with the identity of the
     /// session core it was rendered from (shared with the background writer
-    /// that assembles the file: see [`super::context`]).
+    /// that assembles the file: see `daemon/context.rs`).
     pub fragments: BTreeMap<String, (u64, Arc<crate::outputs::ContextFragment>)>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
@@ -177,9 +204,8 @@ impl Root {
                     .files
                     .values()
                     .filter_map(|f| {
-                        invalid_summary(f).map(|(n, first)| {
-                            (f.path_in(&index.dir), n, first, super::is_unreadable(f))
-                        })
+                        invalid_summary(f)
+                            .map(|(n, first)| (f.path_in(&index.dir), n, first, is_unreadable(f)))
                     })
                     .collect()
             })

@@ -3,10 +3,10 @@
 //! session's [`Mailbox`](crate::daemon::routing::Mailbox) keeps them in a
 //! queue, and one timer per session is armed at its head.
 
+use super::RootId;
+use super::timer::Timer;
 use super::{Effect, Now, Root};
-use crate::daemon::roots::RootId;
 use crate::daemon::routing;
-use crate::daemon::timers::Timer;
 use crate::events::EventKind;
 use crate::index::Entry;
 

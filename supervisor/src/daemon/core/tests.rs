@@ -2,13 +2,13 @@
 //! return, and the decisions that need no file system. Everything runs in
 //! memory, at a `Now` the test picks.
 
+use super::RootId;
 use super::batch::{self, CONTEXT_DELAY, REMOVAL_DELAY};
+use super::timer::Timer;
 use super::timer::{self, ROOT_CHECK_MAX};
 use super::{Effect, Now, Root, escalations, replies};
-use crate::daemon::roots::RootId;
 use crate::daemon::routing::{Body, Delivery};
 use crate::daemon::session::SessionCore;
-use crate::daemon::timers::Timer;
 use crate::events::EventKind;
 use chrono::{DateTime, TimeZone, Utc};
 use squad_protocol::model::Priority;

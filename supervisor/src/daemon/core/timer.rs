@@ -1,15 +1,147 @@
-//! What each timer does when it fires: one match over every kind of
-//! [`Timer`], returning the effects. Timers that only start a piece of work
+//! Every kind of [`Timer`] (the core's vocabulary; the shell's queue in
+//! `timers.rs` holds them), and what each does when it fires: one match,
+//! returning the effects. Timers that only start a piece of work
 //! the shell does (a re-read, a write) name it; those with a decision
 //! (a held-back status, a wrap-up, reply deadlines, the look for a missing
 //! root) decide here.
 
+use super::RootId;
 use super::{Effect, Now, Root, replies};
-use crate::daemon::roots::RootId;
-use crate::daemon::timers::Timer;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use std::collections::BTreeSet;
 use std::time::Duration;
+
+/// Something that happens at a time. A timer is identified by its value:
+/// setting it again moves it, so each one exists at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Timer {
+    /// Re-read a root from scratch (watch overflow, `.squad/` replaced).
+    Rescan(RootId),
+    /// Write a session's status file that was held back because the session
+    /// was only losing files (it may be being deleted).
+    Status {
+        /// Root index.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Wrap up a session that ended while it was only losing files (it may
+    /// be being deleted: nothing is written into it before this).
+    WrapUp {
+        /// Root index.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// A task of a session reaches its deadline (`meta.timeout`).
+    TaskDue {
+        /// Root index.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Task id.
+        task: String,
+    },
+    /// A deferred (low-priority) delivery becomes due.
+    Delivery {
+        /// Root index.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Inbox file name.
+        name: String,
+    },
+    /// The earliest unread message of a session reaches its escalation
+    /// time. One per session, whatever the number of unread messages: the
+    /// session's [`Mailbox`](super::routing::Mailbox) holds the queue, and
+    /// the timer is armed again at its next deadline after firing.
+    Escalation {
+        /// Root index.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// The earliest `response_by` of a session's messages passes. One per
+    /// session, like [`Timer::Escalation`]: the queue is in the session's
+    /// [`Mailbox`](super::routing::Mailbox).
+    ReplyDue {
+        /// Root index.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Write the root's persisted state (written behind, coalesced).
+    SaveState(RootId),
+    /// Render the shared context of a root (coalesces bursts).
+    Context(RootId),
+    /// Re-read the lock table (a change was seen, a lock expires, or the
+    /// table was busy).
+    Locks(RootId),
+    /// The retention schedule.
+    Retention(RootId),
+    /// Re-check a root's skills (coalesces a burst of skill file changes).
+    Skills(RootId),
+    /// Merge a root's decisions inbox after its files went quiet
+    /// (docs/memory.md; only when the policy enables `memory.merge`).
+    MemoryInbox(RootId),
+    /// Look again for a root whose `.squad/sessions` is missing (a root
+    /// deleted and recreated is a new directory no watch covers). Only
+    /// while it is missing, with backoff.
+    RootCheck(RootId),
+    /// Retry the directories that could not be watched (inotify limit),
+    /// with backoff.
+    Rewatch,
+    /// Give memory freed after a burst back to the OS.
+    Trim,
+    /// The systemd watchdog ping.
+    Watchdog,
+    /// Check the agent runs (exits, time limits, idleness) and dispatch
+    /// (docs/runners.md): often while runs are live, else at the next retry.
+    Runs,
+    /// Recompute the one-line STATUS= summary (it walks every session, so
+    /// at most once per second after changes).
+    StatusLine,
+}
+
+impl Timer {
+    /// The root the timer belongs to, if any.
+    pub fn root(&self) -> Option<RootId> {
+        match self {
+            Timer::Rescan(r)
+            | Timer::SaveState(r)
+            | Timer::Context(r)
+            | Timer::Locks(r)
+            | Timer::Retention(r)
+            | Timer::Skills(r)
+            | Timer::MemoryInbox(r)
+            | Timer::RootCheck(r) => Some(*r),
+            Timer::Status { root, .. }
+            | Timer::WrapUp { root, .. }
+            | Timer::TaskDue { root, .. }
+            | Timer::Delivery { root, .. }
+            | Timer::Escalation { root, .. }
+            | Timer::ReplyDue { root, .. } => Some(*root),
+            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim | Timer::Runs => {
+                None
+            }
+        }
+    }
+
+    /// The session the timer belongs to, if any.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Timer::Status { session, .. }
+            | Timer::WrapUp { session, .. }
+            | Timer::TaskDue { session, .. }
+            | Timer::Delivery { session, .. }
+            | Timer::Escalation { session, .. }
+            | Timer::ReplyDue { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+}
 
 /// The first look for a missing root comes after this; the wait doubles
 /// up to [`ROOT_CHECK_MAX`] while it stays missing.

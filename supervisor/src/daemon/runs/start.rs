@@ -41,7 +41,7 @@ impl Supervisor {
     /// The full plan of a task (the index keeps only what derivation needs).
     pub(super) fn full_plan(&self, i: RootId, session: &str, task: &str) -> Option<TaskAssignment> {
         let core = self.roots.core(i).sessions.get(session)?;
-        crate::ctl::read::full_plan(core.index(), task)
+        core.index().full_plan(task)
     }
 
     /// Starts one run: prompt.md, a `running` run.json without a pid (so a
