@@ -5,14 +5,20 @@
 //! - [`intake`]: the watches and the paths waiting to be read, and what a
 //!   changed path means;
 //! - [`core`]: what squadd knows about each root's sessions and the decisions
-//!   made from it (no I/O); [`routing`] decides message deliveries and
-//!   escalations from it;
+//!   made from it, free of I/O: given what the world said and the time, it
+//!   returns [`core::Effect`]s in order, which [`shell`] carries out;
+//!   [`routing`] decides message deliveries and escalations from it;
+//! - [`roots`]: every root in one slot named by a [`core::RootId`] (its core
+//!   and its shell: pid lock, socket, runs);
 //! - [`timers`]: one queue for everything that happens at a time; its head is
 //!   the next wake-up;
 //! - [`writer`]: every file squadd writes (atomic, coalesced per path);
 //! - [`answers`]: control-socket answers (transport in [`server`]);
 //! - [`upkeep`]: lock expiry, retention, policy reloads, session wrap-up;
 //! - [`hooks`]: notification commands, on their own tasks;
+//! - [`apply`], [`scan`], [`mail`], [`writes`], [`presence`]: the shell's
+//!   parts that still decide as they do I/O (issue 22 moves them into the
+//!   core one by one);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
 //!   Nothing polls: the task sleeps until a file event, a request or the head

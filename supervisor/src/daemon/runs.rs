@@ -36,6 +36,58 @@ enum Failed {
     Reported(String),
 }
 
+/// Why `squadctl run|stop` (the `runs` method of the control socket) was
+/// refused; its text is the reply's error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `run` or `stop` without a task.
+    #[error("give the task")]
+    NoTask,
+    /// An action other than list, run and stop.
+    #[error("unknown runs action `{0}` (list, run, stop)")]
+    UnknownAction(String),
+    /// No session plans the task.
+    #[error("no session plans `{0}`")]
+    NotPlanned(String),
+    /// Several sessions plan it and none was named.
+    #[error("`{task}` is planned in several sessions ({sessions}); pass --session")]
+    Ambiguous {
+        /// The task.
+        task: String,
+        /// The sessions, comma-separated.
+        sessions: String,
+    },
+    /// The session ended.
+    #[error("session `{0}` has ended")]
+    Ended(String),
+    /// The task is completed.
+    #[error("`{0}` is completed")]
+    Completed(String),
+    /// The task waits for others.
+    #[error("`{task}` waits for {unmet}")]
+    Waiting {
+        /// The task.
+        task: String,
+        /// What it waits for, comma-separated.
+        unmet: String,
+    },
+    /// The runner policy says not now.
+    #[error("{}", .0.reason())]
+    Wait(squad_policies::runners::Wait),
+    /// The run could not be started (its reason as reported).
+    #[error("{0}")]
+    Start(String),
+    /// `stop` of a task with no live run.
+    #[error("`{0}` has no run in progress")]
+    NotRunning(String),
+    /// The run's process group could not be signalled.
+    #[error("{0}")]
+    Signal(std::io::Error),
+    /// The list could not be encoded.
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+}
+
 /// One live run.
 struct Live {
     rec: RunRecord,
@@ -558,7 +610,7 @@ impl Supervisor {
         i: RootId,
         session: Option<&str>,
         task: &str,
-    ) -> Result<(String, u32), String> {
+    ) -> Result<(String, u32), RunError> {
         let wall = Utc::now();
         let candidates = self.candidates_any(i, session, task)?;
         let c = &candidates;
@@ -569,12 +621,12 @@ impl Supervisor {
             wall,
             true,
         )
-        .map_err(|w| w.reason().to_string())?;
+        .map_err(RunError::Wait)?;
         let pool = self.pool(i);
         if pool.running >= pool.max_concurrent {
-            return Err(squad_policies::runners::Wait::PoolFull.reason().into());
+            return Err(RunError::Wait(squad_policies::runners::Wait::PoolFull));
         }
-        let pid = self.start_run(i, c, wall)?;
+        let pid = self.start_run(i, c, wall).map_err(RunError::Start)?;
         Ok((c.session.clone(), pid))
     }
 
@@ -583,7 +635,7 @@ impl Supervisor {
         i: RootId,
         session: Option<&str>,
         task: &str,
-    ) -> Result<Candidate, String> {
+    ) -> Result<Candidate, RunError> {
         let mut found = Vec::new();
         for (name, core) in &self.roots.core(i).sessions {
             if session.is_some_and(|s| s != name) {
@@ -594,27 +646,30 @@ impl Supervisor {
             }
         }
         let (name, t, ended) = match found.len() {
-            0 => return Err(format!("no session plans `{task}`")),
+            0 => return Err(RunError::NotPlanned(task.to_string())),
             1 => found.remove(0),
             _ => {
-                return Err(format!(
-                    "`{task}` is planned in several sessions ({}); pass --session",
-                    found
+                return Err(RunError::Ambiguous {
+                    task: task.to_string(),
+                    sessions: found
                         .iter()
                         .map(|f| f.0.as_str())
                         .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                        .join(", "),
+                });
             }
         };
         if ended {
-            return Err(format!("session `{name}` has ended"));
+            return Err(RunError::Ended(name));
         }
         if t.state == TaskStatus::Completed {
-            return Err(format!("`{task}` is completed"));
+            return Err(RunError::Completed(task.to_string()));
         }
         if !t.unmet.is_empty() {
-            return Err(format!("`{task}` waits for {}", t.unmet.join(", ")));
+            return Err(RunError::Waiting {
+                task: task.to_string(),
+                unmet: t.unmet.join(", "),
+            });
         }
         let past = self
             .roots
@@ -640,7 +695,7 @@ impl Supervisor {
         i: RootId,
         session: Option<&str>,
         task: &str,
-    ) -> Result<(String, u32), String> {
+    ) -> Result<(String, u32), RunError> {
         let wall = Utc::now();
         let Some(live) = self
             .roots
@@ -650,9 +705,9 @@ impl Supervisor {
             .values_mut()
             .find(|l| l.rec.task == task && session.is_none_or(|s| s == l.rec.session))
         else {
-            return Err(format!("`{task}` has no run in progress"));
+            return Err(RunError::NotRunning(task.to_string()));
         };
-        runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(|e| e.to_string())?;
+        runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(RunError::Signal)?;
         live.rec.state = RunState::Stopped;
         live.term_at = Some(wall);
         keep_record(&live.dir, &live.rec);
@@ -672,22 +727,20 @@ impl Supervisor {
         task: Option<&str>,
     ) -> crate::control::Response {
         use crate::control::Response;
-        let need_task = || task.ok_or_else(|| "give the task".to_string());
+        let need_task = || task.ok_or(RunError::NoTask);
         let result = match action {
-            "list" => {
-                serde_json::to_value(self.roots.shell(i).runs.live()).map_err(|e| e.to_string())
-            }
+            "list" => serde_json::to_value(self.roots.shell(i).runs.live()).map_err(RunError::from),
             "run" => need_task()
                 .and_then(|t| self.run_by_hand(i, session, t))
                 .map(|(s, pid)| serde_json::json!({"session": s, "pid": pid})),
             "stop" => need_task()
                 .and_then(|t| self.stop_by_hand(i, session, t))
                 .map(|(s, pid)| serde_json::json!({"session": s, "pid": pid})),
-            other => Err(format!("unknown runs action `{other}` (list, run, stop)")),
+            other => Err(RunError::UnknownAction(other.to_string())),
         };
         match result {
             Ok(v) => Response::ok(v),
-            Err(e) => Response::error(e),
+            Err(e) => Response::error(e.to_string()),
         }
     }
 }
@@ -700,3 +753,6 @@ fn keep_record(dir: &std::path::Path, rec: &runners::RunRecord) {
         tracing::warn!(error = %e, "cannot write run.json");
     }
 }
+
+#[cfg(test)]
+mod tests;
