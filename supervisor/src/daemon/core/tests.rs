@@ -269,17 +269,22 @@ fn a_missing_root_is_looked_for_less_and_less_often() {
     assert!(timer::root_check(&mut r, id(0), true).is_empty());
 }
 
-fn overdue_reports(effects: &[Effect]) -> Vec<String> {
+/// The message ids of the events `pick` recognises, in order.
+fn emitted(effects: &[Effect], pick: impl Fn(&EventKind) -> Option<&String>) -> Vec<String> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Emit {
-                kind: EventKind::ResponseOverdue { message_id, .. },
-                ..
-            } => Some(message_id.clone()),
+            Effect::Emit { kind, .. } => pick(kind).cloned(),
             _ => None,
         })
         .collect()
+}
+
+fn overdue_reports(effects: &[Effect]) -> Vec<String> {
+    emitted(effects, |k| match k {
+        EventKind::ResponseOverdue { message_id, .. } => Some(message_id),
+        _ => None,
+    })
 }
 
 #[test]
@@ -333,16 +338,10 @@ fn a_reply_deadline_already_past_is_reported_at_once_unless_answered() {
 }
 
 fn escalations_of(effects: &[Effect]) -> Vec<String> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Emit {
-                kind: EventKind::MessageEscalated { message_id, .. },
-                ..
-            } => Some(message_id.clone()),
-            _ => None,
-        })
-        .collect()
+    emitted(effects, |k| match k {
+        EventKind::MessageEscalated { message_id, .. } => Some(message_id),
+        _ => None,
+    })
 }
 
 /// A root whose session has one unread critical message for bob, delivered
