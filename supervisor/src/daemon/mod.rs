@@ -24,6 +24,9 @@
 //!   Nothing polls: the task sleeps until a file event, a request or the head
 //!   of the timer queue.
 
+// Function length is capped in the daemon (threshold in clippy.toml).
+#![warn(clippy::too_many_lines)]
+
 pub mod answers;
 mod apply;
 pub mod context;
