@@ -4,6 +4,8 @@
 //! names each file (relative to that folder) exactly once. Test modules
 //! (`tests.rs`) are not listed.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;

@@ -9,6 +9,8 @@
 //! `super::*` do not count: that is how Rust nests modules, not a
 //! dependency.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
