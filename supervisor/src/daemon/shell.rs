@@ -101,7 +101,6 @@ impl Supervisor {
                 );
             }
             Effect::SaveState(root) => self.save_state(root),
-            Effect::SaveStateBehind(root) => self.state_changed(root),
             Effect::WriteSharedContext(root) => self.write_shared_context(root, false),
             Effect::RefreshLocks(root) => self.refresh_locks(root),
             Effect::RunRetention(root) => {

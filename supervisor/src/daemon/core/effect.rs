@@ -140,8 +140,6 @@ pub enum Effect {
     },
     /// Write the root's persisted state now.
     SaveState(RootId),
-    /// Write the root's persisted state behind (coalesced).
-    SaveStateBehind(RootId),
     /// Render the root's shared context and have it written.
     WriteSharedContext(RootId),
     /// Re-read the root's lock records.
