@@ -3,6 +3,8 @@
 //!
 //! Run: `cargo bench -p squad-policies --bench check`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_policies::Policy;
 use squad_policies::check::{Change, Facts, Task, check_changes};
 use std::time::Instant;

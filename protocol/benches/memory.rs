@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p squad-protocol --bench memory`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::memory;
 use std::time::{Duration, Instant};
 

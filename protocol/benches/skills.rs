@@ -8,6 +8,8 @@
 //!
 //! Run: `cargo bench -p squad-protocol --bench skills`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::skill::{check_text, discover};
 use std::fs;
 use std::path::Path;

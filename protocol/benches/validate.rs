@@ -5,6 +5,8 @@
 //! Run: `cargo bench -p squad-protocol --bench validate` (prints numbers;
 //! asserts nothing). `SQUAD_BENCH_FILES` changes the tree size.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::tree::{Scope, default_threads, validate_scopes};
 use std::fs;
 use std::path::Path;

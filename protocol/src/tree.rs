@@ -21,6 +21,8 @@ pub const SESSIONS_DIR: &str = "sessions";
 pub const ARCHIVES_DIR: &str = "archives";
 /// Runtime files (socket, pid, lock mutex) live in `.squad/run/`.
 pub const RUN_DIR: &str = "run";
+/// A session's lock records live in its `locks/`.
+pub const LOCKS_DIR: &str = "locks";
 
 /// The nearest directory at or above `start` that holds a `.squad/` directory.
 pub fn find_root(start: &Path) -> Option<PathBuf> {

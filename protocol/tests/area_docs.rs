@@ -3,6 +3,8 @@
 //! and its own `###` section, in `Rule::ALL` order; the page documents no
 //! rule that does not exist; and each rule points at that page.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::Rule;
 
 /// Rule-id prefix → the page that documents the rules of that prefix.

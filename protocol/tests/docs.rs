@@ -18,6 +18,8 @@
 //! Field paths are written `meta.task_id` (mapping), `artifacts_created[].path`
 //! (entries of a list) and `validation_results.<name>.status` (values of a map).
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::report::{Format, Totals, render};
 use squad_protocol::session::check_session;
 use squad_protocol::spec::{self, Field, Ty};

@@ -1,6 +1,8 @@
 //! Keeps docs/guards.md true to the code: every `guard-…` rule has its
 //! section, marked `<!-- rule: ID -->` before a `### \`ID\`` heading.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::Rule;
 
 #[test]

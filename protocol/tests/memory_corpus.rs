@@ -1,5 +1,7 @@
 //! Team memory over the real files of tests/corpora/squad.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::memory::{self, Outcome, Style};
 use std::path::PathBuf;
 

@@ -1,6 +1,8 @@
 //! Property tests for team memory: random documents of entries in every
 //! style, with code fences and preambles.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use proptest::prelude::*;
 use squad_protocol::memory::{self, Outcome};
 use std::collections::BTreeSet;

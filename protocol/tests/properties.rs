@@ -12,6 +12,8 @@
 //! `PROPTEST_CASES` to run more, e.g. `PROPTEST_CASES=20000 cargo test -p
 //! squad-protocol --test properties --release`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use chrono::{DateTime, FixedOffset, NaiveDate};
 use proptest::collection::{btree_map, vec};
 use proptest::option;

@@ -3,6 +3,8 @@
 //! licences): strict checking gives the standard's reference verdict recorded
 //! in VALIDATION.tsv, lenient loading loads every one of them.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::skill::check_file;
 use std::path::Path;
 

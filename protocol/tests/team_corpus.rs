@@ -3,6 +3,8 @@
 //! are the expected ones, and an export → import plan → export round trip
 //! gives the same bundle (timestamps aside) in both shapes.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::Rule;
 use squad_protocol::team::bundle::{self, ExportOptions, ImportOptions, Shape};
 use squad_protocol::team::read_team;

@@ -1,6 +1,8 @@
 //! The YAML test suite's 402 cases (inputs no one here wrote): the parser
 //! must survive every one of them, in every encoding and as every file kind.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use squad_protocol::locate::{PathSeg, Target, locate};
 use squad_protocol::{FileKind, Rule, check_bytes};
 use std::fs;

@@ -26,6 +26,8 @@
 //! name:
 //! `… --bench daemon -- growth`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::fs;
 use std::os::unix::net::UnixDatagram;

@@ -5,6 +5,8 @@
 //! Run: `cargo bench -p squad-supervisor --bench gc` (`SQUAD_BENCH_DIR`
 //! picks the file system).
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::fs;
 use std::process::Command;
 use std::time::Instant;

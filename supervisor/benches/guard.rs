@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p squad-supervisor --bench guard`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::fs;
 use std::io::Write;
 use std::process::{Command, Stdio};

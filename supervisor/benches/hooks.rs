@@ -9,6 +9,8 @@
 //! Run: `cargo bench -p squad-supervisor --bench hooks` (`SQUAD_BENCH_DIR`
 //! picks the file system, `SQUAD_BENCH_MESSAGES` the burst, default 2000).
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::fs;
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};

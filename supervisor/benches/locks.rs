@@ -4,6 +4,8 @@
 //! Run: `cargo bench -p squad-supervisor --bench locks` (`SQUAD_BENCH_DIR`
 //! picks the file system, e.g. /dev/shm).
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -14,6 +14,8 @@
 //! `SQUAD_BENCH_DIR` (default the system temp dir; try /dev/shm),
 //! `SQUAD_BENCH_ROUNDS` (default 100).
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::fs;
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;

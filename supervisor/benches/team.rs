@@ -6,6 +6,8 @@
 //!
 //! Run: `cargo bench -p squad-supervisor --bench team`.
 
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

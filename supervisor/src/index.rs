@@ -634,6 +634,28 @@ pub struct SessionIndex {
 }
 
 impl SessionIndex {
+    /// The full task assignment of `task` (the index keeps only what
+    /// derivation needs): its plan file parsed again. `squadctl read` and
+    /// squadd's runners read plans through it.
+    pub fn full_plan(&self, task: &str) -> Option<squad_protocol::model::TaskAssignment> {
+        self.files.values().find_map(|f| match &f.entry {
+            Entry::Plan(p) if p.task_id == task => {
+                let text = f.text.as_deref()?;
+                match check_bytes(
+                    &f.path_in(&self.dir),
+                    FileKind::TaskAssignment,
+                    text.as_bytes(),
+                )
+                .document
+                {
+                    Some(squad_protocol::model::Document::TaskAssignment(t)) => Some(t),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+    }
+
     /// An empty session.
     pub fn new(dir: PathBuf) -> Self {
         let name = dir

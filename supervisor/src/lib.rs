@@ -9,6 +9,9 @@
 //! per session) → [`outputs`] (pure rendering) → atomic writes, [`events`]
 //! and the [`audit`] log.
 
+// An item is `pub` only where the binaries or tests can reach it.
+#![warn(unreachable_pub)]
+
 pub mod audit;
 pub mod control;
 pub mod ctl;

@@ -31,7 +31,7 @@ use std::time::Duration;
 const RECORD_LIMIT: u64 = 1 << 20;
 
 /// The directory of a session's lock records.
-pub const LOCKS_DIR: &str = "locks";
+pub use squad_protocol::tree::LOCKS_DIR;
 
 /// Holds `.squad/run/locks.mutex` for as long as it lives.
 pub struct TableGuard {

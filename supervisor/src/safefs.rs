@@ -461,7 +461,7 @@ pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usiz
         }
     };
     sweep(session, false);
-    if let Ok(locks) = session.open_dir(std::ffi::OsStr::new(crate::locks::LOCKS_DIR)) {
+    if let Ok(locks) = session.open_dir(std::ffi::OsStr::new(squad_protocol::tree::LOCKS_DIR)) {
         sweep(&locks, false);
     }
     if let Ok(inbox) = session.open_dir(std::ffi::OsStr::new("inbox")) {

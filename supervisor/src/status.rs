@@ -235,7 +235,7 @@ pub struct RootReport {
     /// Its notify commands: queued, running, failed (from squadd; `null`
     /// when the daemon is down).
     #[serde(default)]
-    pub hooks: Option<crate::daemon::hooks::HooksReport>,
+    pub hooks: Option<HooksReport>,
 }
 
 /// The daemon, as seen by `status`.
@@ -503,4 +503,31 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
         }
     }
     out
+}
+
+/// How a project's notify commands stand, as `status --json` (per root) and
+/// `health` report them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HooksReport {
+    /// Whether the policy names any notify command.
+    pub configured: bool,
+    /// Commands waiting for a free place (`hooks.max_concurrent`).
+    pub queued: usize,
+    /// Commands running now.
+    pub running: usize,
+    /// At most this many run at once (the policy's `hooks.max_concurrent`).
+    pub max_concurrent: usize,
+    /// How long the oldest queued command has waited, in seconds.
+    pub oldest_queued_secs: Option<u64>,
+    /// Commands that succeeded since squadd started.
+    pub succeeded: u64,
+    /// Commands that failed (after their retries) since squadd started.
+    pub failed: u64,
+    /// Of those, the ones that failed in the last hour.
+    pub failed_last_hour: u64,
+    /// Commands that failed one after the other, most recent last (0 once
+    /// one succeeds).
+    pub consecutive_failures: u64,
+    /// Why the latest failure failed.
+    pub last_error: Option<String>,
 }

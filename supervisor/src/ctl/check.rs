@@ -13,6 +13,15 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// git's all-zero object name: a ref that does not exist (pre-push input),
+/// and for `check --base`, "from the first commit".
+pub const NULL_SHA: &str = "0000000000000000000000000000000000000000";
+
+/// Whether `sha` is git's null object name (any length of zeros).
+pub fn is_null(sha: &str) -> bool {
+    !sha.is_empty() && sha.chars().all(|c| c == '0')
+}
+
 /// Check a change set for CI: every changed file must belong to a task and lie
 /// inside that task's boundaries, outside the project-wide forbidden set;
 /// protocol files follow ownership; every protocol file must validate.
@@ -139,7 +148,7 @@ fn name_status(
 /// sides; a merge counts for what it changed against its first parent.
 fn git_changes(root: &Path, base: &str, head: &str) -> Result<Vec<Change>, String> {
     // A null base (a first push) takes every commit up to HEAD.
-    let range = if super::hook_run::is_null(base) {
+    let range = if is_null(base) {
         head.to_string()
     } else {
         format!("{base}..{head}")

@@ -6,6 +6,7 @@
 //! must be inferred) and the lock records. No daemon round trip.
 
 use super::canon;
+use super::hook_file::{hook_file_path, is_ours};
 use crate::index::{Entry, load_file};
 use crate::locks;
 use crate::root;
@@ -637,37 +638,6 @@ struct Target {
     format: Format,
 }
 
-/// The hook file of `format` for `project` (`user`: the user's), with
-/// `HOME`, `CODEX_HOME`, `COPILOT_HOME` read through `var` (the process's
-/// environment for `guard install`, a runner's for `guard doctor`).
-pub(crate) fn hook_file_path(
-    project: &Path,
-    format: Format,
-    user: bool,
-    var: &dyn Fn(&str) -> Option<String>,
-) -> Result<PathBuf, String> {
-    let home = || {
-        var("HOME")
-            .map(PathBuf::from)
-            .ok_or_else(|| "HOME is not set; cannot find the user's settings".to_string())
-    };
-    let dir = |name: &str, default: &str| {
-        var(name)
-            .map(PathBuf::from)
-            .map_or_else(|| home().map(|h| h.join(default)), Ok)
-    };
-    Ok(match (format, user) {
-        (Format::Claude, true) => home()?.join(".claude/settings.json"),
-        (Format::Claude, false) => project.join(".claude/settings.json"),
-        (Format::Codex, true) => dir("CODEX_HOME", ".codex")?.join("hooks.json"),
-        (Format::Codex, false) => project.join(".codex/hooks.json"),
-        // `copilot -p` loads the repository's .github/hooks/ only in a
-        // trusted folder; the user's hooks directory is loaded always.
-        (Format::Copilot, true) => dir("COPILOT_HOME", ".copilot")?.join("hooks/squad.json"),
-        (Format::Copilot, false) => project.join(".github/hooks/squad.json"),
-    })
-}
-
 fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String> {
     let project = root::resolve(root_arg)
         .map(|r| root::fs_path(&r).to_path_buf())
@@ -687,44 +657,6 @@ fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String>
 
 fn command_line(program: &str, format: Format) -> String {
     format!("{} guard --format {format}", quoted(program))
-}
-
-/// Whether a hook handler object is ours.
-fn is_ours(handler: &serde_json::Value, format: Format) -> bool {
-    let key = if format == Format::Copilot {
-        "bash"
-    } else {
-        "command"
-    };
-    handler
-        .get(key)
-        .and_then(serde_json::Value::as_str)
-        .is_some_and(|c| c.ends_with(&format!(" guard --format {format}")))
-}
-
-/// Whether a hook file's text holds the guard's entry for `format`
-/// (`guard doctor`); `Err` when it is not a JSON object.
-pub(crate) fn installed(text: &str, format: Format) -> Result<bool, String> {
-    let doc: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| format!("not valid JSON at {}:{}: {e}", e.line(), e.column()))?;
-    if !doc.is_object() {
-        return Err("not a JSON object".into());
-    }
-    let event = if format == Format::Copilot {
-        "preToolUse"
-    } else {
-        "PreToolUse"
-    };
-    let list = doc["hooks"][event].as_array().cloned().unwrap_or_default();
-    Ok(if format == Format::Copilot {
-        list.iter().any(|h| is_ours(h, format))
-    } else {
-        list.iter().any(|g| {
-            g["hooks"]
-                .as_array()
-                .is_some_and(|hs| hs.iter().any(|h| is_ours(h, format)))
-        })
-    })
 }
 
 /// The settings with our entry added (or refreshed) or removed. `Ok(None)`

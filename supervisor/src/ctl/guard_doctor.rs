@@ -105,7 +105,7 @@ fn hook_file(path: &Path, cli: Cli) -> HookFile {
     match read_regular_to_string(path, 4 * 1024 * 1024) {
         Err(ReadError::NotFound) => HookFile::Missing,
         Err(e) => HookFile::Invalid(e.to_string()),
-        Ok(text) => match super::guard::installed(&text, format_of(cli)) {
+        Ok(text) => match super::hook_file::installed(&text, format_of(cli)) {
             Ok(true) => HookFile::Installed,
             Ok(false) => HookFile::NoEntry,
             Err(e) => HookFile::Invalid(e),
@@ -166,9 +166,9 @@ fn facts(
     ask_version: bool,
 ) -> CliFacts {
     let var = |name: &str| var(env, name);
-    let project_path = super::guard::hook_file_path(root, format_of(cli), false, &var)
+    let project_path = super::hook_file::hook_file_path(root, format_of(cli), false, &var)
         .unwrap_or_else(|_| root.to_path_buf());
-    let user_path = super::guard::hook_file_path(root, format_of(cli), true, &var).ok();
+    let user_path = super::hook_file::hook_file_path(root, format_of(cli), true, &var).ok();
     let project_hook = hook_file(&project_path, cli);
     let user_hook = user_path
         .as_deref()

@@ -2,18 +2,19 @@
 //! that `hooks install` writes, callable as one line from a hook manager's
 //! hook (husky, lefthook, the pre-commit framework).
 
-use super::hooks::HookName;
 use std::io::BufRead;
 use std::path::Path;
 use std::process::Command;
 
-/// git's all-zero object name: a ref that does not exist (pre-push input),
-/// and for `check --base`, "from the first commit".
-pub const NULL_SHA: &str = "0000000000000000000000000000000000000000";
+use super::check::{NULL_SHA, is_null};
 
-/// Whether `sha` is git's null object name (any length of zeros).
-pub fn is_null(sha: &str) -> bool {
-    !sha.is_empty() && sha.chars().all(|c| c == '0')
+/// The hooks `hooks run` runs (pre-commit is `squadctl check --staged`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HookName {
+    /// `commit-msg MESSAGE_FILE`.
+    CommitMsg,
+    /// `pre-push REMOTE URL`, the pushed refs on stdin.
+    PrePush,
 }
 
 /// Runs one hook; the exit code stops the commit or push when non-zero.

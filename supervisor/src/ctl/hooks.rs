@@ -47,19 +47,10 @@ pub enum HooksCommand {
 pub struct RunArgs {
     /// The hook.
     #[arg(value_enum)]
-    pub hook: HookName,
+    pub hook: super::hook_run::HookName,
     /// The arguments git gave the hook.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
-}
-
-/// The hooks `hooks run` runs (pre-commit is `squadctl check --staged`).
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum HookName {
-    /// `commit-msg MESSAGE_FILE`.
-    CommitMsg,
-    /// `pre-push REMOTE URL`, the pushed refs on stdin.
-    PrePush,
 }
 
 /// Arguments of `hooks install|uninstall`.

@@ -10,6 +10,7 @@ pub mod codex_trust;
 pub mod gc;
 pub mod guard;
 pub mod guard_doctor;
+pub mod hook_file;
 pub mod hook_run;
 pub mod hooks;
 pub mod init;

@@ -4,12 +4,11 @@
 
 use super::target::{self, Defines};
 use crate::derive::{SessionView, TaskView, derive_session};
-use crate::index::{Entry, SessionIndex, scan_session};
+use crate::index::{SessionIndex, scan_session};
 use chrono::Utc;
 use serde_json::{Value, json};
-use squad_protocol::model::{Document, SessionState, TaskAssignment, TaskStatus};
+use squad_protocol::model::{SessionState, TaskAssignment, TaskStatus};
 use squad_protocol::tree::session_dirs;
-use squad_protocol::{FileKind, check_bytes};
 use std::path::Path;
 
 /// Arguments of `task list`.
@@ -111,27 +110,6 @@ fn state_word(t: &TaskView) -> &'static str {
     } else {
         t.state.as_str()
     }
-}
-
-/// The full task assignment of `task` in a session (the index keeps only
-/// what derivation needs). squadd's runners read plans through it too.
-pub(crate) fn full_plan(s: &SessionIndex, task: &str) -> Option<TaskAssignment> {
-    s.files.values().find_map(|f| match &f.entry {
-        Entry::Plan(p) if p.task_id == task => {
-            let text = f.text.as_deref()?;
-            match check_bytes(
-                &f.path_in(&s.dir),
-                FileKind::TaskAssignment,
-                text.as_bytes(),
-            )
-            .document
-            {
-                Some(Document::TaskAssignment(t)) => Some(t),
-                _ => None,
-            }
-        }
-        _ => None,
-    })
 }
 
 fn task_json(t: &TaskView, plan: Option<&TaskAssignment>) -> Value {
@@ -281,7 +259,7 @@ fn next_once(root: &Path, args: &NextArgs) -> Result<Option<u8>, u8> {
             t.agent == args.agent
                 && (t.ready || matches!(t.state, TaskStatus::InProgress | TaskStatus::Blocked))
         }) {
-            let plan = full_plan(s, &t.task_id);
+            let plan = s.full_plan(&t.task_id);
             let mut v = task_json(t, plan.as_ref());
             v["session"] = json!(s.name);
             tasks.push(v);
@@ -391,7 +369,7 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
             s.name
         ));
     };
-    let plan = full_plan(&s, &t.task_id);
+    let plan = s.full_plan(&t.task_id);
     let dependents: Vec<&str> = view
         .tasks
         .iter()

@@ -72,6 +72,8 @@ pub enum ConfigCommand {
     Validate {
         /// The file (default: the project's `.squad/config.json`).
         file: Option<PathBuf>,
+        // No doc comment: clap would print it as help of a flattened group.
+        #[allow(missing_docs)]
         #[command(flatten)]
         output: super::validate::OutputArgs,
     },

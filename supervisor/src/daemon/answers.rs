@@ -3,6 +3,7 @@
 //! (lock events squadctl made, emitted like squadd's own).
 
 use super::Supervisor;
+use super::core::RootId;
 use super::server::Reply;
 use crate::control::{Method, Response};
 use crate::status::{DaemonReport, RootReport, StatusReport, session_report};
@@ -12,11 +13,11 @@ use std::path::Path;
 
 /// The one-line summary (systemd `STATUS=`).
 pub fn summary(sup: &Supervisor) -> String {
-    let sessions: usize = sup.roots.iter().map(|r| r.sessions.len()).sum();
+    let sessions: usize = sup.roots.cores().map(|(_, r)| r.sessions.len()).sum();
     let problems: usize = sup
         .roots
-        .iter()
-        .flat_map(|r| r.sessions.values())
+        .cores()
+        .flat_map(|(_, r)| r.sessions.values())
         .map(|s| {
             s.index()
                 .diagnostics()
@@ -26,8 +27,8 @@ pub fn summary(sup: &Supervisor) -> String {
         .sum();
     let overdue: usize = sup
         .roots
-        .iter()
-        .flat_map(|r| r.sessions.values())
+        .cores()
+        .flat_map(|(_, r)| r.sessions.values())
         .map(|s| s.tasks().values().filter(|t| t.overdue).count())
         .sum();
     format!(
@@ -36,14 +37,14 @@ pub fn summary(sup: &Supervisor) -> String {
     )
 }
 
-fn root_report(sup: &Supervisor, i: usize, session: Option<&str>) -> RootReport {
-    let r = &sup.roots[i];
+fn root_report(sup: &Supervisor, i: RootId, session: Option<&str>) -> RootReport {
+    let r = sup.roots.core(i);
     RootReport {
         root: r.root.display().to_string(),
         missing: r.missing,
         next_retention_run: r.next_gc,
-        skills: sup.skills.get(i).cloned().unwrap_or_default(),
-        team: sup.team.get(i).cloned().unwrap_or_default(),
+        skills: r.skills.clone(),
+        team: r.team.clone(),
         hooks: Some(sup.hooks.report(i, &r.policy.messages, &r.policy.hooks)),
         sessions: r
             .sessions
@@ -95,7 +96,7 @@ fn add_messages(
 }
 
 /// Answers one request that arrived on root `i`'s socket.
-pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
+pub fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
     let json = |v: Result<serde_json::Value, serde_json::Error>| {
         Reply::Once(match v {
             Ok(v) => Response::ok(v),
@@ -112,8 +113,8 @@ pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
                     version: env!("CARGO_PKG_VERSION").to_string(),
                     roots: sup
                         .roots
-                        .iter()
-                        .map(|r| r.root.display().to_string())
+                        .cores()
+                        .map(|(_, r)| r.root.display().to_string())
                         .collect(),
                     last_event: sup.log.last().cloned().map(Box::new),
                 },
@@ -125,7 +126,7 @@ pub fn answer(sup: &mut Supervisor, i: usize, method: Method) -> Reply {
         Method::Events { follow } => {
             // Each socket belongs to one root: its backlog and its live
             // stream carry that root's events only.
-            let root = sup.roots[i].root.display().to_string();
+            let root = sup.roots.core(i).root.display().to_string();
             let backlog = sup.log.recent_of(&root);
             if follow {
                 Reply::Stream {

@@ -109,7 +109,7 @@ mod tests {
             path: path.to_path_buf(),
             fragments: vec![Arc::new(ContextFragment::default())],
             tag: Tag {
-                root: 0,
+                root: crate::daemon::core::RootId::nth(0),
                 session: None,
                 output: "shared-context",
             },

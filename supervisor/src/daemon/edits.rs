@@ -9,6 +9,7 @@
 //! text older than the edit.
 
 use super::Supervisor;
+use super::core::RootId;
 use super::timers::Timer;
 use crate::control::Response;
 use crate::events::EventKind;
@@ -41,8 +42,8 @@ pub enum Locked {
 
 impl Supervisor {
     /// Takes session `name`'s lock without waiting.
-    pub(super) fn lock_status(&self, i: usize, name: &str) -> Locked {
-        match lock_session(&self.roots[i].root, name, false) {
+    pub(super) fn lock_status(&self, i: RootId, name: &str) -> Locked {
+        match lock_session(&self.roots.core(i).root, name, false) {
             Ok(Some(f)) => Locked::Held(f),
             Ok(None) => Locked::Busy,
             Err(e) => {
@@ -55,17 +56,21 @@ impl Supervisor {
     /// Under the session's lock: re-reads session-status.md and indexes it
     /// when it is not what squadd holds (an edit squadctl made while squadd
     /// was not answering yet).
-    pub(super) fn reread_status(&mut self, i: usize, name: &str) {
-        let path = self.roots[i].session_dir(name).join(SESSION_STATUS_FILE);
-        if self.roots[i].sessions.contains_key(name) {
+    pub(super) fn reread_status(&mut self, i: RootId, name: &str) {
+        let path = self
+            .roots
+            .core(i)
+            .session_dir(name)
+            .join(SESSION_STATUS_FILE);
+        if self.roots.core(i).sessions.contains_key(name) {
             self.apply_file(i, name, SESSION_STATUS_FILE, &path, FileKind::SessionStatus);
         }
     }
 
     /// Applies a session edit and answers the control request.
-    pub(super) fn session_edit(&mut self, i: usize, name: &str, edit: SessionEdit) -> Response {
+    pub(super) fn session_edit(&mut self, i: RootId, name: &str, edit: SessionEdit) -> Response {
         let wall = Utc::now();
-        if !self.roots[i].sessions.contains_key(name) {
+        if !self.roots.core(i).sessions.contains_key(name) {
             return Response::error(format!(
                 "no session `{}` is known to squadd",
                 crate::text::escape(name)
@@ -95,7 +100,11 @@ impl Supervisor {
                 self.flush_outbox(wall);
                 self.timers
                     .set_earlier(Timer::Context(i), Instant::now() + super::CONTEXT_DELAY);
-                let path = self.roots[i].session_dir(name).join(SESSION_STATUS_FILE);
+                let path = self
+                    .roots
+                    .core(i)
+                    .session_dir(name)
+                    .join(SESSION_STATUS_FILE);
                 let o = crate::session_edit::outcome(&path, &text, &edit, changed, "squadd");
                 match serde_json::to_value(o) {
                     Ok(v) => Response::ok(v),
@@ -111,12 +120,12 @@ impl Supervisor {
     /// it changed).
     fn edit_locked(
         &mut self,
-        i: usize,
+        i: RootId,
         name: &str,
         edit: &SessionEdit,
         wall: DateTime<Utc>,
     ) -> Result<(String, bool), EditError> {
-        let r = &self.roots[i];
+        let r = self.roots.core(i);
         let path = r.session_dir(name).join(SESSION_STATUS_FILE);
         let session = r
             .sessions
@@ -146,7 +155,9 @@ impl Supervisor {
             .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
         let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, new.as_bytes());
         if let Some(mut out) =
-            self.roots[i].apply_file(name, SESSION_STATUS_FILE, Some(entry), wall)
+            self.roots
+                .core_mut(i)
+                .apply_file(name, SESSION_STATUS_FILE, Some(entry), wall)
         {
             out.file = None;
             self.take_outcome(i, name, out, wall, false);

@@ -2,10 +2,11 @@
 //! root's `.squad/audit.jsonl`, keeps the recent ones for `squadctl events`
 //! and broadcasts them to followers.
 
+use super::core::RootId;
 use crate::audit::AuditLog;
 use crate::events::{Event, EventKind};
 use chrono::Utc;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use tokio::sync::broadcast;
 
@@ -17,7 +18,8 @@ pub struct EventLog {
     seq: u64,
     recent: VecDeque<Event>,
     bus: broadcast::Sender<Event>,
-    roots: Vec<(PathBuf, String, AuditLog)>,
+    /// Each root's path, its name in events, and its audit log.
+    roots: BTreeMap<RootId, (PathBuf, String, AuditLog)>,
     /// Events that may call for a notice, until the batch's end takes them.
     tapped: Vec<super::notices::Tapped>,
 }
@@ -28,33 +30,36 @@ impl Default for EventLog {
             seq: 0,
             recent: VecDeque::new(),
             bus: broadcast::channel(1024).0,
-            roots: Vec::new(),
+            roots: BTreeMap::new(),
             tapped: Vec::new(),
         }
     }
 }
 
 impl EventLog {
-    /// Adds a root; its index is the order of addition.
-    pub fn add_root(&mut self, root: &Path) {
-        self.roots.push((
-            root.to_path_buf(),
-            root.display().to_string(),
-            AuditLog::new(root),
-        ));
+    /// Adds root `id`.
+    pub fn add_root(&mut self, id: RootId, root: &Path) {
+        self.roots.insert(
+            id,
+            (
+                root.to_path_buf(),
+                root.display().to_string(),
+                AuditLog::new(root),
+            ),
+        );
     }
 
     /// Opens root `i`'s audit log afresh at its next append (its `.squad/`
     /// was deleted and recreated: the old file is gone).
-    pub fn reopen_audit(&mut self, i: usize) {
-        if let Some((root, _, audit)) = self.roots.get_mut(i) {
+    pub fn reopen_audit(&mut self, i: RootId) {
+        if let Some((root, _, audit)) = self.roots.get_mut(&i) {
             *audit = AuditLog::new(root);
         }
     }
 
     /// Records one event of root `i`.
-    pub fn emit(&mut self, i: usize, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
-        let Some((root, name, audit)) = self.roots.get_mut(i) else {
+    pub fn emit(&mut self, i: RootId, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
+        let Some((root, name, audit)) = self.roots.get_mut(&i) else {
             return;
         };
         self.seq += 1;

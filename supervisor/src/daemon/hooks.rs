@@ -17,6 +17,7 @@
 //! command may therefore run twice (stopped after it ran, before its `done`
 //! line), never zero times once its `pending` line is written.
 
+use super::core::RootId;
 use crate::safefs::Dir;
 use serde::{Deserialize, Serialize};
 use squad_policies::hooks::{HooksPolicy, start_order};
@@ -43,7 +44,7 @@ const COMPACT_AFTER_LINES: usize = 10_000;
 /// The outcome of a notify command, reported back to the supervisor task.
 pub struct HookOutcome {
     /// Root index.
-    pub root: usize,
+    pub root: RootId,
     /// Session directory name.
     pub session: String,
     /// Recipient.
@@ -57,7 +58,7 @@ pub struct HookOutcome {
 /// What a hook is told about the message.
 pub struct Notice<'a> {
     /// Root index.
-    pub root: usize,
+    pub root: RootId,
     /// Session directory name.
     pub session: &'a str,
     /// Sender (`squadd` for escalations and routed reports).
@@ -152,34 +153,9 @@ impl Journal {
     }
 }
 
-type Journals = Arc<Mutex<HashMap<usize, Journal>>>;
+type Journals = Arc<Mutex<HashMap<RootId, Journal>>>;
 
-/// How a project's notify commands stand, as `status --json` (per root) and
-/// `health` report them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HooksReport {
-    /// Whether the policy names any notify command.
-    pub configured: bool,
-    /// Commands waiting for a free place (`hooks.max_concurrent`).
-    pub queued: usize,
-    /// Commands running now.
-    pub running: usize,
-    /// At most this many run at once (the policy's `hooks.max_concurrent`).
-    pub max_concurrent: usize,
-    /// How long the oldest queued command has waited, in seconds.
-    pub oldest_queued_secs: Option<u64>,
-    /// Commands that succeeded since squadd started.
-    pub succeeded: u64,
-    /// Commands that failed (after their retries) since squadd started.
-    pub failed: u64,
-    /// Of those, the ones that failed in the last hour.
-    pub failed_last_hour: u64,
-    /// Commands that failed one after the other, most recent last (0 once
-    /// one succeeds).
-    pub consecutive_failures: u64,
-    /// Why the latest failure failed.
-    pub last_error: Option<String>,
-}
+pub use crate::status::HooksReport;
 
 /// Failures per minute over the last hour: 60 buckets, so the count stays
 /// bounded however many hooks fail.
@@ -234,7 +210,7 @@ struct Tally {
 /// it), and the instant failure minutes count from.
 struct Tallies {
     epoch: Instant,
-    roots: Mutex<HashMap<usize, Tally>>,
+    roots: Mutex<HashMap<RootId, Tally>>,
 }
 
 impl Tallies {
@@ -246,7 +222,7 @@ impl Tallies {
 /// A queued notify command.
 struct Job {
     id: String,
-    root: usize,
+    root: RootId,
     priority: Priority,
     limit: usize,
     cmd: NotifyCommand,
@@ -257,7 +233,7 @@ struct Job {
 
 enum Cmd {
     Queue(Box<Job>),
-    Finished { root: usize, error: Option<String> },
+    Finished { root: RootId, error: Option<String> },
 }
 
 /// Starts hooks and collects their outcomes.
@@ -307,7 +283,7 @@ impl Hooks {
     }
 
     /// How root `root`'s notify commands stand now.
-    pub fn report(&self, root: usize, policy: &MessagePolicy, hooks: &HooksPolicy) -> HooksReport {
+    pub fn report(&self, root: RootId, policy: &MessagePolicy, hooks: &HooksPolicy) -> HooksReport {
         let now = Instant::now();
         let minute = self.tallies.minute(now);
         let mut r = HooksReport {
@@ -345,7 +321,7 @@ impl Hooks {
     /// for). Returns how many.
     pub fn resume(
         &mut self,
-        root: usize,
+        root: RootId,
         path: &Path,
         policy: &MessagePolicy,
         hooks: &HooksPolicy,
@@ -463,7 +439,7 @@ impl Hooks {
         }
     }
 
-    fn done(&self, root: usize, id: String) {
+    fn done(&self, root: RootId, id: String) {
         if let Some(j) = self
             .journals
             .lock()
@@ -568,7 +544,7 @@ async fn dispatch(
     journals: Journals,
     tallies: Arc<Tallies>,
 ) {
-    let mut queues: HashMap<usize, Queue> = HashMap::new();
+    let mut queues: HashMap<RootId, Queue> = HashMap::new();
     let mut seq = 0u64;
     while let Some(first) = rx.recv().await {
         // Take everything already sent, so a critical message queued in the
@@ -578,7 +554,7 @@ async fn dispatch(
             cmds.push(c);
         }
         let now = Instant::now();
-        let mut finished: Vec<(usize, Option<String>)> = Vec::new();
+        let mut finished: Vec<(RootId, Option<String>)> = Vec::new();
         for c in cmds {
             match c {
                 Cmd::Queue(job) => {
@@ -632,8 +608,8 @@ async fn dispatch(
 /// Writes each queue's figures and the batch's outcomes into the tallies.
 fn publish(
     tallies: &Tallies,
-    queues: &HashMap<usize, Queue>,
-    finished: Vec<(usize, Option<String>)>,
+    queues: &HashMap<RootId, Queue>,
+    finished: Vec<(RootId, Option<String>)>,
     now: Instant,
 ) {
     let minute = tallies.minute(now);
@@ -664,7 +640,7 @@ fn publish(
 }
 
 /// Empties a long journal once nothing in it is pending.
-fn compact(journals: &Journals, root: usize) {
+fn compact(journals: &Journals, root: RootId) {
     if let Some(j) = journals.lock().ok().as_mut().and_then(|j| j.get_mut(&root))
         && j.open == 0
         && j.lines >= COMPACT_AFTER_LINES
@@ -770,7 +746,7 @@ mod tests {
             let (mut hooks, mut outcomes) = Hooks::new();
             // b and d (bob has a command; carol no longer has one; a is done;
             // the torn last line is skipped).
-            let n = hooks.resume(0, tmp.path(), &policy.messages, &policy.hooks);
+            let n = hooks.resume(RootId::nth(0), tmp.path(), &policy.messages, &policy.hooks);
             assert_eq!(n, 2);
             let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
             assert_eq!(

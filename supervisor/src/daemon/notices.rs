@@ -15,6 +15,7 @@
 //! still told.
 
 use super::Supervisor;
+use super::core::RootId;
 use crate::events::EventKind;
 use chrono::{DateTime, SecondsFormat, Utc};
 use squad_policies::notices::{Fact, Notice, SENDER, notices, writer_of};
@@ -25,7 +26,7 @@ use squad_protocol::model::{
 use std::path::{Path, PathBuf};
 
 /// A tapped event: (root, session, path, kind).
-pub type Tapped = (usize, Option<String>, Option<PathBuf>, EventKind);
+pub type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 
 /// The most diagnostics an invalid-file notice lists.
 const MAX_LISTED: usize = 20;
@@ -51,8 +52,8 @@ impl Supervisor {
     /// Taps every standing fact of a session (start-up): ready, overdue and
     /// violating tasks. Invalid files are tapped by their `file-invalid`
     /// events.
-    pub(super) fn tap_standing_facts(&mut self, i: usize, name: &str) {
-        let Some(core) = self.roots[i].sessions.get(name) else {
+    pub(super) fn tap_standing_facts(&mut self, i: RootId, name: &str) {
+        let Some(core) = self.roots.core(i).sessions.get(name) else {
             return;
         };
         let mut facts = Vec::new();
@@ -90,7 +91,7 @@ impl Supervisor {
         for (i, session, path, kind) in tapped {
             let Some(name) = session else { continue };
             for (file, text) in self.notice_files(i, &name, path.as_deref(), &kind, wall) {
-                let path = self.roots[i].session_dir(&name).join(&file);
+                let path = self.roots.core(i).session_dir(&name).join(&file);
                 match self.writer.write(&path, text.as_bytes(), false) {
                     // Indexed, validated and routed like any message.
                     Ok(()) => {
@@ -114,13 +115,13 @@ impl Supervisor {
     /// The notice files (name, text) an event calls for that do not exist yet.
     fn notice_files(
         &self,
-        i: usize,
+        i: RootId,
         name: &str,
         path: Option<&Path>,
         kind: &EventKind,
         wall: DateTime<Utc>,
     ) -> Vec<(String, String)> {
-        let r = &self.roots[i];
+        let r = self.roots.core(i);
         let Some(core) = r.sessions.get(name) else {
             return Vec::new();
         };

@@ -9,6 +9,7 @@
 //! children: only polling sees them end).
 
 use super::Supervisor;
+use super::core::RootId;
 use super::timers::Timer;
 use crate::events::EventKind;
 use crate::index::Entry;
@@ -22,6 +23,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod start;
+
 /// How often live runs are looked at.
 pub const POLL: Duration = Duration::from_millis(200);
 
@@ -31,6 +34,58 @@ enum Failed {
     Before(String),
     /// Recorded in run.json and reported already.
     Reported(String),
+}
+
+/// Why `squadctl run|stop` (the `runs` method of the control socket) was
+/// refused; its text is the reply's error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `run` or `stop` without a task.
+    #[error("give the task")]
+    NoTask,
+    /// An action other than list, run and stop.
+    #[error("unknown runs action `{0}` (list, run, stop)")]
+    UnknownAction(String),
+    /// No session plans the task.
+    #[error("no session plans `{0}`")]
+    NotPlanned(String),
+    /// Several sessions plan it and none was named.
+    #[error("`{task}` is planned in several sessions ({sessions}); pass --session")]
+    Ambiguous {
+        /// The task.
+        task: String,
+        /// The sessions, comma-separated.
+        sessions: String,
+    },
+    /// The session ended.
+    #[error("session `{0}` has ended")]
+    Ended(String),
+    /// The task is completed.
+    #[error("`{0}` is completed")]
+    Completed(String),
+    /// The task waits for others.
+    #[error("`{task}` waits for {unmet}")]
+    Waiting {
+        /// The task.
+        task: String,
+        /// What it waits for, comma-separated.
+        unmet: String,
+    },
+    /// The runner policy says not now.
+    #[error("{}", .0.reason())]
+    Wait(squad_policies::runners::Wait),
+    /// The run could not be started (its reason as reported).
+    #[error("{0}")]
+    Start(String),
+    /// `stop` of a task with no live run.
+    #[error("`{0}` has no run in progress")]
+    NotRunning(String),
+    /// The run's process group could not be signalled.
+    #[error("{0}")]
+    Signal(std::io::Error),
+    /// The list could not be encoded.
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 /// One live run.
@@ -53,12 +108,6 @@ pub struct RootRuns {
     live: BTreeMap<(String, String), Live>,
     /// The last record of each task not running now, by (session, task).
     past: BTreeMap<(String, String), RunRecord>,
-}
-
-/// Every root's runs, in root order.
-#[derive(Default)]
-pub struct Runs {
-    roots: Vec<RootRuns>,
 }
 
 /// A live run as `squadctl runs` shows it.
@@ -107,47 +156,37 @@ fn completed_in_file(session_dir: &Path, agent: &str, task: &str) -> bool {
     matches!(&f.entry, Entry::Progress(p) if p.status == TaskStatus::Completed)
 }
 
-impl Runs {
-    /// Adds a root (its config.json read now).
-    pub fn add_root(&mut self, root: &Path) {
+impl RootRuns {
+    /// A root's runs, its config.json read now.
+    pub fn load(root: &Path) -> RootRuns {
         let (config, error) = load_config(root);
         if let Some(e) = error {
             tracing::warn!(error = %e, "config.json invalid; using the defaults");
         }
-        self.roots.push(RootRuns {
+        RootRuns {
             config,
             ..Default::default()
-        });
+        }
     }
 
-    /// The live runs of root `i`.
-    pub fn live(&self, i: usize) -> Vec<RunView> {
-        self.roots
-            .get(i)
-            .map(|r| {
-                r.live
-                    .values()
-                    .map(|l| RunView {
-                        record: l.rec.clone(),
-                        dir: l.dir.display().to_string(),
-                    })
-                    .collect()
+    /// The live runs.
+    pub fn live(&self) -> Vec<RunView> {
+        self.live
+            .values()
+            .map(|l| RunView {
+                record: l.rec.clone(),
+                dir: l.dir.display().to_string(),
             })
-            .unwrap_or_default()
-    }
-
-    /// Whether any run is live.
-    fn any_live(&self) -> bool {
-        self.roots.iter().any(|r| !r.live.is_empty())
+            .collect()
     }
 }
 
 impl Supervisor {
     /// config.json changed: the new one if valid, else the previous stays.
-    pub(super) fn reload_config(&mut self, i: usize) {
-        let (config, error) = load_config(&self.roots[i].root);
+    pub(super) fn reload_config(&mut self, i: RootId) {
+        let (config, error) = load_config(&self.roots.core(i).root);
         if error.is_none() {
-            self.runs.roots[i].config = config;
+            self.roots.shell_mut(i).runs.config = config;
         }
         self.log
             .emit(i, None, None, EventKind::ConfigReloaded { error });
@@ -155,25 +194,25 @@ impl Supervisor {
     }
 
     /// Whether `path` is a root's config.json.
-    pub(super) fn is_config(&self, i: usize, path: &Path) -> bool {
+    pub(super) fn is_config(&self, i: RootId, path: &Path) -> bool {
         path.file_name().is_some_and(|n| n == CONFIG_FILE)
             && path.parent().and_then(Path::file_name).is_some_and(|n| {
                 n == squad_protocol::tree::SQUAD_DIR
                     || n == squad_protocol::teamdir::LEGACY_TEAM_DIR
             })
-            && path.parent().and_then(Path::parent) == Some(self.roots[i].root.as_path())
+            && path.parent().and_then(Path::parent) == Some(self.roots.core(i).root.as_path())
     }
 
     /// After the start-up scan: runs recorded as running are re-adopted when
     /// their process is alive (same pid, same start time), else reported lost
     /// and held for a human. Nothing is started twice.
-    pub(super) fn adopt_runs(&mut self, i: usize, now: DateTime<Utc>) {
-        let root = self.roots[i].root.clone();
+    pub(super) fn adopt_runs(&mut self, i: RootId, now: DateTime<Utc>) {
+        let root = self.roots.core(i).root.clone();
         for (session_dir, mut rec) in runners::all_records(&root) {
             let key = (rec.session.clone(), rec.task.clone());
             let dir = runners::run_dir(&session_dir, &rec.task);
             if rec.state != RunState::Running {
-                self.runs.roots[i].past.insert(key, rec);
+                self.roots.shell_mut(i).runs.past.insert(key, rec);
                 continue;
             }
             if rec.pid == 0
@@ -196,7 +235,7 @@ impl Supervisor {
                         pid: rec.pid,
                     },
                 );
-                self.runs.roots[i].live.insert(
+                self.roots.shell_mut(i).runs.live.insert(
                     key,
                     Live {
                         rec,
@@ -240,7 +279,7 @@ impl Supervisor {
                         now,
                     );
                 }
-                self.runs.roots[i].past.insert(key, rec);
+                self.roots.shell_mut(i).runs.past.insert(key, rec);
             }
         }
         self.timers.set(Timer::Runs, Instant::now());
@@ -250,12 +289,15 @@ impl Supervisor {
     pub(super) fn supervise_runs(&mut self, wall: DateTime<Utc>) {
         self.timers.cancel(&Timer::Runs);
         let mut next: Option<DateTime<Utc>> = None;
-        for i in 0..self.roots.len() {
-            let had = !self.runs.roots[i].live.is_empty();
+        for i in self.roots.ids() {
+            let had = !self.roots.shell(i).runs.live.is_empty();
             self.watch_live(i, wall);
-            if self.roots[i].policy.runners.dispatch {
+            if self.roots.core(i).policy.runners.dispatch {
                 self.dispatch(i, wall);
-                let due = self.runs.roots[i]
+                let due = self
+                    .roots
+                    .shell(i)
+                    .runs
                     .past
                     .values()
                     .filter(|r| !r.held && !r.completed)
@@ -267,22 +309,22 @@ impl Supervisor {
                     (a, b) => a.or(b),
                 };
             }
-            if had && self.runs.roots[i].live.is_empty() {
+            if had && self.roots.shell(i).runs.live.is_empty() {
                 self.log.emit(i, None, None, EventKind::PoolEmpty);
             }
         }
-        if self.runs.any_live() {
+        if self.roots.shells().any(|(_, s)| !s.runs.live.is_empty()) {
             self.timers.set(Timer::Runs, Instant::now() + POLL);
         } else if let Some(at) = next {
             self.timers.set_wall(Timer::Runs, at, wall, Instant::now());
         }
     }
 
-    fn watch_live(&mut self, i: usize, wall: DateTime<Utc>) {
-        let policy = self.roots[i].policy.runners.clone();
-        let keys: Vec<(String, String)> = self.runs.roots[i].live.keys().cloned().collect();
+    fn watch_live(&mut self, i: RootId, wall: DateTime<Utc>) {
+        let policy = self.roots.core(i).policy.runners.clone();
+        let keys: Vec<(String, String)> = self.roots.shell(i).runs.live.keys().cloned().collect();
         for key in keys {
-            let Some(live) = self.runs.roots[i].live.get_mut(&key) else {
+            let Some(live) = self.roots.shell_mut(i).runs.live.get_mut(&key) else {
                 continue;
             };
             let ended = match &mut live.child {
@@ -299,7 +341,7 @@ impl Supervisor {
                 }
             };
             if let Some((code, signal)) = ended {
-                if let Some(live) = self.runs.roots[i].live.remove(&key) {
+                if let Some(live) = self.roots.shell_mut(i).runs.live.remove(&key) {
                     self.run_ended(i, live, code, signal, wall);
                 }
                 continue;
@@ -350,8 +392,10 @@ impl Supervisor {
         }
     }
 
-    fn task_completed(&self, i: usize, session_dir: &Path, rec: &RunRecord) -> bool {
-        let indexed = self.roots[i]
+    fn task_completed(&self, i: RootId, session_dir: &Path, rec: &RunRecord) -> bool {
+        let indexed = self
+            .roots
+            .core(i)
             .sessions
             .get(&rec.session)
             .and_then(|s| s.tasks().get(&rec.task))
@@ -361,7 +405,7 @@ impl Supervisor {
 
     fn run_ended(
         &mut self,
-        i: usize,
+        i: RootId,
         live: Live,
         code: Option<i32>,
         signal: Option<i32>,
@@ -369,7 +413,7 @@ impl Supervisor {
     ) {
         let mut rec = live.rec;
         let completed = self.task_completed(i, &live.session_dir, &rec);
-        let policy = &self.roots[i].policy.runners;
+        let policy = &self.roots.core(i).policy.runners;
         let decision = squad_policies::runners::after_exit(
             policy.runner_for(&rec.agent),
             policy,
@@ -443,46 +487,11 @@ impl Supervisor {
             );
         }
         let key = (rec.session.clone(), rec.task.clone());
-        self.runs.roots[i].past.insert(key, rec);
+        self.roots.shell_mut(i).runs.past.insert(key, rec);
     }
 
-    /// A high-priority message from `squadd` to the lead named by policy,
-    /// written into the session as a protocol file (the normal routing
-    /// delivers it).
-    /// A run that could not start (its folder, its prompt or the spawn
-    /// failed): a `run-failed` event and word to the lead; the task is held.
-    fn report_start_failure(
-        &mut self,
-        i: usize,
-        c: &Candidate,
-        dir: Option<&Path>,
-        error: &str,
-        wall: DateTime<Utc>,
-    ) {
-        self.log.emit(
-            i,
-            Some(&c.session),
-            dir,
-            EventKind::RunFailed {
-                task_id: c.task.clone(),
-                agent: c.agent.clone(),
-                error: error.to_string(),
-            },
-        );
-        self.tell_lead(
-            i,
-            &c.session,
-            &c.task,
-            &format!(
-                "The runner of {} ({}) could not start: {error}. The task is held; `squadctl run {}` tries again.",
-                c.task, c.agent, c.task
-            ),
-            wall,
-        );
-    }
-
-    fn tell_lead(&mut self, i: usize, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
-        let Some(lead) = self.roots[i].policy.runners.lead.clone() else {
+    fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
+        let Some(lead) = self.roots.core(i).policy.runners.lead.clone() else {
             return;
         };
         use squad_protocol::model::{Message, MessageContext, MessageMeta, MessageType, Priority};
@@ -513,7 +522,7 @@ impl Supervisor {
             response_by: None,
             in_reply_to: None,
         });
-        let dir = self.roots[i].session_dir(session);
+        let dir = self.roots.core(i).session_dir(session);
         match doc.to_file_text() {
             Ok(text) => {
                 // Never through a link planted on the way (see safefs).
@@ -528,9 +537,9 @@ impl Supervisor {
     }
 
     /// The candidates of root `i`: ready tasks, and failed runs' tasks.
-    fn candidates(&self, i: usize) -> Vec<Candidate> {
+    fn candidates(&self, i: RootId) -> Vec<Candidate> {
         let mut out = Vec::new();
-        for (name, core) in &self.roots[i].sessions {
+        for (name, core) in &self.roots.core(i).sessions {
             if core.ended().is_some() {
                 continue;
             }
@@ -538,7 +547,10 @@ impl Supervisor {
                 if t.state == TaskStatus::Completed || !t.unmet.is_empty() {
                     continue;
                 }
-                let past = self.runs.roots[i]
+                let past = self
+                    .roots
+                    .shell(i)
+                    .runs
                     .past
                     .get(&(name.clone(), t.task_id.clone()));
                 let c = Candidate {
@@ -563,8 +575,8 @@ impl Supervisor {
         out
     }
 
-    fn pool(&self, i: usize) -> Pool {
-        let r = &self.runs.roots[i];
+    fn pool(&self, i: RootId) -> Pool {
+        let r = &self.roots.shell(i).runs;
         Pool {
             running: r.live.len(),
             max_concurrent: usize::try_from(r.config.sessions.max_concurrent).unwrap_or(usize::MAX),
@@ -573,13 +585,13 @@ impl Supervisor {
         }
     }
 
-    fn dispatch(&mut self, i: usize, wall: DateTime<Utc>) {
+    fn dispatch(&mut self, i: RootId, wall: DateTime<Utc>) {
         let candidates = self.candidates(i);
         if candidates.is_empty() {
             return;
         }
         let start = squad_policies::runners::dispatch(
-            &self.roots[i].policy.runners,
+            &self.roots.core(i).policy.runners,
             &candidates,
             &self.pool(i),
             wall,
@@ -591,208 +603,41 @@ impl Supervisor {
         }
     }
 
-    /// The full plan of a task (the index keeps only what derivation needs).
-    fn full_plan(&self, i: usize, session: &str, task: &str) -> Option<TaskAssignment> {
-        let core = self.roots[i].sessions.get(session)?;
-        crate::ctl::read::full_plan(core.index(), task)
-    }
-
-    /// Starts one run: prompt.md, a `running` run.json without a pid (so a
-    /// crash between here and the spawn leaves a run that is reported lost,
-    /// never started twice), the process, then run.json with its pid.
-    fn start_run(&mut self, i: usize, c: &Candidate, wall: DateTime<Utc>) -> Result<u32, String> {
-        match self.try_start_run(i, c, wall) {
-            Ok(pid) => Ok(pid),
-            Err(Failed::Reported(e)) => Err(e),
-            // Nothing started and no run.json to record it in: held in
-            // memory (so it is not tried again on every batch) and reported.
-            Err(Failed::Before(error)) => {
-                let rec = RunRecord {
-                    task: c.task.clone(),
-                    agent: c.agent.clone(),
-                    session: c.session.clone(),
-                    attempt: c.attempts + 1,
-                    state: RunState::Failed,
-                    pid: 0,
-                    process_start: 0,
-                    started_at: wall,
-                    deadline: wall,
-                    command: Vec::new(),
-                    exit: None,
-                    completed: false,
-                    retry_at: None,
-                    held: true,
-                };
-                self.report_start_failure(i, c, None, &error, wall);
-                self.runs.roots[i]
-                    .past
-                    .insert((c.session.clone(), c.task.clone()), rec);
-                Err(error)
-            }
-        }
-    }
-
-    fn try_start_run(
-        &mut self,
-        i: usize,
-        c: &Candidate,
-        wall: DateTime<Utc>,
-    ) -> Result<u32, Failed> {
-        let root = self.roots[i].root.clone();
-        let plan = self
-            .full_plan(i, &c.session, &c.task)
-            .ok_or_else(|| Failed::Before(format!("{}: no valid task assignment", c.task)))?;
-        let policy = self.roots[i].policy.runners.clone();
-        let spec = policy
-            .runner_for(&c.agent)
-            .cloned()
-            .ok_or_else(|| Failed::Before(format!("no runner for {}", c.agent)))?;
-        // An agent CLI that would run without the guard is not started
-        // unless its entry says `guard: off` (docs/runners.md); the refusal
-        // reaches the lead like any start failure.
-        crate::ctl::guard_doctor::runner_check(&root, &c.agent, &spec).map_err(Failed::Before)?;
-        let session_dir = self.roots[i].session_dir(&c.session);
-        let dir = runners::ensure_run_dir(&session_dir, &c.task).map_err(|e| {
-            Failed::Before(format!(
-                "{}: {e}",
-                runners::run_dir(&session_dir, &c.task).display()
-            ))
-        })?;
-        let config = &self.runs.roots[i].config;
-        let model = config.model_for(&c.agent).to_string();
-        let mcp = config
-            .mcp
-            .iter()
-            .map(|(n, s)| (n.clone(), s.kind.clone(), s.tools.clone()))
-            .collect();
-        let default_timeout = Duration::from_millis(config.sessions.default_timeout_ms);
-        let text = prompt::render(&prompt::PromptInput {
-            root: &root,
-            session: &c.session,
-            plan: &plan,
-            model: &model,
-            mcp,
-        });
-        let prompt_path = dir.join(runners::PROMPT_FILE);
-        runners::write_prompt(&dir, &text)
-            .map_err(|e| Failed::Before(format!("{}: {e}", prompt_path.display())))?;
-        let limit =
-            squad_policies::runners::run_timeout(Some(&spec), plan.meta.timeout, default_timeout);
-        let mut rec = RunRecord {
-            task: c.task.clone(),
-            agent: c.agent.clone(),
-            session: c.session.clone(),
-            attempt: c.attempts + 1,
-            state: RunState::Running,
-            pid: 0,
-            process_start: 0,
-            started_at: wall,
-            deadline: wall
-                + chrono::Duration::from_std(limit).unwrap_or(chrono::Duration::days(365)),
-            command: Vec::new(),
-            exit: None,
-            completed: false,
-            retry_at: None,
-            held: false,
-        };
-        runners::write_record(&dir, &rec).map_err(|e| Failed::Before(format!("run.json: {e}")))?;
-        let prompt_file = prompt_path.display().to_string();
-        let root_text = root.display().to_string();
-        let vars = Vars {
-            prompt_file: &prompt_file,
-            task: &c.task,
-            agent: &c.agent,
-            session: &c.session,
-            model: &model,
-            root: &root_text,
-        };
-        let key = (c.session.clone(), c.task.clone());
-        match runners::spawn(&spec, &vars, &root, &dir) {
-            Ok(started) => {
-                rec.pid = started.pid;
-                rec.process_start = started.process_start;
-                rec.command = started.command;
-                keep_record(&dir, &rec);
-                self.log.emit(
-                    i,
-                    Some(&c.session),
-                    Some(&dir),
-                    EventKind::AgentSpawned {
-                        task_id: c.task.clone(),
-                        agent: c.agent.clone(),
-                        pid: started.pid,
-                        attempt: rec.attempt,
-                    },
-                );
-                let pid = started.pid;
-                self.runs.roots[i].past.remove(&key);
-                self.runs.roots[i].live.insert(
-                    key,
-                    Live {
-                        rec,
-                        dir,
-                        session_dir,
-                        child: Some(started.child),
-                        term_at: None,
-                        killed: false,
-                        idle_reported: false,
-                    },
-                );
-                self.timers.set_earlier(Timer::Runs, Instant::now() + POLL);
-                Ok(pid)
-            }
-            Err(e) => {
-                let error = format!("{}: {e}", spec.command.first().map_or("", String::as_str));
-                rec.state = RunState::Failed;
-                rec.held = true;
-                rec.exit = Some(Exit {
-                    at: wall,
-                    code: None,
-                    signal: None,
-                });
-                keep_record(&dir, &rec);
-                self.report_start_failure(i, c, Some(&dir), &error, wall);
-                self.runs.roots[i].past.insert(key, rec);
-                Err(Failed::Reported(error))
-            }
-        }
-    }
-
     /// `squadctl run TASK`: starts a run by hand (same checks, except that
     /// held tasks and used-up retries may start).
     pub(super) fn run_by_hand(
         &mut self,
-        i: usize,
+        i: RootId,
         session: Option<&str>,
         task: &str,
-    ) -> Result<(String, u32), String> {
+    ) -> Result<(String, u32), RunError> {
         let wall = Utc::now();
         let candidates = self.candidates_any(i, session, task)?;
         let c = &candidates;
         squad_policies::runners::may_start(
-            &self.roots[i].policy.runners,
+            &self.roots.core(i).policy.runners,
             c,
             &self.pool(i),
             wall,
             true,
         )
-        .map_err(|w| w.reason().to_string())?;
+        .map_err(RunError::Wait)?;
         let pool = self.pool(i);
         if pool.running >= pool.max_concurrent {
-            return Err(squad_policies::runners::Wait::PoolFull.reason().into());
+            return Err(RunError::Wait(squad_policies::runners::Wait::PoolFull));
         }
-        let pid = self.start_run(i, c, wall)?;
+        let pid = self.start_run(i, c, wall).map_err(RunError::Start)?;
         Ok((c.session.clone(), pid))
     }
 
     fn candidates_any(
         &self,
-        i: usize,
+        i: RootId,
         session: Option<&str>,
         task: &str,
-    ) -> Result<Candidate, String> {
+    ) -> Result<Candidate, RunError> {
         let mut found = Vec::new();
-        for (name, core) in &self.roots[i].sessions {
+        for (name, core) in &self.roots.core(i).sessions {
             if session.is_some_and(|s| s != name) {
                 continue;
             }
@@ -801,29 +646,35 @@ impl Supervisor {
             }
         }
         let (name, t, ended) = match found.len() {
-            0 => return Err(format!("no session plans `{task}`")),
+            0 => return Err(RunError::NotPlanned(task.to_string())),
             1 => found.remove(0),
             _ => {
-                return Err(format!(
-                    "`{task}` is planned in several sessions ({}); pass --session",
-                    found
+                return Err(RunError::Ambiguous {
+                    task: task.to_string(),
+                    sessions: found
                         .iter()
                         .map(|f| f.0.as_str())
                         .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                        .join(", "),
+                });
             }
         };
         if ended {
-            return Err(format!("session `{name}` has ended"));
+            return Err(RunError::Ended(name));
         }
         if t.state == TaskStatus::Completed {
-            return Err(format!("`{task}` is completed"));
+            return Err(RunError::Completed(task.to_string()));
         }
         if !t.unmet.is_empty() {
-            return Err(format!("`{task}` waits for {}", t.unmet.join(", ")));
+            return Err(RunError::Waiting {
+                task: task.to_string(),
+                unmet: t.unmet.join(", "),
+            });
         }
-        let past = self.runs.roots[i]
+        let past = self
+            .roots
+            .shell(i)
+            .runs
             .past
             .get(&(name.clone(), task.to_string()));
         Ok(Candidate {
@@ -841,19 +692,22 @@ impl Supervisor {
     /// grace period); the task is then held for a human.
     pub(super) fn stop_by_hand(
         &mut self,
-        i: usize,
+        i: RootId,
         session: Option<&str>,
         task: &str,
-    ) -> Result<(String, u32), String> {
+    ) -> Result<(String, u32), RunError> {
         let wall = Utc::now();
-        let Some(live) = self.runs.roots[i]
+        let Some(live) = self
+            .roots
+            .shell_mut(i)
+            .runs
             .live
             .values_mut()
             .find(|l| l.rec.task == task && session.is_none_or(|s| s == l.rec.session))
         else {
-            return Err(format!("`{task}` has no run in progress"));
+            return Err(RunError::NotRunning(task.to_string()));
         };
-        runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(|e| e.to_string())?;
+        runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(RunError::Signal)?;
         live.rec.state = RunState::Stopped;
         live.term_at = Some(wall);
         keep_record(&live.dir, &live.rec);
@@ -867,26 +721,26 @@ impl Supervisor {
     /// The `runs` method of the control socket.
     pub(super) fn answer_runs(
         &mut self,
-        i: usize,
+        i: RootId,
         action: &str,
         session: Option<&str>,
         task: Option<&str>,
     ) -> crate::control::Response {
         use crate::control::Response;
-        let need_task = || task.ok_or_else(|| "give the task".to_string());
+        let need_task = || task.ok_or(RunError::NoTask);
         let result = match action {
-            "list" => serde_json::to_value(self.runs.live(i)).map_err(|e| e.to_string()),
+            "list" => serde_json::to_value(self.roots.shell(i).runs.live()).map_err(RunError::from),
             "run" => need_task()
                 .and_then(|t| self.run_by_hand(i, session, t))
                 .map(|(s, pid)| serde_json::json!({"session": s, "pid": pid})),
             "stop" => need_task()
                 .and_then(|t| self.stop_by_hand(i, session, t))
                 .map(|(s, pid)| serde_json::json!({"session": s, "pid": pid})),
-            other => Err(format!("unknown runs action `{other}` (list, run, stop)")),
+            other => Err(RunError::UnknownAction(other.to_string())),
         };
         match result {
             Ok(v) => Response::ok(v),
-            Err(e) => Response::error(e),
+            Err(e) => Response::error(e.to_string()),
         }
     }
 }
@@ -899,3 +753,6 @@ fn keep_record(dir: &std::path::Path, rec: &runners::RunRecord) {
         tracing::warn!(error = %e, "cannot write run.json");
     }
 }
+
+#[cfg(test)]
+mod tests;

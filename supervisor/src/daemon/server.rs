@@ -2,6 +2,7 @@
 //! JSON-line requests with a size limit and a timeout, and hands them to the
 //! supervisor task.
 
+use super::core::RootId;
 use crate::control::{MAX_LINE, Method, REQUEST_TIMEOUT, Response, parse_request};
 use crate::events::Event;
 use std::path::Path;
@@ -27,7 +28,7 @@ pub enum Reply {
 /// A request on its way to the supervisor task.
 pub struct Call {
     /// Index of the root whose socket received it.
-    pub root: usize,
+    pub root: RootId,
     /// The request.
     pub method: Method,
     /// Where to send the reply.
@@ -72,7 +73,7 @@ impl Bound {
     pub fn start(
         root: &Path,
         path: &Path,
-        i: usize,
+        i: RootId,
         calls: mpsc::Sender<Call>,
     ) -> std::io::Result<Bound> {
         let listener = bind(root, path)?;
@@ -105,7 +106,7 @@ fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 /// Accepts connections forever.
-pub async fn accept_loop(listener: UnixListener, root: usize, calls: mpsc::Sender<Call>) {
+pub async fn accept_loop(listener: UnixListener, root: RootId, calls: mpsc::Sender<Call>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -162,7 +163,7 @@ async fn write_line(w: &mut tokio::net::unix::OwnedWriteHalf, r: &Response) -> s
     w.write_all(&line).await
 }
 
-async fn serve(stream: UnixStream, root: usize, calls: mpsc::Sender<Call>) -> std::io::Result<()> {
+async fn serve(stream: UnixStream, root: RootId, calls: mpsc::Sender<Call>) -> std::io::Result<()> {
     let peer = stream.peer_cred()?.uid();
     let (read, mut write) = stream.into_split();
     if peer != our_uid() {

@@ -3,142 +3,13 @@
 //! nothing scans sessions or tasks to find the next deadline, and an idle
 //! daemon with nothing scheduled never wakes.
 
+use super::core::RootId;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Something that happens at a time. A timer is identified by its value:
-/// setting it again moves it, so each one exists at most once.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Timer {
-    /// Re-read a root from scratch (watch overflow, `.squad/` replaced).
-    Rescan(usize),
-    /// Write a session's status file that was held back because the session
-    /// was only losing files (it may be being deleted).
-    Status {
-        /// Root index.
-        root: usize,
-        /// Session directory name.
-        session: String,
-    },
-    /// Wrap up a session that ended while it was only losing files (it may
-    /// be being deleted: nothing is written into it before this).
-    WrapUp {
-        /// Root index.
-        root: usize,
-        /// Session directory name.
-        session: String,
-    },
-    /// A task of a session reaches its deadline (`meta.timeout`).
-    TaskDue {
-        /// Root index.
-        root: usize,
-        /// Session directory name.
-        session: String,
-        /// Task id.
-        task: String,
-    },
-    /// A deferred (low-priority) delivery becomes due.
-    Delivery {
-        /// Root index.
-        root: usize,
-        /// Session directory name.
-        session: String,
-        /// Recipient.
-        to: String,
-        /// Inbox file name.
-        name: String,
-    },
-    /// The earliest unread message of a session reaches its escalation
-    /// time. One per session, whatever the number of unread messages: the
-    /// session's [`Mailbox`](super::routing::Mailbox) holds the queue, and
-    /// the timer is armed again at its next deadline after firing.
-    Escalation {
-        /// Root index.
-        root: usize,
-        /// Session directory name.
-        session: String,
-    },
-    /// The earliest `response_by` of a session's messages passes. One per
-    /// session, like [`Timer::Escalation`]: the queue is in the session's
-    /// [`Mailbox`](super::routing::Mailbox).
-    ReplyDue {
-        /// Root index.
-        root: usize,
-        /// Session directory name.
-        session: String,
-    },
-    /// Write the root's persisted state (written behind, coalesced).
-    SaveState(usize),
-    /// Render the shared context of a root (coalesces bursts).
-    Context(usize),
-    /// Re-read the lock table (a change was seen, a lock expires, or the
-    /// table was busy).
-    Locks(usize),
-    /// The retention schedule.
-    Retention(usize),
-    /// Re-check a root's skills (coalesces a burst of skill file changes).
-    Skills(usize),
-    /// Merge a root's decisions inbox after its files went quiet
-    /// (docs/memory.md; only when the policy enables `memory.merge`).
-    MemoryInbox(usize),
-    /// Look again for a root whose `.squad/sessions` is missing (a root
-    /// deleted and recreated is a new directory no watch covers). Only
-    /// while it is missing, with backoff.
-    RootCheck(usize),
-    /// Retry the directories that could not be watched (inotify limit),
-    /// with backoff.
-    Rewatch,
-    /// Give memory freed after a burst back to the OS.
-    Trim,
-    /// The systemd watchdog ping.
-    Watchdog,
-    /// Check the agent runs (exits, time limits, idleness) and dispatch
-    /// (docs/runners.md): often while runs are live, else at the next retry.
-    Runs,
-    /// Recompute the one-line STATUS= summary (it walks every session, so
-    /// at most once per second after changes).
-    StatusLine,
-}
-
-impl Timer {
-    /// The root the timer belongs to, if any.
-    pub fn root(&self) -> Option<usize> {
-        match self {
-            Timer::Rescan(r)
-            | Timer::SaveState(r)
-            | Timer::Context(r)
-            | Timer::Locks(r)
-            | Timer::Retention(r)
-            | Timer::Skills(r)
-            | Timer::MemoryInbox(r)
-            | Timer::RootCheck(r) => Some(*r),
-            Timer::Status { root, .. }
-            | Timer::WrapUp { root, .. }
-            | Timer::TaskDue { root, .. }
-            | Timer::Delivery { root, .. }
-            | Timer::Escalation { root, .. }
-            | Timer::ReplyDue { root, .. } => Some(*root),
-            Timer::Watchdog | Timer::StatusLine | Timer::Rewatch | Timer::Trim | Timer::Runs => {
-                None
-            }
-        }
-    }
-
-    /// The session the timer belongs to, if any.
-    pub fn session(&self) -> Option<&str> {
-        match self {
-            Timer::Status { session, .. }
-            | Timer::WrapUp { session, .. }
-            | Timer::TaskDue { session, .. }
-            | Timer::Delivery { session, .. }
-            | Timer::Escalation { session, .. }
-            | Timer::ReplyDue { session, .. } => Some(session),
-            _ => None,
-        }
-    }
-}
+pub use super::core::timer::Timer;
 
 /// The queue.
 ///
@@ -186,7 +57,7 @@ impl Timers {
     }
 
     /// Cancels every timer of a session (it was removed).
-    pub fn cancel_session(&mut self, root: usize, session: &str) {
+    pub fn cancel_session(&mut self, root: RootId, session: &str) {
         let gone: Vec<Timer> = self
             .at
             .keys()
@@ -199,7 +70,7 @@ impl Timers {
     }
 
     /// Cancels every timer of a root (another squadd took it over).
-    pub fn cancel_root(&mut self, root: usize) {
+    pub fn cancel_root(&mut self, root: RootId) {
         let gone: Vec<Timer> = self
             .at
             .keys()
@@ -252,7 +123,7 @@ impl Timers {
     }
 
     /// Sessions of a root with a held-back status write.
-    pub fn held_sessions(&self, root: usize) -> impl Iterator<Item = &str> {
+    pub fn held_sessions(&self, root: RootId) -> impl Iterator<Item = &str> {
         self.at.keys().filter_map(move |t| match &**t {
             Timer::Status { root: r, session } | Timer::WrapUp { root: r, session }
                 if *r == root =>
@@ -280,22 +151,25 @@ mod tests {
         let t0 = Instant::now();
         let mut q = Timers::default();
         assert_eq!(q.next(), None);
-        q.set(Timer::Context(0), t0 + Duration::from_secs(5));
-        q.set(Timer::Locks(0), t0 + Duration::from_secs(2));
+        q.set(Timer::Context(RootId::nth(0)), t0 + Duration::from_secs(5));
+        q.set(Timer::Locks(RootId::nth(0)), t0 + Duration::from_secs(2));
         assert_eq!(q.next(), Some(t0 + Duration::from_secs(2)));
-        q.set(Timer::Locks(0), t0 + Duration::from_secs(9));
+        q.set(Timer::Locks(RootId::nth(0)), t0 + Duration::from_secs(9));
         assert_eq!(q.next(), Some(t0 + Duration::from_secs(5)));
         assert_eq!(q.len(), 2);
         // set_earlier never postpones.
-        q.set_earlier(Timer::Context(0), t0 + Duration::from_secs(7));
-        assert_eq!(q.get(&Timer::Context(0)), Some(t0 + Duration::from_secs(5)));
-        q.set_earlier(Timer::Context(0), t0 + Duration::from_secs(1));
+        q.set_earlier(Timer::Context(RootId::nth(0)), t0 + Duration::from_secs(7));
+        assert_eq!(
+            q.get(&Timer::Context(RootId::nth(0))),
+            Some(t0 + Duration::from_secs(5))
+        );
+        q.set_earlier(Timer::Context(RootId::nth(0)), t0 + Duration::from_secs(1));
         assert_eq!(q.next(), Some(t0 + Duration::from_secs(1)));
         let due = q.pop_due(t0 + Duration::from_secs(6));
-        assert_eq!(due, vec![Timer::Context(0)]);
+        assert_eq!(due, vec![Timer::Context(RootId::nth(0))]);
         assert_eq!(
             q.pop_due(t0 + Duration::from_secs(9)),
-            vec![Timer::Locks(0)]
+            vec![Timer::Locks(RootId::nth(0))]
         );
         assert!(q.is_empty() && q.next().is_none());
     }
@@ -305,20 +179,20 @@ mod tests {
         let t0 = Instant::now();
         let mut q = Timers::default();
         let due = |root, session: &str| Timer::TaskDue {
-            root,
+            root: RootId::nth(root),
             session: session.into(),
             task: "t".into(),
         };
         let status = |root, session: &str| Timer::Status {
-            root,
+            root: RootId::nth(root),
             session: session.into(),
         };
         q.set(due(0, "a"), t0);
         q.set(status(0, "a"), t0);
         q.set(due(0, "b"), t0);
         q.set(due(1, "a"), t0);
-        q.set(Timer::Context(0), t0);
-        q.cancel_session(0, "a");
+        q.set(Timer::Context(RootId::nth(0)), t0);
+        q.cancel_session(RootId::nth(0), "a");
         assert_eq!(q.len(), 3);
         assert!(!q.contains(&due(0, "a")));
         assert!(q.contains(&due(1, "a")));

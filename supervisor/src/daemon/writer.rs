@@ -9,6 +9,7 @@
 //! fingerprint of what it wrote, so the watch event of its own write is
 //! recognised without parsing the file again.
 
+use super::core::RootId;
 use crate::index::fingerprint;
 use crate::safefs;
 use squad_protocol::atomic::is_temp_name;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tag {
     /// Root index.
-    pub root: usize,
+    pub root: RootId,
     /// Session directory name, when the output belongs to a session.
     pub session: Option<String>,
     /// The output's name in events (`session-status`, `shared-context`).
@@ -303,7 +304,7 @@ mod tests {
 
     fn tag() -> Tag {
         Tag {
-            root: 0,
+            root: RootId::nth(0),
             session: None,
             output: "x",
         }

@@ -1,7 +1,24 @@
-//! The root core: every session of one root (each an incremental
-//! [`SessionCore`]), the persisted state and the policy. No watches, no
-//! sockets; the wiring reads files, hands their contents here and carries
-//! out the [`Outcome`]s that come back.
+//! The core: what squadd knows of each root and the decisions made from
+//! it, free of I/O. No file, socket, process or clock is touched in this
+//! folder: time enters as a [`Now`] the shell read, and what is to be done
+//! leaves as [`Effect`]s the shell carries out, in the order returned.
+//!
+//! - this file: the root core, [`Root`]: every session of one root (each an
+//!   incremental [`SessionCore`]), the persisted state and the policy;
+//! - [`effect`]: [`Now`] and the [`Effect`]s;
+//! - [`batch`]: the order in which a batch's outputs are written
+//!   (notices, status files, deliveries, shared context);
+//! - [`timer`]: what each timer does when it fires;
+//! - [`escalations`]: unread messages whose time came (once each);
+//! - [`replies`]: reply deadlines (which message is overdue, once).
+
+pub mod batch;
+pub mod effect;
+pub mod escalations;
+pub mod replies;
+pub mod timer;
+
+pub use effect::{Effect, Now};
 
 use super::session::{Outcome, SessionCore};
 use crate::derive::changes;
@@ -14,6 +31,33 @@ use std::sync::Arc;
 
 pub use super::session::invalid_summary;
 
+/// Names one supervised root for the daemon's life (roots are added at
+/// start-up and never removed: a root that goes away stays known, missing
+/// or taken over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RootId(pub(super) u32);
+
+impl RootId {
+    /// The id of the `n`th root added (tests and fixtures).
+    pub fn nth(n: u32) -> RootId {
+        RootId(n)
+    }
+}
+
+impl std::fmt::Display for RootId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "root#{}", self.0)
+    }
+}
+
+/// Whether a file was indexed as unreadable (a read error, not its content).
+pub fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
+    f.fingerprint == 0
+        && f.diagnostics
+            .first()
+            .is_some_and(|d| d.rule == squad_protocol::Rule::Unreadable)
+}
+
 /// One supervised root.
 pub struct Root {
     /// The root directory (canonical).
@@ -24,7 +68,7 @@ pub struct Root {
     pub sessions: BTreeMap<String, SessionCore>,
     /// Each session's part of the shared context, with the identity of the
     /// session core it was rendered from (shared with the background writer
-    /// that assembles the file: see [`super::context`]).
+    /// that assembles the file: see `daemon/context.rs`).
     pub fragments: BTreeMap<String, (u64, Arc<crate::outputs::ContextFragment>)>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
@@ -44,6 +88,10 @@ pub struct Root {
     pub locks: Vec<crate::locks::Entry>,
     /// The next scheduled retention run.
     pub next_gc: Option<DateTime<Utc>>,
+    /// The root's skills, as `status` reports them.
+    pub skills: crate::skills::SkillsHealth,
+    /// The root's team directory, as `status` reports it (docs/team.md).
+    pub team: crate::team::TeamHealth,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -52,9 +100,15 @@ pub fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<D
 }
 
 impl Root {
-    /// A root with no sessions yet.
-    pub fn new(root: PathBuf, state: State, policy: squad_policies::Policy) -> Root {
-        let next_gc = next_run(&policy, Utc::now());
+    /// A root with no sessions yet (`now`: when retention is next due is
+    /// counted from it).
+    pub fn new(
+        root: PathBuf,
+        state: State,
+        policy: squad_policies::Policy,
+        now: DateTime<Utc>,
+    ) -> Root {
+        let next_gc = next_run(&policy, now);
         Root {
             sessions_dir: root
                 .join(squad_protocol::tree::SQUAD_DIR)
@@ -70,6 +124,8 @@ impl Root {
             policy,
             locks: Vec::new(),
             next_gc,
+            skills: Default::default(),
+            team: Default::default(),
         }
     }
 
@@ -148,9 +204,8 @@ impl Root {
                     .files
                     .values()
                     .filter_map(|f| {
-                        invalid_summary(f).map(|(n, first)| {
-                            (f.path_in(&index.dir), n, first, super::is_unreadable(f))
-                        })
+                        invalid_summary(f)
+                            .map(|(n, first)| (f.path_in(&index.dir), n, first, is_unreadable(f)))
                     })
                     .collect()
             })
@@ -241,3 +296,6 @@ impl Root {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests;

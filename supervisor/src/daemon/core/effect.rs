@@ -1,0 +1,166 @@
+//! What the core asks the shell to do, and the moment it decides at.
+
+use super::RootId;
+use super::timer::Timer;
+use crate::events::EventKind;
+use chrono::{DateTime, Utc};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The moment of one step, as the shell read the wall clock: the core
+/// never reads a clock. Timers it sets are either at a wall-clock moment or
+/// a duration from when the shell carries the effect out, so it needs no
+/// monotonic instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// The wall clock (deadlines written in files).
+    pub wall: DateTime<Utc>,
+}
+
+/// One thing to do. A step returns them in the order they must be carried
+/// out: the order is the contract (see [`super::batch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Write squadd's notices for the facts tapped so far, and deliver them.
+    SendNotices,
+    /// Render each session's session-status.md and write it when it
+    /// differs (under the session's lock; a busy lock is retried later).
+    WriteStatuses {
+        /// The root.
+        root: RootId,
+        /// Session directory names.
+        sessions: Vec<String>,
+    },
+    /// Offer a session's waiting deliveries again (a recipient may no
+    /// longer be busy).
+    RecheckWaiting {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// [`Effect::RecheckWaiting`] and [`Effect::FlushOutbox`], only if the
+    /// session's directory is still there (a held-back session may be
+    /// being deleted: nothing is recreated in it).
+    RecheckWaitingIfPresent {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Make the deliveries due now, critical first.
+    FlushOutbox,
+    /// Offer a deferred delivery again (its timer fired).
+    OfferWaiting {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Inbox file name.
+        name: String,
+    },
+    /// Escalate the unread messages of a session whose time came (the
+    /// shell answers whether each is still unread: [`super::escalations`]).
+    RunEscalations {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Wrap up a session that ended, if its directory is still there.
+    WrapUpIfPresent {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+    },
+    /// Set (or move) a timer, `after` counted from when the shell carries
+    /// the effect out (as before the core existed: a long batch does not
+    /// shorten a quiet period).
+    SetTimer {
+        /// The timer.
+        timer: Timer,
+        /// How long from now.
+        after: Duration,
+    },
+    /// Set a timer unless it is already set earlier (coalescing never
+    /// postpones).
+    SetTimerEarlier {
+        /// The timer.
+        timer: Timer,
+        /// How long from now.
+        after: Duration,
+    },
+    /// Set a timer at a wall-clock moment.
+    SetTimerAt {
+        /// The timer.
+        timer: Timer,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// Set a timer at a wall-clock moment unless it is already set
+    /// earlier.
+    SetTimerEarlierAt {
+        /// The timer.
+        timer: Timer,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// Cancel a timer.
+    CancelTimer(Timer),
+    /// Record an event.
+    Emit {
+        /// The root.
+        root: RootId,
+        /// The session, if the event is about one.
+        session: Option<String>,
+        /// The path, if the event is about a file.
+        path: Option<PathBuf>,
+        /// What happened.
+        kind: EventKind,
+    },
+    /// Run a recipient's notify hook for a message squadd escalated.
+    Notify {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// Priority.
+        priority: squad_protocol::model::Priority,
+        /// The unread inbox file.
+        path: PathBuf,
+    },
+    /// Write the root's persisted state now.
+    SaveState(RootId),
+    /// Render the root's shared context and have it written.
+    WriteSharedContext(RootId),
+    /// Re-read the root's lock records.
+    RefreshLocks(RootId),
+    /// Run retention on the root and schedule its next run.
+    RunRetention(RootId),
+    /// Re-read the root's skills and team.
+    RefreshSkills(RootId),
+    /// Merge the root's decisions inbox.
+    MergeMemoryInbox(RootId),
+    /// Check the root's pid lock and control socket.
+    CheckControl(RootId),
+    /// Look whether the root's `.squad/sessions` is there, and tell
+    /// [`super::timer::root_check`].
+    CheckRoot(RootId),
+    /// Retry the directories that could not be watched.
+    Rewatch,
+    /// Give memory freed after a burst back to the OS.
+    TrimMemory,
+    /// Ping the watchdog and arm the next ping.
+    Watchdog,
+    /// Recompute the STATUS= line and send it if it changed.
+    StatusLine,
+}

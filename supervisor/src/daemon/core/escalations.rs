@@ -1,0 +1,113 @@
+//! Escalation of unread messages: when a message's time to be read passed
+//! and it is still in `inbox/<agent>/new/`, squadd says so (an event and the
+//! recipient's notify hook), once per message across restarts. Only the due
+//! ones are looked at: each session's
+//! [`Mailbox`](crate::daemon::routing::Mailbox) keeps the unread ones in a
+//! queue per priority, and one timer per session is armed at its head.
+
+use super::RootId;
+use super::timer::Timer;
+use super::{Effect, Now, Root};
+use crate::events::EventKind;
+use std::path::Path;
+
+/// The session's escalation timer fired (or a message was queued with a
+/// time already past). `unread` is the shell's answer for one inbox entry
+/// (`inbox/<agent>/new/<name>`): whether it is still there (one `stat`).
+/// Returns, in order: the timer armed at the next escalation (or
+/// cancelled), each escalation's event and hook, and one state write for
+/// the batch.
+pub fn run(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    now: Now,
+    unread: impl Fn(&Path) -> bool,
+) -> Vec<Effect> {
+    let timer = Timer::Escalation {
+        root: id,
+        session: session.to_string(),
+    };
+    let dir = root.session_dir(session);
+    let Some(mail) = root.mail.get_mut(session) else {
+        return vec![Effect::CancelTimer(timer)];
+    };
+    let policy = &root.policy.messages;
+    let mut escalated = Vec::new();
+    for d in mail.take_due_escalations(policy, now.wall) {
+        if root
+            .state
+            .escalated
+            .get(session)
+            .is_some_and(|e| e.contains(&d.message_id))
+        {
+            continue;
+        }
+        let path = crate::inbox::inbox_dir(&dir, &d.to)
+            .join("new")
+            .join(&*d.name);
+        if !unread(&path) {
+            mail.seen(policy, &d.to, &d.name, None);
+            continue;
+        }
+        root.state
+            .escalated
+            .entry(session.to_string())
+            .or_default()
+            .insert(d.message_id.clone());
+        escalated.push((d, path));
+    }
+    let mut effects = vec![match mail.next_escalation(policy) {
+        Some(at) => Effect::SetTimerAt { timer, at },
+        None => Effect::CancelTimer(timer),
+    }];
+    if escalated.is_empty() {
+        return effects;
+    }
+    for (d, path) in escalated {
+        effects.push(Effect::Emit {
+            root: id,
+            session: Some(session.to_string()),
+            path: Some(path.clone()),
+            kind: EventKind::MessageEscalated {
+                to: d.to.clone(),
+                message_id: d.message_id.clone(),
+                priority: d.priority.to_string(),
+            },
+        });
+        effects.push(Effect::Notify {
+            root: id,
+            session: session.to_string(),
+            to: d.to,
+            message_id: d.message_id,
+            priority: d.priority,
+            path,
+        });
+    }
+    // Once for the batch: a burst escalating together is one write.
+    effects.push(Effect::SaveState(id));
+    effects
+}
+
+/// A message became unread with an escalation time `at`: the session's
+/// escalation timer fires no later than that; a time already past is
+/// escalated now (a backlog is not left until READY).
+pub fn queued(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    at: chrono::DateTime<chrono::Utc>,
+    now: Now,
+    unread: impl Fn(&Path) -> bool,
+) -> Vec<Effect> {
+    if at <= now.wall {
+        return run(root, id, session, now, unread);
+    }
+    vec![Effect::SetTimerEarlierAt {
+        timer: Timer::Escalation {
+            root: id,
+            session: session.to_string(),
+        },
+        at,
+    }]
+}

@@ -1,0 +1,238 @@
+//! Tests of [`super`].
+
+use super::*;
+
+#[test]
+fn paths_are_classified_by_their_place() {
+    let root = Path::new("/p");
+    let sessions = Path::new("/p/.squad/sessions");
+    let c = |p: &str| classify(root, sessions, Path::new(p));
+    assert_eq!(c("/p/.squad/policies.yaml"), Some(PathChange::Policy));
+    assert_eq!(
+        c("/p/.squad/decisions/inbox/k-a.md"),
+        Some(PathChange::MemoryInbox)
+    );
+    assert_eq!(c("/p/.squad/decisions/inbox/.k-a.md.tmp.1"), None);
+    assert_eq!(c("/p/.squad"), Some(PathChange::Rescan));
+    assert_eq!(c("/p/.squad/run/squadd.sock"), Some(PathChange::Control));
+    assert_eq!(c("/p/.squad/run/state.json"), None);
+    assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
+    assert_eq!(c("/p/src/main.rs"), None);
+    assert_eq!(c("/p/.squad/sessions/.hidden"), None);
+    assert_eq!(c("/p/.squad/sessions/20240116T000001Z.tmp"), None);
+    assert_eq!(c("/p/.squad/sessions/not-a-session/inbox"), None);
+    assert_eq!(
+        c("/p/.squad/sessions/20240116T000001Z.tmp/session-status.md"),
+        None
+    );
+    assert_eq!(
+        c("/p/.squad/sessions/20240115T100000Z-s1"),
+        Some(PathChange::SessionDir("20240115T100000Z-s1".into()))
+    );
+    assert_eq!(
+        c("/p/.squad/sessions/20240115T100000Z-s1/locks"),
+        Some(PathChange::LocksDir("20240115T100000Z-s1".into()))
+    );
+    assert_eq!(
+        c("/p/.squad/sessions/20240115T100000Z-s1/locks/x.json"),
+        Some(PathChange::LockRecord("20240115T100000Z-s1".into()))
+    );
+    assert_eq!(
+        c("/p/.squad/sessions/20240115T100000Z-s1/session-status.md"),
+        Some(PathChange::SessionFile {
+            session: "20240115T100000Z-s1".into(),
+            file: "session-status.md".into(),
+            kind: FileKind::SessionStatus
+        })
+    );
+    assert_eq!(c("/p/.squad/sessions/20240115T100000Z-s1/notes.txt"), None);
+    assert_eq!(
+        c("/p/.squad/sessions/20240115T100000Z-s1/inbox/bob/new/0-critical-x-msg_1.md"),
+        Some(PathChange::Inbox {
+            session: "20240115T100000Z-s1".into(),
+            agent: "bob".into(),
+            file: "0-critical-x-msg_1.md".into()
+        })
+    );
+    assert_eq!(
+        c("/p/.squad/sessions/20240115T100000Z-s1/artifacts/a/b"),
+        None
+    );
+}
+
+#[test]
+fn temporaries_are_hidden_names_with_an_extension() {
+    let table = [
+        (".msg_1.partial", true),
+        (".x.swp", true),
+        (".session-status.md.tmp.1234.7", true),
+        (".k-a.md.tmp.1", true),
+        (".x.", false),
+        ("..x", false),
+        (".", false),
+        ("..", false),
+        (".hidden", false),
+        (".deleting-20240115T100000Z-s1", false),
+        ("msg.partial", false),
+        ("role-comm-alice-to-bob-msg_1.md", false),
+        ("0-critical-x-msg_1.md", false),
+        ("20240116T000001Z.tmp", false),
+        ("", false),
+    ];
+    for (name, temp) in table {
+        assert_eq!(is_temporary(OsStr::new(name)), temp, "{name}");
+    }
+    // Every dot name squadd follows: the team directories and the
+    // skill directories' parents.
+    let followed = [
+        squad_protocol::teamdir::TEAM_DIR,
+        squad_protocol::teamdir::LEGACY_TEAM_DIR,
+        SQUAD_DIR,
+    ]
+    .into_iter()
+    .chain(
+        squad_protocol::skill::discover::PROJECT_SKILL_DIRS
+            .iter()
+            .flat_map(|d| d.split('/')),
+    );
+    for name in followed {
+        assert!(!is_temporary(OsStr::new(name)), "{name} is followed");
+    }
+}
+
+#[test]
+fn the_watcher_drops_reads_and_changes_of_temporaries_only() {
+    use notify::event::{Flag, ModifyKind, RenameMode};
+    let ev = |kind: FsKind, paths: &[&str]| {
+        paths.iter().fold(notify::Event::new(kind), |e, p| {
+            e.add_path(PathBuf::from(p))
+        })
+    };
+    let create = FsKind::Create(CreateKind::File);
+    let s = "/p/.squad/sessions/20240115T100000Z-s1";
+    let partial = format!("{s}/.msg_1.partial");
+    let real = format!("{s}/role-comm-alice-to-bob-msg_1.md");
+    let tmp = format!("{s}/inbox/bob/new/.0-medium-x.md.tmp.12.3");
+    let both = FsKind::Modify(ModifyKind::Name(RenameMode::Both));
+    let from = FsKind::Modify(ModifyKind::Name(RenameMode::From));
+    let table = [
+        (ev(create, &[&partial]), true),
+        (ev(FsKind::Modify(ModifyKind::Any), &[&tmp]), true),
+        (ev(from, &[&partial]), true),
+        (ev(both, &[&partial, &real]), false),
+        (ev(create, &[&real]), false),
+        (ev(create, &["/p/.squad"]), false),
+        (ev(create, &["/p/.ai-team"]), false),
+        (ev(create, &["/p/.claude"]), false),
+        (ev(FsKind::Access(AccessKind::Read), &[&real]), true),
+        (ev(FsKind::Other, &[]), false),
+        (ev(FsKind::Other, &[]).set_flag(Flag::Rescan), false),
+    ];
+    for (e, dropped) in table {
+        assert_eq!(droppable(&e), dropped, "{e:?}");
+    }
+}
+
+/// What the kernel really reports for a message written the way agents
+/// (and squadd) write: to a temporary, then renamed into place. The
+/// temporary's own notifications are dropped; what remains names the
+/// real file.
+#[test]
+fn a_write_then_rename_keeps_only_notifications_naming_the_real_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut w = notify::recommended_watcher(move |r: Notification| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    w.watch(&dir, RecursiveMode::NonRecursive).unwrap();
+    let (partial, real) = (dir.join(".msg_1.partial"), dir.join("m-msg_1.md"));
+    std::fs::write(&partial, "x").unwrap();
+    std::fs::rename(&partial, &real).unwrap();
+    let mut seen = Vec::new();
+    // The rename is the last thing reported.
+    while !seen.iter().any(|e: &notify::Event| e.paths.contains(&real)) {
+        seen.push(rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap());
+    }
+    while let Ok(r) = rx.recv_timeout(Duration::from_millis(200)) {
+        seen.push(r.unwrap());
+    }
+    let (dropped, kept): (Vec<_>, Vec<_>) = seen.iter().partition(|e| droppable(e));
+    assert!(!dropped.is_empty(), "{seen:?}");
+    assert!(
+        dropped.iter().all(|e| e.paths == [partial.clone()]),
+        "{dropped:?}"
+    );
+    assert!(!kept.is_empty(), "{seen:?}");
+    assert!(kept.iter().all(|e| e.paths.contains(&real)), "{kept:?}");
+    // Create, write, close after writing, rename-from: 4 of the 6
+    // that counted (reads were dropped already); rename-to and the
+    // rename pair remain.
+}
+
+fn event(kind: FsKind, path: &str) -> Notification {
+    Ok(notify::Event::new(kind).add_path(PathBuf::from(path)))
+}
+
+#[test]
+fn an_attribute_change_queues_the_path() {
+    let (mut intake, _rx) = Intake::start().unwrap();
+    let now = Instant::now();
+    let chmod = FsKind::Modify(ModifyKind::Metadata(
+        notify::event::MetadataKind::Permissions,
+    ));
+    assert_eq!(intake.note(event(chmod, "/p/a.md"), now), Noted::Queued);
+    assert_eq!(
+        intake.take_due(now + Duration::from_secs(1)),
+        vec![PathBuf::from("/p/a.md")]
+    );
+    // Reads stay ignored (squadd's own reads make them).
+    let read = FsKind::Access(AccessKind::Read);
+    assert_eq!(intake.note(event(read, "/p/b.md"), now), Noted::Queued);
+    assert!(intake.take_due(now + Duration::from_secs(1)).is_empty());
+}
+
+#[test]
+fn a_removal_counts_only_when_the_file_stayed_gone_for_the_grace() {
+    let (mut intake, _rx) = Intake::start().unwrap();
+    let now = Instant::now();
+    let path = Path::new("/p/a.md");
+    // Found gone: not yet; read again at the end of the grace.
+    assert!(!intake.vanished(path, now));
+    assert_eq!(intake.next_due(), Some(now + REMOVAL_GRACE));
+    // A read before then (another event took the queued path) does not
+    // count either, and the path stays queued for the deadline.
+    assert_eq!(intake.take_due(now), Vec::<PathBuf>::new());
+    let early = now + REMOVAL_GRACE / 2;
+    assert!(!intake.vanished(path, early));
+    assert_eq!(
+        intake.take_due(now + REMOVAL_GRACE),
+        vec![path.to_path_buf()]
+    );
+    assert!(intake.vanished(path, now + REMOVAL_GRACE));
+    assert_eq!(intake.vanishing(path), None);
+    // Back in the meantime: the next disappearance starts over.
+    assert!(!intake.vanished(path, now));
+    intake.clear_vanished(path);
+    assert!(!intake.vanished(path, now + REMOVAL_GRACE * 2));
+    assert_eq!(intake.vanishing(path), Some(now + REMOVAL_GRACE * 3));
+}
+
+#[test]
+fn an_unreadable_file_is_retried_with_backoff_then_left_to_its_events() {
+    let (mut intake, _rx) = Intake::start().unwrap();
+    let now = Instant::now();
+    let path = Path::new("/p/a.md");
+    let mut waits = Vec::new();
+    while intake.retry_unreadable(path, now) {
+        let due = intake.next_due().unwrap();
+        waits.push(due.duration_since(now).as_secs());
+        assert_eq!(intake.take_due(due), vec![path.to_path_buf()]);
+    }
+    assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64]);
+    // Readable again: a later failure starts over.
+    intake.readable(path);
+    assert!(intake.retry_unreadable(path, now));
+    assert_eq!(intake.next_due(), Some(now + Duration::from_secs(1)));
+}

@@ -1,0 +1,246 @@
+//! Message delivery: offering what a file asks to deliver, the outbox
+//! (made critical first), the inbox writes and their hooks, escalations of
+//! unread messages, and inbox acknowledgements.
+
+use super::*;
+
+impl Supervisor {
+    /// Offers what one file asks to deliver, and schedules its reply deadline.
+    pub(super) fn route_file(&mut self, i: RootId, name: &str, file: &str, wall: DateTime<Utc>) {
+        let r = self.roots.core(i);
+        let Some(core) = r.sessions.get(name) else {
+            return;
+        };
+        let Some(f) = core.index().files.get(file) else {
+            return;
+        };
+        // A reused message id is reported (duplicate-message-id), not
+        // delivered: the recipient would take it for the first one.
+        if core.reuses_message_id(file) {
+            return;
+        }
+        let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
+        for d in deliveries {
+            self.offer(i, d, wall);
+        }
+        let now = Now { wall };
+        let effects = self::core::replies::asked(self.roots.core_mut(i), i, name, file, now);
+        self.perform(effects, now);
+    }
+
+    /// Offers one delivery: into the outbox now, or a timer for later.
+    pub(super) fn offer(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
+        let r = self.roots.core_mut(i);
+        let busy = r.sessions.get(&d.session).is_some_and(|s| s.is_busy(&d.to));
+        let session = d.session.clone();
+        let slot = (d.to.clone(), d.name.clone());
+        let mail = r.mail.entry(session.clone()).or_default();
+        let timer = Timer::Delivery {
+            root: i,
+            session,
+            to: slot.0,
+            name: slot.1,
+        };
+        match mail.offer(&r.policy.messages, d, busy, wall) {
+            routing::Offer::Now(d) => {
+                self.timers.cancel(&timer);
+                self.outbox.push((i, *d));
+            }
+            routing::Offer::Later(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
+            routing::Offer::Done => {}
+        }
+    }
+
+    /// Offers a session's waiting deliveries again (a recipient may no
+    /// longer be busy); only the few that wait are looked at.
+    pub(super) fn recheck_waiting(&mut self, i: RootId, name: &str, wall: DateTime<Utc>) {
+        let waiting: Vec<routing::Delivery> = self
+            .roots
+            .core(i)
+            .mail
+            .get(name)
+            .map(|m| m.waiting.values().cloned().collect())
+            .unwrap_or_default();
+        for d in waiting {
+            self.offer(i, d, wall);
+        }
+    }
+
+    /// A message became unread with an escalation time `at`
+    /// ([`core::escalations::queued`]).
+    pub(super) fn escalation_queued(&mut self, i: RootId, name: &str, at: DateTime<Utc>) {
+        let now = Now { wall: Utc::now() };
+        let effects =
+            self::core::escalations::queued(self.roots.core_mut(i), i, name, at, now, still_unread);
+        self.perform(effects, now);
+    }
+
+    /// Makes the deliveries in the outbox, critical first, then by age.
+    pub(super) fn flush_outbox(&mut self, wall: DateTime<Utc>) {
+        let mut outbox = std::mem::take(&mut self.outbox);
+        self::core::batch::outbox_order(&mut outbox);
+        for (i, d) in outbox {
+            self.deliver(i, d, wall);
+        }
+    }
+
+    pub(super) fn deliver(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
+        let dir = self.roots.core(i).session_dir(&d.session);
+        // Never recreate a session that is going away.
+        if !self.roots.core(i).sessions.contains_key(&d.session) {
+            return;
+        }
+        let (bytes, routed_from) = match &d.body {
+            routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
+                Ok(b) => (b, None),
+                // Out of descriptors: the machine's fault, tried again.
+                Err(squad_protocol::fsx::ReadError::Io(e))
+                    if squad_protocol::fsx::is_transient_io(&e) =>
+                {
+                    self.retry_delivery(i, d);
+                    return;
+                }
+                // Vanished or changed into something unreadable: its own
+                // event will bring it back if it returns.
+                Err(_) => return,
+            },
+            routing::Body::Routed { routed, rel, .. } => match routed.render(rel) {
+                Some(text) => (text.into_bytes(), Some(rel.clone())),
+                None => return,
+            },
+        };
+        let new_dir = crate::inbox::inbox_dir(&dir, &d.to).join("new");
+        let path = new_dir.join(&d.name);
+        // Journalled before the delivery, so no delivered message loses its
+        // hook to a crash (at least once; started only if fresh).
+        let hook = self.hooks.intend(
+            &self.roots.core(i).policy.messages,
+            &self.roots.core(i).policy.hooks,
+            Notice {
+                root: i,
+                session: &d.session,
+                from: &d.from,
+                to: &d.to,
+                message_id: &d.message_id,
+                priority: d.priority,
+                path: &path,
+            },
+        );
+        let result = self.writer.deliver(&dir, &d.to, &d.name, &bytes);
+        match result {
+            Ok(fresh) => {
+                let r = self.roots.core_mut(i);
+                let policy = &r.policy.messages;
+                let mail = r.mail.entry(d.session.clone()).or_default();
+                if let Some(at) = mail.delivered(policy, &d, wall) {
+                    self.escalation_queued(i, &d.session, at);
+                }
+                self.watch(i, &new_dir);
+                if !fresh {
+                    self.hooks.cancel(hook);
+                    return;
+                }
+                let late = routing::late(&self.roots.core(i).policy.messages, &d, wall);
+                self.log.emit(
+                    i,
+                    Some(&d.session),
+                    Some(&path),
+                    EventKind::MessageDelivered {
+                        to: d.to.clone(),
+                        message_id: d.message_id.clone(),
+                        priority: d.priority.to_string(),
+                        late,
+                        routed_from,
+                    },
+                );
+                self.hooks.start(hook);
+            }
+            // Out of descriptors (EMFILE) and the like pass: a delivery
+            // failing so is tried again, never dropped (and not audited at
+            // every retry).
+            Err(e) if squad_protocol::fsx::is_transient_io(&e) => {
+                self.hooks.cancel(hook);
+                tracing::warn!(session = %d.session, to = %d.to, error = %e, "delivery failed; retrying");
+                self.retry_delivery(i, d);
+            }
+            Err(e) => {
+                self.hooks.cancel(hook);
+                self.log.emit(
+                    i,
+                    Some(&d.session),
+                    None,
+                    EventKind::OutputFailed {
+                        output: format!("inbox of {}", d.to),
+                        error: e.to_string(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Parks a delivery that failed for a passing reason (out of file
+    /// descriptors) as waiting, offered again a moment later.
+    pub(super) fn retry_delivery(&mut self, i: RootId, d: routing::Delivery) {
+        let slot = (d.to.clone(), d.name.clone());
+        let timer = Timer::Delivery {
+            root: i,
+            session: d.session.clone(),
+            to: slot.0.clone(),
+            name: slot.1.clone(),
+        };
+        self.roots
+            .core_mut(i)
+            .mail
+            .entry(d.session.clone())
+            .or_default()
+            .waiting
+            .insert(slot, d);
+        self.timers
+            .set(timer, Instant::now() + Duration::from_millis(250));
+    }
+
+    /// Escalates the unread messages of a session whose escalation time
+    /// passed ([`core::escalations::run`]; one `stat` each says whether it
+    /// is still unread).
+    pub(super) fn run_escalations(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
+        let effects = self::core::escalations::run(
+            self.roots.core_mut(i),
+            i,
+            session,
+            Now { wall },
+            still_unread,
+        );
+        self.perform(effects, Now { wall });
+    }
+
+    /// An entry of an unread inbox appeared or went (acknowledged): one
+    /// `stat`, and the unread counters follow.
+    pub(super) fn inbox_changed(
+        &mut self,
+        i: RootId,
+        session: &str,
+        agent: String,
+        file: String,
+        path: &Path,
+    ) {
+        let present = std::fs::symlink_metadata(path).ok().map(|m| {
+            m.modified()
+                .map(DateTime::<Utc>::from)
+                .unwrap_or_else(|_| Utc::now())
+        });
+        let r = self.roots.core_mut(i);
+        let Some(mail) = r.mail.get_mut(session) else {
+            return;
+        };
+        // Gone from `new/`: it leaves the escalation queue here; the
+        // session's timer, if armed for it, finds nothing due and re-arms.
+        if let Some(at) = mail.seen(&r.policy.messages, &agent, &file, present) {
+            self.escalation_queued(i, session, at);
+        }
+    }
+}
+
+/// Whether an inbox entry is still in `new/` (one `stat`, not followed).
+fn still_unread(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}

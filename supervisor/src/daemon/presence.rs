@@ -1,0 +1,246 @@
+//! A root's presence, in the shell: the watches (and retrying those the
+//! kernel refused), the pid lock and control socket (restored when
+//! `.squad/` is recreated, given up when another squadd took the root), and
+//! the skills and team re-read when their folders change.
+
+use super::*;
+
+impl Supervisor {
+    pub(super) fn watch(&mut self, i: RootId, path: &Path) {
+        if let Err(error) = self.intake.watch(path) {
+            tracing::error!(path = %path.display(), %error, "cannot watch");
+            self.log
+                .emit(i, None, Some(path), EventKind::WatchError { error });
+            if self.intake.unwatched().contains(path) {
+                self.timers
+                    .set_earlier(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
+            }
+        }
+    }
+
+    /// Retries the directories that could not be watched; the roots that
+    /// got a watch back are rescanned (what changed there meanwhile was
+    /// never reported).
+    pub(super) fn rewatch(&mut self) {
+        let restored = self.intake.rewatch();
+        let roots: BTreeSet<RootId> = restored.iter().filter_map(|p| self.root_of(p)).collect();
+        for i in roots {
+            let dirs = restored
+                .iter()
+                .filter(|p| self.root_of(p) == Some(i))
+                .count();
+            self.log
+                .emit(i, None, None, EventKind::WatchRestored { dirs });
+            self.timers.set(Timer::Rescan(i), Instant::now());
+        }
+        if !self.intake.unwatched().is_empty() {
+            self.timers
+                .set(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
+        }
+    }
+
+    /// Checks that root `i`'s pid lock and control socket are still where
+    /// they belong, and restores them: a removed socket is bound again; a
+    /// `.squad/` deleted and recreated gets our pid lock again, or, when
+    /// another squadd took it first, the root is left to that squadd.
+    /// Returns whether squadd still supervises the root.
+    pub(super) fn check_control(&mut self, i: RootId) -> bool {
+        if self.roots.core(i).taken_over.is_some() {
+            return false;
+        }
+        let root = self.roots.core(i).root.clone();
+        // An import killed mid-swap: bring the root's own entries (run/ with
+        // our pid lock, sessions/) back before recreating anything.
+        for note in crate::team::recover_interrupted_import(&root) {
+            tracing::warn!(root = %root.display(), "{note}");
+        }
+        if !self.roots.core(i).sessions_dir.is_dir() {
+            // Missing: restored by the root check.
+            return true;
+        }
+        let pid_rel = Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid");
+        let pid_path = root.join(&pid_rel);
+        if !self
+            .roots
+            .shell(i)
+            .pid_lock
+            .as_ref()
+            .is_some_and(|l| l.is_at(&pid_path))
+        {
+            if let Err(e) = create_layout(&root) {
+                tracing::warn!(root = %root.display(), error = %e, "cannot recreate .squad/run");
+            }
+            match pidfile::acquire(&root, &pid_rel) {
+                Ok(lock) => {
+                    self.roots.shell_mut(i).pid_lock = Some(lock);
+                    self.log.reopen_audit(i);
+                    self.log.emit(
+                        i,
+                        None,
+                        None,
+                        EventKind::ControlRestored {
+                            reason: "pid lock taken again: .squad/ was recreated".into(),
+                        },
+                    );
+                }
+                Err(pidfile::PidLockError::Held { pid, .. }) => {
+                    self.take_over(i, pid);
+                    return false;
+                }
+                Err(e) => {
+                    tracing::error!(root = %root.display(), error = %e, "cannot take the pid lock again");
+                    return true;
+                }
+            }
+        }
+        let path = socket_path(&root);
+        if !self
+            .roots
+            .shell(i)
+            .socket
+            .as_ref()
+            .is_some_and(|b| b.is_at(&path))
+        {
+            // The old listener goes first (its file is gone or replaced).
+            self.roots.shell_mut(i).socket = None;
+            match server::Bound::start(&root, &path, i, self.calls.clone()) {
+                Ok(bound) => {
+                    self.roots.shell_mut(i).socket = Some(bound);
+                    self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
+                    self.log.emit(
+                        i,
+                        None,
+                        Some(&path),
+                        EventKind::ControlRestored {
+                            reason: "control socket bound again".into(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "cannot bind the control socket again");
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether root `i` is not supervised now (its `.squad/sessions` is
+    /// missing, or another squadd has it): nothing is written into it.
+    pub(super) fn root_gone(&self, i: RootId) -> bool {
+        let r = self.roots.core(i);
+        r.taken_over.is_some() || r.missing || !r.sessions_dir.is_dir()
+    }
+
+    /// What `health` reports of the watches and the roots.
+    pub(super) fn supervision(&self) -> health::Supervision {
+        health::Supervision {
+            watches: self.intake.watch_count(),
+            queue_depth: self.intake.queue_depth(),
+            unwatched: self
+                .intake
+                .unwatched()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            roots: self
+                .roots
+                .ids()
+                .map(|i| {
+                    let r = self.roots.core(i);
+                    let problem = if let Some(pid) = &r.taken_over {
+                        Some(format!(
+                            "taken over by another squadd (pid {pid}); not supervised"
+                        ))
+                    } else if r.missing {
+                        Some(".squad/sessions is missing; waiting for it to come back".into())
+                    } else if !self
+                        .roots
+                        .shell(i)
+                        .socket
+                        .as_ref()
+                        .is_some_and(|b| b.is_at(&socket_path(&r.root)))
+                    {
+                        Some("control socket not bound".into())
+                    } else {
+                        None
+                    };
+                    health::RootControl {
+                        root: r.root.display().to_string(),
+                        problem,
+                        hooks: self.hooks.report(i, &r.policy.messages, &r.policy.hooks),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Another squadd holds root `i` now: stop supervising it, say so.
+    pub(super) fn take_over(&mut self, i: RootId, pid: String) {
+        tracing::error!(root = %self.roots.core(i).root.display(), %pid, "another squadd took the root over");
+        self.roots.core_mut(i).taken_over = Some(pid.clone());
+        self.roots.shell_mut(i).pid_lock = None;
+        self.roots.shell_mut(i).socket = None;
+        let root = self.roots.core(i).root.clone();
+        self.intake.unwatch_under(&root);
+        self.timers.cancel_root(i);
+        let names: Vec<String> = self.roots.core(i).sessions.keys().cloned().collect();
+        for name in names {
+            self.roots.core_mut(i).remove_session(&name);
+        }
+        self.log
+            .emit(i, None, None, EventKind::RootTakenOver { pid });
+    }
+
+    /// Watches a session's `locks/` when it exists (squadctl creates it on
+    /// the first acquisition; its creation event brings us back here).
+    pub(super) fn watch_locks(&mut self, i: RootId, session_dir: &Path) {
+        let locks = session_dir.join(crate::locks::LOCKS_DIR);
+        if locks.is_dir() {
+            self.watch(i, &locks);
+        }
+    }
+
+    /// Watches the root, `.squad`, `.squad/sessions` and each session
+    /// directory, each non-recursively: artifacts and other subdirectories
+    /// cost nothing.
+    pub(super) fn watch_root(&mut self, i: RootId) {
+        let root = self.roots.core(i).root.clone();
+        // `squadctl import` puts a new `.squad/` in the old one's place.
+        self.intake.forget_if_replaced(&root.join(SQUAD_DIR));
+        self.watch(i, &root);
+        self.watch(i, &root.join(SQUAD_DIR));
+        let sessions = self.roots.core(i).sessions_dir.clone();
+        self.watch(i, &sessions);
+        // The socket and pid file: a removed socket is bound again.
+        self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
+        if let Ok(dirs) = squad_protocol::tree::session_dirs(&root) {
+            for dir in dirs {
+                self.watch(i, &dir);
+                self.watch_locks(i, &dir);
+            }
+        }
+        for dir in crate::skills::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+        let inbox = root.join(SQUAD_DIR).join("decisions").join("inbox");
+        if inbox.is_dir() {
+            self.watch(i, &inbox);
+        }
+    }
+
+    /// Re-checks a root's skills and watches skill folders that appeared.
+    pub(super) fn refresh_skills(&mut self, i: RootId) {
+        self.timers.cancel(&Timer::Skills(i));
+        let root = self.roots.core(i).root.clone();
+        for dir in crate::skills::watch_dirs(&root) {
+            self.watch(i, &dir);
+        }
+        self.roots.core_mut(i).skills = crate::skills::health(&root);
+        for dir in crate::team::watch_dirs(&root) {
+            // An import replaces the team's directories whole.
+            self.intake.forget_if_replaced(&dir);
+            self.watch(i, &dir);
+        }
+        self.roots.core_mut(i).team = crate::team::health(&root);
+    }
+}

@@ -1,0 +1,147 @@
+//! Every supervised root in one place, named by a [`RootId`]: what squadd
+//! knows and decides of a root (its core, [`Root`]: sessions, mailboxes,
+//! persisted state, policy, lock records, skills and team as read, whether
+//! it is present) beside what squadd holds open for it (its [`Shell`]: the
+//! pid lock, the control socket, the runs' child processes).
+//!
+//! A root is never addressed by a position in parallel lists: each part of
+//! a root lives in its one slot, reached through its id.
+
+use super::core::Root;
+use super::pidfile::PidLock;
+use super::runs::RootRuns;
+use super::server::Bound;
+
+pub use super::core::RootId;
+
+/// What squadd holds open for one root: effects live here, decisions in
+/// the [`Root`] core.
+#[derive(Default)]
+pub struct Shell {
+    /// The root's pid lock (`None` once another squadd took the root over).
+    pub pid_lock: Option<PidLock>,
+    /// The control socket, once bound.
+    pub socket: Option<Bound>,
+    /// The agent runs: config.json in force, live children, past records.
+    pub runs: RootRuns,
+}
+
+/// One root: its core and its shell.
+pub struct Slot {
+    /// What squadd knows and decides of the root.
+    pub core: Root,
+    /// What squadd holds open for it.
+    pub shell: Shell,
+}
+
+/// Every supervised root.
+#[derive(Default)]
+pub struct Roots {
+    slots: Vec<Slot>,
+}
+
+impl Roots {
+    /// Adds a root; returns its id.
+    pub fn add(&mut self, core: Root, shell: Shell) -> RootId {
+        let id = RootId(u32::try_from(self.slots.len()).unwrap_or(u32::MAX));
+        self.slots.push(Slot { core, shell });
+        id
+    }
+
+    /// How many roots there are.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The ids of every root, in the order they were added. The iterator
+    /// does not borrow the roots, so each may be changed in the loop.
+    pub fn ids(&self) -> impl Iterator<Item = RootId> + use<> {
+        (0..u32::try_from(self.slots.len()).unwrap_or(u32::MAX)).map(RootId)
+    }
+
+    /// The slot of `id`. Ids come only from [`Roots::add`], and roots are
+    /// never removed: an unknown id is a bug in squadd, not in its input.
+    fn slot(&self, id: RootId) -> &Slot {
+        &self.slots[id.0 as usize]
+    }
+
+    fn slot_mut(&mut self, id: RootId) -> &mut Slot {
+        &mut self.slots[id.0 as usize]
+    }
+
+    /// A root's core.
+    pub fn core(&self, id: RootId) -> &Root {
+        &self.slot(id).core
+    }
+
+    /// A root's core, to change.
+    pub fn core_mut(&mut self, id: RootId) -> &mut Root {
+        &mut self.slot_mut(id).core
+    }
+
+    /// A root's shell.
+    pub fn shell(&self, id: RootId) -> &Shell {
+        &self.slot(id).shell
+    }
+
+    /// A root's shell, to change.
+    pub fn shell_mut(&mut self, id: RootId) -> &mut Shell {
+        &mut self.slot_mut(id).shell
+    }
+
+    /// A root's core and shell, both to change.
+    pub fn both_mut(&mut self, id: RootId) -> (&mut Root, &mut Shell) {
+        let slot = self.slot_mut(id);
+        (&mut slot.core, &mut slot.shell)
+    }
+
+    /// Every root's core with its id.
+    pub fn cores(&self) -> impl Iterator<Item = (RootId, &Root)> {
+        self.ids().zip(self.slots.iter().map(|s| &s.core))
+    }
+
+    /// Every root's shell with its id.
+    pub fn shells(&self) -> impl Iterator<Item = (RootId, &Shell)> {
+        self.ids().zip(self.slots.iter().map(|s| &s.shell))
+    }
+
+    /// The innermost root containing `path`: a root may lie inside another
+    /// (`--root /p --root /p/sub`), and the inner one's files are its own.
+    pub fn of(&self, path: &std::path::Path) -> Option<RootId> {
+        self.cores()
+            .filter(|(_, r)| path.starts_with(&r.root))
+            .max_by_key(|(_, r)| r.root.components().count())
+            .map(|(id, _)| id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(path: &str) -> Root {
+        Root::new(
+            path.into(),
+            crate::state::State::default(),
+            squad_policies::Policy::defaults(),
+            chrono::DateTime::UNIX_EPOCH,
+        )
+    }
+
+    #[test]
+    fn a_path_belongs_to_the_innermost_root() {
+        let mut roots = Roots::default();
+        let outer = roots.add(root("/p"), Shell::default());
+        let inner = roots.add(root("/p/sub"), Shell::default());
+        assert_ne!(outer, inner);
+        assert_eq!(roots.of("/p/sub/x".as_ref()), Some(inner));
+        assert_eq!(roots.of("/p/x".as_ref()), Some(outer));
+        assert_eq!(roots.of("/q".as_ref()), None);
+        assert_eq!(roots.ids().collect::<Vec<_>>(), vec![outer, inner]);
+    }
+}
