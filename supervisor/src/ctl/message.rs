@@ -434,7 +434,9 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
                 Err(e) => return super::fail(e),
             };
             let Some(item) = found else {
-                eprintln!("squadctl: no unread message {message_id} for {agent}");
+                super::eprint_text(&format!(
+                    "squadctl: no unread message {message_id} for {agent}\n"
+                ));
                 return exit::PROBLEMS;
             };
             match inbox::ack(&item) {
@@ -580,11 +582,11 @@ fn next(root: &Path, a: NextArgs) -> u8 {
         }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
-            eprintln!("squadctl: no unread message for {}", a.agent);
+            super::eprint_text(&format!("squadctl: no unread message for {}\n", a.agent));
             return exit::PROBLEMS;
         }
         let Some(waiter) = &waiter else {
-            eprintln!("squadctl: no unread message for {}", a.agent);
+            super::eprint_text(&format!("squadctl: no unread message for {}\n", a.agent));
             return exit::PROBLEMS;
         };
         // A rare look without a change, as a safety net.

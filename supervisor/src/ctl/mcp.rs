@@ -1,0 +1,811 @@
+//! `squadctl mcp`: the agent commands as an MCP server over stdio, for one
+//! agent in one project (docs/mcp.md).
+//!
+//! Every tool runs the `squadctl` command it mirrors through
+//! [`super::run_captured`]: the same parser, the same checks, the same
+//! refusal text. A refusal (non-zero exit) is returned as a tool error
+//! (`isError`) carrying what the command prints on stderr.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::{
+    ErrorData as McpError, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
+};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Serve the agent commands as MCP tools over stdio.
+///
+/// Runs an MCP server (JSON-RPC on stdin/stdout) for one agent in one
+/// project: `next`, `task_show`, `task_list`, `progress`, `report_error`,
+/// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_ack`,
+/// `lock_acquire`, `lock_release`, `lock_list`, `memory_add`,
+/// `memory_query`, and the lead's `task_new`, `session_phase`,
+/// `session_gate`, `session_complete`, `session_fail`. Each tool runs the
+/// squadctl command of the same name, so its rules and refusals are the
+/// command's; a refusal is a tool error with the command's text.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    /// The agent the server acts for.
+    #[arg(long, env = "SQUAD_AGENT", value_name = "A")]
+    pub agent: Option<String>,
+    /// The session (default: the one active session).
+    #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
+    pub session: Option<String>,
+    /// Install into an agent CLI's MCP configuration instead of serving.
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+}
+
+/// `squadctl mcp …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum McpCommand {
+    /// Add the server to an agent CLI's MCP configuration (merging).
+    Install(InstallArgs),
+}
+
+/// Arguments of `mcp install`.
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// Claude Code: `.mcp.json` at the project root (`~/.claude.json` with `--user`).
+    #[arg(long)]
+    pub claude: bool,
+    /// Codex CLI: `[mcp_servers.squad]` in `.codex/config.toml` (`~/.codex/config.toml` with `--user`).
+    #[arg(long)]
+    pub codex: bool,
+    /// GitHub Copilot CLI: `~/.copilot/mcp-config.json` (always per user).
+    #[arg(long)]
+    pub copilot: bool,
+    /// Install for the user instead of the project.
+    #[arg(long)]
+    pub user: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `squadctl mcp`.
+pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
+    if let Some(McpCommand::Install(i)) = args.command {
+        return install(root_arg, i);
+    }
+    let Some(agent) = args.agent else {
+        return super::fail("mcp: name the agent with --agent or SQUAD_AGENT");
+    };
+    if !squad_protocol::IdKind::Agent.matches(&agent) {
+        return super::fail(format!("mcp: `{agent}` is not a valid agent name"));
+    }
+    let root = match crate::root::resolve(root_arg) {
+        Ok(r) => crate::root::fs_path(&r).to_path_buf(),
+        Err(e) => return super::fail(e),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return super::fail(format!("mcp: cannot start the runtime: {e}")),
+    };
+    let server = Squad::new(root, agent, args.session);
+    let result: Result<(), String> = runtime.block_on(async move {
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| e.to_string())?;
+        service.waiting().await.map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => crate::exit::OK,
+        Err(e) => super::fail(format!("mcp: {e}")),
+    }
+}
+
+/// The server: one agent in one project.
+#[derive(Debug, Clone)]
+pub struct Squad {
+    root: PathBuf,
+    agent: String,
+    session: Option<String>,
+}
+
+/// Builds a command line from required and optional parts.
+#[derive(Default)]
+struct Argv(Vec<String>);
+
+impl Argv {
+    fn new(parts: &[&str]) -> Self {
+        Argv(parts.iter().map(|s| s.to_string()).collect())
+    }
+    fn arg(mut self, v: impl Into<String>) -> Self {
+        self.0.push(v.into());
+        self
+    }
+    fn flag(mut self, name: &str, on: Option<bool>) -> Self {
+        if on == Some(true) {
+            self.0.push(name.to_string());
+        }
+        self
+    }
+    fn opt(mut self, name: &str, v: Option<impl ToString>) -> Self {
+        if let Some(v) = v {
+            self.0.push(name.to_string());
+            self.0.push(v.to_string());
+        }
+        self
+    }
+    fn many(mut self, name: &str, vs: Option<Vec<String>>) -> Self {
+        for v in vs.unwrap_or_default() {
+            self.0.push(name.to_string());
+            self.0.push(v);
+        }
+        self
+    }
+}
+
+impl Squad {
+    /// A server for `agent` in the project at `root`.
+    pub fn new(root: PathBuf, agent: String, session: Option<String>) -> Self {
+        Squad {
+            root,
+            agent,
+            session,
+        }
+    }
+
+    /// Runs a squadctl command line for this project on the blocking pool
+    /// (commands do file I/O and may wait on locks) and turns its outcome
+    /// into a tool result.
+    async fn exec(&self, argv: Argv) -> Result<CallToolResult, McpError> {
+        let captured = self.capture(argv).await?;
+        Ok(to_result(captured))
+    }
+
+    async fn capture(&self, argv: Argv) -> Result<super::Captured, McpError> {
+        let mut full = vec!["--root".to_string(), self.root.display().to_string()];
+        full.extend(argv.0);
+        tokio::task::spawn_blocking(move || super::run_captured(&full))
+            .await
+            .map_err(|e| McpError::internal_error(format!("the command did not finish: {e}"), None))
+    }
+
+    fn session_or(&self, s: Option<String>) -> Option<String> {
+        s.or_else(|| self.session.clone())
+    }
+}
+
+/// Exit 0: the command's stdout; otherwise a tool error with its stderr
+/// (and any JSON it printed), the text the CLI shows.
+fn to_result(c: super::Captured) -> CallToolResult {
+    if c.code == crate::exit::OK {
+        let text = if c.stdout.is_empty() {
+            "ok\n".to_string()
+        } else {
+            c.stdout
+        };
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    } else {
+        let mut text = c.stderr;
+        if !c.stdout.is_empty() {
+            text.push_str(&c.stdout);
+        }
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    }
+}
+
+/// Input of tools that only take an optional session.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionOnly {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+}
+
+/// Input of `next` and `inbox_read`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Waiting {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+    /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
+    pub wait: Option<String>,
+}
+
+/// Input of `task_show`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TaskShow {
+    /// The task id (`task_…`).
+    pub task: String,
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+}
+
+/// Input of `task_list`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TaskList {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+    /// Only this assignee's tasks.
+    pub agent: Option<String>,
+    /// Only tasks in these derived states.
+    pub status: Option<Vec<String>>,
+}
+
+/// Input of `progress`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Progress {
+    /// The task.
+    pub task: String,
+    /// The session.
+    pub session: Option<String>,
+    /// pending, in_progress, completed or blocked (default: as before).
+    pub status: Option<String>,
+    /// 0 to 100.
+    pub percent: Option<u8>,
+    /// What you are doing now.
+    pub action: Option<String>,
+    /// Steps done (added).
+    pub done: Option<Vec<String>>,
+    /// Steps left (replace the remaining steps).
+    pub todo: Option<Vec<String>>,
+    /// Files created or changed (added).
+    pub artifact: Option<Vec<String>>,
+    /// What blocks you (with status blocked).
+    pub blocker: Option<String>,
+    /// Who can unblock you.
+    pub needs: Option<String>,
+    /// Decisions, TYPE:TEXT (added).
+    pub decision: Option<Vec<String>>,
+    /// Check results, NAME=passing|failing|not_run.
+    pub check: Option<Vec<String>>,
+}
+
+/// Input of `report_error`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReportError {
+    /// The task that failed.
+    pub task: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+    /// critical, error or warning.
+    pub severity: String,
+    /// Error class (build, test, dependency, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The error.
+    pub message: String,
+    /// Project-relative path where it happened.
+    pub file: Option<String>,
+    /// 1-based line.
+    pub line: Option<u64>,
+    /// 1-based column.
+    pub column: Option<u64>,
+    /// What you tried.
+    pub tried: Option<Vec<String>>,
+    /// Who should step in.
+    pub needs: Option<String>,
+}
+
+/// Input of `send`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SendInput {
+    /// The recipient agent (or `all`, as `squadctl send --to`).
+    pub to: String,
+    /// critical, high, normal or low.
+    pub priority: String,
+    /// The message type (`squadctl send --help` lists them).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The subject line.
+    pub subject: String,
+    /// The body.
+    pub message: String,
+    /// The task it is about.
+    pub task: Option<String>,
+    /// When an answer is needed (RFC 3339 or a duration).
+    pub response_by: Option<String>,
+    /// The message id this answers.
+    pub in_reply_to: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+}
+
+/// Input of `reply`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Reply {
+    /// The id of the message in your inbox you answer.
+    pub message_id: String,
+    /// The body.
+    pub message: String,
+    /// critical, high, normal or low (default normal).
+    pub priority: Option<String>,
+    /// The message type (default `response`).
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+}
+
+/// Input of `inbox_ack`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct InboxAck {
+    /// The message id to acknowledge.
+    pub message_id: String,
+    /// The session.
+    pub session: Option<String>,
+}
+
+/// Input of `lock_acquire`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LockAcquire {
+    /// Project-relative paths or globs.
+    pub targets: Vec<String>,
+    /// The task the lock is for.
+    pub task: String,
+    /// The session.
+    pub session: Option<String>,
+    /// How long (e.g. `30m`; default from the policy).
+    pub ttl: Option<String>,
+    /// A shared (read) lock.
+    pub shared: Option<bool>,
+}
+
+/// Input of `lock_release`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LockRelease {
+    /// The paths or globs to release.
+    pub targets: Option<Vec<String>>,
+    /// Release every lock you hold.
+    pub all: Option<bool>,
+}
+
+/// Input of `memory_add`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct MemoryAdd {
+    /// The entry type (decision, learning, …; `squadctl memory add --help`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// One line.
+    pub summary: String,
+    /// Scope.
+    pub scope: Option<String>,
+    /// Comma-separated tags.
+    pub tags: Option<String>,
+    /// Details.
+    pub details: Option<String>,
+    /// Why.
+    pub rationale: Option<String>,
+    /// The timestamp of the entry this supersedes.
+    pub supersedes: Option<String>,
+    /// Related links.
+    pub related: Option<Vec<String>>,
+    /// When the entry expires.
+    pub expires: Option<String>,
+}
+
+/// Input of `memory_query`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct MemoryQuery {
+    /// Entry type.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Author.
+    pub author: Option<String>,
+    /// Scope.
+    pub scope: Option<String>,
+    /// Tag.
+    pub tag: Option<String>,
+    /// After this time.
+    pub after: Option<String>,
+    /// Before this time.
+    pub before: Option<String>,
+    /// Text to find.
+    pub text: Option<String>,
+    /// Only this agent's history.
+    pub agent: Option<String>,
+}
+
+/// Input of `task_new` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TaskNew {
+    /// The assignee.
+    pub agent: String,
+    /// What to do.
+    pub instruction: String,
+    /// The task id (default: the next free `task_NNN`).
+    pub id: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+    /// Tasks that must complete first.
+    pub requires: Option<Vec<String>>,
+    /// Tasks that wait for this one.
+    pub blocks: Option<Vec<String>>,
+    /// Globs the task may change.
+    pub allow: Option<Vec<String>>,
+    /// Globs the task must not change.
+    pub forbid: Option<Vec<String>>,
+    /// critical, high, medium or low.
+    pub priority: Option<String>,
+    /// Overdue after (e.g. `30m`).
+    pub timeout: Option<String>,
+    /// Success criteria.
+    pub criterion: Option<Vec<String>>,
+}
+
+/// Input of `session_phase` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionPhase {
+    /// The session directory name or id.
+    pub session: String,
+    /// The phase.
+    pub phase: String,
+}
+
+/// Input of `session_gate` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionGate {
+    /// The session directory name or id.
+    pub session: String,
+    /// The gate (a phase name).
+    pub gate: String,
+    /// The gate status.
+    pub status: String,
+}
+
+/// Input of `session_complete` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionComplete {
+    /// The session directory name or id.
+    pub session: String,
+    /// Complete a session that was marked failed.
+    pub force: Option<bool>,
+}
+
+/// Input of `session_fail` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionFail {
+    /// The session directory name or id.
+    pub session: String,
+    /// Why.
+    pub reason: String,
+}
+
+#[tool_router]
+impl Squad {
+    #[tool(description = "Your next ready task (squadctl next).")]
+    async fn next(&self, Parameters(p): Parameters<Waiting>) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["next", "--json", "--agent", &self.agent])
+            .opt("--session", self.session_or(p.session))
+            .opt("--wait", p.wait);
+        self.exec(a).await
+    }
+
+    #[tool(description = "One task: plan, progress, readiness, locks (squadctl task show).")]
+    async fn task_show(
+        &self,
+        Parameters(p): Parameters<TaskShow>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["task", "show", "--json"])
+            .arg(p.task)
+            .opt("--session", self.session_or(p.session));
+        self.exec(a).await
+    }
+
+    #[tool(description = "The tasks of a session with their derived state (squadctl task list).")]
+    async fn task_list(
+        &self,
+        Parameters(p): Parameters<TaskList>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["task", "list", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .opt("--agent", p.agent)
+            .many("--status", p.status);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Report progress on your task (squadctl progress); status completed finishes it."
+    )]
+    async fn progress(
+        &self,
+        Parameters(p): Parameters<Progress>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["progress", "--json", "--agent", &self.agent, "--task"])
+            .arg(p.task)
+            .opt("--session", self.session_or(p.session))
+            .opt("--status", p.status)
+            .opt("--percent", p.percent)
+            .opt("--action", p.action)
+            .many("--done", p.done)
+            .many("--todo", p.todo)
+            .many("--artifact", p.artifact)
+            .opt("--blocker", p.blocker)
+            .opt("--needs", p.needs)
+            .many("--decision", p.decision)
+            .many("--check", p.check);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Report an error you hit (squadctl report-error).")]
+    async fn report_error(
+        &self,
+        Parameters(p): Parameters<ReportError>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["report-error", "--json", "--agent", &self.agent])
+            .opt("--task", p.task)
+            .opt("--session", self.session_or(p.session))
+            .opt("--severity", Some(p.severity))
+            .opt("--type", Some(p.kind))
+            .opt("--message", Some(p.message))
+            .opt("--file", p.file)
+            .opt("--line", p.line)
+            .opt("--column", p.column)
+            .many("--tried", p.tried)
+            .opt("--needs", p.needs);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Send a message to another agent (squadctl send).")]
+    async fn send(&self, Parameters(p): Parameters<SendInput>) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["send", "--json", "--from", &self.agent])
+            .opt("--to", Some(p.to))
+            .opt("--priority", Some(p.priority))
+            .opt("--type", Some(p.kind))
+            .opt("--subject", Some(p.subject))
+            .opt("--message", Some(p.message))
+            .opt("--task", p.task)
+            .opt("--response-by", p.response_by)
+            .opt("--in-reply-to", p.in_reply_to)
+            .opt("--session", self.session_or(p.session));
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Answer a message in your inbox: a send to its sender about its task, with in_reply_to set."
+    )]
+    async fn reply(&self, Parameters(p): Parameters<Reply>) -> Result<CallToolResult, McpError> {
+        let session = self.session_or(p.session);
+        let list = self
+            .capture(
+                Argv::new(&["inbox", "list", "--json", &self.agent])
+                    .opt("--session", session.clone()),
+            )
+            .await?;
+        if list.code != crate::exit::OK {
+            return Ok(to_result(list));
+        }
+        let Some(original) = find_message(&list.stdout, &p.message_id) else {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "squadctl: error: no message {} in {}'s inbox\n",
+                p.message_id, self.agent
+            ))]));
+        };
+        let field = |k: &str| original.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let subject = field("subject").unwrap_or_default();
+        let subject = if subject.starts_with("Re: ") {
+            subject
+        } else {
+            format!("Re: {subject}")
+        };
+        let a = Argv::new(&["send", "--json", "--from", &self.agent])
+            .opt("--to", field("from"))
+            .opt(
+                "--priority",
+                Some(p.priority.unwrap_or_else(|| "normal".into())),
+            )
+            .opt("--type", Some(p.kind.unwrap_or_else(|| "response".into())))
+            .opt("--subject", Some(subject))
+            .opt("--message", Some(p.message))
+            .opt("--task", field("task"))
+            .opt("--in-reply-to", Some(p.message_id))
+            .opt("--session", session);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Your delivered messages, unread and read (squadctl inbox list).")]
+    async fn inbox_list(
+        &self,
+        Parameters(p): Parameters<SessionOnly>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "list", "--json", &self.agent])
+            .opt("--session", self.session_or(p.session));
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Read and acknowledge your oldest unread message (squadctl inbox next), optionally waiting for one."
+    )]
+    async fn inbox_read(
+        &self,
+        Parameters(p): Parameters<Waiting>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "next", "--json", &self.agent])
+            .opt("--session", self.session_or(p.session))
+            .opt("--wait", p.wait);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Acknowledge (mark read) a message in your inbox (squadctl inbox ack).")]
+    async fn inbox_ack(
+        &self,
+        Parameters(p): Parameters<InboxAck>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "ack", "--json", &self.agent])
+            .arg(p.message_id)
+            .opt("--session", self.session_or(p.session));
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Take advisory locks on paths or globs for a task (squadctl lock acquire); refused on conflict."
+    )]
+    async fn lock_acquire(
+        &self,
+        Parameters(p): Parameters<LockAcquire>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut a = Argv::new(&[
+            "lock",
+            "acquire",
+            "--json",
+            "--agent",
+            &self.agent,
+            "--task",
+        ])
+        .arg(p.task)
+        .opt("--session", self.session_or(p.session))
+        .opt("--ttl", p.ttl)
+        .flag("--shared", p.shared)
+        .arg("--");
+        a.0.extend(p.targets);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Release your locks (squadctl lock release).")]
+    async fn lock_release(
+        &self,
+        Parameters(p): Parameters<LockRelease>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut a = Argv::new(&["lock", "release", "--json", "--agent", &self.agent])
+            .flag("--all", p.all)
+            .arg("--");
+        a.0.extend(p.targets.unwrap_or_default());
+        self.exec(a).await
+    }
+
+    #[tool(description = "The live locks of the project (squadctl lock list).")]
+    async fn lock_list(&self) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&["lock", "list", "--json"])).await
+    }
+
+    #[tool(description = "Add a team-memory entry (squadctl memory add).")]
+    async fn memory_add(
+        &self,
+        Parameters(p): Parameters<MemoryAdd>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["memory", "add", "--author", &self.agent])
+            .opt("--type", Some(p.kind))
+            .opt("--summary", Some(p.summary))
+            .opt("--scope", p.scope)
+            .opt("--tags", p.tags)
+            .opt("--details", p.details)
+            .opt("--rationale", p.rationale)
+            .opt("--supersedes", p.supersedes)
+            .many("--related", p.related)
+            .opt("--expires", p.expires);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Query team memory (squadctl memory query).")]
+    async fn memory_query(
+        &self,
+        Parameters(p): Parameters<MemoryQuery>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["memory", "query", "--json"])
+            .opt("--type", p.kind)
+            .opt("--author", p.author)
+            .opt("--scope", p.scope)
+            .opt("--tag", p.tag)
+            .opt("--after", p.after)
+            .opt("--before", p.before)
+            .opt("--text", p.text)
+            .opt("--agent", p.agent);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Lead: assign a task (squadctl task new); refuses duplicate ids, unknown dependencies and cycles."
+    )]
+    async fn task_new(
+        &self,
+        Parameters(p): Parameters<TaskNew>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["task", "new", "--json"])
+            .opt("--agent", Some(p.agent))
+            .opt("--instruction", Some(p.instruction))
+            .opt("--id", p.id)
+            .opt("--session", self.session_or(p.session))
+            .many("--requires", p.requires)
+            .many("--blocks", p.blocks)
+            .many("--allow", p.allow)
+            .many("--forbid", p.forbid)
+            .opt("--priority", p.priority)
+            .opt("--timeout", p.timeout)
+            .many("--criterion", p.criterion);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Lead: set the session's phase (squadctl session phase).")]
+    async fn session_phase(
+        &self,
+        Parameters(p): Parameters<SessionPhase>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&[
+            "session", "phase", "--json", "--", &p.session, &p.phase,
+        ]))
+        .await
+    }
+
+    #[tool(description = "Lead: set one validation gate (squadctl session gate).")]
+    async fn session_gate(
+        &self,
+        Parameters(p): Parameters<SessionGate>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&[
+            "session", "gate", "--json", "--", &p.session, &p.gate, &p.status,
+        ]))
+        .await
+    }
+
+    #[tool(description = "Lead: mark the session completed (squadctl session complete).")]
+    async fn session_complete(
+        &self,
+        Parameters(p): Parameters<SessionComplete>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(
+            Argv::new(&["session", "complete", "--json"])
+                .flag("--force", p.force)
+                .arg("--")
+                .arg(p.session),
+        )
+        .await
+    }
+
+    #[tool(description = "Lead: mark the session failed (squadctl session fail).")]
+    async fn session_fail(
+        &self,
+        Parameters(p): Parameters<SessionFail>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&[
+            "session", "fail", "--json", "--reason", &p.reason, "--", &p.session,
+        ]))
+        .await
+    }
+}
+
+/// The message `id` in an `inbox list --json` output.
+fn find_message(json: &str, id: &str) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let items = v
+        .as_array()
+        .cloned()
+        .or_else(|| v.get("messages")?.as_array().cloned())?;
+    items.into_iter().find(|m| {
+        ["message_id", "id"]
+            .iter()
+            .any(|k| m.get(*k).and_then(|x| x.as_str()) == Some(id))
+    })
+}
+
+#[tool_handler]
+impl ServerHandler for Squad {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(format!(
+            "squad-supervisor tools for agent `{}`: the squadctl agent commands with their rules; a refusal is a tool error with the reason.",
+            self.agent
+        ))
+    }
+}
+
+/// Runs `squadctl mcp install`.
+fn install(_root_arg: Option<&Path>, _args: InstallArgs) -> u8 {
+    super::fail("mcp install: not implemented yet")
+}
