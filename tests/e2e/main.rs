@@ -15,6 +15,7 @@ mod hooks;
 mod hostile;
 pub mod lock;
 mod mailbox;
+mod mcp;
 mod memory;
 mod messages;
 mod notices;

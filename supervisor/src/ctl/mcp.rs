@@ -7,7 +7,13 @@
 //! (`isError`) carrying what the command prints on stderr.
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{
     ErrorData as McpError, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
 };
@@ -290,9 +296,9 @@ pub struct ReportError {
 pub struct SendInput {
     /// The recipient agent (or `all`, as `squadctl send --to`).
     pub to: String,
-    /// critical, high, normal or low.
+    /// critical, high, medium or low.
     pub priority: String,
-    /// The message type (`squadctl send --help` lists them).
+    /// question, request or notification.
     #[serde(rename = "type")]
     pub kind: String,
     /// The subject line.
@@ -316,9 +322,9 @@ pub struct Reply {
     pub message_id: String,
     /// The body.
     pub message: String,
-    /// critical, high, normal or low (default normal).
+    /// critical, high, medium or low (default medium).
     pub priority: Option<String>,
-    /// The message type (default `response`).
+    /// question, request or notification (default notification).
     #[serde(rename = "type")]
     pub kind: Option<String>,
     /// The session.
@@ -560,44 +566,16 @@ impl Squad {
     }
 
     #[tool(
-        description = "Answer a message in your inbox: a send to its sender about its task, with in_reply_to set."
+        description = "Answer a message in your inbox (squadctl reply): a send to its sender about its task, with in_reply_to set."
     )]
     async fn reply(&self, Parameters(p): Parameters<Reply>) -> Result<CallToolResult, McpError> {
-        let session = self.session_or(p.session);
-        let list = self
-            .capture(
-                Argv::new(&["inbox", "list", "--json", &self.agent])
-                    .opt("--session", session.clone()),
-            )
-            .await?;
-        if list.code != crate::exit::OK {
-            return Ok(to_result(list));
-        }
-        let Some(original) = find_message(&list.stdout, &p.message_id) else {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                "squadctl: error: no message {} in {}'s inbox\n",
-                p.message_id, self.agent
-            ))]));
-        };
-        let field = |k: &str| original.get(k).and_then(|v| v.as_str()).map(str::to_string);
-        let subject = field("subject").unwrap_or_default();
-        let subject = if subject.starts_with("Re: ") {
-            subject
-        } else {
-            format!("Re: {subject}")
-        };
-        let a = Argv::new(&["send", "--json", "--from", &self.agent])
-            .opt("--to", field("from"))
-            .opt(
-                "--priority",
-                Some(p.priority.unwrap_or_else(|| "normal".into())),
-            )
-            .opt("--type", Some(p.kind.unwrap_or_else(|| "response".into())))
-            .opt("--subject", Some(subject))
+        let a = Argv::new(&["reply", "--json", "--from", &self.agent])
             .opt("--message", Some(p.message))
-            .opt("--task", field("task"))
-            .opt("--in-reply-to", Some(p.message_id))
-            .opt("--session", session);
+            .opt("--priority", p.priority)
+            .opt("--type", p.kind)
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(p.message_id);
         self.exec(a).await
     }
 
@@ -781,24 +759,194 @@ impl Squad {
     }
 }
 
-/// The message `id` in an `inbox list --json` output.
-fn find_message(json: &str, id: &str) -> Option<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let items = v
-        .as_array()
-        .cloned()
-        .or_else(|| v.get("messages")?.as_array().cloned())?;
-    items.into_iter().find(|m| {
-        ["message_id", "id"]
-            .iter()
-            .any(|k| m.get(*k).and_then(|x| x.as_str()) == Some(id))
-    })
+/// The resources: (URI, name, description).
+const RESOURCES: [(&str, &str, &str); 4] = [
+    (
+        INBOX_URI,
+        "inbox",
+        "Your delivered messages, unread and read (inbox list --json).",
+    ),
+    (
+        TASKS_URI,
+        "tasks",
+        "Your task assignments with their derived state (task list --agent --json).",
+    ),
+    (
+        "squad://agent/skills",
+        "skills",
+        "Your skills' <available_skills> prompt (skills prompt --agent).",
+    ),
+    (
+        "squad://sessions",
+        "sessions",
+        "The sessions: status, phase, done/total tasks (session list --json).",
+    ),
+];
+const INBOX_URI: &str = "squad://agent/inbox";
+const TASKS_URI: &str = "squad://agent/tasks";
+
+impl Squad {
+    /// The command line that renders a resource.
+    fn resource_argv(&self, uri: &str) -> Option<Argv> {
+        let session = self.session.clone();
+        Some(match uri {
+            INBOX_URI => {
+                Argv::new(&["inbox", "list", "--json", &self.agent]).opt("--session", session)
+            }
+            TASKS_URI => Argv::new(&["task", "list", "--json", "--agent", &self.agent])
+                .opt("--session", session),
+            "squad://agent/skills" => Argv::new(&["skills", "prompt", "--agent", &self.agent]),
+            "squad://sessions" => Argv::new(&["session", "list", "--json"]),
+            _ => return None,
+        })
+    }
+
+    /// What the notification thread compares between wake-ups: the unread
+    /// message ids and the ready task ids of this agent.
+    fn watch_state(&self) -> (Vec<String>, Vec<String>) {
+        let run = |argv: Argv| {
+            let mut full = vec!["--root".to_string(), self.root.display().to_string()];
+            full.extend(argv.0);
+            super::run_captured(&full)
+        };
+        let ids = |c: super::Captured, list: &str, id: &str, keep: &str| -> Vec<String> {
+            let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap_or_default();
+            let items = v
+                .get(list)
+                .and_then(|l| l.as_array())
+                .cloned()
+                .or_else(|| v.as_array().cloned());
+            let mut out: Vec<String> = items
+                .unwrap_or_default()
+                .iter()
+                .filter(|i| i.get(keep).and_then(|k| k.as_bool()) == Some(true))
+                .filter_map(|i| i.get(id).and_then(|x| x.as_str()).map(str::to_string))
+                .collect();
+            out.sort();
+            out
+        };
+        let unread = ids(
+            run(Argv::new(&["inbox", "list", "--json", &self.agent])
+                .opt("--session", self.session.clone())),
+            "messages",
+            "message_id",
+            "unread",
+        );
+        let ready = ids(
+            run(Argv::new(&["next", "--json", "--agent", &self.agent])
+                .opt("--session", self.session.clone())),
+            "tasks",
+            "task_id",
+            "ready",
+        );
+        (unread, ready)
+    }
+
+    /// Watches the agent's inbox and sessions (inotify through
+    /// [`super::wait::Waiter`], as `inbox next --wait` does) and tells the
+    /// client when a message arrives or a task becomes ready, until the
+    /// client goes away.
+    fn watch(self, peer: rmcp::Peer<RoleServer>, runtime: tokio::runtime::Handle) {
+        let mut waiter = super::wait::Waiter::new(Vec::new());
+        waiter.add(super::message::inbox_watch_dirs(&self.root, &self.agent));
+        let (mut unread, mut ready) = self.watch_state();
+        while !peer.is_transport_closed() {
+            // A rare look without a change, as a safety net (and to notice
+            // the client leaving).
+            waiter.wait(std::time::Duration::from_secs(30));
+            waiter.add(super::message::inbox_watch_dirs(&self.root, &self.agent));
+            let (now_unread, now_ready) = self.watch_state();
+            let new_messages = now_unread.iter().any(|m| !unread.contains(m));
+            let new_ready = now_ready.iter().any(|t| !ready.contains(t));
+            for (changed, uri) in [(new_messages, INBOX_URI), (new_ready, TASKS_URI)] {
+                if changed {
+                    let sent = runtime.block_on(
+                        peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)),
+                    );
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            }
+            (unread, ready) = (now_unread, now_ready);
+        }
+    }
 }
 
 #[tool_handler]
 impl ServerHandler for Squad {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(
+            RESOURCES
+                .iter()
+                .map(|(uri, name, description)| {
+                    Resource::new(*uri, *name)
+                        .with_description(*description)
+                        .with_mime_type(if *uri == "squad://agent/skills" {
+                            "text/plain"
+                        } else {
+                            "application/json"
+                        })
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let Some(argv) = self.resource_argv(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ));
+        };
+        let c = self.capture(argv).await?;
+        if c.code != crate::exit::OK {
+            return Err(McpError::internal_error(c.stderr, None));
+        }
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![ResourceContents::text(c.stdout, request.uri)],
+        )))
+    }
+
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Updates of the inbox and tasks are sent whether or not subscribed.
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let me = self.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let spawned = std::thread::Builder::new()
+            .name("mcp-watch".into())
+            .spawn(move || me.watch(context.peer, runtime));
+        if let Err(e) = spawned {
+            super::warn(format!(
+                "mcp: no notifications: cannot start the watcher: {e}"
+            ));
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(format!(
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_instructions(format!(
             "squad-supervisor tools for agent `{}`: the squadctl agent commands with their rules; a refusal is a tool error with the reason.",
             self.agent
         ))

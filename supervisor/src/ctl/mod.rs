@@ -75,6 +75,8 @@ pub enum Command {
     Gc(gc::Args),
     #[allow(missing_docs)]
     Send(message::SendArgs),
+    #[allow(missing_docs)]
+    Reply(message::ReplyArgs),
     /// An agent's delivered messages (list, next, ack).
     #[command(subcommand)]
     Inbox(message::InboxCommand),
@@ -176,6 +178,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Gc(args) => gc::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
         Command::Send(args) => message::send(cli.root.as_deref(), args),
+        Command::Reply(args) => message::reply(cli.root.as_deref(), args),
         Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
         Command::Guard(args) => guard::run(cli.root.as_deref(), args),
