@@ -201,3 +201,87 @@ fn mcp_refused_writes_are_tool_errors_and_change_nothing() {
         .collect();
     assert!(changed.is_empty(), "refused tool calls changed {changed:?}");
 }
+
+#[test]
+fn mcp_install_merges_into_each_cli_config_and_never_clobbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    ctl_ok(&root, &["init"]);
+    let install = |args: &[&str]| {
+        run(ctl(&root)
+            .env("HOME", &home)
+            .env_remove("CODEX_HOME")
+            .args(["mcp", "install", "--json"])
+            .args(args))
+    };
+    // Someone else's servers and settings are kept.
+    write(
+        &root,
+        ".mcp.json",
+        r#"{"mcpServers":{"docs":{"command":"docs-mcp"}}}"#,
+    );
+    write(
+        &root,
+        ".codex/config.toml",
+        "model = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs\"\n",
+    );
+    let out = install(&["--claude", "--codex"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let claude: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(claude["mcpServers"]["docs"]["command"], "docs-mcp");
+    assert_eq!(
+        claude["mcpServers"]["squad"]["args"],
+        serde_json::json!(["mcp"])
+    );
+    let squadctl = claude["mcpServers"]["squad"]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(Path::new(&squadctl).is_absolute(), "{squadctl}");
+    let codex = std::fs::read_to_string(root.join(".codex/config.toml")).unwrap();
+    assert!(
+        codex.starts_with("model = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs\"\n"),
+        "{codex}"
+    );
+    assert!(codex.contains("[mcp_servers.squad]\ncommand = "), "{codex}");
+    // Again: nothing changes.
+    let before = snapshot(&root);
+    let again: Value = serde_json::from_str(&stdout(&install(&["--claude", "--codex"]))).unwrap();
+    assert!(
+        again
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["changed"] == false),
+        "{again}"
+    );
+    assert_eq!(snapshot(&root), before);
+    // Copilot: per user only.
+    let out = install(&["--copilot"]);
+    assert_ne!(code(&out), 0);
+    assert!(stderr(&out).contains("--user"), "{}", stderr(&out));
+    let out = install(&["--copilot", "--user"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let copilot: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".copilot/mcp-config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(copilot["mcpServers"]["squad"]["type"], "local");
+    // A broken file is refused with its position and left as it was.
+    std::fs::write(home.join(".claude.json"), "{\n  \"projects\": ,\n}\n").unwrap();
+    let out = install(&["--claude", "--user"]);
+    assert_ne!(code(&out), 0);
+    assert!(
+        stderr(&out).contains(".claude.json: 2:"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude.json")).unwrap(),
+        "{\n  \"projects\": ,\n}\n"
+    );
+}

@@ -55,12 +55,18 @@ pub enum McpCommand {
 #[derive(Debug, clap::Args)]
 pub struct InstallArgs {
     /// Claude Code: `.mcp.json` at the project root (`~/.claude.json` with `--user`).
+    ///
+    /// The entry runs this squadctl (absolute path) with `mcp`, plus
+    /// `--agent A` when `squadctl mcp --agent A install` names one;
+    /// otherwise the agent comes from `SQUAD_AGENT`, which runners set.
     #[arg(long)]
     pub claude: bool,
-    /// Codex CLI: `[mcp_servers.squad]` in `.codex/config.toml` (`~/.codex/config.toml` with `--user`).
+    /// Codex CLI: `[mcp_servers.squad]` in `.codex/config.toml` (a trusted
+    /// project's), or `$CODEX_HOME/config.toml` (`~/.codex`) with `--user`.
     #[arg(long)]
     pub codex: bool,
-    /// GitHub Copilot CLI: `~/.copilot/mcp-config.json` (always per user).
+    /// GitHub Copilot CLI: `~/.copilot/mcp-config.json` (per user only:
+    /// needs `--user`).
     #[arg(long)]
     pub copilot: bool,
     /// Install for the user instead of the project.
@@ -74,7 +80,7 @@ pub struct InstallArgs {
 /// Runs `squadctl mcp`.
 pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     if let Some(McpCommand::Install(i)) = args.command {
-        return install(root_arg, i);
+        return install(root_arg, args.agent, i);
     }
     let Some(agent) = args.agent else {
         return super::fail("mcp: name the agent with --agent or SQUAD_AGENT");
@@ -953,7 +959,336 @@ impl ServerHandler for Squad {
     }
 }
 
+// ---------------------------------------------------------------------------
+// `squadctl mcp install`
+// ---------------------------------------------------------------------------
+
+/// The agent CLI whose configuration `mcp install` edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    Claude,
+    Codex,
+    Copilot,
+}
+
+impl Host {
+    fn name(self) -> &'static str {
+        match self {
+            Host::Claude => "claude",
+            Host::Codex => "codex",
+            Host::Copilot => "copilot",
+        }
+    }
+}
+
+/// The configuration file `install` edits for `host`.
+fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBuf, String> {
+    let home = || {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| "HOME is not set; cannot find the user's configuration".to_string())
+    };
+    let project = || -> Result<PathBuf, String> {
+        crate::root::resolve(root_arg)
+            .map(|r| crate::root::fs_path(&r).to_path_buf())
+            .map_err(|e| e.to_string())
+    };
+    Ok(match (host, user) {
+        (Host::Claude, false) => project()?.join(".mcp.json"),
+        (Host::Claude, true) => home()?.join(".claude.json"),
+        (Host::Codex, false) => project()?.join(".codex/config.toml"),
+        (Host::Codex, true) => std::env::var_os("CODEX_HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .map_or_else(|| home().map(|h| h.join(".codex")), Ok)?
+            .join("config.toml"),
+        (Host::Copilot, true) => home()?.join(".copilot/mcp-config.json"),
+        (Host::Copilot, false) => {
+            return Err(
+                "Copilot CLI reads MCP servers from ~/.copilot/mcp-config.json only; add --user"
+                    .into(),
+            );
+        }
+    })
+}
+
+/// Our server entry in a JSON configuration (`mcpServers.squad`).
+fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
+    let mut entry = serde_json::json!({"command": program, "args": args});
+    if host == Host::Copilot {
+        // Copilot CLI's local servers name their type and the tools allowed.
+        entry["type"] = serde_json::json!("local");
+        entry["tools"] = serde_json::json!(["*"]);
+    } else {
+        entry["type"] = serde_json::json!("stdio");
+    }
+    entry
+}
+
+/// The JSON configuration with `mcpServers.squad` set to `entry`, everything
+/// else kept; `Ok(None)` when it is already so.
+fn merge_json(existing: Option<&str>, entry: serde_json::Value) -> Result<Option<String>, String> {
+    use serde_json::Value;
+    let mut doc: Value = match existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{}:{}: not valid JSON: {e}; fix it first (nothing was changed)",
+                e.line(),
+                e.column()
+            )
+        })?,
+        _ => serde_json::json!({}),
+    };
+    let Value::Object(top) = &mut doc else {
+        return Err("not a JSON object; fix it first (nothing was changed)".into());
+    };
+    let servers = top
+        .entry("mcpServers")
+        .or_insert_with(|| serde_json::json!({}));
+    let Value::Object(servers) = servers else {
+        return Err("`mcpServers` is not a JSON object; fix it first (nothing was changed)".into());
+    };
+    if servers.get("squad") == Some(&entry) {
+        return Ok(None);
+    }
+    servers.insert("squad".into(), entry);
+    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    text.push('\n');
+    Ok(Some(text))
+}
+
+/// The TOML configuration with the `[mcp_servers.squad]` table replaced by
+/// (or appended as) ours, every other line kept as it was; `Ok(None)` when
+/// it is already so. Line-based (no TOML dependency): our table is the
+/// header line and the lines up to the next header; a `squad` server
+/// defined any other way (dotted keys, an inline table) is refused rather
+/// than guessed at.
+fn merge_toml(
+    existing: Option<&str>,
+    program: &str,
+    args: &[String],
+) -> Result<Option<String>, String> {
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let ours = format!(
+        "[mcp_servers.squad]\ncommand = {}\nargs = [{}]\n",
+        quote(program),
+        args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", ")
+    );
+    let text = existing.unwrap_or("");
+    let header = |line: &str| -> Option<String> {
+        let t = line.trim();
+        let t = t.strip_prefix("[[").or_else(|| t.strip_prefix('['))?;
+        let end = t.find(']')?;
+        Some(
+            t[..end]
+                .split('.')
+                .map(|p| p.trim().trim_matches('"'))
+                .collect::<Vec<_>>()
+                .join("."),
+        )
+    };
+    let mut kept = Vec::new();
+    let mut table = String::new();
+    let mut skipping = false;
+    let mut found = None;
+    for (i, line) in text.lines().enumerate() {
+        if let Some(h) = header(line) {
+            table = h.clone();
+            skipping = h == "mcp_servers.squad" || h.starts_with("mcp_servers.squad.");
+            if h == "mcp_servers.squad" && found.is_none() {
+                found = Some(kept.len());
+            }
+            if skipping {
+                continue;
+            }
+        } else if skipping {
+            continue;
+        } else {
+            let key = line.trim_start();
+            let elsewhere = (table.is_empty() && key.starts_with("mcp_servers.squad"))
+                || (table == "mcp_servers"
+                    && (key.starts_with("squad ")
+                        || key.starts_with("squad=")
+                        || key.starts_with("squad.")));
+            if elsewhere {
+                return Err(format!(
+                    "{}:1: the `squad` MCP server is defined outside a [mcp_servers.squad] table; remove that definition or edit it by hand (nothing was changed)",
+                    i + 1
+                ));
+            }
+        }
+        kept.push(line.to_string());
+    }
+    let mut out = match found {
+        Some(at) => {
+            let mut lines = kept[..at].join("\n");
+            if !lines.is_empty() {
+                lines.push('\n');
+            }
+            lines.push_str(&ours);
+            let rest = kept[at..].join("\n");
+            if !rest.is_empty() {
+                lines.push('\n');
+                lines.push_str(&rest);
+                lines.push('\n');
+            }
+            lines
+        }
+        None => {
+            let mut lines = kept.join("\n");
+            if !lines.is_empty() {
+                lines.push_str("\n\n");
+            }
+            lines.push_str(&ours);
+            lines
+        }
+    };
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok((out != text).then_some(out))
+}
+
 /// Runs `squadctl mcp install`.
-fn install(_root_arg: Option<&Path>, _args: InstallArgs) -> u8 {
-    super::fail("mcp install: not implemented yet")
+fn install(root_arg: Option<&Path>, agent: Option<String>, args: InstallArgs) -> u8 {
+    let hosts: Vec<Host> = [
+        (args.claude, Host::Claude),
+        (args.codex, Host::Codex),
+        (args.copilot, Host::Copilot),
+    ]
+    .into_iter()
+    .filter_map(|(on, h)| on.then_some(h))
+    .collect();
+    if hosts.is_empty() {
+        return super::fail("mcp install: name the agent CLI: --claude, --codex or --copilot");
+    }
+    if let Some(a) = &agent
+        && !squad_protocol::IdKind::Agent.matches(a)
+    {
+        return super::fail(format!("mcp install: `{a}` is not a valid agent name"));
+    }
+    // The absolute path of this squadctl: agent CLIs start servers without
+    // the user's shell PATH set up.
+    let program = match std::env::current_exe() {
+        Ok(p) => p.display().to_string(),
+        Err(e) => return super::fail(format!("mcp install: cannot tell where squadctl is: {e}")),
+    };
+    let mut server_args = vec!["mcp".to_string()];
+    if let Some(a) = agent {
+        server_args.extend(["--agent".to_string(), a]);
+    }
+    let mut report = Vec::new();
+    for host in hosts {
+        let path = match config_path(root_arg, host, args.user) {
+            Ok(p) => p,
+            Err(e) => return super::fail(format!("mcp install --{}: {e}", host.name())),
+        };
+        let existing = match squad_protocol::fsx::read_regular_to_string(&path, 16 * 1024 * 1024) {
+            Ok(text) => Some(text),
+            Err(squad_protocol::fsx::ReadError::NotFound) => None,
+            Err(e) => return super::fail(format!("{}: {e}", path.display())),
+        };
+        let merged = match host {
+            Host::Codex => merge_toml(existing.as_deref(), &program, &server_args),
+            _ => merge_json(
+                existing.as_deref(),
+                json_entry(host, &program, &server_args),
+            ),
+        };
+        let changed = match merged {
+            Ok(Some(text)) => {
+                if let Err(e) =
+                    crate::safefs::write_project_file(&path, text.as_bytes(), Some(0o777))
+                {
+                    return super::fail(format!("{}: {e}", path.display()));
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => return super::fail(format!("{}: {e}", path.display())),
+        };
+        report.push(serde_json::json!({
+            "cli": host.name(),
+            "path": path.display().to_string(),
+            "changed": changed,
+        }));
+    }
+    if args.json {
+        return super::print(&format!("{:#}\n", serde_json::json!(report)));
+    }
+    let mut text = String::new();
+    for r in &report {
+        let state = if r["changed"] == true {
+            "installed in"
+        } else {
+            "already installed in"
+        };
+        text.push_str(&format!(
+            "squad MCP server ({}) {state} {}\n",
+            r["cli"].as_str().unwrap_or_default(),
+            r["path"].as_str().unwrap_or_default()
+        ));
+    }
+    super::print_human(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_merge_keeps_other_servers_and_is_idempotent() {
+        let existing =
+            r#"{"model":"x","mcpServers":{"other":{"command":"o"},"squad":{"command":"old"}}}"#;
+        let entry = json_entry(Host::Claude, "/bin/squadctl", &["mcp".into()]);
+        let merged = merge_json(Some(existing), entry.clone()).unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&merged).unwrap();
+        assert_eq!(v["model"], "x");
+        assert_eq!(v["mcpServers"]["other"]["command"], "o");
+        assert_eq!(v["mcpServers"]["squad"], entry);
+        assert_eq!(merge_json(Some(&merged), entry.clone()).unwrap(), None);
+        let err = merge_json(Some("{\n  \"a\": ,\n}"), entry.clone()).unwrap_err();
+        assert!(err.starts_with("2:"), "{err}");
+        assert!(merge_json(Some(r#"{"mcpServers": []}"#), entry).is_err());
+    }
+
+    #[test]
+    fn toml_merge_replaces_only_our_table() {
+        let existing = "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"old\"\n\n[mcp_servers.squad.env]\nX = \"1\"\n\n[mcp_servers.docs]\ncommand = \"docs\"\n";
+        let merged = merge_toml(Some(existing), "/bin/squadctl", &["mcp".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            merged,
+            "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"/bin/squadctl\"\nargs = [\"mcp\"]\n\n[mcp_servers.docs]\ncommand = \"docs\"\n"
+        );
+        assert_eq!(
+            merge_toml(Some(&merged), "/bin/squadctl", &["mcp".into()]).unwrap(),
+            None
+        );
+        let fresh = merge_toml(None, "/a \"b\"", &["mcp".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            fresh,
+            "[mcp_servers.squad]\ncommand = \"/a \\\"b\\\"\"\nargs = [\"mcp\"]\n"
+        );
+        let appended = merge_toml(Some("model = \"o3\""), "/s", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            appended,
+            "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"/s\"\nargs = []\n"
+        );
+        for other_form in [
+            "[mcp_servers]\nsquad = { command = \"x\" }\n",
+            "mcp_servers.squad.command = \"x\"\n",
+        ] {
+            assert!(
+                merge_toml(Some(other_form), "/s", &[]).is_err(),
+                "{other_form}"
+            );
+        }
+    }
 }
