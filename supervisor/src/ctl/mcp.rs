@@ -497,8 +497,9 @@ impl Squad {
         Parameters(p): Parameters<TaskShow>,
     ) -> Result<CallToolResult, McpError> {
         let a = Argv::new(&["task", "show", "--json"])
-            .arg(p.task)
-            .opt("--session", self.session_or(p.session));
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(p.task);
         self.exec(a).await
     }
 
@@ -613,9 +614,11 @@ impl Squad {
         &self,
         Parameters(p): Parameters<InboxAck>,
     ) -> Result<CallToolResult, McpError> {
-        let a = Argv::new(&["inbox", "ack", "--json", &self.agent])
-            .arg(p.message_id)
-            .opt("--session", self.session_or(p.session));
+        let a = Argv::new(&["inbox", "ack", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(&self.agent)
+            .arg(p.message_id);
         self.exec(a).await
     }
 
