@@ -51,7 +51,8 @@ fn client(python: &Path, root: &Path, session: &str, scenario: &str) -> Value {
 }
 
 /// A project with one session in which alice has `task_001` (src/**) and
-/// bob `task_002`; no supervisor notices, so inboxes hold only messages.
+/// bob `task_002`, which requires it; no supervisor notices, so inboxes hold
+/// only messages.
 fn project() -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
@@ -63,7 +64,7 @@ fn project() -> (tempfile::TempDir, String) {
     ));
     ok(task_new(
         root,
-        &words("--agent bob --instruction 'use the API' --allow src/**"),
+        &words("--agent bob --instruction 'use the API' --allow src/** --requires task_001"),
     ));
     let name = session.file_name().unwrap().to_string_lossy().into_owned();
     (tmp, name)
@@ -148,6 +149,12 @@ fn mcp_client_runs_a_whole_task_against_squadd() {
     let updates = report["updates"]["alice"].as_array().unwrap();
     assert!(
         updates.iter().any(|u| u == "squad://agent/inbox"),
+        "{updates:?}"
+    );
+    // bob's, that his task became ready when alice completed hers.
+    let updates = report["updates"]["bob"].as_array().unwrap();
+    assert!(
+        updates.iter().any(|u| u == "squad://agent/tasks"),
         "{updates:?}"
     );
 

@@ -19,6 +19,7 @@ SQUADCTL, ROOT, SESSION, SCENARIO = sys.argv[1:5]
 steps = []
 updates = {}
 inbox_updated = {}
+tasks_updated = {}
 
 
 async def open_server(stack, agent):
@@ -28,6 +29,7 @@ async def open_server(stack, agent):
     read, write = await stack.enter_async_context(stdio_client(params))
     updates[agent] = []
     inbox_updated[agent] = anyio.Event()
+    tasks_updated[agent] = anyio.Event()
 
     async def on_message(message):
         # Server notifications arrive here; resource updates carry the URI.
@@ -37,6 +39,8 @@ async def open_server(stack, agent):
             updates[agent].append(str(uri))
             if str(uri) == "squad://agent/inbox":
                 inbox_updated[agent].set()
+            if str(uri) == "squad://agent/tasks":
+                tasks_updated[agent].set()
 
     session = await stack.enter_async_context(
         ClientSession(read, write, message_handler=on_message)
@@ -79,6 +83,9 @@ async def task(stack):
         await inbox_updated["alice"].wait()
     _, text = await call(alice, "alice", "inbox_read", {"wait": "60s"})
     await call(alice, "alice", "progress", {"task": task_id, "status": "completed", "artifact": ["src/api.rs"]})
+    # bob's task required alice's: his server says it is ready now.
+    with anyio.move_on_after(60):
+        await tasks_updated["bob"].wait()
     await call(alice, "alice", "lock_release", {"all": True})
     contents = await alice.read_resource("squad://agent/tasks")
     out["tasks_resource"] = contents.contents[0].text
@@ -90,6 +97,9 @@ async def refuse(stack):
     alice = await open_server(stack, "alice")
     await call(alice, "alice", "progress", {"task": "task_nope", "status": "in_progress"})
     await call(alice, "alice", "progress", {"task": "task_001", "status": "finished"})
+    # The agent is the server's: an `agent` argument is not in the schema and
+    # does not make alice report on bob's task.
+    await call(alice, "alice", "progress", {"task": "task_002", "status": "in_progress", "agent": "bob"})
     await call(alice, "alice", "task_new", {"agent": "bob", "instruction": "x", "requires": ["task_nope"]})
     await call(alice, "alice", "send", {
         "to": "Not An Agent", "priority": "high", "type": "question", "subject": "s", "message": "m",
