@@ -30,8 +30,10 @@ use std::path::{Path, PathBuf};
 /// `session_gate`, `session_complete`, `session_fail`. Each tool runs the
 /// squadctl command of the same name, so its rules and refusals are the
 /// command's; a refusal is a tool error with the command's text.
+///
+/// `squadctl mcp --agent A install --claude` pins the agent in the installed
+/// entry; docs/mcp.md has the tools, resources and notifications.
 #[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct McpArgs {
     /// The agent the server acts for.
     #[arg(long, env = "SQUAD_AGENT", value_name = "A")]

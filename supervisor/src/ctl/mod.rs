@@ -134,7 +134,7 @@ pub enum Command {
     Export(team::ExportArgs),
     #[allow(missing_docs)]
     Import(team::ImportArgs),
-    /// The agent commands as an MCP server (stdio), and its install.
+    #[allow(missing_docs)]
     Mcp(mcp::McpArgs),
 }
 
