@@ -21,6 +21,7 @@ mod hostile;
 mod interop;
 pub mod lock;
 mod mailbox;
+mod mcp;
 mod memory;
 mod messages;
 mod notices;

@@ -479,7 +479,7 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
             if json {
                 super::print(&format!("{:#}\n", json!({ "refused": why })));
             }
-            eprintln!("squadctl: {why}");
+            super::eprint_text(&format!("squadctl: {why}\n"));
             exit::PROBLEMS
         }
         Err(EditError::Failed(why)) => super::fail(why),

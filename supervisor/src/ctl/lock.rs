@@ -246,10 +246,10 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 json!({"taken": false, "error": message})
             ));
         }
-        eprintln!(
-            "squadctl: lock refused: {}",
+        super::eprint_text(&format!(
+            "squadctl: lock refused: {}\n",
             crate::text::escape_lines(&message)
-        );
+        ));
         exit::PROBLEMS
     };
     if !IdKind::Agent.matches(&args.agent) {
@@ -554,15 +554,15 @@ fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u
             // an agent finishing as the skill shows never fails here.
             if (released.is_empty() && !args.all) || !missing.is_empty() {
                 if !args.json && !missing.is_empty() && !released.is_empty() {
-                    eprintln!(
-                        "squadctl: not held by {}: {}",
+                    super::eprint_text(&format!(
+                        "squadctl: not held by {}: {}\n",
                         args.agent,
                         missing
                             .iter()
                             .map(|s| s.as_str())
                             .collect::<Vec<_>>()
                             .join(", ")
-                    );
+                    ));
                 }
                 exit::PROBLEMS
             } else {
@@ -603,11 +603,11 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
     match result {
         Err(e) => super::fail(e),
         Ok(renewed) if renewed.is_empty() => {
-            eprintln!(
-                "squadctl: {} holds no live lock on {}",
+            super::eprint_text(&format!(
+                "squadctl: {} holds no live lock on {}\n",
                 args.agent,
                 wanted.join(", ")
-            );
+            ));
             if args.json {
                 super::print(&format!("{:#}\n", json!({"renewed": []})));
             }

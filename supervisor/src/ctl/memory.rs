@@ -9,12 +9,11 @@ use squad_protocol::memory::{self, Entry, Known, Outcome};
 use squad_protocol::report;
 use std::path::{Path, PathBuf};
 
-/// A line to stdout; a closed pipe (`| head`) ends output quietly instead of
-/// panicking like `println!`.
+/// A line to stdout (or to the MCP capture); a closed pipe (`| head`) ends
+/// output quietly instead of panicking like `println!`.
 macro_rules! say {
     ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+        let _ = super::print(&format!("{}\n", format_args!($($t)*)));
     }};
 }
 
@@ -310,7 +309,7 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         let src = match mem::read(&f.path) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("squadctl: warning: {}", crate::text::escape(&e));
+                super::eprint_text(&format!("squadctl: warning: {}\n", crate::text::escape(&e)));
                 continue;
             }
         };

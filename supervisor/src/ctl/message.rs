@@ -171,6 +171,96 @@ pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
     }
 }
 
+/// Answer a message in your inbox.
+///
+/// Sends to the original's sender, about the original's task, in its
+/// session, with `in_reply_to` set and the subject `Re: <subject>`; the
+/// rules and refusals are `send`'s.
+#[derive(Debug, clap::Args)]
+pub struct ReplyArgs {
+    /// The id of the message answered (in your inbox).
+    #[arg(value_name = "MESSAGE_ID")]
+    pub message_id: String,
+    /// You, the original's recipient.
+    #[arg(long, env = "SQUAD_AGENT")]
+    pub from: String,
+    /// The body.
+    #[arg(long)]
+    pub message: String,
+    /// Delivery priority.
+    #[arg(long, value_enum, default_value = "medium")]
+    pub priority: PriorityArg,
+    /// Message type.
+    #[arg(long = "type", value_enum, default_value = "notification")]
+    pub kind: TypeArg,
+    /// The session to look in (default: every session).
+    #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `squadctl reply`: finds the original in the agent's inbox and sends
+/// the answer through [`send`].
+pub fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
+    let root = match root::resolve(root_arg) {
+        Ok(r) => root::fs_path(&r).to_path_buf(),
+        Err(e) => return super::fail(e),
+    };
+    let list = match items(&root, &args.from, args.session.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return super::fail(e),
+    };
+    let Some(item) = list.iter().find(|i| i.message_id == args.message_id) else {
+        return super::fail(format!(
+            "no message {} in {}'s inbox; `squadctl inbox list {}` shows them",
+            args.message_id, args.from, args.from
+        ));
+    };
+    let text = match squad_protocol::fsx::read_regular_to_string(
+        &item.path,
+        squad_protocol::validate::MAX_FILE_BYTES,
+    ) {
+        Ok(t) => t,
+        Err(e) => return super::fail(format!("{}: {e}", item.path.display())),
+    };
+    // The delivered copy keeps the message's payload under an inbox name,
+    // so it is read as a message payload rather than checked by file name
+    // (squadd validated it before delivering).
+    let original = squad_protocol::payload::extract(&text)
+        .ok()
+        .and_then(|p| serde_yaml::from_str::<squad_protocol::model::Message>(p.yaml).ok());
+    let Some(original) = original else {
+        return super::fail(format!(
+            "{}: not a valid message; cannot tell whom to answer",
+            item.path.display()
+        ));
+    };
+    let subject = if original.subject.starts_with("Re: ") {
+        original.subject.clone()
+    } else {
+        format!("Re: {}", original.subject)
+    };
+    send(
+        Some(&root),
+        SendArgs {
+            from: args.from,
+            to: original.meta.from_agent.clone(),
+            priority: args.priority,
+            kind: args.kind,
+            subject,
+            message: Some(args.message),
+            message_file: None,
+            task: original.context.as_ref().and_then(|c| c.task_id.clone()),
+            response_by: None,
+            in_reply_to: Some(args.message_id),
+            session: Some(item.session.clone()),
+            json: args.json,
+        },
+    )
+}
+
 /// Runs `squadctl send`.
 pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     let root = match root::resolve(root_arg) {
@@ -434,7 +524,9 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
                 Err(e) => return super::fail(e),
             };
             let Some(item) = found else {
-                eprintln!("squadctl: no unread message {message_id} for {agent}");
+                super::eprint_text(&format!(
+                    "squadctl: no unread message {message_id} for {agent}\n"
+                ));
                 return exit::PROBLEMS;
             };
             match inbox::ack(&item) {
@@ -512,6 +604,24 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
     super::print_human(&out)
 }
 
+/// The directories whose changes can mean a new message in `agent`'s
+/// inbox: the sessions directory (new sessions) and, per session, the places
+/// an inbox appears in (the session, inbox/, the agent's inbox and its new/).
+/// Watched by `inbox next --wait` and by `squadctl mcp`'s notifications.
+pub(crate) fn inbox_watch_dirs(root: &Path, agent: &str) -> Vec<PathBuf> {
+    let mut dirs = vec![sessions_dir(root)];
+    for dir in session_dirs(root).unwrap_or_default() {
+        let agent_inbox = inbox::inbox_dir(&dir, agent);
+        dirs.extend([
+            dir.clone(),
+            dir.join("inbox"),
+            agent_inbox.join("new"),
+            agent_inbox,
+        ]);
+    }
+    dirs
+}
+
 fn next(root: &Path, a: NextArgs) -> u8 {
     let wait = match a
         .wait
@@ -527,22 +637,10 @@ fn next(root: &Path, a: NextArgs) -> u8 {
     let mut waiter = (!wait.is_zero()).then(|| super::wait::Waiter::new(Vec::new()));
     loop {
         // Watch first, then look: a message that lands in between wakes the
-        // wait instead of being missed. Watched: the sessions directory (new
-        // sessions) and, per session, the places an inbox appears in (the
-        // session, inbox/, the agent's inbox and its new/); those that
-        // appeared since are added on every turn.
+        // wait instead of being missed. Directories that appeared since are
+        // added on every turn.
         if let Some(waiter) = &mut waiter {
-            let mut dirs = vec![sessions_dir(root)];
-            for dir in session_dirs(root).unwrap_or_default() {
-                let agent_inbox = inbox::inbox_dir(&dir, &a.agent);
-                dirs.extend([
-                    dir.clone(),
-                    dir.join("inbox"),
-                    agent_inbox.join("new"),
-                    agent_inbox,
-                ]);
-            }
-            waiter.add(dirs);
+            waiter.add(inbox_watch_dirs(root, &a.agent));
         }
         let list = match items(root, &a.agent, a.session.as_deref()) {
             Ok(l) => l,
@@ -580,11 +678,11 @@ fn next(root: &Path, a: NextArgs) -> u8 {
         }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
-            eprintln!("squadctl: no unread message for {}", a.agent);
+            super::eprint_text(&format!("squadctl: no unread message for {}\n", a.agent));
             return exit::PROBLEMS;
         }
         let Some(waiter) = &waiter else {
-            eprintln!("squadctl: no unread message for {}", a.agent);
+            super::eprint_text(&format!("squadctl: no unread message for {}\n", a.agent));
             return exit::PROBLEMS;
         };
         // A rare look without a change, as a safety net.

@@ -15,6 +15,7 @@ pub mod hook_run;
 pub mod hooks;
 pub mod init;
 pub mod lock;
+pub mod mcp;
 pub mod memory;
 pub mod message;
 pub mod read;
@@ -79,6 +80,8 @@ pub enum Command {
     Gc(gc::Args),
     #[allow(missing_docs)]
     Send(message::SendArgs),
+    #[allow(missing_docs)]
+    Reply(message::ReplyArgs),
     /// An agent's delivered messages (list, next, ack).
     #[command(subcommand)]
     Inbox(message::InboxCommand),
@@ -136,6 +139,8 @@ pub enum Command {
     Export(team::ExportArgs),
     #[allow(missing_docs)]
     Import(team::ImportArgs),
+    #[allow(missing_docs)]
+    Mcp(mcp::McpArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -167,7 +172,14 @@ pub fn main() -> ExitCode {
             crate::text::escape(&root.display().to_string())
         );
     }
-    let code = match cli.command {
+    ExitCode::from(dispatch(cli))
+}
+
+/// Runs one parsed command: the one code path of the command line and of
+/// `squadctl mcp`, whose tools run the same commands with their output
+/// captured (see [`run_captured`]).
+fn dispatch(cli: Cli) -> u8 {
+    match cli.command {
         Command::Validate(args) => validate::run(cli.root.as_deref(), args),
         Command::Schema(args) => schema::run(args),
         Command::Init(args) => init::init(cli.root.as_deref(), args),
@@ -176,6 +188,7 @@ pub fn main() -> ExitCode {
         Command::Gc(args) => gc::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
         Command::Send(args) => message::send(cli.root.as_deref(), args),
+        Command::Reply(args) => message::reply(cli.root.as_deref(), args),
         Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),
         Command::Service(cmd) => service::run(cli.root.as_deref(), cmd),
         Command::Guard(args) => guard::run(cli.root.as_deref(), args),
@@ -199,14 +212,17 @@ pub fn main() -> ExitCode {
         Command::Team(cmd) => team::run(cli.root.as_deref(), cmd),
         Command::Export(args) => team::export(cli.root.as_deref(), args),
         Command::Import(args) => team::import(cli.root.as_deref(), args),
-    };
-    ExitCode::from(code)
+        Command::Mcp(args) => mcp::run(cli.root.as_deref(), args),
+    }
 }
 
 /// Writes command output to stdout; a closed pipe (`squadctl … | head`) is
 /// not an error.
 pub(crate) fn print(text: &str) -> u8 {
     use std::io::Write;
+    if capture(|c| c.0.push_str(text)) {
+        return crate::exit::OK;
+    }
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(e),
         _ => crate::exit::OK,
@@ -239,10 +255,10 @@ pub(crate) fn verbose() -> bool {
 /// Prints a warning on stderr (not under `-q`).
 pub(crate) fn warn(message: impl std::fmt::Display) {
     if !quiet() {
-        eprintln!(
-            "squadctl: warning: {}",
+        eprint_text(&format!(
+            "squadctl: warning: {}\n",
             crate::text::escape_lines(&message.to_string())
-        );
+        ));
     }
 }
 
@@ -262,9 +278,73 @@ pub(crate) fn root_and_policy(
 /// failure exit code.
 pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {
     // Errors quote paths and names: escaped like every human output.
-    eprintln!(
-        "squadctl: error: {}",
+    eprint_text(&format!(
+        "squadctl: error: {}\n",
         crate::text::escape_lines(&message.to_string())
-    );
+    ));
     crate::exit::FAILURE
+}
+
+/// Writes text to stderr, or to the captured stderr while a tool call of
+/// `squadctl mcp` runs the command (stdout is the MCP transport there).
+pub(crate) fn eprint_text(text: &str) {
+    if !capture(|c| c.1.push_str(text)) {
+        eprint!("{text}");
+    }
+}
+
+std::thread_local! {
+    /// Set while [`run_captured`] runs a command on this thread: (stdout, stderr).
+    static CAPTURED: std::cell::RefCell<Option<(String, String)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Applies `f` to the capture buffers if a capture is active; whether it was.
+fn capture(f: impl FnOnce(&mut (String, String))) -> bool {
+    CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+        Some(buffers) => {
+            f(buffers);
+            true
+        }
+        None => false,
+    })
+}
+
+/// What a command run by [`run_captured`] did: its exit code and what it
+/// would have printed.
+#[derive(Debug)]
+pub struct Captured {
+    /// The exit code (`crate::exit`).
+    pub code: u8,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr (errors, refusals, warnings).
+    pub stderr: String,
+}
+
+/// Parses `argv` (without the program name) as a `squadctl` command line and
+/// runs it on this thread with its output captured instead of printed. The
+/// MCP tools call the commands through this, so a tool and its command share
+/// one code path: the same rules, the same refusals, the same text.
+pub fn run_captured(argv: &[String]) -> Captured {
+    let cli = match Cli::try_parse_from(
+        std::iter::once("squadctl".to_string()).chain(argv.iter().cloned()),
+    ) {
+        Ok(cli) => cli,
+        Err(e) => {
+            return Captured {
+                code: crate::exit::FAILURE,
+                stdout: String::new(),
+                stderr: e.render().to_string(),
+            };
+        }
+    };
+    CAPTURED.with(|c| *c.borrow_mut() = Some((String::new(), String::new())));
+    let code = dispatch(cli);
+    let (stdout, stderr) = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    Captured {
+        code,
+        stdout,
+        stderr,
+    }
 }

@@ -233,7 +233,7 @@ fn refuse(r: Refused, json: bool) -> u8 {
             for d in &ds {
                 out.push_str(&format!("{d}\n  hint: {}\n", d.hint));
             }
-            eprint!("{}", crate::text::escape_lines(&out));
+            super::eprint_text(&crate::text::escape_lines(&out));
             super::fail(format!(
                 "refused: the file would not be valid ({} error{}); nothing was written",
                 ds.len(),

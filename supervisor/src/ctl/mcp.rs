@@ -1,0 +1,1299 @@
+//! `squadctl mcp`: the agent commands as an MCP server over stdio, for one
+//! agent in one project (docs/mcp.md).
+//!
+//! Every tool runs the `squadctl` command it mirrors through
+//! [`super::run_captured`]: the same parser, the same checks, the same
+//! refusal text. A refusal (non-zero exit) is returned as a tool error
+//! (`isError`) carrying what the command prints on stderr.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::{
+    ErrorData as McpError, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
+};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Serve the agent commands as MCP tools over stdio.
+///
+/// Runs an MCP server (JSON-RPC on stdin/stdout) for one agent in one
+/// project: `next`, `task_show`, `task_list`, `progress`, `report_error`,
+/// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_ack`,
+/// `lock_acquire`, `lock_release`, `lock_list`, `memory_add`,
+/// `memory_query`, and the lead's `task_new`, `session_phase`,
+/// `session_gate`, `session_complete`, `session_fail`. Each tool runs the
+/// squadctl command of the same name, so its rules and refusals are the
+/// command's; a refusal is a tool error with the command's text.
+///
+/// `squadctl mcp --agent A install --claude` pins the agent in the installed
+/// entry; docs/mcp.md has the tools, resources and notifications.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// The agent the server acts for.
+    #[arg(long, env = "SQUAD_AGENT", value_name = "A")]
+    pub agent: Option<String>,
+    /// The session (default: the one active session).
+    #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
+    pub session: Option<String>,
+    /// Install into an agent CLI's MCP configuration instead of serving.
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+}
+
+/// `squadctl mcp …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum McpCommand {
+    /// Add the server to an agent CLI's MCP configuration (merging).
+    Install(InstallArgs),
+}
+
+/// Arguments of `mcp install`.
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// Claude Code: `.mcp.json` at the project root (`~/.claude.json` with `--user`).
+    ///
+    /// The entry runs this squadctl (absolute path) with `mcp`, plus
+    /// `--agent A` when `squadctl mcp --agent A install` names one;
+    /// otherwise the agent comes from `SQUAD_AGENT`, which runners set.
+    #[arg(long)]
+    pub claude: bool,
+    /// Codex CLI: `[mcp_servers.squad]` in `.codex/config.toml` (a trusted
+    /// project's), or `$CODEX_HOME/config.toml` (`~/.codex`) with `--user`.
+    #[arg(long)]
+    pub codex: bool,
+    /// GitHub Copilot CLI: `~/.copilot/mcp-config.json` (per user only:
+    /// needs `--user`).
+    #[arg(long)]
+    pub copilot: bool,
+    /// Install for the user instead of the project.
+    #[arg(long)]
+    pub user: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `squadctl mcp`.
+pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
+    if let Some(McpCommand::Install(i)) = args.command {
+        return install(root_arg, args.agent, i);
+    }
+    let Some(agent) = args.agent else {
+        return super::fail("mcp: name the agent with --agent or SQUAD_AGENT");
+    };
+    if !squad_protocol::IdKind::Agent.matches(&agent) {
+        return super::fail(format!("mcp: `{agent}` is not a valid agent name"));
+    }
+    let root = match crate::root::resolve(root_arg) {
+        Ok(r) => crate::root::fs_path(&r).to_path_buf(),
+        Err(e) => return super::fail(e),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return super::fail(format!("mcp: cannot start the runtime: {e}")),
+    };
+    let server = Squad::new(root, agent, args.session);
+    let result: Result<(), String> = runtime.block_on(async move {
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| e.to_string())?;
+        service.waiting().await.map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => crate::exit::OK,
+        Err(e) => super::fail(format!("mcp: {e}")),
+    }
+}
+
+/// The server: one agent in one project.
+#[derive(Debug, Clone)]
+pub struct Squad {
+    root: PathBuf,
+    agent: String,
+    session: Option<String>,
+}
+
+/// Builds a command line from required and optional parts.
+#[derive(Default)]
+struct Argv(Vec<String>);
+
+impl Argv {
+    fn new(parts: &[&str]) -> Self {
+        Argv(parts.iter().map(|s| s.to_string()).collect())
+    }
+    fn arg(mut self, v: impl Into<String>) -> Self {
+        self.0.push(v.into());
+        self
+    }
+    fn flag(mut self, name: &str, on: Option<bool>) -> Self {
+        if on == Some(true) {
+            self.0.push(name.to_string());
+        }
+        self
+    }
+    fn opt(mut self, name: &str, v: Option<impl ToString>) -> Self {
+        if let Some(v) = v {
+            self.0.push(name.to_string());
+            self.0.push(v.to_string());
+        }
+        self
+    }
+    fn many(mut self, name: &str, vs: Option<Vec<String>>) -> Self {
+        for v in vs.unwrap_or_default() {
+            self.0.push(name.to_string());
+            self.0.push(v);
+        }
+        self
+    }
+}
+
+impl Squad {
+    /// A server for `agent` in the project at `root`.
+    pub fn new(root: PathBuf, agent: String, session: Option<String>) -> Self {
+        Squad {
+            root,
+            agent,
+            session,
+        }
+    }
+
+    /// Runs a squadctl command line for this project on the blocking pool
+    /// (commands do file I/O and may wait on locks) and turns its outcome
+    /// into a tool result.
+    async fn exec(&self, argv: Argv) -> Result<CallToolResult, McpError> {
+        let captured = self.capture(argv).await?;
+        Ok(to_result(captured))
+    }
+
+    async fn capture(&self, argv: Argv) -> Result<super::Captured, McpError> {
+        let mut full = vec!["--root".to_string(), self.root.display().to_string()];
+        full.extend(argv.0);
+        tokio::task::spawn_blocking(move || super::run_captured(&full))
+            .await
+            .map_err(|e| McpError::internal_error(format!("the command did not finish: {e}"), None))
+    }
+
+    fn session_or(&self, s: Option<String>) -> Option<String> {
+        s.or_else(|| self.session.clone())
+    }
+}
+
+/// Exit 0: the command's stdout; otherwise a tool error with its stderr
+/// (and any JSON it printed), the text the CLI shows.
+fn to_result(c: super::Captured) -> CallToolResult {
+    if c.code == crate::exit::OK {
+        let text = if c.stdout.is_empty() {
+            "ok\n".to_string()
+        } else {
+            c.stdout
+        };
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    } else {
+        let mut text = c.stderr;
+        if !c.stdout.is_empty() {
+            text.push_str(&c.stdout);
+        }
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    }
+}
+
+/// Input of tools that only take an optional session.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionOnly {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+}
+
+/// Input of `next` and `inbox_read`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Waiting {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+    /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
+    pub wait: Option<String>,
+}
+
+/// Input of `task_show`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TaskShow {
+    /// The task id (`task_…`).
+    pub task: String,
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+}
+
+/// Input of `task_list`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TaskList {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+    /// Only this assignee's tasks.
+    pub agent: Option<String>,
+    /// Only tasks in these derived states.
+    pub status: Option<Vec<String>>,
+}
+
+/// Input of `progress`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Progress {
+    /// The task.
+    pub task: String,
+    /// The session.
+    pub session: Option<String>,
+    /// pending, in_progress, completed or blocked (default: as before).
+    pub status: Option<String>,
+    /// 0 to 100.
+    pub percent: Option<u8>,
+    /// What you are doing now.
+    pub action: Option<String>,
+    /// Steps done (added).
+    pub done: Option<Vec<String>>,
+    /// Steps left (replace the remaining steps).
+    pub todo: Option<Vec<String>>,
+    /// Files created or changed (added).
+    pub artifact: Option<Vec<String>>,
+    /// What blocks you (with status blocked).
+    pub blocker: Option<String>,
+    /// Who can unblock you.
+    pub needs: Option<String>,
+    /// Decisions, TYPE:TEXT (added).
+    pub decision: Option<Vec<String>>,
+    /// Check results, NAME=passing|failing|not_run.
+    pub check: Option<Vec<String>>,
+}
+
+/// Input of `report_error`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReportError {
+    /// The task that failed.
+    pub task: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+    /// critical, error or warning.
+    pub severity: String,
+    /// Error class (build, test, dependency, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The error.
+    pub message: String,
+    /// Project-relative path where it happened.
+    pub file: Option<String>,
+    /// 1-based line.
+    pub line: Option<u64>,
+    /// 1-based column.
+    pub column: Option<u64>,
+    /// What you tried.
+    pub tried: Option<Vec<String>>,
+    /// Who should step in.
+    pub needs: Option<String>,
+}
+
+/// Input of `send`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SendInput {
+    /// The recipient agent (or `all`, as `squadctl send --to`).
+    pub to: String,
+    /// critical, high, medium or low.
+    pub priority: String,
+    /// question, request or notification.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The subject line.
+    pub subject: String,
+    /// The body.
+    pub message: String,
+    /// The task it is about.
+    pub task: Option<String>,
+    /// When an answer is needed (RFC 3339 or a duration).
+    pub response_by: Option<String>,
+    /// The message id this answers.
+    pub in_reply_to: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+}
+
+/// Input of `reply`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Reply {
+    /// The id of the message in your inbox you answer.
+    pub message_id: String,
+    /// The body.
+    pub message: String,
+    /// critical, high, medium or low (default medium).
+    pub priority: Option<String>,
+    /// question, request or notification (default notification).
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+}
+
+/// Input of `inbox_ack`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct InboxAck {
+    /// The message id to acknowledge.
+    pub message_id: String,
+    /// The session.
+    pub session: Option<String>,
+}
+
+/// Input of `lock_acquire`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LockAcquire {
+    /// Project-relative paths or globs.
+    pub targets: Vec<String>,
+    /// The task the lock is for.
+    pub task: String,
+    /// The session.
+    pub session: Option<String>,
+    /// How long (e.g. `30m`; default from the policy).
+    pub ttl: Option<String>,
+    /// A shared (read) lock.
+    pub shared: Option<bool>,
+}
+
+/// Input of `lock_release`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LockRelease {
+    /// The paths or globs to release.
+    pub targets: Option<Vec<String>>,
+    /// Release every lock you hold.
+    pub all: Option<bool>,
+}
+
+/// Input of `memory_add`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct MemoryAdd {
+    /// The entry type (decision, learning, …; `squadctl memory add --help`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// One line.
+    pub summary: String,
+    /// Scope.
+    pub scope: Option<String>,
+    /// Comma-separated tags.
+    pub tags: Option<String>,
+    /// Details.
+    pub details: Option<String>,
+    /// Why.
+    pub rationale: Option<String>,
+    /// The timestamp of the entry this supersedes.
+    pub supersedes: Option<String>,
+    /// Related links.
+    pub related: Option<Vec<String>>,
+    /// When the entry expires.
+    pub expires: Option<String>,
+}
+
+/// Input of `memory_query`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct MemoryQuery {
+    /// Entry type.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Author.
+    pub author: Option<String>,
+    /// Scope.
+    pub scope: Option<String>,
+    /// Tag.
+    pub tag: Option<String>,
+    /// After this time.
+    pub after: Option<String>,
+    /// Before this time.
+    pub before: Option<String>,
+    /// Text to find.
+    pub text: Option<String>,
+    /// Only this agent's history.
+    pub agent: Option<String>,
+}
+
+/// Input of `task_new` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TaskNew {
+    /// The assignee.
+    pub agent: String,
+    /// What to do.
+    pub instruction: String,
+    /// The task id (default: the next free `task_NNN`).
+    pub id: Option<String>,
+    /// The session.
+    pub session: Option<String>,
+    /// Tasks that must complete first.
+    pub requires: Option<Vec<String>>,
+    /// Tasks that wait for this one.
+    pub blocks: Option<Vec<String>>,
+    /// Globs the task may change.
+    pub allow: Option<Vec<String>>,
+    /// Globs the task must not change.
+    pub forbid: Option<Vec<String>>,
+    /// critical, high, medium or low.
+    pub priority: Option<String>,
+    /// Overdue after (e.g. `30m`).
+    pub timeout: Option<String>,
+    /// Success criteria.
+    pub criterion: Option<Vec<String>>,
+}
+
+/// Input of `session_phase` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionPhase {
+    /// The session directory name or id.
+    pub session: String,
+    /// The phase.
+    pub phase: String,
+}
+
+/// Input of `session_gate` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionGate {
+    /// The session directory name or id.
+    pub session: String,
+    /// The gate (a phase name).
+    pub gate: String,
+    /// The gate status.
+    pub status: String,
+}
+
+/// Input of `session_complete` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionComplete {
+    /// The session directory name or id.
+    pub session: String,
+    /// Complete a session that was marked failed.
+    pub force: Option<bool>,
+}
+
+/// Input of `session_fail` (lead).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionFail {
+    /// The session directory name or id.
+    pub session: String,
+    /// Why.
+    pub reason: String,
+}
+
+#[tool_router]
+impl Squad {
+    #[tool(description = "Your next ready task (squadctl next).")]
+    async fn next(&self, Parameters(p): Parameters<Waiting>) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["next", "--json", "--agent", &self.agent])
+            .opt("--session", self.session_or(p.session))
+            .opt("--wait", p.wait);
+        self.exec(a).await
+    }
+
+    #[tool(description = "One task: plan, progress, readiness, locks (squadctl task show).")]
+    async fn task_show(
+        &self,
+        Parameters(p): Parameters<TaskShow>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["task", "show", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(p.task);
+        self.exec(a).await
+    }
+
+    #[tool(description = "The tasks of a session with their derived state (squadctl task list).")]
+    async fn task_list(
+        &self,
+        Parameters(p): Parameters<TaskList>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["task", "list", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .opt("--agent", p.agent)
+            .many("--status", p.status);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Report progress on your task (squadctl progress); status completed finishes it."
+    )]
+    async fn progress(
+        &self,
+        Parameters(p): Parameters<Progress>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["progress", "--json", "--agent", &self.agent, "--task"])
+            .arg(p.task)
+            .opt("--session", self.session_or(p.session))
+            .opt("--status", p.status)
+            .opt("--percent", p.percent)
+            .opt("--action", p.action)
+            .many("--done", p.done)
+            .many("--todo", p.todo)
+            .many("--artifact", p.artifact)
+            .opt("--blocker", p.blocker)
+            .opt("--needs", p.needs)
+            .many("--decision", p.decision)
+            .many("--check", p.check);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Report an error you hit (squadctl report-error).")]
+    async fn report_error(
+        &self,
+        Parameters(p): Parameters<ReportError>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["report-error", "--json", "--agent", &self.agent])
+            .opt("--task", p.task)
+            .opt("--session", self.session_or(p.session))
+            .opt("--severity", Some(p.severity))
+            .opt("--type", Some(p.kind))
+            .opt("--message", Some(p.message))
+            .opt("--file", p.file)
+            .opt("--line", p.line)
+            .opt("--column", p.column)
+            .many("--tried", p.tried)
+            .opt("--needs", p.needs);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Send a message to another agent (squadctl send).")]
+    async fn send(&self, Parameters(p): Parameters<SendInput>) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["send", "--json", "--from", &self.agent])
+            .opt("--to", Some(p.to))
+            .opt("--priority", Some(p.priority))
+            .opt("--type", Some(p.kind))
+            .opt("--subject", Some(p.subject))
+            .opt("--message", Some(p.message))
+            .opt("--task", p.task)
+            .opt("--response-by", p.response_by)
+            .opt("--in-reply-to", p.in_reply_to)
+            .opt("--session", self.session_or(p.session));
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Answer a message in your inbox (squadctl reply): a send to its sender about its task, with in_reply_to set."
+    )]
+    async fn reply(&self, Parameters(p): Parameters<Reply>) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["reply", "--json", "--from", &self.agent])
+            .opt("--message", Some(p.message))
+            .opt("--priority", p.priority)
+            .opt("--type", p.kind)
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(p.message_id);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Your delivered messages, unread and read (squadctl inbox list).")]
+    async fn inbox_list(
+        &self,
+        Parameters(p): Parameters<SessionOnly>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "list", "--json", &self.agent])
+            .opt("--session", self.session_or(p.session));
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Read and acknowledge your oldest unread message (squadctl inbox next), optionally waiting for one."
+    )]
+    async fn inbox_read(
+        &self,
+        Parameters(p): Parameters<Waiting>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "next", "--json", &self.agent])
+            .opt("--session", self.session_or(p.session))
+            .opt("--wait", p.wait);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Acknowledge (mark read) a message in your inbox (squadctl inbox ack).")]
+    async fn inbox_ack(
+        &self,
+        Parameters(p): Parameters<InboxAck>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "ack", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(&self.agent)
+            .arg(p.message_id);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Take advisory locks on paths or globs for a task (squadctl lock acquire); refused on conflict."
+    )]
+    async fn lock_acquire(
+        &self,
+        Parameters(p): Parameters<LockAcquire>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut a = Argv::new(&[
+            "lock",
+            "acquire",
+            "--json",
+            "--agent",
+            &self.agent,
+            "--task",
+        ])
+        .arg(p.task)
+        .opt("--session", self.session_or(p.session))
+        .opt("--ttl", p.ttl)
+        .flag("--shared", p.shared)
+        .arg("--");
+        a.0.extend(p.targets);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Release your locks (squadctl lock release).")]
+    async fn lock_release(
+        &self,
+        Parameters(p): Parameters<LockRelease>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut a = Argv::new(&["lock", "release", "--json", "--agent", &self.agent])
+            .flag("--all", p.all)
+            .arg("--");
+        a.0.extend(p.targets.unwrap_or_default());
+        self.exec(a).await
+    }
+
+    #[tool(description = "The live locks of the project (squadctl lock list).")]
+    async fn lock_list(&self) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&["lock", "list", "--json"])).await
+    }
+
+    #[tool(description = "Add a team-memory entry (squadctl memory add).")]
+    async fn memory_add(
+        &self,
+        Parameters(p): Parameters<MemoryAdd>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["memory", "add", "--author", &self.agent])
+            .opt("--type", Some(p.kind))
+            .opt("--summary", Some(p.summary))
+            .opt("--scope", p.scope)
+            .opt("--tags", p.tags)
+            .opt("--details", p.details)
+            .opt("--rationale", p.rationale)
+            .opt("--supersedes", p.supersedes)
+            .many("--related", p.related)
+            .opt("--expires", p.expires);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Query team memory (squadctl memory query).")]
+    async fn memory_query(
+        &self,
+        Parameters(p): Parameters<MemoryQuery>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["memory", "query", "--json"])
+            .opt("--type", p.kind)
+            .opt("--author", p.author)
+            .opt("--scope", p.scope)
+            .opt("--tag", p.tag)
+            .opt("--after", p.after)
+            .opt("--before", p.before)
+            .opt("--text", p.text)
+            .opt("--agent", p.agent);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "Lead: assign a task (squadctl task new); refuses duplicate ids, unknown dependencies and cycles."
+    )]
+    async fn task_new(
+        &self,
+        Parameters(p): Parameters<TaskNew>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["task", "new", "--json"])
+            .opt("--agent", Some(p.agent))
+            .opt("--instruction", Some(p.instruction))
+            .opt("--id", p.id)
+            .opt("--session", self.session_or(p.session))
+            .many("--requires", p.requires)
+            .many("--blocks", p.blocks)
+            .many("--allow", p.allow)
+            .many("--forbid", p.forbid)
+            .opt("--priority", p.priority)
+            .opt("--timeout", p.timeout)
+            .many("--criterion", p.criterion);
+        self.exec(a).await
+    }
+
+    #[tool(description = "Lead: set the session's phase (squadctl session phase).")]
+    async fn session_phase(
+        &self,
+        Parameters(p): Parameters<SessionPhase>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&[
+            "session", "phase", "--json", "--", &p.session, &p.phase,
+        ]))
+        .await
+    }
+
+    #[tool(description = "Lead: set one validation gate (squadctl session gate).")]
+    async fn session_gate(
+        &self,
+        Parameters(p): Parameters<SessionGate>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&[
+            "session", "gate", "--json", "--", &p.session, &p.gate, &p.status,
+        ]))
+        .await
+    }
+
+    #[tool(description = "Lead: mark the session completed (squadctl session complete).")]
+    async fn session_complete(
+        &self,
+        Parameters(p): Parameters<SessionComplete>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(
+            Argv::new(&["session", "complete", "--json"])
+                .flag("--force", p.force)
+                .arg("--")
+                .arg(p.session),
+        )
+        .await
+    }
+
+    #[tool(description = "Lead: mark the session failed (squadctl session fail).")]
+    async fn session_fail(
+        &self,
+        Parameters(p): Parameters<SessionFail>,
+    ) -> Result<CallToolResult, McpError> {
+        self.exec(Argv::new(&[
+            "session", "fail", "--json", "--reason", &p.reason, "--", &p.session,
+        ]))
+        .await
+    }
+}
+
+/// The resources: (URI, name, description).
+const RESOURCES: [(&str, &str, &str); 4] = [
+    (
+        INBOX_URI,
+        "inbox",
+        "Your delivered messages, unread and read (inbox list --json).",
+    ),
+    (
+        TASKS_URI,
+        "tasks",
+        "Your task assignments with their derived state (task list --agent --json).",
+    ),
+    (
+        "squad://agent/skills",
+        "skills",
+        "Your skills' <available_skills> prompt (skills prompt --agent).",
+    ),
+    (
+        "squad://sessions",
+        "sessions",
+        "The sessions: status, phase, done/total tasks (session list --json).",
+    ),
+];
+const INBOX_URI: &str = "squad://agent/inbox";
+const TASKS_URI: &str = "squad://agent/tasks";
+
+impl Squad {
+    /// The command line that renders a resource.
+    fn resource_argv(&self, uri: &str) -> Option<Argv> {
+        let session = self.session.clone();
+        Some(match uri {
+            INBOX_URI => {
+                Argv::new(&["inbox", "list", "--json", &self.agent]).opt("--session", session)
+            }
+            TASKS_URI => Argv::new(&["task", "list", "--json", "--agent", &self.agent])
+                .opt("--session", session),
+            "squad://agent/skills" => Argv::new(&["skills", "prompt", "--agent", &self.agent]),
+            "squad://sessions" => Argv::new(&["session", "list", "--json"]),
+            _ => return None,
+        })
+    }
+
+    /// What the notification thread compares between wake-ups: the unread
+    /// message ids and the ready task ids of this agent.
+    fn watch_state(&self) -> (Vec<String>, Vec<String>) {
+        let run = |argv: Argv| {
+            let mut full = vec!["--root".to_string(), self.root.display().to_string()];
+            full.extend(argv.0);
+            super::run_captured(&full)
+        };
+        let ids = |c: super::Captured, list: &str, id: &str, keep: &str| -> Vec<String> {
+            let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap_or_default();
+            let items = v
+                .get(list)
+                .and_then(|l| l.as_array())
+                .cloned()
+                .or_else(|| v.as_array().cloned());
+            let mut out: Vec<String> = items
+                .unwrap_or_default()
+                .iter()
+                .filter(|i| i.get(keep).and_then(|k| k.as_bool()) == Some(true))
+                .filter_map(|i| i.get(id).and_then(|x| x.as_str()).map(str::to_string))
+                .collect();
+            out.sort();
+            out
+        };
+        let unread = ids(
+            run(Argv::new(&["inbox", "list", "--json", &self.agent])
+                .opt("--session", self.session.clone())),
+            "messages",
+            "message_id",
+            "unread",
+        );
+        let ready = ids(
+            run(Argv::new(&["next", "--json", "--agent", &self.agent])
+                .opt("--session", self.session.clone())),
+            "tasks",
+            "task_id",
+            "ready",
+        );
+        (unread, ready)
+    }
+
+    /// Watches the agent's inbox and sessions (inotify through
+    /// [`super::wait::Waiter`], as `inbox next --wait` does) and tells the
+    /// client when a message arrives or a task becomes ready, until the
+    /// client goes away.
+    fn watch(self, peer: rmcp::Peer<RoleServer>, runtime: tokio::runtime::Handle) {
+        let mut waiter = super::wait::Waiter::new(Vec::new());
+        waiter.add(super::message::inbox_watch_dirs(&self.root, &self.agent));
+        let (mut unread, mut ready) = self.watch_state();
+        while !peer.is_transport_closed() {
+            // A rare look without a change, as a safety net (and to notice
+            // the client leaving).
+            waiter.wait(std::time::Duration::from_secs(30));
+            waiter.add(super::message::inbox_watch_dirs(&self.root, &self.agent));
+            let (now_unread, now_ready) = self.watch_state();
+            let new_messages = now_unread.iter().any(|m| !unread.contains(m));
+            let new_ready = now_ready.iter().any(|t| !ready.contains(t));
+            for (changed, uri) in [(new_messages, INBOX_URI), (new_ready, TASKS_URI)] {
+                if changed {
+                    let sent = runtime.block_on(
+                        peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)),
+                    );
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            }
+            (unread, ready) = (now_unread, now_ready);
+        }
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Squad {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(
+            RESOURCES
+                .iter()
+                .map(|(uri, name, description)| {
+                    Resource::new(*uri, *name)
+                        .with_description(*description)
+                        .with_mime_type(if *uri == "squad://agent/skills" {
+                            "text/plain"
+                        } else {
+                            "application/json"
+                        })
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let Some(argv) = self.resource_argv(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ));
+        };
+        let c = self.capture(argv).await?;
+        if c.code != crate::exit::OK {
+            return Err(McpError::internal_error(c.stderr, None));
+        }
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![ResourceContents::text(c.stdout, request.uri)],
+        )))
+    }
+
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Updates of the inbox and tasks are sent whether or not subscribed.
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let me = self.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let spawned = std::thread::Builder::new()
+            .name("mcp-watch".into())
+            .spawn(move || me.watch(context.peer, runtime));
+        if let Err(e) = spawned {
+            super::warn(format!(
+                "mcp: no notifications: cannot start the watcher: {e}"
+            ));
+        }
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_instructions(format!(
+            "squad-supervisor tools for agent `{}`: the squadctl agent commands with their rules; a refusal is a tool error with the reason.",
+            self.agent
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// `squadctl mcp install`
+// ---------------------------------------------------------------------------
+
+/// The agent CLI whose configuration `mcp install` edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    Claude,
+    Codex,
+    Copilot,
+}
+
+impl Host {
+    fn name(self) -> &'static str {
+        match self {
+            Host::Claude => "claude",
+            Host::Codex => "codex",
+            Host::Copilot => "copilot",
+        }
+    }
+}
+
+/// The configuration file `install` edits for `host`.
+fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBuf, String> {
+    let home = || {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| "HOME is not set; cannot find the user's configuration".to_string())
+    };
+    let project = || -> Result<PathBuf, String> {
+        crate::root::resolve(root_arg)
+            .map(|r| crate::root::fs_path(&r).to_path_buf())
+            .map_err(|e| e.to_string())
+    };
+    Ok(match (host, user) {
+        (Host::Claude, false) => project()?.join(".mcp.json"),
+        (Host::Claude, true) => home()?.join(".claude.json"),
+        (Host::Codex, false) => project()?.join(".codex/config.toml"),
+        (Host::Codex, true) => std::env::var_os("CODEX_HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .map_or_else(|| home().map(|h| h.join(".codex")), Ok)?
+            .join("config.toml"),
+        (Host::Copilot, true) => home()?.join(".copilot/mcp-config.json"),
+        (Host::Copilot, false) => {
+            return Err(
+                "Copilot CLI reads MCP servers from ~/.copilot/mcp-config.json only; add --user"
+                    .into(),
+            );
+        }
+    })
+}
+
+/// Our server entry in a JSON configuration (`mcpServers.squad`).
+fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
+    let mut entry = serde_json::json!({"command": program, "args": args});
+    if host == Host::Copilot {
+        // Copilot CLI's local servers name their type and the tools allowed.
+        entry["type"] = serde_json::json!("local");
+        entry["tools"] = serde_json::json!(["*"]);
+    } else {
+        entry["type"] = serde_json::json!("stdio");
+    }
+    entry
+}
+
+/// The JSON configuration with `mcpServers.squad` set to `entry`, everything
+/// else kept; `Ok(None)` when it is already so.
+fn merge_json(existing: Option<&str>, entry: serde_json::Value) -> Result<Option<String>, String> {
+    use serde_json::Value;
+    let mut doc: Value = match existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{}:{}: not valid JSON: {e}; fix it first (nothing was changed)",
+                e.line(),
+                e.column()
+            )
+        })?,
+        _ => serde_json::json!({}),
+    };
+    let Value::Object(top) = &mut doc else {
+        return Err("not a JSON object; fix it first (nothing was changed)".into());
+    };
+    let servers = top
+        .entry("mcpServers")
+        .or_insert_with(|| serde_json::json!({}));
+    let Value::Object(servers) = servers else {
+        return Err("`mcpServers` is not a JSON object; fix it first (nothing was changed)".into());
+    };
+    if servers.get("squad") == Some(&entry) {
+        return Ok(None);
+    }
+    servers.insert("squad".into(), entry);
+    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    text.push('\n');
+    Ok(Some(text))
+}
+
+/// The TOML configuration with the `[mcp_servers.squad]` table replaced by
+/// (or appended as) ours, every other line kept as it was; `Ok(None)` when
+/// it is already so. Line-based (no TOML dependency): our table is the
+/// header line and the lines up to the next header; a `squad` server
+/// defined any other way (dotted keys, an inline table) is refused rather
+/// than guessed at.
+fn merge_toml(
+    existing: Option<&str>,
+    program: &str,
+    args: &[String],
+) -> Result<Option<String>, String> {
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let ours = format!(
+        "[mcp_servers.squad]\ncommand = {}\nargs = [{}]\n",
+        quote(program),
+        args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", ")
+    );
+    let text = existing.unwrap_or("");
+    let header = |line: &str| -> Option<String> {
+        let t = line.trim();
+        let t = t.strip_prefix("[[").or_else(|| t.strip_prefix('['))?;
+        let end = t.find(']')?;
+        Some(
+            t[..end]
+                .split('.')
+                .map(|p| p.trim().trim_matches('"'))
+                .collect::<Vec<_>>()
+                .join("."),
+        )
+    };
+    let mut kept = Vec::new();
+    let mut table = String::new();
+    let mut skipping = false;
+    let mut found = None;
+    for (i, line) in text.lines().enumerate() {
+        if let Some(h) = header(line) {
+            table = h.clone();
+            skipping = h == "mcp_servers.squad" || h.starts_with("mcp_servers.squad.");
+            if h == "mcp_servers.squad" && found.is_none() {
+                found = Some(kept.len());
+            }
+            if skipping {
+                continue;
+            }
+        } else if skipping {
+            continue;
+        } else {
+            let key = line.trim_start();
+            let elsewhere = (table.is_empty() && key.starts_with("mcp_servers.squad"))
+                || (table == "mcp_servers"
+                    && (key.starts_with("squad ")
+                        || key.starts_with("squad=")
+                        || key.starts_with("squad.")));
+            if elsewhere {
+                return Err(format!(
+                    "{}:1: the `squad` MCP server is defined outside a [mcp_servers.squad] table; remove that definition or edit it by hand (nothing was changed)",
+                    i + 1
+                ));
+            }
+        }
+        kept.push(line.to_string());
+    }
+    let mut out = match found {
+        Some(at) => {
+            let mut lines = kept[..at].join("\n");
+            if !lines.is_empty() {
+                lines.push('\n');
+            }
+            lines.push_str(&ours);
+            let rest = kept[at..].join("\n");
+            if !rest.is_empty() {
+                lines.push('\n');
+                lines.push_str(&rest);
+                lines.push('\n');
+            }
+            lines
+        }
+        None => {
+            let mut lines = kept.join("\n");
+            if !lines.is_empty() {
+                lines.push_str("\n\n");
+            }
+            lines.push_str(&ours);
+            lines
+        }
+    };
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok((out != text).then_some(out))
+}
+
+/// Runs `squadctl mcp install`.
+fn install(root_arg: Option<&Path>, agent: Option<String>, args: InstallArgs) -> u8 {
+    let hosts: Vec<Host> = [
+        (args.claude, Host::Claude),
+        (args.codex, Host::Codex),
+        (args.copilot, Host::Copilot),
+    ]
+    .into_iter()
+    .filter_map(|(on, h)| on.then_some(h))
+    .collect();
+    if hosts.is_empty() {
+        return super::fail("mcp install: name the agent CLI: --claude, --codex or --copilot");
+    }
+    if let Some(a) = &agent
+        && !squad_protocol::IdKind::Agent.matches(a)
+    {
+        return super::fail(format!("mcp install: `{a}` is not a valid agent name"));
+    }
+    // The absolute path of this squadctl: agent CLIs start servers without
+    // the user's shell PATH set up.
+    let program = match std::env::current_exe() {
+        Ok(p) => p.display().to_string(),
+        Err(e) => return super::fail(format!("mcp install: cannot tell where squadctl is: {e}")),
+    };
+    let mut server_args = vec!["mcp".to_string()];
+    if let Some(a) = agent {
+        server_args.extend(["--agent".to_string(), a]);
+    }
+    let mut report = Vec::new();
+    for host in hosts {
+        let path = match config_path(root_arg, host, args.user) {
+            Ok(p) => p,
+            Err(e) => return super::fail(format!("mcp install --{}: {e}", host.name())),
+        };
+        let existing = match squad_protocol::fsx::read_regular_to_string(&path, 16 * 1024 * 1024) {
+            Ok(text) => Some(text),
+            Err(squad_protocol::fsx::ReadError::NotFound) => None,
+            Err(e) => return super::fail(format!("{}: {e}", path.display())),
+        };
+        let merged = match host {
+            Host::Codex => merge_toml(existing.as_deref(), &program, &server_args),
+            _ => merge_json(
+                existing.as_deref(),
+                json_entry(host, &program, &server_args),
+            ),
+        };
+        let changed = match merged {
+            Ok(Some(text)) => {
+                if let Err(e) =
+                    crate::safefs::write_project_file(&path, text.as_bytes(), Some(0o777))
+                {
+                    return super::fail(format!("{}: {e}", path.display()));
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => return super::fail(format!("{}: {e}", path.display())),
+        };
+        report.push(serde_json::json!({
+            "cli": host.name(),
+            "path": path.display().to_string(),
+            "changed": changed,
+        }));
+    }
+    if args.json {
+        return super::print(&format!("{:#}\n", serde_json::json!(report)));
+    }
+    let mut text = String::new();
+    for r in &report {
+        let state = if r["changed"] == true {
+            "installed in"
+        } else {
+            "already installed in"
+        };
+        text.push_str(&format!(
+            "squad MCP server ({}) {state} {}\n",
+            r["cli"].as_str().unwrap_or_default(),
+            r["path"].as_str().unwrap_or_default()
+        ));
+    }
+    super::print_human(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_merge_keeps_other_servers_and_is_idempotent() {
+        let existing =
+            r#"{"model":"x","mcpServers":{"other":{"command":"o"},"squad":{"command":"old"}}}"#;
+        let entry = json_entry(Host::Claude, "/bin/squadctl", &["mcp".into()]);
+        let merged = merge_json(Some(existing), entry.clone()).unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&merged).unwrap();
+        assert_eq!(v["model"], "x");
+        assert_eq!(v["mcpServers"]["other"]["command"], "o");
+        assert_eq!(v["mcpServers"]["squad"], entry);
+        assert_eq!(merge_json(Some(&merged), entry.clone()).unwrap(), None);
+        let err = merge_json(Some("{\n  \"a\": ,\n}"), entry.clone()).unwrap_err();
+        assert!(err.starts_with("2:"), "{err}");
+        assert!(merge_json(Some(r#"{"mcpServers": []}"#), entry).is_err());
+    }
+
+    #[test]
+    fn toml_merge_replaces_only_our_table() {
+        let existing = "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"old\"\n\n[mcp_servers.squad.env]\nX = \"1\"\n\n[mcp_servers.docs]\ncommand = \"docs\"\n";
+        let merged = merge_toml(Some(existing), "/bin/squadctl", &["mcp".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            merged,
+            "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"/bin/squadctl\"\nargs = [\"mcp\"]\n\n[mcp_servers.docs]\ncommand = \"docs\"\n"
+        );
+        assert_eq!(
+            merge_toml(Some(&merged), "/bin/squadctl", &["mcp".into()]).unwrap(),
+            None
+        );
+        let fresh = merge_toml(None, "/a \"b\"", &["mcp".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            fresh,
+            "[mcp_servers.squad]\ncommand = \"/a \\\"b\\\"\"\nargs = [\"mcp\"]\n"
+        );
+        let appended = merge_toml(Some("model = \"o3\""), "/s", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            appended,
+            "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"/s\"\nargs = []\n"
+        );
+        for other_form in [
+            "[mcp_servers]\nsquad = { command = \"x\" }\n",
+            "mcp_servers.squad.command = \"x\"\n",
+        ] {
+            assert!(
+                merge_toml(Some(other_form), "/s", &[]).is_err(),
+                "{other_form}"
+            );
+        }
+    }
+}

@@ -1,0 +1,119 @@
+"""Drives `squadctl mcp` with the official MCP Python SDK (the `mcp` package),
+as an agent host would. Used by tests/e2e/mcp.rs.
+
+usage: mcp_client.py SQUADCTL ROOT SESSION SCENARIO
+Prints one JSON object: the steps (tool, is_error, text) and the resource
+updates each server sent. SCENARIO is `task` (a whole task through the tools
+against a running squadd) or `refuse` (writes the server must refuse).
+"""
+
+import json
+import sys
+from contextlib import AsyncExitStack
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+SQUADCTL, ROOT, SESSION, SCENARIO = sys.argv[1:5]
+steps = []
+updates = {}
+inbox_updated = {}
+tasks_updated = {}
+
+
+async def open_server(stack, agent):
+    params = StdioServerParameters(
+        command=SQUADCTL, args=["--root", ROOT, "mcp", "--agent", agent], env={}
+    )
+    read, write = await stack.enter_async_context(stdio_client(params))
+    updates[agent] = []
+    inbox_updated[agent] = anyio.Event()
+    tasks_updated[agent] = anyio.Event()
+
+    async def on_message(message):
+        # Server notifications arrive here; resource updates carry the URI.
+        params = getattr(getattr(message, "root", message), "params", None)
+        uri = getattr(params, "uri", None)
+        if uri is not None:
+            updates[agent].append(str(uri))
+            if str(uri) == "squad://agent/inbox":
+                inbox_updated[agent].set()
+            if str(uri) == "squad://agent/tasks":
+                tasks_updated[agent].set()
+
+    session = await stack.enter_async_context(
+        ClientSession(read, write, message_handler=on_message)
+    )
+    await session.initialize()
+    return session
+
+
+async def call(session, agent, tool, args):
+    res = await session.call_tool(tool, args)
+    text = "".join(getattr(c, "text", "") for c in res.content)
+    steps.append({"agent": agent, "tool": tool, "is_error": bool(res.is_error), "text": text})
+    return res.is_error, text
+
+
+async def task(stack):
+    alice = await open_server(stack, "alice")
+    bob = await open_server(stack, "bob")
+    lead = await open_server(stack, "lead")
+    tools = await alice.list_tools()
+    out = {"tools": sorted(t.name for t in tools.tools)}
+    out["schemas"] = {t.name: t.input_schema for t in tools.tools}
+    resources = await alice.list_resources()
+    out["resources"] = sorted(str(r.uri) for r in resources.resources)
+    _, text = await call(alice, "alice", "next", {})
+    task_id = json.loads(text)["tasks"][0]["task_id"]
+    await call(alice, "alice", "lock_acquire", {"targets": ["src/api.rs"], "task": task_id})
+    await call(bob, "bob", "lock_acquire", {"targets": ["src/api.rs"], "task": "task_002"})
+    await call(alice, "alice", "progress", {"task": task_id, "status": "in_progress", "action": "shaping the API"})
+    await call(alice, "alice", "send", {
+        "to": "bob", "priority": "high", "type": "question", "subject": "api shape?",
+        "message": "flat or nested?", "task": task_id,
+    })
+    # squadd delivers; inbox_read waits for it (inotify in the command).
+    _, text = await call(bob, "bob", "inbox_read", {"wait": "60s"})
+    question = json.loads(text)
+    await call(bob, "bob", "reply", {"message_id": question["message_id"], "message": "flat"})
+    # The reply lands in alice's inbox: her server says so unasked.
+    with anyio.move_on_after(60):
+        await inbox_updated["alice"].wait()
+    _, text = await call(alice, "alice", "inbox_read", {"wait": "60s"})
+    await call(alice, "alice", "progress", {"task": task_id, "status": "completed", "artifact": ["src/api.rs"]})
+    # bob's task required alice's: his server says it is ready now.
+    with anyio.move_on_after(60):
+        await tasks_updated["bob"].wait()
+    await call(alice, "alice", "lock_release", {"all": True})
+    contents = await alice.read_resource("squad://agent/tasks")
+    out["tasks_resource"] = contents.contents[0].text
+    await call(lead, "lead", "session_complete", {"session": SESSION})
+    return out
+
+
+async def refuse(stack):
+    alice = await open_server(stack, "alice")
+    await call(alice, "alice", "progress", {"task": "task_nope", "status": "in_progress"})
+    await call(alice, "alice", "progress", {"task": "task_001", "status": "finished"})
+    # The agent is the server's: an `agent` argument is not in the schema and
+    # does not make alice report on bob's task.
+    await call(alice, "alice", "progress", {"task": "task_002", "status": "in_progress", "agent": "bob"})
+    await call(alice, "alice", "task_new", {"agent": "bob", "instruction": "x", "requires": ["task_nope"]})
+    await call(alice, "alice", "send", {
+        "to": "Not An Agent", "priority": "high", "type": "question", "subject": "s", "message": "m",
+    })
+    await call(alice, "alice", "lock_release", {"targets": ["src/never-held.rs"]})
+    return {}
+
+
+async def main():
+    async with AsyncExitStack() as stack:
+        out = await (task(stack) if SCENARIO == "task" else refuse(stack))
+    out["steps"] = steps
+    out["updates"] = updates
+    print(json.dumps(out))
+
+
+anyio.run(main)
