@@ -9,6 +9,7 @@
 //! per session) → [`outputs`] (pure rendering) → atomic writes, [`events`]
 //! and the [`audit`] log.
 
+pub mod attention;
 pub mod audit;
 pub mod control;
 pub mod ctl;

@@ -3,6 +3,7 @@
 
 mod agents;
 mod answers;
+mod attention;
 mod check;
 mod core;
 pub mod daemon;

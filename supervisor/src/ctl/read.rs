@@ -22,7 +22,7 @@ pub struct TaskListArgs {
     #[arg(long, value_name = "A")]
     pub agent: Option<String>,
     /// Only tasks in this state: pending, ready, in_progress, completed,
-    /// blocked, overdue.
+    /// blocked, overdue; or whose run is held or failed (held, failed).
     #[arg(long, value_name = "S")]
     pub status: Vec<String>,
     /// Print JSON.
@@ -337,20 +337,50 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
         Err(e) => return super::fail(e),
     };
     let view = derive(root, &s);
+    // A run that needs a human (held, or failed for good) shows beside
+    // its task's state: the agent's own progress cannot say so.
+    let records: Vec<crate::runners::RunRecord> = crate::runners::all_records(root)
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.session == s.name)
+        .collect();
+    let run_word = |t: &TaskView| -> Option<(&'static str, &'static str)> {
+        let r = records.iter().find(|r| r.task == t.task_id)?;
+        if r.completed || r.state == crate::runners::RunState::Running {
+            None
+        } else if r.held {
+            Some(("held", r.state.as_str()))
+        } else if r.state == crate::runners::RunState::Failed {
+            Some(("failed", r.state.as_str()))
+        } else {
+            None
+        }
+    };
     let shown: Vec<&TaskView> = view
         .tasks
         .iter()
         .filter(|t| args.agent.as_ref().is_none_or(|a| &t.agent == a))
         .filter(|t| {
             args.status.is_empty()
-                || args
-                    .status
-                    .iter()
-                    .any(|w| w == state_word(t) || w == t.state.as_str())
+                || args.status.iter().any(|w| {
+                    w == state_word(t)
+                        || w == t.state.as_str()
+                        || run_word(t).is_some_and(|(r, _)| r == w)
+                })
         })
         .collect();
     if args.json {
-        let list: Vec<Value> = shown.iter().map(|t| task_json(t, None)).collect();
+        let list: Vec<Value> = shown
+            .iter()
+            .map(|t| {
+                let mut v = task_json(t, None);
+                v["run"] = run_word(t).map_or(
+                    Value::Null,
+                    |(r, state)| json!({"needs": r, "state": state}),
+                );
+                v
+            })
+            .collect();
         return super::print(&format!(
             "{:#}\n",
             json!({"session": s.name, "tasks": list})
@@ -364,10 +394,10 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
             t.agent,
             state_word(t),
             t.priority,
-            if t.unmet.is_empty() {
-                String::new()
-            } else {
-                format!(" waits for {}", t.unmet.join(", "))
+            match (t.unmet.is_empty(), run_word(t)) {
+                (_, Some((r, state))) => format!(" run {r} ({state})"),
+                (true, None) => String::new(),
+                (false, None) => format!(" waits for {}", t.unmet.join(", ")),
             }
         ));
     }

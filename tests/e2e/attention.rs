@@ -1,0 +1,175 @@
+//! Issue 28, "Status tells the lead what to do": the needs-attention
+//! section of `status` (human and `--json`), `status --check` and its
+//! `--allow`, `task list` showing held runs, and a held run's agent not
+//! counted active — through the real `squadctl`.
+
+use crate::support::*;
+use std::fs;
+use std::path::Path;
+
+/// A held run record for `task` of `agent`, as squadd writes it after
+/// `squadctl stop` (docs/runners.md).
+fn held_run(session: &Path, task: &str, agent: &str) {
+    let name = session.file_name().unwrap().to_str().unwrap();
+    let dir = session.join("runs").join(task);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("run.json"),
+        format!(
+            r#"{{"task":"{task}","agent":"{agent}","session":"{name}","attempt":1,"state":"stopped","pid":999999,"process_start":1,"started_at":"2024-01-15T10:00:00Z","deadline":"2024-01-15T11:00:00Z","command":["agent"],"exit":{{"at":"2024-01-15T10:05:00Z","signal":15}},"completed":false,"held":true}}"#
+        ),
+    )
+    .unwrap();
+}
+
+/// alice blocked on task_001, bob's critical error report on task_002,
+/// carol in progress on task_003 whose run is held.
+fn troubled_project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = init_session(root, "demo");
+    for agent in ["alice", "bob", "carol"] {
+        ok(task_new(root, &["--agent", agent, "--instruction", "x"]));
+    }
+    let progress = |task: &str, agent: &str, args: &[&str]| {
+        ok(run(ctl(root)
+            .args(["progress", "--task", task, "--agent", agent])
+            .args(args)))
+    };
+    progress(
+        "task_001",
+        "alice",
+        &["--status", "blocked", "--blocker", "need the schema"],
+    );
+    progress("task_003", "carol", &["--status", "in_progress"]);
+    ctl_ok(
+        root,
+        &words(
+            "report-error --agent bob --task task_002 --severity critical --type build --message 'disk full'",
+        ),
+    );
+    held_run(&dir, "task_003", "carol");
+    (tmp, dir)
+}
+
+#[test]
+fn status_lists_what_needs_a_human_first_with_the_command_that_resolves_it() {
+    let (tmp, dir) = troubled_project();
+    let root = tmp.path();
+    let session = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let out = ctl_run(root, &["status"]);
+    let text = stdout(&out);
+    assert!(text.starts_with("needs attention (3):\n"), "{text}");
+    let first = text
+        .find("critical error from bob on task_002: disk full")
+        .expect(&text);
+    let blocked = text
+        .find("task_001 (alice) is blocked: need the schema")
+        .expect(&text);
+    let held = text
+        .find("run of task_003 (carol) is held after it stopped")
+        .expect(&text);
+    assert!(
+        first < blocked && blocked < held,
+        "most severe first: {text}"
+    );
+    assert!(
+        text.contains(&format!("→ squadctl run task_003 --session {session}")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "→ squadctl task show task_001 --session {session}"
+        )),
+        "{text}"
+    );
+    // carol's run is held: she is not active.
+    let line = text.lines().find(|l| l.contains("active:")).expect(&text);
+    assert!(!line.contains("carol"), "{line}");
+
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(ctl_run(root, &["status", "--json"]))).unwrap();
+    let kinds: Vec<&str> = v["needs_attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["error-report", "blocked-task", "run-held"], "{v:#}");
+    assert_eq!(
+        v["needs_attention"][2]["command"],
+        format!("squadctl run task_003 --session {session}")
+    );
+
+    // --check fails on them, unless each kind is allowed.
+    assert_eq!(code(&ctl_run(root, &["status", "--check"])), 1);
+    assert_eq!(
+        code(&ctl_run(
+            root,
+            &words("status --check --allow error-report --allow blocked-task")
+        )),
+        1,
+        "the held run still counts"
+    );
+    let out = ctl_run(
+        root,
+        &words("status --check --allow error-report --allow blocked-task --allow run-held"),
+    );
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let out = ctl_run(root, &words("status --check --allow nonsense"));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown kind `nonsense`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // task list shows the blocked task and the held run.
+    let list = ctl_ok(root, &["task", "list"]);
+    let row = |t: &str| {
+        list.lines()
+            .find(|l| l.starts_with(t))
+            .expect(&list)
+            .to_string()
+    };
+    assert!(row("task_001").contains("blocked"), "{list}");
+    assert!(row("task_003").contains("run held (stopped)"), "{list}");
+    let held = ctl_ok(root, &words("task list --status held"));
+    assert_eq!(held.lines().count(), 1, "{held}");
+    assert!(held.starts_with("task_003"), "{held}");
+}
+
+#[test]
+fn an_invalid_policy_or_config_needs_attention() {
+    let (tmp, _dir) = troubled_project();
+    let root = tmp.path();
+    write_policy(root, "locks:\n  default_ttl: forever\n");
+    fs::write(root.join(".squad/config.json"), "{\"runners\": [}\n").unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(ctl_run(root, &["status", "--json"]))).unwrap();
+    let kinds: Vec<&str> = v["needs_attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"policy-invalid"), "{v:#}");
+    assert!(kinds.contains(&"config-invalid"), "{v:#}");
+    let text = stdout(&ctl_run(root, &["status"]));
+    assert!(text.contains("policies.yaml"), "{text}");
+    assert!(text.contains("config.json:1:"), "{text}");
+}
+
+#[test]
+fn a_quiet_project_needs_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    init_session(root, "demo");
+    ok(task_new(root, &["--agent", "alice", "--instruction", "x"]));
+    let text = ctl_ok(root, &["status"]);
+    assert!(!text.contains("needs attention"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(ctl_run(root, &["status", "--json"]))).unwrap();
+    assert_eq!(v["needs_attention"], serde_json::json!([]));
+    assert_eq!(code(&ctl_run(root, &["status", "--check"])), 0);
+}
