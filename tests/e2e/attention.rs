@@ -173,3 +173,56 @@ fn a_quiet_project_needs_nothing() {
     assert_eq!(v["needs_attention"], serde_json::json!([]));
     assert_eq!(code(&ctl_run(root, &["status", "--check"])), 0);
 }
+
+/// Issue 28, "Policy in every check": every error of policies.yaml, each at
+/// its line and column with its rule id and a hint, in `validate` and in
+/// `status` (whose `--check` fails on them).
+#[test]
+fn validate_and_status_report_every_policy_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    init_session(root, "demo");
+    write_policy(
+        root,
+        "locks:\n  default_ttl: forever\nretention:\n  schedule: never\nbogus: 1\n",
+    );
+    let out = ctl_run(root, &["validate"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
+    for at in [
+        ".squad/policies.yaml:2:3",
+        ".squad/policies.yaml:4:3",
+        ".squad/policies.yaml:5:1",
+    ] {
+        assert!(text.contains(at), "{at} missing: {text}");
+    }
+    assert_eq!(text.matches("policy-invalid").count(), 3, "{text}");
+    assert!(
+        text.contains("squadd runs on the previous policy"),
+        "hint: {text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&ctl_run(root, &["status", "--json"]))).unwrap();
+    let policy: Vec<&serde_json::Value> = v["needs_attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "policy-invalid")
+        .collect();
+    assert_eq!(policy.len(), 3, "{v:#}");
+    assert!(
+        policy[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("policies.yaml:2:3: policy-invalid: locks.default_ttl"),
+        "{v:#}"
+    );
+    assert_eq!(code(&ctl_run(root, &["status", "--check"])), 1);
+    assert_eq!(
+        code(&ctl_run(
+            root,
+            &words("status --check --allow policy-invalid")
+        )),
+        0
+    );
+}

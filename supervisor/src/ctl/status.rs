@@ -69,18 +69,17 @@ pub(crate) fn attention_facts(
         .map(|(_, r)| r)
         .filter(|r| session.is_none_or(|s| s == r.session))
         .collect();
-    let policy: Vec<String> = crate::locks::load_policy(root).err().into_iter().collect();
-    let config: Vec<String> = crate::runners::config_diagnostics(root)
-        .0
-        .iter()
-        .filter(|d| d.severity == squad_protocol::Severity::Error)
-        .map(|d| {
-            let at = d
-                .location
-                .map_or_else(String::new, |l| format!(":{}:{}", l.line, l.column));
-            format!("{}{at}: {}: {}", d.path.display(), d.rule.id(), d.message)
-        })
-        .collect();
+    let line = |d: &squad_protocol::Diagnostic| {
+        let at = d
+            .location
+            .map_or_else(String::new, |l| format!(":{}:{}", l.line, l.column));
+        format!("{}{at}: {}: {}", d.path.display(), d.rule.id(), d.message)
+    };
+    let errors = |(found, _): (Vec<squad_protocol::Diagnostic>, usize)| -> Vec<String> {
+        found.iter().filter(|d| d.is_error()).map(line).collect()
+    };
+    let policy = errors(crate::locks::policy_diagnostics(root));
+    let config = errors(crate::runners::config_diagnostics(root));
     (runs, policy, config)
 }
 
