@@ -226,3 +226,30 @@ fn validate_and_status_report_every_policy_error() {
         0
     );
 }
+
+/// Issue 28, "A guided first hour": `init` ends with the next steps, each a
+/// command that works on the new project, in order.
+#[test]
+fn init_prints_next_steps_that_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let text = ctl_ok(root, &["init"]);
+    let steps = text.split("Next steps:\n").nth(1).expect(&text);
+    let commands: Vec<&str> = steps
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .filter_map(|l| l.split_once(". ").map(|(_, c)| c))
+        .collect();
+    assert_eq!(commands.len(), 4, "{steps}");
+    assert!(commands[0].starts_with("squadd --root ."), "{steps}");
+    // The squadctl steps run as printed on the fresh project.
+    for c in &commands[1..] {
+        let argv = words(c.strip_prefix("squadctl ").expect(c));
+        let out = ctl_run(root, &argv);
+        assert_eq!(code(&out), 0, "{c}: {}{}", stdout(&out), stderr(&out));
+    }
+    let v: serde_json::Value = serde_json::from_str(&ctl_ok(root, &["init", "--json"])).unwrap();
+    assert_eq!(v["next_steps"].as_array().map(Vec::len), Some(4), "{v:#}");
+    assert_eq!(v["next_steps"][3]["command"], "squadctl status");
+}
