@@ -253,3 +253,130 @@ fn init_prints_next_steps_that_run() {
     assert_eq!(v["next_steps"].as_array().map(Vec::len), Some(4), "{v:#}");
     assert_eq!(v["next_steps"][3]["command"], "squadctl status");
 }
+
+/// tmux on its own server socket, killed when the test ends.
+struct Tmux {
+    socket: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new("tmux");
+        c.arg("-S").arg(&self.socket);
+        c
+    }
+
+    fn screen(&self) -> String {
+        stdout(&run(self.cmd().args(["capture-pane", "-p", "-t", "top"])))
+    }
+
+    /// The screen once it shows every one of `want` (the console redraws
+    /// on its own schedule: wait for it, without a timed assertion).
+    fn wait_for(&self, want: &[&str]) -> String {
+        let mut screen = String::new();
+        for _ in 0..600 {
+            screen = self.screen();
+            if want.iter().all(|w| screen.contains(w)) {
+                return screen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the screen never showed {want:?}:\n{screen}");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+/// Issue 28, `squadctl top`: run in tmux at 60 columns with squadd down,
+/// its "needs you" pane lists the blocked task, the error report and the
+/// held run the test created, says squadd is down, redraws when a file
+/// changes (a second task becomes blocked), and quits on q.
+#[test]
+fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is required under CI (.ci/run installs it)"
+        );
+        eprintln!(
+            "SKIPPED top_in_tmux_shows_what_needs_you_and_follows_the_files: tmux is not installed"
+        );
+        return;
+    }
+    let (tmp, _dir) = troubled_project();
+    let root = tmp.path();
+    let tmux = Tmux {
+        socket: root.join("tmux.sock"),
+    };
+    let line = format!(
+        "env -u SQUAD_ROOT -u SQUAD_AGENT -u SQUAD_TASK -u SQUAD_SESSION NO_COLOR=1 TERM=xterm {} --root {} top",
+        env!("CARGO_BIN_EXE_squadctl"),
+        root.display()
+    );
+    let out = run(tmux.cmd().args([
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "60",
+        "-y",
+        "30",
+        &line,
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let screen = tmux.wait_for(&["NEEDS YOU (3)", "SESSIONS"]);
+    assert!(screen.contains("squadd DOWN"), "{screen}");
+    let needs = screen.find("NEEDS YOU").unwrap();
+    for item in [
+        "critical error from bob on task_002: disk full",
+        "task_001 (alice) is blocked: need the schema",
+        "run of task_003 (carol) is held",
+    ] {
+        let at = screen
+            .find(item)
+            .unwrap_or_else(|| panic!("{item}:\n{screen}"));
+        assert!(
+            at > needs && at < screen.find("SESSIONS").unwrap(),
+            "{screen}"
+        );
+    }
+    assert!(screen.lines().all(|l| l.chars().count() <= 60), "{screen}");
+
+    // A file changes: the console redraws by itself (squadd is down, so
+    // through inotify).
+    ok(task_new(root, &["--agent", "dave", "--instruction", "x"]));
+    ok(run(ctl(root).args([
+        "progress",
+        "--task",
+        "task_004",
+        "--agent",
+        "dave",
+        "--status",
+        "blocked",
+        "--blocker",
+        "no keys",
+    ])));
+    tmux.wait_for(&["NEEDS YOU (4)", "task_004 (dave) is blocked"]);
+
+    // Enter opens the selected item with the command that resolves it.
+    run(tmux.cmd().args(["send-keys", "-t", "top", "Enter"]));
+    tmux.wait_for(&["resolve with:"]);
+    run(tmux.cmd().args(["send-keys", "-t", "top", "Enter"]));
+    run(tmux.cmd().args(["send-keys", "-t", "top", "q"]));
+    for _ in 0..600 {
+        if code(&run(tmux.cmd().args(["has-session", "-t", "top"]))) != 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("top did not quit on q:\n{}", tmux.screen());
+}

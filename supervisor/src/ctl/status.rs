@@ -121,6 +121,65 @@ fn resolve_root(root_arg: Option<&Path>) -> Result<PathBuf, u8> {
         .map_err(super::fail)
 }
 
+/// What `status` and `top` show: the report (from squadd, or the files when
+/// it is down), the needs-attention items, and the run records.
+pub(crate) struct Gathered {
+    /// The status report, held runs' agents no longer active.
+    pub report: StatusReport,
+    /// What needs a human, most severe first.
+    pub attention: Vec<crate::attention::Item>,
+    /// Every run record of the root (or the session).
+    pub runs: Vec<crate::runners::RunRecord>,
+}
+
+/// Gathers what `status` and `top` show.
+pub(crate) fn gather(
+    root: &Path,
+    session: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Gathered, String> {
+    let asked = Client::connect(root, DAEMON_TIMEOUT).and_then(|mut c| {
+        c.call(Method::Status {
+            session: session.map(str::to_string),
+        })
+    });
+    let mut report = match asked {
+        Ok(v) => serde_json::from_value::<StatusReport>(v)
+            .map_err(|e| format!("unexpected status from squadd: {e}"))?,
+        Err(e) => {
+            let reason = match e {
+                ClientError::NotRunning(_) => "not running".to_string(),
+                other => other.to_string(),
+            };
+            let r = report_from_files(root, session, default_threads(), now)
+                .map_err(|e| format!("{}: {e}", root.display()))?;
+            StatusReport {
+                daemon: DaemonReport::Down { reason },
+                roots: vec![r],
+            }
+        }
+    };
+    if let Some(s) = session
+        && report.roots.iter().all(|r| r.sessions.is_empty())
+    {
+        return Err(format!("no session named `{s}`"));
+    }
+    // What needs a human (docs/daemon.md, "Needs attention").
+    let (runs, policy_errors, config_errors) = attention_facts(root, session);
+    crate::attention::drop_held_agents(&mut report, &runs);
+    let attention = crate::attention::needs_attention(&crate::attention::Facts {
+        report: Some(&report),
+        runs: &runs,
+        policy_errors: &policy_errors,
+        config_errors: &config_errors,
+    });
+    Ok(Gathered {
+        report,
+        attention,
+        runs,
+    })
+}
+
 /// Runs `squadctl status`.
 pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     let root = match resolve_root(root_arg) {
@@ -128,44 +187,14 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         Err(code) => return code,
     };
     let now = chrono::Utc::now();
-    let asked = Client::connect(&root, DAEMON_TIMEOUT).and_then(|mut c| {
-        c.call(Method::Status {
-            session: args.session.clone(),
-        })
-    });
-    let mut report = match asked {
-        Ok(v) => match serde_json::from_value::<StatusReport>(v) {
-            Ok(r) => r,
-            Err(e) => return super::fail(format!("unexpected status from squadd: {e}")),
-        },
-        Err(e) => {
-            let reason = match e {
-                ClientError::NotRunning(_) => "not running".to_string(),
-                other => other.to_string(),
-            };
-            match report_from_files(&root, args.session.as_deref(), default_threads(), now) {
-                Ok(r) => StatusReport {
-                    daemon: DaemonReport::Down { reason },
-                    roots: vec![r],
-                },
-                Err(e) => return super::fail(format!("{}: {e}", root.display())),
-            }
-        }
+    let Gathered {
+        report,
+        attention,
+        runs: _,
+    } = match gather(&root, args.session.as_deref(), now) {
+        Ok(g) => g,
+        Err(e) => return super::fail(e),
     };
-    if let Some(s) = &args.session
-        && report.roots.iter().all(|r| r.sessions.is_empty())
-    {
-        return super::fail(format!("no session named `{s}`"));
-    }
-    // What needs a human (docs/daemon.md, "Needs attention"), first.
-    let (records, policy_errors, config_errors) = attention_facts(&root, args.session.as_deref());
-    crate::attention::drop_held_agents(&mut report, &records);
-    let attention = crate::attention::needs_attention(&crate::attention::Facts {
-        report: Some(&report),
-        runs: &records,
-        policy_errors: &policy_errors,
-        config_errors: &config_errors,
-    });
     // Agent runs (docs/runners.md), from their run.json files.
     let runs = super::runs::runs_report(&root, args.session.as_deref(), false, 0);
     let code = if args.json {
