@@ -291,28 +291,27 @@ impl Drop for Tmux {
     }
 }
 
-/// Issue 28, `squadctl top`: run in tmux at 60 columns with squadd down,
-/// its "needs you" pane lists the blocked task, the error report and the
-/// held run the test created, says squadd is down, redraws when a file
-/// changes (a second task becomes blocked), and quits on q.
-#[test]
-fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
+/// Whether tmux runs here; under CI its absence fails the test (`.ci/run`
+/// installs it), elsewhere the test is skipped with a loud message.
+fn have_tmux(test: &str) -> bool {
     if std::process::Command::new("tmux")
         .arg("-V")
         .output()
-        .is_err()
+        .is_ok()
     {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is required under CI (.ci/run installs it)"
-        );
-        eprintln!(
-            "SKIPPED top_in_tmux_shows_what_needs_you_and_follows_the_files: tmux is not installed"
-        );
-        return;
+        return true;
     }
-    let (tmp, _dir) = troubled_project();
-    let root = tmp.path();
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tmux is required under CI (.ci/run installs it)"
+    );
+    eprintln!("SKIPPED {test}: tmux is not installed");
+    false
+}
+
+/// `squadctl --root ROOT top` in a detached tmux session `top` of
+/// WIDTH x HEIGHT, with NO_COLOR and none of the agent environment.
+fn start_top(root: &Path, width: &str, height: &str) -> Tmux {
     let tmux = Tmux {
         socket: root.join("tmux.sock"),
     };
@@ -327,12 +326,27 @@ fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
         "-s",
         "top",
         "-x",
-        "60",
+        width,
         "-y",
-        "30",
+        height,
         &line,
     ]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    tmux
+}
+
+/// Issue 28, `squadctl top`: run in tmux at 60 columns with squadd down,
+/// its "needs you" pane lists the blocked task, the error report and the
+/// held run the test created, says squadd is down, redraws when a file
+/// changes (a second task becomes blocked), and quits on q.
+#[test]
+fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
+    if !have_tmux("top_in_tmux_shows_what_needs_you_and_follows_the_files") {
+        return;
+    }
+    let (tmp, _dir) = troubled_project();
+    let root = tmp.path();
+    let tmux = start_top(root, "60", "30");
     let screen = tmux.wait_for(&["NEEDS YOU (3)", "SESSIONS"]);
     assert!(screen.contains("squadd DOWN"), "{screen}");
     let needs = screen.find("NEEDS YOU").unwrap();
@@ -379,4 +393,33 @@ fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     panic!("top did not quit on q:\n{}", tmux.screen());
+}
+
+/// With squadd running, `top` says so and redraws on squadd's events (no
+/// file watch); when squadd stops, the console says it is down.
+#[test]
+fn top_follows_squadds_events_and_notices_it_stop() {
+    if !have_tmux("top_follows_squadds_events_and_notices_it_stop") {
+        return;
+    }
+    let (tmp, _dir) = troubled_project();
+    let root = tmp.path();
+    let daemon = crate::daemon::Daemon::start(root);
+    let tmux = start_top(root, "80", "40");
+    tmux.wait_for(&["squadd running (pid", "NEEDS YOU (3)"]);
+    ok(task_new(root, &["--agent", "dave", "--instruction", "x"]));
+    ok(run(ctl(root).args([
+        "progress",
+        "--task",
+        "task_004",
+        "--agent",
+        "dave",
+        "--status",
+        "blocked",
+        "--blocker",
+        "no keys",
+    ])));
+    tmux.wait_for(&["NEEDS YOU (4)", "task_004 (dave) is blocked"]);
+    drop(daemon);
+    tmux.wait_for(&["squadd DOWN"]);
 }
