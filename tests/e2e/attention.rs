@@ -291,6 +291,23 @@ impl Drop for Tmux {
     }
 }
 
+/// dave's task_004 becomes blocked; the console shows it by itself.
+fn block_a_fourth_task(root: &Path, tmux: &Tmux) {
+    ok(task_new(root, &["--agent", "dave", "--instruction", "x"]));
+    ok(run(ctl(root).args([
+        "progress",
+        "--task",
+        "task_004",
+        "--agent",
+        "dave",
+        "--status",
+        "blocked",
+        "--blocker",
+        "no keys",
+    ])));
+    tmux.wait_for(&["NEEDS YOU (4)", "task_004 (dave) is blocked"]);
+}
+
 /// Whether tmux runs here; under CI its absence fails the test (`.ci/run`
 /// installs it), elsewhere the test is skipped with a loud message.
 fn have_tmux(test: &str) -> bool {
@@ -367,19 +384,7 @@ fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
 
     // A file changes: the console redraws by itself (squadd is down, so
     // through inotify).
-    ok(task_new(root, &["--agent", "dave", "--instruction", "x"]));
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_004",
-        "--agent",
-        "dave",
-        "--status",
-        "blocked",
-        "--blocker",
-        "no keys",
-    ])));
-    tmux.wait_for(&["NEEDS YOU (4)", "task_004 (dave) is blocked"]);
+    block_a_fourth_task(root, &tmux);
 
     // Enter opens the selected item with the command that resolves it.
     run(tmux.cmd().args(["send-keys", "-t", "top", "Enter"]));
@@ -407,19 +412,29 @@ fn top_follows_squadds_events_and_notices_it_stop() {
     let daemon = crate::daemon::Daemon::start(root);
     let tmux = start_top(root, "80", "40");
     tmux.wait_for(&["squadd running (pid", "NEEDS YOU (3)"]);
-    ok(task_new(root, &["--agent", "dave", "--instruction", "x"]));
-    ok(run(ctl(root).args([
-        "progress",
-        "--task",
-        "task_004",
-        "--agent",
-        "dave",
-        "--status",
-        "blocked",
-        "--blocker",
-        "no keys",
-    ])));
-    tmux.wait_for(&["NEEDS YOU (4)", "task_004 (dave) is blocked"]);
+    block_a_fourth_task(root, &tmux);
     drop(daemon);
     tmux.wait_for(&["squadd DOWN"]);
+}
+
+/// Issue 28: `graph --format text` is a readable tree (each task under the
+/// tasks it waits for, one met twice marked `(above)`); piped, plain
+/// `graph` stays Mermaid for scripts.
+#[test]
+fn graph_text_is_a_tree_and_pipes_keep_mermaid() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("agents-graph"), tmp.path());
+    let tree = ctl_ok(tmp.path(), &["graph", "--format", "text"]);
+    assert_eq!(
+        tree,
+        "session 20240115T100000Z-graph
+task_a (alice, completed)
+├── task_b (bob, in_progress)
+│   └── task_c (carol, pending)
+└── task_d (dave, ready)
+task_e (erin, blocked)
+└── task_c (carol, pending) (above)
+"
+    );
+    assert!(ctl_ok(tmp.path(), &["graph"]).starts_with("flowchart TD\n"));
 }

@@ -80,6 +80,9 @@ pub enum GraphFormat {
     Mermaid,
     /// Graphviz dot.
     Dot,
+    /// A text tree: each task under the tasks it waits for (the default on
+    /// a terminal).
+    Text,
 }
 
 /// The task graph of a session, coloured by status; an edge whose
@@ -89,9 +92,10 @@ pub struct GraphArgs {
     /// The session (default: the one active session).
     #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "mermaid")]
-    pub format: GraphFormat,
+    /// Output format (default: text on a terminal, mermaid otherwise, so
+    /// scripts and pipes keep getting Mermaid).
+    #[arg(long, value_enum)]
+    pub format: Option<GraphFormat>,
 }
 
 fn derive(root: &Path, s: &SessionIndex) -> SessionView {
@@ -619,8 +623,67 @@ pub fn render_graph(view: &SessionView, format: GraphFormat) -> String {
             }
             out.push_str("}\n");
         }
+        GraphFormat::Text => text_tree(view, &mut out),
     }
     out
+}
+
+/// The text tree: tasks without prerequisites at the top, each task under
+/// every task it waits for; a task met again is named with `(above)` and
+/// not expanded twice.
+fn text_tree(view: &SessionView, out: &mut String) {
+    fn walk<'a>(
+        view: &'a SessionView,
+        t: &'a TaskView,
+        prefix: &str,
+        last: bool,
+        top: bool,
+        seen: &mut std::collections::BTreeSet<&'a str>,
+        out: &mut String,
+    ) {
+        let (branch, more) = match (top, last) {
+            (true, _) => ("", ""),
+            (false, true) => ("└── ", "    "),
+            (false, false) => ("├── ", "│   "),
+        };
+        let again = !seen.insert(t.task_id.as_str());
+        out.push_str(&format!(
+            "{prefix}{branch}{} ({}, {}){}\n",
+            t.task_id,
+            t.agent,
+            state_word(t),
+            if again { " (above)" } else { "" }
+        ));
+        if again {
+            return;
+        }
+        let children: Vec<&TaskView> = view
+            .tasks
+            .iter()
+            .filter(|c| c.prerequisites.contains(&t.task_id))
+            .collect();
+        let inner = format!("{prefix}{more}");
+        for (i, c) in children.iter().enumerate() {
+            walk(view, c, &inner, i + 1 == children.len(), false, seen, out);
+        }
+    }
+    out.push_str(&format!("session {}\n", view.name));
+    let mut seen = std::collections::BTreeSet::new();
+    let known = |id: &String| view.tasks.iter().any(|t| &t.task_id == id);
+    // A task whose prerequisites are all unknown (no plan) is a root too.
+    for t in view
+        .tasks
+        .iter()
+        .filter(|t| !t.prerequisites.iter().any(known))
+    {
+        walk(view, t, "", true, true, &mut seen, out);
+    }
+    // Tasks only in a cycle have no root: list them so none is missing.
+    for t in &view.tasks {
+        if !seen.contains(t.task_id.as_str()) {
+            walk(view, t, "", true, true, &mut seen, out);
+        }
+    }
 }
 
 /// Fill colour per state word.
@@ -643,5 +706,13 @@ pub fn graph(root_arg: Option<&Path>, args: GraphArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return super::fail(e),
     };
-    super::print(&render_graph(&derive(&root, &s), args.format))
+    let format = args.format.unwrap_or_else(|| {
+        use std::io::IsTerminal;
+        if std::io::stdout().is_terminal() {
+            GraphFormat::Text
+        } else {
+            GraphFormat::Mermaid
+        }
+    });
+    super::print(&render_graph(&derive(&root, &s), format))
 }
