@@ -438,3 +438,25 @@ task_e (erin, blocked)
     );
     assert!(ctl_ok(tmp.path(), &["graph"]).starts_with("flowchart TD\n"));
 }
+
+/// Issue 28: `send` without `--priority` sends a medium-priority message.
+#[test]
+fn send_priority_defaults_to_medium() {
+    let (tmp, dir) = quiet_two_agent_project("20240115T100000Z-demo");
+    let root = tmp.path();
+    ctl_ok(
+        root,
+        &words(
+            "send --from alice --to bob --type question --subject s --message m --session 20240115T100000Z-demo",
+        ),
+    );
+    let sent: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("role-comm-alice-to-bob-"))
+        .collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let text = fs::read_to_string(dir.join(&sent[0])).unwrap();
+    assert!(text.contains("priority: medium"), "{text}");
+}
