@@ -646,3 +646,112 @@ mod tests {
         }
     }
 }
+
+/// One problem of a policies.yaml, with the position of the key it is
+/// about (1-based line and column) when it can be found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyFinding {
+    /// The error.
+    pub error: PolicyError,
+    /// Where in the file.
+    pub at: Option<(usize, usize)>,
+}
+
+/// Every problem of a policies.yaml text, not only the first: each leaf
+/// key is tried on its own over the defaults (so one bad value does not
+/// hide the next), then the whole file for the problems only a combination
+/// shows. Empty when the file loads.
+pub fn check(text: &str) -> Vec<PolicyFinding> {
+    use squad_protocol::locate::{PathSeg, Target, locate};
+    let whole = match Policy::parse(Some(text)) {
+        Ok(_) => return Vec::new(),
+        Err(e) => e,
+    };
+    let Ok(Value::Mapping(user)) = serde_yaml::from_str::<Value>(text) else {
+        // Not YAML, not a mapping, too deep: one finding, the parser's.
+        return vec![PolicyFinding {
+            error: whole,
+            at: None,
+        }];
+    };
+    fn leaves(map: &serde_yaml::Mapping, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        for (k, v) in map {
+            let key = match k {
+                Value::String(s) => s.clone(),
+                other => serde_yaml::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            path.push(key);
+            match v {
+                Value::Mapping(m) if !m.is_empty() => leaves(m, path, out),
+                _ => out.push(path.clone()),
+            }
+            path.pop();
+        }
+    }
+    fn only(user: &Value, path: &[String]) -> Value {
+        let mut node = user;
+        for k in path {
+            node = node.get(k.as_str()).unwrap_or(&Value::Null);
+        }
+        path.iter().rev().fold(node.clone(), |inner, k| {
+            let mut m = serde_yaml::Mapping::new();
+            m.insert(Value::String(k.clone()), inner);
+            Value::Mapping(m)
+        })
+    }
+    let place = |path: &[String]| {
+        let segs: Vec<PathSeg> = path.iter().map(|k| PathSeg::Key(k.clone())).collect();
+        locate(text, &segs, Target::Key)
+    };
+    let mut paths = Vec::new();
+    leaves(&user, &mut Vec::new(), &mut paths);
+    let mut out: Vec<PolicyFinding> = Vec::new();
+    let user = Value::Mapping(user);
+    for path in paths {
+        let one = serde_yaml::to_string(&only(&user, &path)).unwrap_or_default();
+        if let Err(error) = Policy::parse(Some(&one))
+            && !out.iter().any(|f| f.error == error)
+        {
+            out.push(PolicyFinding {
+                at: place(&path),
+                error,
+            });
+        }
+    }
+    // Each key loads alone: the fault is in their combination.
+    if out.is_empty() {
+        let path: Vec<String> = whole.field.split('.').map(str::to_string).collect();
+        out.push(PolicyFinding {
+            at: place(&path),
+            error: whole,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod check_tests {
+    use super::check;
+
+    #[test]
+    fn every_bad_key_is_a_finding_at_its_line() {
+        let text = "locks:\n  default_ttl: forever\nretention:\n  schedule: never\nbogus: 1\n";
+        let f = check(text);
+        let fields: Vec<(&str, Option<(usize, usize)>)> =
+            f.iter().map(|f| (f.error.field.as_str(), f.at)).collect();
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert_eq!(fields[0], ("locks.default_ttl", Some((2, 3))), "{f:?}");
+        assert_eq!(fields[1].1, Some((4, 3)), "{f:?}");
+        assert_eq!(fields[2].1, Some((5, 1)), "{f:?}");
+    }
+
+    #[test]
+    fn a_valid_or_absent_policy_has_none_and_broken_yaml_has_one() {
+        assert!(check("").is_empty());
+        assert!(check("locks:\n  default_ttl: 10m\n").is_empty());
+        assert_eq!(check("locks: [\n").len(), 1);
+    }
+}

@@ -238,6 +238,9 @@ rules! {
     ConfigBadValue = "config-bad-value", Error, "config.json values are in range (maxConcurrent >= 1, …)";
     /// A key squad-supervisor does not read (kept as written).
     ConfigUnknownKey = "config-unknown-key", Warning, "unknown config.json keys are kept, not read";
+    // issue 28: .squad/policies.yaml; documented in docs/daemon.md.
+    /// policies.yaml does not load: not YAML, an unknown key, a bad value.
+    PolicyInvalid = "policy-invalid", Error, "policies.yaml holds only known keys with valid values";
 }
 
 impl Rule {
@@ -267,6 +270,8 @@ impl Rule {
             "docs/team.md"
         } else if self.id().starts_with("config-") {
             "docs/runners.md"
+        } else if self.id().starts_with("policy-") {
+            "docs/daemon.md"
         } else if self.is_ci() {
             "docs/ci.md"
         } else {

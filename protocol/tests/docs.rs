@@ -754,6 +754,7 @@ fn protocol_rules() -> Vec<Rule> {
         .filter(|r| !r.id().starts_with("memory-")) // docs/memory.md
         .filter(|r| !r.id().starts_with("team-")) // docs/team.md
         .filter(|r| !r.id().starts_with("config-")) // docs/runners.md
+        .filter(|r| !r.id().starts_with("policy-")) // docs/daemon.md
         .collect()
 }
 
@@ -767,6 +768,21 @@ fn runners_page_documents_every_config_rule() {
         assert!(
             page.contains(&format!("`{}`", rule.id())),
             "docs/runners.md does not document `{}`",
+            rule.id()
+        );
+    }
+}
+
+#[test]
+fn daemon_page_documents_every_policy_rule() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/daemon.md"),
+    )
+    .unwrap();
+    for rule in Rule::ALL.iter().filter(|r| r.id().starts_with("policy-")) {
+        assert!(
+            page.contains(&format!("`{}`", rule.id())),
+            "docs/daemon.md does not document `{}`",
             rule.id()
         );
     }

@@ -12,6 +12,7 @@
 // An item is `pub` only where the binaries or tests can reach it.
 #![warn(unreachable_pub)]
 
+pub mod attention;
 pub mod audit;
 pub mod control;
 pub mod ctl;

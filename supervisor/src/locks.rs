@@ -632,6 +632,46 @@ pub fn load_policy(root: &Path) -> Result<squad_policies::Policy, String> {
     squad_policies::Policy::parse(text.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Every problem of a project's `.squad/policies.yaml` (for `validate` and
+/// `status`), each at its key's line and column: none when the file is
+/// absent or loads. The count is the files checked (0 or 1).
+pub fn policy_diagnostics(root: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+    use squad_protocol::{Diagnostic, Location, Rule};
+    let path = root.join(SQUAD_DIR).join("policies.yaml");
+    let hint = "fix the key (docs/install.md lists the policy keys); squadd runs on the previous policy, or the defaults, until it loads";
+    let text = match fsx::read_regular_to_string(&path, RECORD_LIMIT) {
+        Ok(t) => t,
+        Err(ReadError::NotFound) => return (Vec::new(), 0),
+        Err(e) => {
+            return (
+                vec![Diagnostic::new(
+                    &path,
+                    Rule::PolicyInvalid,
+                    format!("cannot read policies.yaml: {e}"),
+                    "policies.yaml is a regular UTF-8 file",
+                )],
+                1,
+            );
+        }
+    };
+    let found = squad_policies::policy::check(&text)
+        .into_iter()
+        .map(|f| {
+            Diagnostic::new(
+                &path,
+                Rule::PolicyInvalid,
+                format!("{}: {}", f.error.field, f.error.message),
+                hint,
+            )
+            .at(f.at.map(|(line, column)| Location {
+                line: line as u32,
+                column: column as u32,
+            }))
+        })
+        .collect();
+    (found, 1)
+}
+
 /// Where a project-relative path leads when it resolves through a symlink to
 /// outside the project, or `None` when it stays inside (or does not exist
 /// yet: then its longest existing ancestor is checked).

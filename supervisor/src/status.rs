@@ -88,6 +88,38 @@ pub struct SessionReport {
     /// Agents who were sent messages but have no task in the session.
     #[serde(default)]
     pub recipients_without_task: Vec<String>,
+    /// Tasks whose latest progress update says `blocked`.
+    #[serde(default)]
+    pub blocked: Vec<BlockedTask>,
+    /// Error reports whose task is not completed (or that name no task).
+    #[serde(default)]
+    pub error_reports: Vec<ErrorReportView>,
+}
+
+/// A blocked task, as shown in status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedTask {
+    /// Task id.
+    pub task_id: String,
+    /// Assignee.
+    pub agent: String,
+    /// Blocker descriptions from the latest progress update.
+    pub blockers: Vec<String>,
+}
+
+/// An error report, as shown in status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReportView {
+    /// Error id.
+    pub error_id: String,
+    /// Reporter.
+    pub agent: String,
+    /// The task that failed.
+    pub task_id: Option<String>,
+    /// `critical`, `error` or `warning`.
+    pub severity: String,
+    /// `error.message`.
+    pub message: String,
 }
 
 /// Agents who were sent messages but have no task in the session.
@@ -211,7 +243,47 @@ pub fn session_report(
         oldest_unread_secs: None,
         escalations: Vec::new(),
         recipients_without_task: Vec::new(),
+        blocked: view
+            .tasks
+            .iter()
+            .filter(|t| t.state == squad_protocol::model::TaskStatus::Blocked)
+            .map(|t| BlockedTask {
+                task_id: t.task_id.clone(),
+                agent: t.agent.clone(),
+                blockers: t.blockers.clone(),
+            })
+            .collect(),
+        error_reports: error_reports(session, view),
     }
+}
+
+/// The error reports of a session that still stand: a report about a task
+/// completed since is settled.
+fn error_reports(session: &SessionIndex, view: &SessionView) -> Vec<ErrorReportView> {
+    use crate::index::Entry;
+    let completed = |task: &str| {
+        view.tasks
+            .iter()
+            .any(|t| t.task_id == task && t.state == squad_protocol::model::TaskStatus::Completed)
+    };
+    let mut out: Vec<ErrorReportView> = session
+        .files
+        .values()
+        .filter_map(|f| match &f.entry {
+            Entry::Error(e) if !e.task_id.as_deref().is_some_and(completed) => {
+                Some(ErrorReportView {
+                    error_id: e.error_id.clone(),
+                    agent: e.agent.clone(),
+                    task_id: e.task_id.clone(),
+                    severity: e.severity.to_string(),
+                    message: e.error_message.clone(),
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort_by(|a, b| a.error_id.cmp(&b.error_id));
+    out
 }
 
 /// One project root in the report.

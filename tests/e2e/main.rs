@@ -7,6 +7,7 @@
 
 mod agents;
 mod answers;
+mod attention;
 mod check;
 mod core;
 pub mod daemon;

@@ -194,7 +194,7 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             .collect();
         return super::print(&format!(
             "{:#}\n",
-            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md})
+            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md, "next_steps": NEXT_STEPS.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
         ));
     }
     let mut out = String::new();
@@ -213,8 +213,33 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         None => {}
     }
     out.push_str(POINTERS);
+    out.push_str("Next steps:\n");
+    for (i, (cmd, why)) in NEXT_STEPS.iter().enumerate() {
+        out.push_str(&format!("  {}. {cmd}\n       {why}\n", i + 1));
+    }
     super::print_human(&out)
 }
+
+/// What a new lead does after `init`, in order (printed by `init`, and as
+/// `next_steps` with `--json`).
+const NEXT_STEPS: [(&str, &str); 4] = [
+    (
+        "squadd --root .",
+        "start the supervisor (or: squadctl --root . service install --user)",
+    ),
+    (
+        "squadctl session new --slug my-feature",
+        "open a session for a piece of work",
+    ),
+    (
+        "squadctl task new --agent alice --instruction 'build the api' --allow 'src/**'",
+        "assign tasks, one per agent, with the files each may change",
+    ),
+    (
+        "squadctl status",
+        "see what needs you first (blocked tasks, error reports, held runs), then progress",
+    ),
+];
 
 /// How to show the shipped skill to the agents' tools, printed by `init`.
 const POINTERS: &str = "\

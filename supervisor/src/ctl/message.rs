@@ -57,7 +57,7 @@ pub struct SendArgs {
     #[arg(long)]
     pub to: String,
     /// Delivery priority.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, default_value = "medium")]
     pub priority: PriorityArg,
     /// Message type.
     #[arg(long = "type", value_enum)]

@@ -27,6 +27,7 @@ pub mod skills;
 pub mod status;
 pub mod target;
 pub mod team;
+pub mod top;
 pub mod validate;
 pub mod wait;
 pub mod write;
@@ -101,6 +102,8 @@ pub enum Command {
     Memory(memory::MemoryCommand),
     #[allow(missing_docs)]
     Status(status::StatusArgs),
+    #[allow(missing_docs)]
+    Top(top::TopArgs),
     #[allow(missing_docs)]
     Events(status::EventsArgs),
     #[allow(missing_docs)]
@@ -195,6 +198,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Hooks(cmd) => hooks::run(cli.root.as_deref(), cmd),
         Command::Memory(cmd) => memory::run(cli.root.as_deref(), cmd),
         Command::Status(args) => status::status(cli.root.as_deref(), args),
+        Command::Top(args) => top::top(cli.root.as_deref(), args),
         Command::Events(args) => status::events(cli.root.as_deref(), args),
         Command::Health(args) => status::health(cli.root.as_deref(), args),
         Command::Skills(cmd) => skills::run(cli.root.as_deref(), cmd),

@@ -21,7 +21,7 @@ pub struct TaskListArgs {
     #[arg(long, value_name = "A")]
     pub agent: Option<String>,
     /// Only tasks in this state: pending, ready, in_progress, completed,
-    /// blocked, overdue.
+    /// blocked, overdue; or whose run is held or failed (held, failed).
     #[arg(long, value_name = "S")]
     pub status: Vec<String>,
     /// Print JSON.
@@ -79,6 +79,9 @@ pub enum GraphFormat {
     Mermaid,
     /// Graphviz dot.
     Dot,
+    /// A text tree: each task under the tasks it waits for (the default on
+    /// a terminal).
+    Text,
 }
 
 /// The task graph of a session, coloured by status; an edge whose
@@ -88,9 +91,10 @@ pub struct GraphArgs {
     /// The session (default: the one active session).
     #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "mermaid")]
-    pub format: GraphFormat,
+    /// Output format (default: text on a terminal, mermaid otherwise, so
+    /// scripts and pipes keep getting Mermaid).
+    #[arg(long, value_enum)]
+    pub format: Option<GraphFormat>,
 }
 
 fn derive(root: &Path, s: &SessionIndex) -> SessionView {
@@ -315,20 +319,50 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
         Err(e) => return super::fail(e),
     };
     let view = derive(root, &s);
+    // A run that needs a human (held, or failed for good) shows beside
+    // its task's state: the agent's own progress cannot say so.
+    let records: Vec<crate::runners::RunRecord> = crate::runners::all_records(root)
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.session == s.name)
+        .collect();
+    let run_word = |t: &TaskView| -> Option<(&'static str, &'static str)> {
+        let r = records.iter().find(|r| r.task == t.task_id)?;
+        if r.completed || r.state == crate::runners::RunState::Running {
+            None
+        } else if r.held {
+            Some(("held", r.state.as_str()))
+        } else if r.state == crate::runners::RunState::Failed {
+            Some(("failed", r.state.as_str()))
+        } else {
+            None
+        }
+    };
     let shown: Vec<&TaskView> = view
         .tasks
         .iter()
         .filter(|t| args.agent.as_ref().is_none_or(|a| &t.agent == a))
         .filter(|t| {
             args.status.is_empty()
-                || args
-                    .status
-                    .iter()
-                    .any(|w| w == state_word(t) || w == t.state.as_str())
+                || args.status.iter().any(|w| {
+                    w == state_word(t)
+                        || w == t.state.as_str()
+                        || run_word(t).is_some_and(|(r, _)| r == w)
+                })
         })
         .collect();
     if args.json {
-        let list: Vec<Value> = shown.iter().map(|t| task_json(t, None)).collect();
+        let list: Vec<Value> = shown
+            .iter()
+            .map(|t| {
+                let mut v = task_json(t, None);
+                v["run"] = run_word(t).map_or(
+                    Value::Null,
+                    |(r, state)| json!({"needs": r, "state": state}),
+                );
+                v
+            })
+            .collect();
         return super::print(&format!(
             "{:#}\n",
             json!({"session": s.name, "tasks": list})
@@ -342,10 +376,10 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
             t.agent,
             state_word(t),
             t.priority,
-            if t.unmet.is_empty() {
-                String::new()
-            } else {
-                format!(" waits for {}", t.unmet.join(", "))
+            match (t.unmet.is_empty(), run_word(t)) {
+                (_, Some((r, state))) => format!(" run {r} ({state})"),
+                (true, None) => String::new(),
+                (false, None) => format!(" waits for {}", t.unmet.join(", ")),
             }
         ));
     }
@@ -567,8 +601,67 @@ pub fn render_graph(view: &SessionView, format: GraphFormat) -> String {
             }
             out.push_str("}\n");
         }
+        GraphFormat::Text => text_tree(view, &mut out),
     }
     out
+}
+
+/// The text tree: tasks without prerequisites at the top, each task under
+/// every task it waits for; a task met again is named with `(above)` and
+/// not expanded twice.
+fn text_tree(view: &SessionView, out: &mut String) {
+    fn walk<'a>(
+        view: &'a SessionView,
+        t: &'a TaskView,
+        prefix: &str,
+        last: bool,
+        top: bool,
+        seen: &mut std::collections::BTreeSet<&'a str>,
+        out: &mut String,
+    ) {
+        let (branch, more) = match (top, last) {
+            (true, _) => ("", ""),
+            (false, true) => ("└── ", "    "),
+            (false, false) => ("├── ", "│   "),
+        };
+        let again = !seen.insert(t.task_id.as_str());
+        out.push_str(&format!(
+            "{prefix}{branch}{} ({}, {}){}\n",
+            t.task_id,
+            t.agent,
+            state_word(t),
+            if again { " (above)" } else { "" }
+        ));
+        if again {
+            return;
+        }
+        let children: Vec<&TaskView> = view
+            .tasks
+            .iter()
+            .filter(|c| c.prerequisites.contains(&t.task_id))
+            .collect();
+        let inner = format!("{prefix}{more}");
+        for (i, c) in children.iter().enumerate() {
+            walk(view, c, &inner, i + 1 == children.len(), false, seen, out);
+        }
+    }
+    out.push_str(&format!("session {}\n", view.name));
+    let mut seen = std::collections::BTreeSet::new();
+    let known = |id: &String| view.tasks.iter().any(|t| &t.task_id == id);
+    // A task whose prerequisites are all unknown (no plan) is a root too.
+    for t in view
+        .tasks
+        .iter()
+        .filter(|t| !t.prerequisites.iter().any(known))
+    {
+        walk(view, t, "", true, true, &mut seen, out);
+    }
+    // Tasks only in a cycle have no root: list them so none is missing.
+    for t in &view.tasks {
+        if !seen.contains(t.task_id.as_str()) {
+            walk(view, t, "", true, true, &mut seen, out);
+        }
+    }
 }
 
 /// Fill colour per state word.
@@ -591,5 +684,13 @@ pub fn graph(root_arg: Option<&Path>, args: GraphArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return super::fail(e),
     };
-    super::print(&render_graph(&derive(&root, &s), args.format))
+    let format = args.format.unwrap_or_else(|| {
+        use std::io::IsTerminal;
+        if std::io::stdout().is_terminal() {
+            GraphFormat::Text
+        } else {
+            GraphFormat::Mermaid
+        }
+    });
+    super::print(&render_graph(&derive(&root, &s), format))
 }

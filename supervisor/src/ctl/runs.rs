@@ -239,16 +239,7 @@ pub fn stop(root_arg: Option<&Path>, args: StopArgs) -> u8 {
         Ok(r) => r,
         Err(c) => return c,
     };
-    let method = Method::Runs {
-        action: "stop".into(),
-        session: args.session.clone(),
-        task: Some(args.task.clone()),
-    };
-    let result = match call(&root, method) {
-        Err(ClientError::NotRunning(_)) => stop_without_daemon(&root, &args),
-        other => other.map_err(|e| e.to_string()),
-    };
-    match result {
+    match stop_run(&root, &args.task, args.session.as_deref()) {
         Ok(v) if args.json => super::print(&format!("{v:#}\n")),
         Ok(v) => super::print(&format!(
             "stopping {} in {} (pid {})\n",
@@ -257,6 +248,27 @@ pub fn stop(root_arg: Option<&Path>, args: StopArgs) -> u8 {
             v["pid"]
         )),
         Err(e) => super::fail(format!("cannot stop {}: {e}", args.task)),
+    }
+}
+
+/// Stops TASK's run through squadd, or by itself when squadd is down
+/// (`squadctl stop` and `top`'s `s` key).
+pub(crate) fn stop_run(root: &Path, task: &str, session: Option<&str>) -> Result<Value, String> {
+    let method = Method::Runs {
+        action: "stop".into(),
+        session: session.map(str::to_string),
+        task: Some(task.to_string()),
+    };
+    match call(root, method) {
+        Err(ClientError::NotRunning(_)) => stop_without_daemon(
+            root,
+            &StopArgs {
+                task: task.to_string(),
+                session: session.map(str::to_string),
+                json: false,
+            },
+        ),
+        other => other.map_err(|e| e.to_string()),
     }
 }
 

@@ -31,12 +31,56 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// For scripts: exit 1 when any session has validation errors,
-    /// dependency violations or overdue tasks, a skill is skipped (see
-    /// docs/skills.md), or the root is missing (warnings do not count); 0
-    /// otherwise.
+    /// For scripts: exit 1 when anything needs attention (the section
+    /// printed first: blocked tasks, error reports, held or failed runs,
+    /// overdue tasks and replies, invalid files, an invalid or refused
+    /// policy, an invalid config.json), a session has dependency
+    /// violations, a skill is skipped (see docs/skills.md), or the root is
+    /// missing (warnings do not count); 0 otherwise.
     #[arg(long)]
     pub check: bool,
+
+    /// With --check: do not fail on this kind of attention item (repeat for
+    /// several). Kinds: policy-refused, policy-invalid, config-invalid,
+    /// error-report, blocked-task, run-held, run-failed, overdue-reply,
+    /// overdue-task, invalid-file.
+    #[arg(long, value_name = "KIND", value_parser = parse_kind)]
+    pub allow: Vec<crate::attention::Kind>,
+}
+
+fn parse_kind(word: &str) -> Result<crate::attention::Kind, String> {
+    crate::attention::Kind::parse(word).ok_or_else(|| {
+        let all: Vec<&str> = crate::attention::Kind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        format!("unknown kind `{word}`; one of: {}", all.join(", "))
+    })
+}
+
+/// The facts of the needs-attention model that come from files beside the
+/// status report: run records, the policy and config.json.
+pub(crate) fn attention_facts(
+    root: &Path,
+    session: Option<&str>,
+) -> (Vec<crate::runners::RunRecord>, Vec<String>, Vec<String>) {
+    let runs: Vec<crate::runners::RunRecord> = crate::runners::all_records(root)
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| session.is_none_or(|s| s == r.session))
+        .collect();
+    let line = |d: &squad_protocol::Diagnostic| {
+        let at = d
+            .location
+            .map_or_else(String::new, |l| format!(":{}:{}", l.line, l.column));
+        format!("{}{at}: {}: {}", d.path.display(), d.rule.id(), d.message)
+    };
+    let errors = |(found, _): (Vec<squad_protocol::Diagnostic>, usize)| -> Vec<String> {
+        found.iter().filter(|d| d.is_error()).map(line).collect()
+    };
+    let policy = errors(crate::locks::policy_diagnostics(root));
+    let config = errors(crate::runners::config_diagnostics(root));
+    (runs, policy, config)
 }
 
 /// Show the daemon's recent events, or follow them as they happen.
@@ -77,6 +121,65 @@ fn resolve_root(root_arg: Option<&Path>) -> Result<PathBuf, u8> {
         .map_err(super::fail)
 }
 
+/// What `status` and `top` show: the report (from squadd, or the files when
+/// it is down), the needs-attention items, and the run records.
+pub(crate) struct Gathered {
+    /// The status report, held runs' agents no longer active.
+    pub report: StatusReport,
+    /// What needs a human, most severe first.
+    pub attention: Vec<crate::attention::Item>,
+    /// Every run record of the root (or the session).
+    pub runs: Vec<crate::runners::RunRecord>,
+}
+
+/// Gathers what `status` and `top` show.
+pub(crate) fn gather(
+    root: &Path,
+    session: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Gathered, String> {
+    let asked = Client::connect(root, DAEMON_TIMEOUT).and_then(|mut c| {
+        c.call(Method::Status {
+            session: session.map(str::to_string),
+        })
+    });
+    let mut report = match asked {
+        Ok(v) => serde_json::from_value::<StatusReport>(v)
+            .map_err(|e| format!("unexpected status from squadd: {e}"))?,
+        Err(e) => {
+            let reason = match e {
+                ClientError::NotRunning(_) => "not running".to_string(),
+                other => other.to_string(),
+            };
+            let r = report_from_files(root, session, default_threads(), now)
+                .map_err(|e| format!("{}: {e}", root.display()))?;
+            StatusReport {
+                daemon: DaemonReport::Down { reason },
+                roots: vec![r],
+            }
+        }
+    };
+    if let Some(s) = session
+        && report.roots.iter().all(|r| r.sessions.is_empty())
+    {
+        return Err(format!("no session named `{s}`"));
+    }
+    // What needs a human (docs/daemon.md, "Needs attention").
+    let (runs, policy_errors, config_errors) = attention_facts(root, session);
+    crate::attention::drop_held_agents(&mut report, &runs);
+    let attention = crate::attention::needs_attention(&crate::attention::Facts {
+        report: Some(&report),
+        runs: &runs,
+        policy_errors: &policy_errors,
+        config_errors: &config_errors,
+    });
+    Ok(Gathered {
+        report,
+        attention,
+        runs,
+    })
+}
+
 /// Runs `squadctl status`.
 pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     let root = match resolve_root(root_arg) {
@@ -84,48 +187,31 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         Err(code) => return code,
     };
     let now = chrono::Utc::now();
-    let asked = Client::connect(&root, DAEMON_TIMEOUT).and_then(|mut c| {
-        c.call(Method::Status {
-            session: args.session.clone(),
-        })
-    });
-    let report = match asked {
-        Ok(v) => match serde_json::from_value::<StatusReport>(v) {
-            Ok(r) => r,
-            Err(e) => return super::fail(format!("unexpected status from squadd: {e}")),
-        },
-        Err(e) => {
-            let reason = match e {
-                ClientError::NotRunning(_) => "not running".to_string(),
-                other => other.to_string(),
-            };
-            match report_from_files(&root, args.session.as_deref(), default_threads(), now) {
-                Ok(r) => StatusReport {
-                    daemon: DaemonReport::Down { reason },
-                    roots: vec![r],
-                },
-                Err(e) => return super::fail(format!("{}: {e}", root.display())),
-            }
-        }
+    let Gathered {
+        report,
+        attention,
+        runs: _,
+    } = match gather(&root, args.session.as_deref(), now) {
+        Ok(g) => g,
+        Err(e) => return super::fail(e),
     };
-    if let Some(s) = &args.session
-        && report.roots.iter().all(|r| r.sessions.is_empty())
-    {
-        return super::fail(format!("no session named `{s}`"));
-    }
     // Agent runs (docs/runners.md), from their run.json files.
     let runs = super::runs::runs_report(&root, args.session.as_deref(), false, 0);
     let code = if args.json {
         let mut value = serde_json::to_value(&report).unwrap_or_default();
+        value["needs_attention"] = serde_json::to_value(&attention).unwrap_or_default();
         value["runs"] = serde_json::Value::Array(runs);
         print(&format!("{value:#}\n"))
     } else {
         // Session names, agents and findings come from the files: escape
         // control characters before they reach the terminal.
-        let mut text = render_human(
+        let mut text = crate::attention::render_human(
+            &crate::text::escape_all(&attention).unwrap_or(attention.clone()),
+        );
+        text.push_str(&render_human(
             &crate::text::escape_all(&report).unwrap_or(report.clone()),
             now,
-        );
+        ));
         if !runs.is_empty() {
             text.push_str("agent runs:\n");
             text.push_str(&super::runs::runs_human(&runs));
@@ -141,24 +227,24 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     if guard_blocked {
         eprintln!("squadctl: {guard_text} (see `squadctl guard doctor`)");
     }
-    if has_problems(&report) || guard_blocked {
+    if has_problems(&report)
+        || guard_blocked
+        || attention.iter().any(|i| !args.allow.contains(&i.kind))
+    {
         exit::PROBLEMS
     } else {
         exit::OK
     }
 }
 
-/// What `status --check` fails on: validation errors, dependency
-/// violations, overdue tasks, skipped skills, team file errors, a missing
-/// root.
+/// What `status --check` fails on besides the attention items: dependency
+/// violations, skipped skills, team file errors, a missing root.
 fn has_problems(report: &StatusReport) -> bool {
     report.roots.iter().any(|r| {
         r.missing
             || r.skills.errors > 0
             || r.team.errors > 0
-            || r.sessions
-                .iter()
-                .any(|s| s.errors > 0 || !s.violations.is_empty() || !s.overdue.is_empty())
+            || r.sessions.iter().any(|s| !s.violations.is_empty())
     })
 }
 

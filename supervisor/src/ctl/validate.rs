@@ -161,6 +161,9 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             let (team_diagnostics, team_files) = crate::team::project_diagnostics(project);
             diagnostics.extend(team_diagnostics);
             files += team_files;
+            let (policy_diagnostics, policy_files) = crate::locks::policy_diagnostics(project);
+            diagnostics.extend(policy_diagnostics);
+            files += policy_files;
             let (config_diagnostics, config_files) = crate::runners::config_diagnostics(project);
             diagnostics.extend(config_diagnostics);
             files += config_files;

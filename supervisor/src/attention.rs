@@ -1,0 +1,520 @@
+//! What needs a human: one model, built by a pure function from facts that
+//! `status` (and later `top`) gather from squadd or the files. Each item
+//! carries the command that resolves it (docs/daemon.md, "Needs attention").
+
+use crate::events::EventKind;
+use crate::runners::{RunRecord, RunState};
+use crate::status::{DaemonReport, StatusReport};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// What kind of thing needs a human. The kebab-case names are what
+/// `status --check --allow KIND` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// squadd refused to reload the policy (it runs on the previous one).
+    PolicyRefused,
+    /// `.squad/policies.yaml` does not parse or validate.
+    PolicyInvalid,
+    /// `.squad/config.json` has errors.
+    ConfigInvalid,
+    /// An agent filed an error report.
+    ErrorReport,
+    /// A task's latest progress says `blocked`.
+    BlockedTask,
+    /// A run is held: only a human starts the task again.
+    RunHeld,
+    /// A run could not start, or ended without completing and waits for
+    /// nothing.
+    RunFailed,
+    /// An escalated message nobody acknowledged (a reply is overdue).
+    OverdueReply,
+    /// A task past its deadline.
+    OverdueTask,
+    /// A protocol file with validation errors.
+    InvalidFile,
+}
+
+impl Kind {
+    /// Every kind, for `--help` and argument checks.
+    pub const ALL: [Kind; 10] = [
+        Kind::PolicyRefused,
+        Kind::PolicyInvalid,
+        Kind::ConfigInvalid,
+        Kind::ErrorReport,
+        Kind::BlockedTask,
+        Kind::RunHeld,
+        Kind::RunFailed,
+        Kind::OverdueReply,
+        Kind::OverdueTask,
+        Kind::InvalidFile,
+    ];
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::PolicyRefused => "policy-refused",
+            Kind::PolicyInvalid => "policy-invalid",
+            Kind::ConfigInvalid => "config-invalid",
+            Kind::ErrorReport => "error-report",
+            Kind::BlockedTask => "blocked-task",
+            Kind::RunHeld => "run-held",
+            Kind::RunFailed => "run-failed",
+            Kind::OverdueReply => "overdue-reply",
+            Kind::OverdueTask => "overdue-task",
+            Kind::InvalidFile => "invalid-file",
+        }
+    }
+
+    /// Parses a kebab-case name.
+    pub fn parse(word: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == word)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing a human should look at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// What it is.
+    pub kind: Kind,
+    /// `critical`, `error` or `warning`: the list is sorted by it.
+    pub severity: String,
+    /// The session, when it belongs to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The task, when it belongs to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// One line saying what is wrong.
+    pub summary: String,
+    /// The command that resolves it (or shows what to do).
+    pub command: String,
+}
+
+/// The facts the model is built from.
+#[derive(Debug, Clone, Default)]
+pub struct Facts<'a> {
+    /// The status report (from squadd or the files).
+    pub report: Option<&'a StatusReport>,
+    /// Every run record (`sessions/*/runs/*/run.json`).
+    pub runs: &'a [RunRecord],
+    /// Why the policy file is invalid, when it is.
+    pub policy_errors: &'a [String],
+    /// The config file's errors, as `file:line:col: rule: message`.
+    pub config_errors: &'a [String],
+}
+
+fn rank(severity: &str) -> u8 {
+    match severity {
+        "critical" => 0,
+        "error" => 1,
+        _ => 2,
+    }
+}
+
+fn quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Whether a run needs a human, and as what.
+fn run_kind(r: &RunRecord) -> Option<Kind> {
+    if r.completed || r.state == RunState::Running {
+        return None;
+    }
+    if r.held {
+        Some(Kind::RunHeld)
+    } else if r.state == RunState::Failed || r.retry_at.is_none() && r.state != RunState::Exited {
+        Some(Kind::RunFailed)
+    } else {
+        None
+    }
+}
+
+/// Everything that needs a human, most severe first. Pure: the same facts
+/// give the same list.
+pub fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
+    let mut items = Vec::new();
+    let item =
+        |kind, severity: &str, session: Option<&str>, task: Option<&str>, summary, command| Item {
+            kind,
+            severity: severity.to_string(),
+            session: session.map(str::to_string),
+            task: task.map(str::to_string),
+            summary,
+            command,
+        };
+    for e in facts.policy_errors {
+        items.push(item(
+            Kind::PolicyInvalid,
+            "error",
+            None,
+            None,
+            format!("policy invalid: {e}"),
+            "fix .squad/policies.yaml, then: squadctl validate".into(),
+        ));
+    }
+    for e in facts.config_errors {
+        items.push(item(
+            Kind::ConfigInvalid,
+            "error",
+            None,
+            None,
+            format!("config invalid: {e}"),
+            "fix .squad/config.json, then: squadctl config validate".into(),
+        ));
+    }
+    if let Some(report) = facts.report {
+        if let DaemonReport::Running {
+            last_event: Some(e),
+            ..
+        } = &report.daemon
+            && let EventKind::PolicyRefused { error } = &e.kind
+        {
+            items.push(item(
+                Kind::PolicyRefused,
+                "error",
+                None,
+                None,
+                format!("squadd refused the policy and runs on the previous one: {error}"),
+                "fix .squad/policies.yaml (squadd reloads it when saved)".into(),
+            ));
+        }
+        for root in &report.roots {
+            for s in &root.sessions {
+                let sn = Some(s.name.as_str());
+                let session = quote(&s.name);
+                for e in &s.error_reports {
+                    items.push(item(
+                        Kind::ErrorReport,
+                        &e.severity,
+                        sn,
+                        e.task_id.as_deref(),
+                        format!(
+                            "{} error from {}{}: {}",
+                            e.severity,
+                            e.agent,
+                            e.task_id
+                                .as_ref()
+                                .map_or_else(String::new, |t| format!(" on {t}")),
+                            e.message
+                        ),
+                        match &e.task_id {
+                            Some(t) => {
+                                format!("squadctl task show {} --session {session}", quote(t))
+                            }
+                            None => format!("squadctl inbox next lead --session {session}"),
+                        },
+                    ));
+                }
+                for b in &s.blocked {
+                    items.push(item(
+                        Kind::BlockedTask,
+                        "error",
+                        sn,
+                        Some(&b.task_id),
+                        format!(
+                            "{} ({}) is blocked{}",
+                            b.task_id,
+                            b.agent,
+                            if b.blockers.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {}", b.blockers.join("; "))
+                            }
+                        ),
+                        format!(
+                            "squadctl task show {} --session {session}",
+                            quote(&b.task_id)
+                        ),
+                    ));
+                }
+                for m in &s.escalations {
+                    items.push(item(
+                        Kind::OverdueReply,
+                        "warning",
+                        sn,
+                        None,
+                        format!("message {m} escalated and not acknowledged"),
+                        format!("squadctl inbox next lead --session {session}"),
+                    ));
+                }
+                for t in &s.overdue {
+                    items.push(item(
+                        Kind::OverdueTask,
+                        "warning",
+                        sn,
+                        Some(t),
+                        format!("{t} is past its deadline"),
+                        format!("squadctl task show {} --session {session}", quote(t)),
+                    ));
+                }
+                let invalid: BTreeSet<&str> = s
+                    .problems
+                    .iter()
+                    .filter(|p| p.severity == "error")
+                    .map(|p| p.path.as_str())
+                    .collect();
+                for path in invalid {
+                    items.push(item(
+                        Kind::InvalidFile,
+                        "error",
+                        sn,
+                        None,
+                        format!("{path} is invalid"),
+                        format!("squadctl validate {}", quote(path)),
+                    ));
+                }
+            }
+        }
+    }
+    for r in facts.runs {
+        let Some(kind) = run_kind(r) else { continue };
+        let session = quote(&r.session);
+        let task = quote(&r.task);
+        let (summary, command) = if kind == Kind::RunHeld {
+            (
+                format!(
+                    "run of {} ({}) is held after it {}",
+                    r.task,
+                    r.agent,
+                    r.state.as_str()
+                ),
+                format!("squadctl run {task} --session {session}"),
+            )
+        } else {
+            (
+                format!("run of {} ({}) {}", r.task, r.agent, r.state.as_str()),
+                format!(
+                    "squadctl runs --all --session {session}; squadctl run {task} --session {session}"
+                ),
+            )
+        };
+        items.push(item(
+            kind,
+            "error",
+            Some(&r.session),
+            Some(&r.task),
+            summary,
+            command,
+        ));
+    }
+    // Most severe first; within a severity, by kind then place: stable
+    // across redraws.
+    items.sort_by(|a, b| {
+        (rank(&a.severity), a.kind, &a.session, &a.task, &a.summary).cmp(&(
+            rank(&b.severity),
+            b.kind,
+            &b.session,
+            &b.task,
+            &b.summary,
+        ))
+    });
+    items
+}
+
+/// Drops from each session's active agents those whose only reason to be
+/// listed is a run that is held or ended: a killed agent is not active.
+pub fn drop_held_agents(report: &mut StatusReport, runs: &[RunRecord]) {
+    for root in &mut report.roots {
+        for s in &mut root.sessions {
+            s.agents_active.retain(|agent| {
+                let mine: Vec<&RunRecord> = runs
+                    .iter()
+                    .filter(|r| r.session == s.name && &r.agent == agent)
+                    .collect();
+                mine.is_empty() || !mine.iter().all(|r| r.held && r.state != RunState::Running)
+            });
+        }
+    }
+}
+
+/// Renders the items for people: one line of what, one of the command.
+pub fn render_human(items: &[Item]) -> String {
+    let mut out = String::new();
+    if items.is_empty() {
+        return out;
+    }
+    out.push_str(&format!("needs attention ({}):\n", items.len()));
+    for i in items {
+        let place = match &i.session {
+            Some(s) => format!("[{s}] "),
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "  {:<8} {}{}\n           → {}\n",
+            i.severity, place, i.summary, i.command
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{BlockedTask, ErrorReportView, RootReport, SessionReport};
+    use chrono::Utc;
+
+    fn session() -> SessionReport {
+        SessionReport {
+            name: "2026-01-01-demo".into(),
+            session_id: None,
+            status: squad_protocol::model::SessionState::Active,
+            phase: None,
+            tasks_completed: 0,
+            tasks_total: 3,
+            agents_active: vec!["alice".into(), "bob".into()],
+            ready: vec![],
+            overdue: vec!["t3".into()],
+            violations: vec![],
+            errors: 0,
+            warnings: 0,
+            problems: vec![],
+            locks: vec![],
+            unread: Default::default(),
+            oldest_unread_secs: None,
+            escalations: vec![],
+            recipients_without_task: vec![],
+            blocked: vec![BlockedTask {
+                task_id: "t1".into(),
+                agent: "alice".into(),
+                blockers: vec!["no database".into()],
+            }],
+            error_reports: vec![ErrorReportView {
+                error_id: "err_1".into(),
+                agent: "bob".into(),
+                task_id: Some("t2".into()),
+                severity: "critical".into(),
+                message: "disk full".into(),
+            }],
+        }
+    }
+
+    fn report() -> StatusReport {
+        StatusReport {
+            daemon: DaemonReport::Down {
+                reason: "not running".into(),
+            },
+            roots: vec![RootReport {
+                root: "/p".into(),
+                missing: false,
+                next_retention_run: None,
+                sessions: vec![session()],
+                skills: Default::default(),
+                team: Default::default(),
+                hooks: None,
+            }],
+        }
+    }
+
+    fn run(task: &str, agent: &str, state: RunState, held: bool) -> RunRecord {
+        RunRecord {
+            task: task.into(),
+            agent: agent.into(),
+            session: "2026-01-01-demo".into(),
+            attempt: 1,
+            state,
+            pid: 1,
+            process_start: 1,
+            started_at: Utc::now(),
+            deadline: Utc::now(),
+            command: vec![],
+            exit: None,
+            completed: false,
+            retry_at: None,
+            held,
+        }
+    }
+
+    #[test]
+    fn every_fact_becomes_an_item_most_severe_first_with_a_command() {
+        let report = report();
+        let runs = [
+            run("t2", "bob", RunState::TimedOut, true),
+            run("t4", "carol", RunState::Failed, false),
+            run("t5", "dan", RunState::Running, false),
+        ];
+        let policy = ["policies.yaml:3:1: unknown key".to_string()];
+        let items = needs_attention(&Facts {
+            report: Some(&report),
+            runs: &runs,
+            policy_errors: &policy,
+            config_errors: &[],
+        });
+        let kinds: Vec<Kind> = items.iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Kind::ErrorReport,
+                Kind::PolicyInvalid,
+                Kind::BlockedTask,
+                Kind::RunHeld,
+                Kind::RunFailed,
+                Kind::OverdueTask,
+            ]
+        );
+        assert!(
+            items
+                .iter()
+                .all(|i| i.command.starts_with("squadctl") || i.command.starts_with("fix "))
+        );
+        assert_eq!(
+            items[3].command,
+            "squadctl run t2 --session 2026-01-01-demo"
+        );
+        let text = render_human(&items);
+        assert!(
+            text.contains("t1 (alice) is blocked: no database"),
+            "{text}"
+        );
+        assert!(render_human(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_completed_or_retrying_run_needs_nobody() {
+        let mut done = run("t1", "a", RunState::Exited, false);
+        done.completed = true;
+        let mut retry = run("t2", "a", RunState::TimedOut, false);
+        retry.retry_at = Some(Utc::now());
+        let items = needs_attention(&Facts {
+            runs: &[done, retry],
+            ..Facts::default()
+        });
+        assert!(items.is_empty(), "{items:?}");
+    }
+
+    #[test]
+    fn a_held_runs_agent_is_not_active() {
+        let mut report = report();
+        drop_held_agents(
+            &mut report,
+            &[
+                run("t2", "bob", RunState::Stopped, true),
+                run("t1", "alice", RunState::Running, false),
+            ],
+        );
+        assert_eq!(report.roots[0].sessions[0].agents_active, vec!["alice"]);
+    }
+
+    #[test]
+    fn kinds_round_trip_by_name() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap_or_default(), k.as_str());
+        }
+    }
+}
