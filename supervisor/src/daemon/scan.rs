@@ -33,6 +33,20 @@ impl Supervisor {
                 }
             }
         }
+        // The same for the two files squadd writes outside sessions.
+        if let Ok(dir) = crate::safefs::Dir::open_root(&root) {
+            for (at, file) in [
+                (Path::new(SQUAD_DIR).join("run"), "state.json"),
+                (
+                    Path::new(".claude/context").to_path_buf(),
+                    "shared-context.json",
+                ),
+            ] {
+                if let Ok(d) = dir.walk(&at, None) {
+                    crate::safefs::sweep_temporaries_of(&d, file, crate::safefs::STALE_AFTER);
+                }
+            }
+        }
         // The first derivation is the baseline: no task-ready storm at start.
         for (name, index) in sessions {
             let out = self.roots.core_mut(i).load_session(index, now, false);
