@@ -464,6 +464,34 @@ pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usiz
     removed
 }
 
+/// Every stale temporary squadd itself may leave in `root` when killed:
+/// those of each session ([`sweep_temporaries`]), `.squad/run/.state.json.tmp.*`
+/// and `.claude/context/.shared-context.json.tmp.*`, older than
+/// [`STALE_AFTER`]. Run at start and by every retention run; returns how
+/// many went.
+pub fn sweep_squadd_temporaries(root: &Path) -> usize {
+    let Ok(dir) = Dir::open_root(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    if let Ok(sessions) = dir.walk(Path::new(".squad/sessions"), None) {
+        for name in sessions.names().unwrap_or_default() {
+            if let Ok(s) = sessions.open_dir(std::ffi::OsStr::new(&name)) {
+                removed += sweep_temporaries(&s, STALE_AFTER);
+            }
+        }
+    }
+    for (at, file) in [
+        (".squad/run", "state.json"),
+        (".claude/context", "shared-context.json"),
+    ] {
+        if let Ok(d) = dir.walk(Path::new(at), None) {
+            removed += sweep_temporaries_of(&d, file, STALE_AFTER);
+        }
+    }
+    removed
+}
+
 /// Removes the stale temporaries of one file squadd writes atomically,
 /// `.{file}.tmp.*` in `dir` (e.g. `.state.json.tmp.123.0`), older than
 /// `older_than`; nothing else in `dir` is touched, nothing is followed.

@@ -374,3 +374,32 @@ fn a_read_failing_with_emfile_is_retried_never_blamed_on_the_file() {
     // still arrived.
     assert!(log.contains("Too many open files"), "{log}");
 }
+
+/// Issue 26 item 13: a kill -9 while squadd runs (of squadctl, or of a
+/// previous squadd's writer) leaves temporaries after the start-up sweep;
+/// the next retention run removes them, and only them.
+#[test]
+fn stale_temporaries_appearing_while_squadd_runs_go_at_the_next_retention_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    copy_tree(&fixture("seed"), root);
+    write_policy(root, "retention:\n  schedule: '* * * * * *'\n");
+    let d = Daemon::start(root);
+    let s = root.join(".squad/sessions").join(SEED);
+    let stale = [
+        s.join(".session-status.md.tmp.999999.0"),
+        root.join(".squad/run/.state.json.tmp.999999.0"),
+        root.join(".claude/context/.shared-context.json.tmp.999999.1"),
+    ];
+    for p in &stale {
+        touch_old(p);
+    }
+    let other = root.join(".claude/context/.notes.md.tmp.999999.2");
+    touch_old(&other);
+    eventually("swept by a retention run", || {
+        stale.iter().all(|p| !p.exists()).then_some(())
+    });
+    assert!(other.exists(), "not a file squadd writes");
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
+}
