@@ -292,7 +292,7 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
     for (key, v) in &top {
         match key.as_str() {
             "version" => {
-                if let Some(n) = whole_number(&mut cx, &["version"], v, 0, "e.g. 1") {
+                if let Some(n) = whole_number(&mut cx, &["version"], v, (0, u64::MAX), "e.g. 1") {
                     c.version = Some(n);
                 }
             }
@@ -343,13 +343,37 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
 /// number must be: `-1` is below the minimum, `1e3` or `2.0` is written
 /// with an exponent or a fraction (JSON numbers have no integer type, so
 /// the file must spell it with digits only).
-fn whole_number(cx: &mut Ctx<'_>, at: &[&str], v: &Value, min: u64, example: &str) -> Option<u64> {
+/// The longest `sessions.defaultTimeoutMs` accepted: ten years, the bound of
+/// every duration in policy and task files, so a deadline computed from it
+/// can never overflow the clock.
+pub const MAX_TIMEOUT_MS: u64 = 3650 * 86_400 * 1000;
+
+/// The most runs `sessions.maxConcurrent` may allow at once: far above any
+/// machine's capacity, low enough that counting up to it cannot overflow.
+pub const MAX_CONCURRENT: u64 = 100_000;
+
+fn whole_number(
+    cx: &mut Ctx<'_>,
+    at: &[&str],
+    v: &Value,
+    (min, max): (u64, u64),
+    example: &str,
+) -> Option<u64> {
     let field = at.join(".");
     let Value::Number(n) = v else {
         cx.bad_type(at, "a whole number", v);
         return None;
     };
     let problem = if let Some(u) = n.as_u64() {
+        if u > max {
+            cx.push(
+                Rule::ConfigBadValue,
+                at,
+                format!("`{field}` is {u}, above the maximum of {max}"),
+                example,
+            );
+            return None;
+        }
         if u >= min {
             return Some(u);
         }
@@ -457,8 +481,13 @@ fn sessions(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                     false
                 }
                 _ => {
-                    match whole_number(cx, &at, v, 1, "milliseconds, e.g. 300000 for five minutes")
-                    {
+                    match whole_number(
+                        cx,
+                        &at,
+                        v,
+                        (1, MAX_TIMEOUT_MS),
+                        "milliseconds (at most ten years), e.g. 300000 for five minutes",
+                    ) {
                         Some(n) => {
                             c.sessions.default_timeout_ms = n;
                             true
@@ -477,7 +506,13 @@ fn sessions(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                     );
                     false
                 }
-                _ => match whole_number(cx, &at, v, 1, "runs at once, e.g. 8") {
+                _ => match whole_number(
+                    cx,
+                    &at,
+                    v,
+                    (1, MAX_CONCURRENT),
+                    "runs at once (at most 100000), e.g. 8",
+                ) {
                     Some(n) => {
                         c.sessions.max_concurrent = n;
                         true
@@ -643,8 +678,8 @@ pub fn schema() -> Value {
             "sessions": {
                 "type": "object",
                 "properties": {
-                    "defaultTimeoutMs": {"type": "integer", "minimum": 1},
-                    "maxConcurrent": {"type": "integer", "minimum": 1},
+                    "defaultTimeoutMs": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS},
+                    "maxConcurrent": {"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENT},
                     "infiniteSessions": {"type": "boolean"},
                     "compactionThreshold": {"type": "number", "minimum": 0, "maximum": 1}
                 }

@@ -441,24 +441,11 @@ pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 /// Returns how many went. Nothing is followed; a younger file (a write in
 /// flight) is left alone.
 pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usize {
-    let now = std::time::SystemTime::now();
-    let stale = |dir: &Dir, name: &str| {
-        dir.stat(name).is_ok_and(|st| {
-            st.st_mode & libc::S_IFMT != libc::S_IFDIR && {
-                let mtime = std::time::UNIX_EPOCH
-                    + std::time::Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0));
-                now.duration_since(mtime).is_ok_and(|age| age >= older_than)
-            }
-        })
-    };
     let mut removed = 0;
     let mut sweep = |dir: &Dir, all: bool| {
-        for name in dir.names().unwrap_or_default() {
-            let ours = all || squad_protocol::atomic::is_temp_name(&name);
-            if ours && stale(dir, &name) && dir.unlink(&name).is_ok() {
-                removed += 1;
-            }
-        }
+        removed += sweep_in(dir, older_than, |name| {
+            all || squad_protocol::atomic::is_temp_name(name)
+        });
     };
     sweep(session, false);
     if let Ok(locks) = session.open_dir(std::ffi::OsStr::new(squad_protocol::tree::LOCKS_DIR)) {
@@ -472,6 +459,65 @@ pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usiz
             {
                 sweep(&tmp, true);
             }
+        }
+    }
+    removed
+}
+
+/// Every stale temporary squadd itself may leave in `root` when killed:
+/// those of each session ([`sweep_temporaries`]), `.squad/run/.state.json.tmp.*`
+/// and `.claude/context/.shared-context.json.tmp.*`, older than
+/// [`STALE_AFTER`]. Run at start and by every retention run; returns how
+/// many went.
+pub fn sweep_squadd_temporaries(root: &Path) -> usize {
+    let Ok(dir) = Dir::open_root(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    if let Ok(sessions) = dir.walk(Path::new(".squad/sessions"), None) {
+        for name in sessions.names().unwrap_or_default() {
+            if let Ok(s) = sessions.open_dir(std::ffi::OsStr::new(&name)) {
+                removed += sweep_temporaries(&s, STALE_AFTER);
+            }
+        }
+    }
+    for (at, file) in [
+        (".squad/run", "state.json"),
+        (".claude/context", "shared-context.json"),
+    ] {
+        if let Ok(d) = dir.walk(Path::new(at), None) {
+            removed += sweep_temporaries_of(&d, file, STALE_AFTER);
+        }
+    }
+    removed
+}
+
+/// Removes the stale temporaries of one file squadd writes atomically,
+/// `.{file}.tmp.*` in `dir` (e.g. `.state.json.tmp.123.0`), older than
+/// `older_than`; nothing else in `dir` is touched, nothing is followed.
+pub fn sweep_temporaries_of(dir: &Dir, file: &str, older_than: std::time::Duration) -> usize {
+    let prefix = format!(".{file}.tmp.");
+    sweep_in(dir, older_than, |name| name.starts_with(&prefix))
+}
+
+/// Unlinks the entries of `dir` that `ours` accepts, are not directories
+/// (lstat: a link is removed, never followed) and are at least `older_than`
+/// old; returns how many went.
+fn sweep_in(dir: &Dir, older_than: std::time::Duration, ours: impl Fn(&str) -> bool) -> usize {
+    let now = std::time::SystemTime::now();
+    let stale = |dir: &Dir, name: &str| {
+        dir.stat(name).is_ok_and(|st| {
+            st.st_mode & libc::S_IFMT != libc::S_IFDIR && {
+                let mtime = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0));
+                now.duration_since(mtime).is_ok_and(|age| age >= older_than)
+            }
+        })
+    };
+    let mut removed = 0;
+    for name in dir.names().unwrap_or_default() {
+        if ours(&name) && stale(dir, &name) && dir.unlink(&name).is_ok() {
+            removed += 1;
         }
     }
     removed

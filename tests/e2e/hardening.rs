@@ -832,3 +832,34 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
     assert!(answered(&out), "{}", stdout(&status));
     assert_eq!(d.terminate().0, 0);
 }
+
+/// Issue 26 item 8: the largest number JSON allows in every duration and
+/// count field of config.json is refused by validation with the field and
+/// its maximum (it was accepted, and a run's deadline `now + 2^63 ms` would
+/// overflow the clock); squadd started on it keeps running and answers.
+#[test]
+fn maximal_config_numbers_are_refused_and_squadd_keeps_answering() {
+    let (tmp, _session) = quiet_two_agent_project(S);
+    let root = tmp.path();
+    fs::write(
+        root.join(".squad/config.json"),
+        "{\n  \"version\": 1,\n  \"sessions\": {\n    \"defaultTimeoutMs\": 9223372036854775807,\n    \"maxConcurrent\": 18446744073709551615\n  }\n}\n",
+    )
+    .unwrap();
+    let out = ctl_run(root, &["config", "validate"]);
+    let printed = stdout(&out);
+    assert_eq!(code(&out), 1, "{printed}{}", stderr(&out));
+    assert!(
+        printed.contains("config.json:4:5: error[config-bad-value]: `sessions.defaultTimeoutMs` is 9223372036854775807, above the maximum of 315360000000"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(
+            "`sessions.maxConcurrent` is 18446744073709551615, above the maximum of 100000"
+        ),
+        "{printed}"
+    );
+    let _d = crate::daemon::Daemon::start(root);
+    let status = status_json(root);
+    assert!(status.is_object(), "{status}");
+}

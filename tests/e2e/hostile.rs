@@ -38,6 +38,8 @@ fn stale_temporaries_of_killed_writers_are_swept_at_start() {
         s.join(".session-status.md.tmp.999999.0"),
         s.join("locks/.x.json.tmp.999999.3"),
         s.join("inbox/bob/tmp/0-critical-20240115T103600.000Z-msg_a.md.999999"),
+        root.join(".squad/run/.state.json.tmp.999999.0"),
+        root.join(".claude/context/.shared-context.json.tmp.999999.1"),
     ];
     for p in &stale {
         touch_old(p);
@@ -46,6 +48,9 @@ fn stale_temporaries_of_killed_writers_are_swept_at_start() {
     fs::write(&fresh, "in progress").unwrap();
     let foreign = s.join("notes.tmp");
     touch_old(&foreign);
+    // Not a file squadd writes there: left alone.
+    let other = root.join(".claude/context/.notes.md.tmp.999999.2");
+    touch_old(&other);
     let old_dir = s.join(".z.tmp.999999.5");
     fs::create_dir_all(&old_dir).unwrap();
     let d = Daemon::start(root);
@@ -58,6 +63,7 @@ fn stale_temporaries_of_killed_writers_are_swept_at_start() {
         "a fresh temporary may be a write in progress"
     );
     assert!(foreign.exists(), "not our naming");
+    assert!(other.exists(), "not a file squadd writes");
     assert!(old_dir.is_dir(), "directories are never swept");
     let (code, _) = d.terminate();
     assert_eq!(code, 0);
@@ -367,4 +373,33 @@ fn a_read_failing_with_emfile_is_retried_never_blamed_on_the_file() {
     // The limit did bite (the read or the delivery failed) and the message
     // still arrived.
     assert!(log.contains("Too many open files"), "{log}");
+}
+
+/// Issue 26 item 13: a kill -9 while squadd runs (of squadctl, or of a
+/// previous squadd's writer) leaves temporaries after the start-up sweep;
+/// the next retention run removes them, and only them.
+#[test]
+fn stale_temporaries_appearing_while_squadd_runs_go_at_the_next_retention_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    copy_tree(&fixture("seed"), root);
+    write_policy(root, "retention:\n  schedule: '* * * * * *'\n");
+    let d = Daemon::start(root);
+    let s = root.join(".squad/sessions").join(SEED);
+    let stale = [
+        s.join(".session-status.md.tmp.999999.0"),
+        root.join(".squad/run/.state.json.tmp.999999.0"),
+        root.join(".claude/context/.shared-context.json.tmp.999999.1"),
+    ];
+    for p in &stale {
+        touch_old(p);
+    }
+    let other = root.join(".claude/context/.notes.md.tmp.999999.2");
+    touch_old(&other);
+    eventually("swept by a retention run", || {
+        stale.iter().all(|p| !p.exists()).then_some(())
+    });
+    assert!(other.exists(), "not a file squadd writes");
+    let (code, _) = d.terminate();
+    assert_eq!(code, 0);
 }

@@ -386,7 +386,7 @@ impl Intake {
         }
         let after = Duration::from_secs(1 << *tries);
         *tries += 1;
-        self.retry(path.to_path_buf(), now + after);
+        self.retry(path.to_path_buf(), super::timers::instant_after(now, after));
         true
     }
 

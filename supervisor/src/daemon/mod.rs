@@ -71,7 +71,7 @@ use intake::{Intake, Noted, PathChange, classify};
 use squad_protocol::FileKind;
 use squad_protocol::fsx::read_regular;
 use squad_protocol::kind::SESSION_STATUS_FILE;
-use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR, default_threads};
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, default_threads};
 use squad_protocol::validate::MAX_FILE_BYTES;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -24,15 +24,7 @@ impl Supervisor {
         let count = sessions.len();
         let names: Vec<String> = sessions.keys().cloned().collect();
         // Temporaries a kill -9 left behind (ours, older than a minute).
-        if let Ok(dir) = crate::safefs::Dir::open_root(&root)
-            .and_then(|d| d.walk(Path::new(SQUAD_DIR).join(SESSIONS_DIR).as_path(), None))
-        {
-            for name in &names {
-                if let Ok(s) = dir.open_dir(std::ffi::OsStr::new(name)) {
-                    crate::safefs::sweep_temporaries(&s, crate::safefs::STALE_AFTER);
-                }
-            }
-        }
+        crate::safefs::sweep_squadd_temporaries(&root);
         // The first derivation is the baseline: no task-ready storm at start.
         for (name, index) in sessions {
             let out = self.roots.core_mut(i).load_session(index, now, false);

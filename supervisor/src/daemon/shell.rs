@@ -57,10 +57,12 @@ impl Supervisor {
                     self.wrap_up(root, &session, &status, wall);
                 }
             }
-            Effect::SetTimer { timer, after } => self.timers.set(timer, Instant::now() + after),
-            Effect::SetTimerEarlier { timer, after } => {
-                self.timers.set_earlier(timer, Instant::now() + after)
-            }
+            Effect::SetTimer { timer, after } => self
+                .timers
+                .set(timer, super::timers::instant_after(Instant::now(), after)),
+            Effect::SetTimerEarlier { timer, after } => self
+                .timers
+                .set_earlier(timer, super::timers::instant_after(Instant::now(), after)),
             Effect::SetTimerAt { timer, at } => {
                 self.timers.set_wall(timer, at, wall, Instant::now())
             }
@@ -130,8 +132,10 @@ impl Supervisor {
             Effect::Watchdog => {
                 systemd::watchdog();
                 if let Some(every) = self.watchdog {
-                    self.timers
-                        .set(super::timers::Timer::Watchdog, Instant::now() + every);
+                    self.timers.set(
+                        super::timers::Timer::Watchdog,
+                        super::timers::instant_after(Instant::now(), every),
+                    );
                 }
             }
             Effect::StatusLine => {

@@ -138,8 +138,16 @@ impl Timers {
 /// The monotonic instant of a wall-clock moment; moments in the past are now.
 pub fn instant_at(at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) -> Instant {
     let wait = (at - wall).to_std().unwrap_or(Duration::ZERO);
-    now.checked_add(wait)
-        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+    instant_after(now, wait)
+}
+
+/// `now + after` without the panic of `Instant + Duration` past the clock's
+/// range (a delay can come from a file): too far is a year away, which the
+/// timer loop treats as "not soon" and re-arms on the next change.
+pub fn instant_after(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -209,6 +217,17 @@ mod tests {
         assert_eq!(
             instant_at(wall + chrono::Duration::seconds(3), wall, now),
             now + Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn a_delay_past_the_clock_is_a_year_away_not_a_panic() {
+        let now = Instant::now();
+        let far = instant_after(now, Duration::MAX);
+        assert!(far > now);
+        assert_eq!(
+            instant_after(now, Duration::from_secs(2)),
+            now + Duration::from_secs(2)
         );
     }
 }

@@ -234,9 +234,10 @@ impl Supervisor {
         let next = upkeep::refresh_locks(self.roots.core_mut(i), &mut caused);
         self.record(i, caused);
         match next {
-            upkeep::LocksNext::Retry(after) => {
-                self.timers.set(Timer::Locks(i), Instant::now() + after)
-            }
+            upkeep::LocksNext::Retry(after) => self.timers.set(
+                Timer::Locks(i),
+                super::timers::instant_after(Instant::now(), after),
+            ),
             upkeep::LocksNext::At(Some(at)) => {
                 self.timers
                     .set_wall(Timer::Locks(i), at, Utc::now(), Instant::now())
