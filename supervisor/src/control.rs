@@ -156,6 +156,14 @@ pub enum ClientError {
     /// The daemon answered with an error.
     #[error("squadd: {0}")]
     Daemon(String),
+    /// squadd took the request but gave no answer within the read timeout
+    /// (a timed-out read surfaces as EAGAIN, "Resource temporarily
+    /// unavailable", which says nothing to a user).
+    #[error(
+        "squadd did not answer within {:.1} s: it may be overloaded or stuck (`squadctl health` tells); try again",
+        .0.as_secs_f64()
+    )]
+    NoAnswer(Duration),
     /// Anything else on the wire.
     #[error("control socket: {0}")]
     Io(#[from] io::Error),
@@ -165,6 +173,8 @@ pub enum ClientError {
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    /// The read timeout in force, to name it when it runs out.
+    read_timeout: Option<Duration>,
 }
 
 impl Client {
@@ -183,6 +193,7 @@ impl Client {
         Ok(Client {
             reader: BufReader::new(stream),
             writer,
+            read_timeout: Some(timeout),
         })
     }
 
@@ -203,7 +214,13 @@ impl Client {
         let mut line = String::new();
         let n = (&mut self.reader)
             .take(MAX_LINE as u64 * 64)
-            .read_line(&mut line)?;
+            .read_line(&mut line)
+            .map_err(|e| match (e.kind(), self.read_timeout) {
+                (io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut, Some(t)) => {
+                    ClientError::NoAnswer(t)
+                }
+                _ => ClientError::Io(e),
+            })?;
         if n == 0 {
             return Ok(None);
         }
@@ -256,6 +273,7 @@ impl Client {
     /// Changes the read timeout (None: wait forever, for `events --follow`).
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
         self.reader.get_ref().set_read_timeout(timeout)?;
+        self.read_timeout = timeout;
         Ok(())
     }
 }
@@ -278,7 +296,7 @@ pub fn record_events(root: &Path, events: &[crate::events::Event]) -> bool {
         Ok(_) => true,
         Err(ClientError::Daemon(_)) => false,
         Err(ClientError::NotRunning(_)) => false,
-        Err(ClientError::Io(_)) => true,
+        Err(ClientError::Io(_) | ClientError::NoAnswer(_)) => true,
     }
 }
 
@@ -315,6 +333,26 @@ pub fn session_edit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: a squadd too busy to answer in time gave "control
+    /// socket: Resource temporarily unavailable (os error 11)".
+    #[test]
+    fn a_daemon_that_does_not_answer_in_time_is_named_as_such() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = socket_path(tmp.path());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut client = Client::connect(tmp.path(), Duration::from_millis(50)).unwrap();
+        // Accepted (the backlog holds it) but never answered.
+        let err = client.call(Method::Health).unwrap_err();
+        assert!(matches!(err, ClientError::NoAnswer(_)), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("squadd did not answer within 0.1 s"),
+            "{err}"
+        );
+        drop(listener);
+    }
 
     #[test]
     fn requests_round_trip() {
