@@ -12,6 +12,7 @@ mod check;
 mod core;
 pub mod daemon;
 mod errors;
+mod first_hour;
 mod gc;
 mod guard;
 mod guard_doctor;
