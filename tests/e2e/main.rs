@@ -11,6 +11,7 @@ mod attention;
 mod check;
 mod core;
 pub mod daemon;
+mod defaults;
 mod errors;
 mod first_hour;
 mod gc;

@@ -43,9 +43,9 @@ pub fn commented_default_policy() -> String {
         } else if t.starts_with('#') {
             // Explanations stay as they are (indented, so never in column 1
             // as a setting's `#` is, except the top-level ones).
-            if line.starts_with('#') {
+            if let Some(rest) = line.strip_prefix('#') {
                 out.push_str("##");
-                out.push_str(&line[1..]);
+                out.push_str(rest);
             } else {
                 out.push_str(line);
             }
