@@ -88,7 +88,7 @@ fn init_example_refuses_a_project_with_sessions_or_an_edited_policy_and_writes_n
     );
     let before = snapshot(&root);
     let out = ctl_run(&root, &["init", "--example"]);
-    assert_ne!(code(&out), 0);
+    assert_eq!(code(&out), 1, "refused: problems found, not a usage error");
     assert!(stderr(&out).contains("was edited"), "{}", stderr(&out));
     assert_eq!(snapshot(&root), before, "nothing was written");
 
@@ -97,7 +97,7 @@ fn init_example_refuses_a_project_with_sessions_or_an_edited_policy_and_writes_n
     new_session(&root2, "mine");
     let before = snapshot(&root2);
     let out = ctl_run(&root2, &["init", "--example"]);
-    assert_ne!(code(&out), 0);
+    assert_eq!(code(&out), 1);
     assert!(
         stderr(&out).contains("has sessions already"),
         "{}",

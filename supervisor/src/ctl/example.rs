@@ -119,6 +119,21 @@ const TASKS: [(&str, &str, &str, Option<&str>); 3] = [
     ),
 ];
 
+/// Why `init --example` made nothing (or stopped half-way on an I/O error).
+#[derive(Debug)]
+pub enum Refused {
+    /// The project is not one to lay the example out in (exit 1).
+    Refused(String),
+    /// A file could not be read or written (exit 2).
+    Failed(String),
+}
+
+impl From<String> for Refused {
+    fn from(s: String) -> Self {
+        Refused::Failed(s)
+    }
+}
+
 /// What `init --example` made.
 pub struct Example {
     /// The files written.
@@ -132,27 +147,27 @@ pub struct Example {
 /// a session and three dependent tasks with boundaries. Refuses a project
 /// whose policy was edited (it would be replaced) or that has sessions
 /// already, before writing anything.
-pub fn lay_out(root: &Path) -> Result<Example, String> {
+pub fn lay_out(root: &Path) -> Result<Example, Refused> {
     let root = std::fs::canonicalize(root::fs_path(root))
         .map_err(|e| format!("{}: {e}", root.display()))?;
+    let sessions = squad_protocol::tree::session_dirs(&root).unwrap_or_default();
+    if !sessions.is_empty() {
+        return Err(Refused::Refused(format!(
+            "{} has sessions already; make the example in an empty directory (`mkdir demo && cd demo && squadctl init --example`)",
+            root.display()
+        )));
+    }
     let policy = root.join(".squad").join("policies.yaml");
     match squad_protocol::fsx::read_regular_to_string(&policy, 1 << 20) {
         Ok(t) if t == commented_default_policy() => {}
         Ok(_) => {
-            return Err(format!(
+            return Err(Refused::Refused(format!(
                 "{} was edited; --example would replace it. Make the example in an empty directory (`mkdir demo && cd demo && squadctl init --example`)",
                 policy.display()
-            ));
+            )));
         }
         Err(squad_protocol::fsx::ReadError::NotFound) => {}
-        Err(e) => return Err(format!("{}: {e}", policy.display())),
-    }
-    let sessions = squad_protocol::tree::session_dirs(&root).unwrap_or_default();
-    if !sessions.is_empty() {
-        return Err(format!(
-            "{} has sessions already; make the example in an empty directory (`mkdir demo && cd demo && squadctl init --example`)",
-            root.display()
-        ));
+        Err(e) => return Err(Refused::Failed(format!("{}: {e}", policy.display()))),
     }
     let mut created = Vec::new();
     let script = root.join("example").join("agent.sh");

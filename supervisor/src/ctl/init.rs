@@ -197,7 +197,11 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
     let example = if args.example {
         match super::example::lay_out(&root) {
             Ok(ex) => Some(ex),
-            Err(e) => return super::fail(e),
+            Err(super::example::Refused::Refused(e)) => {
+                super::fail(e);
+                return exit::PROBLEMS;
+            }
+            Err(super::example::Refused::Failed(e)) => return super::fail(e),
         }
     } else {
         None
