@@ -471,9 +471,12 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
     fs::write(
         &agent,
         format!(
-            "#!/bin/sh\n'{ctl}' progress --status in_progress --percent 10 -q\nwhile [ ! -e '{gate}' ]; do sleep 0.05; done\n'{ctl}' progress --status completed --percent 100 -q\n",
+            // Also ends when the project is gone (a failed test): never
+            // left looping.
+            "#!/bin/sh\n'{ctl}' progress --status in_progress --percent 10 -q\nwhile [ ! -e '{gate}' ] && [ -d '{root}' ]; do sleep 0.05; done\n'{ctl}' progress --status completed --percent 100 -q\n",
             ctl = env!("CARGO_BIN_EXE_squadctl"),
-            gate = gate.display()
+            gate = gate.display(),
+            root = root.display()
         ),
     )
     .unwrap();
@@ -543,6 +546,9 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
 
     fs::write(&gate, "").unwrap();
     press(&tmux, "q");
+    crate::daemon::eventually("the run ends", || {
+        run_json(&session, "task_001").filter(|v| v["state"] != "running")
+    });
     daemon.terminate();
 }
 

@@ -20,8 +20,11 @@ fn a_run_without_any_time_limit_set_gets_an_hour_not_five_minutes() {
     fs::write(
         &agent,
         format!(
-            "#!/bin/sh\nwhile [ ! -e '{}' ]; do sleep 0.05; done\n'{}' progress --status completed --percent 100 -q\n",
+            // Also ends when the project is gone (a failed test): never
+            // left looping.
+            "#!/bin/sh\nwhile [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done\n'{}' progress --status completed --percent 100 -q\n",
             gate.display(),
+            root.display(),
             env!("CARGO_BIN_EXE_squadctl")
         ),
     )
