@@ -41,7 +41,8 @@ check user "$work/units/squadd-user.service"
 check system "$work/units/$instance"
 
 # As squadctl renders them.
-"$squadctl" service install --system --root "$root" --binary "$squadd" --print > "$work/units/rendered-system.service"
+# --run-as: a system unit never guesses its user, and CI may have no $USER.
+"$squadctl" service install --system --root "$root" --binary "$squadd" --run-as "$(id -un)" --print > "$work/units/rendered-system.service"
 "$squadctl" service install --user --root "$root" --binary "$squadd" --print > "$work/units/rendered-user.service"
 check system "$work/units/rendered-system.service"
 check user "$work/units/rendered-user.service"

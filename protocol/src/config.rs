@@ -108,6 +108,10 @@ pub struct RuntimeConfig {
     pub raw: Map<String, Value>,
 }
 
+/// `sessions.defaultTimeoutMs` when config.json does not set it: one hour,
+/// the time limit of a run whose runner and task set none.
+pub const DEFAULT_TIMEOUT_MS: u64 = 3_600_000;
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         let mut c = RuntimeConfig {
@@ -119,7 +123,10 @@ impl Default for RuntimeConfig {
                 role_overrides: BTreeMap::new(),
             },
             sessions: Sessions {
-                default_timeout_ms: 300_000,
+                // An hour, not seed 003's five minutes: a real LLM agent on
+                // a multi-file task runs 10-45 minutes, and a run killed at
+                // its limit loses its work (docs/runners.md, "Time limits").
+                default_timeout_ms: DEFAULT_TIMEOUT_MS,
                 max_concurrent: 8,
                 infinite_sessions: true,
                 compaction_threshold: 0.8,
@@ -717,7 +724,8 @@ mod tests {
         let (c, d) = p("");
         assert!(d.is_empty());
         assert_eq!(c.sessions.max_concurrent, 8);
-        assert_eq!(c.sessions.default_timeout_ms, 300_000);
+        // The one departure from the seed: an hour, not five minutes.
+        assert_eq!(c.sessions.default_timeout_ms, 3_600_000);
         assert_eq!(c.models.default, "claude-sonnet-4-5");
         assert_eq!(c.provenance["sessions.maxConcurrent"], "default");
     }

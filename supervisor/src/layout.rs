@@ -40,6 +40,7 @@ pub const GITIGNORE: &str = "\
 /audit.jsonl.*
 /sessions/*/inbox/
 /sessions/*/locks/
+/sessions/*/runs/
 /sessions/*/role-comm-squadd-to-*
 .*.tmp.*
 ";
@@ -74,7 +75,8 @@ pub fn is_runtime_path(path: &str) -> bool {
         (
             Some(SESSIONS_DIR),
             Some(_),
-            Some("inbox" | "locks"),
+            // runs/: squadd's run records, prompts and logs.
+            Some("inbox" | "locks" | "runs"),
             Some(_)
         )
     )
@@ -92,6 +94,7 @@ mod tests {
             ".squad/audit.jsonl.1",
             ".squad/sessions/s1/inbox/bob/new/x.md",
             ".squad/sessions/s1/locks/abc.json",
+            ".squad/sessions/s1/runs/task_001/run.log",
             ".squad/sessions/s1/.role-plan-a-task_1.md.tmp.12.0",
             ".squad/sessions/s1/role-comm-squadd-to-bob-msg_squadd_ready_0123456789abcdef.md",
         ] {

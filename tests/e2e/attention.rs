@@ -417,6 +417,156 @@ fn top_follows_squadds_events_and_notices_it_stop() {
     tmux.wait_for(&["squadd DOWN"]);
 }
 
+/// Presses `key` in the console.
+fn press(tmux: &Tmux, key: &str) {
+    run(tmux.cmd().args(["send-keys", "-t", "top", key]));
+}
+
+/// Moves the selection (j/k) until the selected row (`> `) mentions
+/// `needle`.
+fn select(tmux: &Tmux, needle: &str) {
+    for _ in 0..40 {
+        let screen = tmux.screen();
+        if screen
+            .lines()
+            .any(|l| l.starts_with("> ") && l.contains(needle))
+        {
+            return;
+        }
+        // Rows before the wanted one come first on screen: go down, and
+        // from the end back up once.
+        let below = screen
+            .lines()
+            .position(|l| l.contains(needle))
+            .zip(screen.lines().position(|l| l.starts_with("> ")))
+            .is_none_or(|(want, at)| want > at);
+        press(tmux, if below { "j" } else { "k" });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("could not select {needle}:\n{}", tmux.screen());
+}
+
+fn run_json(session: &Path, task: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(
+        &fs::read_to_string(session.join("runs").join(task).join("run.json")).ok()?,
+    )
+    .ok()
+}
+
+/// Issue 28 item 1, the keys: with squadd running a gated agent, `top`
+/// shows the task's live run (pid, uptime, CPU, the last file its agent
+/// wrote); `s` stops it (held), `r` starts it again (a second attempt),
+/// `a` acknowledges the lead's message; all in tmux at 60 columns.
+#[test]
+fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
+    if !have_tmux("top_keys_stop_and_start_a_run_and_acknowledge_a_message") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let session = init_session(&root, "keys");
+    let gate = root.join("go");
+    let agent = root.join("agent.sh");
+    fs::write(
+        &agent,
+        format!(
+            // Also ends when the project is gone (a failed test): never
+            // left looping.
+            "#!/bin/sh\n'{ctl}' progress --status in_progress --percent 10 -q\nwhile [ ! -e '{gate}' ] && [ -d '{root}' ]; do sleep 0.05; done\n'{ctl}' progress --status completed --percent 100 -q\n",
+            ctl = env!("CARGO_BIN_EXE_squadctl"),
+            gate = gate.display(),
+            root = root.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    write_policy(
+        &root,
+        format!(
+            "runners:\n  dispatch: true\n  agents:\n    alice:\n      command: [\"{}\"]\n      max_retries: 0\n",
+            agent.display()
+        ),
+    );
+    ok(task_new(
+        &root,
+        &["--id", "task_001", "--agent", "alice", "--instruction", "x"],
+    ));
+    let daemon = crate::daemon::Daemon::start(&root);
+    crate::daemon::eventually("the run starts", || {
+        run_json(&session, "task_001").filter(|v| v["state"] == "running")
+    });
+    let sent: serde_json::Value = serde_json::from_str(&ctl_ok(
+        &root,
+        &words("send --from bob --to lead --type question --subject hello --message hi --json"),
+    ))
+    .unwrap();
+    let id = sent["message_id"].as_str().unwrap().to_string();
+
+    let tmux = start_top(&root, "60", "30");
+    let screen = tmux.wait_for(&[
+        "squadd running",
+        "task_001 in_progress alice run running pid",
+        "cpu ",
+        "wrote role-comm-alice-task_001.md",
+        &id,
+    ]);
+    assert!(screen.contains("up "), "{screen}");
+    assert!(screen.lines().all(|l| l.chars().count() <= 60), "{screen}");
+
+    // s: the run stops and the task is held.
+    select(&tmux, "task_001 in_progress");
+    press(&tmux, "s");
+    tmux.wait_for(&["held (stopped)"]);
+    let rec = run_json(&session, "task_001").unwrap();
+    assert_eq!(
+        (rec["state"].as_str(), rec["held"].as_bool()),
+        (Some("stopped"), Some(true)),
+        "{rec}"
+    );
+
+    // r: squadd starts it again, a second attempt.
+    select(&tmux, "task_001");
+    press(&tmux, "r");
+    tmux.wait_for(&["started task_001", "run running pid"]);
+    let rec = crate::daemon::eventually("the second run", || {
+        run_json(&session, "task_001").filter(|v| v["attempt"] == 2 && v["state"] == "running")
+    });
+    assert_eq!(rec["held"], false, "{rec}");
+
+    // a: the lead's message is acknowledged (moved out of new/).
+    select(&tmux, &id);
+    press(&tmux, "a");
+    tmux.wait_for(&[
+        &format!("acknowledged {id}"),
+        "MESSAGES FOR THE LEAD (0 unread)",
+    ]);
+    let inbox = ctl_ok(&root, &["inbox", "list", "lead", "--json"]);
+    assert!(!inbox.contains("\"unread\": true"), "{inbox}");
+
+    fs::write(&gate, "").unwrap();
+    press(&tmux, "q");
+    crate::daemon::eventually("the run ends", || {
+        run_json(&session, "task_001").filter(|v| v["state"] != "running")
+    });
+    daemon.terminate();
+}
+
+/// With squadd down, `r` says that runs need squadd (nothing else happens).
+#[test]
+fn top_says_a_run_needs_squadd_when_it_is_down() {
+    if !have_tmux("top_says_a_run_needs_squadd_when_it_is_down") {
+        return;
+    }
+    let (tmp, _dir) = troubled_project();
+    let root = tmp.path();
+    let tmux = start_top(root, "60", "30");
+    tmux.wait_for(&["squadd DOWN", "NEEDS YOU (3)"]);
+    select(&tmux, "task_003");
+    press(&tmux, "r");
+    tmux.wait_for(&["squadd is not running"]);
+}
+
 /// Issue 28: `graph --format text` is a readable tree (each task under the
 /// tasks it waits for, one met twice marked `(above)`); piped, plain
 /// `graph` stays Mermaid for scripts.

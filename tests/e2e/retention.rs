@@ -414,7 +414,9 @@ fn service_install_writes_the_unit_and_prints_how_to_enable_it() {
     assert!(unit.contains("Type=notify") && unit.contains("WatchdogSec="));
 
     let out = run(ctl_root(&root)
-        .args(["service", "install", "--system", "--print", "--binary"])
+        .args([
+            "service", "install", "--system", "--print", "--run-as", "ann", "--binary",
+        ])
         .arg(&squadd));
     let unit = stdout(&out);
     assert!(

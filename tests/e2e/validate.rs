@@ -156,8 +156,9 @@ fn bad_input_yields_diagnostics_and_validation_goes_on() {
             .contains("backend-system-architect")),
         "{diags:#?}"
     );
-    // 16 session files and the two built-in skills `init` installs.
-    assert_eq!(v["files_checked"], 18);
+    // 16 session files, the two built-in skills and the commented policy
+    // `init` writes.
+    assert_eq!(v["files_checked"], 19);
 }
 
 #[test]
@@ -256,10 +257,11 @@ fn init_and_session_new_create_a_valid_project() {
     );
 
     let out = ctl_run(root, &["validate", "--color", "never"]);
-    // session-status.md and the two built-in skills `init` installs.
+    // session-status.md, the two built-in skills and the commented policy
+    // `init` writes.
     assert_eq!(
         stdout(&out),
-        "0 errors, 0 warnings in 3 files (1 session)\n"
+        "0 errors, 0 warnings in 4 files (1 session)\n"
     );
     assert_eq!(code(&out), 0);
 

@@ -19,10 +19,11 @@ use std::path::Path;
 /// Create `.squad/` in the project root (default: the current directory).
 ///
 /// Creates `sessions/`, `archives/` and `run/` (mode 0700), a `.gitignore`
-/// for runtime state, and installs the built-in skills into `.squad/skills/`
+/// for runtime state, a commented default policy (`policies.yaml`: every
+/// setting with its default, commented out), and installs the built-in skills into `.squad/skills/`
 /// (squad-protocol teaches agents the command line). Safe to run again:
-/// existing directories, an existing `.gitignore` and modified skills are
-/// left as they are.
+/// existing directories, an existing `.gitignore` or `policies.yaml` and
+/// modified skills are left as they are.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Make a separate project even inside another one (a directory above
@@ -33,6 +34,13 @@ pub struct InitArgs {
     /// missing; left alone when it already has the section).
     #[arg(long)]
     pub agents_md: bool,
+    /// Also lay out a small runnable example: a session with three dependent
+    /// tasks and a fake agent (example/agent.sh) that squadd starts for each
+    /// one; start squadd and watch it finish in `squadctl top` (under a
+    /// minute). For an empty directory: refused where sessions exist or the
+    /// policy was edited.
+    #[arg(long)]
+    pub example: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -174,9 +182,37 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         }
         created.push(gitignore);
     }
+    let policy = squad.join("policies.yaml");
+    if std::fs::symlink_metadata(&policy).is_err() {
+        let text = super::example::commented_default_policy();
+        if let Err(e) = write_atomic(&policy, text.as_bytes()) {
+            return super::fail(format!("{}: {e}", policy.display()));
+        }
+        created.push(policy);
+    }
     let skills = match crate::skills::install_builtin(&squad, false) {
         Ok(s) => s,
         Err(e) => return super::fail(e),
+    };
+    let example = if args.example {
+        match super::example::lay_out(&root) {
+            Ok(ex) => Some(ex),
+            Err(super::example::Refused::Refused(e)) => {
+                super::fail(e);
+                return exit::PROBLEMS;
+            }
+            Err(super::example::Refused::Failed(e)) => return super::fail(e),
+        }
+    } else {
+        None
+    };
+    if let Some(ex) = &example {
+        created.extend(ex.created.iter().cloned());
+    }
+    let next_steps: &[(&str, &str)] = if example.is_some() {
+        &EXAMPLE_STEPS
+    } else {
+        &NEXT_STEPS
     };
     let agents_md = if args.agents_md {
         match append_agents_md(&root) {
@@ -194,7 +230,7 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             .collect();
         return super::print(&format!(
             "{:#}\n",
-            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md, "next_steps": NEXT_STEPS.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
+            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
         ));
     }
     let mut out = String::new();
@@ -212,9 +248,11 @@ pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         Some(false) => out.push_str("AGENTS.md: already has the squad section\n"),
         None => {}
     }
-    out.push_str(POINTERS);
+    if example.is_none() {
+        out.push_str(POINTERS);
+    }
     out.push_str("Next steps:\n");
-    for (i, (cmd, why)) in NEXT_STEPS.iter().enumerate() {
+    for (i, (cmd, why)) in next_steps.iter().enumerate() {
         out.push_str(&format!("  {}. {cmd}\n       {why}\n", i + 1));
     }
     super::print_human(&out)
@@ -238,6 +276,22 @@ const NEXT_STEPS: [(&str, &str); 4] = [
     (
         "squadctl status",
         "see what needs you first (blocked tasks, error reports, held runs), then progress",
+    ),
+];
+
+/// What to do after `init --example`.
+const EXAMPLE_STEPS: [(&str, &str); 3] = [
+    (
+        "squadd --root . &",
+        "start the supervisor: it starts example/agent.sh for each ready task",
+    ),
+    (
+        "squadctl top",
+        "watch the three tasks run one after the other and the session complete (q quits)",
+    ),
+    (
+        "kill %1",
+        "stop squadd; then read .squad/policies.yaml and docs/runners.md to run real agents",
     ),
 ];
 
@@ -350,10 +404,45 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return super::fail(e),
     };
+    let made = match create_session(&root, args.slug.as_deref()) {
+        Ok(m) => m,
+        Err(e) => return super::fail(e),
+    };
+    if args.json {
+        super::print(&format!(
+            "{:#}\n",
+            json!({
+                "session": made.name,
+                "session_id": made.session_id,
+                "path": made.dir.display().to_string(),
+                "started_at": made.started_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            })
+        ));
+    } else {
+        super::print_human(&format!("{}\n", made.dir.display()));
+    }
+    exit::OK
+}
+
+/// A session made by [`create_session`].
+pub(super) struct NewSession {
+    /// The directory name.
+    pub name: String,
+    /// Its `session_id`.
+    pub session_id: String,
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// When it started.
+    pub started_at: chrono::DateTime<Utc>,
+}
+
+/// Creates a session directory named after now (and the slug) with a valid
+/// session-status.md; `Err` says why not.
+pub(super) fn create_session(root: &Path, slug: Option<&str>) -> Result<NewSession, String> {
     // Whole seconds: the directory name has no finer resolution either.
     let now = Utc::now().trunc_subsecs(0);
     let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
-    let name = match &args.slug {
+    let name = match slug {
         Some(slug) => format!("{stamp}-{slug}"),
         None => stamp.clone(),
     };
@@ -377,27 +466,16 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
         failure_reason: None,
         archived_at: None,
     };
-    let sessions = sessions_dir(&root);
+    let sessions = sessions_dir(root);
     let dir = sessions.join(&name);
-    match build_session(&sessions, &name, &Document::SessionStatus(status)) {
-        Ok(()) => {
-            if args.json {
-                super::print(&format!(
-                    "{:#}\n",
-                    json!({
-                        "session": name,
-                        "session_id": session_id,
-                        "path": dir.display().to_string(),
-                        "started_at": now.to_rfc3339_opts(SecondsFormat::Secs, true),
-                    })
-                ));
-            } else {
-                super::print_human(&format!("{}\n", dir.display()));
-            }
-            exit::OK
-        }
-        Err(e) => super::fail(format!("cannot create session {}: {e}", dir.display())),
-    }
+    build_session(&sessions, &name, &Document::SessionStatus(status))
+        .map_err(|e| format!("cannot create session {}: {e}", dir.display()))?;
+    Ok(NewSession {
+        name,
+        session_id,
+        dir,
+        started_at: now,
+    })
 }
 
 /// Builds the session under a hidden name, then renames it into place, so the

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 pub mod canon;
 pub mod check;
 pub mod codex_trust;
+pub mod example;
 pub mod gc;
 pub mod guard;
 pub mod guard_doctor;

@@ -92,7 +92,7 @@ fn call(root: &Path, method: Method) -> Result<Value, ClientError> {
 }
 
 /// Live facts of a process: (cpu % averaged over its life, rss bytes).
-fn usage(pid: u32) -> Option<(f64, u64)> {
+pub(crate) fn usage(pid: u32) -> Option<(f64, u64)> {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
     let pid = Pid::from_u32(pid);
     let mut system = System::new();
@@ -148,7 +148,7 @@ pub fn runs_report(root: &Path, session: Option<&str>, all: bool, tail: usize) -
         .collect()
 }
 
-fn secs(v: &Value) -> String {
+pub(crate) fn secs(v: &Value) -> String {
     v.as_i64().map_or("-".into(), |s| {
         if s >= 3600 {
             format!("{}h{:02}m", s / 3600, s % 3600 / 60)
@@ -213,12 +213,7 @@ pub fn run(root_arg: Option<&Path>, args: RunArgs) -> u8 {
         Ok(r) => r,
         Err(c) => return c,
     };
-    let method = Method::Runs {
-        action: "run".into(),
-        session: args.session,
-        task: Some(args.task.clone()),
-    };
-    match call(&root, method) {
+    match start_run(&root, &args.task, args.session.as_deref()) {
         Ok(v) if args.json => super::print(&format!("{v:#}\n")),
         Ok(v) => super::print(&format!(
             "started {} in {} (pid {})\n",
@@ -226,11 +221,22 @@ pub fn run(root_arg: Option<&Path>, args: RunArgs) -> u8 {
             v["session"].as_str().unwrap_or(""),
             v["pid"]
         )),
-        Err(ClientError::NotRunning(_)) => super::fail(
-            "squadd is not running for this project: runs are started and supervised by squadd (start it with `squadd --root …`)",
-        ),
-        Err(e) => super::fail(format!("cannot start {}: {e}", args.task)),
+        Err(e) => super::fail(e),
     }
+}
+
+/// Starts TASK's run through squadd (`squadctl run` and `top`'s `r` key);
+/// `Err` says why not, and that squadd must run when it does not.
+pub(crate) fn start_run(root: &Path, task: &str, session: Option<&str>) -> Result<Value, String> {
+    let method = Method::Runs {
+        action: "run".into(),
+        session: session.map(str::to_string),
+        task: Some(task.to_string()),
+    };
+    call(root, method).map_err(|e| match e {
+        ClientError::NotRunning(_) => "squadd is not running for this project: runs are started and supervised by squadd (start it with `squadd --root …`)".to_string(),
+        e => format!("cannot start {task}: {e}"),
+    })
 }
 
 /// `squadctl stop TASK`; without squadd, signals the recorded process group.

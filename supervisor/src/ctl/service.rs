@@ -14,10 +14,20 @@ pub enum ServiceCommand {
     /// Write a unit (or plist) that runs squadd on a root, and print the
     /// commands that enable it.
     ///
+    /// `--root DIR` is required: the project squadd supervises (a service
+    /// has no current directory, so the usual default, the nearest
+    /// `.squad/` above here, does not apply).
+    ///
     /// `--user` (default on Linux): ~/.config/systemd/user/NAME.service.
-    /// `--system`: /etc/systemd/system/NAME.service, hardened, running as the
-    /// invoking user (`$SUDO_USER` or `$USER`). `--launchd` (default on
-    /// macOS): ~/Library/LaunchAgents/dev.squad.NAME.plist.
+    /// `--system`: /etc/systemd/system/NAME.service, hardened, running as
+    /// `--run-as USER`, else the invoking user (`$SUDO_USER`, else `$USER`);
+    /// refused when none is known. `--launchd` (default on macOS):
+    /// ~/Library/LaunchAgents/dev.squad.NAME.plist.
+    ///
+    /// Refused, writing nothing, when the service manager is not running
+    /// here (no systemd, as in many containers and WSL, or no systemd user
+    /// manager for this login; launchd off macOS): the message says how to
+    /// run squadd instead. `--dir` and `--print` skip that check.
     Install(InstallArgs),
     /// Stop and remove an installed unit (or plist).
     Uninstall(UninstallArgs),
@@ -56,6 +66,10 @@ pub struct InstallArgs {
     /// Write into this directory instead of the service manager's.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// The user a `--system` unit runs squadd as (default: `$SUDO_USER`,
+    /// else `$USER`).
+    #[arg(long, value_name = "USER")]
+    pub run_as: Option<String>,
 }
 
 /// Arguments of `service uninstall`.
@@ -119,8 +133,79 @@ fn xml_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Where systemd, when it is the running init, keeps its runtime state
+/// (what `sd_booted()` checks). `SQUADCTL_SYSTEMD_RUNTIME` replaces it, so
+/// tests can play a machine with or without systemd.
+fn systemd_runtime() -> PathBuf {
+    std::env::var_os("SQUADCTL_SYSTEMD_RUNTIME")
+        .map_or_else(|| PathBuf::from("/run/systemd/system"), PathBuf::from)
+}
+
+/// Why the service manager `m` cannot take a unit on this machine now, and
+/// what to do instead; `None` when it runs.
+fn manager_missing(m: Manager) -> Option<String> {
+    let instead = "Run squadd another way: in the foreground or under tmux (`squadd --root DIR`), from your container's entry point, or from cron (`@reboot squadd --root DIR`); `--dir DIR` writes the file anyway (for another machine)";
+    match m {
+        Manager::Launchd if !cfg!(target_os = "macos") => Some(format!(
+            "launchd is macOS's service manager and this is not macOS: use --user or --system (systemd). {instead}"
+        )),
+        Manager::Launchd => None,
+        Manager::User | Manager::System if !systemd_runtime().is_dir() => Some(format!(
+            "systemd is not running on this machine ({} does not exist: a container, WSL without systemd, or another init), so `systemctl` would fail (\"System has not been booted with systemd\"). {instead}",
+            systemd_runtime().display()
+        )),
+        Manager::System => None,
+        Manager::User => {
+            // The user manager keeps its sockets in $XDG_RUNTIME_DIR/systemd;
+            // without it `systemctl --user` fails ("No medium found", "Failed
+            // to connect to bus").
+            let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+            match runtime {
+                Some(r) if r.join("systemd").is_dir() => None,
+                _ => Some(format!(
+                    "no systemd user manager runs for this login ({}), so `systemctl --user` would fail (\"Failed to connect to bus\" or \"No medium found\"). Log in through a session that starts one (ssh or a desktop login, not `su`), and to keep squadd running after logout run `loginctl enable-linger $USER`; or install a system unit with `sudo squadctl --root DIR service install --system`. {instead}",
+                    runtime.map_or_else(
+                        || "XDG_RUNTIME_DIR is not set".to_string(),
+                        |r| format!("no {}", r.join("systemd").display())
+                    )
+                )),
+            }
+        }
+    }
+}
+
+/// The user a system unit runs as: `--run-as`, else `$SUDO_USER` (the user
+/// behind sudo), else `$USER`; never a made-up name.
+fn run_as(given: Option<&str>) -> Result<String, String> {
+    let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let user = given
+        .map(str::to_string)
+        .or_else(|| from_env("SUDO_USER"))
+        .or_else(|| from_env("USER"))
+        .ok_or_else(|| {
+            "cannot tell which user squadd should run as: $SUDO_USER and $USER are unset; pass --run-as USER (the owner of the project)".to_string()
+        })?;
+    if user.is_empty()
+        || !user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(format!(
+            "user `{}` is not a plain user name (letters, digits, `.`, `_`, `-`); pass --run-as USER",
+            crate::text::escape(&user)
+        ));
+    }
+    Ok(user)
+}
+
 /// Renders the service file for a binary and a root.
-fn render(m: Manager, binary: &Path, root: &Path, name: &str) -> Result<String, String> {
+fn render(
+    m: Manager,
+    binary: &Path,
+    root: &Path,
+    name: &str,
+    user: Option<&str>,
+) -> Result<String, String> {
     let (bin, dir) = (binary.display().to_string(), root.display().to_string());
     if m != Manager::Launchd
         && [&bin, &dir].iter().any(|p| {
@@ -134,9 +219,7 @@ fn render(m: Manager, binary: &Path, root: &Path, name: &str) -> Result<String, 
     }
     Ok(match m {
         Manager::System => {
-            let user = std::env::var("SUDO_USER")
-                .or_else(|_| std::env::var("USER"))
-                .unwrap_or_else(|_| "squad".into());
+            let user = run_as(user)?;
             SYSTEM_UNIT
                 .replace("/usr/local/bin/squadd", &bin)
                 .replace("/srv/squad/project", &dir)
@@ -216,12 +299,18 @@ fn install(project: &Path, args: InstallArgs) -> u8 {
             ));
         }
     };
-    let text = match render(m, &binary, &root, &args.name) {
+    let text = match render(m, &binary, &root, &args.name, args.run_as.as_deref()) {
         Ok(t) => t,
         Err(e) => return super::fail(e),
     };
     if args.print {
         return super::print(&text);
+    }
+    if args.dir.is_none()
+        && let Some(why) = manager_missing(m)
+    {
+        super::fail(format!("{why}; nothing was written"));
+        return exit::PROBLEMS;
     }
     let dir = match args.dir.map_or_else(|| default_dir(m), Ok) {
         Ok(d) => d,
@@ -238,8 +327,12 @@ fn install(project: &Path, args: InstallArgs) -> u8 {
         };
         return super::fail(format!("cannot write {}: {e}{hint}", path.display()));
     }
+    let runs_as = match (m, run_as(args.run_as.as_deref())) {
+        (Manager::System, Ok(u)) => format!("runs as user {u} (--run-as to change)\n"),
+        _ => String::new(),
+    };
     super::print(&format!(
-        "wrote {}\nsupervising {}\nto enable it, run:\n{}",
+        "wrote {}\nsupervising {}\n{runs_as}to enable it, run:\n{}",
         path.display(),
         root.display(),
         commands(m, &path, &args.name)

@@ -20,6 +20,35 @@ pub enum TeamCommand {
     Show(ShowArgs),
     /// Validate the team files (team.md, routing.md, charters, casting JSON).
     Validate(ValidateArgs),
+    /// Create a minimal valid team: roster (team.md with a Project Context),
+    /// routing.md, a charter and history per member, casting files.
+    ///
+    /// For a project without a team (after `squadctl init`), so that
+    /// `export` works and agents have charters. Refuses to overwrite any
+    /// team file; writes nothing then. Edit the files afterwards: they hold
+    /// placeholders where only you know the answer.
+    New(NewArgs),
+}
+
+/// `team new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// A member, NAME=ROLE (repeatable; NAME in lowercase letters, digits
+    /// and dashes). Default: `lead=Lead`.
+    #[arg(long, value_name = "NAME=ROLE")]
+    pub member: Vec<String>,
+    /// The project's owner, for team.md's Project Context.
+    #[arg(long, value_name = "NAME")]
+    pub owner: Option<String>,
+    /// The project's stack (languages, frameworks, tools).
+    #[arg(long, value_name = "TEXT")]
+    pub stack: Option<String>,
+    /// What the project does, in one sentence.
+    #[arg(long, value_name = "TEXT")]
+    pub description: Option<String>,
+    /// JSON: the team directory and the files written.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `team show`.
@@ -121,6 +150,10 @@ fn locate(project: &Path) -> Result<TeamDir, String> {
 
 /// Runs `squadctl team …`.
 pub fn run(root_arg: Option<&Path>, cmd: TeamCommand) -> u8 {
+    let cmd = match cmd {
+        TeamCommand::New(args) => return new_team(root_arg, &args),
+        other => other,
+    };
     let dir = match project(root_arg).and_then(|p| locate(&p)) {
         Ok(d) => d,
         Err(e) => return super::fail(e),
@@ -148,7 +181,160 @@ pub fn run(root_arg: Option<&Path>, cmd: TeamCommand) -> u8 {
                 exit::OK
             }
         }
+        TeamCommand::New(_) => exit::OK,
     }
+}
+
+/// One cell of a markdown table or one line of a list: no `|`, no line
+/// break, not empty.
+fn cell(flag: &str, text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t.is_empty() || t.contains(['|', '\n', '\r']) || t.chars().any(char::is_control) {
+        return Err(format!(
+            "{flag} `{}`: give one line of text without `|`",
+            crate::text::escape(text)
+        ));
+    }
+    Ok(t.to_string())
+}
+
+/// The files of a new team, relative to the team directory.
+fn team_files(args: &NewArgs, now: &str) -> Result<Vec<(PathBuf, String)>, String> {
+    let specs = if args.member.is_empty() {
+        vec!["lead=Lead".to_string()]
+    } else {
+        args.member.clone()
+    };
+    let mut members: Vec<(String, String)> = Vec::new();
+    for m in &specs {
+        let (name, role) = m
+            .split_once('=')
+            .ok_or_else(|| format!("--member `{}`: write NAME=ROLE", crate::text::escape(m)))?;
+        if !squad_protocol::IdKind::Agent.matches(name) {
+            return Err(format!(
+                "--member `{}`: the name must be lowercase letters, digits and single dashes (it names the agent's folder and is the agent's name in tasks)",
+                crate::text::escape(name)
+            ));
+        }
+        if members.iter().any(|(n, _)| n == name) {
+            return Err(format!("--member `{name}` is given twice"));
+        }
+        members.push((name.to_string(), cell("--member", role)?));
+    }
+    let placeholder = |v: &Option<String>, flag: &str, what: &str| -> Result<String, String> {
+        v.as_deref()
+            .map_or_else(|| Ok(format!("({what}: fill in)")), |t| cell(flag, t))
+    };
+    let owner = placeholder(&args.owner, "--owner", "who owns the project")?;
+    let stack = placeholder(&args.stack, "--stack", "languages, frameworks, tools")?;
+    let description = placeholder(&args.description, "--description", "what the project does")?;
+    let mut team = format!(
+        "# Team Roster\n\n> {description}\n\n## Members\n\n| Name | Role | Charter | Status |\n|------|------|---------|--------|\n"
+    );
+    let mut routing = String::from(
+        "# Work Routing\n\nHow to decide who handles what.\n\n## Routing Table\n\n| Work Type | Route To | Examples |\n|-----------|----------|----------|\n",
+    );
+    let mut files = Vec::new();
+    let mut registry = serde_json::Map::new();
+    for (name, role) in &members {
+        let _ = writeln!(
+            team,
+            "| {name} | {role} | `.squad/agents/{name}/charter.md` | ✅ Active |"
+        );
+        let _ = writeln!(routing, "| {role} | {name} | (the work {name} takes) |");
+        files.push((
+            PathBuf::from(format!("agents/{name}/charter.md")),
+            format!(
+                "# {name} — {role}\n\n## Identity\n\n- **Name:** {name}\n- **Role:** {role}\n- **Expertise:** (fill in)\n\n## What I Own\n\n- (fill in)\n\n## Boundaries\n\n**I handle:** (fill in)\n\n**I don't handle:** (fill in)\n"
+            ),
+        ));
+        files.push((
+            PathBuf::from(format!("agents/{name}/history.md")),
+            format!(
+                "# Project Context\n\n- **Owner:** {owner}\n- **Stack:** {stack}\n- **Created:** {now}\n\n## Learnings\n\n<!-- Append new learnings below. Each entry is something lasting about the project. -->\n"
+            ),
+        ));
+        registry.insert(
+            name.clone(),
+            json!({"persistent_name": name, "universe": "custom", "created_at": now, "legacy_named": false, "status": "active"}),
+        );
+    }
+    let _ = write!(
+        team,
+        "\n## Project Context\n\n- **Owner:** {owner}\n- **Stack:** {stack}\n- **Description:** {description}\n- **Created:** {now}\n"
+    );
+    files.push((PathBuf::from("team.md"), team));
+    files.push((PathBuf::from("routing.md"), routing));
+    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+    files.push((
+        PathBuf::from("casting/registry.json"),
+        pretty(json!({ "agents": registry })),
+    ));
+    files.push((
+        PathBuf::from("casting/history.json"),
+        pretty(json!({"universe_usage_history": [], "assignment_cast_snapshots": {}})),
+    ));
+    files.push((
+        PathBuf::from("casting/policy.json"),
+        pretty(
+            json!({"casting_policy_version": "1.1", "allowlist_universes": [], "universe_capacity": {}}),
+        ),
+    ));
+    Ok(files)
+}
+
+/// Runs `squadctl team new`.
+fn new_team(root_arg: Option<&Path>, args: &NewArgs) -> u8 {
+    let project = match root_arg {
+        Some(r) => r.to_path_buf(),
+        None => match root::team_project(None) {
+            Ok(p) => p,
+            Err(_) => root::here(None),
+        },
+    };
+    let dir = teamdir::locate(&project).map_or_else(
+        || root::fs_path(&project).join(squad_protocol::tree::SQUAD_DIR),
+        |d| d.path,
+    );
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let files = match team_files(args, &now) {
+        Ok(f) => f,
+        Err(e) => return super::fail(e),
+    };
+    // Nothing is overwritten, and nothing is written when anything would be.
+    let existing: Vec<String> = files
+        .iter()
+        .map(|(rel, _)| dir.join(rel))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    if !existing.is_empty() {
+        super::fail(format!(
+            "the team files exist already: {}; nothing was written (`squadctl team show` shows the team)",
+            crate::text::escape(&existing.join(", "))
+        ));
+        return exit::PROBLEMS;
+    }
+    let mut written = Vec::new();
+    for (rel, text) in &files {
+        let path = dir.join(rel);
+        if let Err(e) = crate::safefs::write_project_file(&path, text.as_bytes(), Some(0o755)) {
+            return super::fail(format!("{}: {e}", path.display()));
+        }
+        written.push(path);
+    }
+    if args.json {
+        return super::print(&format!(
+            "{:#}\n",
+            json!({"team_dir": dir, "written": written})
+        ));
+    }
+    let mut out = String::new();
+    for p in &written {
+        let _ = writeln!(out, "created {}", p.display());
+    }
+    out.push_str("next: fill in the placeholders (team.md's Project Context, each charter), then `squadctl team validate`; `squadctl export` carries the team to another project\n");
+    super::print_human(&out)
 }
 
 fn agent_skill_names(team: &Team, folder: &str) -> Vec<String> {

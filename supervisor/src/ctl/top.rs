@@ -24,9 +24,10 @@ use std::time::Duration;
 /// due time, and the lead's unread messages.
 ///
 /// Keys: q quit; ↑/↓ or k/j move; Enter opens the selected item (again to
-/// close); s stops the selected task's run (as `squadctl stop`); a
-/// acknowledges the selected message. Redrawn on squadd's events, or on
-/// file changes when squadd is down (it says so). Respects NO_COLOR.
+/// close); s stops the selected task's run (as `squadctl stop`); r starts
+/// it again (as `squadctl run`; squadd must run); a acknowledges the
+/// selected message. Redrawn on squadd's events, or on file changes when
+/// squadd is down (it says so). Respects NO_COLOR; fits 60 columns.
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
     /// Only this session.
@@ -47,6 +48,9 @@ pub struct TaskLine {
     pub state: String,
     /// Its run: `running pid 123`, `held (stopped)`, or empty.
     pub run: String,
+    /// A live run's facts: uptime, CPU, the last file its agent wrote
+    /// (`up 3m02s cpu 1.5% wrote role-comm-… 12s ago`), or empty.
+    pub run_detail: String,
     /// When it is due, when it has started.
     pub due: Option<DateTime<Utc>>,
 }
@@ -157,12 +161,13 @@ impl TopView {
             Selected::Task(i) => {
                 let t = &self.tasks[i];
                 format!(
-                    "task {} in {}\nagent: {}\nstate: {}\nrun: {}\ndue: {}\n\nmore: squadctl task show {} --session {}",
+                    "task {} in {}\nagent: {}\nstate: {}\nrun: {} {}\ndue: {}\n\nmore: squadctl task show {} --session {}\n(s stops its run, r starts it)",
                     t.task,
                     t.session,
                     t.agent,
                     t.state,
                     if t.run.is_empty() { "-" } else { &t.run },
+                    t.run_detail,
                     t.due.map_or_else(
                         || "-".into(),
                         |d| d.format("%Y-%m-%d %H:%M UTC").to_string()
@@ -289,6 +294,11 @@ pub fn render(frame: &mut Frame<'_>, view: &TopView) {
                         .map_or_else(String::new, |d| format!(" due {}", d.format("%H:%M")))
                 )),
             ]));
+            // A live run's facts on a line of their own: a 60-column line
+            // cuts them, not the task's state.
+            if !t.run_detail.is_empty() {
+                lines.push(Line::raw(format!("      {}", t.run_detail)));
+            }
             task_index += 1;
         }
     }
@@ -333,7 +343,7 @@ pub fn render(frame: &mut Frame<'_>, view: &TopView) {
     let foot = view
         .notice
         .clone()
-        .unwrap_or_else(|| "q quit  j/k move  Enter open  s stop run  a ack".to_string());
+        .unwrap_or_else(|| "q quit j/k move Enter open s stop r run a ack".to_string());
     frame.render_widget(Paragraph::new(foot), areas[2]);
 }
 
@@ -346,6 +356,35 @@ fn run_word(runs: &[RunRecord], session: &str, task: &str) -> String {
         _ if r.held => format!("held ({})", r.state.as_str()),
         s => s.as_str().to_string(),
     }
+}
+
+/// A live run's uptime, CPU (averaged over its life, as `squadctl runs`)
+/// and the last protocol file its agent wrote, with its age; empty when
+/// the task has no live run.
+fn run_detail(
+    runs: &[RunRecord],
+    session_dir: &Path,
+    session: &str,
+    task: &str,
+    now: DateTime<Utc>,
+) -> String {
+    let Some(r) = runs
+        .iter()
+        .find(|r| r.session == session && r.task == task && r.state == RunState::Running)
+    else {
+        return String::new();
+    };
+    if !crate::runners::alive(r.pid, r.process_start) {
+        return "process gone".into();
+    }
+    let age =
+        |t: DateTime<Utc>| super::runs::secs(&serde_json::json!((now - t).num_seconds().max(0)));
+    let cpu = super::runs::usage(r.pid).map_or_else(|| "-".into(), |(c, _)| format!("{c:.1}%"));
+    let wrote = crate::runners::last_write_file(session_dir, &r.agent).map_or_else(
+        || "wrote nothing yet".into(),
+        |(name, at)| format!("wrote {} {} ago", crate::text::escape(&name), age(at)),
+    );
+    format!("up {} cpu {cpu} {wrote}", age(r.started_at))
 }
 
 /// Builds the view from the files and squadd (what `status` gathers), the
@@ -405,6 +444,7 @@ fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
                         t.state.as_str().to_string()
                     },
                     run: run_word(&g.runs, &s.name, &t.task_id),
+                    run_detail: run_detail(&g.runs, &index.dir, &s.name, &t.task_id, now),
                     due: t.due_at,
                 });
             }
@@ -565,17 +605,7 @@ pub fn top(root_arg: Option<&Path>, args: TopArgs) -> u8 {
                 }
                 KeyCode::Esc => view.detail = None,
                 KeyCode::Char('s') => {
-                    let target = match view.selected() {
-                        Some(Selected::Task(i)) => {
-                            Some((view.tasks[i].task.clone(), view.tasks[i].session.clone()))
-                        }
-                        Some(Selected::Attention(i)) => view.attention[i]
-                            .task
-                            .clone()
-                            .zip(view.attention[i].session.clone()),
-                        _ => None,
-                    };
-                    view.notice = Some(match target {
+                    view.notice = Some(match selected_task(&view) {
                         Some((task, session)) => {
                             match super::runs::stop_run(&root, &task, Some(&session)) {
                                 Ok(_) => format!("stopping {task}"),
@@ -583,6 +613,18 @@ pub fn top(root_arg: Option<&Path>, args: TopArgs) -> u8 {
                             }
                         }
                         None => "s stops the selected task's run".into(),
+                    });
+                    refresh = true;
+                }
+                KeyCode::Char('r') => {
+                    view.notice = Some(match selected_task(&view) {
+                        Some((task, session)) => {
+                            match super::runs::start_run(&root, &task, Some(&session)) {
+                                Ok(v) => format!("started {task} (pid {})", v["pid"]),
+                                Err(e) => crate::text::escape(&e).into_owned(),
+                            }
+                        }
+                        None => "r starts the selected task's run".into(),
                     });
                     refresh = true;
                 }
@@ -620,6 +662,19 @@ pub fn top(root_arg: Option<&Path>, args: TopArgs) -> u8 {
     }
     ratatui::restore();
     code
+}
+
+/// The task (and its session) of the selected row: a task, or a needs-you
+/// item about one.
+fn selected_task(view: &TopView) -> Option<(String, String)> {
+    match view.selected()? {
+        Selected::Task(i) => Some((view.tasks[i].task.clone(), view.tasks[i].session.clone())),
+        Selected::Attention(i) => view.attention[i]
+            .task
+            .clone()
+            .zip(view.attention[i].session.clone()),
+        Selected::Message(_) => None,
+    }
 }
 
 /// Acknowledges a message (as `inbox next` does).
@@ -660,6 +715,7 @@ mod tests {
                 agent: "alice".into(),
                 state: "blocked".into(),
                 run: "held (stopped)".into(),
+                run_detail: String::new(),
                 due: None,
             }],
             ..TopView::default()
@@ -694,6 +750,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("squadd DOWN"), "{text}");
+    }
+
+    #[test]
+    fn a_live_run_shows_its_pid_uptime_cpu_and_last_write_under_its_task() {
+        let mut v = view();
+        v.tasks[0].state = "in_progress".into();
+        v.tasks[0].run = "running pid 4242".into();
+        v.tasks[0].run_detail = "up 3m02s cpu 1.5% wrote role-comm-alice-t1.md 12s ago".into();
+        v.tasks[0].due = chrono::DateTime::parse_from_rfc3339("2026-01-01T14:05:00Z")
+            .ok()
+            .map(|d| d.with_timezone(&Utc));
+        let text = screen(&v, 60);
+        assert!(
+            text.contains("t1 in_progress alice run running pid 4242 due 14:05"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      up 3m02s cpu 1.5% wrote role-comm-alice-t1.md"),
+            "{text}"
+        );
+        assert!(text.contains("s stop r run a ack"), "{text}");
     }
 
     #[test]

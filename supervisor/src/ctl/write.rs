@@ -383,6 +383,19 @@ fn next_task_id(session: &SessionIndex) -> String {
         .unwrap_or_else(|| "task_1".into())
 }
 
+/// Writes a task assignment (the work of `task new`); `Err` says why it
+/// was refused, the diagnostics one per line.
+pub(super) fn assign(root: &Path, args: &TaskNewArgs) -> Result<(String, PathBuf), String> {
+    task_new(root, args).map_err(|r| match r {
+        Refused::Reason(s) => s,
+        Refused::Diagnostics(ds) => ds
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
+}
+
 fn task_new(root: &Path, args: &TaskNewArgs) -> Result<(String, PathBuf), Refused> {
     let doc = if let Some(file) = &args.file {
         let text = read_input(file)?;

@@ -441,19 +441,26 @@ pub fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
 /// agent (its progress updates, messages, error reports): when it last
 /// wrote to the protocol.
 pub fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
+    last_write_file(session_dir, agent).map(|(_, at)| at)
+}
+
+/// [`last_write`] with the file's name (`squadctl top` shows both).
+pub fn last_write_file(session_dir: &Path, agent: &str) -> Option<(String, DateTime<Utc>)> {
     let needle = format!("-{agent}-");
-    let mut newest: Option<std::time::SystemTime> = None;
+    let mut newest: Option<(String, std::time::SystemTime)> = None;
     for e in std::fs::read_dir(session_dir).ok()?.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
         if !name.contains(&needle) {
             continue;
         }
-        if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
-            newest = Some(newest.map_or(m, |n| n.max(m)));
+        if let Ok(m) = e.metadata().and_then(|m| m.modified())
+            && newest.as_ref().is_none_or(|(_, n)| m > *n)
+        {
+            newest = Some((name.into_owned(), m));
         }
     }
-    newest.map(DateTime::<Utc>::from)
+    newest.map(|(n, m)| (n, DateTime::<Utc>::from(m)))
 }
 
 #[cfg(test)]

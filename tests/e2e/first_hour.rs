@@ -1,0 +1,255 @@
+//! The guided first hour (issue 28 item 4): `init` writes a commented
+//! default policy, `init --example` lays out a runnable example that squadd
+//! drives to completion, `team new` makes a team that exports and imports.
+
+use crate::daemon::{Daemon, counters, eventually};
+use crate::support::*;
+use std::fs;
+use std::path::Path;
+
+fn tmp_root() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    (tmp, root)
+}
+
+/// The one session of a project.
+fn only_session(root: &Path) -> std::path::PathBuf {
+    let mut dirs: Vec<_> = fs::read_dir(root.join(".squad/sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.remove(0)
+}
+
+#[test]
+fn init_example_is_driven_to_completion_by_squadd_and_its_fake_agent() {
+    let (_tmp, root) = tmp_root();
+    let out = ok(ctl_run(&root, &["init", "--example"]));
+    assert!(out.contains("example/agent.sh"), "{out}");
+    assert!(
+        out.contains("squadctl top"),
+        "the next steps name the console: {out}"
+    );
+    let session = only_session(&root);
+    assert!(session.to_string_lossy().ends_with("-example"));
+    // Valid as laid out: three tasks, the first ready, the policy loads.
+    let v = ok(ctl_run(&root, &["validate"]));
+    assert!(v.contains("0 errors"), "{v}");
+    let tasks = ok(ctl_run(&root, &["task", "list", "--json"]));
+    for t in ["task_001", "task_002", "task_003"] {
+        assert!(tasks.contains(t), "{tasks}");
+    }
+    // Boundaries on every task, and each waits for the one before.
+    let plan = fs::read_to_string(session.join("role-plan-bob-task_002.md")).unwrap();
+    assert!(plan.contains("example/out/task_002.txt"), "{plan}");
+    assert!(plan.contains("task_001"), "{plan}");
+    let daemon = Daemon::start_with_env(&root, &[("SQUAD_EXAMPLE_PACE", "0.1")]);
+    let (done, total, status) = eventually("the example session completes", || {
+        counters(&session).filter(|(_, _, s)| s == "completed")
+    });
+    assert_eq!((done, total, status.as_str()), (3, 3, "completed"));
+    // Each task ran in order, wrote its file inside its boundaries, and
+    // the run exited cleanly.
+    for t in ["task_001", "task_002", "task_003"] {
+        let f = root.join("example/out").join(format!("{t}.txt"));
+        assert!(f.is_file(), "{} missing", f.display());
+        // The task completes just before its process exits.
+        let run = eventually("the run exits", || {
+            let v: serde_json::Value = serde_json::from_str(
+                &fs::read_to_string(session.join("runs").join(t).join("run.json")).ok()?,
+            )
+            .ok()?;
+            (v["state"] != "running").then_some(v)
+        });
+        assert_eq!(run["state"], "exited", "{run}");
+        assert_eq!(run["exit"]["code"], 0, "{run}");
+    }
+    let check = ctl_run(&root, &["status", "--check"]);
+    assert_eq!(
+        code(&check),
+        0,
+        "nothing needs the lead: {}",
+        stdout(&check)
+    );
+    daemon.terminate();
+}
+
+#[test]
+fn init_example_refuses_a_project_with_sessions_or_an_edited_policy_and_writes_nothing() {
+    let (_tmp, root) = tmp_root();
+    ok(ctl_run(&root, &["init"]));
+    write(
+        &root,
+        ".squad/policies.yaml",
+        "locks:\n  default_ttl: 30m\n",
+    );
+    let before = snapshot(&root);
+    let out = ctl_run(&root, &["init", "--example"]);
+    assert_eq!(code(&out), 1, "refused: problems found, not a usage error");
+    assert!(stderr(&out).contains("was edited"), "{}", stderr(&out));
+    assert_eq!(snapshot(&root), before, "nothing was written");
+
+    let (_tmp2, root2) = tmp_root();
+    ok(ctl_run(&root2, &["init"]));
+    new_session(&root2, "mine");
+    let before = snapshot(&root2);
+    let out = ctl_run(&root2, &["init", "--example"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("has sessions already"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(snapshot(&root2), before, "nothing was written");
+}
+
+#[test]
+fn init_writes_a_commented_default_policy_listing_every_field_and_keeps_an_edited_one() {
+    let (_tmp, root) = tmp_root();
+    let out = ok(ctl_run(&root, &["init"]));
+    assert!(out.contains("policies.yaml"), "{out}");
+    let text = fs::read_to_string(root.join(".squad/policies.yaml")).unwrap();
+    // Every section and leaf of the shipped default is there, commented out.
+    for key in [
+        "#boundaries:",
+        "#  forbidden:",
+        "#locks:",
+        "#  default_ttl: 15m",
+        "#retention:",
+        "#  schedule:",
+        "#messages:",
+        "#  escalate_after:",
+        "#runners:",
+        "#  dispatch: false",
+        "#  log_max_size: 1MiB",
+        "#notices:",
+        "#hooks:",
+        "#skills:",
+        "#memory:",
+        "#check:",
+    ] {
+        assert!(text.contains(key), "{key} missing:\n{text}");
+    }
+    let v = ok(ctl_run(&root, &["validate"]));
+    assert!(v.contains("0 errors, 0 warnings"), "{v}");
+    let s = ok(ctl_run(&root, &["status", "--check"]));
+    assert!(!s.contains("policy"), "a valid policy is not an item: {s}");
+    // Uncommenting a setting makes it live: a bad value is then refused.
+    let edited = text
+        .replace("#locks:\n", "locks:\n")
+        .replace("#  default_ttl: 15m", "  default_ttl: soon");
+    assert_ne!(edited, text);
+    fs::write(root.join(".squad/policies.yaml"), &edited).unwrap();
+    let bad = ctl_run(&root, &["validate"]);
+    assert_eq!(code(&bad), 1, "{}", stdout(&bad));
+    assert!(stdout(&bad).contains("default_ttl"), "{}", stdout(&bad));
+    // init again keeps the edited file.
+    ok(ctl_run(&root, &["init"]));
+    assert_eq!(
+        fs::read_to_string(root.join(".squad/policies.yaml")).unwrap(),
+        edited
+    );
+}
+
+#[test]
+fn team_new_makes_a_valid_team_that_exports_and_imports_round_trip() {
+    let (_tmp, root) = tmp_root();
+    ok(ctl_run(&root, &["init"]));
+    // A fresh project has no team: export fails (the issue's complaint).
+    assert_ne!(code(&ctl_run(&root, &["export"])), 0);
+    let out = ok(ctl_run(
+        &root,
+        &[
+            "team",
+            "new",
+            "--member",
+            "alice=Backend Dev",
+            "--member",
+            "bob=Tester",
+            "--owner",
+            "Ann",
+            "--stack",
+            "Rust",
+        ],
+    ));
+    assert!(out.contains("team.md"), "{out}");
+    let v = ok(ctl_run(&root, &["team", "validate"]));
+    assert!(v.contains("0 errors, 0 warnings"), "{v}");
+    let show: serde_json::Value =
+        serde_json::from_str(&ok(ctl_run(&root, &["team", "show", "--json"]))).unwrap();
+    assert_eq!(show["members"].as_array().unwrap().len(), 2, "{show}");
+    assert_eq!(show["has_project_context"], true);
+    let casting: Vec<&str> = show["casting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect();
+    assert_eq!(casting, ["history", "policy", "registry"]);
+    // A second `team new` overwrites nothing.
+    let before = snapshot(&root.join(".squad"));
+    let again = ctl_run(&root, &["team", "new"]);
+    assert_eq!(code(&again), 1, "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("exist already"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(snapshot(&root.join(".squad")), before);
+
+    ok(ctl_run(&root, &["export"]));
+    let bundle = root.join("squad-export.json");
+    assert!(bundle.is_file());
+    let (_tmp2, other) = tmp_root();
+    ok(ctl_run(&other, &["init"]));
+    ok(ctl_run(&other, &["import", bundle.to_str().unwrap()]));
+    let v = ok(ctl_run(&other, &["team", "validate"]));
+    assert!(v.contains("0 errors"), "{v}");
+    let show2: serde_json::Value =
+        serde_json::from_str(&ok(ctl_run(&other, &["team", "show", "--json"]))).unwrap();
+    let names = |s: &serde_json::Value| -> Vec<(String, String)> {
+        s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["role"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(&show), names(&show2));
+    for a in ["alice", "bob"] {
+        assert_eq!(
+            fs::read_to_string(root.join(".squad/agents").join(a).join("charter.md")).unwrap(),
+            fs::read_to_string(other.join(".squad/agents").join(a).join("charter.md")).unwrap()
+        );
+    }
+    // The imported project's own policy came back with it.
+    assert!(other.join(".squad/policies.yaml").is_file());
+}
+
+#[test]
+fn team_new_refuses_bad_members_and_writes_nothing() {
+    let (_tmp, root) = tmp_root();
+    ok(ctl_run(&root, &["init"]));
+    let before = snapshot(&root);
+    for bad in [
+        vec!["--member", "Alice=Dev"],
+        vec!["--member", "alice"],
+        vec!["--member", "alice=a|b"],
+        vec!["--member", "alice=Dev", "--member", "alice=Ops"],
+    ] {
+        let mut args = vec!["team", "new"];
+        args.extend(bad.iter().copied());
+        let out = ctl_run(&root, &args);
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--member"), "{}", stderr(&out));
+    }
+    assert_eq!(snapshot(&root), before);
+}
