@@ -38,3 +38,4 @@ mod support;
 mod team;
 mod trust;
 mod validate;
+mod worktree;

@@ -1,0 +1,199 @@
+//! Git worktrees on one machine (issue 30 part 1, docs/worktrees.md): a
+//! command run inside a linked worktree acts on the team's squad root in the
+//! main checkout, and says so.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const SESSION: &str = "20240115T100000Z-trees";
+
+/// A git repository holding a squad project with two agents (`agent-0`,
+/// `agent-1`, tasks `task_<i>` allowed `shared/**` and `own-<i>/**`), its
+/// `.squad/` committed (as teams do with their team files, so a worktree
+/// carries a stale copy of it), and a linked worktree on branch `feature` at
+/// `worktree` (relative to the temporary directory; may lie inside `main`).
+/// Returns (tempdir, main checkout, worktree).
+fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let main = tmp.path().join("main");
+    let s = main.join(".squad/sessions").join(SESSION);
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::create_dir_all(main.join(".squad/run")).unwrap();
+    for i in 0..2 {
+        write_plan(
+            &s,
+            &format!("task_{i}"),
+            &format!("agent-{i}"),
+            &format!("boundaries:\n  allowed:\n    - shared/**\n    - own-{i}/**\n"),
+        );
+    }
+    write(&main, "shared/file.txt", "x\n");
+    git_ok(&main, &["init", "-q", "-b", "main"]);
+    git_ok(&main, &["add", "-A"]);
+    git_ok(&main, &["commit", "-q", "-m", "team"]);
+    let wt = tmp.path().join(worktree);
+    git_ok(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feature",
+            wt.to_str().unwrap(),
+        ],
+    );
+    (tmp, main, wt)
+}
+
+fn lock_cmd(dir: &Path, i: usize, path: &str) -> std::process::Output {
+    run(ctl(dir).args([
+        "lock",
+        "acquire",
+        path,
+        "--agent",
+        &format!("agent-{i}"),
+        "--task",
+        &format!("task_{i}"),
+    ]))
+}
+
+#[test]
+fn a_lock_taken_in_the_main_checkout_is_seen_and_contended_in_a_worktree() {
+    if !has_git() {
+        eprintln!("SKIPPED: git is not installed");
+        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+        return;
+    }
+    let (_tmp, main, wt) = repo_with_worktree("wt");
+    let out = lock_cmd(&main, 0, "shared/file.txt");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("team root"),
+        "no note in the main checkout: {}",
+        stderr(&out)
+    );
+
+    // From a subdirectory of the worktree: the same table, so agent-1 loses.
+    std::fs::create_dir_all(wt.join("shared")).unwrap();
+    let out = lock_cmd(&wt.join("shared"), 1, "shared/**");
+    assert_eq!(code(&out), 1, "contended: {}{}", stdout(&out), stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("by agent-0 (task task_0)"), "{err}");
+    let main_real = main.canonicalize().unwrap();
+    assert!(
+        err.contains(&format!("using the team root {}", main_real.display())),
+        "says which root: {err}"
+    );
+
+    // `lock list` in the worktree lists the main checkout's lock.
+    let out = run(ctl(&wt).args(["lock", "list", "--json"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("shared/file.txt"), "{}", stdout(&out));
+    // Nothing was written into the worktree's own copy of `.squad/`.
+    assert!(!wt.join(".squad/locks").exists());
+
+    // A lock taken in the worktree holds in the main checkout.
+    let out = lock_cmd(&wt, 1, "shared/other.txt");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = lock_cmd(&main, 0, "shared/**");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("by agent-1 (task task_1)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn status_in_a_worktree_shows_the_teams_sessions_and_root() {
+    if !has_git() {
+        eprintln!("SKIPPED: git is not installed");
+        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+        return;
+    }
+    let (_tmp, main, wt) = repo_with_worktree("wt");
+    // A session only the main checkout has (not committed).
+    let live = new_session(&main, "live");
+    let live = live.file_name().unwrap().to_string_lossy().into_owned();
+    let out = run(ctl(&wt).args(["status", "--json"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let root = &v["roots"][0];
+    let main_real = main.canonicalize().unwrap();
+    assert_eq!(root["root"], json!(main_real.display().to_string()), "{v}");
+    let text = v.to_string();
+    assert!(text.contains(&live), "{text}");
+    assert!(
+        stderr(&out).contains("using the team root"),
+        "{}",
+        stderr(&out)
+    );
+    // Text status names the root in its header.
+    let out = run(ctl(&wt).arg("status"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("root: {}", main_real.display())),
+        "{}",
+        stdout(&out)
+    );
+    // --root naming the worktree resolves the same way.
+    let out = run(ctl_root(&wt).args(["status", "--json"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains(&live));
+}
+
+/// The guard's answer to a Claude Code Write of `path` from `cwd`, as agent
+/// `agent-1` on `task_1`: `None` to allow, else the reason.
+fn guard_write(cwd: &Path, path: &str, env_root: Option<&Path>) -> Option<String> {
+    let input = json!({"session_id": "s", "transcript_path": "/t.jsonl", "cwd": cwd.display().to_string(),
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": cwd.join(path).display().to_string(), "content": "x"}, "tool_use_id": "toolu_1"});
+    let mut cmd = ctl(cwd);
+    cmd.arg("guard")
+        .env("SQUAD_AGENT", "agent-1")
+        .env("SQUAD_TASK", "task_1");
+    if let Some(r) = env_root {
+        cmd.env("SQUAD_ROOT", r);
+    }
+    let out = run_with_input(&mut cmd, input.to_string().as_bytes());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    if text.trim().is_empty() {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
+    Some(v["hookSpecificOutput"]["permissionDecisionReason"].to_string())
+}
+
+#[test]
+fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
+    if !has_git() {
+        eprintln!("SKIPPED: git is not installed");
+        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+        return;
+    }
+    // The worktree lies inside the main checkout: its paths are judged
+    // relative to the worktree (`own-1/x`), not to the main checkout
+    // (`trees/wt/own-1/x`, which no boundary allows).
+    let (_tmp, main, wt) = repo_with_worktree("main/trees/wt");
+    for env_root in [None, Some(main.as_path())] {
+        assert_eq!(
+            guard_write(&wt, "own-1/x.rs", env_root),
+            None,
+            "{env_root:?}"
+        );
+        let denied = guard_write(&wt, "own-0/x.rs", env_root);
+        assert!(
+            denied.is_some(),
+            "outside task_1's boundaries: {env_root:?}"
+        );
+    }
+    // A lock taken in the main checkout binds the agent in its worktree.
+    let out = lock_cmd(&main, 0, "shared/file.txt");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let denied = guard_write(&wt, "shared/file.txt", None).expect("locked by agent-0");
+    assert!(denied.contains("agent-0"), "{denied}");
+}
