@@ -197,3 +197,217 @@ fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
     let denied = guard_write(&wt, "shared/file.txt", None).expect("locked by agent-0");
     assert!(denied.contains("agent-0"), "{denied}");
 }
+
+// ---------------------------------------------------------------------------
+// `runners.worktree: true`: each run in its own worktree, merged or held.
+// ---------------------------------------------------------------------------
+
+/// The fake agent of a worktree run: records where it works, writes
+/// `src/<task>.txt` (inside its boundaries), with `$MODE=outside` also
+/// `secret.txt` (outside them), after waiting for `$GATE` when set; task_1 commits its work itself, the others
+/// leave it for squadd to commit; then it reports completed.
+const TREE_AGENT: &str = r#"#!/bin/sh
+echo "$SQUAD_TASK $(pwd)" >> "$TRACE"
+if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
+mkdir -p src && echo "work of $SQUAD_TASK" > "src/$SQUAD_TASK.txt" || exit 3
+if [ "$MODE" = outside ]; then echo "not mine" > secret.txt; fi
+if [ "$SQUAD_TASK" = task_1 ]; then
+  git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "task_1 work" || exit 4
+fi
+"$SQUADCTL" progress --status completed --percent 100 -q || exit 5
+"#;
+
+struct TreeProject {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    session: PathBuf,
+    trace: PathBuf,
+}
+
+/// A git repository with a squad project whose runner (every agent) is
+/// [`TREE_AGENT`] in worktree mode; `.squad/` and the test's files are
+/// ignored by git, so the main checkout is clean.
+fn tree_project(mode: &str, gate: bool) -> TreeProject {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let session = init_session(&root, "trees");
+    let agent = root.join("agent.sh");
+    std::fs::write(&agent, TREE_AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let trace = root.join("trace.log");
+    write_policy(
+        &root,
+        format!(
+            "runners:\n  dispatch: true\n  worktree: true\n  agents:\n    \"*\":\n      command: [\"{}\"]\n      max_retries: 0\n      env:\n        TRACE: \"{}\"\n        SQUADCTL: \"{}\"\n        MODE: \"{mode}\"\n        GATE: \"{}\"\n",
+            agent.display(),
+            trace.display(),
+            env!("CARGO_BIN_EXE_squadctl"),
+            if gate {
+                root.join("go").display().to_string()
+            } else {
+                String::new()
+            }
+        ),
+    );
+    std::fs::write(
+        root.join(".gitignore"),
+        "/.squad/\n/.claude/\n/agent.sh\n/trace.log\n/go\n",
+    )
+    .unwrap();
+    write(&root, "README.md", "project\n");
+    git_ok(&root, &["init", "-q", "-b", "main"]);
+    git_ok(&root, &["add", "-A"]);
+    git_ok(&root, &["commit", "-q", "-m", "start"]);
+    TreeProject {
+        _tmp: tmp,
+        root,
+        session,
+        trace,
+    }
+}
+
+fn tree_task(root: &Path, id: &str, agent: &str) {
+    ok(run(ctl(root).args([
+        "task",
+        "new",
+        "--id",
+        id,
+        "--agent",
+        agent,
+        "--instruction",
+        &format!("do {id}"),
+        "--allow",
+        "src/**",
+    ])));
+}
+
+/// `squadctl runs --all --json`'s entry for `task` once its merge state is
+/// no longer active.
+fn settled_run(root: &Path, task: &str) -> Value {
+    crate::daemon::eventually(&format!("{task}'s branch is merged or held"), || {
+        let out = run(ctl(root).args(["runs", "--all", "--json"]));
+        let v: Value = serde_json::from_str(&stdout(&out)).ok()?;
+        v.as_array()?
+            .iter()
+            .find(|r| {
+                r["task"] == task && r["merge"]["state"] != "active" && r["merge"].is_object()
+            })
+            .cloned()
+    })
+}
+
+#[test]
+fn two_runs_in_their_own_worktrees_complete_and_merge() {
+    if !has_git() {
+        eprintln!("SKIPPED: git is not installed");
+        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+        return;
+    }
+    let p = tree_project("", true);
+    let base = git_ok(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
+    let _d = crate::daemon::Daemon::start(&p.root);
+    tree_task(&p.root, "task_1", "alpha");
+    tree_task(&p.root, "task_2", "bravo");
+    // Both run at once, from the same base: the second merge is a merge
+    // commit, not a fast-forward.
+    crate::daemon::eventually("both runs started", || {
+        let t = std::fs::read_to_string(&p.trace).unwrap_or_default();
+        (t.lines().count() == 2).then_some(())
+    });
+    std::fs::write(p.root.join("go"), "").unwrap();
+    let one = settled_run(&p.root, "task_1");
+    let two = settled_run(&p.root, "task_2");
+    for (r, task) in [(&one, "task_1"), (&two, "task_2")] {
+        assert_eq!(r["merge"]["state"], "merged", "{r:#}");
+        assert_eq!(r["branch"], format!("squad/{task}"), "{r:#}");
+        assert_eq!(r["merge"]["base"], base, "{r:#}");
+        assert_eq!(r["merge"]["into"], "main", "{r:#}");
+        let tree = r["worktree"].as_str().unwrap();
+        // Each ran in its own worktree, which is gone once merged.
+        let trace = std::fs::read_to_string(&p.trace).unwrap();
+        assert!(trace.contains(&format!("{task} {tree}")), "{trace}\n{r:#}");
+        assert!(!Path::new(tree).exists(), "{tree} removed after the merge");
+        // The main checkout's branch and working tree hold the work.
+        assert_eq!(
+            git_ok(&p.root, &["show", &format!("main:src/{task}.txt")]),
+            format!("work of {task}\n")
+        );
+        assert!(p.root.join(format!("src/{task}.txt")).is_file());
+    }
+    // squadd's commits carry the Squad-Task trailer.
+    let log = git_ok(&p.root, &["log", "--format=%B", "main"]);
+    assert!(log.contains("Squad-Task: task_2"), "{log}");
+    let merges = git_ok(&p.root, &["rev-list", "--merges", "--count", "main"]);
+    assert_eq!(
+        merges.trim(),
+        "1",
+        "one merge commit, one fast-forward: {log}"
+    );
+    let status = git_ok(&p.root, &["status", "--porcelain"]);
+    assert!(
+        status.trim().is_empty(),
+        "the main checkout is clean: {status}"
+    );
+    // `runs` names each run's worktree and branch.
+    let text = ctl_ok(&p.root, &["runs", "--all"]);
+    assert!(
+        text.contains("branch squad/task_1 (merged into main)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_worktree_run_that_wrote_outside_its_boundaries_is_held_not_merged() {
+    if !has_git() {
+        eprintln!("SKIPPED: git is not installed");
+        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+        return;
+    }
+    let p = tree_project("outside", false);
+    let base = git_ok(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
+    let _d = crate::daemon::Daemon::start(&p.root);
+    tree_task(&p.root, "task_2", "bravo");
+    let r = settled_run(&p.root, "task_2");
+    assert_eq!(r["merge"]["state"], "held", "{r:#}");
+    let reason = r["merge"]["reason"].as_str().unwrap();
+    assert!(reason.contains("secret.txt"), "{reason}");
+    // Not merged: the session's branch is where it was; the branch and its
+    // worktree are kept for a human to look at.
+    assert_eq!(git_ok(&p.root, &["rev-parse", "main"]).trim(), base);
+    assert!(!p.root.join("secret.txt").exists());
+    assert!(
+        Path::new(r["worktree"].as_str().unwrap())
+            .join("secret.txt")
+            .is_file()
+    );
+    git_ok(&p.root, &["rev-parse", "--verify", "squad/task_2"]);
+    // The lead is told why.
+    let told = crate::daemon::eventually("the lead is told", || {
+        walk(&p.session).into_iter().find(|f| {
+            std::fs::read_to_string(f)
+                .is_ok_and(|t| t.contains("held, not merged") && t.contains("secret.txt"))
+        })
+    });
+    assert!(
+        std::fs::read_to_string(&told)
+            .unwrap()
+            .contains("to_agent: lead"),
+        "{}",
+        told.display()
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -514,6 +514,56 @@ fn facts(
     Ok((facts, sessions.len()))
 }
 
+/// `check`'s decision on a change set: the changes kept (runtime state
+/// dropped) and the findings of the boundary, ownership and plan-edit
+/// rules, judged by the plans committed at `judged_rev` (the working tree's
+/// when `None` or when that revision tracks none); and the number of
+/// sessions. Shared by `squadctl check` and squadd's merge of a worktree
+/// run (docs/worktrees.md), so both decide alike.
+fn judge(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    changes: Vec<Change>,
+    judged_rev: Option<&str>,
+) -> Result<(Vec<Change>, Vec<squad_protocol::Diagnostic>, usize), String> {
+    // Runtime state (.squad/.gitignore) is not the agents' work to check.
+    let changes: Vec<Change> = changes
+        .into_iter()
+        .filter(|c| !crate::layout::is_runtime_path(&c.path))
+        .collect();
+    let judged_by = judged_rev
+        .map(|rev| plans_at(root, rev))
+        .transpose()?
+        .flatten();
+    let (mut facts, sessions) =
+        facts(root, &changes, judged_by.as_deref()).map_err(|e| e.to_string())?;
+    facts.leads = policy.leads();
+    if let Some(before) = &judged_by {
+        facts.plan_edits = plan_edits(root, before, &changes)?;
+    }
+    let diagnostics = check_changes(policy, &facts, &changes);
+    Ok((changes, diagnostics, sessions))
+}
+
+/// The findings of `squadctl check --base BASE --head HEAD` in the checkout
+/// `root`, for the branch of a task's own worktree run: a change no
+/// `Squad-Task` trailer attributes is the task's (the branch is its own).
+pub fn judge_branch(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    base: &str,
+    head: &str,
+    task: &str,
+) -> Result<Vec<squad_protocol::Diagnostic>, String> {
+    let mut changes = git_changes(root, base, head)?;
+    for c in &mut changes {
+        if c.trailer_tasks.is_empty() {
+            c.trailer_tasks.push(task.to_string());
+        }
+    }
+    judge(root, policy, changes, Some(base)).map(|(_, d, _)| d)
+}
+
 /// Runs `squadctl check`.
 pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     // The display root ("" for the current directory keeps paths relative).
@@ -583,11 +633,6 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             return super::fail("pass --base REV, --staged, or --changed FILE --task T");
         }
     };
-    // Runtime state (.squad/.gitignore) is not the agents' work to check.
-    let changes: Vec<Change> = changes
-        .into_iter()
-        .filter(|c| !crate::layout::is_runtime_path(&c.path))
-        .collect();
     // The plans changes are judged by: the base commit's, or HEAD's for a
     // commit being made; never those under review (an agent could widen
     // its own). Before the first commit there are none: the working tree's.
@@ -596,22 +641,10 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         (Some(base), _) => Some(base.as_str()),
         _ => None,
     };
-    let judged_by = match judged_rev.map(|rev| plans_at(&root, rev)).transpose() {
-        Ok(p) => p.flatten(),
+    let (changes, mut diagnostics, sessions) = match judge(&root, &policy, changes, judged_rev) {
+        Ok(j) => j,
         Err(e) => return super::fail(e),
     };
-    let (mut facts, sessions) = match facts(&root, &changes, judged_by.as_deref()) {
-        Ok(f) => f,
-        Err(e) => return super::fail(e),
-    };
-    facts.leads = policy.leads();
-    if let Some(before) = &judged_by {
-        match plan_edits(&root, before, &changes) {
-            Ok(e) => facts.plan_edits = e,
-            Err(e) => return super::fail(e),
-        }
-    }
-    let mut diagnostics = check_changes(&policy, &facts, &changes);
     let validation = match validate_scopes(&[Scope::Root(shown.clone())], default_threads()) {
         Ok(v) => v,
         Err(e) => return super::fail(e),
