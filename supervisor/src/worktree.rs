@@ -90,11 +90,20 @@ fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, S
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// The run's worktree record, if it has one.
+/// The run's worktree record, if it has one (for display).
 pub fn load(run_dir: &Path) -> Option<RunTree> {
     let text =
         squad_protocol::fsx::read_regular_to_string(&run_dir.join(RECORD_FILE), MAX_RECORD).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// The record of the run of `task` in `session`, when it names that run's
+/// own worktree and branch: worktree.json sits where agents write, and a
+/// forged one must not lead squadd to commit in, merge from or remove
+/// anything else.
+fn load_own(root: &Path, run_dir: &Path, session: &str, task: &str) -> Option<RunTree> {
+    load(run_dir)
+        .filter(|t| t.path == tree_path(root, session, task) && t.branch == format!("squad/{task}"))
 }
 
 fn save(run_dir: &Path, tree: &RunTree) -> Result<(), String> {
@@ -115,11 +124,15 @@ pub fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
 /// works in, and records it in the run directory. The root must be a git
 /// checkout on a branch (the session's branch the work is merged into).
 pub fn prepare(root: &Path, run_dir: &Path, session: &str, task: &str) -> Result<RunTree, String> {
-    if let Some(tree) = load(run_dir)
-        && tree.state == TreeState::Active
-        && tree.path.join(".git").exists()
+    if let Some(mut tree) = load_own(root, run_dir, session, task)
+        && tree.state != TreeState::Merged
+        && tree.path.join(".git").is_file()
     {
-        // A retry continues the work of the run before it.
+        // A retry, or a held task started again by hand, continues the work
+        // of the run before it.
+        tree.state = TreeState::Active;
+        tree.reason = None;
+        save(run_dir, &tree)?;
         return Ok(tree);
     }
     let target = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).map_err(|_| {
@@ -205,7 +218,8 @@ pub fn finish(
     run_dir: &Path,
     rec: &RunRecord,
 ) -> Option<String> {
-    let mut tree = load(run_dir).filter(|t| t.state == TreeState::Active)?;
+    let mut tree = load_own(root, run_dir, &rec.session, &rec.task)
+        .filter(|t| t.state == TreeState::Active)?;
     let outcome = merge(root, policy, &tree, rec);
     match outcome {
         Ok(commit) => {
@@ -220,8 +234,10 @@ pub fn finish(
                     "--force",
                     &tree.path.display().to_string(),
                 ],
-            ) {
-                tracing::warn!(error = %e, "cannot remove a merged run's worktree");
+            )
+            .and_then(|_| git(root, &["branch", "-d", &tree.branch]))
+            {
+                tracing::warn!(error = %e, "cannot remove a merged run's worktree and branch");
             }
         }
         Err(reason) => {
@@ -263,8 +279,11 @@ fn merge(
             &identity,
         )?;
     }
-    let findings =
-        crate::ctl::check::judge_branch(root, policy, &tree.base, &tree.branch, &rec.task)?;
+    // What a merge brings in is every commit of the branch not on the
+    // session's branch: judged from their merge base, computed now (the
+    // recorded base is for people; the agent can rewrite its branch).
+    let base = git(root, &["merge-base", &tree.target, &tree.branch])?;
+    let findings = crate::ctl::check::judge_branch(root, policy, &base, &tree.branch, &rec.task)?;
     let current = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).ok();
     let facts = Facts {
         task: &rec.task,

@@ -204,13 +204,21 @@ fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
 
 /// The fake agent of a worktree run: records where it works, writes
 /// `src/<task>.txt` (inside its boundaries), with `$MODE=outside` also
-/// `secret.txt` (outside them), after waiting for `$GATE` when set; task_1 commits its work itself, the others
+/// `secret.txt` (outside them), with `$MODE=forge` commits that and rewrites
+/// the base in its worktree.json to hide it, after waiting for `$GATE` when set; task_1 commits its work itself, the others
 /// leave it for squadd to commit; then it reports completed.
 const TREE_AGENT: &str = r#"#!/bin/sh
 echo "$SQUAD_TASK $(pwd)" >> "$TRACE"
 if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
 mkdir -p src && echo "work of $SQUAD_TASK" > "src/$SQUAD_TASK.txt" || exit 3
 if [ "$MODE" = outside ]; then echo "not mine" > secret.txt; fi
+if [ "$MODE" = forge ]; then
+  echo "not mine" > secret.txt
+  git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "mine, honest" || exit 6
+  head=$(git rev-parse HEAD)
+  rec="$(dirname "$SQUAD_PROMPT_FILE")/worktree.json"
+  sed "s/\"base\": \"[0-9a-f]*\"/\"base\": \"$head\"/" "$rec" > "$rec.new" && mv "$rec.new" "$rec" || exit 7
+fi
 if [ "$SQUAD_TASK" = task_1 ]; then
   git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "task_1 work" || exit 4
 fi
@@ -359,12 +367,23 @@ fn two_runs_in_their_own_worktrees_complete_and_merge() {
 
 #[test]
 fn a_worktree_run_that_wrote_outside_its_boundaries_is_held_not_merged() {
+    held_for_writing_outside("outside");
+}
+
+#[test]
+fn a_worktree_run_that_forged_its_recorded_base_is_still_held() {
+    held_for_writing_outside("forge");
+}
+
+/// A run in `mode` (see [`TREE_AGENT`]) writes `secret.txt`, outside its
+/// boundaries: its branch is held, not merged, and the lead is told.
+fn held_for_writing_outside(mode: &str) {
     if !has_git() {
         eprintln!("SKIPPED: git is not installed");
         assert!(std::env::var_os("CI").is_none(), "CI must have git");
         return;
     }
-    let p = tree_project("outside", false);
+    let p = tree_project(mode, false);
     let base = git_ok(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
     let _d = crate::daemon::Daemon::start(&p.root);
     tree_task(&p.root, "task_2", "bravo");
@@ -385,8 +404,10 @@ fn a_worktree_run_that_wrote_outside_its_boundaries_is_held_not_merged() {
     // The lead is told why.
     let told = crate::daemon::eventually("the lead is told", || {
         walk(&p.session).into_iter().find(|f| {
-            std::fs::read_to_string(f)
-                .is_ok_and(|t| t.contains("held, not merged") && t.contains("secret.txt"))
+            f.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("squadd-to-lead"))
+                && std::fs::read_to_string(f)
+                    .is_ok_and(|t| t.contains("held, not merged") && t.contains("secret.txt"))
         })
     });
     assert!(
