@@ -329,3 +329,42 @@ fn merge(
     }
     git(root, &["rev-parse", "HEAD"])
 }
+
+/// Retention of runs' worktrees: the worktrees of every session that is no
+/// longer in `sessions/` (archived, deleted, removed by hand) are removed
+/// with `git worktree remove`, which refuses one holding uncommitted or
+/// untracked work: that one stays (a warning says so) and the next run
+/// tries again. Branches stay: a held run's branch is the work a human
+/// looks at. Returns the worktrees removed.
+pub fn sweep(root: &Path, session_exists: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let root = crate::root::fs_path(root);
+    let dir = root.join(SQUAD_DIR).join(WORKTREES_DIR);
+    let mut removed = Vec::new();
+    let Ok(sessions) = std::fs::read_dir(&dir) else {
+        return removed;
+    };
+    for session in sessions.flatten() {
+        let name = session.file_name().to_string_lossy().into_owned();
+        // Only real directories (never through a link), of ended sessions.
+        if !session.file_type().is_ok_and(|t| t.is_dir()) || session_exists(&name) {
+            continue;
+        }
+        for tree in std::fs::read_dir(session.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = tree.path();
+            if !tree.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            match git(root, &["worktree", "remove", &path.display().to_string()]) {
+                Ok(_) => removed.push(path),
+                Err(e) => tracing::warn!(error = %e, "a worktree of an ended session is kept"),
+            }
+        }
+        // Gone only when empty: a kept worktree keeps its session folder.
+        let _ = std::fs::remove_dir(session.path());
+    }
+    removed
+}

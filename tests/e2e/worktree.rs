@@ -385,7 +385,7 @@ fn held_for_writing_outside(mode: &str) {
     }
     let p = tree_project(mode, false);
     let base = git_ok(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
-    let _d = crate::daemon::Daemon::start(&p.root);
+    let d = crate::daemon::Daemon::start(&p.root);
     tree_task(&p.root, "task_2", "bravo");
     let r = settled_run(&p.root, "task_2");
     assert_eq!(r["merge"]["state"], "held", "{r:#}");
@@ -417,6 +417,27 @@ fn held_for_writing_outside(mode: &str) {
         "{}",
         told.display()
     );
+    d.terminate();
+
+    // Retention: once the session is archived, its held worktree goes,
+    // though not while it holds work nobody committed; the branch stays.
+    let tree = PathBuf::from(r["worktree"].as_str().unwrap());
+    std::fs::write(tree.join("scratch.txt"), "uncommitted\n").unwrap();
+    let policy = std::fs::read_to_string(p.root.join(".squad/policies.yaml")).unwrap();
+    write_policy(
+        &p.root,
+        format!("{policy}retention:\n  archive_completed_after: 0s\n"),
+    );
+    ok(run(ctl(&p.root).arg("gc")));
+    assert!(!p.session.exists(), "the session is archived");
+    assert!(
+        tree.join("scratch.txt").is_file(),
+        "uncommitted work is kept"
+    );
+    std::fs::remove_file(tree.join("scratch.txt")).unwrap();
+    ok(run(ctl(&p.root).arg("gc")));
+    assert!(!tree.exists(), "the ended session's worktree is removed");
+    git_ok(&p.root, &["rev-parse", "--verify", "squad/task_2"]);
 }
 
 /// Every file under `dir`.
