@@ -144,6 +144,32 @@ fn status_in_a_worktree_shows_the_teams_sessions_and_root() {
     assert!(stdout(&out).contains(&live));
 }
 
+#[test]
+fn squadd_started_in_a_worktree_serves_the_team_root_and_the_main_checkout_sees_it() {
+    if !has_git() {
+        eprintln!("SKIPPED: git is not installed");
+        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+        return;
+    }
+    let (_tmp, main, wt) = repo_with_worktree("wt");
+    let d = crate::daemon::Daemon::start(&wt);
+    // squadctl in the main checkout finds that squadd on the team's socket.
+    let v = status_json(&main);
+    assert_eq!(v["daemon"]["state"], "running", "{v}");
+    let main_real = main.canonicalize().unwrap();
+    assert_eq!(
+        v["roots"][0]["root"],
+        json!(main_real.display().to_string()),
+        "{v}"
+    );
+    assert!(main.join(".squad/run/squadd.sock").exists());
+    assert!(
+        !wt.join(".squad/run").exists(),
+        "nothing in the worktree's copy"
+    );
+    d.terminate();
+}
+
 /// The guard's answer to a Claude Code Write of `path` from `cwd`, as agent
 /// `agent-1` on `task_1`: `None` to allow, else the reason.
 fn guard_write(cwd: &Path, path: &str, env_root: Option<&Path>) -> Option<String> {

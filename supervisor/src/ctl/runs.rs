@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The agent runs squadd supervises: task, agent, pid, uptime, CPU %, RSS,
-/// last file written, log tail. Works with squadd down (from run.json).
+/// last file written, log tail, and for a run in its own git worktree the
+/// worktree, branch and merge state (docs/worktrees.md). Works with squadd
+/// down (from run.json).
 #[derive(Debug, clap::Args)]
 pub struct RunsArgs {
     /// Only this session.
