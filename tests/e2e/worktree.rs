@@ -47,6 +47,16 @@ fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     (tmp, main, wt)
 }
 
+/// Whether git is here; without it (never in CI) the test skips, loudly.
+fn git_or_skip() -> bool {
+    if has_git() {
+        return true;
+    }
+    eprintln!("SKIPPED: git is not installed");
+    assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    false
+}
+
 fn lock_cmd(dir: &Path, i: usize, path: &str) -> std::process::Output {
     run(ctl(dir).args([
         "lock",
@@ -61,9 +71,7 @@ fn lock_cmd(dir: &Path, i: usize, path: &str) -> std::process::Output {
 
 #[test]
 fn a_lock_taken_in_the_main_checkout_is_seen_and_contended_in_a_worktree() {
-    if !has_git() {
-        eprintln!("SKIPPED: git is not installed");
-        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    if !git_or_skip() {
         return;
     }
     let (_tmp, main, wt) = repo_with_worktree("wt");
@@ -108,9 +116,7 @@ fn a_lock_taken_in_the_main_checkout_is_seen_and_contended_in_a_worktree() {
 
 #[test]
 fn status_in_a_worktree_shows_the_teams_sessions_and_root() {
-    if !has_git() {
-        eprintln!("SKIPPED: git is not installed");
-        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    if !git_or_skip() {
         return;
     }
     let (_tmp, main, wt) = repo_with_worktree("wt");
@@ -146,9 +152,7 @@ fn status_in_a_worktree_shows_the_teams_sessions_and_root() {
 
 #[test]
 fn squadd_started_in_a_worktree_serves_the_team_root_and_the_main_checkout_sees_it() {
-    if !has_git() {
-        eprintln!("SKIPPED: git is not installed");
-        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    if !git_or_skip() {
         return;
     }
     let (_tmp, main, wt) = repo_with_worktree("wt");
@@ -196,9 +200,7 @@ fn guard_write(cwd: &Path, path: &str, env_root: Option<&Path>) -> Option<String
 
 #[test]
 fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
-    if !has_git() {
-        eprintln!("SKIPPED: git is not installed");
-        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    if !git_or_skip() {
         return;
     }
     // The worktree lies inside the main checkout: its paths are judged
@@ -302,18 +304,20 @@ fn tree_project(mode: &str, gate: bool) -> TreeProject {
 }
 
 fn tree_task(root: &Path, id: &str, agent: &str) {
-    ok(run(ctl(root).args([
-        "task",
-        "new",
-        "--id",
-        id,
-        "--agent",
-        agent,
-        "--instruction",
-        &format!("do {id}"),
-        "--allow",
-        "src/**",
-    ])));
+    let instruction = format!("do {id}");
+    ok(task_new(
+        root,
+        &[
+            "--id",
+            id,
+            "--agent",
+            agent,
+            "--instruction",
+            &instruction,
+            "--allow",
+            "src/**",
+        ],
+    ));
 }
 
 /// `squadctl runs --all --json`'s entry for `task` once its merge state is
@@ -333,9 +337,7 @@ fn settled_run(root: &Path, task: &str) -> Value {
 
 #[test]
 fn two_runs_in_their_own_worktrees_complete_and_merge() {
-    if !has_git() {
-        eprintln!("SKIPPED: git is not installed");
-        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    if !git_or_skip() {
         return;
     }
     let p = tree_project("", true);
@@ -404,9 +406,7 @@ fn a_worktree_run_that_forged_its_recorded_base_is_still_held() {
 /// A run in `mode` (see [`TREE_AGENT`]) writes `secret.txt`, outside its
 /// boundaries: its branch is held, not merged, and the lead is told.
 fn held_for_writing_outside(mode: &str) {
-    if !has_git() {
-        eprintln!("SKIPPED: git is not installed");
-        assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    if !git_or_skip() {
         return;
     }
     let p = tree_project(mode, false);
