@@ -232,7 +232,8 @@ fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
 
 /// The fake agent of a worktree run: records where it works, writes
 /// `src/<task>.txt` (inside its boundaries), with `$MODE=outside` also
-/// `secret.txt` (outside them), with `$MODE=forge` commits that and rewrites
+/// `secret.txt` (outside them), with `$MODE=conflict` also
+/// `src/shared.txt` (its task id: two runs conflict), with `$MODE=forge` commits that and rewrites
 /// the base in its worktree.json to hide it, after waiting for `$GATE` when set; task_1 commits its work itself, the others
 /// leave it for squadd to commit; then it reports completed.
 const TREE_AGENT: &str = r#"#!/bin/sh
@@ -240,6 +241,7 @@ echo "$SQUAD_TASK $(pwd)" >> "$TRACE"
 if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
 mkdir -p src && echo "work of $SQUAD_TASK" > "src/$SQUAD_TASK.txt" || exit 3
 if [ "$MODE" = outside ]; then echo "not mine" > secret.txt; fi
+if [ "$MODE" = conflict ]; then echo "$SQUAD_TASK" > src/shared.txt; fi
 if [ "$MODE" = forge ]; then
   echo "not mine" > secret.txt
   git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "mine, honest" || exit 6
@@ -391,6 +393,47 @@ fn two_runs_in_their_own_worktrees_complete_and_merge() {
         text.contains("branch squad/task_1 (merged into main)"),
         "{text}"
     );
+}
+
+#[test]
+fn of_two_runs_that_changed_one_file_the_second_is_held_as_a_conflict() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = tree_project("conflict", true);
+    let _d = crate::daemon::Daemon::start(&p.root);
+    tree_task(&p.root, "task_1", "alpha");
+    tree_task(&p.root, "task_2", "bravo");
+    crate::daemon::eventually("both runs started", || {
+        let t = std::fs::read_to_string(&p.trace).unwrap_or_default();
+        (t.lines().count() == 2).then_some(())
+    });
+    std::fs::write(p.root.join("go"), "").unwrap();
+    let runs = [
+        settled_run(&p.root, "task_1"),
+        settled_run(&p.root, "task_2"),
+    ];
+    let merged: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["merge"]["state"] == "merged")
+        .collect();
+    let held: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["merge"]["state"] == "held")
+        .collect();
+    assert_eq!((merged.len(), held.len()), (1, 1), "{runs:#?}");
+    let reason = held[0]["merge"]["reason"].as_str().unwrap();
+    assert!(reason.contains("CONFLICT"), "{reason}");
+    // The main checkout holds the merged run's version, with no conflict
+    // left behind (the merge was aborted).
+    let winner = merged[0]["task"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("src/shared.txt")).unwrap(),
+        format!("{winner}\n")
+    );
+    let status = git_ok(&p.root, &["status", "--porcelain"]);
+    assert!(status.trim().is_empty(), "{status}");
+    assert!(!p.root.join(".git/MERGE_HEAD").exists());
 }
 
 #[test]
