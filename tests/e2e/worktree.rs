@@ -174,6 +174,33 @@ fn squadd_started_in_a_worktree_serves_the_team_root_and_the_main_checkout_sees_
     d.terminate();
 }
 
+#[test]
+fn check_in_a_worktree_judges_the_worktrees_commits_and_index_by_the_teams_plans() {
+    if !git_or_skip() {
+        return;
+    }
+    let (_tmp, main, wt) = repo_with_worktree("wt");
+    // A commit of task_1 outside its boundaries, on the worktree's branch.
+    write(&wt, "own-0/x.rs", "x\n");
+    git_ok(&wt, &["add", "-A"]);
+    git_ok(&wt, &["commit", "-q", "-m", "x\n\nSquad-Task: task_1"]);
+    let out = run(ctl(&wt).args(["check", "--base", "main"]));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("own-0/x.rs"), "{}", stdout(&out));
+    // The same from the main checkout, naming the worktree's branch.
+    let out = run(ctl(&main).args(["check", "--base", "main", "--head", "feature"]));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    // Staged in the worktree (a pre-commit hook there, SQUAD_ROOT naming
+    // the main checkout as runners set it): the worktree's index.
+    write(&wt, "own-0/y.rs", "y\n");
+    git_ok(&wt, &["add", "own-0/y.rs"]);
+    let out = run(ctl(&wt)
+        .env("SQUAD_ROOT", &main)
+        .args(["check", "--staged", "--task", "task_1"]));
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("own-0/y.rs"), "{}", stdout(&out));
+}
+
 /// The guard's answer to a Claude Code Write of `path` from `cwd`, as agent
 /// `agent-1` on `task_1`: `None` to allow, else the reason.
 fn guard_write(cwd: &Path, path: &str, env_root: Option<&Path>) -> Option<String> {
