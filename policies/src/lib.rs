@@ -17,6 +17,7 @@
 //! - [`session_edit`]: what `session complete|fail|phase|gate` set;
 //! - [`notices`]: which notices squadd sends agents for which facts.
 //! - [`runners`]: which ready tasks squadd starts, retries and time limits.
+//! - [`worktree`]: whether a completed run's worktree branch is merged or held.
 
 #![warn(missing_docs)]
 
@@ -35,6 +36,7 @@ pub mod retention;
 pub mod runners;
 pub mod session_edit;
 pub mod skills;
+pub mod worktree;
 
 pub use boundary::{Boundaries, Decision};
 pub use policy::Policy;

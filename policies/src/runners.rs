@@ -29,6 +29,9 @@ pub struct RunnerSpec {
     /// `guard: off`: squadd dispatches to this runner even when its CLI
     /// would run without the guard (docs/runners.md).
     pub guard_off: bool,
+    /// `worktree:` of this entry: run in its own git worktree (`None`: the
+    /// global `runners.worktree`; docs/worktrees.md).
+    pub worktree: Option<bool>,
 }
 
 /// `runners:` of the policy.
@@ -49,6 +52,10 @@ pub struct RunnersPolicy {
     pub lead: Option<String>,
     /// run.log is kept under this size (its tail is kept).
     pub log_max_bytes: u64,
+    /// `runners.worktree`: every run in its own git worktree on branch
+    /// `squad/<task>`, merged when its task completes (docs/worktrees.md);
+    /// an entry's own `worktree:` wins.
+    pub worktree: bool,
 }
 
 impl Default for RunnersPolicy {
@@ -61,6 +68,7 @@ impl Default for RunnersPolicy {
             retry_backoff: Duration::from_secs(30),
             lead: Some("lead".into()),
             log_max_bytes: 1 << 20,
+            worktree: false,
         }
     }
 }
@@ -69,6 +77,14 @@ impl RunnersPolicy {
     /// The runner of `agent`: its own entry, else `"*"`.
     pub fn runner_for(&self, agent: &str) -> Option<&RunnerSpec> {
         self.agents.get(agent).or_else(|| self.agents.get("*"))
+    }
+
+    /// Whether `agent`'s runs start in their own git worktree: its entry's
+    /// `worktree:`, else the global `runners.worktree`.
+    pub fn worktree_for(&self, agent: &str) -> bool {
+        self.runner_for(agent)
+            .and_then(|r| r.worktree)
+            .unwrap_or(self.worktree)
     }
 }
 
@@ -90,6 +106,8 @@ pub(crate) struct RawRunners {
     lead: Option<String>,
     #[serde(default)]
     log_max_size: Option<String>,
+    #[serde(default)]
+    worktree: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,6 +124,8 @@ struct RawRunner {
     max_retries: Option<u32>,
     #[serde(default)]
     guard: Option<String>,
+    #[serde(default)]
+    worktree: Option<bool>,
 }
 
 /// The placeholders a runner's argv, env and cwd may use.
@@ -181,6 +201,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 timeout,
                 max_retries: r.max_retries.unwrap_or(2),
                 guard_off,
+                worktree: r.worktree,
             },
         );
     }
@@ -212,6 +233,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         retry_backoff: dur("runners.retry_backoff", &raw.retry_backoff, d.retry_backoff)?,
         lead,
         log_max_bytes,
+        worktree: raw.worktree,
     })
 }
 
@@ -503,6 +525,18 @@ pub fn run_timeout(
 mod tests {
     use super::*;
     use crate::policy::Policy;
+
+    #[test]
+    fn worktree_is_global_or_per_entry_and_must_be_a_boolean() {
+        let p = policy(
+            "runners:\n  worktree: true\n  agents:\n    \"*\": {command: [x]}\n    docs: {command: [y], worktree: false}\n",
+        );
+        assert!(p.worktree_for("backend"));
+        assert!(!p.worktree_for("docs"));
+        assert!(!on().worktree_for("backend"), "off by default");
+        let e = Policy::parse(Some("runners:\n  worktree: sometimes\n")).unwrap_err();
+        assert!(e.to_string().contains("worktree"), "{e}");
+    }
 
     fn policy(yaml: &str) -> RunnersPolicy {
         Policy::parse(Some(yaml)).unwrap().runners

@@ -81,6 +81,56 @@ pub fn main_checkout(project: &Path) -> Option<PathBuf> {
     (main != here).then_some(main)
 }
 
+/// The squad root a command started in some directory works on, and the
+/// checkout (the tree of source files) it works in.
+///
+/// The two differ in a linked git worktree: sessions, locks, inboxes, the
+/// policy and squadd's socket are the team's, under the main checkout's
+/// `.squad/`, while the files an agent edits are the worktree's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SquadRoot {
+    /// The directory holding the team's `.squad/` (the main checkout when
+    /// reached through a worktree).
+    pub root: PathBuf,
+    /// The checkout the start directory lies in: the linked worktree, or
+    /// `root` itself.
+    pub checkout: PathBuf,
+}
+
+impl SquadRoot {
+    /// Whether the root was reached through a linked worktree's main
+    /// checkout (so it is not the start directory's own checkout).
+    pub fn through_main_checkout(&self) -> bool {
+        self.root != self.checkout
+    }
+}
+
+/// The linked git worktree at `dir` and its main checkout, when that main
+/// checkout holds a squad root (`.squad/`).
+pub fn worktree_of_team(dir: &Path) -> Option<SquadRoot> {
+    let main = main_checkout(dir)?;
+    main.join(TEAM_DIR).is_dir().then(|| SquadRoot {
+        root: main,
+        checkout: dir.to_path_buf(),
+    })
+}
+
+/// The squad root of a command working at `start`: the nearest directory at
+/// or above it that is either a linked git worktree whose main checkout has
+/// `.squad/` (the team root is then the main checkout's, even when the
+/// worktree carries a `.squad/` of its own: that is a committed copy, not
+/// the team's live state), or a directory with `.squad/`.
+pub fn find_squad_root(start: &Path) -> Option<SquadRoot> {
+    start.ancestors().find_map(|dir| {
+        worktree_of_team(dir).or_else(|| {
+            dir.join(TEAM_DIR).is_dir().then(|| SquadRoot {
+                root: dir.to_path_buf(),
+                checkout: dir.to_path_buf(),
+            })
+        })
+    })
+}
+
 /// The team directory of the project at `project`, per the module's rules.
 pub fn locate(project: &Path) -> Option<TeamDir> {
     if let Some((path, legacy)) = in_project(project) {
@@ -161,6 +211,34 @@ mod tests {
         assert_eq!(t.path, main.canonicalize().unwrap().join(".ai-team"));
         // The main checkout itself is no worktree of itself.
         assert!(!locate(&main).unwrap().from_main_checkout);
+    }
+
+    #[test]
+    fn a_worktree_inside_the_main_checkout_works_on_the_main_checkouts_squad_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("main");
+        // The worktree sits inside the main checkout and carries a committed
+        // `.squad/` of its own: neither makes it the team root.
+        let wt = main.join("trees/wt");
+        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        fs::create_dir_all(main.join(".squad/sessions")).unwrap();
+        fs::create_dir_all(wt.join(".squad")).unwrap();
+        fs::create_dir_all(wt.join("src/deep")).unwrap();
+        fs::write(wt.join(".git"), "gitdir: ../../.git/worktrees/wt\n").unwrap();
+        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let found = find_squad_root(&wt.join("src/deep")).unwrap();
+        assert_eq!(found.root, main.canonicalize().unwrap());
+        assert_eq!(found.checkout, wt);
+        assert!(found.through_main_checkout());
+        // In the main checkout itself, the root is its own.
+        let own = find_squad_root(&main.join(".git")).unwrap();
+        assert_eq!(own.root, main);
+        assert!(!own.through_main_checkout());
+        // A main checkout without a squad root leaves the worktree's own.
+        fs::remove_dir_all(main.join(".squad")).unwrap();
+        let alone = find_squad_root(&wt).unwrap();
+        assert_eq!(alone.root, wt);
+        assert!(!alone.through_main_checkout());
     }
 
     #[test]

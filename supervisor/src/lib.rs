@@ -36,3 +36,4 @@ pub mod state;
 pub mod status;
 pub mod team;
 pub mod text;
+pub mod worktree;

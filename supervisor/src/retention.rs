@@ -367,6 +367,11 @@ pub fn execute(
     if let Ok(run) = places.squad.open_dir(OsStr::new(RUN_DIR)) {
         crate::session_edit::sweep_locks(&run, places.sessions.as_ref());
     }
+    // The git worktrees of runs of sessions no longer in sessions/
+    // (docs/worktrees.md).
+    crate::worktree::sweep(&places.root, |name| {
+        places.sessions.as_ref().is_some_and(|d| d.contains(name))
+    });
     plan.actions
         .iter()
         .zip(outcomes)

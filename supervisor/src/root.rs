@@ -1,16 +1,26 @@
 //! Finding the project root a command works on.
 
+use squad_protocol::teamdir;
 use squad_protocol::tree::{SQUAD_DIR, find_root, session_dirs, sessions_dir};
 use std::path::{Path, PathBuf};
 
 /// The project root: `--root` when given, else the nearest directory at or
-/// above the current one holding `.squad/`.
+/// above the current one holding `.squad/`. Inside a linked git worktree
+/// (given as `--root` or holding the current directory) whose main checkout
+/// has `.squad/`, the root is the main checkout's: the team's sessions,
+/// locks, inboxes, policy and squadd's socket are there (see
+/// [`squad_protocol::teamdir::find_squad_root`]); a one-line note on stderr
+/// says so.
 ///
 /// Returned as a path to print: relative (empty for the current directory)
 /// when the root is the current directory, so diagnostics read
 /// `.squad/sessions/…` rather than a long absolute path.
 pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(root) = explicit {
+        if let Some(found) = teamdir::worktree_of_team(fs_path(root)) {
+            note_through_main_checkout(&found);
+            return Ok(found.root);
+        }
         // An explicit root that is not a project (a typo, a stale
         // SQUAD_ROOT) would otherwise answer "nothing here" and exit 0.
         if !fs_path(root).join(SQUAD_DIR).is_dir() {
@@ -24,14 +34,51 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     }
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    match find_root(&cwd) {
-        Some(root) if root == cwd => Ok(PathBuf::new()),
-        Some(root) => Ok(root),
+    match teamdir::find_squad_root(&cwd) {
+        Some(found) if found.through_main_checkout() => {
+            note_through_main_checkout(&found);
+            Ok(found.root)
+        }
+        Some(found) if found.root == cwd => Ok(PathBuf::new()),
+        Some(found) => Ok(found.root),
         None => Err(format!(
             "no `{SQUAD_DIR}/` directory here or in any parent of {}; run `squadctl init` or pass --root",
             cwd.display()
         )),
     }
+}
+
+/// Says once per process, on stderr, that the root is not the working
+/// checkout's own: a command run in a worktree acts on the team's state,
+/// and whoever reads its output should know which.
+fn note_through_main_checkout(found: &teamdir::SquadRoot) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) || crate::ctl::quiet() {
+        return;
+    }
+    let program = std::env::args_os()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "squadctl".into());
+    eprintln!(
+        "{program}: note: using the team root {} (the main checkout of the git worktree {})",
+        crate::text::escape(&found.root.display().to_string()),
+        crate::text::escape(&found.checkout.display().to_string())
+    );
+}
+
+/// The checkout whose files a command at `cwd` working on the squad root
+/// `root` judges paths against: the linked git worktree at or above `cwd`
+/// whose main checkout is `root`, else `root` itself.
+pub fn checkout_for(root: &Path, cwd: &Path) -> PathBuf {
+    let team = std::fs::canonicalize(fs_path(root)).unwrap_or_else(|_| root.to_path_buf());
+    cwd.ancestors()
+        .find_map(|dir| teamdir::worktree_of_team(dir).filter(|f| f.root == team))
+        .map_or_else(|| root.to_path_buf(), |f| f.checkout)
 }
 
 /// The project of a team-directory feature (team, export, skills): `--root`

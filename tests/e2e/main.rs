@@ -40,3 +40,4 @@ mod support;
 mod team;
 mod trust;
 mod validate;
+mod worktree;

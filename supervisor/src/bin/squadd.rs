@@ -29,7 +29,9 @@ enum LogFormat {
 struct Args {
     /// A project root (the directory holding, or to hold, `.squad/`). Repeat
     /// for several roots. Default: the nearest directory at or above the
-    /// current one holding `.squad/`.
+    /// current one holding `.squad/`. A linked git worktree (given, or
+    /// holding the current directory) whose main checkout holds `.squad/`
+    /// stands for the main checkout: one squadd per team (docs/worktrees.md).
     #[arg(long = "root", value_name = "DIR")]
     roots: Vec<PathBuf>,
 
@@ -77,7 +79,14 @@ fn main() -> ExitCode {
             }
         }
     } else {
+        // A worktree's root is its main checkout's, as for squadctl.
         args.roots
+            .iter()
+            .map(|r| match squad_supervisor::root::resolve(Some(r)) {
+                Ok(resolved) => resolved,
+                Err(_) => r.clone(),
+            })
+            .collect()
     };
 
     let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -442,9 +442,12 @@ fn plan_edits(
     Ok(out)
 }
 
-/// Tasks, artifacts and owners from the project's session files.
+/// Tasks, artifacts and owners from the project's session files (under the
+/// team root `root`); links and escapes of the changed paths in the checkout
+/// `tree` they were changed in (the root, or a linked worktree of it).
 fn facts(
     root: &Path,
+    tree: &Path,
     changes: &[Change],
     judged_by: Option<&[(String, Task)]>,
 ) -> std::io::Result<(Facts, usize)> {
@@ -493,15 +496,15 @@ fn facts(
     if let Some(plans) = judged_by {
         facts.tasks = plans.iter().map(|(_, t)| t.clone()).collect();
     }
-    let root_real = std::fs::canonicalize(root)?;
+    let root_real = std::fs::canonicalize(tree)?;
     for c in changes {
         let Ok(p) = normalize(&c.path) else { continue };
-        if let Some(to) = escapes_root(root, &p) {
+        if let Some(to) = escapes_root(tree, &p) {
             facts.escapes.insert(p, to);
             continue;
         }
         // A link that stays inside: judged where it leads too.
-        let here = root.join(&p);
+        let here = tree.join(&p);
         if std::fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink())
             && let Ok(target) =
                 super::canon::canonical(&root_real.join(&p)).strip_prefix(&root_real)
@@ -512,6 +515,59 @@ fn facts(
         }
     }
     Ok((facts, sessions.len()))
+}
+
+/// `check`'s decision on a change set: the changes kept (runtime state
+/// dropped) and the findings of the boundary, ownership and plan-edit
+/// rules, judged by the plans committed at `judged_rev` (the working tree's
+/// when `None` or when that revision tracks none); and the number of
+/// sessions. Shared by `squadctl check` and squadd's merge of a worktree
+/// run (docs/worktrees.md), so both decide alike. `root` is the team root
+/// (sessions, policy); `tree` the checkout whose git revisions and files
+/// are judged (the root itself, or a linked worktree of it).
+fn judge(
+    root: &Path,
+    tree: &Path,
+    policy: &squad_policies::Policy,
+    changes: Vec<Change>,
+    judged_rev: Option<&str>,
+) -> Result<(Vec<Change>, Vec<squad_protocol::Diagnostic>, usize), String> {
+    // Runtime state (.squad/.gitignore) is not the agents' work to check.
+    let changes: Vec<Change> = changes
+        .into_iter()
+        .filter(|c| !crate::layout::is_runtime_path(&c.path))
+        .collect();
+    let judged_by = judged_rev
+        .map(|rev| plans_at(tree, rev))
+        .transpose()?
+        .flatten();
+    let (mut facts, sessions) =
+        facts(root, tree, &changes, judged_by.as_deref()).map_err(|e| e.to_string())?;
+    facts.leads = policy.leads();
+    if let Some(before) = &judged_by {
+        facts.plan_edits = plan_edits(tree, before, &changes)?;
+    }
+    let diagnostics = check_changes(policy, &facts, &changes);
+    Ok((changes, diagnostics, sessions))
+}
+
+/// The findings of `squadctl check --base BASE --head HEAD` in the checkout
+/// `root`, for the branch of a task's own worktree run: a change no
+/// `Squad-Task` trailer attributes is the task's (the branch is its own).
+pub fn judge_branch(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    base: &str,
+    head: &str,
+    task: &str,
+) -> Result<Vec<squad_protocol::Diagnostic>, String> {
+    let mut changes = git_changes(root, base, head)?;
+    for c in &mut changes {
+        if c.trailer_tasks.is_empty() {
+            c.trailer_tasks.push(task.to_string());
+        }
+    }
+    judge(root, root, policy, changes, Some(base)).map(|(_, d, _)| d)
 }
 
 /// Runs `squadctl check`.
@@ -536,10 +592,16 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         Ok(p) => p,
         Err(e) => return super::fail(e),
     };
+    // In a linked git worktree of the team root, git's HEAD, index and
+    // files are the worktree's (docs/worktrees.md).
+    let tree = match std::env::current_dir() {
+        Ok(cwd) => root::checkout_for(&root, &cwd),
+        Err(_) => root.clone(),
+    };
     let changes = match (&args.base, &args.changed) {
         _ if args.staged => {
             match staged_task(&root, args.task.as_deref())
-                .and_then(|(t, agent)| staged_changes(&root, t, agent))
+                .and_then(|(t, agent)| staged_changes(&tree, t, agent))
             {
                 Ok(c) => c,
                 Err(e) => return super::fail(e),
@@ -547,7 +609,7 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         }
         (Some(base), _) => {
             let head = args.head.as_deref().unwrap_or("HEAD");
-            match git_changes(&root, base, head) {
+            match git_changes(&tree, base, head) {
                 Ok(c) => c,
                 Err(e) => return super::fail(e),
             }
@@ -583,11 +645,6 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             return super::fail("pass --base REV, --staged, or --changed FILE --task T");
         }
     };
-    // Runtime state (.squad/.gitignore) is not the agents' work to check.
-    let changes: Vec<Change> = changes
-        .into_iter()
-        .filter(|c| !crate::layout::is_runtime_path(&c.path))
-        .collect();
     // The plans changes are judged by: the base commit's, or HEAD's for a
     // commit being made; never those under review (an agent could widen
     // its own). Before the first commit there are none: the working tree's.
@@ -596,22 +653,11 @@ pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
         (Some(base), _) => Some(base.as_str()),
         _ => None,
     };
-    let judged_by = match judged_rev.map(|rev| plans_at(&root, rev)).transpose() {
-        Ok(p) => p.flatten(),
-        Err(e) => return super::fail(e),
-    };
-    let (mut facts, sessions) = match facts(&root, &changes, judged_by.as_deref()) {
-        Ok(f) => f,
-        Err(e) => return super::fail(e),
-    };
-    facts.leads = policy.leads();
-    if let Some(before) = &judged_by {
-        match plan_edits(&root, before, &changes) {
-            Ok(e) => facts.plan_edits = e,
+    let (changes, mut diagnostics, sessions) =
+        match judge(&root, &tree, &policy, changes, judged_rev) {
+            Ok(j) => j,
             Err(e) => return super::fail(e),
-        }
-    }
-    let mut diagnostics = check_changes(&policy, &facts, &changes);
+        };
     let validation = match validate_scopes(&[Scope::Root(shown.clone())], default_threads()) {
         Ok(v) => v,
         Err(e) => return super::fail(e),

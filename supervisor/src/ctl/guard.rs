@@ -20,7 +20,8 @@ use squad_protocol::FileKind;
 use squad_protocol::fsx::{ReadError, read_regular_to_string};
 use squad_protocol::hook::{self, Action, Format, ShellTarget};
 use squad_protocol::model::TaskStatus;
-use squad_protocol::tree::{SQUAD_DIR, find_root, session_dirs};
+use squad_protocol::teamdir;
+use squad_protocol::tree::{SQUAD_DIR, session_dirs};
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -253,15 +254,26 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
     };
     let agent_env = env("SQUAD_AGENT");
     let task_env = env("SQUAD_TASK");
-    let root = match root_arg {
+    // Two directories: the team root (policy, plans, locks) and the checkout
+    // whose files the call writes. They differ in a linked git worktree,
+    // whose paths are judged relative to its own tree (docs/worktrees.md).
+    let (root, checkout) = match root_arg {
         // `--root` is relative to where squadctl runs, not to the agent's cwd.
-        Some(r) => absolute(
-            &std::env::current_dir()
-                .map_err(|e| format!("cannot read the current directory: {e}"))?,
-            r,
-        ),
-        None => match find_root(&cwd).or_else(|| root_of_targets(&raw)) {
-            Some(r) => r,
+        Some(r) => {
+            let r = absolute(
+                &std::env::current_dir()
+                    .map_err(|e| format!("cannot read the current directory: {e}"))?,
+                r,
+            );
+            let team = teamdir::worktree_of_team(&r).map_or(r, |f| f.root);
+            let checkout = root::checkout_for(&team, &cwd);
+            (team, checkout)
+        }
+        None => match teamdir::find_squad_root(&cwd)
+            .map(|f| (f.root, f.checkout))
+            .or_else(|| root_of_targets(&raw))
+        {
+            Some(found) => found,
             // An agent working for a task that left the project (`cd /`)
             // must not take its boundaries with it.
             None if agent_env.is_some() || task_env.is_some() => {
@@ -280,7 +292,8 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
         },
     };
     let root_abs = absolute(&cwd, &root);
-    let root_real = std::fs::canonicalize(&root_abs).unwrap_or_else(|_| root_abs.clone());
+    let tree_abs = absolute(&cwd, &checkout);
+    let tree_real = std::fs::canonicalize(&tree_abs).unwrap_or_else(|_| tree_abs.clone());
     let mut candidates: Vec<Candidate> = Vec::new();
     for r in raw {
         match r {
@@ -291,7 +304,7 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
                 recursive: false,
             }),
             Raw::Path { path, recursive } => {
-                let (place, physical) = resolve(&cwd, &root_abs, &root_real, &path);
+                let (place, physical) = resolve(&cwd, &tree_abs, &tree_real, &path);
                 // The physical place is judged as well: a link may lead
                 // somewhere the spelling does not say.
                 let physical = physical.map(|(canon, place)| Candidate::Path {
@@ -431,11 +444,13 @@ fn inside(rel: &str) -> Result<Place, Refusal> {
 
 /// The project root above an absolute path a call writes (its spelling,
 /// then where it leads), for an agent whose working directory left it.
-fn root_of_targets(raw: &[Raw]) -> Option<PathBuf> {
+fn root_of_targets(raw: &[Raw]) -> Option<(PathBuf, PathBuf)> {
     raw.iter().find_map(|r| match r {
         Raw::Path { path, .. } if path.starts_with('/') => {
             let p = Path::new(path);
-            find_root(&absolute(Path::new("/"), p)).or_else(|| find_root(&canon::canonical(p)))
+            teamdir::find_squad_root(&absolute(Path::new("/"), p))
+                .or_else(|| teamdir::find_squad_root(&canon::canonical(p)))
+                .map(|f| (f.root, f.checkout))
         }
         _ => None,
     })

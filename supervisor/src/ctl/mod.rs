@@ -44,7 +44,9 @@ pub mod write;
 #[command(name = "squadctl", version, propagate_version = true)]
 pub struct Cli {
     /// Project root: the directory that holds `.squad/`. Default: the nearest
-    /// such directory at or above the current one.
+    /// such directory at or above the current one. In a linked git worktree
+    /// whose main checkout holds `.squad/`, the main checkout (a note on
+    /// stderr says so; docs/worktrees.md).
     #[arg(long, global = true, env = "SQUAD_ROOT", value_name = "DIR")]
     pub root: Option<PathBuf>,
 

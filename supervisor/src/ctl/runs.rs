@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The agent runs squadd supervises: task, agent, pid, uptime, CPU %, RSS,
-/// last file written, log tail. Works with squadd down (from run.json).
+/// last file written, log tail, and for a run in its own git worktree the
+/// worktree, branch and merge state (docs/worktrees.md). Works with squadd
+/// down (from run.json).
 #[derive(Debug, clap::Args)]
 pub struct RunsArgs {
     /// Only this session.
@@ -116,6 +118,8 @@ fn run_json(session_dir: &Path, r: &RunRecord, tail: usize) -> Value {
         (None, None)
     };
     let last = runners::last_write(session_dir, &r.agent);
+    // A run in its own git worktree (docs/worktrees.md).
+    let tree = crate::worktree::load(&dir);
     json!({
         "session": r.session,
         "task": r.task,
@@ -135,6 +139,15 @@ fn run_json(session_dir: &Path, r: &RunRecord, tail: usize) -> Value {
         "held": r.held,
         "dir": dir.display().to_string(),
         "log_tail": runners::log_tail(&dir, tail),
+        "worktree": tree.as_ref().map(|t| t.path.display().to_string()),
+        "branch": tree.as_ref().map(|t| t.branch.clone()),
+        "merge": tree.as_ref().map(|t| json!({
+            "state": t.state,
+            "into": t.target,
+            "base": t.base,
+            "reason": t.reason,
+            "merged_as": t.merged_as,
+        })),
     })
 }
 
@@ -186,6 +199,15 @@ pub fn runs_human(runs: &[Value]) -> String {
             secs(&r["uptime_secs"]),
             text("last_write"),
         ));
+        if r["worktree"].is_string() {
+            out.push_str(&format!(
+                "    worktree {} branch {} ({} into {})\n",
+                text("worktree"),
+                text("branch"),
+                crate::text::escape(r["merge"]["state"].as_str().unwrap_or("-")),
+                crate::text::escape(r["merge"]["into"].as_str().unwrap_or("-")),
+            ));
+        }
         for l in r["log_tail"].as_array().into_iter().flatten() {
             out.push_str(&format!("    | {}\n", l.as_str().unwrap_or("")));
         }

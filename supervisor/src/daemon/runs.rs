@@ -427,6 +427,14 @@ impl Supervisor {
             signal,
         });
         rec.completed = completed;
+        // issue 30 (docs/worktrees.md): a completed worktree run's branch is
+        // merged into the session's branch, or held (the lead is told below).
+        let held_tree = if completed {
+            let core = self.roots.core(i);
+            crate::worktree::finish(&core.root, &core.policy, &live.dir, &rec)
+        } else {
+            None
+        };
         if rec.state == RunState::Running {
             rec.state = if live.term_at.is_some() {
                 RunState::TimedOut
@@ -485,6 +493,9 @@ impl Supervisor {
                 ),
                 wall,
             );
+        }
+        if let Some(reason) = held_tree {
+            self.tell_lead(i, &rec.session, &rec.task, &reason, wall);
         }
         let key = (rec.session.clone(), rec.task.clone());
         self.roots.shell_mut(i).runs.past.insert(key, rec);

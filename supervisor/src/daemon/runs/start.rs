@@ -130,6 +130,14 @@ impl Supervisor {
         let prompt_path = dir.join(runners::PROMPT_FILE);
         runners::write_prompt(&dir, &text)
             .map_err(|e| Failed::Before(format!("{}: {e}", prompt_path.display())))?;
+        // issue 30 (docs/worktrees.md): the run works in a worktree of its own.
+        let spec = if policy.worktree_for(&c.agent) {
+            let tree = crate::worktree::prepare(&root, &dir, &c.session, &c.task)
+                .map_err(Failed::Before)?;
+            crate::worktree::spec_in(&spec, &tree)
+        } else {
+            spec
+        };
         let limit =
             squad_policies::runners::run_timeout(Some(&spec), plan.meta.timeout, default_timeout);
         let mut rec = RunRecord {

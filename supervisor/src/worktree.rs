@@ -1,0 +1,370 @@
+//! Runs in their own git worktrees (`runners.worktree`, docs/worktrees.md):
+//! before a run starts, a linked worktree on branch `squad/<task>` made from
+//! the main checkout's HEAD; when its task completes, the branch's changes
+//! judged by `squadctl check`'s decision and merged into the session's
+//! branch, or held with the reason for the lead.
+//!
+//! What a run's worktree is lives in `<session>/runs/<task>/worktree.json`,
+//! beside run.json, written atomically.
+
+use crate::runners::RunRecord;
+use serde::{Deserialize, Serialize};
+use squad_policies::worktree::{Facts, Outcome, decide};
+use squad_protocol::tree::SQUAD_DIR;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The directory under `.squad/` holding the runs' worktrees
+/// (`worktrees/<session>/<task>`).
+pub const WORKTREES_DIR: &str = "worktrees";
+/// A run's worktree record, in its run directory.
+pub const RECORD_FILE: &str = "worktree.json";
+/// The largest worktree.json read (it sits where agents write).
+const MAX_RECORD: u64 = 64 * 1024;
+
+/// Where a run's branch stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeState {
+    /// The run works in it (or has not completed its task).
+    Active,
+    /// Merged into the session's branch; the worktree is removed.
+    Merged,
+    /// Not merged: a violation, a conflict, or the main checkout moved to
+    /// another branch (`reason`); the worktree and branch are kept.
+    Held,
+}
+
+/// A run's worktree (`worktree.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTree {
+    /// The worktree's directory.
+    pub path: PathBuf,
+    /// The run's branch, `squad/<task>`.
+    pub branch: String,
+    /// The commit the branch was made from (the main checkout's HEAD at
+    /// dispatch): the run's diff is `base..branch`.
+    pub base: String,
+    /// The session's branch: the main checkout's branch at dispatch, which
+    /// the run's branch is merged into.
+    pub target: String,
+    /// Where the branch stands.
+    pub state: TreeState,
+    /// Why it is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The session branch's commit after the merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_as: Option<String>,
+}
+
+/// git in `dir`: its trimmed stdout, or an error quoting its stderr.
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    git_with(dir, args, &[])
+}
+
+/// [`git`] with extra environment (commit identities).
+fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "core.quotePath=false"])
+        .args(args)
+        .envs(env.iter().copied())
+        // The squad environment of squadd's own caller must not reach
+        // hooks git runs (they would judge squadd's commits as an agent's).
+        .env_remove("SQUAD_AGENT")
+        .env_remove("SQUAD_TASK")
+        .env_remove("SQUAD_SESSION")
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        let mut text = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // A merge names its conflicts on stdout.
+        for l in stdout.lines().filter(|l| l.starts_with("CONFLICT")) {
+            text.push('\n');
+            text.push_str(l);
+        }
+        return Err(format!("git {}: {text}", args.join(" ")));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The run's worktree record, if it has one (for display).
+pub fn load(run_dir: &Path) -> Option<RunTree> {
+    let text =
+        squad_protocol::fsx::read_regular_to_string(&run_dir.join(RECORD_FILE), MAX_RECORD).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The record of the run of `task` in `session`, when it names that run's
+/// own worktree and branch: worktree.json sits where agents write, and a
+/// forged one must not lead squadd to commit in, merge from or remove
+/// anything else.
+fn load_own(root: &Path, run_dir: &Path, session: &str, task: &str) -> Option<RunTree> {
+    load(run_dir)
+        .filter(|t| t.path == tree_path(root, session, task) && t.branch == format!("squad/{task}"))
+}
+
+fn save(run_dir: &Path, tree: &RunTree) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(tree).map_err(|e| e.to_string())?;
+    crate::safefs::write_atomic(&run_dir.join(RECORD_FILE), format!("{text}\n").as_bytes())
+        .map_err(|e| format!("{}: {e}", run_dir.join(RECORD_FILE).display()))
+}
+
+/// The worktree of `task` in `session`: `.squad/worktrees/<session>/<task>`.
+pub fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
+    root.join(SQUAD_DIR)
+        .join(WORKTREES_DIR)
+        .join(session)
+        .join(task)
+}
+
+/// Makes (or, for a retry, finds again) the worktree a run of `task`
+/// works in, and records it in the run directory. The root must be a git
+/// checkout on a branch (the session's branch the work is merged into).
+pub fn prepare(root: &Path, run_dir: &Path, session: &str, task: &str) -> Result<RunTree, String> {
+    if let Some(mut tree) = load_own(root, run_dir, session, task)
+        && tree.state != TreeState::Merged
+        && tree.path.join(".git").is_file()
+    {
+        // A retry, or a held task started again by hand, continues the work
+        // of the run before it.
+        tree.state = TreeState::Active;
+        tree.reason = None;
+        save(run_dir, &tree)?;
+        return Ok(tree);
+    }
+    let target = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).map_err(|_| {
+        format!(
+            "runners.worktree is on but the checkout {} is not on a branch (a detached HEAD, or not a git repository): the run's work would have nowhere to be merged",
+            root.display()
+        )
+    })?;
+    let base = git(root, &["rev-parse", "--verify", "HEAD^{commit}"]).map_err(|e| {
+        format!("runners.worktree: the branch {target} has no commit to start from ({e})")
+    })?;
+    let branch = format!("squad/{task}");
+    git(root, &["check-ref-format", "--branch", &branch])
+        .map_err(|_| format!("`{branch}` is not a valid branch name"))?;
+    let path = tree_path(root, session, task);
+    // `.squad/worktrees/` stays out of the main checkout's `git status`
+    // whatever the team's own .gitignore says.
+    let ignore = root.join(SQUAD_DIR).join(WORKTREES_DIR).join(".gitignore");
+    if !ignore.exists() {
+        crate::safefs::write_atomic_under(root, &ignore, b"*\n", 0o644, Some(0o755))
+            .map_err(|e| format!("{}: {e}", ignore.display()))?;
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    let path_text = path.display().to_string();
+    let exists = git(
+        root,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ],
+    )
+    .is_ok();
+    let base = if exists {
+        // A branch left by an earlier run (held, or its worktree removed):
+        // the work on it goes on; the diff is judged from where it forked.
+        git(root, &["worktree", "prune"])?;
+        git(root, &["worktree", "add", &path_text, &branch])?;
+        git(root, &["merge-base", &target, &branch]).unwrap_or(base)
+    } else {
+        git(root, &["worktree", "add", "-b", &branch, &path_text, &base])?;
+        base
+    };
+    let tree = RunTree {
+        path,
+        branch,
+        base,
+        target,
+        state: TreeState::Active,
+        reason: None,
+        merged_as: None,
+    };
+    save(run_dir, &tree)?;
+    Ok(tree)
+}
+
+/// `spec` started in the worktree: its `cwd` taken relative to the worktree
+/// instead of the root.
+pub fn spec_in(
+    spec: &squad_policies::runners::RunnerSpec,
+    tree: &RunTree,
+) -> squad_policies::runners::RunnerSpec {
+    let mut spec = spec.clone();
+    spec.cwd = Some(match &spec.cwd {
+        Some(c) if !Path::new(c).is_absolute() => tree.path.join(c).display().to_string(),
+        Some(c) => c.clone(),
+        None => tree.path.display().to_string(),
+    });
+    spec
+}
+
+/// After a run of a worktree task ended with its task completed: commits
+/// what the agent left uncommitted, judges `base..branch` as `squadctl
+/// check` does, and merges it into the session's branch in the main
+/// checkout, or holds it. Returns the reason when held (for the lead);
+/// `None` when merged or when the run has no active worktree.
+pub fn finish(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    run_dir: &Path,
+    rec: &RunRecord,
+) -> Option<String> {
+    let mut tree = load_own(root, run_dir, &rec.session, &rec.task)
+        .filter(|t| t.state == TreeState::Active)?;
+    let outcome = merge(root, policy, &tree, rec);
+    match outcome {
+        Ok(commit) => {
+            tree.state = TreeState::Merged;
+            tree.merged_as = Some(commit);
+            // Merged: nothing in the worktree is lost by removing it.
+            if let Err(e) = git(
+                root,
+                &[
+                    "worktree",
+                    "remove",
+                    "--force",
+                    &tree.path.display().to_string(),
+                ],
+            )
+            .and_then(|_| git(root, &["branch", "-d", &tree.branch]))
+            {
+                tracing::warn!(error = %e, "cannot remove a merged run's worktree and branch");
+            }
+        }
+        Err(reason) => {
+            tree.state = TreeState::Held;
+            tree.reason = Some(reason);
+        }
+    }
+    if let Err(e) = save(run_dir, &tree) {
+        tracing::warn!(error = %e, "cannot record a run's worktree");
+    }
+    tree.reason.clone()
+}
+
+/// The merge itself: the session branch's new commit, or why it is held.
+fn merge(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    tree: &RunTree,
+    rec: &RunRecord,
+) -> Result<String, String> {
+    let agent_email = format!("{}@squad.invalid", rec.agent);
+    let identity = [
+        ("GIT_AUTHOR_NAME", rec.agent.as_str()),
+        ("GIT_AUTHOR_EMAIL", agent_email.as_str()),
+        ("GIT_COMMITTER_NAME", "squadd"),
+        ("GIT_COMMITTER_EMAIL", "squadd@squad.invalid"),
+    ];
+    let trailers = format!("Squad-Task: {}\nSquad-Agent: {}\n", rec.task, rec.agent);
+    // What the agent left uncommitted is part of its work.
+    git(&tree.path, &["add", "-A"])?;
+    if !git(&tree.path, &["status", "--porcelain"])?.is_empty() {
+        let message = format!(
+            "squad: {} by {} (left uncommitted when the task completed)\n\n{trailers}",
+            rec.task, rec.agent
+        );
+        git_with(
+            &tree.path,
+            &["commit", "-q", "--no-verify", "-m", &message],
+            &identity,
+        )?;
+    }
+    // What a merge brings in is every commit of the branch not on the
+    // session's branch: judged from their merge base, computed now (the
+    // recorded base is for people; the agent can rewrite its branch).
+    let base = git(root, &["merge-base", &tree.target, &tree.branch])?;
+    let findings = crate::ctl::check::judge_branch(root, policy, &base, &tree.branch, &rec.task)?;
+    let current = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).ok();
+    let facts = Facts {
+        task: &rec.task,
+        branch: &tree.branch,
+        target: &tree.target,
+        current: current.as_deref(),
+        findings: &findings,
+    };
+    if let Outcome::Hold(reason) = decide(&facts) {
+        return Err(reason);
+    }
+    let squadd = [
+        ("GIT_AUTHOR_NAME", "squadd"),
+        ("GIT_AUTHOR_EMAIL", "squadd@squad.invalid"),
+        ("GIT_COMMITTER_NAME", "squadd"),
+        ("GIT_COMMITTER_EMAIL", "squadd@squad.invalid"),
+    ];
+    if git(root, &["merge", "--ff-only", "-q", &tree.branch]).is_err() {
+        let message = format!(
+            "squad: merge {} ({} by {})\n\n{trailers}",
+            tree.branch, rec.task, rec.agent
+        );
+        if let Err(e) = git_with(
+            root,
+            &[
+                "merge",
+                "--no-ff",
+                "--no-edit",
+                "-q",
+                "-m",
+                &message,
+                &tree.branch,
+            ],
+            &squadd,
+        ) {
+            // Leave the main checkout as it was.
+            let _ = git(root, &["merge", "--abort"]);
+            return Err(format!(
+                "{} of {} is held, not merged into {}: the merge failed (a conflict, or changes in the main checkout in the way). {e}\nResolve it by hand: `git merge {}` on {}.",
+                tree.branch, rec.task, tree.target, tree.branch, tree.target
+            ));
+        }
+    }
+    git(root, &["rev-parse", "HEAD"])
+}
+
+/// Retention of runs' worktrees: the worktrees of every session that is no
+/// longer in `sessions/` (archived, deleted, removed by hand) are removed
+/// with `git worktree remove`, which refuses one holding uncommitted or
+/// untracked work: that one stays (a warning says so) and the next run
+/// tries again. Branches stay: a held run's branch is the work a human
+/// looks at. Returns the worktrees removed.
+pub fn sweep(root: &Path, session_exists: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let root = crate::root::fs_path(root);
+    let dir = root.join(SQUAD_DIR).join(WORKTREES_DIR);
+    let mut removed = Vec::new();
+    let Ok(sessions) = std::fs::read_dir(&dir) else {
+        return removed;
+    };
+    for session in sessions.flatten() {
+        let name = session.file_name().to_string_lossy().into_owned();
+        // Only real directories (never through a link), of ended sessions.
+        if !session.file_type().is_ok_and(|t| t.is_dir()) || session_exists(&name) {
+            continue;
+        }
+        for tree in std::fs::read_dir(session.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = tree.path();
+            if !tree.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            match git(root, &["worktree", "remove", &path.display().to_string()]) {
+                Ok(_) => removed.push(path),
+                Err(e) => tracing::warn!(error = %e, "a worktree of an ended session is kept"),
+            }
+        }
+        // Gone only when empty: a kept worktree keeps its session folder.
+        let _ = std::fs::remove_dir(session.path());
+    }
+    removed
+}
