@@ -80,6 +80,24 @@ fn steps<'a>(report: &'a Value, agent: &str, tool: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The lead's tools (the policy's lead only).
+const LEAD_TOOLS: [&str; 5] = [
+    "task_new",
+    "session_phase",
+    "session_gate",
+    "session_complete",
+    "session_fail",
+];
+
+/// A JSON array of strings.
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect()
+}
+
 #[test]
 fn mcp_client_runs_a_whole_task_against_squadd() {
     let Some(python) = python() else { return };
@@ -88,12 +106,7 @@ fn mcp_client_runs_a_whole_task_against_squadd() {
     let _daemon = Daemon::start(root);
     let report = client(&python, root, &session, "task");
 
-    let tools: Vec<&str> = report["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t.as_str())
-        .collect();
+    let tools = names(&report["tools"]);
     for t in [
         "next",
         "task_show",
@@ -110,13 +123,16 @@ fn mcp_client_runs_a_whole_task_against_squadd() {
         "lock_list",
         "memory_add",
         "memory_query",
-        "task_new",
-        "session_phase",
-        "session_gate",
-        "session_complete",
-        "session_fail",
     ] {
         assert!(tools.contains(&t), "{t} missing from {tools:?}");
+    }
+    let lead_tools = names(&report["lead_tools"]);
+    for t in LEAD_TOOLS {
+        assert!(!tools.contains(&t), "{t} offered to alice: {tools:?}");
+        assert!(
+            lead_tools.contains(&t),
+            "{t} missing for the lead: {lead_tools:?}"
+        );
     }
     assert_eq!(
         report["schemas"]["lock_acquire"]["required"],
@@ -291,4 +307,73 @@ fn mcp_install_merges_into_each_cli_config_and_never_clobbers() {
         std::fs::read_to_string(home.join(".claude.json")).unwrap(),
         "{\n  \"projects\": ,\n}\n"
     );
+}
+
+/// Task assignments and session edits are the lead's: an agent's server
+/// does not list them, and refuses them when called anyway, with the CLI's
+/// text, writing nothing. (Before, every agent's server listed and ran them:
+/// an agent could assign itself a task with wider boundaries or end the
+/// session.)
+#[test]
+fn mcp_lead_tools_are_listed_for_and_run_by_the_lead_only() {
+    let Some(python) = python() else { return };
+    let (tmp, session) = project();
+    let root = tmp.path();
+    let before = snapshot(root);
+    let report = client(&python, root, &session, "lead_only");
+    let alice = names(&report["alice_tools"]);
+    let lead = names(&report["lead_tools"]);
+    for t in LEAD_TOOLS {
+        assert!(!alice.contains(&t), "{t} offered to alice: {alice:?}");
+        assert!(lead.contains(&t), "{t} not offered to the lead: {lead:?}");
+    }
+    assert!(alice.contains(&"progress"), "{alice:?}");
+    let calls: Vec<&Value> = report["steps"].as_array().unwrap().iter().collect();
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    for s in &calls {
+        assert_eq!(s["is_error"], true, "{s}");
+        assert!(
+            s["text"]
+                .as_str()
+                .unwrap()
+                .contains("SQUAD_AGENT=alice is not a lead"),
+            "{s}"
+        );
+    }
+    // Word for word what the CLI says to alice.
+    let as_alice = |args: &[&str]| {
+        let out = run(ctl(root).env("SQUAD_AGENT", "alice").args(args));
+        assert_ne!(code(&out), 0, "{args:?}: {}", stdout(&out));
+        format!("{}{}", stderr(&out), stdout(&out))
+    };
+    let task_new = as_alice(&[
+        "task",
+        "new",
+        "--json",
+        "--agent",
+        "alice",
+        "--instruction",
+        "widen",
+        "--session",
+        &session,
+        "--allow",
+        "**",
+    ]);
+    assert_eq!(calls[0]["text"].as_str().unwrap(), task_new);
+    let complete = as_alice(&["session", "complete", "--json", "--", &session]);
+    assert_eq!(calls[1]["text"].as_str().unwrap(), complete);
+    assert!(
+        complete.contains("session edits are the lead's"),
+        "{complete}"
+    );
+    let after = snapshot(root);
+    assert_eq!(before, after, "refused lead tools changed the tree");
+    // The lead (the default policy's runners.lead) and a human may.
+    let out = run(ctl(root)
+        .env("SQUAD_AGENT", "lead")
+        .args(["session", "phase", "--", &session, "quality"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(run(ctl(root).args([
+        "session", "gate", "--", &session, "design", "passed",
+    ])));
 }

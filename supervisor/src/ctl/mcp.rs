@@ -8,7 +8,7 @@
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams,
+    CallToolResult, ContentBlock, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
     SubscribeRequestParams,
@@ -179,7 +179,8 @@ impl Squad {
     async fn capture(&self, argv: Argv) -> Result<super::Captured, McpError> {
         let mut full = vec!["--root".to_string(), self.root.display().to_string()];
         full.extend(argv.0);
-        tokio::task::spawn_blocking(move || super::run_captured(&full))
+        let agent = self.agent.clone();
+        tokio::task::spawn_blocking(move || super::run_captured(&agent, &full))
             .await
             .map_err(|e| McpError::internal_error(format!("the command did not finish: {e}"), None))
     }
@@ -818,7 +819,7 @@ impl Squad {
         let run = |argv: Argv| {
             let mut full = vec!["--root".to_string(), self.root.display().to_string()];
             full.extend(argv.0);
-            super::run_captured(&full)
+            super::run_captured(&self.agent, &full)
         };
         let ids = |c: super::Captured, list: &str, id: &str, keep: &str| -> Vec<String> {
             let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap_or_default();
@@ -884,8 +885,35 @@ impl Squad {
     }
 }
 
+/// The lead's tools: listed only for an agent the policy names as a lead;
+/// called by another, the command refuses them with the CLI's text.
+const LEAD_TOOLS: [&str; 5] = [
+    "task_new",
+    "session_phase",
+    "session_gate",
+    "session_complete",
+    "session_fail",
+];
+
 #[tool_handler]
 impl ServerHandler for Squad {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        // Judged on every listing: the policy (its leads) may change while
+        // the server runs.
+        let lead = super::write::is_lead(&self.root, &self.agent);
+        Ok(ListToolsResult::with_all_items(
+            Self::tool_router()
+                .list_all()
+                .into_iter()
+                .filter(|t| lead || !LEAD_TOOLS.contains(&t.name.as_ref()))
+                .collect(),
+        ))
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,

@@ -4,7 +4,8 @@ as an agent host would. Used by tests/e2e/mcp.rs.
 usage: mcp_client.py SQUADCTL ROOT SESSION SCENARIO
 Prints one JSON object: the steps (tool, is_error, text) and the resource
 updates each server sent. SCENARIO is `task` (a whole task through the tools
-against a running squadd) or `refuse` (writes the server must refuse).
+against a running squadd), `refuse` (writes the server must refuse) or
+`lead_only` (the lead's tools, listed for and called by an agent).
 """
 
 import json
@@ -63,6 +64,7 @@ async def task(stack):
     tools = await alice.list_tools()
     out = {"tools": sorted(t.name for t in tools.tools)}
     out["schemas"] = {t.name: t.input_schema for t in tools.tools}
+    out["lead_tools"] = sorted(t.name for t in (await lead.list_tools()).tools)
     resources = await alice.list_resources()
     out["resources"] = sorted(str(r.uri) for r in resources.resources)
     _, text = await call(alice, "alice", "next", {})
@@ -108,9 +110,29 @@ async def refuse(stack):
     return {}
 
 
+async def lead_only(stack):
+    """The lead's tools: listed for the lead only; called by an agent, refused."""
+    alice = await open_server(stack, "alice")
+    lead = await open_server(stack, "lead")
+    out = {
+        "alice_tools": sorted(t.name for t in (await alice.list_tools()).tools),
+        "lead_tools": sorted(t.name for t in (await lead.list_tools()).tools),
+    }
+    # Not listed, but a client may still call them by name.
+    await call(alice, "alice", "task_new", {"agent": "alice", "instruction": "widen", "allow": ["**"]})
+    await call(alice, "alice", "session_complete", {"session": SESSION})
+    await call(alice, "alice", "session_phase", {"session": SESSION, "phase": "quality"})
+    await call(alice, "alice", "session_gate", {"session": SESSION, "gate": "design", "status": "passed"})
+    await call(alice, "alice", "session_fail", {"session": SESSION, "reason": "r"})
+    return out
+
+
+SCENARIOS = {"task": task, "refuse": refuse, "lead_only": lead_only}
+
+
 async def main():
     async with AsyncExitStack() as stack:
-        out = await (task(stack) if SCENARIO == "task" else refuse(stack))
+        out = await SCENARIOS[SCENARIO](stack)
     out["steps"] = steps
     out["updates"] = updates
     print(json.dumps(out))
