@@ -39,8 +39,15 @@ fn python() -> Option<PathBuf> {
 
 /// Runs the client script's `scenario` against `root`; its JSON report.
 fn client(python: &Path, root: &Path, session: &str, scenario: &str) -> Value {
+    client_over(python, root, session, scenario, &serde_json::json!({}))
+}
+
+/// [`client`], reaching the agents named in `urls` (agent -> URL) over
+/// Streamable HTTP.
+fn client_over(python: &Path, root: &Path, session: &str, scenario: &str, urls: &Value) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/scripts/mcp_client.py");
     let out = run(std::process::Command::new(python)
+        .env("SQUAD_MCP_URLS", urls.to_string())
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_squadctl"))
         .arg(root)
@@ -376,4 +383,148 @@ fn mcp_lead_tools_are_listed_for_and_run_by_the_lead_only() {
     ok(run(ctl(root).args([
         "session", "gate", "--", &session, "design", "passed",
     ])));
+}
+
+/// A `squadctl mcp --http 127.0.0.1:0` server for one agent, stopped (and
+/// reaped) when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(root: &Path, agent: &str) -> HttpServer {
+        use std::io::BufRead;
+        let mut child = ctl_root(root)
+            .args(["mcp", "--agent", agent, "--http", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().map(|l| l.unwrap()).unwrap_or_default();
+        // Keep draining stderr so a warning never blocks or breaks the server.
+        std::thread::spawn(move || lines.for_each(drop));
+        let url = first
+            .split_once("listening on ")
+            .map(|(_, u)| u.trim().to_string())
+            .unwrap_or_else(|| panic!("no address announced: {first:?}"));
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        HttpServer { child, url }
+    }
+
+    /// The raw HTTP answer to an `initialize` POST with extra `headers`.
+    fn post_initialize(&self, headers: &str) -> String {
+        use std::io::{Read, Write};
+        let authority = self
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp");
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let mut s = std::net::TcpStream::connect(authority).unwrap();
+        write!(
+            s,
+            "POST /mcp HTTP/1.1\r\n{headers}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let mut buf = [0u8; 4096];
+        // The status line is all we need; an SSE answer stays open.
+        while !answer.contains("\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        answer
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `--http`: the same tools, resources and notifications over Streamable
+/// HTTP (the whole-task scenario with alice and bob on HTTP servers, the
+/// lead on stdio).
+#[test]
+fn mcp_over_streamable_http_runs_a_whole_task() {
+    let Some(python) = python() else { return };
+    let (tmp, session) = project();
+    let root = tmp.path();
+    let _daemon = Daemon::start(root);
+    let alice = HttpServer::start(root, "alice");
+    let bob = HttpServer::start(root, "bob");
+    let urls = serde_json::json!({"alice": alice.url, "bob": bob.url});
+    let report = client_over(&python, root, &session, "task", &urls);
+    let tools = names(&report["tools"]);
+    assert!(tools.contains(&"lock_acquire"), "{tools:?}");
+    assert!(!tools.contains(&"task_new"), "{tools:?}");
+    for s in report["steps"].as_array().unwrap() {
+        let refused = s["agent"] == "bob" && s["tool"] == "lock_acquire";
+        assert_eq!(s["is_error"], refused, "{s}");
+    }
+    // Notifications reach an HTTP client too.
+    let updates = report["updates"]["alice"].as_array().unwrap();
+    assert!(
+        updates.iter().any(|u| u == "squad://agent/inbox"),
+        "{updates:?}"
+    );
+    let updates = report["updates"]["bob"].as_array().unwrap();
+    assert!(
+        updates.iter().any(|u| u == "squad://agent/tasks"),
+        "{updates:?}"
+    );
+    let progress = std::fs::read_to_string(
+        root.join(".squad/sessions")
+            .join(&session)
+            .join("role-comm-alice-task_001.md"),
+    )
+    .unwrap();
+    assert!(progress.contains("status: completed"), "{progress}");
+}
+
+/// `--http` listens on loopback only and refuses what a web page could send:
+/// a non-loopback address is refused at start with a clear error; a request
+/// naming another `Host` (DNS rebinding) or carrying an `Origin` is refused.
+#[test]
+fn mcp_http_is_loopback_only_and_refuses_browsers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    ctl_ok(root, &["init"]);
+    for addr in ["0.0.0.0:0", "192.0.2.1:8765", "[::]:0"] {
+        let out = run(ctl_root(root).args(["mcp", "--agent", "alice", "--http", addr]));
+        assert_eq!(code(&out), 2, "{addr}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is not a loopback address"),
+            "{addr}: {}",
+            stderr(&out)
+        );
+    }
+    let out = run(ctl_root(root).args(["mcp", "--agent", "alice", "--http", "localhost"]));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("use e.g. 127.0.0.1:8765"),
+        "{}",
+        stderr(&out)
+    );
+
+    let server = HttpServer::start(root, "alice");
+    let authority = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let ok = server.post_initialize(&format!("Host: {authority}\r\n"));
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let rebound = server.post_initialize("Host: attacker.example\r\n");
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    let browser = server.post_initialize(&format!(
+        "Host: {authority}\r\nOrigin: http://{authority}\r\n"
+    ));
+    assert!(browser.starts_with("HTTP/1.1 403"), "{browser}");
 }

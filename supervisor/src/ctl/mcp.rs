@@ -1,5 +1,5 @@
-//! `squadctl mcp`: the agent commands as an MCP server over stdio, for one
-//! agent in one project (docs/mcp.md).
+//! `squadctl mcp`: the agent commands as an MCP server over stdio (or
+//! Streamable HTTP on loopback), for one agent in one project (docs/mcp.md).
 //!
 //! Every tool runs the `squadctl` command it mirrors through
 //! [`super::run_captured`]: the same parser, the same checks, the same
@@ -20,9 +20,10 @@ use rmcp::{
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Serve the agent commands as MCP tools over stdio.
+/// Serve the agent commands as MCP tools over stdio (or HTTP on loopback).
 ///
-/// Runs an MCP server (JSON-RPC on stdin/stdout) for one agent in one
+/// Runs an MCP server (JSON-RPC on stdin/stdout, or Streamable HTTP with
+/// `--http 127.0.0.1:PORT`) for one agent in one
 /// project: `next`, `task_show`, `task_list`, `progress`, `report_error`,
 /// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_ack`,
 /// `lock_acquire`, `lock_release`, `lock_list`, `memory_add`,
@@ -41,6 +42,15 @@ pub struct McpArgs {
     /// The session (default: the one active session).
     #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
+    /// Serve Streamable HTTP on this loopback address (e.g. `127.0.0.1:8765`;
+    /// port 0 picks a free one) instead of stdio.
+    ///
+    /// The server has no authentication: only 127.0.0.1 and ::1 are
+    /// accepted, requests must name a loopback `Host`, and browser requests
+    /// (any `Origin` header) are refused. The address it listens on is
+    /// printed on stderr (`listening on http://…/mcp`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<String>,
     /// Install into an agent CLI's MCP configuration instead of serving.
     #[command(subcommand)]
     pub command: Option<McpCommand>,
@@ -90,6 +100,10 @@ pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     if !squad_protocol::IdKind::Agent.matches(&agent) {
         return super::fail(format!("mcp: `{agent}` is not a valid agent name"));
     }
+    let http = match args.http.as_deref().map(loopback_addr).transpose() {
+        Ok(a) => a,
+        Err(e) => return super::fail(e),
+    };
     let root = match crate::root::resolve(root_arg) {
         Ok(r) => crate::root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -103,6 +117,9 @@ pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     };
     let server = Squad::new(root, agent, args.session);
     let result: Result<(), String> = runtime.block_on(async move {
+        if let Some(addr) = http {
+            return serve_http(server, addr).await;
+        }
         let service = server
             .serve(rmcp::transport::stdio())
             .await
@@ -113,6 +130,72 @@ pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     match result {
         Ok(()) => crate::exit::OK,
         Err(e) => super::fail(format!("mcp: {e}")),
+    }
+}
+
+/// The `--http` address: a socket address on a loopback interface.
+fn loopback_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+        format!(
+            "mcp --http: `{}` is not an address and port; use e.g. 127.0.0.1:8765",
+            crate::text::escape(text)
+        )
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "mcp --http: {addr} is not a loopback address: the server has no authentication, so it listens on 127.0.0.1 or ::1 only (use 127.0.0.1:{})",
+            addr.port()
+        ));
+    }
+    Ok(addr)
+}
+
+/// Serves Streamable HTTP on `addr` (loopback) until SIGINT or SIGTERM:
+/// each MCP session gets its own [`Squad`] (and its own notifications).
+async fn serve_http(server: Squad, addr: std::net::SocketAddr) -> Result<(), String> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--http {addr}: {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("--http {addr}: {e}"))?;
+    // Loopback `Host` only (rmcp's default, against DNS rebinding) and no
+    // browser origin at all: a web page must not drive an agent's tools.
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
+        .enforce_origin_validation();
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        std::sync::Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    super::eprint_text(&format!("squadctl mcp: listening on http://{bound}/mcp\n"));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // A failed accept (e.g. out of descriptors) drops that
+                // connection, not the server.
+                Err(e) => {
+                    super::warn(format!("mcp --http: accept: {e}"));
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = term.recv() => return Ok(()),
+        };
+        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            // A client that hangs up mid-request ends its connection only.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 

@@ -2,6 +2,8 @@
 as an agent host would. Used by tests/e2e/mcp.rs.
 
 usage: mcp_client.py SQUADCTL ROOT SESSION SCENARIO
+(SQUAD_MCP_URLS, a JSON object agent -> URL: reach those agents' servers over
+Streamable HTTP instead of starting them on stdio)
 Prints one JSON object: the steps (tool, is_error, text) and the resource
 updates each server sent. SCENARIO is `task` (a whole task through the tools
 against a running squadd), `refuse` (writes the server must refuse) or
@@ -12,9 +14,12 @@ import json
 import sys
 from contextlib import AsyncExitStack
 
+import os
+
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 SQUADCTL, ROOT, SESSION, SCENARIO = sys.argv[1:5]
 steps = []
@@ -23,11 +28,19 @@ inbox_updated = {}
 tasks_updated = {}
 
 
+# Agent -> URL of a `squadctl mcp --http` server the test started: those
+# agents are reached over Streamable HTTP, the others over stdio.
+URLS = json.loads(os.environ.get("SQUAD_MCP_URLS", "{}"))
+
+
 async def open_server(stack, agent):
-    params = StdioServerParameters(
-        command=SQUADCTL, args=["--root", ROOT, "mcp", "--agent", agent], env={}
-    )
-    read, write = await stack.enter_async_context(stdio_client(params))
+    if agent in URLS:
+        read, write = await stack.enter_async_context(streamable_http_client(URLS[agent]))
+    else:
+        params = StdioServerParameters(
+            command=SQUADCTL, args=["--root", ROOT, "mcp", "--agent", agent], env={}
+        )
+        read, write = await stack.enter_async_context(stdio_client(params))
     updates[agent] = []
     inbox_updated[agent] = anyio.Event()
     tasks_updated[agent] = anyio.Event()
