@@ -29,6 +29,10 @@ pub struct RunnerSpec {
     /// `guard: off`: squadd dispatches to this runner even when its CLI
     /// would run without the guard (docs/runners.md).
     pub guard_off: bool,
+    /// `mcp: true`: the run's agent CLI (Claude Code, Codex, Copilot CLI)
+    /// is started with `squadctl mcp` for its agent configured as the MCP
+    /// server `squad` (docs/runners.md).
+    pub mcp: bool,
 }
 
 /// `runners:` of the policy.
@@ -106,6 +110,8 @@ struct RawRunner {
     max_retries: Option<u32>,
     #[serde(default)]
     guard: Option<String>,
+    #[serde(default)]
+    mcp: bool,
 }
 
 /// The placeholders a runner's argv, env and cwd may use.
@@ -172,6 +178,20 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 ));
             }
         };
+        // Only the CLIs whose MCP flags squadd knows: for another program
+        // the option would silently do nothing.
+        if r.mcp
+            && crate::guard_doctor::Cli::of_program(r.command.first().map_or("", String::as_str))
+                .is_none()
+        {
+            return Err(err(
+                format!("{field}.mcp"),
+                format!(
+                    "`mcp: true` configures claude, codex or copilot only, not `{}`; configure `squadctl mcp` in that program yourself, or remove `mcp`",
+                    r.command.first().map_or("", String::as_str)
+                ),
+            ));
+        }
         agents.insert(
             agent,
             RunnerSpec {
@@ -181,6 +201,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 timeout,
                 max_retries: r.max_retries.unwrap_or(2),
                 guard_off,
+                mcp: r.mcp,
             },
         );
     }
@@ -558,6 +579,11 @@ mod tests {
         assert_eq!(b.timeout, Some(Duration::from_secs(1200)));
         assert_eq!(b.max_retries, 1);
         assert_eq!(b.env["MODEL"], "{model}");
+        assert!(!b.mcp);
+        let p = policy(
+            "runners:\n  agents:\n    a:\n      command: [\"/opt/bin/claude\", \"-p\", \"x\"]\n      mcp: true\n",
+        );
+        assert!(p.runner_for("a").unwrap().mcp);
     }
 
     #[test]
@@ -581,6 +607,10 @@ mod tests {
             ),
             ("runners:\n  grace: forever\n", "runners.grace"),
             ("runners:\n  lead: \"Not An Agent\"\n", "runners.lead"),
+            (
+                "runners:\n  agents:\n    a:\n      command: [\"./agent.sh\"]\n      mcp: true\n",
+                "runners.agents.a.mcp",
+            ),
         ] {
             let e = Policy::parse(Some(yaml)).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");

@@ -240,6 +240,18 @@ fn runner_runs_to_completion(
     stub: &StubModel,
     p: &Project,
 ) {
+    runner_runs_to_completion_with(command, "", env, stub, p);
+}
+
+/// [`runner_runs_to_completion`] with more keys (YAML lines, indented as
+/// the runner entry's) in the runner's policy entry.
+fn runner_runs_to_completion_with(
+    command: &str,
+    entry_extra: &str,
+    env: Vec<(String, String)>,
+    stub: &StubModel,
+    p: &Project,
+) {
     let env_yaml: String = env
         .iter()
         .filter(|(k, _)| k != "PATH" && k != "HOME" && k != "CODEX_HOME")
@@ -248,7 +260,7 @@ fn runner_runs_to_completion(
     write_policy(
         &p.root,
         format!(
-            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{}",
+            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{entry_extra}{}",
             if env_yaml.is_empty() {
                 String::new()
             } else {
@@ -355,6 +367,54 @@ fn claude_code_runner_runs_guarded_to_completion_with_the_default_model() {
     let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
     let env = claude_env(&stub, &p.home, &claude);
     runner_runs_to_completion(command, env, &stub, &p);
+}
+
+/// Issue 29: a runner with `mcp: true` starts Claude Code with the squad
+/// MCP server for its agent, and the model sees the squad tools in its
+/// first request (Claude names them `mcp__squad__<tool>`); the agent is
+/// backend, not a lead, so the lead's tools are not among them. The run is
+/// still guarded and completes as without the server.
+#[test]
+fn claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model() {
+    let Some(claude) = cli("claude") else { return };
+    let p = project();
+    install_guard(&p.root, &p.home, &["--claude"]);
+    let stub = StubModel::start(vec![
+        Step::Write(
+            p.root.join("frontend/forbidden.txt").display().to_string(),
+            "nope\n".into(),
+        ),
+        Step::Shell("squadctl progress --status completed --percent 100".into()),
+    ]);
+    let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+    let env = claude_env(&stub, &p.home, &claude);
+    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
+    let requests = stub.requests();
+    let first = requests
+        .iter()
+        .find(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .unwrap_or_else(|| panic!("no request with tools\n{}", stub.transcript()));
+    let tools: Vec<&str> = first.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for t in [
+        "next",
+        "progress",
+        "send",
+        "inbox_read",
+        "lock_acquire",
+        "report_error",
+    ] {
+        let name = format!("mcp__squad__{t}");
+        assert!(tools.contains(&name.as_str()), "{name} not in {tools:?}");
+    }
+    assert!(
+        !tools.contains(&"mcp__squad__task_new"),
+        "the lead's tool offered to backend: {tools:?}"
+    );
 }
 
 /// The environment that points Codex at the stub: `CODEX_HOME` holds a

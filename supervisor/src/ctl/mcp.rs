@@ -1079,23 +1079,8 @@ impl ServerHandler for Squad {
 // `squadctl mcp install`
 // ---------------------------------------------------------------------------
 
-/// The agent CLI whose configuration `mcp install` edits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Host {
-    Claude,
-    Codex,
-    Copilot,
-}
-
-impl Host {
-    fn name(self) -> &'static str {
-        match self {
-            Host::Claude => "claude",
-            Host::Codex => "codex",
-            Host::Copilot => "copilot",
-        }
-    }
-}
+/// The agent CLI whose configuration `mcp install` edits (the guard's list).
+use squad_policies::guard_doctor::Cli as Host;
 
 /// The configuration file `install` edits for `host`.
 fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBuf, String> {
@@ -1129,8 +1114,9 @@ fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBu
     })
 }
 
-/// Our server entry in a JSON configuration (`mcpServers.squad`).
-fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
+/// Our server entry in a JSON configuration (`mcpServers.squad`), as
+/// `mcp install` writes it and runners with `mcp: true` pass it.
+pub(crate) fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
     let mut entry = serde_json::json!({"command": program, "args": args});
     if host == Host::Copilot {
         // Copilot CLI's local servers name their type and the tools allowed.
@@ -1298,7 +1284,7 @@ fn install(root_arg: Option<&Path>, agent: Option<String>, args: InstallArgs) ->
     for host in hosts {
         let path = match config_path(root_arg, host, args.user) {
             Ok(p) => p,
-            Err(e) => return super::fail(format!("mcp install --{}: {e}", host.name())),
+            Err(e) => return super::fail(format!("mcp install --{}: {e}", host.program())),
         };
         let existing = match squad_protocol::fsx::read_regular_to_string(&path, 16 * 1024 * 1024) {
             Ok(text) => Some(text),
@@ -1325,7 +1311,7 @@ fn install(root_arg: Option<&Path>, agent: Option<String>, args: InstallArgs) ->
             Err(e) => return super::fail(format!("{}: {e}", path.display())),
         };
         report.push(serde_json::json!({
-            "cli": host.name(),
+            "cli": host.program(),
             "path": path.display().to_string(),
             "changed": changed,
         }));
