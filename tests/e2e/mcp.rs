@@ -124,6 +124,7 @@ fn mcp_client_runs_a_whole_task_against_squadd() {
         "reply",
         "inbox_list",
         "inbox_read",
+        "inbox_show",
         "inbox_ack",
         "lock_acquire",
         "lock_release",
@@ -168,6 +169,15 @@ fn mcp_client_runs_a_whole_task_against_squadd() {
         content.contains("task_001") && content.contains("Re: api shape?"),
         "{content}"
     );
+    // bob peeked (inbox_read peek, inbox_show) before reading: still
+    // unread then, with sender and subject.
+    let peeked = &report["bob_inbox_after_peek"]["messages"][0];
+    assert_eq!(peeked["unread"], true, "{peeked}");
+    assert_eq!(peeked["from"], "alice", "{peeked}");
+    let shown = &steps(&report, "bob", "inbox_show")[0]["text"];
+    let shown: Value = serde_json::from_str(shown.as_str().unwrap()).unwrap();
+    assert_eq!(shown["subject"], "api shape?", "{shown}");
+    assert_eq!(shown["unread"], true, "{shown}");
     // alice's server told her of it without being asked.
     let updates = report["updates"]["alice"].as_array().unwrap();
     assert!(

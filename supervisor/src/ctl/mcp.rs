@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 /// Runs an MCP server (JSON-RPC on stdin/stdout, or Streamable HTTP with
 /// `--http 127.0.0.1:PORT`) for one agent in one
 /// project: `next`, `task_show`, `task_list`, `progress`, `report_error`,
-/// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_ack`,
+/// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_show`, `inbox_ack`,
 /// `lock_acquire`, `lock_release`, `lock_list`, `memory_add`,
 /// `memory_query`, and the lead's `task_new`, `session_phase`,
 /// `session_gate`, `session_complete`, `session_fail`. Each tool runs the
@@ -308,6 +308,17 @@ pub struct Waiting {
     pub wait: Option<String>,
 }
 
+/// Input of `inbox_read`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct InboxRead {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+    /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
+    pub wait: Option<String>,
+    /// Leave it unread (do not acknowledge it).
+    pub peek: Option<bool>,
+}
+
 /// Input of `task_show`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct TaskShow {
@@ -423,10 +434,10 @@ pub struct Reply {
     pub session: Option<String>,
 }
 
-/// Input of `inbox_ack`.
+/// Input of `inbox_ack` and `inbox_show`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct InboxAck {
-    /// The message id to acknowledge.
+    /// The message id.
     pub message_id: String,
     /// The session.
     pub session: Option<String>,
@@ -683,15 +694,31 @@ impl Squad {
     }
 
     #[tool(
-        description = "Read and acknowledge your oldest unread message (squadctl inbox next), optionally waiting for one."
+        description = "Read and acknowledge your most urgent unread message (squadctl inbox next), optionally waiting for one; peek leaves it unread."
     )]
     async fn inbox_read(
         &self,
-        Parameters(p): Parameters<Waiting>,
+        Parameters(p): Parameters<InboxRead>,
     ) -> Result<CallToolResult, McpError> {
         let a = Argv::new(&["inbox", "next", "--json", &self.agent])
             .opt("--session", self.session_or(p.session))
-            .opt("--wait", p.wait);
+            .opt("--wait", p.wait)
+            .flag("--peek", p.peek);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "One message of your inbox by id, read or unread, without acknowledging it (squadctl inbox show)."
+    )]
+    async fn inbox_show(
+        &self,
+        Parameters(p): Parameters<InboxAck>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "show", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(&self.agent)
+            .arg(p.message_id);
         self.exec(a).await
     }
 

@@ -90,6 +90,11 @@ async def task(stack):
         "message": "flat or nested?", "task": task_id,
     })
     # squadd delivers; inbox_read waits for it (inotify in the command).
+    # A peek and a show leave it unread; the plain read acknowledges it.
+    _, text = await call(bob, "bob", "inbox_read", {"wait": "60s", "peek": True})
+    await call(bob, "bob", "inbox_show", {"message_id": json.loads(text)["message_id"]})
+    _, text = await call(bob, "bob", "inbox_list", {})
+    out["bob_inbox_after_peek"] = json.loads(text)
     _, text = await call(bob, "bob", "inbox_read", {"wait": "60s"})
     question = json.loads(text)
     await call(bob, "bob", "reply", {"message_id": question["message_id"], "message": "flat"})
