@@ -484,16 +484,6 @@ fn age_secs(i: &Item, m: Option<&Message>, now: DateTime<Utc>) -> Option<i64> {
     Some((now - sent).num_seconds().max(0))
 }
 
-/// `5s`, `3m`, `2h`, `4d`.
-fn short_age(secs: i64) -> String {
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
-}
-
 /// The JSON of an inbox entry: where it is, and what a person reads first
 /// (sender, type, subject, task, age); the message fields are null when
 /// the delivered file does not parse.
@@ -524,7 +514,7 @@ fn render_message(
     now: DateTime<Utc>,
 ) -> String {
     let esc = |s: &str| crate::text::escape(s).into_owned();
-    let age = age_secs(i, m, now).map_or_else(|| "?".to_string(), short_age);
+    let age = age_secs(i, m, now).map_or_else(|| "?".to_string(), super::read::human_age);
     let head = match m {
         Some(m) => format!(
             "# {} {} from {}, {age} ago: {}\n",
@@ -667,7 +657,8 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
     let now = Utc::now();
     for i in &list {
         let m = read_message(i).ok().and_then(|(_, m)| m);
-        let age = age_secs(i, m.as_ref(), now).map_or_else(|| "?".to_string(), short_age);
+        let age =
+            age_secs(i, m.as_ref(), now).map_or_else(|| "?".to_string(), super::read::human_age);
         let what = match &m {
             Some(m) => format!(
                 "{:<12} {:<12} {}",
