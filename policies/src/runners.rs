@@ -32,6 +32,10 @@ pub struct RunnerSpec {
     /// `worktree:` of this entry: run in its own git worktree (`None`: the
     /// global `runners.worktree`; docs/worktrees.md).
     pub worktree: Option<bool>,
+    /// `mcp: true`: the run's agent CLI (Claude Code, Codex, Copilot CLI)
+    /// is started with `squadctl mcp` for its agent configured as the MCP
+    /// server `squad` (docs/runners.md).
+    pub mcp: bool,
 }
 
 /// `runners:` of the policy.
@@ -126,6 +130,7 @@ struct RawRunner {
     guard: Option<String>,
     #[serde(default)]
     worktree: Option<bool>,
+    mcp: bool,
 }
 
 /// The placeholders a runner's argv, env and cwd may use.
@@ -192,6 +197,20 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 ));
             }
         };
+        // Only the CLIs whose MCP flags squadd knows: for another program
+        // the option would silently do nothing.
+        if r.mcp
+            && crate::guard_doctor::Cli::of_program(r.command.first().map_or("", String::as_str))
+                .is_none()
+        {
+            return Err(err(
+                format!("{field}.mcp"),
+                format!(
+                    "`mcp: true` configures claude, codex or copilot only, not `{}`; configure `squadctl mcp` in that program yourself, or remove `mcp`",
+                    r.command.first().map_or("", String::as_str)
+                ),
+            ));
+        }
         agents.insert(
             agent,
             RunnerSpec {
@@ -202,6 +221,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 max_retries: r.max_retries.unwrap_or(2),
                 guard_off,
                 worktree: r.worktree,
+                mcp: r.mcp,
             },
         );
     }
@@ -592,6 +612,11 @@ mod tests {
         assert_eq!(b.timeout, Some(Duration::from_secs(1200)));
         assert_eq!(b.max_retries, 1);
         assert_eq!(b.env["MODEL"], "{model}");
+        assert!(!b.mcp);
+        let p = policy(
+            "runners:\n  agents:\n    a:\n      command: [\"/opt/bin/claude\", \"-p\", \"x\"]\n      mcp: true\n",
+        );
+        assert!(p.runner_for("a").unwrap().mcp);
     }
 
     #[test]
@@ -615,6 +640,10 @@ mod tests {
             ),
             ("runners:\n  grace: forever\n", "runners.grace"),
             ("runners:\n  lead: \"Not An Agent\"\n", "runners.lead"),
+            (
+                "runners:\n  agents:\n    a:\n      command: [\"./agent.sh\"]\n      mcp: true\n",
+                "runners.agents.a.mcp",
+            ),
         ] {
             let e = Policy::parse(Some(yaml)).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");

@@ -21,6 +21,7 @@ mod hardening;
 mod held;
 mod hooks;
 mod hostile;
+mod inbox_people;
 mod interop;
 pub mod lock;
 mod mailbox;

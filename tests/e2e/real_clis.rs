@@ -240,6 +240,18 @@ fn runner_runs_to_completion(
     stub: &StubModel,
     p: &Project,
 ) {
+    runner_runs_to_completion_with(command, "", env, stub, p);
+}
+
+/// [`runner_runs_to_completion`] with more keys (YAML lines, indented as
+/// the runner entry's) in the runner's policy entry.
+fn runner_runs_to_completion_with(
+    command: &str,
+    entry_extra: &str,
+    env: Vec<(String, String)>,
+    stub: &StubModel,
+    p: &Project,
+) {
     let env_yaml: String = env
         .iter()
         .filter(|(k, _)| k != "PATH" && k != "HOME" && k != "CODEX_HOME")
@@ -248,7 +260,7 @@ fn runner_runs_to_completion(
     write_policy(
         &p.root,
         format!(
-            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{}",
+            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{entry_extra}{}",
             if env_yaml.is_empty() {
                 String::new()
             } else {
@@ -355,6 +367,125 @@ fn claude_code_runner_runs_guarded_to_completion_with_the_default_model() {
     let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
     let env = claude_env(&stub, &p.home, &claude);
     runner_runs_to_completion(command, env, &stub, &p);
+}
+
+/// Issue 29: a runner with `mcp: true` starts Claude Code with the squad
+/// MCP server for its agent, and the model sees the squad tools in its
+/// first request (Claude names them `mcp__squad__<tool>`); the agent is
+/// backend, not a lead, so the lead's tools are not among them. The run is
+/// still guarded and completes as without the server.
+#[test]
+fn claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model() {
+    let Some(claude) = cli("claude") else { return };
+    let p = project();
+    install_guard(&p.root, &p.home, &["--claude"]);
+    let stub = StubModel::start(vec![
+        Step::Write(
+            p.root.join("frontend/forbidden.txt").display().to_string(),
+            "nope\n".into(),
+        ),
+        Step::Shell("squadctl progress --status completed --percent 100".into()),
+    ]);
+    let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+    let env = claude_env(&stub, &p.home, &claude);
+    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
+    assert_squad_tools_offered(&stub, |t| format!("mcp__squad__{t}"));
+}
+
+/// The squad tools are among the tools of the first model request that
+/// has any, under the names `named` gives them; the lead's `task_new` is
+/// not (the run's agent is backend).
+fn assert_squad_tools_offered(stub: &StubModel, named: impl Fn(&str) -> String) {
+    let requests = stub.requests();
+    let first = requests
+        .iter()
+        .find(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .unwrap_or_else(|| panic!("no request with tools\n{}", stub.transcript()));
+    // Codex groups an MCP server's tools in a `namespace` tool
+    // (`mcp__squad` with `next`, …): named `<namespace>__<tool>` here.
+    let tools: Vec<String> = first.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| {
+            let name = t["name"].as_str().or(t["function"]["name"].as_str());
+            match (t["type"].as_str(), t["tools"].as_array()) {
+                (Some("namespace"), Some(inner)) => inner
+                    .iter()
+                    .filter_map(|i| i["name"].as_str())
+                    .map(|i| format!("{}__{i}", name.unwrap_or_default()))
+                    .collect(),
+                _ => name.map(str::to_string).into_iter().collect::<Vec<_>>(),
+            }
+        })
+        .collect();
+    let tools: Vec<&str> = tools.iter().map(String::as_str).collect();
+    for t in [
+        "next",
+        "progress",
+        "send",
+        "inbox_read",
+        "lock_acquire",
+        "report_error",
+    ] {
+        let name = named(t);
+        assert!(tools.contains(&name.as_str()), "{name} not in {tools:?}");
+    }
+    let lead = named("task_new");
+    assert!(
+        !tools.contains(&lead.as_str()),
+        "the lead's tool offered to backend: {tools:?}"
+    );
+}
+
+/// As [`claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model`],
+/// for Codex (`-c mcp_servers.squad.*`).
+#[test]
+fn codex_runner_with_mcp_offers_the_squad_tools_to_the_model() {
+    let Some(codex) = cli("codex") else { return };
+    let p = project();
+    if has_git() {
+        git_ok(&p.root, &["init", "-q"]);
+    }
+    let stub = StubModel::start(vec![
+        Step::Write(
+            p.root.join("frontend/forbidden.txt").display().to_string(),
+            "nope\n".into(),
+        ),
+        Step::Shell("squadctl progress --status completed --percent 100".into()),
+    ]);
+    let env = codex_env(&stub, &p.home, &codex);
+    install_codex_guard(&p.root, &env, true);
+    fs::write(
+        p.root.join(".squad/config.json"),
+        r#"{"models": {"roleOverrides": {"backend": "gpt-5.1-codex"}}}"#,
+    )
+    .unwrap();
+    let command = r#"["codex", "exec", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
+    assert_squad_tools_offered(&stub, |t| format!("mcp__squad__{t}"));
+}
+
+/// As [`claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model`],
+/// for Copilot CLI (`--additional-mcp-config`).
+#[test]
+fn copilot_runner_with_mcp_offers_the_squad_tools_to_the_model() {
+    let Some(copilot) = cli("copilot") else {
+        return;
+    };
+    let p = project();
+    install_guard(&p.root, &p.home, &["--copilot"]);
+    let stub = StubModel::start(vec![
+        Step::Write(
+            p.root.join("frontend/forbidden.txt").display().to_string(),
+            "nope\n".into(),
+        ),
+        Step::Shell("squadctl progress --status completed --percent 100".into()),
+    ]);
+    let env = copilot_env(&stub, &p.home, &copilot);
+    let command = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
+    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
+    assert_squad_tools_offered(&stub, |t| format!("squad-{t}"));
 }
 
 /// The environment that points Codex at the stub: `CODEX_HOME` holds a

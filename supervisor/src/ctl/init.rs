@@ -58,17 +58,29 @@ pub enum SessionCommand {
     ///
     /// squadd then wraps it up: releases its locks, writes summary.md and
     /// removes temporary files; retention archives it later.
+    ///
+    /// The lead's: refused when SQUAD_AGENT names an agent the policy does
+    /// not name as a lead (runners.lead, notices.lead).
     Complete(EndArgs),
     /// Mark a session failed (records `failed_at` and the reason).
     ///
     /// squadd wraps it up as for `complete`; retention deletes failed
     /// sessions after `retention.delete_failed_after` (7 days by default).
+    ///
+    /// The lead's: refused when SQUAD_AGENT names an agent the policy does
+    /// not name as a lead (runners.lead, notices.lead).
     Fail(FailArgs),
     /// List sessions: status, phase, done/total tasks, age.
     List(super::read::SessionListArgs),
     /// Set the session's phase (a supervisor-owned field agents may not edit).
+    ///
+    /// The lead's: refused when SQUAD_AGENT names an agent the policy does
+    /// not name as a lead (runners.lead, notices.lead).
     Phase(PhaseArgs),
     /// Set one validation gate: `session gate S design passed`.
+    ///
+    /// The lead's: refused when SQUAD_AGENT names an agent the policy does
+    /// not name as a lead (runners.lead, notices.lead).
     Gate(GateArgs),
 }
 
@@ -566,9 +578,19 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let result = match crate::control::session_edit(&root, &name, &edit) {
-        Some(r) => r,
-        None => edit_file(&root, &dir, &name, &edit),
+    // Session edits are the lead's (as task assignments are): an agent
+    // could otherwise end the session or pass a gate under the team.
+    let refusal = super::write::lead_refusal(
+        &root,
+        "session edits are the lead's to make",
+        "edit the session",
+    );
+    let result = match refusal {
+        Some(why) => Err(EditError::Refused(why)),
+        None => match crate::control::session_edit(&root, &name, &edit) {
+            Some(r) => r,
+            None => edit_file(&root, &dir, &name, &edit),
+        },
     };
     match result {
         Ok(o) => {

@@ -1,5 +1,5 @@
-//! `squadctl mcp`: the agent commands as an MCP server over stdio, for one
-//! agent in one project (docs/mcp.md).
+//! `squadctl mcp`: the agent commands as an MCP server over stdio (or
+//! Streamable HTTP on loopback), for one agent in one project (docs/mcp.md).
 //!
 //! Every tool runs the `squadctl` command it mirrors through
 //! [`super::run_captured`]: the same parser, the same checks, the same
@@ -8,7 +8,7 @@
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams,
+    CallToolResult, ContentBlock, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
     SubscribeRequestParams,
@@ -20,11 +20,12 @@ use rmcp::{
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Serve the agent commands as MCP tools over stdio.
+/// Serve the agent commands as MCP tools over stdio (or HTTP on loopback).
 ///
-/// Runs an MCP server (JSON-RPC on stdin/stdout) for one agent in one
+/// Runs an MCP server (JSON-RPC on stdin/stdout, or Streamable HTTP with
+/// `--http 127.0.0.1:PORT`) for one agent in one
 /// project: `next`, `task_show`, `task_list`, `progress`, `report_error`,
-/// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_ack`,
+/// `send`, `reply`, `inbox_list`, `inbox_read`, `inbox_show`, `inbox_ack`,
 /// `lock_acquire`, `lock_release`, `lock_list`, `memory_add`,
 /// `memory_query`, and the lead's `task_new`, `session_phase`,
 /// `session_gate`, `session_complete`, `session_fail`. Each tool runs the
@@ -41,6 +42,15 @@ pub struct McpArgs {
     /// The session (default: the one active session).
     #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
+    /// Serve Streamable HTTP on this loopback address (e.g. `127.0.0.1:8765`;
+    /// port 0 picks a free one) instead of stdio.
+    ///
+    /// The server has no authentication: only 127.0.0.1 and ::1 are
+    /// accepted, requests must name a loopback `Host`, and browser requests
+    /// (any `Origin` header) are refused. The address it listens on is
+    /// printed on stderr (`listening on http://…/mcp`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<String>,
     /// Install into an agent CLI's MCP configuration instead of serving.
     #[command(subcommand)]
     pub command: Option<McpCommand>,
@@ -90,6 +100,10 @@ pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     if !squad_protocol::IdKind::Agent.matches(&agent) {
         return super::fail(format!("mcp: `{agent}` is not a valid agent name"));
     }
+    let http = match args.http.as_deref().map(loopback_addr).transpose() {
+        Ok(a) => a,
+        Err(e) => return super::fail(e),
+    };
     let root = match crate::root::resolve(root_arg) {
         Ok(r) => crate::root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -103,6 +117,9 @@ pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     };
     let server = Squad::new(root, agent, args.session);
     let result: Result<(), String> = runtime.block_on(async move {
+        if let Some(addr) = http {
+            return serve_http(server, addr).await;
+        }
         let service = server
             .serve(rmcp::transport::stdio())
             .await
@@ -113,6 +130,72 @@ pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     match result {
         Ok(()) => crate::exit::OK,
         Err(e) => super::fail(format!("mcp: {e}")),
+    }
+}
+
+/// The `--http` address: a socket address on a loopback interface.
+fn loopback_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+        format!(
+            "mcp --http: `{}` is not an address and port; use e.g. 127.0.0.1:8765",
+            crate::text::escape(text)
+        )
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "mcp --http: {addr} is not a loopback address: the server has no authentication, so it listens on 127.0.0.1 or ::1 only (use 127.0.0.1:{})",
+            addr.port()
+        ));
+    }
+    Ok(addr)
+}
+
+/// Serves Streamable HTTP on `addr` (loopback) until SIGINT or SIGTERM:
+/// each MCP session gets its own [`Squad`] (and its own notifications).
+async fn serve_http(server: Squad, addr: std::net::SocketAddr) -> Result<(), String> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--http {addr}: {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("--http {addr}: {e}"))?;
+    // Loopback `Host` only (rmcp's default, against DNS rebinding) and no
+    // browser origin at all: a web page must not drive an agent's tools.
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
+        .enforce_origin_validation();
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        std::sync::Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    super::eprint_text(&format!("squadctl mcp: listening on http://{bound}/mcp\n"));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // A failed accept (e.g. out of descriptors) drops that
+                // connection, not the server.
+                Err(e) => {
+                    super::warn(format!("mcp --http: accept: {e}"));
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = term.recv() => return Ok(()),
+        };
+        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            // A client that hangs up mid-request ends its connection only.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 
@@ -179,7 +262,8 @@ impl Squad {
     async fn capture(&self, argv: Argv) -> Result<super::Captured, McpError> {
         let mut full = vec!["--root".to_string(), self.root.display().to_string()];
         full.extend(argv.0);
-        tokio::task::spawn_blocking(move || super::run_captured(&full))
+        let agent = self.agent.clone();
+        tokio::task::spawn_blocking(move || super::run_captured(&agent, &full))
             .await
             .map_err(|e| McpError::internal_error(format!("the command did not finish: {e}"), None))
     }
@@ -222,6 +306,17 @@ pub struct Waiting {
     pub session: Option<String>,
     /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
     pub wait: Option<String>,
+}
+
+/// Input of `inbox_read`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct InboxRead {
+    /// The session (default: the server's, else the one active session).
+    pub session: Option<String>,
+    /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
+    pub wait: Option<String>,
+    /// Leave it unread (do not acknowledge it).
+    pub peek: Option<bool>,
 }
 
 /// Input of `task_show`.
@@ -339,10 +434,10 @@ pub struct Reply {
     pub session: Option<String>,
 }
 
-/// Input of `inbox_ack`.
+/// Input of `inbox_ack` and `inbox_show`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct InboxAck {
-    /// The message id to acknowledge.
+    /// The message id.
     pub message_id: String,
     /// The session.
     pub session: Option<String>,
@@ -599,15 +694,31 @@ impl Squad {
     }
 
     #[tool(
-        description = "Read and acknowledge your oldest unread message (squadctl inbox next), optionally waiting for one."
+        description = "Read and acknowledge your most urgent unread message (squadctl inbox next), optionally waiting for one; peek leaves it unread."
     )]
     async fn inbox_read(
         &self,
-        Parameters(p): Parameters<Waiting>,
+        Parameters(p): Parameters<InboxRead>,
     ) -> Result<CallToolResult, McpError> {
         let a = Argv::new(&["inbox", "next", "--json", &self.agent])
             .opt("--session", self.session_or(p.session))
-            .opt("--wait", p.wait);
+            .opt("--wait", p.wait)
+            .flag("--peek", p.peek);
+        self.exec(a).await
+    }
+
+    #[tool(
+        description = "One message of your inbox by id, read or unread, without acknowledging it (squadctl inbox show)."
+    )]
+    async fn inbox_show(
+        &self,
+        Parameters(p): Parameters<InboxAck>,
+    ) -> Result<CallToolResult, McpError> {
+        let a = Argv::new(&["inbox", "show", "--json"])
+            .opt("--session", self.session_or(p.session))
+            .arg("--")
+            .arg(&self.agent)
+            .arg(p.message_id);
         self.exec(a).await
     }
 
@@ -818,7 +929,7 @@ impl Squad {
         let run = |argv: Argv| {
             let mut full = vec!["--root".to_string(), self.root.display().to_string()];
             full.extend(argv.0);
-            super::run_captured(&full)
+            super::run_captured(&self.agent, &full)
         };
         let ids = |c: super::Captured, list: &str, id: &str, keep: &str| -> Vec<String> {
             let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap_or_default();
@@ -884,8 +995,35 @@ impl Squad {
     }
 }
 
+/// The lead's tools: listed only for an agent the policy names as a lead;
+/// called by another, the command refuses them with the CLI's text.
+const LEAD_TOOLS: [&str; 5] = [
+    "task_new",
+    "session_phase",
+    "session_gate",
+    "session_complete",
+    "session_fail",
+];
+
 #[tool_handler]
 impl ServerHandler for Squad {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        // Judged on every listing: the policy (its leads) may change while
+        // the server runs.
+        let lead = super::write::is_lead(&self.root, &self.agent);
+        Ok(ListToolsResult::with_all_items(
+            Self::tool_router()
+                .list_all()
+                .into_iter()
+                .filter(|t| lead || !LEAD_TOOLS.contains(&t.name.as_ref()))
+                .collect(),
+        ))
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -968,23 +1106,8 @@ impl ServerHandler for Squad {
 // `squadctl mcp install`
 // ---------------------------------------------------------------------------
 
-/// The agent CLI whose configuration `mcp install` edits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Host {
-    Claude,
-    Codex,
-    Copilot,
-}
-
-impl Host {
-    fn name(self) -> &'static str {
-        match self {
-            Host::Claude => "claude",
-            Host::Codex => "codex",
-            Host::Copilot => "copilot",
-        }
-    }
-}
+/// The agent CLI whose configuration `mcp install` edits (the guard's list).
+use squad_policies::guard_doctor::Cli as Host;
 
 /// The configuration file `install` edits for `host`.
 fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBuf, String> {
@@ -1018,8 +1141,9 @@ fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBu
     })
 }
 
-/// Our server entry in a JSON configuration (`mcpServers.squad`).
-fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
+/// Our server entry in a JSON configuration (`mcpServers.squad`), as
+/// `mcp install` writes it and runners with `mcp: true` pass it.
+pub(crate) fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
     let mut entry = serde_json::json!({"command": program, "args": args});
     if host == Host::Copilot {
         // Copilot CLI's local servers name their type and the tools allowed.
@@ -1187,7 +1311,7 @@ fn install(root_arg: Option<&Path>, agent: Option<String>, args: InstallArgs) ->
     for host in hosts {
         let path = match config_path(root_arg, host, args.user) {
             Ok(p) => p,
-            Err(e) => return super::fail(format!("mcp install --{}: {e}", host.name())),
+            Err(e) => return super::fail(format!("mcp install --{}: {e}", host.program())),
         };
         let existing = match squad_protocol::fsx::read_regular_to_string(&path, 16 * 1024 * 1024) {
             Ok(text) => Some(text),
@@ -1214,7 +1338,7 @@ fn install(root_arg: Option<&Path>, agent: Option<String>, args: InstallArgs) ->
             Err(e) => return super::fail(format!("{}: {e}", path.display())),
         };
         report.push(serde_json::json!({
-            "cli": host.name(),
+            "cli": host.program(),
             "path": path.display().to_string(),
             "changed": changed,
         }));

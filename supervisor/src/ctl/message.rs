@@ -100,8 +100,10 @@ pub enum InboxCommand {
     /// yet (squadd is down, or a low-priority message waits its turn).
     List(InboxArgs),
     /// Print the highest-priority unread message and acknowledge it (exit 1
-    /// when there is none, after `--wait`).
+    /// when there is none, after `--wait`); `--peek` leaves it unread.
     Next(NextArgs),
+    /// Print one message by id, read or unread, without acknowledging it.
+    Show(AckArgs),
     /// Acknowledge a message by id (moves it from new/ to cur/).
     Ack(AckArgs),
 }
@@ -129,6 +131,9 @@ pub struct NextArgs {
     /// Wait up to DURATION for a message to arrive.
     #[arg(long, value_name = "DURATION")]
     pub wait: Option<String>,
+    /// Print it without acknowledging it (it stays unread).
+    #[arg(long)]
+    pub peek: bool,
     /// Only this session.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
@@ -137,7 +142,7 @@ pub struct NextArgs {
     pub json: bool,
 }
 
-/// Arguments of `inbox ack`.
+/// Arguments of `inbox ack` and `inbox show`.
 #[derive(Debug, clap::Args)]
 pub struct AckArgs {
     /// `[AGENT] MESSAGE_ID`: the agent defaults to `SQUAD_AGENT`.
@@ -218,19 +223,10 @@ pub fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
             args.message_id, args.from, args.from
         ));
     };
-    let text = match squad_protocol::fsx::read_regular_to_string(
-        &item.path,
-        squad_protocol::validate::MAX_FILE_BYTES,
-    ) {
-        Ok(t) => t,
-        Err(e) => return super::fail(format!("{}: {e}", item.path.display())),
+    let original = match read_message(item) {
+        Ok((_, m)) => m,
+        Err(e) => return super::fail(e),
     };
-    // The delivered copy keeps the message's payload under an inbox name,
-    // so it is read as a message payload rather than checked by file name
-    // (squadd validated it before delivering).
-    let original = squad_protocol::payload::extract(&text)
-        .ok()
-        .and_then(|p| serde_yaml::from_str::<squad_protocol::model::Message>(p.yaml).ok());
     let Some(original) = original else {
         return super::fail(format!(
             "{}: not a valid message; cannot tell whom to answer",
@@ -464,14 +460,83 @@ fn items(root: &Path, agent: &str, session: Option<&str>) -> Result<Vec<Item>, S
     Ok(all)
 }
 
-fn item_json(i: &Item) -> serde_json::Value {
+/// A delivered message's text and, when it parses, the message. The
+/// delivered copy keeps the message's payload under an inbox name, so it is
+/// read as a message payload rather than checked by file name (squadd
+/// validated it before delivering).
+fn read_message(item: &Item) -> Result<(String, Option<Message>), String> {
+    let text = squad_protocol::fsx::read_regular_to_string(
+        &item.path,
+        squad_protocol::validate::MAX_FILE_BYTES,
+    )
+    .map_err(|e| format!("{}: {e}", item.path.display()))?;
+    let message = squad_protocol::payload::extract(&text)
+        .ok()
+        .and_then(|p| serde_yaml::from_str::<Message>(p.yaml).ok());
+    Ok((text, message))
+}
+
+/// Seconds since the message was sent (else delivered), at `now`.
+fn age_secs(i: &Item, m: Option<&Message>, now: DateTime<Utc>) -> Option<i64> {
+    let sent = m
+        .map(|m| m.meta.created_at.with_timezone(&Utc))
+        .or_else(|| i.delivered_at.map(DateTime::<Utc>::from))?;
+    Some((now - sent).num_seconds().max(0))
+}
+
+/// The JSON of an inbox entry: where it is, and what a person reads first
+/// (sender, type, subject, task, age); the message fields are null when
+/// the delivered file does not parse.
+fn item_json(i: &Item, m: Option<&Message>, now: DateTime<Utc>) -> serde_json::Value {
     json!({
         "session": i.session,
         "message_id": i.message_id,
         "priority": i.priority,
         "unread": i.unread,
         "path": i.path.display().to_string(),
+        "from": m.map(|m| &m.meta.from_agent),
+        "type": m.map(|m| &m.kind),
+        "subject": m.map(|m| &m.subject),
+        "task": m.and_then(|m| m.context.as_ref()).and_then(|c| c.task_id.as_ref()),
+        "in_reply_to": m.and_then(|m| m.in_reply_to.as_ref()),
+        "created_at": m.map(|m| m.meta.created_at.to_rfc3339()),
+        "age_seconds": age_secs(i, m, now),
     })
+}
+
+/// One message for a person: a header (priority, type, sender, age,
+/// subject; id, session, task, file) and the file as delivered.
+fn render_message(
+    i: &Item,
+    path: &Path,
+    text: &str,
+    m: Option<&Message>,
+    now: DateTime<Utc>,
+) -> String {
+    let esc = |s: &str| crate::text::escape(s).into_owned();
+    let age = age_secs(i, m, now).map_or_else(|| "?".to_string(), super::read::human_age);
+    let head = match m {
+        Some(m) => format!(
+            "# {} {} from {}, {age} ago: {}\n",
+            i.priority,
+            m.kind,
+            esc(&m.meta.from_agent),
+            esc(&m.subject)
+        ),
+        None => format!("# {} (not a readable message), {age} ago\n", i.priority),
+    };
+    let task = m
+        .and_then(|m| m.context.as_ref())
+        .and_then(|c| c.task_id.as_deref())
+        .map_or_else(String::new, |t| format!(" about {}", esc(t)));
+    format!(
+        "{head}# {} in {}{task}{}; {}\n{}",
+        esc(&i.message_id),
+        esc(&i.session),
+        if i.unread { ", unread" } else { "" },
+        esc(&path.display().to_string()),
+        text
+    )
 }
 
 /// Runs a `squadctl inbox` subcommand.
@@ -483,27 +548,37 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
     let agent = match &cmd {
         InboxCommand::List(a) => &a.agent,
         InboxCommand::Next(a) => &a.agent,
-        InboxCommand::Ack(a) => match a.ids.as_slice() {
+        InboxCommand::Ack(a) | InboxCommand::Show(a) => match a.ids.as_slice() {
             [agent, _] => agent,
-            _ => match std::env::var("SQUAD_AGENT") {
-                Ok(agent) => {
-                    let mut ids = vec![agent];
-                    ids.extend(a.ids.iter().cloned());
-                    return inbox_cmd(
-                        root_arg,
-                        InboxCommand::Ack(AckArgs {
+            _ => {
+                let verb = if matches!(cmd, InboxCommand::Ack(_)) {
+                    "ack"
+                } else {
+                    "show"
+                };
+                return match std::env::var("SQUAD_AGENT") {
+                    Ok(agent) => {
+                        let mut ids = vec![agent];
+                        ids.extend(a.ids.iter().cloned());
+                        let a = AckArgs {
                             ids,
                             session: a.session.clone(),
                             json: a.json,
-                        }),
-                    );
-                }
-                Err(_) => {
-                    return super::fail(
-                        "inbox ack: name the agent (`inbox ack AGENT MESSAGE_ID`) or set SQUAD_AGENT",
-                    );
-                }
-            },
+                        };
+                        inbox_cmd(
+                            root_arg,
+                            if verb == "ack" {
+                                InboxCommand::Ack(a)
+                            } else {
+                                InboxCommand::Show(a)
+                            },
+                        )
+                    }
+                    Err(_) => super::fail(format!(
+                        "inbox {verb}: name the agent (`inbox {verb} AGENT MESSAGE_ID`) or set SQUAD_AGENT"
+                    )),
+                };
+            }
         },
     };
     if !IdKind::Agent.matches(agent) {
@@ -512,6 +587,7 @@ pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
     match cmd {
         InboxCommand::List(a) => list(&root, &a),
         InboxCommand::Next(a) => next(&root, a),
+        InboxCommand::Show(a) => show(&root, &a),
         InboxCommand::Ack(a) => {
             let (agent, message_id) = match a.ids.as_slice() {
                 [agent, id] => (agent.as_str(), id.as_str()),
@@ -563,9 +639,14 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
                 })
             })
             .collect();
+        let now = Utc::now();
+        let messages: Vec<serde_json::Value> = list
+            .iter()
+            .map(|i| item_json(i, read_message(i).ok().and_then(|(_, m)| m).as_ref(), now))
+            .collect();
         return super::print(&format!(
             "{:#}\n",
-            json!({"messages": list.iter().map(item_json).collect::<Vec<_>>(), "not_delivered": waiting})
+            json!({"messages": messages, "not_delivered": waiting})
         ));
     }
     let mut out = String::new();
@@ -573,14 +654,32 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
         out.push_str(&format!("{} has no messages\n", a.agent));
     }
     let esc = |s: &str| crate::text::escape(s).into_owned();
+    let now = Utc::now();
     for i in &list {
+        let m = read_message(i).ok().and_then(|(_, m)| m);
+        let age =
+            age_secs(i, m.as_ref(), now).map_or_else(|| "?".to_string(), super::read::human_age);
+        let what = match &m {
+            Some(m) => format!(
+                "{:<12} {:<12} {}",
+                esc(&m.meta.from_agent),
+                m.kind.to_string(),
+                esc(&m.subject)
+            ),
+            None => "(not a readable message)".to_string(),
+        };
         out.push_str(&format!(
-            "{} {:<8} {}  {}  {}\n",
+            "{} {:<8} {age:>4}  {what}  [{} {}]\n",
             if i.unread { "*" } else { " " },
             i.priority,
             esc(&i.message_id),
             esc(&i.session),
-            esc(&i.path.display().to_string())
+        ));
+    }
+    if !list.is_empty() {
+        out.push_str(&format!(
+            "(* unread; `squadctl inbox show {} ID` reads one without acknowledging it, `squadctl reply ID` answers)\n",
+            esc(&a.agent)
         ));
     }
     if !waiting.is_empty() {
@@ -647,30 +746,45 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             Err(e) => return super::fail(e),
         };
         if let Some(item) = list.into_iter().find(|i| i.unread) {
-            let body = squad_protocol::fsx::read_regular_to_string(
-                &item.path,
-                squad_protocol::validate::MAX_FILE_BYTES,
-            )
-            .unwrap_or_default();
+            let (body, message) = read_message(&item).unwrap_or_default();
+            let now = Utc::now();
+            if a.peek {
+                return if a.json {
+                    let mut v = item_json(&item, message.as_ref(), now);
+                    v["content"] = json!(body);
+                    super::print(&format!("{v:#}\n"))
+                } else {
+                    super::print_human(&render_message(
+                        &item,
+                        &item.path,
+                        &body,
+                        message.as_ref(),
+                        now,
+                    ))
+                };
+            }
             match inbox::ack(&item) {
                 // Someone else took it first: look again.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return super::fail(e),
                 Ok(to) => {
+                    // This call acknowledged it: it is read now.
+                    let read = Item {
+                        unread: false,
+                        path: to.clone(),
+                        ..item
+                    };
                     return if a.json {
-                        let mut v = item_json(&item);
-                        // This call acknowledged it: it is read now.
-                        v["path"] = json!(to.display().to_string());
-                        v["unread"] = json!(false);
+                        let mut v = item_json(&read, message.as_ref(), now);
                         v["content"] = json!(body);
                         super::print(&format!("{v:#}\n"))
                     } else {
-                        super::print_human(&format!(
-                            "# {} {} ({}) {}\n{body}",
-                            item.priority,
-                            item.message_id,
-                            item.session,
-                            to.display()
+                        super::print_human(&render_message(
+                            &read,
+                            &to,
+                            &body,
+                            message.as_ref(),
+                            now,
                         ))
                     };
                 }
@@ -692,4 +806,42 @@ fn next(root: &Path, a: NextArgs) -> u8 {
                 .min(Duration::from_secs(30)),
         );
     }
+}
+
+/// `inbox show [AGENT] ID`: one message, read or unread, printed without
+/// acknowledging it.
+fn show(root: &Path, a: &AckArgs) -> u8 {
+    let (agent, message_id) = match a.ids.as_slice() {
+        [agent, id] => (agent.as_str(), id.as_str()),
+        _ => return super::fail("inbox show: AGENT MESSAGE_ID"),
+    };
+    let item = match items(root, agent, a.session.as_deref()) {
+        Ok(list) => list.into_iter().find(|i| i.message_id == message_id),
+        Err(e) => return super::fail(e),
+    };
+    let Some(item) = item else {
+        return super::fail(format!(
+            "no message {} in {}'s inbox; `squadctl inbox list {}` shows them",
+            crate::text::escape(message_id),
+            agent,
+            agent
+        ));
+    };
+    let (body, message) = match read_message(&item) {
+        Ok(x) => x,
+        Err(e) => return super::fail(e),
+    };
+    let now = Utc::now();
+    if a.json {
+        let mut v = item_json(&item, message.as_ref(), now);
+        v["content"] = json!(body);
+        return super::print(&format!("{v:#}\n"));
+    }
+    super::print_human(&render_message(
+        &item,
+        &item.path,
+        &body,
+        message.as_ref(),
+        now,
+    ))
 }

@@ -329,11 +329,35 @@ pub struct Captured {
     pub stderr: String,
 }
 
+std::thread_local! {
+    /// The agent a command run by [`run_captured`] acts for (the MCP
+    /// server's), standing in for `SQUAD_AGENT` in who-may checks.
+    static ACTING_AGENT: std::cell::RefCell<Option<String>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The agent the running command acts for: the MCP server's agent while a
+/// tool call runs it, else `SQUAD_AGENT` (None, or empty: a human).
+pub(crate) fn acting_agent() -> Option<String> {
+    ACTING_AGENT
+        .with(|a| a.borrow().clone())
+        .or_else(|| std::env::var("SQUAD_AGENT").ok())
+        .filter(|a| !a.trim().is_empty())
+}
+
 /// Parses `argv` (without the program name) as a `squadctl` command line and
-/// runs it on this thread with its output captured instead of printed. The
-/// MCP tools call the commands through this, so a tool and its command share
-/// one code path: the same rules, the same refusals, the same text.
-pub fn run_captured(argv: &[String]) -> Captured {
+/// runs it on this thread with its output captured instead of printed, as
+/// `agent` (for the lead's commands: see [`acting_agent`]). The MCP tools
+/// call the commands through this, so a tool and its command share one code
+/// path: the same rules, the same refusals, the same text.
+pub fn run_captured(agent: &str, argv: &[String]) -> Captured {
+    ACTING_AGENT.with(|a| *a.borrow_mut() = Some(agent.to_string()));
+    let captured = run_captured_inner(argv);
+    ACTING_AGENT.with(|a| *a.borrow_mut() = None);
+    captured
+}
+
+fn run_captured_inner(argv: &[String]) -> Captured {
     let cli = match Cli::try_parse_from(
         std::iter::once("squadctl".to_string()).chain(argv.iter().cloned()),
     ) {

@@ -532,7 +532,8 @@ pub(crate) fn session_list(root_arg: Option<&Path>, args: SessionListArgs) -> u8
     super::print_human(&out)
 }
 
-fn human_age(secs: i64) -> String {
+/// `5s`, `3m`, `2h`, `4d`: an age for people.
+pub(crate) fn human_age(secs: i64) -> String {
     match secs {
         s if s < 60 => format!("{s}s"),
         s if s < 3600 => format!("{}m", s / 60),

@@ -350,16 +350,26 @@ pub fn task(root_arg: Option<&Path>, cmd: TaskCommand) -> u8 {
 /// Why the caller may not assign tasks: SQUAD_AGENT names an agent the
 /// policy does not name as a lead (`None`: a human, or a lead).
 fn not_a_lead(root: &Path) -> Option<String> {
-    let agent = std::env::var("SQUAD_AGENT")
-        .ok()
-        .filter(|a| !a.trim().is_empty())?;
+    lead_refusal(
+        root,
+        "task assignments are the lead's to write",
+        "assign the task",
+    )
+}
+
+/// Why the caller may not run a lead's command: the acting agent
+/// ([`super::acting_agent`]: SQUAD_AGENT, or the MCP server's agent) is one
+/// the policy does not name as a lead (`None`: a human, or a lead). `what`
+/// says whose the command is, `ask` what to ask the lead for.
+pub(crate) fn lead_refusal(root: &Path, what: &str, ask: &str) -> Option<String> {
+    let agent = super::acting_agent()?;
     let leads = match crate::locks::load_policy(root) {
         Ok(p) => p.leads(),
         Err(e) => return Some(format!("cannot use the project policy ({e})")),
     };
     (!leads.contains(&agent)).then(|| {
         format!(
-            "SQUAD_AGENT={agent} is not a lead: task assignments are the lead's to write ({}). Ask the lead to assign the task (`squadctl send --to {} --type request …`)",
+            "SQUAD_AGENT={agent} is not a lead: {what} ({}). Ask the lead to {ask} (`squadctl send --to {} --type request …`)",
             if leads.is_empty() {
                 "a human's: the policy names no lead agent".to_string()
             } else {
@@ -368,6 +378,12 @@ fn not_a_lead(root: &Path) -> Option<String> {
             leads.first().map_or("lead", String::as_str)
         )
     })
+}
+
+/// Whether `agent` may run the lead's commands under the project policy
+/// (the MCP server lists the lead's tools only then).
+pub(crate) fn is_lead(root: &Path, agent: &str) -> bool {
+    crate::locks::load_policy(root).is_ok_and(|p| p.leads().iter().any(|l| l == agent))
 }
 
 fn next_task_id(session: &SessionIndex) -> String {

@@ -347,7 +347,20 @@ pub fn spawn(
     run_dir: &Path,
 ) -> io::Result<Started> {
     use std::os::unix::process::CommandExt;
-    let argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
+    let argv = if spec.mcp {
+        // The squadctl installed beside this squadd (agent CLIs start MCP
+        // servers by absolute path, without the user's shell PATH).
+        let squadctl = std::env::current_exe()?.with_file_name("squadctl");
+        if !squadctl.is_file() {
+            return Err(io::Error::other(format!(
+                "`mcp: true` needs squadctl beside squadd, and {} is not there",
+                squadctl.display()
+            )));
+        }
+        command_line(spec, vars, Some(&squadctl))
+    } else {
+        command_line(spec, vars, None)
+    };
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("the runner's command is empty"));
     };
@@ -394,6 +407,62 @@ pub fn spawn(
         process_start,
         command: argv,
     })
+}
+
+/// A run's argv: the runner's command with its placeholders filled in and,
+/// with `squadctl` (a runner with `mcp: true`), the flags that give its
+/// agent CLI the MCP server `squad`: `squadctl --root R mcp --agent A
+/// --session S` (docs/runners.md). The flags go before a `--` the command
+/// has, else at its end, so they never land among a variadic option's
+/// values or the prompt.
+pub fn command_line(spec: &RunnerSpec, vars: &Vars<'_>, squadctl: Option<&Path>) -> Vec<String> {
+    use squad_policies::guard_doctor::Cli;
+    let mut argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
+    let (Some(squadctl), Some(cli)) = (squadctl, argv.first().and_then(|p| Cli::of_program(p)))
+    else {
+        return argv;
+    };
+    let program = squadctl.display().to_string();
+    let args: Vec<String> = [
+        "--root",
+        vars.root,
+        "mcp",
+        "--agent",
+        vars.agent,
+        "--session",
+        vars.session,
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let servers = |entry| serde_json::json!({ "mcpServers": { "squad": entry } }).to_string();
+    let flags: Vec<String> = match cli {
+        // `mcp__squad` pre-approves the server's tools: `claude -p` has no
+        // human to ask.
+        Cli::Claude => vec![
+            "--mcp-config".into(),
+            servers(crate::ctl::mcp::json_entry(cli, &program, &args)),
+            "--allowedTools".into(),
+            "mcp__squad".into(),
+        ],
+        // `-c` values are TOML; a JSON string or array of strings is one.
+        Cli::Codex => vec![
+            "-c".into(),
+            format!("mcp_servers.squad.command={}", serde_json::json!(program)),
+            "-c".into(),
+            format!("mcp_servers.squad.args={}", serde_json::json!(args)),
+        ],
+        Cli::Copilot => vec![
+            "--additional-mcp-config".into(),
+            servers(crate::ctl::mcp::json_entry(cli, &program, &args)),
+        ],
+    };
+    let at = argv
+        .iter()
+        .skip(1)
+        .position(|a| a == "--")
+        .map_or(argv.len(), |i| i + 1);
+    argv.splice(at..at, flags);
+    argv
 }
 
 /// Keeps run.log under `max` bytes: when it is larger, its last `max / 2`
@@ -466,6 +535,79 @@ pub fn last_write_file(session_dir: &Path, agent: &str) -> Option<(String, DateT
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(command: &[&str]) -> RunnerSpec {
+        let yaml = format!(
+            "runners:\n  agents:\n    \"*\":\n      command: {}\n      mcp: true\n",
+            serde_json::json!(command)
+        );
+        squad_policies::policy::Policy::parse(Some(&yaml))
+            .unwrap()
+            .runners
+            .agents["*"]
+            .clone()
+    }
+
+    #[test]
+    fn mcp_runners_get_the_squad_server_for_their_agent() {
+        let vars = Vars {
+            prompt_file: "/p/prompt.md",
+            task: "task_1",
+            agent: "backend",
+            session: "s1",
+            model: "m",
+            root: "/proj",
+        };
+        let ctl = Path::new("/bin/squadctl");
+        let server = [
+            "--root",
+            "/proj",
+            "mcp",
+            "--agent",
+            "backend",
+            "--session",
+            "s1",
+        ];
+        // Claude: the flags at the end (after the prompt), never among a
+        // variadic option's values.
+        let argv = command_line(&spec(&["claude", "-p", "do {task}"]), &vars, Some(ctl));
+        assert_eq!(argv[..3], ["claude", "-p", "do task_1"]);
+        assert_eq!(argv[3], "--mcp-config");
+        let config: serde_json::Value = serde_json::from_str(&argv[4]).unwrap();
+        assert_eq!(config["mcpServers"]["squad"]["command"], "/bin/squadctl");
+        assert_eq!(
+            config["mcpServers"]["squad"]["args"],
+            serde_json::json!(server)
+        );
+        assert_eq!(argv[5..], ["--allowedTools", "mcp__squad"]);
+        // Codex: TOML overrides, before a `--`.
+        let argv = command_line(
+            &spec(&["/usr/bin/codex", "exec", "--", "x"]),
+            &vars,
+            Some(ctl),
+        );
+        assert_eq!(
+            argv,
+            [
+                "/usr/bin/codex",
+                "exec",
+                "-c",
+                "mcp_servers.squad.command=\"/bin/squadctl\"",
+                "-c",
+                &format!("mcp_servers.squad.args={}", serde_json::json!(server)),
+                "--",
+                "x"
+            ]
+        );
+        // Copilot: its own entry shape.
+        let argv = command_line(&spec(&["copilot", "-p", "x"]), &vars, Some(ctl));
+        assert_eq!(argv[3], "--additional-mcp-config");
+        let config: serde_json::Value = serde_json::from_str(&argv[4]).unwrap();
+        assert_eq!(config["mcpServers"]["squad"]["type"], "local");
+        // Without squadctl (mcp off), the command as written.
+        let argv = command_line(&spec(&["claude", "-p", "x"]), &vars, None);
+        assert_eq!(argv, ["claude", "-p", "x"]);
+    }
 
     fn record(pid: u32, task: &str, session: &str) -> RunRecord {
         RunRecord {

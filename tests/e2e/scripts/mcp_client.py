@@ -2,18 +2,24 @@
 as an agent host would. Used by tests/e2e/mcp.rs.
 
 usage: mcp_client.py SQUADCTL ROOT SESSION SCENARIO
+(SQUAD_MCP_URLS, a JSON object agent -> URL: reach those agents' servers over
+Streamable HTTP instead of starting them on stdio)
 Prints one JSON object: the steps (tool, is_error, text) and the resource
 updates each server sent. SCENARIO is `task` (a whole task through the tools
-against a running squadd) or `refuse` (writes the server must refuse).
+against a running squadd), `refuse` (writes the server must refuse) or
+`lead_only` (the lead's tools, listed for and called by an agent).
 """
 
 import json
 import sys
 from contextlib import AsyncExitStack
 
+import os
+
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 SQUADCTL, ROOT, SESSION, SCENARIO = sys.argv[1:5]
 steps = []
@@ -22,11 +28,19 @@ inbox_updated = {}
 tasks_updated = {}
 
 
+# Agent -> URL of a `squadctl mcp --http` server the test started: those
+# agents are reached over Streamable HTTP, the others over stdio.
+URLS = json.loads(os.environ.get("SQUAD_MCP_URLS", "{}"))
+
+
 async def open_server(stack, agent):
-    params = StdioServerParameters(
-        command=SQUADCTL, args=["--root", ROOT, "mcp", "--agent", agent], env={}
-    )
-    read, write = await stack.enter_async_context(stdio_client(params))
+    if agent in URLS:
+        read, write = await stack.enter_async_context(streamable_http_client(URLS[agent]))
+    else:
+        params = StdioServerParameters(
+            command=SQUADCTL, args=["--root", ROOT, "mcp", "--agent", agent], env={}
+        )
+        read, write = await stack.enter_async_context(stdio_client(params))
     updates[agent] = []
     inbox_updated[agent] = anyio.Event()
     tasks_updated[agent] = anyio.Event()
@@ -63,6 +77,7 @@ async def task(stack):
     tools = await alice.list_tools()
     out = {"tools": sorted(t.name for t in tools.tools)}
     out["schemas"] = {t.name: t.input_schema for t in tools.tools}
+    out["lead_tools"] = sorted(t.name for t in (await lead.list_tools()).tools)
     resources = await alice.list_resources()
     out["resources"] = sorted(str(r.uri) for r in resources.resources)
     _, text = await call(alice, "alice", "next", {})
@@ -75,6 +90,11 @@ async def task(stack):
         "message": "flat or nested?", "task": task_id,
     })
     # squadd delivers; inbox_read waits for it (inotify in the command).
+    # A peek and a show leave it unread; the plain read acknowledges it.
+    _, text = await call(bob, "bob", "inbox_read", {"wait": "60s", "peek": True})
+    await call(bob, "bob", "inbox_show", {"message_id": json.loads(text)["message_id"]})
+    _, text = await call(bob, "bob", "inbox_list", {})
+    out["bob_inbox_after_peek"] = json.loads(text)
     _, text = await call(bob, "bob", "inbox_read", {"wait": "60s"})
     question = json.loads(text)
     await call(bob, "bob", "reply", {"message_id": question["message_id"], "message": "flat"})
@@ -108,9 +128,29 @@ async def refuse(stack):
     return {}
 
 
+async def lead_only(stack):
+    """The lead's tools: listed for the lead only; called by an agent, refused."""
+    alice = await open_server(stack, "alice")
+    lead = await open_server(stack, "lead")
+    out = {
+        "alice_tools": sorted(t.name for t in (await alice.list_tools()).tools),
+        "lead_tools": sorted(t.name for t in (await lead.list_tools()).tools),
+    }
+    # Not listed, but a client may still call them by name.
+    await call(alice, "alice", "task_new", {"agent": "alice", "instruction": "widen", "allow": ["**"]})
+    await call(alice, "alice", "session_complete", {"session": SESSION})
+    await call(alice, "alice", "session_phase", {"session": SESSION, "phase": "quality"})
+    await call(alice, "alice", "session_gate", {"session": SESSION, "gate": "design", "status": "passed"})
+    await call(alice, "alice", "session_fail", {"session": SESSION, "reason": "r"})
+    return out
+
+
+SCENARIOS = {"task": task, "refuse": refuse, "lead_only": lead_only}
+
+
 async def main():
     async with AsyncExitStack() as stack:
-        out = await (task(stack) if SCENARIO == "task" else refuse(stack))
+        out = await SCENARIOS[SCENARIO](stack)
     out["steps"] = steps
     out["updates"] = updates
     print(json.dumps(out))
