@@ -393,7 +393,10 @@ impl Supervisor {
     /// The next moment something is due: a settling file or the head of the
     /// timer queue.
     fn next_wake(&self) -> Option<Instant> {
-        [self.intake.next_due(), self.timers.next()]
+        // Standing facts beyond one batch of notices (a start-up with many
+        // overdue tasks): the next batch at once, after what is ready now.
+        let notices = self.notices_pending().then(Instant::now);
+        [self.intake.next_due(), self.timers.next(), notices]
             .into_iter()
             .flatten()
             .min()
@@ -471,8 +474,10 @@ impl Supervisor {
                 self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
             self.perform(effects, now);
         }
-        // Facts the writes and timers above brought up.
+        // Facts the writes and timers above brought up (off the status
+        // path: the status files of the batch are written by now).
         self.send_notices(wall);
+        self.flush_outbox(wall);
         self.supervise_runs(wall);
         // The STATUS= line walks every session: only worth it when a service
         // manager listens, and at most once a second after changes.
