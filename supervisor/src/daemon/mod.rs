@@ -103,6 +103,10 @@ const TRIM_AFTER_PATHS: usize = 64;
 /// How long after the last burst batch memory is returned.
 const TRIM_DELAY: Duration = Duration::from_secs(2);
 
+/// The pause between two batches of notices of a backlog (see
+/// [`Supervisor::next_wake`]).
+const NOTICE_PAUSE: Duration = Duration::from_millis(1);
+
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
 
@@ -261,6 +265,11 @@ pub async fn run(options: Options) -> Result<(), StartError> {
             _ = sleep_until(wake) => {}
         }
         sup.flush(Instant::now(), Utc::now());
+        // Back to the runtime after each batch: it reads signals and
+        // accepts control connections only when this task is pending, and
+        // under a stream of file events (a burst, a backlog of notices
+        // whose own writes are events too) a branch above is always ready.
+        tokio::task::yield_now().await;
     };
 
     tracing::info!(reason, "stopping");
@@ -394,8 +403,12 @@ impl Supervisor {
     /// timer queue.
     fn next_wake(&self) -> Option<Instant> {
         // Standing facts beyond one batch of notices (a start-up with many
-        // overdue tasks): the next batch at once, after what is ready now.
-        let notices = self.notices_pending().then(Instant::now);
+        // overdue tasks): the next batch a moment later. Not at once: a
+        // wake-up already due never lets the runtime park, and only when it
+        // parks does it look at signals and the control sockets.
+        let notices = self
+            .notices_pending()
+            .then(|| Instant::now() + NOTICE_PAUSE);
         [self.intake.next_due(), self.timers.next(), notices]
             .into_iter()
             .flatten()
