@@ -581,7 +581,10 @@ async fn dispatch(
                 q.running += 1;
                 let (me, out, journals) = (me.clone(), out.clone(), journals.clone());
                 tokio::spawn(async move {
-                    let error = run_hook(&job.cmd, &job.path, &job.env).await.err();
+                    let error = run_hook(&job.cmd, &job.path, &job.env)
+                        .await
+                        .err()
+                        .map(|e| e.to_string());
                     if let Some(j) = journals
                         .lock()
                         .ok()
@@ -650,15 +653,36 @@ fn compact(journals: &Journals, root: RootId) {
     }
 }
 
+/// Why a notify command failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The policy's command has no program.
+    #[error("empty notify command")]
+    Empty,
+    /// Every attempt failed; the last one's reason.
+    #[error("{last} (after {attempts} attempt(s))")]
+    Failed {
+        /// What the last attempt ran into (could not start, exit status,
+        /// timeout).
+        last: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+}
+
 /// Runs a notify command with its timeout and retries (1 s, 2 s, 4 s… apart).
-async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Result<(), String> {
+async fn run_hook(
+    cmd: &NotifyCommand,
+    path: &str,
+    env: &[(&str, String)],
+) -> Result<(), HookError> {
     let argv: Vec<String> = cmd
         .command
         .iter()
         .map(|a| a.replace("{path}", path))
         .collect();
     let Some(program) = argv.first() else {
-        return Err("empty notify command".into());
+        return Err(HookError::Empty);
     };
     let mut last = String::new();
     for attempt in 0..=cmd.retries {
@@ -690,12 +714,28 @@ async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Re
             }
         }
     }
-    Err(format!("{last} (after {} attempt(s))", cmd.retries + 1))
+    Err(HookError::Failed {
+        last,
+        attempts: cmd.retries.saturating_add(1),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_hook_says_why_and_after_how_many_attempts() {
+        let e = HookError::Failed {
+            last: "notify-send exited with exit status: 1".into(),
+            attempts: 3,
+        };
+        assert_eq!(
+            e.to_string(),
+            "notify-send exited with exit status: 1 (after 3 attempt(s))"
+        );
+        assert_eq!(HookError::Empty.to_string(), "empty notify command");
+    }
 
     #[test]
     fn the_failure_window_counts_the_last_sixty_minutes() {
