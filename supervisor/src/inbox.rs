@@ -29,6 +29,26 @@ pub fn deliver_under(
     name: &str,
     bytes: &[u8],
 ) -> io::Result<bool> {
+    match deliver_unsynced(root, session_dir, agent, name, bytes)? {
+        Some(new) => {
+            new.sync()?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// [`deliver_under`] without the fsync of `new/`: the message is complete
+/// on disk and in `new/`, durable once the caller fsyncs the returned
+/// `new/` directory (one fsync per inbox for a group of deliveries);
+/// `None` when it was delivered before.
+pub fn deliver_unsynced(
+    root: &Path,
+    session_dir: &Path,
+    agent: &str,
+    name: &str,
+    bytes: &[u8],
+) -> io::Result<Option<crate::safefs::Dir>> {
     use crate::safefs::Dir;
     use std::ffi::OsStr;
     let rel = session_dir
@@ -42,7 +62,7 @@ pub fn deliver_under(
     let new = inbox.create_dir(OsStr::new("new"), 0o777)?;
     let cur = inbox.create_dir(OsStr::new("cur"), 0o777)?;
     if new.contains(name) || cur.contains(name) {
-        return Ok(false);
+        return Ok(None);
     }
     let temp = format!("{name}.{}", std::process::id());
     let mut f = tmp.open_file(&temp, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)?;
@@ -50,8 +70,7 @@ pub fn deliver_under(
     f.sync_all()?;
     drop(f);
     tmp.rename(&temp, &new, name)?;
-    new.sync()?;
-    Ok(true)
+    Ok(Some(new))
 }
 
 /// One delivered message.

@@ -172,6 +172,15 @@ impl Dir {
     /// Writes `name` atomically (temporary file in this directory, fsync,
     /// `renameat`, fsync of the directory), created with `mode`.
     pub fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+        self.write_atomic_unsynced(name, bytes, mode)?;
+        self.sync()
+    }
+
+    /// [`Dir::write_atomic`] without the fsync of the directory: the file
+    /// is complete on disk and replaces `name` whole, but the rename is
+    /// durable only once the caller fsyncs this directory ([`Dir::sync`]).
+    /// For group commits: many files of one directory, one directory fsync.
+    pub fn write_atomic_unsynced(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let temp = format!(".{name}.tmp.{}.{n}", std::process::id());
         let result = (|| {
@@ -180,8 +189,7 @@ impl Dir {
             f.write_all(bytes)?;
             f.sync_all()?;
             drop(f);
-            self.rename(&temp, self, name)?;
-            self.sync()
+            self.rename(&temp, self, name)
         })();
         if result.is_err() {
             let _ = self.unlink(&temp);
@@ -638,11 +646,103 @@ pub fn write_atomic_under(
     dir.write_atomic(&name, bytes, mode)
 }
 
+/// Writes many files below `root` as one group commit: each file
+/// atomically (temporary file, fsync, rename, never through a link, into
+/// existing directories only), then one fsync per directory for the whole
+/// group instead of one per file. Directories are worked on in parallel
+/// (at most `threads`), so the file system can merge their journal
+/// commits. Returns each file's outcome, in the order given; a failed
+/// directory fsync fails every file of that directory.
+pub fn write_group_under(
+    root: &Path,
+    files: &[(PathBuf, &[u8])],
+    mode: u32,
+    threads: usize,
+) -> Vec<io::Result<()>> {
+    // Files by directory, keeping each file's position.
+    let mut dirs: std::collections::BTreeMap<&Path, Vec<usize>> = Default::default();
+    for (n, (path, _)) in files.iter().enumerate() {
+        dirs.entry(path.parent().unwrap_or(Path::new("")))
+            .or_default()
+            .push(n);
+    }
+    let groups: Vec<(&Path, Vec<usize>)> = dirs.into_iter().collect();
+    let done = squad_protocol::tree::parallel_map(&groups, threads, |(dir, members)| {
+        let mut out: Vec<(usize, io::Result<()>)> = Vec::with_capacity(members.len());
+        let opened = Dir::open_root(root).and_then(|r| {
+            let rel = dir
+                .strip_prefix(root)
+                .map_err(|_| refused(dir, "outside the root"))?;
+            r.walk(rel, None)
+        });
+        let d = match opened {
+            Ok(d) => d,
+            Err(e) => {
+                for &n in members {
+                    out.push((n, Err(io::Error::new(e.kind(), e.to_string()))));
+                }
+                return out;
+            }
+        };
+        let mut wrote = false;
+        for &n in members {
+            let (path, bytes) = &files[n];
+            let result = match path.file_name().and_then(|f| f.to_str()) {
+                Some(name) => d.write_atomic_unsynced(name, bytes, mode),
+                None => Err(refused(path, "no file name")),
+            };
+            wrote |= result.is_ok();
+            out.push((n, result));
+        }
+        if wrote && let Err(e) = d.sync() {
+            for (_, r) in out.iter_mut().filter(|(_, r)| r.is_ok()) {
+                *r = Err(io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        out
+    });
+    let mut results: Vec<Option<io::Result<()>>> = files.iter().map(|_| None).collect();
+    for (n, r) in done.into_iter().flatten() {
+        results[n] = Some(r);
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("not written"))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::fs;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_group_commit_writes_every_file_refuses_links_and_reports_each() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::create_dir_all(r.join("s1")).unwrap();
+        fs::create_dir_all(r.join("s2")).unwrap();
+        symlink(outside.path(), r.join("l")).unwrap();
+        let files: Vec<(PathBuf, &[u8])> = vec![
+            (r.join("s1/a.md"), b"a"),
+            (r.join("s2/b.md"), b"b"),
+            (r.join("l/c.md"), b"c"),
+            (r.join("gone/d.md"), b"d"),
+            (r.join("s1/e.md"), b"e"),
+        ];
+        let results = write_group_under(r, &files, 0o644, 4);
+        let ok: Vec<bool> = results.iter().map(Result::is_ok).collect();
+        assert_eq!(ok, [true, true, false, false, true]);
+        assert_eq!(fs::read(r.join("s1/a.md")).unwrap(), b"a");
+        assert_eq!(fs::read(r.join("s1/e.md")).unwrap(), b"e");
+        assert_eq!(fs::read(r.join("s2/b.md")).unwrap(), b"b");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(!r.join("gone").exists(), "never recreated");
+        // No temporary left behind.
+        assert_eq!(fs::read_dir(r.join("s1")).unwrap().count(), 2);
+    }
 
     #[test]
     fn writes_below_a_root_and_refuses_links_on_the_way() {

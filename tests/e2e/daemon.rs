@@ -736,6 +736,15 @@ fn removing_a_session_while_supervised_succeeds() {
             .unwrap();
         }
         eventually("indexed", || (counters(&session)?.1 == 30).then_some(()));
+        // The status is written before the notices it implies (issue 23):
+        // the 30 task-ready notices land a moment later. Removing the
+        // session while squadd still writes them is a removal racing a
+        // writer, as with any agent; what is tested is squadd's own status.
+        eventually("told", || {
+            // At least: a plan read while half written is told as invalid too.
+            let n = fs::read_dir(session.join("inbox/dev/new")).ok()?.count();
+            (n >= 30).then_some(())
+        });
         fs::remove_dir_all(&session).expect("rm -rf of a supervised session");
         std::thread::sleep(Duration::from_millis(150));
         assert!(!session.exists(), "squadd re-created the removed session");

@@ -244,3 +244,63 @@ fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
         stdout(&out)
     );
 }
+
+/// Issue 23 item 2: a start-up with more standing facts than one batch of
+/// notices (tasks that went overdue while squadd was down) writes them a
+/// batch at a time, the rest after READY. A SIGTERM in the middle of the
+/// backlog stops squadd cleanly, and the next start tells the rest: every
+/// fact told once, none twice.
+#[test]
+fn a_backlog_beyond_one_batch_of_notices_is_told_once_each_across_a_stop() {
+    const TASKS: usize = 300; // more than NOTICE_BATCH (256)
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let session = root.join(".squad/sessions/20240115T100000Z-backlog");
+    fs::create_dir_all(&session).unwrap();
+    for n in 0..TASKS {
+        let task = format!("task_{n:03}");
+        fs::write(
+            session.join(format!("role-plan-dev-{task}.md")),
+            format!(
+                "meta:\n  task_id: {task}\n  agent: dev\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\n  timeout: 300\ninstruction: Do it.\nboundaries:\n  allowed:\n    - src/**\n"
+            ),
+        )
+        .unwrap();
+        fs::write(
+            session.join(format!("role-comm-dev-{task}.md")),
+            format!(
+                "meta:\n  task_id: {task}\n  agent: dev\n  updated_at: 2024-01-15T10:35:00Z\nstatus: in_progress\nprogress_percentage: 10\n"
+            ),
+        )
+        .unwrap();
+    }
+    let d = Daemon::start(root);
+    // Stopped in the middle of the backlog (or after it, on a fast disk):
+    // a clean stop either way.
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+    let d = Daemon::start(root);
+    let told = eventually("every overdue task told", || {
+        let told = notices(&session, "dev");
+        (told.len() >= TASKS).then_some(told)
+    });
+    let unique: std::collections::BTreeSet<&String> = told.iter().collect();
+    assert_eq!(unique.len(), TASKS, "each fact told once: {told:?}");
+    assert!(
+        told.iter().all(|s| s.ends_with("is overdue [high]")),
+        "{told:?}"
+    );
+    let files = fs::read_dir(&session)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("msg_squadd_overdue")
+        })
+        .count();
+    assert_eq!(files, TASKS, "one notice file per fact");
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+}

@@ -238,6 +238,21 @@ impl Supervisor {
         } else {
             self.intake.readable(path);
         }
+        self.apply_loaded(i, name, file, path, loaded, None)
+    }
+
+    /// Hands a file's new contents (`None`: gone) to the session core and
+    /// carries out the outcome: deliveries (from `own`, the bytes squadd
+    /// itself wrote, when given: not read back), events, wrap-up, timers.
+    pub(super) fn apply_loaded(
+        &mut self,
+        i: RootId,
+        name: &str,
+        file: &str,
+        path: &Path,
+        loaded: Option<crate::index::IndexedFile>,
+        own: Option<std::sync::Arc<[u8]>>,
+    ) -> Option<(String, bool)> {
         let wall = Utc::now();
         let reply_to = |f: Option<&crate::index::IndexedFile>| match f.map(|f| &f.entry) {
             Some(crate::index::Entry::Message(m)) => m.in_reply_to.clone(),
@@ -262,7 +277,7 @@ impl Supervisor {
                 .or_default();
             mail.note_reply(before.as_deref(), false);
             mail.note_reply(after.as_deref(), true);
-            self.route_file(i, name, file, wall);
+            self.route_file(i, name, file, wall, own);
         }
         let touched = match out.file.take()? {
             FileOutcome::Unchanged => return None,

@@ -102,9 +102,19 @@ impl EventLog {
         self.tapped.push(tapped);
     }
 
-    /// Takes the events tapped since the last call.
-    pub fn take_tapped(&mut self) -> Vec<super::notices::Tapped> {
-        std::mem::take(&mut self.tapped)
+    /// Takes the events tapped since the last call, the first `at_most`
+    /// of them (the rest stay for the next call, in order).
+    pub fn take_tapped(&mut self, at_most: usize) -> Vec<super::notices::Tapped> {
+        if self.tapped.len() <= at_most {
+            return std::mem::take(&mut self.tapped);
+        }
+        let rest = self.tapped.split_off(at_most);
+        std::mem::replace(&mut self.tapped, rest)
+    }
+
+    /// Whether events are tapped and not taken yet.
+    pub fn has_tapped(&self) -> bool {
+        !self.tapped.is_empty()
     }
 
     /// The recent events of one root (by its displayed path).

@@ -581,7 +581,10 @@ async fn dispatch(
                 q.running += 1;
                 let (me, out, journals) = (me.clone(), out.clone(), journals.clone());
                 tokio::spawn(async move {
-                    let error = run_hook(&job.cmd, &job.path, &job.env).await.err();
+                    let error = run_hook(&job.cmd, &job.path, &job.env)
+                        .await
+                        .err()
+                        .map(|e| e.to_string());
                     if let Some(j) = journals
                         .lock()
                         .ok()
@@ -650,15 +653,36 @@ fn compact(journals: &Journals, root: RootId) {
     }
 }
 
+/// Why a notify command failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The policy's command has no program.
+    #[error("empty notify command")]
+    Empty,
+    /// Every attempt failed; the last one's reason.
+    #[error("{last} (after {attempts} attempt(s))")]
+    Failed {
+        /// What the last attempt ran into (could not start, exit status,
+        /// timeout).
+        last: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+}
+
 /// Runs a notify command with its timeout and retries (1 s, 2 s, 4 s… apart).
-async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Result<(), String> {
+async fn run_hook(
+    cmd: &NotifyCommand,
+    path: &str,
+    env: &[(&str, String)],
+) -> Result<(), HookError> {
     let argv: Vec<String> = cmd
         .command
         .iter()
         .map(|a| a.replace("{path}", path))
         .collect();
     let Some(program) = argv.first() else {
-        return Err("empty notify command".into());
+        return Err(HookError::Empty);
     };
     let mut last = String::new();
     for attempt in 0..=cmd.retries {
@@ -690,77 +714,11 @@ async fn run_hook(cmd: &NotifyCommand, path: &str, env: &[(&str, String)]) -> Re
             }
         }
     }
-    Err(format!("{last} (after {} attempt(s))", cmd.retries + 1))
+    Err(HookError::Failed {
+        last,
+        attempts: cmd.retries.saturating_add(1),
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_failure_window_counts_the_last_sixty_minutes() {
-        let mut w = FailureWindow::default();
-        assert_eq!(w.last_hour(0), 0);
-        w.add(0);
-        w.add(0);
-        w.add(30);
-        assert_eq!(w.last_hour(0), 2);
-        assert_eq!(w.last_hour(59), 3);
-        assert_eq!(w.last_hour(60), 1, "minute 0 is an hour old");
-        assert_eq!(w.last_hour(90), 0);
-        // Minute 60 reuses minute 0's bucket: the old count is gone.
-        w.add(60);
-        assert_eq!(w.last_hour(60), 2);
-        assert_eq!(w.last_hour(200), 0);
-    }
-
-    fn pending(id: &str, to: &str) -> String {
-        format!(
-            r#"{{"op":"pending","id":"{id}","session":"S","from":"alice","to":"{to}","message_id":"m_{id}","priority":"high","path":"/x/{id}.md"}}"#
-        )
-    }
-
-    #[test]
-    fn resume_queues_what_has_no_done_line_and_rewrites_the_journal() {
-        let tmp = tempfile::tempdir().unwrap();
-        let run = tmp.path().join(".squad/run");
-        std::fs::create_dir_all(&run).unwrap();
-        let journal = format!(
-            "{}\n{}\n{}\n{}\n{}\n{{\"op\":\"pend",
-            pending("a", "bob"),
-            pending("b", "bob"),
-            r#"{"op":"done","id":"a"}"#,
-            pending("c", "carol"),
-            pending("d", "bob"),
-        );
-        std::fs::write(run.join(JOURNAL_FILE), journal).unwrap();
-        let policy = squad_policies::Policy::parse(Some(
-            "messages:\n  notify:\n    bob:\n      command: [\"true\"]\n",
-        ))
-        .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (mut hooks, mut outcomes) = Hooks::new();
-            // b and d (bob has a command; carol no longer has one; a is done;
-            // the torn last line is skipped).
-            let n = hooks.resume(RootId::nth(0), tmp.path(), &policy.messages, &policy.hooks);
-            assert_eq!(n, 2);
-            let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
-            assert_eq!(
-                text,
-                format!("{}\n{}\n", pending("b", "bob"), pending("d", "bob"))
-            );
-            let mut ids = vec![
-                outcomes.recv().await.unwrap().message_id,
-                outcomes.recv().await.unwrap().message_id,
-            ];
-            ids.sort();
-            assert_eq!(ids, ["m_b", "m_d"]);
-        });
-        let text = std::fs::read_to_string(run.join(JOURNAL_FILE)).unwrap();
-        assert_eq!(text.matches(r#""op":"done""#).count(), 2, "{text}");
-    }
-}
+mod tests;

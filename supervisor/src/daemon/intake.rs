@@ -148,14 +148,38 @@ pub enum Noted {
 
 /// A watch error with what to do about the inotify limit.
 pub fn watch_error_hint(e: &notify::Error) -> String {
-    match &e.kind {
-        notify::ErrorKind::MaxFilesWatch => format!(
-            "{e}: the inotify watch limit is reached; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)"
-        ),
-        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(28) => format!(
-            "{e}: the inotify watch limit is reached (ENOSPC); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`"
-        ),
-        _ => e.to_string(),
+    WatchError::from(e).to_string()
+}
+
+/// Why a directory could not be watched, or the watcher failed: the
+/// watcher's message, with how to fix a full watch table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WatchError {
+    /// The inotify watch limit is reached.
+    #[error(
+        "{0}: the inotify watch limit is reached; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)"
+    )]
+    Limit(String),
+    /// The kernel refused a watch with ENOSPC (the same limit, as older
+    /// kernels report it).
+    #[error(
+        "{0}: the inotify watch limit is reached (ENOSPC); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`"
+    )]
+    NoSpace(String),
+    /// Anything else the watcher reported.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<&notify::Error> for WatchError {
+    fn from(e: &notify::Error) -> WatchError {
+        match &e.kind {
+            notify::ErrorKind::MaxFilesWatch => WatchError::Limit(e.to_string()),
+            notify::ErrorKind::Io(io) if io.raw_os_error() == Some(libc::ENOSPC) => {
+                WatchError::NoSpace(e.to_string())
+            }
+            _ => WatchError::Other(e.to_string()),
+        }
     }
 }
 
@@ -209,7 +233,7 @@ impl Intake {
     /// Watches a directory (non-recursively) unless it is watched already.
     /// A directory that cannot be watched (and exists) is remembered for
     /// [`Intake::rewatch`].
-    pub fn watch(&mut self, path: &Path) -> Result<(), String> {
+    pub fn watch(&mut self, path: &Path) -> Result<(), WatchError> {
         if self.watched.contains_key(path) {
             return Ok(());
         }
@@ -218,13 +242,13 @@ impl Intake {
             .max_watches
             .is_some_and(|max| self.watched.len() >= max)
         {
-            Err(watch_error_hint(&notify::Error::new(
+            Err(WatchError::from(&notify::Error::new(
                 notify::ErrorKind::MaxFilesWatch,
             )))
         } else {
             self.watcher
                 .watch(path, RecursiveMode::NonRecursive)
-                .map_err(|e| watch_error_hint(&e))
+                .map_err(|e| WatchError::from(&e))
         };
         match result {
             Ok(()) => {

@@ -5,8 +5,17 @@
 use super::*;
 
 impl Supervisor {
-    /// Offers what one file asks to deliver, and schedules its reply deadline.
-    pub(super) fn route_file(&mut self, i: RootId, name: &str, file: &str, wall: DateTime<Utc>) {
+    /// Offers what one file asks to deliver, and schedules its reply
+    /// deadline. `own`: the file's bytes as squadd itself wrote them (a
+    /// notice), delivered from memory instead of read back.
+    pub(super) fn route_file(
+        &mut self,
+        i: RootId,
+        name: &str,
+        file: &str,
+        wall: DateTime<Utc>,
+        own: Option<std::sync::Arc<[u8]>>,
+    ) {
         let r = self.roots.core(i);
         let Some(core) = r.sessions.get(name) else {
             return;
@@ -20,7 +29,13 @@ impl Supervisor {
             return;
         }
         let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
-        for d in deliveries {
+        for mut d in deliveries {
+            if let (Some(bytes), routing::Body::File(path)) = (&own, &d.body) {
+                d.body = routing::Body::Text {
+                    path: path.clone(),
+                    bytes: std::sync::Arc::clone(bytes),
+                };
+            }
             self.offer(i, d, wall);
         }
         let now = Now { wall };
@@ -75,22 +90,51 @@ impl Supervisor {
         self.perform(effects, now);
     }
 
-    /// Makes the deliveries in the outbox, critical first, then by age.
+    /// Makes the deliveries in the outbox, critical first, then by age, as
+    /// one group commit: each message is written and renamed into its
+    /// inbox, then each inbox's `new/` is fsynced once for the whole batch;
+    /// only then are the deliveries announced and their hooks started (a
+    /// hook never tells of a message a crash could still lose).
     pub(super) fn flush_outbox(&mut self, wall: DateTime<Utc>) {
         let mut outbox = std::mem::take(&mut self.outbox);
+        if outbox.is_empty() {
+            return;
+        }
         self::core::batch::outbox_order(&mut outbox);
+        let mut dirs: BTreeMap<PathBuf, crate::safefs::Dir> = BTreeMap::new();
+        let mut made = Vec::new();
         for (i, d) in outbox {
-            self.deliver(i, d, wall);
+            if let Some((m, dir)) = self.deliver(i, d, wall) {
+                dirs.entry(m.new_dir.clone()).or_insert(dir);
+                made.push(m);
+            }
+        }
+        let failed: BTreeMap<PathBuf, String> = dirs
+            .iter()
+            .filter_map(|(path, dir)| dir.sync().err().map(|e| (path.clone(), e.to_string())))
+            .collect();
+        for m in made {
+            self.announce(m, &failed);
         }
     }
 
-    pub(super) fn deliver(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
+    /// Writes one delivery into its inbox (not yet durable: see
+    /// [`Self::flush_outbox`]); a fresh one is returned with its inbox's
+    /// `new/` directory.
+    fn deliver(
+        &mut self,
+        i: RootId,
+        d: routing::Delivery,
+        wall: DateTime<Utc>,
+    ) -> Option<(Made, crate::safefs::Dir)> {
         let dir = self.roots.core(i).session_dir(&d.session);
         // Never recreate a session that is going away.
         if !self.roots.core(i).sessions.contains_key(&d.session) {
-            return;
+            return None;
         }
         let (bytes, routed_from) = match &d.body {
+            // squadd's own notice: delivered from memory, never read back.
+            routing::Body::Text { bytes, .. } => (bytes.to_vec(), None),
             routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
                 Ok(b) => (b, None),
                 // Out of descriptors: the machine's fault, tried again.
@@ -98,15 +142,15 @@ impl Supervisor {
                     if squad_protocol::fsx::is_transient_io(&e) =>
                 {
                     self.retry_delivery(i, d);
-                    return;
+                    return None;
                 }
                 // Vanished or changed into something unreadable: its own
                 // event will bring it back if it returns.
-                Err(_) => return,
+                Err(_) => return None,
             },
             routing::Body::Routed { routed, rel, .. } => match routed.render(rel) {
                 Some(text) => (text.into_bytes(), Some(rel.clone())),
-                None => return,
+                None => return None,
             },
         };
         let new_dir = crate::inbox::inbox_dir(&dir, &d.to).join("new");
@@ -126,7 +170,7 @@ impl Supervisor {
                 path: &path,
             },
         );
-        let result = self.writer.deliver(&dir, &d.to, &d.name, &bytes);
+        let result = self.writer.deliver_unsynced(&dir, &d.to, &d.name, &bytes);
         match result {
             Ok(fresh) => {
                 let r = self.roots.core_mut(i);
@@ -136,24 +180,23 @@ impl Supervisor {
                     self.escalation_queued(i, &d.session, at);
                 }
                 self.watch(i, &new_dir);
-                if !fresh {
+                let Some(synced) = fresh else {
                     self.hooks.cancel(hook);
-                    return;
-                }
+                    return None;
+                };
                 let late = routing::late(&self.roots.core(i).policy.messages, &d, wall);
-                self.log.emit(
-                    i,
-                    Some(&d.session),
-                    Some(&path),
-                    EventKind::MessageDelivered {
-                        to: d.to.clone(),
-                        message_id: d.message_id.clone(),
-                        priority: d.priority.to_string(),
-                        late,
+                Some((
+                    Made {
+                        root: i,
+                        d,
+                        path,
+                        hook,
                         routed_from,
+                        late,
+                        new_dir,
                     },
-                );
-                self.hooks.start(hook);
+                    synced,
+                ))
             }
             // Out of descriptors (EMFILE) and the like pass: a delivery
             // failing so is tried again, never dropped (and not audited at
@@ -162,6 +205,7 @@ impl Supervisor {
                 self.hooks.cancel(hook);
                 tracing::warn!(session = %d.session, to = %d.to, error = %e, "delivery failed; retrying");
                 self.retry_delivery(i, d);
+                None
             }
             Err(e) => {
                 self.hooks.cancel(hook);
@@ -174,8 +218,48 @@ impl Supervisor {
                         error: e.to_string(),
                     },
                 );
+                None
             }
         }
+    }
+
+    /// A delivery made durable (its inbox fsynced): the event, then the
+    /// recipient's hook. `failed`: inboxes whose fsync failed (the message
+    /// is there for readers, but a crash may lose it: said so).
+    fn announce(&mut self, m: Made, failed: &BTreeMap<PathBuf, String>) {
+        let Made {
+            root: i,
+            d,
+            path,
+            hook,
+            routed_from,
+            late,
+            new_dir,
+        } = m;
+        if let Some(error) = failed.get(&new_dir) {
+            self.log.emit(
+                i,
+                Some(&d.session),
+                Some(&path),
+                EventKind::OutputFailed {
+                    output: format!("inbox of {}", d.to),
+                    error: format!("fsync of {}: {error}", new_dir.display()),
+                },
+            );
+        }
+        self.log.emit(
+            i,
+            Some(&d.session),
+            Some(&path),
+            EventKind::MessageDelivered {
+                to: d.to.clone(),
+                message_id: d.message_id.clone(),
+                priority: d.priority.to_string(),
+                late,
+                routed_from,
+            },
+        );
+        self.hooks.start(hook);
     }
 
     /// Parks a delivery that failed for a passing reason (out of file
@@ -238,6 +322,18 @@ impl Supervisor {
             self.escalation_queued(i, session, at);
         }
     }
+}
+
+/// A fresh delivery written into its inbox, announced once the inbox is
+/// durable.
+struct Made {
+    root: RootId,
+    d: routing::Delivery,
+    path: PathBuf,
+    hook: hooks::Hook,
+    routed_from: Option<String>,
+    late: bool,
+    new_dir: PathBuf,
 }
 
 /// Whether an inbox entry is still in `new/` (one `stat`, not followed).

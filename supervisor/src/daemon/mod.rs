@@ -103,6 +103,10 @@ const TRIM_AFTER_PATHS: usize = 64;
 /// How long after the last burst batch memory is returned.
 const TRIM_DELAY: Duration = Duration::from_secs(2);
 
+/// The pause between two batches of notices of a backlog (see
+/// [`Supervisor::next_wake`]).
+const NOTICE_PAUSE: Duration = Duration::from_millis(1);
+
 /// The relative path of the shared context file.
 pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
 
@@ -261,6 +265,11 @@ pub async fn run(options: Options) -> Result<(), StartError> {
             _ = sleep_until(wake) => {}
         }
         sup.flush(Instant::now(), Utc::now());
+        // Back to the runtime after each batch: it reads signals and
+        // accepts control connections only when this task is pending, and
+        // under a stream of file events (a burst, a backlog of notices
+        // whose own writes are events too) a branch above is always ready.
+        tokio::task::yield_now().await;
     };
 
     tracing::info!(reason, "stopping");
@@ -393,7 +402,14 @@ impl Supervisor {
     /// The next moment something is due: a settling file or the head of the
     /// timer queue.
     fn next_wake(&self) -> Option<Instant> {
-        [self.intake.next_due(), self.timers.next()]
+        // Standing facts beyond one batch of notices (a start-up with many
+        // overdue tasks): the next batch a moment later. Not at once: a
+        // wake-up already due never lets the runtime park, and only when it
+        // parks does it look at signals and the control sockets.
+        let notices = self
+            .notices_pending()
+            .then(|| Instant::now() + NOTICE_PAUSE);
+        [self.intake.next_due(), self.timers.next(), notices]
             .into_iter()
             .flatten()
             .min()
@@ -471,8 +487,10 @@ impl Supervisor {
                 self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
             self.perform(effects, now);
         }
-        // Facts the writes and timers above brought up.
+        // Facts the writes and timers above brought up (off the status
+        // path: the status files of the batch are written by now).
         self.send_notices(wall);
+        self.flush_outbox(wall);
         self.supervise_runs(wall);
         // The STATUS= line walks every session: only worth it when a service
         // manager listens, and at most once a second after changes.

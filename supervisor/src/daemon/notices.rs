@@ -28,6 +28,12 @@ use std::path::{Path, PathBuf};
 /// A tapped event: (root, session, path, kind).
 pub type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 
+/// The most tapped facts one batch turns into notices: a start-up with
+/// thousands of standing facts writes them a batch per wake-up, after
+/// READY, never holding up readiness, the control socket or a file change
+/// for longer than one batch.
+pub const NOTICE_BATCH: usize = 256;
+
 /// The most diagnostics an invalid-file notice lists.
 const MAX_LISTED: usize = 20;
 
@@ -82,34 +88,61 @@ impl Supervisor {
         }
     }
 
-    /// Sends the notices the tapped events call for, and delivers them.
+    /// Writes the notices the tapped events call for, at most
+    /// [`NOTICE_BATCH`] facts at a time (the rest wait for the next wake-up:
+    /// see [`Self::notices_pending`]), as one group commit: every notice
+    /// file of the batch is written, then each session directory is fsynced
+    /// once. Each written notice is indexed from the bytes squadd wrote
+    /// (never read back) and routed into the outbox; the deliveries are
+    /// made by the next [`Self::flush_outbox`], as the batch's last step.
     pub(super) fn send_notices(&mut self, wall: DateTime<Utc>) {
-        let tapped = self.log.take_tapped();
+        let tapped = self.log.take_tapped(NOTICE_BATCH);
         if tapped.is_empty() {
             return;
         }
+        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        let mut whose: Vec<(RootId, String, String)> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         for (i, session, path, kind) in tapped {
             let Some(name) = session else { continue };
             for (file, text) in self.notice_files(i, &name, path.as_deref(), &kind, wall) {
                 let path = self.roots.core(i).session_dir(&name).join(&file);
-                match self.writer.write(&path, text.as_bytes(), false) {
-                    // Indexed, validated and routed like any message.
-                    Ok(()) => {
-                        self.apply_file(i, &name, &file, &path, FileKind::Message);
-                    }
-                    Err(e) => self.log.emit(
-                        i,
-                        Some(&name),
-                        Some(&path),
-                        EventKind::OutputFailed {
-                            output: "notice".into(),
-                            error: e.to_string(),
-                        },
-                    ),
+                // The same fact tapped twice in a batch is one notice.
+                if seen.insert(path.clone()) {
+                    files.push((path, text.into_bytes()));
+                    whose.push((i, name.clone(), file));
                 }
             }
         }
-        self.flush_outbox(wall);
+        let results = self.writer.write_group(&files);
+        for (((path, bytes), (i, name, file)), result) in files.into_iter().zip(whose).zip(results)
+        {
+            match result {
+                // Indexed, validated and routed like any message, from
+                // what was written.
+                Ok(()) => {
+                    let loaded = crate::index::index_bytes(&path, FileKind::Message, &bytes);
+                    let own = std::sync::Arc::<[u8]>::from(bytes);
+                    self.apply_loaded(i, &name, &file, &path, Some(loaded), Some(own));
+                }
+                Err(e) => self.log.emit(
+                    i,
+                    Some(&name),
+                    Some(&path),
+                    EventKind::OutputFailed {
+                        output: "notice".into(),
+                        error: e.to_string(),
+                    },
+                ),
+            }
+        }
+    }
+
+    /// Whether tapped facts wait for [`Self::send_notices`] (more than one
+    /// batch's worth, as at start-up with many standing facts): the event
+    /// loop comes back at once, between other work.
+    pub(super) fn notices_pending(&self) -> bool {
+        self.log.has_tapped()
     }
 
     /// The notice files (name, text) an event calls for that do not exist yet.

@@ -9,8 +9,14 @@ impl Supervisor {
     pub(super) fn watch(&mut self, i: RootId, path: &Path) {
         if let Err(error) = self.intake.watch(path) {
             tracing::error!(path = %path.display(), %error, "cannot watch");
-            self.log
-                .emit(i, None, Some(path), EventKind::WatchError { error });
+            self.log.emit(
+                i,
+                None,
+                Some(path),
+                EventKind::WatchError {
+                    error: error.to_string(),
+                },
+            );
             if self.intake.unwatched().contains(path) {
                 self.timers
                     .set_earlier(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());

@@ -21,6 +21,14 @@ use std::rc::Rc;
 pub enum Body {
     /// An agent's message file, delivered as written.
     File(PathBuf),
+    /// A message file squadd itself just wrote (a notice), delivered from
+    /// the bytes it wrote: never read back.
+    Text {
+        /// The message file.
+        path: PathBuf,
+        /// Its bytes.
+        bytes: std::sync::Arc<[u8]>,
+    },
     /// A message squadd generates from a report, rendered when delivered.
     Routed {
         /// The message.

@@ -58,8 +58,12 @@ impl Supervisor {
         for name in &names {
             self.seed_mail(i, name, now);
         }
-        self.flush_outbox(now);
+        // The first batch of notices now: a start-up with a few is quiet
+        // once ready; one with thousands (overdue work piled up while squadd
+        // was down) writes the rest after READY, a batch per wake-up, so
+        // readiness costs one batch at most.
         self.send_notices(now);
+        self.flush_outbox(now);
         self.save_state(i);
         self.write_shared_context(i, true);
         self.log.emit(
@@ -314,7 +318,7 @@ impl Supervisor {
         // What is past due (a backlog) is checked now, not after READY.
         self.run_escalations(i, name, Utc::now());
         for file in files {
-            self.route_file(i, name, &file, wall);
+            self.route_file(i, name, &file, wall, None);
         }
     }
 }

@@ -188,6 +188,9 @@ pub struct SessionCore {
     /// How many times the per-file session rules ran (a file each): what a
     /// test reads to check that a change's work follows the change.
     member_checks: u64,
+    /// How many times a task was derived: with `member_checks`, the work a
+    /// change did (a test checks it follows the change, not the session).
+    derivations: std::cell::Cell<u64>,
     /// Unique to this core (a session loaded again gets a new one): what
     /// was rendered from it incrementally belongs to it.
     identity: u64,
@@ -221,6 +224,7 @@ impl SessionCore {
             task_members: BTreeSet::new(),
             structural: BTreeSet::new(),
             member_checks: 0,
+            derivations: std::cell::Cell::new(0),
             identity: next_identity(),
             dirty: BTreeSet::new(),
             tasks: BTreeMap::new(),
@@ -677,6 +681,7 @@ impl SessionCore {
 
     /// Derives one task from the indexes (pure).
     fn derive_task(&self, task: &str, now: DateTime<Utc>) -> Option<TaskView> {
+        self.derivations.set(self.derivations.get() + 1);
         let plan = self.plan(task)?;
         let report = self.report(task, &plan.agent);
         let prerequisites: Vec<String> = self

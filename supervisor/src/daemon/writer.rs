@@ -252,23 +252,63 @@ impl Writer {
         self.staged.retain(|p, _| !p.starts_with(dir));
     }
 
-    /// Delivers a message into an inbox, Maildir style (see [`crate::inbox`]);
-    /// `Ok(false)` when it was delivered before.
-    pub fn deliver(
+    /// The root that holds `path` (the innermost).
+    fn root_of(&self, path: &Path) -> io::Result<&PathBuf> {
+        self.roots
+            .iter()
+            .filter(|r| path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .ok_or_else(|| io::Error::other(format!("{}: outside every root", path.display())))
+    }
+
+    /// Writes new files into existing directories as one group commit (see
+    /// [`safefs::write_group_under`]: one fsync per directory, not one per
+    /// file). Returns each file's outcome in the order given; what was
+    /// written is recognised as squadd's own.
+    pub fn write_group(&mut self, files: &[(PathBuf, Vec<u8>)]) -> Vec<io::Result<()>> {
+        let mut results: Vec<Option<io::Result<()>>> = files.iter().map(|_| None).collect();
+        let mut by_root: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+        for (n, (path, _)) in files.iter().enumerate() {
+            match self.root_of(path) {
+                Ok(root) => by_root.entry(root.clone()).or_default().push(n),
+                Err(e) => results[n] = Some(Err(e)),
+            }
+        }
+        for (root, members) in by_root {
+            let group: Vec<(PathBuf, &[u8])> = members
+                .iter()
+                .map(|&n| (files[n].0.clone(), files[n].1.as_slice()))
+                .collect();
+            let done = safefs::write_group_under(&root, &group, 0o666, 8);
+            for (&n, result) in members.iter().zip(done) {
+                self.writes += 1;
+                if result.is_ok() {
+                    self.own
+                        .insert(files[n].0.clone(), fingerprint(&files[n].1));
+                }
+                results[n] = Some(result);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(io::Error::other("not written"))))
+            .collect()
+    }
+
+    /// Delivers a message into an inbox, Maildir style (see
+    /// [`crate::inbox::deliver_unsynced`]): `Ok(None)` when it was
+    /// delivered before, else the inbox's `new/` directory, which the
+    /// caller fsyncs once for every delivery of the batch into it.
+    pub fn deliver_unsynced(
         &mut self,
         session_dir: &Path,
         agent: &str,
         name: &str,
         bytes: &[u8],
-    ) -> io::Result<bool> {
+    ) -> io::Result<Option<safefs::Dir>> {
         self.writes += 1;
-        let root = self
-            .roots
-            .iter()
-            .filter(|r| session_dir.starts_with(r))
-            .max_by_key(|r| r.as_os_str().len())
-            .ok_or_else(|| io::Error::other("outside every root"))?;
-        crate::inbox::deliver_under(root, session_dir, agent, name, bytes)
+        let root = self.root_of(session_dir)?;
+        crate::inbox::deliver_unsynced(root, session_dir, agent, name, bytes)
     }
 
     /// Removes a session's temporary files (`*.tmp` and our own `.x.tmp.*`

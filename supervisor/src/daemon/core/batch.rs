@@ -4,10 +4,11 @@
 //! in which order. The order is this module's contract, asserted by its
 //! tests:
 //!
-//! - squadd's notices before the status files ([`NOTICES_BEFORE_STATUS`]:
-//!   an observer that sees the new status sees the notices it implies done,
-//!   and a session removed right after is not written into by a late
-//!   notice; issue 23 turns this around, here);
+//! - the status files first, squadd's notices and every delivery last
+//!   (issue 23): a change's session-status.md never waits on the notices
+//!   it implies. The notices of the batch are written as one group commit
+//!   (one fsync per directory) and delivered with the batch's other
+//!   deliveries, in one outbox flush (one fsync per inbox);
 //! - a session that only lost files gets neither a status write nor a
 //!   delivery: its status waits [`REMOVAL_DELAY`] (each removal restarts
 //!   the wait), since writing into a directory `rm -rf` is emptying would
@@ -20,10 +21,6 @@ use super::timer::Timer;
 use crate::daemon::routing::Delivery;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-
-/// Whether squadd's notices are written (and delivered) before the status
-/// files of the batch.
-pub const NOTICES_BEFORE_STATUS: bool = true;
 
 /// How long the shared context may lag a burst of changes. It spans every
 /// session of a root, so it is rendered once per burst rather than once per
@@ -49,9 +46,6 @@ pub fn settle(
     known: impl Fn(RootId, &str) -> bool,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
-    if NOTICES_BEFORE_STATUS {
-        effects.push(Effect::SendNotices);
-    }
     for (&root, names) in touched {
         let mut derived = Vec::new();
         for name in names.iter().filter(|n| known(root, n)) {
@@ -80,7 +74,6 @@ pub fn settle(
         for session in derived {
             effects.push(Effect::RecheckWaiting { root, session });
         }
-        effects.push(Effect::FlushOutbox);
         if !names.is_empty() {
             effects.push(Effect::SetTimerEarlier {
                 timer: Timer::Context(root),
@@ -88,9 +81,10 @@ pub fn settle(
             });
         }
     }
-    if !NOTICES_BEFORE_STATUS {
-        effects.push(Effect::SendNotices);
-    }
+    // Off the status path: the notices, then every delivery of the batch
+    // (agents' messages and notices alike, critical first).
+    effects.push(Effect::SendNotices);
+    effects.push(Effect::FlushOutbox);
     effects
 }
 

@@ -21,7 +21,9 @@ pub struct Now {
 /// out: the order is the contract (see [`super::batch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
-    /// Write squadd's notices for the facts tapped so far, and deliver them.
+    /// Write squadd's notices for the facts tapped so far (one group
+    /// commit) and put their deliveries in the outbox; a
+    /// [`Effect::FlushOutbox`] after it makes them.
     SendNotices,
     /// Render each session's session-status.md and write it when it
     /// differs (under the session's lock; a busy lock is retried later).

@@ -87,15 +87,49 @@ fn writes(effects: &[Effect]) -> Vec<(RootId, Vec<String>)> {
 }
 
 #[test]
-fn notices_come_before_the_status_writes_of_a_batch() {
+fn a_status_write_never_waits_on_a_notice() {
     let t = touched(&[(0, "a"), (1, "b")]);
     let changed = BTreeSet::from([(id(0), "a".to_string()), (id(1), "b".to_string())]);
     let effects = batch::settle(&t, &changed, |_, _| true);
     let notices = position(&effects, |e| *e == Effect::SendNotices).unwrap();
-    let first_write = position(&effects, |e| matches!(e, Effect::WriteStatuses { .. })).unwrap();
+    let flush = position(&effects, |e| *e == Effect::FlushOutbox).unwrap();
+    let last_write = effects
+        .iter()
+        .rposition(|e| matches!(e, Effect::WriteStatuses { .. }))
+        .unwrap();
     assert!(
-        notices < first_write,
-        "notices at {notices}, first status write at {first_write}: {effects:?}"
+        last_write < notices && notices < flush,
+        "status writes up to {last_write}, notices at {notices}, deliveries at {flush}: {effects:?}"
+    );
+    // Before the last status write: only timers and the status writes
+    // themselves (nothing written, delivered or told ahead of them).
+    for e in &effects[..last_write] {
+        assert!(
+            matches!(
+                e,
+                Effect::WriteStatuses { .. }
+                    | Effect::RecheckWaiting { .. }
+                    | Effect::CancelTimer(_)
+                    | Effect::SetTimer { .. }
+                    | Effect::SetTimerEarlier { .. }
+            ),
+            "{e:?} before a status write: {effects:?}"
+        );
+    }
+    // One notice step and one outbox flush per batch, however many roots.
+    assert_eq!(
+        effects
+            .iter()
+            .filter(|e| **e == Effect::SendNotices)
+            .count(),
+        1
+    );
+    assert_eq!(
+        effects
+            .iter()
+            .filter(|e| **e == Effect::FlushOutbox)
+            .count(),
+        1
     );
     assert_eq!(
         writes(&effects),
@@ -150,7 +184,8 @@ fn removals_are_deferred_beside_a_change_in_the_same_batch() {
     .unwrap();
     let write = position(&effects, |e| matches!(e, Effect::WriteStatuses { .. })).unwrap();
     assert!(cancel < write);
-    // Deliveries follow the status writes, then the shared context.
+    // Waiting deliveries and the shared context follow the status writes;
+    // the deliveries are made last.
     let recheck = position(&effects, |e| matches!(e, Effect::RecheckWaiting { .. })).unwrap();
     let flush = position(&effects, |e| *e == Effect::FlushOutbox).unwrap();
     let context = position(&effects, |e| {
@@ -161,7 +196,7 @@ fn removals_are_deferred_beside_a_change_in_the_same_batch() {
     })
     .unwrap();
     assert!(
-        write < recheck && recheck < flush && flush < context,
+        write < recheck && recheck < context && context < flush,
         "{effects:?}"
     );
 }

@@ -236,3 +236,16 @@ fn an_unreadable_file_is_retried_with_backoff_then_left_to_its_events() {
     assert!(intake.retry_unreadable(path, now));
     assert_eq!(intake.next_due(), Some(now + Duration::from_secs(1)));
 }
+
+#[test]
+fn a_full_watch_table_is_named_with_its_fix_as_a_typed_error() {
+    let e = WatchError::from(&notify::Error::new(notify::ErrorKind::MaxFilesWatch));
+    assert!(matches!(e, WatchError::Limit(_)), "{e:?}");
+    assert!(e.to_string().contains("fs.inotify.max_user_watches"), "{e}");
+    let e = WatchError::from(&notify::Error::io(std::io::Error::from_raw_os_error(
+        libc::ENOSPC,
+    )));
+    assert!(matches!(e, WatchError::NoSpace(_)), "{e:?}");
+    let e = WatchError::from(&notify::Error::generic("boom"));
+    assert_eq!(e, WatchError::Other("boom".into()));
+}

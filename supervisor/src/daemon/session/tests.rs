@@ -252,6 +252,72 @@ fn completing_a_task_readies_its_dependents_only() {
     h.check(&Outcome::default());
 }
 
+/// The work one change does (tasks derived, files whose session rules
+/// ran), read from the core's counters.
+fn work(h: &Harness) -> (u64, u64) {
+    (h.core.derivations.get(), h.core.member_checks)
+}
+
+/// Issue 22 item 3: in a session holding 2,000 messages, a single-file
+/// change does work bounded by the change (the tasks it names and their
+/// direct dependents, its own file's rules), never by the session's size.
+#[test]
+fn a_single_file_change_in_a_session_with_2000_messages_does_constant_work() {
+    let mut h = Harness::new();
+    // A chain task_0 → task_1 → … → task_9, and 2,000 messages spread over
+    // the tasks (squadd's notices and the agents' questions alike).
+    for t in 0..10u8 {
+        let requires: Vec<u8> = if t == 0 { vec![] } else { vec![t - 1] };
+        h.write(
+            &format!("role-plan-alice-task_{t}.md"),
+            plan(t, "alice", &requires, &[], None).as_bytes(),
+        );
+    }
+    for m in 0..2000u32 {
+        let text = format!(
+            "meta:\n  message_id: msg_{m}\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: medium\ntype: notification\nsubject: s\nmessage: m\ncontext:\n  task_id: task_{}\n",
+            m % 10
+        );
+        h.write(
+            &format!("role-comm-bob-to-alice-msg_{m}.md"),
+            text.as_bytes(),
+        );
+    }
+    h.view = h.core.view();
+    // task_3 completes: task_3 and its one dependent are derived again.
+    let before = work(&h);
+    let out = h.write(
+        "role-comm-alice-task_3.md",
+        progress(3, "alice", "completed", 5).as_bytes(),
+    );
+    let (derived, checked) = (work(&h).0 - before.0, work(&h).1 - before.1);
+    assert!(derived <= 2, "derived {derived} tasks");
+    assert!(checked <= 1, "checked {checked} files' rules");
+    h.check(&out);
+    // Its status changes again: the same work, not more.
+    let before = work(&h);
+    let out = h.write(
+        "role-comm-alice-task_3.md",
+        progress(3, "alice", "in_progress", 6).as_bytes(),
+    );
+    assert!(work(&h).0 - before.0 <= 2);
+    assert!(work(&h).1 - before.1 <= 1);
+    h.check(&out);
+    // One more message (a notice): its own rules, no task derived.
+    let before = work(&h);
+    let text = "meta:\n  message_id: msg_new\n  from_agent: squadd\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: medium\ntype: notification\nsubject: s\nmessage: m\ncontext:\n  task_id: task_4\n";
+    let out = h.write("role-comm-squadd-to-alice-msg_new.md", text.as_bytes());
+    assert!(work(&h).0 - before.0 <= 1, "a message names one task");
+    assert!(work(&h).1 - before.1 <= 1);
+    h.check(&out);
+    // A message removed: the same.
+    let before = work(&h);
+    let out = h.remove("role-comm-bob-to-alice-msg_17.md");
+    assert!(work(&h).0 - before.0 <= 1);
+    assert!(work(&h).1 - before.1 <= 1);
+    h.check(&out);
+}
+
 #[test]
 fn a_plan_change_rechecks_only_the_files_naming_its_task() {
     let mut h = Harness::new();
