@@ -519,7 +519,7 @@ fn sweep_in(dir: &Dir, older_than: std::time::Duration, ours: impl Fn(&str) -> b
                 let mtime = std::time::UNIX_EPOCH
                     + std::time::Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0));
                 now.duration_since(mtime).is_ok_and(|age| age >= older_than)
-            }
+            } || writer_is_gone(name)
         })
     };
     let mut removed = 0;
@@ -529,6 +529,28 @@ fn sweep_in(dir: &Dir, older_than: std::time::Duration, ours: impl Fn(&str) -> b
         }
     }
     removed
+}
+
+/// Whether a temporary named the atomic writers' way (`.name.tmp.PID.N`)
+/// was left by a process that no longer exists: it will never be renamed,
+/// so it is stale at once (a restart after kill -9 leaves nothing behind).
+/// A live or unknown writer, or a name without a pid, keeps the age rule.
+fn writer_is_gone(name: &str) -> bool {
+    let Some((_, tail)) = name.rsplit_once(".tmp.") else {
+        return false;
+    };
+    let Some(pid) = tail
+        .split('.')
+        .next()
+        .and_then(|p| p.parse::<libc::pid_t>().ok())
+        .filter(|&p| p > 0)
+    else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0
+        || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    !alive
 }
 
 /// `rel` (a relative form of `path`) as its directory and file name.
@@ -783,6 +805,25 @@ mod tests {
         assert!(r.join("role-plan-a-task_1.md").exists());
         assert!(r.join("notes.tmp").exists());
         assert!(!r.join("locks/.x.json.tmp.2.0").exists());
+    }
+
+    #[test]
+    fn a_temporary_of_a_writer_that_is_gone_is_swept_at_once() {
+        // Regression: kill -9 mid-write then a restart left the notice's
+        // temporary behind for a minute (daemon::kill_9_and_restart_…).
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let gone = format!(".role-comm-squadd-to-a-x.md.tmp.{dead}.0");
+        let live = format!(".session-status.md.tmp.{}.0", std::process::id());
+        fs::write(r.join(&gone), "x").unwrap();
+        fs::write(r.join(&live), "x").unwrap();
+        let d = Dir::open_root(r).unwrap();
+        assert_eq!(sweep_temporaries(&d, STALE_AFTER), 1);
+        assert!(!r.join(&gone).exists());
+        assert!(r.join(&live).exists(), "a live writer's temporary waits");
     }
 
     #[test]
