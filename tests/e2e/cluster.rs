@@ -303,6 +303,45 @@ fn three_hosts_join_one_nats_cluster_and_see_each_others_locks() {
         let list: serde_json::Value = serde_json::from_str(&list).unwrap();
         assert_eq!(list["locks"].as_array().unwrap().len(), 0, "{list:#}");
     }
+    // The guard on host 1 refuses agent-1's write to the path host 0 holds.
+    let target = roots[1].join("shared/x.rs");
+    let input = serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": target, "content": "x"}});
+    let out = run_with_input(
+        ctl(&roots[1])
+            .arg("guard")
+            .env("SQUAD_AGENT", "agent-1")
+            .env("SQUAD_TASK", "task_1"),
+        input.to_string().as_bytes(),
+    );
+    assert!(
+        stdout(&out).contains("deny") && stdout(&out).contains("agent-0 (on host"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // A path nobody holds is allowed.
+    let free = serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": roots[1].join("shared/y.rs"), "content": "x"}});
+    let out = run_with_input(
+        ctl(&roots[1])
+            .arg("guard")
+            .env("SQUAD_AGENT", "agent-1")
+            .env("SQUAD_TASK", "task_1"),
+        free.to_string().as_bytes(),
+    );
+    assert_eq!(
+        (code(&out), stdout(&out).trim()),
+        (0, ""),
+        "{}",
+        stderr(&out)
+    );
+    let health = ctl_run(&roots[1], &["health"]);
+    assert!(
+        stdout(&health).contains("ok       cluster connected to n"),
+        "{}",
+        stdout(&health)
+    );
     let human = ctl_ok(&roots[1], &["cluster", "status"]);
     assert!(human.contains("NATS: connected"), "{human}");
     assert!(human.contains("shared/x.rs  agent-0 (task_0)"), "{human}");
@@ -446,6 +485,12 @@ fn a_host_without_nats_takes_no_cluster_lock() {
         0,
         "nothing held: {list:#}"
     );
+    let health = ctl_run(root, &["health"]);
+    assert!(
+        stdout(&health).contains("CRITICAL cluster NATS"),
+        "{}",
+        stdout(&health)
+    );
     let (c, v) = status(root);
     assert_eq!(c, 1, "{v:#}");
     assert_ne!(v["connection"]["state"], "connected", "{v:#}");
@@ -480,4 +525,30 @@ fn a_bad_cluster_section_is_named_with_its_position() {
     let (_tmp2, plain) = checkouts(1, 1, "");
     let (c, v) = status(&plain[0]);
     assert_eq!((c, v["enabled"].clone()), (0, serde_json::json!(false)));
+}
+
+#[test]
+fn a_restarted_squadd_keeps_renewing_its_checkouts_locks() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const TTL: Duration = Duration::from_secs(6);
+    let (_tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), "6s"));
+    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    wait_connected(&roots[0]);
+    wait_connected(&roots[1]);
+    let out = acquire(&roots[0], 0, &["--ttl", "1h"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Restarted: the new squadd finds the key its checkout holds (the local
+    // record is live) and renews it; well past its TTL it is still held.
+    // (A restart slower than two thirds of the TTL would let it lapse.)
+    a.kill9();
+    let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    wait_connected(&roots[0]);
+    std::thread::sleep(TTL + TTL / 2);
+    let out = acquire(&roots[1], 1, &[]);
+    assert_eq!(code(&out), 1, "adopted and renewed: {}", stderr(&out));
+    let (_, v) = status(&roots[0]);
+    assert_eq!(v["held_here"], 1, "{v:#}");
 }

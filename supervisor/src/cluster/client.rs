@@ -38,3 +38,51 @@ pub fn call(
         })
         .map_err(|e| e.to_string())
 }
+
+/// The cluster-wide locks other hosts hold, as lock records the guard
+/// checks like local ones (exclusive, held until now + the lock TTL at
+/// most). Empty without `cluster:`. When the local squadd or NATS cannot
+/// answer, the guard goes on with the local table alone (a host without
+/// NATS keeps working locally; docs/cluster.md) and says so on stderr.
+pub fn remote_locks(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<squad_policies::locks::LockRecord> {
+    let Some(cluster) = &policy.cluster else {
+        return Vec::new();
+    };
+    let listed = call(root, "list", &[], "", "", "");
+    let locks = match listed {
+        Ok(v) => v["locks"].as_array().cloned().unwrap_or_default(),
+        Err(e) => {
+            eprintln!(
+                "squadctl guard: warning: cluster locks not checked ({}): other hosts' locks are not seen",
+                crate::text::escape_lines(&e)
+            );
+            return Vec::new();
+        }
+    };
+    let until = chrono::Duration::from_std(cluster.lock_ttl)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(now);
+    locks
+        .iter()
+        // This host's cluster locks are its local records already.
+        .filter(|l| l["this_host"].as_bool() == Some(false))
+        .filter_map(|l| serde_json::from_value::<super::Holder>(l.clone()).ok())
+        .map(|h| squad_policies::locks::LockRecord {
+            targets: vec![h.target],
+            mode: squad_policies::locks::Mode::Exclusive,
+            agent: format!("{} (on host {})", h.agent, h.host),
+            task_id: h.task,
+            session: h.session,
+            pid: None,
+            pid_started_at: None,
+            host: h.host,
+            acquired_at: h.acquired_at,
+            expires_at: until,
+        })
+        .collect()
+}

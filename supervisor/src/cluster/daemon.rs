@@ -67,6 +67,9 @@ struct Task {
     /// Why the connection could not be made, when it could not.
     connect_error: Option<String>,
     held: BTreeMap<String, Held>,
+    /// Whether the locks an earlier squadd of this checkout held were
+    /// looked for (once, at the first renewal with NATS up).
+    adopted: bool,
 }
 
 /// Starts the cluster task of `root` (inside squadd's runtime).
@@ -79,6 +82,7 @@ pub fn start(root: &Path, policy: ClusterPolicy) -> Handle {
         locks: None,
         connect_error: None,
         held: BTreeMap::new(),
+        adopted: false,
     };
     tokio::spawn(task.run(rx));
     Handle { tx }
@@ -281,6 +285,9 @@ impl Task {
 
     /// Renews the locks whose local record is live; releases the others.
     async fn renew_all(&mut self) {
+        if !self.adopted {
+            self.adopt().await;
+        }
         if self.held.is_empty() {
             return;
         }
@@ -314,6 +321,36 @@ impl Task {
         }
         for k in gone {
             self.held.remove(&k);
+        }
+    }
+}
+
+impl Task {
+    /// Takes over the cluster locks an earlier squadd of this checkout held
+    /// (a restart, a crash) whose local records are still live, so they are
+    /// renewed instead of lapsing under their agents.
+    async fn adopt(&mut self) {
+        let here = self.host.clone();
+        let Some(locks) = &mut self.locks else { return };
+        if !locks.connected() {
+            return;
+        }
+        let Ok(listed) = locks.list().await else {
+            return;
+        };
+        self.adopted = true;
+        let live = local_live(&self.root).unwrap_or_default();
+        for (holder, revision) in listed {
+            let ours = holder.host == here
+                && live
+                    .iter()
+                    .any(|(a, t)| *a == holder.agent && *t == holder.target);
+            if ours {
+                tracing::info!(target = %holder.target, agent = %holder.agent, "cluster: adopted a lock this checkout held");
+                self.held
+                    .entry(key_of(&holder.target))
+                    .or_insert(Held { holder, revision });
+            }
         }
     }
 }

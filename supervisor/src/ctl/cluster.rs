@@ -110,3 +110,40 @@ fn human(v: &Value) -> String {
     }
     out
 }
+
+/// The `cluster` line of `squadctl health`, when the project has
+/// `cluster:`: ok while squadd is connected to NATS, critical otherwise
+/// (no new cluster locks are taken then).
+pub fn health_check(root: &Path) -> Option<crate::daemon::health::Check> {
+    use crate::daemon::health::{Check, Verdict};
+    crate::locks::load_policy(root).ok()?.cluster?;
+    let (value, verdict) = match crate::cluster::client::call(root, "status", &[], "", "", "") {
+        Ok(v) if v["connection"]["state"] == "connected" => (
+            format!(
+                "connected to {}; {} cluster lock(s), {} held here",
+                v["connection"]["server"].as_str().unwrap_or("?"),
+                v["locks"].as_array().map_or(0, Vec::len),
+                v["held_here"].as_u64().unwrap_or(0)
+            ),
+            Verdict::Ok,
+        ),
+        Ok(v) => (
+            format!(
+                "NATS {}{}",
+                v["connection"]["state"].as_str().unwrap_or("unknown"),
+                v["connection"]["error"]
+                    .as_str()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+            Verdict::Critical,
+        ),
+        Err(e) => (e, Verdict::Critical),
+    };
+    Some(Check {
+        name: "cluster".into(),
+        value,
+        verdict,
+        note: "critical when squadd is not connected to NATS: no new cluster locks; `squadctl cluster status`".into(),
+    })
+}
