@@ -23,29 +23,12 @@ const QUIET_NATS: &[(&str, &str)] = &[("RUST_LOG", "debug,async_nats=info")];
 /// installs. None (with a loud message) when absent outside CI; in CI its
 /// absence fails the test.
 fn nats_server() -> Option<PathBuf> {
-    let candidate = std::env::var_os("SQUAD_NATS_SERVER")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/squad-ci/nats-venv/bin/nats-server"))
-        })?;
-    let works = Command::new(&candidate)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        return Some(candidate);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI: nats-server is missing at {} (.ci/run installs it)",
-        candidate.display()
-    );
-    eprintln!(
-        "SKIPPED: no nats-server at {} (run .ci/run or set SQUAD_NATS_SERVER)",
-        candidate.display()
-    );
-    None
+    ci_tool(
+        "SQUAD_NATS_SERVER",
+        "nats-venv/bin/nats-server",
+        &["--version"],
+        "nats-server",
+    )
 }
 
 /// A free loopback port (bound, then released for the server to take).
@@ -262,6 +245,20 @@ fn acquire(root: &Path, i: usize, extra: &[&str]) -> std::process::Output {
     ctl_run(root, &args)
 }
 
+/// The guard asked, as Claude Code asks it, whether agent-`i` may write
+/// `rel` in `root`.
+fn guard_write(root: &Path, i: usize, rel: &str) -> std::process::Output {
+    let input = serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": root.join(rel), "content": "x"}});
+    run_with_input(
+        ctl(root)
+            .arg("guard")
+            .env("SQUAD_AGENT", format!("agent-{i}"))
+            .env("SQUAD_TASK", format!("task_{i}")),
+        input.to_string().as_bytes(),
+    )
+}
+
 #[test]
 fn three_hosts_join_one_nats_cluster_and_see_each_others_locks() {
     let Some(nats) = NatsCluster::start() else {
@@ -303,33 +300,16 @@ fn three_hosts_join_one_nats_cluster_and_see_each_others_locks() {
         let list: serde_json::Value = serde_json::from_str(&list).unwrap();
         assert_eq!(list["locks"].as_array().unwrap().len(), 0, "{list:#}");
     }
-    // The guard on host 1 refuses agent-1's write to the path host 0 holds.
-    let target = roots[1].join("shared/x.rs");
-    let input = serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
-        "tool_input": {"file_path": target, "content": "x"}});
-    let out = run_with_input(
-        ctl(&roots[1])
-            .arg("guard")
-            .env("SQUAD_AGENT", "agent-1")
-            .env("SQUAD_TASK", "task_1"),
-        input.to_string().as_bytes(),
-    );
+    // The guard on host 1 refuses agent-1's write to the path host 0
+    // holds, and allows a path nobody holds.
+    let out = guard_write(&roots[1], 1, "shared/x.rs");
     assert!(
         stdout(&out).contains("deny") && stdout(&out).contains("agent-0 (on host"),
         "{}{}",
         stdout(&out),
         stderr(&out)
     );
-    // A path nobody holds is allowed.
-    let free = serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
-        "tool_input": {"file_path": roots[1].join("shared/y.rs"), "content": "x"}});
-    let out = run_with_input(
-        ctl(&roots[1])
-            .arg("guard")
-            .env("SQUAD_AGENT", "agent-1")
-            .env("SQUAD_TASK", "task_1"),
-        free.to_string().as_bytes(),
-    );
+    let out = guard_write(&roots[1], 1, "shared/y.rs");
     assert_eq!(
         (code(&out), stdout(&out).trim()),
         (0, ""),
@@ -411,6 +391,22 @@ fn sixty_agents_on_three_hosts_never_hold_one_path_at_once() {
     assert_eq!(hosts.len(), 3, "holders on every host");
 }
 
+/// Two checkouts with squadds connected to `nats` (lock TTL `ttl`), agent-0
+/// on host 0 holding `shared/x.rs` (its local record for an hour).
+fn two_hosts_with_a_lock(
+    nats: &NatsCluster,
+    ttl: &str,
+) -> (tempfile::TempDir, Vec<PathBuf>, Daemon, Daemon) {
+    let (tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), ttl));
+    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    let b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    wait_connected(&roots[0]);
+    wait_connected(&roots[1]);
+    let out = acquire(&roots[0], 0, &["--ttl", "1h"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    (tmp, roots, a, b)
+}
+
 #[test]
 fn a_killed_holders_lock_passes_after_its_ttl_never_before() {
     let Some(nats) = NatsCluster::start() else {
@@ -420,13 +416,7 @@ fn a_killed_holders_lock_passes_after_its_ttl_never_before() {
     // squadd renews at a third of the TTL: the last renewal before a kill
     // was at most this long before it.
     const RENEW: Duration = Duration::from_secs(1);
-    let (_tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), "3s"));
-    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
-    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
-    wait_connected(&roots[0]);
-    wait_connected(&roots[1]);
-    let out = acquire(&roots[0], 0, &["--ttl", "1h"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_tmp, roots, a, _b) = two_hosts_with_a_lock(&nats, "3s");
     // Held well past its TTL while its squadd lives (renewed).
     std::thread::sleep(TTL * 2);
     let out = acquire(&roots[1], 1, &[]);
@@ -533,13 +523,7 @@ fn a_restarted_squadd_keeps_renewing_its_checkouts_locks() {
         return;
     };
     const TTL: Duration = Duration::from_secs(6);
-    let (_tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), "6s"));
-    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
-    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
-    wait_connected(&roots[0]);
-    wait_connected(&roots[1]);
-    let out = acquire(&roots[0], 0, &["--ttl", "1h"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_tmp, roots, a, _b) = two_hosts_with_a_lock(&nats, "6s");
     // Restarted: the new squadd finds the key its checkout holds (the local
     // record is live) and renews it; well past its TTL it is still held.
     // (A restart slower than two thirds of the TTL would let it lapse.)
