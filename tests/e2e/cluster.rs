@@ -299,6 +299,7 @@ fn three_hosts_join_one_nats_cluster_and_see_each_others_locks() {
         let list = ctl_ok(r, &["lock", "list", "--json"]);
         let list: serde_json::Value = serde_json::from_str(&list).unwrap();
         assert_eq!(list["locks"].as_array().unwrap().len(), 0, "{list:#}");
+        assert_eq!(list["cluster_locks"][0]["agent"], "agent-0", "{list:#}");
     }
     // The guard on host 1 refuses agent-1's write to the path host 0
     // holds, and allows a path nobody holds.
@@ -321,6 +322,12 @@ fn three_hosts_join_one_nats_cluster_and_see_each_others_locks() {
         stdout(&health).contains("ok       cluster connected to n"),
         "{}",
         stdout(&health)
+    );
+    // `lock list` on host 2 shows the cluster-wide table after its own.
+    let list = ctl_ok(&roots[2], &["lock", "list"]);
+    assert!(
+        list.contains("no locks\ncluster-wide: 1 lock(s)\n  shared/x.rs  agent-0 (task_0)"),
+        "{list}"
     );
     let human = ctl_ok(&roots[1], &["cluster", "status"]);
     assert!(human.contains("NATS: connected"), "{human}");

@@ -735,6 +735,12 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
             .find(|(s, _)| s.path() == e.path())
             .map_or_else(|| "held".to_string(), |(_, why)| format!("stale: {why}"))
     };
+    // Cluster call site (docs/cluster.md): with `cluster:`, the
+    // cluster-wide table as the local squadd sees it, after the local one.
+    let cluster = policy
+        .cluster
+        .as_ref()
+        .map(|_| crate::cluster::client::call(root, "list", &[], "", "", ""));
     if args.json {
         let items: Vec<serde_json::Value> = entries
             .iter()
@@ -759,12 +765,18 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                 }),
             })
             .collect();
-        return super::print(&format!("{:#}\n", json!({"locks": items})));
-    }
-    if entries.is_empty() {
-        return super::print("no locks\n");
+        let mut v = json!({"locks": items});
+        match &cluster {
+            Some(Ok(c)) => v["cluster_locks"] = c["locks"].clone(),
+            Some(Err(e)) => v["cluster_error"] = json!(e),
+            None => {}
+        }
+        return super::print(&format!("{v:#}\n"));
     }
     let mut out = String::new();
+    if entries.is_empty() {
+        out.push_str("no locks\n");
+    }
     for e in &entries {
         let esc = |s: &str| crate::text::escape(s).into_owned();
         match e {
@@ -790,6 +802,28 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                 esc(error)
             )),
         }
+    }
+    match &cluster {
+        Some(Ok(c)) => {
+            let locks = c["locks"].as_array().cloned().unwrap_or_default();
+            out.push_str(&format!("cluster-wide: {} lock(s)\n", locks.len()));
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+            for l in &locks {
+                out.push_str(&format!(
+                    "  {}  {} ({})  session {}  host {}\n",
+                    crate::text::escape(&s(&l["target"])),
+                    crate::text::escape(&s(&l["agent"])),
+                    crate::text::escape(&s(&l["task"])),
+                    crate::text::escape(&s(&l["session"])),
+                    crate::text::escape(&s(&l["host"])),
+                ));
+            }
+        }
+        Some(Err(e)) => out.push_str(&format!(
+            "cluster-wide: unknown ({})\n",
+            crate::text::escape_lines(e)
+        )),
+        None => {}
     }
     // Targets, agents and sessions come from files anyone can write.
     super::print_human(&out)
