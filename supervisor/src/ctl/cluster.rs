@@ -63,7 +63,9 @@ pub fn run(root_arg: Option<&Path>, cmd: ClusterCommand) -> u8 {
 }
 
 fn human(v: &Value) -> String {
-    let s = |x: &Value| x.as_str().unwrap_or("?").to_string();
+    // Targets, agents, sessions and hosts come from the shared bucket,
+    // which any host of the project can write: escaped.
+    let s = |x: &Value| crate::text::escape(x.as_str().unwrap_or("?")).into_owned();
     let mut out = format!(
         "cluster: project {}  host {}\nNATS: {}{}  (seeds {})\n",
         s(&v["project"]),
@@ -71,7 +73,7 @@ fn human(v: &Value) -> String {
         s(&v["connection"]["state"]),
         v["connection"]["server"]
             .as_str()
-            .map(|x| format!(" to {x}"))
+            .map(|x| format!(" to {}", crate::text::escape(x)))
             .unwrap_or_default(),
         v["seeds"]
             .as_array()
@@ -79,7 +81,7 @@ fn human(v: &Value) -> String {
             .unwrap_or_default(),
     );
     if let Some(e) = v["connection"]["error"].as_str() {
-        out.push_str(&format!("error: {e}\n"));
+        out.push_str(&format!("error: {}\n", crate::text::escape_lines(e)));
     }
     if let Some(hosts) = v["hosts_seen"].as_array() {
         out.push_str(&format!(
@@ -104,7 +106,10 @@ fn human(v: &Value) -> String {
         }
         None => {
             if let Some(e) = v["locks_error"].as_str() {
-                out.push_str(&format!("cluster locks: unknown ({e})\n"));
+                out.push_str(&format!(
+                    "cluster locks: unknown ({})\n",
+                    crate::text::escape_lines(e)
+                ));
             }
         }
     }
