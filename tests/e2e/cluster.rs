@@ -61,10 +61,28 @@ impl NatsCluster {
     /// outside CI.
     pub fn start() -> Option<NatsCluster> {
         let server = nats_server()?;
+        // A port picked free may be taken before the node binds it (by a
+        // test running alongside): a node that exits is a lost race, and
+        // the cluster starts again on new ports.
+        for _ in 0..5 {
+            if let Some(c) = NatsCluster::try_start(&server) {
+                return Some(c);
+            }
+        }
+        panic!("the NATS cluster did not start (node logs above)");
+    }
+
+    fn try_start(server: &Path) -> Option<NatsCluster> {
         let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<(u16, u16, u16)> = (0..3)
-            .map(|_| (free_port(), free_port(), free_port()))
+        // All nine held at once, so that no two are the same port.
+        let held: Vec<TcpListener> = (0..9)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
+        let port = |i: usize| held[i].local_addr().unwrap().port();
+        let ports: Vec<(u16, u16, u16)> = (0..3)
+            .map(|n| (port(3 * n), port(3 * n + 1), port(3 * n + 2)))
+            .collect();
+        drop(held);
         let routes: Vec<String> = ports
             .iter()
             .map(|(_, c, _)| format!("\"nats-route://127.0.0.1:{c}\""))
@@ -86,7 +104,7 @@ impl NatsCluster {
             )
             .unwrap();
             let log = dir.path().join(format!("n{i}.log"));
-            let child = Command::new(&server)
+            let child = Command::new(server)
                 .arg("-c")
                 .arg(&conf)
                 .stdout(Stdio::null())
@@ -100,9 +118,23 @@ impl NatsCluster {
                 log,
             });
         }
-        let cluster = NatsCluster { nodes, _dir: dir };
+        let mut cluster = NatsCluster { nodes, _dir: dir };
         let start = Instant::now();
         while !(0..3).all(|i| cluster.healthy(i)) {
+            let exited = cluster.nodes.iter_mut().any(|n| {
+                n.child
+                    .as_mut()
+                    .is_some_and(|c| c.try_wait().ok().flatten().is_some())
+            });
+            if exited {
+                let logs: Vec<String> = cluster
+                    .nodes
+                    .iter()
+                    .map(|n| fs::read_to_string(&n.log).unwrap_or_default())
+                    .collect();
+                eprintln!("a NATS node exited while starting; again on new ports: {logs:?}");
+                return None;
+            }
             assert!(
                 start.elapsed() < Duration::from_secs(90),
                 "the NATS cluster did not become healthy"
@@ -126,6 +158,14 @@ impl NatsCluster {
         let mut answer = String::new();
         let _ = s.read_to_string(&mut answer);
         answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    }
+
+    /// Kills node `i` (SIGKILL), as a crash would.
+    pub fn kill_node(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// The client URLs, YAML flow list.
@@ -542,4 +582,38 @@ fn a_restarted_squadd_keeps_renewing_its_checkouts_locks() {
     assert_eq!(code(&out), 1, "adopted and renewed: {}", stderr(&out));
     let (_, v) = status(&roots[0]);
     assert_eq!(v["held_here"], 1, "{v:#}");
+}
+
+#[test]
+fn a_killed_nats_node_leaves_the_locks_exclusive_and_working() {
+    let Some(mut nats) = NatsCluster::start() else {
+        return;
+    };
+    // A TTL longer than a stream leader election: renewals that fail while
+    // the cluster elects must not let the lock lapse.
+    let (_tmp, roots, _a, _b) = two_hosts_with_a_lock(&nats, "20s");
+    nats.kill_node(0);
+    // Until the client has reconnected and the stream has a leader, an
+    // attempt fails (exit 2, never a grant); then it is refused: held.
+    let out = eventually("an answer from the two live nodes", || {
+        let out = acquire(&roots[1], 1, &[]);
+        (code(&out) != 2).then_some(out)
+    });
+    assert_eq!(code(&out), 1, "still held by agent-0: {}", stderr(&out));
+    assert!(stderr(&out).contains("by agent-0"), "{}", stderr(&out));
+    // Released on host 0 (its squadd reconnected too), taken on host 1.
+    eventually("host 0 releases through the live nodes", || {
+        let out = ctl_run(
+            &roots[0],
+            &["lock", "release", "shared/x.rs", "--agent", "agent-0"],
+        );
+        (code(&out) == 0).then_some(())
+    });
+    let out = eventually("host 1 takes the released lock", || {
+        let out = acquire(&roots[1], 1, &[]);
+        (code(&out) == 0).then_some(out)
+    });
+    assert_eq!(code(&out), 0);
+    let (_, v) = status(&roots[0]);
+    assert_eq!(v["locks"][0]["agent"], "agent-1", "{v:#}");
 }

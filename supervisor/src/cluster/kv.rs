@@ -243,16 +243,28 @@ impl Locks {
         }
     }
 
-    /// Every live lock: holder and revision.
+    /// Every live lock: holder and revision. The keys come from the
+    /// stream's subject list (a stream-info request to its leader), not
+    /// from a consumer: consumer creation timed out for a while after a
+    /// node died, while every other request was answered.
     pub async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
-        let store = self.store().await?;
-        let mut keys = match store.keys().await {
-            Ok(k) => k,
-            Err(e) => return Err(format!("NATS keys: {e}")),
-        };
+        self.store().await?;
+        let stream = self
+            .js
+            .get_stream(format!("KV_{}", self.bucket))
+            .await
+            .map_err(|e| format!("NATS stream info: {e}"))?;
+        let prefix = format!("$KV.{}.", self.bucket);
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await
+            .map_err(|e| format!("NATS stream info: {e}"))?;
         let mut names = Vec::new();
-        while let Some(k) = keys.next().await {
-            names.push(k.map_err(|e| format!("NATS keys: {e}"))?);
+        while let Some(item) = subjects.next().await {
+            let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
+            if let Some(key) = subject.strip_prefix(&prefix) {
+                names.push(key.to_string());
+            }
         }
         let mut out = Vec::new();
         for k in names {
