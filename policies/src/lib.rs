@@ -23,6 +23,7 @@
 
 pub mod boundary;
 pub mod check;
+pub mod cluster;
 pub mod duration;
 pub mod guard;
 pub mod guard_doctor;

@@ -46,6 +46,9 @@ pub struct Policy {
     pub notices: crate::notices::NoticePolicy,
     /// `runners:` (squadd starting agents; docs/runners.md).
     pub runners: crate::runners::RunnersPolicy,
+    /// `cluster:` (docs/cluster.md): the NATS cluster joining the project's
+    /// checkouts, or `None` for a single checkout.
+    pub cluster: Option<crate::cluster::ClusterPolicy>,
 }
 
 /// `retention:` of the policy.
@@ -122,6 +125,8 @@ struct Raw {
     notices: crate::notices::RawNotices,
     #[serde(default)]
     runners: crate::runners::RawRunners,
+    #[serde(default)]
+    cluster: Option<crate::cluster::RawCluster>,
 }
 
 #[derive(Deserialize)]
@@ -315,6 +320,7 @@ impl Policy {
             hooks: crate::hooks::HooksPolicy::default(),
             notices: crate::notices::NoticePolicy::default(),
             runners: crate::runners::RunnersPolicy::default(),
+            cluster: None,
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
                     Duration::ZERO,
@@ -523,6 +529,10 @@ impl Policy {
                 .check()
                 .map_err(|(field, message)| PolicyError { field, message })?,
             runners: crate::runners::runners_policy(raw.runners)?,
+            cluster: raw
+                .cluster
+                .map(crate::cluster::cluster_policy)
+                .transpose()?,
         };
         for (i, g) in policy.forbidden.iter().enumerate() {
             crate::boundary::check_glob(g).map_err(|message| PolicyError {
@@ -685,6 +695,11 @@ pub fn check(text: &str) -> Vec<PolicyFinding> {
             };
             path.push(key);
             match v {
+                // `cluster:` has required keys: it loads as one section,
+                // its finding placed at the field the error names.
+                Value::Mapping(_) if path.len() == 1 && path[0] == "cluster" => {
+                    out.push(path.clone())
+                }
                 Value::Mapping(m) if !m.is_empty() => leaves(m, path, out),
                 _ => out.push(path.clone()),
             }
@@ -706,6 +721,23 @@ pub fn check(text: &str) -> Vec<PolicyFinding> {
         let segs: Vec<PathSeg> = path.iter().map(|k| PathSeg::Key(k.clone())).collect();
         locate(text, &segs, Target::Key)
     };
+    // `cluster.nats[0]` → the deepest of its prefixes found in the text.
+    let place_field = |field: &str| {
+        let mut segs = Vec::new();
+        for part in field.split('.') {
+            let (key, index) = match part.split_once('[') {
+                Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+                None => (part, None),
+            };
+            segs.push(PathSeg::Key(key.to_string()));
+            if let Some(i) = index {
+                segs.push(PathSeg::Index(i));
+            }
+        }
+        (1..=segs.len())
+            .rev()
+            .find_map(|n| locate(text, &segs[..n], Target::Key))
+    };
     let mut paths = Vec::new();
     leaves(&user, &mut Vec::new(), &mut paths);
     let mut out: Vec<PolicyFinding> = Vec::new();
@@ -715,10 +747,12 @@ pub fn check(text: &str) -> Vec<PolicyFinding> {
         if let Err(error) = Policy::parse(Some(&one))
             && !out.iter().any(|f| f.error == error)
         {
-            out.push(PolicyFinding {
-                at: place(&path),
-                error,
-            });
+            let at = if path.first().is_some_and(|k| k == "cluster") {
+                place_field(&error.field)
+            } else {
+                place(&path)
+            };
+            out.push(PolicyFinding { at, error });
         }
     }
     // Each key loads alone: the fault is in their combination.

@@ -86,6 +86,24 @@ pub enum Method {
         #[serde(default)]
         task: Option<String>,
     },
+    /// The cluster (docs/cluster.md): `acquire` / `release` cluster-wide
+    /// locks, `list` them, or `status`. Answered by the root's cluster task.
+    Cluster {
+        /// `acquire`, `release`, `list` or `status`.
+        action: String,
+        /// Normalized lock targets.
+        #[serde(default)]
+        targets: Vec<String>,
+        /// The holder agent.
+        #[serde(default)]
+        agent: String,
+        /// The holder's task.
+        #[serde(default)]
+        task: String,
+        /// The holder's session.
+        #[serde(default)]
+        session: String,
+    },
 }
 
 /// A response line.

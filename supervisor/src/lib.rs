@@ -14,6 +14,7 @@
 
 pub mod attention;
 pub mod audit;
+pub mod cluster;
 pub mod control;
 pub mod ctl;
 pub mod daemon;

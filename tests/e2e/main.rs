@@ -9,6 +9,7 @@ mod agents;
 mod answers;
 mod attention;
 mod check;
+mod cluster;
 mod core;
 pub mod daemon;
 mod defaults;

@@ -12,29 +12,12 @@ use std::path::{Path, PathBuf};
 /// `.ci/run` makes. None (with a loud message) when absent outside CI; in
 /// CI its absence fails the test.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("SQUAD_MCP_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/squad-ci/mcp-venv/bin/python"))
-        })?;
-    let works = std::process::Command::new(&candidate)
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        return Some(candidate);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI: the MCP Python SDK is missing at {} (.ci/run installs it)",
-        candidate.display()
-    );
-    eprintln!(
-        "SKIPPED: no Python with the `mcp` package at {} (run .ci/run or set SQUAD_MCP_PYTHON)",
-        candidate.display()
-    );
-    None
+    ci_tool(
+        "SQUAD_MCP_PYTHON",
+        "mcp-venv/bin/python",
+        &["-c", "import mcp"],
+        "Python with the `mcp` package",
+    )
 }
 
 /// Runs the client script's `scenario` against `root`; its JSON report.

@@ -426,3 +426,30 @@ fn words_splits_at_spaces_and_keeps_quoted_arguments_whole() {
     );
     assert_eq!(words("a 'b c'"), ["a", "b c"]);
 }
+
+/// A tool `.ci/run` installs under the CI cache: `$<env_var>` when set, else
+/// `~/.cache/squad-ci/<cache_path>`, if running it with `probe` succeeds.
+/// None (with a loud SKIPPED message naming `what`) when absent outside CI;
+/// in CI its absence fails the test.
+pub fn ci_tool(env_var: &str, cache_path: &str, probe: &[&str], what: &str) -> Option<PathBuf> {
+    let candidate = std::env::var_os(env_var).map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/squad-ci").join(cache_path))
+    })?;
+    let works = Command::new(&candidate)
+        .args(probe)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(candidate);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI: {what} is missing at {} (.ci/run installs it)",
+        candidate.display()
+    );
+    eprintln!(
+        "SKIPPED: no {what} at {} (run .ci/run or set {env_var})",
+        candidate.display()
+    );
+    None
+}

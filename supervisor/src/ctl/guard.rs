@@ -336,7 +336,12 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
     // SQUAD_TASK alone: the agent is the one the task is assigned to.
     let agent = agent_env.or_else(|| task.as_ref().map(|t| t.agent.clone()));
     let now = Utc::now();
-    let locks = live_locks(&root_abs, &policy, now)?;
+    let mut locks = live_locks(&root_abs, &policy, now)?;
+    // Cluster call site (docs/cluster.md): other hosts' cluster locks,
+    // through the local squadd; nothing without `cluster:`.
+    locks.extend(crate::cluster::client::remote_locks(
+        &root_abs, &policy, now,
+    ));
     let facts = Facts {
         agent: agent.as_deref(),
         task: task.as_ref(),

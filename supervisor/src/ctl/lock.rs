@@ -334,6 +334,12 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
     // A wait too long for the clock is a wait without end.
     let deadline = Instant::now().checked_add(wait);
     let mut waiter = (!wait.is_zero()).then(|| super::wait::Waiter::new(Vec::new()));
+    // Another host's release is no local file change: a waiter looks again
+    // after this long, doubling up to a limit (many waiters on a busy
+    // machine must not flood their squadd), with a per-process offset so
+    // waiters do not look in step.
+    let mut cluster_poll =
+        CLUSTER_POLL + chrono::Duration::milliseconds(i64::from(std::process::id() % 50));
 
     loop {
         // Watch first, then look: a release in between wakes the wait
@@ -389,6 +395,22 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             };
             let path = record_path(&home.dir, &record);
             txn.write(&path, &record)?;
+            // Cluster call site (docs/cluster.md): with `cluster:`, an
+            // exclusive lock is also taken cluster-wide through the local
+            // squadd, after the local record is written (squadd renews the
+            // cluster key only while that record is live), and undone when
+            // another host holds it.
+            match cluster_take(root, policy, &record) {
+                Ok(None) => {}
+                Ok(Some(refusal)) => {
+                    txn.remove(&path)?;
+                    return Ok(Attempt::Conflict(refusal, Utc::now() + cluster_poll, false));
+                }
+                Err(e) => {
+                    txn.remove(&path)?;
+                    return Err(e);
+                }
+            }
             // The new record is written first: a crash in between leaves a
             // harmless duplicate, never a gap.
             let own: Vec<(PathBuf, LockRecord, Vec<String>)> = supersede
@@ -444,6 +466,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 };
             }
             Ok(Attempt::Conflict(message, until, has_pid)) => {
+                cluster_poll = (cluster_poll * 2).min(CLUSTER_POLL_MAX);
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
                     return refuse(message, args.json);
@@ -465,6 +488,70 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 waiter.wait(timeout);
             }
         }
+    }
+}
+
+/// How often a waiting acquisition looks again at a lock another host holds
+/// (no local file change reports its release).
+const CLUSTER_POLL: chrono::Duration = chrono::Duration::milliseconds(100);
+
+/// The longest a waiting acquisition goes between looks at a lock another
+/// host holds.
+const CLUSTER_POLL_MAX: chrono::Duration = chrono::Duration::milliseconds(1500);
+
+/// Takes `record`'s targets cluster-wide when the project has `cluster:`
+/// and the lock is exclusive: `Ok(None)` when taken (or not a cluster
+/// lock), `Ok(Some(why))` when another host holds one, `Err` when the
+/// cluster cannot be asked (squadd down, NATS unreachable): no cluster
+/// lock is ever assumed.
+fn cluster_take(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    record: &LockRecord,
+) -> Result<Option<String>, String> {
+    if policy.cluster.is_none() || record.mode != Mode::Exclusive {
+        return Ok(None);
+    }
+    let answer = crate::cluster::client::call(
+        root,
+        "acquire",
+        &record.targets,
+        &record.agent,
+        &record.task_id,
+        &record.session,
+    )
+    .map_err(|e| format!("cluster lock not taken: {e}"))?;
+    if answer["taken"].as_bool() == Some(true) {
+        return Ok(None);
+    }
+    let h = &answer["holder"];
+    let s = |k: &str| crate::text::escape(h[k].as_str().unwrap_or("?")).into_owned();
+    Ok(Some(format!(
+        "`{}` is locked cluster-wide by {} (task {}) in session {} on host {}",
+        s("target"),
+        s("agent"),
+        s("task"),
+        s("session"),
+        s("host")
+    )))
+}
+
+/// Gives back released targets cluster-wide at once (squadd would release
+/// them at its next renewal anyway, the local records being gone).
+fn cluster_give_back(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    agent: &str,
+    targets: &[String],
+) {
+    if policy.cluster.is_none() || targets.is_empty() {
+        return;
+    }
+    if let Err(e) = crate::cluster::client::call(root, "release", targets, agent, "", "") {
+        super::eprint_text(&format!(
+            "squadctl: warning: cluster release deferred to squadd's next renewal: {}\n",
+            crate::text::escape_lines(&e)
+        ));
     }
 }
 
@@ -537,6 +624,7 @@ fn release(root: &Path, policy: &squad_policies::Policy, args: ReleaseArgs) -> u
     match result {
         Err(e) => super::fail(e),
         Ok(released) => {
+            cluster_give_back(root, policy, &args.agent, &released);
             let missing: Vec<&String> = wanted.iter().filter(|w| !released.contains(w)).collect();
             let text = if args.json {
                 format!("{:#}\n", json!({"released": released, "not_held": missing}))
@@ -647,6 +735,12 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
             .find(|(s, _)| s.path() == e.path())
             .map_or_else(|| "held".to_string(), |(_, why)| format!("stale: {why}"))
     };
+    // Cluster call site (docs/cluster.md): with `cluster:`, the
+    // cluster-wide table as the local squadd sees it, after the local one.
+    let cluster = policy
+        .cluster
+        .as_ref()
+        .map(|_| crate::cluster::client::call(root, "list", &[], "", "", ""));
     if args.json {
         let items: Vec<serde_json::Value> = entries
             .iter()
@@ -671,12 +765,18 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                 }),
             })
             .collect();
-        return super::print(&format!("{:#}\n", json!({"locks": items})));
-    }
-    if entries.is_empty() {
-        return super::print("no locks\n");
+        let mut v = json!({"locks": items});
+        match &cluster {
+            Some(Ok(c)) => v["cluster_locks"] = c["locks"].clone(),
+            Some(Err(e)) => v["cluster_error"] = json!(e),
+            None => {}
+        }
+        return super::print(&format!("{v:#}\n"));
     }
     let mut out = String::new();
+    if entries.is_empty() {
+        out.push_str("no locks\n");
+    }
     for e in &entries {
         let esc = |s: &str| crate::text::escape(s).into_owned();
         match e {
@@ -702,6 +802,28 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
                 esc(error)
             )),
         }
+    }
+    match &cluster {
+        Some(Ok(c)) => {
+            let locks = c["locks"].as_array().cloned().unwrap_or_default();
+            out.push_str(&format!("cluster-wide: {} lock(s)\n", locks.len()));
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+            for l in &locks {
+                out.push_str(&format!(
+                    "  {}  {} ({})  session {}  host {}\n",
+                    crate::text::escape(&s(&l["target"])),
+                    crate::text::escape(&s(&l["agent"])),
+                    crate::text::escape(&s(&l["task"])),
+                    crate::text::escape(&s(&l["session"])),
+                    crate::text::escape(&s(&l["host"])),
+                ));
+            }
+        }
+        Some(Err(e)) => out.push_str(&format!(
+            "cluster-wide: unknown ({})\n",
+            crate::text::escape_lines(e)
+        )),
+        None => {}
     }
     // Targets, agents and sessions come from files anyone can write.
     super::print_human(&out)

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 pub mod canon;
 pub mod check;
+pub mod cluster;
 pub mod codex_trust;
 pub mod example;
 pub mod gc;
@@ -92,6 +93,9 @@ pub enum Command {
     /// Advisory locks on paths and globs (acquire, release, renew, list).
     #[command(subcommand)]
     Lock(lock::LockCommand),
+    /// The cluster of checkouts on NATS JetStream (status; docs/cluster.md).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
     /// Install squadd as a systemd or launchd service.
     #[command(subcommand)]
     Service(service::ServiceCommand),
@@ -193,6 +197,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Check(args) => check::run(cli.root.as_deref(), args),
         Command::Gc(args) => gc::run(cli.root.as_deref(), args),
         Command::Lock(cmd) => lock::run(cli.root.as_deref(), cmd),
+        Command::Cluster(cmd) => cluster::run(cli.root.as_deref(), cmd),
         Command::Send(args) => message::send(cli.root.as_deref(), args),
         Command::Reply(args) => message::reply(cli.root.as_deref(), args),
         Command::Inbox(cmd) => message::inbox_cmd(cli.root.as_deref(), cmd),

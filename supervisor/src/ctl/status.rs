@@ -366,6 +366,8 @@ pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
         note: "critical when a runner's agent CLI would run unguarded; `squadctl guard doctor`"
             .into(),
     });
+    // Cluster call site (docs/cluster.md): the NATS connection, when on.
+    health.checks.extend(super::cluster::health_check(&root));
     let code = print(&if args.json {
         format!("{:#}\n", serde_json::to_value(&health).unwrap_or_default())
     } else {

@@ -153,6 +153,27 @@ pub fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
             session,
             task,
         } => Reply::Once(sup.answer_runs(i, &action, session.as_deref(), task.as_deref())),
+        // Cluster call site: answered by the root's cluster task, so a slow
+        // NATS never holds up squadd's loop.
+        Method::Cluster {
+            action,
+            targets,
+            agent,
+            task,
+            session,
+        } => match &sup.roots.shell(i).cluster {
+            Some(handle) => Reply::Later(handle.ask(crate::cluster::daemon::Ask {
+                action,
+                targets,
+                agent,
+                task,
+                session,
+            })),
+            None if action == "status" => json(Ok(serde_json::json!({"enabled": false}))),
+            None => Reply::Once(Response::error(
+                "this project has no `cluster:` section in .squad/policies.yaml (docs/cluster.md)",
+            )),
+        },
         Method::Health => json(serde_json::to_value(super::health::measure(
             &sup.supervision(),
         ))),

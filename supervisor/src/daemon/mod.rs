@@ -361,6 +361,8 @@ impl Supervisor {
         let refused = policy.as_ref().err().cloned();
         let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
         let state = State::load(&root);
+        let policy_cluster = policy.cluster.clone();
+        let root_path = root.clone();
         let mut r = Root::new(root, state, policy, Utc::now());
         if refused.is_some() {
             r.next_gc = None;
@@ -369,6 +371,11 @@ impl Supervisor {
             pid_lock: Some(lock),
             socket: None,
             runs,
+            // Cluster call site: the task holds the NATS connection and
+            // renews this checkout's cluster locks (docs/cluster.md).
+            cluster: policy_cluster
+                .as_ref()
+                .map(|c| crate::cluster::daemon::start(&root_path, c.clone())),
         };
         let i = self.roots.add(r, shell);
         let r = self.roots.core(i);

@@ -24,6 +24,8 @@ pub struct Shell {
     pub socket: Option<Bound>,
     /// The agent runs: config.json in force, live children, past records.
     pub runs: RootRuns,
+    /// The cluster task (docs/cluster.md), when the policy has `cluster:`.
+    pub cluster: Option<crate::cluster::daemon::Handle>,
 }
 
 /// One root: its core and its shell.

@@ -23,6 +23,8 @@ pub enum Reply {
         /// The root whose events the client asked for (others are skipped).
         root: String,
     },
+    /// One response line, answered later by another task (the cluster's).
+    Later(oneshot::Receiver<Response>),
 }
 
 /// A request on its way to the supervisor task.
@@ -221,6 +223,12 @@ async fn serve(stream: UnixStream, root: RootId, calls: mpsc::Sender<Call>) -> s
         }
         match rx.await {
             Ok(Reply::Once(r)) => write_line(&mut write, &r).await?,
+            Ok(Reply::Later(rx)) => {
+                let r = rx
+                    .await
+                    .unwrap_or_else(|_| Response::error("squadd's cluster task ended"));
+                write_line(&mut write, &r).await?
+            }
             Ok(Reply::Stream {
                 backlog,
                 mut events,

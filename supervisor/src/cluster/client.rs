@@ -1,0 +1,88 @@
+//! squadctl's side: cluster requests through the local squadd's control
+//! socket (squadd holds the NATS connection and renews the locks; a
+//! squadctl process lives too short to renew anything).
+
+use crate::control::{Client, ClientError, Method};
+use serde_json::Value as Json;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long squadctl waits for squadd's cluster answer (NATS round trips
+/// included).
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Asks the local squadd.
+pub fn call(
+    root: &Path,
+    action: &str,
+    targets: &[String],
+    agent: &str,
+    task: &str,
+    session: &str,
+) -> Result<Json, String> {
+    let mut client = Client::connect(root, TIMEOUT).map_err(|e| match e {
+        ClientError::NotRunning(_) => format!(
+            "squadd is not running for {}: cluster locks are taken and renewed by the local squadd; start it (`squadd --root {}`)",
+            root.display(),
+            root.display()
+        ),
+        e => e.to_string(),
+    })?;
+    client
+        .call(Method::Cluster {
+            action: action.into(),
+            targets: targets.to_vec(),
+            agent: agent.into(),
+            task: task.into(),
+            session: session.into(),
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// The cluster-wide locks other hosts hold, as lock records the guard
+/// checks like local ones (exclusive, held until now + the lock TTL at
+/// most). Empty without `cluster:`. When the local squadd or NATS cannot
+/// answer, the guard goes on with the local table alone (a host without
+/// NATS keeps working locally; docs/cluster.md) and says so on stderr.
+pub fn remote_locks(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<squad_policies::locks::LockRecord> {
+    let Some(cluster) = &policy.cluster else {
+        return Vec::new();
+    };
+    let listed = call(root, "list", &[], "", "", "");
+    let locks = match listed {
+        Ok(v) => v["locks"].as_array().cloned().unwrap_or_default(),
+        Err(e) => {
+            eprintln!(
+                "squadctl guard: warning: cluster locks not checked ({}): other hosts' locks are not seen",
+                crate::text::escape_lines(&e)
+            );
+            return Vec::new();
+        }
+    };
+    let until = chrono::Duration::from_std(cluster.lock_ttl)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(now);
+    locks
+        .iter()
+        // This host's cluster locks are its local records already.
+        .filter(|l| l["this_host"].as_bool() == Some(false))
+        .filter_map(|l| serde_json::from_value::<super::Holder>(l.clone()).ok())
+        .map(|h| squad_policies::locks::LockRecord {
+            targets: vec![h.target],
+            mode: squad_policies::locks::Mode::Exclusive,
+            agent: format!("{} (on host {})", h.agent, h.host),
+            task_id: h.task,
+            session: h.session,
+            pid: None,
+            pid_started_at: None,
+            host: h.host,
+            acquired_at: h.acquired_at,
+            expires_at: until,
+        })
+        .collect()
+}

@@ -1,0 +1,383 @@
+//! squadd's side of the cluster: one task per root with a `cluster:`
+//! policy. It owns the NATS connection and the locks this checkout holds,
+//! answers the control socket's `cluster` requests, and renews every held
+//! lock at a third of its TTL while the agent's local lock record is live
+//! (a released, expired or reclaimed local record releases the cluster
+//! lock too). A squadd that dies stops renewing: its locks pass to another
+//! host when their TTL runs out on the server, never before.
+
+use super::kv::{Locks, TakeError};
+use super::{Holder, host_id, key_of};
+use crate::control::Response;
+use chrono::Utc;
+use serde_json::json;
+use squad_policies::cluster::ClusterPolicy;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// A `cluster` request from the control socket.
+#[derive(Debug)]
+pub struct Ask {
+    /// `acquire`, `release`, `list` or `status`.
+    pub action: String,
+    /// Targets (`acquire`, `release`).
+    pub targets: Vec<String>,
+    /// The agent (`acquire`, `release`).
+    pub agent: String,
+    /// The task (`acquire`).
+    pub task: String,
+    /// The session (`acquire`).
+    pub session: String,
+}
+
+/// Where the root's cluster task takes requests.
+pub struct Handle {
+    tx: mpsc::Sender<(Ask, oneshot::Sender<Response>)>,
+}
+
+impl Handle {
+    /// Hands a request to the task; the receiver gets the answer.
+    pub fn ask(&self, ask: Ask) -> oneshot::Receiver<Response> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(
+            mpsc::error::TrySendError::Full((_, tx)) | mpsc::error::TrySendError::Closed((_, tx)),
+        ) = self.tx.try_send((ask, tx))
+        {
+            let _ = tx.send(Response::error(
+                "squadd's cluster task is busy or gone; try again",
+            ));
+        }
+        rx
+    }
+}
+
+/// A lock this checkout holds.
+struct Held {
+    holder: Holder,
+    revision: u64,
+}
+
+struct Task {
+    root: PathBuf,
+    host: String,
+    policy: ClusterPolicy,
+    locks: Option<Locks>,
+    /// Why the connection could not be made, when it could not.
+    connect_error: Option<String>,
+    held: BTreeMap<String, Held>,
+    /// Whether the locks an earlier squadd of this checkout held were
+    /// looked for (once, at the first renewal with NATS up).
+    adopted: bool,
+}
+
+/// Starts the cluster task of `root` (inside squadd's runtime).
+pub fn start(root: &Path, policy: ClusterPolicy) -> Handle {
+    let (tx, rx) = mpsc::channel(256);
+    let task = Task {
+        root: root.to_path_buf(),
+        host: host_id(root),
+        policy,
+        locks: None,
+        connect_error: None,
+        held: BTreeMap::new(),
+        adopted: false,
+    };
+    tokio::spawn(task.run(rx));
+    Handle { tx }
+}
+
+impl Task {
+    async fn run(mut self, mut rx: mpsc::Receiver<(Ask, oneshot::Sender<Response>)>) {
+        match Locks::connect(&self.policy, true).await {
+            Ok(l) => self.locks = Some(l),
+            Err(e) => {
+                tracing::error!(error = %e, "cluster: cannot connect");
+                self.connect_error = Some(e);
+            }
+        }
+        // A third of the TTL: two renewals may fail (a slow server, a
+        // reconnect) before the lock lapses.
+        let every = (self.policy.lock_ttl / 3).max(Duration::from_millis(300));
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                ask = rx.recv() => match ask {
+                    Some((ask, reply)) => {
+                        let r = self.answer(ask).await;
+                        let _ = reply.send(r);
+                    }
+                    None => return,
+                },
+                _ = tick.tick() => self.renew_all().await,
+            }
+        }
+    }
+
+    fn ready(&mut self) -> Result<&mut Locks, String> {
+        match &self.locks {
+            Some(l) if !l.connected() => {
+                return Err(format!(
+                    "not connected to NATS ({}; seeds {}): this host takes no new cluster locks until it reconnects",
+                    l.state(),
+                    self.policy.nats.join(", ")
+                ));
+            }
+            Some(_) => {}
+            None => {
+                return Err(self
+                    .connect_error
+                    .clone()
+                    .unwrap_or_else(|| "no NATS connection".into()));
+            }
+        }
+        self.locks
+            .as_mut()
+            .ok_or_else(|| "no NATS connection".to_string())
+    }
+
+    async fn answer(&mut self, ask: Ask) -> Response {
+        match ask.action.as_str() {
+            "acquire" => self.acquire(ask).await,
+            "release" => self.release(ask).await,
+            "list" => match self.list().await {
+                Ok(v) => Response::ok(json!({"locks": v})),
+                Err(e) => Response::error(e),
+            },
+            "status" => Response::ok(self.status().await),
+            other => Response::error(format!(
+                "unknown cluster action `{other}` (acquire, release, list, status)"
+            )),
+        }
+    }
+
+    async fn acquire(&mut self, ask: Ask) -> Response {
+        let host = self.host.clone();
+        let locks = match self.ready() {
+            Ok(l) => l,
+            Err(e) => return Response::error(e),
+        };
+        let mut taken: Vec<(String, Held)> = Vec::new();
+        let mut outcome = None;
+        for target in &ask.targets {
+            let holder = Holder {
+                target: target.clone(),
+                host: host.clone(),
+                agent: ask.agent.clone(),
+                task: ask.task.clone(),
+                session: ask.session.clone(),
+                acquired_at: Utc::now(),
+            };
+            let key = key_of(target);
+            match locks.take(&key, &holder).await {
+                Ok(revision) => taken.push((key, Held { holder, revision })),
+                Err(TakeError::Held(h, _)) => {
+                    outcome = Some(Response::ok(json!({"taken": false, "holder": h})));
+                    break;
+                }
+                Err(TakeError::Nats(e)) => {
+                    outcome = Some(Response::error(e));
+                    break;
+                }
+            }
+        }
+        match outcome {
+            // All or none: give back what this request took.
+            Some(r) => {
+                for (key, held) in taken {
+                    if let Err(e) = locks.release(&key, held.revision).await {
+                        tracing::warn!(error = %e, key, "cluster: could not give back a lock (it lapses at its TTL)");
+                    }
+                }
+                r
+            }
+            None => {
+                let revisions: Vec<u64> = taken.iter().map(|(_, h)| h.revision).collect();
+                self.held.extend(taken);
+                Response::ok(json!({"taken": true, "host": host, "revisions": revisions}))
+            }
+        }
+    }
+
+    async fn release(&mut self, ask: Ask) -> Response {
+        let host = self.host.clone();
+        let locks = match &mut self.locks {
+            Some(l) => l,
+            None => return Response::error("no NATS connection"),
+        };
+        let mut released = Vec::new();
+        for target in &ask.targets {
+            let key = key_of(target);
+            let revision = match self.held.get(&key) {
+                Some(h) if h.holder.agent == ask.agent => Some(h.revision),
+                Some(_) => None,
+                // Taken by an earlier squadd of this checkout (restarted).
+                None => match locks.holder(&key).await {
+                    Ok((Some((h, rev)), _)) if h.host == host && h.agent == ask.agent => Some(rev),
+                    Ok(_) => None,
+                    Err(e) => return Response::error(e),
+                },
+            };
+            let Some(revision) = revision else { continue };
+            match locks.release(&key, revision).await {
+                Ok(_) => {
+                    self.held.remove(&key);
+                    released.push(target.clone());
+                }
+                Err(e) => return Response::error(e),
+            }
+        }
+        Response::ok(json!({"released": released}))
+    }
+
+    async fn list(&mut self) -> Result<Vec<serde_json::Value>, String> {
+        let here = self.host.clone();
+        let locks = self.ready()?;
+        Ok(locks
+            .list()
+            .await?
+            .into_iter()
+            .map(|(h, rev)| {
+                let mut v = json!(h);
+                v["revision"] = json!(rev);
+                v["this_host"] = json!(h.host == here);
+                v
+            })
+            .collect())
+    }
+
+    async fn status(&mut self) -> serde_json::Value {
+        let (state, server) = match &self.locks {
+            Some(l) => (l.state(), l.server()),
+            None => ("not started".into(), None),
+        };
+        let listed = self.list().await;
+        let mut hosts: Vec<String> = vec![self.host.clone()];
+        if let Ok(locks) = &listed {
+            for l in locks {
+                if let Some(h) = l["host"].as_str()
+                    && !hosts.iter().any(|x| x == h)
+                {
+                    hosts.push(h.to_string());
+                }
+            }
+        }
+        json!({
+            "enabled": true,
+            "host": self.host,
+            "project": self.policy.project,
+            "seeds": self.policy.nats,
+            "connection": {
+                "state": state,
+                "server": server,
+                "error": self.connect_error,
+            },
+            "lock_ttl_secs": self.policy.lock_ttl.as_secs(),
+            "bucket": self.policy.locks_bucket(),
+            "held_here": self.held.len(),
+            "hosts_seen": hosts,
+            "locks": listed.as_ref().ok(),
+            "locks_error": listed.as_ref().err(),
+        })
+    }
+
+    /// Renews the locks whose local record is live; releases the others.
+    async fn renew_all(&mut self) {
+        if !self.adopted {
+            self.adopt().await;
+        }
+        if self.held.is_empty() {
+            return;
+        }
+        let live = local_live(&self.root);
+        let Some(locks) = &mut self.locks else { return };
+        if !locks.connected() {
+            return;
+        }
+        let mut gone = Vec::new();
+        for (key, held) in &mut self.held {
+            let still = live.as_ref().is_none_or(|live| {
+                live.iter().any(|(agent, target)| {
+                    *agent == held.holder.agent && *target == held.holder.target
+                })
+            });
+            if !still {
+                if let Err(e) = locks.release(key, held.revision).await {
+                    tracing::warn!(error = %e, key, "cluster: release failed (the lock lapses at its TTL)");
+                }
+                gone.push(key.clone());
+                continue;
+            }
+            match locks.renew(key, held.revision, &held.holder).await {
+                Ok(Some(rev)) => held.revision = rev,
+                Ok(None) => {
+                    tracing::error!(key, target = %held.holder.target, "cluster: lock lost (it lapsed before renewal)");
+                    gone.push(key.clone());
+                }
+                Err(e) => tracing::warn!(error = %e, key, "cluster: renewal failed; retrying"),
+            }
+        }
+        for k in gone {
+            self.held.remove(&k);
+        }
+    }
+}
+
+impl Task {
+    /// Takes over the cluster locks an earlier squadd of this checkout held
+    /// (a restart, a crash) whose local records are still live, so they are
+    /// renewed instead of lapsing under their agents.
+    async fn adopt(&mut self) {
+        let here = self.host.clone();
+        let Some(locks) = &mut self.locks else { return };
+        if !locks.connected() {
+            return;
+        }
+        let Ok(listed) = locks.list().await else {
+            return;
+        };
+        self.adopted = true;
+        let live = local_live(&self.root).unwrap_or_default();
+        for (holder, revision) in listed {
+            let ours = holder.host == here
+                && live
+                    .iter()
+                    .any(|(a, t)| *a == holder.agent && *t == holder.target);
+            if ours {
+                tracing::info!(target = %holder.target, agent = %holder.agent, "cluster: adopted a lock this checkout held");
+                self.held
+                    .entry(key_of(&holder.target))
+                    .or_insert(Held { holder, revision });
+            }
+        }
+    }
+}
+
+/// The (agent, target) pairs of this checkout's live local lock records;
+/// `None` when the table cannot be read (then nothing is released).
+fn local_live(root: &Path) -> Option<Vec<(String, String)>> {
+    let policy = crate::locks::load_policy(root).ok()?;
+    let entries = crate::locks::load(root, policy.lock_default_ttl).ok()?;
+    let now = Utc::now();
+    let host = crate::locks::host_name();
+    let stale = crate::locks::stale_entries(&entries, now, &host);
+    Some(
+        entries
+            .iter()
+            .filter(|e| !stale.iter().any(|(s, _)| s.path() == e.path()))
+            .filter_map(|e| match e {
+                crate::locks::Entry::Held { record, .. } => Some(
+                    record
+                        .targets
+                        .iter()
+                        .map(|t| (record.agent.clone(), t.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                crate::locks::Entry::Corrupt { .. } => None,
+            })
+            .flatten()
+            .collect(),
+    )
+}

@@ -1,0 +1,277 @@
+//! The lock bucket on JetStream KV: a key created only if absent
+//! (compare-and-set on the subject's last sequence) with a per-message TTL,
+//! renewed by compare-and-set on the holder's revision.
+//!
+//! async-nats has no public "update with TTL", so the puts are published
+//! here with the two headers the KV API uses (`Nats-Expected-Last-Subject-
+//! Sequence`, `Nats-TTL`).
+
+use super::Holder;
+use async_nats::jetstream::{self, context::PublishErrorKind, kv};
+use async_nats::{HeaderMap, HeaderValue, header};
+use futures_util::StreamExt;
+use squad_policies::cluster::ClusterPolicy;
+use std::time::Duration;
+
+/// How long one NATS request may take before it counts as failed.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection and the project's lock bucket.
+#[derive(Clone)]
+pub struct Locks {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    bucket: String,
+    ttl: Duration,
+    replicas: usize,
+    store: Option<kv::Store>,
+}
+
+/// Why a take failed.
+#[derive(Debug)]
+pub enum TakeError {
+    /// Someone holds it.
+    Held(Holder, u64),
+    /// NATS failed.
+    Nats(String),
+}
+
+fn expand_home(path: &str) -> std::path::PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => std::path::PathBuf::from(path),
+    }
+}
+
+impl Locks {
+    /// Connects to the seed servers. With `retry` the client keeps trying
+    /// in the background (squadd); without, an unreachable cluster is an
+    /// error now (squadctl).
+    pub async fn connect(policy: &ClusterPolicy, retry: bool) -> Result<Locks, String> {
+        let mut options = async_nats::ConnectOptions::new()
+            .name("squadd")
+            .connection_timeout(Duration::from_secs(3))
+            .request_timeout(Some(REQUEST_TIMEOUT));
+        if let Some(creds) = &policy.credentials {
+            let path = expand_home(creds);
+            options = options
+                .credentials_file(&path)
+                .await
+                .map_err(|e| format!("cluster.credentials {}: {e}", path.display()))?;
+        }
+        if retry {
+            options = options.retry_on_initial_connect();
+        }
+        let servers: Vec<async_nats::ServerAddr> = policy
+            .nats
+            .iter()
+            .map(|u| u.parse().map_err(|e| format!("cluster.nats `{u}`: {e}")))
+            .collect::<Result<_, _>>()?;
+        let client = options
+            .connect(servers)
+            .await
+            .map_err(|e| format!("cannot reach NATS at {}: {e}", policy.nats.join(", ")))?;
+        let js = jetstream::new(client.clone());
+        Ok(Locks {
+            client,
+            js,
+            bucket: policy.locks_bucket(),
+            ttl: policy.lock_ttl,
+            replicas: policy.replicas,
+            store: None,
+        })
+    }
+
+    /// Whether the connection is up right now.
+    pub fn connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    /// The connection state, for status.
+    pub fn state(&self) -> String {
+        format!("{}", self.client.connection_state())
+    }
+
+    /// The server the client talks to, when connected.
+    pub fn server(&self) -> Option<String> {
+        self.connected().then(|| {
+            let info = self.client.server_info();
+            format!(
+                "{} ({}:{}, nats-server {})",
+                info.server_name, info.host, info.port, info.version
+            )
+        })
+    }
+
+    /// The bucket, created when missing (one history entry per key, TTLs
+    /// allowed; the delete markers a TTL leaves live one lock TTL).
+    async fn store(&mut self) -> Result<kv::Store, String> {
+        if let Some(s) = &self.store {
+            return Ok(s.clone());
+        }
+        let store = match self.js.get_key_value(&self.bucket).await {
+            Ok(s) => s,
+            Err(_) => self
+                .js
+                .create_key_value(kv::Config {
+                    bucket: self.bucket.clone(),
+                    description: "squad-supervisor cluster-wide locks".into(),
+                    history: 1,
+                    num_replicas: self.replicas,
+                    storage: jetstream::stream::StorageType::File,
+                    limit_markers: Some(self.ttl),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| format!("cannot create the lock bucket {}: {e}", self.bucket))?,
+        };
+        self.store = Some(store.clone());
+        Ok(store)
+    }
+
+    /// Puts `holder` at `key` if its last revision is `expected` (0: no
+    /// message at all), with the lock TTL. Returns the new revision, or
+    /// `Ok(None)` when the revision was not `expected`.
+    async fn put_if(
+        &mut self,
+        key: &str,
+        expected: u64,
+        holder: &Holder,
+    ) -> Result<Option<u64>, String> {
+        self.store().await?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            HeaderValue::from(expected),
+        );
+        headers.insert(
+            header::NATS_MESSAGE_TTL,
+            HeaderValue::from(self.ttl.as_secs()),
+        );
+        let body = serde_json::to_vec(holder).map_err(|e| e.to_string())?;
+        let subject = format!("$KV.{}.{key}", self.bucket);
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, body.into())
+            .await
+            .map_err(|e| format!("NATS publish: {e}"))?
+            .await;
+        match ack {
+            Ok(ack) => Ok(Some(ack.sequence)),
+            // 10071 carries the actual sequence; servers from 2.11 may answer
+            // 10164 (the same refusal without it), which async-nats does not
+            // map to a kind.
+            Err(e)
+                if e.kind() == PublishErrorKind::WrongLastSequence
+                    || e.to_string().contains("wrong last sequence") =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(format!("NATS publish: {e}")),
+        }
+    }
+
+    /// The live holder of `key` and its revision, if any.
+    pub async fn holder(&mut self, key: &str) -> Result<(Option<(Holder, u64)>, u64), String> {
+        let store = self.store().await?;
+        match store
+            .entry(key)
+            .await
+            .map_err(|e| format!("NATS get: {e}"))?
+        {
+            Some(e) if e.operation == kv::Operation::Put => {
+                let holder = serde_json::from_slice(&e.value)
+                    .map_err(|err| format!("lock key {key}: unreadable value ({err})"))?;
+                Ok((Some((holder, e.revision)), e.revision))
+            }
+            Some(e) => Ok((None, e.revision)),
+            None => Ok((None, 0)),
+        }
+    }
+
+    /// Takes `key` for `holder` if nobody holds it (or `holder`'s own host
+    /// and agent already do: then it is taken over at its revision).
+    pub async fn take(&mut self, key: &str, holder: &Holder) -> Result<u64, TakeError> {
+        // The first put assumes the key never existed; if it did (a released
+        // lock's delete marker, or our own holding), look and retry at its
+        // revision. Losing every round means the key kept changing.
+        let mut expected = 0;
+        for _ in 0..3 {
+            if let Some(rev) = self
+                .put_if(key, expected, holder)
+                .await
+                .map_err(TakeError::Nats)?
+            {
+                return Ok(rev);
+            }
+            let (live, last) = self.holder(key).await.map_err(TakeError::Nats)?;
+            match live {
+                Some((h, rev)) if h.host == holder.host && h.agent == holder.agent => {
+                    expected = rev
+                }
+                Some((h, rev)) => return Err(TakeError::Held(h, rev)),
+                None => expected = last,
+            }
+        }
+        match self.holder(key).await.map_err(TakeError::Nats)? {
+            (Some((h, rev)), _) => Err(TakeError::Held(h, rev)),
+            _ => Err(TakeError::Nats(
+                "the lock key kept changing; try again".into(),
+            )),
+        }
+    }
+
+    /// Renews `key` held at `revision`: its new revision, or `None` when it
+    /// is no longer ours (it expired and someone else took it, or it was
+    /// removed).
+    pub async fn renew(
+        &mut self,
+        key: &str,
+        revision: u64,
+        holder: &Holder,
+    ) -> Result<Option<u64>, String> {
+        self.put_if(key, revision, holder).await
+    }
+
+    /// Releases `key` if it is still at `revision`; `false` when it was not.
+    pub async fn release(&mut self, key: &str, revision: u64) -> Result<bool, String> {
+        let store = self.store().await?;
+        match store.delete_expect_revision(key, Some(revision)).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
+            Err(e) => Err(format!("NATS delete: {e}")),
+        }
+    }
+
+    /// Every live lock: holder and revision. The keys come from the
+    /// stream's subject list (a stream-info request to its leader), not
+    /// from a consumer: consumer creation timed out for a while after a
+    /// node died, while every other request was answered.
+    pub async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
+        self.store().await?;
+        let stream = self
+            .js
+            .get_stream(format!("KV_{}", self.bucket))
+            .await
+            .map_err(|e| format!("NATS stream info: {e}"))?;
+        let prefix = format!("$KV.{}.", self.bucket);
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await
+            .map_err(|e| format!("NATS stream info: {e}"))?;
+        let mut names = Vec::new();
+        while let Some(item) = subjects.next().await {
+            let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
+            if let Some(key) = subject.strip_prefix(&prefix) {
+                names.push(key.to_string());
+            }
+        }
+        let mut out = Vec::new();
+        for k in names {
+            if let (Some(h), _) = self.holder(&k).await? {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+}

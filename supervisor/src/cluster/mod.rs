@@ -1,0 +1,71 @@
+//! The cluster (docs/cluster.md): a project's checkouts, each with its own
+//! squadd, joined through a NATS JetStream cluster. This slice builds the
+//! foundation and cluster-wide locks; replication of protocol files,
+//! cross-host delivery and leader election are not built yet.
+//!
+//! squadd holds the NATS connection ([`daemon`]): it takes, renews and
+//! releases the project's cluster locks for the agents of its checkout.
+//! squadctl reaches it through the control socket ([`client`]).
+
+pub mod client;
+pub mod daemon;
+pub mod kv;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The environment variable that overrides the host id.
+pub const HOST_ENV: &str = "SQUAD_HOST";
+
+/// This checkout's host id: `SQUAD_HOST` when set, else the hostname and
+/// the checkout's path (two checkouts on one machine are two hosts).
+pub fn host_id(root: &Path) -> String {
+    match std::env::var(HOST_ENV) {
+        Ok(h) if !h.trim().is_empty() => h.trim().to_string(),
+        _ => format!("{}:{}", crate::locks::host_name(), root.display()),
+    }
+}
+
+/// Who holds a cluster lock: the value of its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The locked target, as `squadctl lock` normalized it.
+    pub target: String,
+    /// The host whose squadd holds and renews it.
+    pub host: String,
+    /// The agent it was taken for.
+    pub agent: String,
+    /// The agent's task.
+    pub task: String,
+    /// The agent's session.
+    pub session: String,
+    /// When it was taken.
+    pub acquired_at: DateTime<Utc>,
+}
+
+/// The KV key of a target: its bytes in hex. KV keys allow only
+/// `[-/_=.a-zA-Z0-9]` and no leading or trailing dot; any path fits this way
+/// and two targets never share a key.
+pub fn key_of(target: &str) -> String {
+    let mut key = String::with_capacity(2 + target.len() * 2);
+    key.push_str("t-");
+    for b in target.bytes() {
+        key.push_str(&format!("{b:02x}"));
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_valid_and_distinct() {
+        let a = key_of("src/a b.rs");
+        let b = key_of("src/a_b.rs");
+        assert_ne!(a, b);
+        assert!(a.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'));
+        assert_eq!(key_of(""), "t-");
+    }
+}

@@ -1,0 +1,154 @@
+//! `squadctl cluster`: the cluster as this checkout's squadd sees it
+//! (docs/cluster.md).
+
+use crate::exit;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// The cluster (docs/cluster.md): a project's checkouts joined through NATS
+/// JetStream, turned on by `cluster:` in .squad/policies.yaml.
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// This host's id, the NATS connection, the hosts seen and every
+    /// cluster-wide lock, as the local squadd sees them (it holds the
+    /// connection). Exit 0 connected, 1 enabled but not connected (or squadd
+    /// down), 2 usage or I/O failure. Without `cluster:` it says so (exit 0).
+    Status {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a cluster command.
+pub fn run(root_arg: Option<&Path>, cmd: ClusterCommand) -> u8 {
+    let (root, policy) = match super::root_and_policy(root_arg) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let ClusterCommand::Status { json } = cmd;
+    let Some(cluster) = &policy.cluster else {
+        let v = json!({"enabled": false});
+        return if json {
+            super::print(&format!("{v:#}\n"))
+        } else {
+            super::print(
+                "cluster: off (no `cluster:` section in .squad/policies.yaml; docs/cluster.md)\n",
+            )
+        };
+    };
+    let report = crate::cluster::client::call(&root, "status", &[], "", "", "");
+    let (v, code) = match report {
+        Ok(v) => {
+            let up = v["connection"]["state"].as_str() == Some("connected");
+            (v, if up { exit::OK } else { exit::PROBLEMS })
+        }
+        Err(e) => (
+            json!({
+                "enabled": true,
+                "host": crate::cluster::host_id(&root),
+                "project": cluster.project,
+                "seeds": cluster.nats,
+                "connection": {"state": "unknown", "error": e},
+            }),
+            exit::PROBLEMS,
+        ),
+    };
+    let printed = if json {
+        super::print(&format!("{v:#}\n"))
+    } else {
+        super::print_human(&human(&v))
+    };
+    if printed != exit::OK { printed } else { code }
+}
+
+fn human(v: &Value) -> String {
+    // Targets, agents, sessions and hosts come from the shared bucket,
+    // which any host of the project can write: escaped.
+    let s = |x: &Value| crate::text::escape(x.as_str().unwrap_or("?")).into_owned();
+    let mut out = format!(
+        "cluster: project {}  host {}\nNATS: {}{}  (seeds {})\n",
+        s(&v["project"]),
+        s(&v["host"]),
+        s(&v["connection"]["state"]),
+        v["connection"]["server"]
+            .as_str()
+            .map(|x| format!(" to {}", crate::text::escape(x)))
+            .unwrap_or_default(),
+        v["seeds"]
+            .as_array()
+            .map(|a| a.iter().map(s).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default(),
+    );
+    if let Some(e) = v["connection"]["error"].as_str() {
+        out.push_str(&format!("error: {}\n", crate::text::escape_lines(e)));
+    }
+    if let Some(hosts) = v["hosts_seen"].as_array() {
+        out.push_str(&format!(
+            "hosts seen: {}\n",
+            hosts.iter().map(s).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    match v["locks"].as_array() {
+        Some(locks) if locks.is_empty() => out.push_str("cluster locks: none\n"),
+        Some(locks) => {
+            out.push_str(&format!("cluster locks: {}\n", locks.len()));
+            for l in locks {
+                out.push_str(&format!(
+                    "  {}  {} ({})  session {}  host {}\n",
+                    s(&l["target"]),
+                    s(&l["agent"]),
+                    s(&l["task"]),
+                    s(&l["session"]),
+                    s(&l["host"])
+                ));
+            }
+        }
+        None => {
+            if let Some(e) = v["locks_error"].as_str() {
+                out.push_str(&format!(
+                    "cluster locks: unknown ({})\n",
+                    crate::text::escape_lines(e)
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The `cluster` line of `squadctl health`, when the project has
+/// `cluster:`: ok while squadd is connected to NATS, critical otherwise
+/// (no new cluster locks are taken then).
+pub fn health_check(root: &Path) -> Option<crate::daemon::health::Check> {
+    use crate::daemon::health::{Check, Verdict};
+    crate::locks::load_policy(root).ok()?.cluster?;
+    let (value, verdict) = match crate::cluster::client::call(root, "status", &[], "", "", "") {
+        Ok(v) if v["connection"]["state"] == "connected" => (
+            format!(
+                "connected to {}; {} cluster lock(s), {} held here",
+                v["connection"]["server"].as_str().unwrap_or("?"),
+                v["locks"].as_array().map_or(0, Vec::len),
+                v["held_here"].as_u64().unwrap_or(0)
+            ),
+            Verdict::Ok,
+        ),
+        Ok(v) => (
+            format!(
+                "NATS {}{}",
+                v["connection"]["state"].as_str().unwrap_or("unknown"),
+                v["connection"]["error"]
+                    .as_str()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+            Verdict::Critical,
+        ),
+        Err(e) => (e, Verdict::Critical),
+    };
+    Some(Check {
+        name: "cluster".into(),
+        value,
+        verdict,
+        note: "critical when squadd is not connected to NATS: no new cluster locks; `squadctl cluster status`".into(),
+    })
+}

@@ -1,0 +1,619 @@
+//! The cluster (docs/cluster.md) through the real binaries: a three-node
+//! NATS JetStream cluster on loopback ports (the pinned `nats-server` that
+//! `.ci/run` installs), three checkouts of one repository, each with its
+//! own squadd, agents contending for cluster-wide locks, a holder's squadd
+//! killed -9, a host without NATS.
+
+use crate::daemon::{Daemon, eventually};
+use crate::support::*;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SESSION: &str = "20240115T100000Z-cluster";
+
+/// squadd's debug log without the NATS client's connection chatter.
+const QUIET_NATS: &[(&str, &str)] = &[("RUST_LOG", "debug,async_nats=info")];
+
+/// The pinned nats-server: `SQUAD_NATS_SERVER`, else the one `.ci/run`
+/// installs. None (with a loud message) when absent outside CI; in CI its
+/// absence fails the test.
+fn nats_server() -> Option<PathBuf> {
+    ci_tool(
+        "SQUAD_NATS_SERVER",
+        "nats-venv/bin/nats-server",
+        &["--version"],
+        "nats-server",
+    )
+}
+
+/// A free loopback port (bound, then released for the server to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One nats-server of the test cluster.
+struct Node {
+    child: Option<Child>,
+    client_port: u16,
+    monitor_port: u16,
+    log: PathBuf,
+}
+
+/// A three-node JetStream cluster on 127.0.0.1, each node with its own
+/// store directory; every node is killed when this is dropped.
+pub struct NatsCluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsCluster {
+    /// Starts the cluster and waits until every node reports JetStream
+    /// healthy (a meta leader elected). None when the server is absent
+    /// outside CI.
+    pub fn start() -> Option<NatsCluster> {
+        let server = nats_server()?;
+        // A port picked free may be taken before the node binds it (by a
+        // test running alongside): a node that exits is a lost race, and
+        // the cluster starts again on new ports.
+        for _ in 0..5 {
+            if let Some(c) = NatsCluster::try_start(&server) {
+                return Some(c);
+            }
+        }
+        panic!("the NATS cluster did not start (node logs above)");
+    }
+
+    fn try_start(server: &Path) -> Option<NatsCluster> {
+        let dir = tempfile::tempdir().unwrap();
+        // All nine held at once, so that no two are the same port.
+        let held: Vec<TcpListener> = (0..9)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let port = |i: usize| held[i].local_addr().unwrap().port();
+        let ports: Vec<(u16, u16, u16)> = (0..3)
+            .map(|n| (port(3 * n), port(3 * n + 1), port(3 * n + 2)))
+            .collect();
+        drop(held);
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, c, _)| format!("\"nats-route://127.0.0.1:{c}\""))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, (client, route, monitor)) in ports.iter().enumerate() {
+            let store = dir.path().join(format!("n{i}"));
+            fs::create_dir_all(&store).unwrap();
+            let conf = dir.path().join(format!("n{i}.conf"));
+            fs::write(
+                &conf,
+                format!(
+                    "server_name: n{i}\nlisten: \"127.0.0.1:{client}\"\nhttp: \"127.0.0.1:{monitor}\"\n\
+                     jetstream {{ store_dir: \"{}\" }}\n\
+                     cluster {{ name: squadtest\n  listen: \"127.0.0.1:{route}\"\n  routes: [{}]\n}}\n",
+                    store.display(),
+                    routes.join(", ")
+                ),
+            )
+            .unwrap();
+            let log = dir.path().join(format!("n{i}.log"));
+            let child = Command::new(server)
+                .arg("-c")
+                .arg(&conf)
+                .stdout(Stdio::null())
+                .stderr(fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            nodes.push(Node {
+                child: Some(child),
+                client_port: *client,
+                monitor_port: *monitor,
+                log,
+            });
+        }
+        let mut cluster = NatsCluster { nodes, _dir: dir };
+        let start = Instant::now();
+        while !(0..3).all(|i| cluster.healthy(i)) {
+            let exited = cluster.nodes.iter_mut().any(|n| {
+                n.child
+                    .as_mut()
+                    .is_some_and(|c| c.try_wait().ok().flatten().is_some())
+            });
+            if exited {
+                let logs: Vec<String> = cluster
+                    .nodes
+                    .iter()
+                    .map(|n| fs::read_to_string(&n.log).unwrap_or_default())
+                    .collect();
+                eprintln!("a NATS node exited while starting; again on new ports: {logs:?}");
+                return None;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(90),
+                "the NATS cluster did not become healthy"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(cluster)
+    }
+
+    /// Whether node `i` answers `/healthz` with 200 (JetStream current).
+    fn healthy(&self, i: usize) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.nodes[i].monitor_port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    }
+
+    /// Kills node `i` (SIGKILL), as a crash would.
+    pub fn kill_node(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The client URLs, YAML flow list.
+    pub fn urls_yaml(&self) -> String {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("\"nats://127.0.0.1:{}\"", n.client_port))
+            .collect();
+        format!("[{}]", urls.join(", "))
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            if std::thread::panicking() {
+                let log = fs::read_to_string(&n.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                eprintln!("--- {} (last lines) ---", n.log.display());
+                for l in tail.iter().rev() {
+                    eprintln!("{l}");
+                }
+            }
+        }
+    }
+}
+
+/// One repository with `n` agents (`agent-<i>`, task `task_<i>`, allowed
+/// `shared/**`) and `policy`, cloned into `hosts` checkouts. The temporary
+/// directory holds them all.
+fn checkouts(hosts: usize, n: usize, policy: &str) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("origin");
+    fs::create_dir_all(&origin).unwrap();
+    let s = origin.join(".squad/sessions").join(SESSION);
+    fs::create_dir_all(&s).unwrap();
+    for i in 0..n {
+        write_plan(
+            &s,
+            &format!("task_{i}"),
+            &format!("agent-{i}"),
+            "boundaries:\n  allowed:\n    - shared/**\n",
+        );
+    }
+    fs::write(origin.join(".squad/policies.yaml"), policy).unwrap();
+    fs::write(origin.join("README"), "one project\n").unwrap();
+    let mut roots = Vec::new();
+    if has_git() {
+        git_ok(&origin, &["init", "-q"]);
+        git_ok(&origin, &["add", "-A"]);
+        git_ok(&origin, &["commit", "-q", "-m", "project"]);
+        for h in 0..hosts {
+            let to = tmp.path().join(format!("host-{h}"));
+            git_ok(
+                tmp.path(),
+                &[
+                    "clone",
+                    "-q",
+                    &origin.display().to_string(),
+                    &to.display().to_string(),
+                ],
+            );
+            roots.push(to);
+        }
+    } else {
+        eprintln!("note: no git; the checkouts are copies");
+        for h in 0..hosts {
+            let to = tmp.path().join(format!("host-{h}"));
+            copy_tree(&origin, &to);
+            roots.push(to);
+        }
+    }
+    for r in &roots {
+        fs::create_dir_all(r.join(".squad/run")).unwrap();
+    }
+    (tmp, roots)
+}
+
+fn cluster_policy(nats: &str, ttl: &str) -> String {
+    format!(
+        "cluster:\n  nats: {nats}\n  project: e2e\n  lock_ttl: {ttl}\n  replicas: 3\n{NO_NOTICES}"
+    )
+}
+
+fn status(root: &Path) -> (i32, serde_json::Value) {
+    let out = ctl_run(root, &["cluster", "status", "--json"]);
+    let v = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    (code(&out), v)
+}
+
+/// Waits until the checkout's squadd reports NATS connected.
+fn wait_connected(root: &Path) -> serde_json::Value {
+    eventually("squadd connected to NATS", || {
+        let (c, v) = status(root);
+        (c == 0 && v["connection"]["state"] == "connected").then_some(v)
+    })
+}
+
+fn acquire(root: &Path, i: usize, extra: &[&str]) -> std::process::Output {
+    let agent = format!("agent-{i}");
+    let task = format!("task_{i}");
+    let mut args = vec![
+        "lock",
+        "acquire",
+        "shared/x.rs",
+        "--agent",
+        &agent,
+        "--task",
+        &task,
+    ];
+    args.extend_from_slice(extra);
+    ctl_run(root, &args)
+}
+
+/// The guard asked, as Claude Code asks it, whether agent-`i` may write
+/// `rel` in `root`.
+fn guard_write(root: &Path, i: usize, rel: &str) -> std::process::Output {
+    let input = serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": root.join(rel), "content": "x"}});
+    run_with_input(
+        ctl(root)
+            .arg("guard")
+            .env("SQUAD_AGENT", format!("agent-{i}"))
+            .env("SQUAD_TASK", format!("task_{i}")),
+        input.to_string().as_bytes(),
+    )
+}
+
+#[test]
+fn three_hosts_join_one_nats_cluster_and_see_each_others_locks() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = checkouts(3, 3, &cluster_policy(&nats.urls_yaml(), "5s"));
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    let mut hosts = Vec::new();
+    for r in &roots {
+        let v = wait_connected(r);
+        assert_eq!(v["project"], "e2e");
+        hosts.push(v["host"].as_str().unwrap().to_string());
+    }
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts.len(), 3, "a host id per checkout: {hosts:?}");
+
+    // Host 0 takes a lock; hosts 1 and 2 see it, named, and are refused.
+    let out = acquire(&roots[0], 0, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for (h, r) in roots.iter().enumerate().skip(1) {
+        let (_, v) = status(r);
+        let locks = v["locks"].as_array().unwrap();
+        assert_eq!(locks.len(), 1, "{v:#}");
+        assert_eq!(locks[0]["target"], "shared/x.rs");
+        assert_eq!(locks[0]["agent"], "agent-0");
+        let out = acquire(r, h, &[]);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("locked cluster-wide by agent-0 (task task_0)"),
+            "{}",
+            stderr(&out)
+        );
+        // The refused acquisition left no local record behind.
+        let list = ctl_ok(r, &["lock", "list", "--json"]);
+        let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+        assert_eq!(list["locks"].as_array().unwrap().len(), 0, "{list:#}");
+        assert_eq!(list["cluster_locks"][0]["agent"], "agent-0", "{list:#}");
+    }
+    // The guard on host 1 refuses agent-1's write to the path host 0
+    // holds, and allows a path nobody holds.
+    let out = guard_write(&roots[1], 1, "shared/x.rs");
+    assert!(
+        stdout(&out).contains("deny") && stdout(&out).contains("agent-0 (on host"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = guard_write(&roots[1], 1, "shared/y.rs");
+    assert_eq!(
+        (code(&out), stdout(&out).trim()),
+        (0, ""),
+        "{}",
+        stderr(&out)
+    );
+    let health = ctl_run(&roots[1], &["health"]);
+    assert!(
+        stdout(&health).contains("ok       cluster connected to n"),
+        "{}",
+        stdout(&health)
+    );
+    // `lock list` on host 2 shows the cluster-wide table after its own.
+    let list = ctl_ok(&roots[2], &["lock", "list"]);
+    assert!(
+        list.contains("no locks\ncluster-wide: 1 lock(s)\n  shared/x.rs  agent-0 (task_0)"),
+        "{list}"
+    );
+    let human = ctl_ok(&roots[1], &["cluster", "status"]);
+    assert!(human.contains("NATS: connected"), "{human}");
+    assert!(human.contains("shared/x.rs  agent-0 (task_0)"), "{human}");
+
+    // Released on host 0: host 1 takes it at once.
+    ctl_ok(
+        &roots[0],
+        &["lock", "release", "shared/x.rs", "--agent", "agent-0"],
+    );
+    let out = acquire(&roots[1], 1, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn sixty_agents_on_three_hosts_never_hold_one_path_at_once() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const PER_HOST: usize = 20;
+    let (_tmp, roots) = checkouts(3, 3 * PER_HOST, &cluster_policy(&nats.urls_yaml(), "10s"));
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    // Each agent: acquire with a wait, note when it returned, hold briefly,
+    // note when it lets go, release. The noted interval lies inside the
+    // real holding, so two noted intervals that overlap prove two holders.
+    let history: Arc<Mutex<Vec<(Instant, Instant, usize)>>> = Arc::default();
+    let threads: Vec<_> = (0..3 * PER_HOST)
+        .map(|i| {
+            let root = roots[i / PER_HOST].clone();
+            let history = history.clone();
+            std::thread::spawn(move || {
+                let out = acquire(&root, i, &["--wait", "10m"]);
+                assert_eq!(code(&out), 0, "agent-{i}: {}", stderr(&out));
+                let from = Instant::now();
+                std::thread::sleep(Duration::from_millis(20));
+                let to = Instant::now();
+                history.lock().unwrap().push((from, to, i));
+                let agent = format!("agent-{i}");
+                let out = ctl_run(
+                    &root,
+                    &["lock", "release", "shared/x.rs", "--agent", &agent],
+                );
+                assert_eq!(code(&out), 0, "agent-{i}: {}", stderr(&out));
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut h = history.lock().unwrap().clone();
+    assert_eq!(h.len(), 3 * PER_HOST, "every agent held the lock once");
+    h.sort();
+    for w in h.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "agent-{} and agent-{} held shared/x.rs at once",
+            w[0].2,
+            w[1].2
+        );
+    }
+    let hosts: std::collections::BTreeSet<usize> = h.iter().map(|(_, _, i)| i / PER_HOST).collect();
+    assert_eq!(hosts.len(), 3, "holders on every host");
+}
+
+/// Two checkouts with squadds connected to `nats` (lock TTL `ttl`), agent-0
+/// on host 0 holding `shared/x.rs` (its local record for an hour).
+fn two_hosts_with_a_lock(
+    nats: &NatsCluster,
+    ttl: &str,
+) -> (tempfile::TempDir, Vec<PathBuf>, Daemon, Daemon) {
+    let (tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), ttl));
+    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    let b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    wait_connected(&roots[0]);
+    wait_connected(&roots[1]);
+    let out = acquire(&roots[0], 0, &["--ttl", "1h"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    (tmp, roots, a, b)
+}
+
+#[test]
+fn a_killed_holders_lock_passes_after_its_ttl_never_before() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const TTL: Duration = Duration::from_secs(3);
+    // squadd renews at a third of the TTL: the last renewal before a kill
+    // was at most this long before it.
+    const RENEW: Duration = Duration::from_secs(1);
+    let (_tmp, roots, a, _b) = two_hosts_with_a_lock(&nats, "3s");
+    // Held well past its TTL while its squadd lives (renewed).
+    std::thread::sleep(TTL * 2);
+    let out = acquire(&roots[1], 1, &[]);
+    assert_eq!(code(&out), 1, "renewed, still held: {}", stderr(&out));
+
+    a.kill9();
+    let killed = Instant::now();
+    // Before the TTL can have run out, host 1 is still refused (checked
+    // only when the whole attempt ended in time: a slow machine proves
+    // nothing either way).
+    let tried = Instant::now();
+    let out = acquire(&roots[1], 1, &[]);
+    if tried.elapsed() + (tried - killed) < TTL - RENEW {
+        assert_eq!(code(&out), 1, "taken before the TTL: {}", stderr(&out));
+    }
+    let out = acquire(&roots[1], 1, &["--wait", "2m"]);
+    let taken = killed.elapsed();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        taken >= TTL - RENEW,
+        "the lock passed {taken:?} after its holder's squadd died, before its TTL"
+    );
+    let (_, v) = status(&roots[1]);
+    assert_eq!(v["locks"][0]["agent"], "agent-1", "{v:#}");
+}
+
+#[test]
+fn a_host_without_nats_takes_no_cluster_lock() {
+    // No server needed: the seed is a port nobody listens on.
+    let dead = format!("[\"nats://127.0.0.1:{}\"]", free_port());
+    let (_tmp, roots) = checkouts(1, 1, &cluster_policy(&dead, "5s"));
+    let root = &roots[0];
+
+    // squadd down: the command says squadd is needed, takes nothing.
+    let out = acquire(root, 0, &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("squadd is not running"),
+        "{}",
+        stderr(&out)
+    );
+
+    let _d = Daemon::start_with_env(root, QUIET_NATS);
+    let out = acquire(root, 0, &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not connected to NATS")
+            && stderr(&out).contains("no new cluster locks"),
+        "{}",
+        stderr(&out)
+    );
+    let list = ctl_ok(root, &["lock", "list", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(
+        list["locks"].as_array().unwrap().len(),
+        0,
+        "nothing held: {list:#}"
+    );
+    let health = ctl_run(root, &["health"]);
+    assert!(
+        stdout(&health).contains("CRITICAL cluster NATS"),
+        "{}",
+        stdout(&health)
+    );
+    let (c, v) = status(root);
+    assert_eq!(c, 1, "{v:#}");
+    assert_ne!(v["connection"]["state"], "connected", "{v:#}");
+    // A shared lock is local only (docs/cluster.md) and still works.
+    let out = acquire(root, 0, &["--shared"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn a_bad_cluster_section_is_named_with_its_position() {
+    let (_tmp, roots) = checkouts(
+        1,
+        1,
+        "cluster:\n  nats: [\"nats://10.0.0.5\"]\n  project: web-shop\n",
+    );
+    let out = ctl_run(&roots[0], &["validate"]);
+    assert_ne!(code(&out), 0);
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        all.contains("cluster.nats[0]") && all.contains("no port"),
+        "{all}"
+    );
+    assert!(all.contains("policies.yaml:2:"), "at the URL: {all}");
+    assert_eq!(
+        all.matches("policy-invalid").count(),
+        1,
+        "one finding: {all}"
+    );
+    let (c, v) = status(&roots[0]);
+    assert_eq!(c, 2, "{v:#}");
+    // Without `cluster:` the status says the cluster is off.
+    let (_tmp2, plain) = checkouts(1, 1, "");
+    let (c, v) = status(&plain[0]);
+    assert_eq!((c, v["enabled"].clone()), (0, serde_json::json!(false)));
+}
+
+#[test]
+fn a_restarted_squadd_keeps_renewing_its_checkouts_locks() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const TTL: Duration = Duration::from_secs(6);
+    let (_tmp, roots, a, _b) = two_hosts_with_a_lock(&nats, "6s");
+    // Restarted: the new squadd finds the key its checkout holds (the local
+    // record is live) and renews it; well past its TTL it is still held.
+    // (A restart slower than two thirds of the TTL would let it lapse.)
+    a.kill9();
+    let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    wait_connected(&roots[0]);
+    std::thread::sleep(TTL + TTL / 2);
+    let out = acquire(&roots[1], 1, &[]);
+    assert_eq!(code(&out), 1, "adopted and renewed: {}", stderr(&out));
+    let (_, v) = status(&roots[0]);
+    assert_eq!(v["held_here"], 1, "{v:#}");
+}
+
+#[test]
+fn a_killed_nats_node_leaves_the_locks_exclusive_and_working() {
+    let Some(mut nats) = NatsCluster::start() else {
+        return;
+    };
+    // A TTL longer than a stream leader election: renewals that fail while
+    // the cluster elects must not let the lock lapse.
+    let (_tmp, roots, _a, _b) = two_hosts_with_a_lock(&nats, "20s");
+    nats.kill_node(0);
+    // Until the client has reconnected and the stream has a leader, an
+    // attempt fails (exit 2, never a grant); then it is refused: held.
+    let out = eventually("an answer from the two live nodes", || {
+        let out = acquire(&roots[1], 1, &[]);
+        (code(&out) != 2).then_some(out)
+    });
+    assert_eq!(code(&out), 1, "still held by agent-0: {}", stderr(&out));
+    assert!(stderr(&out).contains("by agent-0"), "{}", stderr(&out));
+    // Released on host 0 (its squadd reconnected too), taken on host 1.
+    eventually("host 0 releases through the live nodes", || {
+        let out = ctl_run(
+            &roots[0],
+            &["lock", "release", "shared/x.rs", "--agent", "agent-0"],
+        );
+        (code(&out) == 0).then_some(())
+    });
+    let out = eventually("host 1 takes the released lock", || {
+        let out = acquire(&roots[1], 1, &[]);
+        (code(&out) == 0).then_some(out)
+    });
+    assert_eq!(code(&out), 0);
+    let (_, v) = status(&roots[0]);
+    assert_eq!(v["locks"][0]["agent"], "agent-1", "{v:#}");
+}
