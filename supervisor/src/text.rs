@@ -40,3 +40,13 @@ mod tests {
         assert_eq!(count(2, "error", "errors"), "2 errors");
     }
 }
+
+/// `5s`, `3m`, `2h`, `4d`: an age for people.
+pub fn human_age(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}

@@ -195,7 +195,7 @@ pub fn lay_out(root: &Path) -> Result<Example, Refused> {
         .map_err(|e| format!("{}: {e}", policy.display()))?;
     // The policy is not listed: `init` created it just before (or an
     // earlier `init` did, unedited).
-    let session = super::init::create_session(&root, Some("example"))?;
+    let session = super::session_dir::create_session(&root, Some("example"))?;
     for (id, agent, instruction, requires) in TASKS {
         let args = TaskNewArgs {
             session: Some(session.name.clone()),

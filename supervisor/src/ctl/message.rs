@@ -514,7 +514,7 @@ fn render_message(
     now: DateTime<Utc>,
 ) -> String {
     let esc = |s: &str| crate::text::escape(s).into_owned();
-    let age = age_secs(i, m, now).map_or_else(|| "?".to_string(), super::read::human_age);
+    let age = age_secs(i, m, now).map_or_else(|| "?".to_string(), crate::text::human_age);
     let head = match m {
         Some(m) => format!(
             "# {} {} from {}, {age} ago: {}\n",
@@ -658,7 +658,7 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
     for i in &list {
         let m = read_message(i).ok().and_then(|(_, m)| m);
         let age =
-            age_secs(i, m.as_ref(), now).map_or_else(|| "?".to_string(), super::read::human_age);
+            age_secs(i, m.as_ref(), now).map_or_else(|| "?".to_string(), crate::text::human_age);
         let what = match &m {
             Some(m) => format!(
                 "{:<12} {:<12} {}",

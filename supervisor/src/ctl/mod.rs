@@ -24,6 +24,7 @@ pub mod read;
 pub mod runs;
 pub mod schema;
 pub mod service;
+mod session_dir;
 pub mod shell;
 pub mod skills;
 pub mod status;

@@ -523,23 +523,16 @@ pub(crate) fn session_list(root_arg: Option<&Path>, args: SessionListArgs) -> u8
             v.phase.map_or("-", |p| p.as_str()),
             v.tasks_completed,
             v.tasks_total,
-            age.map_or_else(|| "-".to_string(), |a| format!("{} old", human_age(a)))
+            age.map_or_else(
+                || "-".to_string(),
+                |a| format!("{} old", crate::text::human_age(a))
+            )
         ));
     }
     if out.is_empty() {
         out = "no sessions; create one with `squadctl session new`\n".into();
     }
     super::print_human(&out)
-}
-
-/// `5s`, `3m`, `2h`, `4d`: an age for people.
-pub(crate) fn human_age(secs: i64) -> String {
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
 }
 
 /// Renders the task graph of a derived session.
