@@ -13,14 +13,15 @@ use std::time::Duration;
 /// The fake agent. It appends `start <task> <ns>` / `end <task> <ns>` to
 /// `$TRACE`, checks its prompt names its task, reports in progress, works
 /// (`$WORK` seconds, or until `$GATE` exists), reports completed and exits.
-/// `$MODE=fail` exits 3 without reporting; `$MODE=hang` starts a child and
-/// sleeps forever.
+/// `$MODE=fail` exits 3 without reporting; `$MODE=env` prints its
+/// environment and exits 3; `$MODE=hang` starts a child and sleeps forever.
 const AGENT: &str = r#"#!/bin/sh
 now() { date +%s%N; }
 echo "start $SQUAD_TASK $(now)" >> "$TRACE"
 grep -q "$SQUAD_TASK" "$1" || { echo "prompt $1 does not name $SQUAD_TASK"; exit 9; }
 case "$MODE" in
   fail) echo "failing on purpose"; exit 3 ;;
+  env) env; echo "PATH=[$PATH]"; echo "secret=[$SQUAD_TEST_SECRET]"; exit 3 ;;
   hang) sleep 1000 & echo "child $!" >> "$TRACE"; sleep 1000; exit 0 ;;
 esac
 "$SQUADCTL" progress --status in_progress --percent 10 --action "working" -q || exit 4
@@ -549,4 +550,135 @@ fn a_symlinked_runs_folder_is_never_written_through() {
     });
     assert!(fs::read_dir(&elsewhere).unwrap().next().is_none());
     assert!(trace(&p).is_empty());
+}
+
+/// Issue 26 item 6: a secret in squadd's environment (a service's
+/// `EnvironmentFile`, a CI secret) reaches neither the agent nor the tail of
+/// run.log sent to the lead; a name in `runners.pass_env` does, and PATH
+/// leads with the folder of squadctl.
+#[test]
+fn a_secret_in_squadds_environment_never_reaches_an_agent() {
+    let p = project(
+        &[("MODE", "env")],
+        "      max_retries: 0\n",
+        "  pass_env: [SQUAD_TEST_PASSED]\n",
+        "{}",
+    );
+    let _d = Daemon::start_with_env(
+        &p.root,
+        &[
+            ("SQUAD_TEST_SECRET", "hunter2-secret"),
+            ("SQUAD_TEST_PASSED", "passed-by-name"),
+        ],
+    );
+    task(&p.root, "task_t1", "alpha", &[]);
+    let message = eventually("the lead is told, with the log's tail", || {
+        fs::read_dir(&p.session).ok()?.flatten().find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("role-comm-squadd-to-lead-")
+                .then(|| fs::read_to_string(e.path()).ok())
+                .flatten()
+        })
+    });
+    let log = fs::read_to_string(p.session.join("runs/task_t1/run.log")).unwrap();
+    assert!(
+        log.contains("SQUAD_TASK=task_t1"),
+        "the agent printed its env: {log}"
+    );
+    assert!(log.contains("secret=[]"), "{log}");
+    assert!(!log.contains("hunter2"), "{log}");
+    assert!(log.contains("SQUAD_TEST_PASSED=passed-by-name"), "{log}");
+    let squadctl_dir = Path::new(env!("CARGO_BIN_EXE_squadctl")).parent().unwrap();
+    assert!(
+        log.contains(&format!("PATH=[{}:", squadctl_dir.display())),
+        "{log}"
+    );
+    assert!(message.contains("secret=[]"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+}
+
+/// Issue 26 item 7: squadd killed between a run's record and its spawn
+/// leaves a `running` run.json without a pid and no process: the run is
+/// started again (the same run number), not held for a human.
+#[test]
+fn a_run_recorded_but_never_started_is_dispatched_again() {
+    let p = project(&[], "", "", "{}");
+    task(&p.root, "task_t1", "alpha", &[]);
+    let dir = p.session.join("runs/task_t1");
+    fs::create_dir_all(&dir).unwrap();
+    let now = chrono::Utc::now().to_rfc3339();
+    let record = serde_json::json!({
+        "task": "task_t1", "agent": "alpha",
+        "session": p.session.file_name().unwrap().to_string_lossy(),
+        "attempt": 1, "state": "running", "pid": 0, "process_start": 0,
+        "started_at": now, "deadline": now, "command": [],
+    });
+    fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    let _d = Daemon::start(&p.root);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 1, "{:?}", trace(&p));
+    let v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(v["attempt"], 1, "the same run number: {v}");
+    assert_eq!(v["held"], false, "{v}");
+    let to_lead = fs::read_dir(&p.session)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("role-comm-squadd-to-lead-")
+        })
+        .count();
+    assert_eq!(to_lead, 0, "nothing for a human to do");
+}
+
+/// Issue 26 item 8: the largest value validation accepts in every duration
+/// and count field of config.json and policies.yaml, with runs dispatched,
+/// failing and scheduled for retry: squadd neither panics nor stops
+/// answering, and stops cleanly.
+#[test]
+fn the_largest_accepted_durations_and_counts_never_stop_squadd() {
+    let max = "3650d";
+    let p = project(
+        &[("MODE", "fail")],
+        "      max_retries: 4294967295\n",
+        &format!(
+            "  grace: {max}\n  idle_after: {max}\n  retry_backoff: {max}\n  log_max_size: 18446744073709551615\n"
+        ),
+        "{\"sessions\": {\"defaultTimeoutMs\": 315360000000, \"maxConcurrent\": 100000, \"compactionThreshold\": 1}}",
+    );
+    let runners = fs::read_to_string(p.root.join(".squad/policies.yaml")).unwrap();
+    let rest = format!(
+        "locks:\n  default_ttl: {max}\n  max_ttl: {max}\nretention:\n  archive_completed_after: {max}\n  delete_archived_after: {max}\n  delete_failed_after: {max}\nmemory:\n  archive_older_than: {max}\n  archive_max_size: 18446744073709551615\nmessages:\n  deliver_within:\n    critical: {max}\n    high: {max}\n    medium: {max}\n  low_max_wait: {max}\n  escalate_after:\n    critical: {max}\n    high: {max}\n    medium: {max}\n    low: {max}\nhooks:\n  max_concurrent: 1024\nskills:\n  prompt_budget_tokens: 18446744073709551615\n"
+    );
+    write_policy(&p.root, format!("{rest}{runners}"));
+    ctl_ok(&p.root, &["validate"]);
+    ok(run(ctl(&p.root).args(["config", "validate"])));
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run failed and its retry is scheduled", || {
+        let rec = fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&rec).ok()?;
+        (v["state"] == "exited" && v["retry_at"].is_string()).then_some(())
+    });
+    ok(run(ctl(&p.root).args([
+        "send",
+        "--from",
+        "alpha",
+        "--to",
+        "bravo",
+        "--priority",
+        "critical",
+        "--type",
+        "notification",
+        "--subject",
+        "s",
+        "--message",
+        "m",
+    ])));
+    let status = ctl_ok(&p.root, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(v["daemon"]["state"], "running", "{status}");
+    assert_eq!(d.terminate().0, 0, "squadd stops cleanly");
 }

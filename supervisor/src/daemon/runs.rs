@@ -13,9 +13,10 @@ use super::core::RootId;
 use super::timers::Timer;
 use crate::events::EventKind;
 use crate::index::Entry;
-use crate::runners::{self, Exit, RunRecord, RunState, prompt};
+use crate::runners::{self, Exit, OsProcesses, Processes, RunRecord, RunState, Signal, prompt};
 use chrono::{DateTime, Utc};
-use squad_policies::runners::{AfterExit, Candidate, Pool, Vars};
+use decide::Watch;
+use squad_policies::runners::{Candidate, Pool, RunnersPolicy, Vars};
 use squad_protocol::FileKind;
 use squad_protocol::config::{CONFIG_FILE, RuntimeConfig};
 use squad_protocol::model::{Document, TaskAssignment, TaskStatus};
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod decide;
 mod start;
 
 /// How often live runs are looked at.
@@ -93,21 +95,65 @@ struct Live {
     rec: RunRecord,
     dir: PathBuf,
     session_dir: PathBuf,
-    /// `None` for a run re-adopted after a restart.
-    child: Option<std::process::Child>,
-    term_at: Option<DateTime<Utc>>,
-    killed: bool,
-    idle_reported: bool,
+    watch: Watch,
 }
 
 /// The runs of one root.
-#[derive(Default)]
 pub struct RootRuns {
     /// config.json in force.
     pub config: RuntimeConfig,
     live: BTreeMap<(String, String), Live>,
     /// The last record of each task not running now, by (session, task).
     past: BTreeMap<(String, String), RunRecord>,
+    /// Process I/O (the real processes; a test double in unit tests).
+    procs: Box<dyn Processes + Send>,
+}
+
+impl Default for RootRuns {
+    fn default() -> Self {
+        RootRuns::with_processes(Box::new(OsProcesses::default()))
+    }
+}
+
+/// What supervising a root's runs asks of the rest of squadd, in the order
+/// given (a run's record first, then its event, then word to the lead).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// Write a run's run.json.
+    Record {
+        /// The run's folder.
+        dir: PathBuf,
+        /// The record.
+        rec: RunRecord,
+    },
+    /// Emit an event.
+    Event {
+        /// The run's session.
+        session: String,
+        /// The run's folder.
+        dir: PathBuf,
+        /// The event.
+        kind: EventKind,
+    },
+    /// A high-priority message to the lead.
+    TellLead {
+        /// The session.
+        session: String,
+        /// The task.
+        task: String,
+        /// The text.
+        text: String,
+        /// A run folder whose run.log's tail is appended.
+        tail_of: Option<PathBuf>,
+    },
+}
+
+/// What supervision reads from the session files (the shell answers).
+pub trait RunFacts {
+    /// Whether the run's task is completed (index or its progress file).
+    fn completed(&self, session_dir: &Path, rec: &RunRecord) -> bool;
+    /// When the agent last wrote a protocol file in the session.
+    fn last_write(&self, session_dir: &Path, agent: &str) -> Option<DateTime<Utc>>;
 }
 
 /// A live run as `squadctl runs` shows it.
@@ -157,6 +203,16 @@ fn completed_in_file(session_dir: &Path, agent: &str, task: &str) -> bool {
 }
 
 impl RootRuns {
+    /// No runs, the default config, process I/O through `procs`.
+    pub fn with_processes(procs: Box<dyn Processes + Send>) -> RootRuns {
+        RootRuns {
+            config: RuntimeConfig::default(),
+            live: BTreeMap::new(),
+            past: BTreeMap::new(),
+            procs,
+        }
+    }
+
     /// A root's runs, its config.json read now.
     pub fn load(root: &Path) -> RootRuns {
         let (config, error) = load_config(root);
@@ -167,6 +223,246 @@ impl RootRuns {
             config,
             ..Default::default()
         }
+    }
+
+    /// After a restart, the records of the root's runs: those recorded as
+    /// running are re-adopted when their process is alive (same pid, same
+    /// start time, its environment naming the run), re-dispatched when no
+    /// process was ever started, else reported lost and held for a human.
+    /// Nothing is started twice.
+    pub fn restart(
+        &mut self,
+        root: &Path,
+        records: Vec<(PathBuf, RunRecord)>,
+        facts: &dyn RunFacts,
+        now: DateTime<Utc>,
+    ) -> Vec<Out> {
+        let mut out = Vec::new();
+        for (session_dir, mut rec) in records {
+            let key = (rec.session.clone(), rec.task.clone());
+            let dir = runners::run_dir(&session_dir, &rec.task);
+            if rec.state != RunState::Running {
+                self.past.insert(key, rec);
+                continue;
+            }
+            let never_recorded = rec.pid == 0;
+            if never_recorded
+                && let Some((pid, start)) =
+                    self.procs.find_run_process(root, &rec.session, &rec.task)
+            {
+                // Spawned, but squadd was killed before its pid was recorded.
+                rec.pid = pid;
+                rec.process_start = start;
+                out.push(Out::Record {
+                    dir: dir.clone(),
+                    rec: rec.clone(),
+                });
+            }
+            let found = if self.procs.is_run_process(&rec) {
+                decide::Found::Alive
+            } else if rec.pid == 0 {
+                decide::Found::NeverStarted
+            } else {
+                decide::Found::Gone
+            };
+            let completed = found != decide::Found::Alive && facts.completed(&session_dir, &rec);
+            let session = rec.session.clone();
+            match decide::restarted(rec, found, completed, now) {
+                decide::Restart::Adopt(rec) => {
+                    out.push(Out::Event {
+                        session,
+                        dir: dir.clone(),
+                        kind: EventKind::RunAdopted {
+                            task_id: rec.task.clone(),
+                            agent: rec.agent.clone(),
+                            pid: rec.pid,
+                        },
+                    });
+                    let live = Live {
+                        rec,
+                        dir,
+                        session_dir,
+                        watch: Watch::default(),
+                    };
+                    self.live.insert(key, live);
+                }
+                decide::Restart::Lost { rec, tell_lead } => {
+                    out.push(Out::Record {
+                        dir: dir.clone(),
+                        rec: rec.clone(),
+                    });
+                    out.push(Out::Event {
+                        session: session.clone(),
+                        dir,
+                        kind: EventKind::RunLost {
+                            task_id: rec.task.clone(),
+                            agent: rec.agent.clone(),
+                            pid: rec.pid,
+                        },
+                    });
+                    if let Some(text) = tell_lead {
+                        out.push(Out::TellLead {
+                            session,
+                            task: rec.task.clone(),
+                            text,
+                            tail_of: None,
+                        });
+                    }
+                    self.past.insert(key, rec);
+                }
+                decide::Restart::Redispatch(rec) => {
+                    out.push(Out::Record {
+                        dir: dir.clone(),
+                        rec: rec.clone(),
+                    });
+                    out.push(Out::Event {
+                        session,
+                        dir,
+                        kind: EventKind::RunLost {
+                            task_id: rec.task.clone(),
+                            agent: rec.agent.clone(),
+                            pid: 0,
+                        },
+                    });
+                    self.past.insert(key, rec);
+                }
+            }
+        }
+        out
+    }
+
+    /// One look at every live run: exits (the record, `agent-exited`, word
+    /// to the lead, a retry or a hold), time limits (SIGTERM, then SIGKILL
+    /// after the grace), idleness, the log cap.
+    pub fn poll(
+        &mut self,
+        policy: &RunnersPolicy,
+        facts: &dyn RunFacts,
+        now: DateTime<Utc>,
+    ) -> Vec<Out> {
+        let mut out = Vec::new();
+        let keys: Vec<(String, String)> = self.live.keys().cloned().collect();
+        for key in keys {
+            let Some(live) = self.live.get_mut(&key) else {
+                continue;
+            };
+            if let Some(ended) = self.procs.try_exit(live.rec.pid, live.rec.process_start) {
+                if let Some(live) = self.live.remove(&key) {
+                    self.ended(live, policy, facts, ended, now, &mut out);
+                }
+                continue;
+            }
+            runners::cap_log(&live.dir, policy.log_max_bytes);
+            let (session_dir, agent) = (&live.session_dir, &live.rec.agent);
+            let steps = decide::look(
+                &live.rec,
+                &mut live.watch,
+                policy,
+                || facts.last_write(session_dir, agent),
+                now,
+            );
+            for step in steps {
+                match step {
+                    decide::Step::Signal(signal) => {
+                        if let Err(e) = self.procs.signal_group(live.rec.pid, signal) {
+                            tracing::warn!(pid = live.rec.pid, error = %e, "cannot signal a run");
+                        }
+                    }
+                    decide::Step::Event(kind) => out.push(Out::Event {
+                        session: live.rec.session.clone(),
+                        dir: live.dir.clone(),
+                        kind,
+                    }),
+                }
+            }
+        }
+        out
+    }
+
+    fn ended(
+        &mut self,
+        live: Live,
+        policy: &RunnersPolicy,
+        facts: &dyn RunFacts,
+        ended: runners::Ended,
+        now: DateTime<Utc>,
+        out: &mut Vec<Out>,
+    ) {
+        let completed = facts.completed(&live.session_dir, &live.rec);
+        let decide::Exited {
+            rec,
+            event,
+            tell_lead,
+        } = decide::exited(live.rec, &live.watch, policy, completed, ended, now);
+        out.push(Out::Record {
+            dir: live.dir.clone(),
+            rec: rec.clone(),
+        });
+        out.push(Out::Event {
+            session: rec.session.clone(),
+            dir: live.dir.clone(),
+            kind: event,
+        });
+        if let Some(text) = tell_lead {
+            out.push(Out::TellLead {
+                session: rec.session.clone(),
+                task: rec.task.clone(),
+                text,
+                tail_of: Some(live.dir),
+            });
+        }
+        self.past
+            .insert((rec.session.clone(), rec.task.clone()), rec);
+    }
+
+    /// A run just started: live from now on (its past record forgotten).
+    fn started(&mut self, rec: RunRecord, dir: PathBuf, session_dir: PathBuf) {
+        let key = (rec.session.clone(), rec.task.clone());
+        self.past.remove(&key);
+        let live = Live {
+            rec,
+            dir,
+            session_dir,
+            watch: Watch::default(),
+        };
+        self.live.insert(key, live);
+    }
+
+    /// The earliest retry due after `now` (dispatch wakes for it).
+    pub fn next_retry(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.past
+            .values()
+            .filter(|r| !r.held && !r.completed)
+            .filter_map(|r| r.retry_at)
+            .filter(|at| *at > now)
+            .min()
+    }
+
+    /// `squadctl stop`: SIGTERM to the run's group (SIGKILL after the grace
+    /// at a later poll); the run is recorded `stopped` (then held).
+    pub fn stop(
+        &mut self,
+        session: Option<&str>,
+        task: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(Out, String, u32), RunError> {
+        let Some(live) = self
+            .live
+            .values_mut()
+            .find(|l| l.rec.task == task && session.is_none_or(|s| s == l.rec.session))
+        else {
+            return Err(RunError::NotRunning(task.to_string()));
+        };
+        self.procs
+            .signal_group(live.rec.pid, Signal::Term)
+            .map_err(RunError::Signal)?;
+        live.rec.state = RunState::Stopped;
+        live.watch.term_at = Some(now);
+        let record = Out::Record {
+            dir: live.dir.clone(),
+            rec: live.rec.clone(),
+        };
+        Ok((record, live.rec.session.clone(), live.rec.pid))
     }
 
     /// The live runs.
@@ -203,85 +499,15 @@ impl Supervisor {
             && path.parent().and_then(Path::parent) == Some(self.roots.core(i).root.as_path())
     }
 
-    /// After the start-up scan: runs recorded as running are re-adopted when
-    /// their process is alive (same pid, same start time), else reported lost
-    /// and held for a human. Nothing is started twice.
+    /// After the start-up scan: the root's run records met again (see
+    /// [`RootRuns::restart`]).
     pub(super) fn adopt_runs(&mut self, i: RootId, now: DateTime<Utc>) {
         let root = self.roots.core(i).root.clone();
-        for (session_dir, mut rec) in runners::all_records(&root) {
-            let key = (rec.session.clone(), rec.task.clone());
-            let dir = runners::run_dir(&session_dir, &rec.task);
-            if rec.state != RunState::Running {
-                self.roots.shell_mut(i).runs.past.insert(key, rec);
-                continue;
-            }
-            if rec.pid == 0
-                && let Some((pid, start)) =
-                    runners::find_run_process(&root, &rec.session, &rec.task)
-            {
-                // Spawned, but killed before its pid was recorded.
-                rec.pid = pid;
-                rec.process_start = start;
-                keep_record(&dir, &rec);
-            }
-            if runners::is_run_process(&rec) {
-                self.log.emit(
-                    i,
-                    Some(&rec.session),
-                    Some(&dir),
-                    EventKind::RunAdopted {
-                        task_id: rec.task.clone(),
-                        agent: rec.agent.clone(),
-                        pid: rec.pid,
-                    },
-                );
-                self.roots.shell_mut(i).runs.live.insert(
-                    key,
-                    Live {
-                        rec,
-                        dir,
-                        session_dir,
-                        child: None,
-                        term_at: None,
-                        killed: false,
-                        idle_reported: false,
-                    },
-                );
-            } else {
-                rec.state = RunState::Lost;
-                rec.held = true;
-                rec.exit = Some(Exit {
-                    at: now,
-                    code: None,
-                    signal: None,
-                });
-                rec.completed = completed_in_file(&session_dir, &rec.agent, &rec.task);
-                keep_record(&dir, &rec);
-                self.log.emit(
-                    i,
-                    Some(&rec.session),
-                    Some(&dir),
-                    EventKind::RunLost {
-                        task_id: rec.task.clone(),
-                        agent: rec.agent.clone(),
-                        pid: rec.pid,
-                    },
-                );
-                if !rec.completed {
-                    self.tell_lead(
-                        i,
-                        &rec.session,
-                        &rec.task,
-                        &format!(
-                            "Run lost: {} of {} (pid {}) was running when squadd stopped and is gone now. It is not restarted automatically; `squadctl run {}` starts it again.",
-                            rec.task, rec.agent, rec.pid, rec.task
-                        ),
-                        now,
-                    );
-                }
-                self.roots.shell_mut(i).runs.past.insert(key, rec);
-            }
-        }
+        let records = runners::all_records(&root);
+        let (core, shell) = self.roots.both_mut(i);
+        let facts = Facts { core };
+        let out = shell.runs.restart(&root, records, &facts, now);
+        self.carry_out(i, out, now);
         self.timers.set(Timer::Runs, Instant::now());
     }
 
@@ -291,19 +517,13 @@ impl Supervisor {
         let mut next: Option<DateTime<Utc>> = None;
         for i in self.roots.ids() {
             let had = !self.roots.shell(i).runs.live.is_empty();
-            self.watch_live(i, wall);
+            let (core, shell) = self.roots.both_mut(i);
+            let facts = Facts { core };
+            let out = shell.runs.poll(&core.policy.runners, &facts, wall);
+            self.carry_out(i, out, wall);
             if self.roots.core(i).policy.runners.dispatch {
                 self.dispatch(i, wall);
-                let due = self
-                    .roots
-                    .shell(i)
-                    .runs
-                    .past
-                    .values()
-                    .filter(|r| !r.held && !r.completed)
-                    .filter_map(|r| r.retry_at)
-                    .filter(|at| *at > wall)
-                    .min();
+                let due = self.roots.shell(i).runs.next_retry(wall);
                 next = match (next, due) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -320,174 +540,32 @@ impl Supervisor {
         }
     }
 
-    fn watch_live(&mut self, i: RootId, wall: DateTime<Utc>) {
-        let policy = self.roots.core(i).policy.runners.clone();
-        let keys: Vec<(String, String)> = self.roots.shell(i).runs.live.keys().cloned().collect();
-        for key in keys {
-            let Some(live) = self.roots.shell_mut(i).runs.live.get_mut(&key) else {
-                continue;
-            };
-            let ended = match &mut live.child {
-                Some(child) => match child.try_wait() {
-                    Ok(Some(status)) => {
-                        use std::os::unix::process::ExitStatusExt;
-                        Some((status.code(), status.signal()))
-                    }
-                    Ok(None) => None,
-                    Err(_) => Some((None, None)),
-                },
-                None => {
-                    (!runners::alive(live.rec.pid, live.rec.process_start)).then_some((None, None))
+    /// Carries out what run supervision asked, in order.
+    fn carry_out(&mut self, i: RootId, out: Vec<Out>, now: DateTime<Utc>) {
+        for o in out {
+            match o {
+                Out::Record { dir, rec } => keep_record(&dir, &rec),
+                Out::Event { session, dir, kind } => {
+                    self.log.emit(i, Some(&session), Some(&dir), kind);
                 }
-            };
-            if let Some((code, signal)) = ended {
-                if let Some(live) = self.roots.shell_mut(i).runs.live.remove(&key) {
-                    self.run_ended(i, live, code, signal, wall);
-                }
-                continue;
-            }
-            runners::cap_log(&live.dir, policy.log_max_bytes);
-            let (session, task, agent) = (
-                live.rec.session.clone(),
-                live.rec.task.clone(),
-                live.rec.agent.clone(),
-            );
-            let mut emit = Vec::new();
-            if wall >= live.rec.deadline && live.term_at.is_none() {
-                let _ = runners::signal_group(live.rec.pid, libc::SIGTERM);
-                live.term_at = Some(wall);
-                let limit = (live.rec.deadline - live.rec.started_at).num_seconds();
-                emit.push(EventKind::AgentTimeout {
-                    task_id: task.clone(),
-                    agent: agent.clone(),
-                    limit_secs: u64::try_from(limit).unwrap_or(0),
-                });
-            } else if let Some(term) = live.term_at
-                && !live.killed
-                && wall - term
-                    >= chrono::Duration::from_std(policy.grace).unwrap_or(chrono::Duration::zero())
-            {
-                let _ = runners::signal_group(live.rec.pid, libc::SIGKILL);
-                live.killed = true;
-            }
-            if let Some(limit) = policy.idle_after
-                && !live.idle_reported
-            {
-                let last = runners::last_write(&live.session_dir, &agent)
-                    .map_or(live.rec.started_at, |w| w.max(live.rec.started_at));
-                let idle = (wall - last).to_std().unwrap_or_default();
-                if idle >= limit {
-                    live.idle_reported = true;
-                    emit.push(EventKind::AgentIdle {
-                        task_id: task.clone(),
-                        agent: agent.clone(),
-                        idle_secs: idle.as_secs(),
-                    });
+                Out::TellLead {
+                    session,
+                    task,
+                    text,
+                    tail_of,
+                } => {
+                    let text = match tail_of {
+                        Some(dir) => format!(
+                            "{text}\n\nLast lines of {}:\n{}",
+                            dir.join(runners::RUN_LOG).display(),
+                            runners::log_tail(&dir, 10).join("\n")
+                        ),
+                        None => text,
+                    };
+                    self.tell_lead(i, &session, &task, &text, now);
                 }
             }
-            let dir = live.dir.clone();
-            for kind in emit {
-                self.log.emit(i, Some(&session), Some(&dir), kind);
-            }
         }
-    }
-
-    fn task_completed(&self, i: RootId, session_dir: &Path, rec: &RunRecord) -> bool {
-        let indexed = self
-            .roots
-            .core(i)
-            .sessions
-            .get(&rec.session)
-            .and_then(|s| s.tasks().get(&rec.task))
-            .is_some_and(|t| t.state == TaskStatus::Completed);
-        indexed || completed_in_file(session_dir, &rec.agent, &rec.task)
-    }
-
-    fn run_ended(
-        &mut self,
-        i: RootId,
-        live: Live,
-        code: Option<i32>,
-        signal: Option<i32>,
-        wall: DateTime<Utc>,
-    ) {
-        let mut rec = live.rec;
-        let completed = self.task_completed(i, &live.session_dir, &rec);
-        let policy = &self.roots.core(i).policy.runners;
-        let decision = squad_policies::runners::after_exit(
-            policy.runner_for(&rec.agent),
-            policy,
-            rec.attempt,
-            completed,
-            wall,
-        );
-        rec.exit = Some(Exit {
-            at: wall,
-            code,
-            signal,
-        });
-        rec.completed = completed;
-        if rec.state == RunState::Running {
-            rec.state = if live.term_at.is_some() {
-                RunState::TimedOut
-            } else {
-                RunState::Exited
-            };
-        }
-        let next = match (&decision, rec.state) {
-            (AfterExit::Done, _) => "done".to_string(),
-            // Stopped by hand: a human decides what comes next.
-            (_, RunState::Stopped) => {
-                rec.held = true;
-                "stopped; held for a human (`squadctl run`)".to_string()
-            }
-            (AfterExit::Retry { at, attempt }, _) => {
-                rec.retry_at = Some(*at);
-                format!("run {attempt} at {}", at.to_rfc3339())
-            }
-            (AfterExit::GiveUp, _) => {
-                rec.held = true;
-                "retries used up; held for a human (`squadctl run`)".to_string()
-            }
-        };
-        keep_record(&live.dir, &rec);
-        self.log.emit(
-            i,
-            Some(&rec.session),
-            Some(&live.dir),
-            EventKind::AgentExited {
-                task_id: rec.task.clone(),
-                agent: rec.agent.clone(),
-                code,
-                signal,
-                completed,
-                next: next.clone(),
-            },
-        );
-        if !completed && rec.state != RunState::Stopped {
-            let how = match (rec.state, code, signal) {
-                (RunState::TimedOut, ..) => "was stopped at its time limit".to_string(),
-                (_, Some(c), _) => format!("exited with code {c}"),
-                (_, None, Some(s)) => format!("was killed by signal {s}"),
-                _ => "ended".to_string(),
-            };
-            let tail = runners::log_tail(&live.dir, 10).join("\n");
-            self.tell_lead(
-                i,
-                &rec.session,
-                &rec.task,
-                &format!(
-                    "Run {} of {} by {} {how} without reporting `completed`. Next: {next}.\n\nLast lines of {}:\n{tail}",
-                    rec.attempt,
-                    rec.task,
-                    rec.agent,
-                    live.dir.join(runners::RUN_LOG).display()
-                ),
-                wall,
-            );
-        }
-        let key = (rec.session.clone(), rec.task.clone());
-        self.roots.shell_mut(i).runs.past.insert(key, rec);
     }
 
     fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
@@ -696,24 +774,36 @@ impl Supervisor {
         session: Option<&str>,
         task: &str,
     ) -> Result<(String, u32), RunError> {
-        let wall = Utc::now();
-        let Some(live) = self
-            .roots
-            .shell_mut(i)
-            .runs
-            .live
-            .values_mut()
-            .find(|l| l.rec.task == task && session.is_none_or(|s| s == l.rec.session))
-        else {
-            return Err(RunError::NotRunning(task.to_string()));
-        };
-        runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(RunError::Signal)?;
-        live.rec.state = RunState::Stopped;
-        live.term_at = Some(wall);
-        keep_record(&live.dir, &live.rec);
-        let out = (live.rec.session.clone(), live.rec.pid);
+        let (record, session, pid) =
+            self.roots
+                .shell_mut(i)
+                .runs
+                .stop(session, task, Utc::now())?;
+        self.carry_out(i, vec![record], Utc::now());
         self.timers.set_earlier(Timer::Runs, Instant::now() + POLL);
-        Ok(out)
+        Ok((session, pid))
+    }
+}
+
+/// The session facts run supervision reads, from a root's core (and the
+/// progress file when the index has not caught up).
+struct Facts<'a> {
+    core: &'a super::core::Root,
+}
+
+impl RunFacts for Facts<'_> {
+    fn completed(&self, session_dir: &Path, rec: &RunRecord) -> bool {
+        let indexed = self
+            .core
+            .sessions
+            .get(&rec.session)
+            .and_then(|s| s.tasks().get(&rec.task))
+            .is_some_and(|t| t.state == TaskStatus::Completed);
+        indexed || completed_in_file(session_dir, &rec.agent, &rec.task)
+    }
+
+    fn last_write(&self, session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
+        runners::last_write(session_dir, agent)
     }
 }
 

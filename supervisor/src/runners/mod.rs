@@ -8,7 +8,10 @@
 //! and `run.json` (pid, process start time, start, exit; written
 //! atomically), which is how a restarted squadd re-adopts live runs.
 
+pub mod process;
 pub mod prompt;
+
+pub use process::{Ended, OsProcesses, Processes, Signal, SpawnRequest, Spawned};
 
 use crate::safefs::Dir;
 use chrono::{DateTime, Utc};
@@ -326,39 +329,60 @@ pub fn squad_env(root: &Path, session: &str, agent: &str, task: &str) -> Vec<(St
     ]
 }
 
-/// A started process.
-pub struct Started {
-    /// The child (squadd reaps it).
-    pub child: std::process::Child,
-    /// Its pid.
-    pub pid: u32,
-    /// Its start time (0 when it could not be read).
-    pub process_start: u64,
-    /// The argv, expanded.
-    pub command: Vec<String>,
+/// The variables of squadd's environment every run gets (beside the
+/// squad variables, the runner's `env:` and the policy's `runners.pass_env`);
+/// `LC_*` too. Nothing else of squadd's environment reaches a run: a token
+/// given to the service must not reach every agent and its log.
+pub const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
+
+/// The environment of a run: from `inherited` (squadd's own) only the
+/// allow-list, `LC_*` and the names in `pass_env`; `PATH` led by
+/// `squadctl_dir` (so an agent always finds the squadctl of this squadd);
+/// then the squad variables; then the runner's `env:` (placeholders
+/// expanded), which wins. Names or values that are not UTF-8 are dropped.
+pub fn run_env(
+    inherited: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    pass_env: &[String],
+    squadctl_dir: Option<&Path>,
+    spec: &RunnerSpec,
+    vars: &Vars<'_>,
+    root: &Path,
+) -> Vec<(String, String)> {
+    let mut env: std::collections::BTreeMap<String, String> = inherited
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| {
+            ALLOWED_ENV.contains(&k.as_str())
+                || k.starts_with("LC_")
+                || pass_env.iter().any(|p| p == k)
+        })
+        .collect();
+    if let Some(dir) = squadctl_dir.and_then(Path::to_str) {
+        let path = match env.get("PATH") {
+            Some(p) if !p.is_empty() => format!("{dir}:{p}"),
+            _ => format!("{dir}:/usr/local/bin:/usr/bin:/bin"),
+        };
+        env.insert("PATH".into(), path);
+    }
+    env.extend(squad_env(root, vars.session, vars.agent, vars.task));
+    env.insert("SQUAD_PROMPT_FILE".into(), vars.prompt_file.into());
+    env.insert("SQUAD_MODEL".into(), vars.model.into());
+    for (k, v) in &spec.env {
+        env.insert(k.clone(), expand(v, vars));
+    }
+    env.into_iter().collect()
 }
 
-/// Starts a runner in its own process group, stdout and stderr appended to
-/// `run_dir/run.log`, stdin from /dev/null.
-pub fn spawn(
+/// Everything a run is started with: argv expanded, working directory
+/// (relative to the root unless absolute), and `env` (see [`run_env`]).
+pub fn spawn_request(
     spec: &RunnerSpec,
     vars: &Vars<'_>,
     root: &Path,
     run_dir: &Path,
-) -> io::Result<Started> {
-    use std::os::unix::process::CommandExt;
+    env: Vec<(String, String)>,
+) -> SpawnRequest {
     let argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
-    let Some((program, args)) = argv.split_first() else {
-        return Err(io::Error::other("the runner's command is empty"));
-    };
-    // Opened relative to the run folder's descriptor: neither a link
-    // planted as run.log nor one on the way to it is followed. (O_NONBLOCK,
-    // set by `open_file` against FIFOs, means nothing to a regular file.)
-    let log = open_existing(run_dir)?.open_file(
-        RUN_LOG,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
-        0o666,
-    )?;
     let cwd = match &spec.cwd {
         Some(c) => {
             let c = expand(c, vars);
@@ -371,29 +395,12 @@ pub fn spawn(
         }
         None => root.to_path_buf(),
     };
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(cwd)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        // Its own group: a time limit stops the agent and everything it started.
-        .process_group(0)
-        .envs(squad_env(root, vars.session, vars.agent, vars.task))
-        .env("SQUAD_PROMPT_FILE", vars.prompt_file)
-        .env("SQUAD_MODEL", vars.model);
-    for (k, v) in &spec.env {
-        cmd.env(k, expand(v, vars));
+    SpawnRequest {
+        argv,
+        cwd,
+        env,
+        run_dir: run_dir.to_path_buf(),
     }
-    let child = cmd.spawn()?;
-    let pid = child.id();
-    let process_start = crate::locks::process_start(pid).unwrap_or(0);
-    Ok(Started {
-        child,
-        pid,
-        process_start,
-        command: argv,
-    })
 }
 
 /// Keeps run.log under `max` bytes: when it is larger, its last `max / 2`
@@ -459,6 +466,7 @@ pub fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn record(pid: u32, task: &str, session: &str) -> RunRecord {
         RunRecord {
@@ -477,6 +485,55 @@ mod tests {
             retry_at: None,
             held: false,
         }
+    }
+
+    /// Issue 26 item 6: squadd's secrets do not reach a run; the
+    /// allow-list, `pass_env`, the squad variables and the runner's `env:` do.
+    #[test]
+    fn a_run_gets_the_allow_list_and_nothing_else() {
+        let spec = RunnerSpec {
+            command: vec!["agent".into()],
+            env: [("EXTRA".to_string(), "{task}".to_string())].into(),
+            cwd: None,
+            timeout: None,
+            max_retries: 0,
+            guard_off: false,
+        };
+        let vars = Vars {
+            prompt_file: "/p/prompt.md",
+            task: "task_1",
+            agent: "alpha",
+            session: "s1",
+            model: "m",
+            root: "/p",
+        };
+        let inherited = [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("SECRET_TOKEN", "hunter2"),
+            ("ANTHROPIC_API_KEY", "sk-1"),
+            ("SQUAD_TASK", "forged"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let env: BTreeMap<String, String> = run_env(
+            inherited,
+            &["ANTHROPIC_API_KEY".to_string()],
+            Some(Path::new("/opt/squad/bin")),
+            &spec,
+            &vars,
+            Path::new("/p"),
+        )
+        .into_iter()
+        .collect();
+        assert_eq!(env["PATH"], "/opt/squad/bin:/usr/bin:/bin");
+        assert_eq!(env["HOME"], "/home/u");
+        assert_eq!(env["LC_ALL"], "C.UTF-8");
+        assert_eq!(env["ANTHROPIC_API_KEY"], "sk-1", "passed by policy");
+        assert!(!env.contains_key("SECRET_TOKEN"));
+        assert_eq!(env["SQUAD_TASK"], "task_1", "never inherited");
+        assert_eq!(env["EXTRA"], "task_1");
+        assert_eq!(env["SQUAD_PROMPT_FILE"], "/p/prompt.md");
     }
 
     #[test]

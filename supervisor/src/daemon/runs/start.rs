@@ -141,8 +141,7 @@ impl Supervisor {
             pid: 0,
             process_start: 0,
             started_at: wall,
-            deadline: wall
-                + chrono::Duration::from_std(limit).unwrap_or(chrono::Duration::days(365)),
+            deadline: decide::deadline(wall, limit),
             command: Vec::new(),
             exit: None,
             completed: false,
@@ -161,11 +160,20 @@ impl Supervisor {
             root: &root_text,
         };
         let key = (c.session.clone(), c.task.clone());
-        match runners::spawn(&spec, &vars, &root, &dir) {
+        let env = runners::run_env(
+            std::env::vars_os(),
+            &policy.pass_env,
+            squadctl_dir().as_deref(),
+            &spec,
+            &vars,
+            &root,
+        );
+        let request = runners::spawn_request(&spec, &vars, &root, &dir, env);
+        match self.roots.shell_mut(i).runs.procs.spawn(&request) {
             Ok(started) => {
                 rec.pid = started.pid;
                 rec.process_start = started.process_start;
-                rec.command = started.command;
+                rec.command = request.argv;
                 keep_record(&dir, &rec);
                 self.log.emit(
                     i,
@@ -179,19 +187,7 @@ impl Supervisor {
                     },
                 );
                 let pid = started.pid;
-                self.roots.shell_mut(i).runs.past.remove(&key);
-                self.roots.shell_mut(i).runs.live.insert(
-                    key,
-                    Live {
-                        rec,
-                        dir,
-                        session_dir,
-                        child: Some(started.child),
-                        term_at: None,
-                        killed: false,
-                        idle_reported: false,
-                    },
-                );
+                self.roots.shell_mut(i).runs.started(rec, dir, session_dir);
                 self.timers.set_earlier(Timer::Runs, Instant::now() + POLL);
                 Ok(pid)
             }
@@ -211,4 +207,12 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// The folder of squadd's own program, where squadctl is installed beside
+/// it: every run's PATH leads with it, so an agent finds this squadctl.
+fn squadctl_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    dir.join("squadctl").is_file().then(|| dir.to_path_buf())
 }
