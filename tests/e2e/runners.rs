@@ -14,7 +14,10 @@ use std::time::Duration;
 /// `$TRACE`, checks its prompt names its task, reports in progress, works
 /// (`$WORK` seconds, or until `$GATE` exists), reports completed and exits.
 /// `$MODE=fail` exits 3 without reporting; `$MODE=env` prints its
-/// environment and exits 3; `$MODE=hang` starts a child and sleeps forever.
+/// environment and exits 3; `$MODE=hang` starts a child and sleeps forever;
+/// `$MODE=escape` double-forks a child into a session of its own that
+/// ignores SIGTERM, then sleeps; `$MODE=flood` leaves a child that ignores
+/// SIGTERM writing output as fast as it can, and exits.
 const AGENT: &str = r#"#!/bin/sh
 now() { date +%s%N; }
 echo "start $SQUAD_TASK $(now)" >> "$TRACE"
@@ -22,6 +25,8 @@ grep -q "$SQUAD_TASK" "$1" || { echo "prompt $1 does not name $SQUAD_TASK"; exit
 case "$MODE" in
   fail) echo "failing on purpose"; exit 3 ;;
   env) env; echo "PATH=[$PATH]"; echo "secret=[$SQUAD_TEST_SECRET]"; exit 3 ;;
+  escape) sh -c 'setsid sh -c "trap \"\" TERM; echo escaped \$\$ >> \"$TRACE\"; exec >/dev/null 2>&1; while :; do sleep 0.1; done" &'; sleep 1000; exit 0 ;;
+  flood) sh -c 'trap "" TERM; while :; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; done' & exit 0 ;;
   hang) sleep 1000 & echo "child $!" >> "$TRACE"; sleep 1000; exit 0 ;;
 esac
 "$SQUADCTL" progress --status in_progress --percent 10 --action "working" -q || exit 4
@@ -681,4 +686,107 @@ fn the_largest_accepted_durations_and_counts_never_stop_squadd() {
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(v["daemon"]["state"], "running", "{status}");
     assert_eq!(d.terminate().0, 0, "squadd stops cleanly");
+}
+
+/// The pid of the escaped child (`$MODE=escape`), once it is there.
+fn escaped(p: &Project) -> i32 {
+    eventually("the agent's child escaped its group", || {
+        fs::read_to_string(&p.trace)
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("escaped ")?.trim().parse().ok())
+    })
+}
+
+fn run_json(p: &Project) -> serde_json::Value {
+    serde_json::from_str(
+        &fs::read_to_string(p.session.join("runs/task_t1/run.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default()
+}
+
+/// Issue 26 item 4: a child that double-forks, `setsid`s (out of the run's
+/// process group) and ignores SIGTERM is ended with its run at the time
+/// limit: when the run is recorded ended, nothing of it is left.
+#[test]
+fn an_escaped_child_ends_with_its_run_at_the_time_limit() {
+    let p = project(
+        &[("MODE", "escape")],
+        "      timeout: 1s\n      max_retries: 0\n",
+        "  grace: 500ms\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let child = escaped(&p);
+    eventually("the run is recorded timed out", || {
+        (run_json(&p)["state"] == "timed-out").then_some(())
+    });
+    assert!(
+        !pid_alive(child),
+        "the escaped child {child} outlived its run"
+    );
+}
+
+/// The same after `squadctl stop`.
+#[test]
+fn an_escaped_child_ends_with_its_run_after_stop() {
+    let p = project(
+        &[("MODE", "escape")],
+        "      max_retries: 0\n",
+        "  grace: 500ms\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let child = escaped(&p);
+    ctl_ok(&p.root, &["stop", "task_t1"]);
+    eventually("the stopped run is recorded ended", || {
+        let v = run_json(&p);
+        (v["state"] == "stopped" && v["exit"].is_object()).then_some(())
+    });
+    assert!(
+        !pid_alive(child),
+        "the escaped child {child} outlived its run"
+    );
+}
+
+/// Issue 26 item 5: a child writing as fast as it can, ignoring SIGTERM,
+/// after its leader exited: run.log never exceeds its cap (sampled as fast
+/// as the test can, until the run is recorded ended).
+#[test]
+fn run_log_never_exceeds_its_cap_even_after_the_leader_exits() {
+    let cap = 64 * 1024;
+    let p = project(
+        &[("MODE", "flood")],
+        "      max_retries: 0\n",
+        "  grace: 2s\n  log_max_size: 64KB\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let log = p.session.join("runs/task_t1/run.log");
+    let mut largest = 0;
+    let mut samples = 0;
+    let start = std::time::Instant::now();
+    while !run_json(&p)["exit"].is_object() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run never ended"
+        );
+        if let Ok(m) = fs::metadata(&log) {
+            largest = largest.max(m.len());
+            samples += 1;
+        }
+    }
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(
+        largest <= cap,
+        "run.log reached {largest} bytes (cap {cap})"
+    );
+    assert!(text.len() as u64 <= cap);
+    assert!(
+        text.starts_with("[squadd: run.log exceeded 65536 bytes"),
+        "the writer did pass the cap ({samples} samples)"
+    );
 }

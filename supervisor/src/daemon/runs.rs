@@ -96,6 +96,9 @@ struct Live {
     dir: PathBuf,
     session_dir: PathBuf,
     watch: Watch,
+    /// How its leader ended, once it did: the run is stopping until
+    /// nothing of it is left.
+    ended: Option<runners::Ended>,
 }
 
 /// The runs of one root.
@@ -219,10 +222,9 @@ impl RootRuns {
         if let Some(e) = error {
             tracing::warn!(error = %e, "config.json invalid; using the defaults");
         }
-        RootRuns {
-            config,
-            ..Default::default()
-        }
+        let mut runs = RootRuns::with_processes(Box::new(OsProcesses::new(root)));
+        runs.config = config;
+        runs
     }
 
     /// After a restart, the records of the root's runs: those recorded as
@@ -234,6 +236,7 @@ impl RootRuns {
         &mut self,
         root: &Path,
         records: Vec<(PathBuf, RunRecord)>,
+        policy: &RunnersPolicy,
         facts: &dyn RunFacts,
         now: DateTime<Utc>,
     ) -> Vec<Out> {
@@ -278,11 +281,13 @@ impl RootRuns {
                             pid: rec.pid,
                         },
                     });
+                    self.procs.adopt(&rec, &dir, policy.log_max_bytes);
                     let live = Live {
                         rec,
                         dir,
                         session_dir,
                         watch: Watch::default(),
+                        ended: None,
                     };
                     self.live.insert(key, live);
                 }
@@ -331,9 +336,11 @@ impl RootRuns {
         out
     }
 
-    /// One look at every live run: exits (the record, `agent-exited`, word
-    /// to the lead, a retry or a hold), time limits (SIGTERM, then SIGKILL
-    /// after the grace), idleness, the log cap.
+    /// One look at every live run: time limits (SIGTERM, then SIGKILL after
+    /// the grace), idleness; once its leader ended, what is left of the run
+    /// ended too (SIGTERM, SIGKILL after the grace) and, when nothing is
+    /// left and its output is drained, the exit (the record, `agent-exited`,
+    /// word to the lead, a retry or a hold).
     pub fn poll(
         &mut self,
         policy: &RunnersPolicy,
@@ -346,13 +353,29 @@ impl RootRuns {
             let Some(live) = self.live.get_mut(&key) else {
                 continue;
             };
-            if let Some(ended) = self.procs.try_exit(live.rec.pid, live.rec.process_start) {
-                if let Some(live) = self.live.remove(&key) {
-                    self.ended(live, policy, facts, ended, now, &mut out);
+            if live.ended.is_none() {
+                live.ended = self.procs.try_exit(live.rec.pid, live.rec.process_start);
+            }
+            if let Some(ended) = live.ended {
+                // The leader is gone: everything the run started ends too,
+                // and the run stays live (stopping) until nothing is left.
+                let signal = decide::leftover_signal(&mut live.watch, policy, now);
+                let left = self.procs.contain(&live.rec, signal);
+                let drained = self.procs.drained(live.rec.pid);
+                if decide::gone(&live.watch, policy, left, drained, now) {
+                    if left > 0 {
+                        tracing::warn!(
+                            task = %live.rec.task,
+                            left,
+                            "processes of an ended run could not be ended"
+                        );
+                    }
+                    if let Some(live) = self.live.remove(&key) {
+                        self.ended(live, policy, facts, ended, now, &mut out);
+                    }
                 }
                 continue;
             }
-            runners::cap_log(&live.dir, policy.log_max_bytes);
             let (session_dir, agent) = (&live.session_dir, &live.rec.agent);
             let steps = decide::look(
                 &live.rec,
@@ -424,6 +447,7 @@ impl RootRuns {
             dir,
             session_dir,
             watch: Watch::default(),
+            ended: None,
         };
         self.live.insert(key, live);
     }
@@ -506,7 +530,9 @@ impl Supervisor {
         let records = runners::all_records(&root);
         let (core, shell) = self.roots.both_mut(i);
         let facts = Facts { core };
-        let out = shell.runs.restart(&root, records, &facts, now);
+        let out = shell
+            .runs
+            .restart(&root, records, &core.policy.runners, &facts, now);
         self.carry_out(i, out, now);
         self.timers.set(Timer::Runs, Instant::now());
     }

@@ -8,6 +8,7 @@
 //! and `run.json` (pid, process start time, start, exit; written
 //! atomically), which is how a restarted squadd re-adopts live runs.
 
+pub mod contain;
 pub mod process;
 pub mod prompt;
 
@@ -381,6 +382,7 @@ pub fn spawn_request(
     root: &Path,
     run_dir: &Path,
     env: Vec<(String, String)>,
+    log_max: u64,
 ) -> SpawnRequest {
     let argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
     let cwd = match &spec.cwd {
@@ -400,33 +402,7 @@ pub fn spawn_request(
         cwd,
         env,
         run_dir: run_dir.to_path_buf(),
-    }
-}
-
-/// Keeps run.log under `max` bytes: when it is larger, its last `max / 2`
-/// bytes replace it (the agent appends, so its next write lands after them).
-/// Bytes written during the rewrite may be lost: it is a log, capped.
-pub fn cap_log(run_dir: &Path, max: u64) {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    // Opened once, without following a link, and measured on the open file:
-    // a check by path then an open by path could be raced by a swap.
-    let Ok(mut f) = open_existing(run_dir).and_then(|d| d.open_file(RUN_LOG, libc::O_RDWR, 0))
-    else {
-        return;
-    };
-    if f.metadata().map_or(true, |m| m.len() <= max) {
-        return;
-    }
-    let keep = max / 2;
-    let mut tail = Vec::new();
-    if f.seek(SeekFrom::End(-(keep as i64))).is_err() || f.read_to_end(&mut tail).is_err() {
-        return;
-    }
-    let mut text =
-        format!("[squadd: run.log exceeded {max} bytes; earlier output dropped]\n").into_bytes();
-    text.extend_from_slice(&tail);
-    if f.set_len(0).is_ok() && f.seek(SeekFrom::Start(0)).is_ok() {
-        let _ = f.write_all(&text);
+        log_max,
     }
 }
 
@@ -537,24 +513,10 @@ mod tests {
     }
 
     #[test]
-    fn run_log_keeps_its_tail_under_the_cap() {
+    fn the_tail_of_run_log_is_its_last_lines() {
         let dir = tempfile::tempdir().unwrap();
         let text: String = (0..300).map(|i| format!("line {i:04}\n")).collect();
         std::fs::write(dir.path().join(RUN_LOG), &text).unwrap();
-        cap_log(dir.path(), 4096);
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap(),
-            text,
-            "under the cap: untouched"
-        );
-        cap_log(dir.path(), 1000);
-        let kept = std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap();
-        assert!(kept.len() <= 1000, "{}", kept.len());
-        assert!(
-            kept.starts_with("[squadd: run.log exceeded 1000 bytes"),
-            "{kept}"
-        );
-        assert!(kept.ends_with("line 0299\n"), "the tail is kept");
         assert_eq!(log_tail(dir.path(), 2), ["line 0298", "line 0299"]);
     }
 
@@ -574,7 +536,7 @@ mod tests {
     }
 
     /// A run folder swapped for a link after squadd made it: the record,
-    /// the prompt and the log cap are refused, nothing outside changes
+    /// the prompt and run.log are refused, nothing outside changes
     /// (they were written by path after a check).
     #[test]
     fn a_run_folder_swapped_for_a_link_is_never_written_through() {
@@ -591,7 +553,7 @@ mod tests {
         std::os::unix::fs::symlink(elsewhere.path(), &dir).unwrap();
         assert!(write_record(&dir, &record(1, "task_1", "s1")).is_err());
         assert!(write_prompt(&dir, "p").is_err());
-        cap_log(&dir, 1000);
+        assert!(contain::CappedLog::open(&dir, 1000).is_err());
         assert_eq!(
             std::fs::read_to_string(elsewhere.path().join(RUN_LOG)).unwrap(),
             big

@@ -8,6 +8,8 @@ use super::RunRecord;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a run is started with: everything decided before the spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +22,8 @@ pub struct SpawnRequest {
     pub env: Vec<(String, String)>,
     /// The run's folder (its run.log is there).
     pub run_dir: PathBuf,
+    /// run.log's cap (`runners.log_max_size`), held at every write.
+    pub log_max: u64,
 }
 
 /// A started run.
@@ -75,13 +79,57 @@ pub trait Processes {
     fn is_run_process(&self, record: &RunRecord) -> bool;
     /// The leader of a run whose pid was never recorded: (pid, start time).
     fn find_run_process(&self, root: &Path, session: &str, task: &str) -> Option<(u32, u64)>;
+    /// A run met again after a restart: its output is drained again.
+    fn adopt(&mut self, record: &RunRecord, run_dir: &Path, log_max: u64);
+    /// Sends `signal` to every process of the run still alive (its leader
+    /// gone); how many there were (0: nothing of the run is left).
+    fn contain(&mut self, record: &RunRecord, signal: Signal) -> usize;
+    /// Whether the run's output is drained into run.log (every writer of
+    /// its pipe closed it, or it has none).
+    fn drained(&self, pid: u32) -> bool;
 }
 
-/// The real processes.
+/// The real processes of one project's runs.
 #[derive(Default)]
 pub struct OsProcesses {
+    /// The project root (its runs' environment names it).
+    root: PathBuf,
     /// The runs squadd started (reaped by `try_exit`).
     children: HashMap<u32, std::process::Child>,
+    /// Each run's output pipe (device, inode) and whether it is drained, by
+    /// the run's pid.
+    pipes: HashMap<u32, ((u64, u64), Arc<AtomicBool>)>,
+}
+
+impl OsProcesses {
+    /// The runs of the project at `root`. squadd becomes a child subreaper
+    /// (see `contain`).
+    pub fn new(root: &Path) -> OsProcesses {
+        super::contain::become_subreaper();
+        OsProcesses {
+            root: root.to_path_buf(),
+            ..OsProcesses::default()
+        }
+    }
+
+    fn drain(
+        &mut self,
+        pid: u32,
+        reader: std::fs::File,
+        pipe: (u64, u64),
+        run_dir: &Path,
+        max: u64,
+    ) {
+        let done = Arc::new(AtomicBool::new(false));
+        match super::contain::CappedLog::open(run_dir, max) {
+            Ok(log) => super::contain::drain(reader, log, done.clone()),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open run.log; the run's output is dropped");
+                done.store(true, Ordering::Release);
+            }
+        }
+        self.pipes.insert(pid, (pipe, done));
+    }
 }
 
 impl Processes for OsProcesses {
@@ -90,28 +138,27 @@ impl Processes for OsProcesses {
         let Some((program, args)) = request.argv.split_first() else {
             return Err(io::Error::other("the runner's command is empty"));
         };
-        // Opened relative to the run folder's descriptor: neither a link
-        // planted as run.log nor one on the way to it is followed. (O_NONBLOCK,
-        // set by `open_file` against FIFOs, means nothing to a regular file.)
-        let log = super::open_existing(&request.run_dir)?.open_file(
-            super::RUN_LOG,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
-            0o666,
-        )?;
+        // Output through a pipe squadd drains into the capped run.log (the
+        // cap holds at every write, after the leader exits too).
+        let (reader, writer, pipe) = super::contain::make_pipe(&request.run_dir)?;
         let mut cmd = std::process::Command::new(program);
         cmd.args(args)
             .current_dir(&request.cwd)
             .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
+            .stdout(writer.try_clone()?)
+            .stderr(writer)
             // Its own group: a time limit stops the agent and everything it started.
             .process_group(0)
             .env_clear()
             .envs(request.env.iter().map(|(k, v)| (k, v)));
         let child = cmd.spawn()?;
+        // squadd's copy of the run's end is closed with `cmd`: only the
+        // run's processes keep the pipe open.
+        drop(cmd);
         let pid = child.id();
         let process_start = crate::locks::process_start(pid).unwrap_or(0);
         self.children.insert(pid, child);
+        self.drain(pid, reader, pipe, &request.run_dir, request.log_max);
         Ok(Spawned { pid, process_start })
     }
 
@@ -121,6 +168,8 @@ impl Processes for OsProcesses {
 
     fn try_exit(&mut self, pid: u32, process_start: u64) -> Option<Ended> {
         use std::os::unix::process::ExitStatusExt;
+        // Orphans re-parented to squadd that ended meanwhile: no zombie stays.
+        super::contain::reap_orphans(&self.children.keys().copied().collect());
         let Some(child) = self.children.get_mut(&pid) else {
             return (!super::alive(pid, process_start)).then_some(Ended::default());
         };
@@ -142,5 +191,28 @@ impl Processes for OsProcesses {
 
     fn find_run_process(&self, root: &Path, session: &str, task: &str) -> Option<(u32, u64)> {
         super::find_run_process(root, session, task)
+    }
+
+    fn adopt(&mut self, record: &RunRecord, run_dir: &Path, log_max: u64) {
+        match super::contain::reopen_pipe(run_dir) {
+            Ok((reader, pipe)) => self.drain(record.pid, reader, pipe, run_dir, log_max),
+            // A run started before run.pipe existed writes run.log itself.
+            Err(e) => tracing::debug!(error = %e, "no run.pipe to drain"),
+        }
+    }
+
+    fn contain(&mut self, record: &RunRecord, signal: Signal) -> usize {
+        let known = self.children.keys().copied().collect();
+        super::contain::reap_orphans(&known);
+        let pipe = self.pipes.get(&record.pid).map(|(p, _)| *p);
+        let left = super::contain::run_processes(&self.root, record, pipe);
+        super::contain::signal_each(&left, signal.number());
+        left.len()
+    }
+
+    fn drained(&self, pid: u32) -> bool {
+        self.pipes
+            .get(&pid)
+            .is_none_or(|(_, done)| done.load(Ordering::Acquire))
     }
 }

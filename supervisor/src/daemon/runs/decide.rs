@@ -19,6 +19,47 @@ pub(super) struct Watch {
     pub(super) killed: bool,
     /// Whether `agent-idle` was reported.
     pub(super) idle_reported: bool,
+    /// When the leader was seen ended: from then on the run is stopping
+    /// until nothing of it is left.
+    pub(super) stopping_since: Option<DateTime<Utc>>,
+}
+
+/// How long past the grace squadd keeps ending what is left of a run
+/// before it records the run ended anyway (a process it may not signal,
+/// one stuck in the kernel): the pool must not stay blocked for ever.
+pub(super) const LINGER: Duration = Duration::from_secs(5);
+
+/// The signal for what is left of a run whose leader ended: SIGTERM, then
+/// SIGKILL once the grace has passed (at once when the run was killed
+/// already at its time limit).
+pub(super) fn leftover_signal(
+    watch: &mut Watch,
+    policy: &RunnersPolicy,
+    now: DateTime<Utc>,
+) -> Signal {
+    let since = *watch.stopping_since.get_or_insert(now);
+    if watch.killed || add(since, policy.grace).is_some_and(|at| now >= at) {
+        Signal::Kill
+    } else {
+        Signal::Term
+    }
+}
+
+/// Whether a stopping run has ended: nothing of it left and its output
+/// drained, or the grace and [`LINGER`] passed.
+pub(super) fn gone(
+    watch: &Watch,
+    policy: &RunnersPolicy,
+    left: usize,
+    drained: bool,
+    now: DateTime<Utc>,
+) -> bool {
+    let given_up = watch
+        .stopping_since
+        .and_then(|since| add(since, policy.grace))
+        .and_then(|at| add(at, LINGER))
+        .is_some_and(|at| now >= at);
+    (left == 0 && drained) || given_up
 }
 
 /// One thing to do for a live run.

@@ -168,7 +168,7 @@ impl Supervisor {
             &vars,
             &root,
         );
-        let request = runners::spawn_request(&spec, &vars, &root, &dir, env);
+        let request = runners::spawn_request(&spec, &vars, &root, &dir, env, policy.log_max_bytes);
         match self.roots.shell_mut(i).runs.procs.spawn(&request) {
             Ok(started) => {
                 rec.pid = started.pid;

@@ -78,6 +78,11 @@ struct Fake(Arc<Mutex<FakeState>>);
 #[derive(Default)]
 struct FakeState {
     procs: BTreeMap<u32, Proc>,
+    /// What each run (by its leader's pid) started that outlives the
+    /// leader: (pid, ignores SIGTERM).
+    leftovers: BTreeMap<u32, Vec<(u32, bool)>>,
+    /// The signals sent to what was left of a run, by its leader's pid.
+    swept: Vec<(u32, Signal)>,
     signals: Vec<(u32, Signal)>,
     spawned: Vec<SpawnRequest>,
 }
@@ -105,6 +110,13 @@ impl Fake {
                 signal: None,
             });
         }
+    }
+    fn leave(&self, leader: u32, pid: u32, ignores_term: bool) {
+        self.state()
+            .leftovers
+            .entry(leader)
+            .or_default()
+            .push((pid, ignores_term));
     }
     fn signals(&self) -> Vec<(u32, Signal)> {
         self.state().signals.clone()
@@ -160,6 +172,20 @@ impl Processes for Fake {
             .iter()
             .find(|(_, p)| p.session == session && p.task == task && p.ended.is_none())
             .map(|(pid, p)| (*pid, p.start))
+    }
+    fn adopt(&mut self, _: &RunRecord, _: &Path, _: u64) {}
+    fn contain(&mut self, record: &RunRecord, signal: Signal) -> usize {
+        let mut s = self.state();
+        let left = s.leftovers.entry(record.pid).or_default();
+        let alive = left.len();
+        left.retain(|(_, ignores_term)| signal == Signal::Term && *ignores_term);
+        if alive > 0 {
+            s.swept.push((record.pid, signal));
+        }
+        alive
+    }
+    fn drained(&self, _: u32) -> bool {
+        true
     }
 }
 
@@ -388,7 +414,7 @@ fn after_a_restart_only_the_same_pid_and_start_time_are_readopted() {
         (dir.clone(), running(43, "task_2", 1, 3600)),
         (dir.clone(), running(44, "task_3", 1, 3600)),
     ];
-    let out = runs.restart(Path::new("/p"), recs, &Facts::default(), t(100));
+    let out = runs.restart(Path::new("/p"), recs, &policy(0), &Facts::default(), t(100));
     let live = runs.live();
     assert_eq!(live.len(), 1);
     assert_eq!(live[0].record.task, "task_1");
@@ -408,7 +434,7 @@ fn a_run_whose_pid_was_not_recorded_is_found_by_its_environment() {
     let mut runs = runs_with(&fake);
     fake.add(50, 7, "s1", "task_1", false);
     let recs = vec![(PathBuf::from("/nowhere"), running(0, "task_1", 1, 3600))];
-    let out = runs.restart(Path::new("/p"), recs, &Facts::default(), t(100));
+    let out = runs.restart(Path::new("/p"), recs, &policy(0), &Facts::default(), t(100));
     assert_eq!(records(&out)[0].pid, 50, "its pid recorded first");
     assert_eq!(runs.live()[0].record.pid, 50);
     assert_eq!(events(&out)[0].name(), "run-adopted");
@@ -420,7 +446,7 @@ fn a_run_recorded_but_never_started_is_redispatched_not_held() {
     let fake = Fake::default();
     let mut runs = runs_with(&fake);
     let recs = vec![(PathBuf::from("/nowhere"), running(0, "task_1", 1, 3600))];
-    let out = runs.restart(Path::new("/p"), recs, &Facts::default(), t(100));
+    let out = runs.restart(Path::new("/p"), recs, &policy(0), &Facts::default(), t(100));
     assert!(runs.live().is_empty());
     let rec = &records(&out)[0];
     assert!(!rec.held, "not held: nothing ever ran");
@@ -430,7 +456,7 @@ fn a_run_recorded_but_never_started_is_redispatched_not_held() {
     // A recorded pid that is gone is lost and held, as before.
     let mut runs = runs_with(&fake);
     let recs = vec![(PathBuf::from("/nowhere"), running(77, "task_1", 1, 3600))];
-    let out = runs.restart(Path::new("/p"), recs, &Facts::default(), t(100));
+    let out = runs.restart(Path::new("/p"), recs, &policy(0), &Facts::default(), t(100));
     assert!(records(&out)[0].held);
 }
 
@@ -473,4 +499,34 @@ fn the_largest_durations_never_overflow_the_clock() {
     fake.exit(42, 1);
     let out = runs.poll(&p, &facts, DateTime::<Utc>::MAX_UTC);
     assert_eq!(records(&out).len(), 1);
+}
+
+/// Issue 26 item 4: what a run started outlives its leader (a double-forked
+/// child that ignores SIGTERM): the run stays live, stopping, until it is
+/// gone: SIGTERM, SIGKILL after the grace, and only then the exit recorded.
+#[test]
+fn a_run_is_stopping_until_nothing_of_it_is_left() {
+    let fake = Fake::default();
+    let mut runs = runs_with(&fake);
+    let p = policy(0);
+    let facts = Facts::default();
+    start(&mut runs, &fake, running(42, "task_1", 1, 3600), false);
+    fake.leave(42, 4242, true);
+    fake.exit(42, 0);
+    assert!(
+        runs.poll(&p, &facts, t(5)).is_empty(),
+        "stopping, not ended"
+    );
+    assert_eq!(runs.live().len(), 1, "still holds its place in the pool");
+    assert!(runs.poll(&p, &facts, t(14)).is_empty());
+    assert_eq!(fake.state().swept, [(42, Signal::Term), (42, Signal::Term)]);
+    assert!(
+        runs.poll(&p, &facts, t(15)).is_empty(),
+        "the grace passed: SIGKILL"
+    );
+    assert_eq!(fake.state().swept.last(), Some(&(42, Signal::Kill)));
+    let out = runs.poll(&p, &facts, t(16));
+    assert_eq!(records(&out)[0].state, RunState::Exited);
+    assert_eq!(records(&out)[0].exit.as_ref().and_then(|e| e.code), Some(0));
+    assert!(runs.live().is_empty());
 }
