@@ -151,6 +151,33 @@ pub enum Out {
     },
 }
 
+/// A record whose pid is not known to be the run's (read from run.json and
+/// not verified): without it.
+fn untrusted(rec: &RunRecord) -> RunRecord {
+    RunRecord {
+        pid: 0,
+        process_start: 0,
+        ..rec.clone()
+    }
+}
+
+/// A run met lost after a restart: its record, then `run-lost`.
+fn lost(out: &mut Vec<Out>, dir: &Path, rec: &RunRecord, pid: u32) {
+    out.push(Out::Record {
+        dir: dir.to_path_buf(),
+        rec: rec.clone(),
+    });
+    out.push(Out::Event {
+        session: rec.session.clone(),
+        dir: dir.to_path_buf(),
+        kind: EventKind::RunLost {
+            task_id: rec.task.clone(),
+            agent: rec.agent.clone(),
+            pid,
+        },
+    });
+}
+
 /// What supervision reads from the session files (the shell answers).
 pub trait RunFacts {
     /// Whether the run's task is completed (index or its progress file).
@@ -282,29 +309,14 @@ impl RootRuns {
                         },
                     });
                     self.procs.adopt(&rec, &dir, policy.log_max_bytes);
-                    let live = Live {
-                        rec,
-                        dir,
-                        session_dir,
-                        watch: Watch::default(),
-                        ended: None,
-                    };
-                    self.live.insert(key, live);
+                    self.started(rec, dir, session_dir);
                 }
                 decide::Restart::Lost { rec, tell_lead } => {
-                    out.push(Out::Record {
-                        dir: dir.clone(),
-                        rec: rec.clone(),
-                    });
-                    out.push(Out::Event {
-                        session: session.clone(),
-                        dir,
-                        kind: EventKind::RunLost {
-                            task_id: rec.task.clone(),
-                            agent: rec.agent.clone(),
-                            pid: rec.pid,
-                        },
-                    });
+                    // Its leader is gone: what it left behind ends now,
+                    // found by its environment only (run.json is writable
+                    // by agents: its pid must not aim squadd at a group).
+                    self.procs.contain(&untrusted(&rec), Signal::Kill);
+                    lost(&mut out, &dir, &rec, rec.pid);
                     if let Some(text) = tell_lead {
                         out.push(Out::TellLead {
                             session,
@@ -316,19 +328,8 @@ impl RootRuns {
                     self.past.insert(key, rec);
                 }
                 decide::Restart::Redispatch(rec) => {
-                    out.push(Out::Record {
-                        dir: dir.clone(),
-                        rec: rec.clone(),
-                    });
-                    out.push(Out::Event {
-                        session,
-                        dir,
-                        kind: EventKind::RunLost {
-                            task_id: rec.task.clone(),
-                            agent: rec.agent.clone(),
-                            pid: 0,
-                        },
-                    });
+                    self.procs.contain(&untrusted(&rec), Signal::Kill);
+                    lost(&mut out, &dir, &rec, 0);
                     self.past.insert(key, rec);
                 }
             }

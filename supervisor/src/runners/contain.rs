@@ -239,6 +239,8 @@ fn holds_pipe(pid: u32, pipe: (u64, u64)) -> bool {
 }
 
 /// The live processes of a run (see the module's doc), squadd excluded.
+/// `record.pid` must be the run's leader as squadd started or verified it
+/// (0: find the run by its environment and pipe only).
 pub fn run_processes(root: &Path, record: &RunRecord, pipe: Option<(u64, u64)>) -> Vec<u32> {
     let me = std::process::id();
     let markers = [
@@ -253,10 +255,15 @@ pub fn run_processes(root: &Path, record: &RunRecord, pipe: Option<(u64, u64)>) 
         .filter(|(_, p)| !p.zombie)
         .collect();
     let leader = record.pid;
+    // The group and session ids are the leader's pid, which is gone (the
+    // run's leader ended): they are the run's, unless that pid is alive
+    // again, reused by another process (possible only once no member of the
+    // run's group or session was left).
+    let by_group = leader > 1 && !procs.contains_key(&leader);
     let mut found: BTreeSet<u32> = procs
         .iter()
         .filter(|(pid, p)| {
-            (leader > 1 && (p.pgid == leader || p.sid == leader))
+            (by_group && (p.pgid == leader || p.sid == leader))
                 || names_run(**pid, &markers)
                 || pipe.is_some_and(|pipe| holds_pipe(**pid, pipe))
         })
