@@ -35,6 +35,7 @@ if [ -n "$GATE" ]; then
 else
   sleep "${WORK:-0.3}"
 fi
+echo "output after the work"
 echo "end $SQUAD_TASK $(now)" >> "$TRACE"
 "$SQUADCTL" progress --status completed --percent 100 -q || exit 5
 "#;
@@ -789,4 +790,27 @@ fn run_log_never_exceeds_its_cap_even_after_the_leader_exits() {
         text.starts_with("[squadd: run.log exceeded 65536 bytes"),
         "the writer did pass the cap ({samples} samples)"
     );
+}
+
+/// The run's output pipe outlives squadd: an agent writing while squadd is
+/// down (killed, restarting) is not killed by SIGPIPE; it finishes its task.
+#[test]
+fn an_agent_writing_while_squadd_is_down_is_not_killed() {
+    let (p, gate) = gated_project("", "{}");
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run starts and its pid is recorded", || {
+        (run_json(&p)["pid"].as_u64()? > 0).then_some(())
+    });
+    d.kill9();
+    fs::write(&gate, "").unwrap();
+    eventually("the agent wrote its output and went on", || {
+        trace(&p)
+            .iter()
+            .any(|e| e.0 == "end" && e.1 == "task_t1")
+            .then_some(())
+    });
+    let _d = Daemon::start(&p.root);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 1);
 }
