@@ -68,6 +68,15 @@ struct Proc {
     ended: Option<Ended>,
 }
 
+/// The signals a pretend leftover process survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resists {
+    /// SIGTERM (it traps it).
+    Term,
+    /// Every signal (another user's, or stuck in the kernel).
+    All,
+}
+
 /// A test double of [`Processes`] (in the manner of watchexec's TestChild):
 /// starts nothing, records every signal, and ends a pretend process when a
 /// signal would (SIGKILL always, SIGTERM unless it ignores it) or when the
@@ -79,8 +88,8 @@ struct Fake(Arc<Mutex<FakeState>>);
 struct FakeState {
     procs: BTreeMap<u32, Proc>,
     /// What each run (by its leader's pid) started that outlives the
-    /// leader: (pid, ignores SIGTERM).
-    leftovers: BTreeMap<u32, Vec<(u32, bool)>>,
+    /// leader, and which signals it resists.
+    leftovers: BTreeMap<u32, Vec<(u32, Resists)>>,
     /// The signals sent to what was left of a run, by its leader's pid.
     swept: Vec<(u32, Signal)>,
     signals: Vec<(u32, Signal)>,
@@ -111,12 +120,12 @@ impl Fake {
             });
         }
     }
-    fn leave(&self, leader: u32, pid: u32, ignores_term: bool) {
+    fn leave(&self, leader: u32, pid: u32, resists: Resists) {
         self.state()
             .leftovers
             .entry(leader)
             .or_default()
-            .push((pid, ignores_term));
+            .push((pid, resists));
     }
     fn signals(&self) -> Vec<(u32, Signal)> {
         self.state().signals.clone()
@@ -178,7 +187,7 @@ impl Processes for Fake {
         let mut s = self.state();
         let left = s.leftovers.entry(record.pid).or_default();
         let alive = left.len();
-        left.retain(|(_, ignores_term)| signal == Signal::Term && *ignores_term);
+        left.retain(|(_, resists)| *resists == Resists::All || signal == Signal::Term);
         if alive > 0 {
             s.swept.push((record.pid, signal));
         }
@@ -511,7 +520,7 @@ fn a_run_is_stopping_until_nothing_of_it_is_left() {
     let p = policy(0);
     let facts = Facts::default();
     start(&mut runs, &fake, running(42, "task_1", 1, 3600), false);
-    fake.leave(42, 4242, true);
+    fake.leave(42, 4242, Resists::Term);
     fake.exit(42, 0);
     assert!(
         runs.poll(&p, &facts, t(5)).is_empty(),
@@ -528,5 +537,26 @@ fn a_run_is_stopping_until_nothing_of_it_is_left() {
     let out = runs.poll(&p, &facts, t(16));
     assert_eq!(records(&out)[0].state, RunState::Exited);
     assert_eq!(records(&out)[0].exit.as_ref().and_then(|e| e.code), Some(0));
+    assert!(runs.live().is_empty());
+}
+
+/// A leftover squadd cannot end does not hold the pool for ever: the run
+/// is recorded ended `LINGER` after the grace.
+#[test]
+fn a_leftover_that_cannot_be_ended_is_given_up_after_the_grace_and_linger() {
+    let fake = Fake::default();
+    let mut runs = runs_with(&fake);
+    let p = policy(0);
+    let facts = Facts::default();
+    start(&mut runs, &fake, running(42, "task_1", 1, 3600), false);
+    fake.leave(42, 4242, Resists::All);
+    fake.exit(42, 0);
+    let linger = i64::try_from(super::decide::LINGER.as_secs()).unwrap();
+    assert!(runs.poll(&p, &facts, t(5)).is_empty());
+    assert!(runs.poll(&p, &facts, t(15)).is_empty(), "SIGKILL sent");
+    assert!(runs.poll(&p, &facts, t(14 + linger)).is_empty());
+    assert_eq!(runs.live().len(), 1);
+    let out = runs.poll(&p, &facts, t(15 + linger));
+    assert_eq!(records(&out).len(), 1, "given up: recorded ended");
     assert!(runs.live().is_empty());
 }
