@@ -148,8 +148,10 @@ impl CappedLog {
 
 /// Drains `reader` into `log` on a thread of its own until every writer
 /// has closed the pipe (the run and everything it started ended); `done`
-/// is set then. A failed write to the log drops output, never the run.
-pub fn drain(reader: File, mut log: CappedLog, done: Arc<AtomicBool>) {
+/// is set then. A failed write to the log (or no log: run.log could not be
+/// opened) drops output, never the run: the pipe is read regardless, so
+/// the run never blocks on a full pipe.
+pub fn drain(reader: File, mut log: Option<CappedLog>, done: Arc<AtomicBool>) {
     // Blocking from now on: the thread waits for output.
     // SAFETY: fcntl on an fd we own.
     unsafe {
@@ -167,7 +169,7 @@ pub fn drain(reader: File, mut log: CappedLog, done: Arc<AtomicBool>) {
                 match reader.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
-                        if let Err(e) = log.write(&buf[..n]) {
+                        if let Some(Err(e)) = log.as_mut().map(|l| l.write(&buf[..n])) {
                             tracing::warn!(error = %e, "cannot write run.log");
                         }
                     }

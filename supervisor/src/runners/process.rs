@@ -121,13 +121,12 @@ impl OsProcesses {
         max: u64,
     ) {
         let done = Arc::new(AtomicBool::new(false));
-        match super::contain::CappedLog::open(run_dir, max) {
-            Ok(log) => super::contain::drain(reader, log, done.clone()),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot open run.log; the run's output is dropped");
-                done.store(true, Ordering::Release);
-            }
-        }
+        let log = super::contain::CappedLog::open(run_dir, max)
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "cannot open run.log; the run's output is dropped"),
+            )
+            .ok();
+        super::contain::drain(reader, log, done.clone());
         self.pipes.insert(pid, (pipe, done));
     }
 }
