@@ -60,6 +60,10 @@ pub struct RunnersPolicy {
     /// `squad/<task>`, merged when its task completes (docs/worktrees.md);
     /// an entry's own `worktree:` wins.
     pub worktree: bool,
+    /// Names of squadd's environment variables passed to every run beside
+    /// the allow-list (API keys the agent CLI needs); nothing else of
+    /// squadd's environment reaches a run.
+    pub pass_env: Vec<String>,
 }
 
 impl Default for RunnersPolicy {
@@ -73,6 +77,7 @@ impl Default for RunnersPolicy {
             lead: Some("lead".into()),
             log_max_bytes: 1 << 20,
             worktree: false,
+            pass_env: Vec::new(),
         }
     }
 }
@@ -112,6 +117,8 @@ pub(crate) struct RawRunners {
     log_max_size: Option<String>,
     #[serde(default)]
     worktree: bool,
+    #[serde(default)]
+    pass_env: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +137,7 @@ struct RawRunner {
     guard: Option<String>,
     #[serde(default)]
     worktree: Option<bool>,
+    #[serde(default)]
     mcp: bool,
 }
 
@@ -245,6 +253,16 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         Some(s) => crate::memory::parse_size(s).map_err(|m| err("runners.log_max_size", m))?,
         None => d.log_max_bytes,
     };
+    for (i, name) in raw.pass_env.iter().enumerate() {
+        if !is_env_name(name) {
+            return Err(err(
+                format!("runners.pass_env[{i}]"),
+                format!(
+                    "`{name}` is not an environment variable name (letters, digits and `_`, not starting with a digit)"
+                ),
+            ));
+        }
+    }
     Ok(RunnersPolicy {
         dispatch: raw.dispatch,
         agents,
@@ -254,7 +272,17 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         lead,
         log_max_bytes,
         worktree: raw.worktree,
+        pass_env: raw.pass_env,
     })
+}
+
+/// A portable environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Refuses unknown `{names}` (a typo would reach the agent verbatim).
@@ -522,7 +550,11 @@ pub fn after_exit(
         return AfterExit::GiveUp;
     }
     let delay = backoff(policy.retry_backoff, attempts);
-    let at = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::zero());
+    // Checked: `now` may be anywhere a clock says (issue 26 item 8).
+    let at = chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
     AfterExit::Retry {
         at,
         attempt: attempts + 1,
@@ -592,6 +624,13 @@ mod tests {
     }
 
     #[test]
+    fn pass_env_lists_names() {
+        let p = policy("runners:\n  pass_env: [ANTHROPIC_API_KEY, OPENAI_BASE_URL]\n");
+        assert_eq!(p.pass_env, ["ANTHROPIC_API_KEY", "OPENAI_BASE_URL"]);
+        assert!(Policy::defaults().runners.pass_env.is_empty());
+    }
+
+    #[test]
     fn the_default_policy_dispatches_nothing() {
         let p = Policy::defaults().runners;
         assert!(!p.dispatch);
@@ -644,6 +683,11 @@ mod tests {
                 "runners:\n  agents:\n    a:\n      command: [\"./agent.sh\"]\n      mcp: true\n",
                 "runners.agents.a.mcp",
             ),
+            (
+                "runners:\n  pass_env: [ANTHROPIC_API_KEY, \"BAD=NAME\"]\n",
+                "runners.pass_env[1]",
+            ),
+            ("runners:\n  pass_env: [\"1X\"]\n", "runners.pass_env[0]"),
         ] {
             let e = Policy::parse(Some(yaml)).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");

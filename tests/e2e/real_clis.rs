@@ -260,7 +260,9 @@ fn runner_runs_to_completion_with(
     write_policy(
         &p.root,
         format!(
-            "runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{entry_extra}{}",
+            // Runs start from a cleared environment: what squadd got for
+            // Codex's home is passed on by name.
+            "runners:\n  dispatch: true\n  pass_env: [CODEX_HOME]\n  agents:\n    \"*\":\n      command: {command}\n      max_retries: 0\n{entry_extra}{}",
             if env_yaml.is_empty() {
                 String::new()
             } else {

@@ -13,14 +13,20 @@ use std::time::Duration;
 /// The fake agent. It appends `start <task> <ns>` / `end <task> <ns>` to
 /// `$TRACE`, checks its prompt names its task, reports in progress, works
 /// (`$WORK` seconds, or until `$GATE` exists), reports completed and exits.
-/// `$MODE=fail` exits 3 without reporting; `$MODE=hang` starts a child and
-/// sleeps forever.
+/// `$MODE=fail` exits 3 without reporting; `$MODE=env` prints its
+/// environment and exits 3; `$MODE=hang` starts a child and sleeps forever;
+/// `$MODE=escape` double-forks a child into a session of its own that
+/// ignores SIGTERM, then sleeps; `$MODE=flood` leaves a child that ignores
+/// SIGTERM writing output as fast as it can, and exits.
 const AGENT: &str = r#"#!/bin/sh
 now() { date +%s%N; }
 echo "start $SQUAD_TASK $(now)" >> "$TRACE"
 grep -q "$SQUAD_TASK" "$1" || { echo "prompt $1 does not name $SQUAD_TASK"; exit 9; }
 case "$MODE" in
   fail) echo "failing on purpose"; exit 3 ;;
+  env) env; echo "PATH=[$PATH]"; echo "secret=[$SQUAD_TEST_SECRET]"; exit 3 ;;
+  escape) sh -c 'setsid sh -c "trap \"\" TERM; echo escaped \$\$ >> \"$TRACE\"; exec >/dev/null 2>&1; while :; do sleep 0.1; done" &'; sleep 1000; exit 0 ;;
+  flood) sh -c 'trap "" TERM; while :; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; done' & exit 0 ;;
   hang) sleep 1000 & echo "child $!" >> "$TRACE"; sleep 1000; exit 0 ;;
 esac
 "$SQUADCTL" progress --status in_progress --percent 10 --action "working" -q || exit 4
@@ -29,6 +35,7 @@ if [ -n "$GATE" ]; then
 else
   sleep "${WORK:-0.3}"
 fi
+echo "output after the work"
 echo "end $SQUAD_TASK $(now)" >> "$TRACE"
 "$SQUADCTL" progress --status completed --percent 100 -q || exit 5
 "#;
@@ -549,4 +556,261 @@ fn a_symlinked_runs_folder_is_never_written_through() {
     });
     assert!(fs::read_dir(&elsewhere).unwrap().next().is_none());
     assert!(trace(&p).is_empty());
+}
+
+/// Issue 26 item 6: a secret in squadd's environment (a service's
+/// `EnvironmentFile`, a CI secret) reaches neither the agent nor the tail of
+/// run.log sent to the lead; a name in `runners.pass_env` does, and PATH
+/// leads with the folder of squadctl.
+#[test]
+fn a_secret_in_squadds_environment_never_reaches_an_agent() {
+    let p = project(
+        &[("MODE", "env")],
+        "      max_retries: 0\n",
+        "  pass_env: [SQUAD_TEST_PASSED]\n",
+        "{}",
+    );
+    let _d = Daemon::start_with_env(
+        &p.root,
+        &[
+            ("SQUAD_TEST_SECRET", "hunter2-secret"),
+            ("SQUAD_TEST_PASSED", "passed-by-name"),
+        ],
+    );
+    task(&p.root, "task_t1", "alpha", &[]);
+    let message = eventually("the lead is told, with the log's tail", || {
+        fs::read_dir(&p.session).ok()?.flatten().find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("role-comm-squadd-to-lead-")
+                .then(|| fs::read_to_string(e.path()).ok())
+                .flatten()
+        })
+    });
+    let log = fs::read_to_string(p.session.join("runs/task_t1/run.log")).unwrap();
+    assert!(
+        log.contains("SQUAD_TASK=task_t1"),
+        "the agent printed its env: {log}"
+    );
+    assert!(log.contains("secret=[]"), "{log}");
+    assert!(!log.contains("hunter2"), "{log}");
+    assert!(log.contains("SQUAD_TEST_PASSED=passed-by-name"), "{log}");
+    let squadctl_dir = Path::new(env!("CARGO_BIN_EXE_squadctl")).parent().unwrap();
+    assert!(
+        log.contains(&format!("PATH=[{}:", squadctl_dir.display())),
+        "{log}"
+    );
+    assert!(message.contains("secret=[]"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+}
+
+/// Issue 26 item 7: squadd killed between a run's record and its spawn
+/// leaves a `running` run.json without a pid and no process: the run is
+/// started again (the same run number), not held for a human.
+#[test]
+fn a_run_recorded_but_never_started_is_dispatched_again() {
+    let p = project(&[], "", "", "{}");
+    task(&p.root, "task_t1", "alpha", &[]);
+    let dir = p.session.join("runs/task_t1");
+    fs::create_dir_all(&dir).unwrap();
+    let now = chrono::Utc::now().to_rfc3339();
+    let record = serde_json::json!({
+        "task": "task_t1", "agent": "alpha",
+        "session": p.session.file_name().unwrap().to_string_lossy(),
+        "attempt": 1, "state": "running", "pid": 0, "process_start": 0,
+        "started_at": now, "deadline": now, "command": [],
+    });
+    fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    let _d = Daemon::start(&p.root);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 1, "{:?}", trace(&p));
+    let v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(v["attempt"], 1, "the same run number: {v}");
+    assert_eq!(v["held"], false, "{v}");
+    let to_lead = fs::read_dir(&p.session)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("role-comm-squadd-to-lead-")
+        })
+        .count();
+    assert_eq!(to_lead, 0, "nothing for a human to do");
+}
+
+/// Issue 26 item 8: the largest value validation accepts in every duration
+/// and count field of config.json and policies.yaml, with runs dispatched,
+/// failing and scheduled for retry: squadd neither panics nor stops
+/// answering, and stops cleanly.
+#[test]
+fn the_largest_accepted_durations_and_counts_never_stop_squadd() {
+    let max = "3650d";
+    let p = project(
+        &[("MODE", "fail")],
+        "      max_retries: 4294967295\n",
+        &format!(
+            "  grace: {max}\n  idle_after: {max}\n  retry_backoff: {max}\n  log_max_size: 18446744073709551615\n"
+        ),
+        "{\"sessions\": {\"defaultTimeoutMs\": 315360000000, \"maxConcurrent\": 100000, \"compactionThreshold\": 1}}",
+    );
+    let runners = fs::read_to_string(p.root.join(".squad/policies.yaml")).unwrap();
+    let rest = format!(
+        "locks:\n  default_ttl: {max}\n  max_ttl: {max}\nretention:\n  archive_completed_after: {max}\n  delete_archived_after: {max}\n  delete_failed_after: {max}\nmemory:\n  archive_older_than: {max}\n  archive_max_size: 18446744073709551615\nmessages:\n  deliver_within:\n    critical: {max}\n    high: {max}\n    medium: {max}\n  low_max_wait: {max}\n  escalate_after:\n    critical: {max}\n    high: {max}\n    medium: {max}\n    low: {max}\nhooks:\n  max_concurrent: 1024\nskills:\n  prompt_budget_tokens: 18446744073709551615\n"
+    );
+    write_policy(&p.root, format!("{rest}{runners}"));
+    ctl_ok(&p.root, &["validate"]);
+    ok(run(ctl(&p.root).args(["config", "validate"])));
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run failed and its retry is scheduled", || {
+        let rec = fs::read_to_string(p.session.join("runs/task_t1/run.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&rec).ok()?;
+        (v["state"] == "exited" && v["retry_at"].is_string()).then_some(())
+    });
+    ok(run(ctl(&p.root).args([
+        "send",
+        "--from",
+        "alpha",
+        "--to",
+        "bravo",
+        "--priority",
+        "critical",
+        "--type",
+        "notification",
+        "--subject",
+        "s",
+        "--message",
+        "m",
+    ])));
+    let status = ctl_ok(&p.root, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(v["daemon"]["state"], "running", "{status}");
+    assert_eq!(d.terminate().0, 0, "squadd stops cleanly");
+}
+
+/// The pid of the escaped child (`$MODE=escape`), once it is there.
+fn escaped(p: &Project) -> i32 {
+    eventually("the agent's child escaped its group", || {
+        fs::read_to_string(&p.trace)
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("escaped ")?.trim().parse().ok())
+    })
+}
+
+fn run_json(p: &Project) -> serde_json::Value {
+    serde_json::from_str(
+        &fs::read_to_string(p.session.join("runs/task_t1/run.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default()
+}
+
+/// Issue 26 item 4: a child that double-forks, `setsid`s (out of the run's
+/// process group) and ignores SIGTERM is ended with its run at the time
+/// limit: when the run is recorded ended, nothing of it is left.
+#[test]
+fn an_escaped_child_ends_with_its_run_at_the_time_limit() {
+    let p = project(
+        &[("MODE", "escape")],
+        "      timeout: 1s\n      max_retries: 0\n",
+        "  grace: 500ms\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let child = escaped(&p);
+    eventually("the run is recorded timed out", || {
+        (run_json(&p)["state"] == "timed-out").then_some(())
+    });
+    assert!(
+        !pid_alive(child),
+        "the escaped child {child} outlived its run"
+    );
+}
+
+/// The same after `squadctl stop`.
+#[test]
+fn an_escaped_child_ends_with_its_run_after_stop() {
+    let p = project(
+        &[("MODE", "escape")],
+        "      max_retries: 0\n",
+        "  grace: 500ms\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let child = escaped(&p);
+    ctl_ok(&p.root, &["stop", "task_t1"]);
+    eventually("the stopped run is recorded ended", || {
+        let v = run_json(&p);
+        (v["state"] == "stopped" && v["exit"].is_object()).then_some(())
+    });
+    assert!(
+        !pid_alive(child),
+        "the escaped child {child} outlived its run"
+    );
+}
+
+/// Issue 26 item 5: a child writing as fast as it can, ignoring SIGTERM,
+/// after its leader exited: run.log never exceeds its cap (sampled as fast
+/// as the test can, until the run is recorded ended).
+#[test]
+fn run_log_never_exceeds_its_cap_even_after_the_leader_exits() {
+    let cap = 64 * 1024;
+    let p = project(
+        &[("MODE", "flood")],
+        "      max_retries: 0\n",
+        "  grace: 2s\n  log_max_size: 64KB\n",
+        "{}",
+    );
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    let log = p.session.join("runs/task_t1/run.log");
+    let mut largest = 0;
+    let mut samples = 0;
+    let start = std::time::Instant::now();
+    while !run_json(&p)["exit"].is_object() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run never ended"
+        );
+        if let Ok(m) = fs::metadata(&log) {
+            largest = largest.max(m.len());
+            samples += 1;
+        }
+    }
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(
+        largest <= cap,
+        "run.log reached {largest} bytes (cap {cap})"
+    );
+    assert!(text.len() as u64 <= cap);
+    assert!(
+        text.starts_with("[squadd: run.log exceeded 65536 bytes"),
+        "the writer did pass the cap ({samples} samples)"
+    );
+}
+
+/// The run's output pipe outlives squadd: an agent writing while squadd is
+/// down (killed, restarting) is not killed by SIGPIPE; it finishes its task.
+#[test]
+fn an_agent_writing_while_squadd_is_down_is_not_killed() {
+    let (p, gate) = gated_project("", "{}");
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_t1", "alpha", &[]);
+    eventually("the run starts and its pid is recorded", || {
+        (run_json(&p)["pid"].as_u64()? > 0).then_some(())
+    });
+    d.kill9();
+    fs::write(&gate, "").unwrap();
+    eventually("the agent wrote its output and went on", || {
+        trace(&p)
+            .iter()
+            .any(|e| e.0 == "end" && e.1 == "task_t1")
+            .then_some(())
+    });
+    let _d = Daemon::start(&p.root);
+    wait_completed(&p);
+    assert_eq!(starts(&p), 1);
 }

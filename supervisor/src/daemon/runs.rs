@@ -13,9 +13,10 @@ use super::core::RootId;
 use super::timers::Timer;
 use crate::events::EventKind;
 use crate::index::Entry;
-use crate::runners::{self, Exit, RunRecord, RunState, prompt};
+use crate::runners::{self, Exit, OsProcesses, Processes, RunRecord, RunState, prompt};
 use chrono::{DateTime, Utc};
-use squad_policies::runners::{AfterExit, Candidate, Pool, Vars};
+use decide::Watch;
+use squad_policies::runners::{Candidate, Vars};
 use squad_protocol::FileKind;
 use squad_protocol::config::{CONFIG_FILE, RuntimeConfig};
 use squad_protocol::model::{Document, TaskAssignment, TaskStatus};
@@ -23,7 +24,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod decide;
 mod start;
+mod supervise;
+
+pub use supervise::{Out, RunFacts};
 
 /// How often live runs are looked at.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -93,21 +98,27 @@ struct Live {
     rec: RunRecord,
     dir: PathBuf,
     session_dir: PathBuf,
-    /// `None` for a run re-adopted after a restart.
-    child: Option<std::process::Child>,
-    term_at: Option<DateTime<Utc>>,
-    killed: bool,
-    idle_reported: bool,
+    watch: Watch,
+    /// How its leader ended, once it did: the run is stopping until
+    /// nothing of it is left.
+    ended: Option<runners::Ended>,
 }
 
 /// The runs of one root.
-#[derive(Default)]
 pub struct RootRuns {
     /// config.json in force.
     pub config: RuntimeConfig,
     live: BTreeMap<(String, String), Live>,
     /// The last record of each task not running now, by (session, task).
     past: BTreeMap<(String, String), RunRecord>,
+    /// Process I/O (the real processes; a test double in unit tests).
+    procs: Box<dyn Processes + Send>,
+}
+
+impl Default for RootRuns {
+    fn default() -> Self {
+        RootRuns::with_processes(Box::new(OsProcesses::default()))
+    }
 }
 
 /// A live run as `squadctl runs` shows it.
@@ -157,16 +168,25 @@ fn completed_in_file(session_dir: &Path, agent: &str, task: &str) -> bool {
 }
 
 impl RootRuns {
+    /// No runs, the default config, process I/O through `procs`.
+    pub fn with_processes(procs: Box<dyn Processes + Send>) -> RootRuns {
+        RootRuns {
+            config: RuntimeConfig::default(),
+            live: BTreeMap::new(),
+            past: BTreeMap::new(),
+            procs,
+        }
+    }
+
     /// A root's runs, its config.json read now.
     pub fn load(root: &Path) -> RootRuns {
         let (config, error) = load_config(root);
         if let Some(e) = error {
             tracing::warn!(error = %e, "config.json invalid; using the defaults");
         }
-        RootRuns {
-            config,
-            ..Default::default()
-        }
+        let mut runs = RootRuns::with_processes(Box::new(OsProcesses::new(root)));
+        runs.config = config;
+        runs
     }
 
     /// The live runs.
@@ -203,85 +223,17 @@ impl Supervisor {
             && path.parent().and_then(Path::parent) == Some(self.roots.core(i).root.as_path())
     }
 
-    /// After the start-up scan: runs recorded as running are re-adopted when
-    /// their process is alive (same pid, same start time), else reported lost
-    /// and held for a human. Nothing is started twice.
+    /// After the start-up scan: the root's run records met again (see
+    /// [`RootRuns::restart`]).
     pub(super) fn adopt_runs(&mut self, i: RootId, now: DateTime<Utc>) {
         let root = self.roots.core(i).root.clone();
-        for (session_dir, mut rec) in runners::all_records(&root) {
-            let key = (rec.session.clone(), rec.task.clone());
-            let dir = runners::run_dir(&session_dir, &rec.task);
-            if rec.state != RunState::Running {
-                self.roots.shell_mut(i).runs.past.insert(key, rec);
-                continue;
-            }
-            if rec.pid == 0
-                && let Some((pid, start)) =
-                    runners::find_run_process(&root, &rec.session, &rec.task)
-            {
-                // Spawned, but killed before its pid was recorded.
-                rec.pid = pid;
-                rec.process_start = start;
-                keep_record(&dir, &rec);
-            }
-            if runners::is_run_process(&rec) {
-                self.log.emit(
-                    i,
-                    Some(&rec.session),
-                    Some(&dir),
-                    EventKind::RunAdopted {
-                        task_id: rec.task.clone(),
-                        agent: rec.agent.clone(),
-                        pid: rec.pid,
-                    },
-                );
-                self.roots.shell_mut(i).runs.live.insert(
-                    key,
-                    Live {
-                        rec,
-                        dir,
-                        session_dir,
-                        child: None,
-                        term_at: None,
-                        killed: false,
-                        idle_reported: false,
-                    },
-                );
-            } else {
-                rec.state = RunState::Lost;
-                rec.held = true;
-                rec.exit = Some(Exit {
-                    at: now,
-                    code: None,
-                    signal: None,
-                });
-                rec.completed = completed_in_file(&session_dir, &rec.agent, &rec.task);
-                keep_record(&dir, &rec);
-                self.log.emit(
-                    i,
-                    Some(&rec.session),
-                    Some(&dir),
-                    EventKind::RunLost {
-                        task_id: rec.task.clone(),
-                        agent: rec.agent.clone(),
-                        pid: rec.pid,
-                    },
-                );
-                if !rec.completed {
-                    self.tell_lead(
-                        i,
-                        &rec.session,
-                        &rec.task,
-                        &format!(
-                            "Run lost: {} of {} (pid {}) was running when squadd stopped and is gone now. It is not restarted automatically; `squadctl run {}` starts it again.",
-                            rec.task, rec.agent, rec.pid, rec.task
-                        ),
-                        now,
-                    );
-                }
-                self.roots.shell_mut(i).runs.past.insert(key, rec);
-            }
-        }
+        let records = runners::all_records(&root);
+        let (core, shell) = self.roots.both_mut(i);
+        let facts = Facts { core };
+        let out = shell
+            .runs
+            .restart(&root, records, &core.policy.runners, &facts, now);
+        self.carry_out(i, out, now);
         self.timers.set(Timer::Runs, Instant::now());
     }
 
@@ -291,19 +243,13 @@ impl Supervisor {
         let mut next: Option<DateTime<Utc>> = None;
         for i in self.roots.ids() {
             let had = !self.roots.shell(i).runs.live.is_empty();
-            self.watch_live(i, wall);
+            let (core, shell) = self.roots.both_mut(i);
+            let facts = Facts { core };
+            let out = shell.runs.poll(&core.policy.runners, &facts, wall);
+            self.carry_out(i, out, wall);
             if self.roots.core(i).policy.runners.dispatch {
                 self.dispatch(i, wall);
-                let due = self
-                    .roots
-                    .shell(i)
-                    .runs
-                    .past
-                    .values()
-                    .filter(|r| !r.held && !r.completed)
-                    .filter_map(|r| r.retry_at)
-                    .filter(|at| *at > wall)
-                    .min();
+                let due = self.roots.shell(i).runs.next_retry(wall);
                 next = match (next, due) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -320,185 +266,43 @@ impl Supervisor {
         }
     }
 
-    fn watch_live(&mut self, i: RootId, wall: DateTime<Utc>) {
-        let policy = self.roots.core(i).policy.runners.clone();
-        let keys: Vec<(String, String)> = self.roots.shell(i).runs.live.keys().cloned().collect();
-        for key in keys {
-            let Some(live) = self.roots.shell_mut(i).runs.live.get_mut(&key) else {
-                continue;
-            };
-            let ended = match &mut live.child {
-                Some(child) => match child.try_wait() {
-                    Ok(Some(status)) => {
-                        use std::os::unix::process::ExitStatusExt;
-                        Some((status.code(), status.signal()))
+    /// Carries out what run supervision asked, in order.
+    fn carry_out(&mut self, i: RootId, out: Vec<Out>, now: DateTime<Utc>) {
+        for o in out {
+            match o {
+                Out::Record { dir, rec } => keep_record(&dir, &rec),
+                Out::Event { session, dir, kind } => {
+                    self.log.emit(i, Some(&session), Some(&dir), kind);
+                }
+                Out::TellLead {
+                    session,
+                    task,
+                    text,
+                    tail_of,
+                } => {
+                    let text = match tail_of {
+                        Some(dir) => format!(
+                            "{text}\n\nLast lines of {}:\n{}",
+                            dir.join(runners::RUN_LOG).display(),
+                            runners::log_tail(&dir, 10).join("\n")
+                        ),
+                        None => text,
+                    };
+                    self.tell_lead(i, &session, &task, &text, now);
+                }
+                // issue 30 (docs/worktrees.md): a completed worktree run's
+                // branch is merged into the session's branch, or held with
+                // word to the lead.
+                Out::FinishWorktree { dir, rec } => {
+                    let core = self.roots.core(i);
+                    if let Some(reason) =
+                        crate::worktree::finish(&core.root, &core.policy, &dir, &rec)
+                    {
+                        self.tell_lead(i, &rec.session, &rec.task, &reason, now);
                     }
-                    Ok(None) => None,
-                    Err(_) => Some((None, None)),
-                },
-                None => {
-                    (!runners::alive(live.rec.pid, live.rec.process_start)).then_some((None, None))
-                }
-            };
-            if let Some((code, signal)) = ended {
-                if let Some(live) = self.roots.shell_mut(i).runs.live.remove(&key) {
-                    self.run_ended(i, live, code, signal, wall);
-                }
-                continue;
-            }
-            runners::cap_log(&live.dir, policy.log_max_bytes);
-            let (session, task, agent) = (
-                live.rec.session.clone(),
-                live.rec.task.clone(),
-                live.rec.agent.clone(),
-            );
-            let mut emit = Vec::new();
-            if wall >= live.rec.deadline && live.term_at.is_none() {
-                let _ = runners::signal_group(live.rec.pid, libc::SIGTERM);
-                live.term_at = Some(wall);
-                let limit = (live.rec.deadline - live.rec.started_at).num_seconds();
-                emit.push(EventKind::AgentTimeout {
-                    task_id: task.clone(),
-                    agent: agent.clone(),
-                    limit_secs: u64::try_from(limit).unwrap_or(0),
-                });
-            } else if let Some(term) = live.term_at
-                && !live.killed
-                && wall - term
-                    >= chrono::Duration::from_std(policy.grace).unwrap_or(chrono::Duration::zero())
-            {
-                let _ = runners::signal_group(live.rec.pid, libc::SIGKILL);
-                live.killed = true;
-            }
-            if let Some(limit) = policy.idle_after
-                && !live.idle_reported
-            {
-                let last = runners::last_write(&live.session_dir, &agent)
-                    .map_or(live.rec.started_at, |w| w.max(live.rec.started_at));
-                let idle = (wall - last).to_std().unwrap_or_default();
-                if idle >= limit {
-                    live.idle_reported = true;
-                    emit.push(EventKind::AgentIdle {
-                        task_id: task.clone(),
-                        agent: agent.clone(),
-                        idle_secs: idle.as_secs(),
-                    });
                 }
             }
-            let dir = live.dir.clone();
-            for kind in emit {
-                self.log.emit(i, Some(&session), Some(&dir), kind);
-            }
         }
-    }
-
-    fn task_completed(&self, i: RootId, session_dir: &Path, rec: &RunRecord) -> bool {
-        let indexed = self
-            .roots
-            .core(i)
-            .sessions
-            .get(&rec.session)
-            .and_then(|s| s.tasks().get(&rec.task))
-            .is_some_and(|t| t.state == TaskStatus::Completed);
-        indexed || completed_in_file(session_dir, &rec.agent, &rec.task)
-    }
-
-    fn run_ended(
-        &mut self,
-        i: RootId,
-        live: Live,
-        code: Option<i32>,
-        signal: Option<i32>,
-        wall: DateTime<Utc>,
-    ) {
-        let mut rec = live.rec;
-        let completed = self.task_completed(i, &live.session_dir, &rec);
-        let policy = &self.roots.core(i).policy.runners;
-        let decision = squad_policies::runners::after_exit(
-            policy.runner_for(&rec.agent),
-            policy,
-            rec.attempt,
-            completed,
-            wall,
-        );
-        rec.exit = Some(Exit {
-            at: wall,
-            code,
-            signal,
-        });
-        rec.completed = completed;
-        // issue 30 (docs/worktrees.md): a completed worktree run's branch is
-        // merged into the session's branch, or held (the lead is told below).
-        let held_tree = if completed {
-            let core = self.roots.core(i);
-            crate::worktree::finish(&core.root, &core.policy, &live.dir, &rec)
-        } else {
-            None
-        };
-        if rec.state == RunState::Running {
-            rec.state = if live.term_at.is_some() {
-                RunState::TimedOut
-            } else {
-                RunState::Exited
-            };
-        }
-        let next = match (&decision, rec.state) {
-            (AfterExit::Done, _) => "done".to_string(),
-            // Stopped by hand: a human decides what comes next.
-            (_, RunState::Stopped) => {
-                rec.held = true;
-                "stopped; held for a human (`squadctl run`)".to_string()
-            }
-            (AfterExit::Retry { at, attempt }, _) => {
-                rec.retry_at = Some(*at);
-                format!("run {attempt} at {}", at.to_rfc3339())
-            }
-            (AfterExit::GiveUp, _) => {
-                rec.held = true;
-                "retries used up; held for a human (`squadctl run`)".to_string()
-            }
-        };
-        keep_record(&live.dir, &rec);
-        self.log.emit(
-            i,
-            Some(&rec.session),
-            Some(&live.dir),
-            EventKind::AgentExited {
-                task_id: rec.task.clone(),
-                agent: rec.agent.clone(),
-                code,
-                signal,
-                completed,
-                next: next.clone(),
-            },
-        );
-        if !completed && rec.state != RunState::Stopped {
-            let how = match (rec.state, code, signal) {
-                (RunState::TimedOut, ..) => "was stopped at its time limit".to_string(),
-                (_, Some(c), _) => format!("exited with code {c}"),
-                (_, None, Some(s)) => format!("was killed by signal {s}"),
-                _ => "ended".to_string(),
-            };
-            let tail = runners::log_tail(&live.dir, 10).join("\n");
-            self.tell_lead(
-                i,
-                &rec.session,
-                &rec.task,
-                &format!(
-                    "Run {} of {} by {} {how} without reporting `completed`. Next: {next}.\n\nLast lines of {}:\n{tail}",
-                    rec.attempt,
-                    rec.task,
-                    rec.agent,
-                    live.dir.join(runners::RUN_LOG).display()
-                ),
-                wall,
-            );
-        }
-        if let Some(reason) = held_tree {
-            self.tell_lead(i, &rec.session, &rec.task, &reason, wall);
-        }
-        let key = (rec.session.clone(), rec.task.clone());
-        self.roots.shell_mut(i).runs.past.insert(key, rec);
     }
 
     fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
@@ -547,64 +351,19 @@ impl Supervisor {
         }
     }
 
-    /// The candidates of root `i`: ready tasks, and failed runs' tasks.
-    fn candidates(&self, i: RootId) -> Vec<Candidate> {
-        let mut out = Vec::new();
-        for (name, core) in &self.roots.core(i).sessions {
-            if core.ended().is_some() {
-                continue;
-            }
-            for t in core.tasks().values() {
-                if t.state == TaskStatus::Completed || !t.unmet.is_empty() {
-                    continue;
-                }
-                let past = self
-                    .roots
-                    .shell(i)
-                    .runs
-                    .past
-                    .get(&(name.clone(), t.task_id.clone()));
-                let c = Candidate {
-                    session: name.clone(),
-                    task: t.task_id.clone(),
-                    agent: t.agent.clone(),
-                    priority: t.priority,
-                    attempts: past.map_or(0, |p| p.attempt),
-                    retry_at: past.and_then(|p| p.retry_at),
-                    held: past.is_some_and(|p| p.held),
-                };
-                match past {
-                    Some(p) if p.completed => {}
-                    Some(_) if matches!(t.state, TaskStatus::Pending | TaskStatus::InProgress) => {
-                        out.push(c)
-                    }
-                    None if t.ready => out.push(c),
-                    _ => {}
-                }
-            }
-        }
-        out
-    }
-
-    fn pool(&self, i: RootId) -> Pool {
-        let r = &self.roots.shell(i).runs;
-        Pool {
-            running: r.live.len(),
-            max_concurrent: usize::try_from(r.config.sessions.max_concurrent).unwrap_or(usize::MAX),
-            busy_agents: r.live.values().map(|l| l.rec.agent.clone()).collect(),
-            busy_tasks: r.live.keys().cloned().collect(),
-        }
-    }
-
     fn dispatch(&mut self, i: RootId, wall: DateTime<Utc>) {
-        let candidates = self.candidates(i);
+        let candidates = self
+            .roots
+            .shell(i)
+            .runs
+            .candidates(&self.roots.core(i).sessions);
         if candidates.is_empty() {
             return;
         }
         let start = squad_policies::runners::dispatch(
             &self.roots.core(i).policy.runners,
             &candidates,
-            &self.pool(i),
+            &self.roots.shell(i).runs.pool(),
             wall,
         );
         for c in start {
@@ -623,80 +382,22 @@ impl Supervisor {
         task: &str,
     ) -> Result<(String, u32), RunError> {
         let wall = Utc::now();
-        let candidates = self.candidates_any(i, session, task)?;
-        let c = &candidates;
+        let runs = &self.roots.shell(i).runs;
+        let c = &runs.candidate(&self.roots.core(i).sessions, session, task)?;
+        let pool = runs.pool();
         squad_policies::runners::may_start(
             &self.roots.core(i).policy.runners,
             c,
-            &self.pool(i),
+            &pool,
             wall,
             true,
         )
         .map_err(RunError::Wait)?;
-        let pool = self.pool(i);
         if pool.running >= pool.max_concurrent {
             return Err(RunError::Wait(squad_policies::runners::Wait::PoolFull));
         }
         let pid = self.start_run(i, c, wall).map_err(RunError::Start)?;
         Ok((c.session.clone(), pid))
-    }
-
-    fn candidates_any(
-        &self,
-        i: RootId,
-        session: Option<&str>,
-        task: &str,
-    ) -> Result<Candidate, RunError> {
-        let mut found = Vec::new();
-        for (name, core) in &self.roots.core(i).sessions {
-            if session.is_some_and(|s| s != name) {
-                continue;
-            }
-            if let Some(t) = core.tasks().get(task) {
-                found.push((name.clone(), t.clone(), core.ended().is_some()));
-            }
-        }
-        let (name, t, ended) = match found.len() {
-            0 => return Err(RunError::NotPlanned(task.to_string())),
-            1 => found.remove(0),
-            _ => {
-                return Err(RunError::Ambiguous {
-                    task: task.to_string(),
-                    sessions: found
-                        .iter()
-                        .map(|f| f.0.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                });
-            }
-        };
-        if ended {
-            return Err(RunError::Ended(name));
-        }
-        if t.state == TaskStatus::Completed {
-            return Err(RunError::Completed(task.to_string()));
-        }
-        if !t.unmet.is_empty() {
-            return Err(RunError::Waiting {
-                task: task.to_string(),
-                unmet: t.unmet.join(", "),
-            });
-        }
-        let past = self
-            .roots
-            .shell(i)
-            .runs
-            .past
-            .get(&(name.clone(), task.to_string()));
-        Ok(Candidate {
-            session: name,
-            task: task.to_string(),
-            agent: t.agent.clone(),
-            priority: t.priority,
-            attempts: past.map_or(0, |p| p.attempt),
-            retry_at: None,
-            held: false,
-        })
     }
 
     /// `squadctl stop TASK`: SIGTERM to the run's group (SIGKILL after the
@@ -707,24 +408,36 @@ impl Supervisor {
         session: Option<&str>,
         task: &str,
     ) -> Result<(String, u32), RunError> {
-        let wall = Utc::now();
-        let Some(live) = self
-            .roots
-            .shell_mut(i)
-            .runs
-            .live
-            .values_mut()
-            .find(|l| l.rec.task == task && session.is_none_or(|s| s == l.rec.session))
-        else {
-            return Err(RunError::NotRunning(task.to_string()));
-        };
-        runners::signal_group(live.rec.pid, libc::SIGTERM).map_err(RunError::Signal)?;
-        live.rec.state = RunState::Stopped;
-        live.term_at = Some(wall);
-        keep_record(&live.dir, &live.rec);
-        let out = (live.rec.session.clone(), live.rec.pid);
+        let (record, session, pid) =
+            self.roots
+                .shell_mut(i)
+                .runs
+                .stop(session, task, Utc::now())?;
+        self.carry_out(i, vec![record], Utc::now());
         self.timers.set_earlier(Timer::Runs, Instant::now() + POLL);
-        Ok(out)
+        Ok((session, pid))
+    }
+}
+
+/// The session facts run supervision reads, from a root's core (and the
+/// progress file when the index has not caught up).
+struct Facts<'a> {
+    core: &'a super::core::Root,
+}
+
+impl RunFacts for Facts<'_> {
+    fn completed(&self, session_dir: &Path, rec: &RunRecord) -> bool {
+        let indexed = self
+            .core
+            .sessions
+            .get(&rec.session)
+            .and_then(|s| s.tasks().get(&rec.task))
+            .is_some_and(|t| t.state == TaskStatus::Completed);
+        indexed || completed_in_file(session_dir, &rec.agent, &rec.task)
+    }
+
+    fn last_write(&self, session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
+        runners::last_write(session_dir, agent)
     }
 }
 

@@ -89,7 +89,10 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
     let guard = match crate::retention::try_gc_lock(&r.root) {
         Ok(Some(g)) => g,
         Ok(None) => {
-            let retry = wall + chrono::Duration::seconds(60);
+            // Checked: the wall clock may say anything (issue 26 item 8).
+            let retry = wall
+                .checked_add_signed(chrono::Duration::seconds(60))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
             r.next_gc = Some(next_run(&r.policy, wall).map_or(retry, |at| at.min(retry)));
             tracing::info!("another gc holds the gc lock; retention retried later");
             return out;

@@ -8,7 +8,11 @@
 //! and `run.json` (pid, process start time, start, exit; written
 //! atomically), which is how a restarted squadd re-adopts live runs.
 
+pub mod contain;
+pub mod process;
 pub mod prompt;
+
+pub use process::{Ended, OsProcesses, Processes, Signal, SpawnRequest, Spawned};
 
 use crate::safefs::Dir;
 use chrono::{DateTime, Utc};
@@ -326,27 +330,60 @@ pub fn squad_env(root: &Path, session: &str, agent: &str, task: &str) -> Vec<(St
     ]
 }
 
-/// A started process.
-pub struct Started {
-    /// The child (squadd reaps it).
-    pub child: std::process::Child,
-    /// Its pid.
-    pub pid: u32,
-    /// Its start time (0 when it could not be read).
-    pub process_start: u64,
-    /// The argv, expanded.
-    pub command: Vec<String>,
+/// The variables of squadd's environment every run gets (beside the
+/// squad variables, the runner's `env:` and the policy's `runners.pass_env`);
+/// `LC_*` too. Nothing else of squadd's environment reaches a run: a token
+/// given to the service must not reach every agent and its log.
+pub const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
+
+/// The environment of a run: from `inherited` (squadd's own) only the
+/// allow-list, `LC_*` and the names in `pass_env`; `PATH` led by
+/// `squadctl_dir` (so an agent always finds the squadctl of this squadd);
+/// then the squad variables; then the runner's `env:` (placeholders
+/// expanded), which wins. Names or values that are not UTF-8 are dropped.
+pub fn run_env(
+    inherited: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    pass_env: &[String],
+    squadctl_dir: Option<&Path>,
+    spec: &RunnerSpec,
+    vars: &Vars<'_>,
+    root: &Path,
+) -> Vec<(String, String)> {
+    let mut env: std::collections::BTreeMap<String, String> = inherited
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| {
+            ALLOWED_ENV.contains(&k.as_str())
+                || k.starts_with("LC_")
+                || pass_env.iter().any(|p| p == k)
+        })
+        .collect();
+    if let Some(dir) = squadctl_dir.and_then(Path::to_str) {
+        let path = match env.get("PATH") {
+            Some(p) if !p.is_empty() => format!("{dir}:{p}"),
+            _ => format!("{dir}:/usr/local/bin:/usr/bin:/bin"),
+        };
+        env.insert("PATH".into(), path);
+    }
+    env.extend(squad_env(root, vars.session, vars.agent, vars.task));
+    env.insert("SQUAD_PROMPT_FILE".into(), vars.prompt_file.into());
+    env.insert("SQUAD_MODEL".into(), vars.model.into());
+    for (k, v) in &spec.env {
+        env.insert(k.clone(), expand(v, vars));
+    }
+    env.into_iter().collect()
 }
 
-/// Starts a runner in its own process group, stdout and stderr appended to
-/// `run_dir/run.log`, stdin from /dev/null.
-pub fn spawn(
+/// Everything a run is started with: argv expanded, working directory
+/// (relative to the root unless absolute), and `env` (see [`run_env`]).
+pub fn spawn_request(
     spec: &RunnerSpec,
     vars: &Vars<'_>,
     root: &Path,
     run_dir: &Path,
-) -> io::Result<Started> {
-    use std::os::unix::process::CommandExt;
+    env: Vec<(String, String)>,
+    log_max: u64,
+) -> io::Result<SpawnRequest> {
     let argv = if spec.mcp {
         // The squadctl installed beside this squadd (agent CLIs start MCP
         // servers by absolute path, without the user's shell PATH).
@@ -361,17 +398,6 @@ pub fn spawn(
     } else {
         command_line(spec, vars, None)
     };
-    let Some((program, args)) = argv.split_first() else {
-        return Err(io::Error::other("the runner's command is empty"));
-    };
-    // Opened relative to the run folder's descriptor: neither a link
-    // planted as run.log nor one on the way to it is followed. (O_NONBLOCK,
-    // set by `open_file` against FIFOs, means nothing to a regular file.)
-    let log = open_existing(run_dir)?.open_file(
-        RUN_LOG,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
-        0o666,
-    )?;
     let cwd = match &spec.cwd {
         Some(c) => {
             let c = expand(c, vars);
@@ -384,28 +410,12 @@ pub fn spawn(
         }
         None => root.to_path_buf(),
     };
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(cwd)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        // Its own group: a time limit stops the agent and everything it started.
-        .process_group(0)
-        .envs(squad_env(root, vars.session, vars.agent, vars.task))
-        .env("SQUAD_PROMPT_FILE", vars.prompt_file)
-        .env("SQUAD_MODEL", vars.model);
-    for (k, v) in &spec.env {
-        cmd.env(k, expand(v, vars));
-    }
-    let child = cmd.spawn()?;
-    let pid = child.id();
-    let process_start = crate::locks::process_start(pid).unwrap_or(0);
-    Ok(Started {
-        child,
-        pid,
-        process_start,
-        command: argv,
+    Ok(SpawnRequest {
+        argv,
+        cwd,
+        env,
+        run_dir: run_dir.to_path_buf(),
+        log_max,
     })
 }
 
@@ -465,33 +475,6 @@ pub fn command_line(spec: &RunnerSpec, vars: &Vars<'_>, squadctl: Option<&Path>)
     argv
 }
 
-/// Keeps run.log under `max` bytes: when it is larger, its last `max / 2`
-/// bytes replace it (the agent appends, so its next write lands after them).
-/// Bytes written during the rewrite may be lost: it is a log, capped.
-pub fn cap_log(run_dir: &Path, max: u64) {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    // Opened once, without following a link, and measured on the open file:
-    // a check by path then an open by path could be raced by a swap.
-    let Ok(mut f) = open_existing(run_dir).and_then(|d| d.open_file(RUN_LOG, libc::O_RDWR, 0))
-    else {
-        return;
-    };
-    if f.metadata().map_or(true, |m| m.len() <= max) {
-        return;
-    }
-    let keep = max / 2;
-    let mut tail = Vec::new();
-    if f.seek(SeekFrom::End(-(keep as i64))).is_err() || f.read_to_end(&mut tail).is_err() {
-        return;
-    }
-    let mut text =
-        format!("[squadd: run.log exceeded {max} bytes; earlier output dropped]\n").into_bytes();
-    text.extend_from_slice(&tail);
-    if f.set_len(0).is_ok() && f.seek(SeekFrom::Start(0)).is_ok() {
-        let _ = f.write_all(&text);
-    }
-}
-
 /// The last `lines` lines of a run's log.
 pub fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
     let Ok(bytes) = read_regular(&run_dir.join(RUN_LOG), 64 << 20) else {
@@ -535,6 +518,7 @@ pub fn last_write_file(session_dir: &Path, agent: &str) -> Option<(String, DateT
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn spec(command: &[&str]) -> RunnerSpec {
         let yaml = format!(
@@ -628,25 +612,62 @@ mod tests {
         }
     }
 
+    /// Issue 26 item 6: squadd's secrets do not reach a run; the
+    /// allow-list, `pass_env`, the squad variables and the runner's `env:` do.
     #[test]
-    fn run_log_keeps_its_tail_under_the_cap() {
+    fn a_run_gets_the_allow_list_and_nothing_else() {
+        let spec = RunnerSpec {
+            command: vec!["agent".into()],
+            env: [("EXTRA".to_string(), "{task}".to_string())].into(),
+            cwd: None,
+            timeout: None,
+            max_retries: 0,
+            guard_off: false,
+            worktree: None,
+            mcp: false,
+        };
+        let vars = Vars {
+            prompt_file: "/p/prompt.md",
+            task: "task_1",
+            agent: "alpha",
+            session: "s1",
+            model: "m",
+            root: "/p",
+        };
+        let inherited = [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("SECRET_TOKEN", "hunter2"),
+            ("ANTHROPIC_API_KEY", "sk-1"),
+            ("SQUAD_TASK", "forged"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let env: BTreeMap<String, String> = run_env(
+            inherited,
+            &["ANTHROPIC_API_KEY".to_string()],
+            Some(Path::new("/opt/squad/bin")),
+            &spec,
+            &vars,
+            Path::new("/p"),
+        )
+        .into_iter()
+        .collect();
+        assert_eq!(env["PATH"], "/opt/squad/bin:/usr/bin:/bin");
+        assert_eq!(env["HOME"], "/home/u");
+        assert_eq!(env["LC_ALL"], "C.UTF-8");
+        assert_eq!(env["ANTHROPIC_API_KEY"], "sk-1", "passed by policy");
+        assert!(!env.contains_key("SECRET_TOKEN"));
+        assert_eq!(env["SQUAD_TASK"], "task_1", "never inherited");
+        assert_eq!(env["EXTRA"], "task_1");
+        assert_eq!(env["SQUAD_PROMPT_FILE"], "/p/prompt.md");
+    }
+
+    #[test]
+    fn the_tail_of_run_log_is_its_last_lines() {
         let dir = tempfile::tempdir().unwrap();
         let text: String = (0..300).map(|i| format!("line {i:04}\n")).collect();
         std::fs::write(dir.path().join(RUN_LOG), &text).unwrap();
-        cap_log(dir.path(), 4096);
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap(),
-            text,
-            "under the cap: untouched"
-        );
-        cap_log(dir.path(), 1000);
-        let kept = std::fs::read_to_string(dir.path().join(RUN_LOG)).unwrap();
-        assert!(kept.len() <= 1000, "{}", kept.len());
-        assert!(
-            kept.starts_with("[squadd: run.log exceeded 1000 bytes"),
-            "{kept}"
-        );
-        assert!(kept.ends_with("line 0299\n"), "the tail is kept");
         assert_eq!(log_tail(dir.path(), 2), ["line 0298", "line 0299"]);
     }
 
@@ -666,7 +687,7 @@ mod tests {
     }
 
     /// A run folder swapped for a link after squadd made it: the record,
-    /// the prompt and the log cap are refused, nothing outside changes
+    /// the prompt and run.log are refused, nothing outside changes
     /// (they were written by path after a check).
     #[test]
     fn a_run_folder_swapped_for_a_link_is_never_written_through() {
@@ -683,7 +704,7 @@ mod tests {
         std::os::unix::fs::symlink(elsewhere.path(), &dir).unwrap();
         assert!(write_record(&dir, &record(1, "task_1", "s1")).is_err());
         assert!(write_prompt(&dir, "p").is_err());
-        cap_log(&dir, 1000);
+        assert!(contain::CappedLog::open(&dir, 1000).is_err());
         assert_eq!(
             std::fs::read_to_string(elsewhere.path().join(RUN_LOG)).unwrap(),
             big

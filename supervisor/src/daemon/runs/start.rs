@@ -149,8 +149,7 @@ impl Supervisor {
             pid: 0,
             process_start: 0,
             started_at: wall,
-            deadline: wall
-                + chrono::Duration::from_std(limit).unwrap_or(chrono::Duration::days(365)),
+            deadline: decide::deadline(wall, limit),
             command: Vec::new(),
             exit: None,
             completed: false,
@@ -169,11 +168,22 @@ impl Supervisor {
             root: &root_text,
         };
         let key = (c.session.clone(), c.task.clone());
-        match runners::spawn(&spec, &vars, &root, &dir) {
-            Ok(started) => {
+        let env = runners::run_env(
+            std::env::vars_os(),
+            &policy.pass_env,
+            squadctl_dir().as_deref(),
+            &spec,
+            &vars,
+            &root,
+        );
+        let procs = &mut self.roots.shell_mut(i).runs.procs;
+        let spawned = runners::spawn_request(&spec, &vars, &root, &dir, env, policy.log_max_bytes)
+            .and_then(|request| procs.spawn(&request).map(|started| (started, request)));
+        match spawned {
+            Ok((started, request)) => {
                 rec.pid = started.pid;
                 rec.process_start = started.process_start;
-                rec.command = started.command;
+                rec.command = request.argv;
                 keep_record(&dir, &rec);
                 self.log.emit(
                     i,
@@ -187,19 +197,7 @@ impl Supervisor {
                     },
                 );
                 let pid = started.pid;
-                self.roots.shell_mut(i).runs.past.remove(&key);
-                self.roots.shell_mut(i).runs.live.insert(
-                    key,
-                    Live {
-                        rec,
-                        dir,
-                        session_dir,
-                        child: Some(started.child),
-                        term_at: None,
-                        killed: false,
-                        idle_reported: false,
-                    },
-                );
+                self.roots.shell_mut(i).runs.started(rec, dir, session_dir);
                 self.timers.set_earlier(Timer::Runs, Instant::now() + POLL);
                 Ok(pid)
             }
@@ -219,4 +217,12 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// The folder of squadd's own program, where squadctl is installed beside
+/// it: every run's PATH leads with it, so an agent finds this squadctl.
+fn squadctl_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    dir.join("squadctl").is_file().then(|| dir.to_path_buf())
 }
