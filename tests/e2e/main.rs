@@ -16,6 +16,7 @@ mod gc;
 mod guard;
 mod guard_doctor;
 mod hardening;
+mod hardening3;
 mod held;
 mod hooks;
 mod hostile;

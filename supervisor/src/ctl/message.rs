@@ -228,9 +228,9 @@ pub fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
     // The delivered copy keeps the message's payload under an inbox name,
     // so it is read as a message payload rather than checked by file name
     // (squadd validated it before delivering).
-    let original = squad_protocol::payload::extract(&text)
-        .ok()
-        .and_then(|p| serde_yaml::from_str::<squad_protocol::model::Message>(p.yaml).ok());
+    let original = squad_protocol::payload::extract(&text).ok().and_then(|p| {
+        squad_protocol::depth::from_str::<squad_protocol::model::Message>(p.yaml).ok()
+    });
     let Some(original) = original else {
         return super::fail(format!(
             "{}: not a valid message; cannot tell whom to answer",
