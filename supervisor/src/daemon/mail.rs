@@ -15,8 +15,27 @@ impl Supervisor {
             return;
         };
         // A reused message id is reported (duplicate-message-id), not
-        // delivered: the recipient would take it for the first one.
-        if core.reuses_message_id(file) {
+        // delivered: the recipient would take it for the first one. It is
+        // refused visibly: an audited event, and a notice to its sender
+        // (docs/daemon.md, Messages).
+        if let Some(kept_by) = core.message_id_kept_by(file) {
+            let (message_id, from, to) = match &f.entry {
+                crate::index::Entry::Message(m) => (
+                    m.message_id.clone(),
+                    m.from_agent.clone(),
+                    m.to_agent.clone(),
+                ),
+                _ => return,
+            };
+            let kind = EventKind::MessageRefused {
+                message_id,
+                from,
+                to,
+                file: file.to_string(),
+                kept_by: kept_by.to_string(),
+            };
+            let path = f.path_in(&core.index().dir);
+            self.log.emit(i, Some(name), Some(&path), kind);
             return;
         }
         let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);

@@ -290,12 +290,21 @@ impl SessionCore {
     /// name) of the session carries: the `duplicate-message-id` finding,
     /// and such a message is reported, not delivered (docs/daemon.md).
     pub fn reuses_message_id(&self, file: &str) -> bool {
-        let Some(id) = self.index.file(file).and_then(message_id) else {
-            return false;
-        };
-        self.files_with_id(&id)
+        self.message_id_kept_by(file).is_some()
+    }
+
+    /// The file that keeps the message id message file `file` reuses (the
+    /// first by name carrying it), or `None` when `file` keeps its id.
+    pub fn message_id_kept_by(&self, file: &str) -> Option<&str> {
+        let id = self
+            .index
+            .file(file)
+            .filter(|f| f.kind == FileKind::Message)?
+            .message_id()?;
+        self.files_with_id(id)
             .next()
-            .is_some_and(|(first, _)| first != file)
+            .map(|(first, _)| first)
+            .filter(|first| *first != file)
     }
 
     /// The message files carrying message id `id`, by name.
