@@ -8,6 +8,7 @@
 mod agents;
 mod answers;
 mod attention;
+mod campaign;
 mod check;
 mod core;
 pub mod daemon;
