@@ -121,3 +121,74 @@ fn a_reused_message_id_is_refused_with_an_event_and_a_notice_to_its_sender() {
         names(&s.join("inbox/alice/new"))
     );
 }
+
+fn skill_text(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: Use for {name}.\n---\n# {name}\n\nInstructions.\n")
+}
+
+/// `squadctl status --json`'s skills of the first root.
+fn skills_of(root: &std::path::Path) -> serde_json::Value {
+    status_json(root)["roots"][0]["skills"].clone()
+}
+
+/// Issue 26 item 15: squadd took one inotify watch per skill folder
+/// (50,000 skills: 50,005 watches) and re-read every skill on each skill
+/// edit. Now the places are watched and at most 256 skill folders (plus
+/// any folder still waiting for its SKILL.md), and an edit re-reads only
+/// the SKILL.md files that changed (counted in the debug log).
+#[test]
+fn many_skills_take_a_bounded_number_of_watches_and_an_edit_rereads_one_skill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    fs::create_dir_all(root.join(".squad/sessions")).unwrap();
+    let n = 600;
+    for i in 0..n {
+        let name = format!("s{i:03}");
+        write(
+            root,
+            &format!(".squad/skills/{name}/SKILL.md"),
+            &skill_text(&name),
+        );
+    }
+    let d = Daemon::start(root);
+    let out = ctl_run(root, &["health", "--json"]);
+    let h: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let watches = h["watches"].as_u64().unwrap();
+    assert!(
+        watches < 300,
+        "{watches} watches for {n} skills: one per skill folder"
+    );
+    assert_eq!(skills_of(root)["loaded"], n, "{}", skills_of(root));
+    // An edit in place of a watched skill is seen.
+    write(root, ".squad/skills/s000/SKILL.md", "");
+    eventually("the broken skill in status", || {
+        let s = skills_of(root);
+        (s["errors"] == 1 && s["loaded"] == n - 1).then_some(())
+    });
+    // A new skill past the budget: its folder first, its SKILL.md after
+    // squadd looked at the empty folder (the folder is watched until then).
+    fs::create_dir(root.join(".squad/skills/s900")).unwrap();
+    eventually("the empty folder reported", || {
+        let s = skills_of(root);
+        s["problems"].to_string().contains("s900").then_some(())
+    });
+    write(root, ".squad/skills/s900/SKILL.md", &skill_text("s900"));
+    eventually("the new skill loaded", || {
+        (skills_of(root)["loaded"] == n).then_some(())
+    });
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+    let rereads: Vec<usize> = log
+        .lines()
+        .filter(|l| l.contains("skills checked"))
+        .filter_map(|l| {
+            let v = l.split("reread=").nth(1)?;
+            v.split(' ').next()?.parse().ok()
+        })
+        .collect();
+    assert_eq!(rereads.first(), Some(&n), "{rereads:?}");
+    assert!(
+        rereads.len() >= 3 && rereads[1..].iter().all(|&r| r <= 1),
+        "each edit re-reads the skill it touched only: {rereads:?}"
+    );
+}

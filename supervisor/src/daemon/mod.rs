@@ -360,6 +360,7 @@ impl Supervisor {
             pid_lock: Some(lock),
             socket: None,
             runs,
+            skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
         let r = self.roots.core(i);

@@ -24,6 +24,8 @@ pub struct Shell {
     pub socket: Option<Bound>,
     /// The agent runs: config.json in force, live children, past records.
     pub runs: RootRuns,
+    /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
+    pub skills: crate::skills::SkillCache,
 }
 
 /// One root: its core and its shell.
