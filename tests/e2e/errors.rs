@@ -122,7 +122,8 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let pid = follower.id();
+    crate::daemon::eventually("the follower connected", || holds_socket(pid).then_some(()));
     let (status, _) = d.terminate();
     assert_eq!(status, 0);
     let start = Instant::now();
@@ -131,6 +132,7 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
             let _ = follower.kill();
             panic!("events --follow kept running after squadd stopped");
         }
+        // Poll interval of a wait with a deadline (20 s above).
         std::thread::sleep(Duration::from_millis(10));
     }
     let out = follower.wait_with_output().unwrap();

@@ -113,6 +113,7 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // Released meanwhile: the waiting gc goes ahead.
     let release = std::thread::spawn(move || {
+        // Stays (pacing): the release comes while gc waits; gc must not give up.
         std::thread::sleep(std::time::Duration::from_millis(300));
         drop(held);
     });

@@ -163,6 +163,7 @@ fn edits_go_through_squadd_and_fall_back_to_the_file_when_it_is_down() {
     let out = ctl_ok(root, &["session", "complete", name, "--force", "--json"]);
     let first: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(first["changed"], true);
+    // Stays: a second later a rewritten completed_at would differ; proves it is kept.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let out = ctl_ok(root, &["session", "complete", name, "--json"]);
     let again: serde_json::Value = serde_json::from_str(&out).unwrap();
