@@ -374,18 +374,6 @@ pub fn watching(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether process `pid` holds a socket (a follower connected to squadd).
-pub fn holds_socket(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|rd| {
-            rd.flatten().any(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            })
-        })
-        .unwrap_or(false)
-}
-
 /// `squadctl status --json` in `root`, which must succeed, parsed.
 pub fn status_json(root: &Path) -> serde_json::Value {
     let out = ctl_run(root, &["status", "--json"]);
