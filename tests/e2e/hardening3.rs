@@ -192,3 +192,83 @@ fn many_skills_take_a_bounded_number_of_watches_and_an_edit_rereads_one_skill() 
         "each edit re-reads the skill it touched only: {rereads:?}"
     );
 }
+
+/// Issue 26 item 11, the other order: a later message reusing an id whose
+/// file name sorts before the delivered one's (so the first by name is the
+/// new one) was dropped without a word (same inbox name: "already
+/// delivered"). The delivered file keeps the id; the new one is refused
+/// visibly; a restart does not refuse the delivered one.
+#[test]
+fn a_reused_message_id_sorting_first_is_refused_and_the_delivered_one_keeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let s = two_agent_session(root, S);
+    let d = Daemon::start(root);
+    write_alice_to_bob(
+        &s,
+        "msg_1",
+        &notification("msg_1", "high", "2024-01-15T10:00:00Z", "first", "m"),
+    );
+    let bob_msg_1 = || {
+        names(&s.join("inbox/bob/new"))
+            .into_iter()
+            .filter(|n| n.ends_with("-msg_1.md"))
+            .collect::<Vec<_>>()
+    };
+    eventually("the first delivered to bob", || {
+        (bob_msg_1().len() == 1).then_some(())
+    });
+    // aaron's file sorts before alice's; same priority and time: the same
+    // inbox name.
+    fs::write(
+        s.join("role-comm-aaron-to-bob-msg_1.md"),
+        notification("msg_1", "high", "2024-01-15T10:00:00Z", "second", "m")
+            .replace("from_agent: alice", "from_agent: aaron"),
+    )
+    .unwrap();
+    let refused = |file: &str| {
+        audit_log(root)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                l.contains("\"kind\":\"message-refused\"")
+                    && l.contains(&format!("\"file\":\"{file}\""))
+            })
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let line = eventually("aaron's message refused", || {
+        refused("role-comm-aaron-to-bob-msg_1.md")
+            .into_iter()
+            .next()
+    });
+    assert!(
+        line.contains("\"kept_by\":\"role-comm-alice-to-bob-msg_1.md\""),
+        "{line}"
+    );
+    eventually("a notice to aaron about the clash", || {
+        names(&s.join("inbox/aaron/new"))
+            .into_iter()
+            .map(|n| fs::read_to_string(s.join("inbox/aaron/new").join(n)).unwrap_or_default())
+            .find(|t| t.contains("role-comm-aaron-to-bob-msg_1.md"))
+    });
+    // bob holds alice's message, once.
+    let held = bob_msg_1();
+    assert_eq!(held.len(), 1, "{held:?}");
+    let text = fs::read_to_string(s.join("inbox/bob/new").join(&held[0])).unwrap();
+    assert!(text.contains("subject: first"), "{text}");
+    // A restart routes every file again: aaron's is refused again, alice's
+    // (delivered before the clash) is not.
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+    let _d = Daemon::start(root);
+    eventually("aaron's refused again after the restart", || {
+        (refused("role-comm-aaron-to-bob-msg_1.md").len() == 2).then_some(())
+    });
+    assert!(
+        refused("role-comm-alice-to-bob-msg_1.md").is_empty(),
+        "{:?}",
+        refused("role-comm-alice-to-bob-msg_1.md")
+    );
+    assert_eq!(bob_msg_1().len(), 1);
+}

@@ -328,7 +328,11 @@ fn refused_notice<'a>(
     else {
         return None;
     };
-    if core.message_id_kept_by(file) != Some(kept_by.as_str()) {
+    // Still a clash: both files there, with the same id.
+    if !core
+        .others_with_message_id(file)
+        .contains(&kept_by.as_str())
+    {
         return None;
     }
     let f = core.index().files.get(file.as_str())?;

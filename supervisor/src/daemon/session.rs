@@ -307,6 +307,23 @@ impl SessionCore {
             .filter(|first| *first != file)
     }
 
+    /// The other message files carrying the message id message file
+    /// `file` carries, by name.
+    pub fn others_with_message_id(&self, file: &str) -> Vec<&str> {
+        let Some(id) = self
+            .index
+            .file(file)
+            .filter(|f| f.kind == FileKind::Message)
+            .and_then(|f| f.message_id())
+        else {
+            return Vec::new();
+        };
+        self.files_with_id(id)
+            .map(|(name, _)| name)
+            .filter(|name| *name != file)
+            .collect()
+    }
+
     /// The message files carrying message id `id`, by name.
     fn files_with_id<'a>(
         &'a self,
