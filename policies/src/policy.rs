@@ -351,7 +351,7 @@ impl Policy {
         // policy: one YAML parse instead of three (every squadctl command
         // pays for this at start).
         let raw: Raw = match project {
-            None => serde_yaml::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
+            None => squad_protocol::depth::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
                 field: "(default.yaml)".into(),
                 message: e.to_string(),
             })?,
@@ -362,21 +362,15 @@ impl Policy {
 
     /// The defaults overridden by a project file, field by field.
     fn merged(text: &str) -> Result<Raw, PolicyError> {
-        let mut value: Value = serde_yaml::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
-            field: "(default.yaml)".into(),
-            message: e.to_string(),
-        })?;
+        let mut value: Value =
+            squad_protocol::depth::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
+                field: "(default.yaml)".into(),
+                message: e.to_string(),
+            })?;
         {
-            if let Some((line, column)) = squad_protocol::depth::too_deep(text) {
-                return Err(PolicyError {
-                    field: "(file)".into(),
-                    message: format!(
-                        "nesting deeper than {} levels at line {line} column {column} (not parsed)",
-                        squad_protocol::depth::MAX_DEPTH
-                    ),
-                });
-            }
-            let over: Value = serde_yaml::from_str(text).map_err(|e| PolicyError {
+            // A deep text is refused unparsed: "nesting deeper than 64
+            // levels at line L column C (not parsed)".
+            let over: Value = squad_protocol::depth::from_str(text).map_err(|e| PolicyError {
                 field: "(file)".into(),
                 message: e.to_string(),
             })?;
@@ -397,7 +391,7 @@ impl Policy {
             field: "(file)".into(),
             message: e.to_string(),
         })?;
-        let raw: Raw = serde_yaml::from_str(&merged).map_err(|e| {
+        let raw: Raw = squad_protocol::depth::from_str(&merged).map_err(|e| {
             // Positions would point into the merged text, not the user's file.
             let message = e
                 .to_string()
@@ -677,7 +671,7 @@ pub fn check(text: &str) -> Vec<PolicyFinding> {
         Ok(_) => return Vec::new(),
         Err(e) => e,
     };
-    let Ok(Value::Mapping(user)) = serde_yaml::from_str::<Value>(text) else {
+    let Ok(Value::Mapping(user)) = squad_protocol::depth::from_str::<Value>(text) else {
         // Not YAML, not a mapping, too deep: one finding, the parser's.
         return vec![PolicyFinding {
             error: whole,

@@ -6,10 +6,50 @@
 //! (flow brackets, block indentation levels and compact `- ` entries), and
 //! every parse of YAML someone else wrote refuses text past [`MAX_DEPTH`]
 //! without parsing it.
+//!
+//! [`from_str`] and [`deserializer`] are the one entry point for parsing
+//! such text: they make the check, so no caller can forget it (a unit test
+//! below finds any other `serde_yaml` parse of text in the workspace).
 
 /// The deepest nesting accepted in YAML (protocol files, policy, skill front
 /// matter). Real files nest a handful of levels.
 pub const MAX_DEPTH: usize = 64;
+
+/// Why YAML text was not parsed into a value.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// The text nests deeper than [`MAX_DEPTH`] here (1-based); it was not
+    /// parsed.
+    #[error("nesting deeper than {MAX_DEPTH} levels at line {line} column {column} (not parsed)")]
+    TooDeep {
+        /// The line where the text passes the limit.
+        line: usize,
+        /// The column there.
+        column: usize,
+    },
+    /// The parser refused the text.
+    #[error("{0}")]
+    Syntax(#[from] serde_yaml::Error),
+}
+
+/// Parses YAML someone else wrote, refusing it unparsed when it nests
+/// deeper than [`MAX_DEPTH`]. Linear in the text before the parser runs.
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    if let Some((line, column)) = too_deep(text) {
+        return Err(YamlError::TooDeep { line, column });
+    }
+    Ok(serde_yaml::from_str(text)?)
+}
+
+/// A YAML deserializer over text someone else wrote, for callers that walk
+/// it with their own seed; `Err((line, column))` where the text nests deeper
+/// than [`MAX_DEPTH`] (then nothing is parsed).
+pub fn deserializer(text: &str) -> Result<serde_yaml::Deserializer<'_>, (usize, usize)> {
+    match too_deep(text) {
+        Some(at) => Err(at),
+        None => Ok(serde_yaml::Deserializer::from_str(text)),
+    }
+}
 
 /// Where YAML `text` first nests deeper than [`MAX_DEPTH`]: `(line, column)`,
 /// both 1-based, in `text`. `None` when it stays within the limit. Runs in
@@ -102,6 +142,73 @@ pub fn too_deep(text: &str) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_entry_points_refuse_deep_text_unparsed() {
+        let deep = format!("a: {}", "[".repeat(100_000));
+        assert!(matches!(
+            from_str::<serde_yaml::Value>(&deep),
+            Err(YamlError::TooDeep { line: 1, .. })
+        ));
+        assert!(deserializer(&deep).is_err());
+        assert!(from_str::<serde_yaml::Value>("a: [1, 2]").is_ok());
+        assert!(matches!(
+            from_str::<serde_yaml::Value>("a: [1"),
+            Err(YamlError::Syntax(_))
+        ));
+    }
+
+    /// Every parse of YAML text in the workspace's code goes through
+    /// [`from_str`] / [`deserializer`]: a direct `serde_yaml` parse would skip
+    /// the depth check (issue 26 item 9: squadd's field locator did, and one
+    /// deep file stalled it for minutes). Tests and this file are exempt.
+    #[test]
+    fn no_code_parses_yaml_text_around_the_depth_check() {
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let mut offenders = Vec::new();
+        let mut stack: Vec<std::path::PathBuf> = ["protocol/src", "policies/src", "supervisor/src"]
+            .iter()
+            .map(|d| workspace.join(d))
+            .collect();
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if !name.ends_with(".rs") || name == "depth.rs" || name == "tests.rs" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                // Unit tests sit at the end of a file, in `mod tests`.
+                let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or("");
+                for (n, line) in code.lines().enumerate() {
+                    let direct = [
+                        "serde_yaml::from_str",
+                        "serde_yaml::from_slice",
+                        "serde_yaml::from_reader",
+                        "Deserializer::from_str",
+                    ];
+                    if direct.iter().any(|d| line.contains(d)) {
+                        offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "parse through squad_protocol::depth::from_str:\n{}",
+            offenders.join("\n")
+        );
+    }
 
     #[test]
     fn ordinary_yaml_is_shallow() {

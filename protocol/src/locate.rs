@@ -52,9 +52,10 @@ pub enum Target {
 const MARKER: &str = "\u{0}squad-locate\u{0}";
 
 /// The 1-based (line, column) of the node at `path` in `yaml`, or `None` when
-/// the path does not exist or the YAML does not parse.
+/// the path does not exist or the YAML does not parse (or nests too deeply
+/// to be parsed: see [`crate::depth`]).
 pub fn locate(yaml: &str, path: &[PathSeg], target: Target) -> Option<(usize, usize)> {
-    let de = serde_yaml::Deserializer::from_str(yaml);
+    let de = crate::depth::deserializer(yaml).ok()?;
     match (Locate { path, target }).deserialize(de) {
         Ok(()) => None,
         Err(err) if err.to_string().contains(MARKER) => {

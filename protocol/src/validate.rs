@@ -272,24 +272,24 @@ pub fn check_text(path: &Path, kind: FileKind, text: &str) -> FileReport {
         diagnostics: Vec::new(),
     };
     let offset = payload.line_offset;
-    if let Some((line, column)) = crate::depth::too_deep(payload.yaml) {
-        report.diagnostics.push(
-            Diagnostic::new(
-                path,
-                Rule::YamlSyntax,
-                format!(
-                    "nesting deeper than {} levels (not parsed)",
-                    crate::depth::MAX_DEPTH
-                ),
-                "flatten the YAML; protocol payloads nest a few levels",
-            )
-            .at(Some(location(line + offset, column))),
-        );
-        return report;
-    }
-    let value: Value = match serde_yaml::from_str(payload.yaml) {
+    let value: Value = match crate::depth::from_str(payload.yaml) {
         Ok(v) => v,
-        Err(e) => {
+        Err(crate::depth::YamlError::TooDeep { line, column }) => {
+            report.diagnostics.push(
+                Diagnostic::new(
+                    path,
+                    Rule::YamlSyntax,
+                    format!(
+                        "nesting deeper than {} levels (not parsed)",
+                        crate::depth::MAX_DEPTH
+                    ),
+                    "flatten the YAML; protocol payloads nest a few levels",
+                )
+                .at(Some(location(line + offset, column))),
+            );
+            return report;
+        }
+        Err(crate::depth::YamlError::Syntax(e)) => {
             // The parser may place an error at the end of input, one line
             // past a file without a final newline; keep it inside the file.
             let last_line = text.lines().count().max(1);

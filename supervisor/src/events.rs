@@ -175,6 +175,21 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         routed_from: Option<String>,
     },
+    /// A message file reuses the message id of another file of its session
+    /// (the first by name keeps it): it is not delivered, and its sender is
+    /// told (a notice, when `notices.file_invalid` is on).
+    MessageRefused {
+        /// The reused message id.
+        message_id: String,
+        /// Its sender, as the file says.
+        from: String,
+        /// Its recipient, as the file says.
+        to: String,
+        /// The refused file's name.
+        file: String,
+        /// The file that keeps the id.
+        kept_by: String,
+    },
     /// A delivered message stayed unacknowledged past `escalate_after`: the
     /// recipient was notified again.
     MessageEscalated {
@@ -343,6 +358,7 @@ impl EventKind {
             EventKind::Rescanned { .. } => "rescanned",
             EventKind::WatchError { .. } => "watch-error",
             EventKind::MessageDelivered { .. } => "message-delivered",
+            EventKind::MessageRefused { .. } => "message-refused",
             EventKind::MessageEscalated { .. } => "message-escalated",
             EventKind::ResponseOverdue { .. } => "response-overdue",
             EventKind::NotifyFailed { .. } => "notify-failed",
@@ -467,6 +483,15 @@ impl EventKind {
                     .as_ref()
                     .map(|f| format!(", routed from {f}"))
                     .unwrap_or_default()
+            ),
+            EventKind::MessageRefused {
+                message_id,
+                from,
+                to,
+                file,
+                kept_by,
+            } => format!(
+                "{message_id} from {from} to {to} not delivered: {file} reuses the id {kept_by} keeps"
             ),
             EventKind::MessageEscalated {
                 to,

@@ -128,10 +128,7 @@ fn split_status(text: &str) -> Option<(Mapping, String, String)> {
     let payload = extract(text).ok()?;
     let start = (payload.yaml.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
     let end = start + payload.yaml.len();
-    if squad_protocol::depth::too_deep(payload.yaml).is_some() {
-        return None;
-    }
-    let map = match serde_yaml::from_str::<Yaml>(payload.yaml).ok()? {
+    let map = match squad_protocol::depth::from_str::<Yaml>(payload.yaml).ok()? {
         Yaml::Mapping(m) => m,
         _ => return None,
     };

@@ -294,7 +294,61 @@ pub struct SkillsHealth {
 
 /// Checks a project's skills (front matter only) for status reports.
 pub fn health(project: &Path) -> SkillsHealth {
-    let d = discover::discover_all(project, false);
+    health_cached(project, &mut SkillCache::default())
+}
+
+/// What identifies one version of a SKILL.md without reading it: device,
+/// inode, size, modification and change times (an in-place write changes
+/// the change time even when it keeps the size and the modification time).
+type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// squadd's memory of each SKILL.md's check, so a skill edit re-reads that
+/// skill only (issue 26 item 15: every edit re-read all 50,000 skills).
+#[derive(Debug, Default)]
+pub struct SkillCache {
+    files: std::collections::HashMap<PathBuf, (Stamp, skill::SkillReport)>,
+    /// SKILL.md files read by the last [`health_cached`] (the others were
+    /// unchanged since the one before).
+    pub reread: usize,
+}
+
+/// [`health`], re-reading only the SKILL.md files that changed since the
+/// last call with the same `cache` (by [`Stamp`]); what was not seen this
+/// time is forgotten.
+pub fn health_cached(project: &Path, cache: &mut SkillCache) -> SkillsHealth {
+    let mut seen = std::collections::HashMap::new();
+    let mut reread = 0;
+    let d = discover::discover_all_with(project, false, &mut |path: &Path, strict: bool| {
+        let Some(now) = stamp(path) else {
+            reread += 1;
+            return skill::check_file(path, strict);
+        };
+        let report = match cache.files.remove(path) {
+            Some((was, report)) if was == now => report,
+            _ => {
+                reread += 1;
+                skill::check_file(path, strict)
+            }
+        };
+        seen.insert(path.to_path_buf(), (now, report.clone()));
+        report
+    });
+    cache.files = seen;
+    cache.reread = reread;
     let errors = d.diagnostics.iter().filter(|x| x.is_error()).count();
     SkillsHealth {
         loaded: d.skills.len(),
@@ -334,11 +388,21 @@ fn real_subdirs(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The directories squadd watches (non-recursively) to see every skill
-/// change: `.github/`, `.copilot/`, `.claude/`, `.agents/` (their `skills/`
-/// may appear), each skill place and each skill folder in it, and
-/// `<team>/agents/`, each agent's folder and its `skills/`. Only real
-/// directories: symlinks are never followed.
+/// The most skill folders squadd watches in one project (one inotify watch
+/// each, to see a SKILL.md edited in place). The places holding them are
+/// always watched, so a skill added, removed or renamed is always seen;
+/// past this many, an edit inside a further skill folder is seen at the next
+/// change in its place or the next rescan (docs/skills.md). Keeps 50,000
+/// skills from taking 50,000 of the user's watches.
+pub const MAX_SKILL_FOLDER_WATCHES: usize = 256;
+
+/// The directories squadd watches (non-recursively) to see skill changes:
+/// `.github/`, `.copilot/`, `.claude/`, `.agents/` (their `skills/` may
+/// appear), each skill place, the first [`MAX_SKILL_FOLDER_WATCHES`] skill
+/// folders in them (by place, then name) and every folder there without a
+/// SKILL.md yet, and `<team>/agents/`, each agent's
+/// folder and its `skills/`. Only real directories: symlinks are never
+/// followed.
 pub fn watch_dirs(project: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for d in discover::PROJECT_SKILL_DIRS {
@@ -368,8 +432,21 @@ pub fn watch_dirs(project: &Path) -> Vec<PathBuf> {
             places.push(place.dir);
         }
     }
+    let mut budget = MAX_SKILL_FOLDER_WATCHES;
     for place in places.into_iter().filter(|p| real_dir(p)) {
-        dirs.extend(real_subdirs(&place));
+        for folder in real_subdirs(&place) {
+            // A folder still without its SKILL.md is watched whatever the
+            // budget: the file it is about to get is a new skill.
+            let has_file = [SKILL_FILE, "skill.md"]
+                .iter()
+                .any(|f| std::fs::symlink_metadata(folder.join(f)).is_ok());
+            if !has_file {
+                dirs.push(folder);
+            } else if budget > 0 {
+                budget -= 1;
+                dirs.push(folder);
+            }
+        }
         dirs.push(place);
     }
     dirs
@@ -405,6 +482,33 @@ pub fn is_skill_path(project: &Path, path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_skill_cache_rereads_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let skills = dir.path().join(".squad/skills");
+        for name in ["a", "b", "c"] {
+            std::fs::create_dir_all(skills.join(name)).unwrap();
+            std::fs::write(
+                skills.join(name).join(SKILL_FILE),
+                format!("---\nname: {name}\ndescription: Use for {name}.\n---\nBody.\n"),
+            )
+            .unwrap();
+        }
+        let mut cache = SkillCache::default();
+        let first = health_cached(dir.path(), &mut cache);
+        assert_eq!((first.loaded, cache.reread), (3, 3));
+        assert_eq!(health_cached(dir.path(), &mut cache), first);
+        assert_eq!(cache.reread, 0);
+        std::fs::write(skills.join("b").join(SKILL_FILE), "").unwrap();
+        let broken = health_cached(dir.path(), &mut cache);
+        assert_eq!((broken.loaded, broken.errors, cache.reread), (2, 1, 1));
+        // What the cache says equals a fresh check.
+        assert_eq!(broken, health(dir.path()));
+        std::fs::remove_dir_all(skills.join("c")).unwrap();
+        assert_eq!(health_cached(dir.path(), &mut cache).loaded, 1);
+        assert_eq!((cache.reread, cache.files.len()), (0, 2));
+    }
 
     #[test]
     fn builtins_are_valid_versioned_and_named_as_their_folder() {

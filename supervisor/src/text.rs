@@ -29,6 +29,16 @@ pub fn escape_all<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) 
     serde_json::from_value(v).ok()
 }
 
+/// `5s`, `3m`, `2h`, `4d`: an age for people.
+pub fn human_age(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,15 +48,5 @@ mod tests {
         assert_eq!(count(1, "session", "sessions"), "1 session");
         assert_eq!(count(0, "session", "sessions"), "0 sessions");
         assert_eq!(count(2, "error", "errors"), "2 errors");
-    }
-}
-
-/// `5s`, `3m`, `2h`, `4d`: an age for people.
-pub fn human_age(secs: i64) -> String {
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
     }
 }

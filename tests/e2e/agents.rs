@@ -224,6 +224,7 @@ fn progress_keeps_what_the_previous_update_said() {
     assert!(v["blockers"].is_null());
     assert!(v["completed_at"].is_string());
     let first_completion = v["completed_at"].clone();
+    // Stays: a second later a rewritten completed_at would differ; proves it is kept.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     p(&["--action", "done"]);
     let v: serde_yaml::Value = serde_yaml::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
@@ -607,6 +608,7 @@ fn session_phase_gate_and_ending_rules() {
     ctl_ok(root, &["session", "complete", &name, "--force"]);
     let first = status()["completed_at"].clone();
     assert!(first.is_string());
+    // Stays: a second later a rewritten completed_at would differ; proves it is kept.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     ctl_ok(root, &["session", "complete", &name]);
     assert_eq!(status()["completed_at"], first);
@@ -627,7 +629,8 @@ fn next_wait_returns_when_the_agents_task_becomes_ready() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = waiting.id();
+    crate::daemon::eventually("next --wait watching", || watching(pid).then_some(()));
     ctl_ok(root, &words("progress --task task_001 --status completed"));
     let start = std::time::Instant::now();
     let out = waiting.wait_with_output().unwrap();

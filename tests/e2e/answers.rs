@@ -475,6 +475,7 @@ fn a_slow_removal_of_a_session_is_never_written_into() {
         } else {
             fs::remove_file(&path).unwrap();
         }
+        // Stays (pacing): each removal lands while squadd may be writing into the session.
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
     fs::remove_dir(&session).expect("squadd wrote into the session being removed");

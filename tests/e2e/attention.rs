@@ -279,6 +279,7 @@ impl Tmux {
             if want.iter().all(|w| screen.contains(w)) {
                 return screen;
             }
+            // Poll interval of a wait with a deadline (600 turns), not a settle time.
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         panic!("the screen never showed {want:?}:\n{screen}");
@@ -395,6 +396,7 @@ fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
         if code(&run(tmux.cmd().args(["has-session", "-t", "top"]))) != 0 {
             return;
         }
+        // Poll interval of a wait with a deadline (600 turns), not a settle time.
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     panic!("top did not quit on q:\n{}", tmux.screen());

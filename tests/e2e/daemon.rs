@@ -231,6 +231,7 @@ fn agents_writing_files_every_way_keep_status_and_context_true() {
         let (a, b) = text.split_at(text.len() / 2);
         f.write_all(a.as_bytes()).unwrap();
         f.flush().unwrap();
+        // Stays (pacing): the reader may see the half-written file; the point of the test.
         std::thread::sleep(Duration::from_millis(20));
         f.write_all(b.as_bytes()).unwrap();
     }
@@ -681,6 +682,7 @@ fn an_unread_notify_socket_never_stops_the_daemon() {
     let root = tmp.path();
     // A watchdog ping every 50 ms that nobody reads fills the queue fast.
     let mut d = Daemon::start_with_env(root, &[("WATCHDOG_USEC", "100000")]);
+    // Stays: time for ~15 unread watchdog pings to fill the notify queue.
     std::thread::sleep(Duration::from_millis(1500));
     let session = root.join(".squad/sessions/20240115T100000Z");
     fs::create_dir(&session).unwrap();
@@ -746,6 +748,7 @@ fn removing_a_session_while_supervised_succeeds() {
             (n >= 30).then_some(())
         });
         fs::remove_dir_all(&session).expect("rm -rf of a supervised session");
+        // Stays: proves nothing happens; a re-created session would show by now.
         std::thread::sleep(Duration::from_millis(150));
         assert!(!session.exists(), "squadd re-created the removed session");
     }

@@ -122,7 +122,25 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Wait until squadd follows it: an event squadd emits (a new session)
+    // reaches its output. Connected is not enough: a request squadd has
+    // not read yet is reset, not told that squadd stopped.
+    let out = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(out).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+        lines.for_each(drop);
+    });
+    let mut n = 0;
+    eventually("the follower follows", || {
+        n += 1;
+        fs::create_dir(root.join(format!(".squad/sessions/20240115T1000{n:02}Z-f"))).ok()?;
+        rx.recv_timeout(Duration::from_millis(200)).ok()
+    });
     let (status, _) = d.terminate();
     assert_eq!(status, 0);
     let start = Instant::now();
@@ -131,6 +149,7 @@ fn events_follow_exits_non_zero_when_squadd_stops() {
             let _ = follower.kill();
             panic!("events --follow kept running after squadd stopped");
         }
+        // Poll interval of a wait with a deadline (20 s above).
         std::thread::sleep(Duration::from_millis(10));
     }
     let out = follower.wait_with_output().unwrap();

@@ -8,13 +8,18 @@ use std::path::Path;
 
 /// A completed session, long past its archive age.
 fn completed(root: &Path, name: &str) {
-    let dir = root.join(".squad/sessions").join(name);
-    fs::create_dir_all(&dir).unwrap();
+    // Built beside the root's sessions and renamed in whole: a running
+    // squadd that saw the empty directory first would write its own status
+    // file over this one (seen once in a full run: the session stayed active).
+    let staging = root.join(format!(".staging-{name}"));
+    fs::create_dir_all(&staging).unwrap();
     fs::write(
-        dir.join("session-status.md"),
+        staging.join("session-status.md"),
         "session_id: sess_1\nstarted_at: 2023-01-01T00:00:00Z\nstatus: completed\ncompleted_at: 2023-01-02T00:00:00Z\n",
     )
     .unwrap();
+    fs::create_dir_all(root.join(".squad/sessions")).unwrap();
+    fs::rename(&staging, root.join(".squad/sessions").join(name)).unwrap();
 }
 
 /// A failed session, long past its delete age, with `levels` nested
@@ -113,6 +118,7 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // Released meanwhile: the waiting gc goes ahead.
     let release = std::thread::spawn(move || {
+        // Stays (pacing): the release comes while gc waits; gc must not give up.
         std::thread::sleep(std::time::Duration::from_millis(300));
         drop(held);
     });

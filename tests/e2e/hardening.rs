@@ -163,6 +163,7 @@ fn squadd_never_writes_through_a_planted_symlink() {
             .stderr(log)
             .spawn()
             .unwrap();
+        // Stays: squadd runs long enough to do all of the above; no event marks the end.
         std::thread::sleep(Duration::from_millis(2000));
         let _ = child.kill();
         let _ = child.wait();
@@ -581,9 +582,11 @@ fn gc_racing_a_symlink_swap_of_sessions_never_touches_the_outside() {
                 while !stop.load(Ordering::Relaxed) {
                     if fs::rename(&sessions, &real).is_ok() {
                         let _ = symlink(&outside, &sessions);
+                        // Stays (pacing): the swap races gc at random instants.
                         std::thread::sleep(Duration::from_micros(300));
                         let _ = fs::remove_file(&sessions);
                         let _ = fs::rename(&real, &sessions);
+                        // Stays (pacing): the swap races gc at random instants.
                         std::thread::sleep(Duration::from_micros(300));
                     }
                 }
@@ -637,6 +640,7 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
     eventually("64 followers connected", || {
         (open_fds(d.pid()) >= baseline + 64).then_some(())
     });
+    // Stays: lets squadd take the 64 requests in before the 65th arrives.
     std::thread::sleep(Duration::from_millis(300));
     let mut extra = UnixStream::connect(&sock).unwrap();
     extra.write_all(request).unwrap();
@@ -739,6 +743,7 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
             .next()
             .map(|_| ())
     });
+    // Stays: proves nothing happens; a re-created directory would show by now.
     std::thread::sleep(Duration::from_millis(500));
     assert!(!staging.exists(), "the temporary directory came back");
     let leftovers: Vec<String> = fs::read_dir(sessions.join("20240116T000001Z"))
@@ -781,6 +786,7 @@ fn a_file_swapped_with_a_fifo_by_rename_never_stalls_squadd() {
             while !stop.load(Ordering::Relaxed) {
                 for staged in [&reg, &fifo] {
                     fs::rename(staged, &target).unwrap();
+                    // Stays (pacing): the writer races squadd.
                     std::thread::sleep(Duration::from_micros(500));
                     fs::rename(&target, staged).unwrap();
                     swaps.fetch_add(1, Ordering::Relaxed);

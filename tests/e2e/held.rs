@@ -123,6 +123,7 @@ fn gc_killed_mid_run_leaves_every_archive_whole_and_loses_no_session() {
             .unwrap();
         // Killed once it has archived something, a few ms later.
         wait_for_archives(root, before, || gc.try_wait().unwrap().is_some());
+        // Stays: the kill instant (random), not a wait for an effect.
         std::thread::sleep(Duration::from_millis(rand(10)));
         kill9(gc.id());
         let status = gc.wait().unwrap();
@@ -165,6 +166,7 @@ fn squadd_killed_during_scheduled_retention_leaves_every_archive_whole() {
         // The scheduled run starts within a second of READY; killed once it
         // has archived something, a few ms later.
         wait_for_archives(root, before, || d.child.try_wait().unwrap().is_some());
+        // Stays: the kill instant (random), not a wait for an effect.
         std::thread::sleep(Duration::from_millis(rand(10)));
         d.kill9();
         let after = sessions_whole(root, &names);
@@ -244,6 +246,7 @@ fn lock_races_with_kill_9_leave_one_holder_and_no_corrupt_record() {
             })
             .collect();
         // A third of them killed mid-acquire.
+        // Stays: the kill instant (random), not a wait for an effect.
         std::thread::sleep(Duration::from_millis(rand(15)));
         let victims: Vec<usize> = (0..N).filter(|i| (i + round) % 3 == 0).collect();
         for &v in &victims {
@@ -326,6 +329,7 @@ fn the_control_socket_survives_bad_utf8_slowloris_and_idle_crowds() {
                 if sl.write_all(b"{").is_err() {
                     return start.elapsed();
                 }
+                // Stays (pacing): one write attempt every 200 ms until the peer goes.
                 std::thread::sleep(Duration::from_millis(200));
             }
             start.elapsed()
@@ -474,6 +478,7 @@ fn a_notification_burst_past_the_queue_cap_costs_a_rescan_and_delivers_once() {
     // The rescans end with the burst (a rescan does not overflow again).
     eventually("the rescans stop", || {
         let before = rescans();
+        // Stays: the quiet window that shows the rescans stopped.
         std::thread::sleep(Duration::from_millis(1500));
         (rescans() == before).then_some(())
     });

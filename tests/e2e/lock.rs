@@ -121,6 +121,7 @@ fn expired_locks_are_reclaimed_and_audited() {
         0
     );
     assert_eq!(code(&run(&mut lock(root, 1, &["shared/x"]))), 1);
+    // Stays: the 1 s lock ttl must pass; that is the point.
     std::thread::sleep(Duration::from_millis(1100));
     let out = run(&mut lock(root, 1, &["shared/x"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -166,7 +167,10 @@ fn wait_blocks_until_the_lock_is_free() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let pid = waiter.id();
+    crate::daemon::eventually("lock acquire --wait watching", || {
+        watching(pid).then_some(())
+    });
     let out = ctl_run(root, &["lock", "release", "shared/x", "--agent", "agent-0"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = waiter.wait_with_output().unwrap();
@@ -313,6 +317,7 @@ fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Stays: proves the child keeps waiting for the table mutex.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         child.try_wait().unwrap().is_none(),
@@ -343,6 +348,7 @@ fn run_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        // Poll interval of a wait with a deadline (`limit`).
         std::thread::sleep(Duration::from_millis(10));
     }
     child.wait_with_output().unwrap()
@@ -578,9 +584,12 @@ fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
         .spawn()
         .unwrap();
     let pid = waiter.id();
-    // Past start-up, measure 5 s of waiting.
-    std::thread::sleep(Duration::from_millis(500));
+    // Past start-up (it waits on its watches), measure 5 s of waiting.
+    crate::daemon::eventually("lock acquire --wait watching", || {
+        watching(pid).then_some(())
+    });
     let before = cpu_ticks(pid);
+    // The measurement window: 5 s with nothing to wake it.
     std::thread::sleep(Duration::from_secs(5));
     let used = cpu_ticks(pid) - before;
     // Under 1 % of 5 s. A polling loop costs a large share of a core.
@@ -598,6 +607,7 @@ fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
             start.elapsed() < Duration::from_secs(20),
             "woke on the release"
         );
+        // Poll interval of a wait with a deadline (20 s).
         std::thread::sleep(Duration::from_millis(10));
     }
     let out = waiter.wait_with_output().unwrap();

@@ -8,6 +8,7 @@
 mod agents;
 mod answers;
 mod attention;
+mod campaign;
 mod check;
 mod cluster;
 mod core;
@@ -19,6 +20,7 @@ mod gc;
 mod guard;
 mod guard_doctor;
 mod hardening;
+mod hardening3;
 mod held;
 mod hooks;
 mod hostile;

@@ -198,6 +198,7 @@ fn run_and_kill(root: &Path, args: &[&str], delay: Duration) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Stays: the kill instant, not a wait for an effect.
     std::thread::sleep(delay);
     let _ = child.kill(); // SIGKILL
     let _ = child.wait();

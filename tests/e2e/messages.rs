@@ -304,7 +304,8 @@ fn send_and_inbox_for_agents() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = waiter.id();
+    crate::daemon::eventually("inbox next --wait watching", || watching(pid).then_some(()));
     let out = ctl_run(
         root,
         &words(
@@ -349,8 +350,9 @@ fn waiting_for_a_message_sleeps_on_a_kernel_notification() {
         .spawn()
         .unwrap();
     let pid = waiter.id();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    crate::daemon::eventually("inbox next --wait watching", || watching(pid).then_some(()));
     let before = crate::lock::cpu_ticks(pid);
+    // The measurement window: 5 s of waiting with nothing to wake it.
     std::thread::sleep(std::time::Duration::from_secs(5));
     let used = crate::lock::cpu_ticks(pid) - before;
     // Under 1 % of 5 s; a polling loop costs most of a core.

@@ -196,6 +196,7 @@ fn a_scripted_squad_takes_three_dependent_tasks_to_completion_told_once_by_squad
     let (c, _) = daemon.terminate();
     assert_eq!(c, 0);
     let daemon = Daemon::start(root);
+    // Stays: proves nothing happens; a notice told twice would show by now.
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(seen(), expected);
     let out = ctl_run(root, &["validate"]);

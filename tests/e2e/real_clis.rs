@@ -316,6 +316,7 @@ fn runner_runs_to_completion_with(
                 stub.transcript()
             );
         }
+        // Poll interval of a wait with a deadline.
         std::thread::sleep(Duration::from_millis(100));
     };
     let log = fs::read_to_string(session.join("runs/task_9/run.log")).unwrap_or_default();

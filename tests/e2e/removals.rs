@@ -142,6 +142,7 @@ fn removals_since(root: &Path, before: usize, count: usize) -> Vec<String> {
     eventually(&format!("{count} removals recorded"), || {
         (removed(root).len() >= before + count).then_some(())
     });
+    // Stays: proves nothing more happens; a duplicate removal would show by now.
     std::thread::sleep(LATE);
     let mut names = removed(root).split_off(before);
     names.sort();
@@ -175,6 +176,7 @@ fn files_removed_at_once_or_one_by_one_are_one_event_each() {
     let one_by_one = ["role-plan-carol-task_c.md", &notice, "session-status.md"];
     for name in one_by_one {
         fs::remove_file(session.join(name)).unwrap();
+        // Stays (pacing): one removal per batch, the case under test.
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(removals_since(root, 3, 3), sorted(&one_by_one));
@@ -212,6 +214,7 @@ fn removing_inboxes_and_other_files_is_no_file_event() {
             "role-plan-bob-task_b.md~",
         ],
     );
+    // Stays (pacing): the ignored changes get their own batch before the removal.
     std::thread::sleep(Duration::from_millis(300));
     rm(&session, &["role-plan-carol-task_c.md"]);
     assert_eq!(
@@ -249,6 +252,7 @@ fn git_checkout_and_clean_remove_each_file_once() {
             .contains("alice")
             .then_some(())
     });
+    // Stays (pacing): squadd's own writes land before git's.
     std::thread::sleep(Duration::from_millis(200));
     git_ok(root, &["add", "-A"]);
     git_ok(root, &["commit", "-q", "-m", "feature"]);
@@ -260,6 +264,7 @@ fn git_checkout_and_clean_remove_each_file_once() {
     for name in &written {
         wait_indexed(root, name);
     }
+    // Stays (pacing): squadd's own writes land before git's.
     std::thread::sleep(Duration::from_millis(200));
     git_ok(root, &["clean", "-q", "-f", "--", ".squad/sessions"]);
     assert_eq!(removals_since(root, 3, 3), sorted(&written));
@@ -288,6 +293,7 @@ fn a_file_saved_by_rename_and_rewrite_is_no_removal() {
     // a file), the content unchanged.
     let text = fs::read_to_string(&plan).unwrap();
     fs::remove_file(&plan).unwrap();
+    // Stays (pacing): the editor's rewrite comes a moment later.
     std::thread::sleep(Duration::from_millis(20));
     fs::write(&plan, &text).unwrap();
     // The end marker: a real removal.
@@ -328,6 +334,7 @@ fn removals_found_by_a_rescan_are_one_event_each() {
     // Three removals in one go overflow a queue of two.
     let _d = Daemon::start_with_env(root, &[("SQUADD_MAX_QUEUED", "2")]);
     wait_delivered(&session, "bob");
+    // Stays (pacing): squadd's start-up writes land before the removals.
     std::thread::sleep(Duration::from_millis(300));
     rm(&session, &written);
     assert_eq!(removals_since(root, 0, 3), sorted(&written));
@@ -395,6 +402,7 @@ fn a_session_removed_whole_is_one_session_event() {
             .any(|e| e["kind"] == "session-removed" && e["session"] == name.as_str())
             .then_some(())
     });
+    // Stays: proves nothing more happens; a second session-removed would show by now.
     std::thread::sleep(LATE);
     let evs = events(root);
     let gone = evs

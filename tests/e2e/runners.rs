@@ -236,6 +236,7 @@ fn dispatch_is_off_by_default() {
             .contains("tasks_total: 1")
             .then_some(())
     });
+    // Stays: proves nothing happens; a dispatched run would show by now.
     std::thread::sleep(Duration::from_millis(500));
     assert!(!p.session.join("runs").exists());
     assert!(trace(&p).is_empty());
@@ -364,6 +365,7 @@ fn after_kill_9_live_runs_are_readopted_and_no_task_runs_twice() {
             audit(&p.root),
             fs::read_to_string(p.session.join("runs/task_t1/run.json")).unwrap_or_default()
         );
+        // Poll interval of a wait with a deadline (30 s).
         std::thread::sleep(Duration::from_millis(10));
     }
     let runs = ctl_ok(&p.root, &["runs", "--json"]);
@@ -450,6 +452,7 @@ fn stop_holds_a_task_and_run_starts_it_again_by_hand() {
         .ok()?;
         (v["state"] == "stopped" && v["held"] == true && v["exit"].is_object()).then_some(())
     });
+    // Stays: proves nothing happens; a held task that starts again would show by now.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(starts(&p), 1, "held");
     let out = ctl_ok(&p.root, &["run", "task_t1"]);
@@ -478,6 +481,7 @@ fn config_json_is_hot_reloaded_and_an_invalid_edit_keeps_the_previous() {
     eventually("the refusal is reported", || {
         audit(&p.root).contains("config-bad-value").then_some(())
     });
+    // Stays: proves nothing happens; a run started under the bad config would show by now.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(starts(&p), 1);
     // A valid one is in force at once.

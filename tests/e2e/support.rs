@@ -362,6 +362,18 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// Whether process `pid` holds an inotify watch (its fdinfo lists one):
+/// a `--wait` command is waiting on its watches, so a change made now
+/// wakes it. Replaces a fixed sleep before the change.
+pub fn watching(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("inotify wd:")))
+        })
+        .unwrap_or(false)
+}
+
 /// `squadctl status --json` in `root`, which must succeed, parsed.
 pub fn status_json(root: &Path) -> serde_json::Value {
     let out = ctl_run(root, &["status", "--json"]);

@@ -439,6 +439,7 @@ fn kill_9_during_a_large_import_leaves_the_old_team_or_the_new_one() {
         x ^= x << 17;
         let delay = Duration::from_millis(x % (full * 13 / 10));
         let mut child = import_force(&project);
+        // Stays: the kill instant, not a wait for an effect.
         std::thread::sleep(delay);
         let _ = child.kill();
         let _ = child.wait();
@@ -627,6 +628,7 @@ fn squadd_follows_the_team_an_import_puts_in_place() {
     // squadd takes the swap in (a rescan, then the team re-read) before
     // the change below: what follows must come through its watches.
     eventually("the swap seen", || (rescans() > before).then_some(()));
+    // Stays: squadd's re-read of the team after the rescan has no event to wait for.
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(std::fs::read_dir(&p).unwrap().any(|e| {
         e.unwrap()

@@ -165,8 +165,23 @@ fn not_regular(path: &Path, what: &str, strict: bool) -> Diagnostic {
     d
 }
 
+/// How discovery checks one SKILL.md: [`check_file`], or a caller's cache
+/// of its results (squadd re-reads only the skills that changed).
+pub type CheckSkill<'a> = &'a mut dyn FnMut(&Path, bool) -> crate::skill::SkillReport;
+
 /// Reads the front matter of every skill in one place.
 fn scan(project: &Path, place: &Place, strict: bool, out: &mut Discovery) -> Vec<Found> {
+    scan_with(project, place, strict, out, &mut check_file)
+}
+
+/// [`scan`], checking each SKILL.md with `check`.
+fn scan_with(
+    project: &Path,
+    place: &Place,
+    strict: bool,
+    out: &mut Discovery,
+    check: CheckSkill<'_>,
+) -> Vec<Found> {
     let meta = match std::fs::symlink_metadata(&place.dir) {
         Ok(m) => m,
         Err(_) => return Vec::new(),
@@ -239,7 +254,7 @@ fn scan(project: &Path, place: &Place, strict: bool, out: &mut Discovery) -> Vec
             continue;
         };
         out.files += 1;
-        let report = check_file(&file, strict);
+        let report = check(&file, strict);
         out.diagnostics.extend(report.diagnostics);
         if let Some(skill) = report.skill {
             found.push(Found {
@@ -321,20 +336,26 @@ pub fn discover(project: &Path, agent: Option<&str>, strict: bool) -> Discovery 
 /// skill that hides a team skill for that agent is reported). What
 /// `squadctl validate` and `skills list` without `--agent` use.
 pub fn discover_all(project: &Path, strict: bool) -> Discovery {
+    discover_all_with(project, strict, &mut check_file)
+}
+
+/// [`discover_all`], checking each SKILL.md with `check`.
+pub fn discover_all_with(project: &Path, strict: bool, check: CheckSkill<'_>) -> Discovery {
     let mut out = Discovery::default();
     let mut team_candidates = Vec::new();
     for place in team_places(project) {
-        team_candidates.extend(scan(project, &place, strict, &mut out));
+        team_candidates.extend(scan_with(project, &place, strict, &mut out, check));
     }
     let team_skills = resolve(team_candidates, None, strict, &mut out);
     let mut all = team_skills.clone();
     if let Some(team) = teamdir::locate(project) {
         for agent in agents(&team) {
-            let own = scan(
+            let own = scan_with(
                 project,
                 &agent_place(project, &team, &agent),
                 strict,
                 &mut out,
+                check,
             );
             if own.is_empty() {
                 continue;

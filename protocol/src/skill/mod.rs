@@ -557,28 +557,28 @@ pub fn check_text(path: &Path, text: &str, strict: bool) -> SkillReport {
         strict,
         diagnostics: Vec::new(),
     };
-    // Refused unparsed: the parser's cost is quadratic in the depth.
-    if let Some((line, column)) = crate::depth::too_deep(fm.yaml) {
-        c.push(
-            Rule::SkillYamlSyntax,
-            Some(Location {
-                line: u32::try_from(line)
-                    .unwrap_or(u32::MAX)
-                    .saturating_add(fm.first_line - 1),
-                column: u32::try_from(column).unwrap_or(u32::MAX),
-            }),
-            format!(
-                "the front matter nests deeper than {} levels (not parsed)",
-                crate::depth::MAX_DEPTH
-            ),
-            "flatten the front matter; its fields nest a level or two",
-        );
-        report.diagnostics = c.diagnostics;
-        return report;
-    }
-    let value: Value = match serde_yaml::from_str(fm.yaml) {
+    let value: Value = match crate::depth::from_str(fm.yaml) {
         Ok(v) => v,
-        Err(e) => {
+        // Refused unparsed: the parser's cost is quadratic in the depth.
+        Err(crate::depth::YamlError::TooDeep { line, column }) => {
+            c.push(
+                Rule::SkillYamlSyntax,
+                Some(Location {
+                    line: u32::try_from(line)
+                        .unwrap_or(u32::MAX)
+                        .saturating_add(fm.first_line - 1),
+                    column: u32::try_from(column).unwrap_or(u32::MAX),
+                }),
+                format!(
+                    "the front matter nests deeper than {} levels (not parsed)",
+                    crate::depth::MAX_DEPTH
+                ),
+                "flatten the front matter; its fields nest a level or two",
+            );
+            report.diagnostics = c.diagnostics;
+            return report;
+        }
+        Err(crate::depth::YamlError::Syntax(e)) => {
             let loc = e.location().map(|l| Location {
                 line: u32::try_from(l.line())
                     .unwrap_or(u32::MAX)

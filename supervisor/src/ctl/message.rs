@@ -472,7 +472,7 @@ fn read_message(item: &Item) -> Result<(String, Option<Message>), String> {
     .map_err(|e| format!("{}: {e}", item.path.display()))?;
     let message = squad_protocol::payload::extract(&text)
         .ok()
-        .and_then(|p| serde_yaml::from_str::<Message>(p.yaml).ok());
+        .and_then(|p| squad_protocol::depth::from_str::<Message>(p.yaml).ok());
     Ok((text, message))
 }
 

@@ -24,8 +24,57 @@ impl Supervisor {
             return;
         };
         // A reused message id is reported (duplicate-message-id), not
-        // delivered: the recipient would take it for the first one.
-        if core.reuses_message_id(file) {
+        // delivered: the recipient would take it for the first one. It is
+        // refused visibly: an audited event, and a notice to its sender
+        // (docs/daemon.md, Messages). The first by name keeps the id, unless
+        // another file with it was delivered already (a later file whose
+        // name sorts first): that one keeps it.
+        let others = core.others_with_message_id(file);
+        let mail = r.mail.get(name);
+        let dir = &core.index().dir;
+        // Whether `of`'s message sits in its recipient's inbox. Two files
+        // with the same id may share an inbox name: the copy's content says
+        // whose it is (read only when ids clash).
+        let delivered = |of: &str| {
+            core.index().files.get(of).is_some_and(|o| {
+                routing::file_deliveries(&r.root, name, dir, o)
+                    .iter()
+                    .any(|d| {
+                        mail.is_some_and(|m| m.is_delivered(&d.to, &d.name))
+                            && delivered_copy_of(dir, &d.to, &d.name, o.fingerprint)
+                    })
+            })
+        };
+        // A file delivered before the clash arose is not refused (a restart
+        // routes every file again).
+        let delivered_before = !others.is_empty() && delivered(file);
+        let kept_by = if others.is_empty() || delivered_before {
+            None
+        } else {
+            core.message_id_kept_by(file)
+                .or_else(|| others.iter().copied().find(|o| delivered(o)))
+        };
+        if delivered_before && core.reuses_message_id(file) {
+            return;
+        }
+        if let Some(kept_by) = kept_by {
+            let (message_id, from, to) = match &f.entry {
+                crate::index::Entry::Message(m) => (
+                    m.message_id.clone(),
+                    m.from_agent.clone(),
+                    m.to_agent.clone(),
+                ),
+                _ => return,
+            };
+            let kind = EventKind::MessageRefused {
+                message_id,
+                from,
+                to,
+                file: file.to_string(),
+                kept_by: kept_by.to_string(),
+            };
+            let path = f.path_in(&core.index().dir);
+            self.log.emit(i, Some(name), Some(&path), kind);
             return;
         }
         let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
@@ -339,4 +388,20 @@ struct Made {
 /// Whether an inbox entry is still in `new/` (one `stat`, not followed).
 fn still_unread(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
+}
+
+/// Whether the inbox copy `name` of `to` (in `new/` or `cur/`) holds the
+/// bytes whose fingerprint is `fingerprint`: a delivered message is its
+/// file's bytes.
+fn delivered_copy_of(
+    session_dir: &std::path::Path,
+    to: &str,
+    name: &str,
+    fingerprint: u64,
+) -> bool {
+    let inbox = crate::inbox::inbox_dir(session_dir, to);
+    ["new", "cur"].iter().any(|sub| {
+        squad_protocol::fsx::read_regular(&inbox.join(sub).join(name), MAX_FILE_BYTES)
+            .is_ok_and(|b| crate::index::fingerprint(&b) == fingerprint)
+    })
 }

@@ -230,6 +230,14 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     }
 
     let reason = loop {
+        // Let the control socket's tasks run every turn. On this
+        // single-threaded runtime they run only while this loop waits, and
+        // with file events always ready (an agent writing 1,000 times a
+        // second) it waited only when tokio's budget ran out, every 128
+        // turns: a session edit was answered 8-10 s late (issue 22's flaky
+        // session_edit race). A yield costs nothing when idle: it comes only
+        // after something woke the loop.
+        tokio::task::yield_now().await;
         let wake = sup.next_wake();
         tokio::select! {
             biased;
@@ -376,6 +384,7 @@ impl Supervisor {
             cluster: policy_cluster
                 .as_ref()
                 .map(|c| crate::cluster::daemon::start(&root_path, c.clone())),
+            skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
         let r = self.roots.core(i);

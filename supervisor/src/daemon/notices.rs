@@ -45,6 +45,7 @@ pub fn wanted(kind: &EventKind) -> bool {
             | EventKind::TaskOverdue { .. }
             | EventKind::DependencyViolation { .. }
             | EventKind::FileInvalid { .. }
+            | EventKind::MessageRefused { .. }
     )
 }
 
@@ -297,6 +298,10 @@ impl Supervisor {
                     Some(rel),
                 )
             }
+            EventKind::MessageRefused { .. } => match refused_notice(core, &r.root, kind) {
+                Some(n) => n,
+                None => return Vec::new(),
+            },
             _ => return Vec::new(),
         };
         let created = wall.fixed_offset();
@@ -333,6 +338,63 @@ impl Supervisor {
             })
             .collect()
     }
+}
+
+/// What a notice says: its fact, subject, body, task and file.
+type NoticeParts<'a> = (Fact<'a>, String, String, Option<String>, Option<String>);
+
+/// The notice telling the sender of
+/// `file` that it was not delivered because `kept_by` keeps its message id;
+/// `None` when the clash is gone by now.
+fn refused_notice<'a>(
+    core: &'a super::session::SessionCore,
+    root: &Path,
+    kind: &'a EventKind,
+) -> Option<NoticeParts<'a>> {
+    let EventKind::MessageRefused {
+        message_id,
+        to,
+        file,
+        kept_by,
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    // Still a clash: both files there, with the same id.
+    if !core
+        .others_with_message_id(file)
+        .contains(&kept_by.as_str())
+    {
+        return None;
+    }
+    let f = core.index().files.get(file.as_str())?;
+    let agent = writer_of(file)?;
+    let path = f.path_in(&core.index().dir);
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    Some((
+        // A refused message is a file squadd cannot use: the same fact
+        // (and policy switch) as an invalid one.
+        Fact::FileInvalid {
+            file,
+            agent,
+            fingerprint: f.fingerprint,
+        },
+        format!("Message not delivered: {file}"),
+        format!(
+            "squadd did not deliver {rel} to {to}: its message id `{message_id}` is \
+             already used by {kept_by} in this session (duplicate-message-id), and \
+             {to} would take it for that message.\n\n\
+             Send it again under its own id (`squadctl send` picks a new one), and \
+             remove {file}.\n"
+        ),
+        None,
+        Some(rel),
+    ))
 }
 
 #[cfg(test)]

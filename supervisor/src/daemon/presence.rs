@@ -241,7 +241,15 @@ impl Supervisor {
         for dir in crate::skills::watch_dirs(&root) {
             self.watch(i, &dir);
         }
-        self.roots.core_mut(i).skills = crate::skills::health(&root);
+        let cache = &mut self.roots.shell_mut(i).skills;
+        let skills = crate::skills::health_cached(&root, cache);
+        tracing::debug!(
+            root = %root.display(),
+            reread = cache.reread,
+            loaded = skills.loaded,
+            "skills checked"
+        );
+        self.roots.core_mut(i).skills = skills;
         for dir in crate::team::watch_dirs(&root) {
             // An import replaces the team's directories whole.
             self.intake.forget_if_replaced(&dir);

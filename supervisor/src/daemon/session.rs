@@ -294,12 +294,38 @@ impl SessionCore {
     /// name) of the session carries: the `duplicate-message-id` finding,
     /// and such a message is reported, not delivered (docs/daemon.md).
     pub fn reuses_message_id(&self, file: &str) -> bool {
-        let Some(id) = self.index.file(file).and_then(message_id) else {
-            return false;
-        };
-        self.files_with_id(&id)
+        self.message_id_kept_by(file).is_some()
+    }
+
+    /// The file that keeps the message id message file `file` reuses (the
+    /// first by name carrying it), or `None` when `file` keeps its id.
+    pub fn message_id_kept_by(&self, file: &str) -> Option<&str> {
+        let id = self
+            .index
+            .file(file)
+            .filter(|f| f.kind == FileKind::Message)?
+            .message_id()?;
+        self.files_with_id(id)
             .next()
-            .is_some_and(|(first, _)| first != file)
+            .map(|(first, _)| first)
+            .filter(|first| *first != file)
+    }
+
+    /// The other message files carrying the message id message file
+    /// `file` carries, by name.
+    pub fn others_with_message_id(&self, file: &str) -> Vec<&str> {
+        let Some(id) = self
+            .index
+            .file(file)
+            .filter(|f| f.kind == FileKind::Message)
+            .and_then(|f| f.message_id())
+        else {
+            return Vec::new();
+        };
+        self.files_with_id(id)
+            .map(|(name, _)| name)
+            .filter(|name| *name != file)
+            .collect()
     }
 
     /// The message files carrying message id `id`, by name.
