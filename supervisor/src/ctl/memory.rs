@@ -296,7 +296,6 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
     let before = a.before.as_deref().map(parse_when).transpose()?;
     let mut seen = std::collections::HashSet::new();
     let mut shown = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
     for f in mem::discover(&team) {
         if let Some(agent) = &a.agent
             && !f
@@ -337,7 +336,6 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
                 supersedes: e.field("supersedes").map(|s| s.trim().to_string()),
                 agent: f.agent.clone(),
             });
-            texts.push(e.text(&src).to_string());
         }
     }
     if a.supersede_chains {
@@ -351,8 +349,13 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         );
         return Ok(exit::OK);
     }
+    // One write for the whole listing, not one per entry (stdout is line
+    // buffered: a write system call per line was most of a large query).
+    let mut out = String::new();
     for s in &shown {
-        say!(
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
             "{}:{}: {} {} {} — {}",
             crate::text::escape(&s.file),
             s.line,
@@ -362,7 +365,9 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
             crate::text::escape(&s.summary)
         );
     }
-    say!("{}", crate::text::count(shown.len(), "entry", "entries"));
+    out.push_str(&crate::text::count(shown.len(), "entry", "entries"));
+    out.push('\n');
+    let _ = super::print(&out);
     Ok(exit::OK)
 }
 

@@ -1,0 +1,103 @@
+//! `squadctl memory query` of a 1 MB decisions.md, process start included
+//! (issue 23 item 4), against its floor in the same run: one `squadctl
+//! --version` start plus the in-process parse of the same file (and the
+//! in-process parse + dating of every entry for `--after`). Numbers, never
+//! assertions (see docs/performance.md).
+//!
+//! Run: `cargo bench -p squad-supervisor --bench memory`
+//! (`SQUAD_BENCH_SAMPLES`, default 100 per arm).
+
+#![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
+
+#[path = "../../protocol/benches/support/memory_file.rs"]
+mod memory_file;
+
+use squad_protocol::memory;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn pct(samples: &mut [Duration], p: f64) -> f64 {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[i].as_secs_f64() * 1e3
+}
+
+fn main() {
+    let n: usize = std::env::var("SQUAD_BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join(".squad")).unwrap();
+    let src = memory_file::decisions_md(1024 * 1024);
+    std::fs::write(root.join(".squad/decisions.md"), &src).unwrap();
+    let exe = env!("CARGO_BIN_EXE_squadctl");
+    // Output read through a pipe, as a script or an agent's tool reads it.
+    let run = |args: &[&str]| -> usize {
+        let out = Command::new(exe)
+            .current_dir(root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout.len()
+    };
+    let arms: [(&str, &[&str]); 4] = [
+        ("squadctl --version", &["--version"]),
+        ("memory query (every entry)", &["memory", "query"]),
+        (
+            "memory query --after 2026-06-01 (dates every entry)",
+            &["memory", "query", "--after", "2026-06-01"],
+        ),
+        ("memory query --json", &["memory", "query", "--json"]),
+    ];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); arms.len()];
+    let mut parse = Vec::new();
+    let mut parse_dated = Vec::new();
+    let mut out_bytes = vec![0; arms.len()];
+    // Interleaved, so that the machine's load moves every arm alike.
+    for _ in 0..n {
+        for (k, (_, args)) in arms.iter().enumerate() {
+            let t = Instant::now();
+            out_bytes[k] = run(args);
+            times[k].push(t.elapsed());
+        }
+        let t = Instant::now();
+        let text = std::fs::read_to_string(root.join(".squad/decisions.md")).unwrap();
+        let doc = memory::parse(&text);
+        let entries = doc.entries().count();
+        parse.push(t.elapsed());
+        let dated = doc.entries().filter_map(|e| e.moment()).count();
+        parse_dated.push(t.elapsed());
+        assert!(entries > dated / 2);
+    }
+    let entries = memory::parse(&src).entries().count();
+    println!(
+        "memory query: {} bytes, {entries} entries, n={n} per arm",
+        src.len()
+    );
+    let start = pct(&mut times[0], 0.5);
+    let (pp, pd) = (pct(&mut parse, 0.5), pct(&mut parse_dated, 0.5));
+    println!(
+        "in-process read + parse: p50 {pp:.2} ms p99 {:.2} ms; + dating every entry: p50 {pd:.2} ms",
+        pct(&mut parse, 0.99)
+    );
+    for (k, (name, _)) in arms.iter().enumerate() {
+        let floor = if k == 2 { start + pd } else { start + pp };
+        let (p50, p99) = (pct(&mut times[k], 0.5), pct(&mut times[k], 0.99));
+        if k == 0 {
+            println!("{name:<52} p50 {p50:>6.2} ms p99 {p99:>6.2} ms");
+        } else {
+            println!(
+                "{name:<52} p50 {p50:>6.2} ms p99 {p99:>6.2} ms ({} B out); / (start + parse) = {:.2}x",
+                out_bytes[k],
+                p50 / floor
+            );
+        }
+    }
+}
