@@ -173,11 +173,21 @@ impl Entry {
 
 /// The identity of an entry's text (see [`Entry::identity`]).
 pub fn identity_of(text: &str) -> String {
-    let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
-    while lines.last().is_some_and(|l| l.is_empty() || *l == "---") {
-        lines.pop();
-    }
-    lines.join("\n")
+    identity_lines(text).collect::<Vec<_>>().join("\n")
+}
+
+/// The lines of an entry's identity ([`identity_of`] joins them with
+/// `\n`), without building it: for comparing or hashing many entries
+/// without a copy of each.
+pub fn identity_lines(text: &str) -> impl Iterator<Item = &str> + Clone {
+    let keep = text
+        .lines()
+        .map(str::trim_end)
+        .enumerate()
+        .filter(|(_, l)| !(l.is_empty() || *l == "---"))
+        .last()
+        .map_or(0, |(i, _)| i + 1);
+    text.lines().map(str::trim_end).take(keep)
 }
 
 /// A piece of a memory file.

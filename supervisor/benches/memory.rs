@@ -9,18 +9,15 @@
 
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "../../protocol/benches/support/memory_file.rs"]
 mod memory_file;
 
+use cpu::pct;
 use squad_protocol::memory;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn pct(samples: &mut [Duration], p: f64) -> f64 {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i].as_secs_f64() * 1e3
-}
 
 fn main() {
     let n: usize = std::env::var("SQUAD_BENCH_SAMPLES")
@@ -57,15 +54,16 @@ fn main() {
         ("memory query --json", &["memory", "query", "--json"]),
     ];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); arms.len()];
+    let mut cpu_t: Vec<Vec<Duration>> = vec![Vec::new(); arms.len()];
     let mut parse = Vec::new();
     let mut parse_dated = Vec::new();
     let mut out_bytes = vec![0; arms.len()];
     // Interleaved, so that the machine's load moves every arm alike.
     for _ in 0..n {
         for (k, (_, args)) in arms.iter().enumerate() {
-            let t = Instant::now();
-            out_bytes[k] = run(args);
-            times[k].push(t.elapsed());
+            let (w, c) = cpu::measure(|| out_bytes[k] = run(args));
+            times[k].push(w);
+            cpu_t[k].push(c);
         }
         let t = Instant::now();
         let text = std::fs::read_to_string(root.join(".squad/decisions.md")).unwrap();
@@ -82,6 +80,7 @@ fn main() {
         src.len()
     );
     let start = pct(&mut times[0], 0.5);
+    let start_cpu = pct(&mut cpu_t[0], 0.5);
     let (pp, pd) = (pct(&mut parse, 0.5), pct(&mut parse_dated, 0.5));
     println!(
         "in-process read + parse: p50 {pp:.2} ms p99 {:.2} ms; + dating every entry: p50 {pd:.2} ms",
@@ -89,14 +88,17 @@ fn main() {
     );
     for (k, (name, _)) in arms.iter().enumerate() {
         let floor = if k == 2 { start + pd } else { start + pp };
+        let floor_cpu = floor - start + start_cpu;
         let (p50, p99) = (pct(&mut times[k], 0.5), pct(&mut times[k], 0.99));
+        let c50 = pct(&mut cpu_t[k], 0.5);
         if k == 0 {
-            println!("{name:<52} p50 {p50:>6.2} ms p99 {p99:>6.2} ms");
+            println!("{name:<52} wall p50 {p50:>6.2} ms p99 {p99:>6.2} ms; CPU p50 {c50:>6.2} ms");
         } else {
             println!(
-                "{name:<52} p50 {p50:>6.2} ms p99 {p99:>6.2} ms ({} B out); / (start + parse) = {:.2}x",
+                "{name:<52} wall p50 {p50:>6.2} ms p99 {p99:>6.2} ms; CPU p50 {c50:>6.2} ms ({} B out); / (start + parse): wall {:.2}x, CPU {:.2}x",
                 out_bytes[k],
-                p50 / floor
+                p50 / floor,
+                c50 / floor_cpu
             );
         }
     }
