@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
+#[path = "support/memory_file.rs"]
+mod memory_file;
+
 use squad_protocol::memory;
 use std::time::{Duration, Instant};
 
@@ -17,27 +20,7 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    let legacy = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/corpora/squad/squad-head/.squad/decisions.md"
-    ))
-    .unwrap();
-    let mut src = String::from("# Decisions\n\n");
-    let mut i = 0;
-    while src.len() < 1024 * 1024 {
-        if i % 4 == 0 {
-            src.push_str(&legacy);
-            src.push('\n');
-        }
-        let ts = format!("2026-{:02}-{:02}T10:00:00-0800", 1 + i % 12, 1 + i % 28);
-        src.push_str(&format!(
-            "### {ts}: decision: Entry {i}\n\n**type:** decision\n**timestamp:** {ts}\n**author:** agent{}\n**scope:** team\n**tags:** a, b{}\n\n**summary:** Entry {i}\n\n**details:**\n\n{}\n```sh\n### not a heading\n```\n\n**rationale:** Because.\n\n---\n\n",
-            i % 9,
-            i % 5,
-            "Some details text for the entry. ".repeat(8)
-        ));
-        i += 1;
-    }
+    let src = memory_file::decisions_md(1024 * 1024);
     let runs = 50;
     let mut parse = Vec::new();
     let mut query = Vec::new();

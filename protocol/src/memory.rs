@@ -173,11 +173,21 @@ impl Entry {
 
 /// The identity of an entry's text (see [`Entry::identity`]).
 pub fn identity_of(text: &str) -> String {
-    let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
-    while lines.last().is_some_and(|l| l.is_empty() || *l == "---") {
-        lines.pop();
-    }
-    lines.join("\n")
+    identity_lines(text).collect::<Vec<_>>().join("\n")
+}
+
+/// The lines of an entry's identity ([`identity_of`] joins them with
+/// `\n`), without building it: for comparing or hashing many entries
+/// without a copy of each.
+pub fn identity_lines(text: &str) -> impl Iterator<Item = &str> + Clone {
+    let keep = text
+        .lines()
+        .map(str::trim_end)
+        .enumerate()
+        .filter(|(_, l)| !(l.is_empty() || *l == "---"))
+        .last()
+        .map_or(0, |(i, _)| i + 1);
+    text.lines().map(str::trim_end).take(keep)
 }
 
 /// A piece of a memory file.
@@ -395,9 +405,13 @@ pub fn parse_moment(text: &str, tz: Option<FixedOffset>) -> Option<DateTime<Fixe
     let t = text.trim();
     // SEM's own layout, read directly (format-string parsing was most of
     // the cost of dating every entry); anything else goes the long way.
-    if let Some(d) = fixed_layout(t) {
-        return Some(d);
-    }
+    fixed_layout(t).or_else(|| general_moment(t, tz))
+}
+
+/// [`parse_moment`] without the fast path: every form, by chrono's format
+/// strings (`t` trimmed). The fast path must agree with it on every text it
+/// accepts (property-tested below).
+fn general_moment(t: &str, tz: Option<FixedOffset>) -> Option<DateTime<FixedOffset>> {
     let utc = FixedOffset::east_opt(0)?;
     let tz = tz.unwrap_or(utc);
     for f in [
@@ -1457,4 +1471,127 @@ pub fn split_archive(live: &str, archive: &str, moves: &[bool]) -> (String, Stri
     }
     let n = moved.len();
     (append_entries(archive, moved.into_iter()), kept, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Texts at and around SEM's layout: digits in every field (also out of
+    /// range), a fraction of 0-10 digits, every offset form, and a stray
+    /// character now and then, so the fast path both accepts and refuses.
+    fn near_layout() -> impl Strategy<Value = String> {
+        let digits = |n: usize| proptest::collection::vec(0u8..10, n);
+        (
+            digits(4),
+            (0u8..20, 0u8..40, 0u8..30, 0u8..70, 0u8..70),
+            proptest::option::of(
+                digits(0)
+                    .prop_union(digits(1))
+                    .or(digits(3))
+                    .or(digits(9))
+                    .or(digits(10)),
+            ),
+            prop_oneof![
+                Just("Z".to_string()),
+                (any::<bool>(), 0u8..30, 0u8..70, any::<bool>()).prop_map(|(neg, h, m, colon)| {
+                    format!(
+                        "{}{h:02}{}{m:02}",
+                        if neg { '-' } else { '+' },
+                        if colon { ":" } else { "" }
+                    )
+                }),
+                "[+-]?[0-9:]{0,6}",
+            ],
+            proptest::option::of((0usize..26, "[0-9 :.TZ+x-]")),
+        )
+            .prop_map(|(y, (mo, d, h, mi, s), frac, off, stray)| {
+                let y: String = y.iter().map(|c| char::from(b'0' + c)).collect();
+                let mut t = format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}");
+                if let Some(f) = frac {
+                    t.push('.');
+                    t.extend(f.iter().map(|c| char::from(b'0' + c)));
+                }
+                t.push_str(&off);
+                if let Some((at, c)) = stray
+                    && t.is_char_boundary(at.min(t.len()))
+                {
+                    t.replace_range(at.min(t.len())..(at + 1).min(t.len()), &c);
+                }
+                t
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Whatever the fast path reads, the general parser reads the same
+        /// instant with the same offset.
+        #[test]
+        fn the_fast_path_agrees_with_the_general_parser(t in near_layout()) {
+            if let Some(fast) = fixed_layout(&t) {
+                let slow = general_moment(&t, None);
+                prop_assert_eq!(Some(fast), slow, "{}", t);
+                prop_assert_eq!(
+                    fast.offset().local_minus_utc(),
+                    slow.map(|d| d.offset().local_minus_utc()).unwrap_or(i32::MIN)
+                );
+            }
+        }
+    }
+
+    /// The fast path accepts the canonical layout at all (the property
+    /// above would hold trivially for a fast path that refuses everything).
+    #[test]
+    fn the_fast_path_reads_canonical_timestamps() {
+        for t in [
+            "2026-02-15T14:32:15-0800",
+            "2026-02-15T14:32:15+05:30",
+            "2026-02-15T14:32:15Z",
+            "2026-02-15T14:32:15.5Z",
+        ] {
+            assert!(fixed_layout(t).is_some(), "{t}");
+        }
+    }
+
+    /// Every timestamp of the real Squad teams' memory files (vendored under
+    /// tests/corpora/squad): where the fast path reads it, the general
+    /// parser reads the same.
+    #[test]
+    fn the_fast_path_agrees_on_the_corpora_memory_files() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpora/squad");
+        let mut files = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(root)];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "md") {
+                    files.push(p);
+                }
+            }
+        }
+        let (mut dated, mut fast) = (0, 0);
+        for f in &files {
+            let src = std::fs::read_to_string(f).unwrap();
+            for e in parse(&src).entries() {
+                let Some(t) = e.timestamp_text() else {
+                    continue;
+                };
+                dated += 1;
+                let t = t.trim();
+                if let Some(d) = fixed_layout(t) {
+                    fast += 1;
+                    assert_eq!(Some(d), general_moment(t, None), "{}: {t}", f.display());
+                }
+            }
+        }
+        assert!(dated > 20, "the corpora hold dated entries ({dated})");
+        eprintln!(
+            "corpora: {} files, {dated} dated entries, {fast} read by the fast path",
+            files.len()
+        );
+    }
 }

@@ -1,18 +1,31 @@
 //! squadd benchmarks: numbers (see docs/performance.md), never timed assertions.
 //!
-//! 1. Latency: a task assignment renamed into a session directory → the
+//! Every latency is seen by one inotify reader of the benchmark (never by
+//! polling a file or a directory), and every latency harness has a floor
+//! arm in the same run: a bare rename into a watched directory seen by that
+//! same reader. Each prints ours / floor.
+//!
+//! 1. `latency`: a task assignment renamed into a session directory → the
 //!    moment session-status.md reflects it, at 10 and at 500 files/s; p50,
 //!    p99, max.
-//! 2. Start-up: 1,000 sessions × 10 files → READY=1; RSS with that index;
-//!    CPU used over an idle period.
-//! 3. Growth (issue 9): one session with 2,000 tasks whose messages grow to
+//! 2. `complete` (issue 23): sessions of chained tasks; a progress update
+//!    completes a task and readies its dependent: rename → session-status.md
+//!    counts it, rename → the task-ready notice in the assignee's inbox, and
+//!    the notice's delivery minus the status write; shipped policy (notices
+//!    on) and `notices.task_ready: false`.
+//! 3. `messages` (issue 23): a message to an agent with a `notify` hook →
+//!    its file in `inbox/<agent>/new/`.
+//! 4. `startup`: 1,000 sessions × 5 tasks in progress and overdue (5,000
+//!    overdue notices owed) → READY=1, RSS, when the last notice file
+//!    exists; with notices off; restart; CPU used over an idle period.
+//! 5. `growth` (issue 9): one session with 2,000 tasks whose messages grow to
 //!    5,000, beside 1,000 small sessions. At 0, 500 and 5,000 messages:
 //!    rename of a progress update → session-status.md, and rename of a
 //!    message → its file in the recipient's `inbox/<agent>/new/`, p50/p99;
 //!    the syscalls of one change (`strace -c -f` attached for a window of
 //!    changes, when strace is installed); then wake-ups over an idle period
 //!    (voluntary context switches of every squadd thread).
-//! 4. Burst (issue 11): 50,000 messages renamed into one session as fast as
+//! 6. `burst` (issue 11): 50,000 messages renamed into one session as fast as
 //!    they can be written; the time until every one is in its recipient's
 //!    inbox, and squadd's RSS before, right after and once the burst is
 //!    over (what a delivered message costs while squadd runs on).
@@ -21,10 +34,9 @@
 //! `SQUAD_BENCH_DIR` (where to create roots; default the system temp dir,
 //! try /dev/shm for tmpfs), `SQUAD_BENCH_IDLE_SECS` (default 60),
 //! `SQUAD_BENCH_SESSIONS` (default 1000), `SQUAD_BENCH_BURST` (default
-//! 50000), `SQUAD_BENCH_SAMPLES` (growth: samples per size and direction,
-//! default 40; a p99 worth trusting needs a few hundred). Run one part by
-//! name:
-//! `… --bench daemon -- growth`.
+//! 50000), `SQUAD_BENCH_SAMPLES` (samples per arm: growth default 40,
+//! complete and messages default 200; a p99 worth trusting needs a few
+//! hundred). Run parts by name: `… --bench daemon -- complete messages`.
 
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
@@ -126,11 +138,16 @@ fn latency(rate: f64, count: usize, sessions: usize) {
     for d in &dirs {
         fs::create_dir_all(d).unwrap();
     }
+    let floor_dir = root.join("floor");
+    fs::create_dir_all(&floor_dir).unwrap();
     let (_daemon, _) = start(root);
 
-    // Observe every change of every session-status.md with its time.
+    // Observe every change of every session-status.md with its time; the
+    // floor arm's bare renames are seen by the same watcher.
     let (tx, rx) = mpsc::channel::<(Instant, usize, usize)>();
+    let (floor_tx, floor_rx) = mpsc::channel::<(Instant, PathBuf)>();
     let watched = dirs.clone();
+    let floor_watched = floor_dir.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let Ok(e) = res else { return };
         if !matches!(e.kind, EventKind::Modify(_) | EventKind::Create(_)) {
@@ -138,7 +155,9 @@ fn latency(rate: f64, count: usize, sessions: usize) {
         }
         let at = Instant::now();
         for p in &e.paths {
-            if p.file_name().is_some_and(|n| n == "session-status.md")
+            if p.parent() == Some(floor_watched.as_path()) {
+                let _ = floor_tx.send((at, p.clone()));
+            } else if p.file_name().is_some_and(|n| n == "session-status.md")
                 && let Some(s) = watched.iter().position(|d| p.parent() == Some(d.as_path()))
                 && let Some(n) = tasks_total(p)
             {
@@ -150,6 +169,9 @@ fn latency(rate: f64, count: usize, sessions: usize) {
     for d in &dirs {
         watcher.watch(d, RecursiveMode::NonRecursive).unwrap();
     }
+    watcher
+        .watch(&floor_dir, RecursiveMode::NonRecursive)
+        .unwrap();
 
     let interval = Duration::from_secs_f64(1.0 / rate);
     let begin = Instant::now();
@@ -191,13 +213,36 @@ fn latency(rate: f64, count: usize, sessions: usize) {
                 .map(|(at, _, _)| *at - *t0)
         })
         .collect();
-    lat.sort();
+    // The floor arm, same watcher, same rate: a bare rename into a watched
+    // directory.
+    let mut floor = Vec::new();
+    let begin = Instant::now();
+    for j in 1..=count.min(200) {
+        let due = begin + interval * j as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let staging = floor_dir.join(format!(".floor-{j}.partial"));
+        fs::write(&staging, "x\n").unwrap();
+        let name = format!("floor-{j}");
+        let t0 = Instant::now();
+        fs::rename(&staging, floor_dir.join(&name)).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            let Ok((at, p)) = floor_rx.recv_timeout(left) else {
+                break;
+            };
+            if at >= t0 && p.file_name().is_some_and(|n| n == name.as_str()) {
+                floor.push(at - t0);
+                break;
+            }
+        }
+    }
+    let ratio = p50(&mut lat) / p50(&mut floor);
     println!(
-        "latency @ {rate:>5.0} files/s into {sessions:>3} session(s): n={:>4}  p50 {:>6.3} ms  p99 {:>6.3} ms  max {:>6.3} ms",
-        lat.len(),
-        ms(percentile(&lat, 0.5)),
-        ms(percentile(&lat, 0.99)),
-        ms(lat[lat.len() - 1]),
+        "latency @ {rate:>5.0} files/s into {sessions:>3} session(s): {}; floor {}; ours/floor p50 {ratio:.1}x",
+        summary(&mut lat),
+        summary(&mut floor),
     );
 }
 
@@ -217,54 +262,116 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
 }
 
+/// The notices squadd wrote into the sessions under `base` (files
+/// `role-comm-squadd-to-…`).
+fn notices_written(base: &Path) -> usize {
+    let Ok(sessions) = fs::read_dir(base) else {
+        return 0;
+    };
+    sessions
+        .filter_map(Result::ok)
+        .filter_map(|s| fs::read_dir(s.path()).ok())
+        .flat_map(|d| d.filter_map(Result::ok))
+        .filter(|f| {
+            f.file_name()
+                .to_string_lossy()
+                .starts_with("role-comm-squadd-to-")
+        })
+        .count()
+}
+
+/// Start-up with overdue work (issue 23 items 2 and 5): `sessions`
+/// sessions of 5 tasks each, every task in progress since 2024 with a
+/// 300 s timeout, so every one is overdue (5,000 with the default 1,000
+/// sessions) and, with the shipped policy, owed an overdue notice. Time to
+/// READY=1, RSS, and when the last notice file exists (counted every
+/// 250 ms: a throughput figure, not a latency); the same tree again with
+/// notices off; then a restart and an idle period with notices on.
 fn startup_and_idle() {
     let sessions: usize = env_or("SQUAD_BENCH_SESSIONS", 1000);
     let idle: u64 = env_or("SQUAD_BENCH_IDLE_SECS", 60);
-    let tmp = tempdir();
-    let root = tmp.path();
-    let base: PathBuf = root.join(".squad/sessions");
-    for s in 0..sessions {
-        let dir = base.join(format!("20240115T{s:06}Z"));
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(
-            dir.join("session-status.md"),
-            "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: design\n",
-        )
-        .unwrap();
-        for t in 0..5 {
-            let i = s * 10 + t;
-            fs::write(dir.join(format!("role-plan-bench-task_{i:05}.md")), plan(i)).unwrap();
+    for notices in [false, true] {
+        let tmp = tempdir();
+        let root = tmp.path();
+        let base: PathBuf = root.join(".squad/sessions");
+        fs::create_dir_all(&base).unwrap();
+        if !notices {
             fs::write(
-                dir.join(format!("role-comm-bench-task_{i:05}.md")),
-                format!("meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T10:35:00Z\nstatus: in_progress\nprogress_percentage: 50\nartifacts_created:\n  - path: backend/src/routes/users_{i}.ts\n"),
+                root.join(".squad/policies.yaml"),
+                "notices:\n  task_ready: false\n  task_overdue: false\n",
             )
             .unwrap();
         }
+        for s in 0..sessions {
+            let dir = base.join(format!("20240115T{s:06}Z"));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(
+                dir.join("session-status.md"),
+                "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\nphase: design\n",
+            )
+            .unwrap();
+            for t in 0..5 {
+                let i = s * 10 + t;
+                fs::write(dir.join(format!("role-plan-bench-task_{i:05}.md")), plan(i)).unwrap();
+                fs::write(
+                    dir.join(format!("role-comm-bench-task_{i:05}.md")),
+                    format!("meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T10:35:00Z\nstatus: in_progress\nprogress_percentage: 50\nartifacts_created:\n  - path: backend/src/routes/users_{i}.ts\n"),
+                )
+                .unwrap();
+            }
+        }
+        let label = if notices {
+            "notices on "
+        } else {
+            "notices off"
+        };
+        // First start: writes every status file, the shared context and
+        // (notices on) one overdue notice per task.
+        let t0 = Instant::now();
+        let (first, cold) = start(root);
+        let rss_ready = rss_kib(first.child.id()).unwrap_or(0);
+        let expected = if notices { sessions * 5 } else { 0 };
+        let mut written = notices_written(&base);
+        let end = Instant::now() + Duration::from_secs(300);
+        while written < expected && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(250));
+            written = notices_written(&base);
+        }
+        let all_told = t0.elapsed();
+        let rss_told = rss_kib(first.child.id()).unwrap_or(0);
+        println!(
+            "start-up ({label}), {sessions} sessions, {} overdue tasks: READY=1 after {:.0} ms (RSS {:.1} MiB); {written}/{expected} notice files after {:.0} ms (RSS then {:.1} MiB)",
+            sessions * 5,
+            ms(cold),
+            rss_ready as f64 / 1024.0,
+            ms(all_told),
+            rss_told as f64 / 1024.0,
+        );
+        drop(first);
+        if !notices {
+            continue;
+        }
+        // Second start: the steady state after a restart (nothing to write).
+        let (daemon, warm) = start(root);
+        let pid = daemon.child.id();
+        let rss = rss_kib(pid).unwrap_or(0);
+        println!(
+            "start-up ({label}): restart {:.0} ms; RSS {:.1} MiB",
+            ms(warm),
+            rss as f64 / 1024.0
+        );
+        let ticks_per_sec = 100.0; // USER_HZ on Linux
+        let before = proc_stat_cpu_ticks(pid).unwrap_or(0);
+        std::thread::sleep(Duration::from_secs(idle));
+        let after = proc_stat_cpu_ticks(pid).unwrap_or(0);
+        let cpu = (after - before) as f64 / ticks_per_sec;
+        println!(
+            "idle {idle} s: CPU {:.3} s = {:.4} % of one core; RSS {:.1} MiB",
+            cpu,
+            cpu / idle as f64 * 100.0,
+            rss_kib(pid).unwrap_or(0) as f64 / 1024.0
+        );
     }
-    // First start: writes every status file and the shared context.
-    let (first, cold) = start(root);
-    drop(first);
-    // Second start: the steady state after a restart (nothing to write).
-    let (daemon, warm) = start(root);
-    let pid = daemon.child.id();
-    let rss = rss_kib(pid).unwrap_or(0);
-    println!(
-        "start-up, {sessions} sessions x 10 files: first start {:.0} ms, restart {:.0} ms; RSS {:.1} MiB",
-        ms(cold),
-        ms(warm),
-        rss as f64 / 1024.0
-    );
-    let ticks_per_sec = 100.0; // USER_HZ on Linux
-    let before = proc_stat_cpu_ticks(pid).unwrap_or(0);
-    std::thread::sleep(Duration::from_secs(idle));
-    let after = proc_stat_cpu_ticks(pid).unwrap_or(0);
-    let cpu = (after - before) as f64 / ticks_per_sec;
-    println!(
-        "idle {idle} s: CPU {:.3} s = {:.4} % of one core; RSS {:.1} MiB",
-        cpu,
-        cpu / idle as f64 * 100.0,
-        rss_kib(pid).unwrap_or(0) as f64 / 1024.0
-    );
 }
 
 /// When message number `minute` was created: 2024-01-15T10:00:00Z plus that
@@ -384,6 +491,14 @@ fn growth() {
     );
     let status = big.join("session-status.md");
     let inbox = big.join("inbox/bob/new");
+    let carol = big.join("inbox/carol/new");
+    let floor_dir = root.join("floor");
+    fs::create_dir_all(&carol).unwrap();
+    fs::create_dir_all(&floor_dir).unwrap();
+    // Detection by inotify (one reader for ours and the floor), not by
+    // polling the files.
+    let reader = Reader::new(&[&big, &carol, &floor_dir]);
+    let mut floor_n = 0usize;
     let mut messages = 0usize;
     let mut next_task = 0usize;
     let mut next_msg = 0usize;
@@ -409,20 +524,29 @@ fn growth() {
         }
         // rename → status: a progress update completes one more task.
         let mut to_status = Vec::new();
+        let mut floor = Vec::new();
         for _ in 0..samples {
             let i = next_task;
             next_task += 1;
             let before = tasks_completed(&status).unwrap_or(0);
+            reader.drain();
             let t0 = rename_in(
                 &format!("role-comm-bench-task_{i:05}.md"),
                 &format!(
                     "meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T11:00:00Z\nstatus: completed\n"
                 ),
             );
-            if wait_for(|| tasks_completed(&status).unwrap_or(0) > before) {
-                to_status.push(t0.elapsed());
+            if let Some(at) = reader.until(t0, |p| {
+                p == status && tasks_completed(&status).unwrap_or(0) > before
+            }) {
+                to_status.push(at - t0);
             }
-            std::thread::sleep(Duration::from_millis(25));
+            std::thread::sleep(Duration::from_millis(10));
+            floor_n += 1;
+            if let Some(f) = floor_sample(&reader, &floor_dir, floor_n) {
+                floor.push(f);
+            }
+            std::thread::sleep(Duration::from_millis(15));
         }
         // rename → inbox: a message to carol.
         let mut to_inbox = Vec::new();
@@ -433,19 +557,23 @@ fn growth() {
                 created(next_msg),
                 &id,
             );
-            let target = big.join("inbox/carol/new").join(&name);
+            reader.drain();
             let t0 = rename_in(
                 &format!("role-comm-alice-to-carol-{id}.md"),
                 &message(&id, "carol", next_msg),
             );
             next_msg += 1;
-            if wait_for(|| target.exists()) {
-                to_inbox.push(t0.elapsed());
+            if let Some(at) = reader.until(t0, |p| {
+                p.parent() == Some(carol.as_path())
+                    && p.file_name().is_some_and(|n| n == name.as_str())
+            }) {
+                to_inbox.push(at - t0);
             }
             std::thread::sleep(Duration::from_millis(25));
         }
         to_status.sort();
         to_inbox.sort();
+        let floor_p50 = p50(&mut floor);
         // Syscalls of one change: 20 progress updates under strace.
         let calls = syscalls_during(pid, || {
             for _ in 0..changes {
@@ -458,7 +586,9 @@ fn growth() {
                         "meta:\n  task_id: task_{i:05}\n  agent: bench\n  updated_at: 2024-01-15T11:00:00Z\nstatus: completed\n"
                     ),
                 );
-                wait_for(|| tasks_completed(&status).unwrap_or(0) > before);
+                reader.until(Instant::now() - Duration::from_secs(1), |p| {
+                    p == status && tasks_completed(&status).unwrap_or(0) > before
+                });
                 std::thread::sleep(Duration::from_millis(60));
             }
         });
@@ -478,6 +608,12 @@ fn growth() {
                 || "n/a (no strace)".to_string(),
                 |c| format!("{:.0}", c as f64 / changes as f64)
             ),
+        );
+        println!(
+            "  {level:>5} messages: floor (bare rename, same reader) {}; ours/floor p50: status {:.1}x, inbox {:.1}x",
+            summary(&mut floor),
+            ms(percentile(&to_status, 0.5)) / floor_p50,
+            ms(percentile(&to_inbox, 0.5)) / floor_p50,
         );
     }
     // Idle: let the shared-context and state write-behind settle first.
@@ -577,6 +713,331 @@ fn burst() {
     );
 }
 
+/// One inotify reader for a whole harness: every create or rename-into
+/// event of the watched directories, with the time the callback saw it.
+/// squadd's output and the floor arm's bare renames are seen by this same
+/// reader, so the floor includes what the reader itself costs.
+struct Reader {
+    _watcher: notify::RecommendedWatcher,
+    rx: mpsc::Receiver<(Instant, PathBuf)>,
+}
+
+impl Reader {
+    fn new(dirs: &[&Path]) -> Reader {
+        let (tx, rx) = mpsc::channel();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let Ok(e) = res else { return };
+            if !matches!(e.kind, EventKind::Modify(_) | EventKind::Create(_)) {
+                return;
+            }
+            let at = Instant::now();
+            for p in e.paths {
+                let _ = tx.send((at, p));
+            }
+        })
+        .unwrap();
+        for d in dirs {
+            watcher.watch(d, RecursiveMode::NonRecursive).unwrap();
+        }
+        Reader {
+            _watcher: watcher,
+            rx,
+        }
+    }
+
+    /// Drops what was seen so far.
+    fn drain(&self) {
+        while self.rx.try_recv().is_ok() {}
+    }
+
+    /// The time of the first event at or after `t0` for which `done` holds
+    /// (given the path; it may read the file), within 30 s.
+    fn until(&self, t0: Instant, mut done: impl FnMut(&Path) -> bool) -> Option<Instant> {
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = end.checked_duration_since(Instant::now())?;
+            let (at, p) = self.rx.recv_timeout(left).ok()?;
+            if at >= t0 && done(&p) {
+                return Some(at);
+            }
+        }
+    }
+}
+
+/// Latency percentiles of one arm: "n=… p50 … p99 … max …".
+fn summary(samples: &mut [Duration]) -> String {
+    if samples.is_empty() {
+        return "n=0".into();
+    }
+    samples.sort();
+    format!(
+        "n={:>4} p50 {:>7.3} ms p99 {:>7.3} ms max {:>7.3} ms",
+        samples.len(),
+        ms(percentile(samples, 0.5)),
+        ms(percentile(samples, 0.99)),
+        ms(samples[samples.len() - 1]),
+    )
+}
+
+fn p50(samples: &mut [Duration]) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    samples.sort();
+    ms(percentile(samples, 0.5))
+}
+
+/// The floor arm: a bare rename into a watched directory, seen by `reader`.
+fn floor_sample(reader: &Reader, dir: &Path, j: usize) -> Option<Duration> {
+    let staging = dir.join(format!(".floor-{j}.partial"));
+    fs::write(&staging, "x\n").unwrap();
+    let name = format!("floor-{j}");
+    let target = dir.join(&name);
+    reader.drain();
+    let t0 = Instant::now();
+    fs::rename(&staging, &target).unwrap();
+    let at = reader.until(t0, |p| p.file_name().is_some_and(|n| n == name.as_str()))?;
+    let _ = fs::remove_file(&target);
+    Some(at - t0)
+}
+
+/// A file in `dir` whose name is not hidden (squadd's and writers'
+/// temporaries are).
+fn visible(p: &Path, dir: &Path) -> bool {
+    p.parent() == Some(dir)
+        && p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| !n.starts_with('.'))
+}
+
+/// Issue 23 item 5: what users do. Sessions of chained tasks (task k
+/// requires task k-1, one assignee); each sample renames in a progress
+/// update completing the next task, which readies its dependent, so
+/// squadd writes the status and (notices on) a task-ready notice and its
+/// delivery. Measured by one inotify reader: rename → session-status.md
+/// counts it, rename → the ready notice in the assignee's inbox, and the
+/// notice's delivery minus the status write; beside it, the floor arm.
+/// Run with the shipped policy (notices on) and with `task_ready: false`.
+fn complete() {
+    let samples: usize = env_or("SQUAD_BENCH_SAMPLES", 200).max(1);
+    let sessions = 10usize;
+    let per = samples / sessions + 2;
+    for notices in [true, false] {
+        let tmp = tempdir();
+        let root = tmp.path();
+        fs::create_dir_all(root.join(".squad")).unwrap();
+        if !notices {
+            fs::write(
+                root.join(".squad/policies.yaml"),
+                "notices:\n  task_ready: false\n",
+            )
+            .unwrap();
+        }
+        let floor_dir = root.join("floor");
+        fs::create_dir_all(&floor_dir).unwrap();
+        let dirs: Vec<PathBuf> = (0..sessions)
+            .map(|s| root.join(format!(".squad/sessions/20240115T{s:06}Z-chain")))
+            .collect();
+        for d in &dirs {
+            fs::create_dir_all(d.join("inbox/dev/new")).unwrap();
+            fs::write(
+                d.join("session-status.md"),
+                "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+            )
+            .unwrap();
+            for k in 0..per {
+                let requires = if k == 0 {
+                    String::new()
+                } else {
+                    format!("dependencies:\n  requires:\n    - task_{:05}\n", k - 1)
+                };
+                fs::write(
+                    d.join(format!("role-plan-dev-task_{k:05}.md")),
+                    format!(
+                        "meta:\n  task_id: task_{k:05}\n  agent: dev\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\ninstruction: |\n  Step {k}.\n{requires}"
+                    ),
+                )
+                .unwrap();
+            }
+        }
+        let (_daemon, _) = start(root);
+        let inboxes: Vec<PathBuf> = dirs.iter().map(|d| d.join("inbox/dev/new")).collect();
+        let mut watched: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        watched.extend(inboxes.iter().map(PathBuf::as_path));
+        watched.push(&floor_dir);
+        let reader = Reader::new(&watched);
+        // Let start-up notices (task_00000 ready) settle.
+        if notices {
+            wait_for(|| {
+                inboxes
+                    .iter()
+                    .all(|i| fs::read_dir(i).map_or(0, |d| d.count()) >= 1)
+            });
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let (mut to_status, mut to_inbox, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+        let mut gap_ms: Vec<f64> = Vec::new();
+        for j in 0..samples {
+            let (s, k) = (j % sessions, j / sessions);
+            let dir = &dirs[s];
+            let status = dir.join("session-status.md");
+            let inbox = &inboxes[s];
+            let delivered_before = fs::read_dir(inbox).map_or(0, |d| d.count());
+            let staging = dir.join(format!(".done-{k}.partial"));
+            fs::write(
+                &staging,
+                format!("meta:\n  task_id: task_{k:05}\n  agent: dev\n  updated_at: 2024-01-15T11:00:00Z\nstatus: completed\n"),
+            )
+            .unwrap();
+            reader.drain();
+            let t0 = Instant::now();
+            fs::rename(&staging, dir.join(format!("role-comm-dev-task_{k:05}.md"))).unwrap();
+            let (mut at_status, mut at_inbox) = (None, None);
+            let end = Instant::now() + Duration::from_secs(30);
+            while (at_status.is_none() || (notices && at_inbox.is_none())) && Instant::now() < end {
+                let Ok((at, p)) = reader.rx.recv_timeout(Duration::from_secs(1)) else {
+                    continue;
+                };
+                if at_status.is_none() && p == status && tasks_completed(&status).unwrap_or(0) > k {
+                    at_status = Some(at);
+                }
+                if notices
+                    && at_inbox.is_none()
+                    && visible(&p, inbox)
+                    && fs::read_dir(inbox).map_or(0, |d| d.count()) > delivered_before
+                {
+                    at_inbox = Some(at);
+                }
+            }
+            if let Some(a) = at_status {
+                to_status.push(a - t0);
+            }
+            if let Some(b) = at_inbox {
+                to_inbox.push(b - t0);
+            }
+            if let (Some(a), Some(b)) = (at_status, at_inbox) {
+                gap_ms.push(if b >= a { ms(b - a) } else { -ms(a - b) });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            if let Some(f) = floor_sample(&reader, &floor_dir, j) {
+                floor.push(f);
+            }
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        let (ps, pf) = (p50(&mut to_status), p50(&mut floor));
+        let label = if notices {
+            "notices on "
+        } else {
+            "notices off"
+        };
+        println!(
+            "complete ({label}): rename→status {}",
+            summary(&mut to_status)
+        );
+        if notices {
+            let pi = p50(&mut to_inbox);
+            gap_ms.sort_by(f64::total_cmp);
+            let gp = |p: f64| {
+                gap_ms
+                    .get(((gap_ms.len().max(1) - 1) as f64 * p).round() as usize)
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            };
+            println!(
+                "complete ({label}): rename→ready notice in inbox {}",
+                summary(&mut to_inbox)
+            );
+            println!(
+                "complete ({label}): notice delivered minus status written: n={} p50 {:+.3} ms p99 {:+.3} ms (negative: before the status)",
+                gap_ms.len(),
+                gp(0.5),
+                gp(0.99)
+            );
+            println!(
+                "complete ({label}): ours/floor p50: status {:.1}x, inbox {:.1}x",
+                ps / pf,
+                pi / pf
+            );
+        } else {
+            println!("complete ({label}): ours/floor p50: status {:.1}x", ps / pf);
+        }
+        println!(
+            "complete ({label}): floor (bare rename seen by the same reader) {}",
+            summary(&mut floor)
+        );
+    }
+}
+
+/// Issue 23 item 5: messages sent with a notify hook configured for the
+/// recipient (the hook runs `true`): rename of a message → its file in
+/// the recipient's `inbox/<agent>/new/`, by the same inotify reader as the
+/// floor arm beside it.
+fn messages() {
+    let samples: usize = env_or("SQUAD_BENCH_SAMPLES", 200).max(1);
+    let tmp = tempdir();
+    let root = tmp.path();
+    let dir = root.join(".squad/sessions/20240115T100000Z-msg");
+    let inbox = dir.join("inbox/bob/new");
+    let floor_dir = root.join("floor");
+    fs::create_dir_all(&inbox).unwrap();
+    fs::create_dir_all(&floor_dir).unwrap();
+    fs::write(
+        root.join(".squad/policies.yaml"),
+        "messages:\n  notify:\n    bob:\n      command: [\"true\"]\n      retries: 0\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("session-status.md"),
+        "session_id: sess_1\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
+    )
+    .unwrap();
+    for agent in ["alice", "bob"] {
+        fs::write(
+            dir.join(format!("role-plan-{agent}-task_{agent}.md")),
+            format!("meta:\n  task_id: task_{agent}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n"),
+        )
+        .unwrap();
+    }
+    let (_daemon, _) = start(root);
+    let reader = Reader::new(&[&inbox, &floor_dir]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut to_inbox, mut floor) = (Vec::new(), Vec::new());
+    for j in 0..samples {
+        let id = format!("msg_h{j:05}");
+        let name = squad_policies::messages::inbox_name(
+            squad_protocol::model::Priority::Medium,
+            created(j),
+            &id,
+        );
+        let staging = dir.join(format!(".{id}.partial"));
+        fs::write(&staging, message(&id, "bob", j)).unwrap();
+        reader.drain();
+        let t0 = Instant::now();
+        fs::rename(
+            &staging,
+            dir.join(format!("role-comm-alice-to-bob-{id}.md")),
+        )
+        .unwrap();
+        if let Some(at) = reader.until(t0, |p| {
+            p.parent() == Some(inbox.as_path()) && p.file_name().is_some_and(|n| n == name.as_str())
+        }) {
+            to_inbox.push(at - t0);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        if let Some(f) = floor_sample(&reader, &floor_dir, j) {
+            floor.push(f);
+        }
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    let ratio = p50(&mut to_inbox) / p50(&mut floor);
+    println!(
+        "messages (notify hook on): rename→inbox {}",
+        summary(&mut to_inbox)
+    );
+    println!("messages (notify hook on): floor {}", summary(&mut floor));
+    println!("messages (notify hook on): ours/floor p50 {ratio:.1}x");
+}
+
 fn main() {
     // `cargo bench` passes --bench; a filter selects one part.
     let filter: Vec<String> = std::env::args()
@@ -589,6 +1050,12 @@ fn main() {
         latency(500.0, 2000, 100);
         // Stress: every file into one session, which grows to 2,000 tasks.
         latency(500.0, 2000, 1);
+    }
+    if wants("complete") {
+        complete();
+    }
+    if wants("messages") {
+        messages();
     }
     if wants("startup") {
         startup_and_idle();

@@ -7,10 +7,12 @@
 
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
 use std::fs;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn main() {
     let tmp = tempfile::tempdir().unwrap();
@@ -114,43 +116,48 @@ fn main() {
         );
         out.stdout
     };
-    for (name, input) in &cases {
-        let answer = call(input);
-        let mut times: Vec<Duration> = (0..300)
-            .map(|_| {
-                let start = Instant::now();
+    // Every case interleaved with the floor (one `squadctl --version`
+    // start), so that the machine's load moves them alike; wall clock and
+    // CPU time.
+    let n = 300;
+    let answers: Vec<Vec<u8>> = cases.iter().map(|(_, input)| call(input)).collect();
+    let mut wall = vec![Vec::new(); cases.len()];
+    let mut cpu_t = vec![Vec::new(); cases.len()];
+    let (mut floor_wall, mut floor_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        for (k, (_, input)) in cases.iter().enumerate() {
+            let (w, c) = cpu::measure(|| {
                 call(input);
-                start.elapsed()
-            })
-            .collect();
-        times.sort();
-        let pct =
-            |p: f64| times[((times.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+            });
+            wall[k].push(w);
+            cpu_t[k].push(c);
+        }
+        let (w, c) = cpu::measure(|| {
+            Command::new(exe).arg("--version").output().unwrap();
+        });
+        floor_wall.push(w);
+        floor_cpu.push(c);
+    }
+    let (fw, fc) = (
+        cpu::pct(&mut floor_wall, 0.5),
+        cpu::pct(&mut floor_cpu, 0.5),
+    );
+    for (k, (name, _)) in cases.iter().enumerate() {
+        let (w50, c50) = (cpu::pct(&mut wall[k], 0.5), cpu::pct(&mut cpu_t[k], 0.5));
         println!(
-            "guard, {name}: n={} p50 {:.2} ms p99 {:.2} ms max {:.2} ms ({})",
-            times.len(),
-            pct(0.5),
-            pct(0.99),
-            pct(1.0),
-            if answer.is_empty() {
+            "guard, {name}: n={n} wall p50 {w50:.2} ms p99 {:.2} ms; CPU p50 {c50:.2} ms; ours/floor p50: wall {:.2}x, CPU {:.2}x ({})",
+            cpu::pct(&mut wall[k], 0.99),
+            w50 / fw,
+            c50 / fc,
+            if answers[k].is_empty() {
                 "allowed"
             } else {
                 "denied"
             }
         );
     }
-    // The floor: starting the binary, doing nothing.
-    let mut floor: Vec<Duration> = (0..300)
-        .map(|_| {
-            let start = Instant::now();
-            Command::new(exe).arg("--version").output().unwrap();
-            start.elapsed()
-        })
-        .collect();
-    floor.sort();
     println!(
-        "floor (squadctl --version): p50 {:.2} ms p99 {:.2} ms",
-        floor[floor.len() / 2].as_secs_f64() * 1e3,
-        floor[(floor.len() - 1) * 99 / 100].as_secs_f64() * 1e3
+        "floor (squadctl --version): wall p50 {fw:.2} ms p99 {:.2} ms; CPU p50 {fc:.2} ms (target: guard within 1.3x)",
+        cpu::pct(&mut floor_wall, 0.99),
     );
 }

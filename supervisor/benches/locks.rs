@@ -6,9 +6,11 @@
 
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
 use std::fs;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 fn main() {
     let tmp = match std::env::var_os("SQUAD_BENCH_DIR") {
@@ -37,37 +39,43 @@ fn main() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let mut times: Vec<Duration> = Vec::new();
+    // Interleaved with the floor (two `squadctl --version` starts), so that
+    // the machine's load moves both alike; wall clock and CPU time.
+    let (mut wall, mut cpu, mut floor_wall, mut floor_cpu) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..200 {
         let target = format!("src/file{}.rs", i % 10);
-        let start = Instant::now();
-        run(&[
-            "lock", "acquire", &target, "--agent", "dev", "--task", "task_1",
-        ]);
-        run(&["lock", "release", &target, "--agent", "dev"]);
-        times.push(start.elapsed());
+        let (w, c) = cpu::measure(|| {
+            run(&[
+                "lock", "acquire", &target, "--agent", "dev", "--task", "task_1",
+            ]);
+            run(&["lock", "release", &target, "--agent", "dev"]);
+        });
+        wall.push(w);
+        cpu.push(c);
+        let (w, c) = cpu::measure(|| {
+            run(&["--version"]);
+            run(&["--version"]);
+        });
+        floor_wall.push(w);
+        floor_cpu.push(c);
     }
-    times.sort();
-    let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
-    println!(
-        "lock acquire + release through the CLI (2 processes): n={} p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
-        times.len(),
-        pct(0.5),
-        pct(0.99),
-        pct(1.0)
+    let (fw, fc) = (
+        cpu::pct(&mut floor_wall, 0.5),
+        cpu::pct(&mut floor_cpu, 0.5),
     );
-    // The floor: starting the binary twice, doing nothing.
-    let mut floor: Vec<Duration> = (0..200)
-        .map(|_| {
-            let start = Instant::now();
-            run(&["--version"]);
-            run(&["--version"]);
-            start.elapsed()
-        })
-        .collect();
-    floor.sort();
     println!(
-        "floor: two `squadctl --version` processes: p50 {:.2} ms",
-        floor[100].as_secs_f64() * 1e3
+        "lock acquire + release through the CLI (2 processes): n={} wall p50 {:.2} ms p99 {:.2} ms max {:.2} ms; CPU p50 {:.2} ms p99 {:.2} ms",
+        wall.len(),
+        cpu::pct(&mut wall, 0.5),
+        cpu::pct(&mut wall, 0.99),
+        cpu::pct(&mut wall, 1.0),
+        cpu::pct(&mut cpu, 0.5),
+        cpu::pct(&mut cpu, 0.99),
+    );
+    println!(
+        "floor: two `squadctl --version` processes: wall p50 {fw:.2} ms, CPU p50 {fc:.2} ms; ours/floor p50: wall {:.2}x, CPU {:.2}x (target 1.5x)",
+        cpu::pct(&mut wall, 0.5) / fw,
+        cpu::pct(&mut cpu, 0.5) / fc,
     );
 }

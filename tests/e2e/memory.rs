@@ -477,6 +477,65 @@ fn query_filters_and_supersede_chains() {
     );
 }
 
+/// An entry in both decisions.md and its archive (a crash between the two
+/// writes of an archive run) is listed once, also when the copies differ
+/// only by trailing spaces or the closing `---`; entries that differ are
+/// all listed, the same text in two files included (issue 23.4: the query
+/// compares entries by a hash of their identity, not by a copy of each).
+#[test]
+fn query_lists_an_entry_in_the_live_file_and_its_archive_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = tmp.path().join(".squad");
+    std::fs::create_dir_all(&team).unwrap();
+    let (a, b, c) = (sem(1, 1), sem(2, 2), sem(3, 3));
+    // The archive's copy of `a`: trailing spaces and no `---`.
+    let a_copy = a
+        .replace("Body of 1.", "Body of 1.   ")
+        .replace("\n---\n", "\n");
+    // Differs from `b` in one word: a different entry.
+    let b_other = b.replace("Body of 2.", "Body of two.");
+    std::fs::write(
+        team.join("decisions.md"),
+        format!("# Decisions\n\n{a}\n{b}\n{c}"),
+    )
+    .unwrap();
+    std::fs::write(
+        team.join("decisions-archive.md"),
+        format!("# Archive\n\n{a_copy}\n{b_other}\n{c}"),
+    )
+    .unwrap();
+    let out = run(ctl_root(tmp.path()).args(["memory", "query", "--json"]));
+    assert_eq!(code(&out), 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut summaries: Vec<String> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["file"].as_str().unwrap().rsplit('/').next().unwrap(),
+                e["summary"].as_str().unwrap()
+            )
+        })
+        .collect();
+    summaries.sort();
+    assert_eq!(
+        summaries,
+        [
+            "decisions-archive.md Entry number 2",
+            "decisions.md Entry number 1",
+            "decisions.md Entry number 2",
+            "decisions.md Entry number 3",
+        ],
+        "{}",
+        stdout(&out)
+    );
+    // The human listing says the same count, in one piece.
+    let out = run(ctl_root(tmp.path()).args(["memory", "query"]));
+    assert!(stdout(&out).ends_with("4 entries\n"), "{}", stdout(&out));
+}
+
 // ---------------------------------------------------------------------------
 // Issue 26: no decision lost (merge races, one memory lock, unclosed fences),
 // nothing left behind, timestamps.

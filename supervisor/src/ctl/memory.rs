@@ -7,6 +7,8 @@ use chrono::{DateTime, FixedOffset, Utc};
 use squad_protocol::memory::{self, Entry, Known, Outcome};
 
 use squad_protocol::report;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 /// A line to stdout (or to the MCP capture); a closed pipe (`| head`) ends
@@ -294,9 +296,12 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
     let team = team_dir(root)?;
     let after = a.after.as_deref().map(parse_when).transpose()?;
     let before = a.before.as_deref().map(parse_when).transpose()?;
-    let mut seen = std::collections::HashSet::new();
+    // Entries already taken, by the hash of their identity: (file, span).
+    // Hashing the identity's lines instead of keeping a copy of each
+    // entry's text keeps a large query from touching twice its memory.
+    let mut seen: HashMap<u64, Vec<(usize, std::ops::Range<usize>)>> = HashMap::new();
+    let mut sources: Vec<String> = Vec::new();
     let mut shown = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
     for f in mem::discover(&team) {
         if let Some(agent) = &a.agent
             && !f
@@ -314,12 +319,24 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
             }
         };
         let doc = memory::parse(&src);
+        let file = sources.len();
         for e in doc.entries() {
             // An entry in both a live file and its archive (a crash between
             // the two writes of an archive run) is shown once.
-            if !seen.insert(e.identity(&src)) {
+            let lines = memory::identity_lines(e.text(&src));
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            lines.clone().for_each(|l| l.hash(&mut h));
+            let taken = seen.entry(h.finish()).or_default();
+            let same = |(i, span): &(usize, std::ops::Range<usize>)| {
+                let other = if *i == file { &src } else { &sources[*i] };
+                lines.clone().eq(memory::identity_lines(
+                    other.get(span.clone()).unwrap_or(""),
+                ))
+            };
+            if taken.iter().any(same) {
                 continue;
             }
+            taken.push((file, e.span.clone()));
             if !matches(&a, e, &src, after, before) {
                 continue;
             }
@@ -337,8 +354,8 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
                 supersedes: e.field("supersedes").map(|s| s.trim().to_string()),
                 agent: f.agent.clone(),
             });
-            texts.push(e.text(&src).to_string());
         }
+        sources.push(src);
     }
     if a.supersede_chains {
         return print_chains(&shown, a.json);
@@ -351,8 +368,13 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         );
         return Ok(exit::OK);
     }
+    // One write for the whole listing, not one per entry (stdout is line
+    // buffered: a write system call per line was most of a large query).
+    let mut out = String::new();
     for s in &shown {
-        say!(
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
             "{}:{}: {} {} {} — {}",
             crate::text::escape(&s.file),
             s.line,
@@ -362,7 +384,9 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
             crate::text::escape(&s.summary)
         );
     }
-    say!("{}", crate::text::count(shown.len(), "entry", "entries"));
+    out.push_str(&crate::text::count(shown.len(), "entry", "entries"));
+    out.push('\n');
+    let _ = super::print(&out);
     Ok(exit::OK)
 }
 
