@@ -449,9 +449,20 @@ pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 /// Returns how many went. Nothing is followed; a younger file (a write in
 /// flight) is left alone.
 pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usize {
+    sweep_temporaries_left_by(session, older_than, None)
+}
+
+/// [`sweep_temporaries`], and at once those named after `dead_writer`
+/// (`.name.tmp.PID.N`): the pid of the previous squadd of this root, whose
+/// pid lock we now hold, so it is gone and will never rename them.
+fn sweep_temporaries_left_by(
+    session: &Dir,
+    older_than: std::time::Duration,
+    dead_writer: Option<u32>,
+) -> usize {
     let mut removed = 0;
     let mut sweep = |dir: &Dir, all: bool| {
-        removed += sweep_in(dir, older_than, |name| {
+        removed += sweep_in(dir, older_than, dead_writer, |name| {
             all || squad_protocol::atomic::is_temp_name(name)
         });
     };
@@ -477,7 +488,7 @@ pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usiz
 /// and `.claude/context/.shared-context.json.tmp.*`, older than
 /// [`STALE_AFTER`]. Run at start and by every retention run; returns how
 /// many went.
-pub fn sweep_squadd_temporaries(root: &Path) -> usize {
+pub fn sweep_squadd_temporaries(root: &Path, dead_squadd: Option<u32>) -> usize {
     let Ok(dir) = Dir::open_root(root) else {
         return 0;
     };
@@ -485,7 +496,7 @@ pub fn sweep_squadd_temporaries(root: &Path) -> usize {
     if let Ok(sessions) = dir.walk(Path::new(".squad/sessions"), None) {
         for name in sessions.names().unwrap_or_default() {
             if let Ok(s) = sessions.open_dir(std::ffi::OsStr::new(&name)) {
-                removed += sweep_temporaries(&s, STALE_AFTER);
+                removed += sweep_temporaries_left_by(&s, STALE_AFTER, dead_squadd);
             }
         }
     }
@@ -494,7 +505,10 @@ pub fn sweep_squadd_temporaries(root: &Path) -> usize {
         (".claude/context", "shared-context.json"),
     ] {
         if let Ok(d) = dir.walk(Path::new(at), None) {
-            removed += sweep_temporaries_of(&d, file, STALE_AFTER);
+            let prefix = format!(".{file}.tmp.");
+            removed += sweep_in(&d, STALE_AFTER, dead_squadd, |name| {
+                name.starts_with(&prefix)
+            });
         }
     }
     removed
@@ -505,13 +519,18 @@ pub fn sweep_squadd_temporaries(root: &Path) -> usize {
 /// `older_than`; nothing else in `dir` is touched, nothing is followed.
 pub fn sweep_temporaries_of(dir: &Dir, file: &str, older_than: std::time::Duration) -> usize {
     let prefix = format!(".{file}.tmp.");
-    sweep_in(dir, older_than, |name| name.starts_with(&prefix))
+    sweep_in(dir, older_than, None, |name| name.starts_with(&prefix))
 }
 
 /// Unlinks the entries of `dir` that `ours` accepts, are not directories
 /// (lstat: a link is removed, never followed) and are at least `older_than`
 /// old; returns how many went.
-fn sweep_in(dir: &Dir, older_than: std::time::Duration, ours: impl Fn(&str) -> bool) -> usize {
+fn sweep_in(
+    dir: &Dir,
+    older_than: std::time::Duration,
+    dead_writer: Option<u32>,
+    ours: impl Fn(&str) -> bool,
+) -> usize {
     let now = std::time::SystemTime::now();
     let stale = |dir: &Dir, name: &str| {
         dir.stat(name).is_ok_and(|st| {
@@ -519,7 +538,7 @@ fn sweep_in(dir: &Dir, older_than: std::time::Duration, ours: impl Fn(&str) -> b
                 let mtime = std::time::UNIX_EPOCH
                     + std::time::Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0));
                 now.duration_since(mtime).is_ok_and(|age| age >= older_than)
-            } || writer_is_gone(name)
+            } || dead_writer.is_some_and(|pid| written_by_gone(name, pid))
         })
     };
     let mut removed = 0;
@@ -531,26 +550,22 @@ fn sweep_in(dir: &Dir, older_than: std::time::Duration, ours: impl Fn(&str) -> b
     removed
 }
 
-/// Whether a temporary named the atomic writers' way (`.name.tmp.PID.N`)
-/// was left by a process that no longer exists: it will never be renamed,
-/// so it is stale at once (a restart after kill -9 leaves nothing behind).
-/// A live or unknown writer, or a name without a pid, keeps the age rule.
-fn writer_is_gone(name: &str) -> bool {
-    let Some((_, tail)) = name.rsplit_once(".tmp.") else {
-        return false;
-    };
-    let Some(pid) = tail
-        .split('.')
-        .next()
-        .and_then(|p| p.parse::<libc::pid_t>().ok())
-        .filter(|&p| p > 0)
-    else {
+/// Whether `name` is a temporary of the atomic writers' naming
+/// (`.name.tmp.PID.N`) written by `pid`, and no process `pid` exists (a
+/// reused pid is a live process: its files keep the age rule).
+fn written_by_gone(name: &str, pid: u32) -> bool {
+    let named = name
+        .rsplit_once(".tmp.")
+        .and_then(|(_, tail)| tail.split('.').next())
+        .is_some_and(|p| p == pid.to_string());
+    let Ok(raw) = libc::pid_t::try_from(pid) else {
         return false;
     };
     // SAFETY: signal 0 only checks that the process exists.
-    let alive = unsafe { libc::kill(pid, 0) } == 0
-        || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-    !alive
+    named
+        && raw > 0
+        && unsafe { libc::kill(raw, 0) } != 0
+        && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// `rel` (a relative form of `path`) as its directory and file name.
@@ -808,22 +823,24 @@ mod tests {
     }
 
     #[test]
-    fn a_temporary_of_a_writer_that_is_gone_is_swept_at_once() {
+    fn the_temporaries_of_the_previous_squadd_are_swept_at_once() {
         // Regression: kill -9 mid-write then a restart left the notice's
         // temporary behind for a minute (daemon::kill_9_and_restart_…).
         let root = tempfile::tempdir().unwrap();
         let r = root.path();
+        let s = r.join(".squad/sessions/s1");
+        fs::create_dir_all(&s).unwrap();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
         let gone = format!(".role-comm-squadd-to-a-x.md.tmp.{dead}.0");
-        let live = format!(".session-status.md.tmp.{}.0", std::process::id());
-        fs::write(r.join(&gone), "x").unwrap();
-        fs::write(r.join(&live), "x").unwrap();
-        let d = Dir::open_root(r).unwrap();
-        assert_eq!(sweep_temporaries(&d, STALE_AFTER), 1);
-        assert!(!r.join(&gone).exists());
-        assert!(r.join(&live).exists(), "a live writer's temporary waits");
+        let other = format!(".session-status.md.tmp.{}.0", dead + 1);
+        fs::write(s.join(&gone), "x").unwrap();
+        fs::write(s.join(&other), "x").unwrap();
+        assert_eq!(sweep_squadd_temporaries(r, None), 0, "all young");
+        assert_eq!(sweep_squadd_temporaries(r, Some(dead)), 1);
+        assert!(!s.join(&gone).exists());
+        assert!(s.join(&other).exists(), "another writer's waits its minute");
     }
 
     #[test]

@@ -9,6 +9,9 @@ use std::path::Path;
 #[derive(Debug)]
 pub struct PidLock {
     _file: File,
+    /// The pid the file named before we took it: the previous squadd of
+    /// this root, gone (it held the lock until it died).
+    pub previous: Option<u32>,
 }
 
 impl PidLock {
@@ -76,9 +79,19 @@ pub fn acquire(root: &Path, rel: &Path) -> Result<PidLock, PidLockError> {
         }
         Err(TryLockError::Error(e)) => return Err(io_err(e)),
     }
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let previous = text
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&p| p != std::process::id());
     file.set_len(0).map_err(io_err)?;
     file.seek(SeekFrom::Start(0)).map_err(io_err)?;
     writeln!(file, "{}", std::process::id()).map_err(io_err)?;
     file.sync_all().map_err(io_err)?;
-    Ok(PidLock { _file: file })
+    Ok(PidLock {
+        _file: file,
+        previous,
+    })
 }

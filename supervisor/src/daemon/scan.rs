@@ -23,8 +23,15 @@ impl Supervisor {
         let files = sessions.values().map(|s| s.files.len()).sum();
         let count = sessions.len();
         let names: Vec<String> = sessions.keys().cloned().collect();
-        // Temporaries a kill -9 left behind (ours, older than a minute).
-        crate::safefs::sweep_squadd_temporaries(&root);
+        // Temporaries a kill -9 left behind (ours, older than a minute, or
+        // written by the squadd before us, which is gone).
+        let previous = self
+            .roots
+            .shell(i)
+            .pid_lock
+            .as_ref()
+            .and_then(|l| l.previous);
+        crate::safefs::sweep_squadd_temporaries(&root, previous);
         // The first derivation is the baseline: no task-ready storm at start.
         for (name, index) in sessions {
             let out = self.roots.core_mut(i).load_session(index, now, false);

@@ -131,7 +131,7 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
         )),
     }
     // A kill -9 of squadd or squadctl since the last run left these.
-    crate::safefs::sweep_squadd_temporaries(&r.root);
+    crate::safefs::sweep_squadd_temporaries(&r.root, None);
     drop(guard);
     run_memory(r, wall);
     r.next_gc = next_run(&r.policy, wall);
