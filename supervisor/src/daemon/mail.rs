@@ -6,8 +6,9 @@ use super::*;
 
 impl Supervisor {
     /// Offers what one file asks to deliver, and schedules its reply
-    /// deadline. `own`: the file's bytes as squadd itself wrote them (a
-    /// notice), delivered from memory instead of read back.
+    /// deadline ([`core::Input::FileApplied`]). `own`: the file's bytes as
+    /// squadd itself wrote them (a notice), delivered from memory instead
+    /// of read back.
     pub(super) fn route_file(
         &mut self,
         i: RootId,
@@ -16,78 +17,21 @@ impl Supervisor {
         wall: DateTime<Utc>,
         own: Option<std::sync::Arc<[u8]>>,
     ) {
-        let r = self.roots.core(i);
-        let Some(core) = r.sessions.get(name) else {
-            return;
+        let input = self::core::Input::FileApplied {
+            session: name.to_string(),
+            file: file.to_string(),
+            own,
         };
-        let Some(f) = core.index().files.get(file) else {
-            return;
-        };
-        // A reused message id is reported (duplicate-message-id), not
-        // delivered: the recipient would take it for the first one.
-        if core.reuses_message_id(file) {
-            return;
-        }
-        let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
-        for mut d in deliveries {
-            if let (Some(bytes), routing::Body::File(path)) = (&own, &d.body) {
-                d.body = routing::Body::Text {
-                    path: path.clone(),
-                    bytes: std::sync::Arc::clone(bytes),
-                };
-            }
-            self.offer(i, d, wall);
-        }
-        let now = Now { wall };
-        let effects = self::core::replies::asked(self.roots.core_mut(i), i, name, file, now);
-        self.perform(effects, now);
-    }
-
-    /// Offers one delivery: into the outbox now, or a timer for later.
-    pub(super) fn offer(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
-        let r = self.roots.core_mut(i);
-        let busy = r.sessions.get(&d.session).is_some_and(|s| s.is_busy(&d.to));
-        let session = d.session.clone();
-        let slot = (d.to.clone(), d.name.clone());
-        let mail = r.mail.entry(session.clone()).or_default();
-        let timer = Timer::Delivery {
-            root: i,
-            session,
-            to: slot.0,
-            name: slot.1,
-        };
-        match mail.offer(&r.policy.messages, d, busy, wall) {
-            routing::Offer::Now(d) => {
-                self.timers.cancel(&timer);
-                self.outbox.push((i, *d));
-            }
-            routing::Offer::Later(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
-            routing::Offer::Done => {}
-        }
+        self.step(i, input, Now { wall });
     }
 
     /// Offers a session's waiting deliveries again (a recipient may no
-    /// longer be busy); only the few that wait are looked at.
+    /// longer be busy; [`core::Input::WaitingChanged`]).
     pub(super) fn recheck_waiting(&mut self, i: RootId, name: &str, wall: DateTime<Utc>) {
-        let waiting: Vec<routing::Delivery> = self
-            .roots
-            .core(i)
-            .mail
-            .get(name)
-            .map(|m| m.waiting.values().cloned().collect())
-            .unwrap_or_default();
-        for d in waiting {
-            self.offer(i, d, wall);
-        }
-    }
-
-    /// A message became unread with an escalation time `at`
-    /// ([`core::escalations::queued`]).
-    pub(super) fn escalation_queued(&mut self, i: RootId, name: &str, at: DateTime<Utc>) {
-        let now = Now { wall: Utc::now() };
-        let effects =
-            self::core::escalations::queued(self.roots.core_mut(i), i, name, at, now, still_unread);
-        self.perform(effects, now);
+        let input = self::core::Input::WaitingChanged {
+            session: name.to_string(),
+        };
+        self.step(i, input, Now { wall });
     }
 
     /// Makes the deliveries in the outbox, critical first, then by age, as
@@ -141,7 +85,11 @@ impl Supervisor {
                 Err(squad_protocol::fsx::ReadError::Io(e))
                     if squad_protocol::fsx::is_transient_io(&e) =>
                 {
-                    self.retry_delivery(i, d);
+                    self.step(
+                        i,
+                        self::core::Input::DeliveryFailed(Box::new(d)),
+                        Now { wall },
+                    );
                     return None;
                 }
                 // Vanished or changed into something unreadable: its own
@@ -173,12 +121,15 @@ impl Supervisor {
         let result = self.writer.deliver_unsynced(&dir, &d.to, &d.name, &bytes);
         match result {
             Ok(fresh) => {
-                let r = self.roots.core_mut(i);
-                let policy = &r.policy.messages;
-                let mail = r.mail.entry(d.session.clone()).or_default();
-                if let Some(at) = mail.delivered(policy, &d, wall) {
-                    self.escalation_queued(i, &d.session, at);
-                }
+                // Whether an escalation is already due is judged at the
+                // shell's reading after the write, as it always was.
+                let now = Now { wall: Utc::now() };
+                let input = self::core::Input::Delivered {
+                    delivery: &d,
+                    at: wall,
+                };
+                let effects = self::core::Core::new(i, self.roots.core_mut(i)).step(input, now);
+                self.perform(effects, now);
                 self.watch(i, &new_dir);
                 let Some(synced) = fresh else {
                     self.hooks.cancel(hook);
@@ -204,7 +155,11 @@ impl Supervisor {
             Err(e) if squad_protocol::fsx::is_transient_io(&e) => {
                 self.hooks.cancel(hook);
                 tracing::warn!(session = %d.session, to = %d.to, error = %e, "delivery failed; retrying");
-                self.retry_delivery(i, d);
+                self.step(
+                    i,
+                    self::core::Input::DeliveryFailed(Box::new(d)),
+                    Now { wall },
+                );
                 None
             }
             Err(e) => {
@@ -262,39 +217,15 @@ impl Supervisor {
         self.hooks.start(hook);
     }
 
-    /// Parks a delivery that failed for a passing reason (out of file
-    /// descriptors) as waiting, offered again a moment later.
-    pub(super) fn retry_delivery(&mut self, i: RootId, d: routing::Delivery) {
-        let slot = (d.to.clone(), d.name.clone());
-        let timer = Timer::Delivery {
-            root: i,
-            session: d.session.clone(),
-            to: slot.0.clone(),
-            name: slot.1.clone(),
-        };
-        self.roots
-            .core_mut(i)
-            .mail
-            .entry(d.session.clone())
-            .or_default()
-            .waiting
-            .insert(slot, d);
-        self.timers
-            .set(timer, Instant::now() + Duration::from_millis(250));
-    }
-
     /// Escalates the unread messages of a session whose escalation time
     /// passed ([`core::escalations::run`]; one `stat` each says whether it
     /// is still unread).
     pub(super) fn run_escalations(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
-        let effects = self::core::escalations::run(
-            self.roots.core_mut(i),
-            i,
-            session,
-            Now { wall },
-            still_unread,
-        );
-        self.perform(effects, Now { wall });
+        let input = self::core::Input::EscalationsDue {
+            session: session.to_string(),
+            unread: &still_unread,
+        };
+        self.step(i, input, Now { wall });
     }
 
     /// An entry of an unread inbox appeared or went (acknowledged): one
@@ -312,15 +243,13 @@ impl Supervisor {
                 .map(DateTime::<Utc>::from)
                 .unwrap_or_else(|_| Utc::now())
         });
-        let r = self.roots.core_mut(i);
-        let Some(mail) = r.mail.get_mut(session) else {
-            return;
+        let input = self::core::Input::InboxEntry {
+            session: session.to_string(),
+            agent,
+            file,
+            present,
         };
-        // Gone from `new/`: it leaves the escalation queue here; the
-        // session's timer, if armed for it, finds nothing due and re-arms.
-        if let Some(at) = mail.seen(&r.policy.messages, &agent, &file, present) {
-            self.escalation_queued(i, session, at);
-        }
+        self.step(i, input, Now { wall: Utc::now() });
     }
 }
 

@@ -19,7 +19,7 @@ pub struct Now {
 
 /// One thing to do. A step returns them in the order they must be carried
 /// out: the order is the contract (see [`super::batch`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Write squadd's notices for the facts tapped so far (one group
     /// commit) and put their deliveries in the outbox; a
@@ -52,6 +52,14 @@ pub enum Effect {
     },
     /// Make the deliveries due now, critical first.
     FlushOutbox,
+    /// Put a delivery due now in the outbox (made at the next
+    /// [`Effect::FlushOutbox`], critical first).
+    Outbox {
+        /// The root.
+        root: RootId,
+        /// The delivery.
+        delivery: Box<crate::daemon::routing::Delivery>,
+    },
     /// Offer a deferred delivery again (its timer fired).
     OfferWaiting {
         /// The root.

@@ -10,15 +10,20 @@
 //!   (notices, status files, deliveries, shared context);
 //! - [`timer`]: what each timer does when it fires;
 //! - [`escalations`]: unread messages whose time came (once each);
-//! - [`replies`]: reply deadlines (which message is overdue, once).
+//! - [`replies`]: reply deadlines (which message is overdue, once);
+//! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
+//! - [`mail`]: message delivery (offers, waiting, retries, unread).
 
 pub mod batch;
 pub mod effect;
 pub mod escalations;
+pub mod input;
+pub mod mail;
 pub mod replies;
 pub mod timer;
 
 pub use effect::{Effect, Now};
+pub use input::{Core, Input};
 
 use super::session::{Outcome, SessionCore};
 use crate::derive::changes;
