@@ -28,6 +28,18 @@ impl Supervisor {
         let wall = now.wall;
         match effect {
             Effect::SendNotices => self.send_notices(wall),
+            Effect::Tap {
+                root,
+                session,
+                kind,
+            } => self.log.tap((root, Some(session), None, kind)),
+            Effect::WriteNotice {
+                root,
+                session,
+                file,
+                path,
+                text,
+            } => self.write_notices(vec![(root, session, file, path, text.into_bytes())]),
             Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
             Effect::RecheckWaiting { root, session } => {
                 self.step(root, core::Input::WaitingChanged { session }, now)

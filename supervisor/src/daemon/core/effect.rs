@@ -25,6 +25,31 @@ pub enum Effect {
     /// commit) and put their deliveries in the outbox; a
     /// [`Effect::FlushOutbox`] after it makes them.
     SendNotices,
+    /// Tap a fact for the next [`Effect::SendNotices`] (a standing fact
+    /// found at start-up).
+    Tap {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The fact.
+        kind: EventKind,
+    },
+    /// Write one notice file (new: the file is the record), then index and
+    /// route it from the bytes written. Those of one step are written as
+    /// one group commit.
+    WriteNotice {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The file's name.
+        file: String,
+        /// The file.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+    },
     /// Render each session's session-status.md and write it when it
     /// differs (under the session's lock; a busy lock is retried later).
     WriteStatuses {

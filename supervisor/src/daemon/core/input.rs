@@ -5,14 +5,18 @@
 //! The shell turns OS events (a settled path, a fired timer, a write that
 //! succeeded or failed, an inbox entry that came or went) into inputs; it
 //! never decides what follows from them. Areas move here one at a time:
-//! message delivery ([`super::mail`]), escalations and reply deadlines so
-//! far.
+//! message delivery ([`super::mail`]), escalations, reply deadlines and
+//! squadd's notices ([`super::notices`]) so far.
 
-use super::{Effect, Now, Root, RootId, escalations, mail, replies};
+use super::{Effect, Now, Root, RootId, escalations, mail, notices, replies};
 use crate::daemon::routing::Delivery;
+use crate::events::EventKind;
 use chrono::{DateTime, Utc};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// A fact tapped for notices: (session, the file it is about, the event).
+pub type TappedFact = (String, Option<PathBuf>, EventKind);
 
 /// What the world said: one event the shell read, in the core's terms.
 pub enum Input<'a> {
@@ -80,6 +84,15 @@ pub enum Input<'a> {
         /// Session directory name.
         session: String,
     },
+    /// A session was loaded at start-up: its standing facts (ready,
+    /// overdue, violating tasks) are tapped for notices.
+    SessionLoaded {
+        /// Session directory name.
+        session: String,
+    },
+    /// Facts tapped for notices in this root, in order: (session, the
+    /// file the fact is about, the event).
+    FactsTapped(Vec<TappedFact>),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -120,6 +133,8 @@ impl<'a> Core<'a> {
                 escalations::run(root, id, &session, now, unread)
             }
             Input::RepliesDue { session } => replies::due(root, id, &session, now),
+            Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
+            Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
         }
     }
 }

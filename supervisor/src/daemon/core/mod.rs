@@ -12,13 +12,16 @@
 //! - [`escalations`]: unread messages whose time came (once each);
 //! - [`replies`]: reply deadlines (which message is overdue, once);
 //! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
-//! - [`mail`]: message delivery (offers, waiting, retries, unread).
+//! - [`mail`]: message delivery (offers, waiting, retries, unread);
+//! - [`notices`]: squadd's notices (standing facts, the files a fact calls
+//!   for).
 
 pub mod batch;
 pub mod effect;
 pub mod escalations;
 pub mod input;
 pub mod mail;
+pub mod notices;
 pub mod replies;
 pub mod timer;
 

@@ -628,3 +628,96 @@ fn a_delivered_message_past_its_escalation_time_is_escalated_at_once() {
         }]
     );
 }
+
+fn plan(task: u8, agent: &str, requires: &[u8]) -> (String, String) {
+    let requires = requires
+        .iter()
+        .map(|t| format!("task_{t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (
+        format!("role-plan-{agent}-task_{task}.md"),
+        format!(
+            "meta:\n  task_id: task_{task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ndependencies:\n  requires: [{requires}]\n  blocks: []\ninstruction: x\n"
+        ),
+    )
+}
+
+fn ready(task: &str, agent: &str) -> EventKind {
+    EventKind::TaskReady {
+        task_id: task.into(),
+        agent: agent.into(),
+    }
+}
+
+fn notice_files(effects: &[Effect]) -> Vec<(String, PathBuf, String)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::WriteNotice {
+                session,
+                path,
+                text,
+                ..
+            } => Some((session.clone(), path.clone(), text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_loaded_session_taps_each_standing_fact_once() {
+    let mut r = root_with(&[plan(1, "bob", &[]), plan(2, "carol", &[1])]);
+    let input = Input::SessionLoaded {
+        session: SESSION.into(),
+    };
+    assert_eq!(
+        Core::new(id(0), &mut r).step(input, now(0)),
+        vec![Effect::Tap {
+            root: id(0),
+            session: SESSION.into(),
+            kind: ready("task_1", "bob"),
+        }]
+    );
+    let none = Input::SessionLoaded {
+        session: "gone".into(),
+    };
+    assert!(Core::new(id(0), &mut r).step(none, now(0)).is_empty());
+}
+
+#[test]
+fn a_fact_tapped_twice_is_one_notice_and_a_fact_no_longer_true_none() {
+    let mut r = root_with(&[plan(1, "bob", &[]), plan(2, "carol", &[1])]);
+    let facts = vec![
+        (SESSION.to_string(), None, ready("task_1", "bob")),
+        (SESSION.to_string(), None, ready("task_1", "bob")),
+        // Not ready (task_1 is not completed): told nothing.
+        (SESSION.to_string(), None, ready("task_2", "carol")),
+    ];
+    let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(facts), now(0));
+    let files = notice_files(&effects);
+    assert_eq!(files.len(), 1, "{effects:?}");
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    let (session, path, text) = &files[0];
+    assert_eq!(session, SESSION);
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("role-comm-squadd-to-bob-msg_squadd_ready_"),
+        "{name}"
+    );
+    assert_eq!(path, &r.session_dir(SESSION).join(&name));
+    assert!(text.contains("Task task_1 is ready"), "{text}");
+    // Written (the file is the record): the same fact later, after a
+    // restart too, is never told again.
+    let dir = r.session_dir(SESSION);
+    let f = crate::index::index_bytes(
+        &dir.join(&name),
+        squad_protocol::FileKind::Message,
+        text.as_bytes(),
+    );
+    assert!(f.diagnostics.iter().all(|d| !d.is_error()), "{f:?}");
+    r.apply_file(SESSION, &name, Some(f), base());
+    let again = vec![(SESSION.to_string(), None, ready("task_1", "bob"))];
+    let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(again), now(5));
+    assert!(effects.is_empty(), "{effects:?}");
+}
