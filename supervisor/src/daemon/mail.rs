@@ -25,15 +25,6 @@ impl Supervisor {
         self.step(i, input, Now { wall });
     }
 
-    /// Offers a session's waiting deliveries again (a recipient may no
-    /// longer be busy; [`core::Input::WaitingChanged`]).
-    pub(super) fn recheck_waiting(&mut self, i: RootId, name: &str, wall: DateTime<Utc>) {
-        let input = self::core::Input::WaitingChanged {
-            session: name.to_string(),
-        };
-        self.step(i, input, Now { wall });
-    }
-
     /// Makes the deliveries in the outbox, critical first, then by age, as
     /// one group commit: each message is written and renamed into its
     /// inbox, then each inbox's `new/` is fsynced once for the whole batch;

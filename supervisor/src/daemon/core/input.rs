@@ -6,9 +6,10 @@
 //! succeeded or failed, an inbox entry that came or went) into inputs; it
 //! never decides what follows from them. Areas move here one at a time:
 //! message delivery ([`super::mail`]), escalations, reply deadlines and
-//! squadd's notices ([`super::notices`]) so far.
+//! squadd's notices ([`super::notices`]) and session edits
+//! ([`super::edits`]) so far.
 
-use super::{Effect, Now, Root, RootId, escalations, mail, notices, replies};
+use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, replies};
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
@@ -93,6 +94,12 @@ pub enum Input<'a> {
     /// Facts tapped for notices in this root, in order: (session, the
     /// file the fact is about, the event).
     FactsTapped(Vec<TappedFact>),
+    /// A session edit was applied and its status file written
+    /// ([`edits::decide`] said what to write).
+    SessionEdited {
+        /// Session directory name.
+        session: String,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -135,6 +142,7 @@ impl<'a> Core<'a> {
             Input::RepliesDue { session } => replies::due(root, id, &session, now),
             Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
             Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
+            Input::SessionEdited { session } => edits::applied(id, &session),
         }
     }
 }

@@ -13,10 +13,12 @@
 //! - [`replies`]: reply deadlines (which message is overdue, once);
 //! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
 //! - [`mail`]: message delivery (offers, waiting, retries, unread);
+//! - [`edits`]: session edits (the text after an edit, what follows it);
 //! - [`notices`]: squadd's notices (standing facts, the files a fact calls
 //!   for).
 
 pub mod batch;
+pub mod edits;
 pub mod effect;
 pub mod escalations;
 pub mod input;

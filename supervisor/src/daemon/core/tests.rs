@@ -721,3 +721,67 @@ fn a_fact_tapped_twice_is_one_notice_and_a_fact_no_longer_true_none() {
     let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(again), now(5));
     assert!(effects.is_empty(), "{effects:?}");
 }
+
+#[test]
+fn a_session_edit_is_written_only_when_it_changes_the_file_then_waiting_mail_goes() {
+    use super::edits;
+    use squad_policies::session_edit::SessionEdit;
+    let mut r = root_with(&[plan(1, "bob", &[])]);
+    let fail = SessionEdit::Fail {
+        reason: "out of budget".into(),
+    };
+    // No status file yet: the edit applies to the one squadd would write,
+    // and is written.
+    let e = edits::decide(&r, SESSION, &fail, now(0)).unwrap();
+    assert!(e.write);
+    assert_eq!(
+        e.path,
+        r.session_dir(SESSION)
+            .join(squad_protocol::kind::SESSION_STATUS_FILE)
+    );
+    assert!(e.text.contains("out of budget"), "{}", e.text);
+    // Written and indexed: the same edit again changes nothing.
+    let f = crate::index::index_bytes(
+        &e.path,
+        squad_protocol::FileKind::SessionStatus,
+        e.text.as_bytes(),
+    );
+    r.apply_file(
+        SESSION,
+        squad_protocol::kind::SESSION_STATUS_FILE,
+        Some(f),
+        base(),
+    );
+    let again = edits::decide(&r, SESSION, &fail, now(0)).unwrap();
+    assert!(!again.write, "{}", again.text);
+    assert_eq!(again.text, e.text);
+    // Completing a failed session is refused, not forced.
+    let complete = SessionEdit::Complete { force: false };
+    assert!(matches!(
+        edits::decide(&r, SESSION, &complete, now(2)),
+        Err(crate::session_edit::EditError::Refused(_))
+    ));
+    assert!(matches!(
+        edits::decide(&r, "gone", &complete, now(2)),
+        Err(crate::session_edit::EditError::Failed(_))
+    ));
+    // Once written: waiting deliveries offered again and made, then the
+    // shared context.
+    let input = Input::SessionEdited {
+        session: SESSION.into(),
+    };
+    assert_eq!(
+        Core::new(id(0), &mut r).step(input, now(2)),
+        vec![
+            Effect::RecheckWaiting {
+                root: id(0),
+                session: SESSION.into()
+            },
+            Effect::FlushOutbox,
+            Effect::SetTimerEarlier {
+                timer: Timer::Context(id(0)),
+                after: CONTEXT_DELAY
+            },
+        ]
+    );
+}
