@@ -6,10 +6,10 @@
 //! succeeded or failed, an inbox entry that came or went) into inputs; it
 //! never decides what follows from them. Areas move here one at a time:
 //! message delivery ([`super::mail`]), escalations, reply deadlines and
-//! squadd's notices ([`super::notices`]) and session edits
-//! ([`super::edits`]) so far.
+//! squadd's notices ([`super::notices`]), session edits ([`super::edits`])
+//! and a root's presence ([`super::presence`]) so far.
 
-use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, replies};
+use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies};
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
@@ -100,6 +100,18 @@ pub enum Input<'a> {
         /// Session directory name.
         session: String,
     },
+    /// Directories of the root the kernel had refused to watch are
+    /// watched again.
+    WatchesRestored {
+        /// How many.
+        dirs: usize,
+    },
+    /// Another squadd took the root over (it holds the recreated pid
+    /// lock); the shell has let go of what it held for the root.
+    TakenOver {
+        /// That squadd's pid.
+        pid: String,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -143,6 +155,8 @@ impl<'a> Core<'a> {
             Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
             Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
             Input::SessionEdited { session } => edits::applied(id, &session),
+            Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
+            Input::TakenOver { pid } => presence::taken_over(root, id, pid),
         }
     }
 }

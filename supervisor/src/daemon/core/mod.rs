@@ -14,6 +14,7 @@
 //! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
 //! - [`mail`]: message delivery (offers, waiting, retries, unread);
 //! - [`edits`]: session edits (the text after an edit, what follows it);
+//! - [`presence`]: watches restored, a root taken over;
 //! - [`notices`]: squadd's notices (standing facts, the files a fact calls
 //!   for).
 
@@ -24,6 +25,7 @@ pub mod escalations;
 pub mod input;
 pub mod mail;
 pub mod notices;
+pub mod presence;
 pub mod replies;
 pub mod timer;
 

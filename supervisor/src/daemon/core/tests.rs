@@ -785,3 +785,47 @@ fn a_session_edit_is_written_only_when_it_changes_the_file_then_waiting_mail_goe
         ]
     );
 }
+
+#[test]
+fn watches_restored_are_said_then_the_root_rescanned() {
+    let mut r = root();
+    let effects = Core::new(id(1), &mut r).step(Input::WatchesRestored { dirs: 3 }, now(0));
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Emit {
+                root: id(1),
+                session: None,
+                path: None,
+                kind: EventKind::WatchRestored { dirs: 3 },
+            },
+            Effect::SetTimer {
+                timer: Timer::Rescan(id(1)),
+                after: Duration::ZERO,
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_root_taken_over_forgets_its_sessions_and_is_looked_at_no_more() {
+    let (file, text) = question("msg_q", "2024-01-15T10:30:00Z");
+    let mut r = root_with(&[(file.clone(), text)]);
+    Core::new(id(0), &mut r).step(applied(&file), now(0));
+    assert!(r.mail.contains_key(SESSION));
+    let input = Input::TakenOver { pid: "4242".into() };
+    let effects = Core::new(id(0), &mut r).step(input, now(1));
+    assert_eq!(
+        effects,
+        vec![Effect::Emit {
+            root: id(0),
+            session: None,
+            path: None,
+            kind: EventKind::RootTakenOver { pid: "4242".into() },
+        }]
+    );
+    assert_eq!(r.taken_over.as_deref(), Some("4242"));
+    assert!(r.sessions.is_empty() && r.mail.is_empty(), "nothing kept");
+    // Its root check finds it present: nothing (not ours any more).
+    assert!(timer::root_check(&mut r, id(0), true).is_empty());
+}
