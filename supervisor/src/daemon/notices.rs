@@ -15,6 +15,7 @@
 //! still told.
 
 use super::Supervisor;
+use super::core::notices::NoticeFile;
 use super::core::{self, Effect, Now, RootId};
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
@@ -40,9 +41,6 @@ pub fn wanted(kind: &EventKind) -> bool {
             | EventKind::FileInvalid { .. }
     )
 }
-
-/// One notice file to write: (root, session, file name, path, bytes).
-type NoticeFile = (RootId, String, String, PathBuf, Vec<u8>);
 
 impl Supervisor {
     /// Taps every standing fact of a session (start-up):
@@ -86,7 +84,7 @@ impl Supervisor {
         // The same fact tapped twice in a batch is one notice (a root's
         // facts may come in more than one run).
         let mut seen = std::collections::BTreeSet::new();
-        files.retain(|(_, _, _, path, _)| seen.insert(path.clone()));
+        files.retain(|n| seen.insert(n.path.clone()));
         self.write_notices(files);
     }
 
@@ -104,13 +102,7 @@ impl Supervisor {
         let mut rest = Vec::new();
         for e in effects {
             match e {
-                Effect::WriteNotice {
-                    root,
-                    session,
-                    file,
-                    path,
-                    text,
-                } => files.push((root, session, file, path, text.into_bytes())),
+                Effect::WriteNotice(n) => files.push(n),
                 other => rest.push(other),
             }
         }
@@ -129,9 +121,9 @@ impl Supervisor {
         }
         let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::with_capacity(notices.len());
         let mut whose: Vec<(RootId, String, String)> = Vec::with_capacity(notices.len());
-        for (i, name, file, path, bytes) in notices {
-            files.push((path, bytes));
-            whose.push((i, name, file));
+        for n in notices {
+            files.push((n.path, n.text.into_bytes()));
+            whose.push((n.root, n.session, n.file));
         }
         let results = self.writer.write_group(&files);
         for (((path, bytes), (i, name, file)), result) in files.into_iter().zip(whose).zip(results)

@@ -33,13 +33,7 @@ impl Supervisor {
                 session,
                 kind,
             } => self.log.tap((root, Some(session), None, kind)),
-            Effect::WriteNotice {
-                root,
-                session,
-                file,
-                path,
-                text,
-            } => self.write_notices(vec![(root, session, file, path, text.into_bytes())]),
+            Effect::WriteNotice(n) => self.write_notices(vec![n]),
             Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
             Effect::RecheckWaiting { root, session } => {
                 self.step(root, core::Input::WaitingChanged { session }, now)

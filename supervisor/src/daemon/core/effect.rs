@@ -38,18 +38,7 @@ pub enum Effect {
     /// Write one notice file (new: the file is the record), then index and
     /// route it from the bytes written. Those of one step are written as
     /// one group commit.
-    WriteNotice {
-        /// The root.
-        root: RootId,
-        /// Session directory name.
-        session: String,
-        /// The file's name.
-        file: String,
-        /// The file.
-        path: PathBuf,
-        /// Its text.
-        text: String,
-    },
+    WriteNotice(super::notices::NoticeFile),
     /// Render each session's session-status.md and write it when it
     /// differs (under the session's lock; a busy lock is retried later).
     WriteStatuses {

@@ -15,6 +15,21 @@ use squad_protocol::model::{
 use std::collections::BTreeSet;
 use std::path::Path;
 
+/// One notice file to write (new: the file is the record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoticeFile {
+    /// The root.
+    pub root: RootId,
+    /// Session directory name.
+    pub session: String,
+    /// The file's name.
+    pub file: String,
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
 /// The most diagnostics an invalid-file notice lists.
 const MAX_LISTED: usize = 20;
 
@@ -77,13 +92,13 @@ pub fn tapped(
         for (file, text) in notice_files(root, &session, path.as_deref(), &kind, now.wall) {
             let path = root.session_dir(&session).join(&file);
             if seen.insert(path.clone()) {
-                effects.push(Effect::WriteNotice {
+                effects.push(Effect::WriteNotice(NoticeFile {
                     root: id,
                     session: session.clone(),
                     file,
                     path,
                     text,
-                });
+                }));
             }
         }
     }

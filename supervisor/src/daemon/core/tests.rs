@@ -576,12 +576,18 @@ fn deliveries_of_a_step_are_made_critical_first() {
     assert!(order.len() >= 2, "{order:?}");
 }
 
-#[test]
-fn a_delivery_that_failed_for_a_passing_reason_waits_and_is_offered_again() {
-    let (file, text) = message("msg_m", "high");
+/// A root whose session holds one message file, routed at `now(0)`: the
+/// delivery it put in the outbox.
+fn routed((file, text): (String, String)) -> (Root, Delivery) {
     let mut r = root_with(&[(file.clone(), text)]);
     let effects = Core::new(id(0), &mut r).step(applied(&file), now(0));
     let d = outboxed(&effects).pop().unwrap();
+    (r, d)
+}
+
+#[test]
+fn a_delivery_that_failed_for_a_passing_reason_waits_and_is_offered_again() {
+    let (mut r, d) = routed(message("msg_m", "high"));
     let timer = Timer::Delivery {
         root: id(0),
         session: SESSION.into(),
@@ -611,10 +617,7 @@ fn a_delivery_that_failed_for_a_passing_reason_waits_and_is_offered_again() {
 
 #[test]
 fn a_delivered_message_past_its_escalation_time_is_escalated_at_once() {
-    let (file, text) = message("msg_c", "critical");
-    let mut r = root_with(&[(file.clone(), text)]);
-    let effects = Core::new(id(0), &mut r).step(applied(&file), now(0));
-    let d = outboxed(&effects).pop().unwrap();
+    let (mut r, d) = routed(message("msg_c", "critical"));
     let input = Input::Delivered {
         delivery: &d,
         at: base(),
@@ -654,12 +657,7 @@ fn notice_files(effects: &[Effect]) -> Vec<(String, PathBuf, String)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::WriteNotice {
-                session,
-                path,
-                text,
-                ..
-            } => Some((session.clone(), path.clone(), text.clone())),
+            Effect::WriteNotice(n) => Some((n.session.clone(), n.path.clone(), n.text.clone())),
             _ => None,
         })
         .collect()
