@@ -9,8 +9,7 @@
 //! text older than the edit.
 
 use super::Supervisor;
-use super::core::RootId;
-use super::timers::Timer;
+use super::core::{self, RootId};
 use crate::control::Response;
 use crate::events::EventKind;
 use crate::session_edit::{EditError, lock_session};
@@ -96,10 +95,10 @@ impl Supervisor {
         match self.edit_locked(i, name, &edit, wall) {
             Ok((text, changed)) => {
                 self.write_statuses_locked(i, &[name.to_string()], wall, lock.map(|f| (name, f)));
-                self.recheck_waiting(i, name, wall);
-                self.flush_outbox(wall);
-                self.timers
-                    .set_earlier(Timer::Context(i), Instant::now() + super::CONTEXT_DELAY);
+                let input = core::Input::SessionEdited {
+                    session: name.to_string(),
+                };
+                self.step(i, input, core::Now { wall });
                 let path = self
                     .roots
                     .core(i)
@@ -125,29 +124,12 @@ impl Supervisor {
         edit: &SessionEdit,
         wall: DateTime<Utc>,
     ) -> Result<(String, bool), EditError> {
-        let r = self.roots.core(i);
-        let path = r.session_dir(name).join(SESSION_STATUS_FILE);
-        let session = r
-            .sessions
-            .get(name)
-            .ok_or_else(|| EditError::Failed("the session went away".into()))?;
-        let current: String = match session.index().files.get(SESSION_STATUS_FILE) {
-            Some(f) => match f.text.as_deref() {
-                Some(t) => t.to_string(),
-                None => {
-                    return Err(EditError::Failed(format!(
-                        "{}: not readable text; fix it first (squadctl validate)",
-                        path.display()
-                    )));
-                }
-            },
-            // No status file yet: the one squadd would write.
-            None => crate::outputs::render_status(None, &session.head(), wall)
-                .ok_or_else(|| EditError::Failed("cannot render a status file".into()))?,
-        };
-        let new = crate::session_edit::apply(&path, &current, edit, wall)?;
-        let on_disk = session.index().files.contains_key(SESSION_STATUS_FILE);
-        if new == current && on_disk {
+        let core::edits::Edited {
+            path,
+            text: new,
+            write,
+        } = core::edits::decide(self.roots.core(i), name, edit, core::Now { wall })?;
+        if !write {
             return Ok((new, false));
         }
         self.writer

@@ -6,8 +6,9 @@ use super::*;
 
 impl Supervisor {
     /// Offers what one file asks to deliver, and schedules its reply
-    /// deadline. `own`: the file's bytes as squadd itself wrote them (a
-    /// notice), delivered from memory instead of read back.
+    /// deadline ([`core::Input::FileApplied`]). `own`: the file's bytes as
+    /// squadd itself wrote them (a notice), delivered from memory instead
+    /// of read back.
     pub(super) fn route_file(
         &mut self,
         i: RootId,
@@ -16,25 +17,46 @@ impl Supervisor {
         wall: DateTime<Utc>,
         own: Option<std::sync::Arc<[u8]>>,
     ) {
+        match self.message_id_clash(i, name, file) {
+            Clash::None => {}
+            Clash::DeliveredBefore => return,
+            Clash::Refused(path, kind) => {
+                self.log.emit(i, Some(name), Some(&path), kind);
+                return;
+            }
+        }
+        let input = self::core::Input::FileApplied {
+            session: name.to_string(),
+            file: file.to_string(),
+            own,
+        };
+        self.step(i, input, Now { wall });
+    }
+
+    /// Whether `file` reuses a message id: a reused id is reported
+    /// (duplicate-message-id), not delivered, since the recipient would
+    /// take it for the first one. It is refused visibly: an audited event,
+    /// and a notice to its sender (docs/daemon.md, Messages). The first by
+    /// name keeps the id, unless another file with it was delivered already
+    /// (a later file whose name sorts first): that one keeps it. Reads the
+    /// inbox copies only when ids clash.
+    fn message_id_clash(&self, i: RootId, name: &str, file: &str) -> Clash {
         let r = self.roots.core(i);
         let Some(core) = r.sessions.get(name) else {
-            return;
+            return Clash::None;
         };
         let Some(f) = core.index().files.get(file) else {
-            return;
+            return Clash::None;
         };
-        // A reused message id is reported (duplicate-message-id), not
-        // delivered: the recipient would take it for the first one. It is
-        // refused visibly: an audited event, and a notice to its sender
-        // (docs/daemon.md, Messages). The first by name keeps the id, unless
-        // another file with it was delivered already (a later file whose
-        // name sorts first): that one keeps it.
         let others = core.others_with_message_id(file);
+        if others.is_empty() {
+            return Clash::None;
+        }
         let mail = r.mail.get(name);
         let dir = &core.index().dir;
         // Whether `of`'s message sits in its recipient's inbox. Two files
         // with the same id may share an inbox name: the copy's content says
-        // whose it is (read only when ids clash).
+        // whose it is.
         let delivered = |of: &str| {
             core.index().files.get(of).is_some_and(|o| {
                 routing::file_deliveries(&r.root, name, dir, o)
@@ -47,96 +69,32 @@ impl Supervisor {
         };
         // A file delivered before the clash arose is not refused (a restart
         // routes every file again).
-        let delivered_before = !others.is_empty() && delivered(file);
-        let kept_by = if others.is_empty() || delivered_before {
-            None
-        } else {
-            core.message_id_kept_by(file)
-                .or_else(|| others.iter().copied().find(|o| delivered(o)))
-        };
-        if delivered_before && core.reuses_message_id(file) {
-            return;
-        }
-        if let Some(kept_by) = kept_by {
-            let (message_id, from, to) = match &f.entry {
-                crate::index::Entry::Message(m) => (
-                    m.message_id.clone(),
-                    m.from_agent.clone(),
-                    m.to_agent.clone(),
-                ),
-                _ => return,
+        if delivered(file) {
+            return if core.reuses_message_id(file) {
+                Clash::DeliveredBefore
+            } else {
+                Clash::None
             };
-            let kind = EventKind::MessageRefused {
-                message_id,
-                from,
-                to,
+        }
+        let kept_by = core
+            .message_id_kept_by(file)
+            .or_else(|| others.iter().copied().find(|o| delivered(o)));
+        let Some(kept_by) = kept_by else {
+            return Clash::None;
+        };
+        let crate::index::Entry::Message(m) = &f.entry else {
+            return Clash::DeliveredBefore;
+        };
+        Clash::Refused(
+            f.path_in(dir),
+            EventKind::MessageRefused {
+                message_id: m.message_id.clone(),
+                from: m.from_agent.clone(),
+                to: m.to_agent.clone(),
                 file: file.to_string(),
                 kept_by: kept_by.to_string(),
-            };
-            let path = f.path_in(&core.index().dir);
-            self.log.emit(i, Some(name), Some(&path), kind);
-            return;
-        }
-        let deliveries = routing::file_deliveries(&r.root, name, &core.index().dir, f);
-        for mut d in deliveries {
-            if let (Some(bytes), routing::Body::File(path)) = (&own, &d.body) {
-                d.body = routing::Body::Text {
-                    path: path.clone(),
-                    bytes: std::sync::Arc::clone(bytes),
-                };
-            }
-            self.offer(i, d, wall);
-        }
-        let now = Now { wall };
-        let effects = self::core::replies::asked(self.roots.core_mut(i), i, name, file, now);
-        self.perform(effects, now);
-    }
-
-    /// Offers one delivery: into the outbox now, or a timer for later.
-    pub(super) fn offer(&mut self, i: RootId, d: routing::Delivery, wall: DateTime<Utc>) {
-        let r = self.roots.core_mut(i);
-        let busy = r.sessions.get(&d.session).is_some_and(|s| s.is_busy(&d.to));
-        let session = d.session.clone();
-        let slot = (d.to.clone(), d.name.clone());
-        let mail = r.mail.entry(session.clone()).or_default();
-        let timer = Timer::Delivery {
-            root: i,
-            session,
-            to: slot.0,
-            name: slot.1,
-        };
-        match mail.offer(&r.policy.messages, d, busy, wall) {
-            routing::Offer::Now(d) => {
-                self.timers.cancel(&timer);
-                self.outbox.push((i, *d));
-            }
-            routing::Offer::Later(at) => self.timers.set_wall(timer, at, wall, Instant::now()),
-            routing::Offer::Done => {}
-        }
-    }
-
-    /// Offers a session's waiting deliveries again (a recipient may no
-    /// longer be busy); only the few that wait are looked at.
-    pub(super) fn recheck_waiting(&mut self, i: RootId, name: &str, wall: DateTime<Utc>) {
-        let waiting: Vec<routing::Delivery> = self
-            .roots
-            .core(i)
-            .mail
-            .get(name)
-            .map(|m| m.waiting.values().cloned().collect())
-            .unwrap_or_default();
-        for d in waiting {
-            self.offer(i, d, wall);
-        }
-    }
-
-    /// A message became unread with an escalation time `at`
-    /// ([`core::escalations::queued`]).
-    pub(super) fn escalation_queued(&mut self, i: RootId, name: &str, at: DateTime<Utc>) {
-        let now = Now { wall: Utc::now() };
-        let effects =
-            self::core::escalations::queued(self.roots.core_mut(i), i, name, at, now, still_unread);
-        self.perform(effects, now);
+            },
+        )
     }
 
     /// Makes the deliveries in the outbox, critical first, then by age, as
@@ -190,7 +148,11 @@ impl Supervisor {
                 Err(squad_protocol::fsx::ReadError::Io(e))
                     if squad_protocol::fsx::is_transient_io(&e) =>
                 {
-                    self.retry_delivery(i, d);
+                    self.step(
+                        i,
+                        self::core::Input::DeliveryFailed(Box::new(d)),
+                        Now { wall },
+                    );
                     return None;
                 }
                 // Vanished or changed into something unreadable: its own
@@ -222,12 +184,15 @@ impl Supervisor {
         let result = self.writer.deliver_unsynced(&dir, &d.to, &d.name, &bytes);
         match result {
             Ok(fresh) => {
-                let r = self.roots.core_mut(i);
-                let policy = &r.policy.messages;
-                let mail = r.mail.entry(d.session.clone()).or_default();
-                if let Some(at) = mail.delivered(policy, &d, wall) {
-                    self.escalation_queued(i, &d.session, at);
-                }
+                // Whether an escalation is already due is judged at the
+                // shell's reading after the write, as it always was.
+                let now = Now { wall: Utc::now() };
+                let input = self::core::Input::Delivered {
+                    delivery: &d,
+                    at: wall,
+                };
+                let effects = self::core::Core::new(i, self.roots.core_mut(i)).step(input, now);
+                self.perform(effects, now);
                 self.watch(i, &new_dir);
                 let Some(synced) = fresh else {
                     self.hooks.cancel(hook);
@@ -253,7 +218,11 @@ impl Supervisor {
             Err(e) if squad_protocol::fsx::is_transient_io(&e) => {
                 self.hooks.cancel(hook);
                 tracing::warn!(session = %d.session, to = %d.to, error = %e, "delivery failed; retrying");
-                self.retry_delivery(i, d);
+                self.step(
+                    i,
+                    self::core::Input::DeliveryFailed(Box::new(d)),
+                    Now { wall },
+                );
                 None
             }
             Err(e) => {
@@ -311,39 +280,15 @@ impl Supervisor {
         self.hooks.start(hook);
     }
 
-    /// Parks a delivery that failed for a passing reason (out of file
-    /// descriptors) as waiting, offered again a moment later.
-    pub(super) fn retry_delivery(&mut self, i: RootId, d: routing::Delivery) {
-        let slot = (d.to.clone(), d.name.clone());
-        let timer = Timer::Delivery {
-            root: i,
-            session: d.session.clone(),
-            to: slot.0.clone(),
-            name: slot.1.clone(),
-        };
-        self.roots
-            .core_mut(i)
-            .mail
-            .entry(d.session.clone())
-            .or_default()
-            .waiting
-            .insert(slot, d);
-        self.timers
-            .set(timer, Instant::now() + Duration::from_millis(250));
-    }
-
     /// Escalates the unread messages of a session whose escalation time
     /// passed ([`core::escalations::run`]; one `stat` each says whether it
     /// is still unread).
     pub(super) fn run_escalations(&mut self, i: RootId, session: &str, wall: DateTime<Utc>) {
-        let effects = self::core::escalations::run(
-            self.roots.core_mut(i),
-            i,
-            session,
-            Now { wall },
-            still_unread,
-        );
-        self.perform(effects, Now { wall });
+        let input = self::core::Input::EscalationsDue {
+            session: session.to_string(),
+            unread: &still_unread,
+        };
+        self.step(i, input, Now { wall });
     }
 
     /// An entry of an unread inbox appeared or went (acknowledged): one
@@ -361,15 +306,13 @@ impl Supervisor {
                 .map(DateTime::<Utc>::from)
                 .unwrap_or_else(|_| Utc::now())
         });
-        let r = self.roots.core_mut(i);
-        let Some(mail) = r.mail.get_mut(session) else {
-            return;
+        let input = self::core::Input::InboxEntry {
+            session: session.to_string(),
+            agent,
+            file,
+            present,
         };
-        // Gone from `new/`: it leaves the escalation queue here; the
-        // session's timer, if armed for it, finds nothing due and re-arms.
-        if let Some(at) = mail.seen(&r.policy.messages, &agent, &file, present) {
-            self.escalation_queued(i, session, at);
-        }
+        self.step(i, input, Now { wall: Utc::now() });
     }
 }
 
@@ -393,6 +336,16 @@ fn still_unread(path: &Path) -> bool {
 /// Whether the inbox copy `name` of `to` (in `new/` or `cur/`) holds the
 /// bytes whose fingerprint is `fingerprint`: a delivered message is its
 /// file's bytes.
+/// What a reused message id means for a file about to be routed.
+enum Clash {
+    /// No clash (or this file keeps the id): route it.
+    None,
+    /// Delivered before the clash arose, and its id is reused: nothing more.
+    DeliveredBefore,
+    /// Refused: the event to emit (its file's path, the event).
+    Refused(PathBuf, EventKind),
+}
+
 fn delivered_copy_of(
     session_dir: &std::path::Path,
     to: &str,

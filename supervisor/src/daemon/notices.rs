@@ -15,15 +15,12 @@
 //! still told.
 
 use super::Supervisor;
-use super::core::RootId;
+use super::core::notices::NoticeFile;
+use super::core::{self, Effect, Now, RootId};
 use crate::events::EventKind;
-use chrono::{DateTime, SecondsFormat, Utc};
-use squad_policies::notices::{Fact, Notice, SENDER, notices, writer_of};
+use chrono::{DateTime, Utc};
 use squad_protocol::FileKind;
-use squad_protocol::model::{
-    Document, Message, MessageContext, MessageMeta, MessageType, TaskStatus,
-};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A tapped event: (root, session, path, kind).
 pub type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
@@ -33,9 +30,6 @@ pub type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 /// READY, never holding up readiness, the control socket or a file change
 /// for longer than one batch.
 pub const NOTICE_BATCH: usize = 256;
-
-/// The most diagnostics an invalid-file notice lists.
-const MAX_LISTED: usize = 20;
 
 /// Whether an event may call for a notice (the event log taps these).
 pub fn wanted(kind: &EventKind) -> bool {
@@ -49,71 +43,88 @@ pub fn wanted(kind: &EventKind) -> bool {
     )
 }
 
-/// A notice's message id: stable for (session, fact, recipient).
-fn notice_id(session: &str, n: &Notice) -> String {
-    let hash = crate::index::fingerprint(format!("{session}|{}", n.key).as_bytes());
-    format!("msg_{SENDER}_{}_{hash:016x}", n.kind.as_str())
-}
-
 impl Supervisor {
-    /// Taps every standing fact of a session (start-up): ready, overdue and
-    /// violating tasks. Invalid files are tapped by their `file-invalid`
-    /// events.
+    /// Taps every standing fact of a session (start-up):
+    /// [`core::Input::SessionLoaded`].
     pub(super) fn tap_standing_facts(&mut self, i: RootId, name: &str) {
-        let Some(core) = self.roots.core(i).sessions.get(name) else {
-            return;
+        let input = core::Input::SessionLoaded {
+            session: name.to_string(),
         };
-        let mut facts = Vec::new();
-        for t in core.tasks().values() {
-            if t.ready {
-                facts.push(EventKind::TaskReady {
-                    task_id: t.task_id.clone(),
-                    agent: t.agent.clone(),
-                });
-            }
-            if t.overdue {
-                facts.push(EventKind::TaskOverdue {
-                    task_id: t.task_id.clone(),
-                    agent: t.agent.clone(),
-                });
-            }
-            if t.violation {
-                facts.push(EventKind::DependencyViolation {
-                    task_id: t.task_id.clone(),
-                    unmet: t.unmet.clone(),
-                });
-            }
-        }
-        for kind in facts {
-            self.log.tap((i, Some(name.to_string()), None, kind));
-        }
+        self.step(i, input, Now { wall: Utc::now() });
     }
 
     /// Writes the notices the tapped events call for, at most
     /// [`NOTICE_BATCH`] facts at a time (the rest wait for the next wake-up:
-    /// see [`Self::notices_pending`]), as one group commit: every notice
-    /// file of the batch is written, then each session directory is fsynced
-    /// once. Each written notice is indexed from the bytes squadd wrote
-    /// (never read back) and routed into the outbox; the deliveries are
-    /// made by the next [`Self::flush_outbox`], as the batch's last step.
+    /// see [`Self::notices_pending`]). The core decides which files each
+    /// fact calls for ([`core::Input::FactsTapped`], one step per run of
+    /// facts of one root, in tapped order); they are written as one group
+    /// commit ([`Self::write_notices`]).
     pub(super) fn send_notices(&mut self, wall: DateTime<Utc>) {
         let tapped = self.log.take_tapped(NOTICE_BATCH);
         if tapped.is_empty() {
             return;
         }
-        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-        let mut whose: Vec<(RootId, String, String)> = Vec::new();
-        let mut seen = std::collections::BTreeSet::new();
+        let now = Now { wall };
+        let mut files: Vec<NoticeFile> = Vec::new();
+        let mut run: Option<(RootId, Vec<core::input::TappedFact>)> = None;
         for (i, session, path, kind) in tapped {
             let Some(name) = session else { continue };
-            for (file, text) in self.notice_files(i, &name, path.as_deref(), &kind, wall) {
-                let path = self.roots.core(i).session_dir(&name).join(&file);
-                // The same fact tapped twice in a batch is one notice.
-                if seen.insert(path.clone()) {
-                    files.push((path, text.into_bytes()));
-                    whose.push((i, name.clone(), file));
+            match &mut run {
+                Some((r, facts)) if *r == i => facts.push((name, path, kind)),
+                _ => {
+                    if let Some((r, facts)) = run.take() {
+                        files.extend(self.notice_step(r, facts, now));
+                    }
+                    run = Some((i, vec![(name, path, kind)]));
                 }
             }
+        }
+        if let Some((r, facts)) = run {
+            files.extend(self.notice_step(r, facts, now));
+        }
+        // The same fact tapped twice in a batch is one notice (a root's
+        // facts may come in more than one run).
+        let mut seen = std::collections::BTreeSet::new();
+        files.retain(|n| seen.insert(n.path.clone()));
+        self.write_notices(files);
+    }
+
+    /// One root's step for tapped facts: its notice files, every other
+    /// effect carried out.
+    fn notice_step(
+        &mut self,
+        i: RootId,
+        facts: Vec<core::input::TappedFact>,
+        now: Now,
+    ) -> Vec<NoticeFile> {
+        let effects =
+            core::Core::new(i, self.roots.core_mut(i)).step(core::Input::FactsTapped(facts), now);
+        let mut files = Vec::new();
+        let mut rest = Vec::new();
+        for e in effects {
+            match e {
+                Effect::WriteNotice(n) => files.push(n),
+                other => rest.push(other),
+            }
+        }
+        self.perform(rest, now);
+        files
+    }
+
+    /// Writes notice files as one group commit: every file is written, then
+    /// each session directory is fsynced once. Each written notice is
+    /// indexed from the bytes squadd wrote (never read back) and routed
+    /// into the outbox; the deliveries are made by the next
+    /// [`Self::flush_outbox`], as the batch's last step.
+    pub(super) fn write_notices(&mut self, notices: Vec<NoticeFile>) {
+        if notices.is_empty() {
+            return;
+        }
+        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::with_capacity(notices.len());
+        let mut whose: Vec<(RootId, String, String)> = Vec::with_capacity(notices.len());
+        for n in notices {
+            files.push((n.path, n.text.into_bytes()));
+            whose.push((n.root, n.session, n.file));
         }
         let results = self.writer.write_group(&files);
         for (((path, bytes), (i, name, file)), result) in files.into_iter().zip(whose).zip(results)
@@ -145,261 +156,13 @@ impl Supervisor {
     pub(super) fn notices_pending(&self) -> bool {
         self.log.has_tapped()
     }
-
-    /// The notice files (name, text) an event calls for that do not exist yet.
-    fn notice_files(
-        &self,
-        i: RootId,
-        name: &str,
-        path: Option<&Path>,
-        kind: &EventKind,
-        wall: DateTime<Utc>,
-    ) -> Vec<(String, String)> {
-        let r = self.roots.core(i);
-        let Some(core) = r.sessions.get(name) else {
-            return Vec::new();
-        };
-        // An ended session concerns nobody any more.
-        if core.ended().is_some() {
-            return Vec::new();
-        }
-        let task = |id: &str| core.tasks().get(id);
-        let (fact, subject, body, task_id, file_rel) = match kind {
-            EventKind::TaskReady { task_id, .. } => {
-                let Some(t) = task(task_id).filter(|t| t.ready) else {
-                    return Vec::new();
-                };
-                (
-                    Fact::TaskReady {
-                        task: &t.task_id,
-                        agent: &t.agent,
-                    },
-                    format!("Task {} is ready", t.task_id),
-                    format!(
-                        "Every prerequisite of {task} is completed{}: you can start it.\n\n\
-                         See it with `squadctl task show {task}` (or `squadctl next`), then report \
-                         `squadctl progress --task {task} --status in_progress`.\n",
-                        if t.prerequisites.is_empty() {
-                            " (it has none)".to_string()
-                        } else {
-                            format!(" ({})", t.prerequisites.join(", "))
-                        },
-                        task = t.task_id,
-                    ),
-                    Some(t.task_id.clone()),
-                    None,
-                )
-            }
-            EventKind::TaskOverdue { task_id, .. } => {
-                let Some(t) = task(task_id).filter(|t| t.overdue) else {
-                    return Vec::new();
-                };
-                let at = |d: Option<DateTime<Utc>>| {
-                    d.map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true))
-                        .unwrap_or_else(|| "?".into())
-                };
-                (
-                    Fact::TaskOverdue {
-                        task: &t.task_id,
-                        agent: &t.agent,
-                    },
-                    format!("Task {} is overdue", t.task_id),
-                    format!(
-                        "{task} (assigned to {agent}) passed its timeout: started {started}, due {due}.\n\n\
-                         Report where it stands (`squadctl progress --task {task} --percent N --action …`), \
-                         or a blocker (`--status blocked --blocker TEXT --needs AGENT`).\n",
-                        task = t.task_id,
-                        agent = t.agent,
-                        started = at(t.started_at.map(|s| s.with_timezone(&Utc))),
-                        due = at(t.due_at),
-                    ),
-                    Some(t.task_id.clone()),
-                    None,
-                )
-            }
-            EventKind::DependencyViolation { task_id, .. } => {
-                let Some(t) = task(task_id).filter(|t| t.violation) else {
-                    return Vec::new();
-                };
-                let state = match t.state {
-                    TaskStatus::Completed => "completed",
-                    _ => "in progress",
-                };
-                (
-                    Fact::DependencyViolation {
-                        task: &t.task_id,
-                        agent: &t.agent,
-                        unmet: &t.unmet,
-                    },
-                    format!("Dependency violation: {}", t.task_id),
-                    format!(
-                        "{task} is {state} but its prerequisites are not completed: {unmet}.\n\n\
-                         Wait until they are (`squadctl next --wait 10m` returns when a task of \
-                         yours is ready), and set {task} back to pending meanwhile \
-                         (`squadctl progress --task {task} --status pending`).\n",
-                        task = t.task_id,
-                        unmet = t.unmet.join(", "),
-                    ),
-                    Some(t.task_id.clone()),
-                    None,
-                )
-            }
-            EventKind::FileInvalid { .. } => {
-                let Some(file) = path.and_then(Path::file_name).and_then(|f| f.to_str()) else {
-                    return Vec::new();
-                };
-                let Some(f) = core.index().files.get(file) else {
-                    return Vec::new();
-                };
-                let Some(agent) = writer_of(file) else {
-                    return Vec::new();
-                };
-                let errors: Vec<&squad_protocol::Diagnostic> =
-                    f.diagnostics.iter().filter(|d| d.is_error()).collect();
-                if errors.is_empty() {
-                    return Vec::new();
-                }
-                let path = f.path_in(&core.index().dir);
-                let rel = path
-                    .strip_prefix(&r.root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                let mut body = format!(
-                    "squadd cannot use {rel}: {} error(s). Until it is fixed, it counts for nothing.\n\n",
-                    errors.len()
-                );
-                for d in errors.iter().take(MAX_LISTED) {
-                    let at = d
-                        .location
-                        .map(|l| format!("{}:{}: ", l.line, l.column))
-                        .unwrap_or_default();
-                    body.push_str(&format!("- {at}{}: {}\n", d.rule, d.message));
-                    if !d.hint.is_empty() {
-                        body.push_str(&format!("  fix: {}\n", d.hint));
-                    }
-                }
-                if errors.len() > MAX_LISTED {
-                    body.push_str(&format!("- … and {} more\n", errors.len() - MAX_LISTED));
-                }
-                body.push_str(&format!(
-                    "\nCheck it with `squadctl validate {rel}`; the squadctl writers \
-                     (`task new`, `progress`, `report-error`, `send`) never write an invalid file.\n"
-                ));
-                (
-                    Fact::FileInvalid {
-                        file,
-                        agent,
-                        fingerprint: f.fingerprint,
-                    },
-                    format!("Invalid file: {file}"),
-                    body,
-                    None,
-                    Some(rel),
-                )
-            }
-            EventKind::MessageRefused { .. } => match refused_notice(core, &r.root, kind) {
-                Some(n) => n,
-                None => return Vec::new(),
-            },
-            _ => return Vec::new(),
-        };
-        let created = wall.fixed_offset();
-        notices(&r.policy.notices, &fact)
-            .into_iter()
-            .filter_map(|n| {
-                let doc = Document::Message(Message {
-                    meta: MessageMeta {
-                        message_id: notice_id(name, &n),
-                        from_agent: SENDER.into(),
-                        to_agent: n.to.clone(),
-                        created_at: created,
-                        priority: n.priority,
-                    },
-                    kind: MessageType::Notification,
-                    subject: subject.clone(),
-                    message: body.clone(),
-                    context: Some(MessageContext {
-                        task_id: task_id.clone(),
-                        component: None,
-                        file: file_rel.clone(),
-                    }),
-                    response_needed: None,
-                    response_by: None,
-                    in_reply_to: None,
-                });
-                let file = doc.file_name();
-                // Already told: the file is the record.
-                if core.index().files.contains_key(&file) {
-                    return None;
-                }
-                let text = doc.to_file_text().ok()?;
-                Some((file, text))
-            })
-            .collect()
-    }
-}
-
-/// What a notice says: its fact, subject, body, task and file.
-type NoticeParts<'a> = (Fact<'a>, String, String, Option<String>, Option<String>);
-
-/// The notice telling the sender of
-/// `file` that it was not delivered because `kept_by` keeps its message id;
-/// `None` when the clash is gone by now.
-fn refused_notice<'a>(
-    core: &'a super::session::SessionCore,
-    root: &Path,
-    kind: &'a EventKind,
-) -> Option<NoticeParts<'a>> {
-    let EventKind::MessageRefused {
-        message_id,
-        to,
-        file,
-        kept_by,
-        ..
-    } = kind
-    else {
-        return None;
-    };
-    // Still a clash: both files there, with the same id.
-    if !core
-        .others_with_message_id(file)
-        .contains(&kept_by.as_str())
-    {
-        return None;
-    }
-    let f = core.index().files.get(file.as_str())?;
-    let agent = writer_of(file)?;
-    let path = f.path_in(&core.index().dir);
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(&path)
-        .display()
-        .to_string();
-    Some((
-        // A refused message is a file squadd cannot use: the same fact
-        // (and policy switch) as an invalid one.
-        Fact::FileInvalid {
-            file,
-            agent,
-            fingerprint: f.fingerprint,
-        },
-        format!("Message not delivered: {file}"),
-        format!(
-            "squadd did not deliver {rel} to {to}: its message id `{message_id}` is \
-             already used by {kept_by} in this session (duplicate-message-id), and \
-             {to} would take it for that message.\n\n\
-             Send it again under its own id (`squadctl send` picks a new one), and \
-             remove {file}.\n"
-        ),
-        None,
-        Some(rel),
-    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::core::notices::notice_id;
+    use squad_policies::notices::Notice;
     use squad_policies::notices::NoticeKind;
     use squad_protocol::model::Priority;
 

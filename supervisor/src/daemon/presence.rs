@@ -35,9 +35,8 @@ impl Supervisor {
                 .iter()
                 .filter(|p| self.root_of(p) == Some(i))
                 .count();
-            self.log
-                .emit(i, None, None, EventKind::WatchRestored { dirs });
-            self.timers.set(Timer::Rescan(i), Instant::now());
+            let now = core::Now { wall: Utc::now() };
+            self.step(i, core::Input::WatchesRestored { dirs }, now);
         }
         if !self.intake.unwatched().is_empty() {
             self.timers
@@ -183,18 +182,13 @@ impl Supervisor {
     /// Another squadd holds root `i` now: stop supervising it, say so.
     pub(super) fn take_over(&mut self, i: RootId, pid: String) {
         tracing::error!(root = %self.roots.core(i).root.display(), %pid, "another squadd took the root over");
-        self.roots.core_mut(i).taken_over = Some(pid.clone());
         self.roots.shell_mut(i).pid_lock = None;
         self.roots.shell_mut(i).socket = None;
         let root = self.roots.core(i).root.clone();
         self.intake.unwatch_under(&root);
         self.timers.cancel_root(i);
-        let names: Vec<String> = self.roots.core(i).sessions.keys().cloned().collect();
-        for name in names {
-            self.roots.core_mut(i).remove_session(&name);
-        }
-        self.log
-            .emit(i, None, None, EventKind::RootTakenOver { pid });
+        let now = core::Now { wall: Utc::now() };
+        self.step(i, core::Input::TakenOver { pid }, now);
     }
 
     /// Watches a session's `locks/` when it exists (squadctl creates it on

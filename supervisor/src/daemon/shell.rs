@@ -10,6 +10,13 @@ use super::systemd;
 use std::time::Instant;
 
 impl Supervisor {
+    /// One step of root `i`'s core ([`core::Core::step`]): the input taken
+    /// in, the effects it returns carried out.
+    pub(super) fn step(&mut self, i: core::RootId, input: core::Input<'_>, now: Now) {
+        let effects = core::Core::new(i, self.roots.core_mut(i)).step(input, now);
+        self.perform(effects, now);
+    }
+
     /// Carries out effects in order.
     pub(super) fn perform(&mut self, effects: Vec<Effect>, now: Now) {
         for effect in effects {
@@ -21,32 +28,30 @@ impl Supervisor {
         let wall = now.wall;
         match effect {
             Effect::SendNotices => self.send_notices(wall),
+            Effect::Tap {
+                root,
+                session,
+                kind,
+            } => self.log.tap((root, Some(session), None, kind)),
+            Effect::WriteNotice(n) => self.write_notices(vec![n]),
             Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
-            Effect::RecheckWaiting { root, session } => self.recheck_waiting(root, &session, wall),
+            Effect::RecheckWaiting { root, session } => {
+                self.step(root, core::Input::WaitingChanged { session }, now)
+            }
             Effect::RecheckWaitingIfPresent { root, session } => {
                 if self.roots.core(root).session_dir(&session).is_dir() {
-                    self.recheck_waiting(root, &session, wall);
+                    self.step(root, core::Input::WaitingChanged { session }, now);
                     self.flush_outbox(wall);
                 }
             }
             Effect::FlushOutbox => self.flush_outbox(wall),
+            Effect::Outbox { root, delivery } => self.outbox.push((root, *delivery)),
             Effect::OfferWaiting {
                 root,
                 session,
                 to,
                 name,
-            } => {
-                let waiting = self
-                    .roots
-                    .core_mut(root)
-                    .mail
-                    .get_mut(&session)
-                    .and_then(|m| m.waiting.remove(&(to, name)));
-                if let Some(d) = waiting {
-                    self.offer(root, d, wall);
-                    self.flush_outbox(wall);
-                }
-            }
+            } => self.step(root, core::Input::DeliveryDue { session, to, name }, now),
             Effect::RunEscalations { root, session } => self.run_escalations(root, &session, wall),
             Effect::WrapUpIfPresent {
                 root,

@@ -19,12 +19,26 @@ pub struct Now {
 
 /// One thing to do. A step returns them in the order they must be carried
 /// out: the order is the contract (see [`super::batch`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Write squadd's notices for the facts tapped so far (one group
     /// commit) and put their deliveries in the outbox; a
     /// [`Effect::FlushOutbox`] after it makes them.
     SendNotices,
+    /// Tap a fact for the next [`Effect::SendNotices`] (a standing fact
+    /// found at start-up).
+    Tap {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The fact.
+        kind: EventKind,
+    },
+    /// Write one notice file (new: the file is the record), then index and
+    /// route it from the bytes written. Those of one step are written as
+    /// one group commit.
+    WriteNotice(super::notices::NoticeFile),
     /// Render each session's session-status.md and write it when it
     /// differs (under the session's lock; a busy lock is retried later).
     WriteStatuses {
@@ -52,6 +66,14 @@ pub enum Effect {
     },
     /// Make the deliveries due now, critical first.
     FlushOutbox,
+    /// Put a delivery due now in the outbox (made at the next
+    /// [`Effect::FlushOutbox`], critical first).
+    Outbox {
+        /// The root.
+        root: RootId,
+        /// The delivery.
+        delivery: Box<crate::daemon::routing::Delivery>,
+    },
     /// Offer a deferred delivery again (its timer fired).
     OfferWaiting {
         /// The root.

@@ -89,25 +89,15 @@ pub fn run(
     effects
 }
 
-/// A message became unread with an escalation time `at`: the session's
-/// escalation timer fires no later than that; a time already past is
-/// escalated now (a backlog is not left until READY).
-pub fn queued(
-    root: &mut Root,
-    id: RootId,
-    session: &str,
-    at: chrono::DateTime<chrono::Utc>,
-    now: Now,
-    unread: impl Fn(&Path) -> bool,
-) -> Vec<Effect> {
-    if at <= now.wall {
-        return run(root, id, session, now, unread);
-    }
-    vec![Effect::SetTimerEarlierAt {
+/// The session's escalation timer, set to fire no later than `at` (a
+/// message became unread with that escalation time; one already past is
+/// run at once instead: see [`super::mail`]).
+pub fn arm(id: RootId, session: &str, at: chrono::DateTime<chrono::Utc>) -> Effect {
+    Effect::SetTimerEarlierAt {
         timer: Timer::Escalation {
             root: id,
             session: session.to_string(),
         },
         at,
-    }]
+    }
 }

@@ -10,15 +10,27 @@
 //!   (notices, status files, deliveries, shared context);
 //! - [`timer`]: what each timer does when it fires;
 //! - [`escalations`]: unread messages whose time came (once each);
-//! - [`replies`]: reply deadlines (which message is overdue, once).
+//! - [`replies`]: reply deadlines (which message is overdue, once);
+//! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
+//! - [`mail`]: message delivery (offers, waiting, retries, unread);
+//! - [`edits`]: session edits (the text after an edit, what follows it);
+//! - [`presence`]: watches restored, a root taken over;
+//! - [`notices`]: squadd's notices (standing facts, the files a fact calls
+//!   for).
 
 pub mod batch;
+pub mod edits;
 pub mod effect;
 pub mod escalations;
+pub mod input;
+pub mod mail;
+pub mod notices;
+pub mod presence;
 pub mod replies;
 pub mod timer;
 
 pub use effect::{Effect, Now};
+pub use input::{Core, Input};
 
 use super::session::{Outcome, SessionCore};
 use crate::derive::changes;

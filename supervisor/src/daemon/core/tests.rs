@@ -6,7 +6,7 @@ use super::RootId;
 use super::batch::{self, CONTEXT_DELAY, REMOVAL_DELAY};
 use super::timer::Timer;
 use super::timer::{self, ROOT_CHECK_MAX};
-use super::{Effect, Now, Root, escalations, replies};
+use super::{Core, Effect, Input, Now, Root, escalations, replies};
 use crate::daemon::routing::{Body, Delivery};
 use crate::daemon::session::SessionCore;
 use crate::events::EventKind;
@@ -429,18 +429,401 @@ fn a_message_read_meanwhile_is_not_escalated() {
 #[test]
 fn an_escalation_ahead_arms_the_timer_and_one_past_runs_now() {
     let mut r = root_with(&[]);
-    unread_critical(&mut r);
-    let ahead = base() + chrono::Duration::minutes(30);
+    let path = unread_critical(&mut r);
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let timer = Timer::Escalation {
+        root: id(0),
+        session: SESSION.into(),
+    };
+    // Read, then unread again a minute later (squadctl moved it back):
+    // its escalation is ahead, so only the session's timer is armed.
+    let entry = |present| Input::InboxEntry {
+        session: SESSION.into(),
+        agent: "bob".into(),
+        file: name.clone(),
+        present,
+    };
+    assert!(
+        Core::new(id(0), &mut r)
+            .step(entry(None), now(0))
+            .is_empty()
+    );
+    let effects = Core::new(id(0), &mut r).step(entry(Some(base())), now(1));
+    let [Effect::SetTimerEarlierAt { timer: t, at }] = effects.as_slice() else {
+        panic!("one timer armed: {effects:?}");
+    };
+    assert_eq!(*t, timer);
+    assert!(*at > now(1).wall, "{effects:?}");
+    // Its time already past: run at once (the shell answers "unread?").
+    Core::new(id(0), &mut r).step(entry(None), now(2));
+    let late = now(24 * 60);
+    let effects = Core::new(id(0), &mut r).step(entry(Some(base())), late);
     assert_eq!(
-        escalations::queued(&mut r, id(0), SESSION, ahead, now(0), |_| true),
-        vec![Effect::SetTimerEarlierAt {
-            timer: Timer::Escalation {
+        effects,
+        vec![Effect::RunEscalations {
+            root: id(0),
+            session: SESSION.into()
+        }]
+    );
+    let unread = |p: &std::path::Path| p == path;
+    let due = || Input::EscalationsDue {
+        session: SESSION.into(),
+        unread: &unread,
+    };
+    let effects = Core::new(id(0), &mut r).step(due(), late);
+    assert_eq!(escalations_of(&effects), vec!["msg_c".to_string()]);
+    // Escalation once: its timer firing again says nothing more.
+    Core::new(id(0), &mut r).step(entry(None), late);
+    Core::new(id(0), &mut r).step(entry(Some(base())), late);
+    let again = Core::new(id(0), &mut r).step(due(), now(2 * 24 * 60));
+    assert!(escalations_of(&again).is_empty(), "{again:?}");
+}
+
+/// A message file from alice to bob at `priority` (no reply asked).
+fn message(id: &str, priority: &str) -> (String, String) {
+    (
+        format!("role-comm-alice-to-bob-{id}.md"),
+        format!(
+            "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: {priority}\ntype: notification\nsubject: s\nmessage: m\n"
+        ),
+    )
+}
+
+fn applied(file: &str) -> Input<'static> {
+    Input::FileApplied {
+        session: SESSION.into(),
+        file: file.into(),
+        own: None,
+    }
+}
+
+fn outboxed(effects: &[Effect]) -> Vec<Delivery> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Outbox { delivery, .. } => Some((**delivery).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_message_file_goes_to_the_outbox_once_and_its_reply_deadline_is_queued() {
+    let (file, text) = question("msg_q", "2024-01-15T10:30:00Z");
+    let mut r = root_with(&[(file.clone(), text)]);
+    let effects = Core::new(id(0), &mut r).step(applied(&file), now(0));
+    let [
+        Effect::CancelTimer(Timer::Delivery { to, .. }),
+        Effect::Outbox { root, delivery },
+        Effect::SetTimerEarlierAt {
+            timer: Timer::ReplyDue { .. },
+            at,
+        },
+    ] = effects.as_slice()
+    else {
+        panic!("cancel, outbox, reply deadline: {effects:?}");
+    };
+    assert_eq!((to.as_str(), *root), ("bob", id(0)));
+    assert_eq!(delivery.message_id, "msg_q");
+    assert_eq!(*at, base() + chrono::Duration::minutes(30));
+    // Written by the shell, then the same file seen again (a rescan): not
+    // delivered twice.
+    let d = (**delivery).clone();
+    let input = Input::Delivered {
+        delivery: &d,
+        at: base(),
+    };
+    let effects = Core::new(id(0), &mut r).step(input, now(0));
+    assert!(outboxed(&effects).is_empty(), "{effects:?}");
+    let effects = Core::new(id(0), &mut r).step(applied(&file), now(1));
+    assert!(outboxed(&effects).is_empty(), "{effects:?}");
+}
+
+#[test]
+fn squadds_own_notice_is_delivered_from_the_bytes_it_wrote() {
+    let (file, text) = message("msg_n", "high");
+    let mut r = root_with(&[(file.clone(), text.clone())]);
+    let bytes: std::sync::Arc<[u8]> = text.into_bytes().into();
+    let input = Input::FileApplied {
+        session: SESSION.into(),
+        file,
+        own: Some(bytes.clone()),
+    };
+    let effects = Core::new(id(0), &mut r).step(input, now(0));
+    let out = outboxed(&effects);
+    assert_eq!(out.len(), 1, "{effects:?}");
+    assert!(
+        matches!(&out[0].body, Body::Text { bytes: b, .. } if *b == bytes),
+        "{:?}",
+        out[0].body
+    );
+}
+
+#[test]
+fn deliveries_of_a_step_are_made_critical_first() {
+    let low = message("msg_low", "low");
+    let medium = message("msg_medium", "medium");
+    let critical = message("msg_critical", "critical");
+    let mut r = root_with(&[low.clone(), medium.clone(), critical.clone()]);
+    let mut outbox = Vec::new();
+    for file in [&low.0, &medium.0, &critical.0] {
+        let effects = Core::new(id(0), &mut r).step(applied(file), now(0));
+        outbox.extend(outboxed(&effects).into_iter().map(|d| (id(0), d)));
+    }
+    batch::outbox_order(&mut outbox);
+    let order: Vec<&str> = outbox.iter().map(|(_, d)| d.message_id.as_str()).collect();
+    assert_eq!(order.first(), Some(&"msg_critical"), "{order:?}");
+    assert!(order.len() >= 2, "{order:?}");
+}
+
+/// A root whose session holds one message file, routed at `now(0)`: the
+/// delivery it put in the outbox.
+fn routed((file, text): (String, String)) -> (Root, Delivery) {
+    let mut r = root_with(&[(file.clone(), text)]);
+    let effects = Core::new(id(0), &mut r).step(applied(&file), now(0));
+    let d = outboxed(&effects).pop().unwrap();
+    (r, d)
+}
+
+#[test]
+fn a_delivery_that_failed_for_a_passing_reason_waits_and_is_offered_again() {
+    let (mut r, d) = routed(message("msg_m", "high"));
+    let timer = Timer::Delivery {
+        root: id(0),
+        session: SESSION.into(),
+        to: "bob".into(),
+        name: d.name.clone(),
+    };
+    let effects = Core::new(id(0), &mut r).step(Input::DeliveryFailed(Box::new(d.clone())), now(0));
+    assert_eq!(
+        effects,
+        vec![Effect::SetTimer {
+            timer: timer.clone(),
+            after: super::mail::RETRY_DELAY
+        }]
+    );
+    // Its timer fires: into the outbox, then flushed; nothing lost.
+    let due = || Input::DeliveryDue {
+        session: SESSION.into(),
+        to: "bob".into(),
+        name: d.name.clone(),
+    };
+    let effects = Core::new(id(0), &mut r).step(due(), now(1));
+    assert_eq!(outboxed(&effects), vec![d.clone()]);
+    assert_eq!(effects.last(), Some(&Effect::FlushOutbox));
+    // Fired again with nothing waiting: nothing.
+    assert!(Core::new(id(0), &mut r).step(due(), now(2)).is_empty());
+}
+
+#[test]
+fn a_delivered_message_past_its_escalation_time_is_escalated_at_once() {
+    let (mut r, d) = routed(message("msg_c", "critical"));
+    let input = Input::Delivered {
+        delivery: &d,
+        at: base(),
+    };
+    let effects = Core::new(id(0), &mut r).step(input, now(24 * 60));
+    assert_eq!(
+        effects,
+        vec![Effect::RunEscalations {
+            root: id(0),
+            session: SESSION.into()
+        }]
+    );
+}
+
+fn plan(task: u8, agent: &str, requires: &[u8]) -> (String, String) {
+    let requires = requires
+        .iter()
+        .map(|t| format!("task_{t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (
+        format!("role-plan-{agent}-task_{task}.md"),
+        format!(
+            "meta:\n  task_id: task_{task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ndependencies:\n  requires: [{requires}]\n  blocks: []\ninstruction: x\n"
+        ),
+    )
+}
+
+fn ready(task: &str, agent: &str) -> EventKind {
+    EventKind::TaskReady {
+        task_id: task.into(),
+        agent: agent.into(),
+    }
+}
+
+fn notice_files(effects: &[Effect]) -> Vec<(String, PathBuf, String)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::WriteNotice(n) => Some((n.session.clone(), n.path.clone(), n.text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_loaded_session_taps_each_standing_fact_once() {
+    let mut r = root_with(&[plan(1, "bob", &[]), plan(2, "carol", &[1])]);
+    let input = Input::SessionLoaded {
+        session: SESSION.into(),
+    };
+    assert_eq!(
+        Core::new(id(0), &mut r).step(input, now(0)),
+        vec![Effect::Tap {
+            root: id(0),
+            session: SESSION.into(),
+            kind: ready("task_1", "bob"),
+        }]
+    );
+    let none = Input::SessionLoaded {
+        session: "gone".into(),
+    };
+    assert!(Core::new(id(0), &mut r).step(none, now(0)).is_empty());
+}
+
+#[test]
+fn a_fact_tapped_twice_is_one_notice_and_a_fact_no_longer_true_none() {
+    let mut r = root_with(&[plan(1, "bob", &[]), plan(2, "carol", &[1])]);
+    let facts = vec![
+        (SESSION.to_string(), None, ready("task_1", "bob")),
+        (SESSION.to_string(), None, ready("task_1", "bob")),
+        // Not ready (task_1 is not completed): told nothing.
+        (SESSION.to_string(), None, ready("task_2", "carol")),
+    ];
+    let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(facts), now(0));
+    let files = notice_files(&effects);
+    assert_eq!(files.len(), 1, "{effects:?}");
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    let (session, path, text) = &files[0];
+    assert_eq!(session, SESSION);
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("role-comm-squadd-to-bob-msg_squadd_ready_"),
+        "{name}"
+    );
+    assert_eq!(path, &r.session_dir(SESSION).join(&name));
+    assert!(text.contains("Task task_1 is ready"), "{text}");
+    // Written (the file is the record): the same fact later, after a
+    // restart too, is never told again.
+    let dir = r.session_dir(SESSION);
+    let f = crate::index::index_bytes(
+        &dir.join(&name),
+        squad_protocol::FileKind::Message,
+        text.as_bytes(),
+    );
+    assert!(f.diagnostics.iter().all(|d| !d.is_error()), "{f:?}");
+    r.apply_file(SESSION, &name, Some(f), base());
+    let again = vec![(SESSION.to_string(), None, ready("task_1", "bob"))];
+    let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(again), now(5));
+    assert!(effects.is_empty(), "{effects:?}");
+}
+
+#[test]
+fn a_session_edit_is_written_only_when_it_changes_the_file_then_waiting_mail_goes() {
+    use super::edits;
+    use squad_policies::session_edit::SessionEdit;
+    let mut r = root_with(&[plan(1, "bob", &[])]);
+    let fail = SessionEdit::Fail {
+        reason: "out of budget".into(),
+    };
+    // No status file yet: the edit applies to the one squadd would write,
+    // and is written.
+    let e = edits::decide(&r, SESSION, &fail, now(0)).unwrap();
+    assert!(e.write);
+    assert_eq!(
+        e.path,
+        r.session_dir(SESSION)
+            .join(squad_protocol::kind::SESSION_STATUS_FILE)
+    );
+    assert!(e.text.contains("out of budget"), "{}", e.text);
+    // Written and indexed: the same edit again changes nothing.
+    let f = crate::index::index_bytes(
+        &e.path,
+        squad_protocol::FileKind::SessionStatus,
+        e.text.as_bytes(),
+    );
+    r.apply_file(
+        SESSION,
+        squad_protocol::kind::SESSION_STATUS_FILE,
+        Some(f),
+        base(),
+    );
+    let again = edits::decide(&r, SESSION, &fail, now(0)).unwrap();
+    assert!(!again.write, "{}", again.text);
+    assert_eq!(again.text, e.text);
+    // Completing a failed session is refused, not forced.
+    let complete = SessionEdit::Complete { force: false };
+    assert!(matches!(
+        edits::decide(&r, SESSION, &complete, now(2)),
+        Err(crate::session_edit::EditError::Refused(_))
+    ));
+    assert!(matches!(
+        edits::decide(&r, "gone", &complete, now(2)),
+        Err(crate::session_edit::EditError::Failed(_))
+    ));
+    // Once written: waiting deliveries offered again and made, then the
+    // shared context.
+    let input = Input::SessionEdited {
+        session: SESSION.into(),
+    };
+    assert_eq!(
+        Core::new(id(0), &mut r).step(input, now(2)),
+        vec![
+            Effect::RecheckWaiting {
                 root: id(0),
                 session: SESSION.into()
             },
-            at: ahead
+            Effect::FlushOutbox,
+            Effect::SetTimerEarlier {
+                timer: Timer::Context(id(0)),
+                after: CONTEXT_DELAY
+            },
+        ]
+    );
+}
+
+#[test]
+fn watches_restored_are_said_then_the_root_rescanned() {
+    let mut r = root();
+    let effects = Core::new(id(1), &mut r).step(Input::WatchesRestored { dirs: 3 }, now(0));
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Emit {
+                root: id(1),
+                session: None,
+                path: None,
+                kind: EventKind::WatchRestored { dirs: 3 },
+            },
+            Effect::SetTimer {
+                timer: Timer::Rescan(id(1)),
+                after: Duration::ZERO,
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_root_taken_over_forgets_its_sessions_and_is_looked_at_no_more() {
+    let (file, text) = question("msg_q", "2024-01-15T10:30:00Z");
+    let mut r = root_with(&[(file.clone(), text)]);
+    Core::new(id(0), &mut r).step(applied(&file), now(0));
+    assert!(r.mail.contains_key(SESSION));
+    let input = Input::TakenOver { pid: "4242".into() };
+    let effects = Core::new(id(0), &mut r).step(input, now(1));
+    assert_eq!(
+        effects,
+        vec![Effect::Emit {
+            root: id(0),
+            session: None,
+            path: None,
+            kind: EventKind::RootTakenOver { pid: "4242".into() },
         }]
     );
-    let effects = escalations::queued(&mut r, id(0), SESSION, base(), now(24 * 60), |_| true);
-    assert_eq!(escalations_of(&effects), vec!["msg_c".to_string()]);
+    assert_eq!(r.taken_over.as_deref(), Some("4242"));
+    assert!(r.sessions.is_empty() && r.mail.is_empty(), "nothing kept");
+    // Its root check finds it present: nothing (not ours any more).
+    assert!(timer::root_check(&mut r, id(0), true).is_empty());
 }

@@ -1,0 +1,162 @@
+//! The single entry point of the core: [`Core::step`] takes one [`Input`]
+//! (what the world said, as the shell read it) at one [`Now`], changes what
+//! the core knows and returns the [`Effect`]s to carry out, in order.
+//!
+//! The shell turns OS events (a settled path, a fired timer, a write that
+//! succeeded or failed, an inbox entry that came or went) into inputs; it
+//! never decides what follows from them. Areas move here one at a time:
+//! message delivery ([`super::mail`]), escalations, reply deadlines and
+//! squadd's notices ([`super::notices`]), session edits ([`super::edits`])
+//! and a root's presence ([`super::presence`]) so far.
+
+use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies};
+use crate::daemon::routing::Delivery;
+use crate::events::EventKind;
+use chrono::{DateTime, Utc};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A fact tapped for notices: (session, the file it is about, the event).
+pub type TappedFact = (String, Option<PathBuf>, EventKind);
+
+/// What the world said: one event the shell read, in the core's terms.
+pub enum Input<'a> {
+    /// A protocol file of a session was applied: what it asks to deliver
+    /// is offered, and its reply deadline queued.
+    FileApplied {
+        /// Session directory name.
+        session: String,
+        /// The file's name.
+        file: String,
+        /// The file's bytes as squadd itself wrote them (a notice): its
+        /// deliveries carry them, never read back.
+        own: Option<Arc<[u8]>>,
+    },
+    /// A session's recipients may no longer be busy: its waiting
+    /// deliveries are offered again.
+    WaitingChanged {
+        /// Session directory name.
+        session: String,
+    },
+    /// A deferred delivery's timer fired.
+    DeliveryDue {
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Inbox file name.
+        name: String,
+    },
+    /// A delivery was written into its inbox (fresh or not): it is
+    /// delivered, and unread until acknowledged.
+    Delivered {
+        /// The delivery.
+        delivery: &'a Delivery,
+        /// The moment of the batch that made it (the step's [`Now`] is
+        /// the shell's reading after the write: an escalation already due
+        /// then is run at once).
+        at: DateTime<Utc>,
+    },
+    /// A delivery failed for a passing reason (out of descriptors): it
+    /// waits and is offered again a moment later, never dropped.
+    DeliveryFailed(Box<Delivery>),
+    /// An entry of an unread inbox appeared (`Some(mtime)`) or went (read).
+    InboxEntry {
+        /// Session directory name.
+        session: String,
+        /// The inbox's agent.
+        agent: String,
+        /// The entry's file name.
+        file: String,
+        /// Its modification time, when it is there.
+        present: Option<DateTime<Utc>>,
+    },
+    /// A session's escalation time came (its timer fired, or a backlog at
+    /// start-up). `unread` is the shell's answer for one inbox entry
+    /// (`inbox/<agent>/new/<name>`): whether it is still there.
+    EscalationsDue {
+        /// Session directory name.
+        session: String,
+        /// Whether an inbox entry is still unread.
+        unread: &'a dyn Fn(&Path) -> bool,
+    },
+    /// A session's reply timer fired.
+    RepliesDue {
+        /// Session directory name.
+        session: String,
+    },
+    /// A session was loaded at start-up: its standing facts (ready,
+    /// overdue, violating tasks) are tapped for notices.
+    SessionLoaded {
+        /// Session directory name.
+        session: String,
+    },
+    /// Facts tapped for notices in this root, in order: (session, the
+    /// file the fact is about, the event).
+    FactsTapped(Vec<TappedFact>),
+    /// A session edit was applied and its status file written
+    /// ([`edits::decide`] said what to write).
+    SessionEdited {
+        /// Session directory name.
+        session: String,
+    },
+    /// Directories of the root the kernel had refused to watch are
+    /// watched again.
+    WatchesRestored {
+        /// How many.
+        dirs: usize,
+    },
+    /// Another squadd took the root over (it holds the recreated pid
+    /// lock); the shell has let go of what it held for the root.
+    TakenOver {
+        /// That squadd's pid.
+        pid: String,
+    },
+}
+
+/// The core of one root, for one step: its id (named in the effects) and
+/// what it knows.
+pub struct Core<'a> {
+    id: RootId,
+    root: &'a mut Root,
+}
+
+impl<'a> Core<'a> {
+    /// The core of root `id`.
+    pub fn new(id: RootId, root: &'a mut Root) -> Core<'a> {
+        Core { id, root }
+    }
+
+    /// Takes in one input at `now`; returns what to do, in order.
+    pub fn step(&mut self, input: Input<'_>, now: Now) -> Vec<Effect> {
+        let (id, root) = (self.id, &mut *self.root);
+        match input {
+            Input::FileApplied { session, file, own } => {
+                let mut effects = mail::route(root, id, &session, &file, own, now);
+                effects.extend(replies::asked(root, id, &session, &file, now));
+                effects
+            }
+            Input::WaitingChanged { session } => mail::recheck_waiting(root, id, &session, now),
+            Input::DeliveryDue { session, to, name } => {
+                mail::delivery_due(root, id, &session, to, name, now)
+            }
+            Input::Delivered { delivery, at } => mail::delivered(root, id, delivery, at, now),
+            Input::DeliveryFailed(d) => mail::failed(root, id, *d),
+            Input::InboxEntry {
+                session,
+                agent,
+                file,
+                present,
+            } => mail::inbox_entry(root, id, &session, &agent, &file, present, now),
+            Input::EscalationsDue { session, unread } => {
+                escalations::run(root, id, &session, now, unread)
+            }
+            Input::RepliesDue { session } => replies::due(root, id, &session, now),
+            Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
+            Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
+            Input::SessionEdited { session } => edits::applied(id, &session),
+            Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
+            Input::TakenOver { pid } => presence::taken_over(root, id, pid),
+        }
+    }
+}

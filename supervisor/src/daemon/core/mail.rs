@@ -1,0 +1,187 @@
+//! Message delivery decisions: what a file asks to deliver and when (now,
+//! into the outbox; later, a timer; never twice), deliveries waiting on a
+//! busy recipient, a passing failure retried, and the escalation queue fed
+//! by deliveries and acknowledgements. The shell writes the inboxes
+//! (critical first: [`super::batch::outbox_order`]) and reports back.
+
+use super::timer::Timer;
+use super::{Effect, Now, Root, RootId, escalations};
+use crate::daemon::routing::{self, Delivery, Offer};
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a delivery that failed for a passing reason (out of file
+/// descriptors) waits before it is offered again.
+pub const RETRY_DELAY: Duration = Duration::from_millis(250);
+
+/// What one file of a session asks to deliver, offered. `own`: the file's
+/// bytes as squadd wrote them (a notice), delivered from memory.
+pub fn route(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    file: &str,
+    own: Option<Arc<[u8]>>,
+    now: Now,
+) -> Vec<Effect> {
+    let Some(core) = root.sessions.get(session) else {
+        return Vec::new();
+    };
+    let Some(f) = core.index().files.get(file) else {
+        return Vec::new();
+    };
+    // A reused message id is reported (duplicate-message-id), not
+    // delivered: the recipient would take it for the first one.
+    if core.reuses_message_id(file) {
+        return Vec::new();
+    }
+    let deliveries = routing::file_deliveries(&root.root, session, &core.index().dir, f);
+    let mut effects = Vec::new();
+    for mut d in deliveries {
+        if let (Some(bytes), routing::Body::File(path)) = (&own, &d.body) {
+            d.body = routing::Body::Text {
+                path: path.clone(),
+                bytes: Arc::clone(bytes),
+            };
+        }
+        effects.extend(offer(root, id, d, now));
+    }
+    effects
+}
+
+/// Offers one delivery: into the outbox now (its deferral timer
+/// cancelled), a timer for later, or nothing (already delivered).
+pub fn offer(root: &mut Root, id: RootId, d: Delivery, now: Now) -> Vec<Effect> {
+    let busy = root
+        .sessions
+        .get(&d.session)
+        .is_some_and(|s| s.is_busy(&d.to));
+    let timer = delivery_timer(id, &d);
+    let mail = root.mail.entry(d.session.clone()).or_default();
+    match mail.offer(&root.policy.messages, d, busy, now.wall) {
+        Offer::Now(d) => vec![
+            Effect::CancelTimer(timer),
+            Effect::Outbox {
+                root: id,
+                delivery: d,
+            },
+        ],
+        Offer::Later(at) => vec![Effect::SetTimerAt { timer, at }],
+        Offer::Done => Vec::new(),
+    }
+}
+
+/// Offers a session's waiting deliveries again; only the few that wait are
+/// looked at.
+pub fn recheck_waiting(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> {
+    let waiting: Vec<Delivery> = root
+        .mail
+        .get(session)
+        .map(|m| m.waiting.values().cloned().collect())
+        .unwrap_or_default();
+    let mut effects = Vec::new();
+    for d in waiting {
+        effects.extend(offer(root, id, d, now));
+    }
+    effects
+}
+
+/// A deferred delivery's timer fired: offered again and, if it was still
+/// waiting, the outbox flushed.
+pub fn delivery_due(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    to: String,
+    name: String,
+    now: Now,
+) -> Vec<Effect> {
+    let waiting = root
+        .mail
+        .get_mut(session)
+        .and_then(|m| m.waiting.remove(&(to, name)));
+    let Some(d) = waiting else {
+        return Vec::new();
+    };
+    let mut effects = offer(root, id, d, now);
+    effects.push(Effect::FlushOutbox);
+    effects
+}
+
+/// A delivery was written into its inbox at `at`: it is unread from now
+/// on, and its escalation is queued (a time already past at `now` is
+/// escalated at once).
+pub fn delivered(
+    root: &mut Root,
+    id: RootId,
+    d: &Delivery,
+    at: DateTime<Utc>,
+    now: Now,
+) -> Vec<Effect> {
+    let policy = &root.policy.messages;
+    let mail = root.mail.entry(d.session.clone()).or_default();
+    match mail.delivered(policy, d, at) {
+        Some(at) => escalation_queued(id, &d.session, at, now),
+        None => Vec::new(),
+    }
+}
+
+/// A delivery failed for a passing reason: it waits, offered again after
+/// [`RETRY_DELAY`].
+pub fn failed(root: &mut Root, id: RootId, d: Delivery) -> Vec<Effect> {
+    let timer = delivery_timer(id, &d);
+    root.mail
+        .entry(d.session.clone())
+        .or_default()
+        .waiting
+        .insert((d.to.clone(), d.name.clone()), d);
+    vec![Effect::SetTimer {
+        timer,
+        after: RETRY_DELAY,
+    }]
+}
+
+/// An entry of an unread inbox appeared or went: the unread counters and
+/// the escalation queue follow (one gone from `new/` leaves the queue; the
+/// session's timer, if armed for it, finds nothing due and re-arms).
+pub fn inbox_entry(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    agent: &str,
+    file: &str,
+    present: Option<DateTime<Utc>>,
+    now: Now,
+) -> Vec<Effect> {
+    let Some(mail) = root.mail.get_mut(session) else {
+        return Vec::new();
+    };
+    match mail.seen(&root.policy.messages, agent, file, present) {
+        Some(at) => escalation_queued(id, session, at, now),
+        None => Vec::new(),
+    }
+}
+
+/// A message became unread with an escalation time `at`: the session's
+/// escalation timer fires no later than that; a time already past is
+/// escalated now (a backlog is not left until READY). The shell answers
+/// "still unread?" when it carries out [`Effect::RunEscalations`].
+fn escalation_queued(id: RootId, session: &str, at: DateTime<Utc>, now: Now) -> Vec<Effect> {
+    if at <= now.wall {
+        return vec![Effect::RunEscalations {
+            root: id,
+            session: session.to_string(),
+        }];
+    }
+    vec![escalations::arm(id, session, at)]
+}
+
+fn delivery_timer(id: RootId, d: &Delivery) -> Timer {
+    Timer::Delivery {
+        root: id,
+        session: d.session.clone(),
+        to: d.to.clone(),
+        name: d.name.clone(),
+    }
+}
