@@ -150,12 +150,25 @@ impl Locks {
         );
         let body = serde_json::to_vec(holder).map_err(|e| e.to_string())?;
         let subject = format!("$KV.{}.{key}", self.bucket);
-        let ack = self
-            .js
-            .publish_with_headers(subject, headers, body.into())
-            .await
-            .map_err(|e| format!("NATS publish: {e}"))?
-            .await;
+        // A bucket just created (by us or another host) may have no stream
+        // leader yet in a cluster: its publishes get no responder ("no
+        // stream found") for a moment. Retried briefly, then reported.
+        let mut attempts = 0;
+        let ack = loop {
+            let ack = self
+                .js
+                .publish_with_headers(subject.clone(), headers.clone(), body.clone().into())
+                .await
+                .map_err(|e| format!("NATS publish: {e}"))?
+                .await;
+            match ack {
+                Err(e) if e.kind() == PublishErrorKind::StreamNotFound && attempts < 20 => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                ack => break ack,
+            }
+        };
         match ack {
             Ok(ack) => Ok(Some(ack.sequence)),
             // 10071 carries the actual sequence; servers from 2.11 may answer
