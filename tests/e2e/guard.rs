@@ -703,3 +703,31 @@ fn check_staged_attributes_the_index_to_the_committing_task() {
     assert_eq!(c, 0, "{out}");
     assert!(out.contains("warning[unattributed-change]"), "{out}");
 }
+
+/// Regression: the reason for refusing writes under an unusable task
+/// assignment quoted its first diagnostic, which may be a warning (an
+/// unknown field at the top) rather than the error that makes it unusable.
+#[test]
+fn an_unusable_plan_is_refused_with_its_first_error_not_a_warning() {
+    let (tmp, _outside) = project();
+    let root = tmp.path();
+    let text = plan("backend", "task_1", &["backend/**"], &[])
+        .replace("meta:\n", "zz_extra: 1\nmeta:\n")
+        .replace("priority: high", "priority: whenever");
+    write(
+        root,
+        &format!(".squad/sessions/{SESSION}/role-plan-backend-task_1.md"),
+        &text,
+    );
+    let cwd = root.display().to_string();
+    let input = json!({"session_id": "s", "transcript_path": "/t.jsonl", "cwd": cwd,
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": format!("{cwd}/backend/new.rs"), "content": "x"},
+        "tool_use_id": "t"})
+    .to_string();
+    let env = [("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+    let reason = verdict("claude", &guard(root, &env, None, &input)).expect("denied");
+    assert!(reason.contains("cannot be used"), "{reason}");
+    assert!(!reason.contains("unknown-field"), "{reason}");
+    assert!(reason.contains("priority"), "{reason}");
+}

@@ -518,9 +518,12 @@ pub(crate) fn find_task(
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let Some(file) = file else { continue };
         let Entry::Plan(plan) = file.entry else {
+            // The error that makes it unusable, not a warning before it.
             let why = file
                 .diagnostics
-                .first()
+                .iter()
+                .find(|d| d.is_error())
+                .or_else(|| file.diagnostics.first())
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "invalid".into());
             let reason = format!(
