@@ -749,19 +749,7 @@ fn next(root: &Path, a: NextArgs) -> u8 {
             let (body, message) = read_message(&item).unwrap_or_default();
             let now = Utc::now();
             if a.peek {
-                return if a.json {
-                    let mut v = item_json(&item, message.as_ref(), now);
-                    v["content"] = json!(body);
-                    super::print(&format!("{v:#}\n"))
-                } else {
-                    super::print_human(&render_message(
-                        &item,
-                        &item.path,
-                        &body,
-                        message.as_ref(),
-                        now,
-                    ))
-                };
+                return print_one(&item, &body, message.as_ref(), now, a.json);
             }
             match inbox::ack(&item) {
                 // Someone else took it first: look again.
@@ -774,19 +762,7 @@ fn next(root: &Path, a: NextArgs) -> u8 {
                         path: to.clone(),
                         ..item
                     };
-                    return if a.json {
-                        let mut v = item_json(&read, message.as_ref(), now);
-                        v["content"] = json!(body);
-                        super::print(&format!("{v:#}\n"))
-                    } else {
-                        super::print_human(&render_message(
-                            &read,
-                            &to,
-                            &body,
-                            message.as_ref(),
-                            now,
-                        ))
-                    };
+                    return print_one(&read, &body, message.as_ref(), now, a.json);
                 }
             }
         }
@@ -831,17 +807,22 @@ fn show(root: &Path, a: &AckArgs) -> u8 {
         Ok(x) => x,
         Err(e) => return super::fail(e),
     };
-    let now = Utc::now();
-    if a.json {
-        let mut v = item_json(&item, message.as_ref(), now);
+    print_one(&item, &body, message.as_ref(), Utc::now(), a.json)
+}
+
+/// Prints one inbox entry with its content: as JSON (the entry's fields
+/// plus `content`) or for people.
+fn print_one(
+    item: &Item,
+    body: &str,
+    message: Option<&Message>,
+    now: DateTime<Utc>,
+    json: bool,
+) -> u8 {
+    if json {
+        let mut v = item_json(item, message, now);
         v["content"] = json!(body);
         return super::print(&format!("{v:#}\n"));
     }
-    super::print_human(&render_message(
-        &item,
-        &item.path,
-        &body,
-        message.as_ref(),
-        now,
-    ))
+    super::print_human(&render_message(item, &item.path, body, message, now))
 }
