@@ -303,7 +303,7 @@ pub fn runner_check(root: &Path, agent: &str, spec: &RunnerSpec) -> Result<(), S
 }
 
 /// The project's runners (the policy's `runners:`).
-fn runners_of(root: &Path) -> Result<RunnersPolicy, String> {
+fn runners_of(root: &Path) -> Result<RunnersPolicy, locks::PolicyLoadError> {
     locks::load_policy(root).map(|p| p.runners)
 }
 
