@@ -77,7 +77,9 @@ impl SessionView {
         self.tasks.iter().filter(|t| t.ready)
     }
 
-    /// The earliest future deadline, for the daemon's timer.
+    /// The earliest future deadline (the daemon's core arms its timers
+    /// itself; kept for the tests of the view).
+    #[cfg(test)]
     pub fn next_deadline(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.tasks
             .iter()
@@ -281,7 +283,9 @@ pub fn derive_session(
 }
 
 /// Tasks now `in_progress` that have no recorded start: the daemon records
-/// them (at the progress update's `updated_at`).
+/// them (at the progress update's `updated_at`). The daemon's core decides
+/// this itself; kept as an independent statement of the rule for tests.
+#[cfg(test)]
 pub fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, Timestamp)> {
     let plans: BTreeMap<&str, &Plan> = session.plans().map(|p| (p.task_id.as_str(), p)).collect();
     session
@@ -318,7 +322,9 @@ pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKi
 
 /// Overdue tasks not reported yet (`reported` persists across restarts, so a
 /// task that went overdue while the daemon was down is reported at start, and
-/// a restart never reports one twice).
+/// a restart never reports one twice). The daemon's core decides this
+/// itself; kept as an independent statement of the rule for tests.
+#[cfg(test)]
 pub fn newly_overdue<'a>(
     view: &'a SessionView,
     reported: &BTreeSet<String>,

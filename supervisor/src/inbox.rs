@@ -18,30 +18,13 @@ pub fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
 }
 
 /// Delivers `bytes` under `name` (written into `tmp/`, fsynced, renamed
-/// into `new/`); `Ok(false)` when it was already delivered. Walks from
-/// `root` to the session directory without following a link (an `inbox` or `inbox/<agent>` that is a symlink
-/// is refused) and never recreating a session directory that vanished; the
-/// inbox's own directories are created when missing.
-pub fn deliver_under(
-    root: &Path,
-    session_dir: &Path,
-    agent: &str,
-    name: &str,
-    bytes: &[u8],
-) -> io::Result<bool> {
-    match deliver_unsynced(root, session_dir, agent, name, bytes)? {
-        Some(new) => {
-            new.sync()?;
-            Ok(true)
-        }
-        None => Ok(false),
-    }
-}
-
-/// [`deliver_under`] without the fsync of `new/`: the message is complete
-/// on disk and in `new/`, durable once the caller fsyncs the returned
-/// `new/` directory (one fsync per inbox for a group of deliveries);
-/// `None` when it was delivered before.
+/// into `new/`), without the fsync of `new/`: the message is complete on
+/// disk and in `new/`, durable once the caller fsyncs the returned `new/`
+/// directory (one fsync per inbox for a group of deliveries); `None` when
+/// it was delivered before. Walks from `root` to the session directory
+/// without following a link (an `inbox` or `inbox/<agent>` that is a
+/// symlink is refused) and never recreating a session directory that
+/// vanished; the inbox's own directories are created when missing.
 pub fn deliver_unsynced(
     root: &Path,
     session_dir: &Path,

@@ -4,7 +4,6 @@
 //! Building an entry is pure (bytes in, entry out); reading files happens in
 //! [`load_file`] and the scanners, at the edge.
 
-use chrono::{DateTime, Utc};
 use squad_protocol::model::{
     Document, ErrorSeverity, MessageType, Phase, Priority, SessionState, TaskStatus, Timestamp,
 };
@@ -604,11 +603,6 @@ impl Files {
         self.values().map(|f| (&*f.name, f))
     }
 
-    /// The names, in order.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> {
-        self.values().map(|f| &*f.name)
-    }
-
     /// How many files.
     pub fn len(&self) -> usize {
         self.0.len()
@@ -794,11 +788,6 @@ pub fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
     }
     s.recheck();
     Ok(s)
-}
-
-/// The current time, in one place, so everything below takes `now` as a value.
-pub fn now() -> DateTime<Utc> {
-    Utc::now()
 }
 
 #[cfg(test)]

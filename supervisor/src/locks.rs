@@ -422,16 +422,20 @@ impl Txn {
     }
 
     /// Writes a record ([`write_record`]).
-    pub fn write(&mut self, path: &Path, record: &LockRecord) -> Result<(), String> {
-        write_record(path, record).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn write(&mut self, path: &Path, record: &LockRecord) -> Result<(), RecordError> {
+        write_record(path, record).map_err(|source| RecordError {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Removes a record (already gone is fine).
-    pub fn remove(&mut self, path: &Path) -> Result<(), String> {
+    pub fn remove(&mut self, path: &Path) -> Result<(), RecordError> {
         match crate::safefs::remove_project_file(path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Err(format!("{}: {e}", path.display()))
-            }
+            Err(source) if source.kind() != io::ErrorKind::NotFound => Err(RecordError {
+                path: path.to_path_buf(),
+                source,
+            }),
             _ => Ok(()),
         }
     }
@@ -440,6 +444,25 @@ impl Txn {
     pub fn report(&mut self, session: &str, path: &Path, kind: EventKind) {
         self.events
             .push((Some(session.to_string()), Some(path.to_path_buf()), kind));
+    }
+}
+
+/// A lock record could not be written or removed.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct RecordError {
+    /// The record.
+    pub path: PathBuf,
+    /// Why.
+    #[source]
+    pub source: io::Error,
+}
+
+// A transaction's closure reports its failures as `String`
+// (ctl/lock.rs): `?` on a record write keeps working in it.
+impl From<RecordError> for String {
+    fn from(e: RecordError) -> Self {
+        e.to_string()
     }
 }
 
@@ -508,17 +531,6 @@ pub fn transact<T>(
     drop(guard);
     audit_events(root, std::mem::take(&mut txn.events));
     result
-}
-
-/// Audits lock events from the command line.
-pub fn audit_all(root: &Path, events: Vec<LockEvent>) {
-    audit_events(
-        root,
-        events
-            .into_iter()
-            .map(|(session, path, kind)| (Some(session), Some(path), kind))
-            .collect(),
-    );
 }
 
 /// The earliest expiry among held records (corrupt ones count until their
@@ -620,16 +632,45 @@ pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockE
     Ok(events)
 }
 
+/// Why a project's `.squad/policies.yaml` is not in force.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PolicyLoadError {
+    /// The file is there but cannot be read (a link, too large, …).
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// policies.yaml.
+        path: PathBuf,
+        /// Why (shared: the daemon keeps the error it started with).
+        #[source]
+        source: std::sync::Arc<ReadError>,
+    },
+    /// The file does not make a valid policy.
+    #[error("{}: {source}", path.display())]
+    Invalid {
+        /// policies.yaml.
+        path: PathBuf,
+        /// The field and what is wrong with it.
+        #[source]
+        source: squad_policies::policy::PolicyError,
+    },
+}
+
 /// The project's effective policy: defaults overridden by
 /// `.squad/policies.yaml` when present.
-pub fn load_policy(root: &Path) -> Result<squad_policies::Policy, String> {
+pub fn load_policy(root: &Path) -> Result<squad_policies::Policy, PolicyLoadError> {
     let path = root.join(SQUAD_DIR).join("policies.yaml");
     let text = match fsx::read_regular_to_string(&path, RECORD_LIMIT) {
         Ok(t) => Some(t),
         Err(ReadError::NotFound) => None,
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => {
+            return Err(PolicyLoadError::Read {
+                path,
+                source: std::sync::Arc::new(e),
+            });
+        }
     };
-    squad_policies::Policy::parse(text.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
+    squad_policies::Policy::parse(text.as_deref())
+        .map_err(|source| PolicyLoadError::Invalid { path, source })
 }
 
 /// Every problem of a project's `.squad/policies.yaml` (for `validate` and

@@ -25,6 +25,71 @@ use squad_protocol::fsx::read_regular_to_string;
 use squad_protocol::memory::{self, Document};
 use std::path::{Path, PathBuf};
 
+/// Why a memory file could not be read, merged, archived or backed up;
+/// nothing of the file is lost when one is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// A memory file could not be read (fsx: no-follow, regular, sized).
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: squad_protocol::fsx::ReadError,
+    },
+    /// A file or directory could not be written, opened or removed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// decisions.md has a fence that never closes: nothing was merged.
+    #[error(
+        "{}:{line}: a code fence opened here never closes, so no entry below it can be seen (a merge would append them again); close the fence, then merge (nothing was merged)",
+        path.display()
+    )]
+    UnclosedFence {
+        /// decisions.md.
+        path: PathBuf,
+        /// The fence's line.
+        line: usize,
+    },
+    /// Merged entries would not parse back as entries: nothing was merged.
+    #[error(
+        "{}: {count} appended entries would not read back as entries (nothing was merged); check the inbox files for unbalanced fences or headings",
+        path.display()
+    )]
+    Invisible {
+        /// decisions.md.
+        path: PathBuf,
+        /// How many entries.
+        count: usize,
+    },
+    /// The inbox directory could not be synced after removals.
+    #[error("{0}")]
+    Sync(#[source] std::io::Error),
+}
+
+// The commands not yet converted report errors as `String`: `?` keeps
+// working in them until they are.
+impl From<MemoryError> for String {
+    fn from(e: MemoryError) -> Self {
+        e.to_string()
+    }
+}
+
+/// An I/O error on `path`, as a [`MemoryError`].
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError + '_ {
+    move |source| MemoryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Memory files are read up to this size (real decisions.md files reach
 /// hundreds of KB; this leaves room without reading anything unbounded).
 pub const READ_LIMIT: u64 = 64 * 1024 * 1024;
@@ -127,10 +192,10 @@ pub struct MemoryLock {
 /// is free, first saying on stderr who holds it; otherwise `Ok(None)` when
 /// it is held. `what` names the holder for whoever waits (`squadctl memory
 /// merge`, `squadd`).
-pub fn lock(team: &Path, what: &str, wait: bool) -> Result<Option<MemoryLock>, String> {
+pub fn lock(team: &Path, what: &str, wait: bool) -> Result<Option<MemoryLock>, MemoryError> {
     use std::io::{Read as _, Seek as _, Write as _};
     let path = team.join(LOCK_FILE);
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    let err = |e: std::io::Error| io_error(&path)(e);
     let (dir, name) = crate::safefs::project_parent(&path, None).map_err(err)?;
     let mut file = dir
         .open_file(&name, libc::O_RDWR | libc::O_CREAT, 0o644)
@@ -226,7 +291,7 @@ pub const BACKUP_DIR: &str = ".memory-backups";
 /// under `<team>/.memory-backups/` (same relative path, `.bak`, `.bak.N`)
 /// when the file is in a team directory, else beside it as `.<name>.bak`.
 /// A backup with the same content already there is reused, not repeated.
-pub fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, String> {
+pub fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, MemoryError> {
     let name = file
         .file_name()
         .and_then(|n| n.to_str())
@@ -255,8 +320,7 @@ pub fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, St
         b = base.with_file_name(format!("{base_name}.{n}"));
         n += 1;
     }
-    crate::safefs::write_project_file(&b, src.as_bytes(), Some(0o700))
-        .map_err(|e| format!("{}: {e}", b.display()))?;
+    crate::safefs::write_project_file(&b, src.as_bytes(), Some(0o700)).map_err(io_error(&b))?;
     Ok(b)
 }
 
@@ -331,12 +395,15 @@ pub fn classify(path: &Path) -> MemoryFile {
 }
 
 /// Reads a memory file (fsx: no-follow, regular files only, size-limited).
-pub fn read(path: &Path) -> Result<String, String> {
-    read_regular_to_string(path, READ_LIMIT).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<String, MemoryError> {
+    read_regular_to_string(path, READ_LIMIT).map_err(|source| MemoryError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Reads a file that may not exist yet (an archive): absent is empty.
-fn read_or_empty(path: &Path) -> Result<String, String> {
+fn read_or_empty(path: &Path) -> Result<String, MemoryError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
         _ => read(path),
@@ -384,15 +451,18 @@ fn unmergeable(t: &str) -> Option<String> {
 /// agent that had it open) goes back to the inbox, and the next merge adds
 /// what is new. A merge killed midway leaves set-aside files, which the next
 /// merge takes first (and `memory query` reads meanwhile).
-pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<MergeReport, String> {
+pub fn merge_inbox(
+    team: &Path,
+    dry_run: bool,
+    _lock: &MemoryLock,
+) -> Result<MergeReport, MemoryError> {
     let live_path = team.join("decisions.md");
     let live = read_or_empty(&live_path)?;
     if let Some(line) = memory::unclosed_fence(&live) {
-        return Err(format!(
-            "{}:{line}: a code fence opened here never closes, so no entry below it can be seen \
-             (a merge would append them again); close the fence, then merge (nothing was merged)",
-            live_path.display()
-        ));
+        return Err(MemoryError::UnclosedFence {
+            path: live_path,
+            line,
+        });
     }
     let inbox = team.join("decisions").join("inbox");
     let mut report = MergeReport::default();
@@ -403,7 +473,7 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
     } else {
         Some(
             crate::safefs::project_parent(&inbox.join("x"), None)
-                .map_err(|e| format!("{}: {e}", inbox.display()))?
+                .map_err(io_error(&inbox))?
                 .0,
         )
     };
@@ -415,14 +485,14 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
             .map_or_else(|| p.clone(), |o| inbox.join(o));
         match read(&p) {
             Ok(t) => taken.push((orig, p, t)),
-            Err(e) => report.kept.push((p, e)),
+            Err(e) => report.kept.push((p, e.to_string())),
         }
     }
     for p in inbox_files(team) {
         let t = match read(&p) {
             Ok(t) => t,
             Err(e) => {
-                report.kept.push((p, e));
+                report.kept.push((p, e.to_string()));
                 continue;
             }
         };
@@ -459,7 +529,7 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
         // Read again: the text now set aside is what counts.
         match read(&aside) {
             Ok(t) => taken.push((p, aside, t)),
-            Err(e) => report.kept.push((aside, e)),
+            Err(e) => report.kept.push((aside, e.to_string())),
         }
     }
     report.inbox_files = taken.len()
@@ -489,18 +559,16 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
     };
     if !m.invisible.is_empty() {
         restore_all(&taken);
-        return Err(format!(
-            "{}: {} appended entries would not read back as entries (nothing was merged); \
-             check the inbox files for unbalanced fences or headings",
-            live_path.display(),
-            m.invisible.len()
-        ));
+        return Err(MemoryError::Invisible {
+            path: live_path,
+            count: m.invisible.len(),
+        });
     }
     if m.appended > 0
         && let Err(e) = write_atomic(&live_path, m.output.as_bytes())
     {
         restore_all(&taken);
-        return Err(format!("{}: {e}", live_path.display()));
+        return Err(io_error(&live_path)(e));
     }
     let merged = memory::parse(&m.output);
     let have: std::collections::HashSet<String> =
@@ -527,8 +595,7 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
         });
         match why {
             None => {
-                crate::safefs::remove_project_file(&at)
-                    .map_err(|e| format!("{}: {e}", at.display()))?;
+                crate::safefs::remove_project_file(&at).map_err(io_error(&at))?;
                 drop(held);
                 report.removed.push(orig);
             }
@@ -539,7 +606,7 @@ pub fn merge_inbox(team: &Path, dry_run: bool, _lock: &MemoryLock) -> Result<Mer
         }
     }
     if !report.removed.is_empty() {
-        sync_dir(&inbox).map_err(|e| e.to_string())?;
+        sync_dir(&inbox).map_err(MemoryError::Sync)?;
     }
     Ok(report)
 }
@@ -633,7 +700,7 @@ pub fn archive_file(
     now: DateTime<Utc>,
     dry_run: bool,
     _lock: &MemoryLock,
-) -> Result<ArchiveReport, String> {
+) -> Result<ArchiveReport, MemoryError> {
     let live = read(live_path)?;
     let archive_path = archive_path(live_path);
     let archive = read_or_empty(&archive_path)?;
@@ -658,11 +725,9 @@ pub fn archive_file(
         return Ok(report);
     }
     if appended > 0 {
-        write_atomic(&archive_path, new_archive.as_bytes())
-            .map_err(|e| format!("{}: {e}", archive_path.display()))?;
+        write_atomic(&archive_path, new_archive.as_bytes()).map_err(io_error(&archive_path))?;
     }
-    write_atomic(live_path, new_live.as_bytes())
-        .map_err(|e| format!("{}: {e}", live_path.display()))?;
+    write_atomic(live_path, new_live.as_bytes()).map_err(io_error(live_path))?;
     Ok(report)
 }
 
@@ -673,7 +738,7 @@ pub fn archive_team(
     now: DateTime<Utc>,
     dry_run: bool,
     lock: &MemoryLock,
-) -> Result<Vec<ArchiveReport>, String> {
+) -> Result<Vec<ArchiveReport>, MemoryError> {
     discover(team)
         .into_iter()
         .filter(|f| matches!(f.kind, FileKind::Decisions | FileKind::History))
@@ -693,7 +758,7 @@ pub fn diagnostics(files: &[MemoryFile], legacy: bool) -> Vec<squad_protocol::Di
             Err(e) => out.push(squad_protocol::Diagnostic::new(
                 &f.path,
                 squad_protocol::Rule::Unreadable,
-                e,
+                e.to_string(),
                 "check the file's type and permissions",
             )),
         }
@@ -722,4 +787,36 @@ pub fn project_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, 
     };
     let files = discover(&team.path);
     (diagnostics(&files, false), files.len())
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// A refused merge is a typed error naming decisions.md and the line,
+    /// with the message `memory merge` has always printed; nothing changes.
+    #[test]
+    fn a_merge_refused_for_an_unclosed_fence_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let team = dir.path();
+        let live = "# Decisions\n\n```\nnever closed\n";
+        std::fs::write(team.join("decisions.md"), live).unwrap();
+        let held = lock(team, "test", false).unwrap().unwrap();
+        let e = merge_inbox(team, false, &held).unwrap_err();
+        assert!(
+            matches!(&e, MemoryError::UnclosedFence { line: 3, path } if *path == team.join("decisions.md")),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:3: a code fence opened here never closes, so no entry below it can be seen (a merge would append them again); close the fence, then merge (nothing was merged)",
+                team.join("decisions.md").display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(team.join("decisions.md")).unwrap(),
+            live
+        );
+    }
 }

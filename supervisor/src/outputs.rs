@@ -433,7 +433,9 @@ impl ContextFragment {
     }
 }
 
-/// Renders one session's part of the shared context.
+/// Renders one session's part of the shared context from scratch (the
+/// daemon updates fragments in place; tests compare with this).
+#[cfg(test)]
 pub fn context_fragment(session: &SessionIndex, view: &SessionView) -> ContextFragment {
     let mut out = ContextFragment::default();
     out.update(
@@ -546,13 +548,16 @@ pub fn assemble_context(
 }
 
 /// [`assemble_context`] over the text of the existing file.
+#[cfg(test)]
 pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFragment]) -> String {
     assemble_context(existing_context(existing), fragments).0
 }
 
 /// Renders `.claude/context/shared-context.json` from every session of a
 /// project (in the order given, which should be by name); see
-/// [`assemble_shared_context`].
+/// [`assemble_shared_context`]. For tests: the daemon assembles its
+/// fragments as they change.
+#[cfg(test)]
 pub fn render_shared_context(
     existing: Option<&str>,
     sessions: &[(&SessionIndex, &SessionView)],

@@ -4,6 +4,87 @@ use squad_protocol::teamdir;
 use squad_protocol::tree::{SQUAD_DIR, find_root, session_dirs, sessions_dir};
 use std::path::{Path, PathBuf};
 
+/// Why no project root or session was found: the message names the path
+/// looked at and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    /// `--root` (or `SQUAD_ROOT`) names a directory that is not a project.
+    #[error(
+        "{shown}: no `{SQUAD_DIR}/` directory there, so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {shown}` to make it one"
+    )]
+    NotAProject {
+        /// The given root, escaped for the terminal.
+        shown: String,
+    },
+    /// `--root` names a directory without a team directory.
+    #[error(
+        "{shown}: no team directory there (.squad/ or the legacy .ai-team/), so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {shown}` to make it one"
+    )]
+    NoTeamThere {
+        /// The given root, escaped for the terminal.
+        shown: String,
+    },
+    /// The current directory cannot be read.
+    #[error("cannot read the current directory: {0}")]
+    CurrentDir(#[source] std::io::Error),
+    /// No project at or above the current directory.
+    #[error(
+        "no `{SQUAD_DIR}/` directory here or in any parent of {}; run `squadctl init` or pass --root",
+        cwd.display()
+    )]
+    NotFound {
+        /// Where the search started.
+        cwd: PathBuf,
+    },
+    /// No team directory at or above the current directory.
+    #[error(
+        "no team directory (.squad/ or .ai-team/) here or in any parent of {}; pass --root, run `squadctl init`, or import a team with `squadctl import FILE`",
+        cwd.display()
+    )]
+    NoTeamFound {
+        /// Where the search started.
+        cwd: PathBuf,
+    },
+    /// `--session` is a path, not a name.
+    #[error(
+        "--session `{shown}` is not a session name: name a directory in {} (not a path)",
+        sessions.display()
+    )]
+    NotASessionName {
+        /// The name given, escaped for the terminal.
+        shown: String,
+        /// The sessions directory of the root.
+        sessions: PathBuf,
+    },
+    /// The sessions directory cannot be listed.
+    #[error("{}: {source}", sessions.display())]
+    Sessions {
+        /// The sessions directory of the root.
+        sessions: PathBuf,
+        /// Why listing failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No session directory of that name.
+    #[error("no session `{shown}` in {}: it {what}", sessions.display())]
+    NoSession {
+        /// The name given, escaped for the terminal.
+        shown: String,
+        /// The sessions directory of the root.
+        sessions: PathBuf,
+        /// What is there instead.
+        what: &'static str,
+    },
+}
+
+// The commands not yet converted report errors as `String`: `?` keeps
+// working in them until they are.
+impl From<RootError> for String {
+    fn from(e: RootError) -> Self {
+        e.to_string()
+    }
+}
+
 /// The project root: `--root` when given, else the nearest directory at or
 /// above the current one holding `.squad/`. Inside a linked git worktree
 /// (given as `--root` or holding the current directory) whose main checkout
@@ -15,7 +96,7 @@ use std::path::{Path, PathBuf};
 /// Returned as a path to print: relative (empty for the current directory)
 /// when the root is the current directory, so diagnostics read
 /// `.squad/sessions/…` rather than a long absolute path.
-pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
+pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, RootError> {
     if let Some(root) = explicit {
         if let Some(found) = teamdir::worktree_of_team(fs_path(root)) {
             note_through_main_checkout(&found);
@@ -24,16 +105,13 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
         // An explicit root that is not a project (a typo, a stale
         // SQUAD_ROOT) would otherwise answer "nothing here" and exit 0.
         if !fs_path(root).join(SQUAD_DIR).is_dir() {
-            return Err(format!(
-                "{}: no `{SQUAD_DIR}/` directory there, so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {}` to make it one",
-                crate::text::escape(&root.display().to_string()),
-                crate::text::escape(&root.display().to_string())
-            ));
+            return Err(RootError::NotAProject {
+                shown: crate::text::escape(&root.display().to_string()).into_owned(),
+            });
         }
         return Ok(root.to_path_buf());
     }
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let cwd = std::env::current_dir().map_err(RootError::CurrentDir)?;
     match teamdir::find_squad_root(&cwd) {
         Some(found) if found.through_main_checkout() => {
             note_through_main_checkout(&found);
@@ -41,10 +119,7 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
         }
         Some(found) if found.root == cwd => Ok(PathBuf::new()),
         Some(found) => Ok(found.root),
-        None => Err(format!(
-            "no `{SQUAD_DIR}/` directory here or in any parent of {}; run `squadctl init` or pass --root",
-            cwd.display()
-        )),
+        None => Err(RootError::NotFound { cwd }),
     }
 }
 
@@ -86,20 +161,17 @@ pub fn checkout_for(root: &Path, cwd: &Path) -> PathBuf {
 /// current one with one. The team directory is `protocol::teamdir`'s one
 /// lookup: `.squad/`, else the legacy `.ai-team/`, else a worktree's main
 /// checkout's.
-pub fn team_project(explicit: Option<&Path>) -> Result<PathBuf, String> {
+pub fn team_project(explicit: Option<&Path>) -> Result<PathBuf, RootError> {
     use squad_protocol::teamdir;
     if let Some(root) = explicit {
         if teamdir::locate(root).is_none() {
-            return Err(format!(
-                "{}: no team directory there (.squad/ or the legacy .ai-team/), so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {}` to make it one",
-                crate::text::escape(&root.display().to_string()),
-                crate::text::escape(&root.display().to_string())
-            ));
+            return Err(RootError::NoTeamThere {
+                shown: crate::text::escape(&root.display().to_string()).into_owned(),
+            });
         }
         return Ok(root.to_path_buf());
     }
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let cwd = std::env::current_dir().map_err(RootError::CurrentDir)?;
     for dir in cwd.ancestors() {
         if teamdir::locate(dir).is_some() {
             return Ok(if dir == cwd {
@@ -109,10 +181,7 @@ pub fn team_project(explicit: Option<&Path>) -> Result<PathBuf, String> {
             });
         }
     }
-    Err(format!(
-        "no team directory (.squad/ or .ai-team/) here or in any parent of {}; pass --root, run `squadctl init`, or import a team with `squadctl import FILE`",
-        cwd.display()
-    ))
+    Err(RootError::NoTeamFound { cwd })
 }
 
 /// The project a directory already belongs to: the nearest directory above
@@ -141,19 +210,22 @@ pub fn fs_path(p: &Path) -> &Path {
 /// directory of the root, as every listing sees it. A path (`../../x`, an
 /// absolute path), a symlink or a hidden directory is refused, so a command
 /// never writes where `lock list`, `inbox list` or squadd do not look.
-pub fn named_session(root: &Path, name: &str) -> Result<PathBuf, String> {
-    let shown = crate::text::escape(name);
+pub fn named_session(root: &Path, name: &str) -> Result<PathBuf, RootError> {
+    let shown = crate::text::escape(name).into_owned();
     let simple = !name.is_empty()
         && !name.starts_with('.')
         && !name.contains(['/', '\\'])
         && Path::new(name).components().count() == 1;
     if !simple {
-        return Err(format!(
-            "--session `{shown}` is not a session name: name a directory in {} (not a path)",
-            sessions_dir(root).display()
-        ));
+        return Err(RootError::NotASessionName {
+            shown,
+            sessions: sessions_dir(root),
+        });
     }
-    let dirs = session_dirs(root).map_err(|e| format!("{}: {e}", sessions_dir(root).display()))?;
+    let dirs = session_dirs(root).map_err(|source| RootError::Sessions {
+        sessions: sessions_dir(root),
+        source,
+    })?;
     if let Some(dir) = dirs
         .iter()
         .find(|d| d.file_name().is_some_and(|n| n == name))
@@ -165,8 +237,64 @@ pub fn named_session(root: &Path, name: &str) -> Result<PathBuf, String> {
         Ok(_) => "is not a session directory",
         Err(_) => "does not exist",
     };
-    Err(format!(
-        "no session `{shown}` in {}: it {what}",
-        sessions_dir(root).display()
-    ))
+    Err(RootError::NoSession {
+        shown,
+        sessions: sessions_dir(root),
+        what,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Callers match on the kind of failure; the text stays the one the
+    /// e2e tests and the docs quote.
+    #[test]
+    fn a_session_that_is_a_path_or_missing_is_a_typed_error_with_its_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".squad/sessions/20240101T000000Z")).unwrap();
+        let sessions = sessions_dir(root);
+        let e = named_session(root, "../x").unwrap_err();
+        assert!(matches!(e, RootError::NotASessionName { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--session `../x` is not a session name: name a directory in {} (not a path)",
+                sessions.display()
+            )
+        );
+        let e = named_session(root, "nope").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RootError::NoSession {
+                    what: "does not exist",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "no session `nope` in {}: it does not exist",
+                sessions.display()
+            )
+        );
+        assert_eq!(
+            named_session(root, "20240101T000000Z").unwrap(),
+            sessions.join("20240101T000000Z")
+        );
+        let e = resolve(Some(&root.join("elsewhere"))).unwrap_err();
+        assert!(matches!(e, RootError::NotAProject { .. }), "{e:?}");
+        let shown = root.join("elsewhere").display().to_string();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{shown}: no `.squad/` directory there, so it is not a squad project (from --root or SQUAD_ROOT); check the path, or run `squadctl init --root {shown}` to make it one"
+            )
+        );
+    }
 }

@@ -280,11 +280,6 @@ impl Dir {
         self.stat(name).is_ok_and(|st| is_dir_mode(&st))
     }
 
-    /// Removes the empty directory `name`.
-    pub fn rmdir(&self, name: &str) -> io::Result<()> {
-        self.unlinkat_os(std::ffi::OsStr::new(name), libc::AT_REMOVEDIR)
-    }
-
     /// Removes `name` and everything below it, relative to descriptors all
     /// the way down: a link inside is removed, never followed, and nothing
     /// outside this directory can be reached by swapping a path.
@@ -512,14 +507,6 @@ pub fn sweep_squadd_temporaries(root: &Path, dead_squadd: Option<u32>) -> usize 
         }
     }
     removed
-}
-
-/// Removes the stale temporaries of one file squadd writes atomically,
-/// `.{file}.tmp.*` in `dir` (e.g. `.state.json.tmp.123.0`), older than
-/// `older_than`; nothing else in `dir` is touched, nothing is followed.
-pub fn sweep_temporaries_of(dir: &Dir, file: &str, older_than: std::time::Duration) -> usize {
-    let prefix = format!(".{file}.tmp.");
-    sweep_in(dir, older_than, None, |name| name.starts_with(&prefix))
 }
 
 /// Unlinks the entries of `dir` that `ours` accepts, are not directories

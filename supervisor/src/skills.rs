@@ -16,6 +16,38 @@ use squad_protocol::fsx::{self, ReadError};
 use squad_protocol::skill::{self, SKILL_FILE, discover};
 use std::path::{Path, PathBuf};
 
+/// Why built-in skills could not be checked or installed.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillsError {
+    /// A skill file or its record could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ReadError,
+    },
+    /// A skill folder or file could not be written.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The folder or file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A skill's folder is a symbolic link.
+    #[error("{}: is a symbolic link; not written through", .0.display())]
+    LinkedSkill(PathBuf),
+    /// The skills directory is a symbolic link.
+    #[error("{}: is a symbolic link; built-in skills are not written through it", .0.display())]
+    LinkedSkills(PathBuf),
+    /// The install record could not be serialized.
+    #[error("{0}")]
+    Record(#[from] serde_json::Error),
+}
+
 /// A skill compiled into the binary.
 #[derive(Debug, Clone, Copy)]
 pub struct Builtin {
@@ -93,7 +125,7 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
-fn installed(dir: &Path) -> Result<Installed, String> {
+fn installed(dir: &Path) -> Result<Installed, SkillsError> {
     match std::fs::symlink_metadata(dir) {
         Err(_) => return Ok(Installed::Missing),
         // A file (or anything but a directory) where the folder goes.
@@ -108,13 +140,18 @@ fn installed(dir: &Path) -> Result<Installed, String> {
         Err(ReadError::Symlink | ReadError::NotRegular(_) | ReadError::TooLarge { .. }) => {
             return Ok(Installed::NotOurs);
         }
-        Err(e) => return Err(format!("{}: {e}", file.display())),
+        Err(source) => return Err(SkillsError::Read { path: file, source }),
     };
     let record = match fsx::read_regular_to_string(&dir.join(RECORD_FILE), 64 * 1024) {
         Ok(text) => serde_json::from_str::<Record>(&text).ok(),
         Err(ReadError::NotFound) => None,
         Err(ReadError::Symlink | ReadError::NotRegular(_) | ReadError::TooLarge { .. }) => None,
-        Err(e) => return Err(format!("{}: {e}", dir.join(RECORD_FILE).display())),
+        Err(source) => {
+            return Err(SkillsError::Read {
+                path: dir.join(RECORD_FILE),
+                source,
+            });
+        }
     };
     Ok(match record {
         None => Installed::NotOurs,
@@ -128,39 +165,36 @@ fn installed(dir: &Path) -> Result<Installed, String> {
 /// Writes a built-in and its record. SKILL.md first: a crash between the two
 /// writes leaves a file whose hash disagrees with the record, which later
 /// upgrades report as modified and leave alone (never lost, never clobbered).
-fn write_builtin(dir: &Path, b: &Builtin, version: &str) -> Result<(), String> {
+fn write_builtin(dir: &Path, b: &Builtin, version: &str) -> Result<(), SkillsError> {
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SkillsError::Write { path, source }
+    };
     // Made without following a link below the project root.
-    crate::safefs::project_parent(&dir.join(SKILL_FILE), Some(0o777))
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    crate::safefs::project_parent(&dir.join(SKILL_FILE), Some(0o777)).map_err(failed(dir))?;
     if is_symlink(dir) {
-        return Err(format!(
-            "{}: is a symbolic link; not written through",
-            dir.display()
-        ));
+        return Err(SkillsError::LinkedSkill(dir.to_path_buf()));
     }
     let file = dir.join(SKILL_FILE);
-    write_atomic(&file, b.text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))?;
+    write_atomic(&file, b.text.as_bytes()).map_err(failed(&file))?;
     let record = Record {
         skill: b.name.to_string(),
         version: version.to_string(),
         fnv1a64: fnv1a64(b.text.as_bytes()),
     };
-    let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())? + "\n";
+    let json = serde_json::to_string_pretty(&record)? + "\n";
     let path = dir.join(RECORD_FILE);
-    write_atomic(&path, json.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+    write_atomic(&path, json.as_bytes()).map_err(failed(&path))
 }
 
 /// Installs missing built-in skills into `<team_dir>/skills/` and replaces
 /// older, unmodified ones; reports modified ones and same-named learned
 /// skills and leaves them alone. With `dry_run`, writes nothing and reports
 /// what it would do. `squadctl init` and `squadctl skills upgrade` call it.
-pub fn install_builtin(team_dir: &Path, dry_run: bool) -> Result<Vec<Outcome>, String> {
+pub fn install_builtin(team_dir: &Path, dry_run: bool) -> Result<Vec<Outcome>, SkillsError> {
     let skills_dir = team_dir.join("skills");
     if is_symlink(&skills_dir) {
-        return Err(format!(
-            "{}: is a symbolic link; built-in skills are not written through it",
-            skills_dir.display()
-        ));
+        return Err(SkillsError::LinkedSkills(skills_dir));
     }
     let mut out = Vec::new();
     for b in BUILTINS {

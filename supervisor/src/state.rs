@@ -72,9 +72,4 @@ impl State {
         bytes.push(b'\n');
         Ok(bytes)
     }
-
-    /// Saves the state atomically.
-    pub fn save(&self, root: &Path) -> io::Result<()> {
-        squad_protocol::write_atomic_with(&state_path(root), &self.encode()?, Some(0o600))
-    }
 }

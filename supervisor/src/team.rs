@@ -531,14 +531,32 @@ fn sync_dir(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Why a staged team could not be built.
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    /// A directory or file of the staging tree could not be made.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The plan names a path outside the team directory (a bug).
+    #[error("internal: a planned path leaves the team directory")]
+    Escapes,
+}
+
 /// Builds the team of `plan` in `staging` (every file written and synced).
-fn build(staging: &Path, plan: &Plan) -> Result<(), String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+fn build(staging: &Path, plan: &Plan) -> Result<(), BuildError> {
+    let io = |p: &Path, source: std::io::Error| BuildError::Io {
+        path: p.to_path_buf(),
+        source,
+    };
     std::fs::create_dir(staging).map_err(|e| io(staging, e))?;
     let marker = staging.join(STAGING_MARKER);
     std::fs::write(&marker, b"").map_err(|e| io(&marker, e))?;
     if !plan.is_contained() {
-        return Err("internal: a planned path leaves the team directory".into());
+        return Err(BuildError::Escapes);
     }
     for d in &plan.dirs {
         let p = staging.join(d);

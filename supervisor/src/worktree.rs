@@ -58,13 +58,83 @@ pub struct RunTree {
     pub merged_as: Option<String>,
 }
 
+/// Why a run's worktree could not be made, recorded or merged.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// git could not be started.
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// git failed: its arguments and what it said (stderr, and a merge's
+    /// conflicts from stdout).
+    #[error("git {args}: {said}")]
+    Git {
+        /// The arguments, joined by spaces.
+        args: String,
+        /// git's complaint.
+        said: String,
+    },
+    /// A file or directory could not be written.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record could not be serialized.
+    #[error("{0}")]
+    Record(#[from] serde_json::Error),
+    /// The root is not a checkout on a branch.
+    #[error(
+        "runners.worktree is on but the checkout {} is not on a branch (a detached HEAD, or not a git repository): the run's work would have nowhere to be merged",
+        root.display()
+    )]
+    NoBranch {
+        /// The project root.
+        root: PathBuf,
+    },
+    /// The branch has no commit.
+    #[error("runners.worktree: the branch {target} has no commit to start from ({source})")]
+    NoCommit {
+        /// The session's branch.
+        target: String,
+        /// git's answer.
+        source: Box<WorktreeError>,
+    },
+    /// `squad/<task>` is not a branch name.
+    #[error("`{0}` is not a valid branch name")]
+    BadBranch(String),
+    /// The checks of `squadctl check` could not be run on the branch.
+    #[error("{0}")]
+    Check(String),
+    /// The branch is held: the decision's reason.
+    #[error("{0}")]
+    Held(String),
+}
+
+// The run starter reports failures as `String` (daemon/runs/start.rs).
+impl From<WorktreeError> for String {
+    fn from(e: WorktreeError) -> Self {
+        e.to_string()
+    }
+}
+
+/// An I/O error on `path`.
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorktreeError + '_ {
+    move |source| WorktreeError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// git in `dir`: its trimmed stdout, or an error quoting its stderr.
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     git_with(dir, args, &[])
 }
 
 /// [`git`] with extra environment (commit identities).
-fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, WorktreeError> {
     let out = Command::new("git")
         .current_dir(dir)
         .args(["-c", "core.quotePath=false"])
@@ -76,7 +146,7 @@ fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, S
         .env_remove("SQUAD_TASK")
         .env_remove("SQUAD_SESSION")
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(WorktreeError::Spawn)?;
     if !out.status.success() {
         let mut text = String::from_utf8_lossy(&out.stderr).trim().to_string();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -85,7 +155,10 @@ fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, S
             text.push('\n');
             text.push_str(l);
         }
-        return Err(format!("git {}: {text}", args.join(" ")));
+        return Err(WorktreeError::Git {
+            args: args.join(" "),
+            said: text,
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -106,10 +179,10 @@ fn load_own(root: &Path, run_dir: &Path, session: &str, task: &str) -> Option<Ru
         .filter(|t| t.path == tree_path(root, session, task) && t.branch == format!("squad/{task}"))
 }
 
-fn save(run_dir: &Path, tree: &RunTree) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(tree).map_err(|e| e.to_string())?;
-    crate::safefs::write_atomic(&run_dir.join(RECORD_FILE), format!("{text}\n").as_bytes())
-        .map_err(|e| format!("{}: {e}", run_dir.join(RECORD_FILE).display()))
+fn save(run_dir: &Path, tree: &RunTree) -> Result<(), WorktreeError> {
+    let text = serde_json::to_string_pretty(tree)?;
+    let path = run_dir.join(RECORD_FILE);
+    crate::safefs::write_atomic(&path, format!("{text}\n").as_bytes()).map_err(write_error(&path))
 }
 
 /// The worktree of `task` in `session`: `.squad/worktrees/<session>/<task>`.
@@ -120,10 +193,22 @@ pub fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
         .join(task)
 }
 
+/// [`prepare_tree`] with its error as text, for the run starter
+/// (daemon/runs/start.rs, being rewritten at the time of writing, takes
+/// a `String`; fold this away once it takes [`WorktreeError`]).
+pub fn prepare(root: &Path, run_dir: &Path, session: &str, task: &str) -> Result<RunTree, String> {
+    prepare_tree(root, run_dir, session, task).map_err(String::from)
+}
+
 /// Makes (or, for a retry, finds again) the worktree a run of `task`
 /// works in, and records it in the run directory. The root must be a git
 /// checkout on a branch (the session's branch the work is merged into).
-pub fn prepare(root: &Path, run_dir: &Path, session: &str, task: &str) -> Result<RunTree, String> {
+pub fn prepare_tree(
+    root: &Path,
+    run_dir: &Path,
+    session: &str,
+    task: &str,
+) -> Result<RunTree, WorktreeError> {
     if let Some(mut tree) = load_own(root, run_dir, session, task)
         && tree.state != TreeState::Merged
         && tree.path.join(".git").is_file()
@@ -136,27 +221,29 @@ pub fn prepare(root: &Path, run_dir: &Path, session: &str, task: &str) -> Result
         return Ok(tree);
     }
     let target = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).map_err(|_| {
-        format!(
-            "runners.worktree is on but the checkout {} is not on a branch (a detached HEAD, or not a git repository): the run's work would have nowhere to be merged",
-            root.display()
-        )
+        WorktreeError::NoBranch {
+            root: root.to_path_buf(),
+        }
     })?;
     let base = git(root, &["rev-parse", "--verify", "HEAD^{commit}"]).map_err(|e| {
-        format!("runners.worktree: the branch {target} has no commit to start from ({e})")
+        WorktreeError::NoCommit {
+            target: target.clone(),
+            source: Box::new(e),
+        }
     })?;
     let branch = format!("squad/{task}");
     git(root, &["check-ref-format", "--branch", &branch])
-        .map_err(|_| format!("`{branch}` is not a valid branch name"))?;
+        .map_err(|_| WorktreeError::BadBranch(branch.clone()))?;
     let path = tree_path(root, session, task);
     // `.squad/worktrees/` stays out of the main checkout's `git status`
     // whatever the team's own .gitignore says.
     let ignore = root.join(SQUAD_DIR).join(WORKTREES_DIR).join(".gitignore");
     if !ignore.exists() {
         crate::safefs::write_atomic_under(root, &ignore, b"*\n", 0o644, Some(0o755))
-            .map_err(|e| format!("{}: {e}", ignore.display()))?;
+            .map_err(write_error(&ignore))?;
     }
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(write_error(parent))?;
     }
     let path_text = path.display().to_string();
     let exists = git(
@@ -242,7 +329,7 @@ pub fn finish(
         }
         Err(reason) => {
             tree.state = TreeState::Held;
-            tree.reason = Some(reason);
+            tree.reason = Some(reason.to_string());
         }
     }
     if let Err(e) = save(run_dir, &tree) {
@@ -257,7 +344,7 @@ fn merge(
     policy: &squad_policies::Policy,
     tree: &RunTree,
     rec: &RunRecord,
-) -> Result<String, String> {
+) -> Result<String, WorktreeError> {
     let agent_email = format!("{}@squad.invalid", rec.agent);
     let identity = [
         ("GIT_AUTHOR_NAME", rec.agent.as_str()),
@@ -283,7 +370,8 @@ fn merge(
     // session's branch: judged from their merge base, computed now (the
     // recorded base is for people; the agent can rewrite its branch).
     let base = git(root, &["merge-base", &tree.target, &tree.branch])?;
-    let findings = crate::ctl::check::judge_branch(root, policy, &base, &tree.branch, &rec.task)?;
+    let findings = crate::ctl::check::judge_branch(root, policy, &base, &tree.branch, &rec.task)
+        .map_err(WorktreeError::Check)?;
     let current = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).ok();
     let facts = Facts {
         task: &rec.task,
@@ -293,7 +381,7 @@ fn merge(
         findings: &findings,
     };
     if let Outcome::Hold(reason) = decide(&facts) {
-        return Err(reason);
+        return Err(WorktreeError::Held(reason));
     }
     let squadd = [
         ("GIT_AUTHOR_NAME", "squadd"),
@@ -321,10 +409,10 @@ fn merge(
         ) {
             // Leave the main checkout as it was.
             let _ = git(root, &["merge", "--abort"]);
-            return Err(format!(
+            return Err(WorktreeError::Held(format!(
                 "{} of {} is held, not merged into {}: the merge failed (a conflict, or changes in the main checkout in the way). {e}\nResolve it by hand: `git merge {}` on {}.",
                 tree.branch, rec.task, tree.target, tree.branch, tree.target
-            ));
+            )));
         }
     }
     git(root, &["rev-parse", "HEAD"])

@@ -436,7 +436,8 @@ fn each_removed_file_is_one_event() {
     eventually("the removals applied", || {
         (counters(&session)? == (0, 1, "active".into())).then_some(())
     });
-    // Late duplicates would arrive within this.
+    // Stays: proves nothing more happens; late duplicates would arrive
+    // within this.
     std::thread::sleep(std::time::Duration::from_millis(500));
     let removed = audited(root, "file-removed");
     assert_eq!(removed.len(), 3, "{removed:#?}");

@@ -443,6 +443,7 @@ fn select(tmux: &Tmux, needle: &str) {
             .zip(screen.lines().position(|l| l.starts_with("> ")))
             .is_none_or(|(want, at)| want > at);
         press(tmux, if below { "j" } else { "k" });
+        // Poll interval of a wait with a deadline (the loop's turns).
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     panic!("could not select {needle}:\n{}", tmux.screen());

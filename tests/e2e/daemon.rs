@@ -76,6 +76,12 @@ impl Daemon {
         self.child.id()
     }
 
+    /// squadd's log so far (RUST_LOG=debug): for a test to wait on what
+    /// squadd says it did when no event or file records it.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self._notify_dir.path().join("squadd.log")).unwrap_or_default()
+    }
+
     /// Sends SIGTERM and waits; returns the exit code and stderr.
     pub fn terminate(mut self) -> (i32, String) {
         signal(self.pid(), "TERM");
@@ -132,6 +138,7 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
             start.elapsed() < Duration::from_secs(30),
             "timed out waiting for: {what}"
         );
+        // Poll interval of the wait, not a settle time.
         std::thread::sleep(Duration::from_millis(5));
     }
 }

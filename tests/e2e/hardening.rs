@@ -615,8 +615,9 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
     let d = Daemon::start(&root);
     let sock = root.join(".squad/run/squadd.sock");
     let request = b"{\"protocol_version\":1,\"method\":\"events\",\"follow\":true}\n";
-    // squadd's start-up work (notices, their deliveries, the hook journal)
-    // opens files of its own for a moment: count once it is quiet.
+    // Stays: squadd's start-up work (notices, their deliveries, the hook
+    // journal) opens files of its own for a moment and no event marks its
+    // end: count once it is quiet.
     std::thread::sleep(Duration::from_millis(500));
     let baseline = open_fds(d.pid());
     for _ in 0..100 {
@@ -729,8 +730,9 @@ fn a_session_copied_then_renamed_is_not_written_under_its_temporary_name() {
             fs::copy(e.path(), staging.join(e.file_name())).unwrap();
         }
     }
-    // Not a session name: squadd writes nothing into it (it delivered the
-    // message into `staging/inbox/` and rewrote its status file).
+    // Stays: proves nothing happens. Not a session name: squadd writes
+    // nothing into it (it delivered the message into `staging/inbox/` and
+    // rewrote its status file).
     std::thread::sleep(Duration::from_millis(1000));
     assert!(
         !staging.join("inbox").exists(),

@@ -283,7 +283,7 @@ fn a_file_saved_by_rename_and_rewrite_is_no_removal() {
     let text = fs::read_to_string(&plan).unwrap();
     let backup = session.join("role-plan-carol-task_c.md~");
     fs::rename(&plan, &backup).unwrap();
-    // The editor writes the new file a moment later.
+    // Stays (pacing): the editor writes the new file a moment later.
     std::thread::sleep(Duration::from_millis(20));
     let edited = text.replace("instruction: c", "instruction: c, well");
     assert_ne!(edited, text);
@@ -296,7 +296,8 @@ fn a_file_saved_by_rename_and_rewrite_is_no_removal() {
     // Stays (pacing): the editor's rewrite comes a moment later.
     std::thread::sleep(Duration::from_millis(20));
     fs::write(&plan, &text).unwrap();
-    // The end marker: a real removal.
+    // The end marker: a real removal, in a batch of its own (pacing; an
+    // unchanged rewrite has no event to wait for).
     std::thread::sleep(Duration::from_millis(300));
     rm(&session, &["role-plan-bob-task_b.md"]);
     assert_eq!(

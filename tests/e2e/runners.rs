@@ -332,6 +332,7 @@ fn an_agent_that_exits_early_is_retried_then_escalated() {
     let log = fs::read_to_string(p.session.join("runs/task_t1/run.log")).unwrap();
     assert!(log.contains("failing on purpose"), "{log}");
     // Held: nothing more starts, and it validates.
+    // Stays: proves nothing happens; a third start would show by now.
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(starts(&p), 2);
     ctl_ok(&p.root, &["validate"]);

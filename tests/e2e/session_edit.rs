@@ -72,7 +72,8 @@ fn hammer(dirs: Vec<PathBuf>, stop: Arc<AtomicBool>, writes: Arc<AtomicU64>) {
             fs::rename(&tmp, dir.join(file)).unwrap();
             writes.fetch_add(1, Ordering::Relaxed);
         }
-        // About 1,000 writes a second, the rate the fault was found at.
+        // Stays (pacing): about 1,000 writes a second, the rate the fault
+        // was found at.
         std::thread::sleep(std::time::Duration::from_millis(texts.len() as u64 / 2));
     }
     // End in progress everywhere, for the test to know when squadd caught up.
@@ -109,8 +110,8 @@ fn session_complete_racing_squadds_status_rewrites_is_never_lost() {
         assert_eq!(v["status"], "completed", "{out}");
         via.push(v["via"].clone());
     }
-    // Keep writing a while after the last completion: a lost one would be
-    // overwritten by now.
+    // Stays: keep writing a while after the last completion; a lost one
+    // would be overwritten by now.
     std::thread::sleep(std::time::Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     agent.join().unwrap();

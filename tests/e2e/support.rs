@@ -174,6 +174,7 @@ pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) 
         if let Some(status) = child.try_wait().unwrap() {
             return Some(status.code().unwrap_or(-1));
         }
+        // Poll interval of a wait with a deadline (`limit`).
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let _ = child.kill();

@@ -21,6 +21,63 @@ use std::time::{Duration, Instant};
 /// under a second; the margin is for a loaded machine).
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
+/// What went wrong asking Codex (`codex app-server`) about its hooks.
+#[derive(Debug, thiserror::Error)]
+pub enum CodexError {
+    /// `codex app-server` could not be started.
+    #[error("cannot start `{} app-server`: {source}", codex.display())]
+    Start {
+        /// The `codex` run.
+        codex: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It started without the pipes asked for.
+    #[error("codex app-server: no stdio")]
+    NoStdio,
+    /// Writing a request failed.
+    #[error("codex app-server: {0}")]
+    Io(#[source] std::io::Error),
+    /// No answer in time.
+    #[error("codex app-server: no answer to {0}")]
+    NoAnswer(String),
+    /// It exited before answering.
+    #[error("codex app-server exited before answering {0}")]
+    Exited(String),
+    /// It answered with an error.
+    #[error("codex app-server: {method}: {error}")]
+    Refused {
+        /// The request.
+        method: String,
+        /// Its JSON-RPC error.
+        error: Value,
+    },
+    /// Codex does not list our hook at all.
+    #[error(
+        "codex does not list the guard of {} for {} (is the file valid and the project trusted?)",
+        hooks_file.display(),
+        project.display()
+    )]
+    NotListed {
+        /// The hook file.
+        hooks_file: PathBuf,
+        /// The project.
+        project: PathBuf,
+    },
+    /// After trusting, Codex still would not run the hook.
+    #[error("codex still lists the guard as {status}{}", if *enabled { "" } else { " (disabled)" })]
+    StillUntrusted {
+        /// Its trust status.
+        status: String,
+        /// Whether it is enabled.
+        enabled: bool,
+    },
+    /// After trusting, the hook is gone from Codex's list.
+    #[error("codex no longer lists the guard")]
+    Gone,
+}
+
 /// One hook as Codex lists it for a directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodexHook {
@@ -50,7 +107,7 @@ pub struct AppServer {
 impl AppServer {
     /// Starts `codex app-server` (the `codex` given, in the caller's
     /// environment: `CODEX_HOME`, `HOME`) and initializes the session.
-    pub fn start(codex: &Path) -> Result<AppServer, String> {
+    pub fn start(codex: &Path) -> Result<AppServer, CodexError> {
         AppServer::start_with_env(codex, &std::collections::BTreeMap::new())
     }
 
@@ -59,7 +116,7 @@ impl AppServer {
     pub fn start_with_env(
         codex: &Path,
         env: &std::collections::BTreeMap<String, String>,
-    ) -> Result<AppServer, String> {
+    ) -> Result<AppServer, CodexError> {
         let mut child = Command::new(codex)
             .arg("app-server")
             .envs(env)
@@ -67,11 +124,14 @@ impl AppServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start `{} app-server`: {e}", codex.display()))?;
+            .map_err(|source| CodexError::Start {
+                codex: codex.to_path_buf(),
+                source,
+            })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
             let _ = child.wait();
-            return Err("codex app-server: no stdio".into());
+            return Err(CodexError::NoStdio);
         };
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -96,15 +156,15 @@ impl AppServer {
         Ok(server)
     }
 
-    fn send(&mut self, msg: &Value) -> Result<(), String> {
+    fn send(&mut self, msg: &Value) -> Result<(), CodexError> {
         writeln!(self.stdin, "{msg}")
             .and_then(|()| self.stdin.flush())
-            .map_err(|e| format!("codex app-server: {e}"))
+            .map_err(CodexError::Io)
     }
 
     /// Sends a request and waits for its answer (notifications in between
     /// are skipped).
-    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, CodexError> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
@@ -114,10 +174,10 @@ impl AppServer {
             let line = match self.lines.recv_timeout(left) {
                 Ok(l) => l,
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!("codex app-server: no answer to {method}"));
+                    return Err(CodexError::NoAnswer(method.to_string()));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(format!("codex app-server exited before answering {method}"));
+                    return Err(CodexError::Exited(method.to_string()));
                 }
             };
             let Ok(msg) = serde_json::from_str::<Value>(&line) else {
@@ -127,7 +187,10 @@ impl AppServer {
                 continue;
             }
             if let Some(err) = msg.get("error") {
-                return Err(format!("codex app-server: {method}: {err}"));
+                return Err(CodexError::Refused {
+                    method: method.to_string(),
+                    error: err.clone(),
+                });
             }
             return Ok(msg["result"].clone());
         }
@@ -135,7 +198,7 @@ impl AppServer {
 
     /// The hooks Codex would load for a session in `cwd`, and the warnings
     /// it gives about them (an untrusted project's disabled `.codex/`).
-    pub fn hooks(&mut self, cwd: &Path) -> Result<Vec<CodexHook>, String> {
+    pub fn hooks(&mut self, cwd: &Path) -> Result<Vec<CodexHook>, CodexError> {
         let result = self.call("hooks/list", json!({"cwds": [cwd]}))?;
         let mut out = Vec::new();
         for entry in result["data"].as_array().into_iter().flatten() {
@@ -159,7 +222,7 @@ impl AppServer {
 
     /// Records in the user's `config.toml`, through Codex's own writer,
     /// that `project` is trusted.
-    pub fn trust_project(&mut self, project: &Path) -> Result<(), String> {
+    pub fn trust_project(&mut self, project: &Path) -> Result<(), CodexError> {
         let mut projects = serde_json::Map::new();
         projects.insert(
             project.display().to_string(),
@@ -173,7 +236,7 @@ impl AppServer {
     }
 
     /// Records the hook's current hash as reviewed.
-    pub fn trust_hook(&mut self, hook: &CodexHook) -> Result<(), String> {
+    pub fn trust_hook(&mut self, hook: &CodexHook) -> Result<(), CodexError> {
         let mut state = serde_json::Map::new();
         state.insert(hook.key.clone(), json!({"trusted_hash": hook.current_hash}));
         self.call(
@@ -234,7 +297,7 @@ pub fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> String {
 }
 
 /// Whether Codex runs the guard of `hooks_file` in `project` as things are.
-pub fn is_trusted(codex: &Path, project: &Path, hooks_file: &Path) -> Result<bool, String> {
+pub fn is_trusted(codex: &Path, project: &Path, hooks_file: &Path) -> Result<bool, CodexError> {
     let hooks = AppServer::start(codex)?.hooks(project)?;
     Ok(ours(&hooks, hooks_file)
         .is_some_and(|h| h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")))
@@ -248,7 +311,7 @@ pub fn trust(
     project: &Path,
     hooks_file: &Path,
     user: bool,
-) -> Result<String, String> {
+) -> Result<String, CodexError> {
     let mut server = AppServer::start(codex)?;
     let mut done = String::new();
     if !user {
@@ -257,11 +320,10 @@ pub fn trust(
     }
     let hooks = server.hooks(project)?;
     let Some(hook) = ours(&hooks, hooks_file).cloned() else {
-        return Err(format!(
-            "codex does not list the guard of {} for {} (is the file valid and the project trusted?)",
-            hooks_file.display(),
-            project.display()
-        ));
+        return Err(CodexError::NotListed {
+            hooks_file: hooks_file.to_path_buf(),
+            project: project.to_path_buf(),
+        });
     };
     if hook.trust_status != "trusted" && hook.trust_status != "managed" {
         server.trust_hook(&hook)?;
@@ -276,11 +338,47 @@ pub fn trust(
         Some(h) if h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed") => {
             Ok(done)
         }
-        Some(h) => Err(format!(
-            "codex still lists the guard as {}{}",
-            h.trust_status,
-            if h.enabled { "" } else { " (disabled)" }
-        )),
-        None => Err("codex no longer lists the guard".into()),
+        Some(h) => Err(CodexError::StillUntrusted {
+            status: h.trust_status.clone(),
+            enabled: h.enabled,
+        }),
+        None => Err(CodexError::Gone),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `codex` that is missing or that is not an app server is a typed
+    /// error, with the text `guard install --trust` and the doctor print.
+    #[test]
+    fn a_codex_that_cannot_answer_is_a_typed_error() {
+        let missing = Path::new("/nonexistent/codex");
+        let e = AppServer::start(missing).err().expect("no such codex");
+        assert!(
+            matches!(&e, CodexError::Start { codex, .. } if codex == missing),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("cannot start `/nonexistent/codex app-server`: "),
+            "{e}"
+        );
+        // Exits at once: the request finds a closed pipe, or no answer comes.
+        let e = AppServer::start(Path::new("/bin/true"))
+            .err()
+            .expect("true is no app server");
+        match &e {
+            CodexError::Exited(method) => {
+                assert_eq!(method, "initialize");
+                assert_eq!(
+                    e.to_string(),
+                    "codex app-server exited before answering initialize"
+                );
+            }
+            CodexError::Io(_) => assert!(e.to_string().starts_with("codex app-server: ")),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -60,8 +60,9 @@ pub fn commented_default_policy() -> String {
 /// Uncomments the setting lines of [`commented_default_policy`]: a line
 /// whose first column is `#` followed by a letter (a section) or by two
 /// spaces (a setting inside one). Explanations start with `##` or are
-/// indented.
-pub fn uncomment(text: &str) -> String {
+/// indented. Only the test of the example policy needs it.
+#[cfg(test)]
+fn uncomment(text: &str) -> String {
     text.lines()
         .map(|l| match l.strip_prefix('#') {
             Some(rest)

@@ -125,14 +125,14 @@ fn codex_says(
         let u = CodexHookTrust::Unknown("`codex` not found on PATH".into());
         return (u.clone(), u);
     };
-    let listed = || -> Result<Vec<codex_trust::CodexHook>, String> {
+    let listed = || -> Result<Vec<codex_trust::CodexHook>, codex_trust::CodexError> {
         // The run's CODEX_HOME / HOME decide which config Codex reads.
         let mut server = AppServer::start_with_env(codex, env)?;
         server.hooks(root)
     };
     match listed() {
         Err(e) => {
-            let u = CodexHookTrust::Unknown(e);
+            let u = CodexHookTrust::Unknown(e.to_string());
             (u.clone(), u)
         }
         Ok(hooks) => {
@@ -303,7 +303,7 @@ pub fn runner_check(root: &Path, agent: &str, spec: &RunnerSpec) -> Result<(), S
 }
 
 /// The project's runners (the policy's `runners:`).
-fn runners_of(root: &Path) -> Result<RunnersPolicy, String> {
+fn runners_of(root: &Path) -> Result<RunnersPolicy, locks::PolicyLoadError> {
     locks::load_policy(root).map(|p| p.runners)
 }
 

@@ -132,18 +132,65 @@ fn hook_manager(dir: &Path) -> Option<(&'static str, &'static str)> {
     None
 }
 
-fn hooks_dir(root: &Path) -> Result<PathBuf, String> {
+/// Why `squadctl hooks install|uninstall` changed nothing (or stopped).
+#[derive(Debug, thiserror::Error)]
+enum HooksError {
+    /// git could not be started.
+    #[error("cannot run git: {0}")]
+    Git(#[source] std::io::Error),
+    /// The root is not in a git repository.
+    #[error("{} is not in a git repository: {said}", root.display())]
+    NotARepo { root: PathBuf, said: String },
+    /// A hook manager owns the hooks.
+    #[error(
+        "the git hooks in {} belong to {manager}; renaming them would stop the team's own hooks (some dispatch on their file name), so nothing was changed. Add one line to each hook in {place}:\n{lines}",
+        dir.display()
+    )]
+    Managed {
+        dir: PathBuf,
+        manager: String,
+        place: String,
+        lines: String,
+    },
+    /// A foreign hook and a kept one are both there.
+    #[error(
+        "{} exists and so does {}; move one of them away first (nothing was changed for {name})",
+        path.display(),
+        kept.display()
+    )]
+    BothThere {
+        path: PathBuf,
+        kept: PathBuf,
+        name: &'static str,
+    },
+    /// A hook or its directory could not be written, moved or removed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An I/O error on `path`.
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> HooksError + '_ {
+    move |source| HooksError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn hooks_dir(root: &Path) -> Result<PathBuf, HooksError> {
     let out = Command::new("git")
         .current_dir(root)
         .args(["rev-parse", "--git-path", "hooks"])
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(HooksError::Git)?;
     if !out.status.success() {
-        return Err(format!(
-            "{} is not in a git repository: {}",
-            root.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(HooksError::NotARepo {
+            root: root.to_path_buf(),
+            said: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
     Ok(root.join(dir))
@@ -162,11 +209,12 @@ pub fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
     };
     let result = match cmd {
         HooksCommand::Install(a) => match hook_manager(&dir) {
-            Some((manager, place)) => Err(format!(
-                "the git hooks in {} belong to {manager}; renaming them would stop the team's own hooks (some dispatch on their file name), so nothing was changed. Add one line to each hook in {place}:\n{}",
-                dir.display(),
-                manager_lines(&a.program)
-            )),
+            Some((manager, place)) => Err(HooksError::Managed {
+                dir: dir.clone(),
+                manager: manager.to_string(),
+                place: place.to_string(),
+                lines: manager_lines(&a.program),
+            }),
             None => install(&dir, &a.program),
         },
         HooksCommand::Uninstall(_) => uninstall(&dir),
@@ -178,8 +226,8 @@ pub fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
     }
 }
 
-fn install(dir: &Path, program: &str) -> Result<String, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn install(dir: &Path, program: &str) -> Result<String, HooksError> {
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let mut report = String::new();
     for name in HOOKS {
         let path = dir.join(name);
@@ -187,26 +235,22 @@ fn install(dir: &Path, program: &str) -> Result<String, String> {
         let exists = std::fs::symlink_metadata(&path).is_ok();
         if exists && !is_ours(&path) {
             if std::fs::symlink_metadata(&kept).is_ok() {
-                return Err(format!(
-                    "{} exists and so does {}; move one of them away first (nothing was changed for {name})",
-                    path.display(),
-                    kept.display()
-                ));
+                return Err(HooksError::BothThere { path, kept, name });
             }
-            std::fs::rename(&path, &kept).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::rename(&path, &kept).map_err(io_error(&path))?;
             report.push_str(&format!(
                 "{name}: kept the existing hook as {}, run first\n",
                 kept.display()
             ));
         }
         squad_protocol::write_atomic_with(&path, script(name, program).as_bytes(), Some(0o755))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(io_error(&path))?;
         report.push_str(&format!("{name}: installed {}\n", path.display()));
     }
     Ok(report)
 }
 
-fn uninstall(dir: &Path) -> Result<String, String> {
+fn uninstall(dir: &Path) -> Result<String, HooksError> {
     let mut report = String::new();
     for name in HOOKS {
         let path = dir.join(name);
@@ -215,9 +259,9 @@ fn uninstall(dir: &Path) -> Result<String, String> {
             report.push_str(&format!("{name}: not ours, left alone\n"));
             continue;
         }
-        std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::remove_file(&path).map_err(io_error(&path))?;
         if std::fs::symlink_metadata(&kept).is_ok() {
-            std::fs::rename(&kept, &path).map_err(|e| format!("{}: {e}", kept.display()))?;
+            std::fs::rename(&kept, &path).map_err(io_error(&kept))?;
             report.push_str(&format!("{name}: restored the previous hook\n"));
         } else {
             report.push_str(&format!("{name}: removed\n"));
@@ -229,6 +273,41 @@ fn uninstall(dir: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A foreign hook whose kept copy is already there stops the install
+    /// with a typed error naming both, and changes nothing.
+    #[test]
+    fn a_foreign_hook_and_its_kept_copy_stop_the_install() {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = dir.path();
+        let path = hooks.join("pre-commit");
+        let kept = hooks.join(format!("pre-commit.{CHAINED}"));
+        std::fs::write(&path, "#!/bin/sh\nexec make lint\n").unwrap();
+        std::fs::write(&kept, "#!/bin/sh\nexit 0\n").unwrap();
+        let e = install(hooks, "squadctl").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                HooksError::BothThere {
+                    name: "pre-commit",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} exists and so does {}; move one of them away first (nothing was changed for pre-commit)",
+                path.display(),
+                kept.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "#!/bin/sh\nexec make lint\n"
+        );
+    }
 
     #[test]
     fn hook_managers_are_recognised_and_plain_hooks_are_not() {

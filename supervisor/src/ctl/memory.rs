@@ -314,7 +314,10 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         let src = match mem::read(&f.path) {
             Ok(s) => s,
             Err(e) => {
-                super::eprint_text(&format!("squadctl: warning: {}\n", crate::text::escape(&e)));
+                super::eprint_text(&format!(
+                    "squadctl: warning: {}\n",
+                    crate::text::escape(&e.to_string())
+                ));
                 continue;
             }
         };

@@ -135,7 +135,7 @@ pub struct ImportArgs {
 
 /// The project of a team command (the one team-directory lookup).
 fn project(root_arg: Option<&Path>) -> Result<PathBuf, String> {
-    root::team_project(root_arg)
+    root::team_project(root_arg).map_err(String::from)
 }
 
 fn locate(project: &Path) -> Result<TeamDir, String> {
