@@ -53,11 +53,11 @@ pub mod upkeep;
 pub mod writer;
 mod writes;
 
-use self::core::batch::{CONTEXT_DELAY, REMOVAL_DELAY};
+use self::core::batch::CONTEXT_DELAY;
 use self::core::timer::ROOT_CHECK_FIRST;
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
-use self::session::{FileOutcome, Outcome};
+use self::session::Outcome;
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
@@ -328,8 +328,6 @@ fn release_scan_memory() {
     }
 }
 
-use self::core::is_unreadable;
-
 async fn sleep_until(wake: Option<Instant>) {
     match wake {
         Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -483,9 +481,9 @@ impl Supervisor {
                     .push(task.clone());
             }
         }
-        for ((i, name), tasks) in passed {
-            if let Some(out) = self.roots.core_mut(i).tick(&name, &tasks, wall) {
-                self.take_outcome(i, &name, out, wall, false);
+        for ((i, session), tasks) in passed {
+            let input = self::core::Input::TasksDue { session, tasks };
+            if let Some((name, _)) = self.step(i, input, Now { wall }) {
                 changed.insert((i, name.clone()));
                 touched.entry(i).or_default().insert(name);
             }

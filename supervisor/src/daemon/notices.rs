@@ -19,7 +19,6 @@ use super::core::notices::NoticeFile;
 use super::core::{self, Effect, Now, RootId};
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
-use squad_protocol::FileKind;
 use std::path::PathBuf;
 
 /// A tapped event: (root, session, path, kind).
@@ -133,9 +132,15 @@ impl Supervisor {
                 // Indexed, validated and routed like any message, from
                 // what was written.
                 Ok(()) => {
-                    let loaded = crate::index::index_bytes(&path, FileKind::Message, &bytes);
-                    let own = std::sync::Arc::<[u8]>::from(bytes);
-                    self.apply_loaded(i, &name, &file, &path, Some(loaded), Some(own));
+                    let input = core::Input::NoticeWritten {
+                        file: core::files::FileRef {
+                            session: name,
+                            file,
+                            path,
+                        },
+                        bytes: std::sync::Arc::<[u8]>::from(bytes),
+                    };
+                    self.step(i, input, Now { wall: Utc::now() });
                 }
                 Err(e) => self.log.emit(
                     i,

@@ -40,7 +40,7 @@ impl Supervisor {
             // locks, and may lack its summary.
             let ended = out.ended;
             let dir = self.roots.core(i).session_dir(&name);
-            self.take_outcome(i, &name, Outcome { ended: None, ..out }, now, false);
+            self.take_outcome(i, &name, Outcome { ended: None, ..out }, now);
             if let Some(status) = ended {
                 let status = status.to_string();
                 if dir.join(crate::locks::LOCKS_DIR).is_dir() {
@@ -150,7 +150,7 @@ impl Supervisor {
                 match scan_session(&self.roots.core(i).session_dir(name)) {
                     Ok(index) => {
                         let out = self.roots.core_mut(i).load_session(index, wall, true);
-                        self.take_outcome(i, name, out, wall, false);
+                        self.take_outcome(i, name, out, wall);
                     }
                     // Gone between the listing and the scan: its own event
                     // follows.
@@ -256,7 +256,7 @@ impl Supervisor {
                         self.log
                             .emit(i, Some(name), Some(&dir), EventKind::SessionAdded);
                         self.report_invalid_files(i, name);
-                        self.take_outcome(i, name, out, wall, false);
+                        self.take_outcome(i, name, out, wall);
                         self.seed_mail(i, name, wall);
                         Some((name.to_string(), false))
                     }

@@ -11,22 +11,58 @@ use std::time::Instant;
 
 impl Supervisor {
     /// One step of root `i`'s core ([`core::Core::step`]): the input taken
-    /// in, the effects it returns carried out.
-    pub(super) fn step(&mut self, i: core::RootId, input: core::Input<'_>, now: Now) {
+    /// in, the effects it returns carried out. Returns the session a file
+    /// step touched ([`Effect::Touched`]: its name, whether only by a
+    /// removal), for the batch.
+    pub(super) fn step(
+        &mut self,
+        i: core::RootId,
+        input: core::Input<'_>,
+        now: Now,
+    ) -> Option<(String, bool)> {
         let effects = core::Core::new(i, self.roots.core_mut(i)).step(input, now);
-        self.perform(effects, now);
+        self.perform(effects, now)
     }
 
-    /// Carries out effects in order.
-    pub(super) fn perform(&mut self, effects: Vec<Effect>, now: Now) {
+    /// Carries out effects in order; returns the last session touched.
+    pub(super) fn perform(&mut self, effects: Vec<Effect>, now: Now) -> Option<(String, bool)> {
+        let mut touched = None;
         for effect in effects {
-            self.perform_one(effect, now);
+            if let Some(t) = self.perform_one(effect, now) {
+                touched = Some(t);
+            }
         }
+        touched
     }
 
-    fn perform_one(&mut self, effect: Effect, now: Now) {
+    fn perform_one(&mut self, effect: Effect, now: Now) -> Option<(String, bool)> {
         let wall = now.wall;
         match effect {
+            Effect::Touched {
+                session, removal, ..
+            } => return Some((session, removal)),
+            Effect::ConfirmGone { root, file } => {
+                if self.intake.vanished(&file.path, Instant::now()) {
+                    return self.step(root, core::Input::FileRemoved(file), now);
+                }
+                tracing::debug!(path = %file.path.display(), "gone; removal counts if still gone in a moment");
+            }
+            Effect::PathPresent(path) => self.intake.clear_vanished(&path),
+            Effect::PathReadable(path) => self.intake.readable(&path),
+            Effect::RetryUnreadable(path) => {
+                self.intake.retry_unreadable(&path, Instant::now());
+            }
+            Effect::Route {
+                root,
+                session,
+                file,
+                own,
+            } => self.route_file(root, &session, &file, wall, own),
+            Effect::WrapUp {
+                root,
+                session,
+                status,
+            } => self.wrap_up(root, &session, &status, wall),
             Effect::SendNotices => self.send_notices(wall),
             Effect::Tap {
                 root,
@@ -36,7 +72,7 @@ impl Supervisor {
             Effect::WriteNotice(n) => self.write_notices(vec![n]),
             Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
             Effect::RecheckWaiting { root, session } => {
-                self.step(root, core::Input::WaitingChanged { session }, now)
+                self.step(root, core::Input::WaitingChanged { session }, now);
             }
             Effect::RecheckWaitingIfPresent { root, session } => {
                 if self.roots.core(root).session_dir(&session).is_dir() {
@@ -51,7 +87,9 @@ impl Supervisor {
                 session,
                 to,
                 name,
-            } => self.step(root, core::Input::DeliveryDue { session, to, name }, now),
+            } => {
+                self.step(root, core::Input::DeliveryDue { session, to, name }, now);
+            }
             Effect::RunEscalations { root, session } => self.run_escalations(root, &session, wall),
             Effect::WrapUpIfPresent {
                 root,
@@ -130,7 +168,7 @@ impl Supervisor {
             Effect::CheckRoot(root) => {
                 let present = self.roots.core(root).sessions_dir.is_dir();
                 let effects = core::timer::root_check(self.roots.core_mut(root), root, present);
-                self.perform(effects, now);
+                return self.perform(effects, now);
             }
             Effect::Rewatch => self.rewatch(),
             Effect::TrimMemory => release_scan_memory(),
@@ -151,5 +189,6 @@ impl Supervisor {
                 }
             }
         }
+        None
     }
 }

@@ -140,15 +140,16 @@ impl Supervisor {
             let kind = match result {
                 Ok(()) => {
                     // Index what we wrote, so its watch event is recognised as ours.
-                    let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, &bytes);
-                    if let Some(out) = self.roots.core_mut(tag.root).apply_file(
-                        &name,
-                        SESSION_STATUS_FILE,
-                        Some(entry),
-                        wall,
-                    ) {
-                        self.take_outcome(tag.root, &name, out, wall, false);
-                    }
+                    let input = self::core::Input::OwnWrite {
+                        file: self::core::files::FileRef {
+                            session: name.clone(),
+                            file: SESSION_STATUS_FILE.to_string(),
+                            path: path.clone(),
+                        },
+                        kind: FileKind::SessionStatus,
+                        bytes: &bytes,
+                    };
+                    self.step(tag.root, input, Now { wall });
                     EventKind::OutputWritten {
                         output: tag.output.into(),
                     }

@@ -183,6 +183,54 @@ pub enum Effect {
     Rewatch,
     /// Give memory freed after a burst back to the OS.
     TrimMemory,
+    /// Route a file of a session that changed: the shell checks for a
+    /// reused message id (it reads the inbox copies), then hands the file
+    /// over ([`super::Input::FileApplied`]).
+    Route {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The file's name.
+        file: String,
+        /// The file's bytes as squadd wrote them (a notice).
+        own: Option<std::sync::Arc<[u8]>>,
+    },
+    /// Wrap up a session that ended: release its locks, write its summary.
+    WrapUp {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+    },
+    /// The batch touched a session (`removal`: only by losing a file): its
+    /// outputs are settled at the batch's end ([`super::batch::settle`]).
+    Touched {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Whether the change was only a removal.
+        removal: bool,
+    },
+    /// A path was found present (or is not indexed): no removal of it
+    /// waits to be confirmed.
+    PathPresent(PathBuf),
+    /// A path was read (or went): its unreadable retries end.
+    PathReadable(PathBuf),
+    /// A file was unreadable: read it again after a back-off.
+    RetryUnreadable(PathBuf),
+    /// An indexed file was found gone: answer with
+    /// [`super::Input::FileRemoved`] once it stayed gone past the grace
+    /// (the shell reads it again then; a file back by then is a change).
+    ConfirmGone {
+        /// The root.
+        root: RootId,
+        /// The file.
+        file: super::files::FileRef,
+    },
     /// Ping the watchdog and arm the next ping.
     Watchdog,
     /// Recompute the STATUS= line and send it if it changed.

@@ -9,10 +9,13 @@
 //! squadd's notices ([`super::notices`]), session edits ([`super::edits`])
 //! and a root's presence ([`super::presence`]) so far.
 
+use super::files::{self, FileRef};
 use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies};
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
+use crate::index::IndexedFile;
 use chrono::{DateTime, Utc};
+use squad_protocol::FileKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -112,6 +115,53 @@ pub enum Input<'a> {
         /// That squadd's pid.
         pid: String,
     },
+    /// The shell read a protocol file of a known session.
+    FileRead {
+        /// The file.
+        file: FileRef,
+        /// Its kind (from its name).
+        kind: FileKind,
+        /// Its bytes.
+        bytes: &'a [u8],
+    },
+    /// The shell could not read a file for a reason of the file's own
+    /// (unreadable, too large, not a regular file): `indexed` is the file
+    /// indexed with that reason (or read after all on a second try).
+    FileUnreadable {
+        /// The file.
+        file: FileRef,
+        /// The file as indexed.
+        indexed: Box<IndexedFile>,
+    },
+    /// The shell found a file gone.
+    FileGone(FileRef),
+    /// A file found gone stayed gone past the grace
+    /// ([`Effect::ConfirmGone`]'s answer): its removal counts.
+    FileRemoved(FileRef),
+    /// squadd wrote a notice file: indexed and routed from these bytes.
+    NoticeWritten {
+        /// The file.
+        file: FileRef,
+        /// The bytes written.
+        bytes: Arc<[u8]>,
+    },
+    /// squadd wrote one of its own outputs into a session
+    /// (session-status.md): indexed from these bytes.
+    OwnWrite {
+        /// The file.
+        file: FileRef,
+        /// Its kind.
+        kind: FileKind,
+        /// The bytes written.
+        bytes: &'a [u8],
+    },
+    /// Task deadline timers of a session fired (those due in one batch).
+    TasksDue {
+        /// Session directory name.
+        session: String,
+        /// The tasks whose deadline passed.
+        tasks: Vec<String>,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -157,6 +207,19 @@ impl<'a> Core<'a> {
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
             Input::TakenOver { pid } => presence::taken_over(root, id, pid),
+            Input::FileRead { file, kind, bytes } => files::read(root, id, file, kind, bytes, now),
+            Input::FileUnreadable { file, indexed } => {
+                files::unreadable(root, id, file, *indexed, now)
+            }
+            Input::FileGone(file) => files::gone(root, id, file, now),
+            Input::FileRemoved(file) => files::removed(root, id, file, now),
+            Input::NoticeWritten { file, bytes } => {
+                files::notice_written(root, id, file, bytes, now)
+            }
+            Input::OwnWrite { file, kind, bytes } => {
+                files::own_write(root, id, file, kind, bytes, now)
+            }
+            Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
         }
     }
 }
