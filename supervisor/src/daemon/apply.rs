@@ -6,33 +6,6 @@ use self::core::files::FileRef;
 use super::*;
 
 impl Supervisor {
-    /// Carries out what a session change caused
-    /// ([`core::files::outcome`]).
-    pub(super) fn take_outcome(
-        &mut self,
-        i: RootId,
-        name: &str,
-        out: Outcome,
-        wall: DateTime<Utc>,
-    ) {
-        let effects = self::core::files::outcome(i, name, out, false);
-        self.perform(effects, Now { wall });
-    }
-
-    pub(super) fn report_invalid_files(&mut self, i: RootId, name: &str) {
-        for (path, errors, first, unreadable) in self.roots.core(i).invalid_files(name) {
-            if unreadable {
-                self.intake.retry_unreadable(&path, Instant::now());
-            }
-            self.log.emit(
-                i,
-                Some(name),
-                Some(&path),
-                EventKind::FileInvalid { errors, first },
-            );
-        }
-    }
-
     /// Takes one watcher notification.
     pub(super) fn note(&mut self, res: intake::Notification) {
         match self.intake.note(res, Instant::now()) {
@@ -162,7 +135,7 @@ impl Supervisor {
                     kind,
                     bytes: &bytes,
                 };
-                return self.step(i, input, now);
+                return self.step(i, input, now).pop();
             }
             // Gone, or unreadable: indexed as such, with the reason.
             Err(_) => match load_file(path, kind) {
@@ -185,6 +158,6 @@ impl Supervisor {
                 }
             },
         };
-        self.step(i, input, now)
+        self.step(i, input, now).pop()
     }
 }

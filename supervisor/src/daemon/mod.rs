@@ -53,11 +53,9 @@ pub mod upkeep;
 pub mod writer;
 mod writes;
 
-use self::core::batch::CONTEXT_DELAY;
-use self::core::timer::ROOT_CHECK_FIRST;
+use self::core::scan::TRIM_DELAY;
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
-use self::session::Outcome;
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
@@ -100,8 +98,6 @@ const CONTROL_DELAY: Duration = Duration::from_millis(250);
 /// A batch of at least this many paths is a burst, after which freed
 /// memory is returned to the OS ([`TRIM_DELAY`] after the last such batch).
 const TRIM_AFTER_PATHS: usize = 64;
-/// How long after the last burst batch memory is returned.
-const TRIM_DELAY: Duration = Duration::from_secs(2);
 
 /// The pause between two batches of notices of a backlog (see
 /// [`Supervisor::next_wake`]).
@@ -483,7 +479,7 @@ impl Supervisor {
         }
         for ((i, session), tasks) in passed {
             let input = self::core::Input::TasksDue { session, tasks };
-            if let Some((name, _)) = self.step(i, input, Now { wall }) {
+            for (name, _) in self.step(i, input, Now { wall }) {
                 changed.insert((i, name.clone()));
                 touched.entry(i).or_default().insert(name);
             }

@@ -43,15 +43,6 @@ pub fn wanted(kind: &EventKind) -> bool {
 }
 
 impl Supervisor {
-    /// Taps every standing fact of a session (start-up):
-    /// [`core::Input::SessionLoaded`].
-    pub(super) fn tap_standing_facts(&mut self, i: RootId, name: &str) {
-        let input = core::Input::SessionLoaded {
-            session: name.to_string(),
-        };
-        self.step(i, input, Now { wall: Utc::now() });
-    }
-
     /// Writes the notices the tapped events call for, at most
     /// [`NOTICE_BATCH`] facts at a time (the rest wait for the next wake-up:
     /// see [`Self::notices_pending`]). The core decides which files each

@@ -5,12 +5,6 @@
 use super::*;
 
 impl Supervisor {
-    /// Writes the persisted state behind: at most once per burst.
-    pub(super) fn state_changed(&mut self, i: RootId) {
-        self.timers
-            .set_earlier(Timer::SaveState(i), Instant::now() + CONTEXT_DELAY);
-    }
-
     pub(super) fn save_state(&mut self, i: RootId) {
         self.timers.cancel(&Timer::SaveState(i));
         if self.root_gone(i) {

@@ -13,6 +13,7 @@
 //! - [`replies`]: reply deadlines (which message is overdue, once);
 //! - [`files`]: a file as read, gone or unreadable, and what its change
 //!   calls for;
+//! - [`scan`]: sessions scanned, listed, appeared or gone; inboxes listed;
 //! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
 //! - [`mail`]: message delivery (offers, waiting, retries, unread);
 //! - [`edits`]: session edits (the text after an edit, what follows it);
@@ -30,6 +31,7 @@ pub mod mail;
 pub mod notices;
 pub mod presence;
 pub mod replies;
+pub mod scan;
 pub mod timer;
 
 pub use effect::{Effect, Now};
