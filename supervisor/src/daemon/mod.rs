@@ -16,9 +16,10 @@
 //! - [`answers`]: control-socket answers (transport in [`server`]);
 //! - [`upkeep`]: lock expiry, retention, policy reloads, session wrap-up;
 //! - [`hooks`]: notification commands, on their own tasks;
-//! - [`apply`], [`scan`], [`mail`], [`writes`], [`presence`]: the shell's
-//!   parts that still decide as they do I/O (issue 22 moves them into the
-//!   core one by one);
+//! - [`apply`], [`scan`]: reading paths, sessions and roots, each read
+//!   handed to the core as an input ([`core::files`], [`core::scan`]);
+//! - [`writes`], [`presence`]: the shell's parts that still decide as they
+//!   do I/O (issue 22 moves them into the core one by one);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
 //!   Nothing polls: the task sleeps until a file event, a request or the head
