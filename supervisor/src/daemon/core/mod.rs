@@ -318,3 +318,5 @@ impl Root {
 mod tests;
 #[cfg(test)]
 mod tests_files;
+#[cfg(test)]
+mod tests_scan;
