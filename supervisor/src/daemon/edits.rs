@@ -135,15 +135,16 @@ impl Supervisor {
         self.writer
             .write(&path, new.as_bytes(), false)
             .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
-        let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, new.as_bytes());
-        if let Some(mut out) =
-            self.roots
-                .core_mut(i)
-                .apply_file(name, SESSION_STATUS_FILE, Some(entry), wall)
-        {
-            out.file = None;
-            self.take_outcome(i, name, out, wall, false);
-        }
+        let input = core::Input::OwnWrite {
+            file: core::files::FileRef {
+                session: name.to_string(),
+                file: SESSION_STATUS_FILE.to_string(),
+                path: path.clone(),
+            },
+            kind: FileKind::SessionStatus,
+            bytes: new.as_bytes(),
+        };
+        self.step(i, input, core::Now { wall });
         self.log.emit(
             i,
             Some(name),

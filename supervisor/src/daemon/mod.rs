@@ -16,9 +16,10 @@
 //! - [`answers`]: control-socket answers (transport in [`server`]);
 //! - [`upkeep`]: lock expiry, retention, policy reloads, session wrap-up;
 //! - [`hooks`]: notification commands, on their own tasks;
-//! - [`apply`], [`scan`], [`mail`], [`writes`], [`presence`]: the shell's
-//!   parts that still decide as they do I/O (issue 22 moves them into the
-//!   core one by one);
+//! - [`apply`], [`scan`]: reading paths, sessions and roots, each read
+//!   handed to the core as an input ([`core::files`], [`core::scan`]);
+//! - [`writes`], [`presence`]: the shell's parts that still decide as they
+//!   do I/O (issue 22 moves them into the core one by one);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
 //!   Nothing polls: the task sleeps until a file event, a request or the head
@@ -53,11 +54,9 @@ pub mod upkeep;
 pub mod writer;
 mod writes;
 
-use self::core::batch::{CONTEXT_DELAY, REMOVAL_DELAY};
-use self::core::timer::ROOT_CHECK_FIRST;
+use self::core::scan::TRIM_DELAY;
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
-use self::session::{FileOutcome, Outcome};
 use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
@@ -100,8 +99,6 @@ const CONTROL_DELAY: Duration = Duration::from_millis(250);
 /// A batch of at least this many paths is a burst, after which freed
 /// memory is returned to the OS ([`TRIM_DELAY`] after the last such batch).
 const TRIM_AFTER_PATHS: usize = 64;
-/// How long after the last burst batch memory is returned.
-const TRIM_DELAY: Duration = Duration::from_secs(2);
 
 /// The pause between two batches of notices of a backlog (see
 /// [`Supervisor::next_wake`]).
@@ -328,8 +325,6 @@ fn release_scan_memory() {
     }
 }
 
-use self::core::is_unreadable;
-
 async fn sleep_until(wake: Option<Instant>) {
     match wake {
         Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -483,9 +478,9 @@ impl Supervisor {
                     .push(task.clone());
             }
         }
-        for ((i, name), tasks) in passed {
-            if let Some(out) = self.roots.core_mut(i).tick(&name, &tasks, wall) {
-                self.take_outcome(i, &name, out, wall, false);
+        for ((i, session), tasks) in passed {
+            let input = self::core::Input::TasksDue { session, tasks };
+            for (name, _) in self.step(i, input, Now { wall }) {
                 changed.insert((i, name.clone()));
                 touched.entry(i).or_default().insert(name);
             }

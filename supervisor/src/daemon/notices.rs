@@ -19,7 +19,6 @@ use super::core::notices::NoticeFile;
 use super::core::{self, Effect, Now, RootId};
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
-use squad_protocol::FileKind;
 use std::path::PathBuf;
 
 /// A tapped event: (root, session, path, kind).
@@ -44,15 +43,6 @@ pub fn wanted(kind: &EventKind) -> bool {
 }
 
 impl Supervisor {
-    /// Taps every standing fact of a session (start-up):
-    /// [`core::Input::SessionLoaded`].
-    pub(super) fn tap_standing_facts(&mut self, i: RootId, name: &str) {
-        let input = core::Input::SessionLoaded {
-            session: name.to_string(),
-        };
-        self.step(i, input, Now { wall: Utc::now() });
-    }
-
     /// Writes the notices the tapped events call for, at most
     /// [`NOTICE_BATCH`] facts at a time (the rest wait for the next wake-up:
     /// see [`Self::notices_pending`]). The core decides which files each
@@ -133,9 +123,15 @@ impl Supervisor {
                 // Indexed, validated and routed like any message, from
                 // what was written.
                 Ok(()) => {
-                    let loaded = crate::index::index_bytes(&path, FileKind::Message, &bytes);
-                    let own = std::sync::Arc::<[u8]>::from(bytes);
-                    self.apply_loaded(i, &name, &file, &path, Some(loaded), Some(own));
+                    let input = core::Input::NoticeWritten {
+                        file: core::files::FileRef {
+                            session: name,
+                            file,
+                            path,
+                        },
+                        bytes: std::sync::Arc::<[u8]>::from(bytes),
+                    };
+                    self.step(i, input, Now { wall: Utc::now() });
                 }
                 Err(e) => self.log.emit(
                     i,

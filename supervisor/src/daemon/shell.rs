@@ -11,22 +11,50 @@ use std::time::Instant;
 
 impl Supervisor {
     /// One step of root `i`'s core ([`core::Core::step`]): the input taken
-    /// in, the effects it returns carried out.
-    pub(super) fn step(&mut self, i: core::RootId, input: core::Input<'_>, now: Now) {
+    /// in, the effects it returns carried out. Returns the sessions the
+    /// step touched ([`Effect::Touched`]: each name, whether only by a
+    /// removal), for the batch.
+    pub(super) fn step(
+        &mut self,
+        i: core::RootId,
+        input: core::Input<'_>,
+        now: Now,
+    ) -> Vec<(String, bool)> {
         let effects = core::Core::new(i, self.roots.core_mut(i)).step(input, now);
-        self.perform(effects, now);
+        self.perform(effects, now)
     }
 
-    /// Carries out effects in order.
-    pub(super) fn perform(&mut self, effects: Vec<Effect>, now: Now) {
+    /// Carries out effects in order; returns the sessions they touched.
+    pub(super) fn perform(&mut self, effects: Vec<Effect>, now: Now) -> Vec<(String, bool)> {
+        let mut touched = Vec::new();
         for effect in effects {
-            self.perform_one(effect, now);
+            self.perform_one(effect, now, &mut touched);
         }
+        touched
     }
 
-    fn perform_one(&mut self, effect: Effect, now: Now) {
+    fn perform_one(&mut self, effect: Effect, now: Now, touched: &mut Vec<(String, bool)>) {
+        let Some(effect) = self.perform_reading(effect, now, touched) else {
+            return;
+        };
         let wall = now.wall;
         match effect {
+            Effect::PathPresent(path) => self.intake.clear_vanished(&path),
+            Effect::PathReadable(path) => self.intake.readable(&path),
+            Effect::RetryUnreadable(path) => {
+                self.intake.retry_unreadable(&path, Instant::now());
+            }
+            Effect::Route {
+                root,
+                session,
+                file,
+                own,
+            } => self.route_file(root, &session, &file, wall, own),
+            Effect::WrapUp {
+                root,
+                session,
+                status,
+            } => self.wrap_up(root, &session, &status, wall),
             Effect::SendNotices => self.send_notices(wall),
             Effect::Tap {
                 root,
@@ -36,7 +64,7 @@ impl Supervisor {
             Effect::WriteNotice(n) => self.write_notices(vec![n]),
             Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
             Effect::RecheckWaiting { root, session } => {
-                self.step(root, core::Input::WaitingChanged { session }, now)
+                self.step(root, core::Input::WaitingChanged { session }, now);
             }
             Effect::RecheckWaitingIfPresent { root, session } => {
                 if self.roots.core(root).session_dir(&session).is_dir() {
@@ -51,7 +79,9 @@ impl Supervisor {
                 session,
                 to,
                 name,
-            } => self.step(root, core::Input::DeliveryDue { session, to, name }, now),
+            } => {
+                self.step(root, core::Input::DeliveryDue { session, to, name }, now);
+            }
             Effect::RunEscalations { root, session } => self.run_escalations(root, &session, wall),
             Effect::WrapUpIfPresent {
                 root,
@@ -150,6 +180,90 @@ impl Supervisor {
                     self.last_status_line = summary;
                 }
             }
+            // Carried out by `perform_reading`.
+            Effect::Touched { .. }
+            | Effect::ConfirmGone { .. }
+            | Effect::ListSessions(_)
+            | Effect::ScanSession { .. }
+            | Effect::FinishRescan(_)
+            | Effect::RescanSession { .. }
+            | Effect::ReadFile { .. }
+            | Effect::SeedMail { .. }
+            | Effect::WatchSession { .. }
+            | Effect::ForgetSession { .. }
+            | Effect::ForgetWatches(_)
+            | Effect::UnwatchRoot(_)
+            | Effect::FinishEnded { .. }
+            | Effect::WriteSharedContextNow(_) => {}
         }
+    }
+
+    /// The effects that read sessions and files (and so may touch
+    /// sessions of the batch); any other effect is handed back.
+    fn perform_reading(
+        &mut self,
+        effect: Effect,
+        now: Now,
+        touched: &mut Vec<(String, bool)>,
+    ) -> Option<Effect> {
+        let wall = now.wall;
+        match effect {
+            Effect::Touched {
+                session, removal, ..
+            } => touched.push((session, removal)),
+            Effect::ConfirmGone { root, file } => {
+                if self.intake.vanished(&file.path, Instant::now()) {
+                    touched.extend(self.step(root, core::Input::FileRemoved(file), now));
+                } else {
+                    tracing::debug!(path = %file.path.display(), "gone; removal counts if still gone in a moment");
+                }
+            }
+            Effect::ListSessions(root) => touched.extend(self.list_sessions(root)),
+            Effect::ScanSession { root, session, why } => {
+                touched.extend(self.scan_session(root, &session, why));
+            }
+            Effect::FinishRescan(root) => {
+                self.step(root, core::Input::Rescanned, now);
+            }
+            Effect::RescanSession { root, session } => self.rescan_session(root, &session),
+            Effect::ReadFile { root, file, kind } => {
+                // Its session is touched by the rescan as a whole.
+                self.apply_file(root, &file.session, &file.file, &file.path, kind);
+            }
+            Effect::SeedMail { root, session } => self.seed_mail(root, &session, wall),
+            Effect::WatchSession { root, session } => {
+                let dir = self.roots.core(root).session_dir(&session);
+                self.watch(root, &dir);
+                self.watch_locks(root, &dir);
+            }
+            Effect::ForgetSession { root, session } => self.forget_session(root, &session),
+            Effect::ForgetWatches(root) => {
+                let dir = self.roots.core(root).root.clone();
+                self.intake.forget_under(&dir.join(super::SQUAD_DIR));
+                if !dir.is_dir() {
+                    self.intake.forget_under(&dir);
+                }
+            }
+            Effect::UnwatchRoot(root) => {
+                let dir = self.roots.core(root).root.clone();
+                self.intake.unwatch_under(&dir);
+            }
+            Effect::FinishEnded {
+                root,
+                session,
+                status,
+            } => {
+                let dir = self.roots.core(root).session_dir(&session);
+                if dir.join(crate::locks::LOCKS_DIR).is_dir() {
+                    self.release_session_locks(root, &session, &status);
+                }
+                if !dir.join(super::SUMMARY_FILE).exists() {
+                    self.end_session(root, &session, &status, wall);
+                }
+            }
+            Effect::WriteSharedContextNow(root) => self.write_shared_context(root, true),
+            other => return Some(other),
+        }
+        None
     }
 }

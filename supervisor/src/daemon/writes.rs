@@ -5,12 +5,6 @@
 use super::*;
 
 impl Supervisor {
-    /// Writes the persisted state behind: at most once per burst.
-    pub(super) fn state_changed(&mut self, i: RootId) {
-        self.timers
-            .set_earlier(Timer::SaveState(i), Instant::now() + CONTEXT_DELAY);
-    }
-
     pub(super) fn save_state(&mut self, i: RootId) {
         self.timers.cancel(&Timer::SaveState(i));
         if self.root_gone(i) {
@@ -140,15 +134,16 @@ impl Supervisor {
             let kind = match result {
                 Ok(()) => {
                     // Index what we wrote, so its watch event is recognised as ours.
-                    let entry = crate::index::index_bytes(&path, FileKind::SessionStatus, &bytes);
-                    if let Some(out) = self.roots.core_mut(tag.root).apply_file(
-                        &name,
-                        SESSION_STATUS_FILE,
-                        Some(entry),
-                        wall,
-                    ) {
-                        self.take_outcome(tag.root, &name, out, wall, false);
-                    }
+                    let input = self::core::Input::OwnWrite {
+                        file: self::core::files::FileRef {
+                            session: name.clone(),
+                            file: SESSION_STATUS_FILE.to_string(),
+                            path: path.clone(),
+                        },
+                        kind: FileKind::SessionStatus,
+                        bytes: &bytes,
+                    };
+                    self.step(tag.root, input, Now { wall });
                     EventKind::OutputWritten {
                         output: tag.output.into(),
                     }

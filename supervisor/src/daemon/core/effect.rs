@@ -183,6 +183,129 @@ pub enum Effect {
     Rewatch,
     /// Give memory freed after a burst back to the OS.
     TrimMemory,
+    /// Route a file of a session that changed: the shell checks for a
+    /// reused message id (it reads the inbox copies), then hands the file
+    /// over ([`super::Input::FileApplied`]).
+    Route {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The file's name.
+        file: String,
+        /// The file's bytes as squadd wrote them (a notice).
+        own: Option<std::sync::Arc<[u8]>>,
+    },
+    /// Wrap up a session that ended: release its locks, write its summary.
+    WrapUp {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+    },
+    /// The batch touched a session (`removal`: only by losing a file): its
+    /// outputs are settled at the batch's end ([`super::batch::settle`]).
+    Touched {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Whether the change was only a removal.
+        removal: bool,
+    },
+    /// A path was found present (or is not indexed): no removal of it
+    /// waits to be confirmed.
+    PathPresent(PathBuf),
+    /// A path was read (or went): its unreadable retries end.
+    PathReadable(PathBuf),
+    /// A file was unreadable: read it again after a back-off.
+    RetryUnreadable(PathBuf),
+    /// An indexed file was found gone: answer with
+    /// [`super::Input::FileRemoved`] once it stayed gone past the grace
+    /// (the shell reads it again then; a file back by then is a change).
+    ConfirmGone {
+        /// The root.
+        root: RootId,
+        /// The file.
+        file: super::files::FileRef,
+    },
+    /// A session that ended while squadd was down (start-up): release its
+    /// locks if its `locks/` is still there, write its summary if missing.
+    FinishEnded {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+    },
+    /// List a session's inboxes (watching each `new/`) and answer with
+    /// [`super::Input::InboxesListed`].
+    SeedMail {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Render the root's shared context and write it before going on
+    /// (start-up).
+    WriteSharedContextNow(RootId),
+    /// Forget the watches under the root's `.squad/` (and under the root
+    /// when it is gone too): the kernel dropped them.
+    ForgetWatches(RootId),
+    /// Drop the watches under the root (a root directory replaced).
+    UnwatchRoot(RootId),
+    /// Check the root's control, watch it, list its session directories
+    /// and answer with [`super::Input::SessionListed`], then
+    /// [`super::Input::Rescanned`].
+    ListSessions(RootId),
+    /// The sessions of a rescan are read: answer with
+    /// [`super::Input::Rescanned`].
+    FinishRescan(RootId),
+    /// List a known session's files and answer with
+    /// [`super::Input::SessionFilesListed`].
+    RescanSession {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Scan a session directory and answer with
+    /// [`super::Input::SessionScanned`].
+    ScanSession {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Why it is scanned.
+        why: super::scan::Scanned,
+    },
+    /// Read a file of a session and answer with what the read gave
+    /// ([`super::Input::FileRead`], `FileGone`, `FileUnreadable`).
+    ReadFile {
+        /// The root.
+        root: RootId,
+        /// The file.
+        file: super::files::FileRef,
+        /// Its kind.
+        kind: squad_protocol::FileKind,
+    },
+    /// Watch a session directory and its `locks/`.
+    WatchSession {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// A session is forgotten: its timers, watches and staged writes go.
+    ForgetSession {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
     /// Ping the watchdog and arm the next ping.
     Watchdog,
     /// Recompute the STATUS= line and send it if it changed.

@@ -9,10 +9,16 @@
 //! squadd's notices ([`super::notices`]), session edits ([`super::edits`])
 //! and a root's presence ([`super::presence`]) so far.
 
+use super::files::{self, FileRef};
+use super::scan::{self, InboxListing, Scanned};
 use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies};
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
+use crate::index::IndexedFile;
+use crate::index::SessionIndex;
 use chrono::{DateTime, Utc};
+use squad_protocol::FileKind;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -112,6 +118,102 @@ pub enum Input<'a> {
         /// That squadd's pid.
         pid: String,
     },
+    /// The shell read a protocol file of a known session.
+    FileRead {
+        /// The file.
+        file: FileRef,
+        /// Its kind (from its name).
+        kind: FileKind,
+        /// Its bytes.
+        bytes: &'a [u8],
+    },
+    /// The shell could not read a file for a reason of the file's own
+    /// (unreadable, too large, not a regular file): `indexed` is the file
+    /// indexed with that reason (or read after all on a second try).
+    FileUnreadable {
+        /// The file.
+        file: FileRef,
+        /// The file as indexed.
+        indexed: Box<IndexedFile>,
+    },
+    /// The shell found a file gone.
+    FileGone(FileRef),
+    /// A file found gone stayed gone past the grace
+    /// ([`Effect::ConfirmGone`]'s answer): its removal counts.
+    FileRemoved(FileRef),
+    /// squadd wrote a notice file: indexed and routed from these bytes.
+    NoticeWritten {
+        /// The file.
+        file: FileRef,
+        /// The bytes written.
+        bytes: Arc<[u8]>,
+    },
+    /// squadd wrote one of its own outputs into a session
+    /// (session-status.md): indexed from these bytes.
+    OwnWrite {
+        /// The file.
+        file: FileRef,
+        /// Its kind.
+        kind: FileKind,
+        /// The bytes written.
+        bytes: &'a [u8],
+    },
+    /// A session directory was scanned.
+    SessionScanned {
+        /// Its index.
+        index: Box<SessionIndex>,
+        /// Why.
+        why: Scanned,
+    },
+    /// The start-up scan could not read the root.
+    StartScanFailed,
+    /// Every session of the start-up scan was handed over.
+    StartScanned {
+        /// How many files the scan indexed.
+        files: usize,
+        /// Whether the scan read the root (else nothing is pruned).
+        complete: bool,
+    },
+    /// A rescan of the root is due.
+    RescanDue {
+        /// Whether `.squad/sessions` is there.
+        present: bool,
+    },
+    /// A rescan listed the root's session directories.
+    SessionListed {
+        /// Their names (only those named like sessions).
+        names: BTreeSet<String>,
+    },
+    /// The sessions of a rescan were read.
+    Rescanned,
+    /// A known session's files were listed (a rescan).
+    SessionFilesListed {
+        /// Session directory name.
+        session: String,
+        /// Each protocol file on disk with its kind.
+        on_disk: Vec<(PathBuf, FileKind)>,
+    },
+    /// A session directory changed: whether it is there now.
+    SessionDir {
+        /// Session directory name.
+        session: String,
+        /// Whether it is a directory now.
+        present: bool,
+    },
+    /// A session's inboxes were listed.
+    InboxesListed {
+        /// Session directory name.
+        session: String,
+        /// Each entry.
+        entries: Vec<InboxListing>,
+    },
+    /// Task deadline timers of a session fired (those due in one batch).
+    TasksDue {
+        /// Session directory name.
+        session: String,
+        /// The tasks whose deadline passed.
+        tasks: Vec<String>,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -157,6 +259,34 @@ impl<'a> Core<'a> {
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
             Input::TakenOver { pid } => presence::taken_over(root, id, pid),
+            Input::FileRead { file, kind, bytes } => files::read(root, id, file, kind, bytes, now),
+            Input::FileUnreadable { file, indexed } => {
+                files::unreadable(root, id, file, *indexed, now)
+            }
+            Input::FileGone(file) => files::gone(root, id, file, now),
+            Input::FileRemoved(file) => files::removed(root, id, file, now),
+            Input::NoticeWritten { file, bytes } => {
+                files::notice_written(root, id, file, bytes, now)
+            }
+            Input::OwnWrite { file, kind, bytes } => {
+                files::own_write(root, id, file, kind, bytes, now)
+            }
+            Input::SessionScanned { index, why } => scan::scanned(root, id, *index, why, now),
+            Input::StartScanFailed => scan::start_failed(root, id),
+            Input::StartScanned { files, complete } => scan::start_done(root, id, files, complete),
+            Input::RescanDue { present } => scan::rescan_due(root, id, present),
+            Input::SessionListed { names } => scan::listed(root, id, names),
+            Input::Rescanned => scan::rescanned(root, id),
+            Input::SessionFilesListed { session, on_disk } => {
+                scan::files_listed(root, id, &session, on_disk)
+            }
+            Input::SessionDir { session, present } => {
+                scan::session_dir(root, id, &session, present)
+            }
+            Input::InboxesListed { session, entries } => {
+                scan::inboxes_listed(root, id, &session, entries)
+            }
+            Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
         }
     }
 }

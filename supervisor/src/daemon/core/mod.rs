@@ -11,6 +11,9 @@
 //! - [`timer`]: what each timer does when it fires;
 //! - [`escalations`]: unread messages whose time came (once each);
 //! - [`replies`]: reply deadlines (which message is overdue, once);
+//! - [`files`]: a file as read, gone or unreadable, and what its change
+//!   calls for;
+//! - [`scan`]: sessions scanned, listed, appeared or gone; inboxes listed;
 //! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
 //! - [`mail`]: message delivery (offers, waiting, retries, unread);
 //! - [`edits`]: session edits (the text after an edit, what follows it);
@@ -22,11 +25,13 @@ pub mod batch;
 pub mod edits;
 pub mod effect;
 pub mod escalations;
+pub mod files;
 pub mod input;
 pub mod mail;
 pub mod notices;
 pub mod presence;
 pub mod replies;
+pub mod scan;
 pub mod timer;
 
 pub use effect::{Effect, Now};
@@ -311,3 +316,7 @@ impl Root {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_files;
+#[cfg(test)]
+mod tests_scan;

@@ -1,0 +1,426 @@
+//! Unit tests of [`super::scan`] through [`Core::step`]: sessions scanned
+//! (start-up, appeared, rescan), directories that came or went, rescans
+//! and listings; the effects returned and their order.
+
+use super::scan::Scanned;
+use super::tests_files::{
+    PLAN, PROGRESS, SESSION, base, emitted, file, id, message, now, plan, position, progress, read,
+    root, step, touched,
+};
+use super::timer::Timer;
+use super::{Effect, Input, Root};
+use crate::daemon::session::SessionCore;
+use crate::events::EventKind;
+use crate::index::SessionIndex;
+use squad_protocol::FileKind;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// A scanned session `name` holding `files` (name, text).
+fn index(name: &str, files: &[(&str, String)]) -> Box<SessionIndex> {
+    let dir = PathBuf::from("/p/.squad/sessions").join(name);
+    let mut s = SessionIndex::new(dir.clone());
+    for (file, text) in files {
+        let kind = FileKind::from_file_name(file).unwrap();
+        s.insert(
+            file.to_string(),
+            crate::index::index_bytes(&dir.join(file), kind, text.as_bytes()),
+        );
+    }
+    s.recheck();
+    Box::new(s)
+}
+
+/// A root with no session.
+fn bare_root() -> Root {
+    let mut r = root();
+    r.sessions.clear();
+    r
+}
+
+const BROKEN: &str = "role-plan-bob-task_2.md";
+
+#[test]
+fn the_start_up_scan_is_a_baseline_that_reports_invalid_files_and_finishes_ended_sessions() {
+    let mut r = bare_root();
+    let files = [
+        (PLAN, plan(None)),
+        (PROGRESS, progress("completed")),
+        (BROKEN, "meta: [".to_string()),
+    ];
+    let input = Input::SessionScanned {
+        index: index(SESSION, &files),
+        why: Scanned::StartUp,
+    };
+    let effects = step(&mut r, input, now(0));
+    let invalid = position(
+        &effects,
+        |e| matches!(e, Effect::Emit { kind: EventKind::FileInvalid { .. }, path: Some(p), .. } if p.ends_with(BROKEN)),
+    );
+    let finish = position(
+        &effects,
+        |e| matches!(e, Effect::FinishEnded { status, .. } if status == "completed"),
+    );
+    assert!(invalid < finish, "{effects:?}");
+    assert!(
+        !emitted(&effects)
+            .iter()
+            .any(|k| matches!(k, EventKind::TaskReady { .. } | EventKind::SessionAdded)),
+        "the start-up is a baseline: {effects:?}"
+    );
+    assert!(!effects.iter().any(|e| matches!(e, Effect::WrapUp { .. })));
+    assert!(touched(&effects).is_empty(), "{effects:?}");
+    assert!(r.sessions.contains_key(SESSION));
+}
+
+#[test]
+fn the_start_up_ends_with_statuses_facts_mail_notices_state_context_then_started() {
+    let mut r = bare_root();
+    r.state
+        .task_starts
+        .insert("20200101T000000Z".into(), Default::default());
+    let input = Input::SessionScanned {
+        index: index(SESSION, &[(PLAN, plan(None))]),
+        why: Scanned::StartUp,
+    };
+    step(&mut r, input, now(0));
+    let effects = step(
+        &mut r,
+        Input::StartScanned {
+            files: 1,
+            complete: true,
+        },
+        now(0),
+    );
+    let at = |want: &dyn Fn(&Effect) -> bool| position(&effects, want);
+    let order = [
+        at(
+            &|e| matches!(e, Effect::WriteStatuses { sessions, .. } if sessions == &vec![SESSION.to_string()]),
+        ),
+        at(&|e| matches!(e, Effect::RefreshSkills(_))),
+        at(&|e| {
+            matches!(
+                e,
+                Effect::Tap {
+                    kind: EventKind::TaskReady { .. },
+                    ..
+                }
+            )
+        }),
+        at(&|e| matches!(e, Effect::SeedMail { .. })),
+        at(&|e| *e == Effect::SendNotices),
+        at(&|e| *e == Effect::FlushOutbox),
+        at(&|e| *e == Effect::SaveState(id())),
+        at(&|e| *e == Effect::WriteSharedContextNow(id())),
+        at(&|e| {
+            matches!(
+                e,
+                Effect::Emit {
+                    kind: EventKind::Started {
+                        sessions: 1,
+                        files: 1
+                    },
+                    ..
+                }
+            )
+        }),
+    ];
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "{order:?} {effects:?}"
+    );
+    assert!(
+        !r.state.task_starts.contains_key("20200101T000000Z"),
+        "a session gone while squadd was down is forgotten"
+    );
+    // A scan that could not read the root prunes nothing.
+    let mut r = bare_root();
+    r.state
+        .task_starts
+        .insert("20200101T000000Z".into(), Default::default());
+    let failed = step(&mut r, Input::StartScanFailed, now(0));
+    assert!(r.missing);
+    assert!(emitted(&failed).contains(&&EventKind::RootMissing));
+    step(
+        &mut r,
+        Input::StartScanned {
+            files: 0,
+            complete: false,
+        },
+        now(0),
+    );
+    assert!(r.state.task_starts.contains_key("20200101T000000Z"));
+}
+
+#[test]
+fn a_session_directory_that_appears_is_watched_then_scanned_and_announced() {
+    let mut r = bare_root();
+    let dir = |present| Input::SessionDir {
+        session: SESSION.into(),
+        present,
+    };
+    let effects = step(&mut r, dir(true), now(0));
+    assert_eq!(
+        effects,
+        vec![
+            Effect::WatchSession {
+                root: id(),
+                session: SESSION.into()
+            },
+            Effect::ScanSession {
+                root: id(),
+                session: SESSION.into(),
+                why: Scanned::Appeared
+            }
+        ],
+        "watched first: files created before the watch are found by the scan"
+    );
+    let files = [(PLAN, plan(None)), (BROKEN, "meta: [".to_string())];
+    let input = Input::SessionScanned {
+        index: index(SESSION, &files),
+        why: Scanned::Appeared,
+    };
+    let effects = step(&mut r, input, now(0));
+    assert!(matches!(
+        &effects[0],
+        Effect::Emit {
+            kind: EventKind::SessionAdded,
+            ..
+        }
+    ));
+    let invalid = position(&effects, |e| {
+        matches!(
+            e,
+            Effect::Emit {
+                kind: EventKind::FileInvalid { .. },
+                ..
+            }
+        )
+    });
+    let ready = position(&effects, |e| {
+        matches!(
+            e,
+            Effect::Emit {
+                kind: EventKind::TaskReady { .. },
+                ..
+            }
+        )
+    });
+    let seed = position(&effects, |e| matches!(e, Effect::SeedMail { .. }));
+    assert!(invalid < ready && ready < seed, "{effects:?}");
+    assert_eq!(touched(&effects), vec![(SESSION.to_string(), false)]);
+    // Known and there: nothing.
+    assert!(step(&mut r, dir(true), now(1)).is_empty());
+}
+
+#[test]
+fn a_session_directory_that_vanished_is_forgotten_with_its_state() {
+    let mut r = root();
+    read(&mut r, PLAN, &plan(Some(60)), now(0));
+    read(&mut r, PROGRESS, &progress("in_progress"), now(1));
+    r.state_to_save();
+    assert!(r.state.task_starts.contains_key(SESSION));
+    r.mail.insert(SESSION.into(), Default::default());
+    let effects = step(
+        &mut r,
+        Input::SessionDir {
+            session: SESSION.into(),
+            present: false,
+        },
+        now(2),
+    );
+    assert_eq!(
+        effects[0],
+        Effect::ForgetSession {
+            root: id(),
+            session: SESSION.into()
+        }
+    );
+    assert!(emitted(&effects).contains(&&EventKind::SessionRemoved));
+    for timer in [Timer::Context(id()), Timer::SaveState(id())] {
+        assert!(
+            effects.contains(&Effect::SetTimerEarlier {
+                timer,
+                after: super::batch::CONTEXT_DELAY
+            }),
+            "{effects:?}"
+        );
+    }
+    assert!(!r.sessions.contains_key(SESSION) && !r.mail.contains_key(SESSION));
+    assert!(!r.state.task_starts.contains_key(SESSION));
+    // Unknown and absent: nothing.
+    let again = Input::SessionDir {
+        session: SESSION.into(),
+        present: false,
+    };
+    assert!(step(&mut r, again, now(3)).is_empty());
+}
+
+#[test]
+fn a_rescan_of_a_missing_root_says_so_once_then_restores_it_when_listed() {
+    let mut r = root();
+    let due = |present| Input::RescanDue { present };
+    let effects = step(&mut r, due(false), now(0));
+    assert_eq!(effects[0], Effect::ForgetWatches(id()));
+    assert!(emitted(&effects).contains(&&EventKind::RootMissing));
+    assert!(effects.contains(&Effect::SetTimer {
+        timer: Timer::RootCheck(id()),
+        after: super::timer::ROOT_CHECK_FIRST
+    }));
+    assert!(r.missing);
+    assert_eq!(
+        step(&mut r, due(false), now(1)),
+        vec![Effect::ForgetWatches(id())],
+        "missing is said once"
+    );
+    assert_eq!(
+        step(&mut r, due(true), now(2)),
+        vec![
+            Effect::CancelTimer(Timer::RootCheck(id())),
+            Effect::UnwatchRoot(id()),
+            Effect::ListSessions(id())
+        ]
+    );
+    // Listed: the known session is read again file by file, a new one
+    // scanned, one gone forgotten; each one's mail seeded after it.
+    r.sessions.insert(
+        "20200101T000000Z".into(),
+        SessionCore::new(PathBuf::from("/p/.squad/sessions/20200101T000000Z")),
+    );
+    let names = BTreeSet::from([SESSION.to_string(), "20250101T000000Z".to_string()]);
+    let effects = step(&mut r, Input::SessionListed { names }, now(3));
+    let gone = position(
+        &effects,
+        |e| matches!(e, Effect::ForgetSession { session, .. } if session == "20200101T000000Z"),
+    );
+    let rescan = position(
+        &effects,
+        |e| matches!(e, Effect::RescanSession { session, .. } if session == SESSION),
+    );
+    let scan = position(
+        &effects,
+        |e| matches!(e, Effect::ScanSession { session, why: Scanned::Rescan, .. } if session == "20250101T000000Z"),
+    );
+    let seeds: Vec<usize> = effects
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Effect::SeedMail { .. }))
+        .map(|(n, _)| n)
+        .collect();
+    let finish = position(&effects, |e| *e == Effect::FinishRescan(id()));
+    assert!(
+        gone < rescan
+            && rescan < seeds[0]
+            && seeds[0] < scan
+            && scan < seeds[1]
+            && seeds[1] < finish,
+        "{effects:?}"
+    );
+    let mut all: Vec<String> = touched(&effects)
+        .into_iter()
+        .map(|(s, removal)| {
+            assert!(!removal);
+            s
+        })
+        .collect();
+    all.sort();
+    assert_eq!(all, vec!["20200101T000000Z", SESSION, "20250101T000000Z"]);
+    assert!(r.missing, "still missing until the sessions are read");
+    let effects = step(&mut r, Input::Rescanned, now(4));
+    assert!(!r.missing);
+    assert_eq!(
+        emitted(&effects),
+        vec![
+            &EventKind::RootRestored,
+            &EventKind::Rescanned {
+                reason: "root restored".into()
+            }
+        ]
+    );
+    let effects = step(&mut r, Input::Rescanned, now(5));
+    assert_eq!(
+        emitted(&effects),
+        vec![&EventKind::Rescanned {
+            reason: "the watcher asked for a rescan".into()
+        }]
+    );
+    // A root another squadd took over is not rescanned.
+    r.taken_over = Some("42".into());
+    assert!(step(&mut r, due(true), now(6)).is_empty());
+}
+
+#[test]
+fn a_known_session_listed_by_a_rescan_reads_each_file_and_each_indexed_one_gone() {
+    let mut r = root();
+    read(&mut r, PLAN, &plan(None), now(0));
+    read(&mut r, PROGRESS, &progress("in_progress"), now(0));
+    let on_disk = vec![
+        (file(PLAN).path, FileKind::TaskAssignment),
+        (file(BROKEN).path, FileKind::TaskAssignment),
+    ];
+    let effects = step(
+        &mut r,
+        Input::SessionFilesListed {
+            session: SESSION.into(),
+            on_disk,
+        },
+        now(1),
+    );
+    let reads: Vec<&str> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ReadFile { file, .. } => Some(file.file.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reads, vec![PLAN, BROKEN, PROGRESS], "{effects:?}");
+    assert_eq!(reads.len(), effects.len());
+}
+
+#[test]
+fn a_sessions_inboxes_listed_seed_its_mailbox_then_escalations_run_then_its_files_are_routed() {
+    let mut r = root();
+    let (name, text) = message("msg_1");
+    read(&mut r, &name, &text, now(0));
+    read(&mut r, PLAN, &plan(None), now(0));
+    r.mail.remove(SESSION);
+    let entries = vec![(
+        "bob".to_string(),
+        "3-medium-20240115T100000Z-msg_1.md".to_string(),
+        true,
+        Some(base()),
+    )];
+    let input = Input::InboxesListed {
+        session: SESSION.into(),
+        entries: entries.clone(),
+    };
+    let effects = step(&mut r, input, now(1));
+    assert_eq!(
+        effects[0],
+        Effect::RunEscalations {
+            root: id(),
+            session: SESSION.into()
+        }
+    );
+    let routed: Vec<&str> = effects[1..]
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Route {
+                file, own: None, ..
+            } => Some(file.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(routed.len(), effects.len() - 1, "{effects:?}");
+    let mut want = vec![name.as_str(), PLAN];
+    want.sort();
+    assert_eq!(routed, want);
+    assert!(r.mail.contains_key(SESSION), "the mailbox is seeded");
+    // A session squadd does not know (gone meanwhile): nothing, no mailbox.
+    let input = Input::InboxesListed {
+        session: "20990101T000000Z".into(),
+        entries,
+    };
+    assert!(step(&mut r, input, now(2)).is_empty());
+    assert!(!r.mail.contains_key("20990101T000000Z"));
+}
