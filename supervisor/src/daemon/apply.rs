@@ -106,8 +106,13 @@ impl Supervisor {
         match classify(&r.root, &r.sessions_dir, path)? {
             PathChange::Policy => {
                 if let Some(caused) = upkeep::reload_policy(self.roots.core_mut(i)) {
+                    let replaced = matches!(caused.2, EventKind::PolicyReloaded);
                     self.record(i, vec![caused]);
                     self.schedule_retention(i, Utc::now());
+                    if replaced {
+                        let now = Now { wall: Utc::now() };
+                        self.step(i, self::core::Input::PolicyChanged, now);
+                    }
                 }
                 None
             }
@@ -278,6 +283,13 @@ impl Supervisor {
             mail.note_reply(before.as_deref(), false);
             mail.note_reply(after.as_deref(), true);
             self.route_file(i, name, file, wall, own);
+            if let Some(message_id) = before.filter(|b| Some(b) != after.as_ref()) {
+                let input = self::core::Input::ReplyWithdrawn {
+                    session: name.to_string(),
+                    message_id,
+                };
+                self.step(i, input, Now { wall });
+            }
         }
         let touched = match out.file.take()? {
             FileOutcome::Unchanged => return None,

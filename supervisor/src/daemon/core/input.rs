@@ -112,6 +112,18 @@ pub enum Input<'a> {
         /// That squadd's pid.
         pid: String,
     },
+    /// A message file no longer answers message `message_id` (the reply
+    /// was removed or rewritten): a question whose deadline passed while
+    /// it was answered is overdue now, as a restart would find it.
+    ReplyWithdrawn {
+        /// Session directory name.
+        session: String,
+        /// The id the file answered.
+        message_id: String,
+    },
+    /// The policy in force was replaced (`.squad/policies.yaml` re-read):
+    /// escalation times and delivery waits follow the new one.
+    PolicyChanged,
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -157,6 +169,11 @@ impl<'a> Core<'a> {
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
             Input::TakenOver { pid } => presence::taken_over(root, id, pid),
+            Input::ReplyWithdrawn {
+                session,
+                message_id,
+            } => replies::withdrawn(root, id, &session, &message_id, now),
+            Input::PolicyChanged => mail::policy_changed(root, id, now),
         }
     }
 }

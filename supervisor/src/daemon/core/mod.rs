@@ -310,4 +310,6 @@ impl Root {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
