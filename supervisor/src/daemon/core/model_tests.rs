@@ -387,23 +387,7 @@ fn keep_facts(snap: &mut Snapshot, indexes: &BTreeMap<String, SessionIndex>, now
     let state = &mut snap.state;
     for (name, index) in indexes {
         let starts = state.task_starts.entry(name.clone()).or_default();
-        // The effective plan: the first by file name.
-        let mut plans: BTreeMap<String, String> = BTreeMap::new();
-        for f in index.files.values() {
-            if let Entry::Plan(p) = &f.entry {
-                plans.entry(p.task_id.clone()).or_insert(p.agent.clone());
-            }
-        }
-        let mut first: BTreeMap<String, chrono::DateTime<chrono::FixedOffset>> = BTreeMap::new();
-        for f in index.files.values() {
-            if let Entry::Progress(p) = &f.entry
-                && p.status == TaskStatus::InProgress
-                && plans.get(&p.task_id) == Some(&p.agent)
-                && !starts.contains_key(&p.task_id)
-            {
-                first.insert(p.task_id.clone(), p.updated_at);
-            }
-        }
+        let first = crate::derive::new_starts(index, starts);
         starts.extend(first);
         let view = derive_session(index, starts, now);
         for t in &view.tasks {
