@@ -522,6 +522,16 @@ enum Op {
         session: usize,
         fail: bool,
     },
+    /// An agent starts a task: the task planned for it (with a deadline),
+    /// then its report `in_progress` stamped now (what a run's start
+    /// leaves behind: the recipient is busy, the deadline counts).
+    Start {
+        root: usize,
+        session: usize,
+        agent: usize,
+        task: u8,
+        timeout: u8,
+    },
     /// A run exits (modelled as the agent's last report: no core input yet).
     RunExit {
         root: usize,
@@ -552,6 +562,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (r.clone(), s.clone(), any::<usize>()).prop_map(|(root, session, n)| Op::Ack { root, session, n }),
         3 => (0u8..40).prop_map(Op::Advance),
         1 => (r.clone(), s.clone(), any::<bool>()).prop_map(|(root, session, fail)| Op::Edit { root, session, fail }),
+        3 => (r.clone(), s.clone(), 0usize..3, 0u8..5, 1u8..30).prop_map(|(root, session, agent, task, timeout)| Op::Start { root, session, agent, task, timeout }),
         1 => (r.clone(), s.clone(), 0u8..5, any::<bool>()).prop_map(|(root, session, task, ok)| Op::RunExit { root, session, task, ok }),
         1 => (r, 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
     ]
@@ -894,6 +905,16 @@ impl World {
             None => files.remove(name),
         };
         let dir = self.roots[r].session_dir(session);
+        // The oracle notes task starts after every file change (an
+        // operation may write several: the core sees each state).
+        let index = scratch_index(&dir, &self.snaps[r].files[session]);
+        let starts = self.snaps[r]
+            .state
+            .task_starts
+            .entry(session.to_string())
+            .or_default();
+        let first = crate::derive::new_starts(&index, starts);
+        starts.extend(first);
         let loaded = bytes.and_then(|b| index_file(&dir, name, &b));
         // Same bytes as indexed: recognised by fingerprint, not applied.
         let indexed = self.roots[r]
@@ -1030,6 +1051,30 @@ impl World {
                 session,
                 fail,
             } => self.edit(root, SESSIONS[session], fail),
+            Op::Start {
+                root,
+                session,
+                agent,
+                task,
+                timeout,
+            } => {
+                let (s, a) = (SESSIONS[session], AGENTS[agent]);
+                let text = plan(task, a, &[], Some(timeout));
+                self.file(
+                    root,
+                    s,
+                    &format!("role-plan-{a}-task_{task}.md"),
+                    Some(text.into_bytes()),
+                );
+                self.settle();
+                let text = progress(task, a, "in_progress", self.now);
+                self.file(
+                    root,
+                    s,
+                    &format!("role-comm-{a}-task_{task}.md"),
+                    Some(text.into_bytes()),
+                );
+            }
             Op::RunExit {
                 root,
                 session,
