@@ -283,11 +283,18 @@ pub fn derive_session(
 }
 
 /// Tasks now `in_progress` that have no recorded start: the daemon records
-/// them (at the progress update's `updated_at`). The daemon's core decides
-/// this itself; kept as an independent statement of the rule for tests.
+/// them (at the progress update's `updated_at`). From scratch: the
+/// effective plan is the first by file name (as in [`derive_session`]);
+/// of several in-progress reports by its agent, the last by file name
+/// comes last (extending a map with the result keeps it). The model tests
+/// compute task starts with it, apart from the session core's own
+/// bookkeeping.
 #[cfg(test)]
 pub fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, Timestamp)> {
-    let plans: BTreeMap<&str, &Plan> = session.plans().map(|p| (p.task_id.as_str(), p)).collect();
+    let mut plans: BTreeMap<&str, &Plan> = BTreeMap::new();
+    for p in session.plans() {
+        plans.entry(p.task_id.as_str()).or_insert(p);
+    }
     session
         .progress()
         .filter(|p| p.status == TaskStatus::InProgress && !starts.contains_key(&p.task_id))

@@ -48,8 +48,13 @@ impl Supervisor {
         match classify(&r.root, &r.sessions_dir, path)? {
             PathChange::Policy => {
                 if let Some(caused) = upkeep::reload_policy(self.roots.core_mut(i)) {
+                    let replaced = matches!(caused.2, EventKind::PolicyReloaded);
                     self.record(i, vec![caused]);
                     self.schedule_retention(i, Utc::now());
+                    if replaced {
+                        let now = Now { wall: Utc::now() };
+                        self.step(i, self::core::Input::PolicyChanged, now);
+                    }
                 }
                 None
             }

@@ -558,6 +558,26 @@ impl Mailbox {
         out
     }
 
+    /// Queues every unread message for escalation again by `policy` (the
+    /// policy changed): the queues were built with the old delays. Those
+    /// already escalated come back into the queue and are skipped when
+    /// taken (the escalated set is kept across restarts too).
+    pub fn requeue_escalations(&mut self, policy: &MessagePolicy) {
+        for inbox in self.inboxes.values_mut() {
+            inbox.escalations = Default::default();
+            let unread: Vec<(Rc<str>, Unread)> = inbox
+                .names
+                .iter()
+                .filter_map(|(n, u)| Some((n.clone(), (*u)?)))
+                .collect();
+            for (name, u) in unread {
+                if escalation_at(policy, u.priority, u.delivered_at).is_some() {
+                    inbox.escalations[rank(u.priority)].insert((u.delivered_at, name));
+                }
+            }
+        }
+    }
+
     /// Queues the reply check of message file `file` at `by`.
     pub fn reply_due(&mut self, by: DateTime<Utc>, file: &str) {
         self.replies_due.insert((by, file.into()));
@@ -617,3 +637,21 @@ pub fn reply_overdue(m: &crate::index::MessageInfo, replied: bool, wall: DateTim
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+impl Mailbox {
+    /// Every inbox entry known, with its unread state (`Some(delivered
+    /// at)` while unread): what the root-level model test compares with
+    /// an inbox listing.
+    pub(crate) fn entries(&self) -> BTreeMap<(String, String), Option<DateTime<Utc>>> {
+        self.inboxes
+            .iter()
+            .flat_map(|(to, inbox)| {
+                inbox
+                    .names
+                    .iter()
+                    .map(move |(n, u)| ((to.clone(), n.to_string()), u.map(|u| u.delivered_at)))
+            })
+            .collect()
+    }
+}

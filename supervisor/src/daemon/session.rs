@@ -275,6 +275,19 @@ impl SessionCore {
         (core, out)
     }
 
+    /// Tasks derived so far (the work counter a test reads).
+    #[cfg(test)]
+    pub(crate) fn derivations(&self) -> u64 {
+        self.derivations.get()
+    }
+
+    /// Files whose per-file session rules ran so far (the work counter a
+    /// test reads).
+    #[cfg(test)]
+    pub(crate) fn member_checks(&self) -> u64 {
+        self.member_checks
+    }
+
     /// This core's identity (see the field).
     pub fn identity(&self) -> u64 {
         self.identity
@@ -309,6 +322,12 @@ impl SessionCore {
             .next()
             .map(|(first, _)| first)
             .filter(|first| *first != file)
+    }
+
+    /// The message file that keeps message id `id` (the first by name
+    /// carrying it).
+    pub fn message_file<'a>(&'a self, id: &'a str) -> Option<&'a str> {
+        self.files_with_id(id).next().map(|(name, _)| name)
     }
 
     /// The other message files carrying the message id message file

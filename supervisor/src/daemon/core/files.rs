@@ -207,6 +207,16 @@ fn apply(
             file: f.file.clone(),
             own,
         });
+        // A reply removed or rewritten: its question may be overdue now.
+        if let Some(message_id) = before.filter(|b| Some(b) != after.as_ref()) {
+            effects.extend(super::replies::withdrawn(
+                root,
+                id,
+                &f.session,
+                &message_id,
+                now,
+            ));
+        }
     }
     let (event, removal) = match out.file.take() {
         None | Some(FileOutcome::Unchanged) => return effects,

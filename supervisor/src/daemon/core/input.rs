@@ -214,6 +214,18 @@ pub enum Input<'a> {
         /// The tasks whose deadline passed.
         tasks: Vec<String>,
     },
+    /// A message file no longer answers message `message_id` (the reply
+    /// was removed or rewritten): a question whose deadline passed while
+    /// it was answered is overdue now, as a restart would find it.
+    ReplyWithdrawn {
+        /// Session directory name.
+        session: String,
+        /// The id the file answered.
+        message_id: String,
+    },
+    /// The policy in force was replaced (`.squad/policies.yaml` re-read):
+    /// escalation times and delivery waits follow the new one.
+    PolicyChanged,
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -287,6 +299,11 @@ impl<'a> Core<'a> {
                 scan::inboxes_listed(root, id, &session, entries)
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
+            Input::ReplyWithdrawn {
+                session,
+                message_id,
+            } => replies::withdrawn(root, id, &session, &message_id, now),
+            Input::PolicyChanged => mail::policy_changed(root, id, now),
         }
     }
 }

@@ -177,6 +177,39 @@ fn escalation_queued(id: RootId, session: &str, at: DateTime<Utc>, now: Now) -> 
     vec![escalations::arm(id, session, at)]
 }
 
+/// The policy in force was replaced: each session's unread messages are
+/// queued for escalation by the new delays (a priority that did not
+/// escalate may now, one that did may no longer) and its escalation timer
+/// armed at the new head, not left where the old policy put it; waiting
+/// deliveries are offered again under the new waits, and made.
+pub fn policy_changed(root: &mut Root, id: RootId, now: Now) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    let sessions: Vec<String> = root.mail.keys().cloned().collect();
+    for session in sessions {
+        let policy = &root.policy.messages;
+        let Some(mail) = root.mail.get_mut(&session) else {
+            continue;
+        };
+        mail.requeue_escalations(policy);
+        let timer = Timer::Escalation {
+            root: id,
+            session: session.clone(),
+        };
+        effects.push(match mail.next_escalation(policy) {
+            // One already past runs at once (as a delivery's would).
+            Some(at) if at <= now.wall => Effect::RunEscalations {
+                root: id,
+                session: session.clone(),
+            },
+            Some(at) => Effect::SetTimerAt { timer, at },
+            None => Effect::CancelTimer(timer),
+        });
+        effects.extend(recheck_waiting(root, id, &session, now));
+    }
+    effects.push(Effect::FlushOutbox);
+    effects
+}
+
 fn delivery_timer(id: RootId, d: &Delivery) -> Timer {
     Timer::Delivery {
         root: id,

@@ -315,6 +315,8 @@ impl Root {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_files;

@@ -71,6 +71,35 @@ pub fn due(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> 
     effects
 }
 
+/// A reply to `message_id` was withdrawn: if no other reply remains and
+/// the question's deadline already passed (its queue entry was taken while
+/// it was answered), it is checked now; a deadline still ahead is in the
+/// queue and checked when it comes.
+pub fn withdrawn(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    message_id: &str,
+    now: Now,
+) -> Vec<Effect> {
+    if root
+        .mail
+        .get(session)
+        .is_some_and(|mb| mb.replied(message_id))
+    {
+        return Vec::new();
+    }
+    let Some(file) = root
+        .sessions
+        .get(session)
+        .and_then(|c| c.message_file(message_id))
+        .map(str::to_string)
+    else {
+        return Vec::new();
+    };
+    check(root, id, session, &file, now)
+}
+
 /// A message's reply deadline passed: reported once when no reply came.
 /// `file` is the message file (its current content decides: a deadline
 /// moved later or a reply that came is no longer overdue).

@@ -53,6 +53,9 @@ struct Harness {
     timers: BTreeMap<String, DateTime<Utc>>,
     view: SessionView,
     context: crate::outputs::ContextFragment,
+    /// Task starts as the test computes them from the "disk" after every
+    /// change ([`crate::derive::new_starts`]), never taken from the core.
+    starts: TaskStarts,
 }
 
 impl Harness {
@@ -66,6 +69,7 @@ impl Harness {
             timers: BTreeMap::new(),
             view,
             context: Default::default(),
+            starts: TaskStarts::new(),
         }
     }
 
@@ -82,7 +86,26 @@ impl Harness {
         s
     }
 
+    /// Records the starts of tasks now in progress, from the disk alone
+    /// (its plans and progress updates: nothing else names a start).
+    fn observe(&mut self) {
+        use squad_protocol::FileKind::{ProgressUpdate, TaskAssignment};
+        let mut s = SessionIndex::new(PathBuf::from(DIR));
+        for (name, bytes) in &self.disk {
+            let kind = squad_protocol::FileKind::from_file_name(name).unwrap();
+            if matches!(kind, TaskAssignment | ProgressUpdate) {
+                s.insert(
+                    name.clone(),
+                    index_bytes(&Path::new(DIR).join(name), kind, bytes),
+                );
+            }
+        }
+        let first = crate::derive::new_starts(&s, &self.starts);
+        self.starts.extend(first);
+    }
+
     fn take(&mut self, out: Outcome) -> Outcome {
+        self.observe();
         for (t, at) in &out.timers {
             match at {
                 Some(at) => self.timers.insert(t.clone(), *at),
@@ -144,7 +167,8 @@ impl Harness {
             v
         };
         assert_eq!(sorted(core), sorted(&scratch));
-        let view = derive_session(&scratch, &self.core.starts, self.now);
+        assert_eq!(self.core.starts, self.starts, "task starts");
+        let view = derive_session(&scratch, &self.starts, self.now);
         assert_eq!(self.core.view(), view);
         // Status text: the same bytes from the head as from the full view.
         let existing = self
