@@ -104,7 +104,7 @@ impl Supervisor {
         // An agent CLI that would run without the guard is not started
         // unless its entry says `guard: off` (docs/runners.md); the refusal
         // reaches the lead like any start failure.
-        crate::ctl::guard_doctor::runner_check(&root, &c.agent, &spec).map_err(Failed::Before)?;
+        runners::check::runner_check(&root, &c.agent, &spec).map_err(Failed::Before)?;
         let session_dir = self.roots.core(i).session_dir(&c.session);
         let dir = runners::ensure_run_dir(&session_dir, &c.task).map_err(|e| {
             Failed::Before(format!(
