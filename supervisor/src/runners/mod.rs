@@ -1,7 +1,8 @@
 //! Agent runners (docs/runners.md): the effects of starting, watching and
 //! stopping one agent process per ready task. The decisions (which task
-//! starts, retries, time limits) are in `squad_policies::runners`; squadd's
-//! side is `daemon::runs`; `squadctl runs|run|stop` read the same records.
+//! starts, retries, time limits) are in `squad_policies::runners` and the
+//! daemon's core (`daemon/core/runs.rs`), carried out by
+//! `daemon/processes.rs`; `squadctl runs|run|stop` read the same records.
 //!
 //! Each run lives in `<session>/runs/<task>/`: `prompt.md` (what the agent
 //! was told), `run.log` (its stdout and stderr, size-capped, the tail kept)
