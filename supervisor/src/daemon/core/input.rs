@@ -265,10 +265,12 @@ impl<'a> Core<'a> {
                 error,
             } => runs::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
             Input::RunByHand { session, task } => {
-                runs::by_hand(root, id, session.as_deref(), &task, now)
+                runs::by_hand::by_hand(root, id, session.as_deref(), &task, now)
             }
-            Input::RunStop { session, task } => runs::stop(root, id, session.as_deref(), &task),
-            Input::RunStopped { run } => runs::stopped(root, id, &run, now),
+            Input::RunStop { session, task } => {
+                runs::by_hand::stop(root, id, session.as_deref(), &task)
+            }
+            Input::RunStopped { run } => runs::by_hand::stopped(root, id, &run, now),
         }
     }
 }
