@@ -82,55 +82,45 @@ fn run_dir() -> PathBuf {
         .join("runs/task_1")
 }
 
+/// What `f` picks out of each effect, in order.
+fn pick<T>(effects: &[Effect], f: impl Fn(&Effect) -> Option<T>) -> Vec<T> {
+    effects.iter().filter_map(f).collect()
+}
+
 /// The runs asked to start.
 fn spawns(effects: &[Effect]) -> Vec<RunSpec> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::SpawnRun { spec, .. } => Some((**spec).clone()),
-            _ => None,
-        })
-        .collect()
+    pick(effects, |e| match e {
+        Effect::SpawnRun { spec, .. } => Some((**spec).clone()),
+        _ => None,
+    })
 }
 
 fn records(effects: &[Effect]) -> Vec<RunRecord> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::WriteRunRecord { rec, .. } => Some((**rec).clone()),
-            _ => None,
-        })
-        .collect()
+    pick(effects, |e| match e {
+        Effect::WriteRunRecord { rec, .. } => Some((**rec).clone()),
+        _ => None,
+    })
 }
 
 fn events(effects: &[Effect]) -> Vec<EventKind> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Emit { kind, .. } => Some(kind.clone()),
-            _ => None,
-        })
-        .collect()
+    pick(effects, |e| match e {
+        Effect::Emit { kind, .. } => Some(kind.clone()),
+        _ => None,
+    })
 }
 
 fn signals(effects: &[Effect]) -> Vec<(u32, Signal)> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::SignalRun { pid, signal, .. } => Some((*pid, *signal)),
-            _ => None,
-        })
-        .collect()
+    pick(effects, |e| match e {
+        Effect::SignalRun { pid, signal, .. } => Some((*pid, *signal)),
+        _ => None,
+    })
 }
 
 fn told_lead(effects: &[Effect]) -> Vec<String> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::TellLead { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
+    pick(effects, |e| match e {
+        Effect::TellLead { text, .. } => Some(text.clone()),
+        _ => None,
+    })
 }
 
 /// What the shell's process would report once started: the record as
@@ -591,13 +581,10 @@ fn a_config_reload_keeps_the_previous_config_when_invalid_and_looks_at_runs_now(
 
 /// The signal of the look's containment of an ended run.
 fn contained(effects: &[Effect]) -> Vec<Signal> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::ContainRun { signal, .. } => Some(*signal),
-            _ => None,
-        })
-        .collect()
+    pick(effects, |e| match e {
+        Effect::ContainRun { signal, .. } => Some(*signal),
+        _ => None,
+    })
 }
 
 fn left(r: &mut Root, n: usize, facts: &Facts, at: Now) -> Vec<Effect> {
