@@ -362,19 +362,23 @@ fn found(rec: RunRecord, found: Option<(u32, u64)>, alive: bool) -> Vec<FoundRun
     }]
 }
 
+/// squadd restarted at 5 s and met `rec` (with what it saw of its process).
+fn met(
+    r: &mut Root,
+    rec: RunRecord,
+    seen: Option<(u32, u64)>,
+    alive: bool,
+    facts: &Facts,
+) -> Vec<Effect> {
+    let records = found(rec, seen, alive);
+    step(r, Input::RunsFound { records, facts }, t(5))
+}
+
 #[test]
 fn a_live_run_met_after_a_restart_is_readopted_and_supervised() {
     let mut r = root(0);
     let facts = Facts::default();
-    let seen = found(recorded(42, 1), None, true);
-    let effects = step(
-        &mut r,
-        Input::RunsFound {
-            records: seen,
-            facts: &facts,
-        },
-        t(5),
-    );
+    let effects = met(&mut r, recorded(42, 1), None, true, &facts);
     assert!(matches!(
         events(&effects).as_slice(),
         [EventKind::RunAdopted { pid: 42, .. }]
@@ -394,15 +398,7 @@ fn a_live_run_met_after_a_restart_is_readopted_and_supervised() {
 fn a_run_gone_while_squadd_was_down_is_lost_held_and_its_leftovers_killed_by_environment() {
     let mut r = root(3);
     let facts = Facts::default();
-    let seen = found(recorded(42, 1), None, false);
-    let effects = step(
-        &mut r,
-        Input::RunsFound {
-            records: seen,
-            facts: &facts,
-        },
-        t(5),
-    );
+    let effects = met(&mut r, recorded(42, 1), None, false, &facts);
     // What it left behind is found by its environment, never by the pid
     // run.json (writable by agents) names.
     assert!(matches!(
@@ -423,15 +419,7 @@ fn a_run_gone_while_squadd_was_down_is_lost_held_and_its_leftovers_killed_by_env
 fn a_run_recorded_but_never_started_is_dispatched_again_as_the_same_run() {
     let mut r = root(0);
     let facts = Facts::default();
-    let seen = found(recorded(0, 1), None, false);
-    let effects = step(
-        &mut r,
-        Input::RunsFound {
-            records: seen,
-            facts: &facts,
-        },
-        t(5),
-    );
+    let effects = met(&mut r, recorded(0, 1), None, false, &facts);
     let rec = &records(&effects)[0];
     assert_eq!(
         (rec.state, rec.held, rec.attempt),
@@ -447,15 +435,7 @@ fn a_run_recorded_but_never_started_is_dispatched_again_as_the_same_run() {
 fn a_run_whose_pid_was_not_recorded_but_is_found_is_recorded_and_readopted() {
     let mut r = root(0);
     let facts = Facts::default();
-    let seen = found(recorded(0, 1), Some((77, 9)), true);
-    let effects = step(
-        &mut r,
-        Input::RunsFound {
-            records: seen,
-            facts: &facts,
-        },
-        t(5),
-    );
+    let effects = met(&mut r, recorded(0, 1), Some((77, 9)), true, &facts);
     let rec = &records(&effects)[0];
     assert_eq!((rec.pid, rec.process_start), (77, 9));
     assert!(matches!(
