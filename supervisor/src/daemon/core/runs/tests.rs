@@ -180,16 +180,7 @@ fn end(r: &mut Root, ended: Ended, facts: &Facts, at: Now) -> Vec<Effect> {
         ),
         "{look:?}"
     );
-    step(
-        r,
-        Input::RunLeft {
-            run: key(),
-            left: 0,
-            drained: true,
-            facts,
-        },
-        at,
-    )
+    left(r, 0, facts, at)
 }
 
 #[test]
