@@ -1141,19 +1141,8 @@ fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBu
     })
 }
 
-/// Our server entry in a JSON configuration (`mcpServers.squad`), as
-/// `mcp install` writes it and runners with `mcp: true` pass it.
-pub(crate) fn json_entry(host: Host, program: &str, args: &[String]) -> serde_json::Value {
-    let mut entry = serde_json::json!({"command": program, "args": args});
-    if host == Host::Copilot {
-        // Copilot CLI's local servers name their type and the tools allowed.
-        entry["type"] = serde_json::json!("local");
-        entry["tools"] = serde_json::json!(["*"]);
-    } else {
-        entry["type"] = serde_json::json!("stdio");
-    }
-    entry
-}
+// The server entry lives with the runners, which pass it too.
+use crate::runners::mcp_json_entry as json_entry;
 
 /// The JSON configuration with `mcpServers.squad` set to `entry`, everything
 /// else kept; `Ok(None)` when it is already so.

@@ -41,6 +41,7 @@ mod mail;
 pub mod notices;
 pub mod pidfile;
 mod presence;
+mod processes;
 pub mod roots;
 pub mod routing;
 pub mod runs;
@@ -356,7 +357,7 @@ impl Supervisor {
         )?;
         let policy = crate::locks::load_policy(&root);
         self.writer.add_root(&root);
-        let runs = runs::RootRuns::load(&root);
+        let config = runs::initial_config(&root);
         // An invalid policy never stops squadd (under systemd that is a
         // restart loop): it runs on the defaults and names the field. The
         // defaults' retention could delete what the refused policy kept, so
@@ -370,10 +371,12 @@ impl Supervisor {
         if refused.is_some() {
             r.next_gc = None;
         }
+        r.runs.config = config;
         let shell = Shell {
             pid_lock: Some(lock),
             socket: None,
-            runs,
+            procs: Box::new(crate::runners::OsProcesses::new(&root_path)),
+            run_reply: None,
             // Cluster call site: the task holds the NATS connection and
             // renews this checkout's cluster locks (docs/cluster.md).
             cluster: policy_cluster

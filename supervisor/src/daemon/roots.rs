@@ -9,25 +9,38 @@
 
 use super::core::Root;
 use super::pidfile::PidLock;
-use super::runs::RootRuns;
 use super::server::Bound;
 
 pub use super::core::RootId;
 
 /// What squadd holds open for one root: effects live here, decisions in
 /// the [`Root`] core.
-#[derive(Default)]
 pub struct Shell {
     /// The root's pid lock (`None` once another squadd took the root over).
     pub pid_lock: Option<PidLock>,
     /// The control socket, once bound.
     pub socket: Option<Bound>,
-    /// The agent runs: config.json in force, live children, past records.
-    pub runs: RootRuns,
+    /// The agent runs' processes (the core holds their records).
+    pub procs: Box<dyn crate::runners::Processes + Send>,
+    /// The answer to the `squadctl run|stop` being carried out.
+    pub run_reply: Option<Result<(String, u32), String>>,
     /// The cluster task (docs/cluster.md), when the policy has `cluster:`.
     pub cluster: Option<crate::cluster::daemon::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
+}
+
+impl Default for Shell {
+    fn default() -> Self {
+        Shell {
+            pid_lock: None,
+            socket: None,
+            procs: Box::new(crate::runners::OsProcesses::default()),
+            run_reply: None,
+            cluster: None,
+            skills: Default::default(),
+        }
+    }
 }
 
 /// One root: its core and its shell.

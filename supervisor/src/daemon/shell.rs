@@ -56,6 +56,17 @@ impl Supervisor {
                 status,
             } => self.wrap_up(root, &session, &status, wall),
             Effect::SendNotices => self.send_notices(wall),
+            // Agent runs: processes, records, word to the lead (processes.rs).
+            e @ (Effect::SpawnRun { .. }
+            | Effect::SignalRun { .. }
+            | Effect::ContainRun { .. }
+            | Effect::AdoptRun { .. }
+            | Effect::StopRun { .. }
+            | Effect::WriteRunRecord { .. }
+            | Effect::FinishWorktree { .. }
+            | Effect::TellLead { .. }
+            | Effect::RunsLooked { .. }
+            | Effect::RunReply { .. }) => self.perform_run(e, now),
             Effect::Tap {
                 root,
                 session,

@@ -1,14 +1,18 @@
 //! Agent runners (docs/runners.md): the effects of starting, watching and
 //! stopping one agent process per ready task. The decisions (which task
-//! starts, retries, time limits) are in `squad_policies::runners`; squadd's
-//! side is `daemon::runs`; `squadctl runs|run|stop` read the same records.
+//! starts, retries, time limits) are in `squad_policies::runners` and the
+//! daemon's core (`daemon/core/runs.rs`), carried out by
+//! `daemon/processes.rs`; `squadctl runs|run|stop` read the same records.
 //!
 //! Each run lives in `<session>/runs/<task>/`: `prompt.md` (what the agent
 //! was told), `run.log` (its stdout and stderr, size-capped, the tail kept)
 //! and `run.json` (pid, process start time, start, exit; written
 //! atomically), which is how a restarted squadd re-adopts live runs.
 
+pub mod check;
+pub mod codex_trust;
 pub mod contain;
+pub mod hook_file;
 pub mod process;
 pub mod prompt;
 
@@ -419,6 +423,24 @@ pub fn spawn_request(
     })
 }
 
+/// Our server entry in a JSON configuration (`mcpServers.squad`), as
+/// `mcp install` writes it and runners with `mcp: true` pass it.
+pub(crate) fn mcp_json_entry(
+    host: squad_policies::guard_doctor::Cli,
+    program: &str,
+    args: &[String],
+) -> serde_json::Value {
+    let mut entry = serde_json::json!({"command": program, "args": args});
+    if host == squad_policies::guard_doctor::Cli::Copilot {
+        // Copilot CLI's local servers name their type and the tools allowed.
+        entry["type"] = serde_json::json!("local");
+        entry["tools"] = serde_json::json!(["*"]);
+    } else {
+        entry["type"] = serde_json::json!("stdio");
+    }
+    entry
+}
+
 /// A run's argv: the runner's command with its placeholders filled in and,
 /// with `squadctl` (a runner with `mcp: true`), the flags that give its
 /// agent CLI the MCP server `squad`: `squadctl --root R mcp --agent A
@@ -450,7 +472,7 @@ pub fn command_line(spec: &RunnerSpec, vars: &Vars<'_>, squadctl: Option<&Path>)
         // human to ask.
         Cli::Claude => vec![
             "--mcp-config".into(),
-            servers(crate::ctl::mcp::json_entry(cli, &program, &args)),
+            servers(mcp_json_entry(cli, &program, &args)),
             "--allowedTools".into(),
             "mcp__squad".into(),
         ],
@@ -463,7 +485,7 @@ pub fn command_line(spec: &RunnerSpec, vars: &Vars<'_>, squadctl: Option<&Path>)
         ],
         Cli::Copilot => vec![
             "--additional-mcp-config".into(),
-            servers(crate::ctl::mcp::json_entry(cli, &program, &args)),
+            servers(mcp_json_entry(cli, &program, &args)),
         ],
     };
     let at = argv

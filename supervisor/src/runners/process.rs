@@ -1,8 +1,9 @@
 //! The process I/O of agent runs behind one small trait, [`Processes`]:
 //! start a run, signal its group, see whether it ended, recognise it after a
-//! restart. squadd uses [`OsProcesses`]; the unit tests of run supervision
-//! (`daemon::runs`) use a test double that starts nothing, so time limits,
-//! retries and re-adoption are tested without processes.
+//! restart. squadd's shell (`daemon/processes.rs`) uses [`OsProcesses`];
+//! run supervision's decisions are the core's (`daemon/core/runs.rs`),
+//! which sees processes only as inputs, so time limits, retries and
+//! re-adoption are unit-tested there without processes.
 
 use super::RunRecord;
 use std::collections::HashMap;

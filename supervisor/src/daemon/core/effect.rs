@@ -310,4 +310,103 @@ pub enum Effect {
     Watchdog,
     /// Recompute the STATUS= line and send it if it changed.
     StatusLine,
+    // ---- Agent runs (core/runs.rs) ----
+    /// Prepare a run (folder, prompt, worktree, record) and start its
+    /// process; tell the core with [`super::Input::RunSpawned`] or
+    /// [`super::Input::SpawnFailed`].
+    SpawnRun {
+        /// The root.
+        root: RootId,
+        /// What to start.
+        spec: Box<super::runs::RunSpec>,
+    },
+    /// Signal a live run's process group (a failure is logged).
+    SignalRun {
+        /// The root.
+        root: RootId,
+        /// The group's leader.
+        pid: u32,
+        /// The signal.
+        signal: crate::runners::Signal,
+    },
+    /// Signal every process of a run still alive (its leader gone); with
+    /// `report`, tell the core what was left ([`super::Input::RunLeft`]).
+    ContainRun {
+        /// The root.
+        root: RootId,
+        /// (session, task).
+        run: super::runs::RunKey,
+        /// The run's record (pid 0: found by its environment only).
+        rec: Box<crate::runners::RunRecord>,
+        /// The signal.
+        signal: crate::runners::Signal,
+        /// Whether the core waits for the answer.
+        report: bool,
+    },
+    /// Drain a run met again after a restart.
+    AdoptRun {
+        /// The root.
+        root: RootId,
+        /// Its record.
+        rec: Box<crate::runners::RunRecord>,
+        /// Its folder.
+        dir: PathBuf,
+        /// run.log's cap.
+        log_max: u64,
+    },
+    /// `squadctl stop`: SIGTERM to a run's group, then
+    /// [`super::Input::RunStopped`] (or the error as the answer).
+    StopRun {
+        /// The root.
+        root: RootId,
+        /// (session, task).
+        run: super::runs::RunKey,
+        /// The group's leader.
+        pid: u32,
+    },
+    /// Write a run's run.json (after the fact it records: a failure is
+    /// logged, never undone).
+    WriteRunRecord {
+        /// The run's folder.
+        dir: PathBuf,
+        /// The record.
+        rec: Box<crate::runners::RunRecord>,
+    },
+    /// A run whose task completed: if it ran in a worktree of its own,
+    /// merge its branch or hold it (docs/worktrees.md; a no-op otherwise).
+    FinishWorktree {
+        /// The root.
+        root: RootId,
+        /// The run's folder.
+        dir: PathBuf,
+        /// The run's final record.
+        rec: Box<crate::runners::RunRecord>,
+    },
+    /// A high-priority message from squadd to the lead the policy names.
+    TellLead {
+        /// The root.
+        root: RootId,
+        /// The session.
+        session: String,
+        /// The task.
+        task: String,
+        /// The text.
+        text: String,
+        /// A run folder whose run.log's tail is appended.
+        tail_of: Option<PathBuf>,
+    },
+    /// The look's spawns are carried out: [`super::Input::RunsLooked`].
+    RunsLooked {
+        /// The root.
+        root: RootId,
+        /// The next retry due, if any.
+        retry_at: Option<DateTime<Utc>>,
+    },
+    /// The answer to `squadctl run|stop`: (session, pid) or why not.
+    RunReply {
+        /// The root.
+        root: RootId,
+        /// (session, pid) or the error.
+        reply: Result<(String, u32), String>,
+    },
 }

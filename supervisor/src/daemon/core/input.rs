@@ -11,7 +11,9 @@
 
 use super::files::{self, FileRef};
 use super::scan::{self, InboxListing, Scanned};
-use super::{Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies};
+use super::{
+    Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies, runs,
+};
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
 use crate::index::IndexedFile;
@@ -226,6 +228,91 @@ pub enum Input<'a> {
     /// The policy in force was replaced (`.squad/policies.yaml` re-read):
     /// escalation times and delivery waits follow the new one.
     PolicyChanged,
+    // ---- Agent runs (core/runs.rs) ----
+    /// config.json was read again (`config`: `None` when invalid, the
+    /// previous one stays; `error`: the first error).
+    ConfigRead {
+        /// The new config, when valid.
+        config: Option<Box<squad_protocol::config::RuntimeConfig>>,
+        /// Its first error.
+        error: Option<String>,
+    },
+    /// After the start-up scan: the root's run records, with what the
+    /// shell saw of each one's process.
+    RunsFound {
+        /// The records.
+        records: Vec<runs::FoundRun>,
+        /// The shell's answers about session files.
+        facts: &'a dyn runs::RunFacts,
+    },
+    /// A live run's leader ended.
+    RunExited {
+        /// (session, task).
+        run: runs::RunKey,
+        /// How.
+        ended: crate::runners::Ended,
+    },
+    /// The runs timer fired (or a batch ended): every live run looked at.
+    RunsDue {
+        /// The shell's answers about session files.
+        facts: &'a dyn runs::RunFacts,
+    },
+    /// What was left of an ended run after [`Effect::ContainRun`].
+    RunLeft {
+        /// (session, task).
+        run: runs::RunKey,
+        /// How many of its processes were still alive.
+        left: usize,
+        /// Whether its output is drained into run.log.
+        drained: bool,
+        /// The shell's answers about session files.
+        facts: &'a dyn runs::RunFacts,
+    },
+    /// After the look at live runs: ready tasks dispatched.
+    DispatchDue,
+    /// The look's spawns are carried out ([`Effect::RunsLooked`]).
+    RunsLooked {
+        /// The next retry due, if any.
+        retry_at: Option<DateTime<Utc>>,
+    },
+    /// A run's process started.
+    RunSpawned {
+        /// What was started.
+        spec: Box<runs::RunSpec>,
+        /// Its record (pid, command).
+        rec: Box<crate::runners::RunRecord>,
+        /// Its folder.
+        dir: PathBuf,
+    },
+    /// A run could not start.
+    SpawnFailed {
+        /// What was to start.
+        spec: Box<runs::RunSpec>,
+        /// The run's folder and the record written before the spawn, if
+        /// it got that far.
+        written: Option<(PathBuf, crate::runners::RunRecord)>,
+        /// Why.
+        error: String,
+    },
+    /// `squadctl run TASK`.
+    RunByHand {
+        /// The session named, if any.
+        session: Option<String>,
+        /// The task.
+        task: String,
+    },
+    /// `squadctl stop TASK`.
+    RunStop {
+        /// The session named, if any.
+        session: Option<String>,
+        /// The task.
+        task: String,
+    },
+    /// SIGTERM reached a run stopped by hand.
+    RunStopped {
+        /// (session, task).
+        run: runs::RunKey,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -304,6 +391,33 @@ impl<'a> Core<'a> {
                 message_id,
             } => replies::withdrawn(root, id, &session, &message_id, now),
             Input::PolicyChanged => mail::policy_changed(root, id, now),
+            Input::ConfigRead { config, error } => {
+                runs::config_read(root, id, config.map(|c| *c), error)
+            }
+            Input::RunsFound { records, facts } => runs::found(root, id, records, facts, now),
+            Input::RunExited { run, ended } => runs::exited(root, &run, ended),
+            Input::RunsDue { facts } => runs::due(root, id, facts, now),
+            Input::RunLeft {
+                run,
+                left,
+                drained,
+                facts,
+            } => runs::left(root, id, &run, left, drained, facts, now),
+            Input::DispatchDue => runs::dispatch(root, id, now),
+            Input::RunsLooked { retry_at } => runs::looked(root, id, retry_at),
+            Input::RunSpawned { spec, rec, dir } => runs::spawned(root, id, &spec, *rec, dir),
+            Input::SpawnFailed {
+                spec,
+                written,
+                error,
+            } => runs::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
+            Input::RunByHand { session, task } => {
+                runs::by_hand::by_hand(root, id, session.as_deref(), &task, now)
+            }
+            Input::RunStop { session, task } => {
+                runs::by_hand::stop(root, id, session.as_deref(), &task)
+            }
+            Input::RunStopped { run } => runs::by_hand::stopped(root, id, &run, now),
         }
     }
 }

@@ -19,7 +19,9 @@
 //! - [`edits`]: session edits (the text after an edit, what follows it);
 //! - [`presence`]: watches restored, a root taken over;
 //! - [`notices`]: squadd's notices (standing facts, the files a fact calls
-//!   for).
+//!   for);
+//! - [`runs`]: agent runs (time limits, exits, retries, re-adoption,
+//!   dispatch) as inputs and effects.
 
 pub mod batch;
 pub mod edits;
@@ -31,6 +33,7 @@ pub mod mail;
 pub mod notices;
 pub mod presence;
 pub mod replies;
+pub mod runs;
 pub mod scan;
 pub mod timer;
 
@@ -109,6 +112,8 @@ pub struct Root {
     pub skills: crate::skills::SkillsHealth,
     /// The root's team directory, as `status` reports it (docs/team.md).
     pub team: crate::team::TeamHealth,
+    /// The agent runs: config.json in force, live runs, past records.
+    pub runs: runs::Runs,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -143,6 +148,7 @@ impl Root {
             next_gc,
             skills: Default::default(),
             team: Default::default(),
+            runs: runs::Runs::default(),
         }
     }
 

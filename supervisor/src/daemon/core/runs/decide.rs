@@ -1,6 +1,6 @@
 //! The decisions of run supervision, free of I/O: from a run's record, what
 //! was seen of its process and the time (`now`), what to do. No file,
-//! process or clock is touched here; `daemon::runs` carries the steps out
+//! process or clock is touched here; the core turns them into effects (`core/runs.rs`)
 //! (signals through [`crate::runners::Processes`], records, events, word to
 //! the lead).
 
@@ -12,27 +12,27 @@ use std::time::Duration;
 
 /// What supervision remembers of a live run beside its record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Watch {
+pub(crate) struct Watch {
     /// When SIGTERM was sent (time limit or `squadctl stop`).
-    pub(super) term_at: Option<DateTime<Utc>>,
+    pub(crate) term_at: Option<DateTime<Utc>>,
     /// Whether SIGKILL was sent.
-    pub(super) killed: bool,
+    pub(crate) killed: bool,
     /// Whether `agent-idle` was reported.
-    pub(super) idle_reported: bool,
+    pub(crate) idle_reported: bool,
     /// When the leader was seen ended: from then on the run is stopping
     /// until nothing of it is left.
-    pub(super) stopping_since: Option<DateTime<Utc>>,
+    pub(crate) stopping_since: Option<DateTime<Utc>>,
 }
 
 /// How long past the grace squadd keeps ending what is left of a run
 /// before it records the run ended anyway (a process it may not signal,
 /// one stuck in the kernel): the pool must not stay blocked for ever.
-pub(super) const LINGER: Duration = Duration::from_secs(5);
+pub(crate) const LINGER: Duration = Duration::from_secs(5);
 
 /// The signal for what is left of a run whose leader ended: SIGTERM, then
 /// SIGKILL once the grace has passed (at once when the run was killed
 /// already at its time limit).
-pub(super) fn leftover_signal(
+pub(crate) fn leftover_signal(
     watch: &mut Watch,
     policy: &RunnersPolicy,
     now: DateTime<Utc>,
@@ -47,7 +47,7 @@ pub(super) fn leftover_signal(
 
 /// Whether a stopping run has ended: nothing of it left and its output
 /// drained, or the grace and [`LINGER`] passed.
-pub(super) fn gone(
+pub(crate) fn gone(
     watch: &Watch,
     policy: &RunnersPolicy,
     left: usize,
@@ -64,7 +64,7 @@ pub(super) fn gone(
 
 /// One thing to do for a live run.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Step {
+pub(crate) enum Step {
     /// Signal the run's process group.
     Signal(Signal),
     /// Emit an event about the run.
@@ -73,13 +73,13 @@ pub(super) enum Step {
 
 /// `a + d`, or `None` past the calendar's end: no clock addition in run
 /// supervision may panic, whatever a policy or config.json says.
-pub(super) fn add(a: DateTime<Utc>, d: Duration) -> Option<DateTime<Utc>> {
+pub(crate) fn add(a: DateTime<Utc>, d: Duration) -> Option<DateTime<Utc>> {
     a.checked_add_signed(chrono::Duration::from_std(d).ok()?)
 }
 
 /// When a run started at `started` with time limit `limit` must stop: the
 /// calendar's end when the sum overflows (never, in practice).
-pub(super) fn deadline(started: DateTime<Utc>, limit: Duration) -> DateTime<Utc> {
+pub(crate) fn deadline(started: DateTime<Utc>, limit: Duration) -> DateTime<Utc> {
     add(started, limit).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
@@ -87,7 +87,7 @@ pub(super) fn deadline(started: DateTime<Utc>, limit: Duration) -> DateTime<Utc>
 /// (`agent-timeout`), SIGKILL once `grace` has passed since the SIGTERM,
 /// `agent-idle` once when no protocol file naming the agent was written for
 /// `idle_after` (`last_write` is asked only then: it reads the session).
-pub(super) fn look(
+pub(crate) fn look(
     rec: &RunRecord,
     watch: &mut Watch,
     policy: &RunnersPolicy,
@@ -131,20 +131,20 @@ pub(super) fn look(
 
 /// What follows the end of a run.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Exited {
+pub(crate) struct Exited {
     /// The record to keep (state, exit, retry or hold).
-    pub(super) rec: RunRecord,
+    pub(crate) rec: RunRecord,
     /// `agent-exited`.
-    pub(super) event: EventKind,
+    pub(crate) event: EventKind,
     /// Word to the lead, when the run ended without completing and nobody
     /// stopped it by hand (the shell appends the tail of run.log).
-    pub(super) tell_lead: Option<String>,
+    pub(crate) tell_lead: Option<String>,
 }
 
 /// A run ended: its new record, the event, and word to the lead. A stopped
 /// run is held for a human; otherwise the policy decides (done, a retry
 /// after the backoff, or held once the retries are used up).
-pub(super) fn exited(
+pub(crate) fn exited(
     mut rec: RunRecord,
     watch: &Watch,
     policy: &RunnersPolicy,
@@ -217,7 +217,7 @@ pub(super) fn exited(
 
 /// What a restarted squadd found of a run recorded as running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Found {
+pub(crate) enum Found {
     /// Its process, alive and recognised (pid, start time, environment).
     Alive,
     /// It had a process (a pid was recorded) that is gone now.
@@ -230,7 +230,7 @@ pub(super) enum Found {
 
 /// What to do with a run recorded as running, after a restart.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Restart {
+pub(crate) enum Restart {
     /// Supervised again as before.
     Adopt(RunRecord),
     /// Lost: recorded; word to the lead unless the task completed; held
@@ -247,7 +247,7 @@ pub(super) enum Restart {
 }
 
 /// A run recorded as `running` met by a restarted squadd.
-pub(super) fn restarted(
+pub(crate) fn restarted(
     mut rec: RunRecord,
     found: Found,
     completed: bool,

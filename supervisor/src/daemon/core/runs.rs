@@ -1,0 +1,727 @@
+//! Agent runs as the core's inputs and effects (docs/runners.md): each
+//! root's runs ([`Runs`]: config.json in force, live runs, past records)
+//! are part of its [`Root`]; what a run's process did comes in as an
+//! [`Input`](super::Input) (exited, spawned or not, what is left of it, met
+//! again after a restart, stopped by hand) and what to do with processes
+//! leaves as effects (spawn, signal, contain, adopt), beside the records,
+//! events and word to the lead. The decisions themselves are in
+//! [`decide`]; the shell's side is `daemon/processes.rs`.
+
+pub mod by_hand;
+pub mod decide;
+
+pub use by_hand::RunError;
+
+use super::{Effect, Now, Root, RootId, timer::Timer};
+use crate::events::EventKind;
+use crate::runners::{Ended, Exit, RunRecord, RunState, Signal};
+use chrono::{DateTime, Utc};
+use decide::Watch;
+use squad_policies::runners::{Candidate, Pool, RunnerSpec};
+use squad_protocol::config::RuntimeConfig;
+use squad_protocol::model::{TaskAssignment, TaskStatus};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How often live runs are looked at: runs re-adopted after a restart are
+/// not squadd's children, only a look sees them end.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// A run's key: (session, task).
+pub type RunKey = (String, String);
+
+/// One live run.
+#[derive(Debug, Clone)]
+struct Live {
+    rec: RunRecord,
+    dir: PathBuf,
+    session_dir: PathBuf,
+    watch: Watch,
+    /// How its leader ended, once it did: the run is stopping until
+    /// nothing of it is left.
+    ended: Option<Ended>,
+}
+
+/// The runs of one root.
+#[derive(Debug, Clone, Default)]
+pub struct Runs {
+    /// config.json in force.
+    pub config: RuntimeConfig,
+    live: BTreeMap<RunKey, Live>,
+    /// The last record of each task not running now.
+    past: BTreeMap<RunKey, RunRecord>,
+    /// Whether runs were live when the last look began (`pool-empty` is
+    /// said when the look and the dispatch after it leave none).
+    had_live: bool,
+}
+
+/// What the core asks the shell about the session files while it decides
+/// (the shell reads them; like the "still unread?" of escalations).
+pub trait RunFacts {
+    /// Whether the run's progress file says `completed` (read when the
+    /// index may not have caught up with an agent that wrote it and exited).
+    fn completed_in_file(&self, session_dir: &Path, rec: &RunRecord) -> bool;
+    /// When the agent last wrote a protocol file in the session.
+    fn last_write(&self, session_dir: &Path, agent: &str) -> Option<DateTime<Utc>>;
+}
+
+/// Everything decided before a run's process starts; the shell prepares
+/// the run's folder, prompt, worktree and record and spawns it, then tells
+/// the core ([`super::Input::RunSpawned`] or [`super::Input::SpawnFailed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    /// The task to run.
+    pub candidate: Candidate,
+    /// Its session's directory.
+    pub session_dir: PathBuf,
+    /// Its full plan.
+    pub plan: TaskAssignment,
+    /// The runner entry.
+    pub runner: RunnerSpec,
+    /// Whether it runs in a worktree of its own (docs/worktrees.md).
+    pub worktree: bool,
+    /// The model config.json gives the agent.
+    pub model: String,
+    /// MCP servers of config.json: (name, type, tools).
+    pub mcp: Vec<(String, String, Vec<String>)>,
+    /// config.json's default time limit.
+    pub default_timeout: Duration,
+    /// `squadctl run` asked for it (its answer waits for the outcome).
+    pub by_hand: bool,
+}
+
+/// A run's record as the shell found it after a restart, with what it saw
+/// of its process.
+#[derive(Debug, Clone)]
+pub struct FoundRun {
+    /// Its session's directory.
+    pub session_dir: PathBuf,
+    /// run.json as read.
+    pub rec: RunRecord,
+    /// For a run recorded without a pid: the process found by its
+    /// environment (pid, start time).
+    pub found: Option<(u32, u64)>,
+    /// Whether the process (the record's, or the one found) is alive and
+    /// really that run.
+    pub alive: bool,
+}
+
+/// A live run as `squadctl runs` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunView {
+    /// The record.
+    #[serde(flatten)]
+    pub record: RunRecord,
+    /// run directory.
+    pub dir: String,
+}
+
+/// A record whose pid is not known to be the run's (read from run.json and
+/// not verified): without it.
+fn untrusted(rec: &RunRecord) -> RunRecord {
+    RunRecord {
+        pid: 0,
+        process_start: 0,
+        ..rec.clone()
+    }
+}
+
+pub(super) fn record(dir: &Path, rec: &RunRecord) -> Effect {
+    Effect::WriteRunRecord {
+        dir: dir.to_path_buf(),
+        rec: Box::new(rec.clone()),
+    }
+}
+
+fn emit(id: RootId, session: &str, dir: &Path, kind: EventKind) -> Effect {
+    Effect::Emit {
+        root: id,
+        session: Some(session.to_string()),
+        path: Some(dir.to_path_buf()),
+        kind,
+    }
+}
+
+fn tell_lead(id: RootId, rec: &RunRecord, text: String, tail_of: Option<PathBuf>) -> Effect {
+    Effect::TellLead {
+        root: id,
+        session: rec.session.clone(),
+        task: rec.task.clone(),
+        text,
+        tail_of,
+    }
+}
+
+impl Runs {
+    /// The live runs.
+    pub fn live(&self) -> Vec<RunView> {
+        self.live
+            .values()
+            .map(|l| RunView {
+                record: l.rec.clone(),
+                dir: l.dir.display().to_string(),
+            })
+            .collect()
+    }
+
+    /// The live runs whose leader was not seen ended yet: (key, pid,
+    /// process start), for the shell to look at.
+    pub fn watched(&self) -> Vec<(RunKey, u32, u64)> {
+        self.live
+            .iter()
+            .filter(|(_, l)| l.ended.is_none())
+            .map(|(k, l)| (k.clone(), l.rec.pid, l.rec.process_start))
+            .collect()
+    }
+
+    /// Whether any run is live.
+    pub fn any_live(&self) -> bool {
+        !self.live.is_empty()
+    }
+
+    /// What is running now.
+    fn pool(&self) -> Pool {
+        Pool {
+            running: self.live.len(),
+            max_concurrent: usize::try_from(self.config.sessions.max_concurrent)
+                .unwrap_or(usize::MAX),
+            busy_agents: self.live.values().map(|l| l.rec.agent.clone()).collect(),
+            busy_tasks: self.live.keys().cloned().collect(),
+        }
+    }
+
+    /// The earliest retry due after `now` (dispatch wakes for it).
+    fn next_retry(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.past
+            .values()
+            .filter(|r| !r.held && !r.completed)
+            .filter_map(|r| r.retry_at)
+            .filter(|at| *at > now)
+            .min()
+    }
+}
+
+/// Whether a run's task is completed: in the index, or its progress file
+/// (the shell's answer).
+fn completed(root: &Root, facts: &dyn RunFacts, session_dir: &Path, rec: &RunRecord) -> bool {
+    let indexed = root
+        .sessions
+        .get(&rec.session)
+        .and_then(|s| s.tasks().get(&rec.task))
+        .is_some_and(|t| t.state == TaskStatus::Completed);
+    indexed || facts.completed_in_file(session_dir, rec)
+}
+
+/// config.json was read again: the new one if valid (`None`: the previous
+/// stays), said, and runs looked at now.
+pub fn config_read(
+    root: &mut Root,
+    id: RootId,
+    config: Option<RuntimeConfig>,
+    error: Option<String>,
+) -> Vec<Effect> {
+    if let Some(config) = config {
+        root.runs.config = config;
+    }
+    vec![
+        Effect::Emit {
+            root: id,
+            session: None,
+            path: None,
+            kind: EventKind::ConfigReloaded { error },
+        },
+        Effect::SetTimer {
+            timer: Timer::Runs,
+            after: Duration::ZERO,
+        },
+    ]
+}
+
+/// After a restart, the records of the root's runs: those recorded as
+/// running are re-adopted when their process is alive (same pid, same
+/// start time, its environment naming the run), re-dispatched when no
+/// process was ever started, else reported lost and held for a human.
+/// Nothing is started twice.
+pub fn found(
+    root: &mut Root,
+    id: RootId,
+    records: Vec<FoundRun>,
+    facts: &dyn RunFacts,
+    now: Now,
+) -> Vec<Effect> {
+    let mut out = Vec::new();
+    for FoundRun {
+        session_dir,
+        mut rec,
+        found,
+        alive,
+    } in records
+    {
+        let key = (rec.session.clone(), rec.task.clone());
+        let dir = crate::runners::run_dir(&session_dir, &rec.task);
+        if rec.state != RunState::Running {
+            root.runs.past.insert(key, rec);
+            continue;
+        }
+        if rec.pid == 0
+            && let Some((pid, start)) = found
+        {
+            // Spawned, but squadd was killed before its pid was recorded.
+            rec.pid = pid;
+            rec.process_start = start;
+            out.push(record(&dir, &rec));
+        }
+        let found = if alive {
+            decide::Found::Alive
+        } else if rec.pid == 0 {
+            decide::Found::NeverStarted
+        } else {
+            decide::Found::Gone
+        };
+        let done = !alive && completed(root, facts, &session_dir, &rec);
+        match decide::restarted(rec, found, done, now.wall) {
+            decide::Restart::Adopt(rec) => {
+                out.push(emit(
+                    id,
+                    &rec.session,
+                    &dir,
+                    EventKind::RunAdopted {
+                        task_id: rec.task.clone(),
+                        agent: rec.agent.clone(),
+                        pid: rec.pid,
+                    },
+                ));
+                out.push(Effect::AdoptRun {
+                    root: id,
+                    rec: Box::new(rec.clone()),
+                    dir: dir.clone(),
+                    log_max: root.policy.runners.log_max_bytes,
+                });
+                started(&mut root.runs, rec, dir, session_dir);
+            }
+            decide::Restart::Lost {
+                rec,
+                tell_lead: text,
+            } => {
+                // Its leader is gone: what it left behind ends now, found
+                // by its environment only (run.json is writable by agents:
+                // its pid must not aim squadd at a group).
+                out.push(contain(id, &key, &untrusted(&rec), Signal::Kill, false));
+                out.push(record(&dir, &rec));
+                out.push(lost_event(id, &dir, &rec, rec.pid));
+                if let Some(text) = text {
+                    out.push(tell_lead(id, &rec, text, None));
+                }
+                root.runs.past.insert(key, rec);
+            }
+            decide::Restart::Redispatch(rec) => {
+                out.push(contain(id, &key, &untrusted(&rec), Signal::Kill, false));
+                out.push(record(&dir, &rec));
+                out.push(lost_event(id, &dir, &rec, 0));
+                root.runs.past.insert(key, rec);
+            }
+        }
+    }
+    out.push(Effect::SetTimer {
+        timer: Timer::Runs,
+        after: Duration::ZERO,
+    });
+    out
+}
+
+fn lost_event(id: RootId, dir: &Path, rec: &RunRecord, pid: u32) -> Effect {
+    emit(
+        id,
+        &rec.session,
+        dir,
+        EventKind::RunLost {
+            task_id: rec.task.clone(),
+            agent: rec.agent.clone(),
+            pid,
+        },
+    )
+}
+
+fn contain(id: RootId, key: &RunKey, rec: &RunRecord, signal: Signal, report: bool) -> Effect {
+    Effect::ContainRun {
+        root: id,
+        run: key.clone(),
+        rec: Box::new(rec.clone()),
+        signal,
+        report,
+    }
+}
+
+/// A run just started: live from now on (its past record forgotten).
+fn started(runs: &mut Runs, rec: RunRecord, dir: PathBuf, session_dir: PathBuf) {
+    let key = (rec.session.clone(), rec.task.clone());
+    runs.past.remove(&key);
+    let live = Live {
+        rec,
+        dir,
+        session_dir,
+        watch: Watch::default(),
+        ended: None,
+    };
+    runs.live.insert(key, live);
+}
+
+/// The shell saw a run's leader end.
+pub fn exited(root: &mut Root, run: &RunKey, ended: Ended) -> Vec<Effect> {
+    if let Some(live) = root.runs.live.get_mut(run)
+        && live.ended.is_none()
+    {
+        live.ended = Some(ended);
+    }
+    Vec::new()
+}
+
+/// The time to look at every live run: time limits (SIGTERM, then SIGKILL
+/// after the grace), idleness; once its leader ended, what is left of the
+/// run is ended too (SIGTERM, SIGKILL after the grace: the shell reports
+/// what was left, [`left`]).
+pub fn due(root: &mut Root, id: RootId, facts: &dyn RunFacts, now: Now) -> Vec<Effect> {
+    let policy = &root.policy.runners;
+    let runs = &mut root.runs;
+    runs.had_live = !runs.live.is_empty();
+    let mut out = Vec::new();
+    for (key, live) in &mut runs.live {
+        if live.ended.is_some() {
+            let signal = decide::leftover_signal(&mut live.watch, policy, now.wall);
+            out.push(contain(id, key, &live.rec, signal, true));
+            continue;
+        }
+        let (session_dir, agent) = (&live.session_dir, &live.rec.agent);
+        let steps = decide::look(
+            &live.rec,
+            &mut live.watch,
+            policy,
+            || facts.last_write(session_dir, agent),
+            now.wall,
+        );
+        for step in steps {
+            out.push(match step {
+                decide::Step::Signal(signal) => Effect::SignalRun {
+                    root: id,
+                    pid: live.rec.pid,
+                    signal,
+                },
+                decide::Step::Event(kind) => emit(id, &live.rec.session, &live.dir, kind),
+            });
+        }
+    }
+    out
+}
+
+/// What was left of an ended run after [`Effect::ContainRun`]: when nothing
+/// is and its output is drained (or the grace and the linger passed), the
+/// run's end (its record, `agent-exited`, its worktree finished, word to
+/// the lead, a retry or a hold).
+pub fn left(
+    root: &mut Root,
+    id: RootId,
+    run: &RunKey,
+    left: usize,
+    drained: bool,
+    facts: &dyn RunFacts,
+    now: Now,
+) -> Vec<Effect> {
+    let policy = &root.policy.runners;
+    let Some(live) = root.runs.live.get(run) else {
+        return Vec::new();
+    };
+    let Some(ended) = live.ended else {
+        return Vec::new();
+    };
+    if !decide::gone(&live.watch, policy, left, drained, now.wall) {
+        return Vec::new();
+    }
+    let Some(live) = root.runs.live.remove(run) else {
+        return Vec::new();
+    };
+    let done = completed(root, facts, &live.session_dir, &live.rec);
+    let decide::Exited {
+        rec,
+        event,
+        tell_lead: text,
+    } = decide::exited(
+        live.rec,
+        &live.watch,
+        &root.policy.runners,
+        done,
+        ended,
+        now.wall,
+    );
+    let mut out = vec![
+        record(&live.dir, &rec),
+        emit(id, &rec.session, &live.dir, event),
+    ];
+    if done {
+        out.push(Effect::FinishWorktree {
+            root: id,
+            dir: live.dir.clone(),
+            rec: Box::new(rec.clone()),
+        });
+    }
+    if let Some(text) = text {
+        out.push(tell_lead(id, &rec, text, Some(live.dir.clone())));
+    }
+    root.runs.past.insert(run.clone(), rec);
+    out
+}
+
+/// After the look: ready tasks started within the pool (when the policy
+/// dispatches), `pool-empty` when the runs ended, and the next look
+/// (every [`POLL`] while runs are live, else at the next retry).
+pub fn dispatch(root: &mut Root, id: RootId, now: Now) -> Vec<Effect> {
+    let mut out = Vec::new();
+    let mut next = None;
+    if root.policy.runners.dispatch {
+        let candidates = candidates(root);
+        if !candidates.is_empty() {
+            let start = squad_policies::runners::dispatch(
+                &root.policy.runners,
+                &candidates,
+                &root.runs.pool(),
+                now.wall,
+            );
+            for c in start {
+                out.extend(start_run(root, id, c, false, now));
+            }
+        }
+        next = root.runs.next_retry(now.wall);
+    }
+    // The spawns above are carried out before this: the pool is as it
+    // will be when `pool-empty` would be said.
+    out.push(Effect::RunsLooked {
+        root: id,
+        retry_at: next,
+    });
+    out
+}
+
+/// The end of a look, after the spawns: `pool-empty`, the next look.
+pub fn looked(root: &mut Root, id: RootId, retry_at: Option<DateTime<Utc>>) -> Vec<Effect> {
+    let mut out = Vec::new();
+    let runs = &mut root.runs;
+    if runs.had_live && runs.live.is_empty() {
+        out.push(Effect::Emit {
+            root: id,
+            session: None,
+            path: None,
+            kind: EventKind::PoolEmpty,
+        });
+    }
+    runs.had_live = false;
+    if !runs.live.is_empty() {
+        out.push(Effect::SetTimerEarlier {
+            timer: Timer::Runs,
+            after: POLL,
+        });
+    } else if let Some(at) = retry_at {
+        out.push(Effect::SetTimerEarlierAt {
+            timer: Timer::Runs,
+            at,
+        });
+    }
+    out
+}
+
+/// A run to start: its spec, or (no valid plan, no runner) its start
+/// failed at once.
+pub(super) fn start_run(
+    root: &mut Root,
+    id: RootId,
+    c: Candidate,
+    by_hand: bool,
+    now: Now,
+) -> Vec<Effect> {
+    match spec(root, &c, by_hand) {
+        Ok(spec) => vec![Effect::SpawnRun {
+            root: id,
+            spec: Box::new(spec),
+        }],
+        Err(error) => spawn_failed(root, id, c, by_hand, None, error, now),
+    }
+}
+
+/// What is decided before a run starts (no file read).
+fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, String> {
+    let plan = root
+        .sessions
+        .get(&c.session)
+        .and_then(|s| s.index().full_plan(&c.task))
+        .ok_or_else(|| format!("{}: no valid task assignment", c.task))?;
+    let policy = &root.policy.runners;
+    let runner = policy
+        .runner_for(&c.agent)
+        .cloned()
+        .ok_or_else(|| format!("no runner for {}", c.agent))?;
+    let config = &root.runs.config;
+    Ok(RunSpec {
+        candidate: c.clone(),
+        session_dir: root.session_dir(&c.session),
+        plan,
+        runner,
+        worktree: policy.worktree_for(&c.agent),
+        model: config.model_for(&c.agent).to_string(),
+        mcp: config
+            .mcp
+            .iter()
+            .map(|(n, s)| (n.clone(), s.kind.clone(), s.tools.clone()))
+            .collect(),
+        default_timeout: Duration::from_millis(config.sessions.default_timeout_ms),
+        by_hand,
+    })
+}
+
+/// A run started: recorded with its pid, said, live, looked at soon.
+pub fn spawned(
+    root: &mut Root,
+    id: RootId,
+    spec: &RunSpec,
+    rec: RunRecord,
+    dir: PathBuf,
+) -> Vec<Effect> {
+    let mut out = vec![
+        record(&dir, &rec),
+        emit(
+            id,
+            &rec.session,
+            &dir,
+            EventKind::AgentSpawned {
+                task_id: rec.task.clone(),
+                agent: rec.agent.clone(),
+                pid: rec.pid,
+                attempt: rec.attempt,
+            },
+        ),
+        Effect::SetTimerEarlier {
+            timer: Timer::Runs,
+            after: POLL,
+        },
+    ];
+    if spec.by_hand {
+        out.push(Effect::RunReply {
+            root: id,
+            reply: Ok((rec.session.clone(), rec.pid)),
+        });
+    }
+    started(&mut root.runs, rec, dir, spec.session_dir.clone());
+    out
+}
+
+/// A run that could not start (its folder, its prompt, the guard check or
+/// the spawn failed; `written`: the run's folder and the record written
+/// before the spawn, if it got that far): recorded failed and held, a
+/// `run-failed` event and word to the lead.
+pub fn spawn_failed(
+    root: &mut Root,
+    id: RootId,
+    c: Candidate,
+    by_hand: bool,
+    written: Option<(PathBuf, RunRecord)>,
+    error: String,
+    now: Now,
+) -> Vec<Effect> {
+    let mut out = Vec::new();
+    let (dir, rec) = match written {
+        Some((dir, mut rec)) => {
+            rec.state = RunState::Failed;
+            rec.held = true;
+            rec.exit = Some(Exit {
+                at: now.wall,
+                code: None,
+                signal: None,
+            });
+            out.push(record(&dir, &rec));
+            (Some(dir), rec)
+        }
+        // Nothing started and no run.json to record it in: held in memory
+        // (so it is not tried again on every batch) and reported.
+        None => (
+            None,
+            RunRecord {
+                task: c.task.clone(),
+                agent: c.agent.clone(),
+                session: c.session.clone(),
+                attempt: c.attempts + 1,
+                state: RunState::Failed,
+                pid: 0,
+                process_start: 0,
+                started_at: now.wall,
+                deadline: now.wall,
+                command: Vec::new(),
+                exit: None,
+                completed: false,
+                retry_at: None,
+                held: true,
+            },
+        ),
+    };
+    out.push(Effect::Emit {
+        root: id,
+        session: Some(c.session.clone()),
+        path: dir,
+        kind: EventKind::RunFailed {
+            task_id: c.task.clone(),
+            agent: c.agent.clone(),
+            error: error.clone(),
+        },
+    });
+    out.push(tell_lead(
+        id,
+        &rec,
+        format!(
+            "The runner of {} ({}) could not start: {error}. The task is held; `squadctl run {}` tries again.",
+            c.task, c.agent, c.task
+        ),
+        None,
+    ));
+    if by_hand {
+        out.push(Effect::RunReply {
+            root: id,
+            reply: Err(error),
+        });
+    }
+    root.runs.past.insert((c.session, c.task), rec);
+    out
+}
+
+/// The candidates of a root: ready tasks, and failed runs' tasks.
+fn candidates(root: &Root) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for (name, core) in &root.sessions {
+        if core.ended().is_some() {
+            continue;
+        }
+        for t in core.tasks().values() {
+            if t.state == TaskStatus::Completed || !t.unmet.is_empty() {
+                continue;
+            }
+            let past = root.runs.past.get(&(name.clone(), t.task_id.clone()));
+            let c = Candidate {
+                session: name.clone(),
+                task: t.task_id.clone(),
+                agent: t.agent.clone(),
+                priority: t.priority,
+                attempts: past.map_or(0, |p| p.attempt),
+                retry_at: past.and_then(|p| p.retry_at),
+                held: past.is_some_and(|p| p.held),
+            };
+            match past {
+                Some(p) if p.completed => {}
+                Some(_) if matches!(t.state, TaskStatus::Pending | TaskStatus::InProgress) => {
+                    out.push(c)
+                }
+                None if t.ready => out.push(c),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

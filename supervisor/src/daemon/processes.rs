@@ -1,0 +1,304 @@
+//! The shell's side of agent runs: what the runs' processes do turned into
+//! the core's inputs, and the run effects carried out (spawn, signal,
+//! contain, adopt through [`crate::runners::Processes`]; run records, the
+//! worktree's end, word to the lead). Every decision is the core's
+//! (`core/runs.rs`).
+//!
+//! One call site in the loop: [`Supervisor::supervise_runs`] at the end of
+//! every batch, so a task completed in a batch starts its dependents in the
+//! same batch. While runs are live the core sets the runs timer every
+//! `POLL` to see exits (runs re-adopted after a restart are not squadd's
+//! children: only a look sees them end).
+
+use super::Supervisor;
+use super::core::runs::{FoundRun, RunKey};
+use super::core::{Effect, Input, Now, RootId};
+use super::runs::{FileFacts, RunError, keep_record, start};
+use super::timers::Timer;
+use crate::runners;
+use chrono::{DateTime, Utc};
+use std::path::Path;
+
+impl Supervisor {
+    /// config.json changed: handed to the core (the new one if valid).
+    pub(super) fn reload_config(&mut self, i: RootId) {
+        let (config, error) = super::runs::load_config(&self.roots.core(i).root);
+        let config = error.is_none().then(|| Box::new(config));
+        let now = Now { wall: Utc::now() };
+        self.step(i, Input::ConfigRead { config, error }, now);
+    }
+
+    /// Whether `path` is a root's config.json.
+    pub(super) fn is_config(&self, i: RootId, path: &Path) -> bool {
+        super::runs::is_config(&self.roots.core(i).root, path)
+    }
+
+    /// After the start-up scan: the root's run records, each with what is
+    /// seen of its process, handed to the core (re-adopted, lost or
+    /// dispatched again).
+    pub(super) fn adopt_runs(&mut self, i: RootId, now: DateTime<Utc>) {
+        let root = self.roots.core(i).root.clone();
+        let procs = &self.roots.shell(i).procs;
+        let records = runners::all_records(&root)
+            .into_iter()
+            .map(|(session_dir, rec)| {
+                let running = rec.state == runners::RunState::Running;
+                let found = (running && rec.pid == 0)
+                    .then(|| procs.find_run_process(&root, &rec.session, &rec.task))
+                    .flatten();
+                let mut seen = rec.clone();
+                if let Some((pid, start)) = found {
+                    seen.pid = pid;
+                    seen.process_start = start;
+                }
+                let alive = running && procs.is_run_process(&seen);
+                FoundRun {
+                    session_dir,
+                    rec,
+                    found,
+                    alive,
+                }
+            })
+            .collect();
+        let input = Input::RunsFound {
+            records,
+            facts: &FileFacts,
+        };
+        self.step(i, input, Now { wall: now });
+    }
+
+    /// The one call of the loop: for each root, the runs whose leader
+    /// ended, then the core's look (time limits, idleness, what is left of
+    /// ended runs), then dispatch.
+    pub(super) fn supervise_runs(&mut self, wall: DateTime<Utc>) {
+        // Each root's look sets the timer again (the earliest wins).
+        self.timers.cancel(&Timer::Runs);
+        let now = Now { wall };
+        for i in self.roots.ids() {
+            let (core, shell) = self.roots.both_mut(i);
+            let mut exits = Vec::new();
+            for (run, pid, start) in core.runs.watched() {
+                if let Some(ended) = shell.procs.try_exit(pid, start) {
+                    exits.push((run, ended));
+                }
+            }
+            for (run, ended) in exits {
+                self.step(i, Input::RunExited { run, ended }, now);
+            }
+            self.step(i, Input::RunsDue { facts: &FileFacts }, now);
+            self.step(i, Input::DispatchDue, now);
+        }
+    }
+
+    /// The `runs` method of the control socket.
+    pub(super) fn answer_runs(
+        &mut self,
+        i: RootId,
+        action: &str,
+        session: Option<&str>,
+        task: Option<&str>,
+    ) -> crate::control::Response {
+        use crate::control::Response;
+        let now = Now { wall: Utc::now() };
+        let input = match (action, task) {
+            ("list", _) => {
+                return match serde_json::to_value(self.roots.core(i).runs.live()) {
+                    Ok(v) => Response::ok(v),
+                    Err(e) => Response::error(e.to_string()),
+                };
+            }
+            ("run" | "stop", None) => return Response::error(RunError::NoTask.to_string()),
+            ("run", Some(task)) => Input::RunByHand {
+                session: session.map(str::to_string),
+                task: task.to_string(),
+            },
+            ("stop", Some(task)) => Input::RunStop {
+                session: session.map(str::to_string),
+                task: task.to_string(),
+            },
+            (other, _) => {
+                return Response::error(RunError::UnknownAction(other.to_string()).to_string());
+            }
+        };
+        self.roots.shell_mut(i).run_reply = None;
+        self.step(i, input, now);
+        match self.roots.shell_mut(i).run_reply.take() {
+            Some(Ok((session, pid))) => {
+                Response::ok(serde_json::json!({"session": session, "pid": pid}))
+            }
+            Some(Err(e)) => Response::error(e),
+            None => Response::error("no answer from run supervision".to_string()),
+        }
+    }
+
+    /// Carries out one run effect (see [`Effect`]).
+    pub(super) fn perform_run(&mut self, effect: Effect, now: Now) {
+        match effect {
+            Effect::SpawnRun { root, spec } => {
+                let (core, shell) = self.roots.both_mut(root);
+                let policy = &core.policy.runners;
+                let input = match start::spawn(
+                    &core.root,
+                    shell.procs.as_mut(),
+                    policy.log_max_bytes,
+                    &policy.pass_env,
+                    &spec,
+                    now.wall,
+                ) {
+                    Ok((rec, dir)) => Input::RunSpawned {
+                        spec,
+                        rec: Box::new(rec),
+                        dir,
+                    },
+                    Err((written, error)) => {
+                        tracing::warn!(task = %spec.candidate.task, error = %error, "cannot start the runner");
+                        Input::SpawnFailed {
+                            spec,
+                            written: written.map(|w| *w),
+                            error,
+                        }
+                    }
+                };
+                self.step(root, input, now);
+            }
+            Effect::SignalRun { root, pid, signal } => {
+                if let Err(e) = self.roots.shell_mut(root).procs.signal_group(pid, signal) {
+                    tracing::warn!(pid, error = %e, "cannot signal a run");
+                }
+            }
+            Effect::ContainRun {
+                root,
+                run,
+                rec,
+                signal,
+                report,
+            } => {
+                let procs = &mut self.roots.shell_mut(root).procs;
+                let left = procs.contain(&rec, signal);
+                if !report {
+                    return;
+                }
+                let drained = procs.drained(rec.pid);
+                if left > 0 {
+                    tracing::debug!(task = %rec.task, left, "processes of an ended run are left");
+                }
+                self.run_left(root, run, left, drained, now);
+            }
+            Effect::AdoptRun {
+                root,
+                rec,
+                dir,
+                log_max,
+            } => self.roots.shell_mut(root).procs.adopt(&rec, &dir, log_max),
+            Effect::StopRun { root, run, pid } => {
+                let sent = self
+                    .roots
+                    .shell_mut(root)
+                    .procs
+                    .signal_group(pid, runners::Signal::Term);
+                match sent {
+                    Ok(()) => {
+                        self.step(root, Input::RunStopped { run }, now);
+                    }
+                    Err(e) => self.roots.shell_mut(root).run_reply = Some(Err(e.to_string())),
+                }
+            }
+            Effect::WriteRunRecord { dir, rec } => keep_record(&dir, &rec),
+            // issue 30 (docs/worktrees.md): a completed worktree run's
+            // branch is merged into the session's branch, or held with word
+            // to the lead.
+            Effect::FinishWorktree { root, dir, rec } => {
+                let core = self.roots.core(root);
+                if let Some(reason) = crate::worktree::finish(&core.root, &core.policy, &dir, &rec)
+                {
+                    self.tell_lead(root, &rec.session, &rec.task, &reason, now.wall);
+                }
+            }
+            Effect::TellLead {
+                root,
+                session,
+                task,
+                text,
+                tail_of,
+            } => {
+                let text = match tail_of {
+                    Some(dir) => format!(
+                        "{text}\n\nLast lines of {}:\n{}",
+                        dir.join(runners::RUN_LOG).display(),
+                        runners::log_tail(&dir, 10).join("\n")
+                    ),
+                    None => text,
+                };
+                self.tell_lead(root, &session, &task, &text, now.wall);
+            }
+            Effect::RunsLooked { root, retry_at } => {
+                self.step(root, Input::RunsLooked { retry_at }, now);
+            }
+            Effect::RunReply { root, reply } => self.roots.shell_mut(root).run_reply = Some(reply),
+            other => {
+                self.perform(vec![other], now);
+            }
+        }
+    }
+
+    fn run_left(&mut self, root: RootId, run: RunKey, left: usize, drained: bool, now: Now) {
+        let input = Input::RunLeft {
+            run,
+            left,
+            drained,
+            facts: &FileFacts,
+        };
+        self.step(root, input, now);
+    }
+
+    /// A high-priority message from `squadd` to the lead named by policy,
+    /// written into the session as a protocol file (the normal routing
+    /// delivers it).
+    fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
+        use squad_protocol::model::{
+            Document, Message, MessageContext, MessageMeta, MessageType, Priority,
+        };
+        let Some(lead) = self.roots.core(i).policy.runners.lead.clone() else {
+            return;
+        };
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let message_id = format!(
+            "msg_{}_run{:04x}{:04x}",
+            now.format("%Y%m%dT%H%M%S%3fZ"),
+            std::process::id() & 0xffff,
+            n & 0xffff
+        );
+        let doc = Document::Message(Message {
+            meta: MessageMeta {
+                message_id,
+                from_agent: "squadd".into(),
+                to_agent: lead,
+                created_at: now.fixed_offset(),
+                priority: Priority::High,
+            },
+            kind: MessageType::Notification,
+            subject: format!("run of {task} failed"),
+            message: text.to_string(),
+            context: Some(MessageContext {
+                task_id: Some(task.to_string()),
+                ..MessageContext::default()
+            }),
+            response_needed: None,
+            response_by: None,
+            in_reply_to: None,
+        });
+        let dir = self.roots.core(i).session_dir(session);
+        match doc.to_file_text() {
+            Ok(text) => {
+                // Never through a link planted on the way (see safefs).
+                if let Err(e) =
+                    crate::safefs::write_atomic(&dir.join(doc.file_name()), text.as_bytes())
+                {
+                    tracing::warn!(error = %e, "cannot write the message to the lead");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot render the message to the lead"),
+        }
+    }
+}

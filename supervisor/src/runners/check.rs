@@ -1,0 +1,315 @@
+//! Whether an agent CLI's run in a project calls the guard: the facts
+//! (hook files, the CLI's version, what Codex says of the hook's trust, how
+//! a runner starts it) gathered for `squad_policies::guard_doctor::diagnose`.
+//! squadd asks [`runner_check`] before it starts a runner; `squadctl guard
+//! doctor` reports [`doctor`]. Here, under `runners`, so that neither the
+//! daemon nor the CLI depends on the other for it.
+
+use super::codex_trust::{self, AppServer};
+use squad_policies::guard_doctor::{
+    Cli, CliFacts, CliVerdict, CodexHookTrust, HookFile, RunnerUse, diagnose, refusal,
+};
+use squad_policies::runners::{RunnerSpec, RunnersPolicy};
+use squad_protocol::fsx::{ReadError, read_regular_to_string};
+use squad_protocol::hook::Format;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The environment a CLI run sees: the process's own, with a runner
+/// entry's `env` over it.
+type Env = BTreeMap<String, String>;
+
+fn var(env: &Env, name: &str) -> Option<String> {
+    env.get(name)
+        .cloned()
+        .or_else(|| std::env::var(name).ok())
+        .filter(|v| !v.is_empty())
+}
+
+/// `program` as the runner or a shell would find it: a path as given
+/// (relative to `root`), a bare name on PATH.
+fn find_program(program: &str, root: &Path, env: &Env) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = root.join(program);
+        return p.is_file().then_some(p);
+    }
+    let path = var(env, "PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// The first line of `program --version`, within 20 s.
+fn version(program: &Path) -> Option<String> {
+    let mut child = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let out = child.wait_with_output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .next()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+}
+
+fn format_of(cli: Cli) -> Format {
+    match cli {
+        Cli::Claude => Format::Claude,
+        Cli::Codex => Format::Codex,
+        Cli::Copilot => Format::Copilot,
+    }
+}
+
+/// The hook file at `path` as found.
+fn hook_file(path: &Path, cli: Cli) -> HookFile {
+    match read_regular_to_string(path, 4 * 1024 * 1024) {
+        Err(ReadError::NotFound) => HookFile::Missing,
+        Err(e) => HookFile::Invalid(e.to_string()),
+        Ok(text) => match super::hook_file::installed(&text, format_of(cli)) {
+            Ok(true) => HookFile::Installed,
+            Ok(false) => HookFile::NoEntry,
+            Err(e) => HookFile::Invalid(e),
+        },
+    }
+}
+
+/// What Codex says of our hooks in `root`: (project hook, user hook).
+fn codex_says(
+    codex: Option<&Path>,
+    root: &Path,
+    project_hook: &Path,
+    user_hook: Option<&Path>,
+    env: &Env,
+) -> (CodexHookTrust, CodexHookTrust) {
+    let Some(codex) = codex else {
+        let u = CodexHookTrust::Unknown("`codex` not found on PATH".into());
+        return (u.clone(), u);
+    };
+    let listed = || -> Result<Vec<codex_trust::CodexHook>, codex_trust::CodexError> {
+        // The run's CODEX_HOME / HOME decide which config Codex reads.
+        let mut server = AppServer::start_with_env(codex, env)?;
+        server.hooks(root)
+    };
+    match listed() {
+        Err(e) => {
+            let u = CodexHookTrust::Unknown(e.to_string());
+            (u.clone(), u)
+        }
+        Ok(hooks) => {
+            let of = |file: Option<&Path>| {
+                let Some(file) = file else {
+                    return CodexHookTrust::NotListed;
+                };
+                let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+                match codex_trust::ours(&hooks, &file) {
+                    Some(h) => CodexHookTrust::Listed {
+                        status: h.trust_status.clone(),
+                        enabled: h.enabled,
+                    },
+                    None => CodexHookTrust::NotListed,
+                }
+            };
+            (of(Some(project_hook)), of(user_hook))
+        }
+    }
+}
+
+/// The facts about one CLI, as a run with `env` in `root` would meet them.
+/// `ask_version`: run `--version` (doctor); squadd's check skips it, since
+/// the version does not decide whether the run is guarded.
+fn facts(
+    cli: Cli,
+    root: &Path,
+    program: Option<&Path>,
+    runner: Option<RunnerUse>,
+    env: &Env,
+    ask_version: bool,
+) -> CliFacts {
+    let var = |name: &str| var(env, name);
+    let project_path = super::hook_file::hook_file_path(root, format_of(cli), false, &var)
+        .unwrap_or_else(|_| root.to_path_buf());
+    let user_path = super::hook_file::hook_file_path(root, format_of(cli), true, &var).ok();
+    let project_hook = hook_file(&project_path, cli);
+    let user_hook = user_path
+        .as_deref()
+        .map_or(HookFile::Missing, |p| hook_file(p, cli));
+    let codex_trust = if cli == Cli::Codex
+        && (project_hook == HookFile::Installed || user_hook == HookFile::Installed)
+    {
+        codex_says(program, root, &project_path, user_path.as_deref(), env)
+    } else {
+        (CodexHookTrust::NotListed, CodexHookTrust::NotListed)
+    };
+    // Codex loads a project's .codex/ only when it trusts the project, so
+    // a listed project hook is proof of trust.
+    let codex_project_trusted = match &codex_trust.0 {
+        CodexHookTrust::Listed { .. } => Some(true),
+        CodexHookTrust::NotListed => Some(false),
+        CodexHookTrust::Unknown(_) => None,
+    };
+    let shown = |p: &Path| {
+        p.strip_prefix(root)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| p.display().to_string())
+    };
+    CliFacts {
+        cli,
+        version: if ask_version {
+            program.and_then(version)
+        } else {
+            program.map(|p| p.display().to_string())
+        },
+        runner,
+        project_hook: (shown(&project_path), project_hook),
+        user_hook: (
+            user_path.as_deref().map_or("(no HOME)".into(), shown),
+            user_hook,
+        ),
+        codex_project_trusted,
+        codex_trust,
+    }
+}
+
+/// How a runner entry starts its CLI.
+fn runner_use(agent: &str, spec: &RunnerSpec) -> RunnerUse {
+    RunnerUse {
+        agents: vec![agent.to_string()],
+        guard_off: spec.guard_off,
+        trusts_folder: spec.command.iter().any(|a| a == "--trust-folder")
+            || spec
+                .env
+                .get("GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS")
+                .is_some_and(|v| v == "true"),
+    }
+}
+
+/// The verdicts for every CLI on PATH or named by a runner of `runners`.
+pub fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
+    let mut out = Vec::new();
+    let none = Env::new();
+    for cli in Cli::ALL {
+        // Runner entries starting this CLI, and the environment of the
+        // first (HOME, CODEX_HOME may be set there).
+        let mut runner: Option<RunnerUse> = None;
+        let mut env = Env::new();
+        let mut program = None;
+        for (agent, spec) in &runners.agents {
+            let Some(first) = spec.command.first() else {
+                continue;
+            };
+            if Cli::of_program(first) != Some(cli) {
+                continue;
+            }
+            let u = runner_use(agent, spec);
+            match &mut runner {
+                None => {
+                    env = spec.env.clone().into_iter().collect();
+                    program = find_program(first, root, &env);
+                    runner = Some(u);
+                }
+                Some(r) => {
+                    r.agents.extend(u.agents);
+                    r.guard_off &= u.guard_off;
+                    r.trusts_folder &= u.trusts_folder;
+                }
+            }
+        }
+        if program.is_none() {
+            program = find_program(cli.program(), root, &none);
+        }
+        if runner.is_none() && program.is_none() {
+            continue;
+        }
+        out.push(diagnose(&facts(
+            cli,
+            root,
+            program.as_deref(),
+            runner,
+            &env,
+            true,
+        )));
+    }
+    out
+}
+
+/// squadd, before it starts a runner: `Err` with the reason and the fix
+/// when the runner's CLI would run without the guard and the entry does not
+/// say `guard: off`. A runner that is not one of the known CLIs passes.
+pub fn runner_check(root: &Path, agent: &str, spec: &RunnerSpec) -> Result<(), String> {
+    if spec.guard_off {
+        return Ok(());
+    }
+    let Some(first) = spec.command.first() else {
+        return Ok(());
+    };
+    let Some(cli) = Cli::of_program(first) else {
+        return Ok(());
+    };
+    let env: Env = spec.env.clone().into_iter().collect();
+    let program = find_program(first, root, &env);
+    let verdict = diagnose(&facts(
+        cli,
+        root,
+        program.as_deref(),
+        Some(runner_use(agent, spec)),
+        &env,
+        false,
+    ));
+    if verdict.blocks_dispatch {
+        Err(refusal(&verdict))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// squadd's code (the daemon and the runners it starts) never reaches
+    /// into the CLI's modules: what both need lives under `runners` (issue
+    /// 22; the daemon used to call `ctl::guard_doctor::runner_check`).
+    #[test]
+    fn the_daemon_and_the_runners_do_not_depend_on_the_cli() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        // Spelt in two parts so that this line is not a match itself.
+        let needle = ["crate::", "ctl"].concat();
+        let mut offenders = Vec::new();
+        let mut dirs = vec![src.join("daemon"), src.join("runners")];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                panic!("cannot list {}", dir.display());
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    for (n, line) in text.lines().enumerate() {
+                        if line.contains(&needle) && !line.trim_start().starts_with("//") {
+                            offenders.push(format!("{}:{}: {line}", path.display(), n + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+    }
+}
