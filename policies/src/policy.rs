@@ -358,6 +358,7 @@ impl Policy {
 
     /// `policies/default.yaml` read as YAML (what [`Policy::defaults`]
     /// must equal).
+    #[cfg(test)]
     fn default_yaml() -> Result<Policy, PolicyError> {
         let raw: Raw =
             squad_protocol::depth::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
@@ -375,7 +376,7 @@ impl Policy {
             field: "(file)".into(),
             message: e.to_string(),
         })?;
-        let mut value: Value = match over {
+        let value: Value = match over {
             // Empty, or every line commented out (`squadctl init`'s file):
             // the defaults as they are.
             Value::Null => return Ok(Self::defaults()),
