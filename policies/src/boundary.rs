@@ -664,7 +664,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::test_runner::Config::with_cases(2048))]
+        #![proptest_config(proptest::test_runner::Config::with_cases(512))]
 
         /// Wherever globset reads a glob, the matcher reads it the same:
         /// parsed or refused alike, and the same verdict on every path
