@@ -4,9 +4,10 @@
 //! resolves through a symlink out of the project is a fact the caller
 //! establishes (it needs the file system) and passes in.
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 use serde::Serialize;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// The longest path accepted (Linux PATH_MAX).
 pub const MAX_PATH_LEN: usize = 4096;
@@ -211,48 +212,134 @@ impl fmt::Display for Decision {
     }
 }
 
-/// One list of globs, matched as a single set (one pass per path, however
-/// many globs), remembering which entry each index is.
+/// A boundary glob, parsed once and matched as globset matches it
+/// (`literal_separator(true)`), without building a regex
+/// where the glob's shape makes that unnecessary: most boundary globs are a
+/// literal path or `<dir>/**`, and the command-line start of the guard and
+/// of `lock` was paying a regex compilation for every glob of the policy and
+/// the task (docs/performance.md, issue 23). Other globs are compiled on
+/// their first path that starts with their literal prefix, once.
+pub struct Pattern {
+    glob: Glob,
+    shape: Shape,
+    /// Built on first need. A one-glob set rather than `compile_matcher`,
+    /// which panics where a set returns an error (a regex over its size
+    /// limit): such a glob matches nothing, as a set that failed to build
+    /// did before.
+    matcher: OnceLock<Option<globset::GlobSet>>,
+}
+
+/// What can be decided about a glob from its text alone.
+enum Shape {
+    /// No metacharacter: matches exactly itself.
+    Literal,
+    /// `<literal>/**` (globset: `^<literal>/.*$`): every path starting with
+    /// `<literal>/` (the field holds it, slash included).
+    Under(String),
+    /// `**`: every path.
+    Everything,
+    /// Anything else: a path must start with the literal prefix (a cheap
+    /// refusal), then the compiled matcher decides.
+    Compiled,
+}
+
+impl Pattern {
+    /// Parses a glob (errors as [`compile_glob`] words them).
+    pub fn new(pattern: &str) -> Result<Pattern, String> {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| format!("invalid glob `{pattern}`: {}", e.kind()))?;
+        let shape = if !is_glob(pattern) {
+            Shape::Literal
+        } else if pattern == "**" {
+            Shape::Everything
+        } else {
+            match pattern.strip_suffix("**") {
+                Some(dir) if dir.len() > 1 && dir.ends_with('/') && !is_glob(dir) => {
+                    Shape::Under(dir.to_string())
+                }
+                _ => Shape::Compiled,
+            }
+        };
+        Ok(Pattern {
+            glob,
+            shape,
+            matcher: OnceLock::new(),
+        })
+    }
+
+    /// The glob as written.
+    pub fn as_str(&self) -> &str {
+        self.glob.glob()
+    }
+
+    /// Whether `path` matches, as a globset `GlobSet` of this one glob says
+    /// (and, on a normalized path, [`compile_glob`]'s matcher).
+    pub fn is_match(&self, path: &str) -> bool {
+        match &self.shape {
+            Shape::Literal => path == self.glob.glob(),
+            Shape::Under(dir) => path.starts_with(dir.as_str()),
+            Shape::Everything => true,
+            // Every path the glob matches starts with its literal prefix:
+            // the tokens before the first metacharacter are literals (a `/`
+            // folded into a following `**` token still matches a `/`).
+            Shape::Compiled => {
+                path.starts_with(literal_prefix(self.glob.glob()))
+                    && self
+                        .matcher
+                        .get_or_init(|| {
+                            let mut set = globset::GlobSetBuilder::new();
+                            set.add(self.glob.clone());
+                            set.build().ok()
+                        })
+                        .as_ref()
+                        .is_some_and(|m| m.is_match(path))
+            }
+        }
+    }
+}
+
+/// Whether a glob matches a path, as [`compile_glob`]'s matcher would say;
+/// `false` for a glob that does not parse.
+pub fn glob_matches(pattern: &str, path: &str) -> bool {
+    Pattern::new(pattern).is_ok_and(|p| p.is_match(path))
+}
+
+/// One list of globs, asked in list order (the first match is the rule
+/// that decided), remembering which entry each one is.
 struct List {
     rules: Vec<RuleRef>,
-    set: globset::GlobSet,
+    patterns: Vec<Pattern>,
 }
 
 impl List {
     fn new(lists: &[(Source, &[String])], errors: &mut Vec<String>) -> List {
-        let mut builder = globset::GlobSetBuilder::new();
         let mut rules = Vec::new();
+        let mut patterns = Vec::new();
         for (source, globs) in lists {
             for (index, glob) in globs.iter().enumerate() {
-                match GlobBuilder::new(glob).literal_separator(true).build() {
-                    Ok(g) => {
-                        builder.add(g);
+                match Pattern::new(glob) {
+                    Ok(p) => {
+                        patterns.push(p);
                         rules.push(RuleRef {
                             source: *source,
                             index,
                             glob: glob.clone(),
                         });
                     }
-                    Err(e) => errors.push(format!(
-                        "{source}[{index}]: invalid glob `{glob}`: {}",
-                        e.kind()
-                    )),
+                    Err(e) => errors.push(format!("{source}[{index}]: {e}")),
                 }
             }
         }
-        let set = builder.build().unwrap_or_else(|e| {
-            errors.push(format!("cannot build the glob set: {e}"));
-            globset::GlobSet::empty()
-        });
-        List { rules, set }
+        List { rules, patterns }
     }
 
     /// The first rule (in list order) matching `path`.
     fn first_match(&self, path: &str) -> Option<&RuleRef> {
-        self.set
-            .matches(path)
-            .into_iter()
-            .min()
+        self.patterns
+            .iter()
+            .position(|p| p.is_match(path))
             .and_then(|i| self.rules.get(i))
     }
 }
@@ -519,5 +606,200 @@ mod tests {
         assert!(b.decide_target("shared/**").is_allowed());
         assert!(b.decide_target("shared/*.md").is_allowed());
         assert!(!b.decide_target("shared/secret/*.pem").is_allowed());
+    }
+
+    use proptest::strategy::Strategy;
+
+    /// The references: a globset `GlobSet` of the one glob (what the
+    /// boundaries matched with before) and, on normalized paths (the only
+    /// ones asked: a lock target, a path a call writes), the `GlobMatcher`
+    /// of [`compile_glob`] (what lock targets matched with). The two differ
+    /// on paths no caller asks about (`*/..`).
+    fn reference(pattern: &str, path: &str) -> Option<bool> {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .ok()?;
+        let mut set = globset::GlobSetBuilder::new();
+        set.add(glob);
+        Some(set.build().ok()?.is_match(path))
+    }
+
+    fn agrees(pattern: &str, path: &str) -> Result<(), String> {
+        let ours = Pattern::new(pattern).ok().map(|p| p.is_match(path));
+        let set = reference(pattern, path);
+        let matcher = compile_glob(pattern).ok().map(|m| m.is_match(path));
+        let normalized = normalize(path).is_ok_and(|n| n == path);
+        if ours == set && (!normalized || ours == matcher) {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{pattern}` on `{path}`: ours {ours:?}, GlobSet {set:?}, GlobMatcher {matcher:?}"
+            ))
+        }
+    }
+
+    /// Pieces of globs and paths around the shapes the matcher decides
+    /// without a regex (literals, `<dir>/**`, `**`) and the ones that trip
+    /// a prefix test (`a/**` against `a`, `**/`, escapes, classes).
+    fn glob_piece() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::prop_oneof![
+            proptest::sample::select(vec![
+                "a", "b", "ab", ".", ".env", "/", "//", "*", "**", "?", "[ab]", "[!a]", "[/]",
+                "{a,b}", "{a,b/**}", "/**", "a/**", "/**/", "\\*", "\\a", "}", ",", "-", "x.rs",
+            ])
+            .prop_map(str::to_string),
+            "[a-c/.]{0,3}",
+        ]
+    }
+
+    fn path_piece() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::prop_oneof![
+            proptest::sample::select(vec![
+                "a", "b", "ab", ".env", "/", "*", "{a,b}", "x.rs", "\\", "\n",
+            ])
+            .prop_map(str::to_string),
+            "[a-c/.]{0,3}",
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(512))]
+
+        /// Wherever globset reads a glob, the matcher reads it the same:
+        /// parsed or refused alike, and the same verdict on every path
+        /// (seen failing with `<dir>/**` matching `<dir>` itself, and with
+        /// the prefix test taking the `/` of `a/**` as optional).
+        #[test]
+        fn the_matcher_agrees_with_globset(
+            glob in proptest::collection::vec(glob_piece(), 0..5),
+            path in proptest::collection::vec(path_piece(), 0..6),
+        ) {
+            let (glob, path) = (glob.concat(), path.concat());
+            let r = agrees(&glob, &path);
+            proptest::prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
+            // And every prefix of the glob, as a glob on the path and as a
+            // path for the glob (`a/**` on `a`, `a/`), also with its stars
+            // spelled out: paths near the glob's own text are where a
+            // shortcut goes wrong.
+            let spelled = glob.replace('*', "x");
+            for cut in 0..=glob.len() {
+                for (g, p) in [
+                    (glob.get(..cut), Some(path.as_str())),
+                    (Some(glob.as_str()), glob.get(..cut)),
+                    (Some(glob.as_str()), spelled.get(..cut)),
+                ] {
+                    if let (Some(g), Some(p)) = (g, p) {
+                        let r = agrees(g, p);
+                        proptest::prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every boundary and forbidden glob of the vendored fixtures, the
+    /// shipped policy and the docs' examples, against every file of the
+    /// vendored corpora (and each of its directories), as globset says.
+    #[test]
+    fn the_matcher_agrees_with_globset_on_the_corpora() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut globs: Vec<String> = vec![
+            "**".into(),
+            "**/*.rs".into(),
+            "src/*.rs".into(),
+            "docs/*.md".into(),
+            "tests/corpora/**".into(),
+            "tests/corpora/squad/**/*.md".into(),
+            "tests/{corpora,fixtures}/**".into(),
+            "tests/corpora/squad".into(),
+            "tests/corpora/squad/**".into(),
+            "tests/corpora/squad/README.md".into(),
+            "*/corpora/**".into(),
+            "tests/corpora/**/README.md".into(),
+            "tests/corpora/skills/[a-c]*/**".into(),
+        ];
+        let policy = crate::Policy::defaults();
+        globs.extend(policy.forbidden.iter().cloned());
+        let mut texts = Vec::new();
+        let mut stack = vec![repo.join("tests/fixtures"), repo.join("docs")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "md") {
+                    texts.push(std::fs::read_to_string(&p).unwrap_or_default());
+                }
+            }
+        }
+        for t in &texts {
+            for line in t.lines() {
+                let item = line.trim_start().strip_prefix("- ").unwrap_or("").trim();
+                let item = item.trim_matches(|c| c == '"' || c == '\'' || c == '`');
+                if !item.is_empty() && !item.contains(' ') && item.len() < 80 {
+                    globs.push(item.to_string());
+                }
+            }
+        }
+        globs.sort();
+        globs.dedup();
+        assert!(globs.len() > 40, "only {} globs found", globs.len());
+        assert!(
+            globs.iter().any(|g| g == "src/**"),
+            "the fixtures' globs were not read"
+        );
+        let mut paths: Vec<String> = Vec::new();
+        let mut stack = vec![repo.join("tests/corpora")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let p = e.path();
+                if let Ok(rel) = p.strip_prefix(&repo) {
+                    paths.push(rel.to_string_lossy().into_owned());
+                }
+                if p.is_dir() {
+                    stack.push(p);
+                }
+            }
+        }
+        assert!(paths.len() > 500, "only {} paths found", paths.len());
+        let (mut checked, mut matched) = (0, 0);
+        for g in &globs {
+            let Ok(ours) = Pattern::new(g) else {
+                assert!(compile_glob(g).is_err(), "`{g}` refused by ours only");
+                continue;
+            };
+            for p in &paths {
+                if let Err(e) = agrees(g, p) {
+                    panic!("{e}");
+                }
+                checked += 1;
+                matched += usize::from(ours.is_match(p));
+            }
+        }
+        // So that the agreement is not met by nothing ever matching.
+        assert!(matched > 1000, "{matched} matches of {checked}");
+    }
+
+    #[test]
+    fn the_matcher_decides_common_shapes_without_a_regex() {
+        for (g, path, want) in [
+            ("src/a.rs", "src/a.rs", true),
+            ("src/a.rs", "src/a.rs/x", false),
+            ("src/**", "src/a/b.rs", true),
+            ("src/**", "src", false),
+            ("src/**", "srcx/a", false),
+            ("**", "anything/at/all", true),
+        ] {
+            let p = Pattern::new(g).unwrap();
+            assert_eq!(p.is_match(path), want, "`{g}` on `{path}`");
+            assert!(p.matcher.get().is_none(), "`{g}` compiled a regex");
+        }
+        // A glob whose literal prefix the path lacks is refused uncompiled.
+        let p = Pattern::new(".env.*").unwrap();
+        assert!(!p.is_match("src/a.rs"));
+        assert!(p.matcher.get().is_none());
+        assert!(p.is_match(".env.local"));
+        assert!(p.matcher.get().is_some());
     }
 }

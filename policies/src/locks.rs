@@ -1,6 +1,8 @@
 //! Lock decisions: target syntax, conflicts and staleness, as pure functions.
 
-use crate::boundary::{Refusal, compile_glob, is_glob, literal_prefix, normalize, prefixes_nest};
+use crate::boundary::{
+    Refusal, compile_glob, glob_matches, is_glob, literal_prefix, normalize, prefixes_nest,
+};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -95,8 +97,8 @@ pub fn parse_target(target: &str) -> Result<String, TargetError> {
 pub fn targets_overlap(a: &str, b: &str) -> bool {
     match (is_glob(a), is_glob(b)) {
         (false, false) => a == b,
-        (true, false) => compile_glob(a).is_ok_and(|m| m.is_match(b)),
-        (false, true) => compile_glob(b).is_ok_and(|m| m.is_match(a)),
+        (true, false) => glob_matches(a, b),
+        (false, true) => glob_matches(b, a),
         (true, true) => prefixes_nest(literal_prefix(a), literal_prefix(b)),
     }
 }

@@ -298,11 +298,14 @@ impl Policy {
         out
     }
 
-    /// The shipped defaults.
+    /// The shipped defaults: `policies/default.yaml` as a value, built
+    /// without reading YAML (every squadctl command without a project policy,
+    /// or with the commented-out one `squadctl init` writes, starts with it;
+    /// parsing the embedded text and checking its schedule was a measurable
+    /// part of a `guard` or `lock` start). The test
+    /// `the_built_defaults_are_default_yaml` holds it to the file.
     pub fn defaults() -> Policy {
-        // The embedded default is tested to parse; fall back to a literal copy
-        // of it rather than panic should that ever be broken.
-        Policy::parse(None).unwrap_or_else(|_| Policy {
+        Policy {
             forbidden: vec![
                 ".env".into(),
                 ".env.*".into(),
@@ -342,49 +345,57 @@ impl Policy {
                 delete_archived_after: Duration::from_secs(30 * 86_400),
                 delete_failed_after: Duration::from_secs(7 * 86_400),
             },
-        })
+        }
     }
 
     /// The defaults overridden by the text of a project's policies.yaml.
     pub fn parse(project: Option<&str>) -> Result<Policy, PolicyError> {
-        // Without a project file the defaults are read straight into the
-        // policy: one YAML parse instead of three (every squadctl command
-        // pays for this at start).
-        let raw: Raw = match project {
-            None => squad_protocol::depth::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
-                field: "(default.yaml)".into(),
-                message: e.to_string(),
-            })?,
-            Some(text) => Self::merged(text)?,
-        };
-        Self::from_raw(raw)
+        match project {
+            None => Ok(Self::defaults()),
+            Some(text) => Self::merged(text),
+        }
     }
 
-    /// The defaults overridden by a project file, field by field.
-    fn merged(text: &str) -> Result<Raw, PolicyError> {
-        let mut value: Value =
+    /// `policies/default.yaml` read as YAML (what [`Policy::defaults`]
+    /// must equal).
+    #[cfg(test)]
+    fn default_yaml() -> Result<Policy, PolicyError> {
+        let raw: Raw =
             squad_protocol::depth::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
                 field: "(default.yaml)".into(),
                 message: e.to_string(),
             })?;
-        {
-            // A deep text is refused unparsed: "nesting deeper than 64
-            // levels at line L column C (not parsed)".
-            let over: Value = squad_protocol::depth::from_str(text).map_err(|e| PolicyError {
-                field: "(file)".into(),
-                message: e.to_string(),
-            })?;
-            match over {
-                Value::Null => {}
-                Value::Mapping(_) => merge(&mut value, over),
-                _ => {
-                    return Err(PolicyError {
-                        field: "(file)".into(),
-                        message: "policies.yaml must be a mapping".into(),
-                    });
-                }
+        Self::from_raw(raw)
+    }
+
+    /// The defaults overridden by a project file, field by field.
+    fn merged(text: &str) -> Result<Policy, PolicyError> {
+        // A deep text is refused unparsed: "nesting deeper than 64
+        // levels at line L column C (not parsed)".
+        let over: Value = squad_protocol::depth::from_str(text).map_err(|e| PolicyError {
+            field: "(file)".into(),
+            message: e.to_string(),
+        })?;
+        let value: Value = match over {
+            // Empty, or every line commented out (`squadctl init`'s file):
+            // the defaults as they are.
+            Value::Null => return Ok(Self::defaults()),
+            Value::Mapping(_) => {
+                let mut value: Value =
+                    squad_protocol::depth::from_str(DEFAULT_POLICY).map_err(|e| PolicyError {
+                        field: "(default.yaml)".into(),
+                        message: e.to_string(),
+                    })?;
+                merge(&mut value, over);
+                value
             }
-        }
+            _ => {
+                return Err(PolicyError {
+                    field: "(file)".into(),
+                    message: "policies.yaml must be a mapping".into(),
+                });
+            }
+        };
         // Through text rather than `from_value`: errors then carry the path
         // of the offending field (`check.unattributed: unknown variant …`).
         let merged = serde_yaml::to_string(&value).map_err(|e| PolicyError {
@@ -407,7 +418,7 @@ impl Policy {
                 .map_or_else(|| message.clone(), str::to_string);
             PolicyError { field, message }
         })?;
-        Ok(raw)
+        Self::from_raw(raw)
     }
 
     fn from_raw(raw: Raw) -> Result<Policy, PolicyError> {
@@ -547,6 +558,16 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The defaults are built, not read: they must be the shipped file
+    /// (seen failing with a changed default in either place).
+    #[test]
+    fn the_built_defaults_are_default_yaml() {
+        assert_eq!(Policy::defaults(), Policy::default_yaml().unwrap());
+        // A project file with every line commented out is the defaults too.
+        let commented: String = DEFAULT_POLICY.lines().map(|l| format!("# {l}\n")).collect();
+        assert_eq!(Policy::parse(Some(&commented)).unwrap(), Policy::defaults());
+    }
 
     #[test]
     fn defaults_parse() {

@@ -8,7 +8,7 @@ use squad_protocol::memory::{self, Entry, Known, Outcome};
 
 use squad_protocol::report;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 
 /// A line to stdout (or to the MCP capture); a closed pipe (`| head`) ends
@@ -326,15 +326,13 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         for e in doc.entries() {
             // An entry in both a live file and its archive (a crash between
             // the two writes of an archive run) is shown once.
-            let lines = memory::identity_lines(e.text(&src));
+            let text = e.text(&src);
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            lines.clone().for_each(|l| l.hash(&mut h));
+            memory::hash_identity(text, &mut h);
             let taken = seen.entry(h.finish()).or_default();
             let same = |(i, span): &(usize, std::ops::Range<usize>)| {
                 let other = if *i == file { &src } else { &sources[*i] };
-                lines.clone().eq(memory::identity_lines(
-                    other.get(span.clone()).unwrap_or(""),
-                ))
+                memory::same_identity(text, other.get(span.clone()).unwrap_or(""))
             };
             if taken.iter().any(same) {
                 continue;
