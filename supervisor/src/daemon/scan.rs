@@ -65,11 +65,13 @@ impl Supervisor {
         for name in &names {
             self.seed_mail(i, name, now);
         }
-        // The first batch of notices now: a start-up with a few is quiet
-        // once ready; one with thousands (overdue work piled up while squadd
-        // was down) writes the rest after READY, a batch per wake-up, so
-        // readiness costs one batch at most.
-        self.send_notices(now);
+        // A few notices now: a start-up that owes a few is quiet once
+        // ready. One that owes more (overdue work piled up while squadd was
+        // down) tells the rest after READY, a batch per wake-up, so
+        // readiness costs at most [`STARTUP_NOTICES`] however many are owed
+        // (issue 23 item 2: a whole batch of 256 notices and their
+        // deliveries was most of a start-up with 5,000 overdue tasks).
+        self.send_notices_at_most(now, super::notices::STARTUP_NOTICES);
         self.flush_outbox(now);
         self.save_state(i);
         self.write_shared_context(i, true);
