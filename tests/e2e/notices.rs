@@ -305,3 +305,70 @@ fn a_backlog_beyond_one_batch_of_notices_is_told_once_each_across_a_stop() {
     let (code, log) = d.terminate();
     assert_eq!(code, 0, "{log}");
 }
+
+/// Issue 23 item 2: readiness waits on a bounded number of the notices a
+/// start-up owes (32: squadd's `STARTUP_NOTICES`), not on all of them. In
+/// the audit log, the `started` event (emitted as the start-up scan ends,
+/// before READY) follows at most 32 start-up notices' deliveries; the rest
+/// come after it, each told once. Ordering asserted on the effects, not by
+/// timing (seen failing when a whole batch of 256 was written before READY:
+/// all 40 came first).
+#[test]
+fn start_up_tells_a_bounded_first_batch_of_notices_before_ready() {
+    const TASKS: usize = 40; // more than STARTUP_NOTICES (32)
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let session = root.join(".squad/sessions/20240115T100000Z-owed");
+    fs::create_dir_all(&session).unwrap();
+    for n in 0..TASKS {
+        let task = format!("task_{n:03}");
+        fs::write(
+            session.join(format!("role-plan-dev-{task}.md")),
+            format!(
+                "meta:\n  task_id: {task}\n  agent: dev\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\n  timeout: 300\ninstruction: Do it.\nboundaries:\n  allowed:\n    - src/**\n"
+            ),
+        )
+        .unwrap();
+        fs::write(
+            session.join(format!("role-comm-dev-{task}.md")),
+            format!(
+                "meta:\n  task_id: {task}\n  agent: dev\n  updated_at: 2024-01-15T10:35:00Z\nstatus: in_progress\nprogress_percentage: 10\n"
+            ),
+        )
+        .unwrap();
+    }
+    let d = Daemon::start(root);
+    // (kind, message id) of every audited event, in order, once every
+    // notice's delivery is audited.
+    let (audit, kinds) = eventually("every overdue task told", || {
+        let audit = fs::read_to_string(root.join(".squad/audit.jsonl")).ok()?;
+        let kinds: Vec<(String, String)> = audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                let id = v["message_id"].as_str().unwrap_or_default().to_string();
+                (v["kind"].as_str().unwrap_or_default().to_string(), id)
+            })
+            .collect();
+        let told = kinds
+            .iter()
+            .filter(|(k, id)| k == "message-delivered" && id.starts_with("msg_squadd_"))
+            .count();
+        (told >= TASKS).then_some((audit, kinds))
+    });
+    assert_eq!(notices(&session, "dev").len(), TASKS, "each told once");
+    let started = kinds
+        .iter()
+        .position(|(k, _)| k == "started")
+        .expect("a started event");
+    let before = kinds[..started]
+        .iter()
+        .filter(|(k, id)| k == "message-delivered" && id.starts_with("msg_squadd_"))
+        .count();
+    assert!(
+        before <= 32,
+        "{before} notices were delivered before the start-up scan ended: {audit}"
+    );
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+}

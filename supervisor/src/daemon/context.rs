@@ -35,8 +35,15 @@ struct Written {
     mark: Option<(u64, u64, i128)>,
     /// The top-level object the text was assembled over.
     root: serde_json::Map<String, serde_json::Value>,
-    /// The text.
-    text: String,
+    /// The text's length and hash: what a new assembly is compared with.
+    /// Not the text: it spans every task of the root (2.2 MB with 5,000
+    /// tasks), and only the comparison needs it.
+    text: (usize, u64),
+}
+
+/// What [`Written`] keeps of a text.
+fn text_mark(text: &str) -> (usize, u64) {
+    (text.len(), crate::index::fingerprint(text.as_bytes()))
 }
 
 /// What was last written of each shared context file, shared by the
@@ -73,19 +80,26 @@ impl Marks {
         let ours = marks
             .get(&job.path)
             .filter(|w| mark.is_some() && w.mark == mark);
-        let read;
-        let (base, existing) = match ours {
-            Some(w) => (w.root.clone(), Some(w.text.as_str())),
+        // What the file holds: squadd's last write (its length and hash),
+        // or the text read from disk (compared byte for byte).
+        let (base, last, read) = match ours {
+            Some(w) => (w.root.clone(), Some(w.text), None),
             None => {
-                read = read_regular(&job.path, MAX_FILE_BYTES)
+                let read = read_regular(&job.path, MAX_FILE_BYTES)
                     .ok()
                     .and_then(|b| String::from_utf8(b).ok());
-                (existing_context(read.as_deref()), read.as_deref())
+                (existing_context(read.as_deref()), None, read)
             }
         };
         let fragments: Vec<&ContextFragment> = job.fragments.iter().map(|f| &**f).collect();
         let (text, root) = assemble_context(base, &fragments);
-        if existing == Some(text.as_str()) {
+        let same = match (last, read) {
+            (Some(last), _) => last == text_mark(&text),
+            (None, Some(on_disk)) => on_disk == text,
+            (None, None) => false,
+        };
+        if same {
+            let text = text_mark(&text);
             marks.insert(job.path, Written { mark, root, text });
             return None;
         }
@@ -95,6 +109,7 @@ impl Marks {
         } else {
             None
         };
+        let text = text_mark(&text);
         marks.insert(job.path.clone(), Written { mark, root, text });
         Some((job.path, job.tag, result))
     }

@@ -30,6 +30,11 @@ pub type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 /// for longer than one batch.
 pub const NOTICE_BATCH: usize = 256;
 
+/// The most tapped facts turned into notices before READY (the first
+/// batch, smaller than [`NOTICE_BATCH`]): what readiness may cost in
+/// notices, however many a start-up owes.
+pub const STARTUP_NOTICES: usize = 32;
+
 /// Whether an event may call for a notice (the event log taps these).
 pub fn wanted(kind: &EventKind) -> bool {
     matches!(
@@ -50,7 +55,13 @@ impl Supervisor {
     /// facts of one root, in tapped order); they are written as one group
     /// commit ([`Self::write_notices`]).
     pub(super) fn send_notices(&mut self, wall: DateTime<Utc>) {
-        let tapped = self.log.take_tapped(NOTICE_BATCH);
+        self.send_notices_at_most(wall, NOTICE_BATCH)
+    }
+
+    /// [`Self::send_notices`] of at most `batch` tapped facts (the start-up
+    /// batch is smaller: [`STARTUP_NOTICES`]).
+    pub(super) fn send_notices_at_most(&mut self, wall: DateTime<Utc>, batch: usize) {
+        let tapped = self.log.take_tapped(batch);
         if tapped.is_empty() {
             return;
         }

@@ -56,6 +56,9 @@ impl Supervisor {
                 status,
             } => self.wrap_up(root, &session, &status, wall),
             Effect::SendNotices => self.send_notices(wall),
+            Effect::SendFirstNotices => {
+                self.send_notices_at_most(wall, super::notices::STARTUP_NOTICES)
+            }
             // Agent runs: processes, records, word to the lead (processes.rs).
             e @ (Effect::SpawnRun { .. }
             | Effect::SignalRun { .. }

@@ -25,6 +25,10 @@ pub enum Effect {
     /// commit) and put their deliveries in the outbox; a
     /// [`Effect::FlushOutbox`] after it makes them.
     SendNotices,
+    /// Send the first notices of a start-up: at most
+    /// `notices::STARTUP_NOTICES` before READY, so readiness does not wait
+    /// on a backlog of notices owed (the rest follow a batch per wake-up).
+    SendFirstNotices,
     /// Tap a fact for the next [`Effect::SendNotices`] (a standing fact
     /// found at start-up).
     Tap {

@@ -627,7 +627,7 @@ impl World {
     fn effect(&mut self, e: Effect) {
         let now = self.now;
         match e {
-            Effect::SendNotices => self.send_notices(),
+            Effect::SendNotices | Effect::SendFirstNotices => self.send_notices(),
             Effect::Tap {
                 root,
                 session,

@@ -163,10 +163,11 @@ pub fn start_done(root: &mut Root, id: RootId, files: usize, complete: bool) -> 
             session: name.clone(),
         });
     }
-    // The first batch of notices now; a start-up with thousands writes
-    // the rest after READY, a batch per wake-up.
+    // A few notices now: a start-up that owes a few is quiet once ready;
+    // one that owes thousands tells the rest after READY, a batch per
+    // wake-up (issue 23 item 2).
     effects.extend([
-        Effect::SendNotices,
+        Effect::SendFirstNotices,
         Effect::FlushOutbox,
         Effect::SaveState(id),
         Effect::WriteSharedContextNow(id),

@@ -108,7 +108,7 @@ fn the_start_up_ends_with_statuses_facts_mail_notices_state_context_then_started
             )
         }),
         at(&|e| matches!(e, Effect::SeedMail { .. })),
-        at(&|e| *e == Effect::SendNotices),
+        at(&|e| *e == Effect::SendFirstNotices),
         at(&|e| *e == Effect::FlushOutbox),
         at(&|e| *e == Effect::SaveState(id())),
         at(&|e| *e == Effect::WriteSharedContextNow(id())),

@@ -632,3 +632,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_name_set_is_a_sorted_set_holding_no_spare_slot() {
+    let mut names = Names::default();
+    for n in ["b.md", "a.md", "c.md", "a.md"] {
+        names.insert(n);
+    }
+    assert_eq!(names.iter().collect::<Vec<_>>(), ["a.md", "b.md", "c.md"]);
+    assert_eq!(names.first(), Some("a.md"));
+    assert_eq!(names.iter().next_back(), Some("c.md"));
+    assert_eq!(names.0.capacity(), 3, "one slot per name");
+    names.remove("b.md");
+    names.remove("x.md");
+    assert_eq!(names.iter().collect::<Vec<_>>(), ["a.md", "c.md"]);
+    names.remove("a.md");
+    names.remove("c.md");
+    assert!(names.is_empty());
+}
