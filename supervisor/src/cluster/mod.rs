@@ -10,6 +10,8 @@
 pub mod client;
 pub mod daemon;
 pub mod kv;
+pub mod presence;
+pub mod replicate;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -192,7 +192,15 @@ impl Supervisor {
                 self.intake.clear_vanished(path);
                 return None;
             }
-            Ok(bytes) => Some(crate::index::index_bytes(path, kind, &bytes)),
+            Ok(bytes) => {
+                // Replication call site: a protocol file changed here (an
+                // arrival written by the replication task is recognised
+                // there as synced, never echoed).
+                if let Some(replica) = &self.roots.shell(i).replica {
+                    replica.changed(name, file);
+                }
+                Some(crate::index::index_bytes(path, kind, &bytes))
+            }
             // Gone, or unreadable: indexed as such, with the reason.
             Err(_) => match load_file(path, kind) {
                 Ok(l) => l,

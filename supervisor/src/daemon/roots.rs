@@ -26,6 +26,9 @@ pub struct Shell {
     pub runs: RootRuns,
     /// The cluster task (docs/cluster.md), when the policy has `cluster:`.
     pub cluster: Option<crate::cluster::daemon::Handle>,
+    /// The replication task (docs/cluster.md, "Replication"), with
+    /// `cluster:`.
+    pub replica: Option<crate::cluster::replicate::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
 }
