@@ -841,3 +841,118 @@ fn a_message_to_an_agent_on_another_host_is_delivered_there_once_through_kills()
         );
     }
 }
+
+/// Message `id` from `from` to `to`, written into `session` as an agent
+/// writes it (temporary name, then rename), priority high, created at
+/// 10:00:00; the path its delivery lands at in `to`'s inbox under `inbox_root`.
+fn write_timed_message(
+    session: &Path,
+    inbox_root: &Path,
+    id: &str,
+    from: &str,
+    to: &str,
+) -> PathBuf {
+    let text = format!(
+        "meta:\n  message_id: {id}\n  from_agent: {from}\n  to_agent: {to}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: notification\nsubject: s\nmessage: m\n"
+    );
+    let tmp = session.join(format!(".{id}.partial"));
+    fs::write(&tmp, text).unwrap();
+    fs::rename(
+        &tmp,
+        session.join(format!("role-comm-{from}-to-{to}-{id}.md")),
+    )
+    .unwrap();
+    let created = chrono::DateTime::parse_from_rfc3339("2024-01-15T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let name =
+        squad_policies::messages::inbox_name(squad_protocol::model::Priority::High, created, id);
+    session_of(inbox_root)
+        .join("inbox")
+        .join(to)
+        .join("new")
+        .join(name)
+}
+
+/// Waits (polling every 100 µs, no timeout beyond 30 s) until `path`
+/// exists; how long it took since `from`.
+fn seen_after(path: &Path, from: Instant) -> Duration {
+    loop {
+        if path.exists() {
+            return from.elapsed();
+        }
+        assert!(
+            from.elapsed() < Duration::from_secs(30),
+            "never delivered: {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// The cross-host delivery benchmark (docs/performance.md, "Cross-host
+/// delivery"): prints numbers, asserts nothing about time. A message from
+/// agent-0 on host 0 to agent-1 on host 1 (registered there): rename on
+/// host 0 → its file in agent-1's inbox on host 1, through replication over
+/// a three-node loopback NATS cluster. Beside it, in the same run and
+/// interleaved, the local path: a message written on host 0 to agent-0
+/// (no presence record: delivered where it was written) → its file in
+/// host 0's inbox. Run once, in release:
+/// `cargo test --release -p squad-supervisor --test e2e cluster::cross_host_delivery_benchmark -- --ignored --nocapture`
+/// (`SQUAD_BENCH_SAMPLES`, default 200).
+#[test]
+#[ignore]
+fn cross_host_delivery_benchmark() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let samples: usize = std::env::var("SQUAD_BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let (_tmp, roots, _a, _b) = two_replicas(&nats, true);
+    let s0 = session_of(&roots[0]);
+    let host1 = status(&roots[1]).1["host"].as_str().unwrap().to_string();
+    let out = run(ctl(&roots[1])
+        .args(["inbox", "list"])
+        .env("SQUAD_AGENT", "agent-1"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    eventually("host 0 knows agent-1 is on host 1", || {
+        (replication(&roots[0])["agents"]["agent-1"] == host1.as_str()).then_some(())
+    });
+    let (mut cross, mut local) = (Vec::new(), Vec::new());
+    for i in 0..samples + 10 {
+        let id = format!("msg_bx{i:05}");
+        let at = write_timed_message(&s0, &roots[1], &id, "agent-0", "agent-1");
+        let t = seen_after(&at, Instant::now());
+        let id = format!("msg_bl{i:05}");
+        let start = Instant::now();
+        let at = write_timed_message(&s0, &roots[0], &id, "agent-1", "agent-0");
+        let l = seen_after(&at, start);
+        // The first ten warm up (buckets, connections, caches).
+        if i >= 10 {
+            cross.push(t);
+            local.push(l);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cross.sort();
+    local.sort();
+    println!(
+        "cross-host delivery ({samples} messages, 3-node loopback NATS): p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        percentile(&cross, 0.5),
+        percentile(&cross, 0.99),
+        percentile(&cross, 1.0)
+    );
+    println!(
+        "local delivery, same run, interleaved:                 p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        percentile(&local, 0.5),
+        percentile(&local, 0.99),
+        percentile(&local, 1.0)
+    );
+}

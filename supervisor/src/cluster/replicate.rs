@@ -54,6 +54,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(3);
 /// How long after start a message whose recipient's host is not known yet
 /// waits for the presence table before it falls back to its origin.
 const PRESENCE_WAIT: Duration = Duration::from_secs(10);
+/// How often at most the state file is rewritten (fsynced) while arrivals
+/// stream in; the tick saves what is left. A kill loses at most this much
+/// of it: the versions since are seen again, found equal to the files, and
+/// noted again (never applied twice).
+const SAVE_EVERY: Duration = Duration::from_millis(250);
 /// Conflicts kept for `cluster status`.
 const CONFLICTS_SHOWN: usize = 20;
 
@@ -367,6 +372,7 @@ struct Task {
     watch: Option<kv::Watch>,
     saved: Saved,
     save_due: bool,
+    last_save: Instant,
     /// Files to publish (a NATS failure leaves them here, retried).
     dirty: BTreeSet<(String, String)>,
     /// Owned outputs to publish, with their epoch.
@@ -425,6 +431,7 @@ pub fn start(root: &Path, policy: ClusterPolicy, reports: mpsc::UnboundedSender<
         here: saved.present_here.iter().map(|a| (a.clone(), 0)).collect(),
         saved,
         save_due: false,
+        last_save: Instant::now(),
         dirty: BTreeSet::new(),
         owned: BTreeMap::new(),
         seen: BTreeMap::new(),
@@ -501,7 +508,7 @@ impl Task {
                 },
                 _ = tick.tick() => self.upkeep().await,
             }
-            if self.save_due {
+            if self.save_due && self.last_save.elapsed() >= SAVE_EVERY {
                 self.save();
             }
             lock(&self.view).pending = self.dirty.len() + self.owned.len();
@@ -536,6 +543,9 @@ impl Task {
     /// Every tick: the bucket and its watcher, the sweep, dirty files,
     /// presence.
     async fn upkeep(&mut self) {
+        if self.save_due {
+            self.save();
+        }
         if !self.connected() {
             lock(&self.view).error = Some("not connected to NATS".into());
             return;
@@ -860,6 +870,19 @@ impl Task {
                 return;
             }
         };
+        // A session this host archived is not brought back by a late
+        // version from another host.
+        let archived = !sessions_dir(&self.root).join(&meta.session).exists()
+            && self
+                .root
+                .join(SQUAD_DIR)
+                .join("archives")
+                .join(&meta.session)
+                .exists();
+        if archived {
+            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session archived here; not applied");
+            return;
+        }
         let key = entry.key.clone();
         let hash = crate::index::fingerprint(&bytes);
         let disk = match self.read(&meta.session, &meta.file) {
@@ -920,6 +943,7 @@ impl Task {
 
     fn save(&mut self) {
         self.save_due = false;
+        self.last_save = Instant::now();
         let path = state_path(&self.root);
         let bytes = match serde_json::to_vec(&self.saved) {
             Ok(b) => b,
