@@ -332,6 +332,28 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// Two hosts wrote one protocol file from the same version (the
+    /// cluster, docs/cluster.md): the other host's version was committed
+    /// first and is the file now; this host's is kept aside.
+    ReplicaConflict {
+        /// The file's name in its session.
+        file: String,
+        /// Where this host's version is kept, relative to the session.
+        kept: String,
+        /// The host whose version won.
+        winner: String,
+        /// The winning revision in the files bucket.
+        revision: u64,
+    },
+    /// A replicated version was not applied (fenced by its epoch).
+    ReplicaDropped {
+        /// The file's name in its session.
+        file: String,
+        /// The host it came from.
+        origin: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl EventKind {
@@ -383,6 +405,8 @@ impl EventKind {
             EventKind::RunLost { .. } => "run-lost",
             EventKind::RunFailed { .. } => "run-failed",
             EventKind::ConfigReloaded { .. } => "config-reloaded",
+            EventKind::ReplicaConflict { .. } => "replica-conflict",
+            EventKind::ReplicaDropped { .. } => "replica-dropped",
         }
     }
 
@@ -591,6 +615,19 @@ impl EventKind {
                 error,
             } => format!("{task_id} ({agent}): {error}"),
             EventKind::ConfigReloaded { error } => error.clone().unwrap_or_default(),
+            EventKind::ReplicaConflict {
+                file,
+                kept,
+                winner,
+                revision,
+            } => {
+                format!("{file}: {winner}'s version won (revision {revision}); ours kept as {kept}")
+            }
+            EventKind::ReplicaDropped {
+                file,
+                origin,
+                reason,
+            } => format!("{file} from {origin}: {reason}"),
             EventKind::PoolEmpty
             | EventKind::FileFixed
             | EventKind::FileRemoved

@@ -617,3 +617,342 @@ fn a_killed_nats_node_leaves_the_locks_exclusive_and_working() {
     let (_, v) = status(&roots[0]);
     assert_eq!(v["locks"][0]["agent"], "agent-1", "{v:#}");
 }
+
+// ---------------------------------------------------------------------------
+// Replication of protocol files and cross-host delivery (docs/cluster.md,
+// "Replication", "Cross-host delivery").
+// ---------------------------------------------------------------------------
+
+fn session_of(root: &Path) -> PathBuf {
+    root.join(".squad/sessions").join(SESSION)
+}
+
+/// The replication section of `cluster status --json` (null while squadd
+/// cannot answer).
+fn replication(root: &Path) -> serde_json::Value {
+    status(root).1["replication"].clone()
+}
+
+/// Two checkouts (agents agent-0 and agent-1) whose squadds are connected;
+/// host 1's squadd is started only when `both`.
+fn two_replicas(
+    nats: &NatsCluster,
+    both: bool,
+) -> (tempfile::TempDir, Vec<PathBuf>, Daemon, Option<Daemon>) {
+    let (tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), "20s"));
+    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    wait_connected(&roots[0]);
+    let b = both.then(|| {
+        let b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+        wait_connected(&roots[1]);
+        b
+    });
+    (tmp, roots, a, b)
+}
+
+#[test]
+fn a_plan_written_on_one_host_shows_on_the_other_and_its_completion_comes_back() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _a, _b) = two_replicas(&nats, true);
+    let (s0, s1) = (session_of(&roots[0]), session_of(&roots[1]));
+    write_plan(&s0, "task_9", "agent-9", "");
+    let plan = fs::read(s0.join("role-plan-agent-9-task_9.md")).unwrap();
+    // Host 1's squadd indexed it: its status counts the task.
+    eventually("the plan on host 1's status", || {
+        let v = status_json(&roots[1]);
+        let s = &v["roots"][0]["sessions"][0];
+        (s["tasks_total"] == 3).then_some(())
+    });
+    assert_eq!(
+        fs::read(s1.join("role-plan-agent-9-task_9.md")).unwrap(),
+        plan
+    );
+    // Host 1's agent completes it; host 0 sees the task completed.
+    fs::write(
+        s1.join("role-comm-agent-9-task_9.md"),
+        crate::daemon::progress("task_9", "agent-9", "completed"),
+    )
+    .unwrap();
+    eventually("the completion on host 0's status", || {
+        let v = status_json(&roots[0]);
+        let s = &v["roots"][0]["sessions"][0];
+        (s["tasks_completed"] == 1).then_some(())
+    });
+    // Never echoed: each version was published once, no conflict, nothing
+    // pending; the identical cloned files were noted as synced, not
+    // published twice.
+    for r in &roots {
+        let rep = eventually("replication settled", || {
+            let rep = replication(r);
+            (rep["pending"] == 0).then_some(rep)
+        });
+        assert_eq!(rep["conflicts_total"], 0, "{rep:#}");
+        assert!(!session_of(r).join("conflicts").exists());
+    }
+    let published: u64 = roots
+        .iter()
+        .map(|r| replication(r)["published"].as_u64().unwrap())
+        .sum();
+    // Two plans of the clone (once, by whichever host came first), the new
+    // plan, the progress update.
+    assert_eq!(published, 4, "{:#}", replication(&roots[0]));
+}
+
+#[test]
+fn a_concurrent_write_to_one_file_keeps_both_versions_and_reports_the_conflict() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _a, _) = two_replicas(&nats, false);
+    let (s0, s1) = (session_of(&roots[0]), session_of(&roots[1]));
+    let file = "role-comm-agent-0-task_0.md";
+    // The same file written on both hosts from the same (absent) version:
+    // host 0's squadd commits its version; host 1 wrote its own while its
+    // squadd was down and publishes when it starts.
+    let ours = crate::daemon::progress("task_0", "agent-0", "in_progress");
+    let theirs = crate::daemon::progress("task_0", "agent-0", "blocked");
+    fs::write(s0.join(file), &ours).unwrap();
+    eventually("host 0 published", || {
+        (replication(&roots[0])["published"].as_u64() >= Some(3)).then_some(())
+    });
+    fs::write(s1.join(file), &theirs).unwrap();
+    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    wait_connected(&roots[1]);
+    let rep = eventually("host 1 reports the conflict", || {
+        let rep = replication(&roots[1]);
+        (rep["conflicts_total"] == 1).then_some(rep)
+    });
+    // Resolved by revision: host 0's version (committed first) is the
+    // file on both hosts; host 1's is kept beside it, outside the
+    // protocol's read set.
+    let kept = rep["conflicts"][0]["kept"].as_str().unwrap().to_string();
+    assert!(kept.starts_with(&format!("conflicts/{file}.")), "{rep:#}");
+    assert_eq!(fs::read_to_string(s1.join(&kept)).unwrap(), theirs);
+    assert_eq!(fs::read_to_string(s1.join(file)).unwrap(), ours);
+    assert_eq!(fs::read_to_string(s0.join(file)).unwrap(), ours);
+    assert_eq!(rep["conflicts"][0]["file"], file, "{rep:#}");
+    let human = ctl_ok(&roots[1], &["cluster", "status"]);
+    assert!(
+        human.contains(&format!("conflict  {SESSION}/{file}")),
+        "{human}"
+    );
+    eventually("the conflict in host 1's audit log", || {
+        audit_log(&roots[1])
+            .is_some_and(|l| l.contains("\"kind\":\"replica-conflict\""))
+            .then_some(())
+    });
+    // Only the contested file: the cloned plans were identical.
+    assert_eq!(rep["conflicts_total"], 1, "{rep:#}");
+    assert_eq!(replication(&roots[0])["conflicts_total"], 0);
+    // Host 1's version never came back over host 0's.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(fs::read_to_string(s0.join(file)).unwrap(), ours);
+}
+
+/// Message `i` from agent-0 (host 0) to agent-1 (host 1), written as an
+/// agent writes it; its id.
+fn write_cross_message(session: &Path, i: usize) -> String {
+    let id = format!("msg_x{i:03}");
+    let text = format!(
+        "meta:\n  message_id: {id}\n  from_agent: agent-0\n  to_agent: agent-1\n  created_at: 2024-01-15T10:00:{:02}Z\n  priority: high\ntype: notification\nsubject: s{i}\nmessage: m{i}\n",
+        i % 60
+    );
+    let tmp = session.join(format!(".{id}.partial"));
+    fs::write(&tmp, text).unwrap();
+    fs::rename(
+        &tmp,
+        session.join(format!("role-comm-agent-0-to-agent-1-{id}.md")),
+    )
+    .unwrap();
+    id
+}
+
+/// The names in an agent's inbox (new/ and cur/).
+fn inbox_names(root: &Path, agent: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for sub in ["new", "cur"] {
+        let dir = session_of(root).join("inbox").join(agent).join(sub);
+        if let Ok(entries) = fs::read_dir(dir) {
+            names.extend(entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()));
+        }
+    }
+    names.sort();
+    names
+}
+
+#[test]
+fn a_message_to_an_agent_on_another_host_is_delivered_there_once_through_kills() {
+    let Some(mut nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, a, b) = two_replicas(&nats, true);
+    let b = b.unwrap();
+    let s0 = session_of(&roots[0]);
+    // agent-1 works on host 1: its squadctl call registers it there.
+    let host1 = status(&roots[1]).1["host"].as_str().unwrap().to_string();
+    let out = run(ctl(&roots[1])
+        .args(["inbox", "list"])
+        .env("SQUAD_AGENT", "agent-1"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    eventually("host 0 knows agent-1 is on host 1", || {
+        (replication(&roots[0])["agents"]["agent-1"] == host1.as_str()).then_some(())
+    });
+    let mut ids = Vec::new();
+    ids.extend((0..5).map(|i| write_cross_message(&s0, i)));
+    // A NATS node dies (kill -9).
+    nats.kill_node(0);
+    ids.extend((5..10).map(|i| write_cross_message(&s0, i)));
+    // The sender's squadd dies; messages are written meanwhile.
+    a.kill9();
+    ids.extend((10..15).map(|i| write_cross_message(&s0, i)));
+    let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    ids.extend((15..20).map(|i| write_cross_message(&s0, i)));
+    // The recipient's squadd dies; messages are written meanwhile.
+    b.kill9();
+    ids.extend((20..25).map(|i| write_cross_message(&s0, i)));
+    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    ids.extend((25..30).map(|i| write_cross_message(&s0, i)));
+    let names = eventually("every message in agent-1's inbox on host 1", || {
+        let names = inbox_names(&roots[1], "agent-1");
+        (names.len() >= ids.len()).then_some(names)
+    });
+    // 0 lost, 0 duplicated: each id once in the inbox on host 1, none on
+    // host 0 (the sender's host, which has every file too).
+    for id in &ids {
+        let n = names
+            .iter()
+            .filter(|n| n.ends_with(&format!("-{id}.md")))
+            .count();
+        assert_eq!(n, 1, "{id} in host 1's inbox: {names:?}");
+        assert!(
+            audited_message(&roots[1], "message-delivered", id) <= 1,
+            "{id}"
+        );
+    }
+    assert_eq!(names.len(), ids.len(), "{names:?}");
+    assert_eq!(inbox_names(&roots[0], "agent-1"), Vec::<String>::new());
+    for id in &ids {
+        assert_eq!(
+            audited_message(&roots[0], "message-delivered", id),
+            0,
+            "{id}"
+        );
+    }
+}
+
+/// Message `id` from `from` to `to`, written into `session` as an agent
+/// writes it (temporary name, then rename), priority high, created at
+/// 10:00:00; the path its delivery lands at in `to`'s inbox under `inbox_root`.
+fn write_timed_message(
+    session: &Path,
+    inbox_root: &Path,
+    id: &str,
+    from: &str,
+    to: &str,
+) -> PathBuf {
+    let text = format!(
+        "meta:\n  message_id: {id}\n  from_agent: {from}\n  to_agent: {to}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ntype: notification\nsubject: s\nmessage: m\n"
+    );
+    let tmp = session.join(format!(".{id}.partial"));
+    fs::write(&tmp, text).unwrap();
+    fs::rename(
+        &tmp,
+        session.join(format!("role-comm-{from}-to-{to}-{id}.md")),
+    )
+    .unwrap();
+    let created = chrono::DateTime::parse_from_rfc3339("2024-01-15T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let name =
+        squad_policies::messages::inbox_name(squad_protocol::model::Priority::High, created, id);
+    session_of(inbox_root)
+        .join("inbox")
+        .join(to)
+        .join("new")
+        .join(name)
+}
+
+/// Waits (polling every 100 µs, no timeout beyond 30 s) until `path`
+/// exists; how long it took since `from`.
+fn seen_after(path: &Path, from: Instant) -> Duration {
+    loop {
+        if path.exists() {
+            return from.elapsed();
+        }
+        assert!(
+            from.elapsed() < Duration::from_secs(30),
+            "never delivered: {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// The cross-host delivery benchmark (docs/performance.md, "Cross-host
+/// delivery"): prints numbers, asserts nothing about time. A message from
+/// agent-0 on host 0 to agent-1 on host 1 (registered there): rename on
+/// host 0 → its file in agent-1's inbox on host 1, through replication over
+/// a three-node loopback NATS cluster. Beside it, in the same run and
+/// interleaved, the local path: a message written on host 0 to agent-0
+/// (no presence record: delivered where it was written) → its file in
+/// host 0's inbox. Run once, in release:
+/// `cargo test --release -p squad-supervisor --test e2e cluster::cross_host_delivery_benchmark -- --ignored --nocapture`
+/// (`SQUAD_BENCH_SAMPLES`, default 200).
+#[test]
+#[ignore]
+fn cross_host_delivery_benchmark() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let samples: usize = std::env::var("SQUAD_BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let (_tmp, roots, _a, _b) = two_replicas(&nats, true);
+    let s0 = session_of(&roots[0]);
+    let host1 = status(&roots[1]).1["host"].as_str().unwrap().to_string();
+    let out = run(ctl(&roots[1])
+        .args(["inbox", "list"])
+        .env("SQUAD_AGENT", "agent-1"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    eventually("host 0 knows agent-1 is on host 1", || {
+        (replication(&roots[0])["agents"]["agent-1"] == host1.as_str()).then_some(())
+    });
+    let (mut cross, mut local) = (Vec::new(), Vec::new());
+    for i in 0..samples + 10 {
+        let id = format!("msg_bx{i:05}");
+        let at = write_timed_message(&s0, &roots[1], &id, "agent-0", "agent-1");
+        let t = seen_after(&at, Instant::now());
+        let id = format!("msg_bl{i:05}");
+        let start = Instant::now();
+        let at = write_timed_message(&s0, &roots[0], &id, "agent-1", "agent-0");
+        let l = seen_after(&at, start);
+        // The first ten warm up (buckets, connections, caches).
+        if i >= 10 {
+            cross.push(t);
+            local.push(l);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cross.sort();
+    local.sort();
+    println!(
+        "cross-host delivery ({samples} messages, 3-node loopback NATS): p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        percentile(&cross, 0.5),
+        percentile(&cross, 0.99),
+        percentile(&cross, 1.0)
+    );
+    println!(
+        "local delivery, same run, interleaved:                 p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        percentile(&local, 0.5),
+        percentile(&local, 0.99),
+        percentile(&local, 1.0)
+    );
+}

@@ -86,3 +86,37 @@ pub fn remote_locks(
         })
         .collect()
 }
+
+/// The environment variable naming the agent a command runs for.
+pub const AGENT_ENV: &str = "SQUAD_AGENT";
+
+/// Tells the local squadd that the agent of `SQUAD_AGENT` works on this
+/// host (docs/cluster.md, "Cross-host delivery"): its messages are then
+/// delivered here. Only with `cluster:`; best effort and quick (an agent's
+/// command never fails or waits for it: squadd answers from memory and
+/// claims the record on its own task).
+pub fn register_presence(root_arg: Option<&Path>) {
+    let Ok(agent) = std::env::var(AGENT_ENV) else {
+        return;
+    };
+    if !squad_protocol::ids::IdKind::Agent.matches(&agent) {
+        return;
+    }
+    let Ok(root) = crate::root::resolve(root_arg) else {
+        return;
+    };
+    let clustered = crate::locks::load_policy(&root).is_ok_and(|p| p.cluster.is_some());
+    if !clustered {
+        return;
+    }
+    let Ok(mut client) = Client::connect(&root, Duration::from_secs(2)) else {
+        return;
+    };
+    let _ = client.call(Method::Cluster {
+        action: "present".into(),
+        targets: Vec::new(),
+        agent,
+        task: String::new(),
+        session: String::new(),
+    });
+}

@@ -43,34 +43,45 @@ fn expand_home(path: &str) -> std::path::PathBuf {
     }
 }
 
+/// A NATS client for the project's seeds (credentials, timeouts), named
+/// `name` on the server. With `retry` it keeps trying in the background;
+/// without, an unreachable cluster is an error now.
+pub async fn connect_client(
+    policy: &ClusterPolicy,
+    retry: bool,
+    name: &str,
+) -> Result<async_nats::Client, String> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(name)
+        .connection_timeout(Duration::from_secs(3))
+        .request_timeout(Some(REQUEST_TIMEOUT));
+    if let Some(creds) = &policy.credentials {
+        let path = expand_home(creds);
+        options = options
+            .credentials_file(&path)
+            .await
+            .map_err(|e| format!("cluster.credentials {}: {e}", path.display()))?;
+    }
+    if retry {
+        options = options.retry_on_initial_connect();
+    }
+    let servers: Vec<async_nats::ServerAddr> = policy
+        .nats
+        .iter()
+        .map(|u| u.parse().map_err(|e| format!("cluster.nats `{u}`: {e}")))
+        .collect::<Result<_, _>>()?;
+    options
+        .connect(servers)
+        .await
+        .map_err(|e| format!("cannot reach NATS at {}: {e}", policy.nats.join(", ")))
+}
+
 impl Locks {
     /// Connects to the seed servers. With `retry` the client keeps trying
     /// in the background (squadd); without, an unreachable cluster is an
     /// error now (squadctl).
     pub async fn connect(policy: &ClusterPolicy, retry: bool) -> Result<Locks, String> {
-        let mut options = async_nats::ConnectOptions::new()
-            .name("squadd")
-            .connection_timeout(Duration::from_secs(3))
-            .request_timeout(Some(REQUEST_TIMEOUT));
-        if let Some(creds) = &policy.credentials {
-            let path = expand_home(creds);
-            options = options
-                .credentials_file(&path)
-                .await
-                .map_err(|e| format!("cluster.credentials {}: {e}", path.display()))?;
-        }
-        if retry {
-            options = options.retry_on_initial_connect();
-        }
-        let servers: Vec<async_nats::ServerAddr> = policy
-            .nats
-            .iter()
-            .map(|u| u.parse().map_err(|e| format!("cluster.nats `{u}`: {e}")))
-            .collect::<Result<_, _>>()?;
-        let client = options
-            .connect(servers)
-            .await
-            .map_err(|e| format!("cannot reach NATS at {}: {e}", policy.nats.join(", ")))?;
+        let client = connect_client(policy, retry, "squadd").await?;
         let js = jetstream::new(client.clone());
         Ok(Locks {
             client,
@@ -139,49 +150,8 @@ impl Locks {
         holder: &Holder,
     ) -> Result<Option<u64>, String> {
         self.store().await?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-            HeaderValue::from(expected),
-        );
-        headers.insert(
-            header::NATS_MESSAGE_TTL,
-            HeaderValue::from(self.ttl.as_secs()),
-        );
         let body = serde_json::to_vec(holder).map_err(|e| e.to_string())?;
-        let subject = format!("$KV.{}.{key}", self.bucket);
-        // A bucket just created (by us or another host) may have no stream
-        // leader yet in a cluster: its publishes get no responder ("no
-        // stream found") for a moment. Retried briefly, then reported.
-        let mut attempts = 0;
-        let ack = loop {
-            let ack = self
-                .js
-                .publish_with_headers(subject.clone(), headers.clone(), body.clone().into())
-                .await
-                .map_err(|e| format!("NATS publish: {e}"))?
-                .await;
-            match ack {
-                Err(e) if e.kind() == PublishErrorKind::StreamNotFound && attempts < 20 => {
-                    attempts += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                ack => break ack,
-            }
-        };
-        match ack {
-            Ok(ack) => Ok(Some(ack.sequence)),
-            // 10071 carries the actual sequence; servers from 2.11 may answer
-            // 10164 (the same refusal without it), which async-nats does not
-            // map to a kind.
-            Err(e)
-                if e.kind() == PublishErrorKind::WrongLastSequence
-                    || e.to_string().contains("wrong last sequence") =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(format!("NATS publish: {e}")),
-        }
+        publish_cas(&self.js, &self.bucket, key, expected, Some(self.ttl), body).await
     }
 
     /// The live holder of `key` and its revision, if any.
@@ -262,23 +232,7 @@ impl Locks {
     /// node died, while every other request was answered.
     pub async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
         self.store().await?;
-        let stream = self
-            .js
-            .get_stream(format!("KV_{}", self.bucket))
-            .await
-            .map_err(|e| format!("NATS stream info: {e}"))?;
-        let prefix = format!("$KV.{}.", self.bucket);
-        let mut subjects = stream
-            .info_with_subjects(format!("{prefix}>"))
-            .await
-            .map_err(|e| format!("NATS stream info: {e}"))?;
-        let mut names = Vec::new();
-        while let Some(item) = subjects.next().await {
-            let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
-            if let Some(key) = subject.strip_prefix(&prefix) {
-                names.push(key.to_string());
-            }
-        }
+        let names = keys_of(&self.js, &self.bucket).await?;
         let mut out = Vec::new();
         for k in names {
             if let (Some(h), _) = self.holder(&k).await? {
@@ -286,5 +240,86 @@ impl Locks {
             }
         }
         Ok(out)
+    }
+}
+
+/// The keys of KV bucket `bucket` that hold a message, from the stream's
+/// subject list (a stream-info request to its leader), not from a
+/// consumer: consumer creation timed out for a while after a node died,
+/// while every other request was answered.
+pub async fn keys_of(js: &jetstream::Context, bucket: &str) -> Result<Vec<String>, String> {
+    let stream = js
+        .get_stream(format!("KV_{bucket}"))
+        .await
+        .map_err(|e| format!("NATS stream info: {e}"))?;
+    let prefix = format!("$KV.{bucket}.");
+    let mut subjects = stream
+        .info_with_subjects(format!("{prefix}>"))
+        .await
+        .map_err(|e| format!("NATS stream info: {e}"))?;
+    let mut names = Vec::new();
+    while let Some(item) = subjects.next().await {
+        let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
+        if let Some(key) = subject.strip_prefix(&prefix) {
+            names.push(key.to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// Publishes `body` at `key` of KV bucket `bucket` if the key's last
+/// revision is `expected` (0: no message at all), with a per-message TTL
+/// when given. Returns the new revision, or `Ok(None)` when the revision
+/// was not `expected`.
+///
+/// async-nats has no public "update with TTL", so the put is published
+/// with the two headers the KV API uses. A bucket just created (by us or
+/// another host) may have no stream leader yet in a cluster: its publishes
+/// get no responder ("no stream found") for a moment; retried briefly,
+/// then reported.
+pub async fn publish_cas(
+    js: &jetstream::Context,
+    bucket: &str,
+    key: &str,
+    expected: u64,
+    ttl: Option<Duration>,
+    body: Vec<u8>,
+) -> Result<Option<u64>, String> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+        HeaderValue::from(expected),
+    );
+    if let Some(ttl) = ttl {
+        headers.insert(header::NATS_MESSAGE_TTL, HeaderValue::from(ttl.as_secs()));
+    }
+    let subject = format!("$KV.{bucket}.{key}");
+    let mut attempts = 0;
+    let ack = loop {
+        let ack = js
+            .publish_with_headers(subject.clone(), headers.clone(), body.clone().into())
+            .await
+            .map_err(|e| format!("NATS publish: {e}"))?
+            .await;
+        match ack {
+            Err(e) if e.kind() == PublishErrorKind::StreamNotFound && attempts < 20 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ack => break ack,
+        }
+    };
+    match ack {
+        Ok(ack) => Ok(Some(ack.sequence)),
+        // 10071 carries the actual sequence; servers from 2.11 may answer
+        // 10164 (the same refusal without it), which async-nats does not
+        // map to a kind.
+        Err(e)
+            if e.kind() == PublishErrorKind::WrongLastSequence
+                || e.to_string().contains("wrong last sequence") =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(format!("NATS publish: {e}")),
     }
 }

@@ -1,15 +1,19 @@
 //! The cluster (docs/cluster.md): a project's checkouts, each with its own
-//! squadd, joined through a NATS JetStream cluster. This slice builds the
-//! foundation and cluster-wide locks; replication of protocol files,
-//! cross-host delivery and leader election are not built yet.
+//! squadd, joined through a NATS JetStream cluster: the foundation,
+//! cluster-wide locks, replication of protocol files and cross-host message
+//! delivery; leader election is not built yet.
 //!
 //! squadd holds the NATS connection ([`daemon`]): it takes, renews and
 //! releases the project's cluster locks for the agents of its checkout.
-//! squadctl reaches it through the control socket ([`client`]).
+//! squadctl reaches it through the control socket ([`client`]). A second
+//! task per root ([`replicate`], [`presence`]) replicates the protocol
+//! files and knows which host each agent works on.
 
 pub mod client;
 pub mod daemon;
 pub mod kv;
+pub mod presence;
+pub mod replicate;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

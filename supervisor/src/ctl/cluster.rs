@@ -39,7 +39,12 @@ pub fn run(root_arg: Option<&Path>, cmd: ClusterCommand) -> u8 {
     };
     let report = crate::cluster::client::call(&root, "status", &[], "", "", "");
     let (v, code) = match report {
-        Ok(v) => {
+        Ok(mut v) => {
+            // The replication task's section (docs/cluster.md,
+            // "Replication"): its own answer, from squadd's memory.
+            if let Ok(r) = crate::cluster::client::call(&root, "replication", &[], "", "", "") {
+                v["replication"] = r;
+            }
             let up = v["connection"]["state"].as_str() == Some("connected");
             (v, if up { exit::OK } else { exit::PROBLEMS })
         }
@@ -113,7 +118,56 @@ fn human(v: &Value) -> String {
             }
         }
     }
+    replication_human(&v["replication"], &mut out);
     out
+}
+
+/// The replication and presence lines of `cluster status`.
+fn replication_human(r: &Value, out: &mut String) {
+    if r.is_null() {
+        return;
+    }
+    let s = |x: &Value| crate::text::escape(x.as_str().unwrap_or("?")).into_owned();
+    let n = |x: &Value| x.as_u64().unwrap_or(0);
+    out.push_str(&format!(
+        "replication: revision {}  published {}  applied {}  pending {}  dropped {}  conflicts {}\n",
+        n(&r["last_revision"]),
+        n(&r["published"]),
+        n(&r["applied"]),
+        n(&r["pending"]),
+        n(&r["dropped"]),
+        n(&r["conflicts_total"]),
+    ));
+    if let Some(e) = r["error"].as_str() {
+        out.push_str(&format!(
+            "replication error: {}\n",
+            crate::text::escape_lines(e)
+        ));
+    }
+    for c in r["conflicts"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  conflict  {}/{}  {}'s version won (revision {}); ours kept as {}\n",
+            s(&c["session"]),
+            s(&c["file"]),
+            s(&c["winner"]),
+            n(&c["revision"]),
+            s(&c["kept"]),
+        ));
+    }
+    if let Some(agents) = r["agents"].as_object() {
+        let list: Vec<String> = agents
+            .iter()
+            .map(|(a, h)| format!("{} on {}", crate::text::escape(a), s(h)))
+            .collect();
+        out.push_str(&format!(
+            "agents: {}\n",
+            if list.is_empty() {
+                "none registered".to_string()
+            } else {
+                list.join(", ")
+            }
+        ));
+    }
 }
 
 /// The `cluster` line of `squadctl health`, when the project has

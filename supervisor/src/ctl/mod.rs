@@ -190,6 +190,20 @@ pub fn main() -> ExitCode {
 /// `squadctl mcp`, whose tools run the same commands with their output
 /// captured (see [`run_captured`]).
 fn dispatch(cli: Cli) -> u8 {
+    // Cluster call site: the commands an agent runs say where it works, so
+    // its messages are delivered on this host (docs/cluster.md).
+    if matches!(
+        cli.command,
+        Command::Send(_)
+            | Command::Reply(_)
+            | Command::Inbox(_)
+            | Command::Progress(_)
+            | Command::Next(_)
+            | Command::Lock(_)
+            | Command::ReportError(_)
+    ) {
+        crate::cluster::client::register_presence(cli.root.as_deref());
+    }
     match cli.command {
         Command::Validate(args) => validate::run(cli.root.as_deref(), args),
         Command::Schema(args) => schema::run(args),

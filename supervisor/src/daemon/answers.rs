@@ -153,6 +153,21 @@ pub fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
             session,
             task,
         } => Reply::Once(sup.answer_runs(i, &action, session.as_deref(), task.as_deref())),
+        // Replication call site: presence registrations and the replication
+        // section of `cluster status`, answered from the replication task's
+        // shared view (no NATS round trip).
+        Method::Cluster { action, agent, .. } if action == "present" || action == "replication" => {
+            match (&sup.roots.shell(i).replica, action.as_str()) {
+                (Some(r), "present") => {
+                    r.present(&agent);
+                    json(Ok(serde_json::Value::Null))
+                }
+                (Some(r), _) => json(Ok(r.status())),
+                (None, _) => Reply::Once(Response::error(
+                    "this project has no `cluster:` section in .squad/policies.yaml (docs/cluster.md)",
+                )),
+            }
+        }
         // Cluster call site: answered by the root's cluster task, so a slow
         // NATS never holds up squadd's loop.
         Method::Cluster {

@@ -135,12 +135,22 @@ impl Supervisor {
         let now = Now { wall: Utc::now() };
         let input = match read_regular(path, MAX_FILE_BYTES) {
             Ok(bytes) => {
+                let file_name = file.file.clone();
                 let input = self::core::Input::FileRead {
                     file,
                     kind,
                     bytes: &bytes,
                 };
-                return self.step(i, input, now).pop();
+                let mut touched = self.step(i, input, now);
+                // Replication call site: a protocol file changed here (an
+                // arrival written by the replication task is recognised
+                // there as synced, never echoed).
+                if !touched.is_empty()
+                    && let Some(replica) = &self.roots.shell(i).replica
+                {
+                    replica.changed(name, &file_name);
+                }
+                return touched.pop();
             }
             // Gone, or unreadable: indexed as such, with the reason.
             Err(_) => match load_file(path, kind) {

@@ -139,6 +139,35 @@ impl Supervisor {
         if !self.roots.core(i).sessions.contains_key(&d.session) {
             return None;
         }
+        // Replication call site: with `cluster:`, a message replicated to
+        // every checkout is delivered only on its recipient's host
+        // (docs/cluster.md, "Cross-host delivery"); squadd's own notices
+        // stay local.
+        let source = match &d.body {
+            routing::Body::File(path) => path.file_name(),
+            routing::Body::Routed { from_file, .. } => from_file.file_name(),
+            routing::Body::Text { .. } => None,
+        };
+        if let (Some(replica), Some(source)) = (&self.roots.shell(i).replica, source) {
+            let source = source.to_string_lossy();
+            match replica.owner(&d.session, &source, &d.to) {
+                crate::cluster::replicate::Owner::Here => {}
+                crate::cluster::replicate::Owner::Elsewhere(host) => {
+                    tracing::debug!(to = %d.to, %host, message_id = %d.message_id, "delivered on the recipient's host, not here");
+                    return None;
+                }
+                // The presence table is loading (a restart): asked again
+                // shortly, like a delivery that failed for a passing reason.
+                crate::cluster::replicate::Owner::Unknown => {
+                    self.step(
+                        i,
+                        self::core::Input::DeliveryFailed(Box::new(d)),
+                        Now { wall },
+                    );
+                    return None;
+                }
+            }
+        }
         let (bytes, routed_from) = match &d.body {
             // squadd's own notice: delivered from memory, never read back.
             routing::Body::Text { bytes, .. } => (bytes.to_vec(), None),

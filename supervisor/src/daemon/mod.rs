@@ -158,6 +158,8 @@ pub struct Supervisor {
     calls: mpsc::Sender<server::Call>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(RootId, routing::Delivery)>,
+    /// Where the replication tasks send their events (docs/cluster.md).
+    replica_reports: mpsc::UnboundedSender<crate::cluster::replicate::Report>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -171,6 +173,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
 
     let (hooks, mut hook_rx) = Hooks::new();
     let (calls, mut call_rx) = mpsc::channel::<server::Call>(64);
+    let (replica_reports, mut replica_rx) = mpsc::unbounded_channel();
     let mut sup = Supervisor {
         roots: Roots::default(),
         intake,
@@ -184,6 +187,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         watchdog: systemd::watchdog_interval(),
         calls,
         outbox: Vec::new(),
+        replica_reports,
     };
 
     let mut behind_rx = sup.writer.start_behind()?;
@@ -268,6 +272,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 }
             }
             Some(done) = behind_rx.recv() => sup.written_behind(done),
+            Some(r) = replica_rx.recv() => sup.replica_report(r),
             _ = sleep_until(wake) => {}
         }
         sup.flush(Instant::now(), Utc::now());
@@ -382,6 +387,15 @@ impl Supervisor {
             cluster: policy_cluster
                 .as_ref()
                 .map(|c| crate::cluster::daemon::start(&root_path, c.clone())),
+            // Replication call site: protocol files and message delivery
+            // across checkouts (docs/cluster.md).
+            replica: policy_cluster.as_ref().map(|c| {
+                crate::cluster::replicate::start(
+                    &root_path,
+                    c.clone(),
+                    self.replica_reports.clone(),
+                )
+            }),
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
@@ -407,6 +421,13 @@ impl Supervisor {
         }
         self.timers.set(Timer::Locks(i), Instant::now());
         Ok(())
+    }
+
+    /// An event of a replication task, into the log of its root.
+    fn replica_report(&mut self, r: crate::cluster::replicate::Report) {
+        if let Some(i) = self.roots.of(&r.root) {
+            self.log.emit(i, Some(&r.session), Some(&r.path), r.kind);
+        }
     }
 
     fn root_of(&self, path: &Path) -> Option<RootId> {

@@ -26,6 +26,9 @@ pub struct Shell {
     pub run_reply: Option<Result<(String, u32), String>>,
     /// The cluster task (docs/cluster.md), when the policy has `cluster:`.
     pub cluster: Option<crate::cluster::daemon::Handle>,
+    /// The replication task (docs/cluster.md, "Replication"), with
+    /// `cluster:`.
+    pub replica: Option<crate::cluster::replicate::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
 }
@@ -38,6 +41,7 @@ impl Default for Shell {
             procs: Box::new(crate::runners::OsProcesses::default()),
             run_reply: None,
             cluster: None,
+            replica: None,
             skills: Default::default(),
         }
     }

@@ -1,0 +1,1137 @@
+//! Protocol files replicated between a project's checkouts
+//! (docs/cluster.md, "Replication"), and where each message is delivered.
+//!
+//! One task per root with `cluster:`, beside the lock task, on its own NATS
+//! connection. KV bucket `squad-<project>-files`: one key per session file
+//! ([`file_key`]), value = a JSON line ([`Meta`]: origin host, session,
+//! file, optional epoch) then the file's bytes.
+//!
+//! - **Out**: squadd's "file applied" path says which file changed
+//!   ([`Handle::changed`]); a sweep every few seconds finds what changed
+//!   while squadd was down or without an event. A file whose bytes differ
+//!   from the version last synced for its key is published by
+//!   compare-and-set on the revision last seen for that key.
+//! - **In**: a KV watcher from the last revision applied (kept in
+//!   `.squad/run/cluster-files.json`, so a restart catches up) writes other
+//!   hosts' versions into the checkout atomically; the normal watch path
+//!   then validates and applies them. They are never echoed back: the
+//!   version written is the one synced, so the file equals it.
+//! - **Conflicts**: two hosts writing one file from the same revision: the
+//!   first to commit wins; the other's bytes are kept as
+//!   `<session>/conflicts/<file>.<host>-r<revision>` (outside the
+//!   protocol's read set) and reported (a `replica-conflict` event,
+//!   `cluster status`).
+//! - **Epochs**: a value may carry an opaque `epoch` (the leader's, for
+//!   supervisor-owned outputs); an arrival whose epoch is lower than the
+//!   highest seen for its key is dropped (`replica-dropped`).
+
+use super::kv::{connect_client, publish_cas};
+use super::presence::{self, Presence};
+use super::{host_id, key_of};
+use crate::events::EventKind;
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use squad_policies::cluster::ClusterPolicy;
+use squad_protocol::FileKind;
+use squad_protocol::fsx::{ReadError, read_regular};
+use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, sessions_dir};
+use squad_protocol::validate::MAX_FILE_BYTES;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::mpsc;
+
+/// Where the replication state is kept, under the root.
+pub const STATE_FILE: &str = "cluster-files.json";
+/// The folder of a session where losing versions are kept.
+pub const CONFLICTS_DIR: &str = "conflicts";
+/// How often dirty files are retried and presence is polled.
+const TICK: Duration = Duration::from_millis(500);
+/// How often the session directories are swept for changed files.
+const SWEEP_EVERY: Duration = Duration::from_secs(3);
+/// How long after start a message whose recipient's host is not known yet
+/// waits for the presence table before it falls back to its origin.
+const PRESENCE_WAIT: Duration = Duration::from_secs(10);
+/// How often at most the state file is rewritten (fsynced) while arrivals
+/// stream in; the tick saves what is left. A kill loses at most this much
+/// of it: the versions since are seen again, found equal to the files, and
+/// noted again (never applied twice).
+const SAVE_EVERY: Duration = Duration::from_millis(250);
+/// Conflicts kept for `cluster status`.
+const CONFLICTS_SHOWN: usize = 20;
+
+/// The KV key of a session file: `session/file` in hex (see [`key_of`]).
+pub fn file_key(session: &str, file: &str) -> String {
+    key_of(&format!("{session}/{file}"))
+}
+
+/// Whether a file is a supervisor-owned output (the session status squadd
+/// derives, squadd's notices): replicated only when published with the
+/// leader's epoch ([`Handle::publish_owned`]), never by the sweep, since
+/// every host writes its own.
+pub fn supervisor_owned(file: &str) -> bool {
+    FileKind::from_file_name(file) == Some(FileKind::SessionStatus)
+        || file.starts_with("role-comm-squadd-")
+}
+
+/// The first line of a value: where the version comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The host that published it.
+    pub origin: String,
+    /// The session directory's name.
+    pub session: String,
+    /// The file's name in it.
+    pub file: String,
+    /// The publisher's epoch (opaque; supervisor-owned outputs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+}
+
+/// A value: `meta` as one JSON line, then the bytes.
+pub fn encode(meta: &Meta, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = serde_json::to_vec(meta).map_err(|e| e.to_string())?;
+    out.push(b'\n');
+    out.extend_from_slice(bytes);
+    Ok(out)
+}
+
+/// A value read back and checked: the names are a session directory and a
+/// protocol file of it (never a path elsewhere), the key is theirs.
+pub fn decode(key: &str, value: &[u8]) -> Result<(Meta, Vec<u8>), String> {
+    let at = value
+        .iter()
+        .position(|b| *b == b'\n')
+        .ok_or("no header line")?;
+    let meta: Meta =
+        serde_json::from_slice(&value[..at]).map_err(|e| format!("unreadable header: {e}"))?;
+    if !squad_protocol::ids::is_session_dir_name(&meta.session) {
+        return Err(format!("`{}` is not a session name", meta.session));
+    }
+    let name_ok = !meta.file.contains('/')
+        && !meta.file.contains('\0')
+        && !squad_protocol::atomic::is_temp_name(&meta.file)
+        && FileKind::from_file_name(&meta.file).is_some();
+    if !name_ok {
+        return Err(format!("`{}` is not a protocol file name", meta.file));
+    }
+    if file_key(&meta.session, &meta.file) != key {
+        return Err("the key is not the file's".into());
+    }
+    let bytes = value[at + 1..].to_vec();
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err("larger than a protocol file may be".into());
+    }
+    Ok((meta, bytes))
+}
+
+/// The version of a key this checkout holds (it equals the file, or the
+/// file changed since and is to be published).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Synced {
+    /// Session.
+    pub session: String,
+    /// File.
+    pub file: String,
+    /// Its revision in the bucket.
+    pub revision: u64,
+    /// Fingerprint of its bytes ([`crate::index::fingerprint`]).
+    pub hash: u64,
+    /// The host it came from.
+    pub origin: String,
+    /// The highest epoch seen for the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+}
+
+/// The state kept in `.squad/run/cluster-files.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Saved {
+    /// The last revision of the bucket applied: a restart watches from the
+    /// next one.
+    pub last_revision: u64,
+    /// Per key, the version synced.
+    pub keys: BTreeMap<String, Synced>,
+    /// Agents registered on this host (renewed after a restart).
+    #[serde(default)]
+    pub present_here: BTreeSet<String>,
+    /// The presence table last seen (used until NATS answers after a
+    /// restart).
+    #[serde(default)]
+    pub presence: BTreeMap<String, String>,
+}
+
+/// What an arriving version means for the file on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Already applied (an older or the same revision).
+    Stale,
+    /// Fenced: its epoch is lower than the highest seen for the key.
+    Fenced,
+    /// The file already has these bytes: only noted as synced.
+    Same,
+    /// This host's own earlier version (a restart lost its revision); the
+    /// file changed since and will be published over it.
+    OwnOlder,
+    /// Written into the checkout.
+    Write,
+    /// The file has a local change not yet published: kept aside, then the
+    /// arrival is written (its revision committed first).
+    Conflict,
+}
+
+/// Decides an arrival at `revision` with `epoch` and bytes `hash`, from
+/// `origin` (`own`: this host), given the key's synced version and the
+/// file's fingerprint on disk (`None`: no file).
+pub fn arrival(
+    synced: Option<&Synced>,
+    revision: u64,
+    epoch: Option<u64>,
+    hash: u64,
+    own: bool,
+    disk: Option<u64>,
+) -> Arrival {
+    if synced.is_some_and(|s| s.revision >= revision) {
+        return Arrival::Stale;
+    }
+    if let (Some(e), Some(max)) = (epoch, synced.and_then(|s| s.epoch))
+        && e < max
+    {
+        return Arrival::Fenced;
+    }
+    if disk == Some(hash) {
+        return Arrival::Same;
+    }
+    if own {
+        return Arrival::OwnOlder;
+    }
+    match (disk, synced) {
+        (None, _) => Arrival::Write,
+        (Some(d), Some(s)) if d == s.hash => Arrival::Write,
+        _ => Arrival::Conflict,
+    }
+}
+
+/// Where a message to an agent is delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// Here.
+    Here,
+    /// On another host: not here.
+    Elsewhere(String),
+    /// Not known yet (the presence table is loading): ask again shortly.
+    Unknown,
+}
+
+/// A conflict, for `cluster status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conflict {
+    /// Session.
+    pub session: String,
+    /// The file.
+    pub file: String,
+    /// Where the losing version is kept, relative to the session.
+    pub kept: String,
+    /// The host whose version won.
+    pub winner: String,
+    /// The winning revision.
+    pub revision: u64,
+}
+
+/// What the task shares with squadd's loop (read synchronously).
+#[derive(Debug)]
+struct View {
+    host: String,
+    started: Instant,
+    /// (session, file) → the host its synced version came from.
+    origins: BTreeMap<(String, String), String>,
+    /// agent → host; from the saved state until NATS answers.
+    presence: BTreeMap<String, String>,
+    presence_loaded: bool,
+    present_here: BTreeSet<String>,
+    last_revision: u64,
+    published: u64,
+    applied: u64,
+    dropped: u64,
+    pending: usize,
+    conflicts: Vec<Conflict>,
+    conflicts_total: u64,
+    error: Option<String>,
+}
+
+/// An event for squadd's log (`root` names the checkout).
+#[derive(Debug)]
+pub struct Report {
+    /// The root.
+    pub root: PathBuf,
+    /// The session.
+    pub session: String,
+    /// The file concerned.
+    pub path: PathBuf,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+enum Work {
+    Changed(String, String),
+    Owned(String, String, u64),
+    Present(String),
+}
+
+/// Where squadd hands the replication task its work.
+pub struct Handle {
+    tx: mpsc::UnboundedSender<Work>,
+    view: Arc<Mutex<View>>,
+}
+
+fn lock(view: &Mutex<View>) -> MutexGuard<'_, View> {
+    // A panic while holding it cannot leave the view half-updated in a way
+    // that matters (counters, maps): go on with it.
+    view.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Handle {
+    /// A protocol file of `session` changed on disk (squadd applied it).
+    pub fn changed(&self, session: &str, file: &str) {
+        if !supervisor_owned(file) {
+            let _ = self
+                .tx
+                .send(Work::Changed(session.to_string(), file.to_string()));
+        }
+    }
+
+    /// Publishes a supervisor-owned output with the leader's `epoch`
+    /// (leader election supplies it; receivers drop lower epochs).
+    pub fn publish_owned(&self, session: &str, file: &str, epoch: u64) {
+        let _ = self
+            .tx
+            .send(Work::Owned(session.to_string(), file.to_string(), epoch));
+    }
+
+    /// `agent` works on this host (its `squadctl` call said so).
+    pub fn present(&self, agent: &str) {
+        let known = {
+            let v = lock(&self.view);
+            v.present_here.contains(agent) && v.presence.get(agent) == Some(&v.host)
+        };
+        if !known {
+            let _ = self.tx.send(Work::Present(agent.to_string()));
+        }
+    }
+
+    /// Where a message of `session` (from file `file`) to `to` is delivered:
+    /// on the host the agent is present on; with no presence record, on the
+    /// host the message was written on.
+    pub fn owner(&self, session: &str, file: &str, to: &str) -> Owner {
+        let v = lock(&self.view);
+        if let Some(h) = v.presence.get(to) {
+            return if *h == v.host {
+                Owner::Here
+            } else {
+                Owner::Elsewhere(h.clone())
+            };
+        }
+        if !v.presence_loaded && v.started.elapsed() < PRESENCE_WAIT {
+            return Owner::Unknown;
+        }
+        match v.origins.get(&(session.to_string(), file.to_string())) {
+            Some(h) if *h != v.host => Owner::Elsewhere(h.clone()),
+            _ => Owner::Here,
+        }
+    }
+
+    /// The replication and presence section of `cluster status`.
+    pub fn status(&self) -> serde_json::Value {
+        let v = lock(&self.view);
+        serde_json::json!({
+            "last_revision": v.last_revision,
+            "published": v.published,
+            "applied": v.applied,
+            "dropped": v.dropped,
+            "pending": v.pending,
+            "conflicts_total": v.conflicts_total,
+            "conflicts": v.conflicts,
+            "error": v.error,
+            "agents": v.presence,
+            "agents_loaded": v.presence_loaded,
+            "present_here": v.present_here,
+        })
+    }
+}
+
+struct Task {
+    root: PathBuf,
+    host: String,
+    policy: ClusterPolicy,
+    bucket: String,
+    js: Option<jetstream::Context>,
+    client: Option<async_nats::Client>,
+    store: Option<kv::Store>,
+    watch: Option<kv::Watch>,
+    saved: Saved,
+    save_due: bool,
+    last_save: Instant,
+    /// Files to publish (a NATS failure leaves them here, retried).
+    dirty: BTreeSet<(String, String)>,
+    /// Owned outputs to publish, with their epoch.
+    owned: BTreeMap<(String, String), u64>,
+    /// Each swept file's (modified, length) when last looked at.
+    seen: BTreeMap<PathBuf, (SystemTime, u64)>,
+    last_sweep: Option<Instant>,
+    presence: Presence,
+    /// Agents this host renews, with the revision it holds (0: unknown).
+    here: BTreeMap<String, u64>,
+    last_renew: Option<Instant>,
+    view: Arc<Mutex<View>>,
+    reports: mpsc::UnboundedSender<Report>,
+}
+
+/// Starts the replication task of `root` (inside squadd's runtime).
+/// `reports` takes the events it has for squadd's log.
+pub fn start(root: &Path, policy: ClusterPolicy, reports: mpsc::UnboundedSender<Report>) -> Handle {
+    let host = host_id(root);
+    let saved = load(root);
+    let view = Arc::new(Mutex::new(View {
+        host: host.clone(),
+        started: Instant::now(),
+        origins: saved
+            .keys
+            .values()
+            .map(|s| ((s.session.clone(), s.file.clone()), s.origin.clone()))
+            .collect(),
+        presence: saved.presence.clone(),
+        presence_loaded: false,
+        present_here: saved.present_here.clone(),
+        last_revision: saved.last_revision,
+        published: 0,
+        applied: 0,
+        dropped: 0,
+        pending: 0,
+        conflicts: Vec::new(),
+        conflicts_total: 0,
+        error: None,
+    }));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let presence = Presence::new(
+        format!("squad-{}-agents", policy.project),
+        presence::ttl(policy.lock_ttl),
+        policy.replicas,
+    );
+    let task = Task {
+        root: root.to_path_buf(),
+        host,
+        bucket: format!("squad-{}-files", policy.project),
+        policy,
+        js: None,
+        client: None,
+        store: None,
+        watch: None,
+        here: saved.present_here.iter().map(|a| (a.clone(), 0)).collect(),
+        saved,
+        save_due: false,
+        last_save: Instant::now(),
+        dirty: BTreeSet::new(),
+        owned: BTreeMap::new(),
+        seen: BTreeMap::new(),
+        last_sweep: None,
+        presence,
+        last_renew: None,
+        view: view.clone(),
+        reports,
+    };
+    tokio::spawn(task.run(rx));
+    Handle { tx, view }
+}
+
+fn state_path(root: &Path) -> PathBuf {
+    root.join(SQUAD_DIR).join(RUN_DIR).join(STATE_FILE)
+}
+
+/// The saved state; empty when missing or unreadable (everything is then
+/// compared afresh: identical files are noted as synced, different ones
+/// kept as conflicts; nothing is lost).
+fn load(root: &Path) -> Saved {
+    let path = state_path(root);
+    match read_regular(&path, 64 * MAX_FILE_BYTES) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "cluster: replication state unreadable; starting afresh");
+            Saved::default()
+        }),
+        Err(_) => Saved::default(),
+    }
+}
+
+/// The next entry of the watcher, or never when there is none.
+async fn next_entry(watch: &mut Option<kv::Watch>) -> Option<Result<kv::Entry, kv::WatcherError>> {
+    match watch {
+        Some(w) => w.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Task {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Work>) {
+        match connect_client(&self.policy, true, "squadd-replication").await {
+            Ok(c) => {
+                self.js = Some(jetstream::new(c.clone()));
+                self.client = Some(c);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cluster: replication cannot connect");
+                lock(&self.view).error = Some(e);
+                return;
+            }
+        }
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                work = rx.recv() => match work {
+                    Some(w) => {
+                        self.take(w);
+                        while let Ok(w) = rx.try_recv() {
+                            self.take(w);
+                        }
+                        self.flush().await;
+                    }
+                    None => return,
+                },
+                entry = next_entry(&mut self.watch) => match entry {
+                    Some(Ok(e)) => self.arrived(e),
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "cluster: replication watcher failed; watching again");
+                        self.watch = None;
+                    }
+                    None => self.watch = None,
+                },
+                _ = tick.tick() => self.upkeep().await,
+            }
+            if self.save_due && self.last_save.elapsed() >= SAVE_EVERY {
+                self.save();
+            }
+            lock(&self.view).pending = self.dirty.len() + self.owned.len();
+        }
+    }
+
+    fn take(&mut self, w: Work) {
+        match w {
+            Work::Changed(s, f) => {
+                self.dirty.insert((s, f));
+            }
+            Work::Owned(s, f, epoch) => {
+                self.owned.insert((s, f), epoch);
+            }
+            Work::Present(agent) => {
+                self.here.entry(agent.clone()).or_insert(0);
+                self.saved.present_here.insert(agent.clone());
+                lock(&self.view).present_here.insert(agent);
+                self.save_due = true;
+                // Claimed at once, not at the next renewal.
+                self.last_renew = None;
+            }
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.client
+            .as_ref()
+            .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
+    }
+
+    /// Every tick: the bucket and its watcher, the sweep, dirty files,
+    /// presence.
+    async fn upkeep(&mut self) {
+        if self.save_due {
+            self.save();
+        }
+        if !self.connected() {
+            lock(&self.view).error = Some("not connected to NATS".into());
+            return;
+        }
+        if let Err(e) = self.ensure_watch().await {
+            lock(&self.view).error = Some(e);
+            return;
+        }
+        let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
+        if sweep {
+            self.last_sweep = Some(Instant::now());
+            self.sweep();
+        }
+        self.flush().await;
+        self.presence_upkeep().await;
+    }
+
+    async fn ensure_watch(&mut self) -> Result<(), String> {
+        let Some(js) = self.js.clone() else {
+            return Err("no NATS connection".into());
+        };
+        if self.store.is_none() {
+            let store = match js.get_key_value(&self.bucket).await {
+                Ok(s) => s,
+                Err(_) => js
+                    .create_key_value(kv::Config {
+                        bucket: self.bucket.clone(),
+                        description: "squad-supervisor: replicated protocol files".into(),
+                        history: 1,
+                        max_value_size: i32::try_from(MAX_FILE_BYTES + 4096).unwrap_or(i32::MAX),
+                        num_replicas: self.policy.replicas,
+                        storage: jetstream::stream::StorageType::File,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| format!("cannot create the files bucket {}: {e}", self.bucket))?,
+            };
+            self.store = Some(store);
+        }
+        if self.watch.is_none()
+            && let Some(store) = &self.store
+        {
+            let from = self.saved.last_revision + 1;
+            let w = store
+                .watch_all_from_revision(from)
+                .await
+                .map_err(|e| format!("cannot watch {}: {e}", self.bucket))?;
+            self.watch = Some(w);
+            lock(&self.view).error = None;
+        }
+        Ok(())
+    }
+
+    /// Marks the protocol files changed since last looked at (not the
+    /// supervisor-owned ones).
+    fn sweep(&mut self) {
+        let Ok(dirs) = squad_protocol::tree::session_dirs(&self.root) else {
+            return;
+        };
+        for dir in dirs {
+            let Some(session) = dir.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if !squad_protocol::ids::is_session_dir_name(session) {
+                continue;
+            }
+            let Ok(files) = squad_protocol::tree::session_files(&dir) else {
+                continue;
+            };
+            for (path, _) in files {
+                let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                if supervisor_owned(file) || squad_protocol::atomic::is_temp_name(file) {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                let stamp = (
+                    meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                    meta.len(),
+                );
+                if self.seen.get(&path) != Some(&stamp) {
+                    self.seen.insert(path.clone(), stamp);
+                    self.dirty.insert((session.to_string(), file.to_string()));
+                }
+            }
+        }
+    }
+
+    /// Publishes the dirty files; those NATS failed stay dirty.
+    async fn flush(&mut self) {
+        if !self.connected() || self.store.is_none() {
+            return;
+        }
+        let owned = std::mem::take(&mut self.owned);
+        for ((s, f), epoch) in owned {
+            if let Err(e) = self.publish(&s, &f, Some(epoch)).await {
+                tracing::warn!(error = %e, session = %s, file = %f, "cluster: publish failed; retrying");
+                self.owned.insert((s, f), epoch);
+            }
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut failed = None;
+        for (s, f) in dirty {
+            if failed.is_some() {
+                self.dirty.insert((s, f));
+                continue;
+            }
+            if let Err(e) = self.publish(&s, &f, None).await {
+                tracing::warn!(error = %e, session = %s, file = %f, "cluster: publish failed; retrying");
+                self.dirty.insert((s, f));
+                failed = Some(e);
+            }
+        }
+        if let Some(e) = failed {
+            lock(&self.view).error = Some(e);
+        }
+    }
+
+    fn file_path(&self, session: &str, file: &str) -> PathBuf {
+        sessions_dir(&self.root).join(session).join(file)
+    }
+
+    /// The file's bytes; `Ok(None)` when it is gone (a removal is not
+    /// replicated).
+    fn read(&self, session: &str, file: &str) -> Result<Option<Vec<u8>>, String> {
+        match read_regular(&self.file_path(session, file), MAX_FILE_BYTES) {
+            Ok(b) => Ok(Some(b)),
+            Err(ReadError::NotFound) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Publishes `session/file` if its bytes differ from the version synced
+    /// (or an owned output with its epoch), by compare-and-set on the
+    /// revision synced. Refused because another host committed first: its
+    /// version wins, ours is kept aside ([`Self::conflict`]).
+    async fn publish(
+        &mut self,
+        session: &str,
+        file: &str,
+        epoch: Option<u64>,
+    ) -> Result<(), String> {
+        let bytes = match self.read(session, file) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %e, session, file, "cluster: not published (unreadable)");
+                return Ok(());
+            }
+        };
+        let hash = crate::index::fingerprint(&bytes);
+        let key = file_key(session, file);
+        let synced = self.saved.keys.get(&key).cloned();
+        if synced.as_ref().is_some_and(|s| s.hash == hash) && epoch.is_none() {
+            return Ok(());
+        }
+        let meta = Meta {
+            origin: self.host.clone(),
+            session: session.to_string(),
+            file: file.to_string(),
+            epoch,
+        };
+        let value = encode(&meta, &bytes)?;
+        let Some(js) = self.js.clone() else {
+            return Err("no NATS connection".into());
+        };
+        let expected = synced.as_ref().map_or(0, |s| s.revision);
+        match publish_cas(&js, &self.bucket, &key, expected, None, value).await? {
+            Some(revision) => {
+                self.note_synced(&key, &meta, revision, hash);
+                lock(&self.view).published += 1;
+                Ok(())
+            }
+            None => self.lost_race(&key, &meta, bytes, hash).await,
+        }
+    }
+
+    /// A publish refused: the key moved on. The latest version is fetched;
+    /// equal bytes are simply synced, different ones win over ours.
+    async fn lost_race(
+        &mut self,
+        key: &str,
+        ours: &Meta,
+        bytes: Vec<u8>,
+        hash: u64,
+    ) -> Result<(), String> {
+        let Some(store) = self.store.clone() else {
+            return Err("no files bucket".into());
+        };
+        let latest = store
+            .entry(key)
+            .await
+            .map_err(|e| format!("NATS get: {e}"))?;
+        let Some(entry) = latest.filter(|e| e.operation == kv::Operation::Put) else {
+            // Deleted or purged by hand: published again over it next time.
+            if let Some(s) = self.saved.keys.get_mut(key) {
+                s.revision = 0;
+            }
+            return Err("the key was removed; publishing again".into());
+        };
+        let (meta, theirs) = decode(key, &entry.value)?;
+        let their_hash = crate::index::fingerprint(&theirs);
+        if their_hash == hash {
+            self.note_synced(key, &meta, entry.revision, hash);
+            return Ok(());
+        }
+        self.conflict(ours, &bytes, &meta, &theirs, entry.revision);
+        Ok(())
+    }
+
+    /// Our version of `ours.file` lost to `winner` at `revision`: ours is
+    /// kept in the session's conflicts folder, theirs written, the conflict
+    /// reported.
+    fn conflict(&mut self, ours: &Meta, bytes: &[u8], winner: &Meta, theirs: &[u8], revision: u64) {
+        let kept = format!(
+            "{CONFLICTS_DIR}/{}.{}-r{revision}",
+            ours.file,
+            safe_host(&ours.origin)
+        );
+        let dir = sessions_dir(&self.root).join(&ours.session);
+        if let Err(e) = crate::safefs::write_atomic_under(
+            &self.root,
+            &dir.join(&kept),
+            bytes,
+            0o644,
+            Some(0o755),
+        ) {
+            // Not overwritten then: the local version stays in place and
+            // the winner is not written (nothing lost); tried again later.
+            tracing::error!(error = %e, "cluster: cannot keep a losing version; the file is left as it is");
+            self.dirty.insert((ours.session.clone(), ours.file.clone()));
+            return;
+        }
+        self.write_arrival(winner, theirs, revision);
+        let c = Conflict {
+            session: ours.session.clone(),
+            file: ours.file.clone(),
+            kept: kept.clone(),
+            winner: winner.origin.clone(),
+            revision,
+        };
+        tracing::warn!(session = %c.session, file = %c.file, kept = %c.kept, winner = %c.winner, "cluster: concurrent write; the other host's version won, ours kept");
+        let _ = self.reports.send(Report {
+            root: self.root.clone(),
+            session: c.session.clone(),
+            path: dir.join(&c.file),
+            kind: EventKind::ReplicaConflict {
+                file: c.file.clone(),
+                kept: c.kept.clone(),
+                winner: c.winner.clone(),
+                revision,
+            },
+        });
+        let mut v = lock(&self.view);
+        v.conflicts_total += 1;
+        v.conflicts.push(c);
+        if v.conflicts.len() > CONFLICTS_SHOWN {
+            v.conflicts.remove(0);
+        }
+    }
+
+    /// Writes an arrived version into the checkout and notes it synced.
+    fn write_arrival(&mut self, meta: &Meta, bytes: &[u8], revision: u64) {
+        let path = self.file_path(&meta.session, &meta.file);
+        match crate::safefs::write_atomic_under(&self.root, &path, bytes, 0o666, Some(0o755)) {
+            Ok(()) => {
+                let hash = crate::index::fingerprint(bytes);
+                self.note_synced(&file_key(&meta.session, &meta.file), meta, revision, hash);
+                if let Ok(m) = std::fs::symlink_metadata(&path) {
+                    let stamp = (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len());
+                    self.seen.insert(path, stamp);
+                }
+                lock(&self.view).applied += 1;
+            }
+            Err(e) => {
+                // Left unsynced: the watcher brings it again after a restart;
+                // meanwhile the local file stays as it was.
+                tracing::error!(path = %path.display(), error = %e, "cluster: cannot write an arrived version");
+            }
+        }
+    }
+
+    fn note_synced(&mut self, key: &str, meta: &Meta, revision: u64, hash: u64) {
+        let epoch = match (self.saved.keys.get(key).and_then(|s| s.epoch), meta.epoch) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.saved.keys.insert(
+            key.to_string(),
+            Synced {
+                session: meta.session.clone(),
+                file: meta.file.clone(),
+                revision,
+                hash,
+                origin: meta.origin.clone(),
+                epoch,
+            },
+        );
+        lock(&self.view).origins.insert(
+            (meta.session.clone(), meta.file.clone()),
+            meta.origin.clone(),
+        );
+        self.save_due = true;
+    }
+
+    /// One entry from the watcher.
+    fn arrived(&mut self, entry: kv::Entry) {
+        self.saved.last_revision = self.saved.last_revision.max(entry.revision);
+        lock(&self.view).last_revision = self.saved.last_revision;
+        self.save_due = true;
+        if entry.operation != kv::Operation::Put {
+            return;
+        }
+        let (meta, bytes) = match decode(&entry.key, &entry.value) {
+            Ok(x) => x,
+            Err(reason) => {
+                tracing::warn!(key = %entry.key, %reason, "cluster: an arrival dropped");
+                lock(&self.view).dropped += 1;
+                return;
+            }
+        };
+        // A session this host archived is not brought back by a late
+        // version from another host.
+        let archived = !sessions_dir(&self.root).join(&meta.session).exists()
+            && self
+                .root
+                .join(SQUAD_DIR)
+                .join("archives")
+                .join(&meta.session)
+                .exists();
+        if archived {
+            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session archived here; not applied");
+            return;
+        }
+        let key = entry.key.clone();
+        let hash = crate::index::fingerprint(&bytes);
+        let disk = match self.read(&meta.session, &meta.file) {
+            Ok(d) => d,
+            Err(e) => {
+                // Unreadable here (a FIFO, no permission): never written
+                // over blindly; the version stays in the bucket.
+                tracing::warn!(error = %e, file = %meta.file, "cluster: arrival not applied (the local file is unreadable)");
+                return;
+            }
+        };
+        let disk_hash = disk.as_deref().map(crate::index::fingerprint);
+        let synced = self.saved.keys.get(&key);
+        match arrival(
+            synced,
+            entry.revision,
+            meta.epoch,
+            hash,
+            meta.origin == self.host,
+            disk_hash,
+        ) {
+            Arrival::Stale => {}
+            Arrival::Fenced => {
+                lock(&self.view).dropped += 1;
+                let _ = self.reports.send(Report {
+                    root: self.root.clone(),
+                    session: meta.session.clone(),
+                    path: self.file_path(&meta.session, &meta.file),
+                    kind: EventKind::ReplicaDropped {
+                        file: meta.file.clone(),
+                        origin: meta.origin.clone(),
+                        reason: format!(
+                            "epoch {} is lower than {} already seen",
+                            meta.epoch.unwrap_or(0),
+                            synced.and_then(|s| s.epoch).unwrap_or(0)
+                        ),
+                    },
+                });
+            }
+            Arrival::Same => self.note_synced(&key, &meta, entry.revision, hash),
+            Arrival::OwnOlder => {
+                self.note_synced(&key, &meta, entry.revision, hash);
+                self.dirty.insert((meta.session.clone(), meta.file.clone()));
+            }
+            Arrival::Write => self.write_arrival(&meta, &bytes, entry.revision),
+            Arrival::Conflict => {
+                let ours = Meta {
+                    origin: self.host.clone(),
+                    session: meta.session.clone(),
+                    file: meta.file.clone(),
+                    epoch: None,
+                };
+                let local = disk.unwrap_or_default();
+                self.conflict(&ours, &local, &meta, &bytes, entry.revision);
+            }
+        }
+    }
+
+    fn save(&mut self) {
+        self.save_due = false;
+        self.last_save = Instant::now();
+        let path = state_path(&self.root);
+        let bytes = match serde_json::to_vec(&self.saved) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cluster: cannot encode the replication state");
+                return;
+            }
+        };
+        if let Err(e) = crate::safefs::write_atomic_under(&self.root, &path, &bytes, 0o600, None) {
+            tracing::warn!(path = %path.display(), error = %e, "cluster: cannot save the replication state");
+        }
+    }
+
+    /// Claims and renews the agents registered here (a quarter of the
+    /// record's TTL apart, at once for a new one) and reads the table.
+    async fn presence_upkeep(&mut self) {
+        let Some(js) = self.js.clone() else { return };
+        let every = presence::ttl(self.policy.lock_ttl) / 4;
+        if self.last_renew.is_none_or(|t| t.elapsed() >= every) {
+            self.last_renew = Some(Instant::now());
+            let agents: Vec<(String, u64)> =
+                self.here.iter().map(|(a, r)| (a.clone(), *r)).collect();
+            for (agent, rev) in agents {
+                let fresh = lock(&self.view).presence.get(&agent) != Some(&self.host);
+                let result = if fresh && rev == 0 {
+                    self.presence.claim(&js, &agent, &self.host).await.map(Some)
+                } else {
+                    self.presence.renew(&js, &agent, &self.host, rev).await
+                };
+                match result {
+                    Ok(Some(r)) => {
+                        self.here.insert(agent.clone(), r);
+                        lock(&self.view).presence.insert(agent, self.host.clone());
+                    }
+                    Ok(None) => {
+                        tracing::info!(agent = %agent, "cluster: agent claimed by another host");
+                        self.here.remove(&agent);
+                        self.saved.present_here.remove(&agent);
+                        lock(&self.view).present_here.remove(&agent);
+                        self.save_due = true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(agent = %agent, error = %e, "cluster: presence renewal failed; retrying");
+                        // Renewed again at the next tick.
+                        self.last_renew = None;
+                    }
+                }
+            }
+        }
+        match self.presence.table(&js).await {
+            Ok(table) => {
+                let mut v = lock(&self.view);
+                if v.presence != table || !v.presence_loaded {
+                    v.presence = table.clone();
+                    v.presence_loaded = true;
+                    drop(v);
+                    self.saved.presence = table;
+                    self.save_due = true;
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cluster: presence table not read"),
+        }
+    }
+}
+
+/// A host id as part of a file name: `[A-Za-z0-9._-]`, others `_`.
+fn safe_host(host: &str) -> String {
+    host.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synced(revision: u64, hash: u64, epoch: Option<u64>) -> Synced {
+        Synced {
+            session: "20240115T100000Z".into(),
+            file: "role-plan-a-task_1.md".into(),
+            revision,
+            hash,
+            origin: "h".into(),
+            epoch,
+        }
+    }
+
+    #[test]
+    fn an_arrival_is_written_only_over_the_synced_version() {
+        let s = synced(3, 10, None);
+        assert_eq!(
+            arrival(Some(&s), 3, None, 11, false, Some(10)),
+            Arrival::Stale
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, None, 11, false, Some(10)),
+            Arrival::Write
+        );
+        assert_eq!(arrival(Some(&s), 4, None, 11, false, None), Arrival::Write);
+        assert_eq!(arrival(None, 4, None, 11, false, None), Arrival::Write);
+        assert_eq!(
+            arrival(Some(&s), 4, None, 11, false, Some(11)),
+            Arrival::Same
+        );
+        // A local change not yet published: kept aside.
+        assert_eq!(
+            arrival(Some(&s), 4, None, 11, false, Some(12)),
+            Arrival::Conflict
+        );
+        assert_eq!(
+            arrival(None, 4, None, 11, false, Some(12)),
+            Arrival::Conflict
+        );
+        // Our own version whose revision a restart lost: not written back.
+        assert_eq!(
+            arrival(Some(&s), 4, None, 11, true, Some(12)),
+            Arrival::OwnOlder
+        );
+    }
+
+    #[test]
+    fn a_lower_epoch_is_fenced() {
+        let s = synced(3, 10, Some(7));
+        assert_eq!(
+            arrival(Some(&s), 4, Some(6), 11, false, Some(10)),
+            Arrival::Fenced
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, Some(7), 11, false, Some(10)),
+            Arrival::Write
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, Some(8), 11, false, Some(10)),
+            Arrival::Write
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, None, 11, false, Some(10)),
+            Arrival::Write
+        );
+    }
+
+    #[test]
+    fn values_round_trip_and_foreign_names_are_refused() {
+        let meta = Meta {
+            origin: "h:/x".into(),
+            session: "20240115T100000Z-s".into(),
+            file: "role-plan-a-task_1.md".into(),
+            epoch: Some(2),
+        };
+        let key = file_key(&meta.session, &meta.file);
+        let v = encode(&meta, b"---\nx\n").unwrap();
+        assert_eq!(
+            decode(&key, &v).unwrap(),
+            (meta.clone(), b"---\nx\n".to_vec())
+        );
+        assert!(decode("t-00", &v).unwrap_err().contains("key"));
+        for (session, file) in [
+            ("../../etc", "role-plan-a-task_1.md"),
+            ("20240115T100000Z", "../role-plan-a.md"),
+            ("20240115T100000Z", "notes.txt"),
+            ("20240115T100000Z", ".role-plan-a-t.md.tmp.1.2"),
+        ] {
+            let m = Meta {
+                session: session.into(),
+                file: file.into(),
+                ..meta.clone()
+            };
+            let v = encode(&m, b"x").unwrap();
+            assert!(
+                decode(&file_key(session, file), &v).is_err(),
+                "{session} {file}"
+            );
+        }
+        assert!(decode(&key, b"no header").is_err());
+    }
+
+    #[test]
+    fn supervisor_outputs_are_not_swept() {
+        assert!(supervisor_owned("session-status.md"));
+        assert!(supervisor_owned("role-comm-squadd-to-a-msg_1.md"));
+        assert!(!supervisor_owned("role-comm-a-to-b-msg_1.md"));
+        assert!(!supervisor_owned("role-plan-a-task_1.md"));
+        assert_eq!(safe_host("build-3:/srv/x"), "build-3__srv_x");
+    }
+}
