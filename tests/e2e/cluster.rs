@@ -617,3 +617,188 @@ fn a_killed_nats_node_leaves_the_locks_exclusive_and_working() {
     let (_, v) = status(&roots[0]);
     assert_eq!(v["locks"][0]["agent"], "agent-1", "{v:#}");
 }
+
+/// A cluster policy with a leader lease of `lease`.
+fn leader_policy(nats: &str, lock_ttl: &str, lease: &str) -> String {
+    format!(
+        "cluster:\n  nats: {nats}\n  project: e2e\n  lock_ttl: {lock_ttl}\n  lease_ttl: {lease}\n  replicas: 3\n{NO_NOTICES}"
+    )
+}
+
+/// The host index whose squadd says it leads, when exactly one of `live`
+/// says so.
+fn sole_leader(roots: &[PathBuf], live: &[usize]) -> Option<usize> {
+    let leaders: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&h| status(&roots[h]).1["leader"]["this_host"] == true)
+        .collect();
+    (leaders.len() == 1).then(|| leaders[0])
+}
+
+/// One host's audit log (`.squad/audit.jsonl`), read from the file: it
+/// outlives a squadd killed -9.
+fn audit(root: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(root.join(".squad/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The leader history of every host, checked: elections come in rising
+/// epochs, and every supervisor-owned write (session-status.md, the shared
+/// context) of a host lies between its own election and the next election
+/// of any host (or its own loss): never two writers at once. Returns the
+/// elections as (time, host, epoch).
+fn check_one_writer(roots: &[PathBuf]) -> Vec<(String, usize, u64)> {
+    // (time, host, what, epoch)
+    let mut all: Vec<(String, usize, String, u64)> = Vec::new();
+    for (h, r) in roots.iter().enumerate() {
+        for e in audit(r) {
+            let at = e["at"].as_str().unwrap_or_default().to_string();
+            let kind = e["kind"].as_str().unwrap_or_default();
+            let epoch = e["epoch"].as_u64().unwrap_or(0);
+            let what = match kind {
+                "leader-elected" | "leader-lost" => kind.to_string(),
+                "output-written"
+                    if matches!(
+                        e["output"].as_str(),
+                        Some("session-status" | "shared-context")
+                    ) =>
+                {
+                    format!("write {}", e["path"].as_str().unwrap_or_default())
+                }
+                _ => continue,
+            };
+            all.push((at, h, what, epoch));
+        }
+    }
+    // RFC 3339 in UTC with a fixed format: text order is time order.
+    all.sort();
+    let mut leader: Option<(usize, u64)> = None;
+    let mut elections = Vec::new();
+    for (at, h, what, epoch) in &all {
+        match what.as_str() {
+            "leader-elected" => {
+                if let Some((_, e)) = leader {
+                    assert!(
+                        *epoch > e,
+                        "epoch {epoch} at {at} after epoch {e}: {all:#?}"
+                    );
+                }
+                leader = Some((*h, *epoch));
+                elections.push((at.clone(), *h, *epoch));
+            }
+            "leader-lost" => {
+                if leader.is_some_and(|(l, _)| l == *h) {
+                    leader = None;
+                }
+            }
+            _ => assert!(
+                leader.is_some_and(|(l, _)| l == *h),
+                "host {h} wrote ({what}) at {at} while the leader was {leader:?}: {all:#?}"
+            ),
+        }
+    }
+    elections
+}
+
+#[test]
+fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const LEASE: Duration = Duration::from_secs(4);
+    let (_tmp, roots) = checkouts(3, 2, &leader_policy(&nats.urls_yaml(), "5s", "4s"));
+    let mut daemons: Vec<Option<Daemon>> = roots
+        .iter()
+        .map(|r| Some(Daemon::start_with_env(r, QUIET_NATS)))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let status_md = |h: usize| {
+        roots[h]
+            .join(".squad/sessions")
+            .join(SESSION)
+            .join("session-status.md")
+    };
+    let first = eventually("one leader", || sole_leader(&roots, &[0, 1, 2]));
+    eventually("the leader writes session-status.md", || {
+        status_md(first).is_file().then_some(())
+    });
+    // Every host saw the session at its start-up scan: without the lease
+    // each would have written its own session-status.md (the old code did).
+    let followers: Vec<usize> = (0..3).filter(|&h| h != first).collect();
+    for &h in &followers {
+        assert!(
+            !status_md(h).exists(),
+            "follower {h} wrote session-status.md"
+        );
+    }
+    let (_, v) = status(&roots[followers[0]]);
+    assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+    assert_eq!(v["hosts"].as_array().map(Vec::len), Some(3), "{v:#}");
+    let epoch = v["leader"]["epoch"].as_u64().unwrap();
+    let human = ctl_ok(&roots[first], &["cluster", "status"]);
+    assert!(
+        human.contains(&format!("(epoch {epoch}), this host")),
+        "{human}"
+    );
+    let health = ctl_run(&roots[followers[0]], &["health"]);
+    assert!(
+        stdout(&health).contains(&format!("(epoch {epoch})")),
+        "{}",
+        stdout(&health)
+    );
+    let st = ctl_ok(&roots[followers[1]], &["status"]);
+    assert!(st.contains("cluster: NATS connected; leader: "), "{st}");
+
+    // Work goes on on every host while the leader dies: each host sees new
+    // tasks and would re-render its status.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let roots = roots.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for r in &roots {
+                    let s = r.join(".squad/sessions").join(SESSION);
+                    write_plan(&s, &format!("task_x{n}"), "agent-0", "");
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    if let Some(d) = daemons[first].take() {
+        d.kill9();
+    }
+    let killed = chrono::Utc::now();
+    let second = eventually("another host leads", || sole_leader(&roots, &followers));
+    eventually("the new leader writes session-status.md", || {
+        status_md(second).is_file().then_some(())
+    });
+    std::thread::sleep(LEASE);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().unwrap();
+    let other = followers.iter().copied().find(|&h| h != second).unwrap();
+    assert!(
+        !status_md(other).exists(),
+        "host {other} wrote session-status.md but never led"
+    );
+
+    let elections = check_one_writer(&roots);
+    let (at, h, new_epoch) = elections.last().cloned().unwrap();
+    assert_eq!(h, second, "{elections:?}");
+    assert!(new_epoch > epoch, "{elections:?}");
+    let at: chrono::DateTime<chrono::Utc> = at.parse().unwrap();
+    let took = (at - killed).to_std().unwrap_or_default();
+    eprintln!("failover: host {second} elected {took:?} after the leader's kill -9");
+    assert!(
+        took <= 2 * LEASE,
+        "host {second} took over {took:?} after the kill, more than two leases"
+    );
+}

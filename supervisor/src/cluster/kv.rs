@@ -4,7 +4,7 @@
 //!
 //! async-nats has no public "update with TTL", so the puts are published
 //! here with the two headers the KV API uses (`Nats-Expected-Last-Subject-
-//! Sequence`, `Nats-TTL`).
+//! Sequence`, `Nats-TTL`): [`put`], shared with the leader lease.
 
 use super::Holder;
 use async_nats::jetstream::{self, context::PublishErrorKind, kv};
@@ -103,28 +103,30 @@ impl Locks {
         })
     }
 
+    /// The connection (the leader lease shares it).
+    pub fn client(&self) -> async_nats::Client {
+        self.client.clone()
+    }
+
+    /// The connection's JetStream context (the leader lease shares it).
+    pub fn jetstream(&self) -> jetstream::Context {
+        self.js.clone()
+    }
+
     /// The bucket, created when missing (one history entry per key, TTLs
     /// allowed; the delete markers a TTL leaves live one lock TTL).
     async fn store(&mut self) -> Result<kv::Store, String> {
         if let Some(s) = &self.store {
             return Ok(s.clone());
         }
-        let store = match self.js.get_key_value(&self.bucket).await {
-            Ok(s) => s,
-            Err(_) => self
-                .js
-                .create_key_value(kv::Config {
-                    bucket: self.bucket.clone(),
-                    description: "squad-supervisor cluster-wide locks".into(),
-                    history: 1,
-                    num_replicas: self.replicas,
-                    storage: jetstream::stream::StorageType::File,
-                    limit_markers: Some(self.ttl),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| format!("cannot create the lock bucket {}: {e}", self.bucket))?,
-        };
+        let store = bucket(
+            &self.js,
+            &self.bucket,
+            "squad-supervisor cluster-wide locks",
+            self.replicas,
+            self.ttl,
+        )
+        .await?;
         self.store = Some(store.clone());
         Ok(store)
     }
@@ -139,49 +141,8 @@ impl Locks {
         holder: &Holder,
     ) -> Result<Option<u64>, String> {
         self.store().await?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-            HeaderValue::from(expected),
-        );
-        headers.insert(
-            header::NATS_MESSAGE_TTL,
-            HeaderValue::from(self.ttl.as_secs()),
-        );
         let body = serde_json::to_vec(holder).map_err(|e| e.to_string())?;
-        let subject = format!("$KV.{}.{key}", self.bucket);
-        // A bucket just created (by us or another host) may have no stream
-        // leader yet in a cluster: its publishes get no responder ("no
-        // stream found") for a moment. Retried briefly, then reported.
-        let mut attempts = 0;
-        let ack = loop {
-            let ack = self
-                .js
-                .publish_with_headers(subject.clone(), headers.clone(), body.clone().into())
-                .await
-                .map_err(|e| format!("NATS publish: {e}"))?
-                .await;
-            match ack {
-                Err(e) if e.kind() == PublishErrorKind::StreamNotFound && attempts < 20 => {
-                    attempts += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                ack => break ack,
-            }
-        };
-        match ack {
-            Ok(ack) => Ok(Some(ack.sequence)),
-            // 10071 carries the actual sequence; servers from 2.11 may answer
-            // 10164 (the same refusal without it), which async-nats does not
-            // map to a kind.
-            Err(e)
-                if e.kind() == PublishErrorKind::WrongLastSequence
-                    || e.to_string().contains("wrong last sequence") =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(format!("NATS publish: {e}")),
-        }
+        put(&self.js, &self.bucket, key, Some(expected), self.ttl, body).await
     }
 
     /// The live holder of `key` and its revision, if any.
@@ -256,29 +217,10 @@ impl Locks {
         }
     }
 
-    /// Every live lock: holder and revision. The keys come from the
-    /// stream's subject list (a stream-info request to its leader), not
-    /// from a consumer: consumer creation timed out for a while after a
-    /// node died, while every other request was answered.
+    /// Every live lock: holder and revision.
     pub async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
         self.store().await?;
-        let stream = self
-            .js
-            .get_stream(format!("KV_{}", self.bucket))
-            .await
-            .map_err(|e| format!("NATS stream info: {e}"))?;
-        let prefix = format!("$KV.{}.", self.bucket);
-        let mut subjects = stream
-            .info_with_subjects(format!("{prefix}>"))
-            .await
-            .map_err(|e| format!("NATS stream info: {e}"))?;
-        let mut names = Vec::new();
-        while let Some(item) = subjects.next().await {
-            let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
-            if let Some(key) = subject.strip_prefix(&prefix) {
-                names.push(key.to_string());
-            }
-        }
+        let names = keys(&self.js, &self.bucket).await?;
         let mut out = Vec::new();
         for k in names {
             if let (Some(h), _) = self.holder(&k).await? {
@@ -287,4 +229,110 @@ impl Locks {
         }
         Ok(out)
     }
+}
+
+/// A project bucket, created when missing: one history entry per key,
+/// per-message TTLs allowed (the delete marker a TTL leaves lives
+/// `markers`), file storage, `replicas` replicas.
+pub async fn bucket(
+    js: &jetstream::Context,
+    name: &str,
+    description: &str,
+    replicas: usize,
+    markers: Duration,
+) -> Result<kv::Store, String> {
+    match js.get_key_value(name).await {
+        Ok(s) => Ok(s),
+        Err(_) => js
+            .create_key_value(kv::Config {
+                bucket: name.to_string(),
+                description: description.into(),
+                history: 1,
+                num_replicas: replicas,
+                storage: jetstream::stream::StorageType::File,
+                limit_markers: Some(markers),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("cannot create the bucket {name}: {e}")),
+    }
+}
+
+/// Puts `body` at `key` of `bucket` with a per-message TTL of `ttl`; with
+/// `expected`, only if the key's last revision is that (0: no message at
+/// all). The new revision, or `Ok(None)` when the revision was not
+/// `expected`. async-nats has no public "update with TTL": this publishes
+/// with the two headers the KV API uses.
+pub async fn put(
+    js: &jetstream::Context,
+    bucket: &str,
+    key: &str,
+    expected: Option<u64>,
+    ttl: Duration,
+    body: Vec<u8>,
+) -> Result<Option<u64>, String> {
+    let mut headers = HeaderMap::new();
+    if let Some(expected) = expected {
+        headers.insert(
+            header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            HeaderValue::from(expected),
+        );
+    }
+    headers.insert(header::NATS_MESSAGE_TTL, HeaderValue::from(ttl.as_secs()));
+    let subject = format!("$KV.{bucket}.{key}");
+    // A bucket just created (by us or another host) may have no stream
+    // leader yet in a cluster: its publishes get no responder ("no
+    // stream found") for a moment. Retried briefly, then reported.
+    let mut attempts = 0;
+    let ack = loop {
+        let ack = js
+            .publish_with_headers(subject.clone(), headers.clone(), body.clone().into())
+            .await
+            .map_err(|e| format!("NATS publish: {e}"))?
+            .await;
+        match ack {
+            Err(e) if e.kind() == PublishErrorKind::StreamNotFound && attempts < 20 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ack => break ack,
+        }
+    };
+    match ack {
+        Ok(ack) => Ok(Some(ack.sequence)),
+        // 10071 carries the actual sequence; servers from 2.11 may answer
+        // 10164 (the same refusal without it), which async-nats does not
+        // map to a kind.
+        Err(e)
+            if e.kind() == PublishErrorKind::WrongLastSequence
+                || e.to_string().contains("wrong last sequence") =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(format!("NATS publish: {e}")),
+    }
+}
+
+/// The keys of `bucket` that have a message. They come from the stream's
+/// subject list (a stream-info request to its leader), not from a
+/// consumer: consumer creation timed out for a while after a node died,
+/// while every other request was answered.
+pub async fn keys(js: &jetstream::Context, bucket: &str) -> Result<Vec<String>, String> {
+    let stream = js
+        .get_stream(format!("KV_{bucket}"))
+        .await
+        .map_err(|e| format!("NATS stream info: {e}"))?;
+    let prefix = format!("$KV.{bucket}.");
+    let mut subjects = stream
+        .info_with_subjects(format!("{prefix}>"))
+        .await
+        .map_err(|e| format!("NATS stream info: {e}"))?;
+    let mut names = Vec::new();
+    while let Some(item) = subjects.next().await {
+        let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
+        if let Some(key) = subject.strip_prefix(&prefix) {
+            names.push(key.to_string());
+        }
+    }
+    Ok(names)
 }

@@ -1,7 +1,7 @@
 //! The cluster (docs/cluster.md): a project's checkouts, each with its own
-//! squadd, joined through a NATS JetStream cluster. This slice builds the
-//! foundation and cluster-wide locks; replication of protocol files,
-//! cross-host delivery and leader election are not built yet.
+//! squadd, joined through a NATS JetStream cluster: the foundation,
+//! cluster-wide locks, and the leader lease ([`leader`]: one writer of the
+//! supervisor-owned outputs per project).
 //!
 //! squadd holds the NATS connection ([`daemon`]): it takes, renews and
 //! releases the project's cluster locks for the agents of its checkout.
@@ -10,6 +10,7 @@
 pub mod client;
 pub mod daemon;
 pub mod kv;
+pub mod leader;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -36,6 +36,7 @@ pub mod eventlog;
 pub mod health;
 pub mod hooks;
 pub mod intake;
+mod leader;
 mod mail;
 pub mod notices;
 pub mod pidfile;
@@ -160,6 +161,9 @@ pub struct Supervisor {
     calls: mpsc::Sender<server::Call>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(RootId, routing::Delivery)>,
+    /// Where the roots' cluster tasks say this host became or stopped
+    /// being the leader (docs/cluster.md).
+    leader_news: mpsc::UnboundedSender<(RootId, crate::cluster::leader::News)>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -173,6 +177,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
 
     let (hooks, mut hook_rx) = Hooks::new();
     let (calls, mut call_rx) = mpsc::channel::<server::Call>(64);
+    let (leader_news, mut leader_rx) = mpsc::unbounded_channel();
     let mut sup = Supervisor {
         roots: Roots::default(),
         intake,
@@ -186,6 +191,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         watchdog: systemd::watchdog_interval(),
         calls,
         outbox: Vec::new(),
+        leader_news,
     };
 
     let mut behind_rx = sup.writer.start_behind()?;
@@ -270,6 +276,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 }
             }
             Some(done) = behind_rx.recv() => sup.written_behind(done),
+            Some((i, news)) = leader_rx.recv() => sup.leader_news(i, news),
             _ = sleep_until(wake) => {}
         }
         sup.flush(Instant::now(), Utc::now());
@@ -379,14 +386,20 @@ impl Supervisor {
             pid_lock: Some(lock),
             socket: None,
             runs,
-            // Cluster call site: the task holds the NATS connection and
-            // renews this checkout's cluster locks (docs/cluster.md).
-            cluster: policy_cluster
-                .as_ref()
-                .map(|c| crate::cluster::daemon::start(&root_path, c.clone())),
+            cluster: None,
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
+        // Cluster call site: the task holds the NATS connection, renews this
+        // checkout's cluster locks and the leader lease (docs/cluster.md).
+        if let Some(c) = policy_cluster {
+            let tx = self.leader_news.clone();
+            let news = Box::new(move |n| {
+                let _ = tx.send((i, n));
+            });
+            self.roots.shell_mut(i).cluster =
+                Some(crate::cluster::daemon::start(&root_path, c, news));
+        }
         let r = self.roots.core(i);
         self.log.add_root(i, &r.root);
         if let Some(error) = refused {
