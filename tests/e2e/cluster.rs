@@ -168,6 +168,40 @@ impl NatsCluster {
         }
     }
 
+    /// Freezes node `i` (SIGSTOP): its connections stay open and silent,
+    /// as a stalled machine's would.
+    pub fn freeze_node(&self, i: usize) {
+        if let Some(c) = &self.nodes[i].child {
+            crate::daemon::signal(c.id(), "STOP");
+        }
+    }
+
+    /// Resumes a frozen node (SIGCONT).
+    pub fn thaw_node(&self, i: usize) {
+        if let Some(c) = &self.nodes[i].child {
+            crate::daemon::signal(c.id(), "CONT");
+        }
+    }
+
+    /// Node `i`'s last sequence of stream `stream` (monitoring `/jsz`),
+    /// when it answers and has the stream.
+    fn last_seq(&self, i: usize, stream: &str) -> Option<u64> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.nodes[i].monitor_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(b"GET /jsz?streams=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        let body = answer.split_once("\r\n\r\n")?.1;
+        let v: serde_json::Value = serde_json::from_str(body).ok()?;
+        v["account_details"]
+            .as_array()?
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+            .find(|d| d["name"] == stream)?["state"]["last_seq"]
+            .as_u64()
+    }
+
     /// The client URLs, YAML flow list.
     pub fn urls_yaml(&self) -> String {
         let urls: Vec<String> = self
@@ -801,4 +835,158 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
         took <= 2 * LEASE,
         "host {second} took over {took:?} after the kill, more than two leases"
     );
+}
+
+/// Writes a new plan on every host every 100 ms until stopped: each host
+/// then wants to re-render its session-status.md.
+fn keep_planning(
+    roots: &[PathBuf],
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let roots = roots.to_vec();
+    let flag = stop.clone();
+    let t = std::thread::spawn(move || {
+        let mut n = 0;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            for r in &roots {
+                let s = r.join(".squad/sessions").join(SESSION);
+                write_plan(&s, &format!("task_p{n}"), "agent-0", "");
+            }
+            n += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    (stop, t)
+}
+
+#[test]
+fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
+    let daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let first = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let other = 1 - first;
+    let (stop, planner) = keep_planning(&roots);
+    // The leader's squadd stalls (SIGSTOP: a long GC pause, a swapped-out
+    // VM) past its lease; the other host takes over and writes.
+    crate::daemon::signal(daemons[first].pid(), "STOP");
+    eventually("the other host leads", || sole_leader(&roots, &[other]));
+    let written = roots[other]
+        .join(".squad/sessions")
+        .join(SESSION)
+        .join("session-status.md");
+    eventually("the new leader writes", || written.is_file().then_some(()));
+    // It wakes with file events queued and a lease it thinks it held: the
+    // gate refuses every late write, and it learns it was deposed.
+    crate::daemon::signal(daemons[first].pid(), "CONT");
+    eventually("the woken host says it lost the lead", || {
+        audit(&roots[first])
+            .iter()
+            .any(|e| e["kind"] == "leader-lost")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    planner.join().unwrap();
+    let elections = check_one_writer(&roots);
+    assert_eq!(elections.last().map(|e| e.1), Some(other), "{elections:?}");
+    let (_, v) = status(&roots[first]);
+    assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+}
+
+#[test]
+fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const PER_HOST: usize = 4;
+    let (_tmp, roots) = checkouts(
+        3,
+        3 * PER_HOST,
+        &leader_policy(&nats.urls_yaml(), "6s", "3s"),
+    );
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    eventually("one leader", || sole_leader(&roots, &[0, 1, 2]));
+    let (stop, planner) = keep_planning(&roots);
+    // Each agent takes and gives back the path three times; an attempt that
+    // fails on NATS (exit 2: the frozen node does not answer) is retried.
+    let history: Arc<Mutex<Vec<(Instant, Instant, usize)>>> = Arc::default();
+    let threads: Vec<_> = (0..3 * PER_HOST)
+        .map(|i| {
+            let root = roots[i / PER_HOST].clone();
+            let history = history.clone();
+            std::thread::spawn(move || {
+                let agent = format!("agent-{i}");
+                let mut held = 0;
+                let started = Instant::now();
+                while held < 3 {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(300),
+                        "agent-{i} starved"
+                    );
+                    let out = acquire(&root, i, &["--wait", "30s"]);
+                    if code(&out) != 0 {
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                    let from = Instant::now();
+                    std::thread::sleep(Duration::from_millis(20));
+                    let to = Instant::now();
+                    history.lock().unwrap().push((from, to, i));
+                    held += 1;
+                    // A release that fails on NATS leaves the key to lapse
+                    // at its TTL: never a second holder either way.
+                    let _ = ctl_run(
+                        &root,
+                        &["lock", "release", "shared/x.rs", "--agent", &agent],
+                    );
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    nats.freeze_node(0);
+    std::thread::sleep(Duration::from_secs(8));
+    nats.thaw_node(0);
+    for t in threads {
+        t.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    planner.join().unwrap();
+    let mut h = history.lock().unwrap().clone();
+    h.sort();
+    for w in h.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "agent-{} and agent-{} held shared/x.rs at once",
+            w[0].2,
+            w[1].2
+        );
+    }
+    check_one_writer(&roots);
+    // The frozen node catches up: every node ends with the same last
+    // sequence of both project buckets.
+    for stream in ["KV_squad-e2e-locks", "KV_squad-e2e-leader"] {
+        eventually(&format!("{stream} converges on the three nodes"), || {
+            let seqs: Vec<Option<u64>> = (0..3).map(|i| nats.last_seq(i, stream)).collect();
+            (seqs[0].is_some() && seqs.iter().all(|s| *s == seqs[0])).then_some(())
+        });
+    }
 }
