@@ -990,3 +990,64 @@ fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas(
         });
     }
 }
+
+#[test]
+fn runs_start_only_on_the_agents_host_or_the_leaders() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let tmp_agent = tempfile::tempdir().unwrap();
+    // The agent: runs until its checkout is gone (the test's end), so no
+    // process outlives the test.
+    let agent = tmp_agent.path().join("agent.sh");
+    fs::write(
+        &agent,
+        "#!/bin/sh\nwhile [ -d \"$1\" ]; do sleep 0.2; done\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let policy = format!(
+        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    \"*\":\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n    agent-0:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-b\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s"),
+        a = agent.display()
+    );
+    let (_tmp, roots) = checkouts(2, 2, &policy);
+    let names = ["host-a", "host-b"];
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .zip(names)
+        .map(|(r, n)| {
+            Daemon::start_with_env(
+                r,
+                &[("RUST_LOG", "debug,async_nats=info"), ("SQUAD_HOST", n)],
+            )
+        })
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let run = |h: usize, task: &str| {
+        roots[h]
+            .join(".squad/sessions")
+            .join(SESSION)
+            .join("runs")
+            .join(task)
+            .join("run.json")
+    };
+    // agent-0's runner names host-b; agent-1's names none: the leader's.
+    eventually("host-b starts agent-0's run", || {
+        run(1, "task_0").is_file().then_some(())
+    });
+    eventually("the leader starts agent-1's run", || {
+        run(leader, "task_1").is_file().then_some(())
+    });
+    assert!(!run(0, "task_0").exists(), "host-a started agent-0's run");
+    assert!(
+        !run(1 - leader, "task_1").exists(),
+        "a follower started agent-1's run"
+    );
+}

@@ -44,6 +44,9 @@ impl Supervisor {
                     self.tap_standing_facts(i, name);
                 }
                 self.flush_outbox(wall);
+                // Runs of agents without a `host:` start here now.
+                self.timers
+                    .set_earlier(super::timers::Timer::Runs, std::time::Instant::now());
             }
             News::Lost { epoch, reason } => {
                 self.log

@@ -352,11 +352,19 @@ impl Supervisor {
     }
 
     fn dispatch(&mut self, i: RootId, wall: DateTime<Utc>) {
-        let candidates = self
+        let mut candidates = self
             .roots
             .shell(i)
             .runs
             .candidates(&self.roots.core(i).sessions);
+        // Cluster call site (docs/cluster.md): only the agent's host starts
+        // its runs.
+        if self.roots.shell(i).cluster.is_some() {
+            let here = crate::cluster::host_id(&self.roots.core(i).root);
+            let leads = self.leads(i);
+            let runners = &self.roots.core(i).policy.runners;
+            candidates.retain(|c| runners.dispatches_here(&c.agent, &here, leads));
+        }
         if candidates.is_empty() {
             return;
         }
