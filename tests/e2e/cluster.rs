@@ -565,6 +565,11 @@ fn a_host_without_nats_takes_no_cluster_lock() {
     let (c, v) = status(root);
     assert_eq!(c, 1, "{v:#}");
     assert_ne!(v["connection"]["state"], "connected", "{v:#}");
+    // Not the leader without NATS: the supervisor-owned outputs are not
+    // written (another host's leader writes them).
+    assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+    let session = root.join(".squad/sessions").join(SESSION);
+    assert!(!session.join("session-status.md").exists());
     // A shared lock is local only (docs/cluster.md) and still works.
     let out = acquire(root, 0, &["--shared"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
