@@ -796,22 +796,7 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
 
     // Work goes on on every host while the leader dies: each host sees new
     // tasks and would re-render its status.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let roots = roots.clone();
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                for r in &roots {
-                    let s = r.join(".squad/sessions").join(SESSION);
-                    write_plan(&s, &format!("task_x{n}"), "agent-0", "");
-                }
-                n += 1;
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        })
-    };
+    let (stop, writer) = keep_planning(&roots);
     if let Some(d) = daemons[first].take() {
         d.kill9();
     }

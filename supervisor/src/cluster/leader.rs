@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use squad_policies::cluster::ClusterPolicy;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The lease's key in the leader bucket.
 pub const LEASE_KEY: &str = "leader";
@@ -71,10 +71,43 @@ pub enum News {
     },
 }
 
+/// A moment on the clock the lease is measured with: time since boot,
+/// *including* time the machine was suspended (`CLOCK_BOOTTIME`). A
+/// monotonic clock that stops while the machine sleeps (`Instant`,
+/// `CLOCK_MONOTONIC`) would let a leader that wakes from a suspend longer
+/// than its lease believe it still leads while the servers, which kept
+/// time, have let another host take over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment(Duration);
+
+impl Moment {
+    /// Now.
+    pub fn now() -> Moment {
+        // SAFETY: clock_gettime writes one timespec into the struct we own.
+        let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut t) } != 0 {
+            // Never on Linux. Should it fail, "the end of time": no lease
+            // counts (now < until never holds), so nothing is written.
+            return Moment(Duration::MAX);
+        }
+        Moment(Duration::new(
+            u64::try_from(t.tv_sec).unwrap_or(0),
+            u32::try_from(t.tv_nsec).unwrap_or(0),
+        ))
+    }
+}
+
+impl std::ops::Add<Duration> for Moment {
+    type Output = Moment;
+    fn add(self, d: Duration) -> Moment {
+        Moment(self.0.saturating_add(d))
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// The epoch this host leads with, and until when (monotonic).
-    leading: Option<(u64, Instant)>,
+    leading: Option<(u64, Moment)>,
     /// The leader last seen in the bucket: host and epoch.
     seen: Option<(String, u64)>,
 }
@@ -93,10 +126,10 @@ impl Leadership {
     /// The epoch this host leads with, while its lease is valid here;
     /// `None` when it is not the leader (or its lease ran out unrenewed).
     pub fn epoch(&self) -> Option<u64> {
-        self.epoch_at(Instant::now())
+        self.epoch_at(Moment::now())
     }
 
-    fn epoch_at(&self, now: Instant) -> Option<u64> {
+    fn epoch_at(&self, now: Moment) -> Option<u64> {
         match self.state().leading {
             Some((epoch, until)) if now < until => Some(epoch),
             _ => None,
@@ -109,7 +142,7 @@ impl Leadership {
         self.state().seen.clone()
     }
 
-    fn lead(&self, host: &str, epoch: u64, until: Instant) {
+    fn lead(&self, host: &str, epoch: u64, until: Moment) {
         let mut s = self.state();
         s.leading = Some((epoch, until));
         s.seen = Some((host.to_string(), epoch));
@@ -259,37 +292,52 @@ impl Lease {
         (self.news)(News::Lost { epoch, reason });
     }
 
-    async fn renew(&mut self, revision: u64, epoch: u64, since: DateTime<Utc>) {
+    /// Puts the lease for this host at `expected` with `epoch` (0: an
+    /// election): the new revision (`None`: refused by revision) and when
+    /// the put was sent.
+    async fn put_lease(
+        &self,
+        expected: u64,
+        epoch: u64,
+        since: DateTime<Utc>,
+    ) -> (Result<Option<u64>, String>, Moment) {
         let record = LeaseRecord {
             host: self.host.clone(),
             epoch,
             since,
         };
-        let Ok(body) = serde_json::to_vec(&record) else {
-            return;
+        let sent = Moment::now();
+        let put = match serde_json::to_vec(&record) {
+            Ok(body) => {
+                self.put(Some(expected), self.policy.lease_ttl, LEASE_KEY, body)
+                    .await
+            }
+            Err(e) => Err(e.to_string()),
         };
-        let sent = Instant::now();
+        (put, sent)
+    }
+
+    async fn renew(&mut self, revision: u64, epoch: u64, since: DateTime<Utc>) {
         let ttl = self.policy.lease_ttl;
-        match self.put(Some(revision), ttl, LEASE_KEY, body).await {
-            Ok(Some(rev)) => {
+        match self.put_lease(revision, epoch, since).await {
+            (Ok(Some(rev)), sent) => {
                 // Counted from when the renewal was sent: the server's TTL
                 // starts later.
+                self.held = Some((rev, epoch, since));
                 if self.leadership.epoch().is_some() {
-                    self.held = Some((rev, epoch, since));
                     self.leadership
                         .lead(&self.host, epoch, sent + valid_for(ttl));
                 } else {
                     // Ran out here while the renewal was on its way: the
                     // writes stopped; a new election gives a new epoch.
-                    self.held = Some((rev, epoch, since));
                     self.lose(epoch, "the lease ran out here during its renewal".into());
                 }
             }
-            Ok(None) => self.lose(
+            (Ok(None), _) => self.lose(
                 epoch,
                 "deposed: the lease's revision moved (another host took it after it lapsed)".into(),
             ),
-            Err(e) => tracing::warn!(error = %e, "cluster: lease renewal failed; retrying"),
+            (Err(e), _) => tracing::warn!(error = %e, "cluster: lease renewal failed; retrying"),
         }
     }
 
@@ -322,18 +370,9 @@ impl Lease {
             }
         };
         let since = Utc::now();
-        let record = LeaseRecord {
-            host: self.host.clone(),
-            epoch: 0,
-            since,
-        };
-        let Ok(body) = serde_json::to_vec(&record) else {
-            return;
-        };
-        let sent = Instant::now();
         let ttl = self.policy.lease_ttl;
-        match self.put(Some(expected), ttl, LEASE_KEY, body).await {
-            Ok(Some(epoch)) => {
+        match self.put_lease(expected, 0, since).await {
+            (Ok(Some(epoch)), sent) => {
                 self.held = Some((epoch, epoch, since));
                 self.leadership
                     .lead(&self.host, epoch, sent + valid_for(ttl));
@@ -341,8 +380,8 @@ impl Lease {
                 (self.news)(News::Elected { epoch });
             }
             // Another host was quicker: seen at the next turn.
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "cluster: campaign failed; retrying"),
+            (Ok(None), _) => {}
+            (Err(e), _) => tracing::warn!(error = %e, "cluster: campaign failed; retrying"),
         }
     }
 
@@ -419,7 +458,7 @@ mod tests {
     fn leadership_ends_at_its_deadline_and_when_deposed() {
         let l = Leadership::default();
         assert_eq!(l.epoch(), None);
-        let now = Instant::now();
+        let now = Moment::now();
         l.lead("a", 7, now + Duration::from_secs(5));
         assert_eq!(l.epoch_at(now), Some(7));
         assert_eq!(l.epoch_at(now + Duration::from_secs(5)), None);
