@@ -22,12 +22,20 @@ pub struct ClusterPolicy {
     /// Replicas of the project's buckets (1 on a single server, 3 in a
     /// three-node cluster).
     pub replicas: usize,
+    /// The leader's lease (docs/cluster.md, "Leader"): how long after the
+    /// leader's squadd last renewed it another host may take over.
+    pub lease_ttl: Duration,
 }
 
 impl ClusterPolicy {
     /// The KV bucket of the project's cluster-wide locks.
     pub fn locks_bucket(&self) -> String {
         format!("squad-{}-locks", self.project)
+    }
+
+    /// The KV bucket of the project's leader lease and host heartbeats.
+    pub fn leader_bucket(&self) -> String {
+        format!("squad-{}-leader", self.project)
     }
 }
 
@@ -43,6 +51,8 @@ pub struct RawCluster {
     lock_ttl: Option<String>,
     #[serde(default)]
     replicas: Option<usize>,
+    #[serde(default)]
+    lease_ttl: Option<String>,
 }
 
 /// The longest `cluster.lock_ttl` accepted: a dead host's locks must not
@@ -118,18 +128,12 @@ pub fn cluster_policy(raw: RawCluster) -> Result<ClusterPolicy, PolicyError> {
             "empty path; remove the key or name a .creds file",
         ));
     }
-    let lock_ttl = match raw.lock_ttl.as_deref() {
-        None => Duration::from_secs(15),
-        Some(t) => parse_duration(t).map_err(|m| err("lock_ttl", m))?,
-    };
-    // The server counts message TTLs in whole seconds.
-    if lock_ttl < Duration::from_secs(1) || lock_ttl > MAX_LOCK_TTL || lock_ttl.subsec_nanos() != 0
-    {
-        return Err(err(
-            "lock_ttl",
-            "must be whole seconds, from 1s to 1h (e.g. `15s`)",
-        ));
-    }
+    let lock_ttl = ttl(raw.lock_ttl.as_deref(), "lock_ttl", Duration::from_secs(15))?;
+    let lease_ttl = ttl(
+        raw.lease_ttl.as_deref(),
+        "lease_ttl",
+        Duration::from_secs(10),
+    )?;
     let replicas = raw.replicas.unwrap_or(3);
     if !(1..=5).contains(&replicas) {
         return Err(err("replicas", format!("{replicas}: must be 1 to 5")));
@@ -140,7 +144,27 @@ pub fn cluster_policy(raw: RawCluster) -> Result<ClusterPolicy, PolicyError> {
         credentials: raw.credentials,
         lock_ttl,
         replicas,
+        lease_ttl,
     })
+}
+
+/// A TTL key: whole seconds (the server counts message TTLs in seconds),
+/// from 1s to [`MAX_LOCK_TTL`].
+fn ttl(text: Option<&str>, field: &str, default: Duration) -> Result<Duration, PolicyError> {
+    let t = match text {
+        None => default,
+        Some(t) => parse_duration(t).map_err(|m| err(field, m))?,
+    };
+    if t < Duration::from_secs(1) || t > MAX_LOCK_TTL || t.subsec_nanos() != 0 {
+        return Err(err(
+            field,
+            format!(
+                "must be whole seconds, from 1s to 1h (e.g. `{}s`)",
+                default.as_secs()
+            ),
+        ));
+    }
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -167,6 +191,8 @@ mod tests {
         assert_eq!(p.locks_bucket(), "squad-web-shop-locks");
         assert_eq!(p.lock_ttl, Duration::from_secs(15));
         assert_eq!(p.replicas, 3);
+        assert_eq!(p.leader_bucket(), "squad-web-shop-leader");
+        assert_eq!(p.lease_ttl, Duration::from_secs(10));
         assert_eq!(p.credentials.as_deref(), Some("~/.config/squad/nats.creds"));
     }
 
@@ -208,6 +234,11 @@ mod tests {
                 "  nats: [\"nats://x:1\"]\n  project: p\n  lock_ttl: 2h\n",
                 "cluster.lock_ttl",
                 "1h",
+            ),
+            (
+                "  nats: [\"nats://x:1\"]\n  project: p\n  lease_ttl: 0s\n",
+                "cluster.lease_ttl",
+                "whole seconds",
             ),
             (
                 "  nats: [\"nats://x:1\"]\n  project: p\n  replicas: 7\n",

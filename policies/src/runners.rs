@@ -36,6 +36,9 @@ pub struct RunnerSpec {
     /// is started with `squadctl mcp` for its agent configured as the MCP
     /// server `squad` (docs/runners.md).
     pub mcp: bool,
+    /// With `cluster:`, the host (its id, `SQUAD_HOST`) whose squadd starts
+    /// this agent's runs; `None`: the leader's host (docs/cluster.md).
+    pub host: Option<String>,
 }
 
 /// `runners:` of the policy.
@@ -86,6 +89,15 @@ impl RunnersPolicy {
     /// The runner of `agent`: its own entry, else `"*"`.
     pub fn runner_for(&self, agent: &str) -> Option<&RunnerSpec> {
         self.agents.get(agent).or_else(|| self.agents.get("*"))
+    }
+
+    /// Whether the squadd of host `here` starts `agent`'s runs in a
+    /// cluster: its runner's `host:`, else the leader's host (`leads`).
+    pub fn dispatches_here(&self, agent: &str, here: &str, leads: bool) -> bool {
+        match self.runner_for(agent).and_then(|r| r.host.as_deref()) {
+            Some(owner) => owner == here,
+            None => leads,
+        }
     }
 
     /// Whether `agent`'s runs start in their own git worktree: its entry's
@@ -139,6 +151,8 @@ struct RawRunner {
     worktree: Option<bool>,
     #[serde(default)]
     mcp: bool,
+    #[serde(default)]
+    host: Option<String>,
 }
 
 /// The placeholders a runner's argv, env and cwd may use.
@@ -230,6 +244,10 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 guard_off,
                 worktree: r.worktree,
                 mcp: r.mcp,
+                host: r
+                    .host
+                    .map(|h| h.trim().to_string())
+                    .filter(|h| !h.is_empty()),
             },
         );
     }
@@ -577,6 +595,19 @@ pub fn run_timeout(
 mod tests {
     use super::*;
     use crate::policy::Policy;
+
+    #[test]
+    fn a_runner_with_a_host_dispatches_there_else_on_the_leader() {
+        let p = policy(
+            "runners:\n  agents:\n    \"*\": {command: [x]}\n    web: {command: [y], host: \" b:/srv \"}\n",
+        );
+        let r = &p;
+        assert_eq!(r.agents["web"].host.as_deref(), Some("b:/srv"));
+        assert!(r.dispatches_here("web", "b:/srv", false));
+        assert!(!r.dispatches_here("web", "a:/srv", true));
+        assert!(r.dispatches_here("api", "a:/srv", true));
+        assert!(!r.dispatches_here("api", "b:/srv", false));
+    }
 
     #[test]
     fn worktree_is_global_or_per_entry_and_must_be_a_boolean() {

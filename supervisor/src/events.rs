@@ -229,6 +229,20 @@ pub enum EventKind {
         /// Why it was stale.
         reason: String,
     },
+    /// This host became the project's leader (docs/cluster.md, "Leader"):
+    /// it writes the supervisor-owned outputs from now on.
+    LeaderElected {
+        /// The leader's epoch (the lease's revision at election).
+        epoch: u64,
+    },
+    /// This host stopped being the project's leader: its supervisor-owned
+    /// writes stopped.
+    LeaderLost {
+        /// The epoch it led with.
+        epoch: u64,
+        /// Why.
+        reason: String,
+    },
     /// squadd's control socket or pid lock was missing and is back: the
     /// socket file was removed (squadd bound it again) or `.squad/` was
     /// deleted and recreated (squadd took the new pid lock and bound again).
@@ -393,6 +407,8 @@ impl EventKind {
             EventKind::LockAcquired { .. } => "lock-acquired",
             EventKind::LockReleased { .. } => "lock-released",
             EventKind::LockReclaimed { .. } => "lock-reclaimed",
+            EventKind::LeaderElected { .. } => "leader-elected",
+            EventKind::LeaderLost { .. } => "leader-lost",
             EventKind::ControlRestored { .. } => "control-restored",
             EventKind::RootTakenOver { .. } => "root-taken-over",
             EventKind::WatchRestored { .. } => "watch-restored",
@@ -553,6 +569,8 @@ impl EventKind {
                 task_id,
                 reason,
             } => format!("{} of {agent} ({task_id}): {reason}", targets.join(", ")),
+            EventKind::LeaderElected { epoch } => format!("epoch {epoch}"),
+            EventKind::LeaderLost { epoch, reason } => format!("epoch {epoch}: {reason}"),
             EventKind::ControlRestored { reason } => reason.clone(),
             EventKind::RootTakenOver { pid } => {
                 format!("another squadd (pid {pid}) holds the recreated root; not supervised here")

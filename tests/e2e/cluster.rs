@@ -168,6 +168,40 @@ impl NatsCluster {
         }
     }
 
+    /// Freezes node `i` (SIGSTOP): its connections stay open and silent,
+    /// as a stalled machine's would.
+    pub fn freeze_node(&self, i: usize) {
+        if let Some(c) = &self.nodes[i].child {
+            crate::daemon::signal(c.id(), "STOP");
+        }
+    }
+
+    /// Resumes a frozen node (SIGCONT).
+    pub fn thaw_node(&self, i: usize) {
+        if let Some(c) = &self.nodes[i].child {
+            crate::daemon::signal(c.id(), "CONT");
+        }
+    }
+
+    /// Node `i`'s last sequence of stream `stream` (monitoring `/jsz`),
+    /// when it answers and has the stream.
+    fn last_seq(&self, i: usize, stream: &str) -> Option<u64> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.nodes[i].monitor_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(b"GET /jsz?streams=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        let body = answer.split_once("\r\n\r\n")?.1;
+        let v: serde_json::Value = serde_json::from_str(body).ok()?;
+        v["account_details"]
+            .as_array()?
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+            .find(|d| d["name"] == stream)?["state"]["last_seq"]
+            .as_u64()
+    }
+
     /// The client URLs, YAML flow list.
     pub fn urls_yaml(&self) -> String {
         let urls: Vec<String> = self
@@ -531,6 +565,11 @@ fn a_host_without_nats_takes_no_cluster_lock() {
     let (c, v) = status(root);
     assert_eq!(c, 1, "{v:#}");
     assert_ne!(v["connection"]["state"], "connected", "{v:#}");
+    // Not the leader without NATS: the supervisor-owned outputs are not
+    // written (another host's leader writes them).
+    assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+    let session = root.join(".squad/sessions").join(SESSION);
+    assert!(!session.join("session-status.md").exists());
     // A shared lock is local only (docs/cluster.md) and still works.
     let out = acquire(root, 0, &["--shared"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -954,5 +993,390 @@ fn cross_host_delivery_benchmark() {
         percentile(&local, 0.5),
         percentile(&local, 0.99),
         percentile(&local, 1.0)
+    );
+}
+
+/// A cluster policy with a leader lease of `lease`.
+fn leader_policy(nats: &str, lock_ttl: &str, lease: &str) -> String {
+    format!(
+        "cluster:\n  nats: {nats}\n  project: e2e\n  lock_ttl: {lock_ttl}\n  lease_ttl: {lease}\n  replicas: 3\n{NO_NOTICES}"
+    )
+}
+
+/// The host index whose squadd says it leads, when exactly one of `live`
+/// says so.
+fn sole_leader(roots: &[PathBuf], live: &[usize]) -> Option<usize> {
+    let leaders: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&h| status(&roots[h]).1["leader"]["this_host"] == true)
+        .collect();
+    (leaders.len() == 1).then(|| leaders[0])
+}
+
+/// One host's audit log (`.squad/audit.jsonl`), read from the file: it
+/// outlives a squadd killed -9.
+fn audit(root: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(root.join(".squad/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The leader history of every host, checked: elections come in rising
+/// epochs, and every supervisor-owned write (session-status.md, the shared
+/// context) of a host lies between its own election and the next election
+/// of any host (or its own loss): never two writers at once. Returns the
+/// elections as (time, host, epoch).
+fn check_one_writer(roots: &[PathBuf]) -> Vec<(String, usize, u64)> {
+    // (time, host, what, epoch)
+    let mut all: Vec<(String, usize, String, u64)> = Vec::new();
+    for (h, r) in roots.iter().enumerate() {
+        for e in audit(r) {
+            let at = e["at"].as_str().unwrap_or_default().to_string();
+            let kind = e["kind"].as_str().unwrap_or_default();
+            let epoch = e["epoch"].as_u64().unwrap_or(0);
+            let what = match kind {
+                "leader-elected" | "leader-lost" => kind.to_string(),
+                "output-written"
+                    if matches!(
+                        e["output"].as_str(),
+                        Some("session-status" | "shared-context")
+                    ) =>
+                {
+                    format!("write {}", e["path"].as_str().unwrap_or_default())
+                }
+                _ => continue,
+            };
+            all.push((at, h, what, epoch));
+        }
+    }
+    // RFC 3339 in UTC with a fixed format: text order is time order.
+    all.sort();
+    let mut leader: Option<(usize, u64)> = None;
+    let mut elections = Vec::new();
+    for (at, h, what, epoch) in &all {
+        match what.as_str() {
+            "leader-elected" => {
+                if let Some((_, e)) = leader {
+                    assert!(
+                        *epoch > e,
+                        "epoch {epoch} at {at} after epoch {e}: {all:#?}"
+                    );
+                }
+                leader = Some((*h, *epoch));
+                elections.push((at.clone(), *h, *epoch));
+            }
+            "leader-lost" => {
+                if leader.is_some_and(|(l, _)| l == *h) {
+                    leader = None;
+                }
+            }
+            _ => assert!(
+                leader.is_some_and(|(l, _)| l == *h),
+                "host {h} wrote ({what}) at {at} while the leader was {leader:?}: {all:#?}"
+            ),
+        }
+    }
+    elections
+}
+
+#[test]
+fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const LEASE: Duration = Duration::from_secs(4);
+    let (_tmp, roots) = checkouts(3, 2, &leader_policy(&nats.urls_yaml(), "5s", "4s"));
+    let mut daemons: Vec<Option<Daemon>> = roots
+        .iter()
+        .map(|r| Some(Daemon::start_with_env(r, QUIET_NATS)))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let status_md = |h: usize| {
+        roots[h]
+            .join(".squad/sessions")
+            .join(SESSION)
+            .join("session-status.md")
+    };
+    let first = eventually("one leader", || sole_leader(&roots, &[0, 1, 2]));
+    eventually("the leader writes session-status.md", || {
+        status_md(first).is_file().then_some(())
+    });
+    // Every host saw the session at its start-up scan: without the lease
+    // each would have written its own session-status.md (the old code did).
+    let followers: Vec<usize> = (0..3).filter(|&h| h != first).collect();
+    for &h in &followers {
+        assert!(
+            !status_md(h).exists(),
+            "follower {h} wrote session-status.md"
+        );
+    }
+    let (_, v) = status(&roots[followers[0]]);
+    assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+    assert_eq!(v["hosts"].as_array().map(Vec::len), Some(3), "{v:#}");
+    let epoch = v["leader"]["epoch"].as_u64().unwrap();
+    let human = ctl_ok(&roots[first], &["cluster", "status"]);
+    assert!(
+        human.contains(&format!("(epoch {epoch}), this host")),
+        "{human}"
+    );
+    let health = ctl_run(&roots[followers[0]], &["health"]);
+    assert!(
+        stdout(&health).contains(&format!("(epoch {epoch})")),
+        "{}",
+        stdout(&health)
+    );
+    let st = ctl_ok(&roots[followers[1]], &["status"]);
+    assert!(st.contains("cluster: NATS connected; leader: "), "{st}");
+
+    // Work goes on on every host while the leader dies: each host sees new
+    // tasks and would re-render its status.
+    let (stop, writer) = keep_planning(&roots);
+    if let Some(d) = daemons[first].take() {
+        d.kill9();
+    }
+    let killed = chrono::Utc::now();
+    let second = eventually("another host leads", || sole_leader(&roots, &followers));
+    eventually("the new leader writes session-status.md", || {
+        status_md(second).is_file().then_some(())
+    });
+    std::thread::sleep(LEASE);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().unwrap();
+    let other = followers.iter().copied().find(|&h| h != second).unwrap();
+    assert!(
+        !status_md(other).exists(),
+        "host {other} wrote session-status.md but never led"
+    );
+
+    let elections = check_one_writer(&roots);
+    let (at, h, new_epoch) = elections.last().cloned().unwrap();
+    assert_eq!(h, second, "{elections:?}");
+    assert!(new_epoch > epoch, "{elections:?}");
+    let at: chrono::DateTime<chrono::Utc> = at.parse().unwrap();
+    let took = (at - killed).to_std().unwrap_or_default();
+    eprintln!("failover: host {second} elected {took:?} after the leader's kill -9");
+    assert!(
+        took <= 2 * LEASE,
+        "host {second} took over {took:?} after the kill, more than two leases"
+    );
+}
+
+/// Writes a new plan on every host every 100 ms until stopped: each host
+/// then wants to re-render its session-status.md.
+fn keep_planning(
+    roots: &[PathBuf],
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let roots = roots.to_vec();
+    let flag = stop.clone();
+    let t = std::thread::spawn(move || {
+        let mut n = 0;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            for r in &roots {
+                let s = r.join(".squad/sessions").join(SESSION);
+                write_plan(&s, &format!("task_p{n}"), "agent-0", "");
+            }
+            n += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    (stop, t)
+}
+
+#[test]
+fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
+    let daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let first = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let other = 1 - first;
+    let (stop, planner) = keep_planning(&roots);
+    // The leader's squadd stalls (SIGSTOP: a long GC pause, a swapped-out
+    // VM) past its lease; the other host takes over and writes.
+    crate::daemon::signal(daemons[first].pid(), "STOP");
+    eventually("the other host leads", || sole_leader(&roots, &[other]));
+    let written = roots[other]
+        .join(".squad/sessions")
+        .join(SESSION)
+        .join("session-status.md");
+    eventually("the new leader writes", || written.is_file().then_some(()));
+    // It wakes with file events queued and a lease it thinks it held: the
+    // gate refuses every late write, and it learns it was deposed.
+    crate::daemon::signal(daemons[first].pid(), "CONT");
+    eventually("the woken host says it lost the lead", || {
+        audit(&roots[first])
+            .iter()
+            .any(|e| e["kind"] == "leader-lost")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    planner.join().unwrap();
+    let elections = check_one_writer(&roots);
+    assert_eq!(elections.last().map(|e| e.1), Some(other), "{elections:?}");
+    let (_, v) = status(&roots[first]);
+    assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+}
+
+#[test]
+fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    const PER_HOST: usize = 4;
+    let (_tmp, roots) = checkouts(
+        3,
+        3 * PER_HOST,
+        &leader_policy(&nats.urls_yaml(), "6s", "3s"),
+    );
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    eventually("one leader", || sole_leader(&roots, &[0, 1, 2]));
+    let (stop, planner) = keep_planning(&roots);
+    // Each agent takes and gives back the path three times; an attempt that
+    // fails on NATS (exit 2: the frozen node does not answer) is retried.
+    let history: Arc<Mutex<Vec<(Instant, Instant, usize)>>> = Arc::default();
+    let threads: Vec<_> = (0..3 * PER_HOST)
+        .map(|i| {
+            let root = roots[i / PER_HOST].clone();
+            let history = history.clone();
+            std::thread::spawn(move || {
+                let agent = format!("agent-{i}");
+                let mut held = 0;
+                let started = Instant::now();
+                while held < 3 {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(300),
+                        "agent-{i} starved"
+                    );
+                    let out = acquire(&root, i, &["--wait", "30s"]);
+                    if code(&out) != 0 {
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                    let from = Instant::now();
+                    std::thread::sleep(Duration::from_millis(20));
+                    let to = Instant::now();
+                    history.lock().unwrap().push((from, to, i));
+                    held += 1;
+                    // A release that fails on NATS leaves the key to lapse
+                    // at its TTL: never a second holder either way.
+                    let _ = ctl_run(
+                        &root,
+                        &["lock", "release", "shared/x.rs", "--agent", &agent],
+                    );
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    nats.freeze_node(0);
+    std::thread::sleep(Duration::from_secs(8));
+    nats.thaw_node(0);
+    for t in threads {
+        t.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    planner.join().unwrap();
+    let mut h = history.lock().unwrap().clone();
+    h.sort();
+    for w in h.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "agent-{} and agent-{} held shared/x.rs at once",
+            w[0].2,
+            w[1].2
+        );
+    }
+    check_one_writer(&roots);
+    // The frozen node catches up: every node ends with the same last
+    // sequence of both project buckets.
+    for stream in ["KV_squad-e2e-locks", "KV_squad-e2e-leader"] {
+        eventually(&format!("{stream} converges on the three nodes"), || {
+            let seqs: Vec<Option<u64>> = (0..3).map(|i| nats.last_seq(i, stream)).collect();
+            (seqs[0].is_some() && seqs.iter().all(|s| *s == seqs[0])).then_some(())
+        });
+    }
+}
+
+#[test]
+fn runs_start_only_on_the_agents_host_or_the_leaders() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let tmp_agent = tempfile::tempdir().unwrap();
+    // The agent: runs until its checkout is gone (the test's end), so no
+    // process outlives the test.
+    let agent = tmp_agent.path().join("agent.sh");
+    fs::write(
+        &agent,
+        "#!/bin/sh\nwhile [ -d \"$1\" ]; do sleep 0.2; done\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let policy = format!(
+        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    \"*\":\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n    agent-0:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-b\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s"),
+        a = agent.display()
+    );
+    let (_tmp, roots) = checkouts(2, 2, &policy);
+    let names = ["host-a", "host-b"];
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .zip(names)
+        .map(|(r, n)| {
+            Daemon::start_with_env(
+                r,
+                &[("RUST_LOG", "debug,async_nats=info"), ("SQUAD_HOST", n)],
+            )
+        })
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let run = |h: usize, task: &str| {
+        roots[h]
+            .join(".squad/sessions")
+            .join(SESSION)
+            .join("runs")
+            .join(task)
+            .join("run.json")
+    };
+    // agent-0's runner names host-b; agent-1's names none: the leader's.
+    eventually("host-b starts agent-0's run", || {
+        run(1, "task_0").is_file().then_some(())
+    });
+    eventually("the leader starts agent-1's run", || {
+        run(leader, "task_1").is_file().then_some(())
+    });
+    assert!(!run(0, "task_0").exists(), "host-a started agent-0's run");
+    assert!(
+        !run(1 - leader, "task_1").exists(),
+        "a follower started agent-1's run"
     );
 }

@@ -115,7 +115,7 @@ impl Drop for Daemon {
     }
 }
 
-fn signal(pid: u32, sig: &str) {
+pub fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())

@@ -7,6 +7,7 @@
 //! host when their TTL runs out on the server, never before.
 
 use super::kv::{Locks, TakeError};
+use super::leader::{Leadership, Lease, News};
 use super::{Holder, host_id, key_of};
 use crate::control::Response;
 use chrono::Utc;
@@ -35,9 +36,17 @@ pub struct Ask {
 /// Where the root's cluster task takes requests.
 pub struct Handle {
     tx: mpsc::Sender<(Ask, oneshot::Sender<Response>)>,
+    leadership: Leadership,
 }
 
 impl Handle {
+    /// The epoch this host leads the project with, while its lease is
+    /// valid; `None` on a follower (docs/cluster.md, "Leader"). squadd
+    /// writes the supervisor-owned outputs only while this is `Some`.
+    pub fn leader_epoch(&self) -> Option<u64> {
+        self.leadership.epoch()
+    }
+
     /// Hands a request to the task; the receiver gets the answer.
     pub fn ask(&self, ask: Ask) -> oneshot::Receiver<Response> {
         let (tx, rx) = oneshot::channel();
@@ -70,11 +79,17 @@ struct Task {
     /// Whether the locks an earlier squadd of this checkout held were
     /// looked for (once, at the first renewal with NATS up).
     adopted: bool,
+    /// This host's leadership (the lease task changes it).
+    leadership: Leadership,
+    /// Handed to the lease task once connected.
+    news: Option<Box<dyn Fn(News) + Send + Sync>>,
 }
 
-/// Starts the cluster task of `root` (inside squadd's runtime).
-pub fn start(root: &Path, policy: ClusterPolicy) -> Handle {
+/// Starts the cluster task of `root` (inside squadd's runtime); `news` hears
+/// when this host becomes or stops being the leader.
+pub fn start(root: &Path, policy: ClusterPolicy, news: Box<dyn Fn(News) + Send + Sync>) -> Handle {
     let (tx, rx) = mpsc::channel(256);
+    let leadership = Leadership::default();
     let task = Task {
         root: root.to_path_buf(),
         host: host_id(root),
@@ -83,15 +98,33 @@ pub fn start(root: &Path, policy: ClusterPolicy) -> Handle {
         connect_error: None,
         held: BTreeMap::new(),
         adopted: false,
+        leadership: leadership.clone(),
+        news: Some(news),
     };
     tokio::spawn(task.run(rx));
-    Handle { tx }
+    Handle { tx, leadership }
 }
 
 impl Task {
     async fn run(mut self, mut rx: mpsc::Receiver<(Ask, oneshot::Sender<Response>)>) {
         match Locks::connect(&self.policy, true).await {
-            Ok(l) => self.locks = Some(l),
+            Ok(l) => {
+                // The lease on its own task: a slow lock request never
+                // delays a renewal (and a late renewal only ends the
+                // leadership early, never late).
+                if let Some(news) = self.news.take() {
+                    let lease = Lease::new(
+                        l.jetstream(),
+                        l.client(),
+                        self.policy.clone(),
+                        self.host.clone(),
+                        self.leadership.clone(),
+                        news,
+                    );
+                    tokio::spawn(lease.run());
+                }
+                self.locks = Some(l);
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cluster: cannot connect");
                 self.connect_error = Some(e);
@@ -264,8 +297,52 @@ impl Task {
                 }
             }
         }
+        let (beats, lease, hosts_error) = match &self.locks {
+            Some(l) if l.connected() => {
+                match super::leader::survey(&l.jetstream(), &self.policy).await {
+                    Ok((b, lease)) => (b, lease, None),
+                    Err(e) => (Vec::new(), None, Some(e)),
+                }
+            }
+            _ => (Vec::new(), None, Some("not connected to NATS".to_string())),
+        };
+        for b in &beats {
+            if !hosts.contains(&b.host) {
+                hosts.push(b.host.clone());
+            }
+        }
+        let leading = self.leadership.epoch();
+        // The bucket's word when it answered, else what this host last saw.
+        let (leader_host, epoch) = match (lease, self.leadership.seen()) {
+            (Some((h, e)), _) | (None, Some((h, e))) => (Some(h), Some(e)),
+            (None, None) => (None, None),
+        };
+        let now = Utc::now();
+        let host_rows: Vec<serde_json::Value> = beats
+            .iter()
+            .map(|b| {
+                json!({
+                    "host": b.host,
+                    "this_host": b.host == self.host,
+                    "last_seen": b.at,
+                    "seen_secs_ago": (now - b.at).num_milliseconds().max(0) as f64 / 1000.0,
+                    "leader": leader_host.as_deref() == Some(b.host.as_str()),
+                    "server": b.server,
+                    // Replication is not built in this branch (clrepl).
+                    "replication_lag": null,
+                })
+            })
+            .collect();
         json!({
             "enabled": true,
+            "leader": {
+                "host": leader_host,
+                "epoch": epoch,
+                "this_host": leading.is_some(),
+                "lease_ttl_secs": self.policy.lease_ttl.as_secs(),
+            },
+            "hosts": host_rows,
+            "hosts_error": hosts_error,
             "host": self.host,
             "project": self.policy.project,
             "seeds": self.policy.nats,

@@ -4,7 +4,7 @@
 //!
 //! async-nats has no public "update with TTL", so the puts are published
 //! here with the two headers the KV API uses (`Nats-Expected-Last-Subject-
-//! Sequence`, `Nats-TTL`).
+//! Sequence`, `Nats-TTL`): [`put`], shared with the leader lease.
 
 use super::Holder;
 use async_nats::jetstream::{self, context::PublishErrorKind, kv};
@@ -114,28 +114,30 @@ impl Locks {
         })
     }
 
+    /// The connection (the leader lease shares it).
+    pub fn client(&self) -> async_nats::Client {
+        self.client.clone()
+    }
+
+    /// The connection's JetStream context (the leader lease shares it).
+    pub fn jetstream(&self) -> jetstream::Context {
+        self.js.clone()
+    }
+
     /// The bucket, created when missing (one history entry per key, TTLs
     /// allowed; the delete markers a TTL leaves live one lock TTL).
     async fn store(&mut self) -> Result<kv::Store, String> {
         if let Some(s) = &self.store {
             return Ok(s.clone());
         }
-        let store = match self.js.get_key_value(&self.bucket).await {
-            Ok(s) => s,
-            Err(_) => self
-                .js
-                .create_key_value(kv::Config {
-                    bucket: self.bucket.clone(),
-                    description: "squad-supervisor cluster-wide locks".into(),
-                    history: 1,
-                    num_replicas: self.replicas,
-                    storage: jetstream::stream::StorageType::File,
-                    limit_markers: Some(self.ttl),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| format!("cannot create the lock bucket {}: {e}", self.bucket))?,
-        };
+        let store = bucket(
+            &self.js,
+            &self.bucket,
+            "squad-supervisor cluster-wide locks",
+            self.replicas,
+            self.ttl,
+        )
+        .await?;
         self.store = Some(store.clone());
         Ok(store)
     }
@@ -226,10 +228,7 @@ impl Locks {
         }
     }
 
-    /// Every live lock: holder and revision. The keys come from the
-    /// stream's subject list (a stream-info request to its leader), not
-    /// from a consumer: consumer creation timed out for a while after a
-    /// node died, while every other request was answered.
+    /// Every live lock: holder and revision.
     pub async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
         self.store().await?;
         let names = keys_of(&self.js, &self.bucket).await?;
@@ -267,29 +266,58 @@ pub async fn keys_of(js: &jetstream::Context, bucket: &str) -> Result<Vec<String
     Ok(names)
 }
 
-/// Publishes `body` at `key` of KV bucket `bucket` if the key's last
-/// revision is `expected` (0: no message at all), with a per-message TTL
-/// when given. Returns the new revision, or `Ok(None)` when the revision
-/// was not `expected`.
+/// A project bucket, created when missing: one history entry per key,
+/// per-message TTLs allowed (the delete marker a TTL leaves lives
+/// `markers`), file storage, `replicas` replicas.
+pub async fn bucket(
+    js: &jetstream::Context,
+    name: &str,
+    description: &str,
+    replicas: usize,
+    markers: Duration,
+) -> Result<kv::Store, String> {
+    match js.get_key_value(name).await {
+        Ok(s) => Ok(s),
+        Err(_) => js
+            .create_key_value(kv::Config {
+                bucket: name.to_string(),
+                description: description.into(),
+                history: 1,
+                num_replicas: replicas,
+                storage: jetstream::stream::StorageType::File,
+                limit_markers: Some(markers),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("cannot create the bucket {name}: {e}")),
+    }
+}
+
+/// Puts `body` at `key` of KV bucket `bucket`: with `expected`, only if
+/// the key's last revision is that (0: no message at all); with `ttl`, a
+/// per-message TTL. Returns the new revision, or `Ok(None)` when the
+/// revision was not `expected`.
 ///
 /// async-nats has no public "update with TTL", so the put is published
 /// with the two headers the KV API uses. A bucket just created (by us or
 /// another host) may have no stream leader yet in a cluster: its publishes
 /// get no responder ("no stream found") for a moment; retried briefly,
 /// then reported.
-pub async fn publish_cas(
+pub async fn put(
     js: &jetstream::Context,
     bucket: &str,
     key: &str,
-    expected: u64,
+    expected: Option<u64>,
     ttl: Option<Duration>,
     body: Vec<u8>,
 ) -> Result<Option<u64>, String> {
     let mut headers = HeaderMap::new();
-    headers.insert(
-        header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-        HeaderValue::from(expected),
-    );
+    if let Some(expected) = expected {
+        headers.insert(
+            header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            HeaderValue::from(expected),
+        );
+    }
     if let Some(ttl) = ttl {
         headers.insert(header::NATS_MESSAGE_TTL, HeaderValue::from(ttl.as_secs()));
     }
@@ -322,4 +350,16 @@ pub async fn publish_cas(
         }
         Err(e) => Err(format!("NATS publish: {e}")),
     }
+}
+
+/// [`put`] only if the key's last revision is `expected`.
+pub async fn publish_cas(
+    js: &jetstream::Context,
+    bucket: &str,
+    key: &str,
+    expected: u64,
+    ttl: Option<Duration>,
+    body: Vec<u8>,
+) -> Result<Option<u64>, String> {
+    put(js, bucket, key, Some(expected), ttl, body).await
 }

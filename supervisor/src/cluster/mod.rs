@@ -1,7 +1,8 @@
 //! The cluster (docs/cluster.md): a project's checkouts, each with its own
 //! squadd, joined through a NATS JetStream cluster: the foundation,
 //! cluster-wide locks, replication of protocol files and cross-host message
-//! delivery; leader election is not built yet.
+//! delivery, and the leader lease ([`leader`]: one writer of the
+//! supervisor-owned outputs per project).
 //!
 //! squadd holds the NATS connection ([`daemon`]): it takes, renews and
 //! releases the project's cluster locks for the agents of its checkout.
@@ -12,6 +13,7 @@
 pub mod client;
 pub mod daemon;
 pub mod kv;
+pub mod leader;
 pub mod presence;
 pub mod replicate;
 

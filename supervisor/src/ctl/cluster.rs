@@ -88,11 +88,43 @@ fn human(v: &Value) -> String {
     if let Some(e) = v["connection"]["error"].as_str() {
         out.push_str(&format!("error: {}\n", crate::text::escape_lines(e)));
     }
-    if let Some(hosts) = v["hosts_seen"].as_array() {
-        out.push_str(&format!(
-            "hosts seen: {}\n",
-            hosts.iter().map(s).collect::<Vec<_>>().join(", ")
-        ));
+    out.push_str(&leader_line(v));
+    match v["hosts"].as_array() {
+        Some(rows) if !rows.is_empty() => {
+            out.push_str(&format!("hosts: {}\n", rows.len()));
+            for h in rows {
+                out.push_str(&format!(
+                    "  {}{}{}  seen {:.1}s ago  via {}  replication lag: {}\n",
+                    s(&h["host"]),
+                    if h["this_host"] == true {
+                        " (this host)"
+                    } else {
+                        ""
+                    },
+                    if h["leader"] == true { " [leader]" } else { "" },
+                    h["seen_secs_ago"].as_f64().unwrap_or(0.0),
+                    s(&h["server"]),
+                    match h["replication_lag"].as_f64() {
+                        Some(l) => format!("{l:.1}s"),
+                        None => "not measured (replication not built here)".into(),
+                    }
+                ));
+            }
+        }
+        _ => {
+            if let Some(e) = v["hosts_error"].as_str() {
+                out.push_str(&format!(
+                    "hosts: unknown ({})\n",
+                    crate::text::escape_lines(e)
+                ));
+            }
+            if let Some(hosts) = v["hosts_seen"].as_array() {
+                out.push_str(&format!(
+                    "hosts seen: {}\n",
+                    hosts.iter().map(s).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
     }
     match v["locks"].as_array() {
         Some(locks) if locks.is_empty() => out.push_str("cluster locks: none\n"),
@@ -170,6 +202,51 @@ fn replication_human(r: &Value, out: &mut String) {
     }
 }
 
+/// `leader: <host> (epoch N)[, this host]` from a status report.
+fn leader_line(v: &Value) -> String {
+    let l = &v["leader"];
+    match (l["host"].as_str(), l["epoch"].as_u64()) {
+        (Some(h), Some(e)) => format!(
+            "leader: {} (epoch {e}){}\n",
+            crate::text::escape(h),
+            if l["this_host"] == true {
+                ", this host"
+            } else {
+                ""
+            }
+        ),
+        _ => "leader: none known (no lease held, or NATS unreachable)\n".into(),
+    }
+}
+
+/// The `cluster` section of `squadctl status` (human): the connection and
+/// the leader, as the local squadd sees them; `None` without `cluster:`.
+pub fn status_section(root: &Path) -> Option<(String, Value)> {
+    crate::locks::load_policy(root).ok()?.cluster?;
+    Some(
+        match crate::cluster::client::call(root, "status", &[], "", "", "") {
+            Ok(v) => {
+                let text = format!(
+                    "cluster: NATS {}; {}; {} host(s) live\n",
+                    v["connection"]["state"].as_str().unwrap_or("unknown"),
+                    leader_line(&v).trim_end(),
+                    v["hosts"].as_array().map_or(0, Vec::len)
+                );
+                let j = json!({
+                    "connection": v["connection"]["state"],
+                    "leader": v["leader"],
+                    "hosts": v["hosts"].as_array().map(|h| h.iter().map(|x| x["host"].clone()).collect::<Vec<_>>()),
+                });
+                (text, j)
+            }
+            Err(e) => (
+                format!("cluster: unknown ({})\n", crate::text::escape_lines(&e)),
+                json!({"error": e}),
+            ),
+        },
+    )
+}
+
 /// The `cluster` line of `squadctl health`, when the project has
 /// `cluster:`: ok while squadd is connected to NATS, critical otherwise
 /// (no new cluster locks are taken then).
@@ -179,10 +256,11 @@ pub fn health_check(root: &Path) -> Option<crate::daemon::health::Check> {
     let (value, verdict) = match crate::cluster::client::call(root, "status", &[], "", "", "") {
         Ok(v) if v["connection"]["state"] == "connected" => (
             format!(
-                "connected to {}; {} cluster lock(s), {} held here",
+                "connected to {}; {} cluster lock(s), {} held here; {}",
                 v["connection"]["server"].as_str().unwrap_or("?"),
                 v["locks"].as_array().map_or(0, Vec::len),
-                v["held_here"].as_u64().unwrap_or(0)
+                v["held_here"].as_u64().unwrap_or(0),
+                leader_line(&v).trim_end()
             ),
             Verdict::Ok,
         ),

@@ -197,10 +197,15 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     };
     // Agent runs (docs/runners.md), from their run.json files.
     let runs = super::runs::runs_report(&root, args.session.as_deref(), false, 0);
+    // Cluster call site (docs/cluster.md): connection and leader, when on.
+    let cluster = super::cluster::status_section(&root);
     let code = if args.json {
         let mut value = serde_json::to_value(&report).unwrap_or_default();
         value["needs_attention"] = serde_json::to_value(&attention).unwrap_or_default();
         value["runs"] = serde_json::Value::Array(runs);
+        if let Some((_, c)) = &cluster {
+            value["cluster"] = c.clone();
+        }
         print(&format!("{value:#}\n"))
     } else {
         // Session names, agents and findings come from the files: escape
@@ -215,6 +220,9 @@ pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         if !runs.is_empty() {
             text.push_str("agent runs:\n");
             text.push_str(&super::runs::runs_human(&runs));
+        }
+        if let Some((c, _)) = &cluster {
+            text.push_str(c);
         }
         super::print_human(&text)
     };

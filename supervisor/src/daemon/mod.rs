@@ -37,6 +37,7 @@ pub mod eventlog;
 pub mod health;
 pub mod hooks;
 pub mod intake;
+mod leader;
 mod mail;
 pub mod notices;
 pub mod pidfile;
@@ -160,6 +161,9 @@ pub struct Supervisor {
     outbox: Vec<(RootId, routing::Delivery)>,
     /// Where the replication tasks send their events (docs/cluster.md).
     replica_reports: mpsc::UnboundedSender<crate::cluster::replicate::Report>,
+    /// Where the roots' cluster tasks say this host became or stopped
+    /// being the leader (docs/cluster.md).
+    leader_news: mpsc::UnboundedSender<(RootId, crate::cluster::leader::News)>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -174,6 +178,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let (hooks, mut hook_rx) = Hooks::new();
     let (calls, mut call_rx) = mpsc::channel::<server::Call>(64);
     let (replica_reports, mut replica_rx) = mpsc::unbounded_channel();
+    let (leader_news, mut leader_rx) = mpsc::unbounded_channel();
     let mut sup = Supervisor {
         roots: Roots::default(),
         intake,
@@ -188,6 +193,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         calls,
         outbox: Vec::new(),
         replica_reports,
+        leader_news,
     };
 
     let mut behind_rx = sup.writer.start_behind()?;
@@ -273,6 +279,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
             }
             Some(done) = behind_rx.recv() => sup.written_behind(done),
             Some(r) = replica_rx.recv() => sup.replica_report(r),
+            Some((i, news)) = leader_rx.recv() => sup.leader_news(i, news),
             _ = sleep_until(wake) => {}
         }
         sup.flush(Instant::now(), Utc::now());
@@ -382,11 +389,8 @@ impl Supervisor {
             socket: None,
             procs: Box::new(crate::runners::OsProcesses::new(&root_path)),
             run_reply: None,
-            // Cluster call site: the task holds the NATS connection and
-            // renews this checkout's cluster locks (docs/cluster.md).
-            cluster: policy_cluster
-                .as_ref()
-                .map(|c| crate::cluster::daemon::start(&root_path, c.clone())),
+            // Started once the root has its id (below).
+            cluster: None,
             // Replication call site: protocol files and message delivery
             // across checkouts (docs/cluster.md).
             replica: policy_cluster.as_ref().map(|c| {
@@ -399,6 +403,16 @@ impl Supervisor {
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
+        // Cluster call site: the task holds the NATS connection, renews this
+        // checkout's cluster locks and the leader lease (docs/cluster.md).
+        if let Some(c) = policy_cluster {
+            let tx = self.leader_news.clone();
+            let news = Box::new(move |n| {
+                let _ = tx.send((i, n));
+            });
+            self.roots.shell_mut(i).cluster =
+                Some(crate::cluster::daemon::start(&root_path, c, news));
+        }
         let r = self.roots.core(i);
         self.log.add_root(i, &r.root);
         if let Some(error) = refused {

@@ -86,7 +86,15 @@ impl Supervisor {
                 self.step(i, Input::RunExited { run, ended }, now);
             }
             self.step(i, Input::RunsDue { facts: &FileFacts }, now);
-            self.step(i, Input::DispatchDue, now);
+            // Cluster call site (docs/cluster.md): only the agent's host
+            // starts its runs.
+            let cluster = self.roots.shell(i).cluster.is_some().then(|| {
+                (
+                    crate::cluster::host_id(&self.roots.core(i).root),
+                    self.leads(i),
+                )
+            });
+            self.step(i, Input::DispatchDue { cluster }, now);
         }
     }
 

@@ -155,9 +155,13 @@ impl Supervisor {
             Effect::WriteSharedContext(root) => self.write_shared_context(root, false),
             Effect::RefreshLocks(root) => self.refresh_locks(root),
             Effect::RunRetention(root) => {
-                let busy = self.busy_sessions(root);
-                let caused = super::upkeep::run_retention(self.roots.core_mut(root), &busy, wall);
-                self.record(root, caused);
+                // With `cluster:`, only the leader runs retention.
+                if self.leads(root) {
+                    let busy = self.busy_sessions(root);
+                    let caused =
+                        super::upkeep::run_retention(self.roots.core_mut(root), &busy, wall);
+                    self.record(root, caused);
+                }
                 self.schedule_retention(root, wall);
             }
             Effect::RefreshSkills(root) => self.refresh_skills(root),

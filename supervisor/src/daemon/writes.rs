@@ -49,7 +49,11 @@ impl Supervisor {
 
     /// Writes the session-status.md of each named session that changed, as
     /// one batch of the writer.
+    /// With `cluster:`, only the leader writes them ([`Self::leads`]).
     pub(super) fn write_statuses(&mut self, i: RootId, names: &[String], wall: DateTime<Utc>) {
+        if !self.leads(i) {
+            return;
+        }
         self.write_statuses_locked(i, names, wall, None);
     }
 
@@ -165,7 +169,8 @@ impl Supervisor {
     /// own last write left (see [`context`]).
     pub(super) fn write_shared_context(&mut self, i: RootId, now: bool) {
         self.timers.cancel(&Timer::Context(i));
-        if self.root_gone(i) {
+        // With `cluster:`, only the leader writes it.
+        if self.root_gone(i) || !self.leads(i) {
             return;
         }
         let job = context::Job {

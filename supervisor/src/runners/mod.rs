@@ -647,6 +647,7 @@ mod tests {
             guard_off: false,
             worktree: None,
             mcp: false,
+            host: None,
         };
         let vars = Vars {
             prompt_file: "/p/prompt.md",

@@ -269,7 +269,12 @@ pub enum Input<'a> {
         facts: &'a dyn runs::RunFacts,
     },
     /// After the look at live runs: ready tasks dispatched.
-    DispatchDue,
+    DispatchDue {
+        /// With `cluster:` (docs/cluster.md): this host's id and whether
+        /// it leads the project; only the agent's host (its runner's
+        /// `host:`, else the leader's) starts its runs. `None`: no cluster.
+        cluster: Option<(String, bool)>,
+    },
     /// The look's spawns are carried out ([`Effect::RunsLooked`]).
     RunsLooked {
         /// The next retry due, if any.
@@ -403,7 +408,7 @@ impl<'a> Core<'a> {
                 drained,
                 facts,
             } => runs::left(root, id, &run, left, drained, facts, now),
-            Input::DispatchDue => runs::dispatch(root, id, now),
+            Input::DispatchDue { cluster } => runs::dispatch(root, id, cluster.as_ref(), now),
             Input::RunsLooked { retry_at } => runs::looked(root, id, retry_at),
             Input::RunSpawned { spec, rec, dir } => runs::spawned(root, id, &spec, *rec, dir),
             Input::SpawnFailed {

@@ -474,11 +474,20 @@ pub fn left(
 /// After the look: ready tasks started within the pool (when the policy
 /// dispatches), `pool-empty` when the runs ended, and the next look
 /// (every [`POLL`] while runs are live, else at the next retry).
-pub fn dispatch(root: &mut Root, id: RootId, now: Now) -> Vec<Effect> {
+pub fn dispatch(
+    root: &mut Root,
+    id: RootId,
+    cluster: Option<&(String, bool)>,
+    now: Now,
+) -> Vec<Effect> {
     let mut out = Vec::new();
     let mut next = None;
     if root.policy.runners.dispatch {
-        let candidates = candidates(root);
+        let mut candidates = candidates(root);
+        if let Some((here, leads)) = cluster {
+            let runners = &root.policy.runners;
+            candidates.retain(|c| runners.dispatches_here(&c.agent, here, *leads));
+        }
         if !candidates.is_empty() {
             let start = squad_policies::runners::dispatch(
                 &root.policy.runners,

@@ -146,7 +146,7 @@ fn started_record(spec: &RunSpec, pid: u32, at: Now) -> RunRecord {
 
 /// Dispatch at `at`: exactly one run asked for, reported started as `pid`.
 fn dispatch_and_start(r: &mut Root, pid: u32, at: Now) -> RunSpec {
-    let effects = step(r, Input::DispatchDue, at);
+    let effects = step(r, Input::DispatchDue { cluster: None }, at);
     let mut asked = spawns(&effects);
     assert_eq!(asked.len(), 1, "{effects:?}");
     let spec = asked.remove(0);
@@ -248,7 +248,7 @@ fn a_failed_run_is_retried_after_the_backoff_then_held() {
         Effect::TellLead { tail_of: Some(dir), .. } if *dir == run_dir()
     ));
     // Before the backoff: nothing starts; the look wakes at the retry.
-    let early = step(&mut r, Input::DispatchDue, t(20));
+    let early = step(&mut r, Input::DispatchDue { cluster: None }, t(20));
     assert!(spawns(&early).is_empty(), "{early:?}");
     assert_eq!(
         early.last(),
@@ -282,7 +282,7 @@ fn a_failed_run_is_retried_after_the_backoff_then_held() {
     );
     let rec = &records(&ended)[0];
     assert_eq!((rec.attempt, rec.held, rec.retry_at), (2, true, None));
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(500))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(500))).is_empty());
 }
 
 #[test]
@@ -301,7 +301,7 @@ fn a_completed_run_finishes_its_worktree_and_nobody_is_told() {
             .any(|e| matches!(e, Effect::FinishWorktree { .. }))
     );
     assert!(told_lead(&ended).is_empty(), "{ended:?}");
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(100))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(100))).is_empty());
 }
 
 #[test]
@@ -310,7 +310,7 @@ fn the_pool_is_said_empty_once_the_last_run_ended() {
     let facts = Facts::default();
     dispatch_and_start(&mut r, 42, t(0));
     end(&mut r, Ended::default(), &facts, t(10));
-    let dispatched = step(&mut r, Input::DispatchDue, t(10));
+    let dispatched = step(&mut r, Input::DispatchDue { cluster: None }, t(10));
     let Some(Effect::RunsLooked { retry_at, .. }) = dispatched.last().cloned() else {
         panic!("{dispatched:?}");
     };
@@ -380,7 +380,7 @@ fn a_live_run_met_after_a_restart_is_readopted_and_supervised() {
             .any(|e| matches!(e, Effect::AdoptRun { rec, .. } if rec.pid == 42))
     );
     // Not started a second time; supervised as before (its time limit).
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(5))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(5))).is_empty());
     let at_limit = step(&mut r, Input::RunsDue { facts: &facts }, t(60));
     assert_eq!(signals(&at_limit), vec![(42, Signal::Term)]);
 }
@@ -403,7 +403,7 @@ fn a_run_gone_while_squadd_was_down_is_lost_held_and_its_leftovers_killed_by_env
         [EventKind::RunLost { pid: 42, .. }]
     ));
     assert_eq!(told_lead(&effects).len(), 1);
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(6))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(6))).is_empty());
 }
 
 #[test]
@@ -491,7 +491,7 @@ fn stop_by_hand_records_the_run_stopped_holds_it_and_kills_after_the_grace() {
 #[test]
 fn a_failed_spawn_is_recorded_held_and_reported_and_not_tried_again() {
     let mut r = root(3);
-    let asked = spawns(&step(&mut r, Input::DispatchDue, t(0)));
+    let asked = spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(0)));
     let spec = asked[0].clone();
     let written = started_record(&spec, 0, t(0));
     let effects = step(
@@ -510,7 +510,7 @@ fn a_failed_spawn_is_recorded_held_and_reported_and_not_tried_again() {
         [EventKind::RunFailed { error, .. }] if error == "agent: not found"
     ));
     assert_eq!(told_lead(&effects).len(), 1);
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(100))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(100))).is_empty());
 }
 
 #[test]
@@ -534,7 +534,7 @@ fn a_config_reload_keeps_the_previous_config_when_invalid_and_looks_at_runs_now(
         })
     );
     // A pool of none: nothing starts.
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(0))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(0))).is_empty());
     let refused = step(
         &mut r,
         Input::ConfigRead {
@@ -547,7 +547,7 @@ fn a_config_reload_keeps_the_previous_config_when_invalid_and_looks_at_runs_now(
         events(&refused).as_slice(),
         [EventKind::ConfigReloaded { error: Some(_) }]
     ));
-    assert!(spawns(&step(&mut r, Input::DispatchDue, t(1))).is_empty());
+    assert!(spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(1))).is_empty());
 }
 
 /// The signal of the look's containment of an ended run.
@@ -655,7 +655,7 @@ fn the_largest_durations_never_overflow_the_clock() {
     r.policy.runners.grace = Duration::MAX;
     r.policy.runners.retry_backoff = Duration::MAX;
     r.policy.runners.idle_after = Some(Duration::MAX);
-    let spec = spawns(&step(&mut r, Input::DispatchDue, t(0)))[0].clone();
+    let spec = spawns(&step(&mut r, Input::DispatchDue { cluster: None }, t(0)))[0].clone();
     let mut rec = started_record(&spec, 42, t(0));
     rec.deadline = super::decide::deadline(t(0).wall, Duration::MAX);
     assert_eq!(rec.deadline, DateTime::<Utc>::MAX_UTC);
@@ -687,7 +687,7 @@ fn the_largest_durations_never_overflow_the_clock() {
         end_of_time,
     );
     assert_eq!(records(&ended).len(), 1);
-    let dispatched = step(&mut r, Input::DispatchDue, end_of_time);
+    let dispatched = step(&mut r, Input::DispatchDue { cluster: None }, end_of_time);
     let Some(Effect::RunsLooked { retry_at, .. }) = dispatched.last().cloned() else {
         panic!("{dispatched:?}");
     };
