@@ -81,7 +81,7 @@ impl std::fmt::Display for Kind {
 
 /// One thing a human should look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Item {
+pub(crate) struct Item {
     /// What it is.
     pub kind: Kind,
     /// `critical`, `error` or `warning`: the list is sorted by it.
@@ -100,7 +100,7 @@ pub struct Item {
 
 /// The facts the model is built from.
 #[derive(Debug, Clone, Default)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// The status report (from squadd or the files).
     pub report: Option<&'a StatusReport>,
     /// Every run record (`sessions/*/runs/*/run.json`).
@@ -147,7 +147,7 @@ fn run_kind(r: &RunRecord) -> Option<Kind> {
 
 /// Everything that needs a human, most severe first. Pure: the same facts
 /// give the same list.
-pub fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
+pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
     let mut items = Vec::new();
     let item =
         |kind, severity: &str, session: Option<&str>, task: Option<&str>, summary, command| Item {
@@ -329,7 +329,7 @@ pub fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
 
 /// Drops from each session's active agents those whose only reason to be
 /// listed is a run that is held or ended: a killed agent is not active.
-pub fn drop_held_agents(report: &mut StatusReport, runs: &[RunRecord]) {
+pub(crate) fn drop_held_agents(report: &mut StatusReport, runs: &[RunRecord]) {
     for root in &mut report.roots {
         for s in &mut root.sessions {
             s.agents_active.retain(|agent| {
@@ -344,7 +344,7 @@ pub fn drop_held_agents(report: &mut StatusReport, runs: &[RunRecord]) {
 }
 
 /// Renders the items for people: one line of what, one of the command.
-pub fn render_human(items: &[Item]) -> String {
+pub(crate) fn render_human(items: &[Item]) -> String {
     let mut out = String::new();
     if items.is_empty() {
         return out;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// The audit log of one root.
 #[derive(Debug)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     root: PathBuf,
     path: PathBuf,
     file: Option<File>,
@@ -19,7 +19,7 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// The audit log at `<root>/.squad/audit.jsonl` (opened on first append).
-    pub fn new(root: &Path) -> Self {
+    pub(crate) fn new(root: &Path) -> Self {
         AuditLog {
             root: root.to_path_buf(),
             path: root
@@ -30,7 +30,7 @@ impl AuditLog {
     }
 
     /// Appends one event as a line.
-    pub fn append(&mut self, event: &Event) -> io::Result<()> {
+    pub(crate) fn append(&mut self, event: &Event) -> io::Result<()> {
         if self.file.is_none() {
             // Never through a link: an `audit.jsonl` (or `.squad`) that is
             // a symlink would aim squadd's appends at any file.
@@ -57,7 +57,7 @@ impl AuditLog {
 
 /// Reads the events of an audit log, skipping lines that do not parse (a
 /// partial last line after a crash, or lines from a newer version).
-pub fn read_events(root: &Path) -> io::Result<Vec<Event>> {
+pub(crate) fn read_events(root: &Path) -> io::Result<Vec<Event>> {
     let path = root
         .join(squad_protocol::tree::SQUAD_DIR)
         .join("audit.jsonl");

@@ -14,22 +14,22 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
 
 /// The longest line either side accepts.
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// How long the daemon waits for a request line before hanging up.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `<root>/.squad/run/squadd.sock`.
-pub fn socket_path(root: &Path) -> PathBuf {
+pub(crate) fn socket_path(root: &Path) -> PathBuf {
     root.join(SQUAD_DIR).join(RUN_DIR).join("squadd.sock")
 }
 
 /// A request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     /// Must equal [`PROTOCOL_VERSION`].
     pub protocol_version: u32,
     /// What is asked.
@@ -40,7 +40,7 @@ pub struct Request {
 /// The methods.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", rename_all = "kebab-case")]
-pub enum Method {
+pub(crate) enum Method {
     /// Liveness.
     Ping,
     /// The status report.
@@ -108,7 +108,7 @@ pub enum Method {
 
 /// A response line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Response {
+pub(crate) struct Response {
     /// The daemon's [`PROTOCOL_VERSION`].
     pub protocol_version: u32,
     /// Whether the request succeeded.
@@ -123,7 +123,7 @@ pub struct Response {
 
 impl Response {
     /// A success.
-    pub fn ok(result: Json) -> Self {
+    pub(crate) fn ok(result: Json) -> Self {
         Response {
             protocol_version: PROTOCOL_VERSION,
             ok: true,
@@ -133,7 +133,7 @@ impl Response {
     }
 
     /// A failure.
-    pub fn error(message: impl Into<String>) -> Self {
+    pub(crate) fn error(message: impl Into<String>) -> Self {
         Response {
             protocol_version: PROTOCOL_VERSION,
             ok: false,
@@ -145,7 +145,7 @@ impl Response {
 
 /// Parses a request line, answering version mismatches and garbage with the
 /// error response to send back.
-pub fn parse_request(line: &str) -> Result<Request, Response> {
+pub(crate) fn parse_request(line: &str) -> Result<Request, Response> {
     let value: Json = serde_json::from_str(line)
         .map_err(|e| Response::error(format!("request is not JSON: {e}")))?;
     let version = value.get("protocol_version").and_then(Json::as_u64);
@@ -167,7 +167,7 @@ pub fn parse_request(line: &str) -> Result<Request, Response> {
 
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// No daemon listens on the root (socket missing or refused).
     #[error("squadd is not running for this root ({0})")]
     NotRunning(String),
@@ -188,7 +188,7 @@ pub enum ClientError {
 }
 
 /// A connection to a daemon.
-pub struct Client {
+pub(crate) struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     /// The read timeout in force, to name it when it runs out.
@@ -197,7 +197,7 @@ pub struct Client {
 
 impl Client {
     /// Connects to the daemon of `root`, with `timeout` for each read and write.
-    pub fn connect(root: &Path, timeout: Duration) -> Result<Client, ClientError> {
+    pub(crate) fn connect(root: &Path, timeout: Duration) -> Result<Client, ClientError> {
         let path = socket_path(root);
         let stream = UnixStream::connect(&path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
@@ -216,7 +216,7 @@ impl Client {
     }
 
     /// Sends one request.
-    pub fn send(&mut self, method: Method) -> Result<(), ClientError> {
+    pub(crate) fn send(&mut self, method: Method) -> Result<(), ClientError> {
         let mut line = serde_json::to_vec(&Request {
             protocol_version: PROTOCOL_VERSION,
             method,
@@ -228,7 +228,7 @@ impl Client {
     }
 
     /// Reads one response line; `Ok(None)` when the daemon closed the connection.
-    pub fn read(&mut self) -> Result<Option<Json>, ClientError> {
+    pub(crate) fn read(&mut self) -> Result<Option<Json>, ClientError> {
         let mut line = String::new();
         let n = (&mut self.reader)
             .take(MAX_LINE as u64 * 64)
@@ -260,7 +260,7 @@ impl Client {
     }
 
     /// Sends one request and reads its response.
-    pub fn call(&mut self, method: Method) -> Result<Json, ClientError> {
+    pub(crate) fn call(&mut self, method: Method) -> Result<Json, ClientError> {
         match self.send(method) {
             Ok(()) => {}
             // A squadd that refuses the connection (another user) answers
@@ -289,7 +289,10 @@ impl Client {
     }
 
     /// Changes the read timeout (None: wait forever, for `events --follow`).
-    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
+    pub(crate) fn set_read_timeout(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<(), ClientError> {
         self.reader.get_ref().set_read_timeout(timeout)?;
         self.read_timeout = timeout;
         Ok(())
@@ -304,7 +307,7 @@ const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
 /// caller writes them to the audit log itself. A daemon that took the
 /// request but did not answer in time counts as having taken them: writing
 /// them again could record them twice.
-pub fn record_events(root: &Path, events: &[crate::events::Event]) -> bool {
+pub(crate) fn record_events(root: &Path, events: &[crate::events::Event]) -> bool {
     let Ok(mut client) = Client::connect(root, RECORD_TIMEOUT) else {
         return false;
     };
@@ -324,7 +327,7 @@ const EDIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Asks the daemon of `root` to apply a session edit. `None` when no daemon
 /// takes it (not running, or too old to know the method): the caller
 /// applies it to the file under the session lock.
-pub fn session_edit(
+pub(crate) fn session_edit(
     root: &Path,
     session: &str,
     edit: &squad_policies::session_edit::SessionEdit,

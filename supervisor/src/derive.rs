@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// When each task was first seen `in_progress`, by task id. Persisted by the
 /// daemon so a restart computes the same deadlines.
-pub type TaskStarts = BTreeMap<String, Timestamp>;
+pub(crate) type TaskStarts = BTreeMap<String, Timestamp>;
 
 /// One task, derived.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskView {
+pub(crate) struct TaskView {
     /// Task id.
     pub task_id: String,
     /// Assignee.
@@ -47,7 +47,7 @@ pub struct TaskView {
 
 /// One session, derived.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SessionView {
+pub(crate) struct SessionView {
     /// Directory name.
     pub name: String,
     /// From session-status.md, when valid.
@@ -68,19 +68,19 @@ pub struct SessionView {
 
 impl SessionView {
     /// Tasks that are overdue.
-    pub fn overdue(&self) -> impl Iterator<Item = &TaskView> {
+    pub(crate) fn overdue(&self) -> impl Iterator<Item = &TaskView> {
         self.tasks.iter().filter(|t| t.overdue)
     }
 
     /// Tasks that are ready to start.
-    pub fn ready(&self) -> impl Iterator<Item = &TaskView> {
+    pub(crate) fn ready(&self) -> impl Iterator<Item = &TaskView> {
         self.tasks.iter().filter(|t| t.ready)
     }
 
     /// The earliest future deadline (the daemon's core arms its timers
     /// itself; kept for the tests of the view).
     #[cfg(test)]
-    pub fn next_deadline(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_deadline(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.tasks
             .iter()
             .filter(|t| t.state != TaskStatus::Completed && !t.overdue)
@@ -93,7 +93,7 @@ impl SessionView {
 /// The session status: `failed` only when set explicitly; `completed` when
 /// recorded as completed (with `completed_at`) or when every task is
 /// completed; otherwise `active`.
-pub fn derive_status(
+pub(crate) fn derive_status(
     written: Option<SessionState>,
     completed_recorded: bool,
     tasks_total: u64,
@@ -113,7 +113,7 @@ pub fn derive_status(
 /// (`meta.timeout` seconds from the first `in_progress` report) are
 /// computed, for the daemon's incremental core and a from-scratch
 /// [`derive_session`] alike.
-pub fn task_view(
+pub(crate) fn task_view(
     plan: &Plan,
     report: Option<&Progress>,
     prerequisites: Vec<String>,
@@ -156,7 +156,7 @@ pub fn task_view(
 /// The events a task's change from `prev` (None: not known before) to `t`
 /// announces: newly ready, newly completed, a new or different dependency
 /// violation.
-pub fn task_events(prev: Option<&TaskView>, t: &TaskView) -> Vec<EventKind> {
+pub(crate) fn task_events(prev: Option<&TaskView>, t: &TaskView) -> Vec<EventKind> {
     let was = |f: fn(&TaskView) -> bool| prev.is_some_and(f);
     let mut out = Vec::new();
     if t.ready && !was(|p| p.ready) {
@@ -181,7 +181,7 @@ pub fn task_events(prev: Option<&TaskView>, t: &TaskView) -> Vec<EventKind> {
 }
 
 /// Derives a session's tasks and counters.
-pub fn derive_session(
+pub(crate) fn derive_session(
     session: &SessionIndex,
     starts: &TaskStarts,
     now: DateTime<Utc>,
@@ -290,7 +290,7 @@ pub fn derive_session(
 /// compute task starts with it, apart from the session core's own
 /// bookkeeping.
 #[cfg(test)]
-pub fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, Timestamp)> {
+pub(crate) fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, Timestamp)> {
     let mut plans: BTreeMap<&str, &Plan> = BTreeMap::new();
     for p in session.plans() {
         plans.entry(p.task_id.as_str()).or_insert(p);
@@ -311,7 +311,7 @@ pub fn new_starts(session: &SessionIndex, starts: &TaskStarts) -> Vec<(String, T
 ///
 /// Overdue tasks are not a change between views but a fact to report once
 /// ever; see [`newly_overdue`].
-pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKind> {
+pub(crate) fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKind> {
     let old: BTreeMap<&str, &TaskView> = before
         .map(|b| b.tasks.iter().map(|t| (t.task_id.as_str(), t)).collect())
         .unwrap_or_default();
@@ -332,7 +332,7 @@ pub fn changes(before: Option<&SessionView>, after: &SessionView) -> Vec<EventKi
 /// a restart never reports one twice). The daemon's core decides this
 /// itself; kept as an independent statement of the rule for tests.
 #[cfg(test)]
-pub fn newly_overdue<'a>(
+pub(crate) fn newly_overdue<'a>(
     view: &'a SessionView,
     reported: &BTreeSet<String>,
 ) -> impl Iterator<Item = &'a TaskView> {

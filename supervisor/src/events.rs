@@ -9,7 +9,7 @@ use squad_protocol::model::SessionState;
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum EventKind {
+pub(crate) enum EventKind {
     /// The daemon started supervising a root.
     Started {
         /// Sessions found by the start-up scan.
@@ -372,7 +372,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// The kebab-case name, as in JSON.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             EventKind::Started { .. } => "started",
             EventKind::Stopping { .. } => "stopping",
@@ -427,7 +427,7 @@ impl EventKind {
     }
 
     /// Whether this is a lock event (the kinds squadctl reports to squadd).
-    pub fn is_lock(&self) -> bool {
+    pub(crate) fn is_lock(&self) -> bool {
         matches!(
             self,
             EventKind::LockAcquired { .. }
@@ -440,7 +440,7 @@ impl EventKind {
     /// variants it knows when it meets an unknown one), so `events --help`
     /// cannot fall behind the enum. Names decided by content (today
     /// `policy-refused`, a refused `policy-reloaded`) are added.
-    pub fn all_names() -> Vec<String> {
+    pub(crate) fn all_names() -> Vec<String> {
         let err = serde_json::from_str::<EventKind>(r#"{"kind":"?"}"#)
             .err()
             .map(|e| e.to_string())
@@ -464,12 +464,12 @@ impl EventKind {
 
     /// Whether the event records an action or a finding worth keeping in
     /// the audit log (a valid file being re-read is not).
-    pub fn audited(&self) -> bool {
+    pub(crate) fn audited(&self) -> bool {
         !matches!(self, EventKind::FileValidated { .. })
     }
 
     /// A one-line human description of the details.
-    pub fn detail(&self) -> String {
+    pub(crate) fn detail(&self) -> String {
         match self {
             EventKind::Started { sessions, files } => {
                 format!(
@@ -660,7 +660,7 @@ impl EventKind {
 
 /// One event on the bus.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
+pub(crate) struct Event {
     /// Sequence number, increasing from 1 per daemon run.
     pub seq: u64,
     /// When it happened.
@@ -680,7 +680,7 @@ pub struct Event {
 
 impl Event {
     /// `2024-01-15T10:30:00Z task-ready 2024…-user-search task_010 (frontend)`.
-    pub fn human(&self) -> String {
+    pub(crate) fn human(&self) -> String {
         let mut out = format!(
             "{} {}",
             self.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

@@ -1,8 +1,8 @@
 //! Exit codes shared by every command.
 
 /// Success: nothing wrong.
-pub const OK: u8 = 0;
+pub(crate) const OK: u8 = 0;
 /// The command worked and found problems (validation errors, violations, conflicts).
-pub const PROBLEMS: u8 = 1;
+pub(crate) const PROBLEMS: u8 = 1;
 /// Usage error or I/O failure: the command could not do its job.
-pub const FAILURE: u8 = 2;
+pub(crate) const FAILURE: u8 = 2;

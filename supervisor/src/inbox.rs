@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The inbox directory of an agent in a session.
-pub fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
+pub(crate) fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
     session_dir.join("inbox").join(agent)
 }
 
@@ -25,7 +25,7 @@ pub fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
 /// without following a link (an `inbox` or `inbox/<agent>` that is a
 /// symlink is refused) and never recreating a session directory that
 /// vanished; the inbox's own directories are created when missing.
-pub fn deliver_unsynced(
+pub(crate) fn deliver_unsynced(
     root: &Path,
     session_dir: &Path,
     agent: &str,
@@ -58,7 +58,7 @@ pub fn deliver_unsynced(
 
 /// One delivered message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Item {
+pub(crate) struct Item {
     /// The session directory name.
     pub session: String,
     /// The inbox file name.
@@ -78,7 +78,7 @@ pub struct Item {
 
 /// The messages in an agent's inbox of one session, sorted as delivered
 /// (priority, then time), unread ones first.
-pub fn list(session_dir: &Path, agent: &str) -> Vec<Item> {
+pub(crate) fn list(session_dir: &Path, agent: &str) -> Vec<Item> {
     let session = session_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -110,7 +110,7 @@ pub fn list(session_dir: &Path, agent: &str) -> Vec<Item> {
 }
 
 /// Every unread message of a session, in every agent's inbox.
-pub fn unread(session_dir: &Path) -> Vec<(String, Item)> {
+pub(crate) fn unread(session_dir: &Path) -> Vec<(String, Item)> {
     let agents: Vec<String> = fs::read_dir(session_dir.join("inbox"))
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -131,7 +131,7 @@ pub fn unread(session_dir: &Path) -> Vec<(String, Item)> {
 }
 
 /// Acknowledges a delivered message: `new/` → `cur/`.
-pub fn ack(item: &Item) -> io::Result<PathBuf> {
+pub(crate) fn ack(item: &Item) -> io::Result<PathBuf> {
     let dir = item
         .path
         .parent()

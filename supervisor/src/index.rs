@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// A session's status file, as far as derivation is concerned.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StatusInfo {
+pub(crate) struct StatusInfo {
     /// Session id.
     pub session_id: String,
     /// As written.
@@ -39,7 +39,7 @@ pub struct StatusInfo {
 
 /// A task assignment.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Task id.
     pub task_id: String,
     /// Assignee.
@@ -60,7 +60,7 @@ pub struct Plan {
 
 /// A blocker of a progress update.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BlockerInfo {
+pub(crate) struct BlockerInfo {
     /// What blocks.
     pub description: String,
     /// Who can unblock.
@@ -71,7 +71,7 @@ pub struct BlockerInfo {
 
 /// A decision of a progress update.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DecisionInfo {
+pub(crate) struct DecisionInfo {
     /// Decision type.
     pub kind: String,
     /// The decision.
@@ -82,7 +82,7 @@ pub struct DecisionInfo {
 
 /// A progress update.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// Task id.
     pub task_id: String,
     /// Reporting agent.
@@ -103,7 +103,7 @@ pub struct Progress {
 
 /// An inter-agent message.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MessageInfo {
+pub(crate) struct MessageInfo {
     /// Message id.
     pub message_id: String,
     /// Sender.
@@ -128,7 +128,7 @@ pub struct MessageInfo {
 
 /// An error report.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ErrorInfo {
+pub(crate) struct ErrorInfo {
     /// Error id.
     pub error_id: String,
     /// Reporter.
@@ -151,7 +151,7 @@ pub struct ErrorInfo {
 
 /// What one file contributes, or `Invalid` when it has errors.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// `session-status.md`.
     Status(StatusInfo),
     /// A task assignment.
@@ -173,7 +173,7 @@ fn yaml_to_json(v: serde_yaml::Value) -> serde_json::Value {
 
 impl Entry {
     /// Reduces a valid document to what derivation needs.
-    pub fn from_document(doc: Document) -> Entry {
+    pub(crate) fn from_document(doc: Document) -> Entry {
         match doc {
             Document::SessionStatus(d) => Entry::Status(StatusInfo {
                 session_id: d.session_id,
@@ -256,7 +256,7 @@ impl Entry {
 
 /// One protocol file in the index.
 #[derive(Debug, Clone)]
-pub struct IndexedFile {
+pub(crate) struct IndexedFile {
     /// The file's name (its directory is the session's: see
     /// [`SessionIndex::path_of`]). Not the whole path: a long session holds
     /// tens of thousands of these.
@@ -287,7 +287,7 @@ pub struct IndexedFile {
 /// text, in the order `anchored` names them (`None`: not found, or the
 /// file keeps its text). Inline: a message's entry holds no allocation for
 /// it.
-pub type Anchors = [Option<Location>; 2];
+pub(crate) type Anchors = [Option<Location>; 2];
 
 /// Whether a kind keeps its text in the index: the graph rules place
 /// findings anywhere in a plan or status file, status edits and runners
@@ -299,7 +299,7 @@ fn keeps_text(kind: FileKind) -> bool {
 /// The fields session rules name in a file that keeps no text: the task it
 /// refers to (`unknown-task`), its message id (`duplicate-message-id`) and a
 /// progress writer (`agent-mismatch`).
-pub fn anchored(kind: FileKind) -> Vec<&'static [&'static str]> {
+pub(crate) fn anchored(kind: FileKind) -> Vec<&'static [&'static str]> {
     let mut fields = vec![squad_protocol::validate::task_ref_field(kind)];
     match kind {
         FileKind::Message => fields.push(&["meta", "message_id"]),
@@ -339,7 +339,11 @@ fn anchors_in(path: &Path, kind: FileKind, text: &str) -> Anchors {
 /// Places session findings on a session's files: in the indexed text of a
 /// file that keeps it, at the anchors of one that does not (the same
 /// positions), without a position otherwise.
-pub fn place_findings(dir: &Path, files: &Files, findings: Vec<SessionFinding>) -> Vec<Diagnostic> {
+pub(crate) fn place_findings(
+    dir: &Path,
+    files: &Files,
+    findings: Vec<SessionFinding>,
+) -> Vec<Diagnostic> {
     let file_of = |path: &Path| files.get(path.file_name()?.to_str()?);
     let mut out = Vec::new();
     let mut rest = Vec::new();
@@ -401,7 +405,7 @@ fn kept_facts(entry: &Entry, facts: Facts) -> Option<Box<Facts>> {
 
 impl IndexedFile {
     /// Indexes a file of that kind at `path` from what was found in it.
-    pub fn new(
+    pub(crate) fn new(
         path: &Path,
         kind: FileKind,
         entry: Entry,
@@ -422,13 +426,13 @@ impl IndexedFile {
     }
 
     /// The file's path, in the session directory `dir`.
-    pub fn path_in(&self, dir: &Path) -> PathBuf {
+    pub(crate) fn path_in(&self, dir: &Path) -> PathBuf {
         dir.join(&*self.name)
     }
 
     /// Whether the session rules see both files alike (same kind and
     /// identity facts): if so, a change from one to the other reruns none.
-    pub fn same_identity(&self, other: &IndexedFile) -> bool {
+    pub(crate) fn same_identity(&self, other: &IndexedFile) -> bool {
         self.kind == other.kind
             && self.task_id() == other.task_id()
             && self.agent() == other.agent()
@@ -481,7 +485,7 @@ impl SessionMember for IndexedFile {
 }
 
 /// A stable hash of file bytes.
-pub fn fingerprint(bytes: &[u8]) -> u64 {
+pub(crate) fn fingerprint(bytes: &[u8]) -> u64 {
     // FNV-1a: stable across runs and processes, unlike std's RandomState.
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
@@ -489,7 +493,7 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
 }
 
 /// Builds an index entry from a file's bytes (pure).
-pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
+pub(crate) fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
     let report = check_bytes(path, kind, bytes);
     let text = std::str::from_utf8(bytes).ok();
     let entry = report.document.map_or(Entry::Invalid, Entry::from_document);
@@ -514,7 +518,7 @@ pub fn index_bytes(path: &Path, kind: FileKind, bytes: &[u8]) -> IndexedFile {
 ///
 /// A failure for lack of file descriptors or memory is an `Err` to retry,
 /// never indexed as the file's fault.
-pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>> {
+pub(crate) fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>> {
     match read_checked(path) {
         Ok(bytes) => Ok(Some(index_bytes(path, kind, &bytes))),
         Err(ReadFailure::Transient(e)) => Err(e),
@@ -540,7 +544,7 @@ pub fn load_file(path: &Path, kind: FileKind) -> io::Result<Option<IndexedFile>>
 /// B-tree holds a pointer per file (a message's entry is a few hundred
 /// bytes; inline, half-full nodes cost as much again).
 #[derive(Debug, Clone, Default)]
-pub struct Files(std::collections::BTreeSet<ByName>);
+pub(crate) struct Files(std::collections::BTreeSet<ByName>);
 
 /// An indexed file ordered (and found) by its name.
 #[derive(Debug, Clone)]
@@ -574,49 +578,44 @@ impl std::borrow::Borrow<str> for ByName {
 
 impl Files {
     /// The file of that name.
-    pub fn get(&self, name: &str) -> Option<&IndexedFile> {
+    pub(crate) fn get(&self, name: &str) -> Option<&IndexedFile> {
         self.0.get(name).map(|f| f.0.as_ref())
     }
 
     /// Whether a file of that name is indexed.
-    pub fn contains_key(&self, name: &str) -> bool {
+    pub(crate) fn contains_key(&self, name: &str) -> bool {
         self.0.contains(name)
     }
 
     /// Indexes a file under its name; returns the entry it replaces.
-    pub fn insert(&mut self, file: IndexedFile) -> Option<IndexedFile> {
+    pub(crate) fn insert(&mut self, file: IndexedFile) -> Option<IndexedFile> {
         self.0.replace(ByName(Box::new(file))).map(|f| *f.0)
     }
 
     /// Removes the file of that name.
-    pub fn remove(&mut self, name: &str) -> Option<IndexedFile> {
+    pub(crate) fn remove(&mut self, name: &str) -> Option<IndexedFile> {
         self.0.take(name).map(|f| *f.0)
     }
 
     /// The files, by name.
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &IndexedFile> {
+    pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &IndexedFile> {
         self.0.iter().map(|f| f.0.as_ref())
     }
 
     /// (name, file) pairs, by name.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &IndexedFile)> {
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &IndexedFile)> {
         self.values().map(|f| (&*f.name, f))
     }
 
     /// How many files.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
 /// One session directory.
 #[derive(Debug, Clone)]
-pub struct SessionIndex {
+pub(crate) struct SessionIndex {
     /// Directory name.
     pub name: String,
     /// The directory.
@@ -631,7 +630,7 @@ impl SessionIndex {
     /// The full task assignment of `task` (the index keeps only what
     /// derivation needs): its plan file parsed again. `squadctl read` and
     /// squadd's runners read plans through it.
-    pub fn full_plan(&self, task: &str) -> Option<squad_protocol::model::TaskAssignment> {
+    pub(crate) fn full_plan(&self, task: &str) -> Option<squad_protocol::model::TaskAssignment> {
         self.files.values().find_map(|f| match &f.entry {
             Entry::Plan(p) if p.task_id == task => {
                 let text = f.text.as_deref()?;
@@ -651,7 +650,7 @@ impl SessionIndex {
     }
 
     /// An empty session.
-    pub fn new(dir: PathBuf) -> Self {
+    pub(crate) fn new(dir: PathBuf) -> Self {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -665,12 +664,12 @@ impl SessionIndex {
     }
 
     /// The indexed file of that name.
-    pub fn file(&self, name: &str) -> Option<&IndexedFile> {
+    pub(crate) fn file(&self, name: &str) -> Option<&IndexedFile> {
         self.files.get(name)
     }
 
     /// Indexes (or re-indexes) a file of the session.
-    pub fn insert(&mut self, name: String, mut file: IndexedFile) {
+    pub(crate) fn insert(&mut self, name: String, mut file: IndexedFile) {
         // The set keys on the file's own name; the caller's wins.
         if *file.name != *name {
             file.name = name.into();
@@ -680,14 +679,14 @@ impl SessionIndex {
 
     /// Recomputes the session-rule diagnostics, placing findings in the
     /// text each file had when indexed (no reads).
-    pub fn recheck(&mut self) {
+    pub(crate) fn recheck(&mut self) {
         let files: Vec<&IndexedFile> = self.files.values().collect();
         let findings = check_session(&self.dir, &files);
         self.session_diagnostics = place_findings(&self.dir, &self.files, findings);
     }
 
     /// Every diagnostic of the session: file rules and session rules.
-    pub fn diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+    pub(crate) fn diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
         self.files
             .values()
             .flat_map(|f| f.diagnostics.iter())
@@ -695,7 +694,7 @@ impl SessionIndex {
     }
 
     /// The status file entry, when valid.
-    pub fn status(&self) -> Option<&StatusInfo> {
+    pub(crate) fn status(&self) -> Option<&StatusInfo> {
         match self
             .files
             .get(squad_protocol::kind::SESSION_STATUS_FILE)
@@ -707,7 +706,7 @@ impl SessionIndex {
     }
 
     /// Valid task assignments.
-    pub fn plans(&self) -> impl Iterator<Item = &Plan> {
+    pub(crate) fn plans(&self) -> impl Iterator<Item = &Plan> {
         self.files.values().filter_map(|f| match &f.entry {
             Entry::Plan(p) => Some(p.as_ref()),
             _ => None,
@@ -715,7 +714,7 @@ impl SessionIndex {
     }
 
     /// Valid progress updates.
-    pub fn progress(&self) -> impl Iterator<Item = &Progress> {
+    pub(crate) fn progress(&self) -> impl Iterator<Item = &Progress> {
         self.files.values().filter_map(|f| match &f.entry {
             Entry::Progress(p) => Some(p.as_ref()),
             _ => None,
@@ -724,7 +723,7 @@ impl SessionIndex {
 }
 
 /// Loads every session of a project root, parsing files on `threads` workers.
-pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, SessionIndex>> {
+pub(crate) fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, SessionIndex>> {
     // squadd supervises only directories named like sessions (see
     // daemon::intake::classify); `validate` still warns about the others.
     let dirs: Vec<PathBuf> = session_dirs(root)?
@@ -775,7 +774,7 @@ pub fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<String, Ses
 }
 
 /// Loads one session directory.
-pub fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
+pub(crate) fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
     let mut s = SessionIndex::new(dir.to_path_buf());
     for (path, kind) in session_files(dir)? {
         if let Some(file) = load_file(&path, kind)? {

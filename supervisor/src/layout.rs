@@ -19,7 +19,7 @@ fn create_dir(parent: &Dir, name: &str, created: &mut Vec<PathBuf>) -> io::Resul
 /// Creates `.squad/` with `sessions/`, `archives/` and `run/` (mode 0700)
 /// under `root`; returns the directories it created. Existing directories
 /// are left alone, except that `run/` is always made 0700.
-pub fn create_layout(root: &Path) -> io::Result<Vec<PathBuf>> {
+pub(crate) fn create_layout(root: &Path) -> io::Result<Vec<PathBuf>> {
     let mut created = Vec::new();
     let squad = create_dir(&Dir::open_root(root)?, SQUAD_DIR, &mut created)?;
     create_dir(&squad, SESSIONS_DIR, &mut created)?;
@@ -33,7 +33,7 @@ pub fn create_layout(root: &Path) -> io::Result<Vec<PathBuf>> {
 /// `.squad/.gitignore` as `squadctl init` writes it: the runtime state squadd
 /// and squadctl keep next to the protocol files, which `git add -A` must not
 /// commit. Paths are relative to `.squad/`.
-pub const GITIGNORE: &str = "\
+pub(crate) const GITIGNORE: &str = "\
 # Written by `squadctl init`: runtime state of squadd and squadctl, not for git.
 /run/
 /audit.jsonl
@@ -47,7 +47,7 @@ pub const GITIGNORE: &str = "\
 
 /// Whether a project-relative path (`.squad/…`, `/`-separated) is runtime
 /// state listed in [`GITIGNORE`]; `squadctl check` skips such changes.
-pub fn is_runtime_path(path: &str) -> bool {
+pub(crate) fn is_runtime_path(path: &str) -> bool {
     let Some(rest) = path
         .strip_prefix(SQUAD_DIR)
         .and_then(|r| r.strip_prefix('/'))

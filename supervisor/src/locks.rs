@@ -31,10 +31,10 @@ use std::time::Duration;
 const RECORD_LIMIT: u64 = 1 << 20;
 
 /// The directory of a session's lock records.
-pub use squad_protocol::tree::LOCKS_DIR;
+pub(crate) use squad_protocol::tree::LOCKS_DIR;
 
 /// Holds `.squad/run/locks.mutex` for as long as it lives.
-pub struct TableGuard {
+pub(crate) struct TableGuard {
     _file: File,
 }
 
@@ -46,14 +46,14 @@ fn mutex_file(root: &Path) -> io::Result<File> {
 }
 
 /// Takes the table mutex, blocking until it is free.
-pub fn lock_table(root: &Path) -> io::Result<TableGuard> {
+pub(crate) fn lock_table(root: &Path) -> io::Result<TableGuard> {
     let file = mutex_file(root)?;
     file.lock()?;
     Ok(TableGuard { _file: file })
 }
 
 /// Takes the table mutex if it is free right now.
-pub fn try_lock_table(root: &Path) -> io::Result<Option<TableGuard>> {
+pub(crate) fn try_lock_table(root: &Path) -> io::Result<Option<TableGuard>> {
     let file = mutex_file(root)?;
     match file.try_lock() {
         Ok(()) => Ok(Some(TableGuard { _file: file })),
@@ -64,7 +64,7 @@ pub fn try_lock_table(root: &Path) -> io::Result<Option<TableGuard>> {
 
 /// A record file as found.
 #[derive(Debug, Clone)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// A readable record.
     Held {
         /// The record file.
@@ -90,7 +90,7 @@ pub enum Entry {
 
 impl Entry {
     /// The record file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Entry::Held { path, .. } | Entry::Corrupt { path, .. } => path,
         }
@@ -99,7 +99,7 @@ impl Entry {
 
 /// Reads one lock record without following a symlink or blocking on a FIFO
 /// (anyone can create files in `locks/`). `Ok(None)`: the file is gone.
-pub fn read_record(path: &Path) -> Result<Option<LockRecord>, String> {
+pub(crate) fn read_record(path: &Path) -> Result<Option<LockRecord>, String> {
     match fsx::read_regular(path, RECORD_LIMIT) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -134,7 +134,7 @@ fn record_files(session_dir: &Path) -> io::Result<Vec<PathBuf>> {
 /// Reads every lock record of every session. `corrupt_ttl` is how long an
 /// unreadable record (bad JSON, a FIFO, a symlink, a directory) counts as
 /// held after its last modification.
-pub fn load(root: &Path, corrupt_ttl: Duration) -> io::Result<Vec<Entry>> {
+pub(crate) fn load(root: &Path, corrupt_ttl: Duration) -> io::Result<Vec<Entry>> {
     let mut out = Vec::new();
     for dir in session_dirs(root)? {
         let session = dir
@@ -165,12 +165,12 @@ pub fn load(root: &Path, corrupt_ttl: Duration) -> io::Result<Vec<Entry>> {
 }
 
 /// This machine's host name, as recorded in locks.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     sysinfo::System::host_name().unwrap_or_else(|| "localhost".into())
 }
 
 /// The start time (seconds since the epoch) of a running process.
-pub fn process_start(pid: u32) -> Option<u64> {
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
     let pid = Pid::from_u32(pid);
     let mut system = System::new();
@@ -183,7 +183,7 @@ pub fn process_start(pid: u32) -> Option<u64> {
 }
 
 /// What is known of a record's process (checked only on this host).
-pub fn process_fact(record: &LockRecord, host: &str) -> ProcessFact {
+pub(crate) fn process_fact(record: &LockRecord, host: &str) -> ProcessFact {
     match record.pid {
         Some(pid) if record.host == host => match process_start(pid) {
             Some(started_at) => ProcessFact::Running { started_at },
@@ -194,7 +194,7 @@ pub fn process_fact(record: &LockRecord, host: &str) -> ProcessFact {
 }
 
 /// When this machine started (from the kernel; cached per process).
-pub fn booted_at() -> Option<DateTime<Utc>> {
+pub(crate) fn booted_at() -> Option<DateTime<Utc>> {
     static BOOT: OnceLock<Option<DateTime<Utc>>> = OnceLock::new();
     *BOOT.get_or_init(|| {
         let secs = sysinfo::System::boot_time();
@@ -205,7 +205,7 @@ pub fn booted_at() -> Option<DateTime<Utc>> {
 }
 
 /// The facts of one entry, for the pure decisions of `squad_policies::locks`.
-pub fn table_entry<'a>(entry: &'a Entry, host: &str) -> TableEntry<'a> {
+pub(crate) fn table_entry<'a>(entry: &'a Entry, host: &str) -> TableEntry<'a> {
     match entry {
         Entry::Held { record, .. } => TableEntry::Record {
             record,
@@ -225,7 +225,11 @@ pub fn table_entry<'a>(entry: &'a Entry, host: &str) -> TableEntry<'a> {
 /// The facts of this machine at `now` for deciding about `entries`; an
 /// empty `host` checks no process and no restart (only expiry). The boot
 /// time is only read when there is an entry to judge.
-pub fn table_facts<'h>(now: DateTime<Utc>, host: &'h str, entries: &[Entry]) -> TableFacts<'h> {
+pub(crate) fn table_facts<'h>(
+    now: DateTime<Utc>,
+    host: &'h str,
+    entries: &[Entry],
+) -> TableFacts<'h> {
     TableFacts {
         now,
         host,
@@ -238,7 +242,11 @@ pub fn table_facts<'h>(now: DateTime<Utc>, host: &'h str, entries: &[Entry]) -> 
 }
 
 /// The stale entries at `now`, with the reason.
-pub fn stale_entries(entries: &[Entry], now: DateTime<Utc>, host: &str) -> Vec<(Entry, String)> {
+pub(crate) fn stale_entries(
+    entries: &[Entry],
+    now: DateTime<Utc>,
+    host: &str,
+) -> Vec<(Entry, String)> {
     let facts = table_facts(now, host, entries);
     entries
         .iter()
@@ -253,7 +261,7 @@ pub fn stale_entries(entries: &[Entry], now: DateTime<Utc>, host: &str) -> Vec<(
 /// events`), everything else, and lock events while squadd is down,
 /// straight into the audit log with `seq` 0 (not numbered by squadd) and the
 /// root as squadd names it (its canonical path).
-pub fn audit_events(root: &Path, events: Vec<(Option<String>, Option<PathBuf>, EventKind)>) {
+pub(crate) fn audit_events(root: &Path, events: Vec<(Option<String>, Option<PathBuf>, EventKind)>) {
     if events.is_empty() {
         return;
     }
@@ -294,7 +302,7 @@ pub fn audit_events(root: &Path, events: Vec<(Option<String>, Option<PathBuf>, E
 }
 
 /// Records one event made by the command line ([`audit_events`]).
-pub fn audit(root: &Path, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
+pub(crate) fn audit(root: &Path, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
     audit_events(
         root,
         vec![(
@@ -306,11 +314,11 @@ pub fn audit(root: &Path, session: Option<&str>, path: Option<&Path>, kind: Even
 }
 
 /// A lock-table change to report: session, record file, what happened.
-pub type LockEvent = (String, PathBuf, EventKind);
+pub(crate) type LockEvent = (String, PathBuf, EventKind);
 
 /// Removes stale records (the caller holds the table mutex); returns what
 /// it reclaimed, for the caller to audit or emit.
-pub fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<LockEvent> {
+pub(crate) fn reclaim(entries: &mut Vec<Entry>, now: DateTime<Utc>, host: &str) -> Vec<LockEvent> {
     let stale: Vec<(usize, String)> = {
         let facts = table_facts(now, host, entries);
         entries
@@ -377,7 +385,7 @@ fn remove_stale(
 }
 
 /// One read-check-write of the lock table, see [`transact`].
-pub struct Txn {
+pub(crate) struct Txn {
     /// The time of the transaction.
     pub now: DateTime<Utc>,
     /// This machine's host name.
@@ -389,13 +397,13 @@ pub struct Txn {
 
 impl Txn {
     /// The live entries (stale ones were reclaimed).
-    pub fn entries(&self) -> &[Entry] {
+    pub(crate) fn entries(&self) -> &[Entry] {
         &self.entries
     }
 
     /// The live entries with their facts, index for index with
     /// [`Txn::entries`], for `squad_policies::locks`' plans.
-    pub fn table(&self) -> Vec<TableEntry<'_>> {
+    pub(crate) fn table(&self) -> Vec<TableEntry<'_>> {
         self.entries
             .iter()
             .zip(&self.processes)
@@ -417,12 +425,12 @@ impl Txn {
     }
 
     /// The facts shared by every decision of this transaction.
-    pub fn facts(&self) -> TableFacts<'_> {
+    pub(crate) fn facts(&self) -> TableFacts<'_> {
         table_facts(self.now, &self.host, &self.entries)
     }
 
     /// Writes a record ([`write_record`]).
-    pub fn write(&mut self, path: &Path, record: &LockRecord) -> Result<(), RecordError> {
+    pub(crate) fn write(&mut self, path: &Path, record: &LockRecord) -> Result<(), RecordError> {
         write_record(path, record).map_err(|source| RecordError {
             path: path.to_path_buf(),
             source,
@@ -430,7 +438,7 @@ impl Txn {
     }
 
     /// Removes a record (already gone is fine).
-    pub fn remove(&mut self, path: &Path) -> Result<(), RecordError> {
+    pub(crate) fn remove(&mut self, path: &Path) -> Result<(), RecordError> {
         match crate::safefs::remove_project_file(path) {
             Err(source) if source.kind() != io::ErrorKind::NotFound => Err(RecordError {
                 path: path.to_path_buf(),
@@ -441,7 +449,7 @@ impl Txn {
     }
 
     /// An event to record once the table is released.
-    pub fn report(&mut self, session: &str, path: &Path, kind: EventKind) {
+    pub(crate) fn report(&mut self, session: &str, path: &Path, kind: EventKind) {
         self.events
             .push((Some(session.to_string()), Some(path.to_path_buf()), kind));
     }
@@ -468,7 +476,7 @@ impl From<RecordError> for String {
 
 /// Whether a transaction reclaims stale records before deciding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reclaim {
+pub(crate) enum Reclaim {
     /// Reclaim them (acquire, renew).
     Stale,
     /// Leave them (release: a holder may release what already lapsed).
@@ -480,7 +488,7 @@ pub enum Reclaim {
 /// taken before this machine started, unreadable past their time to live)
 /// unless told not to, runs `f` on the table, releases the mutex, then
 /// records the events (reclaims included, also when `f` fails).
-pub fn transact<T>(
+pub(crate) fn transact<T>(
     root: &Path,
     corrupt_ttl: Duration,
     reclaim: Reclaim,
@@ -535,7 +543,7 @@ pub fn transact<T>(
 
 /// The earliest expiry among held records (corrupt ones count until their
 /// time to live), when there is any.
-pub fn next_expiry(entries: &[Entry]) -> Option<DateTime<Utc>> {
+pub(crate) fn next_expiry(entries: &[Entry]) -> Option<DateTime<Utc>> {
     entries
         .iter()
         .map(|e| match e {
@@ -552,7 +560,7 @@ pub fn next_expiry(entries: &[Entry]) -> Option<DateTime<Utc>> {
 /// A kill -9 leaves the old record or the new one; a power loss may lose or
 /// tear it, which is harmless because no holder survives a power loss and
 /// records from before the machine started are reclaimed.
-pub fn write_record(path: &Path, record: &LockRecord) -> io::Result<()> {
+pub(crate) fn write_record(path: &Path, record: &LockRecord) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no directory"))?;
@@ -584,7 +592,7 @@ pub fn write_record(path: &Path, record: &LockRecord) -> io::Result<()> {
 }
 
 /// The file a new record goes to.
-pub fn record_path(session_dir: &Path, record: &LockRecord) -> PathBuf {
+pub(crate) fn record_path(session_dir: &Path, record: &LockRecord) -> PathBuf {
     let stamp = record.acquired_at.timestamp_nanos_opt().unwrap_or_default();
     let key = crate::index::fingerprint(
         format!(
@@ -603,7 +611,7 @@ pub fn record_path(session_dir: &Path, record: &LockRecord) -> PathBuf {
 
 /// Releases every lock held in a session (its session ended); returns what
 /// it released. The caller holds the table mutex.
-pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockEvent>> {
+pub(crate) fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockEvent>> {
     let session = session_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -634,7 +642,7 @@ pub fn release_session(session_dir: &Path, reason: &str) -> io::Result<Vec<LockE
 
 /// Why a project's `.squad/policies.yaml` is not in force.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PolicyLoadError {
+pub(crate) enum PolicyLoadError {
     /// The file is there but cannot be read (a link, too large, …).
     #[error("{}: {source}", path.display())]
     Read {
@@ -657,7 +665,7 @@ pub enum PolicyLoadError {
 
 /// The project's effective policy: defaults overridden by
 /// `.squad/policies.yaml` when present.
-pub fn load_policy(root: &Path) -> Result<squad_policies::Policy, PolicyLoadError> {
+pub(crate) fn load_policy(root: &Path) -> Result<squad_policies::Policy, PolicyLoadError> {
     let path = root.join(SQUAD_DIR).join("policies.yaml");
     let text = match fsx::read_regular_to_string(&path, RECORD_LIMIT) {
         Ok(t) => Some(t),
@@ -676,7 +684,7 @@ pub fn load_policy(root: &Path) -> Result<squad_policies::Policy, PolicyLoadErro
 /// Every problem of a project's `.squad/policies.yaml` (for `validate` and
 /// `status`), each at its key's line and column: none when the file is
 /// absent or loads. The count is the files checked (0 or 1).
-pub fn policy_diagnostics(root: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+pub(crate) fn policy_diagnostics(root: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
     use squad_protocol::{Diagnostic, Location, Rule};
     let path = root.join(SQUAD_DIR).join("policies.yaml");
     let hint = "fix the key (docs/install.md lists the policy keys); squadd runs on the previous policy, or the defaults, until it loads";
@@ -716,7 +724,7 @@ pub fn policy_diagnostics(root: &Path) -> (Vec<squad_protocol::Diagnostic>, usiz
 /// Where a project-relative path leads when it resolves through a symlink to
 /// outside the project, or `None` when it stays inside (or does not exist
 /// yet: then its longest existing ancestor is checked).
-pub fn escapes_root(root: &Path, relative: &str) -> Option<String> {
+pub(crate) fn escapes_root(root: &Path, relative: &str) -> Option<String> {
     let canonical_root = fs::canonicalize(root).ok()?;
     let mut candidate = root.join(relative);
     loop {

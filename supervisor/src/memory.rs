@@ -92,12 +92,12 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError + '_ {
 
 /// Memory files are read up to this size (real decisions.md files reach
 /// hundreds of KB; this leaves room without reading anything unbounded).
-pub const READ_LIMIT: u64 = 64 * 1024 * 1024;
+pub(crate) const READ_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Which kind of memory file a path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum FileKind {
+pub(crate) enum FileKind {
     /// decisions.md.
     Decisions,
     /// decisions-archive.md.
@@ -112,7 +112,7 @@ pub enum FileKind {
 
 /// One memory file of a team directory.
 #[derive(Debug, Clone)]
-pub struct MemoryFile {
+pub(crate) struct MemoryFile {
     /// Its path.
     pub path: PathBuf,
     /// What it is.
@@ -134,7 +134,7 @@ fn sorted_dir(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The inbox files (`decisions/inbox/*.md`, temp files skipped), sorted.
-pub fn inbox_files(team: &Path) -> Vec<PathBuf> {
+pub(crate) fn inbox_files(team: &Path) -> Vec<PathBuf> {
     sorted_dir(&team.join("decisions").join("inbox"))
         .into_iter()
         .filter(|p| {
@@ -167,7 +167,7 @@ fn aside_original(name: &str) -> Option<&str> {
 }
 
 /// Inbox files a merge set aside and did not finish (killed), sorted.
-pub fn aside_files(team: &Path) -> Vec<PathBuf> {
+pub(crate) fn aside_files(team: &Path) -> Vec<PathBuf> {
     sorted_dir(&team.join("decisions").join("inbox"))
         .into_iter()
         .filter(|p| {
@@ -180,11 +180,11 @@ pub fn aside_files(team: &Path) -> Vec<PathBuf> {
 }
 
 /// The memory lock's file, in the team directory.
-pub const LOCK_FILE: &str = ".memory.lock";
+pub(crate) const LOCK_FILE: &str = ".memory.lock";
 
 /// Holds a team's memory lock (an advisory lock, flock semantics, on
 /// `<team>/.memory.lock`) while alive. Its file names the holder.
-pub struct MemoryLock {
+pub(crate) struct MemoryLock {
     _file: std::fs::File,
 }
 
@@ -192,7 +192,7 @@ pub struct MemoryLock {
 /// is free, first saying on stderr who holds it; otherwise `Ok(None)` when
 /// it is held. `what` names the holder for whoever waits (`squadctl memory
 /// merge`, `squadd`).
-pub fn lock(team: &Path, what: &str, wait: bool) -> Result<Option<MemoryLock>, MemoryError> {
+pub(crate) fn lock(team: &Path, what: &str, wait: bool) -> Result<Option<MemoryLock>, MemoryError> {
     use std::io::{Read as _, Seek as _, Write as _};
     let path = team.join(LOCK_FILE);
     let err = |e: std::io::Error| io_error(&path)(e);
@@ -240,7 +240,7 @@ fn alive(pid: i32) -> bool {
 /// killed mid-write left in the team's memory directories: only for memory
 /// file names, only of processes that are gone, never through a link.
 /// Called with the memory lock held, so no memory writer is mid-write.
-pub fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
+pub(crate) fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
     let mut dirs = vec![team.to_path_buf(), team.join("decisions").join("inbox")];
     let agents = team.join("agents");
     for d in sorted_dir(&agents)
@@ -285,13 +285,13 @@ pub fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
 /// Where `memory convert` keeps originals: a dot directory of the team,
 /// outside `decisions/` (Squad's merge takes every non-dot file of the
 /// inbox; SquadUI reads every `.md` below `decisions/`).
-pub const BACKUP_DIR: &str = ".memory-backups";
+pub(crate) const BACKUP_DIR: &str = ".memory-backups";
 
 /// Keeps `src`, the original of `file`, as a backup and returns its path:
 /// under `<team>/.memory-backups/` (same relative path, `.bak`, `.bak.N`)
 /// when the file is in a team directory, else beside it as `.<name>.bak`.
 /// A backup with the same content already there is reused, not repeated.
-pub fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, MemoryError> {
+pub(crate) fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, MemoryError> {
     let name = file
         .file_name()
         .and_then(|n| n.to_str())
@@ -326,7 +326,7 @@ pub fn backup(team: Option<&Path>, file: &Path, src: &str) -> Result<PathBuf, Me
 
 /// The team directory a memory file belongs to (its `.squad/` or `.ai-team/`
 /// ancestor), if any.
-pub fn team_of(file: &Path) -> Option<PathBuf> {
+pub(crate) fn team_of(file: &Path) -> Option<PathBuf> {
     file.ancestors()
         .skip(1)
         .find(|a| {
@@ -337,7 +337,7 @@ pub fn team_of(file: &Path) -> Option<PathBuf> {
 }
 
 /// Every memory file of a team directory that exists.
-pub fn discover(team: &Path) -> Vec<MemoryFile> {
+pub(crate) fn discover(team: &Path) -> Vec<MemoryFile> {
     let mut out = Vec::new();
     let mut push = |path: PathBuf, kind, agent: Option<String>| {
         if is_file(&path) {
@@ -374,7 +374,7 @@ pub fn discover(team: &Path) -> Vec<MemoryFile> {
 }
 
 /// Classifies a path given on the command line.
-pub fn classify(path: &Path) -> MemoryFile {
+pub(crate) fn classify(path: &Path) -> MemoryFile {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let parent = path
         .parent()
@@ -395,7 +395,7 @@ pub fn classify(path: &Path) -> MemoryFile {
 }
 
 /// Reads a memory file (fsx: no-follow, regular files only, size-limited).
-pub fn read(path: &Path) -> Result<String, MemoryError> {
+pub(crate) fn read(path: &Path) -> Result<String, MemoryError> {
     read_regular_to_string(path, READ_LIMIT).map_err(|source| MemoryError::Read {
         path: path.to_path_buf(),
         source,
@@ -412,7 +412,7 @@ fn read_or_empty(path: &Path) -> Result<String, MemoryError> {
 
 /// What a merge did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct MergeReport {
+pub(crate) struct MergeReport {
     /// Inbox files read.
     pub inbox_files: usize,
     /// Entries appended to decisions.md.
@@ -451,7 +451,7 @@ fn unmergeable(t: &str) -> Option<String> {
 /// agent that had it open) goes back to the inbox, and the next merge adds
 /// what is new. A merge killed midway leaves set-aside files, which the next
 /// merge takes first (and `memory query` reads meanwhile).
-pub fn merge_inbox(
+pub(crate) fn merge_inbox(
     team: &Path,
     dry_run: bool,
     _lock: &MemoryLock,
@@ -671,7 +671,7 @@ fn restore(dir: Option<&crate::safefs::Dir>, at: &Path, orig: &Path) -> Option<P
 
 /// What an archive run did to one file.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ArchiveReport {
+pub(crate) struct ArchiveReport {
     /// The live file.
     pub file: PathBuf,
     /// Its archive.
@@ -684,7 +684,7 @@ pub struct ArchiveReport {
 
 /// The archive of a live memory file: `decisions.md` → `decisions-archive.md`,
 /// `history.md` → `history-archive.md`.
-pub fn archive_path(live: &Path) -> PathBuf {
+pub(crate) fn archive_path(live: &Path) -> PathBuf {
     let stem = live
         .file_stem()
         .and_then(|s| s.to_str())
@@ -694,7 +694,7 @@ pub fn archive_path(live: &Path) -> PathBuf {
 
 /// Archives one live file by the rule: the archive is written (durably)
 /// before the live file loses anything.
-pub fn archive_file(
+pub(crate) fn archive_file(
     live_path: &Path,
     rule: ArchiveRule,
     now: DateTime<Utc>,
@@ -732,7 +732,7 @@ pub fn archive_file(
 }
 
 /// Archives decisions.md and every agent's history.md.
-pub fn archive_team(
+pub(crate) fn archive_team(
     team: &Path,
     rule: ArchiveRule,
     now: DateTime<Utc>,
@@ -749,7 +749,7 @@ pub fn archive_team(
 /// Diagnostics of memory files, for `memory validate`, `validate` and `check`.
 /// `legacy` adds a notice per legacy entry (only `memory validate` asks: real
 /// teams' files are mostly legacy, and `validate` must stay quiet about it).
-pub fn diagnostics(files: &[MemoryFile], legacy: bool) -> Vec<squad_protocol::Diagnostic> {
+pub(crate) fn diagnostics(files: &[MemoryFile], legacy: bool) -> Vec<squad_protocol::Diagnostic> {
     let mut docs = Vec::new();
     let mut out = Vec::new();
     for f in files {
@@ -776,7 +776,7 @@ pub fn diagnostics(files: &[MemoryFile], legacy: bool) -> Vec<squad_protocol::Di
 
 /// The memory diagnostics of a project (`squadctl validate` and `check`):
 /// diagnostics and the number of files read.
-pub fn project_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+pub(crate) fn project_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
     let dir = if project.as_os_str().is_empty() {
         Path::new(".")
     } else {

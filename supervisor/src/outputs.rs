@@ -20,7 +20,7 @@ fn key(s: &str) -> Yaml {
 
 /// A session id for a session whose status file is missing, from its
 /// directory name: `sess_<dir name with _ for ->`.
-pub fn session_id_for(dir_name: &str) -> String {
+pub(crate) fn session_id_for(dir_name: &str) -> String {
     let cleaned: String = dir_name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -29,7 +29,7 @@ pub fn session_id_for(dir_name: &str) -> String {
 }
 
 /// The start time encoded in a session directory name, if it has one.
-pub fn started_from_name(dir_name: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn started_from_name(dir_name: &str) -> Option<DateTime<Utc>> {
     let stamp = dir_name.get(..16)?;
     NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ")
         .ok()
@@ -48,7 +48,7 @@ fn timestamp(t: DateTime<Utc>) -> Yaml {
 /// the encoding and any markdown around the YAML are kept as found. Returns
 /// `None` when the existing file cannot be safely rewritten (its YAML is not
 /// a mapping): the supervisor never destroys what it cannot read.
-pub fn render_status(
+pub(crate) fn render_status(
     existing: Option<&str>,
     view: &SessionView,
     now: DateTime<Utc>,
@@ -88,7 +88,7 @@ pub fn render_status(
 /// Sets top-level fields of a status file's YAML, keeping its encoding,
 /// other fields and surrounding markdown; `None` when the YAML is not a
 /// mapping (then the file is left alone).
-pub fn set_status_fields(text: &str, fields: &[(&str, String)]) -> Option<String> {
+pub(crate) fn set_status_fields(text: &str, fields: &[(&str, String)]) -> Option<String> {
     let (mut map, prefix, suffix) = split_status(text)?;
     for (k, v) in fields {
         map.insert(key(k), Yaml::String(v.clone()));
@@ -101,7 +101,12 @@ pub fn set_status_fields(text: &str, fields: &[(&str, String)]) -> Option<String
 /// `validation_gates.design`), creating the mapping when absent; keeps the
 /// rest as [`set_status_fields`] does. `None` when the YAML, or the value at
 /// `parent`, is not a mapping.
-pub fn set_status_nested(text: &str, parent: &str, field: &str, value: &str) -> Option<String> {
+pub(crate) fn set_status_nested(
+    text: &str,
+    parent: &str,
+    field: &str,
+    value: &str,
+) -> Option<String> {
     let (mut map, prefix, suffix) = split_status(text)?;
     let inner = map
         .entry(key(parent))
@@ -142,7 +147,7 @@ fn split_status(text: &str) -> Option<(Mapping, String, String)> {
 /// Renders summary.md for a session that ended. `recorded`: the tasks that
 /// violated their dependencies during the session (with the prerequisites
 /// unmet then), counted even when they no longer do.
-pub fn render_summary(
+pub(crate) fn render_summary(
     session: &SessionIndex,
     view: &SessionView,
     escalations: &[String],
@@ -323,7 +328,7 @@ fn shared_status(s: TaskStatus) -> &'static str {
 /// up to date task by task as the session changes: the file is assembled
 /// from these parts without re-serializing what did not change.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ContextFragment {
+pub(crate) struct ContextFragment {
     /// Per progress update with decisions, in time order: (agent, stamp,
     /// decisions).
     decisions: Vec<(String, String, Vec<Json>)>,
@@ -382,7 +387,7 @@ fn context_entry(
 impl ContextFragment {
     /// Brings the part up to date: decisions from every progress update,
     /// and the entries of the `changed` tasks (every task when `None`).
-    pub fn update<'a>(
+    pub(crate) fn update<'a>(
         &mut self,
         session: &SessionIndex,
         tasks: impl Fn(&str) -> Option<&'a crate::derive::TaskView>,
@@ -436,7 +441,7 @@ impl ContextFragment {
 /// Renders one session's part of the shared context from scratch (the
 /// daemon updates fragments in place; tests compare with this).
 #[cfg(test)]
-pub fn context_fragment(session: &SessionIndex, view: &SessionView) -> ContextFragment {
+pub(crate) fn context_fragment(session: &SessionIndex, view: &SessionView) -> ContextFragment {
     let mut out = ContextFragment::default();
     out.update(
         session,
@@ -471,7 +476,7 @@ fn top_level_array<'a>(entries: impl Iterator<Item = &'a String>) -> String {
 
 /// The top-level object of an existing shared-context file (empty when it
 /// is missing or not a JSON object: then it is replaced).
-pub fn existing_context(existing: Option<&str>) -> Map<String, Json> {
+pub(crate) fn existing_context(existing: Option<&str>) -> Map<String, Json> {
     existing
         .and_then(|t| serde_json::from_str::<Json>(t).ok())
         .and_then(|v| match v {
@@ -488,7 +493,7 @@ pub fn existing_context(existing: Option<&str>) -> Map<String, Json> {
 /// are derived; every other top-level key of `existing` is kept in place.
 /// Also returns the object as assembled (with the task arrays as markers),
 /// which stands for the file's object as long as the file is unchanged.
-pub fn assemble_context(
+pub(crate) fn assemble_context(
     mut root: Map<String, Json>,
     fragments: &[&ContextFragment],
 ) -> (String, Map<String, Json>) {
@@ -549,7 +554,10 @@ pub fn assemble_context(
 
 /// [`assemble_context`] over the text of the existing file.
 #[cfg(test)]
-pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFragment]) -> String {
+pub(crate) fn assemble_shared_context(
+    existing: Option<&str>,
+    fragments: &[&ContextFragment],
+) -> String {
     assemble_context(existing_context(existing), fragments).0
 }
 
@@ -558,7 +566,7 @@ pub fn assemble_shared_context(existing: Option<&str>, fragments: &[&ContextFrag
 /// [`assemble_shared_context`]. For tests: the daemon assembles its
 /// fragments as they change.
 #[cfg(test)]
-pub fn render_shared_context(
+pub(crate) fn render_shared_context(
     existing: Option<&str>,
     sessions: &[(&SessionIndex, &SessionView)],
 ) -> String {

@@ -26,17 +26,17 @@ use std::path::{Path, PathBuf};
 const DELETING: &str = ".deleting-";
 
 /// The name of the gc mutex in `.squad/run/`.
-pub const GC_LOCK_FILE: &str = "gc.lock";
+pub(crate) const GC_LOCK_FILE: &str = "gc.lock";
 
 /// Holds the gc mutex (`.squad/run/gc.lock`, an advisory lock) while alive:
 /// one retention run at a time per root, `squadctl gc` or squadd's.
-pub struct GcGuard {
+pub(crate) struct GcGuard {
     _file: File,
 }
 
 /// Takes the gc mutex: `None` when another run holds it right now. The file
 /// is opened without following a link, relative to the run directory.
-pub fn try_gc_lock(root: &Path) -> io::Result<Option<GcGuard>> {
+pub(crate) fn try_gc_lock(root: &Path) -> io::Result<Option<GcGuard>> {
     let run = Dir::open_root(root)?.walk(&Path::new(SQUAD_DIR).join(RUN_DIR), Some(0o700))?;
     let file = run.open_file(GC_LOCK_FILE, libc::O_RDWR | libc::O_CREAT, 0o600)?;
     match file.try_lock() {
@@ -48,7 +48,7 @@ pub fn try_gc_lock(root: &Path) -> io::Result<Option<GcGuard>> {
 
 /// Takes the gc mutex, waiting up to `wait` for another run to finish;
 /// `None` when it is still held then.
-pub fn gc_lock(root: &Path, wait: std::time::Duration) -> io::Result<Option<GcGuard>> {
+pub(crate) fn gc_lock(root: &Path, wait: std::time::Duration) -> io::Result<Option<GcGuard>> {
     let until = std::time::Instant::now() + wait;
     loop {
         if let Some(g) = try_gc_lock(root)? {
@@ -96,7 +96,7 @@ fn live_locks(session: &Dir, now: DateTime<Utc>) -> usize {
 /// relative to these descriptors, so swapping either path for a symlink
 /// between (or during) planning and acting cannot aim a rename or a
 /// deletion outside the root.
-pub struct Places {
+pub(crate) struct Places {
     root: PathBuf,
     squad: Dir,
     sessions: Option<Dir>,
@@ -105,7 +105,7 @@ pub struct Places {
 
 impl Places {
     /// Opens the places of a root (missing ones are empty; nothing created).
-    pub fn open(root: &Path) -> io::Result<Places> {
+    pub(crate) fn open(root: &Path) -> io::Result<Places> {
         let squad = Dir::open_root(root)?.open_dir(OsStr::new(SQUAD_DIR))?;
         let open = |name: &str| match squad.open_dir(OsStr::new(name)) {
             Ok(d) => Ok(Some(d)),
@@ -131,7 +131,11 @@ impl Places {
 /// Collects the facts about every session and archive, through the
 /// descriptors of `places`. `busy` names sessions the daemon is still
 /// processing files of.
-pub fn gather(places: &Places, now: DateTime<Utc>, busy: &BTreeSet<String>) -> Vec<SessionFacts> {
+pub(crate) fn gather(
+    places: &Places,
+    now: DateTime<Utc>,
+    busy: &BTreeSet<String>,
+) -> Vec<SessionFacts> {
     let mut out = Vec::new();
     for place in [Place::Sessions, Place::Archives] {
         let Some(dir) = places.of(place) else {
@@ -238,7 +242,7 @@ fn stamp_archived(session: &Dir, now: DateTime<Utc>) -> io::Result<()> {
 
 /// What became of one action.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Done; the event to audit.
     Done(EventKind),
     /// Someone else (another gc, an agent) had already done it: not a
@@ -325,7 +329,7 @@ fn carry_out(places: &Places, action: &Action, stamp: DateTime<Utc>) -> io::Resu
 /// Carries out a plan through the descriptors it was gathered from;
 /// `stamp` is the `archived_at` written (always the real time). Returns,
 /// per action, its outcome. Call it holding the [`gc_lock`].
-pub fn execute(
+pub(crate) fn execute(
     places: &mut Places,
     plan: &Plan,
     stamp: DateTime<Utc>,

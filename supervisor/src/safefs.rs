@@ -23,7 +23,7 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// An open directory, reached from a root without following symlinks.
 #[derive(Debug)]
-pub struct Dir {
+pub(crate) struct Dir {
     fd: OwnedFd,
     path: PathBuf,
 }
@@ -40,14 +40,14 @@ fn refused(path: &Path, what: &str) -> io::Error {
 }
 
 /// Whether an error is "the directory or file is not there".
-pub fn is_missing(e: &io::Error) -> bool {
+pub(crate) fn is_missing(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
 impl Dir {
     /// Opens a root directory. The root itself is the operator's choice
     /// (it may be reached through a link); everything below is not.
-    pub fn open_root(root: &Path) -> io::Result<Dir> {
+    pub(crate) fn open_root(root: &Path) -> io::Result<Dir> {
         // An empty path is the current directory (how squadctl names it).
         let at = if root.as_os_str().is_empty() {
             Path::new(".")
@@ -73,12 +73,12 @@ impl Dir {
     }
 
     /// The path this directory was reached by (for messages).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Opens the subdirectory `name` (one component), refusing a link.
-    pub fn open_dir(&self, name: &std::ffi::OsStr) -> io::Result<Dir> {
+    pub(crate) fn open_dir(&self, name: &std::ffi::OsStr) -> io::Result<Dir> {
         let c = cstr(name)?;
         let path = self.path.join(name);
         // SAFETY: valid dirfd and NUL-terminated name; the fd is owned at once.
@@ -107,7 +107,7 @@ impl Dir {
     }
 
     /// Opens (creating with `mode` when missing) the subdirectory `name`.
-    pub fn create_dir(&self, name: &std::ffi::OsStr, mode: u32) -> io::Result<Dir> {
+    pub(crate) fn create_dir(&self, name: &std::ffi::OsStr, mode: u32) -> io::Result<Dir> {
         let c = cstr(name)?;
         // SAFETY: valid dirfd and NUL-terminated name.
         let r = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
@@ -123,7 +123,7 @@ impl Dir {
     /// Walks `rel` (relative, plain components only) below this directory,
     /// creating missing directories with `mode` when given, else failing
     /// with NotFound: a directory that vanished is never recreated.
-    pub fn walk(&self, rel: &Path, create: Option<u32>) -> io::Result<Dir> {
+    pub(crate) fn walk(&self, rel: &Path, create: Option<u32>) -> io::Result<Dir> {
         let mut dir = Dir {
             fd: self.fd.try_clone()?,
             path: self.path.clone(),
@@ -142,7 +142,7 @@ impl Dir {
 
     /// Opens the regular file `name` for writing (never through a link,
     /// never a FIFO or device: non-blocking, checked after opening).
-    pub fn open_file(&self, name: &str, flags: libc::c_int, mode: u32) -> io::Result<File> {
+    pub(crate) fn open_file(&self, name: &str, flags: libc::c_int, mode: u32) -> io::Result<File> {
         let c = cstr(std::ffi::OsStr::new(name))?;
         let path = self.path.join(name);
         // SAFETY: valid dirfd and NUL-terminated name; the fd is owned at once.
@@ -171,7 +171,7 @@ impl Dir {
 
     /// Writes `name` atomically (temporary file in this directory, fsync,
     /// `renameat`, fsync of the directory), created with `mode`.
-    pub fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    pub(crate) fn write_atomic(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
         self.write_atomic_unsynced(name, bytes, mode)?;
         self.sync()
     }
@@ -180,7 +180,12 @@ impl Dir {
     /// is complete on disk and replaces `name` whole, but the rename is
     /// durable only once the caller fsyncs this directory ([`Dir::sync`]).
     /// For group commits: many files of one directory, one directory fsync.
-    pub fn write_atomic_unsynced(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    pub(crate) fn write_atomic_unsynced(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        mode: u32,
+    ) -> io::Result<()> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let temp = format!(".{name}.tmp.{}.{n}", std::process::id());
         let result = (|| {
@@ -198,13 +203,13 @@ impl Dir {
     }
 
     /// `renameat(self/from, to_dir/to)`.
-    pub fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+    pub(crate) fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
         self.rename_os(std::ffi::OsStr::new(from), to_dir, std::ffi::OsStr::new(to))
     }
 
     /// Renames `from` to `to` in `to_dir` only if `to` does not exist
     /// (`RENAME_NOREPLACE`): AlreadyExists otherwise.
-    pub fn rename_noreplace(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+    pub(crate) fn rename_noreplace(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
         self.rename_flags(
             std::ffi::OsStr::new(from),
             to_dir,
@@ -249,18 +254,18 @@ impl Dir {
     }
 
     /// Removes the file (or link) `name` in this directory.
-    pub fn unlink(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn unlink(&self, name: &str) -> io::Result<()> {
         self.unlinkat_os(std::ffi::OsStr::new(name), 0)
     }
 
     /// Whether `name` exists in this directory (as anything, links not followed).
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.stat(name).is_ok()
     }
 
     /// The names in this directory (not `.`/`..`), listed through the
     /// descriptor itself, never by re-resolving the path.
-    pub fn names(&self) -> io::Result<Vec<String>> {
+    pub(crate) fn names(&self) -> io::Result<Vec<String>> {
         // /proc/self/fd/N is the open directory, wherever its path leads now.
         let fd_path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
         let mut out = Vec::new();
@@ -271,12 +276,12 @@ impl Dir {
     }
 
     /// `lstat` of `name` in this directory (links not followed).
-    pub fn stat(&self, name: &str) -> io::Result<libc::stat> {
+    pub(crate) fn stat(&self, name: &str) -> io::Result<libc::stat> {
         self.stat_os(std::ffi::OsStr::new(name))
     }
 
     /// Whether `name` is a real directory (not a link to one).
-    pub fn is_dir(&self, name: &str) -> bool {
+    pub(crate) fn is_dir(&self, name: &str) -> bool {
         self.stat(name).is_ok_and(|st| is_dir_mode(&st))
     }
 
@@ -290,7 +295,7 @@ impl Dir {
     /// later pass, so a tree deeper than the fd limit still goes entirely.
     /// Names are taken as bytes (never re-encoded), and an entry someone
     /// else removed meanwhile counts as removed.
-    pub fn remove_tree(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn remove_tree(&self, name: &str) -> io::Result<()> {
         let name = std::ffi::OsStr::new(name);
         if !self.stat_os(name).is_ok_and(|st| is_dir_mode(&st)) {
             return gone_is_fine(self.unlinkat_os(name, 0));
@@ -380,7 +385,7 @@ impl Dir {
 
     /// Reads the regular file `name` (at most `limit` bytes; never a link
     /// or a FIFO).
-    pub fn read(&self, name: &str, limit: u64) -> io::Result<Vec<u8>> {
+    pub(crate) fn read(&self, name: &str, limit: u64) -> io::Result<Vec<u8>> {
         use std::io::Read;
         let f = self.open_file(name, libc::O_RDONLY, 0)?;
         let mut bytes = Vec::new();
@@ -396,12 +401,12 @@ impl Dir {
 
     /// A path that reaches `name` in this very directory (through
     /// `/proc/self/fd`), for calls that take only a path (`bind`).
-    pub fn fd_path(&self, name: &str) -> PathBuf {
+    pub(crate) fn fd_path(&self, name: &str) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
     }
 
     /// Sets this directory's permission bits (`fchmod` on the descriptor).
-    pub fn chmod(&self, mode: u32) -> io::Result<()> {
+    pub(crate) fn chmod(&self, mode: u32) -> io::Result<()> {
         // SAFETY: valid fd.
         if unsafe { libc::fchmod(self.fd.as_raw_fd(), mode as libc::mode_t) } < 0 {
             return Err(io::Error::last_os_error());
@@ -410,7 +415,7 @@ impl Dir {
     }
 
     /// Fsyncs the directory (makes a create or rename in it durable).
-    pub fn sync(&self) -> io::Result<()> {
+    pub(crate) fn sync(&self) -> io::Result<()> {
         // SAFETY: valid fd.
         if unsafe { libc::fsync(self.fd.as_raw_fd()) } < 0 {
             return Err(io::Error::last_os_error());
@@ -420,7 +425,7 @@ impl Dir {
 }
 
 /// How many directory levels [`Dir::remove_tree`] holds open at most.
-pub const REMOVE_DEPTH: usize = 16;
+pub(crate) const REMOVE_DEPTH: usize = 16;
 
 fn is_dir_mode(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
@@ -436,14 +441,14 @@ fn gone_is_fine(r: io::Result<()>) -> io::Result<()> {
 
 /// How old a temporary file must be before a sweep removes it: a writer
 /// finishes within milliseconds, so one older than this was left by a crash.
-pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Removes the temporaries squadd and squadctl leave when killed, older than
 /// `older_than`, in a session directory: our own naming (`.name.tmp.pid.n`)
 /// at its top level and in `locks/`, and anything in `inbox/<agent>/tmp/`.
 /// Returns how many went. Nothing is followed; a younger file (a write in
 /// flight) is left alone.
-pub fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usize {
+pub(crate) fn sweep_temporaries(session: &Dir, older_than: std::time::Duration) -> usize {
     sweep_temporaries_left_by(session, older_than, None)
 }
 
@@ -483,7 +488,7 @@ fn sweep_temporaries_left_by(
 /// and `.claude/context/.shared-context.json.tmp.*`, older than
 /// [`STALE_AFTER`]. Run at start and by every retention run; returns how
 /// many went.
-pub fn sweep_squadd_temporaries(root: &Path, dead_squadd: Option<u32>) -> usize {
+pub(crate) fn sweep_squadd_temporaries(root: &Path, dead_squadd: Option<u32>) -> usize {
     let Ok(dir) = Dir::open_root(root) else {
         return 0;
     };
@@ -568,7 +573,11 @@ fn split_name<'a>(path: &Path, rel: &'a Path) -> io::Result<(&'a Path, String)> 
 /// The directory holding `path`, reached from `root` without following a
 /// link below the root; with `create`, missing directories are made (mode
 /// 0o755 or the given one), else a missing one is NotFound.
-pub fn parent_of(root: &Path, path: &Path, create: Option<u32>) -> io::Result<(Dir, String)> {
+pub(crate) fn parent_of(
+    root: &Path,
+    path: &Path,
+    create: Option<u32>,
+) -> io::Result<(Dir, String)> {
     let rel = path
         .strip_prefix(root)
         .map_err(|_| refused(path, "outside the root"))?;
@@ -587,7 +596,7 @@ const TREE_ROOTS: &[&str] = &[".squad", ".ai-team", ".claude", ".codex", ".githu
 /// that is the project root; for any other path its own directory. Nothing
 /// below the anchor is followed when writing; the anchor itself is the
 /// operator's choice (it may be reached through a link).
-pub fn project_anchor(path: &Path) -> PathBuf {
+pub(crate) fn project_anchor(path: &Path) -> PathBuf {
     // The last such component: a project may itself live below a directory
     // named like one (`~/.github/project/.squad/…`).
     let mut at = PathBuf::new();
@@ -613,7 +622,7 @@ pub fn project_anchor(path: &Path) -> PathBuf {
 /// The directory holding `path` and the file's name, reached from its
 /// [`project_anchor`] without following a link; with `create`, missing
 /// directories are made with that mode.
-pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, String)> {
+pub(crate) fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, String)> {
     let anchor = project_anchor(path);
     let rel = if anchor == Path::new(".") && !path.starts_with(".") {
         path
@@ -638,20 +647,20 @@ pub fn project_parent(path: &Path, create: Option<u32>) -> io::Result<(Dir, Stri
 /// directory, `locks/`, `inbox/<agent>`, `.squad` itself) is refused with
 /// an error naming it, never written through. A link at the file itself is
 /// replaced, never followed. Created with mode `0o666` less the umask.
-pub fn write_project_file(path: &Path, bytes: &[u8], create: Option<u32>) -> io::Result<()> {
+pub(crate) fn write_project_file(path: &Path, bytes: &[u8], create: Option<u32>) -> io::Result<()> {
     let (dir, name) = project_parent(path, create)?;
     dir.write_atomic(&name, bytes, 0o666)
 }
 
 /// [`write_project_file`] into an existing directory: the drop-in for
 /// `squad_protocol::write_atomic` in everything squadctl writes.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_project_file(path, bytes, None)
 }
 
 /// Removes the file `path` of a project (see [`write_project_file`]): the
 /// link or file itself, never anything through a link below the root.
-pub fn remove_project_file(path: &Path) -> io::Result<()> {
+pub(crate) fn remove_project_file(path: &Path) -> io::Result<()> {
     let (dir, name) = project_parent(path, None)?;
     dir.unlink(&name)
 }
@@ -659,7 +668,7 @@ pub fn remove_project_file(path: &Path) -> io::Result<()> {
 /// Writes `root/rel` atomically, never through a link below `root`; with
 /// `create`, missing directories are made with that mode. A directory that
 /// vanished (without `create`) fails with NotFound and is not recreated.
-pub fn write_atomic_under(
+pub(crate) fn write_atomic_under(
     root: &Path,
     path: &Path,
     bytes: &[u8],
@@ -677,7 +686,7 @@ pub fn write_atomic_under(
 /// (at most `threads`), so the file system can merge their journal
 /// commits. Returns each file's outcome, in the order given; a failed
 /// directory fsync fails every file of that directory.
-pub fn write_group_under(
+pub(crate) fn write_group_under(
     root: &Path,
     files: &[(PathBuf, &[u8])],
     mode: u32,

@@ -20,7 +20,7 @@ use std::io;
 use std::path::Path;
 
 /// The lock file of session `name`, relative to `.squad/run`.
-pub fn lock_name(name: &str) -> String {
+pub(crate) fn lock_name(name: &str) -> String {
     format!("session-{name}.lock")
 }
 
@@ -28,7 +28,7 @@ pub fn lock_name(name: &str) -> String {
 /// when missing, never through a link). With `wait`, blocks until it is
 /// free; otherwise `Ok(None)` when someone else holds it. The lock is held
 /// until the returned file is dropped.
-pub fn lock_session(root: &Path, name: &str, wait: bool) -> io::Result<Option<File>> {
+pub(crate) fn lock_session(root: &Path, name: &str, wait: bool) -> io::Result<Option<File>> {
     let run = Dir::open_root(crate::root::fs_path(root))?.walk(
         &Path::new(squad_protocol::tree::SQUAD_DIR).join(squad_protocol::tree::RUN_DIR),
         None,
@@ -69,7 +69,7 @@ fn still_linked(dir: &Dir, name: &str, file: &File) -> io::Result<bool> {
 /// (and only if it is still the file of that name). Whoever opened it
 /// before finds it unlinked once they get it, and takes a new one
 /// ([`lock_session`]). Returns whether it was removed.
-pub fn remove_lock(run: &Dir, name: &str) -> io::Result<bool> {
+pub(crate) fn remove_lock(run: &Dir, name: &str) -> io::Result<bool> {
     let lock = lock_name(name);
     let file = match run.open_file(&lock, libc::O_RDWR, 0) {
         Ok(f) => f,
@@ -95,7 +95,7 @@ pub fn remove_lock(run: &Dir, name: &str) -> io::Result<bool> {
 /// sessions directory; `None`: there is none) no longer holds: archived,
 /// deleted, renamed or removed by hand. Held ones stay. Returns the
 /// sessions whose lock file went.
-pub fn sweep_locks(run: &Dir, sessions: Option<&Dir>) -> Vec<String> {
+pub(crate) fn sweep_locks(run: &Dir, sessions: Option<&Dir>) -> Vec<String> {
     let mut removed = Vec::new();
     for file in run.names().unwrap_or_default() {
         let Some(name) = file
@@ -120,7 +120,7 @@ pub fn sweep_locks(run: &Dir, sessions: Option<&Dir>) -> Vec<String> {
 
 /// Why an edit was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EditError {
+pub(crate) enum EditError {
     /// A rule refused it (exit 1): `complete` of a failed session.
     #[error("{0}")]
     Refused(String),
@@ -131,7 +131,7 @@ pub enum EditError {
 
 /// What an applied edit left in the file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct EditOutcome {
+pub(crate) struct EditOutcome {
     /// The session directory name.
     pub session: String,
     /// What was done (`completed`, `phase design`, …).
@@ -169,7 +169,7 @@ fn parse(path: &Path, text: &str) -> Option<SessionStatus> {
 /// Applies `edit` to the status file text `text` (of `path`) at `now`:
 /// the new text, validated, or why not. Fields the edit does not set, the
 /// encoding and the markdown around the YAML are kept.
-pub fn apply(
+pub(crate) fn apply(
     path: &Path,
     text: &str,
     edit: &SessionEdit,
@@ -211,7 +211,7 @@ fn dir_name(status_path: &Path) -> String {
 }
 
 /// Describes the file `text` after `edit` (for `--json` and the human line).
-pub fn outcome(
+pub(crate) fn outcome(
     path: &Path,
     text: &str,
     edit: &SessionEdit,

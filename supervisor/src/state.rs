@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Persistent daemon state of one root.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct State {
+pub(crate) struct State {
     /// Format version.
     #[serde(default)]
     pub version: u32,
@@ -34,14 +34,14 @@ pub struct State {
 }
 
 /// `<root>/.squad/run/state.json`.
-pub fn state_path(root: &Path) -> PathBuf {
+pub(crate) fn state_path(root: &Path) -> PathBuf {
     root.join(SQUAD_DIR).join(RUN_DIR).join("state.json")
 }
 
 impl State {
     /// Loads the state; a missing or unreadable file is an empty state (the
     /// only cost is that timeouts restart from the current progress update).
-    pub fn load(root: &Path) -> State {
+    pub(crate) fn load(root: &Path) -> State {
         // Non-blocking, never through a link: anyone can plant a FIFO there.
         squad_protocol::fsx::read_regular(
             &state_path(root),
@@ -53,12 +53,12 @@ impl State {
     }
 
     /// Forgets one session.
-    pub fn forget(&mut self, session: &str) {
+    pub(crate) fn forget(&mut self, session: &str) {
         self.retain(|name| name != session);
     }
 
     /// Keeps only the sessions `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         self.task_starts.retain(|k, _| keep(k));
         self.overdue_reported.retain(|k, _| keep(k));
         self.escalated.retain(|k, _| keep(k));
@@ -67,7 +67,7 @@ impl State {
     }
 
     /// The file's bytes.
-    pub fn encode(&self) -> io::Result<Vec<u8>> {
+    pub(crate) fn encode(&self) -> io::Result<Vec<u8>> {
         let mut bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
         bytes.push(b'\n');
         Ok(bytes)

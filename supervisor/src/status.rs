@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// One validation problem, as shown in status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// File (or session directory).
     pub path: String,
     /// 1-based line, when known.
@@ -46,7 +46,7 @@ impl From<&Diagnostic> for Problem {
 
 /// One session in the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SessionReport {
+pub(crate) struct SessionReport {
     /// Directory name.
     pub name: String,
     /// From session-status.md.
@@ -98,7 +98,7 @@ pub struct SessionReport {
 
 /// A blocked task, as shown in status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlockedTask {
+pub(crate) struct BlockedTask {
     /// Task id.
     pub task_id: String,
     /// Assignee.
@@ -109,7 +109,7 @@ pub struct BlockedTask {
 
 /// An error report, as shown in status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorReportView {
+pub(crate) struct ErrorReportView {
     /// Error id.
     pub error_id: String,
     /// Reporter.
@@ -123,7 +123,7 @@ pub struct ErrorReportView {
 }
 
 /// Agents who were sent messages but have no task in the session.
-pub fn recipients_without_task(session: &SessionIndex) -> Vec<String> {
+pub(crate) fn recipients_without_task(session: &SessionIndex) -> Vec<String> {
     use crate::index::Entry;
     let assignees: std::collections::BTreeSet<&str> =
         session.plans().map(|p| p.agent.as_str()).collect();
@@ -139,7 +139,7 @@ pub fn recipients_without_task(session: &SessionIndex) -> Vec<String> {
 }
 
 /// Fills in a session report's message figures from its inboxes.
-pub fn add_messages(
+pub(crate) fn add_messages(
     report: &mut SessionReport,
     session: &SessionIndex,
     escalated: Option<&std::collections::BTreeSet<String>>,
@@ -160,7 +160,7 @@ pub fn add_messages(
 
 /// One lock record, as shown in status.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LockView {
+pub(crate) struct LockView {
     /// Targets.
     pub targets: Vec<String>,
     /// `exclusive`, `shared`, or `unreadable`.
@@ -197,7 +197,7 @@ impl From<&crate::locks::Entry> for LockView {
 }
 
 /// The locks of one session among all lock records.
-pub fn session_locks(entries: &[crate::locks::Entry], session: &str) -> Vec<LockView> {
+pub(crate) fn session_locks(entries: &[crate::locks::Entry], session: &str) -> Vec<LockView> {
     entries
         .iter()
         .filter(|e| match e {
@@ -209,7 +209,7 @@ pub fn session_locks(entries: &[crate::locks::Entry], session: &str) -> Vec<Lock
 }
 
 /// Builds the report of one session.
-pub fn session_report(
+pub(crate) fn session_report(
     session: &SessionIndex,
     view: &SessionView,
     locks: Vec<LockView>,
@@ -288,7 +288,7 @@ fn error_reports(session: &SessionIndex, view: &SessionView) -> Vec<ErrorReportV
 
 /// One project root in the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RootReport {
+pub(crate) struct RootReport {
     /// The root.
     pub root: String,
     /// Whether the root (or its `.squad/sessions`) is missing.
@@ -313,7 +313,7 @@ pub struct RootReport {
 /// The daemon, as seen by `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
-pub enum DaemonReport {
+pub(crate) enum DaemonReport {
     /// Running and answering.
     Running {
         /// Process id.
@@ -336,7 +336,7 @@ pub enum DaemonReport {
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     /// Daemon state.
     pub daemon: DaemonReport,
     /// Roots.
@@ -344,7 +344,7 @@ pub struct StatusReport {
 }
 
 /// Builds a root's report straight from the files (the daemon is down).
-pub fn report_from_files(
+pub(crate) fn report_from_files(
     root: &Path,
     session_filter: Option<&str>,
     threads: usize,
@@ -404,7 +404,7 @@ fn list(items: &[String]) -> String {
 }
 
 /// Renders the report for people.
-pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
+pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
     let mut out = String::new();
     match &report.daemon {
         DaemonReport::Running {
@@ -580,7 +580,7 @@ pub fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String {
 /// How a project's notify commands stand, as `status --json` (per root) and
 /// `health` report them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HooksReport {
+pub(crate) struct HooksReport {
     /// Whether the policy names any notify command.
     pub configured: bool,
     /// Commands waiting for a free place (`hooks.max_concurrent`).

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// The project's team problems, as `squadctl validate`/`check` and squadd's
 /// status report them: `(diagnostics, files read)`. Nothing when the
 /// project has no team directory (a protocol-only project).
-pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
+pub(crate) fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
     match teamdir::locate(project) {
         Some(t) if !t.from_main_checkout && holds_team(&t.path) => {
             let team = read_team(&t);
@@ -29,7 +29,7 @@ pub fn project_diagnostics(project: &Path) -> (Vec<Diagnostic>, usize) {
 /// Whether a team directory holds a team (team.md, casting/ or
 /// routing.md): a `.squad/` made by `squadctl init` for sessions only, or
 /// holding only agents' skills, is not one and has no team to validate.
-pub fn holds_team(dir: &Path) -> bool {
+pub(crate) fn holds_team(dir: &Path) -> bool {
     ["team.md", "casting", "routing.md"]
         .iter()
         .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
@@ -40,7 +40,7 @@ pub fn holds_team(dir: &Path) -> bool {
 /// `agents/<name>/charter.md|history.md`): the diagnostics of its team that
 /// are about that file. `None` for anything else. `squadctl validate PATH`
 /// routes such paths here.
-pub fn check_target(path: &Path) -> Option<(Vec<Diagnostic>, usize)> {
+pub(crate) fn check_target(path: &Path) -> Option<(Vec<Diagnostic>, usize)> {
     let parts: Vec<&std::ffi::OsStr> = path.iter().collect();
     let at = parts
         .iter()
@@ -73,7 +73,7 @@ pub fn check_target(path: &Path) -> Option<(Vec<Diagnostic>, usize)> {
 
 /// The team's health, as squadd's status reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TeamHealth {
+pub(crate) struct TeamHealth {
     /// Whether the project has a team directory.
     pub present: bool,
     /// Roster members.
@@ -87,7 +87,7 @@ pub struct TeamHealth {
 }
 
 /// Reads the team and summarises what is wrong (squadd's status).
-pub fn health(project: &Path) -> TeamHealth {
+pub(crate) fn health(project: &Path) -> TeamHealth {
     let Some(t) = teamdir::locate(project).filter(|t| !t.from_main_checkout && holds_team(&t.path))
     else {
         return TeamHealth::default();
@@ -119,7 +119,7 @@ pub fn health(project: &Path) -> TeamHealth {
 
 /// Whether a changed path is one of the team files squadd follows: team.md,
 /// routing.md, ceremonies.md, casting/, agents/ (charters, histories).
-pub fn is_team_path(root: &Path, path: &Path) -> bool {
+pub(crate) fn is_team_path(root: &Path, path: &Path) -> bool {
     [TEAM_DIR, LEGACY_TEAM_DIR].iter().any(|d| {
         let Ok(rel) = path.strip_prefix(root.join(d)) else {
             return false;
@@ -149,7 +149,7 @@ pub fn is_team_path(root: &Path, path: &Path) -> bool {
 }
 
 /// The directories squadd watches for team changes (those that exist).
-pub fn watch_dirs(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn watch_dirs(root: &Path) -> Vec<PathBuf> {
     let Some(t) = teamdir::locate(root).filter(|t| !t.from_main_checkout) else {
         return Vec::new();
     };
@@ -179,7 +179,7 @@ pub fn watch_dirs(root: &Path) -> Vec<PathBuf> {
 /// Reads a skill folder's files (relative `/` paths to text): regular UTF-8
 /// files of at most 16 MiB, at most 8 levels deep, dot files and names that
 /// could not be imported left out. What is left out is said in `notes`.
-pub fn read_skill_folder(dir: &Path, label: &str, notes: &mut Vec<String>) -> SkillFiles {
+pub(crate) fn read_skill_folder(dir: &Path, label: &str, notes: &mut Vec<String>) -> SkillFiles {
     let mut out = SkillFiles::new();
     walk(dir, "", 0, label, &mut out, notes);
     out
@@ -311,7 +311,7 @@ fn is_installed_builtin(name: &str, dir: &Path) -> bool {
 /// first of a name wins) and each agent's own, with notes on what is left
 /// out.
 #[allow(clippy::type_complexity)]
-pub fn gather_skills(
+pub(crate) fn gather_skills(
     team: &TeamDir,
 ) -> (
     BTreeMap<String, SkillFiles>,
@@ -369,7 +369,7 @@ pub fn gather_skills(
 }
 
 /// The `**Owner:**` of the roster's Project Context, if any.
-pub fn owner(team: &Team) -> String {
+pub(crate) fn owner(team: &Team) -> String {
     team.team_md
         .as_deref()
         .and_then(|t| {
@@ -393,7 +393,7 @@ const STAGING_MARKER: &str = ".squad-import-staging";
 
 /// What an import did (or would do).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ImportReport {
+pub(crate) struct ImportReport {
     /// The team directory written.
     pub target: PathBuf,
     /// Where the old team went (`--force`).
@@ -653,7 +653,7 @@ fn keep_non_team_entries(backup: &Path, target: &Path, notes: &mut Vec<String>) 
 /// which directories the renames involve, so an import killed half-way is
 /// finished or undone by the next `squadctl` command, import or squadd
 /// start ([`recover_interrupted_import`]).
-pub const JOURNAL_FILE: &str = ".squad-import-journal.json";
+pub(crate) const JOURNAL_FILE: &str = ".squad-import-journal.json";
 
 /// What the journal records: names of entries of the project directory.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -697,7 +697,7 @@ fn crash_point(step: &str) {
 /// `config.json`, `audit.jsonl`, …) come back into it; before the swap, the
 /// unfinished new team is removed. Returns what it did, one line each;
 /// nothing when there was nothing to do.
-pub fn recover_interrupted_import(project: &Path) -> Vec<String> {
+pub(crate) fn recover_interrupted_import(project: &Path) -> Vec<String> {
     let mut notes = Vec::new();
     let dir = crate::root::fs_path(project);
     let path = dir.join(JOURNAL_FILE);
@@ -775,7 +775,7 @@ pub fn recover_interrupted_import(project: &Path) -> Vec<String> {
 /// [`recover_interrupted_import`] for a `squadctl` command: the project at
 /// `--root`, else the nearest directory at or above the current one with a
 /// journal (or a team directory, which ends the search).
-pub fn recover_for_command(root_arg: Option<&Path>) -> Vec<String> {
+pub(crate) fn recover_for_command(root_arg: Option<&Path>) -> Vec<String> {
     if let Some(r) = root_arg {
         return recover_interrupted_import(r);
     }
@@ -824,7 +824,7 @@ fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
 
 /// The team directory an import writes: the project's own `.squad/` or
 /// `.ai-team/` when there is one, else `.squad/`.
-pub fn import_target(project: &Path) -> (PathBuf, bool) {
+pub(crate) fn import_target(project: &Path) -> (PathBuf, bool) {
     match teamdir::locate(project).filter(|t| !t.from_main_checkout) {
         Some(t) => (t.path, true),
         None => (project.join(TEAM_DIR), false),
@@ -833,7 +833,7 @@ pub fn import_target(project: &Path) -> (PathBuf, bool) {
 
 /// Why an import did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImportError {
+pub(crate) enum ImportError {
     /// The project already has a team directory (and no `--force`).
     #[error("{0}")]
     Refused(String),
@@ -847,7 +847,7 @@ static STAGING_COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::Atomic
 /// Imports `bundle` into `project` (docs/team.md): refused when the
 /// project has a team directory unless `force` (the old one is moved to a
 /// backup), all or nothing (built beside, renamed into place).
-pub fn import(
+pub(crate) fn import(
     project: &Path,
     bundle: &Bundle,
     force: bool,

@@ -1,17 +1,19 @@
 //! Text for people: control characters escaped (the workspace's one helper,
 //! in `squad_protocol::text`), counts with their nouns in the right number.
 
-pub use squad_protocol::text::{escape, escape_lines};
+pub(crate) use squad_protocol::text::{escape, escape_lines};
 
 /// `1 session`, `2 sessions`: a count with its noun in the right number.
-pub fn count(n: usize, singular: &str, plural: &str) -> String {
+pub(crate) fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
 }
 
 /// Every string inside a serializable value escaped ([`escape`]): for a
 /// report assembled from names that is rendered for people, so that a name
 /// cannot break a line of the rendering.
-pub fn escape_all<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) -> Option<T> {
+pub(crate) fn escape_all<T: serde::Serialize + serde::de::DeserializeOwned>(
+    value: &T,
+) -> Option<T> {
     fn walk(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::String(s) => {
@@ -30,7 +32,7 @@ pub fn escape_all<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) 
 }
 
 /// `5s`, `3m`, `2h`, `4d`: an age for people.
-pub fn human_age(secs: i64) -> String {
+pub(crate) fn human_age(secs: i64) -> String {
     match secs {
         s if s < 60 => format!("{s}s"),
         s if s < 3600 => format!("{}m", s / 60),

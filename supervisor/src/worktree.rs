@@ -16,16 +16,16 @@ use std::process::Command;
 
 /// The directory under `.squad/` holding the runs' worktrees
 /// (`worktrees/<session>/<task>`).
-pub const WORKTREES_DIR: &str = "worktrees";
+pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// A run's worktree record, in its run directory.
-pub const RECORD_FILE: &str = "worktree.json";
+pub(crate) const RECORD_FILE: &str = "worktree.json";
 /// The largest worktree.json read (it sits where agents write).
 const MAX_RECORD: u64 = 64 * 1024;
 
 /// Where a run's branch stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum TreeState {
+pub(crate) enum TreeState {
     /// The run works in it (or has not completed its task).
     Active,
     /// Merged into the session's branch; the worktree is removed.
@@ -37,7 +37,7 @@ pub enum TreeState {
 
 /// A run's worktree (`worktree.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunTree {
+pub(crate) struct RunTree {
     /// The worktree's directory.
     pub path: PathBuf,
     /// The run's branch, `squad/<task>`.
@@ -164,7 +164,7 @@ fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, W
 }
 
 /// The run's worktree record, if it has one (for display).
-pub fn load(run_dir: &Path) -> Option<RunTree> {
+pub(crate) fn load(run_dir: &Path) -> Option<RunTree> {
     let text =
         squad_protocol::fsx::read_regular_to_string(&run_dir.join(RECORD_FILE), MAX_RECORD).ok()?;
     serde_json::from_str(&text).ok()
@@ -186,7 +186,7 @@ fn save(run_dir: &Path, tree: &RunTree) -> Result<(), WorktreeError> {
 }
 
 /// The worktree of `task` in `session`: `.squad/worktrees/<session>/<task>`.
-pub fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
+pub(crate) fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
     root.join(SQUAD_DIR)
         .join(WORKTREES_DIR)
         .join(session)
@@ -196,14 +196,19 @@ pub fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
 /// [`prepare_tree`] with its error as text, for the run starter
 /// (daemon/runs/start.rs, being rewritten at the time of writing, takes
 /// a `String`; fold this away once it takes [`WorktreeError`]).
-pub fn prepare(root: &Path, run_dir: &Path, session: &str, task: &str) -> Result<RunTree, String> {
+pub(crate) fn prepare(
+    root: &Path,
+    run_dir: &Path,
+    session: &str,
+    task: &str,
+) -> Result<RunTree, String> {
     prepare_tree(root, run_dir, session, task).map_err(String::from)
 }
 
 /// Makes (or, for a retry, finds again) the worktree a run of `task`
 /// works in, and records it in the run directory. The root must be a git
 /// checkout on a branch (the session's branch the work is merged into).
-pub fn prepare_tree(
+pub(crate) fn prepare_tree(
     root: &Path,
     run_dir: &Path,
     session: &str,
@@ -281,7 +286,7 @@ pub fn prepare_tree(
 
 /// `spec` started in the worktree: its `cwd` taken relative to the worktree
 /// instead of the root.
-pub fn spec_in(
+pub(crate) fn spec_in(
     spec: &squad_policies::runners::RunnerSpec,
     tree: &RunTree,
 ) -> squad_policies::runners::RunnerSpec {
@@ -299,7 +304,7 @@ pub fn spec_in(
 /// check` does, and merges it into the session's branch in the main
 /// checkout, or holds it. Returns the reason when held (for the lead);
 /// `None` when merged or when the run has no active worktree.
-pub fn finish(
+pub(crate) fn finish(
     root: &Path,
     policy: &squad_policies::Policy,
     run_dir: &Path,
@@ -424,7 +429,7 @@ fn merge(
 /// untracked work: that one stays (a warning says so) and the next run
 /// tries again. Branches stay: a held run's branch is the work a human
 /// looks at. Returns the worktrees removed.
-pub fn sweep(root: &Path, session_exists: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+pub(crate) fn sweep(root: &Path, session_exists: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let root = crate::root::fs_path(root);
     let dir = root.join(SQUAD_DIR).join(WORKTREES_DIR);
     let mut removed = Vec::new();

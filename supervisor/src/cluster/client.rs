@@ -12,7 +12,7 @@ use std::time::Duration;
 const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Asks the local squadd.
-pub fn call(
+pub(crate) fn call(
     root: &Path,
     action: &str,
     targets: &[String],
@@ -44,7 +44,7 @@ pub fn call(
 /// most). Empty without `cluster:`. When the local squadd or NATS cannot
 /// answer, the guard goes on with the local table alone (a host without
 /// NATS keeps working locally; docs/cluster.md) and says so on stderr.
-pub fn remote_locks(
+pub(crate) fn remote_locks(
     root: &Path,
     policy: &squad_policies::Policy,
     now: chrono::DateTime<chrono::Utc>,
@@ -88,14 +88,14 @@ pub fn remote_locks(
 }
 
 /// The environment variable naming the agent a command runs for.
-pub const AGENT_ENV: &str = "SQUAD_AGENT";
+pub(crate) const AGENT_ENV: &str = "SQUAD_AGENT";
 
 /// Tells the local squadd that the agent of `SQUAD_AGENT` works on this
 /// host (docs/cluster.md, "Cross-host delivery"): its messages are then
 /// delivered here. Only with `cluster:`; best effort and quick (an agent's
 /// command never fails or waits for it: squadd answers from memory and
 /// claims the record on its own task).
-pub fn register_presence(root_arg: Option<&Path>) {
+pub(crate) fn register_presence(root_arg: Option<&Path>) {
     let Ok(agent) = std::env::var(AGENT_ENV) else {
         return;
     };

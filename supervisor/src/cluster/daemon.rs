@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 /// A `cluster` request from the control socket.
 #[derive(Debug)]
-pub struct Ask {
+pub(crate) struct Ask {
     /// `acquire`, `release`, `list` or `status`.
     pub action: String,
     /// Targets (`acquire`, `release`).
@@ -34,7 +34,7 @@ pub struct Ask {
 }
 
 /// Where the root's cluster task takes requests.
-pub struct Handle {
+pub(crate) struct Handle {
     tx: mpsc::Sender<(Ask, oneshot::Sender<Response>)>,
     leadership: Leadership,
 }
@@ -43,12 +43,12 @@ impl Handle {
     /// The epoch this host leads the project with, while its lease is
     /// valid; `None` on a follower (docs/cluster.md, "Leader"). squadd
     /// writes the supervisor-owned outputs only while this is `Some`.
-    pub fn leader_epoch(&self) -> Option<u64> {
+    pub(crate) fn leader_epoch(&self) -> Option<u64> {
         self.leadership.epoch()
     }
 
     /// Hands a request to the task; the receiver gets the answer.
-    pub fn ask(&self, ask: Ask) -> oneshot::Receiver<Response> {
+    pub(crate) fn ask(&self, ask: Ask) -> oneshot::Receiver<Response> {
         let (tx, rx) = oneshot::channel();
         if let Err(
             mpsc::error::TrySendError::Full((_, tx)) | mpsc::error::TrySendError::Closed((_, tx)),
@@ -87,7 +87,11 @@ struct Task {
 
 /// Starts the cluster task of `root` (inside squadd's runtime); `news` hears
 /// when this host becomes or stops being the leader.
-pub fn start(root: &Path, policy: ClusterPolicy, news: Box<dyn Fn(News) + Send + Sync>) -> Handle {
+pub(crate) fn start(
+    root: &Path,
+    policy: ClusterPolicy,
+    news: Box<dyn Fn(News) + Send + Sync>,
+) -> Handle {
     let (tx, rx) = mpsc::channel(256);
     let leadership = Leadership::default();
     let task = Task {
@@ -206,7 +210,7 @@ impl Task {
             let key = key_of(target);
             match locks.take(&key, &holder).await {
                 Ok(revision) => taken.push((key, Held { holder, revision })),
-                Err(TakeError::Held(h, _)) => {
+                Err(TakeError::Held(h)) => {
                     outcome = Some(Response::ok(json!({"taken": false, "holder": h})));
                     break;
                 }

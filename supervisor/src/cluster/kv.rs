@@ -14,11 +14,11 @@ use squad_policies::cluster::ClusterPolicy;
 use std::time::Duration;
 
 /// How long one NATS request may take before it counts as failed.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connection and the project's lock bucket.
 #[derive(Clone)]
-pub struct Locks {
+pub(crate) struct Locks {
     client: async_nats::Client,
     js: jetstream::Context,
     bucket: String,
@@ -29,9 +29,9 @@ pub struct Locks {
 
 /// Why a take failed.
 #[derive(Debug)]
-pub enum TakeError {
-    /// Someone holds it.
-    Held(Holder, u64),
+pub(crate) enum TakeError {
+    /// Someone holds it (its holder).
+    Held(Holder),
     /// NATS failed.
     Nats(String),
 }
@@ -46,7 +46,7 @@ fn expand_home(path: &str) -> std::path::PathBuf {
 /// A NATS client for the project's seeds (credentials, timeouts), named
 /// `name` on the server. With `retry` it keeps trying in the background;
 /// without, an unreachable cluster is an error now.
-pub async fn connect_client(
+pub(crate) async fn connect_client(
     policy: &ClusterPolicy,
     retry: bool,
     name: &str,
@@ -80,7 +80,7 @@ impl Locks {
     /// Connects to the seed servers. With `retry` the client keeps trying
     /// in the background (squadd); without, an unreachable cluster is an
     /// error now (squadctl).
-    pub async fn connect(policy: &ClusterPolicy, retry: bool) -> Result<Locks, String> {
+    pub(crate) async fn connect(policy: &ClusterPolicy, retry: bool) -> Result<Locks, String> {
         let client = connect_client(policy, retry, "squadd").await?;
         let js = jetstream::new(client.clone());
         Ok(Locks {
@@ -94,17 +94,17 @@ impl Locks {
     }
 
     /// Whether the connection is up right now.
-    pub fn connected(&self) -> bool {
+    pub(crate) fn connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
     }
 
     /// The connection state, for status.
-    pub fn state(&self) -> String {
+    pub(crate) fn state(&self) -> String {
         format!("{}", self.client.connection_state())
     }
 
     /// The server the client talks to, when connected.
-    pub fn server(&self) -> Option<String> {
+    pub(crate) fn server(&self) -> Option<String> {
         self.connected().then(|| {
             let info = self.client.server_info();
             format!(
@@ -115,12 +115,12 @@ impl Locks {
     }
 
     /// The connection (the leader lease shares it).
-    pub fn client(&self) -> async_nats::Client {
+    pub(crate) fn client(&self) -> async_nats::Client {
         self.client.clone()
     }
 
     /// The connection's JetStream context (the leader lease shares it).
-    pub fn jetstream(&self) -> jetstream::Context {
+    pub(crate) fn jetstream(&self) -> jetstream::Context {
         self.js.clone()
     }
 
@@ -157,7 +157,10 @@ impl Locks {
     }
 
     /// The live holder of `key` and its revision, if any.
-    pub async fn holder(&mut self, key: &str) -> Result<(Option<(Holder, u64)>, u64), String> {
+    pub(crate) async fn holder(
+        &mut self,
+        key: &str,
+    ) -> Result<(Option<(Holder, u64)>, u64), String> {
         let store = self.store().await?;
         match store
             .entry(key)
@@ -176,7 +179,7 @@ impl Locks {
 
     /// Takes `key` for `holder` if nobody holds it (or `holder`'s own host
     /// and agent already do: then it is taken over at its revision).
-    pub async fn take(&mut self, key: &str, holder: &Holder) -> Result<u64, TakeError> {
+    pub(crate) async fn take(&mut self, key: &str, holder: &Holder) -> Result<u64, TakeError> {
         // The first put assumes the key never existed; if it did (a released
         // lock's delete marker, or our own holding), look and retry at its
         // revision. Losing every round means the key kept changing.
@@ -194,12 +197,12 @@ impl Locks {
                 Some((h, rev)) if h.host == holder.host && h.agent == holder.agent => {
                     expected = rev
                 }
-                Some((h, rev)) => return Err(TakeError::Held(h, rev)),
+                Some((h, _rev)) => return Err(TakeError::Held(h)),
                 None => expected = last,
             }
         }
         match self.holder(key).await.map_err(TakeError::Nats)? {
-            (Some((h, rev)), _) => Err(TakeError::Held(h, rev)),
+            (Some((h, _)), _) => Err(TakeError::Held(h)),
             _ => Err(TakeError::Nats(
                 "the lock key kept changing; try again".into(),
             )),
@@ -209,7 +212,7 @@ impl Locks {
     /// Renews `key` held at `revision`: its new revision, or `None` when it
     /// is no longer ours (it expired and someone else took it, or it was
     /// removed).
-    pub async fn renew(
+    pub(crate) async fn renew(
         &mut self,
         key: &str,
         revision: u64,
@@ -219,7 +222,7 @@ impl Locks {
     }
 
     /// Releases `key` if it is still at `revision`; `false` when it was not.
-    pub async fn release(&mut self, key: &str, revision: u64) -> Result<bool, String> {
+    pub(crate) async fn release(&mut self, key: &str, revision: u64) -> Result<bool, String> {
         let store = self.store().await?;
         match store.delete_expect_revision(key, Some(revision)).await {
             Ok(()) => Ok(true),
@@ -229,7 +232,7 @@ impl Locks {
     }
 
     /// Every live lock: holder and revision.
-    pub async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
+    pub(crate) async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
         self.store().await?;
         let names = keys_of(&self.js, &self.bucket).await?;
         let mut out = Vec::new();
@@ -246,7 +249,7 @@ impl Locks {
 /// subject list (a stream-info request to its leader), not from a
 /// consumer: consumer creation timed out for a while after a node died,
 /// while every other request was answered.
-pub async fn keys_of(js: &jetstream::Context, bucket: &str) -> Result<Vec<String>, String> {
+pub(crate) async fn keys_of(js: &jetstream::Context, bucket: &str) -> Result<Vec<String>, String> {
     let stream = js
         .get_stream(format!("KV_{bucket}"))
         .await
@@ -269,7 +272,7 @@ pub async fn keys_of(js: &jetstream::Context, bucket: &str) -> Result<Vec<String
 /// A project bucket, created when missing: one history entry per key,
 /// per-message TTLs allowed (the delete marker a TTL leaves lives
 /// `markers`), file storage, `replicas` replicas.
-pub async fn bucket(
+pub(crate) async fn bucket(
     js: &jetstream::Context,
     name: &str,
     description: &str,
@@ -303,7 +306,7 @@ pub async fn bucket(
 /// another host) may have no stream leader yet in a cluster: its publishes
 /// get no responder ("no stream found") for a moment; retried briefly,
 /// then reported.
-pub async fn put(
+pub(crate) async fn put(
     js: &jetstream::Context,
     bucket: &str,
     key: &str,
@@ -353,7 +356,7 @@ pub async fn put(
 }
 
 /// [`put`] only if the key's last revision is `expected`.
-pub async fn publish_cas(
+pub(crate) async fn publish_cas(
     js: &jetstream::Context,
     bucket: &str,
     key: &str,

@@ -27,11 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The lease's key in the leader bucket.
-pub const LEASE_KEY: &str = "leader";
+pub(crate) const LEASE_KEY: &str = "leader";
 
 /// The value of the lease key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseRecord {
+pub(crate) struct LeaseRecord {
     /// The leading host.
     pub host: String,
     /// Its epoch; 0 in the election's own message (whose revision is it).
@@ -42,7 +42,7 @@ pub struct LeaseRecord {
 
 /// A host's heartbeat (key `host-<hex>` of the leader bucket).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     /// The host id.
     pub host: String,
     /// When it was written.
@@ -55,7 +55,7 @@ pub struct Heartbeat {
 
 /// What the lease task tells squadd's loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum News {
+pub(crate) enum News {
     /// This host became the leader with this epoch: write what followers
     /// left unwritten.
     Elected {
@@ -78,11 +78,11 @@ pub enum News {
 /// than its lease believe it still leads while the servers, which kept
 /// time, have let another host take over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Moment(Duration);
+pub(crate) struct Moment(Duration);
 
 impl Moment {
     /// Now.
-    pub fn now() -> Moment {
+    pub(crate) fn now() -> Moment {
         // SAFETY: clock_gettime writes one timespec into the struct we own.
         let mut t: libc::timespec = unsafe { std::mem::zeroed() };
         if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut t) } != 0 {
@@ -115,7 +115,7 @@ struct State {
 /// This host's leadership, shared by the lease task (which changes it) and
 /// squadd's loop (which asks it before each supervisor-owned write).
 #[derive(Debug, Clone, Default)]
-pub struct Leadership(Arc<Mutex<State>>);
+pub(crate) struct Leadership(Arc<Mutex<State>>);
 
 impl Leadership {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -125,7 +125,7 @@ impl Leadership {
 
     /// The epoch this host leads with, while its lease is valid here;
     /// `None` when it is not the leader (or its lease ran out unrenewed).
-    pub fn epoch(&self) -> Option<u64> {
+    pub(crate) fn epoch(&self) -> Option<u64> {
         self.epoch_at(Moment::now())
     }
 
@@ -138,7 +138,7 @@ impl Leadership {
 
     /// The leader as last seen: host and epoch (this host's own while it
     /// leads).
-    pub fn seen(&self) -> Option<(String, u64)> {
+    pub(crate) fn seen(&self) -> Option<(String, u64)> {
         self.state().seen.clone()
     }
 
@@ -163,7 +163,7 @@ fn valid_for(ttl: Duration) -> Duration {
 }
 
 /// The heartbeat key of a host.
-pub fn heartbeat_key(host: &str) -> String {
+pub(crate) fn heartbeat_key(host: &str) -> String {
     format!("host-{}", super::key_of(host).trim_start_matches("t-"))
 }
 
@@ -177,7 +177,7 @@ fn epoch_of(record: &LeaseRecord, revision: u64) -> u64 {
 }
 
 /// The lease task of one root: campaigns, renews, heartbeats.
-pub struct Lease {
+pub(crate) struct Lease {
     js: jetstream::Context,
     client: async_nats::Client,
     policy: ClusterPolicy,
@@ -191,7 +191,7 @@ pub struct Lease {
 
 impl Lease {
     /// A lease task on an existing connection.
-    pub fn new(
+    pub(crate) fn new(
         js: jetstream::Context,
         client: async_nats::Client,
         policy: ClusterPolicy,
@@ -213,7 +213,7 @@ impl Lease {
 
     /// Runs until squadd stops: a turn at once, then every third of the
     /// lease (two renewals may fail before the lease ends here).
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         let every = (self.policy.lease_ttl / 3).max(Duration::from_millis(300));
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -409,7 +409,7 @@ impl Lease {
 
 /// The hosts whose heartbeat is live, and the lease as the bucket has it
 /// (host, epoch), read from the leader bucket.
-pub async fn survey(
+pub(crate) async fn survey(
     js: &jetstream::Context,
     policy: &ClusterPolicy,
 ) -> Result<(Vec<Heartbeat>, Option<(String, u64)>), String> {

@@ -10,23 +10,23 @@
 //! task per root ([`replicate`], [`presence`]) replicates the protocol
 //! files and knows which host each agent works on.
 
-pub mod client;
-pub mod daemon;
-pub mod kv;
-pub mod leader;
-pub mod presence;
-pub mod replicate;
+pub(crate) mod client;
+pub(crate) mod daemon;
+pub(crate) mod kv;
+pub(crate) mod leader;
+pub(crate) mod presence;
+pub(crate) mod replicate;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The environment variable that overrides the host id.
-pub const HOST_ENV: &str = "SQUAD_HOST";
+pub(crate) const HOST_ENV: &str = "SQUAD_HOST";
 
 /// This checkout's host id: `SQUAD_HOST` when set, else the hostname and
 /// the checkout's path (two checkouts on one machine are two hosts).
-pub fn host_id(root: &Path) -> String {
+pub(crate) fn host_id(root: &Path) -> String {
     match std::env::var(HOST_ENV) {
         Ok(h) if !h.trim().is_empty() => h.trim().to_string(),
         _ => format!("{}:{}", crate::locks::host_name(), root.display()),
@@ -35,7 +35,7 @@ pub fn host_id(root: &Path) -> String {
 
 /// Who holds a cluster lock: the value of its key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// The locked target, as `squadctl lock` normalized it.
     pub target: String,
     /// The host whose squadd holds and renews it.
@@ -53,7 +53,7 @@ pub struct Holder {
 /// The KV key of a target: its bytes in hex. KV keys allow only
 /// `[-/_=.a-zA-Z0-9]` and no leading or trailing dot; any path fits this way
 /// and two targets never share a key.
-pub fn key_of(target: &str) -> String {
+pub(crate) fn key_of(target: &str) -> String {
     let mut key = String::with_capacity(2 + target.len() * 2);
     key.push_str("t-");
     for b in target.bytes() {

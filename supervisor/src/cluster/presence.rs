@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// The value of an agent's key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The agent.
     pub agent: String,
     /// The host whose squadd renews it.
@@ -31,12 +31,12 @@ pub struct Record {
 /// least a minute. Presence is no safety property (a late lapse only delays
 /// a message until its host returns), so it may outlive a NATS leader
 /// election and a squadd restart comfortably.
-pub fn ttl(lock_ttl: Duration) -> Duration {
+pub(crate) fn ttl(lock_ttl: Duration) -> Duration {
     (lock_ttl * 4).max(Duration::from_secs(60))
 }
 
 /// The agents bucket of one project.
-pub struct Presence {
+pub(crate) struct Presence {
     bucket: String,
     ttl: Duration,
     replicas: usize,
@@ -45,7 +45,7 @@ pub struct Presence {
 
 impl Presence {
     /// The bucket `bucket` with records living `ttl`.
-    pub fn new(bucket: String, ttl: Duration, replicas: usize) -> Presence {
+    pub(crate) fn new(bucket: String, ttl: Duration, replicas: usize) -> Presence {
         Presence {
             bucket,
             ttl,
@@ -78,7 +78,7 @@ impl Presence {
     }
 
     /// Claims `agent` for `host` whatever held it; its new revision.
-    pub async fn claim(
+    pub(crate) async fn claim(
         &mut self,
         js: &jetstream::Context,
         agent: &str,
@@ -95,7 +95,7 @@ impl Presence {
     /// Renews `agent` held at `revision` (0: unknown, after a restart: the
     /// record is looked at and renewed if it names `host`). `Ok(None)`:
     /// another host holds it now (or it lapsed): let go.
-    pub async fn renew(
+    pub(crate) async fn renew(
         &mut self,
         js: &jetstream::Context,
         agent: &str,
@@ -123,7 +123,7 @@ impl Presence {
     }
 
     /// Every live record: agent → host.
-    pub async fn table(
+    pub(crate) async fn table(
         &mut self,
         js: &jetstream::Context,
     ) -> Result<BTreeMap<String, String>, String> {

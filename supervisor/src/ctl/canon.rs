@@ -20,7 +20,7 @@ const MAX_LINKS: usize = 40;
 /// its target), `..` taken from the resolved directory; the part that does
 /// not exist yet is appended as written. Never fails: an unreadable link
 /// stays as it is spelled.
-pub fn canonical(path: &Path) -> PathBuf {
+pub(crate) fn canonical(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     let mut pending: VecDeque<OsString> = parts(path).collect();
     let mut links = 0;

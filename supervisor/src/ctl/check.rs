@@ -15,10 +15,10 @@ use std::process::Command;
 
 /// git's all-zero object name: a ref that does not exist (pre-push input),
 /// and for `check --base`, "from the first commit".
-pub const NULL_SHA: &str = "0000000000000000000000000000000000000000";
+pub(crate) const NULL_SHA: &str = "0000000000000000000000000000000000000000";
 
 /// Whether `sha` is git's null object name (any length of zeros).
-pub fn is_null(sha: &str) -> bool {
+pub(crate) fn is_null(sha: &str) -> bool {
     !sha.is_empty() && sha.chars().all(|c| c == '0')
 }
 
@@ -102,13 +102,13 @@ fn trailer_values(body: &str, key: &str) -> Vec<String> {
 }
 
 /// `Squad-Task:` trailer values of a commit message.
-pub fn trailer_tasks(body: &str) -> Vec<String> {
+pub(crate) fn trailer_tasks(body: &str) -> Vec<String> {
     trailer_values(body, "squad-task")
 }
 
 /// The committing agent a message names (`Squad-Agent:`, written by the
 /// commit-msg hook from SQUAD_AGENT), when exactly one is named.
-pub fn trailer_agent(body: &str) -> Option<String> {
+pub(crate) fn trailer_agent(body: &str) -> Option<String> {
     let mut agents = trailer_values(body, "squad-agent");
     agents.dedup();
     (agents.len() == 1).then(|| agents.remove(0))
@@ -554,7 +554,7 @@ fn judge(
 /// The findings of `squadctl check --base BASE --head HEAD` in the checkout
 /// `root`, for the branch of a task's own worktree run: a change no
 /// `Squad-Task` trailer attributes is the task's (the branch is its own).
-pub fn judge_branch(
+pub(crate) fn judge_branch(
     root: &Path,
     policy: &squad_policies::Policy,
     base: &str,
@@ -571,7 +571,7 @@ pub fn judge_branch(
 }
 
 /// Runs `squadctl check`.
-pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     // The display root ("" for the current directory keeps paths relative).
     // An explicit root without .squad/ gets check's own message below
     // (what CI needs to provide), not the generic one.

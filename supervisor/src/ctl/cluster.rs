@@ -21,7 +21,7 @@ pub enum ClusterCommand {
 }
 
 /// Runs a cluster command.
-pub fn run(root_arg: Option<&Path>, cmd: ClusterCommand) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, cmd: ClusterCommand) -> u8 {
     let (root, policy) = match super::root_and_policy(root_arg) {
         Ok(x) => x,
         Err(code) => return code,
@@ -221,7 +221,7 @@ fn leader_line(v: &Value) -> String {
 
 /// The `cluster` section of `squadctl status` (human): the connection and
 /// the leader, as the local squadd sees them; `None` without `cluster:`.
-pub fn status_section(root: &Path) -> Option<(String, Value)> {
+pub(crate) fn status_section(root: &Path) -> Option<(String, Value)> {
     crate::locks::load_policy(root).ok()?.cluster?;
     Some(
         match crate::cluster::client::call(root, "status", &[], "", "", "") {
@@ -250,7 +250,7 @@ pub fn status_section(root: &Path) -> Option<(String, Value)> {
 /// The `cluster` line of `squadctl health`, when the project has
 /// `cluster:`: ok while squadd is connected to NATS, critical otherwise
 /// (no new cluster locks are taken then).
-pub fn health_check(root: &Path) -> Option<crate::daemon::health::Check> {
+pub(crate) fn health_check(root: &Path) -> Option<crate::daemon::health::Check> {
     use crate::daemon::health::{Check, Verdict};
     crate::locks::load_policy(root).ok()?.cluster?;
     let (value, verdict) = match crate::cluster::client::call(root, "status", &[], "", "", "") {

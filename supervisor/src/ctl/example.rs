@@ -29,7 +29,7 @@ const POLICY_HEADER: &str = "\
 /// [`POLICY_HEADER`]: valid as it is (it sets nothing), and equal to the
 /// defaults once every setting line is uncommented (see [`uncomment`]).
 /// Derived from the embedded default, so it never drifts from it.
-pub fn commented_default_policy() -> String {
+pub(crate) fn commented_default_policy() -> String {
     let mut out = String::from(POLICY_HEADER);
     // The default's own header (up to the first blank line) is replaced.
     let body = squad_policies::policy::DEFAULT_POLICY
@@ -122,7 +122,7 @@ const TASKS: [(&str, &str, &str, Option<&str>); 3] = [
 
 /// Why `init --example` made nothing (or stopped half-way on an I/O error).
 #[derive(Debug)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The project is not one to lay the example out in (exit 1).
     Refused(String),
     /// A file could not be read or written (exit 2).
@@ -136,7 +136,7 @@ impl From<String> for Refused {
 }
 
 /// What `init --example` made.
-pub struct Example {
+pub(crate) struct Example {
     /// The files written.
     pub created: Vec<PathBuf>,
     /// The session directory.
@@ -148,7 +148,7 @@ pub struct Example {
 /// a session and three dependent tasks with boundaries. Refuses a project
 /// whose policy was edited (it would be replaced) or that has sessions
 /// already, before writing anything.
-pub fn lay_out(root: &Path) -> Result<Example, Refused> {
+pub(crate) fn lay_out(root: &Path) -> Result<Example, Refused> {
     let root = std::fs::canonicalize(root::fs_path(root))
         .map_err(|e| format!("{}: {e}", root.display()))?;
     let sessions = squad_protocol::tree::session_dirs(&root).unwrap_or_default();

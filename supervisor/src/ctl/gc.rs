@@ -61,7 +61,7 @@ fn age(secs: u64) -> String {
 }
 
 /// Renders a plan for people.
-pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
+pub(crate) fn render_plan(plan: &Plan, dry_run: bool) -> String {
     let mut out = String::new();
     for a in &plan.actions {
         let verb = match (a.verb, dry_run) {
@@ -124,7 +124,7 @@ pub fn render_plan(plan: &Plan, dry_run: bool) -> String {
 }
 
 /// Runs `squadctl gc`.
-pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     let (root, policy) = match super::root_and_policy(root_arg) {
         Ok(x) => x,
         Err(code) => return code,

@@ -124,7 +124,7 @@ pub struct InstallArgs {
 }
 
 /// Runs `squadctl guard …`.
-pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     match args.action {
         Some(GuardCommand::Install(a)) => install(root_arg, &a, true),
         Some(GuardCommand::Uninstall(a)) => install(root_arg, &a, false),
@@ -684,7 +684,7 @@ fn command_line(program: &str, format: Format) -> String {
 
 /// The settings with our entry added (or refreshed) or removed. `Ok(None)`
 /// when nothing changes.
-pub fn merge(
+pub(crate) fn merge(
     existing: Option<&str>,
     format: Format,
     program: &str,
@@ -767,7 +767,7 @@ pub fn merge(
 }
 
 /// A line diff (longest common subsequence), `-`/`+`/` ` prefixed.
-pub fn diff(old: &str, new: &str) -> String {
+pub(crate) fn diff(old: &str, new: &str) -> String {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
     let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];

@@ -37,7 +37,7 @@ fn runners_of(root: &Path) -> Result<RunnersPolicy, locks::PolicyLoadError> {
 
 /// Whether any runner's CLI would run unguarded without `guard: off`, and
 /// the one-line summary (`squadctl health`, `status --check`).
-pub fn summary(root: &Path) -> (bool, String) {
+pub(crate) fn summary(root: &Path) -> (bool, String) {
     let runners = match runners_of(root) {
         Ok(r) => r,
         Err(e) => return (false, format!("cannot read the policy: {e}")),
@@ -102,7 +102,7 @@ fn human(verdicts: &[CliVerdict]) -> String {
 }
 
 /// Runs `squadctl guard doctor`.
-pub fn run(root_arg: Option<&Path>, args: &DoctorArgs) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: &DoctorArgs) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => r,
         Err(e) => return super::fail(e),

@@ -18,7 +18,7 @@ pub enum HookName {
 }
 
 /// Runs one hook; the exit code stops the commit or push when non-zero.
-pub fn run(root: &Path, hook: HookName, args: &[String]) -> u8 {
+pub(crate) fn run(root: &Path, hook: HookName, args: &[String]) -> u8 {
     let result = match hook {
         HookName::CommitMsg => commit_msg(root, args),
         HookName::PrePush => pre_push(root, args),

@@ -201,7 +201,7 @@ fn is_ours(path: &Path) -> bool {
 }
 
 /// Runs `squadctl hooks …`.
-pub fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
     let root = crate::root::fs_path(&crate::root::here(root_arg)).to_path_buf();
     let dir = match hooks_dir(&root) {
         Ok(d) => d,

@@ -163,7 +163,7 @@ pub struct NewArgs {
 }
 
 /// Runs `squadctl init`.
-pub fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
+pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
     let root = root::here(root_arg);
     if !args.nested
         && !root::fs_path(&root).join(SQUAD_DIR).is_dir()
@@ -361,7 +361,7 @@ fn append_agents_md(root: &Path) -> Result<bool, String> {
 }
 
 /// Runs a `squadctl session` subcommand.
-pub fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
+pub(crate) fn session(root_arg: Option<&Path>, cmd: SessionCommand) -> u8 {
     match cmd {
         SessionCommand::New(args) => new_session(root_arg, args),
         SessionCommand::Complete(args) => edit_session(

@@ -123,7 +123,7 @@ pub struct ListArgs {
 }
 
 /// Runs a lock command.
-pub fn run(root_arg: Option<&Path>, cmd: LockCommand) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, cmd: LockCommand) -> u8 {
     let (root, policy) = match super::root_and_policy(root_arg) {
         Ok(x) => x,
         Err(code) => return code,

@@ -90,7 +90,7 @@ pub struct InstallArgs {
 }
 
 /// Runs `squadctl mcp`.
-pub fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     if let Some(McpCommand::Install(i)) = args.command {
         return install(root_arg, args.agent, i);
     }
@@ -201,7 +201,7 @@ async fn serve_http(server: Squad, addr: std::net::SocketAddr) -> Result<(), Str
 
 /// The server: one agent in one project.
 #[derive(Debug, Clone)]
-pub struct Squad {
+pub(crate) struct Squad {
     root: PathBuf,
     agent: String,
     session: Option<String>,
@@ -243,7 +243,7 @@ impl Argv {
 
 impl Squad {
     /// A server for `agent` in the project at `root`.
-    pub fn new(root: PathBuf, agent: String, session: Option<String>) -> Self {
+    pub(crate) fn new(root: PathBuf, agent: String, session: Option<String>) -> Self {
         Squad {
             root,
             agent,
@@ -294,14 +294,14 @@ fn to_result(c: super::Captured) -> CallToolResult {
 
 /// Input of tools that only take an optional session.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SessionOnly {
+pub(crate) struct SessionOnly {
     /// The session (default: the server's, else the one active session).
     pub session: Option<String>,
 }
 
 /// Input of `next` and `inbox_read`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     /// The session (default: the server's, else the one active session).
     pub session: Option<String>,
     /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
@@ -310,7 +310,7 @@ pub struct Waiting {
 
 /// Input of `inbox_read`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct InboxRead {
+pub(crate) struct InboxRead {
     /// The session (default: the server's, else the one active session).
     pub session: Option<String>,
     /// Wait this long (e.g. `30s`, `5m`) for one instead of answering at once.
@@ -321,7 +321,7 @@ pub struct InboxRead {
 
 /// Input of `task_show`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct TaskShow {
+pub(crate) struct TaskShow {
     /// The task id (`task_…`).
     pub task: String,
     /// The session (default: the server's, else the one active session).
@@ -330,7 +330,7 @@ pub struct TaskShow {
 
 /// Input of `task_list`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct TaskList {
+pub(crate) struct TaskList {
     /// The session (default: the server's, else the one active session).
     pub session: Option<String>,
     /// Only this assignee's tasks.
@@ -341,7 +341,7 @@ pub struct TaskList {
 
 /// Input of `progress`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// The task.
     pub task: String,
     /// The session.
@@ -370,7 +370,7 @@ pub struct Progress {
 
 /// Input of `report_error`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ReportError {
+pub(crate) struct ReportError {
     /// The task that failed.
     pub task: Option<String>,
     /// The session.
@@ -396,7 +396,7 @@ pub struct ReportError {
 
 /// Input of `send`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SendInput {
+pub(crate) struct SendInput {
     /// The recipient agent (or `all`, as `squadctl send --to`).
     pub to: String,
     /// critical, high, medium or low.
@@ -420,7 +420,7 @@ pub struct SendInput {
 
 /// Input of `reply`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The id of the message in your inbox you answer.
     pub message_id: String,
     /// The body.
@@ -436,7 +436,7 @@ pub struct Reply {
 
 /// Input of `inbox_ack` and `inbox_show`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct InboxAck {
+pub(crate) struct InboxAck {
     /// The message id.
     pub message_id: String,
     /// The session.
@@ -445,7 +445,7 @@ pub struct InboxAck {
 
 /// Input of `lock_acquire`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct LockAcquire {
+pub(crate) struct LockAcquire {
     /// Project-relative paths or globs.
     pub targets: Vec<String>,
     /// The task the lock is for.
@@ -460,7 +460,7 @@ pub struct LockAcquire {
 
 /// Input of `lock_release`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct LockRelease {
+pub(crate) struct LockRelease {
     /// The paths or globs to release.
     pub targets: Option<Vec<String>>,
     /// Release every lock you hold.
@@ -469,7 +469,7 @@ pub struct LockRelease {
 
 /// Input of `memory_add`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct MemoryAdd {
+pub(crate) struct MemoryAdd {
     /// The entry type (decision, learning, …; `squadctl memory add --help`).
     #[serde(rename = "type")]
     pub kind: String,
@@ -493,7 +493,7 @@ pub struct MemoryAdd {
 
 /// Input of `memory_query`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct MemoryQuery {
+pub(crate) struct MemoryQuery {
     /// Entry type.
     #[serde(rename = "type")]
     pub kind: Option<String>,
@@ -515,7 +515,7 @@ pub struct MemoryQuery {
 
 /// Input of `task_new` (lead).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct TaskNew {
+pub(crate) struct TaskNew {
     /// The assignee.
     pub agent: String,
     /// What to do.
@@ -542,7 +542,7 @@ pub struct TaskNew {
 
 /// Input of `session_phase` (lead).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SessionPhase {
+pub(crate) struct SessionPhase {
     /// The session directory name or id.
     pub session: String,
     /// The phase.
@@ -551,7 +551,7 @@ pub struct SessionPhase {
 
 /// Input of `session_gate` (lead).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SessionGate {
+pub(crate) struct SessionGate {
     /// The session directory name or id.
     pub session: String,
     /// The gate (a phase name).
@@ -562,7 +562,7 @@ pub struct SessionGate {
 
 /// Input of `session_complete` (lead).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SessionComplete {
+pub(crate) struct SessionComplete {
     /// The session directory name or id.
     pub session: String,
     /// Complete a session that was marked failed.
@@ -571,7 +571,7 @@ pub struct SessionComplete {
 
 /// Input of `session_fail` (lead).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SessionFail {
+pub(crate) struct SessionFail {
     /// The session directory name or id.
     pub session: String,
     /// Why.

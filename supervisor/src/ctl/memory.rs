@@ -186,7 +186,7 @@ pub struct AddArgs {
 }
 
 /// Runs `squadctl memory …`.
-pub fn run(root: Option<&Path>, cmd: MemoryCommand) -> u8 {
+pub(crate) fn run(root: Option<&Path>, cmd: MemoryCommand) -> u8 {
     let result = match cmd {
         MemoryCommand::Validate(a) => validate(root, a),
         MemoryCommand::Query(a) => query(root, a),
@@ -669,7 +669,7 @@ fn archive(root: Option<&Path>, a: ArchiveArgs) -> Result<u8, String> {
 }
 
 /// The SEM text of a new entry.
-pub fn render_entry(a: &AddArgs, ts: &str, details: Option<&str>) -> String {
+pub(crate) fn render_entry(a: &AddArgs, ts: &str, details: Option<&str>) -> String {
     let mut s = format!(
         "### {ts}: {}: {}\n\n**type:** {}\n**timestamp:** {ts}\n**Author:** {}\n",
         a.kind, a.summary, a.kind, a.author

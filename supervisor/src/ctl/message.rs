@@ -208,7 +208,7 @@ pub struct ReplyArgs {
 
 /// Runs `squadctl reply`: finds the original in the agent's inbox and sends
 /// the answer through [`send`].
-pub fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
+pub(crate) fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -258,7 +258,7 @@ pub fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
 }
 
 /// Runs `squadctl send`.
-pub fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
+pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -540,7 +540,7 @@ fn render_message(
 }
 
 /// Runs a `squadctl inbox` subcommand.
-pub fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
+pub(crate) fn inbox_cmd(root_arg: Option<&Path>, cmd: InboxCommand) -> u8 {
     let root = match root::resolve(root_arg) {
         Ok(r) => root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),

@@ -171,7 +171,7 @@ fn root_of(root_arg: Option<&Path>) -> Result<std::path::PathBuf, u8> {
 }
 
 /// Runs `squadctl next`.
-pub fn next(root_arg: Option<&Path>, args: NextArgs) -> u8 {
+pub(crate) fn next(root_arg: Option<&Path>, args: NextArgs) -> u8 {
     let root = match root_of(root_arg) {
         Ok(r) => r,
         Err(c) => return c,
@@ -536,7 +536,7 @@ pub(crate) fn session_list(root_arg: Option<&Path>, args: SessionListArgs) -> u8
 }
 
 /// Renders the task graph of a derived session.
-pub fn render_graph(view: &SessionView, format: GraphFormat) -> String {
+pub(crate) fn render_graph(view: &SessionView, format: GraphFormat) -> String {
     let mut out = String::new();
     match format {
         GraphFormat::Mermaid => {
@@ -669,7 +669,7 @@ const COLOURS: [(&str, &str); 6] = [
 ];
 
 /// Runs `squadctl graph`.
-pub fn graph(root_arg: Option<&Path>, args: GraphArgs) -> u8 {
+pub(crate) fn graph(root_arg: Option<&Path>, args: GraphArgs) -> u8 {
     let root = match root_of(root_arg) {
         Ok(r) => r,
         Err(c) => return c,

@@ -152,7 +152,12 @@ fn run_json(session_dir: &Path, r: &RunRecord, tail: usize) -> Value {
 }
 
 /// The runs of a project as JSON values (for `runs` and `status`).
-pub fn runs_report(root: &Path, session: Option<&str>, all: bool, tail: usize) -> Vec<Value> {
+pub(crate) fn runs_report(
+    root: &Path,
+    session: Option<&str>,
+    all: bool,
+    tail: usize,
+) -> Vec<Value> {
     runners::all_records(root)
         .into_iter()
         .filter(|(_, r)| session.is_none_or(|s| s == r.session))
@@ -174,7 +179,7 @@ pub(crate) fn secs(v: &Value) -> String {
 }
 
 /// Human lines of a runs report.
-pub fn runs_human(runs: &[Value]) -> String {
+pub(crate) fn runs_human(runs: &[Value]) -> String {
     if runs.is_empty() {
         return "no agent runs\n".into();
     }
@@ -216,7 +221,7 @@ pub fn runs_human(runs: &[Value]) -> String {
 }
 
 /// `squadctl runs`.
-pub fn runs(root_arg: Option<&Path>, args: RunsArgs) -> u8 {
+pub(crate) fn runs(root_arg: Option<&Path>, args: RunsArgs) -> u8 {
     let root = match root(root_arg) {
         Ok(r) => r,
         Err(c) => return c,
@@ -230,7 +235,7 @@ pub fn runs(root_arg: Option<&Path>, args: RunsArgs) -> u8 {
 }
 
 /// `squadctl run TASK`.
-pub fn run(root_arg: Option<&Path>, args: RunArgs) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: RunArgs) -> u8 {
     let root = match root(root_arg) {
         Ok(r) => r,
         Err(c) => return c,
@@ -262,7 +267,7 @@ pub(crate) fn start_run(root: &Path, task: &str, session: Option<&str>) -> Resul
 }
 
 /// `squadctl stop TASK`; without squadd, signals the recorded process group.
-pub fn stop(root_arg: Option<&Path>, args: StopArgs) -> u8 {
+pub(crate) fn stop(root_arg: Option<&Path>, args: StopArgs) -> u8 {
     let root = match root(root_arg) {
         Ok(r) => r,
         Err(c) => return c,
@@ -320,7 +325,7 @@ fn stop_without_daemon(root: &Path, args: &StopArgs) -> Result<Value, String> {
 }
 
 /// `squadctl config …`.
-pub fn config(root_arg: Option<&Path>, cmd: ConfigCommand) -> u8 {
+pub(crate) fn config(root_arg: Option<&Path>, cmd: ConfigCommand) -> u8 {
     if let ConfigCommand::Schema = cmd {
         return super::print(&format!("{:#}\n", squad_protocol::config::schema()));
     }

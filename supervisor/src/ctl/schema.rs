@@ -47,7 +47,7 @@ pub struct Args {
 }
 
 /// Runs `squadctl schema`.
-pub fn run(args: Args) -> u8 {
+pub(crate) fn run(args: Args) -> u8 {
     if let Some(dir) = args.out_dir {
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return super::fail(format!("{}: {e}", dir.display()));

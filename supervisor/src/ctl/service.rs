@@ -260,7 +260,7 @@ fn commands(m: Manager, path: &Path, name: &str) -> String {
 
 /// Runs a `service` subcommand; `install` needs the global `--root` (a
 /// service has no current directory to discover its root from).
-pub fn run(root_arg: Option<&Path>, cmd: ServiceCommand) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, cmd: ServiceCommand) -> u8 {
     match cmd {
         ServiceCommand::Install(a) => match root_arg {
             Some(root) => install(root, a),

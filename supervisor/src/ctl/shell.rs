@@ -39,7 +39,7 @@ pub struct ManArgs {
 }
 
 /// Runs `squadctl completions`.
-pub fn completions(args: CompletionsArgs) -> u8 {
+pub(crate) fn completions(args: CompletionsArgs) -> u8 {
     let mut cmd = super::Cli::command();
     let mut out = Vec::new();
     match args.shell {
@@ -57,7 +57,7 @@ pub fn completions(args: CompletionsArgs) -> u8 {
 }
 
 /// Runs `squadctl man`.
-pub fn man(args: ManArgs) -> u8 {
+pub(crate) fn man(args: ManArgs) -> u8 {
     let cmd = super::Cli::command();
     if let Some(dir) = args.dir {
         if let Err(e) = std::fs::create_dir_all(&dir) {

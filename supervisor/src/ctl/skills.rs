@@ -115,7 +115,7 @@ pub struct NewArgs {
 }
 
 /// Runs `squadctl skills …`.
-pub fn run(root_arg: Option<&Path>, cmd: SkillsCommand) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, cmd: SkillsCommand) -> u8 {
     match cmd {
         SkillsCommand::List(a) => list(root_arg, a),
         SkillsCommand::Show(a) => show(root_arg, a),
@@ -606,7 +606,7 @@ fn new(root_arg: Option<&Path>, args: NewArgs) -> u8 {
 }
 
 /// A new skill's SKILL.md: valid under the strict rules.
-pub fn scaffold(name: &str, description: &str) -> String {
+pub(crate) fn scaffold(name: &str, description: &str) -> String {
     let quoted = serde_json::to_string(description).unwrap_or_else(|_| "\"\"".into());
     format!(
         "---\nname: {name}\ndescription: {quoted}\nmetadata:\n  version: \"0.1.0\"\n---\n\n# {name}\n\n## When to use\n\nThe situations this skill is for.\n\n## Instructions\n\nConcrete, actionable steps and patterns. Keep this file under 500 lines;\nput long references in `references/`, scripts in `scripts/`, templates in\n`assets/`.\n"

@@ -181,7 +181,7 @@ pub(crate) fn gather(
 }
 
 /// Runs `squadctl status`.
-pub fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
+pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     let root = match resolve_root(root_arg) {
         Ok(r) => r,
         Err(code) => return code,
@@ -257,7 +257,7 @@ fn has_problems(report: &StatusReport) -> bool {
 }
 
 /// The `events --help` text listing every event kind, built from the enum.
-pub fn event_kinds_help() -> String {
+pub(crate) fn event_kinds_help() -> String {
     let names = crate::events::EventKind::all_names();
     let mut out = String::from("Event kinds:\n");
     let mut line = String::from(" ");
@@ -280,7 +280,7 @@ pub fn event_kinds_help() -> String {
 }
 
 /// Runs `squadctl events`.
-pub fn events(root_arg: Option<&Path>, args: EventsArgs) -> u8 {
+pub(crate) fn events(root_arg: Option<&Path>, args: EventsArgs) -> u8 {
     let root = match resolve_root(root_arg) {
         Ok(r) => r,
         Err(code) => return code,
@@ -347,7 +347,7 @@ pub fn events(root_arg: Option<&Path>, args: EventsArgs) -> u8 {
 }
 
 /// Runs `squadctl health`.
-pub fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
+pub(crate) fn health(root_arg: Option<&Path>, args: HealthArgs) -> u8 {
     let root = match resolve_root(root_arg) {
         Ok(r) => r,
         Err(code) => return code,

@@ -149,7 +149,7 @@ fn locate(project: &Path) -> Result<TeamDir, String> {
 }
 
 /// Runs `squadctl team …`.
-pub fn run(root_arg: Option<&Path>, cmd: TeamCommand) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, cmd: TeamCommand) -> u8 {
     let cmd = match cmd {
         TeamCommand::New(args) => return new_team(root_arg, &args),
         other => other,
@@ -475,7 +475,7 @@ fn show(team: &Team, as_json: bool) -> u8 {
 }
 
 /// Runs `squadctl export`.
-pub fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
+pub(crate) fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
     let project = match project(root_arg) {
         Ok(p) => p,
         Err(e) => return super::fail(e),
@@ -637,7 +637,7 @@ fn review(team: &Team, b: &bundle::Bundle) -> String {
 }
 
 /// Runs `squadctl import`.
-pub fn import(root_arg: Option<&Path>, args: ImportArgs) -> u8 {
+pub(crate) fn import(root_arg: Option<&Path>, args: ImportArgs) -> u8 {
     let project = root::here(root_arg);
     let bytes = match fsx::read_regular(&args.file, MAX_BUNDLE_BYTES) {
         Ok(b) => b,

@@ -37,7 +37,7 @@ pub struct TopArgs {
 
 /// One task line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskLine {
+pub(crate) struct TaskLine {
     /// Session directory name.
     pub session: String,
     /// Task id.
@@ -57,7 +57,7 @@ pub struct TaskLine {
 
 /// One session line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionLine {
+pub(crate) struct SessionLine {
     /// Directory name.
     pub name: String,
     /// Phase as written, or `-`.
@@ -70,7 +70,7 @@ pub struct SessionLine {
 
 /// One unread message of the lead.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageLine {
+pub(crate) struct MessageLine {
     /// Session directory name.
     pub session: String,
     /// Message id.
@@ -87,7 +87,7 @@ pub struct MessageLine {
 
 /// What the screen shows: rendering is a pure function of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TopView {
+pub(crate) struct TopView {
     /// `squadd running (pid N)` or `squadd DOWN (…): read from the files`.
     pub daemon: String,
     /// Whether squadd answered.
@@ -112,7 +112,7 @@ pub struct TopView {
 
 /// What a selectable row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Selected {
+pub(crate) enum Selected {
     /// A needs-you item.
     Attention(usize),
     /// A task.
@@ -123,12 +123,12 @@ pub enum Selected {
 
 impl TopView {
     /// How many rows can be selected.
-    pub fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.attention.len() + self.tasks.len() + self.messages.len()
     }
 
     /// The selected row.
-    pub fn selected(&self) -> Option<Selected> {
+    pub(crate) fn selected(&self) -> Option<Selected> {
         let (a, t) = (self.attention.len(), self.tasks.len());
         let i = self.selected;
         if i < a {
@@ -143,13 +143,13 @@ impl TopView {
     }
 
     /// Moves the selection by `delta`, within the rows.
-    pub fn step(&mut self, delta: isize) {
+    pub(crate) fn step(&mut self, delta: isize) {
         let last = self.rows().saturating_sub(1);
         self.selected = self.selected.saturating_add_signed(delta).min(last);
     }
 
     /// The text Enter opens for the selected row.
-    pub fn open(&self) -> Option<String> {
+    pub(crate) fn open(&self) -> Option<String> {
         Some(match self.selected()? {
             Selected::Attention(i) => {
                 let it = &self.attention[i];
@@ -199,7 +199,7 @@ fn bar(done: u64, total: u64, width: usize) -> String {
 }
 
 /// Draws the view. Pure: the same view gives the same screen.
-pub fn render(frame: &mut Frame<'_>, view: &TopView) {
+pub(crate) fn render(frame: &mut Frame<'_>, view: &TopView) {
     let style = |c: Color| {
         if view.color {
             Style::default().fg(c)
@@ -541,7 +541,7 @@ fn watch(root: PathBuf, tx: mpsc::Sender<Wake>) {
 }
 
 /// Runs `squadctl top`.
-pub fn top(root_arg: Option<&Path>, args: TopArgs) -> u8 {
+pub(crate) fn top(root_arg: Option<&Path>, args: TopArgs) -> u8 {
     use crossterm::event::{Event, KeyCode, KeyEventKind};
     let root = match crate::root::resolve(root_arg) {
         Ok(r) => crate::root::fs_path(&r).to_path_buf(),

@@ -107,7 +107,7 @@ pub struct Args {
 }
 
 /// Runs `squadctl validate`.
-pub fn run(root_arg: Option<&Path>, args: Args) -> u8 {
+pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     let explicit = !args.paths.is_empty();
     let paths = if args.paths.is_empty() {
         match root::resolve(root_arg) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// A watch on some directories; [`Waiter::wait`] returns on any change in
 /// them or after the timeout.
-pub struct Waiter {
+pub(crate) struct Waiter {
     watch: Option<(RecommendedWatcher, Receiver<()>)>,
     watched: HashSet<PathBuf>,
 }
@@ -17,7 +17,7 @@ pub struct Waiter {
 impl Waiter {
     /// Watches the existing ones among `dirs` (non-recursively). Without a
     /// watcher (limits reached) it degrades to sleeping for the timeout.
-    pub fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Waiter {
+    pub(crate) fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Waiter {
         let (tx, rx) = channel();
         let watch = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             // Only changes wake the waiter. Opens and reads are events too
@@ -39,7 +39,7 @@ impl Waiter {
 
     /// Also watches those among `dirs` that exist and are not watched yet
     /// (an inbox or a session created while waiting).
-    pub fn add(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
+    pub(crate) fn add(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
         let Some((w, _)) = &mut self.watch else {
             return;
         };
@@ -55,7 +55,7 @@ impl Waiter {
 
     /// Sleeps until a change or `timeout` (a change that came while the
     /// caller was looking counts: it returns at once).
-    pub fn wait(&self, timeout: Duration) {
+    pub(crate) fn wait(&self, timeout: Duration) {
         match &self.watch {
             Some((_, rx)) => {
                 let _ = rx.recv_timeout(timeout);

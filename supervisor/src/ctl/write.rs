@@ -324,7 +324,7 @@ fn printed(json: bool, value: serde_json::Value, human: String) -> u8 {
 }
 
 /// Runs a `squadctl task` subcommand.
-pub fn task(root_arg: Option<&Path>, cmd: TaskCommand) -> u8 {
+pub(crate) fn task(root_arg: Option<&Path>, cmd: TaskCommand) -> u8 {
     let root = match crate::root::resolve(root_arg) {
         Ok(r) => crate::root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -525,7 +525,7 @@ fn task_new(root: &Path, args: &TaskNewArgs) -> Result<(String, PathBuf), Refuse
 }
 
 /// Runs `squadctl progress`.
-pub fn progress(root_arg: Option<&Path>, args: ProgressArgs) -> u8 {
+pub(crate) fn progress(root_arg: Option<&Path>, args: ProgressArgs) -> u8 {
     let root = match crate::root::resolve(root_arg) {
         Ok(r) => crate::root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),
@@ -693,7 +693,7 @@ fn write_progress(root: &Path, args: &ProgressArgs) -> Result<(ProgressUpdate, P
 }
 
 /// Runs `squadctl report-error`.
-pub fn report_error(root_arg: Option<&Path>, args: ReportErrorArgs) -> u8 {
+pub(crate) fn report_error(root_arg: Option<&Path>, args: ReportErrorArgs) -> u8 {
     let root = match crate::root::resolve(root_arg) {
         Ok(r) => crate::root::fs_path(&r).to_path_buf(),
         Err(e) => return super::fail(e),

@@ -12,7 +12,7 @@ use squad_protocol::Severity;
 use std::path::Path;
 
 /// The one-line summary (systemd `STATUS=`).
-pub fn summary(sup: &Supervisor) -> String {
+pub(crate) fn summary(sup: &Supervisor) -> String {
     let sessions: usize = sup.roots.cores().map(|(_, r)| r.sessions.len()).sum();
     let problems: usize = sup
         .roots
@@ -96,7 +96,7 @@ fn add_messages(
 }
 
 /// Answers one request that arrived on root `i`'s socket.
-pub fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
+pub(crate) fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
     let json = |v: Result<serde_json::Value, serde_json::Error>| {
         Reply::Once(match v {
             Ok(v) => Response::ok(v),

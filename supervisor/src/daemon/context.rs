@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 /// One assembly of a shared context file from a snapshot of its fragments.
 #[derive(Debug)]
-pub struct Job {
+pub(crate) struct Job {
     /// The file.
     pub path: PathBuf,
     /// Every session's fragment, in session order.
@@ -50,10 +50,10 @@ fn text_mark(text: &str) -> (usize, u64) {
 /// background writer and a write made on the daemon's task (start-up,
 /// shutdown), which never run at the same time for one root.
 #[derive(Debug, Clone, Default)]
-pub struct Marks(Arc<Mutex<HashMap<PathBuf, Written>>>);
+pub(crate) struct Marks(Arc<Mutex<HashMap<PathBuf, Written>>>);
 
 /// A file's (inode, size, mtime): whether it is still what squadd wrote.
-pub fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
+pub(crate) fn file_mark(path: &Path) -> Option<(u64, u64, i128)> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(path).ok()?;
     Some((
@@ -68,7 +68,7 @@ impl Marks {
     /// is (read again only when its mark is not what squadd's own last write
     /// left) and writes it with `write` when the text differs. `None` when
     /// nothing was written.
-    pub fn run(
+    pub(crate) fn run(
         &self,
         job: Job,
         write: impl FnOnce(&Path, &[u8]) -> io::Result<()>,

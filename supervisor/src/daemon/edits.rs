@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 const EDIT_LOCK_WAIT: Duration = Duration::from_millis(250);
 
 /// How soon a status write the lock held back is tried again.
-pub const STATUS_LOCK_RETRY: Duration = Duration::from_millis(10);
+pub(crate) const STATUS_LOCK_RETRY: Duration = Duration::from_millis(10);
 
 /// What taking a session's lock for a status write gave.
-pub enum Locked {
+pub(crate) enum Locked {
     /// Held until dropped.
     Held(File),
     /// Someone else holds it: try later.

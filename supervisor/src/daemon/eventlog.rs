@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 const RECENT_EVENTS: usize = 256;
 
 /// The event log of every root.
-pub struct EventLog {
+pub(crate) struct EventLog {
     seq: u64,
     recent: VecDeque<Event>,
     bus: broadcast::Sender<Event>,
@@ -38,7 +38,7 @@ impl Default for EventLog {
 
 impl EventLog {
     /// Adds root `id`.
-    pub fn add_root(&mut self, id: RootId, root: &Path) {
+    pub(crate) fn add_root(&mut self, id: RootId, root: &Path) {
         self.roots.insert(
             id,
             (
@@ -51,14 +51,20 @@ impl EventLog {
 
     /// Opens root `i`'s audit log afresh at its next append (its `.squad/`
     /// was deleted and recreated: the old file is gone).
-    pub fn reopen_audit(&mut self, i: RootId) {
+    pub(crate) fn reopen_audit(&mut self, i: RootId) {
         if let Some((root, _, audit)) = self.roots.get_mut(&i) {
             *audit = AuditLog::new(root);
         }
     }
 
     /// Records one event of root `i`.
-    pub fn emit(&mut self, i: RootId, session: Option<&str>, path: Option<&Path>, kind: EventKind) {
+    pub(crate) fn emit(
+        &mut self,
+        i: RootId,
+        session: Option<&str>,
+        path: Option<&Path>,
+        kind: EventKind,
+    ) {
         let Some((root, name, audit)) = self.roots.get_mut(&i) else {
             return;
         };
@@ -98,13 +104,13 @@ impl EventLog {
     }
 
     /// Taps a fact that was not an event now (start-up's standing facts).
-    pub fn tap(&mut self, tapped: super::notices::Tapped) {
+    pub(crate) fn tap(&mut self, tapped: super::notices::Tapped) {
         self.tapped.push(tapped);
     }
 
     /// Takes the events tapped since the last call, the first `at_most`
     /// of them (the rest stay for the next call, in order).
-    pub fn take_tapped(&mut self, at_most: usize) -> Vec<super::notices::Tapped> {
+    pub(crate) fn take_tapped(&mut self, at_most: usize) -> Vec<super::notices::Tapped> {
         if self.tapped.len() <= at_most {
             return std::mem::take(&mut self.tapped);
         }
@@ -113,12 +119,12 @@ impl EventLog {
     }
 
     /// Whether events are tapped and not taken yet.
-    pub fn has_tapped(&self) -> bool {
+    pub(crate) fn has_tapped(&self) -> bool {
         !self.tapped.is_empty()
     }
 
     /// The recent events of one root (by its displayed path).
-    pub fn recent_of(&self, root: &str) -> Vec<Event> {
+    pub(crate) fn recent_of(&self, root: &str) -> Vec<Event> {
         self.recent
             .iter()
             .filter(|e| e.root == root)
@@ -127,12 +133,12 @@ impl EventLog {
     }
 
     /// The latest event of any root.
-    pub fn last(&self) -> Option<&Event> {
+    pub(crate) fn last(&self) -> Option<&Event> {
         self.recent.back()
     }
 
     /// A receiver of every new event (of every root: followers filter).
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.bus.subscribe()
     }
 }

@@ -8,7 +8,7 @@ use sysinfo::{Disks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 /// A verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Fine.
     Ok,
     /// Worth a look.
@@ -19,7 +19,7 @@ pub enum Verdict {
 
 /// One measured figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was measured.
     pub name: String,
     /// The value, human readable.
@@ -32,7 +32,7 @@ pub struct Check {
 
 /// The health report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Health {
+pub(crate) struct Health {
     /// Resident memory, bytes.
     pub rss_bytes: u64,
     /// Average CPU use since start, percent of one core.
@@ -58,7 +58,7 @@ pub struct Health {
 
 impl Health {
     /// The worst verdict.
-    pub fn verdict(&self) -> Verdict {
+    pub(crate) fn verdict(&self) -> Verdict {
         self.checks
             .iter()
             .map(|c| c.verdict)
@@ -93,7 +93,7 @@ fn max_user_watches() -> Option<u64> {
 
 /// One root's notify commands, in `health --json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RootHooks {
+pub(crate) struct RootHooks {
     /// The root.
     pub root: String,
     /// Its figures.
@@ -103,16 +103,16 @@ pub struct RootHooks {
 
 /// The oldest queued notify command has waited this long: `hooks` warns
 /// (a slow command holds the queue up).
-pub const HOOK_QUEUE_WARN_SECS: u64 = 5 * 60;
+pub(crate) const HOOK_QUEUE_WARN_SECS: u64 = 5 * 60;
 /// ... and this long: `hooks` is critical.
-pub const HOOK_QUEUE_CRITICAL_SECS: u64 = 30 * 60;
+pub(crate) const HOOK_QUEUE_CRITICAL_SECS: u64 = 30 * 60;
 /// This many notify commands failed one after the other: `hook-failures`
 /// is critical (one failure in the last hour already warns).
-pub const HOOK_FAILURES_CRITICAL: u64 = 5;
+pub(crate) const HOOK_FAILURES_CRITICAL: u64 = 5;
 
 /// How squadd holds one root, for `health`.
 #[derive(Debug, Clone)]
-pub struct RootControl {
+pub(crate) struct RootControl {
     /// The root.
     pub root: String,
     /// What is wrong (missing, taken over, socket not bound), if anything.
@@ -173,7 +173,7 @@ fn hook_checks(root: &str, h: &HooksReport) -> Vec<Check> {
 
 /// What squadd knows that `health` reports besides the process figures.
 #[derive(Debug, Clone, Default)]
-pub struct Supervision {
+pub(crate) struct Supervision {
     /// Watches held.
     pub watches: usize,
     /// File events waiting.
@@ -185,7 +185,7 @@ pub struct Supervision {
 }
 
 /// Measures the current process.
-pub fn measure(s: &Supervision) -> Health {
+pub(crate) fn measure(s: &Supervision) -> Health {
     let watches = s.watches;
     let queue_depth = s.queue_depth;
     let roots: Vec<&Path> = s.roots.iter().map(|r| Path::new(&r.root)).collect();

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// The journal of notify commands in a project's `.squad/run/`.
-pub const JOURNAL_FILE: &str = "hooks.jsonl";
+pub(crate) const JOURNAL_FILE: &str = "hooks.jsonl";
 
 /// The largest journal read back on start (a line is about 300 bytes).
 const JOURNAL_LIMIT: u64 = 256 << 20;
@@ -42,7 +42,7 @@ const JOURNAL_LIMIT: u64 = 256 << 20;
 const COMPACT_AFTER_LINES: usize = 10_000;
 
 /// The outcome of a notify command, reported back to the supervisor task.
-pub struct HookOutcome {
+pub(crate) struct HookOutcome {
     /// Root index.
     pub root: RootId,
     /// Session directory name.
@@ -56,7 +56,7 @@ pub struct HookOutcome {
 }
 
 /// What a hook is told about the message.
-pub struct Notice<'a> {
+pub(crate) struct Notice<'a> {
     /// Root index.
     pub root: RootId,
     /// Session directory name.
@@ -155,7 +155,7 @@ impl Journal {
 
 type Journals = Arc<Mutex<HashMap<RootId, Journal>>>;
 
-pub use crate::status::HooksReport;
+pub(crate) use crate::status::HooksReport;
 
 /// Failures per minute over the last hour: 60 buckets, so the count stays
 /// bounded however many hooks fail.
@@ -237,7 +237,7 @@ enum Cmd {
 }
 
 /// Starts hooks and collects their outcomes.
-pub struct Hooks {
+pub(crate) struct Hooks {
     tx: mpsc::UnboundedSender<Cmd>,
     journals: Journals,
     tallies: Arc<Tallies>,
@@ -249,7 +249,7 @@ pub struct Hooks {
 
 impl Hooks {
     /// The hook runner and the channel of outcomes. Call inside the runtime.
-    pub fn new() -> (Hooks, mpsc::UnboundedReceiver<HookOutcome>) {
+    pub(crate) fn new() -> (Hooks, mpsc::UnboundedReceiver<HookOutcome>) {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::unbounded_channel();
         let journals: Journals = Arc::default();
@@ -283,7 +283,12 @@ impl Hooks {
     }
 
     /// How root `root`'s notify commands stand now.
-    pub fn report(&self, root: RootId, policy: &MessagePolicy, hooks: &HooksPolicy) -> HooksReport {
+    pub(crate) fn report(
+        &self,
+        root: RootId,
+        policy: &MessagePolicy,
+        hooks: &HooksPolicy,
+    ) -> HooksReport {
         let now = Instant::now();
         let minute = self.tallies.minute(now);
         let mut r = HooksReport {
@@ -319,7 +324,7 @@ impl Hooks {
     /// Opens a project's journal and queues again the commands a previous
     /// squadd left pending (for recipients the policy still has a command
     /// for). Returns how many.
-    pub fn resume(
+    pub(crate) fn resume(
         &mut self,
         root: RootId,
         path: &Path,
@@ -411,7 +416,7 @@ impl Hooks {
 
     /// Runs the recipient's notify command, if the policy names one (policy
     /// only: never a command an agent wrote): journalled, then queued.
-    pub fn notify(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) {
+    pub(crate) fn notify(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) {
         let hook = self.intend(policy, hooks, n);
         self.start(hook);
     }
@@ -419,21 +424,26 @@ impl Hooks {
     /// Journals the recipient's notify command as pending (before the
     /// delivery it is for, so a crash in between cannot lose it); then
     /// [`Hooks::start`] it once delivered, or [`Hooks::cancel`] it.
-    pub fn intend(&mut self, policy: &MessagePolicy, hooks: &HooksPolicy, n: Notice<'_>) -> Hook {
+    pub(crate) fn intend(
+        &mut self,
+        policy: &MessagePolicy,
+        hooks: &HooksPolicy,
+        n: Notice<'_>,
+    ) -> Hook {
         self.seq += 1;
         let id = format!("{}-{}", self.run_id, self.seq);
         self.job(policy, hooks, id, n, true)
     }
 
     /// Queues a journalled command.
-    pub fn start(&self, hook: Hook) {
+    pub(crate) fn start(&self, hook: Hook) {
         if let Some(job) = hook.0 {
             let _ = self.tx.send(Cmd::Queue(job));
         }
     }
 
     /// Drops a journalled command (its message was not freshly delivered).
-    pub fn cancel(&self, hook: Hook) {
+    pub(crate) fn cancel(&self, hook: Hook) {
         if let Some(job) = hook.0 {
             self.done(job.root, job.id);
         }
@@ -522,7 +532,7 @@ impl Hooks {
 /// A notify command journalled as pending, not started yet (`None`: the
 /// policy names no command for the recipient).
 #[must_use = "start or cancel it, or it stays pending until the next start"]
-pub struct Hook(Option<Box<Job>>);
+pub(crate) struct Hook(Option<Box<Job>>);
 
 /// One project's queue.
 #[derive(Default)]
@@ -655,7 +665,7 @@ fn compact(journals: &Journals, root: RootId) {
 
 /// Why a notify command failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HookError {
+pub(crate) enum HookError {
     /// The policy's command has no program.
     #[error("empty notify command")]
     Empty,

@@ -31,7 +31,7 @@ const SETTLE: Duration = Duration::from_millis(3);
 /// kernel's own queue does at `fs.inotify.max_queued_events`.
 /// `SQUADD_MAX_QUEUED=N` lowers it, so that tests can reach the overflow
 /// path without a burst of this size.
-pub const MAX_QUEUED: usize = 16_384;
+pub(crate) const MAX_QUEUED: usize = 16_384;
 
 /// [`MAX_QUEUED`], or `SQUADD_MAX_QUEUED` when set to a positive number.
 fn max_queued() -> usize {
@@ -43,10 +43,10 @@ fn max_queued() -> usize {
 }
 
 /// What the watcher sends.
-pub type Notification = notify::Result<notify::Event>;
+pub(crate) type Notification = notify::Result<notify::Event>;
 
 /// The watches and the paths waiting to be read.
-pub struct Intake {
+pub(crate) struct Intake {
     watcher: RecommendedWatcher,
     /// Watched directories, with the identity (device, inode) each had when watched: a watch
     /// follows its directory, so one replaced at the same path (`squadctl
@@ -78,19 +78,19 @@ pub struct Intake {
 /// file aside and write it anew. Read in between, such a save was a
 /// `file-removed` (its task gone, ready again, notified again) and then a
 /// new file: a file that is back within this is a change, not a removal.
-pub const REMOVAL_GRACE: Duration = Duration::from_millis(250);
+pub(crate) const REMOVAL_GRACE: Duration = Duration::from_millis(250);
 
 /// The first retry of unwatched directories comes after this; each retry
 /// that leaves some unwatched doubles it, up to [`REWATCH_MAX`].
-pub const REWATCH_FIRST: Duration = Duration::from_secs(1);
+pub(crate) const REWATCH_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait between retries of unwatched directories.
-pub const REWATCH_MAX: Duration = Duration::from_secs(60);
+pub(crate) const REWATCH_MAX: Duration = Duration::from_secs(60);
 
 /// How many times an unreadable file is read again (after 1 s, 2 s, 4 s …
 /// 64 s) before squadd waits for its next event. A permission change is an
 /// attribute event and is read at once; the retries cover what no event
 /// announces (an ACL or a parent directory's permission fixed).
-pub const UNREADABLE_RETRIES: u32 = 7;
+pub(crate) const UNREADABLE_RETRIES: u32 = 7;
 
 /// A directory's (device, inode): what a watch follows.
 fn identity(path: &Path) -> Option<(u64, u64)> {
@@ -108,7 +108,7 @@ fn is_read(kind: &FsKind) -> bool {
 /// the dot directories it follows (`.squad`, `.ai-team`, `.claude`,
 /// `.github`, `.copilot`, `.agents`) have no extension, and [`classify`]
 /// ignores hidden session directories and temporaries.
-pub fn is_temporary(name: &OsStr) -> bool {
+pub(crate) fn is_temporary(name: &OsStr) -> bool {
     let Some(rest) = name.as_bytes().strip_prefix(b".") else {
         return false;
     };
@@ -137,7 +137,7 @@ fn droppable(e: &notify::Event) -> bool {
 
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Noted {
+pub(crate) enum Noted {
     /// Paths were queued (or nothing to do).
     Queued,
     /// The watcher failed: report it and rescan every root.
@@ -147,14 +147,14 @@ pub enum Noted {
 }
 
 /// A watch error with what to do about the inotify limit.
-pub fn watch_error_hint(e: &notify::Error) -> String {
+pub(crate) fn watch_error_hint(e: &notify::Error) -> String {
     WatchError::from(e).to_string()
 }
 
 /// Why a directory could not be watched, or the watcher failed: the
 /// watcher's message, with how to fix a full watch table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WatchError {
+pub(crate) enum WatchError {
     /// The inotify watch limit is reached.
     #[error(
         "{0}: the inotify watch limit is reached; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)"
@@ -185,7 +185,7 @@ impl From<&notify::Error> for WatchError {
 
 impl Intake {
     /// Starts the watcher; notifications arrive on the returned channel.
-    pub fn start() -> Result<(Intake, mpsc::UnboundedReceiver<Notification>), StartError> {
+    pub(crate) fn start() -> Result<(Intake, mpsc::UnboundedReceiver<Notification>), StartError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let queue = Arc::new(AtomicUsize::new(0));
         let queue_in = queue.clone();
@@ -233,7 +233,7 @@ impl Intake {
     /// Watches a directory (non-recursively) unless it is watched already.
     /// A directory that cannot be watched (and exists) is remembered for
     /// [`Intake::rewatch`].
-    pub fn watch(&mut self, path: &Path) -> Result<(), WatchError> {
+    pub(crate) fn watch(&mut self, path: &Path) -> Result<(), WatchError> {
         if self.watched.contains_key(path) {
             return Ok(());
         }
@@ -271,7 +271,7 @@ impl Intake {
     /// [`Intake::watch`] of it watches the new one. Checked where a
     /// directory can be replaced whole (the root's own directories, the
     /// team's), not on every watch (a delivery re-watches its inbox).
-    pub fn forget_if_replaced(&mut self, path: &Path) {
+    pub(crate) fn forget_if_replaced(&mut self, path: &Path) {
         let Some(held) = self.watched.get(path) else {
             return;
         };
@@ -282,14 +282,14 @@ impl Intake {
     }
 
     /// Directories that could not be watched.
-    pub fn unwatched(&self) -> &BTreeSet<PathBuf> {
+    pub(crate) fn unwatched(&self) -> &BTreeSet<PathBuf> {
         &self.unwatched
     }
 
     /// Tries to watch the unwatched directories again; returns those now
     /// watched (directories that vanished are dropped). The delay before
     /// the next try doubles while some stay unwatched.
-    pub fn rewatch(&mut self) -> Vec<PathBuf> {
+    pub(crate) fn rewatch(&mut self) -> Vec<PathBuf> {
         let pending: Vec<PathBuf> = std::mem::take(&mut self.unwatched).into_iter().collect();
         let mut restored = Vec::new();
         for path in pending {
@@ -309,12 +309,12 @@ impl Intake {
     }
 
     /// How long until the next [`Intake::rewatch`].
-    pub fn rewatch_delay(&self) -> Duration {
+    pub(crate) fn rewatch_delay(&self) -> Duration {
         self.rewatch_after
     }
 
     /// Stops watching a directory.
-    pub fn unwatch(&mut self, path: &Path) {
+    pub(crate) fn unwatch(&mut self, path: &Path) {
         if self.watched.remove(path).is_some() {
             // The kernel drops watches of deleted directories itself.
             let _ = self.watcher.unwatch(path);
@@ -324,7 +324,7 @@ impl Intake {
     /// Stops watching `dir` and everything under it (a session that went:
     /// its inbox watches go with it, also when it was moved rather than
     /// deleted).
-    pub fn unwatch_under(&mut self, dir: &Path) {
+    pub(crate) fn unwatch_under(&mut self, dir: &Path) {
         let under: Vec<PathBuf> = self
             .watched
             .keys()
@@ -342,23 +342,23 @@ impl Intake {
     /// Forgets the watches under `prefix`: the kernel dropped them when the
     /// directory vanished, and a directory that comes back must be watched
     /// again.
-    pub fn forget_under(&mut self, prefix: &Path) {
+    pub(crate) fn forget_under(&mut self, prefix: &Path) {
         self.watched.retain(|p, _| !p.starts_with(prefix));
         self.unwatched.retain(|p| !p.starts_with(prefix));
     }
 
     /// Watches held.
-    pub fn watch_count(&self) -> usize {
+    pub(crate) fn watch_count(&self) -> usize {
         self.watched.len()
     }
 
     /// Notifications and paths not processed yet.
-    pub fn queue_depth(&self) -> usize {
+    pub(crate) fn queue_depth(&self) -> usize {
         self.queue.load(Ordering::Relaxed) + self.pending.len()
     }
 
     /// Takes one watcher notification.
-    pub fn note(&mut self, res: Notification, now: Instant) -> Noted {
+    pub(crate) fn note(&mut self, res: Notification, now: Instant) -> Noted {
         self.queue.fetch_sub(1, Ordering::Relaxed);
         let event = match res {
             Ok(e) => e,
@@ -394,7 +394,7 @@ impl Intake {
 
     /// Queues `path` again, due at `at` (a read that failed for lack of
     /// file descriptors is retried, never recorded as the file's fault).
-    pub fn retry(&mut self, path: PathBuf, at: Instant) {
+    pub(crate) fn retry(&mut self, path: PathBuf, at: Instant) {
         self.pending
             .entry(path)
             .and_modify(|d| *d = (*d).min(at))
@@ -403,7 +403,7 @@ impl Intake {
 
     /// A file was unreadable: queues it again after a backoff (1 s, 2 s,
     /// 4 s …), at most [`UNREADABLE_RETRIES`] times; false once exhausted.
-    pub fn retry_unreadable(&mut self, path: &Path, now: Instant) -> bool {
+    pub(crate) fn retry_unreadable(&mut self, path: &Path, now: Instant) -> bool {
         let tries = self.unreadable.entry(path.to_path_buf()).or_insert(0);
         if *tries >= UNREADABLE_RETRIES {
             return false;
@@ -415,7 +415,7 @@ impl Intake {
     }
 
     /// A file was read (or went): its unreadable retries end.
-    pub fn readable(&mut self, path: &Path) {
+    pub(crate) fn readable(&mut self, path: &Path) {
         if !self.unreadable.is_empty() {
             self.unreadable.remove(path);
         }
@@ -426,7 +426,7 @@ impl Intake {
     /// otherwise false, and it is read again when the grace is over (a file
     /// that is back by then, or whose create event comes first, is read as
     /// changed).
-    pub fn vanished(&mut self, path: &Path, now: Instant) -> bool {
+    pub(crate) fn vanished(&mut self, path: &Path, now: Instant) -> bool {
         match self.vanished.get(path) {
             Some(at) if *at <= now => {
                 self.vanished.remove(path);
@@ -451,25 +451,25 @@ impl Intake {
 
     /// When the removal of a file found gone counts, while squadd waits to
     /// see whether it comes back.
-    pub fn vanishing(&self, path: &Path) -> Option<Instant> {
+    pub(crate) fn vanishing(&self, path: &Path) -> Option<Instant> {
         self.vanished.get(path).copied()
     }
 
     /// A file was found present, or is not indexed any more (a rescan
     /// recorded its removal): no removal of it is waiting to be confirmed.
-    pub fn clear_vanished(&mut self, path: &Path) {
+    pub(crate) fn clear_vanished(&mut self, path: &Path) {
         if !self.vanished.is_empty() {
             self.vanished.remove(path);
         }
     }
 
     /// When the next queued path settles.
-    pub fn next_due(&self) -> Option<Instant> {
+    pub(crate) fn next_due(&self) -> Option<Instant> {
         self.pending.values().min().copied()
     }
 
     /// Removes and returns the paths that settled by `now`.
-    pub fn take_due(&mut self, now: Instant) -> Vec<PathBuf> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<PathBuf> {
         let due: Vec<PathBuf> = self
             .pending
             .iter()
@@ -489,7 +489,7 @@ impl Intake {
 
     /// Session directory names under `sessions_dir` with paths still
     /// waiting (retention leaves such sessions alone).
-    pub fn busy_sessions(&self, sessions_dir: &Path) -> BTreeSet<String> {
+    pub(crate) fn busy_sessions(&self, sessions_dir: &Path) -> BTreeSet<String> {
         self.pending
             .keys()
             .filter_map(|p| p.strip_prefix(sessions_dir).ok())
@@ -501,7 +501,7 @@ impl Intake {
 
 /// What a changed path under a root means.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathChange {
+pub(crate) enum PathChange {
     /// `.squad/policies.yaml`.
     Policy,
     /// The root, `.squad` or `.squad/sessions` itself: rescan.
@@ -542,7 +542,7 @@ pub enum PathChange {
 
 /// Classifies a changed path of the root (pure). `None`: nothing squadd
 /// follows (temporary files, dot directories, other files).
-pub fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {
+pub(crate) fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {
     if path == root.join(SQUAD_DIR).join("policies.yaml") {
         return Some(PathChange::Policy);
     }

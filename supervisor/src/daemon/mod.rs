@@ -28,32 +28,32 @@
 // Function length is capped in the daemon (threshold in clippy.toml).
 #![warn(clippy::too_many_lines)]
 
-pub mod answers;
+pub(crate) mod answers;
 mod apply;
-pub mod context;
-pub mod core;
-pub mod edits;
-pub mod eventlog;
-pub mod health;
-pub mod hooks;
-pub mod intake;
+pub(crate) mod context;
+pub(crate) mod core;
+pub(crate) mod edits;
+pub(crate) mod eventlog;
+pub(crate) mod health;
+pub(crate) mod hooks;
+pub(crate) mod intake;
 mod leader;
 mod mail;
-pub mod notices;
-pub mod pidfile;
+pub(crate) mod notices;
+pub(crate) mod pidfile;
 mod presence;
 mod processes;
-pub mod roots;
-pub mod routing;
-pub mod runs;
+pub(crate) mod roots;
+pub(crate) mod routing;
+pub(crate) mod runs;
 mod scan;
-pub mod server;
-pub mod session;
-pub mod shell;
-pub mod systemd;
-pub mod timers;
-pub mod upkeep;
-pub mod writer;
+pub(crate) mod server;
+pub(crate) mod session;
+pub(crate) mod shell;
+pub(crate) mod systemd;
+pub(crate) mod timers;
+pub(crate) mod upkeep;
+pub(crate) mod writer;
 mod writes;
 
 use self::core::scan::TRIM_DELAY;

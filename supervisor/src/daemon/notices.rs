@@ -22,21 +22,21 @@ use chrono::{DateTime, Utc};
 use std::path::PathBuf;
 
 /// A tapped event: (root, session, path, kind).
-pub type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
+pub(crate) type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 
 /// The most tapped facts one batch turns into notices: a start-up with
 /// thousands of standing facts writes them a batch per wake-up, after
 /// READY, never holding up readiness, the control socket or a file change
 /// for longer than one batch.
-pub const NOTICE_BATCH: usize = 256;
+pub(crate) const NOTICE_BATCH: usize = 256;
 
 /// The most tapped facts turned into notices before READY (the first
 /// batch, smaller than [`NOTICE_BATCH`]): what readiness may cost in
 /// notices, however many a start-up owes.
-pub const STARTUP_NOTICES: usize = 32;
+pub(crate) const STARTUP_NOTICES: usize = 32;
 
 /// Whether an event may call for a notice (the event log taps these).
-pub fn wanted(kind: &EventKind) -> bool {
+pub(crate) fn wanted(kind: &EventKind) -> bool {
     matches!(
         kind,
         EventKind::TaskReady { .. }

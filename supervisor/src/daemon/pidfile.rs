@@ -7,7 +7,7 @@ use std::path::Path;
 /// Holds the lock for as long as it lives (the OS releases it when the
 /// process exits, however it exits).
 #[derive(Debug)]
-pub struct PidLock {
+pub(crate) struct PidLock {
     _file: File,
     /// The pid the file named before we took it: the previous squadd of
     /// this root, gone (it held the lock until it died).
@@ -17,7 +17,7 @@ pub struct PidLock {
 impl PidLock {
     /// Whether `path` is still the file this lock is held on (a `.squad/`
     /// deleted and recreated has a new pid file nobody holds).
-    pub fn is_at(&self, path: &Path) -> bool {
+    pub(crate) fn is_at(&self, path: &Path) -> bool {
         use std::os::unix::fs::MetadataExt;
         match (self._file.metadata(), std::fs::symlink_metadata(path)) {
             (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
@@ -52,7 +52,7 @@ pub enum PidLockError {
 /// Takes the lock on `root/rel` and writes our pid into it. Opened below
 /// `root` without following links: a `squadd.pid` (or `.squad/run`) that
 /// is a symlink is refused, never truncated through.
-pub fn acquire(root: &Path, rel: &Path) -> Result<PidLock, PidLockError> {
+pub(crate) fn acquire(root: &Path, rel: &Path) -> Result<PidLock, PidLockError> {
     let path = root.join(rel);
     let io_err = |source| PidLockError::Io {
         path: path.display().to_string(),

@@ -11,11 +11,11 @@ use super::core::Root;
 use super::pidfile::PidLock;
 use super::server::Bound;
 
-pub use super::core::RootId;
+pub(crate) use super::core::RootId;
 
 /// What squadd holds open for one root: effects live here, decisions in
 /// the [`Root`] core.
-pub struct Shell {
+pub(crate) struct Shell {
     /// The root's pid lock (`None` once another squadd took the root over).
     pub pid_lock: Option<PidLock>,
     /// The control socket, once bound.
@@ -48,7 +48,7 @@ impl Default for Shell {
 }
 
 /// One root: its core and its shell.
-pub struct Slot {
+pub(crate) struct Slot {
     /// What squadd knows and decides of the root.
     pub core: Root,
     /// What squadd holds open for it.
@@ -57,31 +57,26 @@ pub struct Slot {
 
 /// Every supervised root.
 #[derive(Default)]
-pub struct Roots {
+pub(crate) struct Roots {
     slots: Vec<Slot>,
 }
 
 impl Roots {
     /// Adds a root; returns its id.
-    pub fn add(&mut self, core: Root, shell: Shell) -> RootId {
+    pub(crate) fn add(&mut self, core: Root, shell: Shell) -> RootId {
         let id = RootId(u32::try_from(self.slots.len()).unwrap_or(u32::MAX));
         self.slots.push(Slot { core, shell });
         id
     }
 
     /// How many roots there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.slots.len()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
     }
 
     /// The ids of every root, in the order they were added. The iterator
     /// does not borrow the roots, so each may be changed in the loop.
-    pub fn ids(&self) -> impl Iterator<Item = RootId> + use<> {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = RootId> + use<> {
         (0..u32::try_from(self.slots.len()).unwrap_or(u32::MAX)).map(RootId)
     }
 
@@ -96,44 +91,39 @@ impl Roots {
     }
 
     /// A root's core.
-    pub fn core(&self, id: RootId) -> &Root {
+    pub(crate) fn core(&self, id: RootId) -> &Root {
         &self.slot(id).core
     }
 
     /// A root's core, to change.
-    pub fn core_mut(&mut self, id: RootId) -> &mut Root {
+    pub(crate) fn core_mut(&mut self, id: RootId) -> &mut Root {
         &mut self.slot_mut(id).core
     }
 
     /// A root's shell.
-    pub fn shell(&self, id: RootId) -> &Shell {
+    pub(crate) fn shell(&self, id: RootId) -> &Shell {
         &self.slot(id).shell
     }
 
     /// A root's shell, to change.
-    pub fn shell_mut(&mut self, id: RootId) -> &mut Shell {
+    pub(crate) fn shell_mut(&mut self, id: RootId) -> &mut Shell {
         &mut self.slot_mut(id).shell
     }
 
     /// A root's core and shell, both to change.
-    pub fn both_mut(&mut self, id: RootId) -> (&mut Root, &mut Shell) {
+    pub(crate) fn both_mut(&mut self, id: RootId) -> (&mut Root, &mut Shell) {
         let slot = self.slot_mut(id);
         (&mut slot.core, &mut slot.shell)
     }
 
     /// Every root's core with its id.
-    pub fn cores(&self) -> impl Iterator<Item = (RootId, &Root)> {
+    pub(crate) fn cores(&self) -> impl Iterator<Item = (RootId, &Root)> {
         self.ids().zip(self.slots.iter().map(|s| &s.core))
-    }
-
-    /// Every root's shell with its id.
-    pub fn shells(&self) -> impl Iterator<Item = (RootId, &Shell)> {
-        self.ids().zip(self.slots.iter().map(|s| &s.shell))
     }
 
     /// The innermost root containing `path`: a root may lie inside another
     /// (`--root /p --root /p/sub`), and the inner one's files are its own.
-    pub fn of(&self, path: &std::path::Path) -> Option<RootId> {
+    pub(crate) fn of(&self, path: &std::path::Path) -> Option<RootId> {
         self.cores()
             .filter(|(_, r)| path.starts_with(&r.root))
             .max_by_key(|(_, r)| r.root.components().count())

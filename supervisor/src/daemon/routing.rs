@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 /// What a delivery carries.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Body {
+pub(crate) enum Body {
     /// An agent's message file, delivered as written.
     File(PathBuf),
     /// A message file squadd itself just wrote (a notice), delivered from
@@ -42,7 +42,7 @@ pub enum Body {
 
 /// One delivery to make.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     /// Session directory name.
     pub session: String,
     /// Sender.
@@ -75,7 +75,7 @@ fn routed_id(parts: &str) -> String {
 
 /// A message squadd writes on an agent's behalf, from a report.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Routed {
+pub(crate) struct Routed {
     id: String,
     to: String,
     priority: Priority,
@@ -87,7 +87,7 @@ pub struct Routed {
 
 impl Routed {
     /// The message text (rendered only when delivered).
-    pub fn render(&self, rel: &str) -> Option<String> {
+    pub(crate) fn render(&self, rel: &str) -> Option<String> {
         Document::Message(Message {
             meta: MessageMeta {
                 message_id: self.id.clone(),
@@ -135,7 +135,7 @@ impl Routed {
 }
 
 /// The deliveries one file asks for (delivered or not).
-pub fn file_deliveries(
+pub(crate) fn file_deliveries(
     root: &Path,
     name: &str,
     dir: &Path,
@@ -210,8 +210,9 @@ pub fn file_deliveries(
     out
 }
 
+#[cfg(test)]
 /// Every delivery the files of a session ask for (delivered or not).
-pub fn session_deliveries(
+pub(crate) fn session_deliveries(
     root: &Path,
     name: &str,
     session: &crate::index::SessionIndex,
@@ -224,12 +225,12 @@ pub fn session_deliveries(
 }
 
 /// An inbox entry: (recipient, inbox file name).
-pub type Slot = (String, String);
+pub(crate) type Slot = (String, String);
 
 /// A delivered message not acknowledged yet. Its message id is the one its
 /// inbox name spells (see [`Mailbox::message_id`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Unread {
+pub(crate) struct Unread {
     /// Priority (from the inbox name).
     pub priority: Priority,
     /// When it was delivered.
@@ -239,7 +240,7 @@ pub struct Unread {
 /// An unread message whose escalation time came (see
 /// [`Mailbox::take_due_escalations`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct DueEscalation {
+pub(crate) struct DueEscalation {
     /// Recipient.
     pub to: String,
     /// Inbox file name.
@@ -335,7 +336,7 @@ impl Inbox {
 /// timer per session, armed at [`Mailbox::next_escalation`], rather than
 /// one per unread message.
 #[derive(Debug, Clone, Default)]
-pub struct Mailbox {
+pub(crate) struct Mailbox {
     /// By recipient.
     inboxes: BTreeMap<String, Inbox>,
     /// Deliveries waiting for their time (low priority, recipient busy).
@@ -350,7 +351,7 @@ pub struct Mailbox {
 
 /// Where a delivery stands.
 #[derive(Debug, PartialEq)]
-pub enum Offer {
+pub(crate) enum Offer {
     /// Deliver it now.
     Now(Box<Delivery>),
     /// It waits until then (a timer is due).
@@ -367,7 +368,7 @@ impl Mailbox {
     /// Seeds from an inbox listing: (recipient, name, unread, mtime).
     /// Unread messages are queued for escalation (their mtime is when they
     /// were delivered); see [`Mailbox::next_escalation`].
-    pub fn seed(
+    pub(crate) fn seed(
         &mut self,
         policy: &MessagePolicy,
         entries: Vec<(String, String, bool, Option<DateTime<Utc>>)>,
@@ -394,19 +395,20 @@ impl Mailbox {
     }
 
     /// Whether a message is in the recipient's `new/` or `cur/`.
-    pub fn is_delivered(&self, to: &str, name: &str) -> bool {
+    pub(crate) fn is_delivered(&self, to: &str, name: &str) -> bool {
         self.inboxes
             .get(to)
             .is_some_and(|i| i.names.contains_key(name))
     }
 
+    #[cfg(test)]
     /// A message's state if it is unread.
-    pub fn unread_entry(&self, to: &str, name: &str) -> Option<Unread> {
+    pub(crate) fn unread_entry(&self, to: &str, name: &str) -> Option<Unread> {
         self.inboxes.get(to)?.names.get(name).copied().flatten()
     }
 
     /// Every unread message: (recipient, inbox name, state).
-    pub fn unread(&self) -> impl Iterator<Item = (&str, &str, Unread)> {
+    pub(crate) fn unread(&self) -> impl Iterator<Item = (&str, &str, Unread)> {
         self.inboxes.iter().flat_map(|(to, inbox)| {
             inbox
                 .names
@@ -417,7 +419,7 @@ impl Mailbox {
 
     /// The message id of an inbox entry: the one it was delivered with, or
     /// the one its name spells.
-    pub fn message_id(&self, to: &str, name: &str) -> Option<String> {
+    pub(crate) fn message_id(&self, to: &str, name: &str) -> Option<String> {
         match self.inboxes.get(to) {
             Some(inbox) => inbox.message_id(name),
             None => parse_inbox_name(name).map(|(_, id)| id),
@@ -426,7 +428,7 @@ impl Mailbox {
 
     /// Offers a delivery: now, later, or never again. A delivery offered
     /// again keeps the start of its wait (see [`Delivery::since`]).
-    pub fn offer(
+    pub(crate) fn offer(
         &mut self,
         policy: &MessagePolicy,
         mut d: Delivery,
@@ -451,7 +453,7 @@ impl Mailbox {
 
     /// Records a delivery (unread from `at`); returns when it escalates, if
     /// its priority does.
-    pub fn delivered(
+    pub(crate) fn delivered(
         &mut self,
         policy: &MessagePolicy,
         d: &Delivery,
@@ -475,7 +477,7 @@ impl Mailbox {
     /// The inbox file was seen present in `new/` (`Some(mtime)`) or gone
     /// from it. Returns when it escalates if it just became unread (and its
     /// priority escalates); one gone no longer escalates.
-    pub fn seen(
+    pub(crate) fn seen(
         &mut self,
         policy: &MessagePolicy,
         to: &str,
@@ -512,7 +514,7 @@ impl Mailbox {
     /// When the next unread message escalates (the head of each
     /// recipient's per-priority queues: a handful of entries, whatever the
     /// number of messages).
-    pub fn next_escalation(&self, policy: &MessagePolicy) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_escalation(&self, policy: &MessagePolicy) -> Option<DateTime<Utc>> {
         self.inboxes
             .values()
             .flat_map(|inbox| {
@@ -528,7 +530,7 @@ impl Mailbox {
     /// Takes every unread message whose escalation time is at or before
     /// `now` off the escalation queue (it stays unread), earliest first per
     /// queue.
-    pub fn take_due_escalations(
+    pub(crate) fn take_due_escalations(
         &mut self,
         policy: &MessagePolicy,
         now: DateTime<Utc>,
@@ -562,7 +564,7 @@ impl Mailbox {
     /// policy changed): the queues were built with the old delays. Those
     /// already escalated come back into the queue and are skipped when
     /// taken (the escalated set is kept across restarts too).
-    pub fn requeue_escalations(&mut self, policy: &MessagePolicy) {
+    pub(crate) fn requeue_escalations(&mut self, policy: &MessagePolicy) {
         for inbox in self.inboxes.values_mut() {
             inbox.escalations = Default::default();
             let unread: Vec<(Rc<str>, Unread)> = inbox
@@ -579,18 +581,18 @@ impl Mailbox {
     }
 
     /// Queues the reply check of message file `file` at `by`.
-    pub fn reply_due(&mut self, by: DateTime<Utc>, file: &str) {
+    pub(crate) fn reply_due(&mut self, by: DateTime<Utc>, file: &str) {
         self.replies_due.insert((by, file.into()));
     }
 
     /// The next reply deadline.
-    pub fn next_reply_due(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_reply_due(&self) -> Option<DateTime<Utc>> {
         self.replies_due.first().map(|(by, _)| *by)
     }
 
     /// Takes the message files whose reply deadline is at or before `now`,
     /// earliest first.
-    pub fn take_due_replies(&mut self, now: DateTime<Utc>) -> Vec<Box<str>> {
+    pub(crate) fn take_due_replies(&mut self, now: DateTime<Utc>) -> Vec<Box<str>> {
         let mut out = Vec::new();
         while self.replies_due.first().is_some_and(|(by, _)| *by <= now) {
             if let Some((_, file)) = self.replies_due.pop_first() {
@@ -601,7 +603,7 @@ impl Mailbox {
     }
 
     /// Notes a message file coming or going (replies answer by id).
-    pub fn note_reply(&mut self, in_reply_to: Option<&str>, added: bool) {
+    pub(crate) fn note_reply(&mut self, in_reply_to: Option<&str>, added: bool) {
         let Some(id) = in_reply_to else { return };
         if added {
             *self.replies.entry(id.to_string()).or_insert(0) += 1;
@@ -614,24 +616,28 @@ impl Mailbox {
     }
 
     /// Whether a message got a reply.
-    pub fn replied(&self, message_id: &str) -> bool {
+    pub(crate) fn replied(&self, message_id: &str) -> bool {
         self.replies.contains_key(message_id)
     }
 }
 
 /// Whether a delivery made at `wall` is late (its deadline counted from
 /// when its wait began, with squadd's reaction time as tolerance).
-pub fn late(policy: &MessagePolicy, d: &Delivery, wall: DateTime<Utc>) -> bool {
+pub(crate) fn late(policy: &MessagePolicy, d: &Delivery, wall: DateTime<Utc>) -> bool {
     is_late(policy, d.priority, d.since, wall)
 }
 
 /// When a message's reply becomes overdue, if it needs one.
-pub fn reply_due(m: &crate::index::MessageInfo) -> Option<DateTime<Utc>> {
+pub(crate) fn reply_due(m: &crate::index::MessageInfo) -> Option<DateTime<Utc>> {
     m.response_by.map(utc).filter(|_| m.response_needed)
 }
 
 /// Whether a reply is overdue at `wall`.
-pub fn reply_overdue(m: &crate::index::MessageInfo, replied: bool, wall: DateTime<Utc>) -> bool {
+pub(crate) fn reply_overdue(
+    m: &crate::index::MessageInfo,
+    replied: bool,
+    wall: DateTime<Utc>,
+) -> bool {
     response_overdue(m.response_needed, reply_due(m), replied, wall)
 }
 

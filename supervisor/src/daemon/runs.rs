@@ -13,12 +13,12 @@ use squad_protocol::config::{CONFIG_FILE, RuntimeConfig};
 use squad_protocol::model::TaskStatus;
 use std::path::Path;
 
-pub mod start;
+pub(crate) mod start;
 
-pub use super::core::runs::{POLL, RunError, RunView};
+pub(crate) use super::core::runs::RunError;
 
 /// Reads config.json of a root: (config, first error).
-pub fn load_config(root: &Path) -> (RuntimeConfig, Option<String>) {
+pub(crate) fn load_config(root: &Path) -> (RuntimeConfig, Option<String>) {
     let team = squad_protocol::teamdir::locate(root)
         .map(|t| t.path)
         .unwrap_or_else(|| root.join(squad_protocol::tree::SQUAD_DIR));
@@ -42,7 +42,7 @@ pub fn load_config(root: &Path) -> (RuntimeConfig, Option<String>) {
 
 /// config.json of a root as squadd starts on it (the defaults when invalid,
 /// with a warning).
-pub fn initial_config(root: &Path) -> RuntimeConfig {
+pub(crate) fn initial_config(root: &Path) -> RuntimeConfig {
     let (config, error) = load_config(root);
     if let Some(e) = error {
         tracing::warn!(error = %e, "config.json invalid; using the defaults");
@@ -51,7 +51,7 @@ pub fn initial_config(root: &Path) -> RuntimeConfig {
 }
 
 /// The session facts run supervision asks about, read from the files.
-pub struct FileFacts;
+pub(crate) struct FileFacts;
 
 impl super::core::runs::RunFacts for FileFacts {
     fn completed_in_file(&self, session_dir: &Path, rec: &RunRecord) -> bool {
@@ -75,14 +75,14 @@ impl super::core::runs::RunFacts for FileFacts {
 /// Writes a run's record after the fact it records happened (a spawn, an
 /// exit, a stop): a failure is logged, never a reason to undo what happened;
 /// the next write of the record catches up.
-pub fn keep_record(dir: &Path, rec: &RunRecord) {
+pub(crate) fn keep_record(dir: &Path, rec: &RunRecord) {
     if let Err(e) = runners::write_record(dir, rec) {
         tracing::warn!(error = %e, "cannot write run.json");
     }
 }
 
 /// Whether `path` is the config.json of the root at `root`.
-pub fn is_config(root: &Path, path: &Path) -> bool {
+pub(crate) fn is_config(root: &Path, path: &Path) -> bool {
     path.file_name().is_some_and(|n| n == CONFIG_FILE)
         && path.parent().and_then(Path::file_name).is_some_and(|n| {
             n == squad_protocol::tree::SQUAD_DIR || n == squad_protocol::teamdir::LEGACY_TEAM_DIR

@@ -11,7 +11,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// What the supervisor answers a request with.
-pub enum Reply {
+pub(crate) enum Reply {
     /// One response line.
     Once(Response),
     /// Backlog lines, then one line per new event until the client leaves.
@@ -28,7 +28,7 @@ pub enum Reply {
 }
 
 /// A request on its way to the supervisor task.
-pub struct Call {
+pub(crate) struct Call {
     /// Index of the root whose socket received it.
     pub root: RootId,
     /// The request.
@@ -42,7 +42,7 @@ pub struct Call {
 /// The directory is reached without following links and the socket is
 /// made through its descriptor, so a `.squad/run` swapped for a symlink
 /// cannot place (or chmod) it elsewhere.
-pub fn bind(root: &Path, path: &Path) -> std::io::Result<UnixListener> {
+pub(crate) fn bind(root: &Path, path: &Path) -> std::io::Result<UnixListener> {
     let (dir, name) = crate::safefs::parent_of(root, path, None)?;
     match dir.unlink(&name) {
         Ok(()) => {}
@@ -64,7 +64,7 @@ pub fn bind(root: &Path, path: &Path) -> std::io::Result<UnixListener> {
 
 /// A root's control socket as bound: its accept loop, and the identity of
 /// the socket file it listens on.
-pub struct Bound {
+pub(crate) struct Bound {
     task: tokio::task::JoinHandle<()>,
     id: (u64, u64),
 }
@@ -72,7 +72,7 @@ pub struct Bound {
 impl Bound {
     /// Binds `path` below `root` and serves it on its own task (calls go to
     /// the supervisor as root `i`).
-    pub fn start(
+    pub(crate) fn start(
         root: &Path,
         path: &Path,
         i: RootId,
@@ -88,7 +88,7 @@ impl Bound {
 
     /// Whether `path` is still the socket this listener is bound to (it
     /// may have been removed, or replaced along with `.squad/`).
-    pub fn is_at(&self, path: &Path) -> bool {
+    pub(crate) fn is_at(&self, path: &Path) -> bool {
         file_id(path).is_ok_and(|id| id == self.id)
     }
 }
@@ -108,7 +108,7 @@ fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 /// Accepts connections forever.
-pub async fn accept_loop(listener: UnixListener, root: RootId, calls: mpsc::Sender<Call>) {
+pub(crate) async fn accept_loop(listener: UnixListener, root: RootId, calls: mpsc::Sender<Call>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -129,7 +129,7 @@ pub async fn accept_loop(listener: UnixListener, root: RootId, calls: mpsc::Send
 
 /// The most `events --follow` clients served at once (each holds a file
 /// descriptor for as long as it follows); more are refused with an error.
-pub const MAX_FOLLOWERS: usize = 64;
+pub(crate) const MAX_FOLLOWERS: usize = 64;
 
 static FOLLOWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 

@@ -36,7 +36,7 @@ mod rules;
 
 /// What a file change did to the file itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileOutcome {
+pub(crate) enum FileOutcome {
     /// Nothing changed (same bytes: a repeated event, or our own write).
     Unchanged,
     /// The file was removed.
@@ -47,7 +47,7 @@ pub enum FileOutcome {
 
 /// What a change caused.
 #[derive(Debug, Default, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// What happened to the file (for file changes).
     pub file: Option<FileOutcome>,
     /// Derived changes, in task order (a session status change last).
@@ -65,7 +65,7 @@ pub struct Outcome {
 }
 
 /// `(error count, first error)` when a file has errors.
-pub fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
+pub(crate) fn invalid_summary(f: &IndexedFile) -> Option<(usize, String)> {
     let errors: Vec<_> = f
         .diagnostics
         .iter()
@@ -179,7 +179,7 @@ fn remove_edge(edges: &mut Edges, a: &str, b: &str) {
 
 /// One session, kept derived.
 #[derive(Debug, Clone)]
-pub struct SessionCore {
+pub(crate) struct SessionCore {
     index: SessionIndex,
     /// task -> valid plan files (the first by name is the task's plan).
     plan_files: BTreeMap<String, Names>,
@@ -247,7 +247,7 @@ pub struct SessionCore {
 
 impl SessionCore {
     /// An empty session in `dir`.
-    pub fn new(dir: PathBuf) -> SessionCore {
+    pub(crate) fn new(dir: PathBuf) -> SessionCore {
         SessionCore {
             index: SessionIndex::new(dir),
             plan_files: BTreeMap::new(),
@@ -285,7 +285,7 @@ impl SessionCore {
     /// Builds the core of a scanned session in one pass (start-up, rescan,
     /// a session that appeared): the baseline, so no task events; overdue
     /// tasks not reported before are.
-    pub fn load(
+    pub(crate) fn load(
         index: SessionIndex,
         starts: TaskStarts,
         overdue_reported: BTreeSet<String>,
@@ -328,30 +328,30 @@ impl SessionCore {
     }
 
     /// This core's identity (see the field).
-    pub fn identity(&self) -> u64 {
+    pub(crate) fn identity(&self) -> u64 {
         self.identity
     }
 
     /// Takes the tasks re-derived since the last call.
-    pub fn take_dirty(&mut self) -> BTreeSet<String> {
+    pub(crate) fn take_dirty(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.dirty)
     }
 
     /// The session's index (files, diagnostics).
-    pub fn index(&self) -> &SessionIndex {
+    pub(crate) fn index(&self) -> &SessionIndex {
         &self.index
     }
 
     /// Whether message file `file` reuses a message id an earlier file (by
     /// name) of the session carries: the `duplicate-message-id` finding,
     /// and such a message is reported, not delivered (docs/daemon.md).
-    pub fn reuses_message_id(&self, file: &str) -> bool {
+    pub(crate) fn reuses_message_id(&self, file: &str) -> bool {
         self.message_id_kept_by(file).is_some()
     }
 
     /// The file that keeps the message id message file `file` reuses (the
     /// first by name carrying it), or `None` when `file` keeps its id.
-    pub fn message_id_kept_by(&self, file: &str) -> Option<&str> {
+    pub(crate) fn message_id_kept_by(&self, file: &str) -> Option<&str> {
         let id = self
             .index
             .file(file)
@@ -365,13 +365,13 @@ impl SessionCore {
 
     /// The message file that keeps message id `id` (the first by name
     /// carrying it).
-    pub fn message_file<'a>(&'a self, id: &'a str) -> Option<&'a str> {
+    pub(crate) fn message_file<'a>(&'a self, id: &'a str) -> Option<&'a str> {
         self.files_with_id(id).next().map(|(name, _)| name)
     }
 
     /// The other message files carrying the message id message file
     /// `file` carries, by name.
-    pub fn others_with_message_id(&self, file: &str) -> Vec<&str> {
+    pub(crate) fn others_with_message_id(&self, file: &str) -> Vec<&str> {
         let Some(id) = self
             .index
             .file(file)
@@ -399,13 +399,8 @@ impl SessionCore {
             .filter(move |(_, f)| f.message_id() == Some(id))
     }
 
-    /// The directory name.
-    pub fn name(&self) -> &str {
-        &self.index.name
-    }
-
     /// The derived view (every task): for reports and rendering.
-    pub fn view(&self) -> SessionView {
+    pub(crate) fn view(&self) -> SessionView {
         SessionView {
             tasks: self.tasks.values().cloned().collect(),
             ..self.head()
@@ -413,7 +408,7 @@ impl SessionCore {
     }
 
     /// The view without its task list: what `session-status.md` needs.
-    pub fn head(&self) -> SessionView {
+    pub(crate) fn head(&self) -> SessionView {
         let status_file = self.index.status();
         SessionView {
             name: self.index.name.clone(),
@@ -428,23 +423,28 @@ impl SessionCore {
     }
 
     /// Derived tasks, by id.
-    pub fn tasks(&self) -> &BTreeMap<String, TaskView> {
+    pub(crate) fn tasks(&self) -> &BTreeMap<String, TaskView> {
         &self.tasks
     }
 
     /// Whether the agent has a task in progress.
-    pub fn is_busy(&self, agent: &str) -> bool {
+    pub(crate) fn is_busy(&self, agent: &str) -> bool {
         self.active.contains_key(agent)
     }
 
     /// The session status, when it has ended.
-    pub fn ended(&self) -> Option<SessionState> {
+    pub(crate) fn ended(&self) -> Option<SessionState> {
         matches!(self.status, SessionState::Completed | SessionState::Failed).then_some(self.status)
     }
 
     /// Applies a file's new contents (`None`: it is gone) and re-derives
     /// what it touches.
-    pub fn apply(&mut self, file: &str, new: Option<IndexedFile>, now: DateTime<Utc>) -> Outcome {
+    pub(crate) fn apply(
+        &mut self,
+        file: &str,
+        new: Option<IndexedFile>,
+        now: DateTime<Utc>,
+    ) -> Outcome {
         let mut out = Outcome::default();
         let old = self.index.file(file);
         let outcome = match (&new, old) {
@@ -553,7 +553,7 @@ impl SessionCore {
     }
 
     /// Re-derives tasks whose deadline passed.
-    pub fn tick(&mut self, tasks: &[String], now: DateTime<Utc>) -> Outcome {
+    pub(crate) fn tick(&mut self, tasks: &[String], now: DateTime<Utc>) -> Outcome {
         let mut out = Outcome::default();
         for t in tasks {
             self.recompute(t, now, &mut out, true);

@@ -8,7 +8,7 @@ use sd_notify::NotifyState;
 use std::time::Duration;
 
 /// Tells the service manager start-up is complete.
-pub fn ready(status: &str) {
+pub(crate) fn ready(status: &str) {
     let message = format!("{}\n{}\n", NotifyState::Ready, NotifyState::Status(status));
     if let Err(e) = send_nonblocking(&message) {
         tracing::warn!(error = %e, "sd_notify READY failed");
@@ -17,7 +17,7 @@ pub fn ready(status: &str) {
 
 /// Updates the one-line status systemctl shows (a dropped line is replaced
 /// by the next one).
-pub fn status(status: &str) {
+pub(crate) fn status(status: &str) {
     if let Err(e) = send_nonblocking(&format!("{}\n", NotifyState::Status(status))) {
         tracing::debug!(error = %e, "STATUS= not sent");
     }
@@ -40,17 +40,17 @@ fn send_nonblocking(message: &str) -> std::io::Result<()> {
 }
 
 /// Tells the service manager we are stopping.
-pub fn stopping() {
+pub(crate) fn stopping() {
     let _ = send_nonblocking(&format!("{}\n", NotifyState::Stopping));
 }
 
 /// Pings the watchdog.
-pub fn watchdog() {
+pub(crate) fn watchdog() {
     let _ = send_nonblocking(&format!("{}\n", NotifyState::Watchdog));
 }
 
 /// The watchdog ping interval (half the configured timeout), when enabled.
-pub fn watchdog_interval() -> Option<Duration> {
+pub(crate) fn watchdog_interval() -> Option<Duration> {
     // Capped: `Instant + Duration` panics past the clock's range, and
     // WATCHDOG_USEC may hold any u64.
     sd_notify::watchdog_enabled().map(|d| (d / 2).min(Duration::from_secs(86_400)))

@@ -9,20 +9,20 @@ use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-pub use super::core::timer::Timer;
+pub(crate) use super::core::timer::Timer;
 
 /// The queue.
 ///
 /// Each timer is held once and shared by the queue and the index.
 #[derive(Debug, Default)]
-pub struct Timers {
+pub(crate) struct Timers {
     queue: BTreeSet<(Instant, Rc<Timer>)>,
     at: HashMap<Rc<Timer>, Instant>,
 }
 
 impl Timers {
     /// Sets (or moves) a timer.
-    pub fn set(&mut self, timer: Timer, at: Instant) {
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
         let timer = match self.at.remove_entry(&timer) {
             Some((held, old)) => {
                 self.queue.remove(&(old, held.clone()));
@@ -36,7 +36,7 @@ impl Timers {
 
     /// Sets a timer unless it is already set earlier (a burst keeps the first
     /// deadline: coalescing never postpones).
-    pub fn set_earlier(&mut self, timer: Timer, at: Instant) {
+    pub(crate) fn set_earlier(&mut self, timer: Timer, at: Instant) {
         match self.at.get(&timer) {
             Some(old) if *old <= at => {}
             _ => self.set(timer, at),
@@ -45,19 +45,25 @@ impl Timers {
 
     /// Sets a timer at a wall-clock moment (`wall` is the current wall time
     /// that `now` corresponds to).
-    pub fn set_wall(&mut self, timer: Timer, at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) {
+    pub(crate) fn set_wall(
+        &mut self,
+        timer: Timer,
+        at: DateTime<Utc>,
+        wall: DateTime<Utc>,
+        now: Instant,
+    ) {
         self.set(timer, instant_at(at, wall, now));
     }
 
     /// Cancels a timer.
-    pub fn cancel(&mut self, timer: &Timer) {
+    pub(crate) fn cancel(&mut self, timer: &Timer) {
         if let Some((held, old)) = self.at.remove_entry(timer) {
             self.queue.remove(&(old, held));
         }
     }
 
     /// Cancels every timer of a session (it was removed).
-    pub fn cancel_session(&mut self, root: RootId, session: &str) {
+    pub(crate) fn cancel_session(&mut self, root: RootId, session: &str) {
         let gone: Vec<Timer> = self
             .at
             .keys()
@@ -70,7 +76,7 @@ impl Timers {
     }
 
     /// Cancels every timer of a root (another squadd took it over).
-    pub fn cancel_root(&mut self, root: RootId) {
+    pub(crate) fn cancel_root(&mut self, root: RootId) {
         let gone: Vec<Timer> = self
             .at
             .keys()
@@ -82,23 +88,24 @@ impl Timers {
         }
     }
 
+    #[cfg(test)]
     /// When a timer is set for.
-    pub fn get(&self, timer: &Timer) -> Option<Instant> {
+    pub(crate) fn get(&self, timer: &Timer) -> Option<Instant> {
         self.at.get(timer).copied()
     }
 
     /// Whether a timer is set.
-    pub fn contains(&self, timer: &Timer) -> bool {
+    pub(crate) fn contains(&self, timer: &Timer) -> bool {
         self.at.contains_key(timer)
     }
 
     /// The head of the queue: the next moment something is due.
-    pub fn next(&self) -> Option<Instant> {
+    pub(crate) fn next(&self) -> Option<Instant> {
         self.queue.first().map(|(at, _)| *at)
     }
 
     /// Removes and returns every timer due at `now`, earliest first.
-    pub fn pop_due(&mut self, now: Instant) -> Vec<Timer> {
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Vec<Timer> {
         let mut out = Vec::new();
         while let Some((at, _)) = self.queue.first() {
             if *at > now {
@@ -112,18 +119,20 @@ impl Timers {
         out
     }
 
+    #[cfg(test)]
     /// Timers set (for tests and health).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.at.len()
     }
 
+    #[cfg(test)]
     /// Whether no timer is set.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.at.is_empty()
     }
 
     /// Sessions of a root with a held-back status write.
-    pub fn held_sessions(&self, root: RootId) -> impl Iterator<Item = &str> {
+    pub(crate) fn held_sessions(&self, root: RootId) -> impl Iterator<Item = &str> {
         self.at.keys().filter_map(move |t| match &**t {
             Timer::Status { root: r, session } | Timer::WrapUp { root: r, session }
                 if *r == root =>
@@ -136,7 +145,7 @@ impl Timers {
 }
 
 /// The monotonic instant of a wall-clock moment; moments in the past are now.
-pub fn instant_at(at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) -> Instant {
+pub(crate) fn instant_at(at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) -> Instant {
     let wait = (at - wall).to_std().unwrap_or(Duration::ZERO);
     instant_after(now, wait)
 }
@@ -144,7 +153,7 @@ pub fn instant_at(at: DateTime<Utc>, wall: DateTime<Utc>, now: Instant) -> Insta
 /// `now + after` without the panic of `Instant + Duration` past the clock's
 /// range (a delay can come from a file): too far is a year away, which the
 /// timer loop treats as "not soon" and re-arms on the next change.
-pub fn instant_after(now: Instant, after: Duration) -> Instant {
+pub(crate) fn instant_after(now: Instant, after: Duration) -> Instant {
     now.checked_add(after)
         .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
         .unwrap_or(now)

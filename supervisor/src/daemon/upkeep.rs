@@ -15,10 +15,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// An event caused by upkeep: (session, path, kind).
-pub type Caused = (Option<String>, Option<PathBuf>, EventKind);
+pub(crate) type Caused = (Option<String>, Option<PathBuf>, EventKind);
 
 /// When to look at the lock table again.
-pub enum LocksNext {
+pub(crate) enum LocksNext {
     /// After this long (the table was busy or unreadable).
     Retry(Duration),
     /// When the next lock expires (never when `None`).
@@ -27,7 +27,7 @@ pub enum LocksNext {
 
 /// Re-reads the lock table and reclaims expired locks, unless a command
 /// holds the table right now (then it retries shortly).
-pub fn refresh_locks(r: &mut Root, out: &mut Vec<Caused>) -> LocksNext {
+pub(crate) fn refresh_locks(r: &mut Root, out: &mut Vec<Caused>) -> LocksNext {
     let guard = match crate::locks::try_lock_table(&r.root) {
         Ok(Some(g)) => g,
         Ok(None) => return LocksNext::Retry(Duration::from_millis(50)),
@@ -67,7 +67,7 @@ pub fn refresh_locks(r: &mut Root, out: &mut Vec<Caused>) -> LocksNext {
 }
 
 /// Releases the locks of a session that ended.
-pub fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<Caused>) {
+pub(crate) fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<Caused>) {
     let dir = r.session_dir(name);
     let events = crate::locks::lock_table(&r.root)
         .and_then(|_guard| crate::locks::release_session(&dir, &format!("session {status}")));
@@ -81,7 +81,11 @@ pub fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<C
 
 /// The scheduled retention job: the same plan and execution as `squadctl
 /// gc`, leaving alone `busy` sessions (files still being processed).
-pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>) -> Vec<Caused> {
+pub(crate) fn run_retention(
+    r: &mut Root,
+    busy: &BTreeSet<String>,
+    wall: DateTime<Utc>,
+) -> Vec<Caused> {
     let mut out = Vec::new();
     // One gc at a time: when `squadctl gc` holds the lock, try again at the
     // next scheduled run or in a minute, whichever comes first, rather than
@@ -143,7 +147,7 @@ pub fn run_retention(r: &mut Root, busy: &BTreeSet<String>, wall: DateTime<Utc>)
 /// Returns `true` when another process holds the team's memory lock (a
 /// `squadctl memory` command): the caller tries again shortly, squadd never
 /// waits on it.
-pub fn merge_memory_inbox(r: &Root) -> bool {
+pub(crate) fn merge_memory_inbox(r: &Root) -> bool {
     if !r.policy.memory.merge {
         return false;
     }
@@ -226,7 +230,7 @@ fn run_memory(r: &Root, wall: DateTime<Utc>) {
 
 /// Re-reads `.squad/policies.yaml`; an invalid edit keeps the previous
 /// policy and says so. `None` when nothing changed.
-pub fn reload_policy(r: &mut Root) -> Option<Caused> {
+pub(crate) fn reload_policy(r: &mut Root) -> Option<Caused> {
     let kind = match crate::locks::load_policy(&r.root) {
         Ok(p) if p == r.policy => return None,
         Ok(p) => {
@@ -244,7 +248,7 @@ pub fn reload_policy(r: &mut Root) -> Option<Caused> {
 
 /// Wraps up a session that ended: temporary files removed, then summary.md
 /// (its presence marks a finished wrap-up).
-pub fn end_session(
+pub(crate) fn end_session(
     r: &Root,
     writer: &mut Writer,
     name: &str,

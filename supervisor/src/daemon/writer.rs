@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// Who a staged write is for, reported back with its outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tag {
+pub(crate) struct Tag {
     /// Root index.
     pub root: RootId,
     /// Session directory name, when the output belongs to a session.
@@ -31,7 +31,7 @@ pub struct Tag {
 
 /// The outcome of one committed write.
 #[derive(Debug)]
-pub struct Committed {
+pub(crate) struct Committed {
     /// The file.
     pub path: PathBuf,
     /// Who it was for.
@@ -43,12 +43,10 @@ pub struct Committed {
 }
 
 /// What the background writer reports back: (file, who for, outcome).
-pub type Done = (PathBuf, Tag, io::Result<()>);
+pub(crate) type Done = (PathBuf, Tag, io::Result<()>);
 
 /// What the background writer is asked to do.
 enum Job {
-    /// Write these bytes.
-    Write(Vec<u8>, Tag),
     /// Assemble a shared context file and write it if it changed.
     Context(super::context::Job),
 }
@@ -58,7 +56,7 @@ type Queue = std::sync::mpsc::Sender<(PathBuf, Job, Vec<PathBuf>)>;
 
 /// The writer.
 #[derive(Debug, Default)]
-pub struct Writer {
+pub(crate) struct Writer {
     staged: BTreeMap<PathBuf, (Vec<u8>, Tag)>,
     own: HashMap<PathBuf, u64>,
     behind: Option<(Queue, std::thread::JoinHandle<()>)>,
@@ -94,7 +92,9 @@ impl Writer {
     /// (the shared context): their fsyncs never hold up the daemon's task.
     /// Writes queued for the same path coalesce (the latest wins); outcomes
     /// come back on the returned channel.
-    pub fn start_behind(&mut self) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<Done>> {
+    pub(crate) fn start_behind(
+        &mut self,
+    ) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<Done>> {
         let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Job, Vec<PathBuf>)>();
         let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
         let contexts = self.contexts.clone();
@@ -107,15 +107,12 @@ impl Writer {
                     while let Ok((path, job, roots)) = rx.try_recv() {
                         batch.insert(path, (job, roots));
                     }
-                    for (path, (job, roots)) in batch {
+                    for (_path, (job, roots)) in batch {
                         // The same never-through-a-link write as the
                         // daemon's own thread.
                         let write =
                             |path: &Path, bytes: &[u8]| write_in(&roots, path, bytes, 0o666, true);
                         let done = match job {
-                            Job::Write(bytes, tag) => {
-                                Some((path.clone(), tag, write(&path, &bytes)))
-                            }
                             Job::Context(job) => contexts.run(job, write),
                         };
                         if let Some(done) = done {
@@ -128,27 +125,11 @@ impl Writer {
         Ok(done_rx)
     }
 
-    /// Queues a write for the background writer (written now when it does
-    /// not run); the outcome comes back on its channel, or now as `Some`.
-    pub fn write_behind(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) -> Option<Done> {
-        self.writes += 1;
-        match &self.behind {
-            Some((tx, _)) => match tx.send((path, Job::Write(bytes, tag), self.roots.clone())) {
-                Ok(()) => None,
-                Err(std::sync::mpsc::SendError((path, job, _))) => self.run_now(path, job),
-            },
-            None => {
-                let result = self.write(&path, &bytes, true);
-                Some((path, tag, result))
-            }
-        }
-    }
-
     /// Assembles a shared context file from a snapshot of its fragments and
     /// writes it when it changed (see [`super::context`]): on the background
     /// writer, or now (`now`, or when it does not run), the outcome then
     /// returned. `None`: nothing to report yet, or nothing was written.
-    pub fn write_context(&mut self, job: super::context::Job, now: bool) -> Option<Done> {
+    pub(crate) fn write_context(&mut self, job: super::context::Job, now: bool) -> Option<Done> {
         self.writes += 1;
         let path = job.path.clone();
         match &self.behind {
@@ -161,12 +142,8 @@ impl Writer {
     }
 
     /// Does a background writer's job on the calling thread.
-    fn run_now(&mut self, path: PathBuf, job: Job) -> Option<Done> {
+    fn run_now(&mut self, _path: PathBuf, job: Job) -> Option<Done> {
         match job {
-            Job::Write(bytes, tag) => {
-                let result = self.write(&path, &bytes, true);
-                Some((path, tag, result))
-            }
             Job::Context(job) => {
                 let contexts = self.contexts.clone();
                 contexts.run(job, |path, bytes| self.write(path, bytes, true))
@@ -175,7 +152,7 @@ impl Writer {
     }
 
     /// Finishes the queued background writes and stops the writer.
-    pub fn finish_behind(&mut self) {
+    pub(crate) fn finish_behind(&mut self) {
         if let Some((tx, thread)) = self.behind.take() {
             drop(tx);
             let _ = thread.join();
@@ -183,22 +160,17 @@ impl Writer {
     }
 
     /// Registers a root (canonical path): writes below it go through it.
-    pub fn add_root(&mut self, root: &Path) {
+    pub(crate) fn add_root(&mut self, root: &Path) {
         self.roots.push(root.to_path_buf());
     }
 
     /// Stages a write; a later stage of the same path replaces it.
-    pub fn stage(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) {
+    pub(crate) fn stage(&mut self, path: PathBuf, bytes: Vec<u8>, tag: Tag) {
         self.staged.insert(path, (bytes, tag));
     }
 
-    /// Whether a write of `path` is staged.
-    pub fn is_staged(&self, path: &Path) -> bool {
-        self.staged.contains_key(path)
-    }
-
     /// Commits every staged write (in parallel) and returns each outcome.
-    pub fn commit(&mut self) -> Vec<Committed> {
+    pub(crate) fn commit(&mut self) -> Vec<Committed> {
         if self.staged.is_empty() {
             return Vec::new();
         }
@@ -228,7 +200,12 @@ impl Writer {
     }
 
     /// Writes a file now, creating its parent directory when missing.
-    pub fn write(&mut self, path: &Path, bytes: &[u8], create_parent: bool) -> io::Result<()> {
+    pub(crate) fn write(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        create_parent: bool,
+    ) -> io::Result<()> {
         self.writes += 1;
         write_in(&self.roots, path, bytes, 0o666, create_parent)?;
         self.own.insert(path.to_path_buf(), fingerprint(bytes));
@@ -236,18 +213,19 @@ impl Writer {
     }
 
     /// Writes a file readable by its owner only (squadd's own state).
-    pub fn write_private(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_private(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         self.writes += 1;
         write_in(&self.roots, path, bytes, 0o600, false)
     }
 
+    #[cfg(test)]
     /// Whether `fingerprint` is what squadd last wrote at `path`.
-    pub fn is_own(&self, path: &Path, fingerprint: u64) -> bool {
+    pub(crate) fn is_own(&self, path: &Path, fingerprint: u64) -> bool {
         self.own.get(path) == Some(&fingerprint)
     }
 
     /// Forgets what was written under a directory (it was removed).
-    pub fn forget_under(&mut self, dir: &Path) {
+    pub(crate) fn forget_under(&mut self, dir: &Path) {
         self.own.retain(|p, _| !p.starts_with(dir));
         self.staged.retain(|p, _| !p.starts_with(dir));
     }
@@ -265,7 +243,7 @@ impl Writer {
     /// [`safefs::write_group_under`]: one fsync per directory, not one per
     /// file). Returns each file's outcome in the order given; what was
     /// written is recognised as squadd's own.
-    pub fn write_group(&mut self, files: &[(PathBuf, Vec<u8>)]) -> Vec<io::Result<()>> {
+    pub(crate) fn write_group(&mut self, files: &[(PathBuf, Vec<u8>)]) -> Vec<io::Result<()>> {
         let mut results: Vec<Option<io::Result<()>>> = files.iter().map(|_| None).collect();
         let mut by_root: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
         for (n, (path, _)) in files.iter().enumerate() {
@@ -299,7 +277,7 @@ impl Writer {
     /// [`crate::inbox::deliver_unsynced`]): `Ok(None)` when it was
     /// delivered before, else the inbox's `new/` directory, which the
     /// caller fsyncs once for every delivery of the batch into it.
-    pub fn deliver_unsynced(
+    pub(crate) fn deliver_unsynced(
         &mut self,
         session_dir: &Path,
         agent: &str,
@@ -314,7 +292,7 @@ impl Writer {
     /// Removes a session's temporary files (`*.tmp` and our own `.x.tmp.*`
     /// leftovers at its top level, and `artifacts/tmp/`); returns how many
     /// entries went. Links are removed, never followed.
-    pub fn remove_temporary_files(&mut self, dir: &Path) -> usize {
+    pub(crate) fn remove_temporary_files(&mut self, dir: &Path) -> usize {
         let mut removed = 0;
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.filter_map(Result::ok) {

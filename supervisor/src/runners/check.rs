@@ -202,7 +202,7 @@ fn runner_use(agent: &str, spec: &RunnerSpec) -> RunnerUse {
 }
 
 /// The verdicts for every CLI on PATH or named by a runner of `runners`.
-pub fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
+pub(crate) fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
     let mut out = Vec::new();
     let none = Env::new();
     for cli in Cli::ALL {
@@ -253,7 +253,7 @@ pub fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
 /// squadd, before it starts a runner: `Err` with the reason and the fix
 /// when the runner's CLI would run without the guard and the entry does not
 /// say `guard: off`. A runner that is not one of the known CLIs passes.
-pub fn runner_check(root: &Path, agent: &str, spec: &RunnerSpec) -> Result<(), String> {
+pub(crate) fn runner_check(root: &Path, agent: &str, spec: &RunnerSpec) -> Result<(), String> {
     if spec.guard_off {
         return Ok(());
     }

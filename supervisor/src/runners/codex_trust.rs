@@ -23,7 +23,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
 /// What went wrong asking Codex (`codex app-server`) about its hooks.
 #[derive(Debug, thiserror::Error)]
-pub enum CodexError {
+pub(crate) enum CodexError {
     /// `codex app-server` could not be started.
     #[error("cannot start `{} app-server`: {source}", codex.display())]
     Start {
@@ -80,7 +80,7 @@ pub enum CodexError {
 
 /// One hook as Codex lists it for a directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodexHook {
+pub(crate) struct CodexHook {
     /// The `hooks.state` key (`<source path>:pre_tool_use:0:0`).
     pub key: String,
     /// The command line Codex would run.
@@ -97,7 +97,7 @@ pub struct CodexHook {
 }
 
 /// A running `codex app-server`, stopped when dropped.
-pub struct AppServer {
+pub(crate) struct AppServer {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
@@ -107,13 +107,13 @@ pub struct AppServer {
 impl AppServer {
     /// Starts `codex app-server` (the `codex` given, in the caller's
     /// environment: `CODEX_HOME`, `HOME`) and initializes the session.
-    pub fn start(codex: &Path) -> Result<AppServer, CodexError> {
+    pub(crate) fn start(codex: &Path) -> Result<AppServer, CodexError> {
         AppServer::start_with_env(codex, &std::collections::BTreeMap::new())
     }
 
     /// [`AppServer::start`] with `env` over the caller's environment (a
     /// runner entry's `CODEX_HOME`, `HOME`).
-    pub fn start_with_env(
+    pub(crate) fn start_with_env(
         codex: &Path,
         env: &std::collections::BTreeMap<String, String>,
     ) -> Result<AppServer, CodexError> {
@@ -164,7 +164,7 @@ impl AppServer {
 
     /// Sends a request and waits for its answer (notifications in between
     /// are skipped).
-    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, CodexError> {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Value, CodexError> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
@@ -198,7 +198,7 @@ impl AppServer {
 
     /// The hooks Codex would load for a session in `cwd`, and the warnings
     /// it gives about them (an untrusted project's disabled `.codex/`).
-    pub fn hooks(&mut self, cwd: &Path) -> Result<Vec<CodexHook>, CodexError> {
+    pub(crate) fn hooks(&mut self, cwd: &Path) -> Result<Vec<CodexHook>, CodexError> {
         let result = self.call("hooks/list", json!({"cwds": [cwd]}))?;
         let mut out = Vec::new();
         for entry in result["data"].as_array().into_iter().flatten() {
@@ -222,7 +222,7 @@ impl AppServer {
 
     /// Records in the user's `config.toml`, through Codex's own writer,
     /// that `project` is trusted.
-    pub fn trust_project(&mut self, project: &Path) -> Result<(), CodexError> {
+    pub(crate) fn trust_project(&mut self, project: &Path) -> Result<(), CodexError> {
         let mut projects = serde_json::Map::new();
         projects.insert(
             project.display().to_string(),
@@ -236,7 +236,7 @@ impl AppServer {
     }
 
     /// Records the hook's current hash as reviewed.
-    pub fn trust_hook(&mut self, hook: &CodexHook) -> Result<(), CodexError> {
+    pub(crate) fn trust_hook(&mut self, hook: &CodexHook) -> Result<(), CodexError> {
         let mut state = serde_json::Map::new();
         state.insert(hook.key.clone(), json!({"trusted_hash": hook.current_hash}));
         self.call(
@@ -255,7 +255,7 @@ impl Drop for AppServer {
 }
 
 /// `name` found on `PATH`, as a shell would find it.
-pub fn on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))
@@ -264,7 +264,7 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
 
 /// Our hook among Codex's: the one whose command runs `guard --format
 /// codex` from `hooks_file`.
-pub fn ours<'a>(hooks: &'a [CodexHook], hooks_file: &Path) -> Option<&'a CodexHook> {
+pub(crate) fn ours<'a>(hooks: &'a [CodexHook], hooks_file: &Path) -> Option<&'a CodexHook> {
     hooks.iter().find(|h| {
         h.command.ends_with(" guard --format codex") && Path::new(&h.source_path) == hooks_file
     })
@@ -272,11 +272,11 @@ pub fn ours<'a>(hooks: &'a [CodexHook], hooks_file: &Path) -> Option<&'a CodexHo
 
 /// What `--dangerously-bypass-hook-trust` bypasses, said before it is ever
 /// suggested.
-pub const BYPASS_WARNING: &str = "`codex exec --dangerously-bypass-hook-trust` would run the guard without a review, but it runs every enabled hook of every config layer unreviewed for that invocation (a hook an agent or a cloned repository planted in .codex/hooks.json included), so it is not recommended";
+pub(crate) const BYPASS_WARNING: &str = "`codex exec --dangerously-bypass-hook-trust` would run the guard without a review, but it runs every enabled hook of every config layer unreviewed for that invocation (a hook an agent or a cloned repository planted in .codex/hooks.json included), so it is not recommended";
 
 /// The steps left to a person before Codex runs the guard, when
 /// `guard install --codex` was not given `--trust`.
-pub fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> String {
+pub(crate) fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> String {
     let mut s =
         String::from("Codex runs this hook only after two steps that are a person's to take:\n");
     if !user {
@@ -297,7 +297,11 @@ pub fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> String {
 }
 
 /// Whether Codex runs the guard of `hooks_file` in `project` as things are.
-pub fn is_trusted(codex: &Path, project: &Path, hooks_file: &Path) -> Result<bool, CodexError> {
+pub(crate) fn is_trusted(
+    codex: &Path,
+    project: &Path,
+    hooks_file: &Path,
+) -> Result<bool, CodexError> {
     let hooks = AppServer::start(codex)?.hooks(project)?;
     Ok(ours(&hooks, hooks_file)
         .is_some_and(|h| h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")))
@@ -306,7 +310,7 @@ pub fn is_trusted(codex: &Path, project: &Path, hooks_file: &Path) -> Result<boo
 /// `guard install --codex --trust`: trusts the project (unless `user`) and
 /// our hook, then checks with Codex that it would run. Returns what was
 /// done, one line per step.
-pub fn trust(
+pub(crate) fn trust(
     codex: &Path,
     project: &Path,
     hooks_file: &Path,

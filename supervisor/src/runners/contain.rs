@@ -24,12 +24,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The run's output pipe, in its folder.
-pub const RUN_PIPE: &str = "run.pipe";
+pub(crate) const RUN_PIPE: &str = "run.pipe";
 
 /// Makes this process a child subreaper: orphans of its children's trees
 /// are re-parented to it, not to init. Idempotent; a failure is logged (the
 /// markers still find a run's processes).
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     // SAFETY: prctl with an integer option and argument; no memory involved.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         tracing::warn!(error = %io::Error::last_os_error(), "cannot become a child subreaper");
@@ -58,7 +58,7 @@ fn open_fifo(dir: &crate::safefs::Dir, flags: libc::c_int) -> io::Result<File> {
 
 /// A fresh `run.pipe` in the run's folder: (squadd's reading end, the run's
 /// end, open for reading and writing), and the pipe's (device, inode).
-pub fn make_pipe(run_dir: &Path) -> io::Result<(File, File, (u64, u64))> {
+pub(crate) fn make_pipe(run_dir: &Path) -> io::Result<(File, File, (u64, u64))> {
     let dir = super::open_existing(run_dir)?;
     match dir.unlink(RUN_PIPE) {
         Ok(()) => {}
@@ -80,7 +80,7 @@ pub fn make_pipe(run_dir: &Path) -> io::Result<(File, File, (u64, u64))> {
 
 /// The reading end of an existing `run.pipe` (a run met again after a
 /// restart) and its (device, inode).
-pub fn reopen_pipe(run_dir: &Path) -> io::Result<(File, (u64, u64))> {
+pub(crate) fn reopen_pipe(run_dir: &Path) -> io::Result<(File, (u64, u64))> {
     let dir = super::open_existing(run_dir)?;
     let reader = open_fifo(&dir, libc::O_RDONLY | libc::O_NONBLOCK)?;
     let meta = reader.metadata()?;
@@ -90,7 +90,7 @@ pub fn reopen_pipe(run_dir: &Path) -> io::Result<(File, (u64, u64))> {
 /// run.log kept under `max` bytes at every write: when a write would pass
 /// the cap, the log becomes a marker line and the newest output that fits
 /// in half the cap.
-pub struct CappedLog {
+pub(crate) struct CappedLog {
     file: File,
     size: u64,
     max: u64,
@@ -98,7 +98,7 @@ pub struct CappedLog {
 
 impl CappedLog {
     /// Opens the run's run.log for appending (never through a link).
-    pub fn open(run_dir: &Path, max: u64) -> io::Result<CappedLog> {
+    pub(crate) fn open(run_dir: &Path, max: u64) -> io::Result<CappedLog> {
         let file = super::open_existing(run_dir)?.open_file(
             RUN_LOG,
             libc::O_RDWR | libc::O_CREAT | libc::O_APPEND,
@@ -109,7 +109,7 @@ impl CappedLog {
     }
 
     /// Appends `chunk`, keeping the file at most `max` bytes.
-    pub fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
+    pub(crate) fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
         if self.size.saturating_add(chunk.len() as u64) <= self.max {
             self.file.write_all(chunk)?;
             self.size += chunk.len() as u64;
@@ -151,7 +151,7 @@ impl CappedLog {
 /// is set then. A failed write to the log (or no log: run.log could not be
 /// opened) drops output, never the run: the pipe is read regardless, so
 /// the run never blocks on a full pipe.
-pub fn drain(reader: File, mut log: Option<CappedLog>, done: Arc<AtomicBool>) {
+pub(crate) fn drain(reader: File, mut log: Option<CappedLog>, done: Arc<AtomicBool>) {
     // Blocking from now on: the thread waits for output.
     // SAFETY: fcntl on an fd we own.
     unsafe {
@@ -243,7 +243,7 @@ fn holds_pipe(pid: u32, pipe: (u64, u64)) -> bool {
 /// The live processes of a run (see the module's doc), squadd excluded.
 /// `record.pid` must be the run's leader as squadd started or verified it
 /// (0: find the run by its environment and pipe only).
-pub fn run_processes(root: &Path, record: &RunRecord, pipe: Option<(u64, u64)>) -> Vec<u32> {
+pub(crate) fn run_processes(root: &Path, record: &RunRecord, pipe: Option<(u64, u64)>) -> Vec<u32> {
     let me = std::process::id();
     let markers = [
         format!("SQUAD_ROOT={}", root.display()).into_bytes(),
@@ -290,7 +290,7 @@ pub fn run_processes(root: &Path, record: &RunRecord, pipe: Option<(u64, u64)>) 
 /// children that are neither `known` (the runs' leaders, reaped by their
 /// `Child`) nor in squadd's own process group (the notify hooks, reaped by
 /// their own task).
-pub fn reap_orphans(known: &BTreeSet<u32>) {
+pub(crate) fn reap_orphans(known: &BTreeSet<u32>) {
     let me = std::process::id();
     // SAFETY: getpgrp has no arguments and cannot fail.
     let own_group = u32::try_from(unsafe { libc::getpgrp() }).unwrap_or(0);
@@ -322,7 +322,7 @@ pub fn reap_orphans(known: &BTreeSet<u32>) {
 }
 
 /// Sends `signal` to each pid (those already gone are skipped).
-pub fn signal_each(pids: &[u32], signal: i32) {
+pub(crate) fn signal_each(pids: &[u32], signal: i32) {
     for pid in pids {
         if let Ok(p) = i32::try_from(*pid)
             && p > 1

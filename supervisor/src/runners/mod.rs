@@ -9,14 +9,14 @@
 //! and `run.json` (pid, process start time, start, exit; written
 //! atomically), which is how a restarted squadd re-adopts live runs.
 
-pub mod check;
-pub mod codex_trust;
-pub mod contain;
-pub mod hook_file;
-pub mod process;
-pub mod prompt;
+pub(crate) mod check;
+pub(crate) mod codex_trust;
+pub(crate) mod contain;
+pub(crate) mod hook_file;
+pub(crate) mod process;
+pub(crate) mod prompt;
 
-pub use process::{Ended, OsProcesses, Processes, Signal, SpawnRequest, Spawned};
+pub(crate) use process::{Ended, OsProcesses, Processes, Signal, SpawnRequest};
 
 use crate::safefs::Dir;
 use chrono::{DateTime, Utc};
@@ -28,18 +28,18 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The folder of a session that holds its runs.
-pub const RUNS_DIR: &str = "runs";
+pub(crate) const RUNS_DIR: &str = "runs";
 /// A run's record.
-pub const RUN_JSON: &str = "run.json";
+pub(crate) const RUN_JSON: &str = "run.json";
 /// A run's output.
-pub const RUN_LOG: &str = "run.log";
+pub(crate) const RUN_LOG: &str = "run.log";
 /// A run's prompt.
-pub const PROMPT_FILE: &str = "prompt.md";
+pub(crate) const PROMPT_FILE: &str = "prompt.md";
 
 /// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum RunState {
+pub(crate) enum RunState {
     /// The process runs.
     Running,
     /// It exited (see `completed`).
@@ -56,7 +56,7 @@ pub enum RunState {
 
 impl RunState {
     /// The kebab-case word.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunState::Running => "running",
             RunState::Exited => "exited",
@@ -70,7 +70,7 @@ impl RunState {
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Exit {
+pub(crate) struct Exit {
     /// When squadd saw it end.
     pub at: DateTime<Utc>,
     /// Exit code, when it exited.
@@ -83,7 +83,7 @@ pub struct Exit {
 
 /// `run.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// Task id.
     pub task: String,
     /// Agent.
@@ -120,7 +120,7 @@ pub struct RunRecord {
 }
 
 /// `<session_dir>/runs/<task>`.
-pub fn run_dir(session_dir: &Path, task: &str) -> PathBuf {
+pub(crate) fn run_dir(session_dir: &Path, task: &str) -> PathBuf {
     session_dir.join(RUNS_DIR).join(task)
 }
 
@@ -153,31 +153,31 @@ fn open_existing(run_dir: &Path) -> io::Result<Dir> {
 
 /// Creates `<session_dir>/runs/<task>/` (neither folder may be a link; see
 /// [`open_run_dir`]) and returns its path.
-pub fn ensure_run_dir(session_dir: &Path, task: &str) -> io::Result<PathBuf> {
+pub(crate) fn ensure_run_dir(session_dir: &Path, task: &str) -> io::Result<PathBuf> {
     open_run_dir(session_dir, task, true)?;
     Ok(run_dir(session_dir, task))
 }
 
 /// Writes a run's prompt.md atomically, never through a link.
-pub fn write_prompt(run_dir: &Path, text: &str) -> io::Result<()> {
+pub(crate) fn write_prompt(run_dir: &Path, text: &str) -> io::Result<()> {
     open_existing(run_dir)?.write_atomic(PROMPT_FILE, text.as_bytes(), 0o666)
 }
 
 /// Reads a run.json (through fsx: an agent could put anything there).
-pub fn read_record(run_dir: &Path) -> Option<RunRecord> {
+pub(crate) fn read_record(run_dir: &Path) -> Option<RunRecord> {
     let bytes = read_regular(&run_dir.join(RUN_JSON), 1 << 20).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Writes a run.json atomically, never through a link.
-pub fn write_record(run_dir: &Path, record: &RunRecord) -> io::Result<()> {
+pub(crate) fn write_record(run_dir: &Path, record: &RunRecord) -> io::Result<()> {
     let mut text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
     text.push(b'\n');
     open_existing(run_dir)?.write_atomic(RUN_JSON, &text, 0o666)
 }
 
 /// Every run record of a project: (session directory, record).
-pub fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
+pub(crate) fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
     let mut out = Vec::new();
     let Ok(sessions) = squad_protocol::tree::session_dirs(root) else {
         return out;
@@ -199,7 +199,7 @@ pub fn all_records(root: &Path) -> Vec<(PathBuf, RunRecord)> {
 
 /// The findings of a project's `config.json` (for `squadctl validate`):
 /// (diagnostics, files checked).
-pub fn config_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
+pub(crate) fn config_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, usize) {
     let team = squad_protocol::teamdir::locate(project)
         .map(|t| t.path)
         .unwrap_or_else(|| project.join(squad_protocol::tree::SQUAD_DIR));
@@ -221,7 +221,7 @@ pub fn config_diagnostics(project: &Path) -> (Vec<squad_protocol::Diagnostic>, u
 
 /// Whether the recorded process is still the one squadd started.
 /// A zombie (ended, not yet reaped by whoever inherited it) is not alive.
-pub fn alive(pid: u32, process_start: u64) -> bool {
+pub(crate) fn alive(pid: u32, process_start: u64) -> bool {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System};
     if pid <= 1 {
         return false;
@@ -242,7 +242,7 @@ pub fn alive(pid: u32, process_start: u64) -> bool {
 /// start time matches and its environment names the run's task and
 /// session. run.json sits in a directory agents can write to; a forged
 /// record must not make squadd adopt (and later signal) a stranger.
-pub fn is_run_process(rec: &RunRecord) -> bool {
+pub(crate) fn is_run_process(rec: &RunRecord) -> bool {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
     if rec.pid <= 1 {
         return false;
@@ -273,7 +273,7 @@ pub fn is_run_process(rec: &RunRecord) -> bool {
 /// between the spawn and the second write of run.json): the process whose
 /// environment names the run's root, session and task and whose parent's
 /// does not (the runner itself, not one of its children). (pid, start time).
-pub fn find_run_process(root: &Path, session: &str, task: &str) -> Option<(u32, u64)> {
+pub(crate) fn find_run_process(root: &Path, session: &str, task: &str) -> Option<(u32, u64)> {
     use sysinfo::{ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
     let mut system = System::new();
     system.refresh_processes_specifics(
@@ -308,7 +308,7 @@ pub fn find_run_process(root: &Path, session: &str, task: &str) -> Option<(u32, 
 }
 
 /// Sends `signal` to the process group `pid` leads.
-pub fn signal_group(pid: u32, signal: i32) -> io::Result<()> {
+pub(crate) fn signal_group(pid: u32, signal: i32) -> io::Result<()> {
     let Ok(pid) = i32::try_from(pid) else {
         return Err(io::Error::other("pid out of range"));
     };
@@ -325,7 +325,12 @@ pub fn signal_group(pid: u32, signal: i32) -> io::Result<()> {
 
 /// The environment every run gets, so the guards and the squad-protocol
 /// skill inside it know who and where they are.
-pub fn squad_env(root: &Path, session: &str, agent: &str, task: &str) -> Vec<(String, String)> {
+pub(crate) fn squad_env(
+    root: &Path,
+    session: &str,
+    agent: &str,
+    task: &str,
+) -> Vec<(String, String)> {
     vec![
         ("SQUAD_AGENT".into(), agent.into()),
         ("SQUAD_TASK".into(), task.into()),
@@ -338,14 +343,14 @@ pub fn squad_env(root: &Path, session: &str, agent: &str, task: &str) -> Vec<(St
 /// squad variables, the runner's `env:` and the policy's `runners.pass_env`);
 /// `LC_*` too. Nothing else of squadd's environment reaches a run: a token
 /// given to the service must not reach every agent and its log.
-pub const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
+pub(crate) const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
 
 /// The environment of a run: from `inherited` (squadd's own) only the
 /// allow-list, `LC_*` and the names in `pass_env`; `PATH` led by
 /// `squadctl_dir` (so an agent always finds the squadctl of this squadd);
 /// then the squad variables; then the runner's `env:` (placeholders
 /// expanded), which wins. Names or values that are not UTF-8 are dropped.
-pub fn run_env(
+pub(crate) fn run_env(
     inherited: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
     pass_env: &[String],
     squadctl_dir: Option<&Path>,
@@ -380,7 +385,7 @@ pub fn run_env(
 
 /// Everything a run is started with: argv expanded, working directory
 /// (relative to the root unless absolute), and `env` (see [`run_env`]).
-pub fn spawn_request(
+pub(crate) fn spawn_request(
     spec: &RunnerSpec,
     vars: &Vars<'_>,
     root: &Path,
@@ -447,7 +452,11 @@ pub(crate) fn mcp_json_entry(
 /// --session S` (docs/runners.md). The flags go before a `--` the command
 /// has, else at its end, so they never land among a variadic option's
 /// values or the prompt.
-pub fn command_line(spec: &RunnerSpec, vars: &Vars<'_>, squadctl: Option<&Path>) -> Vec<String> {
+pub(crate) fn command_line(
+    spec: &RunnerSpec,
+    vars: &Vars<'_>,
+    squadctl: Option<&Path>,
+) -> Vec<String> {
     use squad_policies::guard_doctor::Cli;
     let mut argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
     let (Some(squadctl), Some(cli)) = (squadctl, argv.first().and_then(|p| Cli::of_program(p)))
@@ -498,7 +507,7 @@ pub fn command_line(spec: &RunnerSpec, vars: &Vars<'_>, squadctl: Option<&Path>)
 }
 
 /// The last `lines` lines of a run's log.
-pub fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
+pub(crate) fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
     let Ok(bytes) = read_regular(&run_dir.join(RUN_LOG), 64 << 20) else {
         return Vec::new();
     };
@@ -514,12 +523,12 @@ pub fn log_tail(run_dir: &Path, lines: usize) -> Vec<String> {
 /// The newest modification time among the session's files that name the
 /// agent (its progress updates, messages, error reports): when it last
 /// wrote to the protocol.
-pub fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn last_write(session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
     last_write_file(session_dir, agent).map(|(_, at)| at)
 }
 
 /// [`last_write`] with the file's name (`squadctl top` shows both).
-pub fn last_write_file(session_dir: &Path, agent: &str) -> Option<(String, DateTime<Utc>)> {
+pub(crate) fn last_write_file(session_dir: &Path, agent: &str) -> Option<(String, DateTime<Utc>)> {
     let needle = format!("-{agent}-");
     let mut newest: Option<(String, std::time::SystemTime)> = None;
     for e in std::fs::read_dir(session_dir).ok()?.flatten() {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a run is started with: everything decided before the spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpawnRequest {
+pub(crate) struct SpawnRequest {
     /// argv, placeholders expanded; the program first.
     pub argv: Vec<String>,
     /// Working directory.
@@ -29,7 +29,7 @@ pub struct SpawnRequest {
 
 /// A started run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spawned {
+pub(crate) struct Spawned {
     /// Its pid (and process group id).
     pub pid: u32,
     /// Its start time as the kernel reports it (0 when it could not be read).
@@ -39,7 +39,7 @@ pub struct Spawned {
 /// How a run's leader ended (both `None`: unknown, e.g. a re-adopted run,
 /// which is not squadd's child).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ended {
+pub(crate) struct Ended {
     /// Exit code, when it exited.
     pub code: Option<i32>,
     /// Signal, when one killed it.
@@ -48,7 +48,7 @@ pub struct Ended {
 
 /// The signals squadd sends a run's group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     /// SIGTERM: the time limit passed or `squadctl stop`.
     Term,
     /// SIGKILL: the grace period passed.
@@ -57,7 +57,7 @@ pub enum Signal {
 
 impl Signal {
     /// The signal number.
-    pub fn number(self) -> i32 {
+    pub(crate) fn number(self) -> i32 {
         match self {
             Signal::Term => libc::SIGTERM,
             Signal::Kill => libc::SIGKILL,
@@ -66,7 +66,7 @@ impl Signal {
 }
 
 /// The process operations run supervision needs.
-pub trait Processes {
+pub(crate) trait Processes {
     /// Starts a run in its own process group.
     fn spawn(&mut self, request: &SpawnRequest) -> io::Result<Spawned>;
     /// Sends `signal` to the process group `pid` leads.
@@ -92,7 +92,7 @@ pub trait Processes {
 
 /// The real processes of one project's runs.
 #[derive(Default)]
-pub struct OsProcesses {
+pub(crate) struct OsProcesses {
     /// The project root (its runs' environment names it).
     root: PathBuf,
     /// The runs squadd started (reaped by `try_exit`).
@@ -105,7 +105,7 @@ pub struct OsProcesses {
 impl OsProcesses {
     /// The runs of the project at `root`. squadd becomes a child subreaper
     /// (see `contain`).
-    pub fn new(root: &Path) -> OsProcesses {
+    pub(crate) fn new(root: &Path) -> OsProcesses {
         super::contain::become_subreaper();
         OsProcesses {
             root: root.to_path_buf(),

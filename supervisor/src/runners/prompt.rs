@@ -20,7 +20,7 @@ const DECISIONS_KEPT: usize = 20;
 
 /// The facts of one run a prompt is built from.
 #[derive(Debug, Clone)]
-pub struct PromptInput<'a> {
+pub(crate) struct PromptInput<'a> {
     /// Project root.
     pub root: &'a Path,
     /// Session directory name.
@@ -73,7 +73,7 @@ fn in_scope(entry: &str, agent: &str) -> bool {
 }
 
 /// The prompt text.
-pub fn render(input: &PromptInput<'_>) -> String {
+pub(crate) fn render(input: &PromptInput<'_>) -> String {
     let plan = input.plan;
     let agent = plan.meta.agent.as_str();
     let task = plan.meta.task_id.as_str();

@@ -26,7 +26,7 @@ use std::time::Duration;
 /// session of a root, so it is rendered once per burst rather than once per
 /// file (the status file of the session, the latency-critical output, is
 /// never delayed).
-pub const CONTEXT_DELAY: Duration = Duration::from_millis(20);
+pub(crate) const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 
 /// How long a session's status file waits after files were only removed
 /// from it (each removal restarts the wait). Writing into a directory that
@@ -34,13 +34,13 @@ pub const CONTEXT_DELAY: Duration = Duration::from_millis(20);
 /// that is being deleted is gone by then. A slower removal (a loaded
 /// machine) is still safe: a status file that was removed is not recreated
 /// after removals alone, only at the session's next other change.
-pub const REMOVAL_DELAY: Duration = Duration::from_millis(100);
+pub(crate) const REMOVAL_DELAY: Duration = Duration::from_millis(100);
 
 /// What a batch writes, in order, once its files are applied. `touched`:
 /// the sessions the batch touched, by root; `changed`: those that saw
 /// something other than a removal; `known`: whether squadd still has the
 /// session (one removed in the batch is skipped).
-pub fn settle(
+pub(crate) fn settle(
     touched: &BTreeMap<RootId, BTreeSet<String>>,
     changed: &BTreeSet<(RootId, String)>,
     known: impl Fn(RootId, &str) -> bool,
@@ -90,7 +90,7 @@ pub fn settle(
 
 /// Puts the deliveries due now in the order they are made: critical first,
 /// then by age, then by name.
-pub fn outbox_order(outbox: &mut [(RootId, Delivery)]) {
+pub(crate) fn outbox_order(outbox: &mut [(RootId, Delivery)]) {
     outbox.sort_by(|(_, a), (_, b)| {
         (a.priority, a.created, &a.name).cmp(&(b.priority, b.created, &b.name))
     });

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 /// What an edit makes of session-status.md.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edited {
+pub(crate) struct Edited {
     /// The file.
     pub path: PathBuf,
     /// Its text after the edit.
@@ -28,7 +28,7 @@ pub struct Edited {
 /// The text session-status.md holds after `edit`, applied at `now` to the
 /// text squadd holds (none yet: the one squadd would write). A file that is
 /// not readable text is refused rather than overwritten.
-pub fn decide(
+pub(crate) fn decide(
     root: &Root,
     session: &str,
     edit: &SessionEdit,
@@ -62,7 +62,7 @@ pub fn decide(
 /// An edit was applied and its status file written: deliveries waiting on
 /// the session are offered again and made, and the shared context follows
 /// soon (coalesced with a burst).
-pub fn applied(id: RootId, session: &str) -> Vec<Effect> {
+pub(crate) fn applied(id: RootId, session: &str) -> Vec<Effect> {
     vec![
         Effect::RecheckWaiting {
             root: id,

@@ -12,7 +12,7 @@ use std::time::Duration;
 /// a duration from when the shell carries the effect out, so it needs no
 /// monotonic instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Now {
+pub(crate) struct Now {
     /// The wall clock (deadlines written in files).
     pub wall: DateTime<Utc>,
 }
@@ -20,7 +20,7 @@ pub struct Now {
 /// One thing to do. A step returns them in the order they must be carried
 /// out: the order is the contract (see [`super::batch`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Write squadd's notices for the facts tapped so far (one group
     /// commit) and put their deliveries in the outbox; a
     /// [`Effect::FlushOutbox`] after it makes them.

@@ -17,7 +17,7 @@ use std::path::Path;
 /// Returns, in order: the timer armed at the next escalation (or
 /// cancelled), each escalation's event and hook, and one state write for
 /// the batch.
-pub fn run(
+pub(crate) fn run(
     root: &mut Root,
     id: RootId,
     session: &str,
@@ -92,7 +92,7 @@ pub fn run(
 /// The session's escalation timer, set to fire no later than `at` (a
 /// message became unread with that escalation time; one already past is
 /// run at once instead: see [`super::mail`]).
-pub fn arm(id: RootId, session: &str, at: chrono::DateTime<chrono::Utc>) -> Effect {
+pub(crate) fn arm(id: RootId, session: &str, at: chrono::DateTime<chrono::Utc>) -> Effect {
     Effect::SetTimerEarlierAt {
         timer: Timer::Escalation {
             root: id,

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 /// One file of a session, as an input names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileRef {
+pub(crate) struct FileRef {
     /// Session directory name.
     pub session: String,
     /// The file's name.
@@ -30,7 +30,7 @@ pub struct FileRef {
 }
 
 /// The shell read a file's bytes.
-pub fn read(
+pub(crate) fn read(
     root: &mut Root,
     id: RootId,
     f: FileRef,
@@ -52,7 +52,7 @@ pub fn read(
 
 /// The shell could not read a file: `indexed` is the file indexed with the
 /// reason (unreadable, too large, not a regular file), or read after all.
-pub fn unreadable(
+pub(crate) fn unreadable(
     root: &mut Root,
     id: RootId,
     f: FileRef,
@@ -91,7 +91,7 @@ fn present(root: &mut Root, id: RootId, f: FileRef, loaded: IndexedFile, now: No
 /// once it stayed gone for a moment (a file replaced by unlink or rename
 /// and create is a change): the shell is asked to confirm
 /// ([`Effect::ConfirmGone`], answered by [`removed`]).
-pub fn gone(root: &mut Root, id: RootId, f: FileRef, now: Now) -> Vec<Effect> {
+pub(crate) fn gone(root: &mut Root, id: RootId, f: FileRef, now: Now) -> Vec<Effect> {
     let Some(core) = root.sessions.get(&f.session) else {
         return Vec::new();
     };
@@ -107,7 +107,7 @@ pub fn gone(root: &mut Root, id: RootId, f: FileRef, now: Now) -> Vec<Effect> {
 }
 
 /// A file found gone stayed gone: its removal counts now.
-pub fn removed(root: &mut Root, id: RootId, f: FileRef, now: Now) -> Vec<Effect> {
+pub(crate) fn removed(root: &mut Root, id: RootId, f: FileRef, now: Now) -> Vec<Effect> {
     let mut effects = vec![Effect::PathReadable(f.path.clone())];
     effects.extend(apply(root, id, f, None, None, now));
     effects
@@ -115,7 +115,7 @@ pub fn removed(root: &mut Root, id: RootId, f: FileRef, now: Now) -> Vec<Effect>
 
 /// squadd wrote a notice file (`bytes`): indexed from what was written and
 /// delivered from it, never read back.
-pub fn notice_written(
+pub(crate) fn notice_written(
     root: &mut Root,
     id: RootId,
     f: FileRef,
@@ -130,7 +130,7 @@ pub fn notice_written(
 /// indexed from the bytes written, so its watch event is recognised as
 /// squadd's; what the new text derives is carried out, the file itself
 /// announces nothing (the write is its own event).
-pub fn own_write(
+pub(crate) fn own_write(
     root: &mut Root,
     id: RootId,
     f: FileRef,
@@ -147,7 +147,7 @@ pub fn own_write(
 
 /// Tasks of a session whose deadline passed: re-derived without a file
 /// change.
-pub fn tasks_due(
+pub(crate) fn tasks_due(
     root: &mut Root,
     id: RootId,
     session: &str,
@@ -242,7 +242,7 @@ fn apply(
 /// session that ended, the persisted state, task deadline timers. A
 /// session that ended by `removal` (only losing files) is wrapped up after
 /// [`REMOVAL_DELAY`] if it still exists and still ended then.
-pub fn outcome(id: RootId, session: &str, out: Outcome, removal: bool) -> Vec<Effect> {
+pub(crate) fn outcome(id: RootId, session: &str, out: Outcome, removal: bool) -> Vec<Effect> {
     let emit = |kind| Effect::Emit {
         root: id,
         session: Some(session.to_string()),

@@ -13,11 +13,11 @@ use std::time::Duration;
 
 /// How long a delivery that failed for a passing reason (out of file
 /// descriptors) waits before it is offered again.
-pub const RETRY_DELAY: Duration = Duration::from_millis(250);
+pub(crate) const RETRY_DELAY: Duration = Duration::from_millis(250);
 
 /// What one file of a session asks to deliver, offered. `own`: the file's
 /// bytes as squadd wrote them (a notice), delivered from memory.
-pub fn route(
+pub(crate) fn route(
     root: &mut Root,
     id: RootId,
     session: &str,
@@ -52,7 +52,7 @@ pub fn route(
 
 /// Offers one delivery: into the outbox now (its deferral timer
 /// cancelled), a timer for later, or nothing (already delivered).
-pub fn offer(root: &mut Root, id: RootId, d: Delivery, now: Now) -> Vec<Effect> {
+pub(crate) fn offer(root: &mut Root, id: RootId, d: Delivery, now: Now) -> Vec<Effect> {
     let busy = root
         .sessions
         .get(&d.session)
@@ -74,7 +74,7 @@ pub fn offer(root: &mut Root, id: RootId, d: Delivery, now: Now) -> Vec<Effect> 
 
 /// Offers a session's waiting deliveries again; only the few that wait are
 /// looked at.
-pub fn recheck_waiting(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> {
+pub(crate) fn recheck_waiting(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> {
     let waiting: Vec<Delivery> = root
         .mail
         .get(session)
@@ -89,7 +89,7 @@ pub fn recheck_waiting(root: &mut Root, id: RootId, session: &str, now: Now) -> 
 
 /// A deferred delivery's timer fired: offered again and, if it was still
 /// waiting, the outbox flushed.
-pub fn delivery_due(
+pub(crate) fn delivery_due(
     root: &mut Root,
     id: RootId,
     session: &str,
@@ -112,7 +112,7 @@ pub fn delivery_due(
 /// A delivery was written into its inbox at `at`: it is unread from now
 /// on, and its escalation is queued (a time already past at `now` is
 /// escalated at once).
-pub fn delivered(
+pub(crate) fn delivered(
     root: &mut Root,
     id: RootId,
     d: &Delivery,
@@ -129,7 +129,7 @@ pub fn delivered(
 
 /// A delivery failed for a passing reason: it waits, offered again after
 /// [`RETRY_DELAY`].
-pub fn failed(root: &mut Root, id: RootId, d: Delivery) -> Vec<Effect> {
+pub(crate) fn failed(root: &mut Root, id: RootId, d: Delivery) -> Vec<Effect> {
     let timer = delivery_timer(id, &d);
     root.mail
         .entry(d.session.clone())
@@ -145,7 +145,7 @@ pub fn failed(root: &mut Root, id: RootId, d: Delivery) -> Vec<Effect> {
 /// An entry of an unread inbox appeared or went: the unread counters and
 /// the escalation queue follow (one gone from `new/` leaves the queue; the
 /// session's timer, if armed for it, finds nothing due and re-arms).
-pub fn inbox_entry(
+pub(crate) fn inbox_entry(
     root: &mut Root,
     id: RootId,
     session: &str,
@@ -182,7 +182,7 @@ fn escalation_queued(id: RootId, session: &str, at: DateTime<Utc>, now: Now) -> 
 /// escalate may now, one that did may no longer) and its escalation timer
 /// armed at the new head, not left where the old policy put it; waiting
 /// deliveries are offered again under the new waits, and made.
-pub fn policy_changed(root: &mut Root, id: RootId, now: Now) -> Vec<Effect> {
+pub(crate) fn policy_changed(root: &mut Root, id: RootId, now: Now) -> Vec<Effect> {
     let mut effects = Vec::new();
     let sessions: Vec<String> = root.mail.keys().cloned().collect();
     for session in sessions {

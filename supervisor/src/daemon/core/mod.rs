@@ -23,22 +23,22 @@
 //! - [`runs`]: agent runs (time limits, exits, retries, re-adoption,
 //!   dispatch) as inputs and effects.
 
-pub mod batch;
-pub mod edits;
-pub mod effect;
-pub mod escalations;
-pub mod files;
-pub mod input;
-pub mod mail;
-pub mod notices;
-pub mod presence;
-pub mod replies;
-pub mod runs;
-pub mod scan;
-pub mod timer;
+pub(crate) mod batch;
+pub(crate) mod edits;
+pub(crate) mod effect;
+pub(crate) mod escalations;
+pub(crate) mod files;
+pub(crate) mod input;
+pub(crate) mod mail;
+pub(crate) mod notices;
+pub(crate) mod presence;
+pub(crate) mod replies;
+pub(crate) mod runs;
+pub(crate) mod scan;
+pub(crate) mod timer;
 
-pub use effect::{Effect, Now};
-pub use input::{Core, Input};
+pub(crate) use effect::{Effect, Now};
+pub(crate) use input::{Core, Input};
 
 use super::session::{Outcome, SessionCore};
 use crate::derive::changes;
@@ -49,17 +49,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use super::session::invalid_summary;
+pub(crate) use super::session::invalid_summary;
 
 /// Names one supervised root for the daemon's life (roots are added at
 /// start-up and never removed: a root that goes away stays known, missing
 /// or taken over).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct RootId(pub(super) u32);
+pub(crate) struct RootId(pub(super) u32);
 
 impl RootId {
+    #[cfg(test)]
     /// The id of the `n`th root added (tests and fixtures).
-    pub fn nth(n: u32) -> RootId {
+    pub(crate) fn nth(n: u32) -> RootId {
         RootId(n)
     }
 }
@@ -71,7 +72,7 @@ impl std::fmt::Display for RootId {
 }
 
 /// Whether a file was indexed as unreadable (a read error, not its content).
-pub fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
+pub(crate) fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
     f.fingerprint == 0
         && f.diagnostics
             .first()
@@ -79,7 +80,7 @@ pub fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
 }
 
 /// One supervised root.
-pub struct Root {
+pub(crate) struct Root {
     /// The root directory (canonical).
     pub root: PathBuf,
     /// `<root>/.squad/sessions`.
@@ -117,14 +118,17 @@ pub struct Root {
 }
 
 /// The next run of a retention schedule after `now`.
-pub fn next_run(policy: &squad_policies::Policy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn next_run(
+    policy: &squad_policies::Policy,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     policy.retention.schedule().ok()?.after(&now).next()
 }
 
 impl Root {
     /// A root with no sessions yet (`now`: when retention is next due is
     /// counted from it).
-    pub fn new(
+    pub(crate) fn new(
         root: PathBuf,
         state: State,
         policy: squad_policies::Policy,
@@ -153,7 +157,7 @@ impl Root {
     }
 
     /// The session's directory.
-    pub fn session_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn session_dir(&self, name: &str) -> PathBuf {
         self.sessions_dir.join(name)
     }
 
@@ -161,7 +165,7 @@ impl Root {
     /// `announce`, the returned outcome carries the changes from what was
     /// known before (nothing known: every ready task, the status); without,
     /// the load is a baseline (start-up).
-    pub fn load_session(
+    pub(crate) fn load_session(
         &mut self,
         index: SessionIndex,
         now: DateTime<Utc>,
@@ -201,7 +205,7 @@ impl Root {
     }
 
     /// Applies a file's new contents (`None`: it is gone).
-    pub fn apply_file(
+    pub(crate) fn apply_file(
         &mut self,
         name: &str,
         file: &str,
@@ -212,13 +216,18 @@ impl Root {
     }
 
     /// Re-derives tasks of a session whose deadline passed.
-    pub fn tick(&mut self, name: &str, tasks: &[String], now: DateTime<Utc>) -> Option<Outcome> {
+    pub(crate) fn tick(
+        &mut self,
+        name: &str,
+        tasks: &[String],
+        now: DateTime<Utc>,
+    ) -> Option<Outcome> {
         Some(self.sessions.get_mut(name)?.tick(tasks, now))
     }
 
     /// The invalid files of a session, for `file-invalid` events: (path,
     /// errors, first error, whether it was unreadable).
-    pub fn invalid_files(&self, name: &str) -> Vec<(PathBuf, usize, String, bool)> {
+    pub(crate) fn invalid_files(&self, name: &str) -> Vec<(PathBuf, usize, String, bool)> {
         self.sessions
             .get(name)
             .map(|s| {
@@ -239,7 +248,7 @@ impl Root {
     /// with everything remembered of it: memory and `state.json` stay
     /// bounded by the sessions that exist. A session moved back is a new
     /// one (timeouts count from its current progress updates).
-    pub fn remove_session(&mut self, name: &str) {
+    pub(crate) fn remove_session(&mut self, name: &str) {
         self.mail.remove(name);
         self.fragments.remove(name);
         self.sessions.remove(name);
@@ -248,7 +257,7 @@ impl Root {
 
     /// Drops the persisted state of sessions that no longer exist (deleted
     /// or archived while squadd was down). Only after a scan that succeeded.
-    pub fn prune_state(&mut self) {
+    pub(crate) fn prune_state(&mut self) {
         let sessions = &self.sessions;
         self.state.retain(|name| sessions.contains_key(name));
     }
@@ -272,7 +281,7 @@ impl Root {
     }
 
     /// The persisted state, with every session's part brought up to date.
-    pub fn state_to_save(&mut self) -> &State {
+    pub(crate) fn state_to_save(&mut self) -> &State {
         let sessions = std::mem::take(&mut self.sessions);
         for (name, core) in &sessions {
             self.keep_state(name, core);
@@ -285,7 +294,7 @@ impl Root {
     /// re-derived since the last time (a session loaded anew is rendered
     /// whole). A fragment the background writer still holds is copied
     /// before it changes.
-    pub fn context_fragments(&mut self) -> Vec<Arc<crate::outputs::ContextFragment>> {
+    pub(crate) fn context_fragments(&mut self) -> Vec<Arc<crate::outputs::ContextFragment>> {
         self.fragments
             .retain(|name, _| self.sessions.contains_key(name));
         for (name, core) in &mut self.sessions {
@@ -311,7 +320,7 @@ impl Root {
     }
 
     /// The escalated messages of a session.
-    pub fn escalations(&self, name: &str) -> Vec<String> {
+    pub(crate) fn escalations(&self, name: &str) -> Vec<String> {
         self.state
             .escalated
             .get(name)

@@ -17,7 +17,7 @@ use std::path::Path;
 
 /// One notice file to write (new: the file is the record).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoticeFile {
+pub(crate) struct NoticeFile {
     /// The root.
     pub root: RootId,
     /// Session directory name.
@@ -42,7 +42,7 @@ pub(crate) fn notice_id(session: &str, n: &Notice) -> String {
 /// A session was loaded at start-up: every standing fact of it (ready,
 /// overdue and violating tasks) is tapped, in task order. Invalid files
 /// are tapped by their own `file-invalid` events.
-pub fn standing_facts(root: &Root, id: RootId, session: &str) -> Vec<Effect> {
+pub(crate) fn standing_facts(root: &Root, id: RootId, session: &str) -> Vec<Effect> {
     let Some(core) = root.sessions.get(session) else {
         return Vec::new();
     };
@@ -80,7 +80,7 @@ pub fn standing_facts(root: &Root, id: RootId, session: &str) -> Vec<Effect> {
 /// Facts tapped in this root (session, path, event), in order: one
 /// [`Effect::WriteNotice`] per notice file they call for, the same file
 /// once however often its fact was tapped.
-pub fn tapped(
+pub(crate) fn tapped(
     root: &Root,
     id: RootId,
     facts: Vec<super::input::TappedFact>,

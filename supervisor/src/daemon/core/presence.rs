@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// `dirs` directories of the root are watched again: said, and the root
 /// rescanned at once.
-pub fn rewatched(id: RootId, dirs: usize) -> Vec<Effect> {
+pub(crate) fn rewatched(id: RootId, dirs: usize) -> Vec<Effect> {
     vec![
         Effect::Emit {
             root: id,
@@ -31,7 +31,7 @@ pub fn rewatched(id: RootId, dirs: usize) -> Vec<Effect> {
 /// everything known of its sessions is forgotten (memory and state stay
 /// bounded), and that is said. The shell has already given up the pid
 /// lock, socket, watches and timers.
-pub fn taken_over(root: &mut Root, id: RootId, pid: String) -> Vec<Effect> {
+pub(crate) fn taken_over(root: &mut Root, id: RootId, pid: String) -> Vec<Effect> {
     root.taken_over = Some(pid.clone());
     let names: Vec<String> = root.sessions.keys().cloned().collect();
     for name in names {

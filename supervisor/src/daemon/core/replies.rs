@@ -13,7 +13,13 @@ use crate::index::Entry;
 /// A message file was routed: its reply deadline, if it has one not yet
 /// reported, is queued (or checked now, when it already passed: a backlog is
 /// not left until READY).
-pub fn asked(root: &mut Root, id: RootId, session: &str, file: &str, now: Now) -> Vec<Effect> {
+pub(crate) fn asked(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    file: &str,
+    now: Now,
+) -> Vec<Effect> {
     let Some(core) = root.sessions.get(session) else {
         return Vec::new();
     };
@@ -52,7 +58,7 @@ pub fn asked(root: &mut Root, id: RootId, session: &str, file: &str, now: Now) -
 
 /// The session's reply timer fired: the messages whose deadline passed are
 /// checked, and the timer is armed at the next deadline.
-pub fn due(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> {
+pub(crate) fn due(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> {
     let timer = Timer::ReplyDue {
         root: id,
         session: session.to_string(),
@@ -75,7 +81,7 @@ pub fn due(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> 
 /// the question's deadline already passed (its queue entry was taken while
 /// it was answered), it is checked now; a deadline still ahead is in the
 /// queue and checked when it comes.
-pub fn withdrawn(
+pub(crate) fn withdrawn(
     root: &mut Root,
     id: RootId,
     session: &str,
@@ -103,7 +109,13 @@ pub fn withdrawn(
 /// A message's reply deadline passed: reported once when no reply came.
 /// `file` is the message file (its current content decides: a deadline
 /// moved later or a reply that came is no longer overdue).
-pub fn check(root: &mut Root, id: RootId, session: &str, file: &str, now: Now) -> Vec<Effect> {
+pub(crate) fn check(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    file: &str,
+    now: Now,
+) -> Vec<Effect> {
     let Some(core) = root.sessions.get(session) else {
         return Vec::new();
     };

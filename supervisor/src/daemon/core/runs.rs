@@ -7,10 +7,10 @@
 //! events and word to the lead. The decisions themselves are in
 //! [`decide`]; the shell's side is `daemon/processes.rs`.
 
-pub mod by_hand;
-pub mod decide;
+pub(crate) mod by_hand;
+pub(crate) mod decide;
 
-pub use by_hand::RunError;
+pub(crate) use by_hand::RunError;
 
 use super::{Effect, Now, Root, RootId, timer::Timer};
 use crate::events::EventKind;
@@ -26,10 +26,10 @@ use std::time::Duration;
 
 /// How often live runs are looked at: runs re-adopted after a restart are
 /// not squadd's children, only a look sees them end.
-pub const POLL: Duration = Duration::from_millis(200);
+pub(crate) const POLL: Duration = Duration::from_millis(200);
 
 /// A run's key: (session, task).
-pub type RunKey = (String, String);
+pub(crate) type RunKey = (String, String);
 
 /// One live run.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ struct Live {
 
 /// The runs of one root.
 #[derive(Debug, Clone, Default)]
-pub struct Runs {
+pub(crate) struct Runs {
     /// config.json in force.
     pub config: RuntimeConfig,
     live: BTreeMap<RunKey, Live>,
@@ -58,7 +58,7 @@ pub struct Runs {
 
 /// What the core asks the shell about the session files while it decides
 /// (the shell reads them; like the "still unread?" of escalations).
-pub trait RunFacts {
+pub(crate) trait RunFacts {
     /// Whether the run's progress file says `completed` (read when the
     /// index may not have caught up with an agent that wrote it and exited).
     fn completed_in_file(&self, session_dir: &Path, rec: &RunRecord) -> bool;
@@ -70,7 +70,7 @@ pub trait RunFacts {
 /// the run's folder, prompt, worktree and record and spawns it, then tells
 /// the core ([`super::Input::RunSpawned`] or [`super::Input::SpawnFailed`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunSpec {
+pub(crate) struct RunSpec {
     /// The task to run.
     pub candidate: Candidate,
     /// Its session's directory.
@@ -94,7 +94,7 @@ pub struct RunSpec {
 /// A run's record as the shell found it after a restart, with what it saw
 /// of its process.
 #[derive(Debug, Clone)]
-pub struct FoundRun {
+pub(crate) struct FoundRun {
     /// Its session's directory.
     pub session_dir: PathBuf,
     /// run.json as read.
@@ -109,7 +109,7 @@ pub struct FoundRun {
 
 /// A live run as `squadctl runs` shows it.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct RunView {
+pub(crate) struct RunView {
     /// The record.
     #[serde(flatten)]
     pub record: RunRecord,
@@ -155,7 +155,7 @@ fn tell_lead(id: RootId, rec: &RunRecord, text: String, tail_of: Option<PathBuf>
 
 impl Runs {
     /// The live runs.
-    pub fn live(&self) -> Vec<RunView> {
+    pub(crate) fn live(&self) -> Vec<RunView> {
         self.live
             .values()
             .map(|l| RunView {
@@ -167,17 +167,12 @@ impl Runs {
 
     /// The live runs whose leader was not seen ended yet: (key, pid,
     /// process start), for the shell to look at.
-    pub fn watched(&self) -> Vec<(RunKey, u32, u64)> {
+    pub(crate) fn watched(&self) -> Vec<(RunKey, u32, u64)> {
         self.live
             .iter()
             .filter(|(_, l)| l.ended.is_none())
             .map(|(k, l)| (k.clone(), l.rec.pid, l.rec.process_start))
             .collect()
-    }
-
-    /// Whether any run is live.
-    pub fn any_live(&self) -> bool {
-        !self.live.is_empty()
     }
 
     /// What is running now.
@@ -215,7 +210,7 @@ fn completed(root: &Root, facts: &dyn RunFacts, session_dir: &Path, rec: &RunRec
 
 /// config.json was read again: the new one if valid (`None`: the previous
 /// stays), said, and runs looked at now.
-pub fn config_read(
+pub(crate) fn config_read(
     root: &mut Root,
     id: RootId,
     config: Option<RuntimeConfig>,
@@ -243,7 +238,7 @@ pub fn config_read(
 /// start time, its environment naming the run), re-dispatched when no
 /// process was ever started, else reported lost and held for a human.
 /// Nothing is started twice.
-pub fn found(
+pub(crate) fn found(
     root: &mut Root,
     id: RootId,
     records: Vec<FoundRun>,
@@ -368,7 +363,7 @@ fn started(runs: &mut Runs, rec: RunRecord, dir: PathBuf, session_dir: PathBuf) 
 }
 
 /// The shell saw a run's leader end.
-pub fn exited(root: &mut Root, run: &RunKey, ended: Ended) -> Vec<Effect> {
+pub(crate) fn exited(root: &mut Root, run: &RunKey, ended: Ended) -> Vec<Effect> {
     if let Some(live) = root.runs.live.get_mut(run)
         && live.ended.is_none()
     {
@@ -381,7 +376,7 @@ pub fn exited(root: &mut Root, run: &RunKey, ended: Ended) -> Vec<Effect> {
 /// after the grace), idleness; once its leader ended, what is left of the
 /// run is ended too (SIGTERM, SIGKILL after the grace: the shell reports
 /// what was left, [`left`]).
-pub fn due(root: &mut Root, id: RootId, facts: &dyn RunFacts, now: Now) -> Vec<Effect> {
+pub(crate) fn due(root: &mut Root, id: RootId, facts: &dyn RunFacts, now: Now) -> Vec<Effect> {
     let policy = &root.policy.runners;
     let runs = &mut root.runs;
     runs.had_live = !runs.live.is_empty();
@@ -418,7 +413,7 @@ pub fn due(root: &mut Root, id: RootId, facts: &dyn RunFacts, now: Now) -> Vec<E
 /// is and its output is drained (or the grace and the linger passed), the
 /// run's end (its record, `agent-exited`, its worktree finished, word to
 /// the lead, a retry or a hold).
-pub fn left(
+pub(crate) fn left(
     root: &mut Root,
     id: RootId,
     run: &RunKey,
@@ -474,7 +469,7 @@ pub fn left(
 /// After the look: ready tasks started within the pool (when the policy
 /// dispatches), `pool-empty` when the runs ended, and the next look
 /// (every [`POLL`] while runs are live, else at the next retry).
-pub fn dispatch(
+pub(crate) fn dispatch(
     root: &mut Root,
     id: RootId,
     cluster: Option<&(String, bool)>,
@@ -511,7 +506,7 @@ pub fn dispatch(
 }
 
 /// The end of a look, after the spawns: `pool-empty`, the next look.
-pub fn looked(root: &mut Root, id: RootId, retry_at: Option<DateTime<Utc>>) -> Vec<Effect> {
+pub(crate) fn looked(root: &mut Root, id: RootId, retry_at: Option<DateTime<Utc>>) -> Vec<Effect> {
     let mut out = Vec::new();
     let runs = &mut root.runs;
     if runs.had_live && runs.live.is_empty() {
@@ -586,7 +581,7 @@ fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, String> {
 }
 
 /// A run started: recorded with its pid, said, live, looked at soon.
-pub fn spawned(
+pub(crate) fn spawned(
     root: &mut Root,
     id: RootId,
     spec: &RunSpec,
@@ -625,7 +620,7 @@ pub fn spawned(
 /// the spawn failed; `written`: the run's folder and the record written
 /// before the spawn, if it got that far): recorded failed and held, a
 /// `run-failed` event and word to the lead.
-pub fn spawn_failed(
+pub(crate) fn spawn_failed(
     root: &mut Root,
     id: RootId,
     c: Candidate,

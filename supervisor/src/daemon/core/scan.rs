@@ -19,11 +19,11 @@ use std::time::Duration;
 
 /// How long after the last burst batch (or rescan) freed memory is given
 /// back to the OS.
-pub const TRIM_DELAY: Duration = Duration::from_secs(2);
+pub(crate) const TRIM_DELAY: Duration = Duration::from_secs(2);
 
 /// Why a session was scanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scanned {
+pub(crate) enum Scanned {
     /// The start-up scan: the baseline, nothing announced.
     StartUp,
     /// Its directory appeared (announced as added, its mail seeded).
@@ -35,10 +35,10 @@ pub enum Scanned {
 
 /// One entry of a session's inboxes as listed: (agent, file name, unread,
 /// modification time of an unread one).
-pub type InboxListing = (String, String, bool, Option<DateTime<Utc>>);
+pub(crate) type InboxListing = (String, String, bool, Option<DateTime<Utc>>);
 
 /// A session was scanned.
-pub fn scanned(
+pub(crate) fn scanned(
     root: &mut Root,
     id: RootId,
     index: SessionIndex,
@@ -118,7 +118,7 @@ fn emit(id: RootId, session: &str, path: Option<PathBuf>, kind: EventKind) -> Ef
 
 /// The start-up scan could not read the root: it counts as missing and is
 /// looked for.
-pub fn start_failed(root: &mut Root, id: RootId) -> Vec<Effect> {
+pub(crate) fn start_failed(root: &mut Root, id: RootId) -> Vec<Effect> {
     root.missing = true;
     vec![
         Effect::Emit {
@@ -139,7 +139,7 @@ pub fn start_failed(root: &mut Root, id: RootId) -> Vec<Effect> {
 /// dropped): their status files written, skills read, standing facts
 /// tapped, the backlog of mail offered, the first batch of notices told,
 /// the state and shared context written, the start announced.
-pub fn start_done(root: &mut Root, id: RootId, files: usize, complete: bool) -> Vec<Effect> {
+pub(crate) fn start_done(root: &mut Root, id: RootId, files: usize, complete: bool) -> Vec<Effect> {
     if complete {
         // Sessions deleted or archived while squadd was down.
         root.prune_state();
@@ -186,7 +186,7 @@ pub fn start_done(root: &mut Root, id: RootId, files: usize, complete: bool) -> 
 
 /// A rescan is due; `present`: whether the root's `.squad/sessions` is
 /// there.
-pub fn rescan_due(root: &mut Root, id: RootId, present: bool) -> Vec<Effect> {
+pub(crate) fn rescan_due(root: &mut Root, id: RootId, present: bool) -> Vec<Effect> {
     if root.taken_over.is_some() {
         return Vec::new();
     }
@@ -224,7 +224,7 @@ pub fn rescan_due(root: &mut Root, id: RootId, present: bool) -> Vec<Effect> {
 /// A rescan listed the root's session directories: sessions gone are
 /// forgotten, known ones brought up to date file by file, new ones
 /// scanned, each one's mail seeded; every session counts as changed.
-pub fn listed(root: &mut Root, id: RootId, names: BTreeSet<String>) -> Vec<Effect> {
+pub(crate) fn listed(root: &mut Root, id: RootId, names: BTreeSet<String>) -> Vec<Effect> {
     let mut effects = vec![
         Effect::SetTimer {
             timer: Timer::Skills(id),
@@ -272,7 +272,7 @@ pub fn listed(root: &mut Root, id: RootId, names: BTreeSet<String>) -> Vec<Effec
 }
 
 /// The sessions of a rescan are read: the root is present again.
-pub fn rescanned(root: &mut Root, id: RootId) -> Vec<Effect> {
+pub(crate) fn rescanned(root: &mut Root, id: RootId) -> Vec<Effect> {
     let was_missing = std::mem::replace(&mut root.missing, false);
     let mut effects = Vec::new();
     let reason = if was_missing {
@@ -301,7 +301,7 @@ pub fn rescanned(root: &mut Root, id: RootId) -> Vec<Effect> {
 /// the way a file event reads it (the same bytes as indexed are not
 /// parsed again), each indexed file no longer listed is read too (found
 /// gone: a removal).
-pub fn files_listed(
+pub(crate) fn files_listed(
     root: &Root,
     id: RootId,
     session: &str,
@@ -344,7 +344,12 @@ fn read(id: RootId, session: &str, file: String, path: PathBuf, kind: FileKind) 
 /// A session directory is there (`present`) or not: a new one is watched
 /// and scanned (watch first: files created before the watch existed are
 /// found by the scan), a known one gone is forgotten.
-pub fn session_dir(root: &mut Root, id: RootId, session: &str, present: bool) -> Vec<Effect> {
+pub(crate) fn session_dir(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    present: bool,
+) -> Vec<Effect> {
     let known = root.sessions.contains_key(session);
     match (present, known) {
         (true, false) => vec![
@@ -366,7 +371,7 @@ pub fn session_dir(root: &mut Root, id: RootId, session: &str, present: bool) ->
 /// A session directory vanished: it is forgotten with everything
 /// remembered of it, its timers, watches and staged writes go, and the
 /// shared context and state are written without it.
-pub fn session_gone(root: &mut Root, id: RootId, session: &str) -> Vec<Effect> {
+pub(crate) fn session_gone(root: &mut Root, id: RootId, session: &str) -> Vec<Effect> {
     let dir = root.session_dir(session);
     root.remove_session(session);
     vec![
@@ -390,7 +395,7 @@ pub fn session_gone(root: &mut Root, id: RootId, session: &str) -> Vec<Effect> {
 /// listing (unread counts, the escalation queue), what is past due is
 /// escalated now, and everything its files ask to deliver is offered (the
 /// backlog).
-pub fn inboxes_listed(
+pub(crate) fn inboxes_listed(
     root: &mut Root,
     id: RootId,
     session: &str,

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// Something that happens at a time. A timer is identified by its value:
 /// setting it again moves it, so each one exists at most once.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Timer {
+pub(crate) enum Timer {
     /// Re-read a root from scratch (watch overflow, `.squad/` replaced).
     Rescan(RootId),
     /// Write a session's status file that was held back because the session
@@ -107,7 +107,7 @@ pub enum Timer {
 
 impl Timer {
     /// The root the timer belongs to, if any.
-    pub fn root(&self) -> Option<RootId> {
+    pub(crate) fn root(&self) -> Option<RootId> {
         match self {
             Timer::Rescan(r)
             | Timer::SaveState(r)
@@ -130,7 +130,7 @@ impl Timer {
     }
 
     /// The session the timer belongs to, if any.
-    pub fn session(&self) -> Option<&str> {
+    pub(crate) fn session(&self) -> Option<&str> {
         match self {
             Timer::Status { session, .. }
             | Timer::WrapUp { session, .. }
@@ -145,14 +145,14 @@ impl Timer {
 
 /// The first look for a missing root comes after this; the wait doubles
 /// up to [`ROOT_CHECK_MAX`] while it stays missing.
-pub const ROOT_CHECK_FIRST: Duration = Duration::from_millis(500);
+pub(crate) const ROOT_CHECK_FIRST: Duration = Duration::from_millis(500);
 /// The longest wait between looks for a missing root.
-pub const ROOT_CHECK_MAX: Duration = Duration::from_secs(10);
+pub(crate) const ROOT_CHECK_MAX: Duration = Duration::from_secs(10);
 
 /// The effects of one due timer. `root`: the core of the timer's root (for
 /// a timer of a root); `changed`: the sessions the same batch changed (a
 /// held-back status write of one is already done).
-pub fn fire(
+pub(crate) fn fire(
     timer: Timer,
     root: Option<&mut Root>,
     changed: &BTreeSet<(RootId, String)>,
@@ -230,7 +230,7 @@ pub fn fire(
 /// The shell looked for a root's `.squad/sessions` (`present`): a root
 /// that came back is rescanned, one still there has its control checked,
 /// one still missing is looked for again later, less and less often.
-pub fn root_check(root: &mut Root, id: RootId, present: bool) -> Vec<Effect> {
+pub(crate) fn root_check(root: &mut Root, id: RootId, present: bool) -> Vec<Effect> {
     if root.taken_over.is_some() {
         Vec::new()
     } else if present {

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 
 /// Why a run did not start: the run's folder and the record written
 /// before the spawn, if it got that far, and the reason.
-pub type Failed = (Option<Box<(PathBuf, RunRecord)>>, String);
+pub(crate) type Failed = (Option<Box<(PathBuf, RunRecord)>>, String);
 
 /// Starts one run: its record (with the pid) and its folder, or why not.
-pub fn spawn(
+pub(crate) fn spawn(
     root: &Path,
     procs: &mut dyn Processes,
     log_max: u64,

@@ -11,7 +11,7 @@ use squad_protocol::model::TaskStatus;
 
 /// `squadctl run TASK`: the run started by hand (same checks, except that
 /// held tasks and used-up retries may start), or why not.
-pub fn by_hand(
+pub(crate) fn by_hand(
     root: &mut Root,
     id: RootId,
     session: Option<&str>,
@@ -41,7 +41,7 @@ pub fn by_hand(
 /// `squadctl stop TASK`: SIGTERM to the run's group (SIGKILL after the
 /// grace at a later look); once sent ([`stopped`]) the run is recorded
 /// `stopped` (then held).
-pub fn stop(root: &Root, id: RootId, session: Option<&str>, task: &str) -> Vec<Effect> {
+pub(crate) fn stop(root: &Root, id: RootId, session: Option<&str>, task: &str) -> Vec<Effect> {
     match root
         .runs
         .live
@@ -61,7 +61,7 @@ pub fn stop(root: &Root, id: RootId, session: Option<&str>, task: &str) -> Vec<E
 }
 
 /// SIGTERM reached a run stopped by hand.
-pub fn stopped(root: &mut Root, id: RootId, run: &RunKey, now: Now) -> Vec<Effect> {
+pub(crate) fn stopped(root: &mut Root, id: RootId, run: &RunKey, now: Now) -> Vec<Effect> {
     let Some(live) = root.runs.live.get_mut(run) else {
         return Vec::new();
     };
@@ -133,7 +133,7 @@ fn candidate(root: &Root, session: Option<&str>, task: &str) -> Result<Candidate
 /// Why `squadctl run|stop` (the `runs` method of the control socket) was
 /// refused; its text is the reply's error.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// `run` or `stop` without a task.
     #[error("give the task")]
     NoTask,
