@@ -853,7 +853,8 @@ fn a_message_to_an_agent_on_another_host_is_delivered_there_once_through_kills()
     ids.extend((20..25).map(|i| write_cross_message(&s0, i)));
     let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
     ids.extend((25..30).map(|i| write_cross_message(&s0, i)));
-    let names = eventually("every message in agent-1's inbox on host 1", || {
+    let what = "every message in agent-1's inbox on host 1";
+    let names = crate::daemon::eventually_within(what, Duration::from_secs(120), || {
         let names = inbox_names(&roots[1], "agent-1");
         (names.len() >= ids.len()).then_some(names)
     });

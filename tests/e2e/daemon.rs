@@ -128,16 +128,20 @@ pub fn signal(pid: u32, sig: &str) {
 /// Waits until `f` returns Some, or panics with `what` after 30 s. This waits
 /// for an effect to happen; it measures nothing (the margin is for a loaded
 /// CI machine whose disk is busy with other tests' fsyncs).
-pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    eventually_within(what, Duration::from_secs(30), f)
+}
+
+/// [`eventually`] with its own limit, for a wait through recoveries (a
+/// NATS node and squadds killed and restarted) that a loaded machine
+/// stretches beyond 30 s; it still measures nothing.
+pub fn eventually_within<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
             return v;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for: {what}"
-        );
+        assert!(start.elapsed() < limit, "timed out waiting for: {what}");
         // Poll interval of the wait, not a settle time.
         std::thread::sleep(Duration::from_millis(5));
     }
