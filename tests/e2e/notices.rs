@@ -7,7 +7,7 @@ use crate::daemon::{Daemon, eventually};
 use crate::support::*;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The subjects of squadd's notices in an agent's inbox (read or not).
@@ -246,19 +246,12 @@ fn a_dependency_violation_is_told_and_each_kind_turns_off_in_policy() {
     );
 }
 
-/// Issue 23 item 2: a start-up with more standing facts than one batch of
-/// notices (tasks that went overdue while squadd was down) writes them a
-/// batch at a time, the rest after READY. A SIGTERM in the middle of the
-/// backlog stops squadd cleanly, and the next start tells the rest: every
-/// fact told once, none twice.
-#[test]
-fn a_backlog_beyond_one_batch_of_notices_is_told_once_each_across_a_stop() {
-    const TASKS: usize = 300; // more than NOTICE_BATCH (256)
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let session = root.join(".squad/sessions/20240115T100000Z-backlog");
+/// A session `name` of `root` with `tasks` tasks of agent `dev` in progress
+/// since 2024 with a 300 s timeout: each one overdue, a notice owed.
+fn overdue_session(root: &Path, name: &str, tasks: usize) -> PathBuf {
+    let session = root.join(".squad/sessions").join(name);
     fs::create_dir_all(&session).unwrap();
-    for n in 0..TASKS {
+    for n in 0..tasks {
         let task = format!("task_{n:03}");
         fs::write(
             session.join(format!("role-plan-dev-{task}.md")),
@@ -275,6 +268,20 @@ fn a_backlog_beyond_one_batch_of_notices_is_told_once_each_across_a_stop() {
         )
         .unwrap();
     }
+    session
+}
+
+/// Issue 23 item 2: a start-up with more standing facts than one batch of
+/// notices (tasks that went overdue while squadd was down) writes them a
+/// batch at a time, the rest after READY. A SIGTERM in the middle of the
+/// backlog stops squadd cleanly, and the next start tells the rest: every
+/// fact told once, none twice.
+#[test]
+fn a_backlog_beyond_one_batch_of_notices_is_told_once_each_across_a_stop() {
+    const TASKS: usize = 300; // more than NOTICE_BATCH (256)
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let session = overdue_session(root, "20240115T100000Z-backlog", TASKS);
     let d = Daemon::start(root);
     // Stopped in the middle of the backlog (or after it, on a fast disk):
     // a clean stop either way.
@@ -318,25 +325,7 @@ fn start_up_tells_a_bounded_first_batch_of_notices_before_ready() {
     const TASKS: usize = 40; // more than STARTUP_NOTICES (32)
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let session = root.join(".squad/sessions/20240115T100000Z-owed");
-    fs::create_dir_all(&session).unwrap();
-    for n in 0..TASKS {
-        let task = format!("task_{n:03}");
-        fs::write(
-            session.join(format!("role-plan-dev-{task}.md")),
-            format!(
-                "meta:\n  task_id: {task}\n  agent: dev\n  created_at: 2024-01-15T10:30:00Z\n  priority: high\n  timeout: 300\ninstruction: Do it.\nboundaries:\n  allowed:\n    - src/**\n"
-            ),
-        )
-        .unwrap();
-        fs::write(
-            session.join(format!("role-comm-dev-{task}.md")),
-            format!(
-                "meta:\n  task_id: {task}\n  agent: dev\n  updated_at: 2024-01-15T10:35:00Z\nstatus: in_progress\nprogress_percentage: 10\n"
-            ),
-        )
-        .unwrap();
-    }
+    let session = overdue_session(root, "20240115T100000Z-owed", TASKS);
     let d = Daemon::start(root);
     // (kind, message id) of every audited event, in order, once every
     // notice's delivery is audited.
