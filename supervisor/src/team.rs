@@ -494,6 +494,28 @@ fn clean_leftovers(project: &Path, target: &Path, notes: &mut Vec<String>) {
     let _ = std::fs::remove_file(target.join(STAGING_MARKER));
 }
 
+/// Removes what a squadctl killed while writing the journal itself left
+/// (`..squad-import-journal.json.tmp.PID.N`, no process PID any more): the
+/// journal never came to be, so nothing else would ever remove it. A live
+/// writer's temporary stays; a link is removed, never followed.
+fn remove_dead_journal_temporaries(dir: &Path) {
+    let prefix = format!(".{JOURNAL_FILE}.tmp.");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|tail| tail.split('.').next())
+            .and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|p| !pid_alive(p)) && e.file_type().is_ok_and(|t| !t.is_dir()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Whether a process with this pid exists (signal 0 probes without
 /// sending anything; EPERM means it exists but is someone else's).
 fn pid_alive(pid: i32) -> bool {
@@ -700,6 +722,7 @@ fn crash_point(step: &str) {
 pub(crate) fn recover_interrupted_import(project: &Path) -> Vec<String> {
     let mut notes = Vec::new();
     let dir = crate::root::fs_path(project);
+    remove_dead_journal_temporaries(dir);
     let path = dir.join(JOURNAL_FILE);
     let text = match fsx::read_regular_to_string(&path, 64 * 1024) {
         Ok(t) => t,
@@ -1008,6 +1031,24 @@ pub(crate) fn import(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_journal_temporary_of_a_killed_writer_goes_at_the_next_recovery() {
+        // Regression (campaign round 15): an import killed while writing its
+        // journal left `..squad-import-journal.json.tmp.PID.0` for good.
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir
+            .path()
+            .join(format!(".{JOURNAL_FILE}.tmp.{}.0", i32::MAX));
+        let live = dir
+            .path()
+            .join(format!(".{JOURNAL_FILE}.tmp.{}.0", std::process::id()));
+        std::fs::write(&dead, "{").unwrap();
+        std::fs::write(&live, "{").unwrap();
+        assert!(recover_interrupted_import(dir.path()).is_empty());
+        assert!(!dead.exists(), "a dead writer's temporary stays");
+        assert!(live.exists(), "a live writer's temporary was removed");
+    }
 
     #[test]
     fn a_journal_naming_paths_outside_the_project_is_left_alone() {
