@@ -336,4 +336,6 @@ mod tests;
 #[cfg(test)]
 mod tests_files;
 #[cfg(test)]
+mod tests_mail;
+#[cfg(test)]
 mod tests_scan;

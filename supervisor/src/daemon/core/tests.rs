@@ -4,6 +4,7 @@
 
 use super::RootId;
 use super::batch::{self, CONTEXT_DELAY, REMOVAL_DELAY};
+use super::tests_mail::{applied, plan};
 use super::timer::Timer;
 use super::timer::{self, ROOT_CHECK_MAX};
 use super::{Core, Effect, Input, Now, Root, escalations, replies};
@@ -16,23 +17,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-const SESSION: &str = "20240115T100000Z";
+pub(super) const SESSION: &str = "20240115T100000Z";
 
-fn base() -> DateTime<Utc> {
+pub(super) fn base() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2024, 1, 15, 10, 0, 0).unwrap()
 }
 
-fn now(minutes: i64) -> Now {
+pub(super) fn now(minutes: i64) -> Now {
     Now {
         wall: base() + chrono::Duration::minutes(minutes),
     }
 }
 
-fn id(n: u32) -> RootId {
+pub(super) fn id(n: u32) -> RootId {
     RootId::nth(n)
 }
 
-fn root() -> Root {
+pub(super) fn root() -> Root {
     Root::new(
         PathBuf::from("/p"),
         crate::state::State::default(),
@@ -42,7 +43,7 @@ fn root() -> Root {
 }
 
 /// A root whose one session holds `files` (name, text).
-fn root_with(files: &[(String, String)]) -> Root {
+pub(super) fn root_with(files: &[(String, String)]) -> Root {
     let mut r = root();
     let dir = r.session_dir(SESSION);
     let mut core = SessionCore::new(dir.clone());
@@ -55,7 +56,7 @@ fn root_with(files: &[(String, String)]) -> Root {
     r
 }
 
-fn question(id: &str, by: &str) -> (String, String) {
+pub(super) fn question(id: &str, by: &str) -> (String, String) {
     (
         format!("role-comm-alice-to-bob-{id}.md"),
         format!(
@@ -64,7 +65,7 @@ fn question(id: &str, by: &str) -> (String, String) {
     )
 }
 
-fn touched(sessions: &[(u32, &str)]) -> BTreeMap<RootId, BTreeSet<String>> {
+pub(super) fn touched(sessions: &[(u32, &str)]) -> BTreeMap<RootId, BTreeSet<String>> {
     let mut t: BTreeMap<RootId, BTreeSet<String>> = BTreeMap::new();
     for (r, s) in sessions {
         t.entry(id(*r)).or_default().insert(s.to_string());
@@ -72,11 +73,11 @@ fn touched(sessions: &[(u32, &str)]) -> BTreeMap<RootId, BTreeSet<String>> {
     t
 }
 
-fn position(effects: &[Effect], want: impl Fn(&Effect) -> bool) -> Option<usize> {
+pub(super) fn position(effects: &[Effect], want: impl Fn(&Effect) -> bool) -> Option<usize> {
     effects.iter().position(want)
 }
 
-fn writes(effects: &[Effect]) -> Vec<(RootId, Vec<String>)> {
+pub(super) fn writes(effects: &[Effect]) -> Vec<(RootId, Vec<String>)> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -214,7 +215,7 @@ fn a_session_gone_in_the_batch_gets_nothing() {
     );
 }
 
-fn delivery(name: &str, priority: Priority, minute: i64) -> (RootId, Delivery) {
+pub(super) fn delivery(name: &str, priority: Priority, minute: i64) -> (RootId, Delivery) {
     let created = base() + chrono::Duration::minutes(minute);
     (
         id(0),
@@ -305,7 +306,10 @@ fn a_missing_root_is_looked_for_less_and_less_often() {
 }
 
 /// The message ids of the events `pick` recognises, in order.
-fn emitted(effects: &[Effect], pick: impl Fn(&EventKind) -> Option<&String>) -> Vec<String> {
+pub(super) fn emitted(
+    effects: &[Effect],
+    pick: impl Fn(&EventKind) -> Option<&String>,
+) -> Vec<String> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -480,246 +484,6 @@ fn an_escalation_ahead_arms_the_timer_and_one_past_runs_now() {
 }
 
 /// A message file from alice to bob at `priority` (no reply asked).
-fn message(id: &str, priority: &str) -> (String, String) {
-    (
-        format!("role-comm-alice-to-bob-{id}.md"),
-        format!(
-            "meta:\n  message_id: {id}\n  from_agent: alice\n  to_agent: bob\n  created_at: 2024-01-15T10:00:00Z\n  priority: {priority}\ntype: notification\nsubject: s\nmessage: m\n"
-        ),
-    )
-}
-
-fn applied(file: &str) -> Input<'static> {
-    Input::FileApplied {
-        session: SESSION.into(),
-        file: file.into(),
-        own: None,
-    }
-}
-
-fn outboxed(effects: &[Effect]) -> Vec<Delivery> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Outbox { delivery, .. } => Some((**delivery).clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-#[test]
-fn a_message_file_goes_to_the_outbox_once_and_its_reply_deadline_is_queued() {
-    let (file, text) = question("msg_q", "2024-01-15T10:30:00Z");
-    let mut r = root_with(&[(file.clone(), text)]);
-    let effects = Core::new(id(0), &mut r).step(applied(&file), now(0));
-    let [
-        Effect::CancelTimer(Timer::Delivery { to, .. }),
-        Effect::Outbox { root, delivery },
-        Effect::SetTimerEarlierAt {
-            timer: Timer::ReplyDue { .. },
-            at,
-        },
-    ] = effects.as_slice()
-    else {
-        panic!("cancel, outbox, reply deadline: {effects:?}");
-    };
-    assert_eq!((to.as_str(), *root), ("bob", id(0)));
-    assert_eq!(delivery.message_id, "msg_q");
-    assert_eq!(*at, base() + chrono::Duration::minutes(30));
-    // Written by the shell, then the same file seen again (a rescan): not
-    // delivered twice.
-    let d = (**delivery).clone();
-    let input = Input::Delivered {
-        delivery: &d,
-        at: base(),
-    };
-    let effects = Core::new(id(0), &mut r).step(input, now(0));
-    assert!(outboxed(&effects).is_empty(), "{effects:?}");
-    let effects = Core::new(id(0), &mut r).step(applied(&file), now(1));
-    assert!(outboxed(&effects).is_empty(), "{effects:?}");
-}
-
-#[test]
-fn squadds_own_notice_is_delivered_from_the_bytes_it_wrote() {
-    let (file, text) = message("msg_n", "high");
-    let mut r = root_with(&[(file.clone(), text.clone())]);
-    let bytes: std::sync::Arc<[u8]> = text.into_bytes().into();
-    let input = Input::FileApplied {
-        session: SESSION.into(),
-        file,
-        own: Some(bytes.clone()),
-    };
-    let effects = Core::new(id(0), &mut r).step(input, now(0));
-    let out = outboxed(&effects);
-    assert_eq!(out.len(), 1, "{effects:?}");
-    assert!(
-        matches!(&out[0].body, Body::Text { bytes: b, .. } if *b == bytes),
-        "{:?}",
-        out[0].body
-    );
-}
-
-#[test]
-fn deliveries_of_a_step_are_made_critical_first() {
-    let low = message("msg_low", "low");
-    let medium = message("msg_medium", "medium");
-    let critical = message("msg_critical", "critical");
-    let mut r = root_with(&[low.clone(), medium.clone(), critical.clone()]);
-    let mut outbox = Vec::new();
-    for file in [&low.0, &medium.0, &critical.0] {
-        let effects = Core::new(id(0), &mut r).step(applied(file), now(0));
-        outbox.extend(outboxed(&effects).into_iter().map(|d| (id(0), d)));
-    }
-    batch::outbox_order(&mut outbox);
-    let order: Vec<&str> = outbox.iter().map(|(_, d)| d.message_id.as_str()).collect();
-    assert_eq!(order.first(), Some(&"msg_critical"), "{order:?}");
-    assert!(order.len() >= 2, "{order:?}");
-}
-
-/// A root whose session holds one message file, routed at `now(0)`: the
-/// delivery it put in the outbox.
-fn routed((file, text): (String, String)) -> (Root, Delivery) {
-    let mut r = root_with(&[(file.clone(), text)]);
-    let effects = Core::new(id(0), &mut r).step(applied(&file), now(0));
-    let d = outboxed(&effects).pop().unwrap();
-    (r, d)
-}
-
-#[test]
-fn a_delivery_that_failed_for_a_passing_reason_waits_and_is_offered_again() {
-    let (mut r, d) = routed(message("msg_m", "high"));
-    let timer = Timer::Delivery {
-        root: id(0),
-        session: SESSION.into(),
-        to: "bob".into(),
-        name: d.name.clone(),
-    };
-    let effects = Core::new(id(0), &mut r).step(Input::DeliveryFailed(Box::new(d.clone())), now(0));
-    assert_eq!(
-        effects,
-        vec![Effect::SetTimer {
-            timer: timer.clone(),
-            after: super::mail::RETRY_DELAY
-        }]
-    );
-    // Its timer fires: into the outbox, then flushed; nothing lost.
-    let due = || Input::DeliveryDue {
-        session: SESSION.into(),
-        to: "bob".into(),
-        name: d.name.clone(),
-    };
-    let effects = Core::new(id(0), &mut r).step(due(), now(1));
-    assert_eq!(outboxed(&effects), vec![d.clone()]);
-    assert_eq!(effects.last(), Some(&Effect::FlushOutbox));
-    // Fired again with nothing waiting: nothing.
-    assert!(Core::new(id(0), &mut r).step(due(), now(2)).is_empty());
-}
-
-#[test]
-fn a_delivered_message_past_its_escalation_time_is_escalated_at_once() {
-    let (mut r, d) = routed(message("msg_c", "critical"));
-    let input = Input::Delivered {
-        delivery: &d,
-        at: base(),
-    };
-    let effects = Core::new(id(0), &mut r).step(input, now(24 * 60));
-    assert_eq!(
-        effects,
-        vec![Effect::RunEscalations {
-            root: id(0),
-            session: SESSION.into()
-        }]
-    );
-}
-
-fn plan(task: u8, agent: &str, requires: &[u8]) -> (String, String) {
-    let requires = requires
-        .iter()
-        .map(|t| format!("task_{t}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    (
-        format!("role-plan-{agent}-task_{task}.md"),
-        format!(
-            "meta:\n  task_id: task_{task}\n  agent: {agent}\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ndependencies:\n  requires: [{requires}]\n  blocks: []\ninstruction: x\n"
-        ),
-    )
-}
-
-fn ready(task: &str, agent: &str) -> EventKind {
-    EventKind::TaskReady {
-        task_id: task.into(),
-        agent: agent.into(),
-    }
-}
-
-fn notice_files(effects: &[Effect]) -> Vec<(String, PathBuf, String)> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::WriteNotice(n) => Some((n.session.clone(), n.path.clone(), n.text.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-#[test]
-fn a_loaded_session_taps_each_standing_fact_once() {
-    let mut r = root_with(&[plan(1, "bob", &[]), plan(2, "carol", &[1])]);
-    let input = Input::SessionLoaded {
-        session: SESSION.into(),
-    };
-    assert_eq!(
-        Core::new(id(0), &mut r).step(input, now(0)),
-        vec![Effect::Tap {
-            root: id(0),
-            session: SESSION.into(),
-            kind: ready("task_1", "bob"),
-        }]
-    );
-    let none = Input::SessionLoaded {
-        session: "gone".into(),
-    };
-    assert!(Core::new(id(0), &mut r).step(none, now(0)).is_empty());
-}
-
-#[test]
-fn a_fact_tapped_twice_is_one_notice_and_a_fact_no_longer_true_none() {
-    let mut r = root_with(&[plan(1, "bob", &[]), plan(2, "carol", &[1])]);
-    let facts = vec![
-        (SESSION.to_string(), None, ready("task_1", "bob")),
-        (SESSION.to_string(), None, ready("task_1", "bob")),
-        // Not ready (task_1 is not completed): told nothing.
-        (SESSION.to_string(), None, ready("task_2", "carol")),
-    ];
-    let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(facts), now(0));
-    let files = notice_files(&effects);
-    assert_eq!(files.len(), 1, "{effects:?}");
-    assert_eq!(effects.len(), 1, "{effects:?}");
-    let (session, path, text) = &files[0];
-    assert_eq!(session, SESSION);
-    let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(
-        name.starts_with("role-comm-squadd-to-bob-msg_squadd_ready_"),
-        "{name}"
-    );
-    assert_eq!(path, &r.session_dir(SESSION).join(&name));
-    assert!(text.contains("Task task_1 is ready"), "{text}");
-    // Written (the file is the record): the same fact later, after a
-    // restart too, is never told again.
-    let dir = r.session_dir(SESSION);
-    let f = crate::index::index_bytes(
-        &dir.join(&name),
-        squad_protocol::FileKind::Message,
-        text.as_bytes(),
-    );
-    assert!(f.diagnostics.iter().all(|d| !d.is_error()), "{f:?}");
-    r.apply_file(SESSION, &name, Some(f), base());
-    let again = vec![(SESSION.to_string(), None, ready("task_1", "bob"))];
-    let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(again), now(5));
-    assert!(effects.is_empty(), "{effects:?}");
-}
-
 #[test]
 fn a_session_edit_is_written_only_when_it_changes_the_file_then_waiting_mail_goes() {
     use super::edits;

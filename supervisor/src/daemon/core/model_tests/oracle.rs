@@ -1,0 +1,294 @@
+//! The oracle: what a root's files alone say, derived from scratch.
+
+use super::*;
+
+pub(super) fn index_file(dir: &Path, name: &str, bytes: &[u8]) -> Option<IndexedFile> {
+    let kind = FileKind::from_file_name(name)?;
+    Some(index_bytes(&dir.join(name), kind, bytes))
+}
+
+/// Parses by (path, bytes).
+pub(super) type Parses = std::collections::HashMap<(PathBuf, Vec<u8>), Option<IndexedFile>>;
+
+thread_local! {
+    /// The oracle's parses, by (path, bytes): parsing is pure, and the
+    /// oracle indexes every file of every session after every step.
+    static PARSED: std::cell::RefCell<Parses> = Default::default();
+}
+
+/// [`index_file`], remembered (the oracle's side only).
+pub(super) fn index_file_once(dir: &Path, name: &str, bytes: &[u8]) -> Option<IndexedFile> {
+    let key = (dir.join(name), bytes.to_vec());
+    if let Some(f) = PARSED.with(|p| p.borrow().get(&key).cloned()) {
+        return f;
+    }
+    let f = index_file(dir, name, bytes);
+    PARSED.with(|p| p.borrow_mut().insert(key, f.clone()));
+    f
+}
+
+// ------------------------------------------------------------- snapshot
+
+/// One inbox entry as a listing shows it: in `new/` with its mtime
+/// (unread), or in `cur/` (read).
+pub(super) type InboxListing = BTreeMap<(String, String), Option<DateTime<Utc>>>;
+
+/// The files of one root: what [`Known::from_scratch`] reads.
+#[derive(Debug, Clone)]
+pub(super) struct Snapshot {
+    pub(super) root: PathBuf,
+    /// Session → file → bytes.
+    pub(super) files: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    /// Session → inbox entries.
+    pub(super) inbox: BTreeMap<String, InboxListing>,
+    /// The persisted facts, as the shell would read `state.json`.
+    pub(super) state: State,
+    pub(super) policy: squad_policies::Policy,
+}
+
+impl Snapshot {
+    /// Every session's index, built from its files alone.
+    pub(super) fn indexes(&self) -> BTreeMap<String, SessionIndex> {
+        let sessions_dir = self
+            .root
+            .join(squad_protocol::tree::SQUAD_DIR)
+            .join(squad_protocol::tree::SESSIONS_DIR);
+        self.files
+            .iter()
+            .map(|(name, files)| (name.clone(), scratch_index(&sessions_dir.join(name), files)))
+            .collect()
+    }
+}
+
+/// Everything the core knows of one session, in comparable form.
+#[derive(Debug, PartialEq)]
+pub(super) struct SessionKnown {
+    /// Files and their fingerprints.
+    pub(super) files: Vec<(String, u64)>,
+    /// Session diagnostics, sorted (squadd lists graph findings first).
+    pub(super) diagnostics: Vec<String>,
+    /// The derived view (tasks, counters, status).
+    pub(super) view: SessionView,
+    /// Every inbox entry squadd knows of, with its unread state.
+    pub(super) inbox: BTreeMap<(String, String), Option<DateTime<Utc>>>,
+    /// Deliveries asked for and not made yet (recipient, inbox name).
+    pub(super) pending: BTreeSet<(String, String)>,
+    /// Replies seen, by the id they answer.
+    pub(super) replies: BTreeMap<String, usize>,
+}
+
+/// Everything the core knows of one root, in comparable form.
+#[derive(Debug, PartialEq)]
+pub(super) struct Known {
+    pub(super) sessions: BTreeMap<String, SessionKnown>,
+    /// The persisted facts (task starts, overdue and violation reports,
+    /// escalations, overdue replies).
+    pub(super) state: State,
+}
+
+/// The session index of a session's files, from scratch.
+pub(super) fn scratch_index(dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> SessionIndex {
+    let mut s = SessionIndex::new(dir.to_path_buf());
+    for (name, bytes) in files {
+        if let Some(f) = index_file_once(dir, name, bytes) {
+            s.insert(name.clone(), f);
+        }
+    }
+    s.recheck();
+    s
+}
+
+pub(super) fn diagnostics(s: &SessionIndex) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .session_diagnostics
+        .iter()
+        .map(|d| format!("{d:?}"))
+        .collect();
+    v.sort();
+    v
+}
+
+pub(super) fn prints(s: &SessionIndex) -> Vec<(String, u64)> {
+    s.files
+        .iter()
+        .map(|(n, f)| (n.to_string(), f.fingerprint))
+        .collect()
+}
+
+pub(super) fn messages(s: &SessionIndex) -> impl Iterator<Item = &crate::index::MessageInfo> {
+    s.files.values().filter_map(|f| match &f.entry {
+        Entry::Message(m) => Some(m),
+        _ => None,
+    })
+}
+
+/// Replies by the id they answer, counted from the message files.
+pub(super) fn replies_of(s: &SessionIndex) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for m in messages(s) {
+        if let Some(r) = &m.in_reply_to {
+            *out.entry(r.clone()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The slots of what a session's files ask to deliver.
+pub(super) fn asked(root: &Path, name: &str, s: &SessionIndex) -> BTreeSet<(String, String)> {
+    routing::session_deliveries(root, name, s)
+        .into_iter()
+        .map(|d| (d.to, d.name))
+        .collect()
+}
+
+impl Known {
+    /// What the core would know of a root holding exactly `snap`, at
+    /// `now`: derived from the files alone.
+    pub(super) fn from_scratch(snap: &Snapshot, now: DateTime<Utc>) -> Known {
+        Known::from_indexes(snap, &snap.indexes(), now)
+    }
+
+    /// [`Known::from_scratch`] with the session indexes of the snapshot
+    /// built already.
+    pub(super) fn from_indexes(
+        snap: &Snapshot,
+        indexes: &BTreeMap<String, SessionIndex>,
+        now: DateTime<Utc>,
+    ) -> Known {
+        let mut sessions = BTreeMap::new();
+        for (name, index) in indexes {
+            let starts = snap
+                .state
+                .task_starts
+                .get(name)
+                .cloned()
+                .unwrap_or_default();
+            let view = derive_session(index, &starts, now);
+            // The mailbox as start-up seeds it from the inbox listing.
+            let listing = snap.inbox.get(name).cloned().unwrap_or_default();
+            let mut mail = Mailbox::default();
+            mail.seed(
+                &snap.policy.messages,
+                listing
+                    .iter()
+                    .map(|((to, n), at)| (to.clone(), n.clone(), at.is_some(), *at))
+                    .collect(),
+            );
+            let pending = asked(&snap.root, name, index)
+                .into_iter()
+                .filter(|(to, n)| !mail.is_delivered(to, n))
+                .collect();
+            sessions.insert(
+                name.clone(),
+                SessionKnown {
+                    files: prints(index),
+                    diagnostics: diagnostics(index),
+                    view,
+                    inbox: listing,
+                    pending,
+                    replies: replies_of(index),
+                },
+            );
+        }
+        Known {
+            sessions,
+            state: snap.state.clone(),
+        }
+    }
+
+    /// What the incremental core knows of `root`. Deliveries waiting are
+    /// counted only if the session's files still ask for them (a message
+    /// changed or removed leaves its old delivery to its timer).
+    pub(super) fn of(root: &mut Root) -> Known {
+        let mut sessions = BTreeMap::new();
+        for (name, core) in &root.sessions {
+            let index = core.index();
+            let mail = root.mail.get(name).cloned().unwrap_or_default();
+            let wanted = asked(&root.root, name, index);
+            sessions.insert(
+                name.clone(),
+                SessionKnown {
+                    files: prints(index),
+                    diagnostics: diagnostics(index),
+                    view: core.view(),
+                    inbox: mail.entries(),
+                    pending: mail
+                        .waiting
+                        .keys()
+                        .filter(|k| wanted.contains(*k))
+                        .cloned()
+                        .collect(),
+                    replies: mail.replies.clone(),
+                },
+            );
+        }
+        let mut state = root.state_to_save().clone();
+        // Sessions with nothing recorded have no entry either way.
+        state.task_starts.retain(|_, v| !v.is_empty());
+        state.overdue_reported.retain(|_, v| !v.is_empty());
+        state.violations.retain(|_, v| !v.is_empty());
+        state.escalated.retain(|_, v| !v.is_empty());
+        state.replies_overdue.retain(|_, v| !v.is_empty());
+        Known { sessions, state }
+    }
+}
+
+/// The oracle's persisted facts brought up to date with the snapshot at
+/// `now`: what a task's first `in_progress` report said (the effective
+/// plan's agent's, the last by file name), tasks overdue or violating
+/// their prerequisites at any step, unread messages whose escalation time
+/// came, questions whose reply deadline passed unanswered.
+pub(super) fn keep_facts(
+    snap: &mut Snapshot,
+    indexes: &BTreeMap<String, SessionIndex>,
+    now: DateTime<Utc>,
+) {
+    let state = &mut snap.state;
+    for (name, index) in indexes {
+        let starts = state.task_starts.entry(name.clone()).or_default();
+        let first = crate::derive::new_starts(index, starts);
+        starts.extend(first);
+        let view = derive_session(index, starts, now);
+        for t in &view.tasks {
+            if t.overdue {
+                state
+                    .overdue_reported
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(t.task_id.clone());
+            }
+            if t.violation {
+                state
+                    .violations
+                    .entry(name.clone())
+                    .or_default()
+                    .entry(t.task_id.clone())
+                    .or_insert(t.unmet.clone());
+            }
+        }
+        for ((_, inbox_name), at) in snap.inbox.get(name).into_iter().flatten() {
+            let (Some(at), Some((priority, message_id))) = (at, parse_inbox_name(inbox_name))
+            else {
+                continue;
+            };
+            if escalation_at(&snap.policy.messages, priority, *at).is_some_and(|e| e <= now) {
+                state
+                    .escalated
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(message_id);
+            }
+        }
+        let replies = replies_of(index);
+        for m in messages(index) {
+            if routing::reply_overdue(m, replies.contains_key(&m.message_id), now) {
+                state
+                    .replies_overdue
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(m.message_id.clone());
+            }
+        }
+    }
+    state.task_starts.retain(|_, v| !v.is_empty());
+}
