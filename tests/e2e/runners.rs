@@ -17,7 +17,9 @@ use std::time::Duration;
 /// environment and exits 3; `$MODE=hang` starts a child and sleeps forever;
 /// `$MODE=escape` double-forks a child into a session of its own that
 /// ignores SIGTERM, then sleeps; `$MODE=flood` leaves a child that ignores
-/// SIGTERM writing output as fast as it can, and exits.
+/// SIGTERM writing output as fast as it can, writes twice the 64 KB log cap
+/// itself (so the cap is passed before it exits, however loaded the
+/// machine), and exits.
 const AGENT: &str = r#"#!/bin/sh
 now() { date +%s%N; }
 echo "start $SQUAD_TASK $(now)" >> "$TRACE"
@@ -26,7 +28,8 @@ case "$MODE" in
   fail) echo "failing on purpose"; exit 3 ;;
   env) env; echo "PATH=[$PATH]"; echo "secret=[$SQUAD_TEST_SECRET]"; exit 3 ;;
   escape) sh -c 'setsid sh -c "trap \"\" TERM; echo escaped \$\$ >> \"$TRACE\"; exec >/dev/null 2>&1; while :; do sleep 0.1; done" &'; sleep 1000; exit 0 ;;
-  flood) sh -c 'trap "" TERM; while :; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; done' & exit 0 ;;
+  flood) sh -c 'trap "" TERM; while :; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; done' &
+    i=0; while [ $i -lt 2100 ]; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; i=$((i+1)); done; exit 0 ;;
   hang) sleep 1000 & echo "child $!" >> "$TRACE"; sleep 1000; exit 0 ;;
 esac
 "$SQUADCTL" progress --status in_progress --percent 10 --action "working" -q || exit 4
