@@ -753,10 +753,17 @@ fn removing_a_session_while_supervised_succeeds() {
         // the 30 task-ready notices land a moment later. Removing the
         // session while squadd still writes them is a removal racing a
         // writer, as with any agent; what is tested is squadd's own status.
+        // Every task's ready notice delivered: squadd is done with the
+        // session (counting inbox entries was not enough: a plan read half
+        // written is told as invalid too, and rm -rf raced the notices
+        // still coming).
         eventually("told", || {
-            // At least: a plan read while half written is told as invalid too.
-            let n = fs::read_dir(session.join("inbox/dev/new")).ok()?.count();
-            (n >= 30).then_some(())
+            let mut told = std::collections::BTreeSet::new();
+            for e in fs::read_dir(session.join("inbox/dev/new")).ok()? {
+                let text = fs::read_to_string(e.ok()?.path()).unwrap_or_default();
+                told.extend((0..30).filter(|i| text.contains(&format!("Task task_{i} is ready"))));
+            }
+            (told.len() == 30).then_some(())
         });
         fs::remove_dir_all(&session).expect("rm -rf of a supervised session");
         // Stays: proves nothing happens; a re-created session would show by now.
