@@ -507,7 +507,15 @@ fn runs_are_dispatched_stopped_at_their_limit_retried_then_held() {
             task: 2,
             ok: false,
         },
+        // The second retry comes two minutes later.
         Op::Advance(1),
+        Op::Advance(1),
+        Op::Exit {
+            root: 0,
+            session: 0,
+            task: 2,
+            ok: false,
+        },
     ];
     for op in ops {
         w.apply(op);
@@ -516,7 +524,7 @@ fn runs_are_dispatched_stopped_at_their_limit_retried_then_held() {
     let records = &w.snaps[0].records;
     let rec = |t: &str| &records[&(SESSIONS[0].to_string(), t.to_string())];
     let (two, one) = (rec("task_2"), rec("task_1"));
-    assert_eq!((two.attempt, two.held), (2, true), "{two:?}");
+    assert_eq!((two.attempt, two.held), (3, true), "{two:?}");
     assert_eq!(two.state, crate::runners::RunState::Exited);
     assert_eq!(one.attempt, 2, "{one:?}");
     let killed = w
@@ -528,5 +536,5 @@ fn runs_are_dispatched_stopped_at_their_limit_retried_then_held() {
         .keys()
         .filter(|n| n.starts_with("role-comm-squadd-to-lead-"))
         .count();
-    assert_eq!(told, 3, "the lead told of each run that failed");
+    assert_eq!(told, 4, "the lead told of each run that failed");
 }

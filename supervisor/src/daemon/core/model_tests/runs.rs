@@ -11,10 +11,10 @@ use crate::daemon::core::runs::{RunKey, RunSpec};
 use crate::runners::{Ended, RunRecord, RunState, Signal};
 use squad_protocol::model::SessionState;
 
-/// The runner policy of every root: every agent dispatched, one retry a
-/// minute after a failure (two minutes after the second), a minute's
+/// The runner policy of every root: every agent dispatched, two retries,
+/// a minute after a failure (two minutes after the second), a minute's
 /// grace between SIGTERM and SIGKILL, no idle reports, the lead told.
-pub(super) const RUNNERS: &str = "runners:\n  dispatch: true\n  lead: lead\n  grace: 1m\n  idle_after: none\n  retry_backoff: 1m\n  agents:\n    \"*\":\n      command: [\"agent\"]\n      max_retries: 1\n";
+pub(super) const RUNNERS: &str = "runners:\n  dispatch: true\n  lead: lead\n  grace: 1m\n  idle_after: none\n  retry_backoff: 1m\n  agents:\n    \"*\":\n      command: [\"agent\"]\n      max_retries: 2\n";
 
 /// config.json: the pool's size, a run's default limit of 20 minutes.
 pub(super) fn config(max: u64) -> squad_protocol::config::RuntimeConfig {
@@ -63,6 +63,25 @@ impl World {
         // The oracle's count: a task's runs are numbered from its records.
         let before = self.snaps[r].records.get(&key).map_or(0, |p| p.attempt);
         assert_eq!(c.attempts, before, "{key:?}: runs so far");
+        // And by its rule the task may start now, the agent free, the
+        // pool with room.
+        let want = Known::from_scratch(&self.snaps[r], self.now);
+        let running = running(&self.snaps[r]);
+        let max = pool_size(&self.snaps[r]);
+        assert!(
+            running.len() < max,
+            "root {r}: {key:?} started in a full pool"
+        );
+        assert!(
+            !running.values().any(|rec| rec.agent == c.agent),
+            "root {r}: {key:?} started while {} runs",
+            c.agent
+        );
+        let may = want.sessions.get(&c.session).is_some_and(|s| {
+            let task = s.view.tasks.iter().find(|t| t.task_id == c.task);
+            task.is_some_and(|t| may_start(&self.snaps[r], &s.view, t, self.now))
+        });
+        assert!(may, "root {r}: {key:?} started, but may not start");
         let limit = squad_policies::runners::run_timeout(
             Some(&spec.runner),
             spec.plan.meta.timeout,
@@ -199,11 +218,7 @@ impl World {
             .into_iter()
             .map(|v| (v.record.session, v.record.task))
             .collect();
-        let running: BTreeMap<&RunKey, &RunRecord> = snap
-            .records
-            .iter()
-            .filter(|(_, rec)| rec.state == RunState::Running)
-            .collect();
+        let running = running(snap);
         let keys: BTreeSet<RunKey> = running.keys().map(|k| (*k).clone()).collect();
         assert_eq!(live, keys, "root {r}: live runs against records running");
         for (pid, p) in self.procs.iter().filter(|(_, p)| p.root == rid) {
@@ -226,7 +241,7 @@ impl World {
         }
         let busy: BTreeSet<&str> = running.values().map(|rec| rec.agent.as_str()).collect();
         assert_eq!(busy.len(), running.len(), "root {r}: two runs of one agent");
-        let max = usize::try_from(snap.config.sessions.max_concurrent).unwrap_or(usize::MAX);
+        let max = pool_size(snap);
         assert!(running.len() <= max, "root {r}: pool over {max}");
         for (key, rec) in &snap.records {
             let proc_ = self.procs.get(&rec.pid);
@@ -235,31 +250,10 @@ impl World {
         // Every task that may start has started, while the pool has room.
         if running.len() < max {
             for (name, s) in &want.sessions {
-                if matches!(
-                    s.view.status,
-                    SessionState::Completed | SessionState::Failed
-                ) {
-                    continue;
-                }
                 for t in &s.view.tasks {
                     let key = (name.clone(), t.task_id.clone());
-                    if t.state == TaskStatus::Completed
-                        || !t.unmet.is_empty()
-                        || busy.contains(t.agent.as_str())
-                    {
-                        continue;
-                    }
-                    let may = match snap.records.get(&key) {
-                        None => t.ready,
-                        Some(rec) => {
-                            !rec.completed
-                                && !rec.held
-                                && rec.state != RunState::Running
-                                && matches!(t.state, TaskStatus::Pending | TaskStatus::InProgress)
-                                && rec.attempt <= max_retries(runners)
-                                && rec.retry_at.is_none_or(|at| at <= self.now)
-                        }
-                    };
+                    let may =
+                        !busy.contains(t.agent.as_str()) && may_start(snap, &s.view, t, self.now);
                     assert!(
                         !may,
                         "root {r}: {key:?} may start, the pool has room, no run"
@@ -281,6 +275,49 @@ impl World {
                 armed.is_some_and(|a| *a <= next),
                 "root {r}: retry due {next} but runs timer {armed:?}"
             );
+        }
+    }
+}
+
+/// The records of runs running, by (session, task).
+fn running(snap: &Snapshot) -> BTreeMap<&RunKey, &RunRecord> {
+    snap.records
+        .iter()
+        .filter(|(_, rec)| rec.state == RunState::Running)
+        .collect()
+}
+
+/// config.json's pool size.
+fn pool_size(snap: &Snapshot) -> usize {
+    usize::try_from(snap.config.sessions.max_concurrent).unwrap_or(usize::MAX)
+}
+
+/// Whether task `t` of a session (its view `view`) may start now, by the
+/// rule (docs/runners.md), whatever runs: its session not ended, the task
+/// not completed and every prerequisite completed; never run and pending,
+/// or its last run ended without completing, not held, its retries not
+/// used up and its backoff passed (the task pending or in progress).
+fn may_start(
+    snap: &Snapshot,
+    view: &crate::derive::SessionView,
+    t: &crate::derive::TaskView,
+    now: DateTime<Utc>,
+) -> bool {
+    if matches!(view.status, SessionState::Completed | SessionState::Failed)
+        || t.state == TaskStatus::Completed
+        || !t.unmet.is_empty()
+    {
+        return false;
+    }
+    match snap.records.get(&(view.name.clone(), t.task_id.clone())) {
+        None => t.state == TaskStatus::Pending,
+        Some(rec) => {
+            !rec.completed
+                && !rec.held
+                && rec.state != RunState::Running
+                && matches!(t.state, TaskStatus::Pending | TaskStatus::InProgress)
+                && rec.attempt <= max_retries(&snap.policy.runners)
+                && rec.retry_at.is_none_or(|at| at <= now)
         }
     }
 }
