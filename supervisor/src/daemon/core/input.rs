@@ -211,18 +211,6 @@ pub(crate) enum Input<'a> {
         /// The tasks whose deadline passed.
         tasks: Vec<String>,
     },
-    // Decided inside a file read (`core/files.rs`); stepped on its own by
-    // the model test.
-    #[cfg(test)]
-    /// A message file no longer answers message `message_id` (the reply
-    /// was removed or rewritten): a question whose deadline passed while
-    /// it was answered is overdue now, as a restart would find it.
-    ReplyWithdrawn {
-        /// Session directory name.
-        session: String,
-        /// The id the file answered.
-        message_id: String,
-    },
     /// The policy in force was replaced (`.squad/policies.yaml` re-read):
     /// escalation times and delivery waits follow the new one.
     PolicyChanged,
@@ -388,11 +376,6 @@ impl<'a> Core<'a> {
                 scan::inboxes_listed(root, id, &session, entries)
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
-            #[cfg(test)]
-            Input::ReplyWithdrawn {
-                session,
-                message_id,
-            } => replies::withdrawn(root, id, &session, &message_id, now),
             Input::PolicyChanged => mail::policy_changed(root, id, now),
             Input::ConfigRead { config, error } => {
                 runs::config_read(root, id, config.map(|c| *c), error)

@@ -14,17 +14,25 @@
 //! itself from the snapshot after every step: the task start times are
 //! never taken from the core under test.
 //!
-//! What the adapter cannot reach yet: a run's exit has no core input (the
-//! `runcore` work makes it one); it is modelled as what a run leaves
-//! behind, the agent's last progress report. A message id reused by two
-//! files (the shell's `message_id_clash`, which reads inbox copies) is not
-//! generated: each message id names one file.
+//! The adapter ([`World::apply`], `adapter.rs`) tells the core what
+//! happened with exactly the inputs the shell steps: a file read, gone
+//! (then confirmed removed) or written by squadd itself, an inbox entry
+//! read, timers fired, a rescan after lost events, config.json and the
+//! policy re-read, and agent runs (dispatch answered by a process started
+//! or a start that failed, a process that exits, is stopped at its time
+//! limit or ignores SIGTERM until SIGKILL, retries). Every effect is
+//! carried out in one match ([`World::effect`], `world.rs`). The runs'
+//! oracle (`runs.rs`) derives from the snapshot's run records and session
+//! files which runs should exist and what each record says, by its own
+//! rule. A message id reused by two files (the shell's
+//! `message_id_clash`, which reads inbox copies) is not generated: each
+//! message id names one file.
 
 use super::batch;
 use super::timer::{self, Timer};
 use super::{Core, Effect, Input, Now, Root, RootId};
 use crate::daemon::routing::{self, Delivery, Mailbox};
-use crate::daemon::session::{FileOutcome, Outcome, SessionCore};
+use crate::daemon::session::SessionCore;
 use crate::derive::{SessionView, derive_session};
 use crate::events::EventKind;
 use crate::index::{Entry, IndexedFile, SessionIndex, index_bytes};
@@ -62,7 +70,9 @@ fn id(r: usize) -> RootId {
 /// The two policies a root switches between: the defaults, and one that
 /// escalates sooner and lets low-priority mail wait less.
 fn policy(n: usize) -> squad_policies::Policy {
-    let mut p = squad_policies::Policy::defaults();
+    let Ok(mut p) = squad_policies::Policy::parse(Some(runs::RUNNERS)) else {
+        panic!("the model's runner policy does not parse");
+    };
     if n % 2 == 1 {
         let m = std::time::Duration::from_secs(60);
         p.messages.escalate_after = [Some(m), Some(m * 3), Some(m * 5), Some(m * 10)];
@@ -147,10 +157,14 @@ fn status_file(s: usize) -> String {
     }
 }
 
+mod adapter;
+mod check;
 mod oracle;
+mod runs;
 mod world;
 
 use oracle::*;
+use runs::config;
 use world::World;
 /// One operation on the world.
 #[derive(Debug, Clone)]
@@ -231,12 +245,23 @@ enum Op {
         task: u8,
         timeout: u8,
     },
-    /// A run exits (modelled as the agent's last report: no core input yet).
-    RunExit {
+    /// A run's process exits on its own (`ok`: its agent reported
+    /// `completed` first).
+    Exit {
         root: usize,
         session: usize,
         task: u8,
         ok: bool,
+    },
+    /// config.json changes the pool's size.
+    Config { root: usize, max: u64 },
+    /// The runner's command goes missing (or comes back).
+    Break { root: usize, broken: bool },
+    /// A file removed while the watcher lost events: a rescan.
+    Lost {
+        root: usize,
+        session: usize,
+        n: usize,
     },
     /// `.squad/policies.yaml` changes.
     Policy { root: usize, n: usize },
@@ -262,7 +287,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u8..40).prop_map(Op::Advance),
         1 => (r.clone(), s.clone(), any::<bool>()).prop_map(|(root, session, fail)| Op::Edit { root, session, fail }),
         3 => (r.clone(), s.clone(), 0usize..3, 0u8..5, 1u8..30).prop_map(|(root, session, agent, task, timeout)| Op::Start { root, session, agent, task, timeout }),
-        1 => (r.clone(), s.clone(), 0u8..5, any::<bool>()).prop_map(|(root, session, task, ok)| Op::RunExit { root, session, task, ok }),
+        4 => (r.clone(), s.clone(), 0u8..5, any::<bool>()).prop_map(|(root, session, task, ok)| Op::Exit { root, session, task, ok }),
+        1 => (r.clone(), 1u64..4).prop_map(|(root, max)| Op::Config { root, max }),
+        1 => (r.clone(), proptest::bool::weighted(0.3)).prop_map(|(root, broken)| Op::Break { root, broken }),
+        1 => (r.clone(), s.clone(), any::<usize>()).prop_map(|(root, session, n)| Op::Lost { root, session, n }),
         1 => (r, 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
     ]
 }
@@ -304,28 +332,21 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
             Some(plan(t, "alice", &requires, None).into_bytes()),
         );
     }
-    // The messages come as a start-up scan finds them: one load.
-    let dir = w.roots[0].session_dir(s);
-    let mut index = w.roots[0].sessions[s].index().clone();
+    // The messages come while the watcher lost events: the rescan it
+    // asks for reads them.
     for m in 0..2000u32 {
         let name = format!("role-comm-bob-to-alice-msg_b{m}.md");
         let text = format!(
             "meta:\n  message_id: msg_b{m}\n  from_agent: bob\n  to_agent: alice\n  created_at: 2024-01-15T10:00:00Z\n  priority: medium\ntype: notification\nsubject: s\nmessage: m\ncontext:\n  task_id: task_{}\n",
             m % 10
         );
-        w.snaps[0]
-            .files
-            .get_mut(s)
-            .unwrap()
-            .insert(name.clone(), text.clone().into_bytes());
-        index.insert(
-            name.clone(),
-            index_file(&dir, &name, text.as_bytes()).unwrap(),
-        );
+        // Straight into the snapshot: messages start no task.
+        if let Some(files) = w.snaps[0].files.get_mut(s) {
+            files.insert(name, text.into_bytes());
+        }
     }
-    index.recheck();
-    let now = w.now;
-    w.roots[0].load_session(index, now, false);
+    w.step(id(0), Input::RescanDue { present: true });
+    w.end_batch();
     let work = |w: &World| {
         let c: &SessionCore = &w.roots[0].sessions[s];
         (c.derivations(), c.member_checks())
@@ -352,7 +373,7 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
         now,
     );
     assert!(effects.len() <= 2, "{effects:?}");
-    w.settle();
+    w.end_batch();
     // One more message: one delivery offered, one file's rules.
     let before = work(&w);
     let (name, text) = message(5, 2, None, None);
@@ -361,7 +382,7 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     assert!(work(&w).0 - before.0 <= 1);
     assert!(work(&w).1 - before.1 <= 1);
     assert!(w.outbox.len() - effects_before <= 1);
-    w.settle();
+    w.end_batch();
     // Waiting deliveries are rechecked, not the session's 2,000 messages.
     let now = w.wall();
     let effects =
@@ -419,7 +440,7 @@ fn a_policy_change_moves_the_escalation_timer() {
 
 /// Found by the model test: a question answered before its deadline,
 /// whose reply was then withdrawn, was never reported overdue (a restart
-/// would report it). `Input::ReplyWithdrawn` checks it.
+/// would report it). The file read checks it (`core/files.rs`).
 #[test]
 fn a_reply_withdrawn_after_the_deadline_makes_the_question_overdue() {
     replay(vec![
@@ -449,4 +470,71 @@ fn a_reply_withdrawn_after_the_deadline_makes_the_question_overdue() {
             respond_in: None,
         },
     ]);
+}
+
+/// A run stopped at its time limit is retried after the backoff, and
+/// held once its retries are used up, the lead told each time; a run that
+/// ignores SIGTERM is killed a grace later. Checked against the oracle
+/// after every step, and the records at the end.
+#[test]
+fn runs_are_dispatched_stopped_at_their_limit_retried_then_held() {
+    let mut w = World::new();
+    let ops = vec![
+        Op::Config { root: 0, max: 2 },
+        // task_2 (alice, 5 minutes): obeys SIGTERM; task_1 (bob): ignores it.
+        Op::Plan {
+            root: 0,
+            session: 0,
+            agent: 0,
+            task: 2,
+            requires: vec![],
+            timeout: Some(5),
+        },
+        Op::Plan {
+            root: 0,
+            session: 0,
+            agent: 1,
+            task: 1,
+            requires: vec![],
+            timeout: Some(5),
+        },
+        Op::Advance(6),
+        Op::Advance(1),
+        Op::Advance(1),
+        Op::Exit {
+            root: 0,
+            session: 0,
+            task: 2,
+            ok: false,
+        },
+        // The second retry comes two minutes later.
+        Op::Advance(1),
+        Op::Advance(1),
+        Op::Exit {
+            root: 0,
+            session: 0,
+            task: 2,
+            ok: false,
+        },
+    ];
+    for op in ops {
+        w.apply(op);
+        w.check();
+    }
+    let records = &w.snaps[0].records;
+    let rec = |t: &str| &records[&(SESSIONS[0].to_string(), t.to_string())];
+    let (two, one) = (rec("task_2"), rec("task_1"));
+    assert_eq!((two.attempt, two.held), (3, true), "{two:?}");
+    assert_eq!(two.state, crate::runners::RunState::Exited);
+    assert_eq!(one.attempt, 2, "{one:?}");
+    let killed = w
+        .procs
+        .values()
+        .filter(|p| p.ended.is_some_and(|e| e.signal == Some(9)));
+    assert_eq!(killed.count(), 1, "the stubborn run killed after the grace");
+    let told = w.snaps[0].files[SESSIONS[0]]
+        .keys()
+        .filter(|n| n.starts_with("role-comm-squadd-to-lead-"))
+        .count();
+    assert_eq!(told, 4, "the lead told of each run that failed");
 }

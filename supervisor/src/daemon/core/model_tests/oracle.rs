@@ -44,6 +44,10 @@ pub(super) struct Snapshot {
     /// The persisted facts, as the shell would read `state.json`.
     pub(super) state: State,
     pub(super) policy: squad_policies::Policy,
+    /// config.json as last written.
+    pub(super) config: squad_protocol::config::RuntimeConfig,
+    /// Each task's run.json, as last written.
+    pub(super) records: BTreeMap<(String, String), crate::runners::RunRecord>,
 }
 
 impl Snapshot {

@@ -1,10 +1,34 @@
-//! The world the core lives in, and the adapter that drives the core.
+//! The world the core lives in, played in memory: the files and inboxes
+//! of two roots, the shell's timer queue and outbox, the runs' processes,
+//! and [`World::effect`], the one place where every [`Effect`] the core
+//! returns is carried out, answering with the inputs the shell steps
+//! (`shell.rs`, `apply.rs`, `scan.rs`, `processes.rs`, `mail.rs`,
+//! `notices.rs`, `edits.rs`).
 
 use super::oracle::*;
 use super::*;
+use crate::daemon::core::files::FileRef;
+use crate::daemon::core::runs::{RunFacts, RunKey};
+use crate::daemon::core::scan::Scanned;
+use crate::runners::{Ended, RunRecord};
+
+/// One process of a run, as the world runs it.
+#[derive(Debug, Clone)]
+pub(super) struct Proc {
+    pub(super) root: RootId,
+    pub(super) run: RunKey,
+    /// It ignores SIGTERM (only SIGKILL ends it).
+    pub(super) stubborn: bool,
+    /// How it ended, once it did.
+    pub(super) ended: Option<Ended>,
+    /// When squadd sent it SIGTERM ([`Effect::SignalRun`]: its limit).
+    pub(super) termed_at: Option<DateTime<Utc>>,
+    /// It had ended when the last look began.
+    pub(super) looked: bool,
+}
 
 /// The world the core lives in: two roots' files and inboxes (the
-/// snapshots), the shell's timer queue and outbox, and the cores.
+/// snapshots), the shell's timer queue and outbox, processes, the cores.
 pub(super) struct World {
     pub(super) now: DateTime<Utc>,
     pub(super) roots: Vec<Root>,
@@ -15,47 +39,120 @@ pub(super) struct World {
     pub(super) outbox: Vec<(RootId, Delivery)>,
     /// Facts tapped for the next notice step.
     pub(super) tapped: Vec<(RootId, String, Option<PathBuf>, EventKind)>,
-    /// Sessions touched and changed by the operation under way.
+    /// Sessions touched and changed by the batch under way.
     pub(super) touched: BTreeMap<RootId, BTreeSet<String>>,
     pub(super) changed: BTreeSet<(RootId, String)>,
+    /// Run processes by pid.
+    pub(super) procs: BTreeMap<u32, Proc>,
+    /// Roots whose runner cannot start (its command is missing).
+    pub(super) broken: BTreeSet<RootId>,
+    /// Files squadd wrote outside a step's own inputs (word to the lead):
+    /// their watch events come in the next batch.
+    pub(super) written: Vec<(usize, String, String, Vec<u8>)>,
+    /// Messages to the lead written so far (their ids).
+    pub(super) told: u32,
+}
+
+/// The shell's answers about session files while runs are decided: the
+/// snapshot's progress file, read (no write times are modelled: the
+/// policy has no idle limit).
+pub(super) struct Facts<'a>(pub(super) &'a Snapshot);
+
+impl RunFacts for Facts<'_> {
+    fn completed_in_file(&self, session_dir: &Path, rec: &RunRecord) -> bool {
+        let Some(session) = session_dir.file_name().and_then(|n| n.to_str()) else {
+            return false;
+        };
+        let name = format!("role-comm-{}-{}.md", rec.agent, rec.task);
+        let Some(bytes) = self.0.files.get(session).and_then(|f| f.get(&name)) else {
+            return false;
+        };
+        let f = index_bytes(&session_dir.join(&name), FileKind::ProgressUpdate, bytes);
+        matches!(&f.entry, Entry::Progress(p) if p.status == TaskStatus::Completed)
+    }
+
+    fn last_write(&self, _: &Path, _: &str) -> Option<DateTime<Utc>> {
+        None
+    }
 }
 
 impl World {
+    /// Two roots started on empty sessions, as `initial_scan` starts them.
     pub(super) fn new() -> World {
         let now = base();
-        let mut roots = Vec::new();
-        let mut snaps = Vec::new();
-        for r in 0..ROOTS {
-            let mut root = Root::new(root_dir(r), State::default(), policy(0), now);
-            let mut files = BTreeMap::new();
-            for s in SESSIONS {
-                let index = SessionIndex::new(root.session_dir(s));
-                root.load_session(index, now, false);
-                files.insert(s.to_string(), BTreeMap::new());
-            }
-            roots.push(root);
-            snaps.push(Snapshot {
-                root: root_dir(r),
-                files,
-                inbox: BTreeMap::new(),
-                state: State::default(),
-                policy: policy(0),
-            });
-        }
-        World {
+        let mut w = World {
             now,
-            roots,
-            snaps,
+            roots: Vec::new(),
+            snaps: Vec::new(),
             timers: BTreeMap::new(),
             outbox: Vec::new(),
             tapped: Vec::new(),
             touched: BTreeMap::new(),
             changed: BTreeSet::new(),
+            procs: BTreeMap::new(),
+            broken: BTreeSet::new(),
+            written: Vec::new(),
+            told: 0,
+        };
+        for r in 0..ROOTS {
+            let files = SESSIONS
+                .iter()
+                .map(|s| (s.to_string(), BTreeMap::new()))
+                .collect();
+            w.roots
+                .push(Root::new(root_dir(r), State::default(), policy(0), now));
+            w.snaps.push(Snapshot {
+                root: root_dir(r),
+                files,
+                inbox: BTreeMap::new(),
+                state: State::default(),
+                policy: policy(0),
+                config: config(0),
+                records: BTreeMap::new(),
+            });
+            let config = Some(Box::new(config(0)));
+            w.step(
+                id(r),
+                Input::ConfigRead {
+                    config,
+                    error: None,
+                },
+            );
+            for s in SESSIONS {
+                let index = Box::new(w.scan(r, s));
+                let why = Scanned::StartUp;
+                w.step(id(r), Input::SessionScanned { index, why });
+            }
+            let input = Input::StartScanned {
+                files: 0,
+                complete: true,
+            };
+            w.step(id(r), input);
         }
+        w.end_batch();
+        w
     }
 
     pub(super) fn wall(&self) -> Now {
         Now { wall: self.now }
+    }
+
+    /// A session's index as a scan of the snapshot reads it.
+    pub(super) fn scan(&self, r: usize, session: &str) -> SessionIndex {
+        let dir = self.roots[r].session_dir(session);
+        let files = self.snaps[r]
+            .files
+            .get(session)
+            .cloned()
+            .unwrap_or_default();
+        let mut index = SessionIndex::new(dir.clone());
+        for (name, bytes) in &files {
+            if let Some(f) = index_file(&dir, name, bytes) {
+                index.insert(name.clone(), f);
+            }
+        }
+        index.recheck();
+        index
     }
 
     // ------------------------------------------------ the shell's part
@@ -67,15 +164,18 @@ impl World {
         self.perform(effects);
     }
 
-    /// Carries out effects in order, as the shell does (the writes of
-    /// status files, the shared context and hooks have no bearing on
-    /// what the core knows and are skipped).
+    /// Carries out effects in order, as the shell does.
     pub(super) fn perform(&mut self, effects: Vec<Effect>) {
         for e in effects {
             self.effect(e);
         }
     }
 
+    /// THE effect match: every effect the core returns, carried out as
+    /// the shell carries it out (`shell.rs`, `processes.rs`), answered
+    /// with the inputs the shell steps. Writes with no bearing on what
+    /// the core knows (status files, the shared context, hooks, the event
+    /// log beyond the facts it taps) are skipped.
     pub(super) fn effect(&mut self, e: Effect) {
         let now = self.now;
         match e {
@@ -85,12 +185,12 @@ impl World {
                 session,
                 kind,
             } => self.tapped.push((root, session, None, kind)),
-            Effect::WriteNotice(n) => self.write_notice(n),
+            Effect::WriteNotice(n) => self.write_notices(vec![n]),
             Effect::RecheckWaiting { root, session } => {
                 self.step(root, Input::WaitingChanged { session })
             }
             Effect::RecheckWaitingIfPresent { root, session } => {
-                if self.roots[root.0 as usize].sessions.contains_key(&session) {
+                if self.snaps[root.0 as usize].files.contains_key(&session) {
                     self.step(root, Input::WaitingChanged { session });
                     self.flush_outbox();
                 }
@@ -103,26 +203,7 @@ impl World {
                 to,
                 name,
             } => self.step(root, Input::DeliveryDue { session, to, name }),
-            Effect::RunEscalations { root, session } => {
-                let snap = &self.snaps[root.0 as usize];
-                let dir = self.roots[root.0 as usize].session_dir(&session);
-                let unread: BTreeSet<PathBuf> = snap
-                    .inbox
-                    .get(&session)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(_, at)| at.is_some())
-                    .map(|((to, n), _)| crate::inbox::inbox_dir(&dir, to).join("new").join(n))
-                    .collect();
-                let is_unread = |p: &Path| unread.contains(p);
-                self.step(
-                    root,
-                    Input::EscalationsDue {
-                        session,
-                        unread: &is_unread,
-                    },
-                );
-            }
+            Effect::RunEscalations { root, session } => self.run_escalations(root, session),
             Effect::SetTimer { timer, after } => {
                 self.timers.insert(timer, now + after_of(after));
             }
@@ -141,16 +222,116 @@ impl World {
                 session: Some(session),
                 path,
                 kind,
-            } => self.tapped.push((root, session, path, kind)),
+            } if crate::daemon::notices::wanted(&kind) => {
+                self.tapped.push((root, session, path, kind))
+            }
             Effect::SaveState(r) => {
                 self.roots[r.0 as usize].state_to_save();
             }
+            // The shell reads inbox copies on a message id clash (none is
+            // generated), then hands the file over.
+            Effect::Route {
+                root,
+                session,
+                file,
+                own,
+            } => self.step(root, Input::FileApplied { session, file, own }),
+            Effect::Touched {
+                root,
+                session,
+                removal,
+            } => {
+                if !removal {
+                    self.changed.insert((root, session.clone()));
+                }
+                self.touched.entry(root).or_default().insert(session);
+            }
+            // Still gone after the grace (nothing recreates it meanwhile).
+            Effect::ConfirmGone { root, file } => self.step(root, Input::FileRemoved(file)),
+            // Scans and rescans, read from the snapshot.
+            Effect::ListSessions(root) => {
+                let names = self.snaps[root.0 as usize].files.keys().cloned().collect();
+                self.step(root, Input::SessionListed { names });
+            }
+            Effect::ScanSession { root, session, why } => {
+                let index = Box::new(self.scan(root.0 as usize, &session));
+                self.step(root, Input::SessionScanned { index, why });
+            }
+            Effect::RescanSession { root, session } => {
+                let dir = self.roots[root.0 as usize].session_dir(&session);
+                let on_disk = self.snaps[root.0 as usize].files[&session]
+                    .keys()
+                    .filter_map(|n| Some((dir.join(n), FileKind::from_file_name(n)?)))
+                    .collect();
+                self.step(root, Input::SessionFilesListed { session, on_disk });
+            }
+            Effect::ReadFile { root, file, kind } => self.read(root, file, kind),
+            Effect::FinishRescan(root) => self.step(root, Input::Rescanned),
+            Effect::SeedMail { root, session } => {
+                let entries = self.snaps[root.0 as usize]
+                    .inbox
+                    .get(&session)
+                    .into_iter()
+                    .flatten()
+                    .map(|((to, n), at)| (to.clone(), n.clone(), at.is_some(), *at))
+                    .collect();
+                self.step(root, Input::InboxesListed { session, entries });
+            }
+            // Agent runs (`processes.rs`).
+            Effect::SpawnRun { root, spec } => self.spawn(root, *spec),
+            Effect::SignalRun { pid, signal, .. } => self.signal(pid, signal),
+            Effect::ContainRun {
+                root,
+                run,
+                rec,
+                signal,
+                report,
+            } => {
+                // The leader is gone and the model's runs have no other
+                // processes: nothing is left, the output is drained.
+                let _ = (rec, signal);
+                if report {
+                    let snap = &self.snaps[root.0 as usize];
+                    let now = Now { wall: now };
+                    let effects = Core::new(root, &mut self.roots[root.0 as usize]).step(
+                        Input::RunLeft {
+                            run,
+                            left: 0,
+                            drained: true,
+                            facts: &Facts(snap),
+                        },
+                        now,
+                    );
+                    self.perform(effects);
+                }
+            }
+            Effect::WriteRunRecord { dir, rec } => {
+                let r = self
+                    .roots
+                    .iter()
+                    .position(|r| dir.starts_with(&r.root))
+                    .unwrap_or(0);
+                let key = (rec.session.clone(), rec.task.clone());
+                self.snaps[r].records.insert(key, *rec);
+            }
+            Effect::TellLead {
+                root,
+                session,
+                task,
+                ..
+            } => self.tell_lead(root, session, task),
+            Effect::RunsLooked { root, retry_at } => {
+                self.step(root, Input::RunsLooked { retry_at })
+            }
+            Effect::Emit { .. } => {}
             // Writes and work with no bearing on what the core knows.
-            Effect::Emit { .. }
-            | Effect::WriteStatuses { .. }
+            Effect::WriteStatuses { .. }
+            | Effect::WrapUp { .. }
             | Effect::WrapUpIfPresent { .. }
+            | Effect::FinishEnded { .. }
             | Effect::Notify { .. }
             | Effect::WriteSharedContext(_)
+            | Effect::WriteSharedContextNow(_)
             | Effect::RefreshLocks(_)
             | Effect::RunRetention(_)
             | Effect::RefreshSkills(_)
@@ -160,18 +341,20 @@ impl World {
             | Effect::Rewatch
             | Effect::TrimMemory
             | Effect::Watchdog
-            | Effect::StatusLine => {}
-            // The shell hands a routed file over after its clash check.
-            Effect::Route {
-                root,
-                session,
-                file,
-                own,
-            } => self.step(root, Input::FileApplied { session, file, own }),
-            // The adapter drives files, scans and runs through `Root`'s
-            // methods, not through the inputs that return these: one showing
-            // up here means the adapter no longer plays the shell's part.
-            other => panic!("effect the adapter does not carry out: {other:?}"),
+            | Effect::StatusLine
+            | Effect::PathPresent(_)
+            | Effect::PathReadable(_)
+            | Effect::RetryUnreadable(_)
+            | Effect::WatchSession { .. }
+            | Effect::ForgetSession { .. }
+            | Effect::ForgetWatches(_)
+            | Effect::UnwatchRoot(_)
+            | Effect::FinishWorktree { .. } => {}
+            // Never asked for: no run is re-adopted (the model's squadd
+            // never restarts), stopped or started by hand.
+            e @ (Effect::AdoptRun { .. } | Effect::StopRun { .. } | Effect::RunReply { .. }) => {
+                panic!("effect the model never asks for: {e:?}")
+            }
         }
     }
 
@@ -180,6 +363,49 @@ impl World {
         if at < *slot {
             *slot = at;
         }
+    }
+
+    /// The shell's read of one file of a session (`apply.rs`): its bytes,
+    /// or gone.
+    pub(super) fn read(&mut self, r: RootId, file: FileRef, kind: FileKind) {
+        let bytes = self.snaps[r.0 as usize]
+            .files
+            .get(&file.session)
+            .and_then(|f| f.get(&file.file))
+            .cloned();
+        match bytes {
+            Some(bytes) => self.step(
+                r,
+                Input::FileRead {
+                    file,
+                    kind,
+                    bytes: &bytes,
+                },
+            ),
+            None => self.step(r, Input::FileGone(file)),
+        }
+    }
+
+    /// "Still unread?" for each entry, from the inbox listing.
+    fn run_escalations(&mut self, root: RootId, session: String) {
+        let snap = &self.snaps[root.0 as usize];
+        let dir = self.roots[root.0 as usize].session_dir(&session);
+        let unread: BTreeSet<PathBuf> = snap
+            .inbox
+            .get(&session)
+            .into_iter()
+            .flatten()
+            .filter(|(_, at)| at.is_some())
+            .map(|((to, n), _)| crate::inbox::inbox_dir(&dir, to).join("new").join(n))
+            .collect();
+        let is_unread = |p: &Path| unread.contains(p);
+        self.step(
+            root,
+            Input::EscalationsDue {
+                session,
+                unread: &is_unread,
+            },
+        );
     }
 
     /// Makes the deliveries of the outbox, critical first: each written
@@ -192,17 +418,14 @@ impl World {
             let slot = (d.to.clone(), d.name.clone());
             let inbox = snap.inbox.entry(d.session.clone()).or_default();
             // Delivered before (fresh or not): the file stays as it is.
-            let fresh = !inbox.contains_key(&slot);
-            if fresh {
-                inbox.insert(slot, Some(self.now));
-            }
+            inbox.entry(slot).or_insert(Some(self.now));
             let at = self.now;
             self.step(r, Input::Delivered { delivery: &d, at });
         }
     }
 
     /// The tapped facts, one notice step per run of a root's facts; the
-    /// notice files written and applied from the bytes written.
+    /// notice files written as one group and each told to the core.
     pub(super) fn send_notices(&mut self) {
         let tapped = std::mem::take(&mut self.tapped);
         let mut runs: Vec<(RootId, Vec<crate::daemon::core::input::TappedFact>)> = Vec::new();
@@ -213,140 +436,64 @@ impl World {
             }
         }
         let mut files = Vec::new();
-        let mut seen = BTreeSet::new();
         for (r, facts) in runs {
             let now = self.wall();
             let effects =
                 Core::new(r, &mut self.roots[r.0 as usize]).step(Input::FactsTapped(facts), now);
             for e in effects {
                 match e {
-                    Effect::WriteNotice(n) => {
-                        if seen.insert(n.path.clone()) {
-                            files.push(n)
-                        }
-                    }
+                    Effect::WriteNotice(n) => files.push(n),
                     e => self.effect(e),
                 }
             }
         }
-        for n in files {
-            self.write_notice(n);
-        }
+        self.write_notices(files);
     }
 
-    pub(super) fn write_notice(&mut self, n: crate::daemon::core::notices::NoticeFile) {
-        let r = n.root.0 as usize;
-        let bytes = n.text.into_bytes();
-        if let Some(files) = self.snaps[r].files.get_mut(&n.session) {
-            files.insert(n.file.clone(), bytes.clone());
-        }
-        let loaded = index_bytes(&n.path, FileKind::Message, &bytes);
-        self.apply_loaded(
-            n.root,
-            &n.session,
-            &n.file,
-            Some(loaded),
-            Some(Arc::from(bytes)),
-        );
-    }
-
-    /// A file's new contents (`None`: gone) handed to the session core,
-    /// the outcome carried out: what `apply.rs` does after reading.
-    pub(super) fn apply_loaded(
-        &mut self,
-        r: RootId,
-        session: &str,
-        file: &str,
-        loaded: Option<IndexedFile>,
-        own: Option<Arc<[u8]>>,
-    ) {
-        let now = self.now;
-        let root = &mut self.roots[r.0 as usize];
-        let Some(core) = root.sessions.get(session) else {
-            return;
-        };
-        let reply_to = |f: Option<&IndexedFile>| match f.map(|f| &f.entry) {
-            Some(Entry::Message(m)) => m.in_reply_to.clone(),
-            _ => None,
-        };
-        let before = reply_to(core.index().file(file));
-        let after = reply_to(loaded.as_ref());
-        let Some(mut out) = root.apply_file(session, file, loaded, now) else {
-            return;
-        };
-        let Some(outcome) = out.file.take() else {
-            return;
-        };
-        if outcome == FileOutcome::Unchanged {
-            return;
-        }
-        let mail = root.mail.entry(session.to_string()).or_default();
-        mail.note_reply(before.as_deref(), false);
-        mail.note_reply(after.as_deref(), true);
-        self.step(
-            r,
-            Input::FileApplied {
-                session: session.to_string(),
-                file: file.to_string(),
-                own,
-            },
-        );
-        if let Some(message_id) = before.filter(|b| Some(b) != after.as_ref()) {
-            self.step(
-                r,
-                Input::ReplyWithdrawn {
-                    session: session.to_string(),
-                    message_id,
-                },
-            );
-        }
-        let path = self.roots[r.0 as usize].session_dir(session).join(file);
-        let removal = match outcome {
-            FileOutcome::Removed => {
-                self.tapped
-                    .push((r, session.to_string(), Some(path), EventKind::FileRemoved));
-                true
+    /// Notice files written (`notices.rs`): in the snapshot, and each told
+    /// to the core from the bytes written.
+    pub(super) fn write_notices(&mut self, notices: Vec<crate::daemon::core::notices::NoticeFile>) {
+        for n in notices {
+            let r = n.root.0 as usize;
+            let bytes: Arc<[u8]> = Arc::from(n.text.into_bytes());
+            if let Some(files) = self.snaps[r].files.get_mut(&n.session) {
+                files.insert(n.file.clone(), bytes.to_vec());
             }
-            FileOutcome::Changed(kind) => {
-                self.tapped.push((r, session.to_string(), Some(path), kind));
-                false
-            }
-            FileOutcome::Unchanged => return,
-        };
-        self.take_outcome(r, session, out, removal);
-    }
-
-    /// What a session change caused (`apply.rs`'s `take_outcome`): events,
-    /// task deadline timers, the persisted state.
-    pub(super) fn take_outcome(&mut self, r: RootId, session: &str, out: Outcome, removal: bool) {
-        for kind in out.events.into_iter().chain(out.overdue) {
-            self.tapped.push((r, session.to_string(), None, kind));
-        }
-        for (task, at) in out.timers {
-            let timer = Timer::TaskDue {
-                root: r,
-                session: session.to_string(),
-                task,
+            let file = FileRef {
+                session: n.session,
+                file: n.file,
+                path: n.path,
             };
-            match at {
-                Some(at) => {
-                    self.timers.insert(timer, at);
-                }
-                None => {
-                    self.timers.remove(&timer);
-                }
-            }
+            self.step(n.root, Input::NoticeWritten { file, bytes });
         }
-        if !removal {
-            self.changed.insert((r, session.to_string()));
-        }
-        self.touched
-            .entry(r)
-            .or_default()
-            .insert(session.to_string());
     }
 
-    /// The end of a batch: what to write, in the order that matters.
+    /// The end of a batch (`flush`): what to write in the order that
+    /// matters, the notices, the outbox, then the runs.
+    pub(super) fn end_batch(&mut self) {
+        self.settle();
+        self.send_notices();
+        self.flush_outbox();
+        self.supervise();
+        // Word to the lead is a file like any other: its event comes in
+        // a batch of its own.
+        for _ in 0..4 {
+            let written = std::mem::take(&mut self.written);
+            if written.is_empty() {
+                break;
+            }
+            for (r, session, name, bytes) in written {
+                self.file(r, &session, &name, Some(bytes));
+            }
+            self.settle();
+            self.send_notices();
+            self.flush_outbox();
+            self.supervise();
+        }
+    }
+
+    /// What to write after a batch's file changes, in the order that
+    /// matters (`batch::settle`).
     pub(super) fn settle(&mut self) {
         let touched = std::mem::take(&mut self.touched);
         let changed = std::mem::take(&mut self.changed);
@@ -357,19 +504,33 @@ impl World {
         self.perform(effects);
     }
 
-    // ------------------------------------------------- the adapter
-
-    /// A file written into a session (or `None`: removed), read back and
-    /// applied as a settled path is.
+    /// A file written into a session (`None`: removed) and its watch
+    /// event read by the shell: `Input::FileRead`, or `Input::FileGone`
+    /// (then `Input::FileRemoved` once the shell confirms it stayed gone).
     pub(super) fn file(&mut self, r: usize, session: &str, name: &str, bytes: Option<Vec<u8>>) {
+        self.put(r, session, name, bytes);
+        // Only protocol files of a session are read (`intake::classify`).
+        let Some(kind) = FileKind::from_file_name(name) else {
+            return;
+        };
+        let file = FileRef {
+            session: session.to_string(),
+            file: name.to_string(),
+            path: self.roots[r].session_dir(session).join(name),
+        };
+        self.read(id(r), file, kind);
+    }
+
+    /// A file written into the snapshot (`None`: removed), no event yet.
+    pub(super) fn put(&mut self, r: usize, session: &str, name: &str, bytes: Option<Vec<u8>>) {
         let files = self.snaps[r].files.entry(session.to_string()).or_default();
         match &bytes {
             Some(b) => files.insert(name.to_string(), b.clone()),
             None => files.remove(name),
         };
-        let dir = self.roots[r].session_dir(session);
         // The oracle notes task starts after every file change (an
         // operation may write several: the core sees each state).
+        let dir = self.roots[r].session_dir(session);
         let index = scratch_index(&dir, &self.snaps[r].files[session]);
         let starts = self.snaps[r]
             .state
@@ -378,265 +539,11 @@ impl World {
             .or_default();
         let first = crate::derive::new_starts(&index, starts);
         starts.extend(first);
-        let loaded = bytes.and_then(|b| index_file(&dir, name, &b));
-        // Same bytes as indexed: recognised by fingerprint, not applied.
-        let indexed = self.roots[r]
-            .sessions
-            .get(session)
-            .and_then(|c| c.index().files.get(name).map(|f| f.fingerprint));
-        if loaded.as_ref().map(|f| f.fingerprint) == indexed {
-            return;
-        }
-        self.apply_loaded(id(r), session, name, loaded, None);
-    }
-
-    pub(super) fn pick(&self, r: usize, session: &str, n: usize) -> Option<String> {
-        let files = self.snaps[r].files.get(session)?;
-        (!files.is_empty()).then(|| files.keys().nth(n % files.len()).cloned())?
-    }
-
-    /// THE adapter: one operation carried out through the core's entry
-    /// points (`Core::step` and the `Root` methods), then the batch
-    /// settled. At merge it moves onto the shell's new inputs (file
-    /// application, scans and timer dispatch as `Input`s, run exits).
-    pub(super) fn apply(&mut self, op: Op) {
-        match op {
-            Op::Plan {
-                root,
-                session,
-                agent,
-                task,
-                requires,
-                timeout,
-            } => {
-                let a = AGENTS[agent];
-                let text = plan(task, a, &requires, timeout);
-                self.file(
-                    root,
-                    SESSIONS[session],
-                    &format!("role-plan-{a}-task_{task}.md"),
-                    Some(text.into_bytes()),
-                );
-            }
-            Op::Progress {
-                root,
-                session,
-                agent,
-                task,
-                status,
-                minute,
-            } => {
-                let a = AGENTS[agent];
-                let s = ["pending", "in_progress", "blocked", "completed"][status];
-                let at = base() + Duration::minutes(i64::from(minute));
-                let text = progress(task, a, s, at);
-                self.file(
-                    root,
-                    SESSIONS[session],
-                    &format!("role-comm-{a}-task_{task}.md"),
-                    Some(text.into_bytes()),
-                );
-            }
-            Op::Message {
-                root,
-                session,
-                id,
-                priority,
-                reply_to,
-                respond_in,
-            } => {
-                let (name, text) = message(id, priority, reply_to, respond_in);
-                self.file(root, SESSIONS[session], &name, Some(text.into_bytes()));
-            }
-            Op::Error {
-                root,
-                session,
-                agent,
-                to,
-                n,
-            } => {
-                let (name, text) = error_report(agent, to, n);
-                self.file(root, SESSIONS[session], &name, Some(text.into_bytes()));
-            }
-            Op::Status { root, session, s } => {
-                self.file(
-                    root,
-                    SESSIONS[session],
-                    SESSION_STATUS_FILE,
-                    Some(status_file(s).into_bytes()),
-                );
-            }
-            Op::Garbage { root, session, n } => {
-                if let Some(name) = self.pick(root, SESSIONS[session], n) {
-                    self.file(
-                        root,
-                        SESSIONS[session],
-                        &name,
-                        Some(b"meta: [\n\xff".to_vec()),
-                    );
-                }
-            }
-            Op::Remove { root, session, n } => {
-                if let Some(name) = self.pick(root, SESSIONS[session], n) {
-                    self.file(root, SESSIONS[session], &name, None);
-                }
-            }
-            Op::Rename {
-                root,
-                session,
-                n,
-                agent,
-            } => {
-                // A removal, then the same bytes under another name.
-                let s = SESSIONS[session];
-                let Some(name) = self.pick(root, s, n) else {
-                    return;
-                };
-                let Some(tail) = name
-                    .strip_prefix("role-plan-")
-                    .and_then(|t| t.split_once("-task_"))
-                else {
-                    return;
-                };
-                let to = format!("role-plan-{}-task_{}", AGENTS[agent], tail.1);
-                let bytes = self.snaps[root].files[s][&name].clone();
-                self.file(root, s, &name, None);
-                self.settle();
-                self.file(root, s, &to, Some(bytes));
-            }
-            Op::Ack { root, session, n } => self.ack(root, SESSIONS[session], n),
-            Op::Advance(m) => {
-                self.now += Duration::minutes(i64::from(m));
-                self.fire_due();
-            }
-            Op::Edit {
-                root,
-                session,
-                fail,
-            } => self.edit(root, SESSIONS[session], fail),
-            Op::Start {
-                root,
-                session,
-                agent,
-                task,
-                timeout,
-            } => {
-                let (s, a) = (SESSIONS[session], AGENTS[agent]);
-                let text = plan(task, a, &[], Some(timeout));
-                self.file(
-                    root,
-                    s,
-                    &format!("role-plan-{a}-task_{task}.md"),
-                    Some(text.into_bytes()),
-                );
-                self.settle();
-                let text = progress(task, a, "in_progress", self.now);
-                self.file(
-                    root,
-                    s,
-                    &format!("role-comm-{a}-task_{task}.md"),
-                    Some(text.into_bytes()),
-                );
-            }
-            Op::RunExit {
-                root,
-                session,
-                task,
-                ok,
-            } => self.run_exit(root, SESSIONS[session], task, ok),
-            Op::Policy { root, n } => {
-                // As `upkeep::reload_policy` does: the policy replaced,
-                // then told to the core.
-                let p = policy(n);
-                self.roots[root].next_gc = crate::daemon::core::next_run(&p, self.now);
-                self.roots[root].policy = p.clone();
-                self.snaps[root].policy = p;
-                self.step(id(root), Input::PolicyChanged);
-            }
-        }
-        self.settle();
-    }
-
-    /// An agent reads (acknowledges) one of its unread inbox entries.
-    pub(super) fn ack(&mut self, root: usize, s: &str, n: usize) {
-        let unread: Vec<(String, String)> = self.snaps[root]
-            .inbox
-            .get(s)
-            .into_iter()
-            .flatten()
-            .filter(|(_, at)| at.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        if unread.is_empty() {
-            return;
-        }
-        let (agent, file) = unread[n % unread.len()].clone();
-        if let Some(inbox) = self.snaps[root].inbox.get_mut(s) {
-            inbox.insert((agent.clone(), file.clone()), None);
-        }
-        self.step(
-            id(root),
-            Input::InboxEntry {
-                session: s.to_string(),
-                agent,
-                file,
-                present: None,
-            },
-        );
-    }
-
-    /// `squadctl session complete|fail`: decided by the core, written,
-    /// applied, then told to the core.
-    pub(super) fn edit(&mut self, root: usize, s: &str, fail: bool) {
-        let edit = if fail {
-            squad_policies::session_edit::SessionEdit::Fail {
-                reason: "model".into(),
-            }
-        } else {
-            squad_policies::session_edit::SessionEdit::Complete { force: false }
-        };
-        let now = self.wall();
-        let Ok(edited) = crate::daemon::core::edits::decide(&self.roots[root], s, &edit, now)
-        else {
-            return;
-        };
-        if edited.write {
-            self.file(root, s, SESSION_STATUS_FILE, Some(edited.text.into_bytes()));
-            self.settle();
-            self.step(
-                id(root),
-                Input::SessionEdited {
-                    session: s.to_string(),
-                },
-            );
-        }
-    }
-
-    /// A run exits: no core input yet, so what it leaves behind, its
-    /// agent's last report.
-    pub(super) fn run_exit(&mut self, root: usize, s: &str, task: u8, ok: bool) {
-        // What the run leaves behind: its agent's last report.
-        let Some(agent) = self.roots[root].sessions.get(s).and_then(|c| {
-            c.tasks()
-                .get(&format!("task_{task}"))
-                .map(|t| t.agent.clone())
-        }) else {
-            return;
-        };
-        let status = if ok { "completed" } else { "blocked" };
-        let at = self.now;
-        let text = progress(task, &agent, status, at);
-        self.file(
-            root,
-            s,
-            &format!("role-comm-{agent}-task_{task}.md"),
-            Some(text.into_bytes()),
-        );
     }
 
     /// Fires every timer due by now, earliest first, as the event loop
-    /// does: task deadlines re-derive their sessions in the batch, the
-    /// others fire after it.
+    /// does (`flush`): a rescan and task deadlines in the batch, the
+    /// others after it, then notices, the outbox and the runs.
     pub(super) fn fire_due(&mut self) {
         loop {
             let due: Vec<Timer> = self
@@ -650,6 +557,11 @@ impl World {
             }
             for t in &due {
                 self.timers.remove(t);
+            }
+            for t in &due {
+                if let Timer::Rescan(r) = t {
+                    self.step(*r, Input::RescanDue { present: true });
+                }
             }
             let mut passed: BTreeMap<(RootId, String), Vec<String>> = BTreeMap::new();
             for t in &due {
@@ -665,11 +577,8 @@ impl World {
                         .push(task.clone());
                 }
             }
-            for ((r, name), tasks) in passed {
-                let now = self.now;
-                if let Some(out) = self.roots[r.0 as usize].tick(&name, &tasks, now) {
-                    self.take_outcome(r, &name, out, false);
-                }
+            for ((r, session), tasks) in passed {
+                self.step(r, Input::TasksDue { session, tasks });
             }
             let changed = self.changed.clone();
             self.settle();
@@ -680,122 +589,9 @@ impl World {
                     timer::fire(t, r.map(|r| &mut self.roots[r.0 as usize]), &changed, now);
                 self.perform(effects);
             }
-        }
-    }
-
-    // ------------------------------------------------- the comparison
-
-    /// After a step: every root's core equals a from-scratch derivation
-    /// of its snapshot, and the armed timers are the ones the snapshot
-    /// calls for.
-    pub(super) fn check(&mut self) {
-        for r in 0..ROOTS {
-            let indexes = self.snaps[r].indexes();
-            keep_facts(&mut self.snaps[r], &indexes, self.now);
-            let want = Known::from_indexes(&self.snaps[r], &indexes, self.now);
-            let got = Known::of(&mut self.roots[r]);
-            assert_eq!(got.state, want.state, "root {r}: persisted facts");
-            for (name, w) in &want.sessions {
-                let g = &got.sessions[name];
-                assert_eq!(g.files, w.files, "root {r} {name}: files");
-                assert_eq!(g.diagnostics, w.diagnostics, "root {r} {name}: diagnostics");
-                assert_eq!(g.view, w.view, "root {r} {name}: view");
-                assert_eq!(g.inbox, w.inbox, "root {r} {name}: mailbox");
-                assert_eq!(g.replies, w.replies, "root {r} {name}: replies");
-                assert_eq!(g.pending, w.pending, "root {r} {name}: pending deliveries");
-            }
-            assert_eq!(got.sessions.len(), want.sessions.len());
-            self.check_timers(r, &want, &indexes);
-        }
-    }
-
-    pub(super) fn check_timers(
-        &self,
-        r: usize,
-        want: &Known,
-        indexes: &BTreeMap<String, SessionIndex>,
-    ) {
-        let rid = id(r);
-        let snap = &self.snaps[r];
-        for (name, w) in &want.sessions {
-            // Task deadlines: exactly the tasks still to finish in time.
-            let expected: BTreeMap<String, DateTime<Utc>> = w
-                .view
-                .tasks
-                .iter()
-                .filter(|t| t.state != TaskStatus::Completed && !t.overdue)
-                .filter_map(|t| Some((t.task_id.clone(), t.due_at?)))
-                .collect();
-            let armed: BTreeMap<String, DateTime<Utc>> = self
-                .timers
-                .iter()
-                .filter_map(|(t, at)| match t {
-                    Timer::TaskDue {
-                        root,
-                        session,
-                        task,
-                    } if *root == rid && session == name => Some((task.clone(), *at)),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(armed, expected, "root {r} {name}: task deadline timers");
-            // Each pending delivery has its timer.
-            for (to, n) in &w.pending {
-                let t = Timer::Delivery {
-                    root: rid,
-                    session: name.clone(),
-                    to: to.clone(),
-                    name: n.clone(),
-                };
-                assert!(
-                    self.timers.contains_key(&t),
-                    "root {r} {name}: no timer for pending {to}/{n}"
-                );
-            }
-            // The escalation timer fires no later than the next unread
-            // message not yet escalated is due.
-            let escalated = want.state.escalated.get(name);
-            let next = w
-                .inbox
-                .iter()
-                .filter_map(|((_, n), at)| {
-                    let (p, mid) = parse_inbox_name(n)?;
-                    if escalated.is_some_and(|e| e.contains(&mid)) {
-                        return None;
-                    }
-                    escalation_at(&snap.policy.messages, p, (*at)?)
-                })
-                .min();
-            if let Some(next) = next {
-                let t = Timer::Escalation {
-                    root: rid,
-                    session: name.clone(),
-                };
-                let armed = self.timers.get(&t);
-                assert!(
-                    armed.is_some_and(|a| *a <= next),
-                    "root {r} {name}: escalation due {next} but timer {armed:?}"
-                );
-            }
-            // The reply timer likewise, for questions still to answer.
-            let index = &indexes[name];
-            let reported = want.state.replies_overdue.get(name);
-            let next = messages(index)
-                .filter(|m| !w.replies.contains_key(&m.message_id))
-                .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
-                .filter_map(routing::reply_due)
-                .min();
-            if let Some(next) = next {
-                let t = Timer::ReplyDue {
-                    root: rid,
-                    session: name.clone(),
-                };
-                let armed = self.timers.get(&t);
-                assert!(
-                    armed.is_some_and(|a| *a <= next),
-                    "root {r} {name}: reply due {next} but timer {armed:?}"
-                );
-            }
+            self.send_notices();
+            self.flush_outbox();
+            self.supervise();
         }
     }
 }

@@ -1,0 +1,122 @@
+//! The comparison after every step: the core against the oracle.
+
+use super::oracle::*;
+use super::world::World;
+use super::*;
+
+impl World {
+    /// After a step: every root's core equals a from-scratch derivation
+    /// of its snapshot, and the armed timers are the ones the snapshot
+    /// calls for.
+    pub(super) fn check(&mut self) {
+        for r in 0..ROOTS {
+            let indexes = self.snaps[r].indexes();
+            keep_facts(&mut self.snaps[r], &indexes, self.now);
+            let want = Known::from_indexes(&self.snaps[r], &indexes, self.now);
+            let got = Known::of(&mut self.roots[r]);
+            assert_eq!(got.state, want.state, "root {r}: persisted facts");
+            for (name, w) in &want.sessions {
+                let g = &got.sessions[name];
+                assert_eq!(g.files, w.files, "root {r} {name}: files");
+                assert_eq!(g.diagnostics, w.diagnostics, "root {r} {name}: diagnostics");
+                assert_eq!(g.view, w.view, "root {r} {name}: view");
+                assert_eq!(g.inbox, w.inbox, "root {r} {name}: mailbox");
+                assert_eq!(g.replies, w.replies, "root {r} {name}: replies");
+                assert_eq!(g.pending, w.pending, "root {r} {name}: pending deliveries");
+            }
+            assert_eq!(got.sessions.len(), want.sessions.len());
+            self.check_timers(r, &want, &indexes);
+            self.check_runs(r, &want);
+        }
+    }
+
+    pub(super) fn check_timers(
+        &self,
+        r: usize,
+        want: &Known,
+        indexes: &BTreeMap<String, SessionIndex>,
+    ) {
+        let rid = id(r);
+        let snap = &self.snaps[r];
+        for (name, w) in &want.sessions {
+            // Task deadlines: exactly the tasks still to finish in time.
+            let expected: BTreeMap<String, DateTime<Utc>> = w
+                .view
+                .tasks
+                .iter()
+                .filter(|t| t.state != TaskStatus::Completed && !t.overdue)
+                .filter_map(|t| Some((t.task_id.clone(), t.due_at?)))
+                .collect();
+            let armed: BTreeMap<String, DateTime<Utc>> = self
+                .timers
+                .iter()
+                .filter_map(|(t, at)| match t {
+                    Timer::TaskDue {
+                        root,
+                        session,
+                        task,
+                    } if *root == rid && session == name => Some((task.clone(), *at)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(armed, expected, "root {r} {name}: task deadline timers");
+            // Each pending delivery has its timer.
+            for (to, n) in &w.pending {
+                let t = Timer::Delivery {
+                    root: rid,
+                    session: name.clone(),
+                    to: to.clone(),
+                    name: n.clone(),
+                };
+                assert!(
+                    self.timers.contains_key(&t),
+                    "root {r} {name}: no timer for pending {to}/{n}"
+                );
+            }
+            // The escalation timer fires no later than the next unread
+            // message not yet escalated is due.
+            let escalated = want.state.escalated.get(name);
+            let next = w
+                .inbox
+                .iter()
+                .filter_map(|((_, n), at)| {
+                    let (p, mid) = parse_inbox_name(n)?;
+                    if escalated.is_some_and(|e| e.contains(&mid)) {
+                        return None;
+                    }
+                    escalation_at(&snap.policy.messages, p, (*at)?)
+                })
+                .min();
+            if let Some(next) = next {
+                let t = Timer::Escalation {
+                    root: rid,
+                    session: name.clone(),
+                };
+                let armed = self.timers.get(&t);
+                assert!(
+                    armed.is_some_and(|a| *a <= next),
+                    "root {r} {name}: escalation due {next} but timer {armed:?}"
+                );
+            }
+            // The reply timer likewise, for questions still to answer.
+            let index = &indexes[name];
+            let reported = want.state.replies_overdue.get(name);
+            let next = messages(index)
+                .filter(|m| !w.replies.contains_key(&m.message_id))
+                .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
+                .filter_map(routing::reply_due)
+                .min();
+            if let Some(next) = next {
+                let t = Timer::ReplyDue {
+                    root: rid,
+                    session: name.clone(),
+                };
+                let armed = self.timers.get(&t);
+                assert!(
+                    armed.is_some_and(|a| *a <= next),
+                    "root {r} {name}: reply due {next} but timer {armed:?}"
+                );
+            }
+        }
+    }
+}
