@@ -317,8 +317,11 @@ fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Stays: proves the child keeps waiting for the table mutex.
-    std::thread::sleep(Duration::from_millis(300));
+    // The child has reached the table mutex and waits for it there.
+    let pid = child.id();
+    crate::daemon::eventually("the child waits for the table mutex", || {
+        blocked_on_a_lock(pid).then_some(())
+    });
     assert!(
         child.try_wait().unwrap().is_none(),
         "waits for the table mutex"

@@ -102,14 +102,6 @@ fn file_named(session: &Path, prefix: &str) -> String {
     names[0].clone()
 }
 
-/// squadd's recent events (`squadctl events --json`).
-fn events(root: &Path) -> Vec<serde_json::Value> {
-    stdout(&ctl_run(root, &["events", "--json"]))
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// The file name an event is about.
 fn file_of(e: &serde_json::Value) -> Option<&str> {
     e["path"].as_str()?.rsplit('/').next()
@@ -176,8 +168,11 @@ fn files_removed_at_once_or_one_by_one_are_one_event_each() {
     let one_by_one = ["role-plan-carol-task_c.md", &notice, "session-status.md"];
     for name in one_by_one {
         fs::remove_file(session.join(name)).unwrap();
-        // Stays (pacing): one removal per batch, the case under test.
-        std::thread::sleep(Duration::from_millis(300));
+        // One removal per batch, the case under test: the next once this
+        // one is recorded.
+        eventually(&format!("{name} removed"), || {
+            removed(root).iter().any(|n| n == name).then_some(())
+        });
     }
     assert_eq!(removals_since(root, 3, 3), sorted(&one_by_one));
 }

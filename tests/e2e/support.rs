@@ -375,6 +375,47 @@ pub fn watching(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// squadd's recent events (`squadctl events --json` in `root`; the audit
+/// log when squadd is down), oldest first.
+pub fn events(root: &Path) -> Vec<serde_json::Value> {
+    stdout(&ctl_run(root, &["events", "--json"]))
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Waits until one of squadd's recent events (see [`events`]) matches;
+/// returns the first that does. The wait for something squadd did is the
+/// event that says it did it, never a fixed time; before asserting that
+/// something did not happen, wait this way for the event that shows squadd
+/// handled the change that could have caused it.
+pub fn wait_event(
+    root: &Path,
+    what: &str,
+    matches: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    crate::daemon::eventually(what, || events(root).into_iter().find(|e| matches(e)))
+}
+
+/// Whether process `pid` is blocked on a file lock (`flock`, `fcntl`):
+/// /proc/locks lists it as a waiter (`->`) behind the holder. The event
+/// "it is waiting for the lock", instead of a sleep that hopes so.
+pub fn blocked_on_a_lock(pid: u32) -> bool {
+    std::fs::read_to_string("/proc/locks").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let mut f = l.split_whitespace().skip(1);
+            f.next() == Some("->") && f.nth(3) == Some(pid.to_string().as_str())
+        })
+    })
+}
+
+/// Whether process `pid` is in a timed sleep (its wait channel is the
+/// kernel's nanosleep): a command that polls with a pause (`gc --wait`
+/// between two tries of its lock) has reached its wait.
+pub fn sleeping(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|w| w.contains("nanosleep"))
+}
+
 /// `squadctl status --json` in `root`, which must succeed, parsed.
 pub fn status_json(root: &Path) -> serde_json::Value {
     let out = ctl_run(root, &["status", "--json"]);
