@@ -592,7 +592,7 @@ fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
         watching(pid).then_some(())
     });
     let before = cpu_ticks(pid);
-    // The measurement window: 5 s with nothing to wake it.
+    // Stays: the measurement window, 5 s with nothing to wake it.
     std::thread::sleep(Duration::from_secs(5));
     let used = cpu_ticks(pid) - before;
     // Under 1 % of 5 s. A polling loop costs a large share of a core.

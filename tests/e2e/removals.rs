@@ -291,8 +291,8 @@ fn a_file_saved_by_rename_and_rewrite_is_no_removal() {
     // Stays (pacing): the editor's rewrite comes a moment later.
     std::thread::sleep(Duration::from_millis(20));
     fs::write(&plan, &text).unwrap();
-    // The end marker: a real removal, in a batch of its own (pacing; an
-    // unchanged rewrite has no event to wait for).
+    // Stays (pacing): the end marker, a real removal, comes in a batch of
+    // its own (an unchanged rewrite has no event to wait for).
     std::thread::sleep(Duration::from_millis(300));
     rm(&session, &["role-plan-bob-task_b.md"]);
     assert_eq!(
