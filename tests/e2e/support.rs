@@ -397,6 +397,30 @@ pub fn wait_event(
     crate::daemon::eventually(what, || events(root).into_iter().find(|e| matches(e)))
 }
 
+/// Returns once squadd has finished the batch it was in: its loop answers
+/// the control socket only between batches, so the second of two pings
+/// in a row is answered after a whole batch (with what follows its status
+/// writes: notices, deliveries, the runners' dispatch). After seeing one
+/// effect of a batch, this shows the rest of that batch is done, so an
+/// absence asserted next is squadd's decision, not a race.
+pub fn batch_finished(root: &Path) {
+    use std::io::{BufRead, BufReader, Write};
+    let sock = root.join(".squad/run/squadd.sock");
+    for _ in 0..2 {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock)
+            .unwrap_or_else(|e| panic!("squadd's socket {}: {e}", sock.display()));
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        s.write_all(b"{\"protocol_version\":1,\"method\":\"ping\"}\n")
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(&s)
+            .read_line(&mut line)
+            .expect("squadd answers a ping");
+        assert!(line.contains("pong"), "{line}");
+    }
+}
+
 /// Whether process `pid` is blocked on a file lock (`flock`, `fcntl`):
 /// /proc/locks lists it as a waiter (`->`) behind the holder. The event
 /// "it is waiting for the lock", instead of a sleep that hopes so.
