@@ -109,11 +109,8 @@ fn file_of(e: &serde_json::Value) -> Option<&str> {
 
 /// Waits until squadd has read `name` (an event names it).
 fn wait_indexed(root: &Path, name: &str) {
-    eventually(&format!("{name} indexed"), || {
-        events(root)
-            .iter()
-            .any(|e| file_of(e) == Some(name) && e["kind"] != "file-removed")
-            .then_some(())
+    wait_event(root, &format!("{name} indexed"), |e| {
+        file_of(e) == Some(name) && e["kind"] != "file-removed"
     });
 }
 
@@ -230,11 +227,8 @@ fn git_checkout_and_clean_remove_each_file_once() {
     let root = tmp.path();
     git_ok(root, &["init", "-q", "-b", "main"]);
     let _d = Daemon::start(root);
-    eventually("the first status written", || {
-        events(root)
-            .iter()
-            .any(|e| e["kind"] == "output-written" && file_of(e) == Some("session-status.md"))
-            .then_some(())
+    wait_event(root, "the first status written", |e| {
+        e["kind"] == "output-written" && file_of(e) == Some("session-status.md")
     });
     git_ok(root, &["add", "-A"]);
     git_ok(root, &["commit", "-q", "-m", "base"]);
@@ -348,11 +342,8 @@ fn removals_then_a_session_rename_are_one_event_each() {
     });
     let renamed = session.with_file_name("20240101T000000Z-renamed");
     fs::rename(&session, &renamed).unwrap();
-    eventually("the renamed session added", || {
-        events(root)
-            .iter()
-            .any(|e| e["kind"] == "session-added" && e["session"] == "20240101T000000Z-renamed")
-            .then_some(())
+    wait_event(root, "the renamed session added", |e| {
+        e["kind"] == "session-added" && e["session"] == "20240101T000000Z-renamed"
     });
     assert_eq!(removals_since(root, 0, 3), sorted(&written));
 }
@@ -392,11 +383,8 @@ fn a_session_removed_whole_is_one_session_event() {
         .collect();
     fs::remove_dir_all(&session).unwrap();
     let name = session.file_name().unwrap().to_string_lossy().into_owned();
-    eventually("the session removed", || {
-        events(root)
-            .iter()
-            .any(|e| e["kind"] == "session-removed" && e["session"] == name.as_str())
-            .then_some(())
+    wait_event(root, "the session removed", |e| {
+        e["kind"] == "session-removed" && e["session"] == name.as_str()
     });
     // Stays: proves nothing more happens; a second session-removed would show by now.
     std::thread::sleep(LATE);
