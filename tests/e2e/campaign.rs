@@ -182,7 +182,7 @@ fn round(dir: &Path, op: &str, bundle: &Path, now: &str, kill_after: Option<Dura
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // The kill instant is the point of the test, not a wait for an effect.
+        // Stays: the kill instant is the point of the test, not a wait for an effect.
         std::thread::sleep(delay);
         if child.try_wait().ok().flatten().is_none() {
             MID_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -691,10 +691,25 @@ fn a_root_inside_another_sees_its_own_files() {
 fn an_unread_notify_socket_never_stops_the_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    // A watchdog ping every 50 ms that nobody reads fills the queue fast.
+    // A watchdog ping every 50 ms that nobody reads.
     let mut d = Daemon::start_with_env(root, &[("WATCHDOG_USEC", "100000")]);
-    // Stays: time for ~15 unread watchdog pings to fill the notify queue.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The queue is full once a send to it would block: topped up here
+    // rather than waiting for the pings to fill it (`max_dgram_qlen`, 10
+    // by default); from now on every ping and status line meets a full
+    // queue.
+    let filler = UnixDatagram::unbound().unwrap();
+    filler.set_nonblocking(true).unwrap();
+    let notify_path = d.notify.local_addr().unwrap();
+    let notify_path = notify_path.as_pathname().unwrap();
+    let mut sent = 0;
+    loop {
+        match filler.send_to(b"FILLER=1\n", notify_path) {
+            Ok(_) => sent += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the notify queue: {e}"),
+        }
+        assert!(sent < 100_000, "the notify queue never fills");
+    }
     let session = root.join(".squad/sessions/20240115T100000Z");
     fs::create_dir(&session).unwrap();
     eventually("the session is seen", || {
@@ -766,8 +781,11 @@ fn removing_a_session_while_supervised_succeeds() {
             (told.len() == 30).then_some(())
         });
         fs::remove_dir_all(&session).expect("rm -rf of a supervised session");
-        // Stays: proves nothing happens; a re-created session would show by now.
-        std::thread::sleep(Duration::from_millis(150));
+        // squadd has handled the removal (a re-creation would come with it).
+        let name = session.file_name().unwrap().to_str().unwrap();
+        wait_event(root, "the session's removal handled", |e| {
+            e["kind"] == "session-removed" && e["session"] == name
+        });
         assert!(!session.exists(), "squadd re-created the removed session");
     }
 }

@@ -116,14 +116,18 @@ fn a_gc_waits_for_the_running_one_or_says_it_is_running() {
     // A dry run only reads: it does not wait.
     let out = ctl_run(root, &["gc", "--dry-run", "--wait", "0s"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    // Released meanwhile: the waiting gc goes ahead.
-    let release = std::thread::spawn(move || {
-        // Stays (pacing): the release comes while gc waits; gc must not give up.
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        drop(held);
-    });
-    let out = ctl_run(root, &["gc", "--wait", "20s"]);
-    release.join().unwrap();
+    // Released while gc waits (it sleeps between two tries of the lock):
+    // the waiting gc goes ahead.
+    let gc = ctl(root)
+        .args(["gc", "--wait", "20s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = gc.id();
+    crate::daemon::eventually("gc waits for the lock", || sleeping(pid).then_some(()));
+    drop(held);
+    let out = gc.wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert!(root.join(".squad/archives/20230101T000000Z-a").exists());
 }

@@ -637,12 +637,15 @@ fn followers_that_leave_are_noticed_at_once_and_followers_are_capped() {
         s.write_all(request).unwrap();
         held.push(s);
     }
-    // Every one of them accepted and its request taken before the next.
-    eventually("64 followers connected", || {
-        (open_fds(d.pid()) >= baseline + 64).then_some(())
-    });
-    // Stays: lets squadd take the 64 requests in before the 65th arrives.
-    std::thread::sleep(Duration::from_millis(300));
+    // Every one of them taken in before the next: squadd sends a follower
+    // its backlog once it holds a follower's slot.
+    for s in &held {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut first = String::new();
+        BufReader::new(s)
+            .read_line(&mut first)
+            .expect("a follower's first line (its backlog)");
+    }
     let mut extra = UnixStream::connect(&sock).unwrap();
     extra.write_all(request).unwrap();
     extra

@@ -317,8 +317,11 @@ fn the_table_mutex_serializes_processes_and_survives_crash_remnants() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Stays: proves the child keeps waiting for the table mutex.
-    std::thread::sleep(Duration::from_millis(300));
+    // The child has reached the table mutex and waits for it there.
+    let pid = child.id();
+    crate::daemon::eventually("the child waits for the table mutex", || {
+        blocked_on_a_lock(pid).then_some(())
+    });
     assert!(
         child.try_wait().unwrap().is_none(),
         "waits for the table mutex"
@@ -589,7 +592,7 @@ fn waiting_for_a_lock_sleeps_on_a_kernel_notification() {
         watching(pid).then_some(())
     });
     let before = cpu_ticks(pid);
-    // The measurement window: 5 s with nothing to wake it.
+    // Stays: the measurement window, 5 s with nothing to wake it.
     std::thread::sleep(Duration::from_secs(5));
     let used = cpu_ticks(pid) - before;
     // Under 1 % of 5 s. A polling loop costs a large share of a core.

@@ -1447,8 +1447,8 @@ fn convert_and_archive_while_squadd_merges_lose_and_duplicate_nothing() {
             };
             std::fs::write(team.join(format!("decisions/inbox/agent-{i}.md")), text).unwrap();
         }
-        // squadd merges 0.5 s after the inbox went quiet: start the command
-        // around then (pacing, not an assertion).
+        // Stays (pacing): squadd merges 0.5 s after the inbox went quiet;
+        // the command starts around then.
         std::thread::sleep(Duration::from_millis(440 + next() % 120));
         let args: &[&str] = if round % 2 == 0 {
             &["memory", "convert"]

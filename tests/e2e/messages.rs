@@ -352,7 +352,7 @@ fn waiting_for_a_message_sleeps_on_a_kernel_notification() {
     let pid = waiter.id();
     crate::daemon::eventually("inbox next --wait watching", || watching(pid).then_some(()));
     let before = crate::lock::cpu_ticks(pid);
-    // The measurement window: 5 s of waiting with nothing to wake it.
+    // Stays: the measurement window, 5 s of waiting with nothing to wake it.
     std::thread::sleep(std::time::Duration::from_secs(5));
     let used = crate::lock::cpu_ticks(pid) - before;
     // Under 1 % of 5 s; a polling loop costs most of a core.

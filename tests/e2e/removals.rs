@@ -102,14 +102,6 @@ fn file_named(session: &Path, prefix: &str) -> String {
     names[0].clone()
 }
 
-/// squadd's recent events (`squadctl events --json`).
-fn events(root: &Path) -> Vec<serde_json::Value> {
-    stdout(&ctl_run(root, &["events", "--json"]))
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// The file name an event is about.
 fn file_of(e: &serde_json::Value) -> Option<&str> {
     e["path"].as_str()?.rsplit('/').next()
@@ -117,11 +109,8 @@ fn file_of(e: &serde_json::Value) -> Option<&str> {
 
 /// Waits until squadd has read `name` (an event names it).
 fn wait_indexed(root: &Path, name: &str) {
-    eventually(&format!("{name} indexed"), || {
-        events(root)
-            .iter()
-            .any(|e| file_of(e) == Some(name) && e["kind"] != "file-removed")
-            .then_some(())
+    wait_event(root, &format!("{name} indexed"), |e| {
+        file_of(e) == Some(name) && e["kind"] != "file-removed"
     });
 }
 
@@ -176,8 +165,11 @@ fn files_removed_at_once_or_one_by_one_are_one_event_each() {
     let one_by_one = ["role-plan-carol-task_c.md", &notice, "session-status.md"];
     for name in one_by_one {
         fs::remove_file(session.join(name)).unwrap();
-        // Stays (pacing): one removal per batch, the case under test.
-        std::thread::sleep(Duration::from_millis(300));
+        // One removal per batch, the case under test: the next once this
+        // one is recorded.
+        eventually(&format!("{name} removed"), || {
+            removed(root).iter().any(|n| n == name).then_some(())
+        });
     }
     assert_eq!(removals_since(root, 3, 3), sorted(&one_by_one));
 }
@@ -235,11 +227,8 @@ fn git_checkout_and_clean_remove_each_file_once() {
     let root = tmp.path();
     git_ok(root, &["init", "-q", "-b", "main"]);
     let _d = Daemon::start(root);
-    eventually("the first status written", || {
-        events(root)
-            .iter()
-            .any(|e| e["kind"] == "output-written" && file_of(e) == Some("session-status.md"))
-            .then_some(())
+    wait_event(root, "the first status written", |e| {
+        e["kind"] == "output-written" && file_of(e) == Some("session-status.md")
     });
     git_ok(root, &["add", "-A"]);
     git_ok(root, &["commit", "-q", "-m", "base"]);
@@ -296,8 +285,8 @@ fn a_file_saved_by_rename_and_rewrite_is_no_removal() {
     // Stays (pacing): the editor's rewrite comes a moment later.
     std::thread::sleep(Duration::from_millis(20));
     fs::write(&plan, &text).unwrap();
-    // The end marker: a real removal, in a batch of its own (pacing; an
-    // unchanged rewrite has no event to wait for).
+    // Stays (pacing): the end marker, a real removal, comes in a batch of
+    // its own (an unchanged rewrite has no event to wait for).
     std::thread::sleep(Duration::from_millis(300));
     rm(&session, &["role-plan-bob-task_b.md"]);
     assert_eq!(
@@ -353,11 +342,8 @@ fn removals_then_a_session_rename_are_one_event_each() {
     });
     let renamed = session.with_file_name("20240101T000000Z-renamed");
     fs::rename(&session, &renamed).unwrap();
-    eventually("the renamed session added", || {
-        events(root)
-            .iter()
-            .any(|e| e["kind"] == "session-added" && e["session"] == "20240101T000000Z-renamed")
-            .then_some(())
+    wait_event(root, "the renamed session added", |e| {
+        e["kind"] == "session-added" && e["session"] == "20240101T000000Z-renamed"
     });
     assert_eq!(removals_since(root, 0, 3), sorted(&written));
 }
@@ -397,11 +383,8 @@ fn a_session_removed_whole_is_one_session_event() {
         .collect();
     fs::remove_dir_all(&session).unwrap();
     let name = session.file_name().unwrap().to_string_lossy().into_owned();
-    eventually("the session removed", || {
-        events(root)
-            .iter()
-            .any(|e| e["kind"] == "session-removed" && e["session"] == name.as_str())
-            .then_some(())
+    wait_event(root, "the session removed", |e| {
+        e["kind"] == "session-removed" && e["session"] == name.as_str()
     });
     // Stays: proves nothing more happens; a second session-removed would show by now.
     std::thread::sleep(LATE);

@@ -628,8 +628,14 @@ fn squadd_follows_the_team_an_import_puts_in_place() {
     // squadd takes the swap in (a rescan, then the team re-read) before
     // the change below: what follows must come through its watches.
     eventually("the swap seen", || (rescans() > before).then_some(()));
-    // Stays: squadd's re-read of the team after the rescan has no event to wait for.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The re-read has no event: squadd logs it ("skills checked"), then
+    // watches the team's directories before its batch ends.
+    eventually("the team re-read after the rescan", || {
+        let log = daemon.log();
+        let rescan = log.rfind("event=\"rescanned\"")?;
+        log[rescan..].contains("skills checked").then_some(())
+    });
+    crate::support::batch_finished(&p);
     assert!(std::fs::read_dir(&p).unwrap().any(|e| {
         e.unwrap()
             .file_name()
