@@ -87,13 +87,13 @@ impl Supervisor {
             }
             self.step(i, Input::RunsDue { facts: &FileFacts }, now);
             // Cluster call site (docs/cluster.md): only the agent's host
-            // starts its runs.
-            let cluster = self.roots.shell(i).cluster.is_some().then(|| {
-                (
-                    crate::cluster::host_id(&self.roots.core(i).root),
-                    self.leads(i),
-                )
-            });
+            // starts its runs (the core knows whether this host leads).
+            let cluster = self
+                .roots
+                .shell(i)
+                .cluster
+                .is_some()
+                .then(|| crate::cluster::host_id(&self.roots.core(i).root));
             self.step(i, Input::DispatchDue { cluster }, now);
         }
     }

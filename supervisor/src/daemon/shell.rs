@@ -76,7 +76,9 @@ impl Supervisor {
                 kind,
             } => self.log.tap((root, Some(session), None, kind)),
             Effect::WriteNotice(n) => self.write_notices(vec![n]),
-            Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
+            Effect::WriteStatuses { root, sessions } => {
+                self.step(root, core::Input::StatusesDue { sessions }, now);
+            }
             Effect::RecheckWaiting { root, session } => {
                 self.step(root, core::Input::WaitingChanged { session }, now);
             }
@@ -154,16 +156,7 @@ impl Supervisor {
             Effect::SaveState(root) => self.save_state(root),
             Effect::WriteSharedContext(root) => self.write_shared_context(root, false),
             Effect::RefreshLocks(root) => self.refresh_locks(root),
-            Effect::RunRetention(root) => {
-                // With `cluster:`, only the leader runs retention.
-                if self.leads(root) {
-                    let busy = self.busy_sessions(root);
-                    let caused =
-                        super::upkeep::run_retention(self.roots.core_mut(root), &busy, wall);
-                    self.record(root, caused);
-                }
-                self.schedule_retention(root, wall);
-            }
+            Effect::RunRetention(root) => self.run_retention(root, now),
             Effect::RefreshSkills(root) => self.refresh_skills(root),
             Effect::MergeMemoryInbox(root) => {
                 if super::upkeep::merge_memory_inbox(self.roots.core(root)) {
@@ -198,6 +191,13 @@ impl Supervisor {
                     self.last_status_line = summary;
                 }
             }
+            // squadd's own outputs: locks, reads and writes (writes.rs).
+            e @ (Effect::LockStatuses { .. }
+            | Effect::WriteStatusTexts { .. }
+            | Effect::WriteContext { .. }
+            | Effect::WriteState { .. }
+            | Effect::ReadLocks(_)
+            | Effect::ReclaimLocks { .. }) => self.perform_output(e, now),
             // Carried out by `perform_reading`.
             Effect::Touched { .. }
             | Effect::ConfirmGone { .. }

@@ -21,7 +21,10 @@
 //! - [`notices`]: squadd's notices (standing facts, the files a fact calls
 //!   for);
 //! - [`runs`]: agent runs (time limits, exits, retries, re-adoption,
-//!   dispatch) as inputs and effects.
+//!   dispatch) as inputs and effects;
+//! - [`outputs`]: squadd's own outputs (status files under their locks,
+//!   the shared context, the persisted state, retention, lock expiry) and
+//!   the cluster's one-writer gate.
 
 pub(crate) mod batch;
 pub(crate) mod edits;
@@ -31,6 +34,7 @@ pub(crate) mod files;
 pub(crate) mod input;
 pub(crate) mod mail;
 pub(crate) mod notices;
+pub(crate) mod outputs;
 pub(crate) mod presence;
 pub(crate) mod replies;
 pub(crate) mod runs;
@@ -115,6 +119,10 @@ pub(crate) struct Root {
     pub team: crate::team::TeamHealth,
     /// The agent runs: config.json in force, live runs, past records.
     pub runs: runs::Runs,
+    /// Whether squadd may write the root's supervisor-owned outputs:
+    /// always without `cluster:`; with it, while this host's lease is
+    /// valid ([`outputs::leadership`]).
+    pub leads: bool,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -153,6 +161,7 @@ impl Root {
             skills: Default::default(),
             team: Default::default(),
             runs: runs::Runs::default(),
+            leads: true,
         }
     }
 
@@ -337,5 +346,7 @@ mod tests;
 mod tests_files;
 #[cfg(test)]
 mod tests_mail;
+#[cfg(test)]
+mod tests_outputs;
 #[cfg(test)]
 mod tests_scan;

@@ -151,6 +151,12 @@ impl World {
             | Effect::WrapUpIfPresent { .. }
             | Effect::Notify { .. }
             | Effect::WriteSharedContext(_)
+            | Effect::LockStatuses { .. }
+            | Effect::WriteStatusTexts { .. }
+            | Effect::WriteContext { .. }
+            | Effect::WriteState { .. }
+            | Effect::ReadLocks(_)
+            | Effect::ReclaimLocks { .. }
             | Effect::RefreshLocks(_)
             | Effect::RunRetention(_)
             | Effect::RefreshSkills(_)
