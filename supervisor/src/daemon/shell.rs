@@ -4,6 +4,7 @@
 //! is made here beyond what the file system answers.
 
 use super::Supervisor;
+use super::core::wrapup::WrapUpWhy;
 use super::core::{self, Effect, Now};
 use super::release_scan_memory;
 use super::systemd;
@@ -54,7 +55,7 @@ impl Supervisor {
                 root,
                 session,
                 status,
-            } => self.wrap_up(root, &session, &status, wall),
+            } => self.wrap_up(root, session, status, WrapUpWhy::Ended, now),
             Effect::SendNotices => self.send_notices(wall),
             Effect::SendFirstNotices => {
                 self.send_notices_at_most(wall, super::notices::STARTUP_NOTICES)
@@ -104,9 +105,8 @@ impl Supervisor {
                 session,
                 status,
             } => {
-                if self.roots.core(root).session_dir(&session).is_dir() {
-                    self.wrap_up(root, &session, &status, wall);
-                }
+                let dir_present = self.roots.core(root).session_dir(&session).is_dir();
+                self.wrap_up(root, session, status, WrapUpWhy::Held { dir_present }, now);
             }
             Effect::SetTimer { timer, after } => self
                 .timers
@@ -197,7 +197,9 @@ impl Supervisor {
             | Effect::WriteContext { .. }
             | Effect::WriteState { .. }
             | Effect::ReadLocks(_)
-            | Effect::ReclaimLocks { .. }) => self.perform_output(e, now),
+            | Effect::ReclaimLocks { .. }
+            | Effect::ReleaseSessionLocks { .. }
+            | Effect::EndSession { .. }) => self.perform_output(e, now),
             // Carried out by `perform_reading`.
             Effect::Touched { .. }
             | Effect::ConfirmGone { .. }
@@ -272,12 +274,11 @@ impl Supervisor {
                 status,
             } => {
                 let dir = self.roots.core(root).session_dir(&session);
-                if dir.join(crate::locks::LOCKS_DIR).is_dir() {
-                    self.release_session_locks(root, &session, &status);
-                }
-                if !dir.join(super::SUMMARY_FILE).exists() {
-                    self.end_session(root, &session, &status, wall);
-                }
+                let why = WrapUpWhy::Found {
+                    locks_dir: dir.join(crate::locks::LOCKS_DIR).is_dir(),
+                    summary_present: dir.join(super::SUMMARY_FILE).exists(),
+                };
+                self.wrap_up(root, session, status, why, now);
             }
             Effect::WriteSharedContextNow(root) => self.write_shared_context(root, true),
             other => return Some(other),

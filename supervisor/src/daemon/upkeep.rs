@@ -4,12 +4,9 @@
 //! returns what it found or caused; the wiring hands it to the core or
 //! records it.
 
-use super::SUMMARY_FILE;
 use super::core::outputs::{LockTable, RetentionRun};
 use super::core::{Root, next_run};
-use super::writer::Writer;
 use crate::events::EventKind;
-use crate::outputs::render_summary;
 use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
 use squad_protocol::tree::SQUAD_DIR;
@@ -42,17 +39,20 @@ pub(crate) fn read_locks(r: &Root) -> (Option<crate::locks::TableGuard>, LockTab
     (Some(guard), LockTable::Read(entries))
 }
 
-/// Releases the locks of a session that ended.
-pub(crate) fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<Caused>) {
-    let dir = r.session_dir(name);
-    let events = crate::locks::lock_table(&r.root)
-        .and_then(|_guard| crate::locks::release_session(&dir, &format!("session {status}")));
-    match events {
-        Ok(events) => out.extend(events.into_iter().map(|(s, p, k)| (Some(s), Some(p), k))),
-        Err(e) => {
-            tracing::warn!(error = %e, session = name, "cannot release the session's locks")
-        }
-    }
+/// Releases the locks of a session that ended (under the lock table's
+/// lock): the events of each lock released (none when the table cannot be
+/// locked, which is logged).
+pub(crate) fn release_session_locks(
+    root: &std::path::Path,
+    session_dir: &std::path::Path,
+    reason: &str,
+) -> Vec<crate::locks::LockEvent> {
+    let events = crate::locks::lock_table(root)
+        .and_then(|_guard| crate::locks::release_session(session_dir, reason));
+    events.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, dir = %session_dir.display(), "cannot release the session's locks");
+        Vec::new()
+    })
 }
 
 /// The scheduled retention job: the same plan and execution as `squadctl
@@ -204,44 +204,4 @@ pub(crate) fn reload_policy(r: &mut Root) -> Option<Caused> {
     };
     let path = r.root.join(SQUAD_DIR).join("policies.yaml");
     Some((None, Some(path), kind))
-}
-
-/// Wraps up a session that ended: temporary files removed, then summary.md
-/// (its presence marks a finished wrap-up).
-pub(crate) fn end_session(
-    r: &Root,
-    writer: &mut Writer,
-    name: &str,
-    status: &str,
-    wall: DateTime<Utc>,
-) -> Option<Caused> {
-    let dir = r.session_dir(name);
-    let session = r.sessions.get(name)?;
-    let removed = writer.remove_temporary_files(&dir);
-    let summary = render_summary(
-        session.index(),
-        &session.view(),
-        &r.escalations(name),
-        &session.violations,
-        wall,
-    );
-    let path = dir.join(SUMMARY_FILE);
-    if let Err(e) = writer.write(&path, summary.as_bytes(), false) {
-        return Some((
-            Some(name.to_string()),
-            Some(path),
-            EventKind::OutputFailed {
-                output: "summary".into(),
-                error: e.to_string(),
-            },
-        ));
-    }
-    Some((
-        Some(name.to_string()),
-        Some(dir),
-        EventKind::SessionEnded {
-            status: status.into(),
-            removed,
-        },
-    ))
 }

@@ -31,6 +31,18 @@ impl Supervisor {
             Effect::WriteState { path, bytes, .. } => self.write_state(&path, bytes),
             Effect::ReadLocks(root) => self.read_locks(root, now),
             Effect::ReclaimLocks { root, expired } => self.reclaim_locks(root, expired, now),
+            Effect::ReleaseSessionLocks {
+                root,
+                session,
+                reason,
+            } => self.release_session_locks(root, &session, &reason, now),
+            Effect::EndSession {
+                root,
+                session,
+                status,
+                path,
+                text,
+            } => self.end_session(root, session, status, path, &text, now),
             other => {
                 self.perform(vec![other], now);
             }
@@ -240,24 +252,55 @@ impl Supervisor {
         self.step(i, Input::LocksReclaimed(events), now);
     }
 
-    pub(super) fn release_session_locks(&mut self, i: RootId, name: &str, status: &str) {
-        let mut caused = Vec::new();
-        upkeep::release_session_locks(self.roots.core(i), name, status, &mut caused);
-        self.record(i, caused);
-        self.timers.set(Timer::Locks(i), Instant::now());
+    /// A session's wrap-up is due: handed to the core with what was seen.
+    pub(super) fn wrap_up(
+        &mut self,
+        i: RootId,
+        session: String,
+        status: String,
+        why: self::core::wrapup::WrapUpWhy,
+        now: Now,
+    ) {
+        let input = Input::WrapUpDue {
+            session,
+            status,
+            why,
+        };
+        self.step(i, input, now);
     }
 
-    /// Releases a session's locks and writes its summary.
-    pub(super) fn wrap_up(&mut self, i: RootId, name: &str, status: &str, wall: DateTime<Utc>) {
-        self.release_session_locks(i, name, status);
-        self.end_session(i, name, status, wall);
+    /// Carries out [`core::Effect::ReleaseSessionLocks`].
+    fn release_session_locks(&mut self, i: RootId, session: &str, reason: &str, now: Now) {
+        let dir = self.roots.core(i).session_dir(session);
+        let events = upkeep::release_session_locks(&self.roots.core(i).root, &dir, reason);
+        self.step(i, Input::SessionLocksReleased(events), now);
     }
 
-    pub(super) fn end_session(&mut self, i: RootId, name: &str, status: &str, wall: DateTime<Utc>) {
-        if let Some(caused) =
-            upkeep::end_session(self.roots.core(i), &mut self.writer, name, status, wall)
-        {
-            self.record(i, vec![caused]);
-        }
+    /// Carries out [`core::Effect::EndSession`]: temporaries removed, then
+    /// summary.md written.
+    fn end_session(
+        &mut self,
+        i: RootId,
+        session: String,
+        status: String,
+        path: PathBuf,
+        text: &str,
+        now: Now,
+    ) {
+        let dir = self.roots.core(i).session_dir(&session);
+        let removed = self.writer.remove_temporary_files(&dir);
+        let error = self
+            .writer
+            .write(&path, text.as_bytes(), false)
+            .err()
+            .map(|e| e.to_string());
+        let input = Input::SessionEnded {
+            session,
+            status,
+            path,
+            removed,
+            error,
+        };
+        self.step(i, input, now);
     }
 }

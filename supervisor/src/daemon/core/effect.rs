@@ -468,4 +468,29 @@ pub(crate) enum Effect {
         /// The expired locks.
         expired: Vec<crate::locks::Entry>,
     },
+    /// Release the locks of a session that ended and answer with
+    /// [`super::Input::SessionLocksReleased`].
+    ReleaseSessionLocks {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Why, in the release events (`session completed`).
+        reason: String,
+    },
+    /// Remove a session's temporary files, write its summary (its presence
+    /// marks a finished wrap-up) and answer with
+    /// [`super::Input::SessionEnded`].
+    EndSession {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+        /// summary.md.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+    },
 }

@@ -388,6 +388,34 @@ pub(crate) enum Input<'a> {
         /// What the cluster task said, if this is its news.
         news: Option<crate::cluster::leader::News>,
     },
+    /// A session's wrap-up is due ([`Effect::WrapUp`],
+    /// [`Effect::WrapUpIfPresent`], [`Effect::FinishEnded`]), with what the
+    /// shell saw of it.
+    WrapUpDue {
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+        /// Why, and what the shell saw.
+        why: super::wrapup::WrapUpWhy,
+    },
+    /// A session's locks were released ([`Effect::ReleaseSessionLocks`]):
+    /// (session, path, kind) of each.
+    SessionLocksReleased(Vec<(String, PathBuf, EventKind)>),
+    /// A session's temporaries were removed and its summary written, or
+    /// not ([`Effect::EndSession`]).
+    SessionEnded {
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+        /// summary.md.
+        path: PathBuf,
+        /// How many temporary files were removed.
+        removed: usize,
+        /// Why the summary was not written.
+        error: Option<String>,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -526,6 +554,19 @@ impl<'a> Core<'a> {
             Input::LocksRead(table) => outputs::locks_read(root, id, table, now),
             Input::LocksReclaimed(events) => outputs::locks_reclaimed(root, id, events),
             Input::Leadership { epoch, news } => outputs::leadership(root, id, epoch, news),
+            Input::WrapUpDue {
+                session,
+                status,
+                why,
+            } => super::wrapup::due(root, id, &session, &status, why, now),
+            Input::SessionLocksReleased(events) => super::wrapup::locks_released(id, events),
+            Input::SessionEnded {
+                session,
+                status,
+                path,
+                removed,
+                error,
+            } => super::wrapup::ended(id, session, status, path, removed, error),
         }
     }
 }

@@ -24,7 +24,9 @@
 //!   dispatch) as inputs and effects;
 //! - [`outputs`]: squadd's own outputs (status files under their locks,
 //!   the shared context, the persisted state, retention, lock expiry) and
-//!   the cluster's one-writer gate.
+//!   the cluster's one-writer gate;
+//! - [`wrapup`]: the wrap-up of a session that ended (its locks, its
+//!   summary).
 
 pub(crate) mod batch;
 pub(crate) mod edits;
@@ -40,6 +42,7 @@ pub(crate) mod replies;
 pub(crate) mod runs;
 pub(crate) mod scan;
 pub(crate) mod timer;
+pub(crate) mod wrapup;
 
 pub(crate) use effect::{Effect, Now};
 pub(crate) use input::{Core, Input};

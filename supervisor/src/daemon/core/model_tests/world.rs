@@ -157,6 +157,8 @@ impl World {
             | Effect::WriteState { .. }
             | Effect::ReadLocks(_)
             | Effect::ReclaimLocks { .. }
+            | Effect::ReleaseSessionLocks { .. }
+            | Effect::EndSession { .. }
             | Effect::RefreshLocks(_)
             | Effect::RunRetention(_)
             | Effect::RefreshSkills(_)
