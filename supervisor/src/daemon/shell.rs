@@ -70,7 +70,8 @@ impl Supervisor {
             | Effect::FinishWorktree { .. }
             | Effect::TellLead { .. }
             | Effect::RunsLooked { .. }
-            | Effect::RunReply { .. }) => self.perform_run(e, now),
+            | Effect::RunReply { .. }
+            | Effect::WriteLeadMessage { .. }) => self.perform_run(e, now),
             Effect::Tap {
                 root,
                 session,

@@ -416,6 +416,18 @@ pub(crate) enum Input<'a> {
         /// Why the summary was not written.
         error: Option<String>,
     },
+    /// Word to the lead about a run is due ([`Effect::TellLead`], a
+    /// worktree held): the text with the run.log tail the shell read.
+    LeadMessageDue {
+        /// Session directory name.
+        session: String,
+        /// The task.
+        task: String,
+        /// The text.
+        text: String,
+        /// Distinct for each message of this squadd (with its process).
+        salt: u32,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -567,6 +579,12 @@ impl<'a> Core<'a> {
                 removed,
                 error,
             } => super::wrapup::ended(id, session, status, path, removed, error),
+            Input::LeadMessageDue {
+                session,
+                task,
+                text,
+                salt,
+            } => runs::lead::due(root, id, &session, &task, &text, salt, now),
         }
     }
 }

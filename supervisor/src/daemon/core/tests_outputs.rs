@@ -694,3 +694,44 @@ fn a_wrap_up_reports_the_locks_released_then_the_session_ended_or_its_summary_fa
         }]
     );
 }
+
+#[test]
+fn word_to_the_lead_is_a_high_priority_message_file_only_when_the_policy_names_one() {
+    let mut r = root_with(&[plan(1, "bob", &[])]);
+    let due = |salt| Input::LeadMessageDue {
+        session: SESSION.into(),
+        task: "task_1".into(),
+        text: "exit status 2".into(),
+        salt,
+    };
+    r.policy.runners.lead = None;
+    assert!(step(&mut r, due(1), now(0)).is_empty());
+    r.policy.runners.lead = Some("lead".into());
+    let effects = step(&mut r, due(0x1234_0001), now(0));
+    let [
+        Effect::WriteLeadMessage {
+            path,
+            text: Ok(text),
+            ..
+        },
+    ] = &effects[..]
+    else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(
+        path,
+        &r.session_dir(SESSION)
+            .join("role-comm-squadd-to-lead-msg_20240115T100000000Z_run12340001.md")
+    );
+    let kind =
+        squad_protocol::FileKind::from_file_name(&path.file_name().unwrap().to_string_lossy())
+            .unwrap();
+    let f = crate::index::index_bytes(path, kind, text.as_bytes());
+    assert!(f.diagnostics.is_empty(), "{:?}", f.diagnostics);
+    assert!(text.contains("priority: high"), "{text}");
+    assert!(text.contains("run of task_1 failed"), "{text}");
+    assert!(text.contains("exit status 2"), "{text}");
+    // Another salt, another message.
+    let again = step(&mut r, due(0x1234_0002), now(0));
+    assert!(matches!(&again[..], [Effect::WriteLeadMessage { path: p, .. }] if p != path));
+}

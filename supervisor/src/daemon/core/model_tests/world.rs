@@ -159,6 +159,7 @@ impl World {
             | Effect::ReclaimLocks { .. }
             | Effect::ReleaseSessionLocks { .. }
             | Effect::EndSession { .. }
+            | Effect::WriteLeadMessage { .. }
             | Effect::RefreshLocks(_)
             | Effect::RunRetention(_)
             | Effect::RefreshSkills(_)
