@@ -18,8 +18,10 @@
 //! - [`hooks`]: notification commands, on their own tasks;
 //! - [`apply`], [`scan`]: reading paths, sessions and roots, each read
 //!   handed to the core as an input ([`core::files`], [`core::scan`]);
-//! - [`writes`], [`presence`]: the shell's parts that still decide as they
-//!   do I/O (issue 22 moves them into the core one by one);
+//! - [`writes`], [`leader`]: squadd's own outputs and the cluster's lease,
+//!   the I/O only (the decisions are [`core::outputs`], [`core::wrapup`]);
+//! - [`presence`]: the shell's part that still decides as it does I/O
+//!   (issue 22 moves it into the core);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
 //!   Nothing polls: the task sleeps until a file event, a request or the head

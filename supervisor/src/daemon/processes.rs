@@ -1,8 +1,10 @@
 //! The shell's side of agent runs: what the runs' processes do turned into
 //! the core's inputs, and the run effects carried out (spawn, signal,
 //! contain, adopt through [`crate::runners::Processes`]; run records, the
-//! worktree's end, word to the lead). Every decision is the core's
-//! (`core/runs.rs`).
+//! worktree's end, the lead's message written). Every decision is the
+//! core's (`core/runs.rs`; what the lead is told, `core/runs/lead.rs`); what
+//! is left here is I/O: polling exits, reading run records and the run.log
+//! tail, and turning a control request into an input and its answer.
 //!
 //! One call site in the loop: [`Supervisor::supervise_runs`] at the end of
 //! every batch, so a task completed in a batch starts its dependents in the
