@@ -9,8 +9,10 @@
 //! The gate: with `cluster:`, only the leader writes the supervisor-owned
 //! outputs (status files, the shared context, notices) and runs retention.
 //! The core holds whether this host leads ([`Root::leads`]) as a fact the
-//! shell supplies ([`Input::Leadership`](super::Input::Leadership), before
-//! every batch and on the cluster task's news); while it does not lead,
+//! shell supplies ([`Input::Leadership`](super::Input::Leadership)): gained
+//! with the cluster task's news of an election, lost with its news or
+//! when the lease the shell reads before every batch ran out; while it
+//! does not lead,
 //! the effects that would write those outputs are not produced. On
 //! election it returns the catch-up a follower owes ([`leadership`]).
 
@@ -421,10 +423,10 @@ fn locks_timer(root: &Root, id: RootId) -> Effect {
     }
 }
 
-/// Whether this host leads the project changed, or the cluster task said
-/// so (`epoch`: the lease's epoch when it is valid now; `news`: what the
-/// task said, recorded as an event). On becoming the leader (or on the
-/// news of an election while leading), the outputs
+/// The lease as the shell read it, or the cluster task's news (`epoch`:
+/// the lease's epoch when it is valid now; `news`: what the task said,
+/// recorded as an event). On the news of an election with a valid lease,
+/// the outputs
 /// a follower left unwritten are written: every session's status, the
 /// shared context, the notices of every standing fact (a notice already
 /// written is never written twice: its id is the fact's hash), and the
@@ -449,13 +451,13 @@ pub(crate) fn leadership(
             kind,
         });
     }
-    let was = root.leads;
-    root.leads = epoch.is_some();
-    // The news of an election catches up even when the look before a
-    // batch saw the lease first (a loss and a new election between two
-    // batches is never seen as a change): the catch-up writes only what
-    // differs.
-    if !root.leads || (was && !elected) {
+    // Leadership is gained only with the news of an election, so that
+    // its `leader-elected` comes before any write it allows (the lease is
+    // valid a moment before the news reaches the loop); the look before a
+    // batch only takes it away (a lease that ran out unrenewed). The
+    // catch-up writes only what differs.
+    root.leads = epoch.is_some() && (root.leads || elected);
+    if !(root.leads && elected) {
         return effects;
     }
     let names: Vec<String> = root.sessions.keys().cloned().collect();

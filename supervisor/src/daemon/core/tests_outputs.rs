@@ -529,6 +529,47 @@ fn an_elected_leader_catches_up_in_order_once() {
 }
 
 #[test]
+fn a_follower_leads_only_from_the_news_of_its_election_so_the_event_comes_first() {
+    let mut r = follower();
+    // The lease is valid a moment before the news reaches the loop: the
+    // look before a batch does not make this host the leader.
+    let look = Input::Leadership {
+        epoch: Some(15),
+        news: None,
+    };
+    assert!(step(&mut r, look, now(0)).is_empty());
+    assert!(!r.leads);
+    let due = Input::StatusesDue {
+        sessions: vec![SESSION.into()],
+    };
+    assert!(step(&mut r, due, now(0)).is_empty());
+    let elected = Input::Leadership {
+        epoch: Some(15),
+        news: Some(News::Elected { epoch: 15 }),
+    };
+    let effects = step(&mut r, elected, now(0));
+    assert!(matches!(
+        &effects[0],
+        Effect::Emit {
+            kind: EventKind::LeaderElected { epoch: 15 },
+            ..
+        }
+    ));
+    assert!(
+        matches!(&effects[1], Effect::WriteStatuses { .. }),
+        "{effects:?}"
+    );
+    // News of an election whose lease already ran out: nothing written.
+    let mut r = follower();
+    let stale = Input::Leadership {
+        epoch: None,
+        news: Some(News::Elected { epoch: 16 }),
+    };
+    assert_eq!(step(&mut r, stale, now(0)).len(), 1);
+    assert!(!r.leads);
+}
+
+#[test]
 fn a_lease_that_ran_out_gates_the_writes_before_the_news_comes() {
     let mut r = root_with(&[plan(1, "bob", &[])]);
     r.leads = true;
