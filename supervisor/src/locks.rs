@@ -63,7 +63,7 @@ pub(crate) fn try_lock_table(root: &Path) -> io::Result<Option<TableGuard>> {
 }
 
 /// A record file as found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Entry {
     /// A readable record.
     Held {

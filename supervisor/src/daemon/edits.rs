@@ -25,9 +25,6 @@ use std::time::{Duration, Instant};
 /// the edit refused, not the daemon stalled).
 const EDIT_LOCK_WAIT: Duration = Duration::from_millis(250);
 
-/// How soon a status write the lock held back is tried again.
-pub(crate) const STATUS_LOCK_RETRY: Duration = Duration::from_millis(10);
-
 /// What taking a session's lock for a status write gave.
 pub(crate) enum Locked {
     /// Held until dropped.
@@ -94,7 +91,8 @@ impl Supervisor {
         self.reread_status(i, name);
         match self.edit_locked(i, name, &edit, wall) {
             Ok((text, changed)) => {
-                self.write_statuses_locked(i, &[name.to_string()], wall, lock.map(|f| (name, f)));
+                let held = lock.map(|f| (name, f));
+                self.lock_statuses(i, vec![name.to_string()], held, core::Now { wall });
                 let input = core::Input::SessionEdited {
                     session: name.to_string(),
                 };

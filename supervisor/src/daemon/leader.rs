@@ -2,59 +2,46 @@
 //! squadd writes the supervisor-owned outputs (session-status.md, the
 //! shared context, notices) and runs retention only while its host leads
 //! the project. The lease lives in the root's cluster task
-//! ([`crate::cluster::leader`]); this is the gate the writes ask and what
-//! squadd does when the leadership changes.
+//! ([`crate::cluster::leader`]); the gate is the core's
+//! (`core/outputs.rs`): this file only hands it the lease as it is and the
+//! task's news.
 
 use super::Supervisor;
-use super::core::RootId;
+use super::core::{Input, Now, RootId};
 use crate::cluster::leader::News;
-use crate::events::EventKind;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 impl Supervisor {
-    /// Whether squadd may write root `i`'s supervisor-owned outputs now:
-    /// always without `cluster:`; with it, only while this host's lease is
-    /// valid (a follower, or a leader whose lease ran out unrenewed, does
-    /// not write).
-    pub(super) fn leads(&self, i: RootId) -> bool {
+    /// The lease of root `i` as it is now: its epoch while it is valid
+    /// (`None` also without `cluster:`, which never asks).
+    fn lease(&self, i: RootId) -> Option<u64> {
         self.roots
             .shell(i)
             .cluster
             .as_ref()
-            .is_none_or(|c| c.leader_epoch().is_some())
+            .and_then(|c| c.leader_epoch())
     }
 
-    /// This host became or stopped being the leader. Elected: the outputs
-    /// a follower left unwritten are written now (every session's status,
-    /// the shared context, the notices of every standing fact: a notice
-    /// already written is never written twice, its id is the fact's hash).
+    /// The cluster task said this host became or stopped being the leader.
     pub(super) fn leader_news(&mut self, i: RootId, news: News) {
-        match news {
-            News::Elected { epoch } => {
-                self.log
-                    .emit(i, None, None, EventKind::LeaderElected { epoch });
-                if !self.leads(i) {
-                    return;
-                }
-                let names: Vec<String> = self.roots.core(i).sessions.keys().cloned().collect();
-                let wall = Utc::now();
-                self.write_statuses(i, &names, wall);
-                self.write_shared_context(i, false);
-                for name in &names {
-                    let input = super::core::Input::SessionLoaded {
-                        session: name.clone(),
-                    };
-                    self.step(i, input, super::core::Now { wall });
-                }
-                self.flush_outbox(wall);
-                // Runs of agents without a `host:` start here now.
-                self.timers
-                    .set_earlier(super::timers::Timer::Runs, std::time::Instant::now());
+        let epoch = self.lease(i);
+        let input = Input::Leadership {
+            epoch,
+            news: Some(news),
+        };
+        self.step(i, input, Now { wall: Utc::now() });
+    }
+
+    /// Before a batch: each cluster root's lease handed to the core (a
+    /// lease that ran out unrenewed, a leader frozen and woken, says so
+    /// here before anything is written).
+    pub(super) fn sync_leadership(&mut self, wall: DateTime<Utc>) {
+        for i in self.roots.ids() {
+            if self.roots.shell(i).cluster.is_none() {
+                continue;
             }
-            News::Lost { epoch, reason } => {
-                self.log
-                    .emit(i, None, None, EventKind::LeaderLost { epoch, reason });
-            }
+            let epoch = self.lease(i);
+            self.step(i, Input::Leadership { epoch, news: None }, Now { wall });
         }
     }
 }

@@ -18,8 +18,10 @@
 //! - [`hooks`]: notification commands, on their own tasks;
 //! - [`apply`], [`scan`]: reading paths, sessions and roots, each read
 //!   handed to the core as an input ([`core::files`], [`core::scan`]);
-//! - [`writes`], [`presence`]: the shell's parts that still decide as they
-//!   do I/O (issue 22 moves them into the core one by one);
+//! - [`writes`], [`leader`]: squadd's own outputs and the cluster's lease,
+//!   the I/O only (the decisions are [`core::outputs`], [`core::wrapup`]);
+//! - [`presence`]: the shell's part that still decides as it does I/O
+//!   (issue 22 moves it into the core);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
 //!   Nothing polls: the task sleeps until a file event, a request or the head
@@ -63,8 +65,7 @@ use crate::control::socket_path;
 use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
-use crate::outputs::render_status;
-use crate::state::{State, state_path};
+use crate::state::State;
 use chrono::{DateTime, Utc};
 use eventlog::EventLog;
 use hooks::{Hooks, Notice};
@@ -211,6 +212,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         sup.watch_root(i);
     }
     let now = Utc::now();
+    sup.sync_leadership(now);
     for i in sup.roots.ids() {
         sup.initial_scan(i, now);
         sup.adopt_runs(i, now);
@@ -380,6 +382,9 @@ impl Supervisor {
         let policy_cluster = policy.cluster.clone();
         let root_path = root.clone();
         let mut r = Root::new(root, state, policy, Utc::now());
+        // With `cluster:`, nothing supervisor-owned is written before the
+        // lease is this host's (core/outputs.rs).
+        r.leads = policy_cluster.is_none();
         if refused.is_some() {
             r.next_gc = None;
         }
@@ -466,6 +471,9 @@ impl Supervisor {
 
     /// Processes everything due: rescans, settled paths, timers.
     fn flush(&mut self, now: Instant, wall: DateTime<Utc>) {
+        // The lease as it is now: a leader frozen past its lease and woken
+        // writes nothing of this batch.
+        self.sync_leadership(wall);
         let due = self.timers.pop_due(now);
         let mut touched: BTreeMap<RootId, BTreeSet<String>> = BTreeMap::new();
         // Sessions that saw something other than a removal in this batch.

@@ -117,10 +117,7 @@ impl Supervisor {
     /// indexed from the bytes squadd wrote (never read back) and routed
     /// into the outbox; the deliveries are made by the next
     /// [`Self::flush_outbox`], as the batch's last step.
-    pub(super) fn write_notices(&mut self, mut notices: Vec<NoticeFile>) {
-        // With `cluster:`, only the leader tells (a new leader looks at
-        // every standing fact when elected).
-        notices.retain(|n| self.leads(n.root));
+    pub(super) fn write_notices(&mut self, notices: Vec<NoticeFile>) {
         if notices.is_empty() {
             return;
         }

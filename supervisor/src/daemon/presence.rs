@@ -129,13 +129,6 @@ impl Supervisor {
         true
     }
 
-    /// Whether root `i` is not supervised now (its `.squad/sessions` is
-    /// missing, or another squadd has it): nothing is written into it.
-    pub(super) fn root_gone(&self, i: RootId) -> bool {
-        let r = self.roots.core(i);
-        r.taken_over.is_some() || r.missing || !r.sessions_dir.is_dir()
-    }
-
     /// What `health` reports of the watches and the roots.
     pub(super) fn supervision(&self) -> health::Supervision {
         health::Supervision {

@@ -1,8 +1,10 @@
 //! The shell's side of agent runs: what the runs' processes do turned into
 //! the core's inputs, and the run effects carried out (spawn, signal,
 //! contain, adopt through [`crate::runners::Processes`]; run records, the
-//! worktree's end, word to the lead). Every decision is the core's
-//! (`core/runs.rs`).
+//! worktree's end, the lead's message written). Every decision is the
+//! core's (`core/runs.rs`; what the lead is told, `core/runs/lead.rs`); what
+//! is left here is I/O: polling exits, reading run records and the run.log
+//! tail, and turning a control request into an input and its answer.
 //!
 //! One call site in the loop: [`Supervisor::supervise_runs`] at the end of
 //! every batch, so a task completed in a batch starts its dependents in the
@@ -87,13 +89,13 @@ impl Supervisor {
             }
             self.step(i, Input::RunsDue { facts: &FileFacts }, now);
             // Cluster call site (docs/cluster.md): only the agent's host
-            // starts its runs.
-            let cluster = self.roots.shell(i).cluster.is_some().then(|| {
-                (
-                    crate::cluster::host_id(&self.roots.core(i).root),
-                    self.leads(i),
-                )
-            });
+            // starts its runs (the core knows whether this host leads).
+            let cluster = self
+                .roots
+                .shell(i)
+                .cluster
+                .is_some()
+                .then(|| crate::cluster::host_id(&self.roots.core(i).root));
             self.step(i, Input::DispatchDue { cluster }, now);
         }
     }
@@ -219,7 +221,7 @@ impl Supervisor {
                 let core = self.roots.core(root);
                 if let Some(reason) = crate::worktree::finish(&core.root, &core.policy, &dir, &rec)
                 {
-                    self.tell_lead(root, &rec.session, &rec.task, &reason, now.wall);
+                    self.tell_lead(root, &rec.session, &rec.task, &reason, now);
                 }
             }
             Effect::TellLead {
@@ -237,12 +239,13 @@ impl Supervisor {
                     ),
                     None => text,
                 };
-                self.tell_lead(root, &session, &task, &text, now.wall);
+                self.tell_lead(root, &session, &task, &text, now);
             }
             Effect::RunsLooked { root, retry_at } => {
                 self.step(root, Input::RunsLooked { retry_at }, now);
             }
             Effect::RunReply { root, reply } => self.roots.shell_mut(root).run_reply = Some(reply),
+            Effect::WriteLeadMessage { path, text, .. } => Self::write_lead_message(&path, text),
             other => {
                 self.perform(vec![other], now);
             }
@@ -259,54 +262,30 @@ impl Supervisor {
         self.step(root, input, now);
     }
 
-    /// A high-priority message from `squadd` to the lead named by policy,
-    /// written into the session as a protocol file (the normal routing
-    /// delivers it).
-    fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: DateTime<Utc>) {
-        use squad_protocol::model::{
-            Document, Message, MessageContext, MessageMeta, MessageType, Priority,
-        };
-        let Some(lead) = self.roots.core(i).policy.runners.lead.clone() else {
-            return;
-        };
+    /// Word to the lead: handed to the core (whether anyone is told and
+    /// what, `core/runs/lead.rs`) with what only the shell has, a salt
+    /// distinct for each message of this process.
+    fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: Now) {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let message_id = format!(
-            "msg_{}_run{:04x}{:04x}",
-            now.format("%Y%m%dT%H%M%S%3fZ"),
-            std::process::id() & 0xffff,
-            n & 0xffff
-        );
-        let doc = Document::Message(Message {
-            meta: MessageMeta {
-                message_id,
-                from_agent: "squadd".into(),
-                to_agent: lead,
-                created_at: now.fixed_offset(),
-                priority: Priority::High,
-            },
-            kind: MessageType::Notification,
-            subject: format!("run of {task} failed"),
-            message: text.to_string(),
-            context: Some(MessageContext {
-                task_id: Some(task.to_string()),
-                ..MessageContext::default()
-            }),
-            response_needed: None,
-            response_by: None,
-            in_reply_to: None,
+        let salt = ((std::process::id() & 0xffff) << 16) | (n & 0xffff);
+        let input = Input::LeadMessageDue {
+            session: session.to_string(),
+            task: task.to_string(),
+            text: text.to_string(),
+            salt,
+        };
+        self.step(i, input, now);
+    }
+
+    /// Carries out [`Effect::WriteLeadMessage`].
+    fn write_lead_message(path: &Path, text: Result<String, String>) {
+        // Never through a link planted on the way (see safefs).
+        let written = text.and_then(|text| {
+            crate::safefs::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())
         });
-        let dir = self.roots.core(i).session_dir(session);
-        match doc.to_file_text() {
-            Ok(text) => {
-                // Never through a link planted on the way (see safefs).
-                if let Err(e) =
-                    crate::safefs::write_atomic(&dir.join(doc.file_name()), text.as_bytes())
-                {
-                    tracing::warn!(error = %e, "cannot write the message to the lead");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot render the message to the lead"),
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot write the message to the lead");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! is made here beyond what the file system answers.
 
 use super::Supervisor;
+use super::core::wrapup::WrapUpWhy;
 use super::core::{self, Effect, Now};
 use super::release_scan_memory;
 use super::systemd;
@@ -54,7 +55,7 @@ impl Supervisor {
                 root,
                 session,
                 status,
-            } => self.wrap_up(root, &session, &status, wall),
+            } => self.wrap_up(root, session, status, WrapUpWhy::Ended, now),
             Effect::SendNotices => self.send_notices(wall),
             Effect::SendFirstNotices => {
                 self.send_notices_at_most(wall, super::notices::STARTUP_NOTICES)
@@ -69,14 +70,17 @@ impl Supervisor {
             | Effect::FinishWorktree { .. }
             | Effect::TellLead { .. }
             | Effect::RunsLooked { .. }
-            | Effect::RunReply { .. }) => self.perform_run(e, now),
+            | Effect::RunReply { .. }
+            | Effect::WriteLeadMessage { .. }) => self.perform_run(e, now),
             Effect::Tap {
                 root,
                 session,
                 kind,
             } => self.log.tap((root, Some(session), None, kind)),
             Effect::WriteNotice(n) => self.write_notices(vec![n]),
-            Effect::WriteStatuses { root, sessions } => self.write_statuses(root, &sessions, wall),
+            Effect::WriteStatuses { root, sessions } => {
+                self.step(root, core::Input::StatusesDue { sessions }, now);
+            }
             Effect::RecheckWaiting { root, session } => {
                 self.step(root, core::Input::WaitingChanged { session }, now);
             }
@@ -102,9 +106,8 @@ impl Supervisor {
                 session,
                 status,
             } => {
-                if self.roots.core(root).session_dir(&session).is_dir() {
-                    self.wrap_up(root, &session, &status, wall);
-                }
+                let dir_present = self.roots.core(root).session_dir(&session).is_dir();
+                self.wrap_up(root, session, status, WrapUpWhy::Held { dir_present }, now);
             }
             Effect::SetTimer { timer, after } => self
                 .timers
@@ -154,16 +157,7 @@ impl Supervisor {
             Effect::SaveState(root) => self.save_state(root),
             Effect::WriteSharedContext(root) => self.write_shared_context(root, false),
             Effect::RefreshLocks(root) => self.refresh_locks(root),
-            Effect::RunRetention(root) => {
-                // With `cluster:`, only the leader runs retention.
-                if self.leads(root) {
-                    let busy = self.busy_sessions(root);
-                    let caused =
-                        super::upkeep::run_retention(self.roots.core_mut(root), &busy, wall);
-                    self.record(root, caused);
-                }
-                self.schedule_retention(root, wall);
-            }
+            Effect::RunRetention(root) => self.run_retention(root, now),
             Effect::RefreshSkills(root) => self.refresh_skills(root),
             Effect::MergeMemoryInbox(root) => {
                 if super::upkeep::merge_memory_inbox(self.roots.core(root)) {
@@ -198,6 +192,15 @@ impl Supervisor {
                     self.last_status_line = summary;
                 }
             }
+            // squadd's own outputs: locks, reads and writes (writes.rs).
+            e @ (Effect::LockStatuses { .. }
+            | Effect::WriteStatusTexts { .. }
+            | Effect::WriteContext { .. }
+            | Effect::WriteState { .. }
+            | Effect::ReadLocks(_)
+            | Effect::ReclaimLocks { .. }
+            | Effect::ReleaseSessionLocks { .. }
+            | Effect::EndSession { .. }) => self.perform_output(e, now),
             // Carried out by `perform_reading`.
             Effect::Touched { .. }
             | Effect::ConfirmGone { .. }
@@ -272,12 +275,11 @@ impl Supervisor {
                 status,
             } => {
                 let dir = self.roots.core(root).session_dir(&session);
-                if dir.join(crate::locks::LOCKS_DIR).is_dir() {
-                    self.release_session_locks(root, &session, &status);
-                }
-                if !dir.join(super::SUMMARY_FILE).exists() {
-                    self.end_session(root, &session, &status, wall);
-                }
+                let why = WrapUpWhy::Found {
+                    locks_dir: dir.join(crate::locks::LOCKS_DIR).is_dir(),
+                    summary_present: dir.join(super::SUMMARY_FILE).exists(),
+                };
+                self.wrap_up(root, session, status, why, now);
             }
             Effect::WriteSharedContextNow(root) => self.write_shared_context(root, true),
             other => return Some(other),

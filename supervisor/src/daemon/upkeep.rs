@@ -1,118 +1,79 @@
-//! Root upkeep: the lock table (expiry, release at session end), the
-//! retention job, policy reloads and the wrap-up of a session that ended.
-//! Each returns the events it caused; the wiring records them.
+//! Root upkeep's I/O: the lock table (read for the core, which decides
+//! expiry; release at session end), the retention job (the core decides
+//! when), policy reloads and the wrap-up of a session that ended. Each
+//! returns what it found or caused; the wiring hands it to the core or
+//! records it.
 
-use super::SUMMARY_FILE;
+use super::core::outputs::{LockTable, RetentionRun};
 use super::core::{Root, next_run};
-use super::writer::Writer;
 use crate::events::EventKind;
-use crate::outputs::render_summary;
 use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
 use squad_protocol::tree::SQUAD_DIR;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// An event caused by upkeep: (session, path, kind).
 pub(crate) type Caused = (Option<String>, Option<PathBuf>, EventKind);
 
-/// When to look at the lock table again.
-pub(crate) enum LocksNext {
-    /// After this long (the table was busy or unreadable).
-    Retry(Duration),
-    /// When the next lock expires (never when `None`).
-    At(Option<DateTime<Utc>>),
-}
-
-/// Re-reads the lock table and reclaims expired locks, unless a command
-/// holds the table right now (then it retries shortly).
-pub(crate) fn refresh_locks(r: &mut Root, out: &mut Vec<Caused>) -> LocksNext {
+/// Locks the lock table without waiting and reads it: the guard (held
+/// while the core's answer is carried out) and the table for the core
+/// (busy when a command holds it; a record directory that cannot be read
+/// is an empty table, as before).
+pub(crate) fn read_locks(r: &Root) -> (Option<crate::locks::TableGuard>, LockTable) {
     let guard = match crate::locks::try_lock_table(&r.root) {
         Ok(Some(g)) => g,
-        Ok(None) => return LocksNext::Retry(Duration::from_millis(50)),
+        Ok(None) => return (None, LockTable::Busy),
         Err(e) => {
             tracing::warn!(error = %e, "cannot lock the lock table");
-            return LocksNext::Retry(Duration::from_secs(5));
+            return (None, LockTable::Failed);
         }
     };
-    let ttl = r.policy.lock_default_ttl;
-    let mut entries = match crate::locks::load(&r.root, ttl) {
+    let entries = match crate::locks::load(&r.root, r.policy.lock_default_ttl) {
         Ok(e) => e,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read lock records");
             Vec::new()
         }
     };
-    // Only expiry is decided here; dead holders are reclaimed by the next
-    // acquisition, which checks their processes.
-    let now = Utc::now();
-    let mut expired: Vec<crate::locks::Entry> = entries
-        .iter()
-        .filter(|e| match e {
-            crate::locks::Entry::Held { record, .. } => record.expires_at <= now,
-            crate::locks::Entry::Corrupt { held_until, .. } => *held_until <= now,
-        })
-        .cloned()
-        .collect();
-    if !expired.is_empty() {
-        let events = crate::locks::reclaim(&mut expired, now, "");
-        entries.retain(|e| !events.iter().any(|(_, p, _)| p == e.path()));
-        out.extend(events.into_iter().map(|(s, p, k)| (Some(s), Some(p), k)));
-    }
-    drop(guard);
-    let next = crate::locks::next_expiry(&entries);
-    r.locks = entries;
-    LocksNext::At(next)
+    (Some(guard), LockTable::Read(entries))
 }
 
-/// Releases the locks of a session that ended.
-pub(crate) fn release_session_locks(r: &Root, name: &str, status: &str, out: &mut Vec<Caused>) {
-    let dir = r.session_dir(name);
-    let events = crate::locks::lock_table(&r.root)
-        .and_then(|_guard| crate::locks::release_session(&dir, &format!("session {status}")));
-    match events {
-        Ok(events) => out.extend(events.into_iter().map(|(s, p, k)| (Some(s), Some(p), k))),
-        Err(e) => {
-            tracing::warn!(error = %e, session = name, "cannot release the session's locks")
-        }
-    }
+/// Releases the locks of a session that ended (under the lock table's
+/// lock): the events of each lock released (none when the table cannot be
+/// locked, which is logged).
+pub(crate) fn release_session_locks(
+    root: &std::path::Path,
+    session_dir: &std::path::Path,
+    reason: &str,
+) -> Vec<crate::locks::LockEvent> {
+    let events = crate::locks::lock_table(root)
+        .and_then(|_guard| crate::locks::release_session(session_dir, reason));
+    events.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, dir = %session_dir.display(), "cannot release the session's locks");
+        Vec::new()
+    })
 }
 
 /// The scheduled retention job: the same plan and execution as `squadctl
-/// gc`, leaving alone `busy` sessions (files still being processed).
+/// gc`, leaving alone `busy` sessions (files still being processed). When
+/// to run next is the core's ([`RetentionRun`]).
 pub(crate) fn run_retention(
-    r: &mut Root,
+    r: &Root,
     busy: &BTreeSet<String>,
     wall: DateTime<Utc>,
-) -> Vec<Caused> {
-    let mut out = Vec::new();
-    // One gc at a time: when `squadctl gc` holds the lock, try again at the
-    // next scheduled run or in a minute, whichever comes first, rather than
-    // act on what it is changing.
+) -> RetentionRun {
+    // One gc at a time: when `squadctl gc` holds the lock, the core tries
+    // again later rather than act on what it is changing.
     let guard = match crate::retention::try_gc_lock(&r.root) {
         Ok(Some(g)) => g,
         Ok(None) => {
-            // Checked: the wall clock may say anything (issue 26 item 8).
-            let retry = wall
-                .checked_add_signed(chrono::Duration::seconds(60))
-                .unwrap_or(DateTime::<Utc>::MAX_UTC);
-            r.next_gc = Some(next_run(&r.policy, wall).map_or(retry, |at| at.min(retry)));
             tracing::info!("another gc holds the gc lock; retention retried later");
-            return out;
+            return RetentionRun::LockBusy;
         }
-        Err(e) => {
-            r.next_gc = next_run(&r.policy, wall);
-            out.push((
-                None,
-                None,
-                EventKind::RetentionFailed {
-                    error: format!("cannot take the gc lock: {e}"),
-                },
-            ));
-            return out;
-        }
+        Err(e) => return RetentionRun::LockFailed(e.to_string()),
     };
+    let mut out = Vec::new();
     match crate::retention::Places::open(&r.root) {
         Ok(mut places) => {
             let facts = crate::retention::gather(&places, wall, busy);
@@ -138,8 +99,7 @@ pub(crate) fn run_retention(
     crate::safefs::sweep_squadd_temporaries(&r.root, None);
     drop(guard);
     run_memory(r, wall);
-    r.next_gc = next_run(&r.policy, wall);
-    out
+    RetentionRun::Ran(out)
 }
 
 /// Merges the root's decisions inbox into decisions.md (when the inbox
@@ -244,44 +204,4 @@ pub(crate) fn reload_policy(r: &mut Root) -> Option<Caused> {
     };
     let path = r.root.join(SQUAD_DIR).join("policies.yaml");
     Some((None, Some(path), kind))
-}
-
-/// Wraps up a session that ended: temporary files removed, then summary.md
-/// (its presence marks a finished wrap-up).
-pub(crate) fn end_session(
-    r: &Root,
-    writer: &mut Writer,
-    name: &str,
-    status: &str,
-    wall: DateTime<Utc>,
-) -> Option<Caused> {
-    let dir = r.session_dir(name);
-    let session = r.sessions.get(name)?;
-    let removed = writer.remove_temporary_files(&dir);
-    let summary = render_summary(
-        session.index(),
-        &session.view(),
-        &r.escalations(name),
-        &session.violations,
-        wall,
-    );
-    let path = dir.join(SUMMARY_FILE);
-    if let Err(e) = writer.write(&path, summary.as_bytes(), false) {
-        return Some((
-            Some(name.to_string()),
-            Some(path),
-            EventKind::OutputFailed {
-                output: "summary".into(),
-                error: e.to_string(),
-            },
-        ));
-    }
-    Some((
-        Some(name.to_string()),
-        Some(dir),
-        EventKind::SessionEnded {
-            status: status.into(),
-            removed,
-        },
-    ))
 }

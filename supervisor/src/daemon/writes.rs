@@ -1,131 +1,140 @@
-//! squadd's own outputs of a root: session-status.md (under the session's
-//! lock), the shared context, the persisted state; lock expiry, retention
-//! and the wrap-up of a session that ended.
+//! The shell's side of squadd's own outputs of a root: session-status.md
+//! (under the session's lock), the shared context, the persisted state,
+//! the lock table, retention and the wrap-up of a session that ended.
+//!
+//! Only I/O is left here: taking locks, reading what the core asks for,
+//! writing what it gives and handing each outcome back as an input. What
+//! to write, when, and whether at all (the root gone, the lock busy, the
+//! file vanishing, this host not the cluster's leader) is decided in
+//! `core/outputs.rs`.
 
+use self::core::Input;
+use self::core::outputs::{StatusFacts, StatusLock, StatusText};
 use super::*;
 
 impl Supervisor {
-    pub(super) fn save_state(&mut self, i: RootId) {
-        self.timers.cancel(&Timer::SaveState(i));
-        if self.root_gone(i) {
-            // Never recreate what is being deleted; saved when it is back.
-            return;
+    /// Carries out one output effect (see [`core::Effect`]).
+    pub(super) fn perform_output(&mut self, effect: core::Effect, now: Now) {
+        use self::core::Effect;
+        match effect {
+            Effect::LockStatuses { root, sessions } => {
+                self.lock_statuses(root, sessions, None, now)
+            }
+            // The leader's status writes: the one place they are made.
+            Effect::WriteStatusTexts { root, texts } => self.write_status_texts(root, texts, now),
+            Effect::WriteContext {
+                root,
+                path,
+                fragments,
+                now: before_going_on,
+            } => self.write_context(root, path, fragments, before_going_on),
+            Effect::WriteState { path, bytes, .. } => self.write_state(&path, bytes),
+            Effect::ReadLocks(root) => self.read_locks(root, now),
+            Effect::ReclaimLocks { root, expired } => self.reclaim_locks(root, expired, now),
+            Effect::ReleaseSessionLocks {
+                root,
+                session,
+                reason,
+            } => self.release_session_locks(root, &session, &reason, now),
+            Effect::EndSession {
+                root,
+                session,
+                status,
+                path,
+                text,
+            } => self.end_session(root, session, status, path, &text, now),
+            other => {
+                self.perform(vec![other], now);
+            }
         }
-        let path = state_path(&self.roots.core(i).root);
-        let result = self
-            .roots
-            .core_mut(i)
-            .state_to_save()
-            .encode()
-            .and_then(|bytes| self.writer.write_private(&path, &bytes));
+    }
+
+    /// Whether root `i`'s `.squad/sessions` is there (the core decides
+    /// what that means with what it knows: missing, taken over).
+    fn sessions_present(&self, i: RootId) -> bool {
+        self.roots.core(i).sessions_dir.is_dir()
+    }
+
+    /// Writes the persisted state now, if the core says so.
+    pub(super) fn save_state(&mut self, i: RootId) {
+        let present = self.sessions_present(i);
+        self.step(i, Input::SaveStateDue { present }, Now { wall: Utc::now() });
+    }
+
+    /// Carries out [`core::Effect::WriteState`].
+    pub(super) fn write_state(&mut self, path: &Path, bytes: Result<Vec<u8>, String>) {
+        let result = bytes.and_then(|b| {
+            self.writer
+                .write_private(path, &b)
+                .map_err(|e| e.to_string())
+        });
         if let Err(e) = result {
             tracing::warn!(error = %e, "cannot save state.json");
         }
     }
 
-    /// The new session-status.md of a session, when it differs from the file.
-    pub(super) fn status_update(
-        &self,
-        i: RootId,
-        name: &str,
-        wall: DateTime<Utc>,
-    ) -> Option<(PathBuf, String)> {
-        let r = self.roots.core(i);
-        let session = r.sessions.get(name)?;
-        let view = session.head();
-        let dir = r.session_dir(name);
-        let path = dir.join(SESSION_STATUS_FILE);
-        // The file as squadd last read or wrote it (a foreign edit is read
-        // and indexed when its event arrives): no read here.
-        let existing = match session.index().files.get(SESSION_STATUS_FILE) {
-            // Not text (or unreadable): never overwritten.
-            Some(f) => Some(f.text.as_deref()?),
-            None if dir.is_dir() => None,
-            None => return None,
-        };
-        let text = render_status(existing, &view, wall)?;
-        (existing != Some(text.as_str())).then_some((path, text))
-    }
-
-    /// Writes the session-status.md of each named session that changed, as
-    /// one batch of the writer.
-    /// With `cluster:`, only the leader writes them ([`Self::leads`]).
-    pub(super) fn write_statuses(&mut self, i: RootId, names: &[String], wall: DateTime<Utc>) {
-        if !self.leads(i) {
-            return;
-        }
-        self.write_statuses_locked(i, names, wall, None);
-    }
-
-    /// [`Self::write_statuses`], each under its session's lock (`held`: the
-    /// lock of a session the caller already holds). Under the lock the file
-    /// is re-read first, so an edit squadctl made without squadd (at its
-    /// start-up) is the text the render starts from; a session whose lock is
-    /// busy is written a moment later.
-    pub(super) fn write_statuses_locked(
+    /// Carries out [`core::Effect::LockStatuses`]: each session's lock
+    /// taken without waiting (`held`: the lock of a session the caller
+    /// already holds, a session edit), its status file re-read under it
+    /// (an edit squadctl made without squadd is the text the render starts
+    /// from), and what was seen handed to the core, whose writes are
+    /// carried out before the locks are let go.
+    pub(super) fn lock_statuses(
         &mut self,
         i: RootId,
-        names: &[String],
-        wall: DateTime<Utc>,
+        names: Vec<String>,
         held: Option<(&str, std::fs::File)>,
+        now: Now,
     ) {
         let mut held = held;
         let mut locks = Vec::new();
+        let mut facts = Vec::with_capacity(names.len());
         for name in names {
-            if !self.roots.core(i).sessions.contains_key(name) {
-                continue;
-            }
             let mine = held.take_if(|(n, _)| *n == name.as_str());
             let lock = match mine {
                 Some((_, f)) => edits::Locked::Held(f),
                 None => {
-                    let lock = self.lock_status(i, name);
+                    let lock = self.lock_status(i, &name);
                     if !matches!(lock, edits::Locked::Busy) {
-                        self.reread_status(i, name);
+                        self.reread_status(i, &name);
                     }
                     lock
                 }
             };
-            match lock {
-                edits::Locked::Held(f) => locks.push(f),
-                edits::Locked::Busy => {
-                    let timer = Timer::Status {
-                        root: i,
-                        session: name.clone(),
-                    };
-                    self.timers
-                        .set_earlier(timer, Instant::now() + edits::STATUS_LOCK_RETRY);
-                    continue;
+            let lock = match lock {
+                edits::Locked::Held(f) => {
+                    locks.push(f);
+                    StatusLock::Held
                 }
-                edits::Locked::Unavailable => {}
-            }
-            // A status file found gone may be being replaced (`git
-            // checkout` unlinks, then creates it): writing one now would
-            // make that create fail. Written once it is back or surely gone.
-            let status = self
-                .roots
-                .core(i)
-                .session_dir(name)
-                .join(SESSION_STATUS_FILE);
-            if let Some(at) = self.intake.vanishing(&status) {
-                let timer = Timer::Status {
-                    root: i,
-                    session: name.clone(),
-                };
-                self.timers.set_earlier(timer, at);
-                continue;
-            }
-            if let Some((path, text)) = self.status_update(i, name, wall) {
-                self.writer.stage(
-                    path,
-                    text.into_bytes(),
-                    Tag {
-                        root: i,
-                        session: Some(name.clone()),
-                        output: "session-status",
-                    },
-                );
-            }
+                edits::Locked::Busy => StatusLock::Busy,
+                edits::Locked::Unavailable => StatusLock::Unavailable,
+            };
+            let dir = self.roots.core(i).session_dir(&name);
+            let vanishing = self
+                .intake
+                .vanishing(&dir.join(SESSION_STATUS_FILE))
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            facts.push(StatusFacts {
+                session: name,
+                lock,
+                vanishing,
+                dir_present: dir.is_dir(),
+            });
+        }
+        self.step(i, Input::StatusesLocked { sessions: facts }, now);
+        drop(locks);
+    }
+
+    /// Carries out [`core::Effect::WriteStatusTexts`]: one batch of the
+    /// writer, each outcome handed back.
+    pub(super) fn write_status_texts(&mut self, i: RootId, texts: Vec<StatusText>, now: Now) {
+        for t in texts {
+            let tag = Tag {
+                root: i,
+                session: Some(t.session),
+                output: "session-status",
+            };
+            self.writer.stage(t.path, t.text.into_bytes(), tag);
         }
         for writer::Committed {
             path,
@@ -134,48 +143,38 @@ impl Supervisor {
             result,
         } in self.writer.commit()
         {
-            let name = tag.session.unwrap_or_default();
-            let kind = match result {
-                Ok(()) => {
-                    // Index what we wrote, so its watch event is recognised as ours.
-                    let input = self::core::Input::OwnWrite {
-                        file: self::core::files::FileRef {
-                            session: name.clone(),
-                            file: SESSION_STATUS_FILE.to_string(),
-                            path: path.clone(),
-                        },
-                        kind: FileKind::SessionStatus,
-                        bytes: &bytes,
-                    };
-                    self.step(tag.root, input, Now { wall });
-                    EventKind::OutputWritten {
-                        output: tag.output.into(),
-                    }
-                }
-                Err(e) => EventKind::OutputFailed {
-                    output: tag.output.into(),
-                    error: e.to_string(),
-                },
+            let input = Input::StatusWritten {
+                session: tag.session.unwrap_or_default(),
+                path,
+                bytes: &bytes,
+                error: result.err().map(|e| e.to_string()),
             };
-            self.log.emit(tag.root, Some(&name), Some(&path), kind);
+            self.step(tag.root, input, now);
         }
-        drop(locks);
     }
 
-    /// Brings the shared context's fragments up to date and has the file
-    /// assembled and written by the background writer (`now`: on this
-    /// task, before returning, as at start-up and shutdown). The file is
-    /// read again only when its (inode, size, mtime) is not what squadd's
-    /// own last write left (see [`context`]).
+    /// Has the shared context written if the core says so (`now`: on this
+    /// task, before returning, as at start-up and shutdown).
     pub(super) fn write_shared_context(&mut self, i: RootId, now: bool) {
-        self.timers.cancel(&Timer::Context(i));
-        // With `cluster:`, only the leader writes it.
-        if self.root_gone(i) || !self.leads(i) {
-            return;
-        }
+        let present = self.sessions_present(i);
+        let wall = Utc::now();
+        self.step(i, Input::ContextDue { present, now }, Now { wall });
+    }
+
+    /// Carries out [`core::Effect::WriteContext`]: the file is assembled
+    /// and written by the background writer (`now`: here). It is read
+    /// again only when its (inode, size, mtime) is not what squadd's own
+    /// last write left (see [`context`]).
+    pub(super) fn write_context(
+        &mut self,
+        i: RootId,
+        path: PathBuf,
+        fragments: Vec<std::sync::Arc<crate::outputs::ContextFragment>>,
+        now: bool,
+    ) {
         let job = context::Job {
-            path: self.roots.core(i).root.join(SHARED_CONTEXT),
-            fragments: self.roots.core_mut(i).context_fragments(),
+            path,
+            fragments,
             tag: Tag {
                 root: i,
                 session: None,
@@ -189,17 +188,13 @@ impl Supervisor {
 
     /// A background write finished.
     pub(super) fn written_behind(&mut self, (path, tag, result): writer::Done) {
-        let kind = match result {
-            Ok(()) => EventKind::OutputWritten {
-                output: tag.output.into(),
-            },
-            Err(e) => EventKind::OutputFailed {
-                output: tag.output.into(),
-                error: e.to_string(),
-            },
+        let input = Input::OutputDone {
+            session: tag.session,
+            path,
+            output: tag.output,
+            error: result.err().map(|e| e.to_string()),
         };
-        self.log
-            .emit(tag.root, tag.session.as_deref(), Some(&path), kind);
+        self.step(tag.root, input, Now { wall: Utc::now() });
     }
 
     /// Records the events upkeep caused.
@@ -209,13 +204,19 @@ impl Supervisor {
         }
     }
 
+    /// Sets the retention timer from the core's next scheduled run.
     pub(super) fn schedule_retention(&mut self, i: RootId, wall: DateTime<Utc>) {
-        match self.roots.core(i).next_gc {
-            Some(at) => self
-                .timers
-                .set_wall(Timer::Retention(i), at, wall, Instant::now()),
-            None => self.timers.cancel(&Timer::Retention(i)),
-        }
+        let effect = self::core::outputs::retention_timer(self.roots.core(i), i);
+        self.perform(vec![effect], Now { wall });
+    }
+
+    /// Carries out [`core::Effect::RunRetention`]: the same plan and
+    /// execution as `squadctl gc`, leaving alone the sessions squadd is
+    /// still busy with; the outcome handed back.
+    pub(super) fn run_retention(&mut self, i: RootId, now: Now) {
+        let busy = self.busy_sessions(i);
+        let run = upkeep::run_retention(self.roots.core(i), &busy, now.wall);
+        self.step(i, Input::RetentionRan(run), now);
     }
 
     /// Sessions retention must leave alone: paths still waiting to be read,
@@ -226,44 +227,80 @@ impl Supervisor {
         busy
     }
 
+    /// Carries out [`core::Effect::RefreshLocks`].
     pub(super) fn refresh_locks(&mut self, i: RootId) {
-        if self.root_gone(i) {
-            return;
-        }
-        let mut caused = Vec::new();
-        let next = upkeep::refresh_locks(self.roots.core_mut(i), &mut caused);
-        self.record(i, caused);
-        match next {
-            upkeep::LocksNext::Retry(after) => self.timers.set(
-                Timer::Locks(i),
-                super::timers::instant_after(Instant::now(), after),
-            ),
-            upkeep::LocksNext::At(Some(at)) => {
-                self.timers
-                    .set_wall(Timer::Locks(i), at, Utc::now(), Instant::now())
-            }
-            upkeep::LocksNext::At(None) => self.timers.cancel(&Timer::Locks(i)),
-        }
+        let present = self.sessions_present(i);
+        self.step(i, Input::LocksDue { present }, Now { wall: Utc::now() });
     }
 
-    pub(super) fn release_session_locks(&mut self, i: RootId, name: &str, status: &str) {
-        let mut caused = Vec::new();
-        upkeep::release_session_locks(self.roots.core(i), name, status, &mut caused);
-        self.record(i, caused);
-        self.timers.set(Timer::Locks(i), Instant::now());
+    /// Carries out [`core::Effect::ReadLocks`]: the table locked without
+    /// waiting and read; the core's answer is carried out under the lock.
+    pub(super) fn read_locks(&mut self, i: RootId, now: Now) {
+        let (guard, table) = upkeep::read_locks(self.roots.core(i));
+        self.step(i, Input::LocksRead(table), now);
+        drop(guard);
     }
 
-    /// Releases a session's locks and writes its summary.
-    pub(super) fn wrap_up(&mut self, i: RootId, name: &str, status: &str, wall: DateTime<Utc>) {
-        self.release_session_locks(i, name, status);
-        self.end_session(i, name, status, wall);
+    /// Carries out [`core::Effect::ReclaimLocks`] (the table is locked).
+    pub(super) fn reclaim_locks(
+        &mut self,
+        i: RootId,
+        mut expired: Vec<crate::locks::Entry>,
+        now: Now,
+    ) {
+        let events = crate::locks::reclaim(&mut expired, now.wall, "");
+        self.step(i, Input::LocksReclaimed(events), now);
     }
 
-    pub(super) fn end_session(&mut self, i: RootId, name: &str, status: &str, wall: DateTime<Utc>) {
-        if let Some(caused) =
-            upkeep::end_session(self.roots.core(i), &mut self.writer, name, status, wall)
-        {
-            self.record(i, vec![caused]);
-        }
+    /// A session's wrap-up is due: handed to the core with what was seen.
+    pub(super) fn wrap_up(
+        &mut self,
+        i: RootId,
+        session: String,
+        status: String,
+        why: self::core::wrapup::WrapUpWhy,
+        now: Now,
+    ) {
+        let input = Input::WrapUpDue {
+            session,
+            status,
+            why,
+        };
+        self.step(i, input, now);
+    }
+
+    /// Carries out [`core::Effect::ReleaseSessionLocks`].
+    fn release_session_locks(&mut self, i: RootId, session: &str, reason: &str, now: Now) {
+        let dir = self.roots.core(i).session_dir(session);
+        let events = upkeep::release_session_locks(&self.roots.core(i).root, &dir, reason);
+        self.step(i, Input::SessionLocksReleased(events), now);
+    }
+
+    /// Carries out [`core::Effect::EndSession`]: temporaries removed, then
+    /// summary.md written.
+    fn end_session(
+        &mut self,
+        i: RootId,
+        session: String,
+        status: String,
+        path: PathBuf,
+        text: &str,
+        now: Now,
+    ) {
+        let dir = self.roots.core(i).session_dir(&session);
+        let removed = self.writer.remove_temporary_files(&dir);
+        let error = self
+            .writer
+            .write(&path, text.as_bytes(), false)
+            .err()
+            .map(|e| e.to_string());
+        let input = Input::SessionEnded {
+            session,
+            status,
+            path,
+            removed,
+            error,
+        };
+        self.step(i, input, now);
     }
 }

@@ -413,4 +413,95 @@ pub(crate) enum Effect {
         /// (session, pid) or the error.
         reply: Result<(String, u32), String>,
     },
+    // ---- squadd's own outputs (core/outputs.rs) ----
+    /// Take each session's lock without waiting, re-read its status file
+    /// under a lock taken, and answer with
+    /// [`super::Input::StatusesLocked`]; the locks are held until that
+    /// step's effects are carried out.
+    LockStatuses {
+        /// The root.
+        root: RootId,
+        /// Session directory names.
+        sessions: Vec<String>,
+    },
+    /// Write these status files as one batch of the writer (the leader's
+    /// supervisor-owned writes), each answered with
+    /// [`super::Input::StatusWritten`].
+    WriteStatusTexts {
+        /// The root.
+        root: RootId,
+        /// The files and their texts.
+        texts: Vec<super::outputs::StatusText>,
+    },
+    /// Assemble the shared context from these fragments and write it if
+    /// it changed (behind, unless `now`); answered with
+    /// [`super::Input::OutputDone`].
+    WriteContext {
+        /// The root.
+        root: RootId,
+        /// The file.
+        path: PathBuf,
+        /// Every session's part, in session order.
+        fragments: Vec<std::sync::Arc<crate::outputs::ContextFragment>>,
+        /// Before going on (start-up, shutdown).
+        now: bool,
+    },
+    /// Write the persisted state (a failure, or bytes that could not be
+    /// encoded, is logged: the next save writes it).
+    WriteState {
+        /// The root.
+        root: RootId,
+        /// `.squad/run/state.json`.
+        path: PathBuf,
+        /// Its bytes, or why they could not be encoded.
+        bytes: Result<Vec<u8>, String>,
+    },
+    /// Lock the lock table without waiting, read it and answer with
+    /// [`super::Input::LocksRead`]; the table stays locked until that
+    /// step's effects are carried out.
+    ReadLocks(RootId),
+    /// Reclaim these expired locks (the table is locked) and answer with
+    /// [`super::Input::LocksReclaimed`].
+    ReclaimLocks {
+        /// The root.
+        root: RootId,
+        /// The expired locks.
+        expired: Vec<crate::locks::Entry>,
+    },
+    /// Release the locks of a session that ended and answer with
+    /// [`super::Input::SessionLocksReleased`].
+    ReleaseSessionLocks {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Why, in the release events (`session completed`).
+        reason: String,
+    },
+    /// Remove a session's temporary files, write its summary (its presence
+    /// marks a finished wrap-up) and answer with
+    /// [`super::Input::SessionEnded`].
+    EndSession {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+        /// summary.md.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+    },
+    /// Write a message from squadd into a session (the normal routing
+    /// delivers it); a failure, or a text that could not be rendered, is
+    /// logged.
+    WriteLeadMessage {
+        /// The root.
+        root: RootId,
+        /// The message file.
+        path: PathBuf,
+        /// Its text, or why it could not be rendered.
+        text: Result<String, String>,
+    },
 }

@@ -12,7 +12,7 @@
 use super::files::{self, FileRef};
 use super::scan::{self, InboxListing, Scanned};
 use super::{
-    Effect, Now, Root, RootId, edits, escalations, mail, notices, presence, replies, runs,
+    Effect, Now, Root, RootId, edits, escalations, mail, notices, outputs, presence, replies, runs,
 };
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
@@ -88,6 +88,9 @@ pub(crate) enum Input<'a> {
         /// Whether an inbox entry is still unread.
         unread: &'a dyn Fn(&Path) -> bool,
     },
+    // Decided inside `Input::Leadership` (core/outputs.rs); stepped on its
+    // own by the unit tests.
+    #[cfg(test)]
     /// A session was loaded at start-up: its standing facts (ready,
     /// overdue, violating tasks) are tapped for notices.
     SessionLoaded {
@@ -256,10 +259,10 @@ pub(crate) enum Input<'a> {
     },
     /// After the look at live runs: ready tasks dispatched.
     DispatchDue {
-        /// With `cluster:` (docs/cluster.md): this host's id and whether
-        /// it leads the project; only the agent's host (its runner's
-        /// `host:`, else the leader's) starts its runs. `None`: no cluster.
-        cluster: Option<(String, bool)>,
+        /// With `cluster:` (docs/cluster.md): this host's id; only the
+        /// agent's host (its runner's `host:`, else the leader's, see
+        /// [`Root::leads`]) starts its runs. `None`: no cluster.
+        cluster: Option<String>,
     },
     /// The look's spawns are carried out ([`Effect::RunsLooked`]).
     RunsLooked {
@@ -304,6 +307,115 @@ pub(crate) enum Input<'a> {
         /// (session, task).
         run: runs::RunKey,
     },
+    // ---- squadd's own outputs (core/outputs.rs) ----
+    /// Status files of these sessions are due ([`Effect::WriteStatuses`]):
+    /// which are written is decided here, the locks taken next.
+    StatusesDue {
+        /// Session directory names.
+        sessions: Vec<String>,
+    },
+    /// The sessions' locks were taken ([`Effect::LockStatuses`], or a
+    /// session edit holding its lock): what the shell saw of each.
+    StatusesLocked {
+        /// Each session's facts.
+        sessions: Vec<outputs::StatusFacts>,
+    },
+    /// A status file was written ([`Effect::WriteStatusTexts`]), or not.
+    StatusWritten {
+        /// Session directory name.
+        session: String,
+        /// The file.
+        path: PathBuf,
+        /// The bytes written.
+        bytes: &'a [u8],
+        /// Why it was not written.
+        error: Option<String>,
+    },
+    /// The shared context is due ([`Effect::WriteSharedContext`], or
+    /// start-up and shutdown with `now`).
+    ContextDue {
+        /// Whether `.squad/sessions` is there.
+        present: bool,
+        /// Written before going on rather than behind.
+        now: bool,
+    },
+    /// A write of squadd's outputs made behind finished (the shared
+    /// context), or not.
+    OutputDone {
+        /// The session, if the output is one's.
+        session: Option<String>,
+        /// The file.
+        path: PathBuf,
+        /// The output's name in events.
+        output: &'static str,
+        /// Why it was not written.
+        error: Option<String>,
+    },
+    /// The persisted state is due ([`Effect::SaveState`], shutdown).
+    SaveStateDue {
+        /// Whether `.squad/sessions` is there.
+        present: bool,
+    },
+    /// A retention run finished ([`Effect::RunRetention`]).
+    RetentionRan(outputs::RetentionRun),
+    /// The lock table is due ([`Effect::RefreshLocks`]).
+    LocksDue {
+        /// Whether `.squad/sessions` is there.
+        present: bool,
+    },
+    /// The lock table was read ([`Effect::ReadLocks`]).
+    LocksRead(outputs::LockTable),
+    /// Expired locks were reclaimed ([`Effect::ReclaimLocks`]): (session,
+    /// path, kind) of each.
+    LocksReclaimed(Vec<(String, PathBuf, EventKind)>),
+    /// With `cluster:`: this host's lease as the shell read it before a
+    /// batch (`epoch`: valid now), or the cluster task's news.
+    Leadership {
+        /// The lease's epoch while it is valid.
+        epoch: Option<u64>,
+        /// What the cluster task said, if this is its news.
+        news: Option<crate::cluster::leader::News>,
+    },
+    /// A session's wrap-up is due ([`Effect::WrapUp`],
+    /// [`Effect::WrapUpIfPresent`], [`Effect::FinishEnded`]), with what the
+    /// shell saw of it.
+    WrapUpDue {
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+        /// Why, and what the shell saw.
+        why: super::wrapup::WrapUpWhy,
+    },
+    /// A session's locks were released ([`Effect::ReleaseSessionLocks`]):
+    /// (session, path, kind) of each.
+    SessionLocksReleased(Vec<(String, PathBuf, EventKind)>),
+    /// A session's temporaries were removed and its summary written, or
+    /// not ([`Effect::EndSession`]).
+    SessionEnded {
+        /// Session directory name.
+        session: String,
+        /// Its final status.
+        status: String,
+        /// summary.md.
+        path: PathBuf,
+        /// How many temporary files were removed.
+        removed: usize,
+        /// Why the summary was not written.
+        error: Option<String>,
+    },
+    /// Word to the lead about a run is due ([`Effect::TellLead`], a
+    /// worktree held): the text with the run.log tail the shell read.
+    LeadMessageDue {
+        /// Session directory name.
+        session: String,
+        /// The task.
+        task: String,
+        /// The text.
+        text: String,
+        /// Distinct for each message of this squadd (with its process).
+        salt: u32,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -343,7 +455,14 @@ impl<'a> Core<'a> {
             Input::EscalationsDue { session, unread } => {
                 escalations::run(root, id, &session, now, unread)
             }
+            #[cfg(test)]
             Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
+            // With `cluster:`, only the leader tells (a new leader looks
+            // at every standing fact when elected: core/outputs.rs).
+            Input::FactsTapped(facts) if !root.leads => {
+                drop(facts);
+                Vec::new()
+            }
             Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
@@ -389,7 +508,12 @@ impl<'a> Core<'a> {
                 drained,
                 facts,
             } => runs::left(root, id, &run, left, drained, facts, now),
-            Input::DispatchDue { cluster } => runs::dispatch(root, id, cluster.as_ref(), now),
+            Input::DispatchDue { cluster } => {
+                // Only the agent's host starts its runs; the leader those
+                // of agents without a `host:` (the gate: core/outputs.rs).
+                let cluster = cluster.map(|here| (here, root.leads));
+                runs::dispatch(root, id, cluster.as_ref(), now)
+            }
             Input::RunsLooked { retry_at } => runs::looked(root, id, retry_at),
             Input::RunSpawned { spec, rec, dir } => runs::spawned(root, id, &spec, *rec, dir),
             Input::SpawnFailed {
@@ -404,6 +528,46 @@ impl<'a> Core<'a> {
                 runs::by_hand::stop(root, id, session.as_deref(), &task)
             }
             Input::RunStopped { run } => runs::by_hand::stopped(root, id, &run, now),
+            Input::StatusesDue { sessions } => outputs::statuses_due(root, id, sessions),
+            Input::StatusesLocked { sessions } => outputs::statuses_locked(root, id, sessions, now),
+            Input::StatusWritten {
+                session,
+                path,
+                bytes,
+                error,
+            } => outputs::status_written(root, id, session, path, bytes, error, now),
+            Input::ContextDue { present, now } => outputs::context_due(root, id, present, now),
+            Input::OutputDone {
+                session,
+                path,
+                output,
+                error,
+            } => outputs::output_done(id, session, path, output, error),
+            Input::SaveStateDue { present } => outputs::save_state_due(root, id, present),
+            Input::RetentionRan(run) => outputs::retention_ran(root, id, run, now),
+            Input::LocksDue { present } => outputs::locks_due(root, id, present),
+            Input::LocksRead(table) => outputs::locks_read(root, id, table, now),
+            Input::LocksReclaimed(events) => outputs::locks_reclaimed(root, id, events),
+            Input::Leadership { epoch, news } => outputs::leadership(root, id, epoch, news),
+            Input::WrapUpDue {
+                session,
+                status,
+                why,
+            } => super::wrapup::due(root, id, &session, &status, why, now),
+            Input::SessionLocksReleased(events) => super::wrapup::locks_released(id, events),
+            Input::SessionEnded {
+                session,
+                status,
+                path,
+                removed,
+                error,
+            } => super::wrapup::ended(id, session, status, path, removed, error),
+            Input::LeadMessageDue {
+                session,
+                task,
+                text,
+                salt,
+            } => runs::lead::due(root, id, &session, &task, &text, salt, now),
         }
     }
 }

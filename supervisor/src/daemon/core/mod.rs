@@ -21,7 +21,12 @@
 //! - [`notices`]: squadd's notices (standing facts, the files a fact calls
 //!   for);
 //! - [`runs`]: agent runs (time limits, exits, retries, re-adoption,
-//!   dispatch) as inputs and effects.
+//!   dispatch) as inputs and effects;
+//! - [`outputs`]: squadd's own outputs (status files under their locks,
+//!   the shared context, the persisted state, retention, lock expiry) and
+//!   the cluster's one-writer gate;
+//! - [`wrapup`]: the wrap-up of a session that ended (its locks, its
+//!   summary).
 
 pub(crate) mod batch;
 pub(crate) mod edits;
@@ -31,11 +36,13 @@ pub(crate) mod files;
 pub(crate) mod input;
 pub(crate) mod mail;
 pub(crate) mod notices;
+pub(crate) mod outputs;
 pub(crate) mod presence;
 pub(crate) mod replies;
 pub(crate) mod runs;
 pub(crate) mod scan;
 pub(crate) mod timer;
+pub(crate) mod wrapup;
 
 pub(crate) use effect::{Effect, Now};
 pub(crate) use input::{Core, Input};
@@ -115,6 +122,10 @@ pub(crate) struct Root {
     pub team: crate::team::TeamHealth,
     /// The agent runs: config.json in force, live runs, past records.
     pub runs: runs::Runs,
+    /// Whether squadd may write the root's supervisor-owned outputs:
+    /// always without `cluster:`; with it, while this host's lease is
+    /// valid ([`outputs::leadership`]).
+    pub leads: bool,
 }
 
 /// The next run of a retention schedule after `now`.
@@ -153,6 +164,7 @@ impl Root {
             skills: Default::default(),
             team: Default::default(),
             runs: runs::Runs::default(),
+            leads: true,
         }
     }
 
@@ -337,5 +349,7 @@ mod tests;
 mod tests_files;
 #[cfg(test)]
 mod tests_mail;
+#[cfg(test)]
+mod tests_outputs;
 #[cfg(test)]
 mod tests_scan;

@@ -9,6 +9,7 @@
 
 pub(crate) mod by_hand;
 pub(crate) mod decide;
+pub(crate) mod lead;
 
 pub(crate) use by_hand::RunError;
 

@@ -200,7 +200,10 @@ pub(crate) fn fire(
         Timer::Context(id) => vec![Effect::WriteSharedContext(id)],
         Timer::SaveState(id) => vec![Effect::SaveState(id)],
         Timer::Locks(id) => vec![Effect::RefreshLocks(id)],
-        Timer::Retention(id) => vec![Effect::RunRetention(id)],
+        Timer::Retention(id) => match root {
+            Some(r) => super::outputs::retention_due(r, id, now),
+            None => Vec::new(),
+        },
         Timer::Skills(id) => vec![Effect::RefreshSkills(id)],
         Timer::Delivery {
             root,

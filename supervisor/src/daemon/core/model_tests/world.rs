@@ -332,6 +332,15 @@ impl World {
             | Effect::Notify { .. }
             | Effect::WriteSharedContext(_)
             | Effect::WriteSharedContextNow(_)
+            | Effect::LockStatuses { .. }
+            | Effect::WriteStatusTexts { .. }
+            | Effect::WriteContext { .. }
+            | Effect::WriteState { .. }
+            | Effect::ReadLocks(_)
+            | Effect::ReclaimLocks { .. }
+            | Effect::ReleaseSessionLocks { .. }
+            | Effect::EndSession { .. }
+            | Effect::WriteLeadMessage { .. }
             | Effect::RefreshLocks(_)
             | Effect::RunRetention(_)
             | Effect::RefreshSkills(_)

@@ -1,0 +1,57 @@
+//! Word to the lead about a run (a run that failed, a worktree held),
+//! decided here: whether anyone is told (the policy's `runners.lead`), and
+//! the message file squadd writes into the session for the normal routing
+//! to deliver. The shell reads the run.log tail asked for, writes the file
+//! and supplies the uniqueness of the message id.
+
+use super::super::{Effect, Now, Root, RootId};
+use squad_protocol::model::{
+    Document, Message, MessageContext, MessageMeta, MessageType, Priority,
+};
+
+/// A message to the lead is due (`text`: with the run.log tail already
+/// appended; `salt`: distinct for each message of this squadd, with its
+/// process, so two messages of one millisecond get distinct ids). Nothing
+/// when the policy names no lead.
+pub(crate) fn due(
+    root: &Root,
+    id: RootId,
+    session: &str,
+    task: &str,
+    text: &str,
+    salt: u32,
+    now: Now,
+) -> Vec<Effect> {
+    let Some(lead) = root.policy.runners.lead.clone() else {
+        return Vec::new();
+    };
+    let message_id = format!(
+        "msg_{}_run{:08x}",
+        now.wall.format("%Y%m%dT%H%M%S%3fZ"),
+        salt
+    );
+    let doc = Document::Message(Message {
+        meta: MessageMeta {
+            message_id,
+            from_agent: "squadd".into(),
+            to_agent: lead,
+            created_at: now.wall.fixed_offset(),
+            priority: Priority::High,
+        },
+        kind: MessageType::Notification,
+        subject: format!("run of {task} failed"),
+        message: text.to_string(),
+        context: Some(MessageContext {
+            task_id: Some(task.to_string()),
+            ..MessageContext::default()
+        }),
+        response_needed: None,
+        response_by: None,
+        in_reply_to: None,
+    });
+    vec![Effect::WriteLeadMessage {
+        root: id,
+        path: root.session_dir(session).join(doc.file_name()),
+        text: doc.to_file_text().map_err(|e| e.to_string()),
+    }]
+}
