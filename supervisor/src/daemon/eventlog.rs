@@ -69,7 +69,7 @@ impl EventLog {
             return;
         };
         self.seq += 1;
-        if super::notices::wanted(&kind) {
+        if super::core::notices::wanted(&kind) {
             self.tapped.push((
                 i,
                 session.map(str::to_string),

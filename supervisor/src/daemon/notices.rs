@@ -35,18 +35,6 @@ pub(crate) const NOTICE_BATCH: usize = 256;
 /// notices, however many a start-up owes.
 pub(crate) const STARTUP_NOTICES: usize = 32;
 
-/// Whether an event may call for a notice (the event log taps these).
-pub(crate) fn wanted(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::TaskReady { .. }
-            | EventKind::TaskOverdue { .. }
-            | EventKind::DependencyViolation { .. }
-            | EventKind::FileInvalid { .. }
-            | EventKind::MessageRefused { .. }
-    )
-}
-
 impl Supervisor {
     /// Writes the notices the tapped events call for, at most
     /// [`NOTICE_BATCH`] facts at a time (the rest wait for the next wake-up:
@@ -168,7 +156,7 @@ impl Supervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::core::notices::notice_id;
+    use crate::daemon::core::notices::{notice_id, wanted};
     use squad_policies::notices::Notice;
     use squad_policies::notices::NoticeKind;
     use squad_protocol::model::Priority;

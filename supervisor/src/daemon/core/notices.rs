@@ -352,3 +352,15 @@ fn refused_notice<'a>(
         Some(rel),
     ))
 }
+
+/// Whether an event may call for a notice (the event log taps these).
+pub(crate) fn wanted(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::TaskReady { .. }
+            | EventKind::TaskOverdue { .. }
+            | EventKind::DependencyViolation { .. }
+            | EventKind::FileInvalid { .. }
+            | EventKind::MessageRefused { .. }
+    )
+}

@@ -222,7 +222,7 @@ impl World {
                 session: Some(session),
                 path,
                 kind,
-            } if crate::daemon::notices::wanted(&kind) => {
+            } if crate::daemon::core::notices::wanted(&kind) => {
                 self.tapped.push((root, session, path, kind))
             }
             Effect::SaveState(r) => {
