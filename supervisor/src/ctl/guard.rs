@@ -485,12 +485,27 @@ pub(crate) fn find_task(
         dirs.sort_by_key(|d| d.file_name().is_none_or(|n| n.to_string_lossy() != session));
     }
     let mut plans = Vec::new();
+    // The name tests, built once (a project lists every session's files).
+    let wanted = match (agent, task_id) {
+        (_, Some(t)) => format!("-{t}"),
+        (Some(a), None) => format!("{a}-task_"),
+        (None, None) => String::new(),
+    };
     for dir in &dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
         for e in entries.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
+            let name = e.file_name();
+            // Copied only when not UTF-8 (then read lossily, as always).
+            let lossy;
+            let name = match name.to_str() {
+                Some(n) => n,
+                None => {
+                    lossy = name.to_string_lossy();
+                    &lossy
+                }
+            };
             let Some(stem) = name
                 .strip_prefix("role-plan-")
                 .and_then(|n| n.strip_suffix(".md"))
@@ -498,8 +513,8 @@ pub(crate) fn find_task(
                 continue;
             };
             let matches = match (agent, task_id) {
-                (_, Some(t)) => stem.ends_with(&format!("-{t}")),
-                (Some(a), None) => stem.starts_with(&format!("{a}-task_")),
+                (_, Some(_)) => stem.ends_with(&wanted),
+                (Some(_), None) => stem.starts_with(&wanted),
                 (None, None) => false,
             };
             if matches {
