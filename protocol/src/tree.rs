@@ -118,7 +118,10 @@ pub fn session_dirs(root: &Path) -> io::Result<Vec<PathBuf>> {
             dirs.push(dir.join(entry.file_name()));
         }
     }
-    dirs.sort();
+    // All share one parent: ordered by the name's bytes, which is the
+    // order of the paths, without re-parsing every path's components at
+    // each comparison (a third of the guard's listing cost).
+    dirs.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
     Ok(dirs)
 }
 

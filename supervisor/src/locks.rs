@@ -127,7 +127,8 @@ fn record_files(session_dir: &Path) -> io::Result<Vec<PathBuf>> {
                     .is_some_and(|n| is_temp_name(&n.to_string_lossy()))
         })
         .collect();
-    paths.sort();
+    // One parent: the names' order is the paths' (see `session_dirs`).
+    paths.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
     Ok(paths)
 }
 

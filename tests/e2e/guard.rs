@@ -731,3 +731,72 @@ fn an_unusable_plan_is_refused_with_its_first_error_not_a_warning() {
     assert!(!reason.contains("unknown-field"), "{reason}");
     assert!(reason.contains("priority"), "{reason}");
 }
+
+/// The guard's cache of plan verdicts (.squad/run/guard-plans/) never
+/// answers for a plan that changed: a plan narrowed in place with the same
+/// length and the same mtime is obeyed at the next call, and a planted
+/// entry (garbage, or a link to a lying entry) is ignored.
+#[test]
+fn a_cached_plan_verdict_follows_every_edit_of_the_plan() {
+    let (tmp, _outside) = project();
+    let root = tmp.path();
+    let cwd = root.display().to_string();
+    let write_to = |path: &str| {
+        json!({"session_id": "s", "transcript_path": "/t.jsonl", "cwd": cwd,
+            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Write",
+            "tool_input": {"file_path": format!("{cwd}/{path}"), "content": "x"},
+            "tool_use_id": "t"})
+        .to_string()
+    };
+    let env = [("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+    let ask = |path: &str| verdict("claude", &guard(root, &env, None, &write_to(path)));
+    assert_eq!(ask("backend/api.rs"), None);
+    let cache = root.join(".squad/run/guard-plans");
+    let entries: Vec<_> = fs::read_dir(&cache).unwrap().collect();
+    assert_eq!(entries.len(), 1, "one entry after the first call");
+    assert_eq!(ask("backend/api.rs"), None, "answered from the cache");
+    // Narrowed: `backend/**` becomes `backand/**`, same length, same mtime.
+    let plan_path = root.join(format!(
+        ".squad/sessions/{SESSION}/role-plan-backend-task_1.md"
+    ));
+    let text = fs::read_to_string(&plan_path).unwrap();
+    let mtime = fs::metadata(&plan_path).unwrap().modified().unwrap();
+    let narrowed = text.replacen("backend/**", "backand/**", 1);
+    assert_eq!(narrowed.len(), text.len());
+    fs::write(&plan_path, &narrowed).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&plan_path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let reason = ask("backend/api.rs").expect("denied by the narrowed plan");
+    assert!(
+        reason.contains("outside the boundaries of task_1"),
+        "{reason}"
+    );
+    assert_eq!(ask("backand/x.rs"), None);
+    // Planted entries: garbage, then a link to an entry that would allow.
+    let entry = fs::read_dir(&cache)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // The true entry with only its verdict widened: would allow anything.
+    let good = fs::read_to_string(&entry).unwrap();
+    let at = good.find("\"verdict\"").unwrap();
+    let lying = format!("{}{}", &good[..at], good[at..].replace("backand/**", "**"));
+    assert_ne!(lying, good);
+    fs::write(&entry, "{\"format\": 1, garbage").unwrap();
+    assert!(ask("backend/api.rs").is_some(), "garbage entry ignored");
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("lie.json"), &lying).unwrap();
+    fs::remove_file(&entry).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("lie.json"), &entry).unwrap();
+    assert!(ask("backend/api.rs").is_some(), "linked entry not followed");
+    assert_eq!(
+        fs::read_to_string(outside.path().join("lie.json")).unwrap(),
+        lying
+    );
+}

@@ -7,6 +7,7 @@
 
 use super::canon;
 use super::hook_file::{hook_file_path, is_ours};
+use super::plan_cache::Verdict as PlanVerdict;
 use crate::index::{Entry, load_file};
 use crate::locks;
 use crate::root;
@@ -484,12 +485,27 @@ pub(crate) fn find_task(
         dirs.sort_by_key(|d| d.file_name().is_none_or(|n| n.to_string_lossy() != session));
     }
     let mut plans = Vec::new();
+    // The name tests, built once (a project lists every session's files).
+    let wanted = match (agent, task_id) {
+        (_, Some(t)) => format!("-{t}"),
+        (Some(a), None) => format!("{a}-task_"),
+        (None, None) => String::new(),
+    };
     for dir in &dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
         for e in entries.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
+            let name = e.file_name();
+            // Copied only when not UTF-8 (then read lossily, as always).
+            let lossy;
+            let name = match name.to_str() {
+                Some(n) => n,
+                None => {
+                    lossy = name.to_string_lossy();
+                    &lossy
+                }
+            };
             let Some(stem) = name
                 .strip_prefix("role-plan-")
                 .and_then(|n| n.strip_suffix(".md"))
@@ -497,8 +513,8 @@ pub(crate) fn find_task(
                 continue;
             };
             let matches = match (agent, task_id) {
-                (_, Some(t)) => stem.ends_with(&format!("-{t}")),
-                (Some(a), None) => stem.starts_with(&format!("{a}-task_")),
+                (_, Some(_)) => stem.ends_with(&wanted),
+                (Some(_), None) => stem.starts_with(&wanted),
                 (None, None) => false,
             };
             if matches {
@@ -514,27 +530,29 @@ pub(crate) fn find_task(
     // in progress (it may be the one): then it is the reason to refuse.
     let mut unusable: Option<String> = None;
     for (dir, path) in plans {
-        let file = load_file(&path, FileKind::TaskAssignment)
+        // The verdict of full validation, from the cache when the plan's
+        // bytes are the ones last validated (issue 23 item 3).
+        let verdict = super::plan_cache::verdict(root, &path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let Some(file) = file else { continue };
-        let Entry::Plan(plan) = file.entry else {
-            // The error that makes it unusable, not a warning before it.
-            let why = file
-                .diagnostics
-                .iter()
-                .find(|d| d.is_error())
-                .or_else(|| file.diagnostics.first())
-                .map(|d| d.to_string())
-                .unwrap_or_else(|| "invalid".into());
-            let reason = format!(
-                "the task assignment {} cannot be used ({why}); writes are refused until it validates",
-                path.display()
-            );
-            if task_id.is_some() {
-                return Err(reason);
+        let Some(verdict) = verdict else { continue };
+        let (task_id, plan_agent, allowed, forbidden) = match verdict {
+            PlanVerdict::Usable {
+                task_id,
+                agent,
+                allowed,
+                forbidden,
+            } => (task_id, agent, allowed, forbidden),
+            PlanVerdict::Unusable(why) => {
+                let reason = format!(
+                    "the task assignment {} cannot be used ({why}); writes are refused until it validates",
+                    path.display()
+                );
+                if task_id.is_some() {
+                    return Err(reason);
+                }
+                unusable.get_or_insert(reason);
+                continue;
             }
-            unusable.get_or_insert(reason);
-            continue;
         };
         let session = dir
             .file_name()
@@ -543,11 +561,11 @@ pub(crate) fn find_task(
         tasks.push((
             dir,
             Task {
-                task_id: plan.task_id,
-                agent: plan.agent,
+                task_id,
+                agent: plan_agent,
                 session,
-                allowed: plan.allowed,
-                forbidden: plan.forbidden,
+                allowed,
+                forbidden,
             },
         ));
     }

@@ -287,6 +287,19 @@ struct Shown {
     agent: Option<String>,
 }
 
+/// The document `query --json` prints (keys in this order).
+#[derive(serde::Serialize)]
+struct Listing<'a> {
+    count: usize,
+    entries: &'a [Shown],
+}
+
+/// The document `query --supersede-chains --json` prints.
+#[derive(serde::Serialize)]
+struct Chains<'a> {
+    chains: &'a [Vec<&'a Shown>],
+}
+
 fn parse_when(s: &str) -> Result<DateTime<FixedOffset>, String> {
     memory::parse_moment(s, None)
         .ok_or_else(|| format!("`{s}` is not a date (YYYY-MM-DD) or timestamp"))
@@ -362,12 +375,11 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         return print_chains(&shown, a.json);
     }
     if a.json {
-        let v = serde_json::json!({ "count": shown.len(), "entries": shown });
-        say!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
-        return Ok(exit::OK);
+        let listing = Listing {
+            count: shown.len(),
+            entries: &shown,
+        };
+        return print_json(&listing);
     }
     // One write for the whole listing, not one per entry (stdout is line
     // buffered: a write system call per line was most of a large query).
@@ -469,11 +481,7 @@ fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
         chains.push(chain);
     }
     if json {
-        let v = serde_json::json!({ "chains": chains });
-        say!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
+        return print_json(&Chains { chains: &chains });
     } else {
         for c in &chains {
             let parts: Vec<String> = c
@@ -491,6 +499,27 @@ fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
         say!("{}", crate::text::count(chains.len(), "chain", "chains"));
     }
     Ok(exit::OK)
+}
+
+/// Prints `value` as pretty JSON and a line break, in one write.
+///
+/// Serialised straight from the typed value into one buffer: going through
+/// a `serde_json::Value` first copied every field of every entry into a map
+/// of its own, the most of what `query --json` cost beyond the plain
+/// listing on a large file (docs/performance.md). The bytes are the same:
+/// the types' fields are declared in the order the keys were printed.
+fn print_json(value: &impl serde::Serialize) -> Result<u8, String> {
+    let _ = super::print(&pretty_json(value)?);
+    Ok(exit::OK)
+}
+
+/// `value` as pretty JSON with a final line break.
+fn pretty_json(value: &impl serde::Serialize) -> Result<String, String> {
+    let mut out = Vec::with_capacity(64 * 1024);
+    serde_json::to_writer_pretty(&mut out, value).map_err(|e| e.to_string())?;
+    out.push(b'\n');
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).map_err(|e| e.to_string())
 }
 
 fn parse_tz(s: Option<&str>) -> Result<FixedOffset, String> {
@@ -811,4 +840,60 @@ fn add(root: Option<&Path>, a: AddArgs) -> Result<u8, String> {
         .map_err(|e| format!("{}: {e}", path.display()))?;
     say!("{}", path.display());
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `query --json` prints the bytes it printed through
+    /// `serde_json::Value` (keys in the same order, same escaping).
+    #[test]
+    fn typed_json_is_byte_for_byte_the_value_json() {
+        let shown = vec![
+            Shown {
+                file: "/p/.squad/decisions.md".into(),
+                line: 3,
+                end_line: 9,
+                style: memory::Style::Sem,
+                kind: "decision".into(),
+                timestamp: Some("2026-01-02T10:00:00Z".into()),
+                author: Some("alice \"a\" \\ ü\u{1}".into()),
+                scope: None,
+                tags: vec!["db".into(), "infra".into()],
+                summary: "use postgres\n".into(),
+                supersedes: Some("2026-01-01T00:00:00Z".into()),
+                agent: None,
+            },
+            Shown {
+                file: "x".into(),
+                line: 1,
+                end_line: 1,
+                style: memory::Style::Sem,
+                kind: String::new(),
+                timestamp: None,
+                author: None,
+                scope: Some("backend".into()),
+                tags: Vec::new(),
+                summary: String::new(),
+                supersedes: None,
+                agent: Some("bob".into()),
+            },
+        ];
+        let value = serde_json::json!({ "count": shown.len(), "entries": shown });
+        assert_eq!(
+            pretty_json(&Listing {
+                count: shown.len(),
+                entries: &shown
+            })
+            .unwrap(),
+            serde_json::to_string_pretty(&value).unwrap() + "\n"
+        );
+        let chains = vec![vec![&shown[0], &shown[1]]];
+        let value = serde_json::json!({ "chains": chains });
+        assert_eq!(
+            pretty_json(&Chains { chains: &chains }).unwrap(),
+            serde_json::to_string_pretty(&value).unwrap() + "\n"
+        );
+    }
 }
