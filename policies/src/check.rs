@@ -5,7 +5,7 @@
 use crate::boundary::{Boundaries, Decision, normalize};
 use crate::policy::{Policy, Unattributed};
 use squad_protocol::kind::SESSION_STATUS_FILE;
-use squad_protocol::tree::{SESSIONS_DIR, SQUAD_DIR};
+use squad_protocol::tree::{RUN_DIR, SESSIONS_DIR, SQUAD_DIR};
 use squad_protocol::{Diagnostic, Rule, Severity};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -140,6 +140,17 @@ fn classify(path: &str) -> Owned {
     if path == format!("{SQUAD_DIR}/audit.jsonl") {
         return Owned::Supervisor("audit.jsonl");
     }
+    // squadd's and squadctl's runtime state (pid lock, socket, the guard's
+    // plan verdicts, run journals): trusted by the tools that read it, so
+    // never an agent's to write, whatever the project policy forbids.
+    if path
+        .strip_prefix(SQUAD_DIR)
+        .and_then(|p| p.strip_prefix('/'))
+        .and_then(|p| p.strip_prefix(RUN_DIR))
+        .is_some_and(|p| p.is_empty() || p.starts_with('/'))
+    {
+        return Owned::Supervisor(".squad/run/");
+    }
     let prefix = format!("{SQUAD_DIR}/{SESSIONS_DIR}/");
     let Some(rest) = path.strip_prefix(&prefix) else {
         return Owned::Ordinary;
@@ -171,7 +182,7 @@ fn classify(path: &str) -> Owned {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ownership {
     /// The supervisor's output (session-status.md, summary.md, inboxes,
-    /// audit.jsonl, shared-context.json).
+    /// audit.jsonl, shared-context.json) or runtime state (`.squad/run/`).
     Supervisor(&'static str),
     /// A lock record: changed through `squadctl lock` only.
     LockRecord,

@@ -429,6 +429,14 @@ mod tests {
                 Some("written by the supervisor only"),
             ),
             (path(".squad/sessions/s1/locks/x.json"), Some("lock record")),
+            // Not in this policy's forbidden list: squadd's runtime state
+            // (the guard's cached plan verdicts among it) is never an agent's.
+            (
+                path(".squad/run/guard-plans/0.json"),
+                Some("written by the supervisor only (.squad/run/)"),
+            ),
+            (path(".squad/run"), Some("written by the supervisor only")),
+            (path(".squad/runbook.md"), Some("outside the boundaries")),
             (
                 path(".squad/sessions/s1/role-comm-frontend-task_2.md"),
                 Some("belongs to frontend"),

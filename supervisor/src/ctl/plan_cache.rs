@@ -17,8 +17,9 @@
 //! error: a missing, truncated, garbage, oversized or foreign entry, a
 //! symlink planted at the entry or at any directory on the way (never
 //! followed), a plan that cannot be read (then [`load_file`] decides, as
-//! before). The cache is as trustworthy as `.squad/run/`, which the
-//! shipped policy forbids to every task (`.squad/run/**`).
+//! before). The cache is as trustworthy as `.squad/run/`, which the guard
+//! refuses to every agent whatever the policy says (supervisor-owned,
+//! `squad_policies::check::ownership`).
 
 use crate::index::{Entry, fingerprint, index_bytes, load_file};
 use crate::safefs;
