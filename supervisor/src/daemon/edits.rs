@@ -11,7 +11,6 @@
 use super::Supervisor;
 use super::core::{self, RootId};
 use crate::control::Response;
-use crate::events::EventKind;
 use crate::session_edit::{EditError, lock_session};
 use chrono::{DateTime, Utc};
 use squad_policies::session_edit::SessionEdit;
@@ -135,24 +134,12 @@ impl Supervisor {
         self.writer
             .write(&path, new.as_bytes(), false)
             .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
-        let input = core::Input::OwnWrite {
-            file: core::files::FileRef {
-                session: name.to_string(),
-                file: SESSION_STATUS_FILE.to_string(),
-                path: path.clone(),
-            },
-            kind: FileKind::SessionStatus,
-            bytes: new.as_bytes(),
+        let input = core::Input::EditWritten {
+            session: name.to_string(),
+            path,
+            text: &new,
         };
         self.step(i, input, core::Now { wall });
-        self.log.emit(
-            i,
-            Some(name),
-            Some(&path),
-            EventKind::OutputWritten {
-                output: "session-status".into(),
-            },
-        );
         Ok((new, true))
     }
 }

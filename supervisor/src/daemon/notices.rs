@@ -147,15 +147,17 @@ impl Supervisor {
                     };
                     self.step(i, input, Now { wall: Utc::now() });
                 }
-                Err(e) => self.log.emit(
-                    i,
-                    Some(&name),
-                    Some(&path),
-                    EventKind::OutputFailed {
-                        output: "notice".into(),
+                Err(e) => {
+                    let input = core::Input::NoticeFailed {
+                        file: core::files::FileRef {
+                            session: name,
+                            file,
+                            path,
+                        },
                         error: e.to_string(),
-                    },
-                ),
+                    };
+                    self.step(i, input, Now { wall: Utc::now() });
+                }
             }
         }
     }

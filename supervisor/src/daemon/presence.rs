@@ -6,21 +6,23 @@
 use super::*;
 
 impl Supervisor {
+    /// Watches `path`; a failure is the core's to decide
+    /// ([`core::Input::WatchFailed`]), told whether the directory is kept
+    /// for another try and after what back-off.
     pub(super) fn watch(&mut self, i: RootId, path: &Path) {
         if let Err(error) = self.intake.watch(path) {
             tracing::error!(path = %path.display(), %error, "cannot watch");
-            self.log.emit(
-                i,
-                None,
-                Some(path),
-                EventKind::WatchError {
-                    error: error.to_string(),
-                },
-            );
-            if self.intake.unwatched().contains(path) {
-                self.timers
-                    .set_earlier(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
-            }
+            let rewatch_after = self
+                .intake
+                .unwatched()
+                .contains(path)
+                .then(|| self.intake.rewatch_delay());
+            let input = core::Input::WatchFailed {
+                path: path.to_path_buf(),
+                error: error.to_string(),
+                rewatch_after,
+            };
+            self.step(i, input, core::Now { wall: Utc::now() });
         }
     }
 

@@ -17,7 +17,6 @@ use super::runs::{FileFacts, RunError, keep_record, start};
 use super::timers::Timer;
 use crate::runners;
 use chrono::{DateTime, Utc};
-use std::path::Path;
 
 impl Supervisor {
     /// config.json changed: handed to the core (the new one if valid).
@@ -26,11 +25,6 @@ impl Supervisor {
         let config = error.is_none().then(|| Box::new(config));
         let now = Now { wall: Utc::now() };
         self.step(i, Input::ConfigRead { config, error }, now);
-    }
-
-    /// Whether `path` is a root's config.json.
-    pub(super) fn is_config(&self, i: RootId, path: &Path) -> bool {
-        super::runs::is_config(&self.roots.core(i).root, path)
     }
 
     /// After the start-up scan: the root's run records, each with what is

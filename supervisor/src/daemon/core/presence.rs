@@ -1,6 +1,7 @@
 //! A root's presence decided: what follows when watches the kernel refused
 //! came back (the root is rescanned: what changed meanwhile was never
-//! reported) and when another squadd took the root over (squadd forgets
+//! reported), when a directory could not be watched (said, retried), and
+//! when another squadd took the root over (squadd forgets
 //! its sessions and says so). The shell holds the watches, the pid lock
 //! and the socket (`daemon/presence.rs`); the look for a missing root is
 //! [`super::timer::root_check`].
@@ -8,7 +9,32 @@
 use super::timer::Timer;
 use super::{Effect, Root, RootId};
 use crate::events::EventKind;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// A directory of the root could not be watched: said (a `watch-error`
+/// event) and, when the shell keeps it for another try (`rewatch_after`:
+/// its back-off), the retry armed, never later than one already armed.
+pub(crate) fn watch_failed(
+    id: RootId,
+    path: PathBuf,
+    error: String,
+    rewatch_after: Option<Duration>,
+) -> Vec<Effect> {
+    let mut effects = vec![Effect::Emit {
+        root: id,
+        session: None,
+        path: Some(path),
+        kind: EventKind::WatchError { error },
+    }];
+    if let Some(after) = rewatch_after {
+        effects.push(Effect::SetTimerEarlier {
+            timer: Timer::Rewatch,
+            after,
+        });
+    }
+    effects
+}
 
 /// `dirs` directories of the root are watched again: said, and the root
 /// rescanned at once.
