@@ -2,6 +2,11 @@
 //! applied by squadd itself, and the per-session lock around every status
 //! write (see [`crate::session_edit`]).
 //!
+//! The text after an edit and what its write calls for are decided in
+//! [`core::edits`] (`decide`, `Input::EditWritten`, `Input::SessionEdited`);
+//! what still decides here: how long an edit waits for the lock, and the
+//! answer's wording for a session squadd does not know.
+//!
 //! squadd is the one writer of session-status.md while it runs: an edit is
 //! applied to the text squadd holds (after re-reading the file under the
 //! lock, in case something changed it behind squadd's back), written, and

@@ -121,7 +121,7 @@ impl Supervisor {
                 bytes,
                 routed_from,
             } => self.write_inbox(root, *delivery, &bytes, routed_from, wall),
-            Effect::WatchInbox { root, dir } => self.watch(root, &dir),
+            Effect::Watch { root, dir } => self.watch(root, &dir),
             Effect::Announce(a) => {
                 tracing::error!(to = %a.delivery.to, message_id = %a.delivery.message_id, "a delivery announced outside its inbox write");
             }

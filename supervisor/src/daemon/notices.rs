@@ -13,6 +13,11 @@
 //! told again. At start-up every standing fact is looked at once, so a fact
 //! that arose while squadd was down, or a notice a kill -9 interrupted, is
 //! still told.
+//!
+//! Which notice files a fact calls for, and what a write failure calls
+//! for, are the core's ([`core::notices`]); what still decides here: the
+//! batch size, one notice per file across a batch's runs of facts, and
+//! (with `cluster:`) only the leader writing them.
 
 use super::Supervisor;
 use super::core::notices::NoticeFile;

@@ -81,7 +81,7 @@ impl Supervisor {
             | Effect::OfferWaiting { .. }
             | Effect::RunEscalations { .. }
             | Effect::WriteInbox { .. }
-            | Effect::WatchInbox { .. }
+            | Effect::Watch { .. }
             | Effect::Announce(_)) => self.perform_mail(e, now),
             Effect::WrapUpIfPresent {
                 root,
@@ -161,6 +161,7 @@ impl Supervisor {
             Effect::CheckControl(root) => {
                 self.check_control(root);
             }
+            Effect::GiveUpRoot { root, pid } => self.take_over(root, pid),
             Effect::CheckRoot(root) => {
                 let present = self.roots.core(root).sessions_dir.is_dir();
                 let effects = core::timer::root_check(self.roots.core_mut(root), root, present);

@@ -152,7 +152,7 @@ pub(crate) fn written(
     };
     let mut effects = mail::delivered(root, id, &d, at, now);
     let new_dir = crate::inbox::inbox_dir(&root.session_dir(&d.session), &d.to).join("new");
-    effects.push(Effect::WatchInbox {
+    effects.push(Effect::Watch {
         root: id,
         dir: new_dir.clone(),
     });

@@ -92,8 +92,10 @@ pub(crate) enum Effect {
         /// A routed message's source.
         routed_from: Option<String>,
     },
-    /// Watch an inbox's `new/` (its acknowledgements count).
-    WatchInbox {
+    /// Watch a directory, non-recursively (an inbox's `new/`: its
+    /// acknowledgements count; the root's `.squad/run`: the socket and pid
+    /// file).
+    Watch {
         /// The root.
         root: RootId,
         /// The directory.
@@ -334,6 +336,15 @@ pub(crate) enum Effect {
         root: RootId,
         /// Session directory name.
         session: String,
+    },
+    /// Another squadd holds the root's pid lock: let go of the root (pid
+    /// lock, socket, watches, timers), then tell the core
+    /// ([`super::Input::TakenOver`]).
+    GiveUpRoot {
+        /// The root.
+        root: RootId,
+        /// That squadd's pid.
+        pid: String,
     },
     /// Re-read the root's config.json (`Input::ConfigRead`).
     ReloadConfig(RootId),

@@ -187,6 +187,20 @@ pub(crate) enum Input<'a> {
         /// When the shell keeps it for another try: the back-off.
         rewatch_after: Option<std::time::Duration>,
     },
+    /// The pid lock of a recreated `.squad/` was tried.
+    PidLockTried(presence::PidLock),
+    /// The control socket was bound again.
+    SocketBound {
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The root's skills and team were read again.
+    SkillsRead {
+        /// The skills, as `status` reports them.
+        skills: Box<crate::skills::SkillsHealth>,
+        /// The team directory, as `status` reports it.
+        team: Box<crate::team::TeamHealth>,
+    },
     /// A path of the root changed (a watcher event, settled): what it is
     /// and what it calls for are decided in [`paths`].
     PathChanged {
@@ -488,6 +502,9 @@ impl<'a> Core<'a> {
                 error,
                 rewatch_after,
             } => presence::watch_failed(id, path, error, rewatch_after),
+            Input::PidLockTried(outcome) => presence::pid_lock(id, outcome),
+            Input::SocketBound { path } => presence::socket_bound(root, id, path),
+            Input::SkillsRead { skills, team } => presence::skills_read(root, *skills, *team),
             Input::PathChanged { path } => paths::changed(root, id, path),
             Input::WatcherFailed { error } => paths::watcher_failed(id, error),
             Input::EventsLost => paths::events_lost(id),

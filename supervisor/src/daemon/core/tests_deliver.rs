@@ -233,7 +233,7 @@ fn a_fresh_write_is_recorded_watched_then_announced_last_and_one_there_before_is
     let (mut r, d) = routed(message("msg_m", "high"));
     let new_dir = crate::inbox::inbox_dir(&r.session_dir(SESSION), "bob").join("new");
     let effects = written(&mut r, &d, Written::Fresh, 0);
-    let watch = Effect::WatchInbox {
+    let watch = Effect::Watch {
         root: id(0),
         dir: new_dir.clone(),
     };

@@ -248,3 +248,62 @@ fn a_notice_not_written_is_said() {
         }]
     );
 }
+
+#[test]
+fn a_recreated_squad_dir_gets_the_pid_lock_back_or_is_given_up_to_the_squadd_holding_it() {
+    use super::presence::PidLock;
+    let mut r = root_with(&[]);
+    let restored = |reason: &str, path: Option<PathBuf>| Effect::Emit {
+        root: id(0),
+        session: None,
+        path,
+        kind: EventKind::ControlRestored {
+            reason: reason.into(),
+        },
+    };
+    let tried =
+        |r: &mut Root, outcome| Core::new(id(0), r).step(Input::PidLockTried(outcome), now(0));
+    assert_eq!(
+        tried(&mut r, PidLock::Taken),
+        vec![restored(
+            "pid lock taken again: .squad/ was recreated",
+            None
+        )]
+    );
+    assert!(tried(&mut r, PidLock::Failed).is_empty());
+    assert_eq!(
+        tried(&mut r, PidLock::Held("42".into())),
+        vec![Effect::GiveUpRoot {
+            root: id(0),
+            pid: "42".into()
+        }]
+    );
+    // The socket bound again: `.squad/run` watched before it is said.
+    let sock = PathBuf::from("/p/.squad/run/squadd.sock");
+    let input = Input::SocketBound { path: sock.clone() };
+    assert_eq!(
+        Core::new(id(0), &mut r).step(input, now(0)),
+        vec![
+            Effect::Watch {
+                root: id(0),
+                dir: PathBuf::from("/p/.squad/run"),
+            },
+            restored("control socket bound again", Some(sock)),
+        ]
+    );
+}
+
+#[test]
+fn skills_read_again_are_what_status_reports() {
+    let mut r = root_with(&[]);
+    let skills = crate::skills::SkillsHealth {
+        loaded: 3,
+        ..Default::default()
+    };
+    let input = Input::SkillsRead {
+        skills: Box::new(skills.clone()),
+        team: Box::default(),
+    };
+    assert!(Core::new(id(0), &mut r).step(input, now(0)).is_empty());
+    assert_eq!(r.skills.loaded, 3);
+}
