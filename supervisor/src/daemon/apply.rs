@@ -1,27 +1,24 @@
-//! One changed path at a time: what it means (`intake::classify`), reading
-//! it, handing its contents to the session core and carrying out the
-//! outcome (events, wrap-up, deadline timers).
+//! One changed path at a time, the I/O: the path handed to the core (what
+//! it means and calls for is decided in [`core::paths`]), then reading the
+//! file, stat-ing the inbox entry or re-reading the policy it asked for,
+//! each read handed to the core ([`core::files`]). Nothing here decides
+//! beyond what the file system answers.
 
 use self::core::files::FileRef;
 use super::*;
 
 impl Supervisor {
-    /// Takes one watcher notification.
+    /// Takes one watcher notification: what it means for each root is the
+    /// core's ([`core::paths`]).
     pub(super) fn note(&mut self, res: intake::Notification) {
+        let now = Now { wall: Utc::now() };
         match self.intake.note(res, Instant::now()) {
             Noted::Queued => {}
             Noted::Failed(error) => {
                 tracing::error!(%error, "watcher error");
                 for i in self.roots.ids() {
-                    self.log.emit(
-                        i,
-                        None,
-                        None,
-                        EventKind::WatchError {
-                            error: error.clone(),
-                        },
-                    );
-                    self.timers.set(Timer::Rescan(i), Instant::now());
+                    let error = error.clone();
+                    self.step(i, self::core::Input::WatcherFailed { error }, now);
                 }
             }
             Noted::Rescan(paths) => {
@@ -31,88 +28,82 @@ impl Supervisor {
                     paths.iter().filter_map(|p| self.root_of(p)).collect()
                 };
                 for i in roots {
-                    self.timers.set(Timer::Rescan(i), Instant::now());
+                    self.step(i, self::core::Input::EventsLost, now);
                 }
             }
         }
     }
 
-    /// Applies one changed path; returns the session it touched and whether
+    /// Applies one changed path ([`core::Input::PathChanged`]: the core
+    /// says what it calls for); returns the session it touched and whether
     /// the change was only a removal.
     pub(super) fn apply_path(&mut self, i: RootId, path: &Path) -> Option<(String, bool)> {
-        if self.is_config(i, path) {
-            self.reload_config(i);
-            return None;
-        }
-        let r = self.roots.core(i);
-        match classify(&r.root, &r.sessions_dir, path)? {
-            PathChange::Policy => {
-                if let Some(caused) = upkeep::reload_policy(self.roots.core_mut(i)) {
-                    let replaced = matches!(caused.2, EventKind::PolicyReloaded);
-                    self.record(i, vec![caused]);
-                    self.schedule_retention(i, Utc::now());
-                    if replaced {
-                        let now = Now { wall: Utc::now() };
-                        self.step(i, self::core::Input::PolicyChanged, now);
-                    }
-                }
-                None
+        let now = Now { wall: Utc::now() };
+        self.step(i, self::core::Input::PathChanged { path }, now)
+            .pop()
+    }
+
+    /// Carries out what a changed path asked for ([`core::paths`]): a
+    /// re-read of config.json or the policy, a session's `locks/` watched,
+    /// an inbox entry looked at.
+    pub(super) fn perform_path(&mut self, effect: self::core::Effect) {
+        use self::core::Effect;
+        match effect {
+            Effect::ReloadConfig(root) => self.reload_config(root),
+            Effect::ReloadPolicy(root) => self.reload_policy(root),
+            Effect::WatchLocks { root, session } => {
+                let dir = self.roots.core(root).session_dir(&session);
+                self.watch_locks(root, &dir);
             }
-            PathChange::Rescan => {
-                self.timers.set(Timer::Rescan(i), Instant::now());
-                None
-            }
-            PathChange::Control => {
-                // Checked a moment later: a `.squad/` being deleted is gone
-                // by then, and nothing is recreated inside it.
-                self.timers
-                    .set_earlier(Timer::RootCheck(i), Instant::now() + CONTROL_DELAY);
-                None
-            }
-            PathChange::Skills => {
-                self.timers
-                    .set_earlier(Timer::Skills(i), Instant::now() + SKILLS_DELAY);
-                None
-            }
-            PathChange::MemoryInbox => {
-                if self.roots.core(i).policy.memory.merge {
-                    // Each change restarts the quiet period.
-                    self.timers
-                        .set(Timer::MemoryInbox(i), Instant::now() + MEMORY_INBOX_DELAY);
-                }
-                None
-            }
-            PathChange::SessionDir(name) => self.apply_session_dir(i, &name),
-            PathChange::LocksDir(name) => {
-                let dir = self.roots.core(i).session_dir(&name);
-                self.watch_locks(i, &dir);
-                self.timers.set(Timer::Locks(i), Instant::now());
-                None
-            }
-            PathChange::Inbox {
+            Effect::LookAtInboxEntry {
+                root,
                 session,
                 agent,
                 file,
-            } => {
-                self.inbox_changed(i, &session, agent, file, path);
-                None
-            }
-            PathChange::LockRecord(_) => {
-                self.timers.set(Timer::Locks(i), Instant::now());
-                None
-            }
-            PathChange::SessionFile {
-                session,
-                file,
-                kind,
-            } => {
-                if !self.roots.core(i).sessions.contains_key(&session) {
-                    // An event for a session we have not seen yet: scan it.
-                    return self.apply_session_dir(i, &session);
-                }
-                self.apply_file(i, &session, &file, path, kind)
+                path,
+            } => self.inbox_changed(root, &session, agent, file, &path),
+            other => tracing::error!(?other, "not a changed path's effect"),
+        }
+    }
+
+    /// Re-reads root `i`'s `.squad/policies.yaml`
+    /// ([`core::Effect::ReloadPolicy`]); a policy replaced is
+    /// [`core::Input::PolicyChanged`].
+    pub(super) fn reload_policy(&mut self, i: RootId) {
+        if let Some(caused) = upkeep::reload_policy(self.roots.core_mut(i)) {
+            let replaced = matches!(caused.2, EventKind::PolicyReloaded);
+            self.record(i, vec![caused]);
+            self.schedule_retention(i, Utc::now());
+            if replaced {
+                let now = Now { wall: Utc::now() };
+                self.step(i, self::core::Input::PolicyChanged, now);
             }
         }
+    }
+
+    /// An entry of an unread inbox appeared or went (acknowledged)
+    /// ([`core::Effect::LookAtInboxEntry`]): one `stat`, handed to the core
+    /// ([`core::Input::InboxEntry`]).
+    pub(super) fn inbox_changed(
+        &mut self,
+        i: RootId,
+        session: &str,
+        agent: String,
+        file: String,
+        path: &Path,
+    ) {
+        let present = std::fs::symlink_metadata(path).ok().map(|m| {
+            m.modified()
+                .map(DateTime::<Utc>::from)
+                .unwrap_or_else(|_| Utc::now())
+        });
+        let input = self::core::Input::InboxEntry {
+            session: session.to_string(),
+            agent,
+            file,
+            present,
+        };
+        self.step(i, input, Now { wall: Utc::now() });
     }
 
     /// Reads one file of a known session and hands what the read gave

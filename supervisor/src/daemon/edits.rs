@@ -2,6 +2,11 @@
 //! applied by squadd itself, and the per-session lock around every status
 //! write (see [`crate::session_edit`]).
 //!
+//! The text after an edit and what its write calls for are decided in
+//! [`core::edits`] (`decide`, `Input::EditWritten`, `Input::SessionEdited`);
+//! what still decides here: how long an edit waits for the lock, and the
+//! answer's wording for a session squadd does not know.
+//!
 //! squadd is the one writer of session-status.md while it runs: an edit is
 //! applied to the text squadd holds (after re-reading the file under the
 //! lock, in case something changed it behind squadd's back), written, and
@@ -11,7 +16,6 @@
 use super::Supervisor;
 use super::core::{self, RootId};
 use crate::control::Response;
-use crate::events::EventKind;
 use crate::session_edit::{EditError, lock_session};
 use chrono::{DateTime, Utc};
 use squad_policies::session_edit::SessionEdit;
@@ -133,24 +137,12 @@ impl Supervisor {
         self.writer
             .write(&path, new.as_bytes(), false)
             .map_err(|e| EditError::Failed(format!("{}: {e}", path.display())))?;
-        let input = core::Input::OwnWrite {
-            file: core::files::FileRef {
-                session: name.to_string(),
-                file: SESSION_STATUS_FILE.to_string(),
-                path: path.clone(),
-            },
-            kind: FileKind::SessionStatus,
-            bytes: new.as_bytes(),
+        let input = core::Input::EditWritten {
+            session: name.to_string(),
+            path,
+            text: &new,
         };
         self.step(i, input, core::Now { wall });
-        self.log.emit(
-            i,
-            Some(name),
-            Some(&path),
-            EventKind::OutputWritten {
-                output: "session-status".into(),
-            },
-        );
         Ok((new, true))
     }
 }

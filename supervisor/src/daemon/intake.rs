@@ -1,13 +1,10 @@
 //! Watching and event intake: the watches squadd holds, the paths the watcher
 //! reported that are waiting to settle, and what a changed path means
-//! ([`classify`]). Nothing here reads a protocol file.
+//! ([`super::core::paths::classify`]). Nothing here reads a protocol file.
 
 use super::StartError;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
-use squad_protocol::FileKind;
-use squad_protocol::atomic::is_temp_name;
-use squad_protocol::tree::{RUN_DIR, SQUAD_DIR};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -106,7 +103,7 @@ fn is_read(kind: &FsKind) -> bool {
 /// with an extension after the leading dot (`.msg_1.partial`, `.x.swp`,
 /// squadd's own `.x.tmp.<pid>.<n>`). Nothing squadd follows is named so:
 /// the dot directories it follows (`.squad`, `.ai-team`, `.claude`,
-/// `.github`, `.copilot`, `.agents`) have no extension, and [`classify`]
+/// `.github`, `.copilot`, `.agents`) have no extension, and [`super::core::paths::classify`]
 /// ignores hidden session directories and temporaries.
 pub(crate) fn is_temporary(name: &OsStr) -> bool {
     let Some(rest) = name.as_bytes().strip_prefix(b".") else {
@@ -499,109 +496,10 @@ impl Intake {
     }
 }
 
-/// What a changed path under a root means.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum PathChange {
-    /// `.squad/policies.yaml`.
-    Policy,
-    /// The root, `.squad` or `.squad/sessions` itself: rescan.
-    Rescan,
-    /// squadd's control socket or pid file (`.squad/run/squadd.{sock,pid}`)
-    /// changed: check that they are still ours.
-    Control,
-    /// A session directory appeared or vanished.
-    SessionDir(String),
-    /// A session's `locks/` directory appeared.
-    LocksDir(String),
-    /// A lock record changed.
-    LockRecord(String),
-    /// A skill directory or SKILL.md changed (docs/skills.md).
-    Skills,
-    /// An entry of an agent's unread inbox (`inbox/<agent>/new/<file>`)
-    /// appeared or went (delivered, acknowledged).
-    Inbox {
-        /// Session directory name.
-        session: String,
-        /// The agent.
-        agent: String,
-        /// Inbox file name.
-        file: String,
-    },
-    /// A file of `.squad/decisions/inbox/` changed (docs/memory.md).
-    MemoryInbox,
-    /// A protocol file of a session changed.
-    SessionFile {
-        /// Session directory name.
-        session: String,
-        /// File name.
-        file: String,
-        /// Its kind.
-        kind: FileKind,
-    },
-}
-
-/// Classifies a changed path of the root (pure). `None`: nothing squadd
-/// follows (temporary files, dot directories, other files).
-pub(crate) fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {
-    if path == root.join(SQUAD_DIR).join("policies.yaml") {
-        return Some(PathChange::Policy);
-    }
-    if crate::skills::is_skill_path(root, path) {
-        return Some(PathChange::Skills);
-    }
-    // Team files (docs/team.md) are re-checked with the skills, per burst.
-    if crate::team::is_team_path(root, path) {
-        return Some(PathChange::Skills);
-    }
-    if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join("decisions").join("inbox")) {
-        let name = rel.to_string_lossy();
-        return (!is_temp_name(&name) && !name.contains('/')).then_some(PathChange::MemoryInbox);
-    }
-    if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join(RUN_DIR)) {
-        let name = rel.to_string_lossy();
-        return (name == "squadd.sock" || name == "squadd.pid").then_some(PathChange::Control);
-    }
-    let Ok(rel) = path.strip_prefix(sessions_dir) else {
-        // The root, .squad or .squad/sessions itself changed.
-        return sessions_dir.starts_with(path).then_some(PathChange::Rescan);
-    };
-    let parts: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    match parts.as_slice() {
-        [] => Some(PathChange::Rescan),
-        // Only directories named like sessions are sessions: a copy being
-        // prepared (`20240116T000001Z.tmp`) is never indexed nor written into.
-        [name, ..] if !squad_protocol::ids::is_session_dir_name(name) => None,
-        [name] => Some(PathChange::SessionDir(name.clone())),
-        [name, locks] if locks == crate::locks::LOCKS_DIR => {
-            Some(PathChange::LocksDir(name.clone()))
-        }
-        [name, locks, _] if locks == crate::locks::LOCKS_DIR => {
-            Some(PathChange::LockRecord(name.clone()))
-        }
-        [name, inbox, agent, new, file] if inbox == "inbox" && new == "new" => {
-            Some(PathChange::Inbox {
-                session: name.clone(),
-                agent: agent.clone(),
-                file: file.clone(),
-            })
-        }
-        [name, file] => {
-            if is_temp_name(file) {
-                return None;
-            }
-            let kind = FileKind::from_file_name(file)?;
-            Some(PathChange::SessionFile {
-                session: name.clone(),
-                file: file.clone(),
-                kind,
-            })
-        }
-        _ => None,
-    }
-}
+// What a changed path means (`classify`, pure) is the core's
+// (`core/paths.rs`); its tests stay with the watcher's here.
+#[cfg(test)]
+use super::core::paths::{PathChange, classify};
 
 #[cfg(test)]
 mod tests;

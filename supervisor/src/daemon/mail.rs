@@ -1,14 +1,21 @@
-//! Message delivery: offering what a file asks to deliver, the outbox
-//! (made critical first), the inbox writes and their hooks, escalations of
-//! unread messages, and inbox acknowledgements.
+//! Message delivery, the I/O: a file to route handed to the core with the
+//! answer about inbox copies (a reused message id is decided there:
+//! [`core::mail`]), the outbox written (critical first, one group commit:
+//! each delivery's decision is [`core::deliver`]'s, the shell reads the
+//! body, journals the hook, writes, fsyncs each inbox once and starts the
+//! hooks after the announcements), escalations' "still unread?" answered
+//! with one `stat`, and inbox acknowledgements read. Nothing here decides
+//! beyond what the file system answers.
 
+use self::core::deliver::{Announce, BodyRead, DeliveryFacts, Written};
 use super::*;
 
 impl Supervisor {
-    /// Offers what one file asks to deliver, and schedules its reply
-    /// deadline ([`core::Input::FileApplied`]). `own`: the file's bytes as
-    /// squadd itself wrote them (a notice), delivered from memory instead
-    /// of read back.
+    /// Routes one file ([`core::Input::Route`]): the core checks its
+    /// message id, asking about inbox copies ([`delivered_copy_of`]), then
+    /// offers what it asks to deliver and schedules its reply deadline.
+    /// `own`: the file's bytes as squadd itself wrote them (a notice),
+    /// delivered from memory instead of read back.
     pub(super) fn route_file(
         &mut self,
         i: RootId,
@@ -17,189 +24,131 @@ impl Supervisor {
         wall: DateTime<Utc>,
         own: Option<std::sync::Arc<[u8]>>,
     ) {
-        match self.message_id_clash(i, name, file) {
-            Clash::None => {}
-            Clash::DeliveredBefore => return,
-            Clash::Refused(path, kind) => {
-                self.log.emit(i, Some(name), Some(&path), kind);
-                return;
-            }
-        }
-        let input = self::core::Input::FileApplied {
+        let input = self::core::Input::Route {
             session: name.to_string(),
             file: file.to_string(),
             own,
+            copy_holds: &delivered_copy_of,
         };
         self.step(i, input, Now { wall });
     }
 
-    /// Whether `file` reuses a message id: a reused id is reported
-    /// (duplicate-message-id), not delivered, since the recipient would
-    /// take it for the first one. It is refused visibly: an audited event,
-    /// and a notice to its sender (docs/daemon.md, Messages). The first by
-    /// name keeps the id, unless another file with it was delivered already
-    /// (a later file whose name sorts first): that one keeps it. Reads the
-    /// inbox copies only when ids clash.
-    fn message_id_clash(&self, i: RootId, name: &str, file: &str) -> Clash {
-        let r = self.roots.core(i);
-        let Some(core) = r.sessions.get(name) else {
-            return Clash::None;
-        };
-        let Some(f) = core.index().files.get(file) else {
-            return Clash::None;
-        };
-        let others = core.others_with_message_id(file);
-        if others.is_empty() {
-            return Clash::None;
-        }
-        let mail = r.mail.get(name);
-        let dir = &core.index().dir;
-        // Whether `of`'s message sits in its recipient's inbox. Two files
-        // with the same id may share an inbox name: the copy's content says
-        // whose it is.
-        let delivered = |of: &str| {
-            core.index().files.get(of).is_some_and(|o| {
-                routing::file_deliveries(&r.root, name, dir, o)
-                    .iter()
-                    .any(|d| {
-                        mail.is_some_and(|m| m.is_delivered(&d.to, &d.name))
-                            && delivered_copy_of(dir, &d.to, &d.name, o.fingerprint)
-                    })
-            })
-        };
-        // A file delivered before the clash arose is not refused (a restart
-        // routes every file again).
-        if delivered(file) {
-            return if core.reuses_message_id(file) {
-                Clash::DeliveredBefore
-            } else {
-                Clash::None
-            };
-        }
-        let kept_by = core
-            .message_id_kept_by(file)
-            .or_else(|| others.iter().copied().find(|o| delivered(o)));
-        let Some(kept_by) = kept_by else {
-            return Clash::None;
-        };
-        let crate::index::Entry::Message(m) = &f.entry else {
-            return Clash::DeliveredBefore;
-        };
-        Clash::Refused(
-            f.path_in(dir),
-            EventKind::MessageRefused {
-                message_id: m.message_id.clone(),
-                from: m.from_agent.clone(),
-                to: m.to_agent.clone(),
-                file: file.to_string(),
-                kept_by: kept_by.to_string(),
-            },
-        )
-    }
-
     /// Makes the deliveries in the outbox, critical first, then by age, as
-    /// one group commit: each message is written and renamed into its
-    /// inbox, then each inbox's `new/` is fsynced once for the whole batch;
-    /// only then are the deliveries announced and their hooks started (a
-    /// hook never tells of a message a crash could still lose).
+    /// one group commit: each is decided by the core
+    /// ([`core::Input::Deliver`]) and written and renamed into its inbox
+    /// ([`core::Effect::WriteInbox`]), then each inbox's `new/` is fsynced
+    /// once for the whole batch; only then are the deliveries announced
+    /// ([`core::Input::DeliverySynced`]) and their hooks started (a hook
+    /// never tells of a message a crash could still lose).
     pub(super) fn flush_outbox(&mut self, wall: DateTime<Utc>) {
         let mut outbox = std::mem::take(&mut self.outbox);
         if outbox.is_empty() {
             return;
         }
         self::core::batch::outbox_order(&mut outbox);
-        let mut dirs: BTreeMap<PathBuf, crate::safefs::Dir> = BTreeMap::new();
-        let mut made = Vec::new();
+        let now = Now { wall };
         for (i, d) in outbox {
-            if let Some((m, dir)) = self.deliver(i, d, wall) {
-                dirs.entry(m.new_dir.clone()).or_insert(dir);
-                made.push(m);
-            }
+            let (core, shell) = self.roots.both_mut(i);
+            let facts = ShellFacts {
+                replica: shell.replica.as_ref(),
+            };
+            let input = self::core::Input::Deliver {
+                delivery: Box::new(d),
+                facts: &facts,
+            };
+            let effects = self::core::Core::new(i, core).step(input, now);
+            self.perform(effects, now);
+        }
+        let made = std::mem::take(&mut self.unsynced);
+        let mut dirs: BTreeMap<PathBuf, crate::safefs::Dir> = BTreeMap::new();
+        let mut hooks = Vec::with_capacity(made.len());
+        for m in made {
+            dirs.entry(m.announce.new_dir.clone()).or_insert(m.dir);
+            hooks.push((m.announce, m.hook));
         }
         let failed: BTreeMap<PathBuf, String> = dirs
             .iter()
             .filter_map(|(path, dir)| dir.sync().err().map(|e| (path.clone(), e.to_string())))
             .collect();
-        for m in made {
-            self.announce(m, &failed);
+        for (announce, hook) in hooks {
+            let root = announce.root;
+            let input = self::core::Input::DeliverySynced {
+                fsync_error: failed.get(&announce.new_dir).cloned(),
+                announce,
+            };
+            self.step(root, input, now);
+            self.hooks.start(hook);
         }
     }
 
-    /// Writes one delivery into its inbox (not yet durable: see
-    /// [`Self::flush_outbox`]); a fresh one is returned with its inbox's
-    /// `new/` directory.
-    fn deliver(
+    /// Carries out the mail area's effects: a file routed, waiting
+    /// deliveries offered again, a delivery's write
+    /// ([`core::Effect::WriteInbox`]), its inbox watched, escalations run.
+    /// An [`core::Effect::Announce`] is taken out of its step by
+    /// [`Self::write_inbox`], which pairs it with the delivery's hook;
+    /// nothing else returns it.
+    pub(super) fn perform_mail(&mut self, effect: self::core::Effect, now: Now) {
+        use self::core::{Effect, Input};
+        let wall = now.wall;
+        match effect {
+            Effect::Route {
+                root,
+                session,
+                file,
+                own,
+            } => self.route_file(root, &session, &file, wall, own),
+            Effect::RecheckWaiting { root, session } => {
+                self.step(root, Input::WaitingChanged { session }, now);
+            }
+            Effect::RecheckWaitingIfPresent { root, session } => {
+                if self.roots.core(root).session_dir(&session).is_dir() {
+                    self.step(root, Input::WaitingChanged { session }, now);
+                    self.flush_outbox(wall);
+                }
+            }
+            Effect::OfferWaiting {
+                root,
+                session,
+                to,
+                name,
+            } => {
+                self.step(root, Input::DeliveryDue { session, to, name }, now);
+            }
+            Effect::RunEscalations { root, session } => self.run_escalations(root, &session, wall),
+            Effect::WriteInbox {
+                root,
+                delivery,
+                bytes,
+                routed_from,
+            } => self.write_inbox(root, *delivery, &bytes, routed_from, wall),
+            Effect::Watch { root, dir } => self.watch(root, &dir),
+            Effect::Announce(a) => {
+                tracing::error!(to = %a.delivery.to, message_id = %a.delivery.message_id, "a delivery announced outside its inbox write");
+            }
+            other => tracing::error!(?other, "not a mail effect"),
+        }
+    }
+
+    /// Writes one delivery into its inbox ([`core::Effect::WriteInbox`]; not
+    /// yet durable: see [`Self::flush_outbox`]) and tells the core how it
+    /// went; a fresh one waits in `unsynced` with its hook, journalled
+    /// before the write (at least once; started only once announced).
+    pub(super) fn write_inbox(
         &mut self,
         i: RootId,
         d: routing::Delivery,
+        bytes: &[u8],
+        routed_from: Option<String>,
         wall: DateTime<Utc>,
-    ) -> Option<(Made, crate::safefs::Dir)> {
+    ) {
         let dir = self.roots.core(i).session_dir(&d.session);
-        // Never recreate a session that is going away.
-        if !self.roots.core(i).sessions.contains_key(&d.session) {
-            return None;
-        }
-        // Replication call site: with `cluster:`, a message replicated to
-        // every checkout is delivered only on its recipient's host
-        // (docs/cluster.md, "Cross-host delivery"); squadd's own notices
-        // stay local.
-        let source = match &d.body {
-            routing::Body::File(path) => path.file_name(),
-            routing::Body::Routed { from_file, .. } => from_file.file_name(),
-            routing::Body::Text { .. } => None,
-        };
-        if let (Some(replica), Some(source)) = (&self.roots.shell(i).replica, source) {
-            let source = source.to_string_lossy();
-            match replica.owner(&d.session, &source, &d.to) {
-                crate::cluster::replicate::Owner::Here => {}
-                crate::cluster::replicate::Owner::Elsewhere(host) => {
-                    tracing::debug!(to = %d.to, %host, message_id = %d.message_id, "delivered on the recipient's host, not here");
-                    return None;
-                }
-                // The presence table is loading (a restart): asked again
-                // shortly, like a delivery that failed for a passing reason.
-                crate::cluster::replicate::Owner::Unknown => {
-                    self.step(
-                        i,
-                        self::core::Input::DeliveryFailed(Box::new(d)),
-                        Now { wall },
-                    );
-                    return None;
-                }
-            }
-        }
-        let (bytes, routed_from) = match &d.body {
-            // squadd's own notice: delivered from memory, never read back.
-            routing::Body::Text { bytes, .. } => (bytes.to_vec(), None),
-            routing::Body::File(path) => match read_regular(path, MAX_FILE_BYTES) {
-                Ok(b) => (b, None),
-                // Out of descriptors: the machine's fault, tried again.
-                Err(squad_protocol::fsx::ReadError::Io(e))
-                    if squad_protocol::fsx::is_transient_io(&e) =>
-                {
-                    self.step(
-                        i,
-                        self::core::Input::DeliveryFailed(Box::new(d)),
-                        Now { wall },
-                    );
-                    return None;
-                }
-                // Vanished or changed into something unreadable: its own
-                // event will bring it back if it returns.
-                Err(_) => return None,
-            },
-            routing::Body::Routed { routed, rel, .. } => match routed.render(rel) {
-                Some(text) => (text.into_bytes(), Some(rel.clone())),
-                None => return None,
-            },
-        };
-        let new_dir = crate::inbox::inbox_dir(&dir, &d.to).join("new");
-        let path = new_dir.join(&d.name);
-        // Journalled before the delivery, so no delivered message loses its
-        // hook to a crash (at least once; started only if fresh).
+        let path = crate::inbox::inbox_dir(&dir, &d.to)
+            .join("new")
+            .join(&d.name);
+        let policy = &self.roots.core(i).policy;
         let hook = self.hooks.intend(
-            &self.roots.core(i).policy.messages,
-            &self.roots.core(i).policy.hooks,
+            &policy.messages,
+            &policy.hooks,
             Notice {
                 root: i,
                 session: &d.session,
@@ -210,103 +159,42 @@ impl Supervisor {
                 path: &path,
             },
         );
-        let result = self.writer.deliver_unsynced(&dir, &d.to, &d.name, &bytes);
-        match result {
-            Ok(fresh) => {
-                // Whether an escalation is already due is judged at the
-                // shell's reading after the write, as it always was.
-                let now = Now { wall: Utc::now() };
-                let input = self::core::Input::Delivered {
-                    delivery: &d,
-                    at: wall,
-                };
-                let effects = self::core::Core::new(i, self.roots.core_mut(i)).step(input, now);
-                self.perform(effects, now);
-                self.watch(i, &new_dir);
-                let Some(synced) = fresh else {
-                    self.hooks.cancel(hook);
-                    return None;
-                };
-                let late = routing::late(&self.roots.core(i).policy.messages, &d, wall);
-                Some((
-                    Made {
-                        root: i,
-                        d,
-                        path,
-                        hook,
-                        routed_from,
-                        late,
-                        new_dir,
-                    },
-                    synced,
-                ))
-            }
-            // Out of descriptors (EMFILE) and the like pass: a delivery
-            // failing so is tried again, never dropped (and not audited at
-            // every retry).
+        let (written, synced) = match self.writer.deliver_unsynced(&dir, &d.to, &d.name, bytes) {
+            Ok(Some(synced)) => (Written::Fresh, Some(synced)),
+            Ok(None) => (Written::Before, None),
             Err(e) if squad_protocol::fsx::is_transient_io(&e) => {
-                self.hooks.cancel(hook);
                 tracing::warn!(session = %d.session, to = %d.to, error = %e, "delivery failed; retrying");
-                self.step(
-                    i,
-                    self::core::Input::DeliveryFailed(Box::new(d)),
-                    Now { wall },
-                );
-                None
+                (Written::Transient, None)
             }
-            Err(e) => {
-                self.hooks.cancel(hook);
-                self.log.emit(
-                    i,
-                    Some(&d.session),
-                    None,
-                    EventKind::OutputFailed {
-                        output: format!("inbox of {}", d.to),
-                        error: e.to_string(),
-                    },
-                );
-                None
-            }
-        }
-    }
-
-    /// A delivery made durable (its inbox fsynced): the event, then the
-    /// recipient's hook. `failed`: inboxes whose fsync failed (the message
-    /// is there for readers, but a crash may lose it: said so).
-    fn announce(&mut self, m: Made, failed: &BTreeMap<PathBuf, String>) {
-        let Made {
-            root: i,
-            d,
-            path,
-            hook,
+            Err(e) => (Written::Failed(e.to_string()), None),
+        };
+        // Whether an escalation is already due is judged at the shell's
+        // reading after the write, as it always was.
+        let now = Now { wall: Utc::now() };
+        let input = self::core::Input::InboxWritten {
+            delivery: Box::new(d),
             routed_from,
-            late,
-            new_dir,
-        } = m;
-        if let Some(error) = failed.get(&new_dir) {
-            self.log.emit(
-                i,
-                Some(&d.session),
-                Some(&path),
-                EventKind::OutputFailed {
-                    output: format!("inbox of {}", d.to),
-                    error: format!("fsync of {}: {error}", new_dir.display()),
-                },
-            );
+            written,
+            at: wall,
+        };
+        let effects = self::core::Core::new(i, self.roots.core_mut(i)).step(input, now);
+        let mut announce = None;
+        let mut rest = Vec::with_capacity(effects.len());
+        for e in effects {
+            match e {
+                self::core::Effect::Announce(a) => announce = Some(a),
+                other => rest.push(other),
+            }
         }
-        self.log.emit(
-            i,
-            Some(&d.session),
-            Some(&path),
-            EventKind::MessageDelivered {
-                to: d.to.clone(),
-                message_id: d.message_id.clone(),
-                priority: d.priority.to_string(),
-                late,
-                routed_from,
-            },
-        );
-        self.hooks.start(hook);
+        self.perform(rest, now);
+        match (announce, synced) {
+            (Some(announce), Some(dir)) => self.unsynced.push(Made {
+                announce,
+                hook,
+                dir,
+            }),
+            _ => self.hooks.cancel(hook),
+        }
     }
 
     /// Escalates the unread messages of a session whose escalation time
@@ -319,69 +207,60 @@ impl Supervisor {
         };
         self.step(i, input, Now { wall });
     }
-
-    /// An entry of an unread inbox appeared or went (acknowledged): one
-    /// `stat`, and the unread counters follow.
-    pub(super) fn inbox_changed(
-        &mut self,
-        i: RootId,
-        session: &str,
-        agent: String,
-        file: String,
-        path: &Path,
-    ) {
-        let present = std::fs::symlink_metadata(path).ok().map(|m| {
-            m.modified()
-                .map(DateTime::<Utc>::from)
-                .unwrap_or_else(|_| Utc::now())
-        });
-        let input = self::core::Input::InboxEntry {
-            session: session.to_string(),
-            agent,
-            file,
-            present,
-        };
-        self.step(i, input, Now { wall: Utc::now() });
-    }
 }
 
 /// A fresh delivery written into its inbox, announced once the inbox is
-/// durable.
-struct Made {
-    root: RootId,
-    d: routing::Delivery,
-    path: PathBuf,
+/// durable: what the core said to announce, the hook journalled for it,
+/// its inbox's `new/` to fsync.
+pub(super) struct Made {
+    announce: Box<Announce>,
     hook: hooks::Hook,
-    routed_from: Option<String>,
-    late: bool,
-    new_dir: PathBuf,
+    dir: crate::safefs::Dir,
 }
 
-/// Whether an inbox entry is still in `new/` (one `stat`, not followed).
+/// What the shell reads for a delivery the core decides on.
+struct ShellFacts<'a> {
+    /// With `cluster:`, the root's replication task.
+    replica: Option<&'a crate::cluster::replicate::Handle>,
+}
+
+impl DeliveryFacts for ShellFacts<'_> {
+    fn owner(
+        &self,
+        session: &str,
+        source: &str,
+        to: &str,
+    ) -> Option<crate::cluster::replicate::Owner> {
+        let owner = self.replica?.owner(session, source, to);
+        if let crate::cluster::replicate::Owner::Elsewhere(host) = &owner {
+            tracing::debug!(%to, %host, %source, "delivered on the recipient's host, not here");
+        }
+        Some(owner)
+    }
+
+    fn body(&self, path: &Path) -> BodyRead {
+        match read_regular(path, MAX_FILE_BYTES) {
+            Ok(b) => BodyRead::Bytes(b),
+            // Out of descriptors: the machine's fault, tried again.
+            Err(squad_protocol::fsx::ReadError::Io(e))
+                if squad_protocol::fsx::is_transient_io(&e) =>
+            {
+                BodyRead::Transient
+            }
+            Err(_) => BodyRead::Gone,
+        }
+    }
+}
+
+/// Whether an entry of an inbox is still in `new/` (one `stat`, not
+/// followed).
 fn still_unread(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
-/// Whether the inbox copy `name` of `to` (in `new/` or `cur/`) holds the
-/// bytes whose fingerprint is `fingerprint`: a delivered message is its
-/// file's bytes.
-/// What a reused message id means for a file about to be routed.
-enum Clash {
-    /// No clash (or this file keeps the id): route it.
-    None,
-    /// Delivered before the clash arose, and its id is reused: nothing more.
-    DeliveredBefore,
-    /// Refused: the event to emit (its file's path, the event).
-    Refused(PathBuf, EventKind),
-}
-
-fn delivered_copy_of(
-    session_dir: &std::path::Path,
-    to: &str,
-    name: &str,
-    fingerprint: u64,
-) -> bool {
-    let inbox = crate::inbox::inbox_dir(session_dir, to);
+/// Whether the copy `name` in `inbox` (in `new/` or `cur/`) holds the
+/// bytes whose fingerprint is `fingerprint` ([`core::mail::CopyHolds`]).
+fn delivered_copy_of(inbox: &Path, name: &str, fingerprint: u64) -> bool {
     ["new", "cur"].iter().any(|sub| {
         squad_protocol::fsx::read_regular(&inbox.join(sub).join(name), MAX_FILE_BYTES)
             .is_ok_and(|b| crate::index::fingerprint(&b) == fingerprint)

@@ -69,7 +69,7 @@ use crate::state::State;
 use chrono::{DateTime, Utc};
 use eventlog::EventLog;
 use hooks::{Hooks, Notice};
-use intake::{Intake, Noted, PathChange, classify};
+use intake::{Intake, Noted};
 use squad_protocol::FileKind;
 use squad_protocol::fsx::read_regular;
 use squad_protocol::kind::SESSION_STATUS_FILE;
@@ -82,22 +82,11 @@ use timers::{Timer, Timers};
 use tokio::sync::mpsc;
 use writer::{Tag, Writer};
 
-/// How long skill checks wait for a burst of skill changes (a checkout, an
-/// upgrade) to end: skills are re-read once per burst.
-const SKILLS_DELAY: Duration = Duration::from_millis(50);
 /// How long the STATUS= summary may lag the changes it counts.
 const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
-/// Quiet period before squadd merges a changed decisions inbox: a burst of
-/// inbox writes is merged once, and a file still being written (by an agent
-/// that does not use `squadctl memory add`) is given time to be complete.
-const MEMORY_INBOX_DELAY: Duration = Duration::from_millis(500);
 /// How soon squadd tries an inbox merge again while a `squadctl memory`
 /// command holds the team's memory lock.
 const MEMORY_LOCK_RETRY: Duration = Duration::from_millis(500);
-
-/// How long after a change to the control socket or pid file squadd checks
-/// them (a `.squad/` being deleted is gone by then).
-const CONTROL_DELAY: Duration = Duration::from_millis(250);
 
 /// A batch of at least this many paths is a burst, after which freed
 /// memory is returned to the OS ([`TRIM_DELAY`] after the last such batch).
@@ -160,6 +149,9 @@ pub struct Supervisor {
     calls: mpsc::Sender<server::Call>,
     /// Deliveries due now, made at the end of the batch (critical first).
     outbox: Vec<(RootId, routing::Delivery)>,
+    /// Fresh deliveries of the outbox being flushed, written but not yet
+    /// durable (see `mail.rs`).
+    unsynced: Vec<mail::Made>,
     /// Where the replication tasks send their events (docs/cluster.md).
     replica_reports: mpsc::UnboundedSender<crate::cluster::replicate::Report>,
     /// Where the roots' cluster tasks say this host became or stopped
@@ -193,6 +185,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         watchdog: systemd::watchdog_interval(),
         calls,
         outbox: Vec::new(),
+        unsynced: Vec::new(),
         replica_reports,
         leader_news,
     };

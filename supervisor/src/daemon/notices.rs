@@ -13,6 +13,11 @@
 //! told again. At start-up every standing fact is looked at once, so a fact
 //! that arose while squadd was down, or a notice a kill -9 interrupted, is
 //! still told.
+//!
+//! Which notice files a fact calls for, and what a write failure calls
+//! for, are the core's ([`core::notices`]); what still decides here: the
+//! batch size, one notice per file across a batch's runs of facts, and
+//! (with `cluster:`) only the leader writing them.
 
 use super::Supervisor;
 use super::core::notices::NoticeFile;
@@ -132,15 +137,17 @@ impl Supervisor {
                     };
                     self.step(i, input, Now { wall: Utc::now() });
                 }
-                Err(e) => self.log.emit(
-                    i,
-                    Some(&name),
-                    Some(&path),
-                    EventKind::OutputFailed {
-                        output: "notice".into(),
+                Err(e) => {
+                    let input = core::Input::NoticeFailed {
+                        file: core::files::FileRef {
+                            session: name,
+                            file,
+                            path,
+                        },
                         error: e.to_string(),
-                    },
-                ),
+                    };
+                    self.step(i, input, Now { wall: Utc::now() });
+                }
             }
         }
     }

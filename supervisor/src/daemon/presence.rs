@@ -1,26 +1,33 @@
 //! A root's presence, in the shell: the watches (and retrying those the
 //! kernel refused), the pid lock and control socket (restored when
 //! `.squad/` is recreated, given up when another squadd took the root), and
-//! the skills and team re-read when their folders change.
+//! the skills and team re-read when their folders change. What each
+//! outcome calls for is decided in [`core::presence`] (a watch that failed,
+//! the pid lock tried, the socket bound, skills read); what still decides
+//! here: the control check's order (a root taken over or missing is not
+//! checked; the socket only once the pid lock is ours) and re-arming the
+//! retry of watches still refused.
 
 use super::*;
 
 impl Supervisor {
+    /// Watches `path`; a failure is the core's to decide
+    /// ([`core::Input::WatchFailed`]), told whether the directory is kept
+    /// for another try and after what back-off.
     pub(super) fn watch(&mut self, i: RootId, path: &Path) {
         if let Err(error) = self.intake.watch(path) {
             tracing::error!(path = %path.display(), %error, "cannot watch");
-            self.log.emit(
-                i,
-                None,
-                Some(path),
-                EventKind::WatchError {
-                    error: error.to_string(),
-                },
-            );
-            if self.intake.unwatched().contains(path) {
-                self.timers
-                    .set_earlier(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
-            }
+            let rewatch_after = self
+                .intake
+                .unwatched()
+                .contains(path)
+                .then(|| self.intake.rewatch_delay());
+            let input = core::Input::WatchFailed {
+                path: path.to_path_buf(),
+                error: error.to_string(),
+                rewatch_after,
+            };
+            self.step(i, input, core::Now { wall: Utc::now() });
         }
     }
 
@@ -75,27 +82,33 @@ impl Supervisor {
             if let Err(e) = create_layout(&root) {
                 tracing::warn!(root = %root.display(), error = %e, "cannot recreate .squad/run");
             }
-            match pidfile::acquire(&root, &pid_rel) {
+            let outcome = match pidfile::acquire(&root, &pid_rel) {
                 Ok(lock) => {
                     self.roots.shell_mut(i).pid_lock = Some(lock);
                     self.log.reopen_audit(i);
-                    self.log.emit(
-                        i,
-                        None,
-                        None,
-                        EventKind::ControlRestored {
-                            reason: "pid lock taken again: .squad/ was recreated".into(),
-                        },
-                    );
+                    core::presence::PidLock::Taken
                 }
-                Err(pidfile::PidLockError::Held { pid, .. }) => {
-                    self.take_over(i, pid);
-                    return false;
-                }
+                Err(pidfile::PidLockError::Held { pid, .. }) => core::presence::PidLock::Held(pid),
                 Err(e) => {
                     tracing::error!(root = %root.display(), error = %e, "cannot take the pid lock again");
-                    return true;
+                    core::presence::PidLock::Failed
                 }
+            };
+            let now = core::Now { wall: Utc::now() };
+            self.step(i, core::Input::PidLockTried(outcome), now);
+            // Taken over: the core gave the root up (`Effect::GiveUpRoot`).
+            if self.roots.core(i).taken_over.is_some() {
+                return false;
+            }
+            // Not taken: nothing more now (as before: the socket waits).
+            if !self
+                .roots
+                .shell(i)
+                .pid_lock
+                .as_ref()
+                .is_some_and(|l| l.is_at(&pid_path))
+            {
+                return true;
             }
         }
         let path = socket_path(&root);
@@ -111,15 +124,8 @@ impl Supervisor {
             match server::Bound::start(&root, &path, i, self.calls.clone()) {
                 Ok(bound) => {
                     self.roots.shell_mut(i).socket = Some(bound);
-                    self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
-                    self.log.emit(
-                        i,
-                        None,
-                        Some(&path),
-                        EventKind::ControlRestored {
-                            reason: "control socket bound again".into(),
-                        },
-                    );
+                    let now = core::Now { wall: Utc::now() };
+                    self.step(i, core::Input::SocketBound { path }, now);
                 }
                 Err(e) => {
                     tracing::error!(path = %path.display(), error = %e, "cannot bind the control socket again");
@@ -236,12 +242,15 @@ impl Supervisor {
             loaded = skills.loaded,
             "skills checked"
         );
-        self.roots.core_mut(i).skills = skills;
         for dir in crate::team::watch_dirs(&root) {
             // An import replaces the team's directories whole.
             self.intake.forget_if_replaced(&dir);
             self.watch(i, &dir);
         }
-        self.roots.core_mut(i).team = crate::team::health(&root);
+        let input = core::Input::SkillsRead {
+            skills: Box::new(skills),
+            team: Box::new(crate::team::health(&root)),
+        };
+        self.step(i, input, core::Now { wall: Utc::now() });
     }
 }

@@ -30,11 +30,6 @@ impl Supervisor {
         self.step(i, Input::ConfigRead { config, error }, now);
     }
 
-    /// Whether `path` is a root's config.json.
-    pub(super) fn is_config(&self, i: RootId, path: &Path) -> bool {
-        super::runs::is_config(&self.roots.core(i).root, path)
-    }
-
     /// After the start-up scan: the root's run records, each with what is
     /// seen of its process, handed to the core (re-adopted, lost or
     /// dispatched again).

@@ -81,14 +81,5 @@ pub(crate) fn keep_record(dir: &Path, rec: &RunRecord) {
     }
 }
 
-/// Whether `path` is the config.json of the root at `root`.
-pub(crate) fn is_config(root: &Path, path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n == CONFIG_FILE)
-        && path.parent().and_then(Path::file_name).is_some_and(|n| {
-            n == squad_protocol::tree::SQUAD_DIR || n == squad_protocol::teamdir::LEGACY_TEAM_DIR
-        })
-        && path.parent().and_then(Path::parent) == Some(root)
-}
-
 #[cfg(test)]
 mod tests;

@@ -45,12 +45,6 @@ impl Supervisor {
             Effect::RetryUnreadable(path) => {
                 self.intake.retry_unreadable(&path, Instant::now());
             }
-            Effect::Route {
-                root,
-                session,
-                file,
-                own,
-            } => self.route_file(root, &session, &file, wall, own),
             Effect::WrapUp {
                 root,
                 session,
@@ -81,26 +75,18 @@ impl Supervisor {
             Effect::WriteStatuses { root, sessions } => {
                 self.step(root, core::Input::StatusesDue { sessions }, now);
             }
-            Effect::RecheckWaiting { root, session } => {
-                self.step(root, core::Input::WaitingChanged { session }, now);
-            }
-            Effect::RecheckWaitingIfPresent { root, session } => {
-                if self.roots.core(root).session_dir(&session).is_dir() {
-                    self.step(root, core::Input::WaitingChanged { session }, now);
-                    self.flush_outbox(wall);
-                }
-            }
             Effect::FlushOutbox => self.flush_outbox(wall),
             Effect::Outbox { root, delivery } => self.outbox.push((root, *delivery)),
-            Effect::OfferWaiting {
-                root,
-                session,
-                to,
-                name,
-            } => {
-                self.step(root, core::Input::DeliveryDue { session, to, name }, now);
-            }
-            Effect::RunEscalations { root, session } => self.run_escalations(root, &session, wall),
+            // Routing, waiting deliveries, a delivery's write, escalations
+            // (mail.rs).
+            e @ (Effect::Route { .. }
+            | Effect::RecheckWaiting { .. }
+            | Effect::RecheckWaitingIfPresent { .. }
+            | Effect::OfferWaiting { .. }
+            | Effect::RunEscalations { .. }
+            | Effect::WriteInbox { .. }
+            | Effect::Watch { .. }
+            | Effect::Announce(_)) => self.perform_mail(e, now),
             Effect::WrapUpIfPresent {
                 root,
                 session,
@@ -169,12 +155,18 @@ impl Supervisor {
             Effect::CheckControl(root) => {
                 self.check_control(root);
             }
+            Effect::GiveUpRoot { root, pid } => self.take_over(root, pid),
             Effect::CheckRoot(root) => {
                 let present = self.roots.core(root).sessions_dir.is_dir();
                 let effects = core::timer::root_check(self.roots.core_mut(root), root, present);
                 self.perform(effects, now);
             }
             Effect::Rewatch => self.rewatch(),
+            // What a changed path asked for (apply.rs).
+            e @ (Effect::ReloadConfig(_)
+            | Effect::ReloadPolicy(_)
+            | Effect::WatchLocks { .. }
+            | Effect::LookAtInboxEntry { .. }) => self.perform_path(e),
             Effect::TrimMemory => release_scan_memory(),
             Effect::Watchdog => {
                 systemd::watchdog();
@@ -215,6 +207,8 @@ impl Supervisor {
             | Effect::ForgetWatches(_)
             | Effect::UnwatchRoot(_)
             | Effect::FinishEnded { .. }
+            | Effect::LookAtSessionDir { .. }
+            | Effect::ApplyFile { .. }
             | Effect::WriteSharedContextNow(_) => {}
         }
     }
@@ -250,6 +244,12 @@ impl Supervisor {
             Effect::ReadFile { root, file, kind } => {
                 // Its session is touched by the rescan as a whole.
                 self.apply_file(root, &file.session, &file.file, &file.path, kind);
+            }
+            Effect::LookAtSessionDir { root, session } => {
+                touched.extend(self.apply_session_dir(root, &session));
+            }
+            Effect::ApplyFile { root, file, kind } => {
+                touched.extend(self.apply_file(root, &file.session, &file.file, &file.path, kind));
             }
             Effect::SeedMail { root, session } => self.seed_mail(root, &session, wall),
             Effect::WatchSession { root, session } => {

@@ -6,10 +6,13 @@
 //! (`daemon/edits.rs`).
 
 use super::batch::CONTEXT_DELAY;
+use super::files::{self, FileRef};
 use super::timer::Timer;
 use super::{Effect, Now, Root, RootId};
+use crate::events::EventKind;
 use crate::session_edit::EditError;
 use squad_policies::session_edit::SessionEdit;
+use squad_protocol::FileKind;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use std::path::PathBuf;
 
@@ -57,6 +60,36 @@ pub(crate) fn decide(
     let on_disk = core.index().files.contains_key(SESSION_STATUS_FILE);
     let write = text != current || !on_disk;
     Ok(Edited { path, text, write })
+}
+
+/// The text an edit decided ([`decide`]) was written to session-status.md
+/// at `path`: indexed from the bytes written (squadd's own write, never
+/// read back, so no later render starts from an older text), then said
+/// (`output-written`).
+pub(crate) fn written(
+    root: &mut Root,
+    id: RootId,
+    session: &str,
+    path: PathBuf,
+    text: &str,
+    now: Now,
+) -> Vec<Effect> {
+    let file = FileRef {
+        session: session.to_string(),
+        file: SESSION_STATUS_FILE.to_string(),
+        path: path.clone(),
+    };
+    let kind = FileKind::SessionStatus;
+    let mut effects = files::own_write(root, id, file, kind, text.as_bytes(), now);
+    effects.push(Effect::Emit {
+        root: id,
+        session: Some(session.to_string()),
+        path: Some(path),
+        kind: EventKind::OutputWritten {
+            output: "session-status".into(),
+        },
+    });
+    effects
 }
 
 /// An edit was applied and its status file written: deliveries waiting on

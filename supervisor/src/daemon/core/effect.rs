@@ -78,6 +78,33 @@ pub(crate) enum Effect {
         /// The delivery.
         delivery: Box<crate::daemon::routing::Delivery>,
     },
+    /// Write a delivery into its recipient's inbox (not yet durable: the
+    /// outbox's inboxes are fsynced once each after the whole batch) and
+    /// answer with [`super::Input::InboxWritten`]; the recipient's hook is
+    /// journalled before the write and started only once it is announced.
+    WriteInbox {
+        /// The root.
+        root: RootId,
+        /// The delivery.
+        delivery: Box<crate::daemon::routing::Delivery>,
+        /// What to write.
+        bytes: Vec<u8>,
+        /// A routed message's source.
+        routed_from: Option<String>,
+    },
+    /// Watch a directory, non-recursively (an inbox's `new/`: its
+    /// acknowledgements count; the root's `.squad/run`: the socket and pid
+    /// file).
+    Watch {
+        /// The root.
+        root: RootId,
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A fresh delivery, to announce once its inbox is durable: the shell
+    /// fsyncs the batch's inboxes, then answers with
+    /// [`super::Input::DeliverySynced`] and starts the delivery's hook.
+    Announce(Box<super::deliver::Announce>),
     /// Offer a deferred delivery again (its timer fired).
     OfferWaiting {
         /// The root.
@@ -309,6 +336,60 @@ pub(crate) enum Effect {
         root: RootId,
         /// Session directory name.
         session: String,
+    },
+    /// Another squadd holds the root's pid lock: let go of the root (pid
+    /// lock, socket, watches, timers), then tell the core
+    /// ([`super::Input::TakenOver`]).
+    GiveUpRoot {
+        /// The root.
+        root: RootId,
+        /// That squadd's pid.
+        pid: String,
+    },
+    /// Re-read the root's config.json (`Input::ConfigRead`).
+    ReloadConfig(RootId),
+    /// Re-read the root's `.squad/policies.yaml`; a policy replaced is
+    /// [`super::Input::PolicyChanged`].
+    ReloadPolicy(RootId),
+    /// Look whether a session directory is one now and answer with
+    /// [`super::Input::SessionDir`] (the session it touched, for the batch).
+    LookAtSessionDir {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Watch a session's `locks/` if it exists.
+    WatchLocks {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Look at an entry of an unread inbox (one `stat`) and answer with
+    /// [`super::Input::InboxEntry`].
+    LookAtInboxEntry {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The inbox's agent.
+        agent: String,
+        /// The entry's file name.
+        file: String,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// Read a changed file of a known session and answer with what the
+    /// read gave (as [`Effect::ReadFile`]; the session it touched counts
+    /// for the batch).
+    ApplyFile {
+        /// The root.
+        root: RootId,
+        /// The file.
+        file: super::files::FileRef,
+        /// Its kind.
+        kind: squad_protocol::FileKind,
     },
     /// Ping the watchdog and arm the next ping.
     Watchdog,

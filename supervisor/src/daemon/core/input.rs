@@ -12,7 +12,8 @@
 use super::files::{self, FileRef};
 use super::scan::{self, InboxListing, Scanned};
 use super::{
-    Effect, Now, Root, RootId, edits, escalations, mail, notices, outputs, presence, replies, runs,
+    Effect, Now, Root, RootId, deliver, edits, escalations, mail, notices, outputs, paths,
+    presence, replies, runs,
 };
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
@@ -29,6 +30,9 @@ pub(crate) type TappedFact = (String, Option<PathBuf>, EventKind);
 
 /// What the world said: one event the shell read, in the core's terms.
 pub(crate) enum Input<'a> {
+    // The shell steps `Input::Route`, `InboxWritten` instead; kept for
+    // the unit and model tests, which step the decision on its own.
+    #[cfg(test)]
     /// A protocol file of a session was applied: what it asks to deliver
     /// is offered, and its reply deadline queued.
     FileApplied {
@@ -55,6 +59,9 @@ pub(crate) enum Input<'a> {
         /// Inbox file name.
         name: String,
     },
+    // The shell steps `Input::Route`, `InboxWritten` instead; kept for
+    // the unit and model tests, which step the decision on its own.
+    #[cfg(test)]
     /// A delivery was written into its inbox (fresh or not): it is
     /// delivered, and unread until acknowledged.
     Delivered {
@@ -65,9 +72,54 @@ pub(crate) enum Input<'a> {
         /// then is run at once).
         at: DateTime<Utc>,
     },
+    // The shell steps `Input::Route`, `InboxWritten` instead; kept for
+    // the unit and model tests, which step the decision on its own.
+    #[cfg(test)]
     /// A delivery failed for a passing reason (out of descriptors): it
     /// waits and is offered again a moment later, never dropped.
     DeliveryFailed(Box<Delivery>),
+    /// A protocol file of a session changed and is to be routed: its
+    /// message id is checked first (a reused id refused, or left alone if
+    /// delivered before the clash arose; `copy_holds` answers for the
+    /// inbox copies), then as [`Input::FileApplied`].
+    Route {
+        /// Session directory name.
+        session: String,
+        /// The file's name.
+        file: String,
+        /// The file's bytes as squadd itself wrote them (a notice).
+        own: Option<Arc<[u8]>>,
+        /// Whether an inbox copy holds given bytes ([`mail::CopyHolds`]).
+        copy_holds: mail::CopyHolds<'a>,
+    },
+    /// The outbox is flushed: one delivery of it, critical first; `facts`
+    /// answers what the decision needs read ([`deliver::DeliveryFacts`]).
+    Deliver {
+        /// The delivery.
+        delivery: Box<Delivery>,
+        /// The shell's answers (the recipient's host, the body's bytes).
+        facts: &'a dyn deliver::DeliveryFacts,
+    },
+    /// A delivery was written into its inbox ([`Effect::WriteInbox`]), or
+    /// the write failed.
+    InboxWritten {
+        /// The delivery.
+        delivery: Box<Delivery>,
+        /// A routed message's source.
+        routed_from: Option<String>,
+        /// How the write went.
+        written: deliver::Written,
+        /// The flush's moment (the step's [`Now`] is the shell's reading
+        /// after the write).
+        at: DateTime<Utc>,
+    },
+    /// A fresh delivery's inbox was fsynced (with the batch's others).
+    DeliverySynced {
+        /// The delivery, as [`Effect::Announce`] gave it.
+        announce: Box<deliver::Announce>,
+        /// The fsync's error, if it failed.
+        fsync_error: Option<String>,
+    },
     /// An entry of an unread inbox appeared (`Some(mtime)`) or went (read).
     InboxEntry {
         /// Session directory name.
@@ -106,12 +158,65 @@ pub(crate) enum Input<'a> {
         /// Session directory name.
         session: String,
     },
+    /// The text a session edit decided ([`edits::decide`]) was written to
+    /// session-status.md.
+    EditWritten {
+        /// Session directory name.
+        session: String,
+        /// The file.
+        path: PathBuf,
+        /// The text written.
+        text: &'a str,
+    },
+    /// A notice file could not be written.
+    NoticeFailed {
+        /// The file.
+        file: FileRef,
+        /// Why.
+        error: String,
+    },
     /// Directories of the root the kernel had refused to watch are
     /// watched again.
     WatchesRestored {
         /// How many.
         dirs: usize,
     },
+    /// A directory of the root could not be watched.
+    WatchFailed {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        error: String,
+        /// When the shell keeps it for another try: the back-off.
+        rewatch_after: Option<std::time::Duration>,
+    },
+    /// The pid lock of a recreated `.squad/` was tried.
+    PidLockTried(presence::PidLock),
+    /// The control socket was bound again.
+    SocketBound {
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The root's skills and team were read again.
+    SkillsRead {
+        /// The skills, as `status` reports them.
+        skills: Box<crate::skills::SkillsHealth>,
+        /// The team directory, as `status` reports it.
+        team: Box<crate::team::TeamHealth>,
+    },
+    /// A path of the root changed (a watcher event, settled): what it is
+    /// and what it calls for are decided in [`paths`].
+    PathChanged {
+        /// The path.
+        path: &'a Path,
+    },
+    /// The watcher failed: every root is told.
+    WatcherFailed {
+        /// Why.
+        error: String,
+    },
+    /// Events of the root were lost (the kernel's queue overflowed).
+    EventsLost,
     /// Another squadd took the root over (it holds the recreated pid
     /// lock); the shell has let go of what it held for the root.
     TakenOver {
@@ -147,16 +252,6 @@ pub(crate) enum Input<'a> {
         file: FileRef,
         /// The bytes written.
         bytes: Arc<[u8]>,
-    },
-    /// squadd wrote one of its own outputs into a session
-    /// (session-status.md): indexed from these bytes.
-    OwnWrite {
-        /// The file.
-        file: FileRef,
-        /// Its kind.
-        kind: FileKind,
-        /// The bytes written.
-        bytes: &'a [u8],
     },
     /// A session directory was scanned.
     SessionScanned {
@@ -435,6 +530,7 @@ impl<'a> Core<'a> {
     pub(crate) fn step(&mut self, input: Input<'_>, now: Now) -> Vec<Effect> {
         let (id, root) = (self.id, &mut *self.root);
         match input {
+            #[cfg(test)]
             Input::FileApplied { session, file, own } => {
                 let mut effects = mail::route(root, id, &session, &file, own, now);
                 effects.extend(replies::asked(root, id, &session, &file, now));
@@ -444,8 +540,34 @@ impl<'a> Core<'a> {
             Input::DeliveryDue { session, to, name } => {
                 mail::delivery_due(root, id, &session, to, name, now)
             }
+            #[cfg(test)]
             Input::Delivered { delivery, at } => mail::delivered(root, id, delivery, at, now),
+            #[cfg(test)]
             Input::DeliveryFailed(d) => mail::failed(root, id, *d),
+            Input::Route {
+                session,
+                file,
+                own,
+                copy_holds,
+            } => match mail::route_checked(root, id, &session, &file, copy_holds) {
+                Ok(()) => {
+                    let mut effects = mail::route(root, id, &session, &file, own, now);
+                    effects.extend(replies::asked(root, id, &session, &file, now));
+                    effects
+                }
+                Err(refused) => refused,
+            },
+            Input::Deliver { delivery, facts } => deliver::deliver(root, id, *delivery, facts),
+            Input::InboxWritten {
+                delivery,
+                routed_from,
+                written,
+                at,
+            } => deliver::written(root, id, *delivery, routed_from, written, at, now),
+            Input::DeliverySynced {
+                announce,
+                fsync_error,
+            } => deliver::synced(*announce, fsync_error),
             Input::InboxEntry {
                 session,
                 agent,
@@ -465,7 +587,24 @@ impl<'a> Core<'a> {
             }
             Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
             Input::SessionEdited { session } => edits::applied(id, &session),
+            Input::EditWritten {
+                session,
+                path,
+                text,
+            } => edits::written(root, id, &session, path, text, now),
+            Input::NoticeFailed { file, error } => notices::write_failed(id, file, error),
             Input::WatchesRestored { dirs } => presence::rewatched(id, dirs),
+            Input::WatchFailed {
+                path,
+                error,
+                rewatch_after,
+            } => presence::watch_failed(id, path, error, rewatch_after),
+            Input::PidLockTried(outcome) => presence::pid_lock(id, outcome),
+            Input::SocketBound { path } => presence::socket_bound(root, id, path),
+            Input::SkillsRead { skills, team } => presence::skills_read(root, *skills, *team),
+            Input::PathChanged { path } => paths::changed(root, id, path),
+            Input::WatcherFailed { error } => paths::watcher_failed(id, error),
+            Input::EventsLost => paths::events_lost(id),
             Input::TakenOver { pid } => presence::taken_over(root, id, pid),
             Input::FileRead { file, kind, bytes } => files::read(root, id, file, kind, bytes, now),
             Input::FileUnreadable { file, indexed } => {
@@ -475,9 +614,6 @@ impl<'a> Core<'a> {
             Input::FileRemoved(file) => files::removed(root, id, file, now),
             Input::NoticeWritten { file, bytes } => {
                 files::notice_written(root, id, file, bytes, now)
-            }
-            Input::OwnWrite { file, kind, bytes } => {
-                files::own_write(root, id, file, kind, bytes, now)
             }
             Input::SessionScanned { index, why } => scan::scanned(root, id, *index, why, now),
             Input::StartScanFailed => scan::start_failed(root, id),

@@ -7,7 +7,9 @@
 use super::timer::Timer;
 use super::{Effect, Now, Root, RootId, escalations};
 use crate::daemon::routing::{self, Delivery, Offer};
+use crate::events::EventKind;
 use chrono::{DateTime, Utc};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +50,107 @@ pub(crate) fn route(
         effects.extend(offer(root, id, d, now));
     }
     effects
+}
+
+/// The shell's answer for one inbox copy: whether `<inbox>/new/<name>` or
+/// `<inbox>/cur/<name>` holds the bytes whose fingerprint is given (a
+/// delivered message is its file's bytes). Asked only when ids clash.
+pub(crate) type CopyHolds<'a> = &'a dyn Fn(&Path, &str, u64) -> bool;
+
+/// A file about to be routed, its message id checked first
+/// ([`clash`]): a reused id is refused visibly (an event, which taps a
+/// notice to its sender) or, delivered before the clash arose, left alone;
+/// otherwise it is routed as [`super::Input::FileApplied`].
+pub(crate) fn route_checked(
+    root: &Root,
+    id: RootId,
+    session: &str,
+    file: &str,
+    copy_holds: CopyHolds<'_>,
+) -> Result<(), Vec<Effect>> {
+    match clash(root, session, file, copy_holds) {
+        Clash::None => Ok(()),
+        Clash::DeliveredBefore => Err(Vec::new()),
+        Clash::Refused(path, kind) => Err(vec![Effect::Emit {
+            root: id,
+            session: Some(session.to_string()),
+            path: Some(path),
+            kind,
+        }]),
+    }
+}
+
+/// What a reused message id means for a file about to be routed.
+#[derive(Debug)]
+enum Clash {
+    /// No clash (or this file keeps the id): route it.
+    None,
+    /// Delivered before the clash arose, and its id is reused: nothing more.
+    DeliveredBefore,
+    /// Refused: the event to emit (its file's path, the event).
+    Refused(PathBuf, EventKind),
+}
+
+/// Whether `file` reuses a message id: a reused id is reported
+/// (duplicate-message-id), not delivered, since the recipient would take it
+/// for the first one (docs/daemon.md, Messages). The first by name keeps
+/// the id, unless another file with it was delivered already (a later file
+/// whose name sorts first): that one keeps it. The inbox copies are asked
+/// about only when ids clash.
+fn clash(root: &Root, session: &str, file: &str, copy_holds: CopyHolds<'_>) -> Clash {
+    let Some(core) = root.sessions.get(session) else {
+        return Clash::None;
+    };
+    let Some(f) = core.index().files.get(file) else {
+        return Clash::None;
+    };
+    let others = core.others_with_message_id(file);
+    if others.is_empty() {
+        return Clash::None;
+    }
+    let mail = root.mail.get(session);
+    let dir = &core.index().dir;
+    // Whether `of`'s message sits in its recipient's inbox. Two files with
+    // the same id may share an inbox name: the copy's content says whose
+    // it is.
+    let delivered = |of: &str| {
+        core.index().files.get(of).is_some_and(|o| {
+            routing::file_deliveries(&root.root, session, dir, o)
+                .iter()
+                .any(|d| {
+                    mail.is_some_and(|m| m.is_delivered(&d.to, &d.name))
+                        && copy_holds(&crate::inbox::inbox_dir(dir, &d.to), &d.name, o.fingerprint)
+                })
+        })
+    };
+    // A file delivered before the clash arose is not refused (a restart
+    // routes every file again).
+    if delivered(file) {
+        return if core.reuses_message_id(file) {
+            Clash::DeliveredBefore
+        } else {
+            Clash::None
+        };
+    }
+    let kept_by = core
+        .message_id_kept_by(file)
+        .or_else(|| others.iter().copied().find(|o| delivered(o)));
+    let Some(kept_by) = kept_by else {
+        return Clash::None;
+    };
+    let crate::index::Entry::Message(m) = &f.entry else {
+        return Clash::DeliveredBefore;
+    };
+    Clash::Refused(
+        f.path_in(dir),
+        EventKind::MessageRefused {
+            message_id: m.message_id.clone(),
+            from: m.from_agent.clone(),
+            to: m.to_agent.clone(),
+            file: file.to_string(),
+            kept_by: kept_by.to_string(),
+        },
+    )
 }
 
 /// Offers one delivery: into the outbox now (its deferral timer

@@ -15,9 +15,14 @@
 //!   calls for;
 //! - [`scan`]: sessions scanned, listed, appeared or gone; inboxes listed;
 //! - [`input`]: the single entry point, [`Core::step`], taking an [`Input`];
-//! - [`mail`]: message delivery (offers, waiting, retries, unread);
+//! - [`mail`]: message delivery (offers, waiting, retries, unread; a
+//!   reused message id refused);
+//! - [`deliver`]: one delivery of the outbox (written here or not, what its
+//!   write calls for, what is said once durable);
 //! - [`edits`]: session edits (the text after an edit, what follows it);
-//! - [`presence`]: watches restored, a root taken over;
+//! - [`paths`]: a changed path (what it is, what it calls for), the
+//!   watcher's failures;
+//! - [`presence`]: watches failed or restored, a root taken over;
 //! - [`notices`]: squadd's notices (standing facts, the files a fact calls
 //!   for);
 //! - [`runs`]: agent runs (time limits, exits, retries, re-adoption,
@@ -29,6 +34,7 @@
 //!   summary).
 
 pub(crate) mod batch;
+pub(crate) mod deliver;
 pub(crate) mod edits;
 pub(crate) mod effect;
 pub(crate) mod escalations;
@@ -37,6 +43,7 @@ pub(crate) mod input;
 pub(crate) mod mail;
 pub(crate) mod notices;
 pub(crate) mod outputs;
+pub(crate) mod paths;
 pub(crate) mod presence;
 pub(crate) mod replies;
 pub(crate) mod runs;
@@ -346,10 +353,14 @@ mod model_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_deliver;
+#[cfg(test)]
 mod tests_files;
 #[cfg(test)]
 mod tests_mail;
 #[cfg(test)]
 mod tests_outputs;
+#[cfg(test)]
+mod tests_paths;
 #[cfg(test)]
 mod tests_scan;

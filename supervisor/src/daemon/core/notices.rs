@@ -364,3 +364,18 @@ pub(crate) fn wanted(kind: &EventKind) -> bool {
             | EventKind::MessageRefused { .. }
     )
 }
+
+/// A notice file could not be written (`error`): said (`output-failed`);
+/// the fact is looked at again at the next start-up, and its file, the
+/// record, does not exist.
+pub(crate) fn write_failed(id: RootId, file: super::files::FileRef, error: String) -> Vec<Effect> {
+    vec![Effect::Emit {
+        root: id,
+        session: Some(file.session),
+        path: Some(file.path),
+        kind: EventKind::OutputFailed {
+            output: "notice".into(),
+            error,
+        },
+    }]
+}

@@ -376,10 +376,12 @@ fn squadds_own_status_write_is_indexed_silently() {
     let mut r = root();
     read(&mut r, PLAN, &plan(None), now(0));
     let status = "---\nsession_id: x\nstatus: active\n---\n";
-    let input = Input::OwnWrite {
-        file: file("session-status.md"),
-        kind: FileKind::SessionStatus,
+    let written = file("session-status.md");
+    let input = Input::StatusWritten {
+        session: written.session,
+        path: written.path,
         bytes: status.as_bytes(),
+        error: None,
     };
     let effects = step(&mut r, input, now(1));
     assert!(touched(&effects).is_empty(), "{effects:?}");

@@ -1,6 +1,8 @@
 //! Tests of [`super`].
 
 use super::*;
+use squad_protocol::FileKind;
+use squad_protocol::tree::SQUAD_DIR;
 
 #[test]
 fn paths_are_classified_by_their_place() {

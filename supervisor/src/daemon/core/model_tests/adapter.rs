@@ -3,7 +3,6 @@
 
 use super::world::World;
 use super::*;
-use crate::daemon::core::files::FileRef;
 
 impl World {
     pub(super) fn pick(&self, r: usize, session: &str, n: usize) -> Option<String> {
@@ -248,16 +247,21 @@ impl World {
         };
         if edited.write {
             // Written, then indexed from the bytes written (`edits.rs`).
-            let bytes = edited.text.into_bytes();
-            self.put(root, s, SESSION_STATUS_FILE, Some(bytes.clone()));
-            let file = FileRef {
-                session: s.to_string(),
-                file: SESSION_STATUS_FILE.to_string(),
-                path: edited.path,
-            };
-            let kind = FileKind::SessionStatus;
-            let bytes = &bytes;
-            self.step(id(root), Input::OwnWrite { file, kind, bytes });
+            self.put(
+                root,
+                s,
+                SESSION_STATUS_FILE,
+                Some(edited.text.clone().into_bytes()),
+            );
+            let text = edited.text;
+            self.step(
+                id(root),
+                Input::EditWritten {
+                    session: s.to_string(),
+                    path: edited.path,
+                    text: &text,
+                },
+            );
             self.step(
                 id(root),
                 Input::SessionEdited {

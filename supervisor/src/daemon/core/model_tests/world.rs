@@ -171,6 +171,60 @@ impl World {
         }
     }
 
+    /// [`Self::effect`] for an agent run's effects, answered as the
+    /// shell's `processes.rs` would.
+    fn run_effect(&mut self, e: Effect) {
+        let now = self.now;
+        match e {
+            Effect::SpawnRun { root, spec } => self.spawn(root, *spec),
+            Effect::SignalRun { pid, signal, .. } => self.signal(pid, signal),
+            Effect::ContainRun {
+                root,
+                run,
+                rec,
+                signal,
+                report,
+            } => {
+                // The leader is gone and the model's runs have no other
+                // processes: nothing is left, the output is drained.
+                let _ = (rec, signal);
+                if report {
+                    let snap = &self.snaps[root.0 as usize];
+                    let now = Now { wall: now };
+                    let effects = Core::new(root, &mut self.roots[root.0 as usize]).step(
+                        Input::RunLeft {
+                            run,
+                            left: 0,
+                            drained: true,
+                            facts: &Facts(snap),
+                        },
+                        now,
+                    );
+                    self.perform(effects);
+                }
+            }
+            Effect::WriteRunRecord { dir, rec } => {
+                let r = self
+                    .roots
+                    .iter()
+                    .position(|r| dir.starts_with(&r.root))
+                    .unwrap_or(0);
+                let key = (rec.session.clone(), rec.task.clone());
+                self.snaps[r].records.insert(key, *rec);
+            }
+            Effect::TellLead {
+                root,
+                session,
+                task,
+                ..
+            } => self.tell_lead(root, session, task),
+            Effect::RunsLooked { root, retry_at } => {
+                self.step(root, Input::RunsLooked { retry_at })
+            }
+            _ => unreachable!("not a run effect: {e:?}"),
+        }
+    }
+
     /// THE effect match: every effect the core returns, carried out as
     /// the shell carries it out (`shell.rs`, `processes.rs`), answered
     /// with the inputs the shell steps. Writes with no bearing on what
@@ -278,52 +332,28 @@ impl World {
                 self.step(root, Input::InboxesListed { session, entries });
             }
             // Agent runs (`processes.rs`).
-            Effect::SpawnRun { root, spec } => self.spawn(root, *spec),
-            Effect::SignalRun { pid, signal, .. } => self.signal(pid, signal),
-            Effect::ContainRun {
-                root,
-                run,
-                rec,
-                signal,
-                report,
-            } => {
-                // The leader is gone and the model's runs have no other
-                // processes: nothing is left, the output is drained.
-                let _ = (rec, signal);
-                if report {
-                    let snap = &self.snaps[root.0 as usize];
-                    let now = Now { wall: now };
-                    let effects = Core::new(root, &mut self.roots[root.0 as usize]).step(
-                        Input::RunLeft {
-                            run,
-                            left: 0,
-                            drained: true,
-                            facts: &Facts(snap),
-                        },
-                        now,
-                    );
-                    self.perform(effects);
-                }
-            }
-            Effect::WriteRunRecord { dir, rec } => {
-                let r = self
-                    .roots
-                    .iter()
-                    .position(|r| dir.starts_with(&r.root))
-                    .unwrap_or(0);
-                let key = (rec.session.clone(), rec.task.clone());
-                self.snaps[r].records.insert(key, *rec);
-            }
-            Effect::TellLead {
-                root,
-                session,
-                task,
-                ..
-            } => self.tell_lead(root, session, task),
-            Effect::RunsLooked { root, retry_at } => {
-                self.step(root, Input::RunsLooked { retry_at })
-            }
+            e @ (Effect::SpawnRun { .. }
+            | Effect::SignalRun { .. }
+            | Effect::ContainRun { .. }
+            | Effect::WriteRunRecord { .. }
+            | Effect::TellLead { .. }
+            | Effect::RunsLooked { .. }) => self.run_effect(e),
             Effect::Emit { .. } => {}
+            // Answers to inputs the model does not step (a path handed over
+            // unclassified, the shell's own outbox, the control check): the
+            // model reads and delivers through its snapshot instead.
+            e @ (Effect::WriteInbox { .. }
+            | Effect::Watch { .. }
+            | Effect::Announce(_)
+            | Effect::GiveUpRoot { .. }
+            | Effect::ReloadConfig(_)
+            | Effect::ReloadPolicy(_)
+            | Effect::LookAtSessionDir { .. }
+            | Effect::WatchLocks { .. }
+            | Effect::LookAtInboxEntry { .. }
+            | Effect::ApplyFile { .. }) => {
+                panic!("the model does not step the input that returns {e:?}")
+            }
             // Writes and work with no bearing on what the core knows.
             Effect::WriteStatuses { .. }
             | Effect::WrapUp { .. }
