@@ -411,6 +411,6 @@ pub(crate) enum Effect {
         /// The root.
         root: RootId,
         /// (session, pid) or the error.
-        reply: Result<(String, u32), String>,
+        reply: Result<(String, u32), super::runs::RunError>,
     },
 }

@@ -546,22 +546,22 @@ pub(super) fn start_run(
             root: id,
             spec: Box::new(spec),
         }],
-        Err(error) => spawn_failed(root, id, c, by_hand, None, error, now),
+        Err(error) => spawn_failed(root, id, c, by_hand, None, error.to_string(), now),
     }
 }
 
 /// What is decided before a run starts (no file read).
-fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, String> {
+fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> {
     let plan = root
         .sessions
         .get(&c.session)
         .and_then(|s| s.index().full_plan(&c.task))
-        .ok_or_else(|| format!("{}: no valid task assignment", c.task))?;
+        .ok_or_else(|| RunError::NoPlan(c.task.clone()))?;
     let policy = &root.policy.runners;
     let runner = policy
         .runner_for(&c.agent)
         .cloned()
-        .ok_or_else(|| format!("no runner for {}", c.agent))?;
+        .ok_or_else(|| RunError::NoRunner(c.agent.clone()))?;
     let config = &root.runs.config;
     Ok(RunSpec {
         candidate: c.clone(),
@@ -686,7 +686,7 @@ pub(crate) fn spawn_failed(
     if by_hand {
         out.push(Effect::RunReply {
             root: id,
-            reply: Err(error),
+            reply: Err(RunError::Start(error)),
         });
     }
     root.runs.past.insert((c.session, c.task), rec);
