@@ -348,6 +348,28 @@ fn contain(id: RootId, key: &RunKey, rec: &RunRecord, signal: Signal, report: bo
     }
 }
 
+/// The record of run `c` about to start at `wall` with time limit `limit`:
+/// `running`, its pid not known yet (written before the spawn, so a squadd
+/// killed in between finds it and starts the same run again).
+pub(crate) fn new_record(c: &Candidate, wall: DateTime<Utc>, limit: Duration) -> RunRecord {
+    RunRecord {
+        task: c.task.clone(),
+        agent: c.agent.clone(),
+        session: c.session.clone(),
+        attempt: c.attempts + 1,
+        state: RunState::Running,
+        pid: 0,
+        process_start: 0,
+        started_at: wall,
+        deadline: decide::deadline(wall, limit),
+        command: Vec::new(),
+        exit: None,
+        completed: false,
+        retry_at: None,
+        held: false,
+    }
+}
+
 /// A run just started: live from now on (its past record forgotten).
 fn started(runs: &mut Runs, rec: RunRecord, dir: PathBuf, session_dir: PathBuf) {
     let key = (rec.session.clone(), rec.task.clone());

@@ -89,7 +89,7 @@ impl World {
         );
         let dir = crate::runners::run_dir(&spec.session_dir, &c.task);
         // The record written before the spawn, as the shell writes it.
-        let mut rec = crate::daemon::runs::start::new_record(c, self.now, limit);
+        let mut rec = crate::daemon::core::runs::new_record(c, self.now, limit);
         self.snaps[r].records.insert(key.clone(), rec.clone());
         if self.broken.contains(&root) {
             let input = Input::SpawnFailed {

@@ -217,14 +217,14 @@ impl World {
             Effect::CancelTimer(timer) => {
                 self.timers.remove(&timer);
             }
+            // Every event of a session tapped (the event log taps those that
+            // may call for a notice; the core tells only those).
             Effect::Emit {
                 root,
                 session: Some(session),
                 path,
                 kind,
-            } if crate::daemon::notices::wanted(&kind) => {
-                self.tapped.push((root, session, path, kind))
-            }
+            } => self.tapped.push((root, session, path, kind)),
             Effect::SaveState(r) => {
                 self.roots[r.0 as usize].state_to_save();
             }
