@@ -67,14 +67,14 @@ pub fn is_transient_io(e: &io::Error) -> bool {
 // The few errno values we test for, without a libc dependency in this crate.
 #[cfg(target_os = "linux")]
 mod libc_codes {
-    pub const EINTR: i32 = 4;
-    pub const EAGAIN: i32 = 11;
-    pub const ENOMEM: i32 = 12;
-    pub const ENFILE: i32 = 23;
-    pub const EMFILE: i32 = 24;
-    pub const ELOOP: i32 = 40;
-    pub const O_NONBLOCK: i32 = 0o4000;
-    pub const O_NOFOLLOW: i32 = 0o400000;
+    pub(super) const EINTR: i32 = 4;
+    pub(super) const EAGAIN: i32 = 11;
+    pub(super) const ENOMEM: i32 = 12;
+    pub(super) const ENFILE: i32 = 23;
+    pub(super) const EMFILE: i32 = 24;
+    pub(super) const ELOOP: i32 = 40;
+    pub(super) const O_NONBLOCK: i32 = 0o4000;
+    pub(super) const O_NOFOLLOW: i32 = 0o400000;
 }
 #[cfg(not(target_os = "linux"))]
 mod libc_codes {

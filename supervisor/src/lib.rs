@@ -9,9 +9,6 @@
 //! per session) → [`outputs`] (pure rendering) → atomic writes, [`events`]
 //! and the [`audit`] log.
 
-// An item is `pub` only where the binaries or tests can reach it.
-#![warn(unreachable_pub)]
-
 pub(crate) mod attention;
 pub(crate) mod audit;
 pub(crate) mod cluster;

@@ -4,6 +4,9 @@
 // A test crate: a failed unwrap is a failed test, and its helpers are
 // documented where they need it, not by rule.
 #![allow(clippy::unwrap_used, missing_docs)]
+// Nothing outside this test crate reaches its helpers: `pub` in them is
+// no public surface (the workspace's unreachable_pub is for libraries).
+#![allow(unreachable_pub)]
 
 mod agents;
 mod answers;

@@ -4,7 +4,7 @@
 //! decisions.md, to at least `bytes`.
 
 /// The benchmark file's text.
-pub fn decisions_md(bytes: usize) -> String {
+pub(crate) fn decisions_md(bytes: usize) -> String {
     let legacy = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/corpora/squad/squad-head/.squad/decisions.md"

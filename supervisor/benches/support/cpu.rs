@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 /// CPU time (user + system) of every child waited for so far.
-pub fn children_cpu() -> Duration {
+pub(crate) fn children_cpu() -> Duration {
     // SAFETY: getrusage writes one rusage into the zeroed struct we own.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
@@ -20,14 +20,14 @@ pub fn children_cpu() -> Duration {
 }
 
 /// Wall clock and CPU time of the children `f` runs (and waits for).
-pub fn measure(f: impl FnOnce()) -> (Duration, Duration) {
+pub(crate) fn measure(f: impl FnOnce()) -> (Duration, Duration) {
     let (c0, t0) = (children_cpu(), Instant::now());
     f();
     (t0.elapsed(), children_cpu().saturating_sub(c0))
 }
 
 /// The `p` quantile (0..=1) of `samples`, in ms.
-pub fn pct(samples: &mut [Duration], p: f64) -> f64 {
+pub(crate) fn pct(samples: &mut [Duration], p: f64) -> f64 {
     if samples.is_empty() {
         return f64::NAN;
     }

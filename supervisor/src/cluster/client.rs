@@ -2,6 +2,7 @@
 //! socket (squadd holds the NATS connection and renews the locks; a
 //! squadctl process lives too short to renew anything).
 
+use super::ClusterError;
 use crate::control::{Client, ClientError, Method};
 use serde_json::Value as Json;
 use std::path::Path;
@@ -19,14 +20,12 @@ pub(crate) fn call(
     agent: &str,
     task: &str,
     session: &str,
-) -> Result<Json, String> {
+) -> Result<Json, ClusterError> {
     let mut client = Client::connect(root, TIMEOUT).map_err(|e| match e {
-        ClientError::NotRunning(_) => format!(
-            "squadd is not running for {}: cluster locks are taken and renewed by the local squadd; start it (`squadd --root {}`)",
-            root.display(),
-            root.display()
-        ),
-        e => e.to_string(),
+        ClientError::NotRunning(_) => ClusterError::NoSquadd {
+            root: root.to_path_buf(),
+        },
+        e => ClusterError::Control(e.to_string()),
     })?;
     client
         .call(Method::Cluster {
@@ -36,7 +35,7 @@ pub(crate) fn call(
             task: task.into(),
             session: session.into(),
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| ClusterError::Control(e.to_string()))
 }
 
 /// The cluster-wide locks other hosts hold, as lock records the guard
@@ -58,7 +57,7 @@ pub(crate) fn remote_locks(
         Err(e) => {
             eprintln!(
                 "squadctl guard: warning: cluster locks not checked ({}): other hosts' locks are not seen",
-                crate::text::escape_lines(&e)
+                crate::text::escape_lines(&e.to_string())
             );
             return Vec::new();
         }

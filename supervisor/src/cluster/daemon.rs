@@ -6,6 +6,7 @@
 //! lock too). A squadd that dies stops renewing: its locks pass to another
 //! host when their TTL runs out on the server, never before.
 
+use super::ClusterError;
 use super::kv::{Locks, TakeError};
 use super::leader::{Leadership, Lease, News};
 use super::{Holder, host_id, key_of};
@@ -74,7 +75,7 @@ struct Task {
     policy: ClusterPolicy,
     locks: Option<Locks>,
     /// Why the connection could not be made, when it could not.
-    connect_error: Option<String>,
+    connect_error: Option<ClusterError>,
     held: BTreeMap<String, Held>,
     /// Whether the locks an earlier squadd of this checkout held were
     /// looked for (once, at the first renewal with NATS up).
@@ -153,26 +154,23 @@ impl Task {
         }
     }
 
-    fn ready(&mut self) -> Result<&mut Locks, String> {
+    fn ready(&mut self) -> Result<&mut Locks, ClusterError> {
         match &self.locks {
             Some(l) if !l.connected() => {
-                return Err(format!(
-                    "not connected to NATS ({}; seeds {}): this host takes no new cluster locks until it reconnects",
-                    l.state(),
-                    self.policy.nats.join(", ")
-                ));
+                return Err(ClusterError::Disconnected {
+                    state: l.state(),
+                    seeds: self.policy.nats.join(", "),
+                });
             }
             Some(_) => {}
             None => {
                 return Err(self
                     .connect_error
                     .clone()
-                    .unwrap_or_else(|| "no NATS connection".into()));
+                    .unwrap_or(ClusterError::NoConnection));
             }
         }
-        self.locks
-            .as_mut()
-            .ok_or_else(|| "no NATS connection".to_string())
+        self.locks.as_mut().ok_or(ClusterError::NoConnection)
     }
 
     async fn answer(&mut self, ask: Ask) -> Response {
@@ -181,7 +179,7 @@ impl Task {
             "release" => self.release(ask).await,
             "list" => match self.list().await {
                 Ok(v) => Response::ok(json!({"locks": v})),
-                Err(e) => Response::error(e),
+                Err(e) => Response::error(e.to_string()),
             },
             "status" => Response::ok(self.status().await),
             other => Response::error(format!(
@@ -194,7 +192,7 @@ impl Task {
         let host = self.host.clone();
         let locks = match self.ready() {
             Ok(l) => l,
-            Err(e) => return Response::error(e),
+            Err(e) => return Response::error(e.to_string()),
         };
         let mut taken: Vec<(String, Held)> = Vec::new();
         let mut outcome = None;
@@ -215,7 +213,7 @@ impl Task {
                     break;
                 }
                 Err(TakeError::Nats(e)) => {
-                    outcome = Some(Response::error(e));
+                    outcome = Some(Response::error(e.to_string()));
                     break;
                 }
             }
@@ -254,7 +252,7 @@ impl Task {
                 None => match locks.holder(&key).await {
                     Ok((Some((h, rev)), _)) if h.host == host && h.agent == ask.agent => Some(rev),
                     Ok(_) => None,
-                    Err(e) => return Response::error(e),
+                    Err(e) => return Response::error(e.to_string()),
                 },
             };
             let Some(revision) = revision else { continue };
@@ -263,13 +261,13 @@ impl Task {
                     self.held.remove(&key);
                     released.push(target.clone());
                 }
-                Err(e) => return Response::error(e),
+                Err(e) => return Response::error(e.to_string()),
             }
         }
         Response::ok(json!({"released": released}))
     }
 
-    async fn list(&mut self) -> Result<Vec<serde_json::Value>, String> {
+    async fn list(&mut self) -> Result<Vec<serde_json::Value>, ClusterError> {
         let here = self.host.clone();
         let locks = self.ready()?;
         Ok(locks
@@ -305,7 +303,7 @@ impl Task {
             Some(l) if l.connected() => {
                 match super::leader::survey(&l.jetstream(), &self.policy).await {
                     Ok((b, lease)) => (b, lease, None),
-                    Err(e) => (Vec::new(), None, Some(e)),
+                    Err(e) => (Vec::new(), None, Some(e.to_string())),
                 }
             }
             _ => (Vec::new(), None, Some("not connected to NATS".to_string())),
@@ -353,14 +351,14 @@ impl Task {
             "connection": {
                 "state": state,
                 "server": server,
-                "error": self.connect_error,
+                "error": self.connect_error.as_ref().map(ToString::to_string),
             },
             "lock_ttl_secs": self.policy.lock_ttl.as_secs(),
             "bucket": self.policy.locks_bucket(),
             "held_here": self.held.len(),
             "hosts_seen": hosts,
             "locks": listed.as_ref().ok(),
-            "locks_error": listed.as_ref().err(),
+            "locks_error": listed.as_ref().err().map(ToString::to_string),
         })
     }
 

@@ -6,7 +6,7 @@
 //! here with the two headers the KV API uses (`Nats-Expected-Last-Subject-
 //! Sequence`, `Nats-TTL`): [`put`], shared with the leader lease.
 
-use super::Holder;
+use super::{ClusterError, Holder};
 use async_nats::jetstream::{self, context::PublishErrorKind, kv};
 use async_nats::{HeaderMap, HeaderValue, header};
 use futures_util::StreamExt;
@@ -33,7 +33,7 @@ pub(crate) enum TakeError {
     /// Someone holds it (its holder).
     Held(Holder),
     /// NATS failed.
-    Nats(String),
+    Nats(ClusterError),
 }
 
 fn expand_home(path: &str) -> std::path::PathBuf {
@@ -50,7 +50,7 @@ pub(crate) async fn connect_client(
     policy: &ClusterPolicy,
     retry: bool,
     name: &str,
-) -> Result<async_nats::Client, String> {
+) -> Result<async_nats::Client, ClusterError> {
     let mut options = async_nats::ConnectOptions::new()
         .name(name)
         .connection_timeout(Duration::from_secs(3))
@@ -60,7 +60,10 @@ pub(crate) async fn connect_client(
         options = options
             .credentials_file(&path)
             .await
-            .map_err(|e| format!("cluster.credentials {}: {e}", path.display()))?;
+            .map_err(|e| ClusterError::Credentials {
+                path: path.clone(),
+                error: e.to_string(),
+            })?;
     }
     if retry {
         options = options.retry_on_initial_connect();
@@ -68,19 +71,31 @@ pub(crate) async fn connect_client(
     let servers: Vec<async_nats::ServerAddr> = policy
         .nats
         .iter()
-        .map(|u| u.parse().map_err(|e| format!("cluster.nats `{u}`: {e}")))
+        .map(|u| {
+            u.parse::<async_nats::ServerAddr>()
+                .map_err(|e| ClusterError::Seed {
+                    url: u.clone(),
+                    error: e.to_string(),
+                })
+        })
         .collect::<Result<_, _>>()?;
     options
         .connect(servers)
         .await
-        .map_err(|e| format!("cannot reach NATS at {}: {e}", policy.nats.join(", ")))
+        .map_err(|e| ClusterError::Unreachable {
+            seeds: policy.nats.join(", "),
+            error: e.to_string(),
+        })
 }
 
 impl Locks {
     /// Connects to the seed servers. With `retry` the client keeps trying
     /// in the background (squadd); without, an unreachable cluster is an
     /// error now (squadctl).
-    pub(crate) async fn connect(policy: &ClusterPolicy, retry: bool) -> Result<Locks, String> {
+    pub(crate) async fn connect(
+        policy: &ClusterPolicy,
+        retry: bool,
+    ) -> Result<Locks, ClusterError> {
         let client = connect_client(policy, retry, "squadd").await?;
         let js = jetstream::new(client.clone());
         Ok(Locks {
@@ -126,7 +141,7 @@ impl Locks {
 
     /// The bucket, created when missing (one history entry per key, TTLs
     /// allowed; the delete markers a TTL leaves live one lock TTL).
-    async fn store(&mut self) -> Result<kv::Store, String> {
+    async fn store(&mut self) -> Result<kv::Store, ClusterError> {
         if let Some(s) = &self.store {
             return Ok(s.clone());
         }
@@ -150,9 +165,9 @@ impl Locks {
         key: &str,
         expected: u64,
         holder: &Holder,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, ClusterError> {
         self.store().await?;
-        let body = serde_json::to_vec(holder).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(holder).map_err(|e| ClusterError::Encode(e.to_string()))?;
         publish_cas(&self.js, &self.bucket, key, expected, Some(self.ttl), body).await
     }
 
@@ -160,16 +175,19 @@ impl Locks {
     pub(crate) async fn holder(
         &mut self,
         key: &str,
-    ) -> Result<(Option<(Holder, u64)>, u64), String> {
+    ) -> Result<(Option<(Holder, u64)>, u64), ClusterError> {
         let store = self.store().await?;
         match store
             .entry(key)
             .await
-            .map_err(|e| format!("NATS get: {e}"))?
+            .map_err(|e| ClusterError::request("get", e))?
         {
             Some(e) if e.operation == kv::Operation::Put => {
-                let holder = serde_json::from_slice(&e.value)
-                    .map_err(|err| format!("lock key {key}: unreadable value ({err})"))?;
+                let holder =
+                    serde_json::from_slice(&e.value).map_err(|err| ClusterError::LockValue {
+                        key: key.to_string(),
+                        error: err.to_string(),
+                    })?;
                 Ok((Some((holder, e.revision)), e.revision))
             }
             Some(e) => Ok((None, e.revision)),
@@ -203,9 +221,7 @@ impl Locks {
         }
         match self.holder(key).await.map_err(TakeError::Nats)? {
             (Some((h, _)), _) => Err(TakeError::Held(h)),
-            _ => Err(TakeError::Nats(
-                "the lock key kept changing; try again".into(),
-            )),
+            _ => Err(TakeError::Nats(ClusterError::Contended)),
         }
     }
 
@@ -217,22 +233,22 @@ impl Locks {
         key: &str,
         revision: u64,
         holder: &Holder,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, ClusterError> {
         self.put_if(key, revision, holder).await
     }
 
     /// Releases `key` if it is still at `revision`; `false` when it was not.
-    pub(crate) async fn release(&mut self, key: &str, revision: u64) -> Result<bool, String> {
+    pub(crate) async fn release(&mut self, key: &str, revision: u64) -> Result<bool, ClusterError> {
         let store = self.store().await?;
         match store.delete_expect_revision(key, Some(revision)).await {
             Ok(()) => Ok(true),
             Err(e) if e.to_string().contains("wrong last sequence") => Ok(false),
-            Err(e) => Err(format!("NATS delete: {e}")),
+            Err(e) => Err(ClusterError::request("delete", e)),
         }
     }
 
     /// Every live lock: holder and revision.
-    pub(crate) async fn list(&mut self) -> Result<Vec<(Holder, u64)>, String> {
+    pub(crate) async fn list(&mut self) -> Result<Vec<(Holder, u64)>, ClusterError> {
         self.store().await?;
         let names = keys_of(&self.js, &self.bucket).await?;
         let mut out = Vec::new();
@@ -249,19 +265,22 @@ impl Locks {
 /// subject list (a stream-info request to its leader), not from a
 /// consumer: consumer creation timed out for a while after a node died,
 /// while every other request was answered.
-pub(crate) async fn keys_of(js: &jetstream::Context, bucket: &str) -> Result<Vec<String>, String> {
+pub(crate) async fn keys_of(
+    js: &jetstream::Context,
+    bucket: &str,
+) -> Result<Vec<String>, ClusterError> {
     let stream = js
         .get_stream(format!("KV_{bucket}"))
         .await
-        .map_err(|e| format!("NATS stream info: {e}"))?;
+        .map_err(|e| ClusterError::request("stream info", e))?;
     let prefix = format!("$KV.{bucket}.");
     let mut subjects = stream
         .info_with_subjects(format!("{prefix}>"))
         .await
-        .map_err(|e| format!("NATS stream info: {e}"))?;
+        .map_err(|e| ClusterError::request("stream info", e))?;
     let mut names = Vec::new();
     while let Some(item) = subjects.next().await {
-        let (subject, _) = item.map_err(|e| format!("NATS stream info: {e}"))?;
+        let (subject, _) = item.map_err(|e| ClusterError::request("stream info", e))?;
         if let Some(key) = subject.strip_prefix(&prefix) {
             names.push(key.to_string());
         }
@@ -278,7 +297,7 @@ pub(crate) async fn bucket(
     description: &str,
     replicas: usize,
     markers: Duration,
-) -> Result<kv::Store, String> {
+) -> Result<kv::Store, ClusterError> {
     match js.get_key_value(name).await {
         Ok(s) => Ok(s),
         Err(_) => js
@@ -292,7 +311,11 @@ pub(crate) async fn bucket(
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("cannot create the bucket {name}: {e}")),
+            .map_err(|e| ClusterError::Bucket {
+                what: "bucket",
+                name: name.to_string(),
+                error: e.to_string(),
+            }),
     }
 }
 
@@ -313,7 +336,7 @@ pub(crate) async fn put(
     expected: Option<u64>,
     ttl: Option<Duration>,
     body: Vec<u8>,
-) -> Result<Option<u64>, String> {
+) -> Result<Option<u64>, ClusterError> {
     let mut headers = HeaderMap::new();
     if let Some(expected) = expected {
         headers.insert(
@@ -330,7 +353,7 @@ pub(crate) async fn put(
         let ack = js
             .publish_with_headers(subject.clone(), headers.clone(), body.clone().into())
             .await
-            .map_err(|e| format!("NATS publish: {e}"))?
+            .map_err(|e| ClusterError::request("publish", e))?
             .await;
         match ack {
             Err(e) if e.kind() == PublishErrorKind::StreamNotFound && attempts < 20 => {
@@ -351,7 +374,7 @@ pub(crate) async fn put(
         {
             Ok(None)
         }
-        Err(e) => Err(format!("NATS publish: {e}")),
+        Err(e) => Err(ClusterError::request("publish", e)),
     }
 }
 
@@ -363,6 +386,6 @@ pub(crate) async fn publish_cas(
     expected: u64,
     ttl: Option<Duration>,
     body: Vec<u8>,
-) -> Result<Option<u64>, String> {
+) -> Result<Option<u64>, ClusterError> {
     put(js, bucket, key, Some(expected), ttl, body).await
 }

@@ -18,6 +18,7 @@
 //! id>`, a TTL of three leases), from which `cluster status` lists the
 //! hosts.
 
+use super::ClusterError;
 use super::kv;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
@@ -251,7 +252,7 @@ impl Lease {
         self.beat().await;
     }
 
-    async fn store(&mut self) -> Result<async_nats::jetstream::kv::Store, String> {
+    async fn store(&mut self) -> Result<async_nats::jetstream::kv::Store, ClusterError> {
         if let Some(s) = &self.store {
             return Ok(s.clone());
         }
@@ -273,7 +274,7 @@ impl Lease {
         ttl: Duration,
         key: &str,
         body: Vec<u8>,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, ClusterError> {
         kv::put(
             &self.js,
             &self.policy.leader_bucket(),
@@ -300,7 +301,7 @@ impl Lease {
         expected: u64,
         epoch: u64,
         since: DateTime<Utc>,
-    ) -> (Result<Option<u64>, String>, Moment) {
+    ) -> (Result<Option<u64>, ClusterError>, Moment) {
         let record = LeaseRecord {
             host: self.host.clone(),
             epoch,
@@ -312,7 +313,7 @@ impl Lease {
                 self.put(Some(expected), self.policy.lease_ttl, LEASE_KEY, body)
                     .await
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(ClusterError::Encode(e.to_string())),
         };
         (put, sent)
     }
@@ -412,12 +413,15 @@ impl Lease {
 pub(crate) async fn survey(
     js: &jetstream::Context,
     policy: &ClusterPolicy,
-) -> Result<(Vec<Heartbeat>, Option<(String, u64)>), String> {
+) -> Result<(Vec<Heartbeat>, Option<(String, u64)>), ClusterError> {
     let bucket = policy.leader_bucket();
     let store = js
         .get_key_value(&bucket)
         .await
-        .map_err(|e| format!("NATS: no leader bucket {bucket} yet ({e})"))?;
+        .map_err(|e| ClusterError::NoLeaderBucket {
+            bucket: bucket.clone(),
+            error: e.to_string(),
+        })?;
     let mut hosts = Vec::new();
     let mut lease = None;
     for key in kv::keys_of(js, &bucket).await? {

@@ -12,10 +12,13 @@
 
 pub(crate) mod client;
 pub(crate) mod daemon;
+pub(crate) mod error;
 pub(crate) mod kv;
 pub(crate) mod leader;
 pub(crate) mod presence;
 pub(crate) mod replicate;
+
+pub(crate) use error::ClusterError;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -8,6 +8,7 @@
 //! agent: this host lets it go. The bucket's `max_age` is the record's TTL:
 //! a dead host's agents lapse.
 
+use super::ClusterError;
 use super::key_of;
 use super::kv::{keys_of, publish_cas};
 use async_nats::jetstream::{self, kv};
@@ -54,7 +55,7 @@ impl Presence {
         }
     }
 
-    async fn store(&mut self, js: &jetstream::Context) -> Result<kv::Store, String> {
+    async fn store(&mut self, js: &jetstream::Context) -> Result<kv::Store, ClusterError> {
         if let Some(s) = &self.store {
             return Ok(s.clone());
         }
@@ -71,7 +72,11 @@ impl Presence {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| format!("cannot create the agents bucket {}: {e}", self.bucket))?,
+                .map_err(|e| ClusterError::Bucket {
+                    what: "agents bucket",
+                    name: self.bucket.clone(),
+                    error: e.to_string(),
+                })?,
         };
         self.store = Some(store.clone());
         Ok(store)
@@ -83,13 +88,13 @@ impl Presence {
         js: &jetstream::Context,
         agent: &str,
         host: &str,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, ClusterError> {
         let store = self.store(js).await?;
         let body = record(agent, host)?;
         store
             .put(key_of(agent), body.into())
             .await
-            .map_err(|e| format!("NATS put: {e}"))
+            .map_err(|e| ClusterError::request("put", e))
     }
 
     /// Renews `agent` held at `revision` (0: unknown, after a restart: the
@@ -101,7 +106,7 @@ impl Presence {
         agent: &str,
         host: &str,
         revision: u64,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, ClusterError> {
         let store = self.store(js).await?;
         let key = key_of(agent);
         let mut revision = revision;
@@ -116,7 +121,7 @@ impl Presence {
                 // Lapsed while this host was away: claimed again, since its
                 // squadd still had it registered.
                 Ok(_) => return self.claim(js, agent, host).await.map(Some),
-                Err(e) => return Err(format!("NATS get: {e}")),
+                Err(e) => return Err(ClusterError::request("get", e)),
             }
         }
         publish_cas(js, &self.bucket, &key, revision, None, record(agent, host)?).await
@@ -126,7 +131,7 @@ impl Presence {
     pub(crate) async fn table(
         &mut self,
         js: &jetstream::Context,
-    ) -> Result<BTreeMap<String, String>, String> {
+    ) -> Result<BTreeMap<String, String>, ClusterError> {
         let store = self.store(js).await?;
         let mut out = BTreeMap::new();
         for key in keys_of(js, &self.bucket).await? {
@@ -142,20 +147,20 @@ impl Presence {
                     }
                 }
                 Ok(_) => {}
-                Err(e) => return Err(format!("NATS get: {e}")),
+                Err(e) => return Err(ClusterError::request("get", e)),
             }
         }
         Ok(out)
     }
 }
 
-fn record(agent: &str, host: &str) -> Result<Vec<u8>, String> {
+fn record(agent: &str, host: &str) -> Result<Vec<u8>, ClusterError> {
     serde_json::to_vec(&Record {
         agent: agent.to_string(),
         host: host.to_string(),
         at: Utc::now(),
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| ClusterError::Encode(e.to_string()))
 }
 
 #[cfg(test)]

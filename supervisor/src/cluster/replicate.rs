@@ -25,6 +25,7 @@
 //!   supervisor-owned outputs); an arrival whose epoch is lower than the
 //!   highest seen for its key is dropped (`replica-dropped`).
 
+use super::ClusterError;
 use super::kv::{connect_client, publish_cas};
 use super::presence::{self, Presence};
 use super::{host_id, key_of};
@@ -91,38 +92,62 @@ pub(crate) struct Meta {
 }
 
 /// A value: `meta` as one JSON line, then the bytes.
-pub(crate) fn encode(meta: &Meta, bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = serde_json::to_vec(meta).map_err(|e| e.to_string())?;
+pub(crate) fn encode(meta: &Meta, bytes: &[u8]) -> Result<Vec<u8>, ClusterError> {
+    let mut out = serde_json::to_vec(meta).map_err(|e| ClusterError::Encode(e.to_string()))?;
     out.push(b'\n');
     out.extend_from_slice(bytes);
     Ok(out)
 }
 
+/// Why a value of the files bucket is refused (it may come from any host
+/// of the project: never trusted).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ValueError {
+    /// No header line.
+    #[error("no header line")]
+    NoHeader,
+    /// The header is not the JSON of a [`Meta`].
+    #[error("unreadable header: {0}")]
+    Header(String),
+    /// The session is not named like one.
+    #[error("`{0}` is not a session name")]
+    NotSession(String),
+    /// The file is not named like a protocol file.
+    #[error("`{0}` is not a protocol file name")]
+    NotProtocolFile(String),
+    /// The key is not the one of the session and file named.
+    #[error("the key is not the file's")]
+    WrongKey,
+    /// Larger than a protocol file may be.
+    #[error("larger than a protocol file may be")]
+    TooLarge,
+}
+
 /// A value read back and checked: the names are a session directory and a
 /// protocol file of it (never a path elsewhere), the key is theirs.
-pub(crate) fn decode(key: &str, value: &[u8]) -> Result<(Meta, Vec<u8>), String> {
+pub(crate) fn decode(key: &str, value: &[u8]) -> Result<(Meta, Vec<u8>), ValueError> {
     let at = value
         .iter()
         .position(|b| *b == b'\n')
-        .ok_or("no header line")?;
+        .ok_or(ValueError::NoHeader)?;
     let meta: Meta =
-        serde_json::from_slice(&value[..at]).map_err(|e| format!("unreadable header: {e}"))?;
+        serde_json::from_slice(&value[..at]).map_err(|e| ValueError::Header(e.to_string()))?;
     if !squad_protocol::ids::is_session_dir_name(&meta.session) {
-        return Err(format!("`{}` is not a session name", meta.session));
+        return Err(ValueError::NotSession(meta.session));
     }
     let name_ok = !meta.file.contains('/')
         && !meta.file.contains('\0')
         && !squad_protocol::atomic::is_temp_name(&meta.file)
         && FileKind::from_file_name(&meta.file).is_some();
     if !name_ok {
-        return Err(format!("`{}` is not a protocol file name", meta.file));
+        return Err(ValueError::NotProtocolFile(meta.file));
     }
     if file_key(&meta.session, &meta.file) != key {
-        return Err("the key is not the file's".into());
+        return Err(ValueError::WrongKey);
     }
     let bytes = value[at + 1..].to_vec();
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err("larger than a protocol file may be".into());
+        return Err(ValueError::TooLarge);
     }
     Ok((meta, bytes))
 }
@@ -489,7 +514,7 @@ impl Task {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cluster: replication cannot connect");
-                lock(&self.view).error = Some(e);
+                lock(&self.view).error = Some(e.to_string());
                 return;
             }
         }
@@ -560,7 +585,7 @@ impl Task {
             return;
         }
         if let Err(e) = self.ensure_watch().await {
-            lock(&self.view).error = Some(e);
+            lock(&self.view).error = Some(e.to_string());
             return;
         }
         let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
@@ -572,9 +597,9 @@ impl Task {
         self.presence_upkeep().await;
     }
 
-    async fn ensure_watch(&mut self) -> Result<(), String> {
+    async fn ensure_watch(&mut self) -> Result<(), ClusterError> {
         let Some(js) = self.js.clone() else {
-            return Err("no NATS connection".into());
+            return Err(ClusterError::NoConnection);
         };
         if self.store.is_none() {
             let store = match js.get_key_value(&self.bucket).await {
@@ -590,7 +615,11 @@ impl Task {
                         ..Default::default()
                     })
                     .await
-                    .map_err(|e| format!("cannot create the files bucket {}: {e}", self.bucket))?,
+                    .map_err(|e| ClusterError::Bucket {
+                        what: "files bucket",
+                        name: self.bucket.clone(),
+                        error: e.to_string(),
+                    })?,
             };
             self.store = Some(store);
         }
@@ -601,7 +630,10 @@ impl Task {
             let w = store
                 .watch_all_from_revision(from)
                 .await
-                .map_err(|e| format!("cannot watch {}: {e}", self.bucket))?;
+                .map_err(|e| ClusterError::Watch {
+                    bucket: self.bucket.clone(),
+                    error: e.to_string(),
+                })?;
             self.watch = Some(w);
             lock(&self.view).error = None;
         }
@@ -672,7 +704,7 @@ impl Task {
             }
         }
         if let Some(e) = failed {
-            lock(&self.view).error = Some(e);
+            lock(&self.view).error = Some(e.to_string());
         }
     }
 
@@ -682,11 +714,11 @@ impl Task {
 
     /// The file's bytes; `Ok(None)` when it is gone (a removal is not
     /// replicated).
-    fn read(&self, session: &str, file: &str) -> Result<Option<Vec<u8>>, String> {
+    fn read(&self, session: &str, file: &str) -> Result<Option<Vec<u8>>, ClusterError> {
         match read_regular(&self.file_path(session, file), MAX_FILE_BYTES) {
             Ok(b) => Ok(Some(b)),
             Err(ReadError::NotFound) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(ClusterError::Local(e.to_string())),
         }
     }
 
@@ -699,7 +731,7 @@ impl Task {
         session: &str,
         file: &str,
         epoch: Option<u64>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ClusterError> {
         let bytes = match self.read(session, file) {
             Ok(Some(b)) => b,
             Ok(None) => return Ok(()),
@@ -722,7 +754,7 @@ impl Task {
         };
         let value = encode(&meta, &bytes)?;
         let Some(js) = self.js.clone() else {
-            return Err("no NATS connection".into());
+            return Err(ClusterError::NoConnection);
         };
         let expected = synced.as_ref().map_or(0, |s| s.revision);
         match publish_cas(&js, &self.bucket, &key, expected, None, value).await? {
@@ -743,22 +775,23 @@ impl Task {
         ours: &Meta,
         bytes: Vec<u8>,
         hash: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), ClusterError> {
         let Some(store) = self.store.clone() else {
-            return Err("no files bucket".into());
+            return Err(ClusterError::NoFilesBucket);
         };
         let latest = store
             .entry(key)
             .await
-            .map_err(|e| format!("NATS get: {e}"))?;
+            .map_err(|e| ClusterError::request("get", e))?;
         let Some(entry) = latest.filter(|e| e.operation == kv::Operation::Put) else {
             // Deleted or purged by hand: published again over it next time.
             if let Some(s) = self.saved.keys.get_mut(key) {
                 s.revision = 0;
             }
-            return Err("the key was removed; publishing again".into());
+            return Err(ClusterError::KeyRemoved);
         };
-        let (meta, theirs) = decode(key, &entry.value)?;
+        let (meta, theirs) =
+            decode(key, &entry.value).map_err(|e| ClusterError::Local(e.to_string()))?;
         let their_hash = crate::index::fingerprint(&theirs);
         if their_hash == hash {
             self.note_synced(key, &meta, entry.revision, hash);
@@ -1114,7 +1147,7 @@ mod tests {
             decode(&key, &v).unwrap(),
             (meta.clone(), b"---\nx\n".to_vec())
         );
-        assert!(decode("t-00", &v).unwrap_err().contains("key"));
+        assert_eq!(decode("t-00", &v).unwrap_err(), ValueError::WrongKey);
         for (session, file) in [
             ("../../etc", "role-plan-a-task_1.md"),
             ("20240115T100000Z", "../role-plan-a.md"),

@@ -240,7 +240,10 @@ pub(crate) fn status_section(root: &Path) -> Option<(String, Value)> {
                 (text, j)
             }
             Err(e) => (
-                format!("cluster: unknown ({})\n", crate::text::escape_lines(&e)),
+                format!(
+                    "cluster: unknown ({})\n",
+                    crate::text::escape_lines(&e.to_string())
+                ),
                 json!({"error": e}),
             ),
         },
@@ -275,7 +278,7 @@ pub(crate) fn health_check(root: &Path) -> Option<crate::daemon::health::Check> 
             ),
             Verdict::Critical,
         ),
-        Err(e) => (e, Verdict::Critical),
+        Err(e) => (e.to_string(), Verdict::Critical),
     };
     Some(Check {
         name: "cluster".into(),

@@ -550,7 +550,7 @@ fn cluster_give_back(
     if let Err(e) = crate::cluster::client::call(root, "release", targets, agent, "", "") {
         super::eprint_text(&format!(
             "squadctl: warning: cluster release deferred to squadd's next renewal: {}\n",
-            crate::text::escape_lines(&e)
+            crate::text::escape_lines(&e.to_string())
         ));
     }
 }
@@ -821,7 +821,7 @@ fn list(root: &Path, policy: &squad_policies::Policy, args: ListArgs) -> u8 {
         }
         Some(Err(e)) => out.push_str(&format!(
             "cluster-wide: unknown ({})\n",
-            crate::text::escape_lines(e)
+            crate::text::escape_lines(&e.to_string())
         )),
         None => {}
     }

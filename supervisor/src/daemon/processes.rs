@@ -131,7 +131,7 @@ impl Supervisor {
             Some(Ok((session, pid))) => {
                 Response::ok(serde_json::json!({"session": session, "pid": pid}))
             }
-            Some(Err(e)) => Response::error(e),
+            Some(Err(e)) => Response::error(e.to_string()),
             None => Response::error("no answer from run supervision".to_string()),
         }
     }
@@ -205,7 +205,10 @@ impl Supervisor {
                     Ok(()) => {
                         self.step(root, Input::RunStopped { run }, now);
                     }
-                    Err(e) => self.roots.shell_mut(root).run_reply = Some(Err(e.to_string())),
+                    Err(e) => {
+                        let e = RunError::Signal(e.to_string());
+                        self.roots.shell_mut(root).run_reply = Some(Err(e));
+                    }
                 }
             }
             Effect::WriteRunRecord { dir, rec } => keep_record(&dir, &rec),

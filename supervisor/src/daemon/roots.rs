@@ -23,7 +23,7 @@ pub(crate) struct Shell {
     /// The agent runs' processes (the core holds their records).
     pub procs: Box<dyn crate::runners::Processes + Send>,
     /// The answer to the `squadctl run|stop` being carried out.
-    pub run_reply: Option<Result<(String, u32), String>>,
+    pub run_reply: Option<Result<(String, u32), super::core::runs::RunError>>,
     /// The cluster task (docs/cluster.md), when the policy has `cluster:`.
     pub cluster: Option<crate::cluster::daemon::Handle>,
     /// The replication task (docs/cluster.md, "Replication"), with

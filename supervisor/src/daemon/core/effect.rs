@@ -492,7 +492,7 @@ pub(crate) enum Effect {
         /// The root.
         root: RootId,
         /// (session, pid) or the error.
-        reply: Result<(String, u32), String>,
+        reply: Result<(String, u32), super::runs::RunError>,
     },
     // ---- squadd's own outputs (core/outputs.rs) ----
     /// Take each session's lock without waiting, re-read its status file

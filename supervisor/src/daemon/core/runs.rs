@@ -349,6 +349,28 @@ fn contain(id: RootId, key: &RunKey, rec: &RunRecord, signal: Signal, report: bo
     }
 }
 
+/// The record of run `c` about to start at `wall` with time limit `limit`:
+/// `running`, its pid not known yet (written before the spawn, so a squadd
+/// killed in between finds it and starts the same run again).
+pub(crate) fn new_record(c: &Candidate, wall: DateTime<Utc>, limit: Duration) -> RunRecord {
+    RunRecord {
+        task: c.task.clone(),
+        agent: c.agent.clone(),
+        session: c.session.clone(),
+        attempt: c.attempts + 1,
+        state: RunState::Running,
+        pid: 0,
+        process_start: 0,
+        started_at: wall,
+        deadline: decide::deadline(wall, limit),
+        command: Vec::new(),
+        exit: None,
+        completed: false,
+        retry_at: None,
+        held: false,
+    }
+}
+
 /// A run just started: live from now on (its past record forgotten).
 fn started(runs: &mut Runs, rec: RunRecord, dir: PathBuf, session_dir: PathBuf) {
     let key = (rec.session.clone(), rec.task.clone());
@@ -547,22 +569,22 @@ pub(super) fn start_run(
             root: id,
             spec: Box::new(spec),
         }],
-        Err(error) => spawn_failed(root, id, c, by_hand, None, error, now),
+        Err(error) => spawn_failed(root, id, c, by_hand, None, error.to_string(), now),
     }
 }
 
 /// What is decided before a run starts (no file read).
-fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, String> {
+fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> {
     let plan = root
         .sessions
         .get(&c.session)
         .and_then(|s| s.index().full_plan(&c.task))
-        .ok_or_else(|| format!("{}: no valid task assignment", c.task))?;
+        .ok_or_else(|| RunError::NoPlan(c.task.clone()))?;
     let policy = &root.policy.runners;
     let runner = policy
         .runner_for(&c.agent)
         .cloned()
-        .ok_or_else(|| format!("no runner for {}", c.agent))?;
+        .ok_or_else(|| RunError::NoRunner(c.agent.clone()))?;
     let config = &root.runs.config;
     Ok(RunSpec {
         candidate: c.clone(),
@@ -687,7 +709,7 @@ pub(crate) fn spawn_failed(
     if by_hand {
         out.push(Effect::RunReply {
             root: id,
-            reply: Err(error),
+            reply: Err(RunError::Start(error)),
         });
     }
     root.runs.past.insert((c.session, c.task), rec);

@@ -3,8 +3,8 @@
 //! pid (so a crash between here and the spawn leaves a run that is
 //! reported lost, never started twice), then the process.
 
-use crate::daemon::core::runs::{RunSpec, decide};
-use crate::runners::{self, Processes, RunRecord, RunState, prompt};
+use crate::daemon::core::runs::RunSpec;
+use crate::runners::{self, Processes, RunRecord, prompt};
 use chrono::{DateTime, Utc};
 use squad_policies::runners::Vars;
 use std::path::{Path, PathBuf};
@@ -57,22 +57,7 @@ pub(crate) fn spawn(
         spec.plan.meta.timeout,
         spec.default_timeout,
     );
-    let mut rec = RunRecord {
-        task: c.task.clone(),
-        agent: c.agent.clone(),
-        session: c.session.clone(),
-        attempt: c.attempts + 1,
-        state: RunState::Running,
-        pid: 0,
-        process_start: 0,
-        started_at: wall,
-        deadline: decide::deadline(wall, limit),
-        command: Vec::new(),
-        exit: None,
-        completed: false,
-        retry_at: None,
-        held: false,
-    };
+    let mut rec = crate::daemon::core::runs::new_record(c, wall, limit);
     runners::write_record(&dir, &rec).map_err(|e| (None, format!("run.json: {e}")))?;
     let prompt_file = prompt_path.display().to_string();
     let root_text = root.display().to_string();

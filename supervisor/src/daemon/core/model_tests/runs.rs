@@ -88,22 +88,8 @@ impl World {
             spec.default_timeout,
         );
         let dir = crate::runners::run_dir(&spec.session_dir, &c.task);
-        let mut rec = RunRecord {
-            task: c.task.clone(),
-            agent: c.agent.clone(),
-            session: c.session.clone(),
-            attempt: c.attempts + 1,
-            state: RunState::Running,
-            pid: 0,
-            process_start: 0,
-            started_at: self.now,
-            deadline: self.now + after_of(limit),
-            command: Vec::new(),
-            exit: None,
-            completed: false,
-            retry_at: None,
-            held: false,
-        };
+        // The record written before the spawn, as the shell writes it.
+        let mut rec = crate::daemon::core::runs::new_record(c, self.now, limit);
         self.snaps[r].records.insert(key.clone(), rec.clone());
         if self.broken.contains(&root) {
             let input = Input::SpawnFailed {

@@ -271,6 +271,8 @@ impl World {
             Effect::CancelTimer(timer) => {
                 self.timers.remove(&timer);
             }
+            // Every event of a session tapped (the event log taps those that
+            // may call for a notice; the core tells only those).
             Effect::Emit {
                 root,
                 session: Some(session),

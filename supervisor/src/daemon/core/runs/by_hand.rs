@@ -31,7 +31,7 @@ pub(crate) fn by_hand(
         Err(e) => {
             return vec![Effect::RunReply {
                 root: id,
-                reply: Err(e.to_string()),
+                reply: Err(e),
             }];
         }
     };
@@ -55,7 +55,7 @@ pub(crate) fn stop(root: &Root, id: RootId, session: Option<&str>, task: &str) -
         }],
         None => vec![Effect::RunReply {
             root: id,
-            reply: Err(RunError::NotRunning(task.to_string()).to_string()),
+            reply: Err(RunError::NotRunning(task.to_string())),
         }],
     }
 }
@@ -131,8 +131,9 @@ fn candidate(root: &Root, session: Option<&str>, task: &str) -> Result<Candidate
 }
 
 /// Why `squadctl run|stop` (the `runs` method of the control socket) was
-/// refused; its text is the reply's error.
-#[derive(Debug, thiserror::Error)]
+/// refused or a run could not start; its text is the reply's error, the
+/// `run-failed` event's and the lead's.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub(crate) enum RunError {
     /// `run` or `stop` without a task.
     #[error("give the task")]
@@ -171,4 +172,17 @@ pub(crate) enum RunError {
     /// `stop` of a task with no live run.
     #[error("`{0}` has no run in progress")]
     NotRunning(String),
+    /// The task has no valid assignment to run from.
+    #[error("{0}: no valid task assignment")]
+    NoPlan(String),
+    /// No runner of the policy names the agent.
+    #[error("no runner for {0}")]
+    NoRunner(String),
+    /// The runner's process could not start (the shell's reason: the run's
+    /// folder, its prompt, the guard check or the spawn).
+    #[error("{0}")]
+    Start(String),
+    /// SIGTERM could not be sent to the run's group (`squadctl stop`).
+    #[error("{0}")]
+    Signal(String),
 }

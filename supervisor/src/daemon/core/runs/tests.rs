@@ -484,7 +484,7 @@ fn stop_by_hand_records_the_run_stopped_holds_it_and_kills_after_the_grace() {
         t(13),
     );
     assert!(
-        matches!(&none[..], [Effect::RunReply { reply: Err(e), .. }] if e.contains("no run in progress"))
+        matches!(&none[..], [Effect::RunReply { reply: Err(e), .. }] if e.to_string().contains("no run in progress"))
     );
 }
 
