@@ -740,6 +740,43 @@ fn a_plan_written_on_one_host_shows_on_the_other_and_its_completion_comes_back()
 }
 
 #[test]
+fn the_leaders_session_status_reaches_the_host_a_plan_was_written_on() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let follower = 1 - leader;
+    // A plan written on the follower: replicated to the leader, which
+    // renders session-status.md; that replicates back with its epoch.
+    write_plan(&session_of(&roots[follower]), "task_9", "agent-9", "");
+    let counted = eventually("the follower's session-status.md counts the plan", || {
+        crate::daemon::counters(&session_of(&roots[follower])).filter(|c| c.1 == 3)
+    });
+    assert_eq!(counted.0, 0, "{counted:?}");
+    eventually("the same file on both hosts", || {
+        let read = |h: usize| fs::read(session_of(&roots[h]).join("session-status.md")).ok();
+        (read(leader).is_some() && read(leader) == read(follower)).then_some(())
+    });
+    // Written by the leader alone, never by the follower (the old code had
+    // no session-status.md on a follower at all).
+    assert!(wrote_status(&roots[leader]));
+    assert!(!wrote_status(&roots[follower]));
+    // The leader published it with its epoch; nothing was fenced or in
+    // conflict.
+    let rep = replication(&roots[follower]);
+    assert_eq!(rep["conflicts_total"], 0, "{rep:#}");
+    assert_eq!(rep["dropped"], 0, "{rep:#}");
+}
+
+#[test]
 fn a_concurrent_write_to_one_file_keeps_both_versions_and_reports_the_conflict() {
     let Some(nats) = NatsCluster::start() else {
         return;
@@ -1025,6 +1062,15 @@ fn audit(root: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Whether a host's squadd wrote session-status.md itself (its audit log
+/// says so): a follower's copy is the leader's, replicated, never written
+/// by it.
+fn wrote_status(root: &Path) -> bool {
+    audit(root)
+        .iter()
+        .any(|e| e["kind"] == "output-written" && e["output"] == "session-status")
+}
+
 /// The leader history of every host, checked: elections come in rising
 /// epochs, and every supervisor-owned write (session-status.md, the shared
 /// context) of a host lies between its own election and the next election
@@ -1105,14 +1151,18 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
     };
     let first = eventually("one leader", || sole_leader(&roots, &[0, 1, 2]));
     eventually("the leader writes session-status.md", || {
-        status_md(first).is_file().then_some(())
+        wrote_status(&roots[first]).then_some(())
     });
     // Every host saw the session at its start-up scan: without the lease
-    // each would have written its own session-status.md (the old code did).
+    // each would have written its own session-status.md. The followers
+    // have the leader's, replicated.
     let followers: Vec<usize> = (0..3).filter(|&h| h != first).collect();
     for &h in &followers {
+        eventually("the leader's session-status.md replicated", || {
+            status_md(h).is_file().then_some(())
+        });
         assert!(
-            !status_md(h).exists(),
+            !wrote_status(&roots[h]),
             "follower {h} wrote session-status.md"
         );
     }
@@ -1147,15 +1197,24 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
     let killed = chrono::Utc::now();
     let second = eventually("another host leads", || sole_leader(&roots, &followers));
     eventually("the new leader writes session-status.md", || {
-        status_md(second).is_file().then_some(())
+        wrote_status(&roots[second]).then_some(())
     });
     std::thread::sleep(LEASE);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     writer.join().unwrap();
     let other = followers.iter().copied().find(|&h| h != second).unwrap();
     assert!(
-        !status_md(other).exists(),
+        !wrote_status(&roots[other]),
         "host {other} wrote session-status.md but never led"
+    );
+    // The new leader's outputs replicate: the third host's copy converges
+    // on the new leader's file.
+    eventually(
+        "the third host has the new leader's session-status.md",
+        || {
+            let (a, b) = (fs::read(status_md(second)), fs::read(status_md(other)));
+            (a.is_ok() && a.ok() == b.ok()).then_some(())
+        },
     );
 
     let elections = check_one_writer(&roots);
@@ -1218,21 +1277,15 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
     // no lease can fence on the local disk (receivers fence by epoch); what
     // is tested is that nothing it decides after waking is written. The
     // planning starts once it is stopped, so it wakes with events queued.
-    let leader_status = roots[first]
-        .join(".squad/sessions")
-        .join(SESSION)
-        .join("session-status.md");
     eventually("the leader's outputs written", || {
-        leader_status.is_file().then_some(())
+        wrote_status(&roots[first]).then_some(())
     });
     crate::daemon::signal(daemons[first].pid(), "STOP");
     let (stop, planner) = keep_planning(&roots);
     eventually("the other host leads", || sole_leader(&roots, &[other]));
-    let written = roots[other]
-        .join(".squad/sessions")
-        .join(SESSION)
-        .join("session-status.md");
-    eventually("the new leader writes", || written.is_file().then_some(()));
+    eventually("the new leader writes", || {
+        wrote_status(&roots[other]).then_some(())
+    });
     // It wakes with file events queued and a lease it thinks it held: the
     // gate refuses every late write, and it learns it was deposed.
     crate::daemon::signal(daemons[first].pid(), "CONT");
@@ -1249,6 +1302,22 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
     assert_eq!(elections.last().map(|e| e.1), Some(other), "{elections:?}");
     let (_, v) = status(&roots[first]);
     assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+    // Whatever the woken host still had queued to publish carried its old
+    // epoch: the new leader's session-status.md is the file on both hosts,
+    // counting every plan written.
+    let status_of = |h: usize| fs::read(session_of(&roots[h]).join("session-status.md")).ok();
+    let planned = fs::read_dir(session_of(&roots[other]))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("role-plan-")
+        })
+        .count() as u64;
+    eventually("both hosts have the new leader's session-status.md", || {
+        let (a, b) = (status_of(other), status_of(first));
+        let total = crate::daemon::counters(&session_of(&roots[first])).map(|c| c.1);
+        (a.is_some() && a == b && total == Some(planned)).then_some(())
+    });
 }
 
 #[test]

@@ -276,9 +276,6 @@ pub(crate) struct Report {
 
 enum Work {
     Changed(String, String),
-    // Built and unit-tested; the leader's writes do not call it yet
-    // (docs/cluster.md, "Not built yet").
-    #[allow(dead_code)]
     Owned(String, String, u64),
     Present(String),
 }
@@ -307,8 +304,6 @@ impl Handle {
 
     /// Publishes a supervisor-owned output with the leader's `epoch`
     /// (leader election supplies it; receivers drop lower epochs).
-    // Not called yet: see `Work::Owned`.
-    #[allow(dead_code)]
     pub(crate) fn publish_owned(&self, session: &str, file: &str, epoch: u64) {
         let _ = self
             .tx
@@ -363,6 +358,43 @@ impl Handle {
             "agents_loaded": v.presence_loaded,
             "present_here": v.present_here,
         })
+    }
+}
+
+/// What to do with an owned output (`ours`, the epoch it was written
+/// with) whose compare-and-set was refused because the key moved on to a
+/// version of epoch `theirs` from another host or this one (`own`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Ours outranks it (a higher epoch, or this host's own earlier version
+    /// of the same epoch): published over it at its revision.
+    PublishOver,
+    /// A leader of a higher or equal epoch wrote it: ours is a deposed
+    /// leader's late write, dropped; theirs is written here.
+    Deposed,
+}
+
+/// Decides a refused publish of an owned output (see [`Refused`]).
+pub(crate) fn refused(ours: u64, theirs: Option<u64>, own: bool) -> Refused {
+    match theirs {
+        None => Refused::PublishOver,
+        Some(t) if ours > t || (ours == t && own) => Refused::PublishOver,
+        Some(_) => Refused::Deposed,
+    }
+}
+
+impl crate::daemon::roots::Shell {
+    /// The leader's outputs call site (docs/cluster.md, "Leader"): a
+    /// supervisor-owned output of `session` (session-status.md, a notice)
+    /// was just written here; with `cluster:` and while this host leads, it
+    /// is published to the other checkouts with the epoch it was written
+    /// under. Nothing on a follower or without `cluster:`.
+    pub(crate) fn publish_owned(&self, session: &str, file: &str) {
+        if let (Some(c), Some(r)) = (&self.cluster, &self.replica)
+            && let Some(epoch) = c.leader_epoch()
+        {
+            r.publish_owned(session, file, epoch);
+        }
     }
 }
 
@@ -711,8 +743,29 @@ impl Task {
         let hash = crate::index::fingerprint(&bytes);
         let key = file_key(session, file);
         let synced = self.saved.keys.get(&key).cloned();
-        if synced.as_ref().is_some_and(|s| s.hash == hash) && epoch.is_none() {
-            return Ok(());
+        if let Some(s) = &synced {
+            // A file already synced with these bytes is not published again
+            // (an owned output only when no lower epoch stamped it); an
+            // owned output of an epoch lower than one seen for the key is a
+            // deposed leader's: never published.
+            let stale = match (epoch, s.epoch) {
+                (None, _) => s.hash == hash,
+                (Some(e), seen) => {
+                    if seen.is_some_and(|x| x > e) {
+                        tracing::info!(
+                            session,
+                            file,
+                            epoch = e,
+                            "cluster: a supervisor output of a lower epoch than seen; not published"
+                        );
+                        return Ok(());
+                    }
+                    s.hash == hash && seen == Some(e)
+                }
+            };
+            if stale {
+                return Ok(());
+            }
         }
         let meta = Meta {
             origin: self.host.clone(),
@@ -763,6 +816,39 @@ impl Task {
         if their_hash == hash {
             self.note_synced(key, &meta, entry.revision, hash);
             return Ok(());
+        }
+        // An owned output is no merge of two writers: the higher epoch wins.
+        if let Some(e) = ours.epoch {
+            match refused(e, meta.epoch, meta.origin == self.host) {
+                Refused::PublishOver => {
+                    // Noted at its revision; ours (the file) is published
+                    // over it at the next try.
+                    self.note_synced(key, &meta, entry.revision, their_hash);
+                    return Err(format!(
+                        "{} moved on to a lower epoch's version; publishing over it",
+                        ours.file
+                    ));
+                }
+                Refused::Deposed => {
+                    let _ = self.reports.send(Report {
+                        root: self.root.clone(),
+                        session: ours.session.clone(),
+                        path: self.file_path(&ours.session, &ours.file),
+                        kind: EventKind::ReplicaDropped {
+                            file: ours.file.clone(),
+                            origin: ours.origin.clone(),
+                            reason: format!(
+                                "this host's version (epoch {e}) lost to {}'s (epoch {}): not published",
+                                meta.origin,
+                                meta.epoch.unwrap_or(0)
+                            ),
+                        },
+                    });
+                    lock(&self.view).dropped += 1;
+                    self.write_arrival(&meta, &theirs, entry.revision);
+                    return Ok(());
+                }
+            }
         }
         self.conflict(ours, &bytes, &meta, &theirs, entry.revision);
         Ok(())
@@ -1098,6 +1184,18 @@ mod tests {
             arrival(Some(&s), 4, None, 11, false, Some(10)),
             Arrival::Write
         );
+    }
+
+    #[test]
+    fn a_refused_owned_output_is_published_over_a_lower_epoch_only() {
+        assert_eq!(refused(5, Some(4), false), Refused::PublishOver);
+        assert_eq!(refused(5, None, false), Refused::PublishOver);
+        // Our own earlier version whose revision was not recorded.
+        assert_eq!(refused(5, Some(5), true), Refused::PublishOver);
+        // A deposed leader's late write meets the new leader's.
+        assert_eq!(refused(4, Some(5), false), Refused::Deposed);
+        assert_eq!(refused(4, Some(5), true), Refused::Deposed);
+        assert_eq!(refused(5, Some(5), false), Refused::Deposed);
     }
 
     #[test]

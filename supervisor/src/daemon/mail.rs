@@ -141,12 +141,11 @@ impl Supervisor {
         }
         // Replication call site: with `cluster:`, a message replicated to
         // every checkout is delivered only on its recipient's host
-        // (docs/cluster.md, "Cross-host delivery"); squadd's own notices
-        // stay local.
+        // (docs/cluster.md, "Cross-host delivery"); so is squadd's own
+        // notice, which the leader publishes to every checkout.
         let source = match &d.body {
-            routing::Body::File(path) => path.file_name(),
+            routing::Body::File(path) | routing::Body::Text { path, .. } => path.file_name(),
             routing::Body::Routed { from_file, .. } => from_file.file_name(),
-            routing::Body::Text { .. } => None,
         };
         if let (Some(replica), Some(source)) = (&self.roots.shell(i).replica, source) {
             let source = source.to_string_lossy();

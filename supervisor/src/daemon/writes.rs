@@ -148,6 +148,9 @@ impl Supervisor {
                         bytes: &bytes,
                     };
                     self.step(tag.root, input, Now { wall });
+                    self.roots
+                        .shell(tag.root)
+                        .publish_owned(&name, SESSION_STATUS_FILE);
                     EventKind::OutputWritten {
                         output: tag.output.into(),
                     }
