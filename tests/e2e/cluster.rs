@@ -737,6 +737,38 @@ fn a_plan_written_on_one_host_shows_on_the_other_and_its_completion_comes_back()
     // Two plans of the clone (once, by whichever host came first), the new
     // plan, the progress update.
     assert_eq!(published, 4, "{:#}", replication(&roots[0]));
+    // Replication lag: each host's heartbeat carries the revision it
+    // applied; once both applied every version, each host's row on every
+    // host says 0 (the old code had null here).
+    for r in &roots {
+        eventually("both hosts' replication lag is 0", || {
+            let (_, v) = status(r);
+            let rows = v["hosts"].as_array()?.clone();
+            let files = v["files_revision"].as_u64()?;
+            (files > 0
+                && rows.len() == 2
+                && rows
+                    .iter()
+                    .all(|h| h["replication_lag"] == 0 && h["applied_revision"] == files))
+            .then_some(())
+        });
+    }
+    let human = ctl_ok(&roots[0], &["cluster", "status"]);
+    assert!(
+        human.contains("replication lag: 0 revisions (applied "),
+        "{human}"
+    );
+    let st = ctl_ok(&roots[1], &["status"]);
+    assert!(st.contains("; replication lag: max 0 revisions"), "{st}");
+    let st = status_json(&roots[1]);
+    let lags = &st["cluster"]["replication_lag"];
+    assert_eq!(lags.as_object().map(|m| m.len()), Some(2), "{st:#}");
+    let health = ctl_run(&roots[0], &["health"]);
+    assert!(
+        stdout(&health).contains("; replication lag: max 0 revisions"),
+        "{}",
+        stdout(&health)
+    );
 }
 
 #[test]

@@ -39,6 +39,7 @@ use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, sessions_dir};
 use squad_protocol::validate::MAX_FILE_BYTES;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
@@ -280,10 +281,22 @@ enum Work {
     Present(String),
 }
 
+/// The last revision of the files bucket this checkout applied, shared
+/// with the lease task, whose heartbeat carries it (replication lag).
+pub(crate) type Applied = Arc<AtomicU64>;
+
+/// A host's replication lag in revisions: the files bucket's last
+/// revision minus the last one the host applied (its heartbeat says);
+/// unknown when either is.
+pub(crate) fn lag(bucket_last: Option<u64>, applied: Option<u64>) -> Option<u64> {
+    Some(bucket_last?.saturating_sub(applied?))
+}
+
 /// Where squadd hands the replication task its work.
 pub(crate) struct Handle {
     tx: mpsc::UnboundedSender<Work>,
     view: Arc<Mutex<View>>,
+    applied: Applied,
 }
 
 fn lock(view: &Mutex<View>) -> MutexGuard<'_, View> {
@@ -308,6 +321,11 @@ impl Handle {
         let _ = self
             .tx
             .send(Work::Owned(session.to_string(), file.to_string(), epoch));
+    }
+
+    /// The revision applied, shared (see [`Applied`]).
+    pub(crate) fn applied(&self) -> Applied {
+        self.applied.clone()
     }
 
     /// `agent` works on this host (its `squadctl` call said so).
@@ -422,6 +440,7 @@ struct Task {
     here: BTreeMap<String, u64>,
     last_renew: Option<Instant>,
     view: Arc<Mutex<View>>,
+    applied: Applied,
     reports: mpsc::UnboundedSender<Report>,
 }
 
@@ -455,6 +474,7 @@ pub(crate) fn start(
         error: None,
     }));
     let (tx, rx) = mpsc::unbounded_channel();
+    let applied: Applied = Arc::new(AtomicU64::new(saved.last_revision));
     let presence = Presence::new(
         format!("squad-{}-agents", policy.project),
         presence::ttl(policy.lock_ttl),
@@ -463,7 +483,7 @@ pub(crate) fn start(
     let task = Task {
         root: root.to_path_buf(),
         host,
-        bucket: format!("squad-{}-files", policy.project),
+        bucket: policy.files_bucket(),
         policy,
         js: None,
         client: None,
@@ -480,10 +500,11 @@ pub(crate) fn start(
         presence,
         last_renew: None,
         view: view.clone(),
+        applied: applied.clone(),
         reports,
     };
     tokio::spawn(task.run(rx));
-    Handle { tx, view }
+    Handle { tx, view, applied }
 }
 
 fn state_path(root: &Path) -> PathBuf {
@@ -953,6 +974,8 @@ impl Task {
     fn arrived(&mut self, entry: kv::Entry) {
         self.saved.last_revision = self.saved.last_revision.max(entry.revision);
         lock(&self.view).last_revision = self.saved.last_revision;
+        self.applied
+            .store(self.saved.last_revision, Ordering::Relaxed);
         self.save_due = true;
         if entry.operation != kv::Operation::Put {
             return;
@@ -1196,6 +1219,17 @@ mod tests {
         assert_eq!(refused(4, Some(5), false), Refused::Deposed);
         assert_eq!(refused(4, Some(5), true), Refused::Deposed);
         assert_eq!(refused(5, Some(5), false), Refused::Deposed);
+    }
+
+    #[test]
+    fn the_lag_is_the_revisions_a_host_has_not_applied() {
+        assert_eq!(lag(Some(42), Some(42)), Some(0));
+        assert_eq!(lag(Some(42), Some(30)), Some(12));
+        // A heartbeat read before the bucket's state: never negative.
+        assert_eq!(lag(Some(30), Some(42)), Some(0));
+        // A host that says nothing (an older squadd), or no bucket yet.
+        assert_eq!(lag(Some(42), None), None);
+        assert_eq!(lag(None, Some(3)), None);
     }
 
     #[test]
