@@ -1498,3 +1498,129 @@ fn runs_start_only_on_the_agents_host_or_the_leaders() {
         "a follower started agent-1's run"
     );
 }
+
+/// The runs `squadctl runs --all --json` lists on a host, as (task, state).
+fn runs_of(root: &Path) -> Vec<(String, String)> {
+    let v: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &["runs", "--all", "--json"])).unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["task"].as_str().unwrap_or_default().to_string(),
+                r["state"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 30's scenario end to end: a plan written on host A shows in host
+/// B's `status`; B's agent completes it; the dependent task becomes ready
+/// and A's runner (the dependent's agent is A's) starts it. B never starts
+/// it, and nothing starts it before the completion.
+#[test]
+fn a_completion_on_one_host_readies_a_task_the_other_hosts_runner_starts() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let tmp_agent = tempfile::tempdir().unwrap();
+    // The agent: runs until its checkout is gone (the test's end), so no
+    // process outlives the test.
+    let agent = tmp_agent.path().join("agent.sh");
+    fs::write(
+        &agent,
+        "#!/bin/sh\nwhile [ -d \"$1\" ]; do sleep 0.2; done\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Only the dependent's agent has a runner, on host-a; agent-b (host
+    // B's) works by hand.
+    let policy = format!(
+        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    agent-a:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-a\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s"),
+        a = agent.display()
+    );
+    // agent-0's task_0 (from the clone) has no runner: nobody starts it.
+    let (_tmp, roots) = checkouts(2, 1, &policy);
+    let names = ["host-a", "host-b"];
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .zip(names)
+        .map(|(r, n)| {
+            Daemon::start_with_env(
+                r,
+                &[("RUST_LOG", "debug,async_nats=info"), ("SQUAD_HOST", n)],
+            )
+        })
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let (a, b) = (&roots[0], &roots[1]);
+    // Host A: the plan for B's agent, and the dependent task of A's agent.
+    let sa = session_of(a);
+    fs::write(
+        sa.join("role-plan-agent-b-task_1.md"),
+        crate::daemon::plan("task_1", "agent-b", &[]),
+    )
+    .unwrap();
+    fs::write(
+        sa.join("role-plan-agent-a-task_2.md"),
+        crate::daemon::plan("task_2", "agent-a", &["task_1"]),
+    )
+    .unwrap();
+    // It shows in B's status.
+    eventually("both plans in host B's status", || {
+        let v = status_json(b);
+        (v["roots"][0]["sessions"][0]["tasks_total"] == 3).then_some(())
+    });
+    let human = ctl_ok(b, &["status"]);
+    assert!(human.contains(SESSION), "{human}");
+    // Not ready yet: no host has started the dependent.
+    for r in &roots {
+        assert!(
+            !runs_of(r).iter().any(|(t, _)| t == "task_2"),
+            "task_2 started before task_1 completed: {:?}",
+            runs_of(r)
+        );
+    }
+    // B's agent completes task_1 on host B.
+    fs::write(
+        session_of(b).join("role-comm-agent-b-task_1.md"),
+        crate::daemon::progress("task_1", "agent-b", "completed"),
+    )
+    .unwrap();
+    // The completion replicates to A, task_2 becomes ready there, and A's
+    // runner starts it.
+    // Its state is read while the process starts: wait for `running`
+    // (a run record seen an instant before its process is live reads
+    // `gone`).
+    crate::daemon::eventually_within(
+        "host A's runner starts task_2",
+        Duration::from_secs(60),
+        || {
+            runs_of(a)
+                .iter()
+                .any(|(t, s)| t == "task_2" && s == "running")
+                .then_some(())
+        },
+    );
+    assert!(
+        audit(a)
+            .iter()
+            .any(|e| e["kind"] == "agent-spawned" && e.to_string().contains("task_2")),
+        "no agent-spawned event for task_2 on host A"
+    );
+    // Only on the agent's host: B never starts it; and tasks without a
+    // runner start nowhere.
+    assert!(
+        runs_of(b).is_empty(),
+        "host B started runs: {:?}",
+        runs_of(b)
+    );
+    assert_eq!(runs_of(a).len(), 1, "{:?}", runs_of(a));
+}
