@@ -771,13 +771,11 @@ fn a_plan_written_on_one_host_shows_on_the_other_and_its_completion_comes_back()
     );
 }
 
-#[test]
-fn the_leaders_session_status_reaches_the_host_a_plan_was_written_on() {
-    let Some(nats) = NatsCluster::start() else {
-        return;
-    };
-    let (_tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
-    let _daemons: Vec<Daemon> = roots
+/// Two checkouts (agents agent-0 and agent-1, lock TTL 5 s, lease 3 s),
+/// their squadds connected, and the index of the one elected leader.
+fn two_with_a_leader(nats: &NatsCluster) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
+    let (tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
+    let daemons: Vec<Daemon> = roots
         .iter()
         .map(|r| Daemon::start_with_env(r, QUIET_NATS))
         .collect();
@@ -785,6 +783,15 @@ fn the_leaders_session_status_reaches_the_host_a_plan_was_written_on() {
         wait_connected(r);
     }
     let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    (tmp, roots, daemons, leader)
+}
+
+#[test]
+fn the_leaders_session_status_reaches_the_host_a_plan_was_written_on() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
     let follower = 1 - leader;
     // A plan written on the follower: replicated to the leader, which
     // renders session-status.md; that replicates back with its epoch.
@@ -1292,15 +1299,7 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
     let Some(nats) = NatsCluster::start() else {
         return;
     };
-    let (_tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
-    let daemons: Vec<Daemon> = roots
-        .iter()
-        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
-        .collect();
-    for r in &roots {
-        wait_connected(r);
-    }
-    let first = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let (_tmp, roots, daemons, first) = two_with_a_leader(&nats);
     let other = 1 - first;
     // The leader's squadd stalls (SIGSTOP: a long GC pause, a swapped-out
     // VM) past its lease; the other host takes over and writes. It is
@@ -1438,15 +1437,12 @@ fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas(
     }
 }
 
-#[test]
-fn runs_start_only_on_the_agents_host_or_the_leaders() {
-    let Some(nats) = NatsCluster::start() else {
-        return;
-    };
-    let tmp_agent = tempfile::tempdir().unwrap();
-    // The agent: runs until its checkout is gone (the test's end), so no
-    // process outlives the test.
-    let agent = tmp_agent.path().join("agent.sh");
+/// An agent command that runs until the checkout it is given is gone (the
+/// test's end), so no process outlives the test; in a temporary directory
+/// held by the first value.
+fn lingering_agent() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = tmp.path().join("agent.sh");
     fs::write(
         &agent,
         "#!/bin/sh\nwhile [ -d \"$1\" ]; do sleep 0.2; done\n",
@@ -1456,16 +1452,15 @@ fn runs_start_only_on_the_agents_host_or_the_leaders() {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let policy = format!(
-        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    \"*\":\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n    agent-0:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-b\n",
-        leader_policy(&nats.urls_yaml(), "5s", "3s"),
-        a = agent.display()
-    );
-    let (_tmp, roots) = checkouts(2, 2, &policy);
-    let names = ["host-a", "host-b"];
-    let _daemons: Vec<Daemon> = roots
+    (tmp, agent)
+}
+
+/// squadd on two checkouts as hosts `host-a` and `host-b` (SQUAD_HOST),
+/// both connected to NATS.
+fn start_named(roots: &[PathBuf]) -> Vec<Daemon> {
+    let daemons: Vec<Daemon> = roots
         .iter()
-        .zip(names)
+        .zip(["host-a", "host-b"])
         .map(|(r, n)| {
             Daemon::start_with_env(
                 r,
@@ -1473,9 +1468,25 @@ fn runs_start_only_on_the_agents_host_or_the_leaders() {
             )
         })
         .collect();
-    for r in &roots {
+    for r in roots {
         wait_connected(r);
     }
+    daemons
+}
+
+#[test]
+fn runs_start_only_on_the_agents_host_or_the_leaders() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp_agent, agent) = lingering_agent();
+    let policy = format!(
+        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    \"*\":\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n    agent-0:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-b\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s"),
+        a = agent.display()
+    );
+    let (_tmp, roots) = checkouts(2, 2, &policy);
+    let _daemons = start_named(&roots);
     let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
     let run = |h: usize, task: &str| {
         roots[h]
@@ -1524,19 +1535,7 @@ fn a_completion_on_one_host_readies_a_task_the_other_hosts_runner_starts() {
     let Some(nats) = NatsCluster::start() else {
         return;
     };
-    let tmp_agent = tempfile::tempdir().unwrap();
-    // The agent: runs until its checkout is gone (the test's end), so no
-    // process outlives the test.
-    let agent = tmp_agent.path().join("agent.sh");
-    fs::write(
-        &agent,
-        "#!/bin/sh\nwhile [ -d \"$1\" ]; do sleep 0.2; done\n",
-    )
-    .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let (_tmp_agent, agent) = lingering_agent();
     // Only the dependent's agent has a runner, on host-a; agent-b (host
     // B's) works by hand.
     let policy = format!(
@@ -1546,20 +1545,7 @@ fn a_completion_on_one_host_readies_a_task_the_other_hosts_runner_starts() {
     );
     // agent-0's task_0 (from the clone) has no runner: nobody starts it.
     let (_tmp, roots) = checkouts(2, 1, &policy);
-    let names = ["host-a", "host-b"];
-    let _daemons: Vec<Daemon> = roots
-        .iter()
-        .zip(names)
-        .map(|(r, n)| {
-            Daemon::start_with_env(
-                r,
-                &[("RUST_LOG", "debug,async_nats=info"), ("SQUAD_HOST", n)],
-            )
-        })
-        .collect();
-    for r in &roots {
-        wait_connected(r);
-    }
+    let _daemons = start_named(&roots);
     let (a, b) = (&roots[0], &roots[1]);
     // Host A: the plan for B's agent, and the dependent task of A's agent.
     let sa = session_of(a);

@@ -401,21 +401,6 @@ pub(crate) fn refused(ours: u64, theirs: Option<u64>, own: bool) -> Refused {
     }
 }
 
-impl crate::daemon::roots::Shell {
-    /// The leader's outputs call site (docs/cluster.md, "Leader"): a
-    /// supervisor-owned output of `session` (session-status.md, a notice)
-    /// was just written here; with `cluster:` and while this host leads, it
-    /// is published to the other checkouts with the epoch it was written
-    /// under. Nothing on a follower or without `cluster:`.
-    pub(crate) fn publish_owned(&self, session: &str, file: &str) {
-        if let (Some(c), Some(r)) = (&self.cluster, &self.replica)
-            && let Some(epoch) = c.leader_epoch()
-        {
-            r.publish_owned(session, file, epoch);
-        }
-    }
-}
-
 struct Task {
     root: PathBuf,
     host: String,
@@ -851,21 +836,12 @@ impl Task {
                     ));
                 }
                 Refused::Deposed => {
-                    let _ = self.reports.send(Report {
-                        root: self.root.clone(),
-                        session: ours.session.clone(),
-                        path: self.file_path(&ours.session, &ours.file),
-                        kind: EventKind::ReplicaDropped {
-                            file: ours.file.clone(),
-                            origin: ours.origin.clone(),
-                            reason: format!(
-                                "this host's version (epoch {e}) lost to {}'s (epoch {}): not published",
-                                meta.origin,
-                                meta.epoch.unwrap_or(0)
-                            ),
-                        },
-                    });
-                    lock(&self.view).dropped += 1;
+                    let reason = format!(
+                        "this host's version (epoch {e}) lost to {}'s (epoch {}): not published",
+                        meta.origin,
+                        meta.epoch.unwrap_or(0)
+                    );
+                    self.dropped(ours, reason);
                     self.write_arrival(&meta, &theirs, entry.revision);
                     return Ok(());
                 }
@@ -924,6 +900,22 @@ impl Task {
         if v.conflicts.len() > CONFLICTS_SHOWN {
             v.conflicts.remove(0);
         }
+    }
+
+    /// Counts and reports a version fenced by epoch (`replica-dropped`,
+    /// for squadd's log).
+    fn dropped(&self, meta: &Meta, reason: String) {
+        lock(&self.view).dropped += 1;
+        let _ = self.reports.send(Report {
+            root: self.root.clone(),
+            session: meta.session.clone(),
+            path: self.file_path(&meta.session, &meta.file),
+            kind: EventKind::ReplicaDropped {
+                file: meta.file.clone(),
+                origin: meta.origin.clone(),
+                reason,
+            },
+        });
     }
 
     /// Writes an arrived version into the checkout and notes it synced.
@@ -1024,21 +1016,12 @@ impl Task {
         ) {
             Arrival::Stale => {}
             Arrival::Fenced => {
-                lock(&self.view).dropped += 1;
-                let _ = self.reports.send(Report {
-                    root: self.root.clone(),
-                    session: meta.session.clone(),
-                    path: self.file_path(&meta.session, &meta.file),
-                    kind: EventKind::ReplicaDropped {
-                        file: meta.file.clone(),
-                        origin: meta.origin.clone(),
-                        reason: format!(
-                            "epoch {} is lower than {} already seen",
-                            meta.epoch.unwrap_or(0),
-                            synced.and_then(|s| s.epoch).unwrap_or(0)
-                        ),
-                    },
-                });
+                let reason = format!(
+                    "epoch {} is lower than {} already seen",
+                    meta.epoch.unwrap_or(0),
+                    synced.and_then(|s| s.epoch).unwrap_or(0)
+                );
+                self.dropped(&meta, reason);
             }
             Arrival::Same => self.note_synced(&key, &meta, entry.revision, hash),
             Arrival::OwnOlder => {
