@@ -774,7 +774,12 @@ fn a_plan_written_on_one_host_shows_on_the_other_and_its_completion_comes_back()
 /// Two checkouts (agents agent-0 and agent-1, lock TTL 5 s, lease 3 s),
 /// their squadds connected, and the index of the one elected leader.
 fn two_with_a_leader(nats: &NatsCluster) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
-    let (tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
+    two_with_a_leader_on(&leader_policy(&nats.urls_yaml(), "5s", "3s"))
+}
+
+/// [`two_with_a_leader`] with `policy`.
+fn two_with_a_leader_on(policy: &str) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
+    let (tmp, roots) = checkouts(2, 2, policy);
     let daemons: Vec<Daemon> = roots
         .iter()
         .map(|r| Daemon::start_with_env(r, QUIET_NATS))
@@ -1609,4 +1614,76 @@ fn a_completion_on_one_host_readies_a_task_the_other_hosts_runner_starts() {
         runs_of(b)
     );
     assert_eq!(runs_of(a).len(), 1, "{:?}", runs_of(a));
+}
+
+/// The notice files to `agent` in a checkout's session.
+fn notices_to(root: &Path, agent: &str) -> Vec<String> {
+    let prefix = format!("role-comm-squadd-to-{agent}-");
+    let mut names: Vec<String> = fs::read_dir(session_of(root))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix) && n.ends_with(".md"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A notice the leader writes (a task became ready) replicates with its
+/// epoch and is delivered once, on the host its recipient works on; not
+/// on the leader's, which wrote it.
+#[test]
+fn a_leaders_notice_is_delivered_once_on_the_recipients_host() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    // Notices on (the default): no NO_NOTICES here.
+    let policy = format!(
+        "cluster:\n  nats: {}\n  project: e2e\n  lock_ttl: 5s\n  lease_ttl: 3s\n  replicas: 3\n",
+        nats.urls_yaml()
+    );
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader_on(&policy);
+    let follower = 1 - leader;
+    // agent-1 works on the follower.
+    let host = status(&roots[follower]).1["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = run(ctl(&roots[follower])
+        .args(["inbox", "list"])
+        .env("SQUAD_AGENT", "agent-1"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    eventually("the leader knows agent-1 is on the follower", || {
+        (replication(&roots[leader])["agents"]["agent-1"] == host.as_str()).then_some(())
+    });
+    let before = notices_to(&roots[leader], "agent-1");
+    // A new ready task for agent-1, planned on the leader's checkout.
+    write_plan(&session_of(&roots[leader]), "task_7", "agent-1", "");
+    let notice = eventually("the leader's task-ready notice to agent-1", || {
+        notices_to(&roots[leader], "agent-1")
+            .into_iter()
+            .find(|n| !before.contains(n))
+    });
+    let id = notice
+        .trim_start_matches("role-comm-squadd-to-agent-1-")
+        .trim_end_matches(".md")
+        .to_string();
+    eventually("the notice replicated to the follower", || {
+        notices_to(&roots[follower], "agent-1")
+            .contains(&notice)
+            .then_some(())
+    });
+    eventually("the notice in agent-1's inbox on the follower", || {
+        (audited_message(&roots[follower], "message-delivered", &id) == 1).then_some(())
+    });
+    let delivered = |h: usize| {
+        inbox_names(&roots[h], "agent-1")
+            .iter()
+            .filter(|n| n.ends_with(&format!("-{id}.md")))
+            .count()
+    };
+    assert_eq!(delivered(follower), 1);
+    // Not delivered where it was written: the leader's copy of agent-1's
+    // inbox never gets it (the old code delivered it there, from memory).
+    assert_eq!(delivered(leader), 0);
+    assert_eq!(audited_message(&roots[leader], "message-delivered", &id), 0);
 }
