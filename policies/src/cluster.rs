@@ -37,6 +37,11 @@ impl ClusterPolicy {
     pub fn leader_bucket(&self) -> String {
         format!("squad-{}-leader", self.project)
     }
+
+    /// The KV bucket of the project's replicated protocol files.
+    pub fn files_bucket(&self) -> String {
+        format!("squad-{}-files", self.project)
+    }
 }
 
 /// `cluster:` as written.

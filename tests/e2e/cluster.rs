@@ -737,6 +737,87 @@ fn a_plan_written_on_one_host_shows_on_the_other_and_its_completion_comes_back()
     // Two plans of the clone (once, by whichever host came first), the new
     // plan, the progress update.
     assert_eq!(published, 4, "{:#}", replication(&roots[0]));
+    // Replication lag: each host's heartbeat carries the revision it
+    // applied; once both applied every version, each host's row on every
+    // host says 0 (the old code had null here).
+    for r in &roots {
+        eventually("both hosts' replication lag is 0", || {
+            let (_, v) = status(r);
+            let rows = v["hosts"].as_array()?.clone();
+            let files = v["files_revision"].as_u64()?;
+            (files > 0
+                && rows.len() == 2
+                && rows
+                    .iter()
+                    .all(|h| h["replication_lag"] == 0 && h["applied_revision"] == files))
+            .then_some(())
+        });
+    }
+    let human = ctl_ok(&roots[0], &["cluster", "status"]);
+    assert!(
+        human.contains("replication lag: 0 revisions (applied "),
+        "{human}"
+    );
+    let st = ctl_ok(&roots[1], &["status"]);
+    assert!(st.contains("; replication lag: max 0 revisions"), "{st}");
+    let st = status_json(&roots[1]);
+    let lags = &st["cluster"]["replication_lag"];
+    assert_eq!(lags.as_object().map(|m| m.len()), Some(2), "{st:#}");
+    let health = ctl_run(&roots[0], &["health"]);
+    assert!(
+        stdout(&health).contains("; replication lag: max 0 revisions"),
+        "{}",
+        stdout(&health)
+    );
+}
+
+/// Two checkouts (agents agent-0 and agent-1, lock TTL 5 s, lease 3 s),
+/// their squadds connected, and the index of the one elected leader.
+fn two_with_a_leader(nats: &NatsCluster) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
+    two_with_a_leader_on(&leader_policy(&nats.urls_yaml(), "5s", "3s"))
+}
+
+/// [`two_with_a_leader`] with `policy`.
+fn two_with_a_leader_on(policy: &str) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
+    let (tmp, roots) = checkouts(2, 2, policy);
+    let daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+    }
+    let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    (tmp, roots, daemons, leader)
+}
+
+#[test]
+fn the_leaders_session_status_reaches_the_host_a_plan_was_written_on() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    // A plan written on the follower: replicated to the leader, which
+    // renders session-status.md; that replicates back with its epoch.
+    write_plan(&session_of(&roots[follower]), "task_9", "agent-9", "");
+    let counted = eventually("the follower's session-status.md counts the plan", || {
+        crate::daemon::counters(&session_of(&roots[follower])).filter(|c| c.1 == 3)
+    });
+    assert_eq!(counted.0, 0, "{counted:?}");
+    eventually("the same file on both hosts", || {
+        let read = |h: usize| fs::read(session_of(&roots[h]).join("session-status.md")).ok();
+        (read(leader).is_some() && read(leader) == read(follower)).then_some(())
+    });
+    // Written by the leader alone, never by the follower (the old code had
+    // no session-status.md on a follower at all).
+    assert!(wrote_status(&roots[leader]));
+    assert!(!wrote_status(&roots[follower]));
+    // The leader published it with its epoch; nothing was fenced or in
+    // conflict.
+    let rep = replication(&roots[follower]);
+    assert_eq!(rep["conflicts_total"], 0, "{rep:#}");
+    assert_eq!(rep["dropped"], 0, "{rep:#}");
 }
 
 #[test]
@@ -1025,6 +1106,15 @@ fn audit(root: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Whether a host's squadd wrote session-status.md itself (its audit log
+/// says so): a follower's copy is the leader's, replicated, never written
+/// by it.
+fn wrote_status(root: &Path) -> bool {
+    audit(root)
+        .iter()
+        .any(|e| e["kind"] == "output-written" && e["output"] == "session-status")
+}
+
 /// The leader history of every host, checked: elections come in rising
 /// epochs, and every supervisor-owned write (session-status.md, the shared
 /// context) of a host lies between its own election and the next election
@@ -1105,14 +1195,18 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
     };
     let first = eventually("one leader", || sole_leader(&roots, &[0, 1, 2]));
     eventually("the leader writes session-status.md", || {
-        status_md(first).is_file().then_some(())
+        wrote_status(&roots[first]).then_some(())
     });
     // Every host saw the session at its start-up scan: without the lease
-    // each would have written its own session-status.md (the old code did).
+    // each would have written its own session-status.md. The followers
+    // have the leader's, replicated.
     let followers: Vec<usize> = (0..3).filter(|&h| h != first).collect();
     for &h in &followers {
+        eventually("the leader's session-status.md replicated", || {
+            status_md(h).is_file().then_some(())
+        });
         assert!(
-            !status_md(h).exists(),
+            !wrote_status(&roots[h]),
             "follower {h} wrote session-status.md"
         );
     }
@@ -1147,15 +1241,24 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
     let killed = chrono::Utc::now();
     let second = eventually("another host leads", || sole_leader(&roots, &followers));
     eventually("the new leader writes session-status.md", || {
-        status_md(second).is_file().then_some(())
+        wrote_status(&roots[second]).then_some(())
     });
     std::thread::sleep(LEASE);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     writer.join().unwrap();
     let other = followers.iter().copied().find(|&h| h != second).unwrap();
     assert!(
-        !status_md(other).exists(),
+        !wrote_status(&roots[other]),
         "host {other} wrote session-status.md but never led"
+    );
+    // The new leader's outputs replicate: the third host's copy converges
+    // on the new leader's file.
+    eventually(
+        "the third host has the new leader's session-status.md",
+        || {
+            let (a, b) = (fs::read(status_md(second)), fs::read(status_md(other)));
+            (a.is_ok() && a.ok() == b.ok()).then_some(())
+        },
     );
 
     let elections = check_one_writer(&roots);
@@ -1201,15 +1304,7 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
     let Some(nats) = NatsCluster::start() else {
         return;
     };
-    let (_tmp, roots) = checkouts(2, 2, &leader_policy(&nats.urls_yaml(), "5s", "3s"));
-    let daemons: Vec<Daemon> = roots
-        .iter()
-        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
-        .collect();
-    for r in &roots {
-        wait_connected(r);
-    }
-    let first = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let (_tmp, roots, daemons, first) = two_with_a_leader(&nats);
     let other = 1 - first;
     // The leader's squadd stalls (SIGSTOP: a long GC pause, a swapped-out
     // VM) past its lease; the other host takes over and writes. It is
@@ -1218,21 +1313,15 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
     // no lease can fence on the local disk (receivers fence by epoch); what
     // is tested is that nothing it decides after waking is written. The
     // planning starts once it is stopped, so it wakes with events queued.
-    let leader_status = roots[first]
-        .join(".squad/sessions")
-        .join(SESSION)
-        .join("session-status.md");
     eventually("the leader's outputs written", || {
-        leader_status.is_file().then_some(())
+        wrote_status(&roots[first]).then_some(())
     });
     crate::daemon::signal(daemons[first].pid(), "STOP");
     let (stop, planner) = keep_planning(&roots);
     eventually("the other host leads", || sole_leader(&roots, &[other]));
-    let written = roots[other]
-        .join(".squad/sessions")
-        .join(SESSION)
-        .join("session-status.md");
-    eventually("the new leader writes", || written.is_file().then_some(()));
+    eventually("the new leader writes", || {
+        wrote_status(&roots[other]).then_some(())
+    });
     // It wakes with file events queued and a lease it thinks it held: the
     // gate refuses every late write, and it learns it was deposed.
     crate::daemon::signal(daemons[first].pid(), "CONT");
@@ -1249,6 +1338,22 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
     assert_eq!(elections.last().map(|e| e.1), Some(other), "{elections:?}");
     let (_, v) = status(&roots[first]);
     assert_eq!(v["leader"]["this_host"], false, "{v:#}");
+    // Whatever the woken host still had queued to publish carried its old
+    // epoch: the new leader's session-status.md is the file on both hosts,
+    // counting every plan written.
+    let status_of = |h: usize| fs::read(session_of(&roots[h]).join("session-status.md")).ok();
+    let planned = fs::read_dir(session_of(&roots[other]))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("role-plan-")
+        })
+        .count() as u64;
+    eventually("both hosts have the new leader's session-status.md", || {
+        let (a, b) = (status_of(other), status_of(first));
+        let total = crate::daemon::counters(&session_of(&roots[first])).map(|c| c.1);
+        (a.is_some() && a == b && total == Some(planned)).then_some(())
+    });
 }
 
 #[test]
@@ -1337,15 +1442,12 @@ fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas(
     }
 }
 
-#[test]
-fn runs_start_only_on_the_agents_host_or_the_leaders() {
-    let Some(nats) = NatsCluster::start() else {
-        return;
-    };
-    let tmp_agent = tempfile::tempdir().unwrap();
-    // The agent: runs until its checkout is gone (the test's end), so no
-    // process outlives the test.
-    let agent = tmp_agent.path().join("agent.sh");
+/// An agent command that runs until the checkout it is given is gone (the
+/// test's end), so no process outlives the test; in a temporary directory
+/// held by the first value.
+fn lingering_agent() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = tmp.path().join("agent.sh");
     fs::write(
         &agent,
         "#!/bin/sh\nwhile [ -d \"$1\" ]; do sleep 0.2; done\n",
@@ -1355,16 +1457,15 @@ fn runs_start_only_on_the_agents_host_or_the_leaders() {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let policy = format!(
-        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    \"*\":\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n    agent-0:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-b\n",
-        leader_policy(&nats.urls_yaml(), "5s", "3s"),
-        a = agent.display()
-    );
-    let (_tmp, roots) = checkouts(2, 2, &policy);
-    let names = ["host-a", "host-b"];
-    let _daemons: Vec<Daemon> = roots
+    (tmp, agent)
+}
+
+/// squadd on two checkouts as hosts `host-a` and `host-b` (SQUAD_HOST),
+/// both connected to NATS.
+fn start_named(roots: &[PathBuf]) -> Vec<Daemon> {
+    let daemons: Vec<Daemon> = roots
         .iter()
-        .zip(names)
+        .zip(["host-a", "host-b"])
         .map(|(r, n)| {
             Daemon::start_with_env(
                 r,
@@ -1372,9 +1473,25 @@ fn runs_start_only_on_the_agents_host_or_the_leaders() {
             )
         })
         .collect();
-    for r in &roots {
+    for r in roots {
         wait_connected(r);
     }
+    daemons
+}
+
+#[test]
+fn runs_start_only_on_the_agents_host_or_the_leaders() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp_agent, agent) = lingering_agent();
+    let policy = format!(
+        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    \"*\":\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n    agent-0:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-b\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s"),
+        a = agent.display()
+    );
+    let (_tmp, roots) = checkouts(2, 2, &policy);
+    let _daemons = start_named(&roots);
     let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
     let run = |h: usize, task: &str| {
         roots[h]
@@ -1396,4 +1513,177 @@ fn runs_start_only_on_the_agents_host_or_the_leaders() {
         !run(1 - leader, "task_1").exists(),
         "a follower started agent-1's run"
     );
+}
+
+/// The runs `squadctl runs --all --json` lists on a host, as (task, state).
+fn runs_of(root: &Path) -> Vec<(String, String)> {
+    let v: serde_json::Value =
+        serde_json::from_str(&ctl_ok(root, &["runs", "--all", "--json"])).unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["task"].as_str().unwrap_or_default().to_string(),
+                r["state"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 30's scenario end to end: a plan written on host A shows in host
+/// B's `status`; B's agent completes it; the dependent task becomes ready
+/// and A's runner (the dependent's agent is A's) starts it. B never starts
+/// it, and nothing starts it before the completion.
+#[test]
+fn a_completion_on_one_host_readies_a_task_the_other_hosts_runner_starts() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp_agent, agent) = lingering_agent();
+    // Only the dependent's agent has a runner, on host-a; agent-b (host
+    // B's) works by hand.
+    let policy = format!(
+        "{}runners:\n  dispatch: true\n  grace: 1s\n  agents:\n    agent-a:\n      command: [\"{a}\", \"{{root}}\"]\n      max_retries: 0\n      host: host-a\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s"),
+        a = agent.display()
+    );
+    // agent-0's task_0 (from the clone) has no runner: nobody starts it.
+    let (_tmp, roots) = checkouts(2, 1, &policy);
+    let _daemons = start_named(&roots);
+    let (a, b) = (&roots[0], &roots[1]);
+    // Host A: the plan for B's agent, and the dependent task of A's agent.
+    let sa = session_of(a);
+    fs::write(
+        sa.join("role-plan-agent-b-task_1.md"),
+        crate::daemon::plan("task_1", "agent-b", &[]),
+    )
+    .unwrap();
+    fs::write(
+        sa.join("role-plan-agent-a-task_2.md"),
+        crate::daemon::plan("task_2", "agent-a", &["task_1"]),
+    )
+    .unwrap();
+    // It shows in B's status.
+    eventually("both plans in host B's status", || {
+        let v = status_json(b);
+        (v["roots"][0]["sessions"][0]["tasks_total"] == 3).then_some(())
+    });
+    let human = ctl_ok(b, &["status"]);
+    assert!(human.contains(SESSION), "{human}");
+    // Not ready yet: no host has started the dependent.
+    for r in &roots {
+        assert!(
+            !runs_of(r).iter().any(|(t, _)| t == "task_2"),
+            "task_2 started before task_1 completed: {:?}",
+            runs_of(r)
+        );
+    }
+    // B's agent completes task_1 on host B.
+    fs::write(
+        session_of(b).join("role-comm-agent-b-task_1.md"),
+        crate::daemon::progress("task_1", "agent-b", "completed"),
+    )
+    .unwrap();
+    // The completion replicates to A, task_2 becomes ready there, and A's
+    // runner starts it.
+    // Its state is read while the process starts: wait for `running`
+    // (a run record seen an instant before its process is live reads
+    // `gone`).
+    crate::daemon::eventually_within(
+        "host A's runner starts task_2",
+        Duration::from_secs(60),
+        || {
+            runs_of(a)
+                .iter()
+                .any(|(t, s)| t == "task_2" && s == "running")
+                .then_some(())
+        },
+    );
+    assert!(
+        audit(a)
+            .iter()
+            .any(|e| e["kind"] == "agent-spawned" && e.to_string().contains("task_2")),
+        "no agent-spawned event for task_2 on host A"
+    );
+    // Only on the agent's host: B never starts it; and tasks without a
+    // runner start nowhere.
+    assert!(
+        runs_of(b).is_empty(),
+        "host B started runs: {:?}",
+        runs_of(b)
+    );
+    assert_eq!(runs_of(a).len(), 1, "{:?}", runs_of(a));
+}
+
+/// The notice files to `agent` in a checkout's session.
+fn notices_to(root: &Path, agent: &str) -> Vec<String> {
+    let prefix = format!("role-comm-squadd-to-{agent}-");
+    let mut names: Vec<String> = fs::read_dir(session_of(root))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix) && n.ends_with(".md"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A notice the leader writes (a task became ready) replicates with its
+/// epoch and is delivered once, on the host its recipient works on; not
+/// on the leader's, which wrote it.
+#[test]
+fn a_leaders_notice_is_delivered_once_on_the_recipients_host() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    // Notices on (the default): no NO_NOTICES here.
+    let policy = format!(
+        "cluster:\n  nats: {}\n  project: e2e\n  lock_ttl: 5s\n  lease_ttl: 3s\n  replicas: 3\n",
+        nats.urls_yaml()
+    );
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader_on(&policy);
+    let follower = 1 - leader;
+    // agent-1 works on the follower.
+    let host = status(&roots[follower]).1["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = run(ctl(&roots[follower])
+        .args(["inbox", "list"])
+        .env("SQUAD_AGENT", "agent-1"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    eventually("the leader knows agent-1 is on the follower", || {
+        (replication(&roots[leader])["agents"]["agent-1"] == host.as_str()).then_some(())
+    });
+    let before = notices_to(&roots[leader], "agent-1");
+    // A new ready task for agent-1, planned on the leader's checkout.
+    write_plan(&session_of(&roots[leader]), "task_7", "agent-1", "");
+    let notice = eventually("the leader's task-ready notice to agent-1", || {
+        notices_to(&roots[leader], "agent-1")
+            .into_iter()
+            .find(|n| !before.contains(n))
+    });
+    let id = notice
+        .trim_start_matches("role-comm-squadd-to-agent-1-")
+        .trim_end_matches(".md")
+        .to_string();
+    eventually("the notice replicated to the follower", || {
+        notices_to(&roots[follower], "agent-1")
+            .contains(&notice)
+            .then_some(())
+    });
+    eventually("the notice in agent-1's inbox on the follower", || {
+        (audited_message(&roots[follower], "message-delivered", &id) == 1).then_some(())
+    });
+    let delivered = |h: usize| {
+        inbox_names(&roots[h], "agent-1")
+            .iter()
+            .filter(|n| n.ends_with(&format!("-{id}.md")))
+            .count()
+    };
+    assert_eq!(delivered(follower), 1);
+    // Not delivered where it was written: the leader's copy of agent-1's
+    // inbox never gets it (the old code delivered it there, from memory).
+    assert_eq!(delivered(leader), 0);
+    assert_eq!(audited_message(&roots[leader], "message-delivered", &id), 0);
 }

@@ -84,14 +84,17 @@ struct Task {
     leadership: Leadership,
     /// Handed to the lease task once connected.
     news: Option<Box<dyn Fn(News) + Send + Sync>>,
+    applied: Option<super::replicate::Applied>,
 }
 
 /// Starts the cluster task of `root` (inside squadd's runtime); `news` hears
-/// when this host becomes or stops being the leader.
+/// when this host becomes or stops being the leader; `applied` is the
+/// replication task's revision applied, which the heartbeat carries.
 pub(crate) fn start(
     root: &Path,
     policy: ClusterPolicy,
     news: Box<dyn Fn(News) + Send + Sync>,
+    applied: Option<super::replicate::Applied>,
 ) -> Handle {
     let (tx, rx) = mpsc::channel(256);
     let leadership = Leadership::default();
@@ -105,6 +108,7 @@ pub(crate) fn start(
         adopted: false,
         leadership: leadership.clone(),
         news: Some(news),
+        applied,
     };
     tokio::spawn(task.run(rx));
     Handle { tx, leadership }
@@ -125,6 +129,7 @@ impl Task {
                         self.host.clone(),
                         self.leadership.clone(),
                         news,
+                        self.applied.take(),
                     );
                     tokio::spawn(lease.run());
                 }
@@ -308,6 +313,17 @@ impl Task {
             }
             _ => (Vec::new(), None, Some("not connected to NATS".to_string())),
         };
+        // The files bucket's last revision, read after the heartbeats: a
+        // host's lag is never understated by a bucket read before its beat.
+        let files_revision = match &self.locks {
+            Some(l) if l.connected() => l
+                .jetstream()
+                .get_stream(format!("KV_{}", self.policy.files_bucket()))
+                .await
+                .ok()
+                .map(|s| s.cached_info().state.last_sequence),
+            _ => None,
+        };
         for b in &beats {
             if !hosts.contains(&b.host) {
                 hosts.push(b.host.clone());
@@ -330,8 +346,10 @@ impl Task {
                     "seen_secs_ago": (now - b.at).num_milliseconds().max(0) as f64 / 1000.0,
                     "leader": leader_host.as_deref() == Some(b.host.as_str()),
                     "server": b.server,
-                    // Replication is not built in this branch (clrepl).
-                    "replication_lag": null,
+                    // Revisions of the files bucket it had not applied when
+                    // it beat (`seen_secs_ago`); null when unknown.
+                    "applied_revision": b.applied_revision,
+                    "replication_lag": super::replicate::lag(files_revision, b.applied_revision),
                 })
             })
             .collect();
@@ -345,6 +363,7 @@ impl Task {
             },
             "hosts": host_rows,
             "hosts_error": hosts_error,
+            "files_revision": files_revision,
             "host": self.host,
             "project": self.policy.project,
             "seeds": self.policy.nats,

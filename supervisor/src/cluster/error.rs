@@ -102,6 +102,13 @@ pub(crate) enum ClusterError {
     /// No files bucket yet.
     #[error("no files bucket")]
     NoFilesBucket,
+    /// A leader's output lost a race to a lower epoch's version: published
+    /// over it at the next try.
+    #[error("{file} moved on to a lower epoch's version; publishing over it")]
+    PublishOver {
+        /// The file.
+        file: String,
+    },
     /// The local squadd, which holds the NATS connection, is not running.
     #[error(
         "squadd is not running for {}: cluster locks are taken and renewed by the local squadd; start it (`squadd --root {}`)",

@@ -52,6 +52,10 @@ pub(crate) struct Heartbeat {
     pub leading: Option<u64>,
     /// The NATS server it talks to.
     pub server: Option<String>,
+    /// The last revision of the files bucket it applied, when it beat
+    /// (replication lag; absent from an older squadd's heartbeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_revision: Option<u64>,
 }
 
 /// What the lease task tells squadd's loop.
@@ -185,6 +189,8 @@ pub(crate) struct Lease {
     host: String,
     leadership: Leadership,
     news: Box<dyn Fn(News) + Send + Sync>,
+    /// The replication task's revision applied, for the heartbeat.
+    applied: Option<super::replicate::Applied>,
     /// The lease this host holds: its revision, its epoch, since when.
     held: Option<(u64, u64, DateTime<Utc>)>,
     store: Option<async_nats::jetstream::kv::Store>,
@@ -199,6 +205,7 @@ impl Lease {
         host: String,
         leadership: Leadership,
         news: Box<dyn Fn(News) + Send + Sync>,
+        applied: Option<super::replicate::Applied>,
     ) -> Lease {
         Lease {
             js,
@@ -207,6 +214,7 @@ impl Lease {
             host,
             leadership,
             news,
+            applied,
             held: None,
             store: None,
         }
@@ -397,6 +405,10 @@ impl Lease {
                 "{} ({}:{})",
                 info.server_name, info.host, info.port
             )),
+            applied_revision: self
+                .applied
+                .as_ref()
+                .map(|a| a.load(std::sync::atomic::Ordering::Relaxed)),
         };
         let Ok(body) = serde_json::to_vec(&beat) else {
             return;
@@ -483,5 +495,12 @@ mod tests {
         assert_eq!(epoch_of(&LeaseRecord { epoch: 12, ..r }, 40), 12);
         assert_ne!(heartbeat_key("a:/x"), heartbeat_key("a:/y"));
         assert!(heartbeat_key("a:/x").starts_with("host-"));
+    }
+
+    #[test]
+    fn an_older_heartbeat_without_the_revision_applied_still_reads() {
+        let old = r#"{"host":"a","at":"2026-01-01T00:00:00Z","leading":null,"server":null}"#;
+        let h: Heartbeat = serde_json::from_str(old).unwrap();
+        assert_eq!(h.applied_revision, None);
     }
 }

@@ -40,6 +40,7 @@ use squad_protocol::tree::{RUN_DIR, SQUAD_DIR, sessions_dir};
 use squad_protocol::validate::MAX_FILE_BYTES;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
@@ -301,17 +302,26 @@ pub(crate) struct Report {
 
 enum Work {
     Changed(String, String),
-    // Built and unit-tested; the leader's writes do not call it yet
-    // (docs/cluster.md, "Not built yet").
-    #[allow(dead_code)]
     Owned(String, String, u64),
     Present(String),
+}
+
+/// The last revision of the files bucket this checkout applied, shared
+/// with the lease task, whose heartbeat carries it (replication lag).
+pub(crate) type Applied = Arc<AtomicU64>;
+
+/// A host's replication lag in revisions: the files bucket's last
+/// revision minus the last one the host applied (its heartbeat says);
+/// unknown when either is.
+pub(crate) fn lag(bucket_last: Option<u64>, applied: Option<u64>) -> Option<u64> {
+    Some(bucket_last?.saturating_sub(applied?))
 }
 
 /// Where squadd hands the replication task its work.
 pub(crate) struct Handle {
     tx: mpsc::UnboundedSender<Work>,
     view: Arc<Mutex<View>>,
+    applied: Applied,
 }
 
 fn lock(view: &Mutex<View>) -> MutexGuard<'_, View> {
@@ -332,12 +342,15 @@ impl Handle {
 
     /// Publishes a supervisor-owned output with the leader's `epoch`
     /// (leader election supplies it; receivers drop lower epochs).
-    // Not called yet: see `Work::Owned`.
-    #[allow(dead_code)]
     pub(crate) fn publish_owned(&self, session: &str, file: &str, epoch: u64) {
         let _ = self
             .tx
             .send(Work::Owned(session.to_string(), file.to_string(), epoch));
+    }
+
+    /// The revision applied, shared (see [`Applied`]).
+    pub(crate) fn applied(&self) -> Applied {
+        self.applied.clone()
     }
 
     /// `agent` works on this host (its `squadctl` call said so).
@@ -391,6 +404,28 @@ impl Handle {
     }
 }
 
+/// What to do with an owned output (`ours`, the epoch it was written
+/// with) whose compare-and-set was refused because the key moved on to a
+/// version of epoch `theirs` from another host or this one (`own`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Ours outranks it (a higher epoch, or this host's own earlier version
+    /// of the same epoch): published over it at its revision.
+    PublishOver,
+    /// A leader of a higher or equal epoch wrote it: ours is a deposed
+    /// leader's late write, dropped; theirs is written here.
+    Deposed,
+}
+
+/// Decides a refused publish of an owned output (see [`Refused`]).
+pub(crate) fn refused(ours: u64, theirs: Option<u64>, own: bool) -> Refused {
+    match theirs {
+        None => Refused::PublishOver,
+        Some(t) if ours > t || (ours == t && own) => Refused::PublishOver,
+        Some(_) => Refused::Deposed,
+    }
+}
+
 struct Task {
     root: PathBuf,
     host: String,
@@ -415,6 +450,7 @@ struct Task {
     here: BTreeMap<String, u64>,
     last_renew: Option<Instant>,
     view: Arc<Mutex<View>>,
+    applied: Applied,
     reports: mpsc::UnboundedSender<Report>,
 }
 
@@ -448,6 +484,7 @@ pub(crate) fn start(
         error: None,
     }));
     let (tx, rx) = mpsc::unbounded_channel();
+    let applied: Applied = Arc::new(AtomicU64::new(saved.last_revision));
     let presence = Presence::new(
         format!("squad-{}-agents", policy.project),
         presence::ttl(policy.lock_ttl),
@@ -456,7 +493,7 @@ pub(crate) fn start(
     let task = Task {
         root: root.to_path_buf(),
         host,
-        bucket: format!("squad-{}-files", policy.project),
+        bucket: policy.files_bucket(),
         policy,
         js: None,
         client: None,
@@ -473,10 +510,11 @@ pub(crate) fn start(
         presence,
         last_renew: None,
         view: view.clone(),
+        applied: applied.clone(),
         reports,
     };
     tokio::spawn(task.run(rx));
-    Handle { tx, view }
+    Handle { tx, view, applied }
 }
 
 fn state_path(root: &Path) -> PathBuf {
@@ -743,8 +781,29 @@ impl Task {
         let hash = crate::index::fingerprint(&bytes);
         let key = file_key(session, file);
         let synced = self.saved.keys.get(&key).cloned();
-        if synced.as_ref().is_some_and(|s| s.hash == hash) && epoch.is_none() {
-            return Ok(());
+        if let Some(s) = &synced {
+            // A file already synced with these bytes is not published again
+            // (an owned output only when no lower epoch stamped it); an
+            // owned output of an epoch lower than one seen for the key is a
+            // deposed leader's: never published.
+            let stale = match (epoch, s.epoch) {
+                (None, _) => s.hash == hash,
+                (Some(e), seen) => {
+                    if seen.is_some_and(|x| x > e) {
+                        tracing::info!(
+                            session,
+                            file,
+                            epoch = e,
+                            "cluster: a supervisor output of a lower epoch than seen; not published"
+                        );
+                        return Ok(());
+                    }
+                    s.hash == hash && seen == Some(e)
+                }
+            };
+            if stale {
+                return Ok(());
+            }
         }
         let meta = Meta {
             origin: self.host.clone(),
@@ -796,6 +855,29 @@ impl Task {
         if their_hash == hash {
             self.note_synced(key, &meta, entry.revision, hash);
             return Ok(());
+        }
+        // An owned output is no merge of two writers: the higher epoch wins.
+        if let Some(e) = ours.epoch {
+            match refused(e, meta.epoch, meta.origin == self.host) {
+                Refused::PublishOver => {
+                    // Noted at its revision; ours (the file) is published
+                    // over it at the next try.
+                    self.note_synced(key, &meta, entry.revision, their_hash);
+                    return Err(ClusterError::PublishOver {
+                        file: ours.file.clone(),
+                    });
+                }
+                Refused::Deposed => {
+                    let reason = format!(
+                        "this host's version (epoch {e}) lost to {}'s (epoch {}): not published",
+                        meta.origin,
+                        meta.epoch.unwrap_or(0)
+                    );
+                    self.dropped(ours, reason);
+                    self.write_arrival(&meta, &theirs, entry.revision);
+                    return Ok(());
+                }
+            }
         }
         self.conflict(ours, &bytes, &meta, &theirs, entry.revision);
         Ok(())
@@ -852,6 +934,22 @@ impl Task {
         }
     }
 
+    /// Counts and reports a version fenced by epoch (`replica-dropped`,
+    /// for squadd's log).
+    fn dropped(&self, meta: &Meta, reason: String) {
+        lock(&self.view).dropped += 1;
+        let _ = self.reports.send(Report {
+            root: self.root.clone(),
+            session: meta.session.clone(),
+            path: self.file_path(&meta.session, &meta.file),
+            kind: EventKind::ReplicaDropped {
+                file: meta.file.clone(),
+                origin: meta.origin.clone(),
+                reason,
+            },
+        });
+    }
+
     /// Writes an arrived version into the checkout and notes it synced.
     fn write_arrival(&mut self, meta: &Meta, bytes: &[u8], revision: u64) {
         let path = self.file_path(&meta.session, &meta.file);
@@ -900,6 +998,8 @@ impl Task {
     fn arrived(&mut self, entry: kv::Entry) {
         self.saved.last_revision = self.saved.last_revision.max(entry.revision);
         lock(&self.view).last_revision = self.saved.last_revision;
+        self.applied
+            .store(self.saved.last_revision, Ordering::Relaxed);
         self.save_due = true;
         if entry.operation != kv::Operation::Put {
             return;
@@ -948,21 +1048,12 @@ impl Task {
         ) {
             Arrival::Stale => {}
             Arrival::Fenced => {
-                lock(&self.view).dropped += 1;
-                let _ = self.reports.send(Report {
-                    root: self.root.clone(),
-                    session: meta.session.clone(),
-                    path: self.file_path(&meta.session, &meta.file),
-                    kind: EventKind::ReplicaDropped {
-                        file: meta.file.clone(),
-                        origin: meta.origin.clone(),
-                        reason: format!(
-                            "epoch {} is lower than {} already seen",
-                            meta.epoch.unwrap_or(0),
-                            synced.and_then(|s| s.epoch).unwrap_or(0)
-                        ),
-                    },
-                });
+                let reason = format!(
+                    "epoch {} is lower than {} already seen",
+                    meta.epoch.unwrap_or(0),
+                    synced.and_then(|s| s.epoch).unwrap_or(0)
+                );
+                self.dropped(&meta, reason);
             }
             Arrival::Same => self.note_synced(&key, &meta, entry.revision, hash),
             Arrival::OwnOlder => {
@@ -1131,6 +1222,29 @@ mod tests {
             arrival(Some(&s), 4, None, 11, false, Some(10)),
             Arrival::Write
         );
+    }
+
+    #[test]
+    fn a_refused_owned_output_is_published_over_a_lower_epoch_only() {
+        assert_eq!(refused(5, Some(4), false), Refused::PublishOver);
+        assert_eq!(refused(5, None, false), Refused::PublishOver);
+        // Our own earlier version whose revision was not recorded.
+        assert_eq!(refused(5, Some(5), true), Refused::PublishOver);
+        // A deposed leader's late write meets the new leader's.
+        assert_eq!(refused(4, Some(5), false), Refused::Deposed);
+        assert_eq!(refused(4, Some(5), true), Refused::Deposed);
+        assert_eq!(refused(5, Some(5), false), Refused::Deposed);
+    }
+
+    #[test]
+    fn the_lag_is_the_revisions_a_host_has_not_applied() {
+        assert_eq!(lag(Some(42), Some(42)), Some(0));
+        assert_eq!(lag(Some(42), Some(30)), Some(12));
+        // A heartbeat read before the bucket's state: never negative.
+        assert_eq!(lag(Some(30), Some(42)), Some(0));
+        // A host that says nothing (an older squadd), or no bucket yet.
+        assert_eq!(lag(Some(42), None), None);
+        assert_eq!(lag(None, Some(3)), None);
     }
 
     #[test]

@@ -9,9 +9,10 @@ use std::path::Path;
 /// JetStream, turned on by `cluster:` in .squad/policies.yaml.
 #[derive(Debug, clap::Subcommand)]
 pub enum ClusterCommand {
-    /// This host's id, the NATS connection, the hosts seen and every
-    /// cluster-wide lock, as the local squadd sees them (it holds the
-    /// connection). Exit 0 connected, 1 enabled but not connected (or squadd
+    /// This host's id, the NATS connection, the leader, the hosts seen
+    /// (each with its replication lag: the revisions of the files bucket it
+    /// had not applied when it last beat) and every cluster-wide lock, as
+    /// the local squadd sees them (it holds the connection). Exit 0 connected, 1 enabled but not connected (or squadd
     /// down), 2 usage or I/O failure. Without `cluster:` it says so (exit 0).
     Status {
         /// JSON output.
@@ -104,10 +105,7 @@ fn human(v: &Value) -> String {
                     if h["leader"] == true { " [leader]" } else { "" },
                     h["seen_secs_ago"].as_f64().unwrap_or(0.0),
                     s(&h["server"]),
-                    match h["replication_lag"].as_f64() {
-                        Some(l) => format!("{l:.1}s"),
-                        None => "not measured (replication not built here)".into(),
-                    }
+                    lag_text(h, &v["files_revision"]),
                 ));
             }
         }
@@ -152,6 +150,43 @@ fn human(v: &Value) -> String {
     }
     replication_human(&v["replication"], &mut out);
     out
+}
+
+/// A host's replication lag as `cluster status` prints it: the revisions of
+/// the files bucket it had not applied when it last beat.
+fn lag_text(h: &Value, files_revision: &Value) -> String {
+    match (
+        h["replication_lag"].as_u64(),
+        h["applied_revision"].as_u64(),
+    ) {
+        (Some(l), Some(a)) => format!(
+            "{} (applied {a} of {})",
+            crate::text::count(l as usize, "revision", "revisions"),
+            files_revision.as_u64().unwrap_or(a)
+        ),
+        (None, Some(a)) => format!("unknown (applied {a}; the files bucket not read)"),
+        _ => "unknown (its heartbeat carries no revision applied)".into(),
+    }
+}
+
+/// The largest replication lag of the live hosts (revisions), when every
+/// host's is known.
+fn max_lag(v: &Value) -> Option<u64> {
+    let rows = v["hosts"].as_array()?;
+    rows.iter()
+        .map(|h| h["replication_lag"].as_u64())
+        .try_fold(0, |m, l| Some(m.max(l?)))
+}
+
+/// `; replication lag: max N revision(s)` for the status and health lines.
+fn max_lag_text(v: &Value) -> String {
+    match max_lag(v) {
+        Some(l) => format!(
+            "; replication lag: max {}",
+            crate::text::count(l as usize, "revision", "revisions")
+        ),
+        None => "; replication lag: unknown".into(),
+    }
 }
 
 /// The replication and presence lines of `cluster status`.
@@ -227,15 +262,28 @@ pub(crate) fn status_section(root: &Path) -> Option<(String, Value)> {
         match crate::cluster::client::call(root, "status", &[], "", "", "") {
             Ok(v) => {
                 let text = format!(
-                    "cluster: NATS {}; {}; {} host(s) live\n",
+                    "cluster: NATS {}; {}; {} host(s) live{}\n",
                     v["connection"]["state"].as_str().unwrap_or("unknown"),
                     leader_line(&v).trim_end(),
-                    v["hosts"].as_array().map_or(0, Vec::len)
+                    v["hosts"].as_array().map_or(0, Vec::len),
+                    max_lag_text(&v)
                 );
+                let lags: serde_json::Map<String, Value> = v["hosts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|h| {
+                        Some((
+                            h["host"].as_str()?.to_string(),
+                            h["replication_lag"].clone(),
+                        ))
+                    })
+                    .collect();
                 let j = json!({
                     "connection": v["connection"]["state"],
                     "leader": v["leader"],
                     "hosts": v["hosts"].as_array().map(|h| h.iter().map(|x| x["host"].clone()).collect::<Vec<_>>()),
+                    "replication_lag": lags,
                 });
                 (text, j)
             }
@@ -259,11 +307,12 @@ pub(crate) fn health_check(root: &Path) -> Option<crate::daemon::health::Check> 
     let (value, verdict) = match crate::cluster::client::call(root, "status", &[], "", "", "") {
         Ok(v) if v["connection"]["state"] == "connected" => (
             format!(
-                "connected to {}; {} cluster lock(s), {} held here; {}",
+                "connected to {}; {} cluster lock(s), {} held here; {}{}",
                 v["connection"]["server"].as_str().unwrap_or("?"),
                 v["locks"].as_array().map_or(0, Vec::len),
                 v["held_here"].as_u64().unwrap_or(0),
-                leader_line(&v).trim_end()
+                leader_line(&v).trim_end(),
+                max_lag_text(&v)
             ),
             Verdict::Ok,
         ),
@@ -286,4 +335,26 @@ pub(crate) fn health_check(root: &Path) -> Option<crate::daemon::health::Check> 
         verdict,
         note: "critical when squadd is not connected to NATS: no new cluster locks; `squadctl cluster status`".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_lag_is_known_only_when_every_hosts_is() {
+        let v = json!({"files_revision": 9, "hosts": [
+            {"host": "a", "replication_lag": 0, "applied_revision": 9},
+            {"host": "b", "replication_lag": 3, "applied_revision": 6},
+        ]});
+        assert_eq!(max_lag(&v), Some(3));
+        assert_eq!(max_lag_text(&v), "; replication lag: max 3 revisions");
+        assert_eq!(
+            lag_text(&v["hosts"][1], &v["files_revision"]),
+            "3 revisions (applied 6 of 9)"
+        );
+        let old = json!({"hosts": [{"host": "a", "replication_lag": null}]});
+        assert_eq!(max_lag(&old), None);
+        assert!(lag_text(&old["hosts"][0], &Value::Null).starts_with("unknown"));
+    }
 }

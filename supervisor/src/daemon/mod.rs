@@ -408,8 +408,9 @@ impl Supervisor {
             let news = Box::new(move |n| {
                 let _ = tx.send((i, n));
             });
+            let applied = self.roots.shell(i).replica.as_ref().map(|r| r.applied());
             self.roots.shell_mut(i).cluster =
-                Some(crate::cluster::daemon::start(&root_path, c, news));
+                Some(crate::cluster::daemon::start(&root_path, c, news, applied));
         }
         let r = self.roots.core(i);
         self.log.add_root(i, &r.root);

@@ -127,6 +127,7 @@ impl Supervisor {
                 // Indexed, validated and routed like any message, from
                 // what was written.
                 Ok(()) => {
+                    self.roots.shell(i).publish_owned(&name, &file);
                     let input = core::Input::NoticeWritten {
                         file: core::files::FileRef {
                             session: name,

@@ -47,6 +47,21 @@ impl Default for Shell {
     }
 }
 
+impl Shell {
+    /// The leader's outputs call site (docs/cluster.md, "Leader"): a
+    /// supervisor-owned output of `session` (session-status.md, a notice)
+    /// was just written here; with `cluster:` and while this host leads, it
+    /// is published to the other checkouts with the epoch it was written
+    /// under. Nothing on a follower or without `cluster:`.
+    pub(crate) fn publish_owned(&self, session: &str, file: &str) {
+        if let (Some(c), Some(r)) = (&self.cluster, &self.replica)
+            && let Some(epoch) = c.leader_epoch()
+        {
+            r.publish_owned(session, file, epoch);
+        }
+    }
+}
+
 /// One root: its core and its shell.
 pub(crate) struct Slot {
     /// What squadd knows and decides of the root.

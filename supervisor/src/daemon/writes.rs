@@ -143,13 +143,22 @@ impl Supervisor {
             result,
         } in self.writer.commit()
         {
+            let session = tag.session.unwrap_or_default();
+            let written = result.is_ok();
             let input = Input::StatusWritten {
-                session: tag.session.unwrap_or_default(),
+                session: session.clone(),
                 path,
                 bytes: &bytes,
                 error: result.err().map(|e| e.to_string()),
             };
             self.step(tag.root, input, now);
+            if written {
+                // Replication call site: the leader's status to every
+                // checkout (a no-op on a follower, docs/cluster.md).
+                self.roots
+                    .shell(tag.root)
+                    .publish_owned(&session, SESSION_STATUS_FILE);
+            }
         }
     }
 

@@ -81,11 +81,11 @@ pub(crate) fn deliver(
     }
     // Replication (docs/cluster.md, "Cross-host delivery"): a message
     // replicated to every checkout is delivered only on its recipient's
-    // host; squadd's own notices stay local.
+    // host; so is squadd's own notice, which the leader publishes to every
+    // checkout.
     let source = match &d.body {
-        Body::File(path) => path.file_name(),
+        Body::File(path) | Body::Text { path, .. } => path.file_name(),
         Body::Routed { from_file, .. } => from_file.file_name(),
-        Body::Text { .. } => None,
     };
     if let Some(source) = source {
         let source = source.to_string_lossy();
