@@ -99,14 +99,12 @@ impl Supervisor {
 
     /// Makes the deliveries in the outbox, critical first, then by age, as
     /// one group commit: each message is written and renamed into its
-    /// inbox, then each inbox's `new/` is fsynced once for the whole batch;
-    /// only then are the deliveries announced and their hooks started (a
+    /// inbox, then each inbox's `new/` and each session directory the
+    /// batch's notices went into is fsynced once for the whole batch
+    /// ([`Self::commit_group`]); only then are the deliveries announced and their hooks started (a
     /// hook never tells of a message a crash could still lose).
     pub(super) fn flush_outbox(&mut self, wall: DateTime<Utc>) {
         let mut outbox = std::mem::take(&mut self.outbox);
-        if outbox.is_empty() {
-            return;
-        }
         self::core::batch::outbox_order(&mut outbox);
         let mut dirs: BTreeMap<PathBuf, crate::safefs::Dir> = BTreeMap::new();
         let mut made = Vec::new();
@@ -116,10 +114,8 @@ impl Supervisor {
                 made.push(m);
             }
         }
-        let failed: BTreeMap<PathBuf, String> = dirs
-            .iter()
-            .filter_map(|(path, dir)| dir.sync().err().map(|e| (path.clone(), e.to_string())))
-            .collect();
+        // With the session directories of the batch's notices (perfe).
+        let failed = self.commit_group(dirs);
         for m in made {
             self.announce(m, &failed);
         }
