@@ -618,7 +618,7 @@ impl World {
         // What the run leaves behind: its agent's last report.
         let Some(agent) = self.roots[root].sessions.get(s).and_then(|c| {
             c.tasks()
-                .get(&format!("task_{task}"))
+                .get(format!("task_{task}").as_str())
                 .map(|t| t.agent.clone())
         }) else {
             return;
