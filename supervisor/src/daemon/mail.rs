@@ -101,8 +101,9 @@ impl Supervisor {
     /// one group commit: each message is written and renamed into its
     /// inbox, then each inbox's `new/` and each session directory the
     /// batch's notices went into is fsynced once for the whole batch
-    /// ([`Self::commit_group`]); only then are the deliveries announced and their hooks started (a
-    /// hook never tells of a message a crash could still lose).
+    /// ([`Self::commit_group`]); only then are the deliveries announced and
+    /// their hooks started (a hook never tells of a message a crash could
+    /// still lose).
     pub(super) fn flush_outbox(&mut self, wall: DateTime<Utc>) {
         let mut outbox = std::mem::take(&mut self.outbox);
         self::core::batch::outbox_order(&mut outbox);
