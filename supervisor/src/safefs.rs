@@ -679,19 +679,26 @@ pub(crate) fn write_atomic_under(
     dir.write_atomic(&name, bytes, mode)
 }
 
-/// Writes many files below `root` as one group commit: each file
-/// atomically (temporary file, fsync, rename, never through a link, into
-/// existing directories only), then one fsync per directory for the whole
-/// group instead of one per file. Directories are worked on in parallel
-/// (at most `threads`), so the file system can merge their journal
-/// commits. Returns each file's outcome, in the order given; a failed
-/// directory fsync fails every file of that directory.
-pub(crate) fn write_group_under(
+/// A directory a group commit wrote into, not yet fsynced, with the
+/// positions of the files written into it.
+pub(crate) type WrittenDir = (Dir, Vec<usize>);
+
+/// Writes many files below `root`, the first half of a group commit:
+/// every file written atomically (temporary file, fsync, rename, never
+/// through a link, into existing directories only: a crash leaves no file
+/// or a complete one), the directories they went into returned *not yet
+/// fsynced*. Directories are worked on in parallel (at most `threads`). Until
+/// the caller fsyncs them ([`sync_dirs`]) a power loss may forget a rename,
+/// so nothing written is to be announced before; the caller can fsync them
+/// together with other directories of the same batch (one fsync per
+/// directory per batch). Each directory comes with the positions of the
+/// files written into it.
+pub(crate) fn write_group_unsynced_under(
     root: &Path,
     files: &[(PathBuf, &[u8])],
     mode: u32,
     threads: usize,
-) -> Vec<io::Result<()>> {
+) -> (Vec<io::Result<()>>, Vec<WrittenDir>) {
     // Files by directory, keeping each file's position.
     let mut dirs: std::collections::BTreeMap<&Path, Vec<usize>> = Default::default();
     for (n, (path, _)) in files.iter().enumerate() {
@@ -714,34 +721,43 @@ pub(crate) fn write_group_under(
                 for &n in members {
                     out.push((n, Err(io::Error::new(e.kind(), e.to_string()))));
                 }
-                return out;
+                return (out, None);
             }
         };
-        let mut wrote = false;
         for &n in members {
             let (path, bytes) = &files[n];
             let result = match path.file_name().and_then(|f| f.to_str()) {
                 Some(name) => d.write_atomic_unsynced(name, bytes, mode),
                 None => Err(refused(path, "no file name")),
             };
-            wrote |= result.is_ok();
             out.push((n, result));
         }
-        if wrote && let Err(e) = d.sync() {
-            for (_, r) in out.iter_mut().filter(|(_, r)| r.is_ok()) {
-                *r = Err(io::Error::new(e.kind(), e.to_string()));
-            }
-        }
-        out
+        let wrote: Vec<usize> = out
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(n, _)| *n)
+            .collect();
+        (out, (!wrote.is_empty()).then_some((d, wrote)))
     });
     let mut results: Vec<Option<io::Result<()>>> = files.iter().map(|_| None).collect();
-    for (n, r) in done.into_iter().flatten() {
-        results[n] = Some(r);
+    let mut written = Vec::new();
+    for (out, dir) in done {
+        for (n, r) in out {
+            results[n] = Some(r);
+        }
+        written.extend(dir);
     }
-    results
+    let results = results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(io::Error::other("not written"))))
-        .collect()
+        .collect();
+    (results, written)
+}
+
+/// Fsyncs directories in parallel (at most `threads`: the file system can
+/// merge their journal commits into one); each one's outcome, in order.
+pub(crate) fn sync_dirs(dirs: &[Dir], threads: usize) -> Vec<io::Result<()>> {
+    squad_protocol::tree::parallel_map(dirs, threads, Dir::sync)
 }
 
 #[cfg(test)]
@@ -765,9 +781,20 @@ mod tests {
             (r.join("gone/d.md"), b"d"),
             (r.join("s1/e.md"), b"e"),
         ];
-        let results = write_group_under(r, &files, 0o644, 4);
+        let (results, dirs) = write_group_unsynced_under(r, &files, 0o644, 4);
         let ok: Vec<bool> = results.iter().map(Result::is_ok).collect();
         assert_eq!(ok, [true, true, false, false, true]);
+        // One directory each, with the files written into it, to fsync.
+        let written: Vec<(PathBuf, Vec<usize>)> = dirs
+            .iter()
+            .map(|(d, n)| (d.path().to_path_buf(), n.clone()))
+            .collect();
+        assert_eq!(
+            written,
+            [(r.join("s1"), vec![0, 4]), (r.join("s2"), vec![1])]
+        );
+        let dirs: Vec<Dir> = dirs.into_iter().map(|(d, _)| d).collect();
+        assert!(sync_dirs(&dirs, 2).iter().all(Result::is_ok));
         assert_eq!(fs::read(r.join("s1/a.md")).unwrap(), b"a");
         assert_eq!(fs::read(r.join("s1/e.md")).unwrap(), b"e");
         assert_eq!(fs::read(r.join("s2/b.md")).unwrap(), b"b");

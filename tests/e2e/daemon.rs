@@ -31,6 +31,13 @@ impl Daemon {
 
     /// Starts one squadd supervising every root given.
     pub fn start_roots(roots: &[&Path], env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_wrapped(roots, &[], env)
+    }
+
+    /// Like [`Daemon::start_roots`], squadd run by `wrapper` (a program and
+    /// its arguments, squadd's command line appended: `strace -f …`); none:
+    /// squadd itself.
+    pub fn start_wrapped(roots: &[&Path], wrapper: &[&str], env: &[(&str, &str)]) -> Daemon {
         let notify_dir = tempfile::tempdir().unwrap();
         let sock = notify_dir.path().join("notify.sock");
         let notify = UnixDatagram::bind(&sock).unwrap();
@@ -40,7 +47,16 @@ impl Daemon {
         // A file, not a pipe: nobody drains a pipe while the test runs, and a
         // full pipe would block the daemon's logging.
         let log = fs::File::create(notify_dir.path().join("squadd.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+        let squadd = Path::new(env!("CARGO_BIN_EXE_squadd"));
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(squadd);
+                c
+            }
+            None => Command::new(squadd),
+        };
+        let child = command
             .args(roots.iter().flat_map(|r| [Path::new("--root"), r]))
             .env("NOTIFY_SOCKET", &sock)
             .env("RUST_LOG", "debug")

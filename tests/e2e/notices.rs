@@ -361,3 +361,291 @@ fn start_up_tells_a_bounded_first_batch_of_notices_before_ready() {
     let (code, log) = d.terminate();
     assert_eq!(code, 0, "{log}");
 }
+
+/// strace, when it runs here (None, said loudly, outside CI; in CI its
+/// absence fails: `.ci/run` installs it).
+fn strace() -> Option<&'static str> {
+    let works = Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some("strace");
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI: strace is missing or cannot trace (.ci/run installs it)"
+    );
+    eprintln!("SKIPPED: strace is missing or cannot trace here");
+    None
+}
+
+/// One system call of squadd's trace, in the order strace saw them.
+#[derive(Debug)]
+struct Call {
+    /// The line where it started (with `-f`, another thread's call may sit
+    /// between its start and its end).
+    start: usize,
+    /// The line where it returned.
+    end: usize,
+    /// What it was (`fsync`, `renameat2`, `write`) and its arguments as
+    /// strace printed them (`-y`: every descriptor with its path).
+    text: String,
+}
+
+/// The calls of an `strace -f -y` output, each with its start and end line
+/// (an `<unfinished ...>` call ends at its `<... resumed>` line).
+fn calls(trace: &str) -> Vec<Call> {
+    let mut out: Vec<Call> = Vec::new();
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, line) in trace.lines().enumerate() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        if rest.starts_with("<...") {
+            if let Some(at) = open.remove(pid) {
+                out[at].end = n;
+                out[at].text.push_str(rest);
+            }
+        } else if rest.contains("<unfinished ...>") {
+            open.insert(pid.to_string(), out.len());
+            out.push(Call {
+                start: n,
+                end: usize::MAX,
+                text: rest.to_string(),
+            });
+        } else {
+            out.push(Call {
+                start: n,
+                end: n,
+                text: rest.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// Issue 23 item 1, the way it breaks: a change completes bob's
+/// prerequisite, squadd writes the task-ready notice into the session and
+/// delivers it to bob's inbox. Traced on the real binary (every `fsync`,
+/// rename and `write`, in order): the notice file and its inbox copy are
+/// renamed in place first, each complete (its data fsynced before its
+/// rename), with no fsync of the session directory between the two (it was
+/// one blocking wait on the status → delivery path: seen failing so before
+/// the group commit); then the session directory and the inbox's `new/`
+/// are fsynced, and only after both returned is the delivery announced
+/// (`message-delivered` in the audit log). A crash before that point
+/// leaves no file or a complete one, and nothing said delivered.
+#[test]
+fn a_ready_notice_and_its_delivery_are_one_group_commit_announced_once_durable() {
+    let Some(strace) = strace() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = &tmp.path().canonicalize().unwrap();
+    ctl_ok(root, &["init"]);
+    let session = new_session(root, "commit");
+    fs::write(
+        session.join("role-plan-alice-task_001.md"),
+        crate::daemon::plan("task_001", "alice", &[]),
+    )
+    .unwrap();
+    fs::write(
+        session.join("role-plan-bob-task_002.md"),
+        crate::daemon::plan("task_002", "bob", &["task_001"]),
+    )
+    .unwrap();
+    let trace = tmp.path().join("strace.out");
+    let out = trace.to_string_lossy().into_owned();
+    let wrapper = [
+        strace,
+        "-f",
+        "-y",
+        "-s",
+        "4096",
+        "-e",
+        "trace=fsync,fdatasync,rename,renameat,renameat2,write",
+        "-o",
+        &out,
+    ];
+    let d = crate::daemon::Daemon::start_wrapped(&[root.as_path()], &wrapper, &[]);
+    // alice completes task_001 (written aside, renamed in, as agents do).
+    let aside = root.join("progress.tmp");
+    fs::write(
+        &aside,
+        crate::daemon::progress("task_001", "alice", "completed"),
+    )
+    .unwrap();
+    fs::rename(&aside, session.join("role-comm-alice-task_001.md")).unwrap();
+    let id = eventually("bob told task_002 is ready, the delivery audited", || {
+        let audit = audit_log(root)?;
+        audit
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"message-delivered\""))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| {
+                v["to"] == "bob"
+                    && v["message_id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with("msg_squadd_ready_"))
+            })
+            .and_then(|v| v["message_id"].as_str().map(str::to_string))
+    });
+    // squadd itself, not strace (which would detach and leave it running).
+    let pid = fs::read_to_string(root.join(".squad/run/squadd.pid")).unwrap();
+    crate::daemon::signal(pid.trim().parse().unwrap(), "TERM");
+    let mut d = d;
+    assert!(d.child.wait().unwrap().success(), "squadd under strace");
+    let trace = fs::read_to_string(&trace).unwrap();
+    let calls = calls(&trace);
+    let dir = session.display().to_string();
+    let new_dir = format!("{dir}/inbox/bob/new");
+    let find = |what: &str, f: &dyn Fn(&Call) -> bool| -> &Call {
+        calls
+            .iter()
+            .find(|c| f(c))
+            .unwrap_or_else(|| panic!("no {what} in the trace:\n{trace}"))
+    };
+    let notice_name = format!("\"role-comm-squadd-to-bob-{id}.md\"");
+    let notice = find("rename of the notice into the session", &|c| {
+        c.text.starts_with("rename")
+            && c.text.contains(&format!("<{dir}>, {notice_name}"))
+            && c.text.contains("= 0")
+    });
+    let delivery = find("rename of the notice into bob's inbox", &|c| {
+        c.text.starts_with("rename")
+            && c.text.contains(&format!("<{new_dir}>, \""))
+            && c.text.contains(&id)
+    });
+    let announced = find("the audited delivery", &|c| {
+        c.text.starts_with("write(")
+            && c.text.contains("audit.jsonl>")
+            && c.text.contains("message-delivered")
+            && c.text.contains(&id)
+    });
+    assert!(
+        notice.end < delivery.start,
+        "the notice file is written first"
+    );
+    // Each file's data is durable before its name is: a crash leaves no
+    // file or a complete one.
+    let data_synced = |temp_at: &str, rename: &Call| {
+        calls.iter().any(|c| {
+            c.text.starts_with("fsync(")
+                && c.text.contains(temp_at)
+                && c.text.contains(&id)
+                && c.end < rename.start
+        })
+    };
+    assert!(
+        data_synced(&format!("<{dir}/.role-comm-squadd-to-bob-"), notice),
+        "the notice's temporary file fsynced before its rename:\n{trace}"
+    );
+    assert!(
+        data_synced(&format!("<{dir}/inbox/bob/tmp/"), delivery),
+        "the inbox copy's temporary file fsynced before its rename:\n{trace}"
+    );
+    let fsyncs_of = |path: &str| -> Vec<&Call> {
+        calls
+            .iter()
+            .filter(|c| {
+                c.text.starts_with("fsync(")
+                    && (c.text.contains(&format!("<{path}>)"))
+                        || c.text.contains(&format!("<{path}> <unfinished")))
+            })
+            .collect()
+    };
+    let between: Vec<&Call> = fsyncs_of(&dir)
+        .into_iter()
+        .filter(|c| c.end > notice.end && c.start < delivery.start)
+        .collect();
+    assert!(
+        between.is_empty(),
+        "the session directory was fsynced between the notice and its delivery: {between:?}"
+    );
+    for path in [&dir, &new_dir] {
+        let synced = fsyncs_of(path)
+            .into_iter()
+            .any(|c| c.start > delivery.end && c.end < announced.start && c.text.ends_with("= 0"));
+        assert!(
+            synced,
+            "{path} fsynced after the delivery's rename and before it was announced:\n{trace}"
+        );
+    }
+}
+
+/// The `msg_squadd_` files of a directory, each parsed whole: a file cut
+/// short fails here.
+fn whole_notices(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.contains("msg_squadd_") || name.starts_with('.') {
+            continue;
+        }
+        let text = fs::read_to_string(e.path()).unwrap();
+        let v: serde_yaml::Value = serde_yaml::from_str(&text)
+            .unwrap_or_else(|e| panic!("{name} is not whole: {e}\n{text}"));
+        assert_eq!(v["meta"]["from_agent"], "squadd", "{name}: {text}");
+        assert!(text.ends_with('\n'), "{name} cut short: {text:?}");
+        let message = v["message"].as_str().unwrap_or_default();
+        assert!(message.ends_with(".\n"), "{name} cut short: {text}");
+        n += 1;
+    }
+    n
+}
+
+/// Issue 23 item 1, crash safety of the group commit: squadd killed -9 while
+/// it writes a backlog of notices a batch at a time (files written and
+/// renamed, the session directory and inbox fsynced once per batch) leaves
+/// every notice file and inbox copy whole or absent, never cut short; the
+/// next start tells what was not told, each fact once.
+#[test]
+fn a_kill_9_amid_the_notice_group_commits_leaves_whole_files_each_fact_told_once() {
+    const TASKS: usize = 300; // more than one batch (256) after READY's 32
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let session = overdue_session(root, "20240115T100000Z-killed", TASKS);
+    let inbox = session.join("inbox/dev/new");
+    let d = Daemon::start(root);
+    // Past the start-up batch: the batches after READY are under way.
+    eventually("notices beyond the start-up batch", || {
+        let n = fs::read_dir(&session)
+            .ok()?
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().contains("msg_squadd_"))
+            })
+            .count();
+        (n > 32).then_some(())
+    });
+    d.kill9();
+    let written = whole_notices(&session);
+    let delivered = whole_notices(&inbox);
+    assert!(
+        written >= delivered,
+        "{written} written, {delivered} delivered"
+    );
+    let d = Daemon::start(root);
+    let told = eventually("every overdue task told", || {
+        let told = notices(&session, "dev");
+        (told.len() >= TASKS).then_some(told)
+    });
+    let unique: std::collections::BTreeSet<&String> = told.iter().collect();
+    assert_eq!(unique.len(), TASKS, "each fact told once: {told:?}");
+    assert_eq!(
+        whole_notices(&session),
+        TASKS,
+        "one whole notice file per fact"
+    );
+    assert_eq!(
+        whole_notices(&inbox),
+        TASKS,
+        "one whole inbox copy per fact"
+    );
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+}

@@ -36,15 +36,14 @@ impl Supervisor {
     /// Makes the deliveries in the outbox, critical first, then by age, as
     /// one group commit: each is decided by the core
     /// ([`core::Input::Deliver`]) and written and renamed into its inbox
-    /// ([`core::Effect::WriteInbox`]), then each inbox's `new/` is fsynced
-    /// once for the whole batch; only then are the deliveries announced
-    /// ([`core::Input::DeliverySynced`]) and their hooks started (a hook
-    /// never tells of a message a crash could still lose).
+    /// ([`core::Effect::WriteInbox`]), then each inbox's `new/` and each
+    /// session directory the batch's notices went into is fsynced once for
+    /// the whole batch ([`Self::commit_group`]); only then are the
+    /// deliveries announced ([`core::Input::DeliverySynced`]) and their
+    /// hooks started (a hook never tells of a message a crash could still
+    /// lose).
     pub(super) fn flush_outbox(&mut self, wall: DateTime<Utc>) {
         let mut outbox = std::mem::take(&mut self.outbox);
-        if outbox.is_empty() {
-            return;
-        }
         self::core::batch::outbox_order(&mut outbox);
         let now = Now { wall };
         for (i, d) in outbox {
@@ -66,10 +65,8 @@ impl Supervisor {
             dirs.entry(m.announce.new_dir.clone()).or_insert(m.dir);
             hooks.push((m.announce, m.hook));
         }
-        let failed: BTreeMap<PathBuf, String> = dirs
-            .iter()
-            .filter_map(|(path, dir)| dir.sync().err().map(|e| (path.clone(), e.to_string())))
-            .collect();
+        // With the session directories of the batch's notices.
+        let failed = self.commit_group(dirs);
         for (announce, hook) in hooks {
             let root = announce.root;
             let input = self::core::Input::DeliverySynced {

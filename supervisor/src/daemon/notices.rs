@@ -105,11 +105,15 @@ impl Supervisor {
         files
     }
 
-    /// Writes notice files as one group commit: every file is written, then
-    /// each session directory is fsynced once. Each written notice is
-    /// indexed from the bytes squadd wrote (never read back) and routed
-    /// into the outbox; the deliveries are made by the next
-    /// [`Self::flush_outbox`], as the batch's last step.
+    /// Writes notice files, the first half of one group commit with their
+    /// deliveries: every file is written complete (temporary file, fsync,
+    /// rename), each indexed from the bytes squadd wrote (never read back)
+    /// and routed into the outbox. The next [`Self::flush_outbox`], the
+    /// batch's last step, writes the deliveries, then fsyncs the session
+    /// directories of these files and the inboxes together
+    /// ([`Self::commit_group`]), and only then announces any delivery: the
+    /// session directory's fsync is no longer a wait between the status
+    /// write and the delivery (issue 23 item 1).
     pub(super) fn write_notices(&mut self, notices: Vec<NoticeFile>) {
         if notices.is_empty() {
             return;
@@ -120,7 +124,7 @@ impl Supervisor {
             files.push((n.path, n.text.into_bytes()));
             whose.push((n.root, n.session, n.file));
         }
-        let results = self.writer.write_group(&files);
+        let results = self.writer.write_group_unsynced(&files);
         for (((path, bytes), (i, name, file)), result) in files.into_iter().zip(whose).zip(results)
         {
             match result {
@@ -151,6 +155,42 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// Fsyncs, in parallel, the inboxes `dirs` a batch delivered into and
+    /// the session directories its notice files went into (the second
+    /// half of the group commit [`Self::write_notices`] began); before any
+    /// delivery of the batch is announced. A notice's directory that fails
+    /// its fsync is said so (the file is there for readers, but a crash may
+    /// lose it). Returns the inboxes whose fsync failed.
+    pub(super) fn commit_group(
+        &mut self,
+        dirs: std::collections::BTreeMap<PathBuf, crate::safefs::Dir>,
+    ) -> std::collections::BTreeMap<PathBuf, String> {
+        let inboxes: Vec<PathBuf> = dirs.keys().cloned().collect();
+        let mut failed = self.writer.sync_group(dirs);
+        let notices: Vec<(PathBuf, String)> = failed
+            .iter()
+            .filter(|(path, _)| !inboxes.contains(path))
+            .map(|(path, e)| (path.clone(), e.clone()))
+            .collect();
+        for (path, error) in notices {
+            failed.remove(&path);
+            let Some(i) = self.roots.of(&path) else {
+                continue;
+            };
+            let session = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            self.log.emit(
+                i,
+                session.as_deref(),
+                Some(&path),
+                EventKind::OutputFailed {
+                    output: "notice".into(),
+                    error: format!("fsync of {}: {error}", path.display()),
+                },
+            );
+        }
+        failed
     }
 
     /// Whether tapped facts wait for [`Self::send_notices`] (more than one

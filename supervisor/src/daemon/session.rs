@@ -34,6 +34,10 @@ use std::path::PathBuf;
 
 mod indexes;
 mod rules;
+mod small;
+
+pub(crate) use small::SortedMap;
+use small::SortedVec;
 
 /// What a file change did to the file itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,11 +106,19 @@ fn is_structural(f: &IndexedFile) -> bool {
 
 /// `(task id, file)` of a file the session rules key on a task: a plan (any,
 /// valid or not) or another file naming a task; not a status file.
-fn rule_key(f: &IndexedFile, file: &str) -> Option<(String, String)> {
+fn rule_key<'a>(f: &'a IndexedFile, file: &'a str) -> Option<(&'a str, &'a str)> {
     if f.kind == FileKind::SessionStatus {
         return None;
     }
-    Some((f.task_id()?.to_string(), file.to_string()))
+    Some((f.task_id()?, file))
+}
+
+/// A `(task, name)` pair as the sorted vectors keep it.
+type Pair = (Box<str>, Box<str>);
+
+/// Compares a kept pair with a borrowed one (the probe of a lookup).
+fn cmp_pair(kept: &Pair, probe: (&str, &str)) -> std::cmp::Ordering {
+    (&*kept.0, &*kept.1).cmp(&probe)
 }
 
 fn next_identity() -> u64 {
@@ -183,18 +195,18 @@ fn remove_edge(edges: &mut Edges, a: &str, b: &str) {
 pub(crate) struct SessionCore {
     index: SessionIndex,
     /// task -> valid plan files (the first by name is the task's plan).
-    plan_files: BTreeMap<String, Names>,
+    plan_files: SortedMap<Box<str>, Names>,
     /// (task, agent) -> valid progress files.
-    report_files: BTreeMap<(String, String), Names>,
+    report_files: SortedMap<Pair, Names>,
     /// task -> its prerequisites (from effective plans; counted).
     prereqs: Edges,
     /// task -> tasks that have it as a prerequisite (counted).
     dependents: Edges,
     /// task -> the (task, prerequisite) edges its effective plan contributes.
     contributed: BTreeMap<String, Vec<(String, String)>>,
-    tasks: BTreeMap<String, TaskView>,
+    tasks: SortedMap<Box<str>, TaskView>,
     completed: u64,
-    active: BTreeMap<String, usize>,
+    active: SortedMap<Box<str>, usize>,
     status: SessionState,
     /// Session-rule diagnostics that depend only on plans and status files
     /// (duplicates, unknown dependencies, contradictions, cycles).
@@ -216,7 +228,7 @@ pub(crate) struct SessionCore {
     member_diags: BTreeMap<String, Vec<squad_protocol::Diagnostic>>,
     /// (task id, plan file) for every plan file, valid or not, that names a
     /// task: the first by name is the plan the session rules count.
-    rule_plans: BTreeSet<(String, String)>,
+    rule_plans: SortedVec<Pair>,
     /// (task id, file) for every other file naming a task (progress,
     /// messages, squadd's notices, error reports): the files whose
     /// per-file rules a change of that task's plans can affect, so a new
@@ -224,7 +236,7 @@ pub(crate) struct SessionCore {
     task_members: BTreeSet<(String, String)>,
     /// The plan and status files by name: what the graph rules read, kept
     /// apart so they never walk the session's messages.
-    structural: BTreeSet<String>,
+    structural: SortedVec<Box<str>>,
     /// How many times the per-file session rules ran (a file each): what a
     /// test reads to check that a change's work follows the change.
     member_checks: u64,
@@ -251,8 +263,8 @@ impl SessionCore {
     pub(crate) fn new(dir: PathBuf) -> SessionCore {
         SessionCore {
             index: SessionIndex::new(dir),
-            plan_files: BTreeMap::new(),
-            report_files: BTreeMap::new(),
+            plan_files: SortedMap::default(),
+            report_files: SortedMap::default(),
             prereqs: Edges::new(),
             dependents: Edges::new(),
             contributed: BTreeMap::new(),
@@ -260,16 +272,16 @@ impl SessionCore {
             message_diags: BTreeMap::new(),
             message_ids: BTreeSet::new(),
             member_diags: BTreeMap::new(),
-            rule_plans: BTreeSet::new(),
+            rule_plans: SortedVec::default(),
             task_members: BTreeSet::new(),
-            structural: BTreeSet::new(),
+            structural: SortedVec::default(),
             member_checks: 0,
             derivations: std::cell::Cell::new(0),
             identity: next_identity(),
             dirty: BTreeSet::new(),
-            tasks: BTreeMap::new(),
+            tasks: SortedMap::default(),
             completed: 0,
-            active: BTreeMap::new(),
+            active: SortedMap::default(),
             status: SessionState::Active,
             starts: TaskStarts::new(),
             overdue_reported: BTreeSet::new(),
@@ -301,7 +313,7 @@ impl SessionCore {
         core.index.files = index.files;
         core.recheck_all();
         let mut out = Outcome::default();
-        let planned: Vec<String> = core.plan_files.keys().cloned().collect();
+        let planned: Vec<String> = core.plan_files.keys().map(|t| t.to_string()).collect();
         let mut ignored = BTreeSet::new();
         for t in &planned {
             core.refresh_edges(t, &mut ignored);
@@ -418,13 +430,13 @@ impl SessionCore {
             phase: status_file.and_then(|s| s.phase),
             tasks_total: self.tasks.len() as u64,
             tasks_completed: self.completed,
-            agents_active: self.active.keys().cloned().collect(),
+            agents_active: self.active.keys().map(|a| a.to_string()).collect(),
             tasks: Vec::new(),
         }
     }
 
     /// Derived tasks, by id.
-    pub(crate) fn tasks(&self) -> &BTreeMap<String, TaskView> {
+    pub(crate) fn tasks(&self) -> &SortedMap<Box<str>, TaskView> {
         &self.tasks
     }
 
@@ -591,7 +603,10 @@ impl SessionCore {
         let Some(agent) = self.plan(task).map(|p| p.agent.clone()) else {
             return false;
         };
-        let Some(files) = self.report_files.get(&(task.to_string(), agent)) else {
+        let Some(files) = self
+            .report_files
+            .get_by(|k| cmp_pair(k, (task, agent.as_str())))
+        else {
             return false;
         };
         // As a scan would: the last in-progress update by file name.
@@ -646,7 +661,7 @@ impl SessionCore {
     fn recompute(&mut self, task: &str, now: DateTime<Utc>, out: &mut Outcome, announce: bool) {
         let new = self.derive_task(task, now);
         let old = match &new {
-            Some(n) => self.tasks.insert(task.to_string(), n.clone()),
+            Some(n) => self.tasks.insert(task.into(), n.clone()),
             None => self.tasks.remove(task),
         };
         if old == new {
@@ -698,11 +713,11 @@ impl SessionCore {
         }
         if t.state == TaskStatus::InProgress {
             if add {
-                *self.active.entry(t.agent.clone()).or_insert(0) += 1;
-            } else if let Some(n) = self.active.get_mut(&t.agent) {
+                *self.active.entry_or_default(t.agent.as_str(), |a| a.into()) += 1;
+            } else if let Some(n) = self.active.get_mut(t.agent.as_str()) {
                 *n -= 1;
                 if *n == 0 {
-                    self.active.remove(&t.agent);
+                    self.active.remove(t.agent.as_str());
                 }
             }
         }

@@ -71,7 +71,11 @@ impl Supervisor {
                 session,
                 kind,
             } => self.log.tap((root, Some(session), None, kind)),
-            Effect::WriteNotice(n) => self.write_notices(vec![n]),
+            // Its group commit ends with the outbox's (notices.rs).
+            Effect::WriteNotice(n) => {
+                self.write_notices(vec![n]);
+                self.flush_outbox(wall);
+            }
             Effect::WriteStatuses { root, sessions } => {
                 self.step(root, core::Input::StatusesDue { sessions }, now);
             }

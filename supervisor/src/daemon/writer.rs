@@ -67,6 +67,9 @@ pub(crate) struct Writer {
     pub writes: u64,
     /// What was last written of each shared context file.
     contexts: super::context::Marks,
+    /// Directories a group commit wrote into, not yet fsynced: see
+    /// [`Writer::sync_group`].
+    unsynced: BTreeMap<PathBuf, safefs::Dir>,
 }
 
 /// Writes `path` atomically below the root that holds it, never through a
@@ -239,11 +242,17 @@ impl Writer {
             .ok_or_else(|| io::Error::other(format!("{}: outside every root", path.display())))
     }
 
-    /// Writes new files into existing directories as one group commit (see
-    /// [`safefs::write_group_under`]: one fsync per directory, not one per
-    /// file). Returns each file's outcome in the order given; what was
-    /// written is recognised as squadd's own.
-    pub(crate) fn write_group(&mut self, files: &[(PathBuf, Vec<u8>)]) -> Vec<io::Result<()>> {
+    /// Writes new files into existing directories, the first half of a
+    /// group commit (see [`safefs::write_group_unsynced_under`]): each file
+    /// complete on disk (temporary file, fsync, rename), its directory
+    /// fsynced only by the next [`Self::sync_group`], together with the
+    /// batch's inboxes, so the notices of a batch and their deliveries cost
+    /// one fsync per directory. Returns each file's outcome in the order
+    /// given; what was written is recognised as squadd's own.
+    pub(crate) fn write_group_unsynced(
+        &mut self,
+        files: &[(PathBuf, Vec<u8>)],
+    ) -> Vec<io::Result<()>> {
         let mut results: Vec<Option<io::Result<()>>> = files.iter().map(|_| None).collect();
         let mut by_root: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
         for (n, (path, _)) in files.iter().enumerate() {
@@ -257,7 +266,10 @@ impl Writer {
                 .iter()
                 .map(|&n| (files[n].0.clone(), files[n].1.as_slice()))
                 .collect();
-            let done = safefs::write_group_under(&root, &group, 0o666, 8);
+            let (done, dirs) = safefs::write_group_unsynced_under(&root, &group, 0o666, 8);
+            for (dir, _) in dirs {
+                self.unsynced.insert(dir.path().to_path_buf(), dir);
+            }
             for (&n, result) in members.iter().zip(done) {
                 self.writes += 1;
                 if result.is_ok() {
@@ -271,6 +283,37 @@ impl Writer {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(io::Error::other("not written"))))
             .collect()
+    }
+
+    /// The second half of a group commit: fsyncs `dirs` (the batch's
+    /// inboxes) and every directory [`Self::write_group_unsynced`] wrote
+    /// into since the last call, in parallel (the file system merges their
+    /// journal commits). Once it returns, everything written into them is
+    /// durable and may be announced. Returns the directories whose fsync
+    /// failed, with the error.
+    pub(crate) fn sync_group(
+        &mut self,
+        dirs: BTreeMap<PathBuf, safefs::Dir>,
+    ) -> BTreeMap<PathBuf, String> {
+        let mut all = std::mem::take(&mut self.unsynced);
+        all.extend(dirs);
+        if all.is_empty() {
+            return BTreeMap::new();
+        }
+        let (paths, dirs): (Vec<PathBuf>, Vec<safefs::Dir>) = all.into_iter().unzip();
+        let threads = dirs.len().min(8);
+        paths
+            .into_iter()
+            .zip(safefs::sync_dirs(&dirs, threads))
+            .filter_map(|(path, synced)| synced.err().map(|e| (path, e.to_string())))
+            .collect()
+    }
+
+    /// Directories written into and not yet fsynced (see
+    /// [`Self::sync_group`]).
+    #[cfg(test)]
+    pub(crate) fn unsynced(&self) -> Vec<&Path> {
+        self.unsynced.keys().map(PathBuf::as_path).collect()
     }
 
     /// Delivers a message into an inbox, Maildir style (see
@@ -343,6 +386,39 @@ mod tests {
         assert!(w.is_own(&path, fingerprint(b"second")));
         assert!(!w.is_own(&path, fingerprint(b"first")));
         assert!(w.commit().is_empty());
+    }
+
+    #[test]
+    fn a_group_commit_holds_its_directories_until_synced_with_the_inboxes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in ["s1", "s2", "s1/inbox/bob/new"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let mut w = Writer::default();
+        w.add_root(&root);
+        let files = vec![
+            (root.join("s1/a.md"), b"a".to_vec()),
+            (root.join("s2/b.md"), b"b".to_vec()),
+            (root.join("gone/c.md"), b"c".to_vec()),
+        ];
+        let ok: Vec<bool> = w
+            .write_group_unsynced(&files)
+            .iter()
+            .map(Result::is_ok)
+            .collect();
+        assert_eq!(ok, [true, true, false]);
+        // Whole files in place, recognised as squadd's own; their
+        // directories wait for the batch's one fsync each.
+        assert_eq!(std::fs::read(root.join("s1/a.md")).unwrap(), b"a");
+        assert!(w.is_own(&root.join("s2/b.md"), fingerprint(b"b")));
+        assert_eq!(w.unsynced(), [root.join("s1"), root.join("s2")]);
+        let inbox = root.join("s1/inbox/bob/new");
+        let mut inboxes = BTreeMap::new();
+        inboxes.insert(inbox.clone(), safefs::Dir::open_root(&inbox).unwrap());
+        assert!(w.sync_group(inboxes).is_empty());
+        assert!(w.unsynced().is_empty(), "every directory synced once");
+        assert!(w.sync_group(BTreeMap::new()).is_empty());
     }
 
     #[test]

@@ -204,7 +204,7 @@ fn completed(root: &Root, facts: &dyn RunFacts, session_dir: &Path, rec: &RunRec
     let indexed = root
         .sessions
         .get(&rec.session)
-        .and_then(|s| s.tasks().get(&rec.task))
+        .and_then(|s| s.tasks().get(rec.task.as_str()))
         .is_some_and(|t| t.state == TaskStatus::Completed);
     indexed || facts.completed_in_file(session_dir, rec)
 }

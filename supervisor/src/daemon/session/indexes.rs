@@ -11,26 +11,26 @@ impl SessionCore {
             self.message_ids.insert((id_key(&id), file.to_string()));
         }
         if is_structural(f) {
-            self.structural.insert(file.to_string());
+            self.structural.insert(file.into());
         }
-        if let Some(key) = rule_key(f, file) {
+        if let Some((task, file)) = rule_key(f, file) {
             if f.kind == FileKind::TaskAssignment {
-                self.rule_plans.insert(key);
+                self.rule_plans.insert((task.into(), file.into()));
             } else {
-                self.task_members.insert(key);
+                self.task_members
+                    .insert((task.to_string(), file.to_string()));
             }
         }
         match &f.entry {
             Entry::Plan(p) => {
                 self.plan_files
-                    .entry(p.task_id.clone())
-                    .or_default()
+                    .entry_or_default(p.task_id.as_str(), |t| t.into())
                     .insert(file);
             }
             Entry::Progress(p) => {
+                let key = (p.task_id.as_str(), p.agent.as_str());
                 self.report_files
-                    .entry((p.task_id.clone(), p.agent.clone()))
-                    .or_default()
+                    .entry_by_or_default(|k| cmp_pair(k, key), || (key.0.into(), key.1.into()))
                     .insert(file);
             }
             _ => {}
@@ -43,30 +43,31 @@ impl SessionCore {
             self.message_ids.remove(&(id_key(&id), file.to_string()));
         }
         if is_structural(f) {
-            self.structural.remove(file);
+            self.structural.remove_by(|n| (**n).cmp(file));
         }
-        if let Some(key) = rule_key(f, file) {
+        if let Some((task, file)) = rule_key(f, file) {
             if f.kind == FileKind::TaskAssignment {
-                self.rule_plans.remove(&key);
+                self.rule_plans.remove_by(|k| cmp_pair(k, (task, file)));
             } else {
-                self.task_members.remove(&key);
+                self.task_members
+                    .remove(&(task.to_string(), file.to_string()));
             }
         }
         match &f.entry {
             Entry::Plan(p) => {
-                if let Some(s) = self.plan_files.get_mut(&p.task_id) {
+                if let Some(s) = self.plan_files.get_mut(p.task_id.as_str()) {
                     s.remove(file);
                     if s.is_empty() {
-                        self.plan_files.remove(&p.task_id);
+                        self.plan_files.remove(p.task_id.as_str());
                     }
                 }
             }
             Entry::Progress(p) => {
-                let key = (p.task_id.clone(), p.agent.clone());
-                if let Some(s) = self.report_files.get_mut(&key) {
+                let key = (p.task_id.as_str(), p.agent.as_str());
+                if let Some(s) = self.report_files.get_mut_by(|k| cmp_pair(k, key)) {
                     s.remove(file);
                     if s.is_empty() {
-                        self.report_files.remove(&key);
+                        self.report_files.remove_by(|k| cmp_pair(k, key));
                     }
                 }
             }
@@ -97,9 +98,7 @@ impl SessionCore {
 
     /// The assignee's latest progress update on a task.
     pub(super) fn report(&self, task: &str, agent: &str) -> Option<&Progress> {
-        let files = self
-            .report_files
-            .get(&(task.to_string(), agent.to_string()))?;
+        let files = self.report_files.get_by(|k| cmp_pair(k, (task, agent)))?;
         let mut best: Option<&Progress> = None;
         for name in files.iter() {
             if let Some(Entry::Progress(p)) = self.index.file(name).map(|f| &f.entry)
@@ -138,7 +137,10 @@ impl SessionCore {
         let new = contributed(self.plan(task));
         let old = self.contributed.remove(task).unwrap_or_default();
         if old == new {
-            self.contributed.insert(task.to_string(), new);
+            // A task contributing no edge (most) has no entry.
+            if !new.is_empty() {
+                self.contributed.insert(task.to_string(), new);
+            }
             return;
         }
         for (t, r) in &old {

@@ -41,9 +41,9 @@ impl SessionCore {
     pub(super) fn rule_plan(&self, task: &str) -> Option<&IndexedFile> {
         let (t, name) = self
             .rule_plans
-            .range((task.to_string(), String::new())..)
-            .next()?;
-        (t == task).then(|| self.index.file(name))?
+            .starting_at(|k| cmp_pair(k, (task, "")))
+            .first()?;
+        (&**t == task).then(|| self.index.file(name))?
     }
 
     /// Runs the per-file rules of every file naming `task` (its plans

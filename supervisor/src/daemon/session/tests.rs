@@ -650,3 +650,124 @@ fn a_name_set_is_a_sorted_set_holding_no_spare_slot() {
     names.remove("c.md");
     assert!(names.is_empty());
 }
+
+/// Bytes malloc has handed out and not taken back (glibc's `mallinfo2`).
+fn in_use() -> usize {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    unsafe { libc::mallinfo2() }.uordblks
+}
+
+/// Issue 23 item 2's measurement: what 1,000 sessions of 5 overdue tasks
+/// (a plan and an in-progress update each, plus a status file: the
+/// start-up benchmark's tree) hold in memory, the index and the session
+/// cores apart, then each part of the cores. Ignored by default: malloc's
+/// counters are the process's, so it runs alone (`cargo test -p
+/// squad-supervisor --lib memory_of_a_thousand -- --ignored --nocapture
+/// --test-threads=1`). Its budget for the cores (6,500 B a session) failed
+/// with the parallel `BTreeMap`s (9,405 B) and holds with the sorted
+/// vectors (5,808 B).
+#[test]
+#[ignore]
+fn memory_of_a_thousand_sessions_of_five_overdue_tasks() {
+    const SESSIONS: usize = 1000;
+    let now = base() + Duration::days(365);
+    let status = "session_id: s\nstatus: active\nphase: execution\nstarted_at: 2024-01-15T10:00:00Z\ntasks_total: 5\ntasks_completed: 0\nagents_active: []\n";
+    let start = in_use();
+    let mut indexes = Vec::with_capacity(SESSIONS);
+    for s in 0..SESSIONS {
+        let dir = PathBuf::from(format!("/p/.squad/sessions/20240115T100000Z-s{s:04}"));
+        let mut index = SessionIndex::new(dir.clone());
+        let mut add = |name: String, text: String| {
+            let kind = squad_protocol::FileKind::from_file_name(&name).unwrap();
+            let f = index_bytes(&dir.join(&name), kind, text.as_bytes());
+            index.insert(name, f);
+        };
+        for t in 0..5u8 {
+            add(
+                format!("role-plan-dev-task_{t}.md"),
+                plan(t, "dev", &[], &[], Some(5)),
+            );
+            add(
+                format!("role-comm-dev-task_{t}.md"),
+                progress(t, "dev", "in_progress", 5),
+            );
+        }
+        add("session-status.md".into(), status.into());
+        indexes.push(index);
+    }
+    let indexed = in_use();
+    let mut cores = Vec::with_capacity(SESSIONS);
+    for index in indexes {
+        let (core, _) = SessionCore::load(index, TaskStarts::new(), BTreeSet::new(), now);
+        cores.push(core);
+    }
+    let loaded = in_use();
+    assert!(cores.iter().all(|c| c.tasks().values().all(|t| t.overdue)));
+    let per_core = loaded.saturating_sub(indexed) / SESSIONS;
+    assert!(per_core <= 6500, "{per_core} B per session core");
+    println!(
+        "index {} B/session, core beyond its index {} B/session ({} sessions)",
+        (indexed - start) / SESSIONS,
+        loaded.saturating_sub(indexed) / SESSIONS,
+        SESSIONS
+    );
+    // What each part of the cores holds: freed one part at a time.
+    let mut before = in_use();
+    let mut part = |what: &str, cores: &mut Vec<SessionCore>, free: &dyn Fn(&mut SessionCore)| {
+        for c in cores.iter_mut() {
+            free(c);
+        }
+        let now = in_use();
+        println!(
+            "  {what}: {} B/session",
+            before.saturating_sub(now) / SESSIONS
+        );
+        before = now;
+    };
+    part("tasks", &mut cores, &|c| drop(std::mem::take(&mut c.tasks)));
+    part("plan_files", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.plan_files))
+    });
+    part("report_files", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.report_files))
+    });
+    part("edges", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.prereqs));
+        drop(std::mem::take(&mut c.dependents));
+        drop(std::mem::take(&mut c.contributed));
+    });
+    part("active", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.active))
+    });
+    part("diags", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.graph_diags));
+        drop(std::mem::take(&mut c.message_diags));
+        drop(std::mem::take(&mut c.member_diags));
+        drop(std::mem::take(&mut c.index.session_diagnostics));
+    });
+    part("message_ids", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.message_ids))
+    });
+    part("rule_plans", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.rule_plans))
+    });
+    part("task_members", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.task_members))
+    });
+    part("structural", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.structural))
+    });
+    part("dirty", &mut cores, &|c| drop(std::mem::take(&mut c.dirty)));
+    part("starts", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.starts))
+    });
+    part("overdue_reported", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.overdue_reported))
+    });
+    part("violations", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.violations))
+    });
+    part("index files", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.index.files))
+    });
+}
