@@ -51,6 +51,9 @@ pub(super) struct World {
     pub(super) written: Vec<(usize, String, String, Vec<u8>)>,
     /// Messages to the lead written so far (their ids).
     pub(super) told: u32,
+    /// Fresh deliveries of the flush under way, announced once their
+    /// inboxes are durable (at its end, as the shell's group commit).
+    pub(super) announced: Vec<Box<crate::daemon::core::deliver::Announce>>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -93,6 +96,7 @@ impl World {
             broken: BTreeSet::new(),
             written: Vec::new(),
             told: 0,
+            announced: Vec::new(),
         };
         for r in 0..ROOTS {
             let files = SESSIONS
@@ -284,14 +288,51 @@ impl World {
             Effect::SaveState(r) => {
                 self.roots[r.0 as usize].state_to_save();
             }
-            // The shell reads inbox copies on a message id clash (none is
-            // generated), then hands the file over.
+            // Handed over as the shell does; asked about inbox copies only
+            // on a message id clash, which the model never generates.
             Effect::Route {
                 root,
                 session,
                 file,
                 own,
-            } => self.step(root, Input::FileApplied { session, file, own }),
+            } => {
+                let no_copy = |_: &Path, _: &str, _: u64| false;
+                let input = Input::Route {
+                    session,
+                    file,
+                    own,
+                    copy_holds: &no_copy,
+                };
+                self.step(root, input);
+            }
+            // A delivery written into its inbox's `new/` (its mtime: now),
+            // unless it is there already.
+            Effect::WriteInbox {
+                root,
+                delivery,
+                routed_from,
+                ..
+            } => {
+                let snap = &mut self.snaps[root.0 as usize];
+                let slot = (delivery.to.clone(), delivery.name.clone());
+                let inbox = snap.inbox.entry(delivery.session.clone()).or_default();
+                let written = if inbox.contains_key(&slot) {
+                    crate::daemon::core::deliver::Written::Before
+                } else {
+                    inbox.insert(slot, Some(self.now));
+                    crate::daemon::core::deliver::Written::Fresh
+                };
+                let at = self.now;
+                let input = Input::InboxWritten {
+                    delivery,
+                    routed_from,
+                    written,
+                    at,
+                };
+                self.step(root, input);
+            }
+            Effect::Watch { .. } => {}
+            Effect::Announce(a) => self.announced.push(a),
             Effect::Touched {
                 root,
                 session,
@@ -344,10 +385,7 @@ impl World {
             // Answers to inputs the model does not step (a path handed over
             // unclassified, the shell's own outbox, the control check): the
             // model reads and delivers through its snapshot instead.
-            e @ (Effect::WriteInbox { .. }
-            | Effect::Watch { .. }
-            | Effect::Announce(_)
-            | Effect::GiveUpRoot { .. }
+            e @ (Effect::GiveUpRoot { .. }
             | Effect::ReloadConfig(_)
             | Effect::ReloadPolicy(_)
             | Effect::LookAtSessionDir { .. }
@@ -449,19 +487,31 @@ impl World {
         );
     }
 
-    /// Makes the deliveries of the outbox, critical first: each written
-    /// into its inbox's `new/` (its mtime: now) and told to the core.
+    /// Makes the deliveries of the outbox, critical first, as the shell
+    /// does: each decided by the core ([`Input::Deliver`], the bodies read
+    /// from the snapshot), written ([`Effect::WriteInbox`]), then every
+    /// fresh one announced once the batch is durable
+    /// ([`Input::DeliverySynced`]).
     pub(super) fn flush_outbox(&mut self) {
         let mut outbox = std::mem::take(&mut self.outbox);
         batch::outbox_order(&mut outbox);
         for (r, d) in outbox {
-            let snap = &mut self.snaps[r.0 as usize];
-            let slot = (d.to.clone(), d.name.clone());
-            let inbox = snap.inbox.entry(d.session.clone()).or_default();
-            // Delivered before (fresh or not): the file stays as it is.
-            inbox.entry(slot).or_insert(Some(self.now));
-            let at = self.now;
-            self.step(r, Input::Delivered { delivery: &d, at });
+            let now = self.wall();
+            let facts = SnapshotFacts(&self.snaps[r.0 as usize]);
+            let input = Input::Deliver {
+                delivery: Box::new(d),
+                facts: &facts,
+            };
+            let effects = Core::new(r, &mut self.roots[r.0 as usize]).step(input, now);
+            self.perform(effects);
+        }
+        for announce in std::mem::take(&mut self.announced) {
+            let root = announce.root;
+            let input = Input::DeliverySynced {
+                announce,
+                fsync_error: None,
+            };
+            self.step(root, input);
         }
     }
 
@@ -633,6 +683,37 @@ impl World {
             self.send_notices();
             self.flush_outbox();
             self.supervise();
+        }
+    }
+}
+
+/// What the shell reads for a delivery, from a root's snapshot: no cluster;
+/// a message file's bytes as the snapshot holds them.
+struct SnapshotFacts<'a>(&'a Snapshot);
+
+impl crate::daemon::core::deliver::DeliveryFacts for SnapshotFacts<'_> {
+    fn owner(
+        &self,
+        _session: &str,
+        _source: &str,
+        _to: &str,
+    ) -> Option<crate::cluster::replicate::Owner> {
+        None
+    }
+
+    fn body(&self, path: &Path) -> crate::daemon::core::deliver::BodyRead {
+        use crate::daemon::core::deliver::BodyRead;
+        let file = path.file_name().and_then(|n| n.to_str());
+        let session = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str());
+        let (Some(file), Some(session)) = (file, session) else {
+            return BodyRead::Gone;
+        };
+        match self.0.files.get(session).and_then(|f| f.get(file)) {
+            Some(bytes) => BodyRead::Bytes(bytes.clone()),
+            None => BodyRead::Gone,
         }
     }
 }
