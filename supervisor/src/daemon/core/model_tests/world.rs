@@ -53,7 +53,7 @@ pub(super) struct World {
     pub(super) told: u32,
     /// Fresh deliveries of the flush under way, announced once their
     /// inboxes are durable (at its end, as the shell's group commit).
-    pub(super) announced: Vec<Box<crate::daemon::core::deliver::Announce>>,
+    pub(super) announced: Vec<crate::daemon::core::deliver::Announce>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -312,27 +312,9 @@ impl World {
                 delivery,
                 routed_from,
                 ..
-            } => {
-                let snap = &mut self.snaps[root.0 as usize];
-                let slot = (delivery.to.clone(), delivery.name.clone());
-                let inbox = snap.inbox.entry(delivery.session.clone()).or_default();
-                let written = if inbox.contains_key(&slot) {
-                    crate::daemon::core::deliver::Written::Before
-                } else {
-                    inbox.insert(slot, Some(self.now));
-                    crate::daemon::core::deliver::Written::Fresh
-                };
-                let at = self.now;
-                let input = Input::InboxWritten {
-                    delivery,
-                    routed_from,
-                    written,
-                    at,
-                };
-                self.step(root, input);
-            }
+            } => self.write_inbox(root, delivery, routed_from),
             Effect::Watch { .. } => {}
-            Effect::Announce(a) => self.announced.push(a),
+            Effect::Announce(a) => self.announced.push(*a),
             Effect::Touched {
                 root,
                 session,
@@ -487,6 +469,31 @@ impl World {
         );
     }
 
+    /// [`Effect::WriteInbox`]: the delivery written into its inbox's
+    /// `new/` (its mtime: now) unless it is there already, and told.
+    fn write_inbox(&mut self, root: RootId, delivery: Box<Delivery>, routed_from: Option<String>) {
+        let snap = &mut self.snaps[root.0 as usize];
+        let slot = (delivery.to.clone(), delivery.name.clone());
+        let inbox = snap.inbox.entry(delivery.session.clone()).or_default();
+        let written = match inbox.entry(slot) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                crate::daemon::core::deliver::Written::Before
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(Some(self.now));
+                crate::daemon::core::deliver::Written::Fresh
+            }
+        };
+        let at = self.now;
+        let input = Input::InboxWritten {
+            delivery,
+            routed_from,
+            written,
+            at,
+        };
+        self.step(root, input);
+    }
+
     /// Makes the deliveries of the outbox, critical first, as the shell
     /// does: each decided by the core ([`Input::Deliver`], the bodies read
     /// from the snapshot), written ([`Effect::WriteInbox`]), then every
@@ -508,7 +515,7 @@ impl World {
         for announce in std::mem::take(&mut self.announced) {
             let root = announce.root;
             let input = Input::DeliverySynced {
-                announce,
+                announce: Box::new(announce),
                 fsync_error: None,
             };
             self.step(root, input);
