@@ -243,7 +243,7 @@ impl Supervisor {
                 self.step(root, Input::RunsLooked { retry_at }, now);
             }
             Effect::RunReply { root, reply } => self.roots.shell_mut(root).run_reply = Some(reply),
-            Effect::WriteLeadMessage { path, text, .. } => Self::write_lead_message(&path, text),
+            Effect::WriteLeadMessage { path, text, .. } => Self::write_lead_message(&path, &text),
             other => {
                 self.perform(vec![other], now);
             }
@@ -277,12 +277,9 @@ impl Supervisor {
     }
 
     /// Carries out [`Effect::WriteLeadMessage`].
-    fn write_lead_message(path: &Path, text: Result<String, String>) {
+    fn write_lead_message(path: &Path, text: &str) {
         // Never through a link planted on the way (see safefs).
-        let written = text.and_then(|text| {
-            crate::safefs::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())
-        });
-        if let Err(e) = written {
+        if let Err(e) = crate::safefs::write_atomic(path, text.as_bytes()) {
             tracing::warn!(error = %e, "cannot write the message to the lead");
         }
     }

@@ -575,14 +575,13 @@ pub(crate) enum Effect {
         text: String,
     },
     /// Write a message from squadd into a session (the normal routing
-    /// delivers it); a failure, or a text that could not be rendered, is
-    /// logged.
+    /// delivers it); a failure is logged.
     WriteLeadMessage {
         /// The root.
         root: RootId,
         /// The message file.
         path: PathBuf,
-        /// Its text, or why it could not be rendered.
-        text: Result<String, String>,
+        /// Its text.
+        text: String,
     },
 }

@@ -749,14 +749,7 @@ fn word_to_the_lead_is_a_high_priority_message_file_only_when_the_policy_names_o
     assert!(step(&mut r, due(1), now(0)).is_empty());
     r.policy.runners.lead = Some("lead".into());
     let effects = step(&mut r, due(0x1234_0001), now(0));
-    let [
-        Effect::WriteLeadMessage {
-            path,
-            text: Ok(text),
-            ..
-        },
-    ] = &effects[..]
-    else {
+    let [Effect::WriteLeadMessage { path, text, .. }] = &effects[..] else {
         panic!("{effects:?}");
     };
     assert_eq!(

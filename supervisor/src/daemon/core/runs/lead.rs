@@ -49,9 +49,22 @@ pub(crate) fn due(
         response_by: None,
         in_reply_to: None,
     });
-    vec![Effect::WriteLeadMessage {
-        root: id,
-        path: root.session_dir(session).join(doc.file_name()),
-        text: doc.to_file_text().map_err(|e| e.to_string()),
-    }]
+    let path = root.session_dir(session).join(doc.file_name());
+    match doc.to_file_text() {
+        Ok(text) => vec![Effect::WriteLeadMessage {
+            root: id,
+            path,
+            text,
+        }],
+        // A message squadd built that does not render: said, not written.
+        Err(e) => vec![Effect::Emit {
+            root: id,
+            session: Some(session.to_string()),
+            path: Some(path),
+            kind: crate::events::EventKind::OutputFailed {
+                output: "message to the lead".into(),
+                error: e.to_string(),
+            },
+        }],
+    }
 }
