@@ -139,6 +139,7 @@ impl NatsCluster {
                 start.elapsed() < Duration::from_secs(90),
                 "the NATS cluster did not become healthy"
             );
+            // Poll interval: the cluster's health, asked until a deadline.
             std::thread::sleep(Duration::from_millis(100));
         }
         Some(cluster)
@@ -442,6 +443,7 @@ fn sixty_agents_on_three_hosts_never_hold_one_path_at_once() {
                 let out = acquire(&root, i, &["--wait", "10m"]);
                 assert_eq!(code(&out), 0, "agent-{i}: {}", stderr(&out));
                 let from = Instant::now();
+                // Stays (the scenario): the lock is held a moment, so overlapping holders would show in the history.
                 std::thread::sleep(Duration::from_millis(20));
                 let to = Instant::now();
                 history.lock().unwrap().push((from, to, i));
@@ -499,6 +501,7 @@ fn a_killed_holders_lock_passes_after_its_ttl_never_before() {
     const RENEW: Duration = Duration::from_secs(1);
     let (_tmp, roots, a, _b) = two_hosts_with_a_lock(&nats, "3s");
     // Held well past its TTL while its squadd lives (renewed).
+    // Stays (the scenario): time past the TTL must pass while squadd renews.
     std::thread::sleep(TTL * 2);
     let out = acquire(&roots[1], 1, &[]);
     assert_eq!(code(&out), 1, "renewed, still held: {}", stderr(&out));
@@ -616,6 +619,7 @@ fn a_restarted_squadd_keeps_renewing_its_checkouts_locks() {
     a.kill9();
     let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
     wait_connected(&roots[0]);
+    // Stays (the scenario): time past the TTL must pass after the restart.
     std::thread::sleep(TTL + TTL / 2);
     let out = acquire(&roots[1], 1, &[]);
     assert_eq!(code(&out), 1, "adopted and renewed: {}", stderr(&out));
@@ -867,6 +871,7 @@ fn a_concurrent_write_to_one_file_keeps_both_versions_and_reports_the_conflict()
     assert_eq!(rep["conflicts_total"], 1, "{rep:#}");
     assert_eq!(replication(&roots[0])["conflicts_total"], 0);
     // Host 1's version never came back over host 0's.
+    // Stays (an absence): a replication sweep runs every 3 s; one has run by then.
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(fs::read_to_string(s0.join(file)).unwrap(), ours);
 }
@@ -1007,6 +1012,7 @@ fn seen_after(path: &Path, from: Instant) -> Duration {
             "never delivered: {}",
             path.display()
         );
+        // Poll interval: the inbox path, looked at until a deadline (the benchmark's resolution).
         std::thread::sleep(Duration::from_micros(100));
     }
 }
@@ -1060,6 +1066,7 @@ fn cross_host_delivery_benchmark() {
             cross.push(t);
             local.push(l);
         }
+        // Stays (pacing): samples one after the other, not a burst.
         std::thread::sleep(Duration::from_millis(20));
     }
     cross.sort();
@@ -1243,6 +1250,7 @@ fn the_leader_killed_9_hands_the_outputs_to_one_other_host_within_two_leases() {
     eventually("the new leader writes session-status.md", || {
         wrote_status(&roots[second]).then_some(())
     });
+    // Stays (the scenario): one more lease for a second writer to show, if there were one.
     std::thread::sleep(LEASE);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     writer.join().unwrap();
@@ -1293,6 +1301,7 @@ fn keep_planning(
                 write_plan(&s, &format!("task_p{n}"), "agent-0", "");
             }
             n += 1;
+            // Stays (pacing): a planner writing steadily while the leader changes.
             std::thread::sleep(Duration::from_millis(100));
         }
     });
@@ -1331,6 +1340,7 @@ fn a_frozen_leader_is_deposed_and_writes_nothing_when_it_wakes() {
             .any(|e| e["kind"] == "leader-lost")
             .then_some(())
     });
+    // Stays (the scenario): the planner keeps writing a moment after the lead changed hands.
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     planner.join().unwrap();
@@ -1394,10 +1404,12 @@ fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas(
                     );
                     let out = acquire(&root, i, &["--wait", "30s"]);
                     if code(&out) != 0 {
+                        // Poll interval: a refused acquire is tried again, until the deadline above.
                         std::thread::sleep(Duration::from_millis(100));
                         continue;
                     }
                     let from = Instant::now();
+                    // Stays (the scenario): the lock is held a moment, so overlapping holders would show in the history.
                     std::thread::sleep(Duration::from_millis(20));
                     let to = Instant::now();
                     history.lock().unwrap().push((from, to, i));
@@ -1412,8 +1424,10 @@ fn a_frozen_nats_node_leaves_one_lock_holder_one_writer_and_converging_replicas(
             })
         })
         .collect();
+    // Stays (the scenario): contention runs before the node freezes, and while it is frozen.
     std::thread::sleep(Duration::from_secs(2));
     nats.freeze_node(0);
+    // Stays (the scenario): the node stays frozen past the locks' TTL.
     std::thread::sleep(Duration::from_secs(8));
     nats.thaw_node(0);
     for t in threads {

@@ -505,11 +505,6 @@ fn words_splits_at_spaces_and_keeps_quoted_arguments_whole() {
     assert_eq!(words("a 'b c'"), ["a", "b c"]);
 }
 
-/// The e2e files whose fixed sleeps are not checked yet by
-/// [`every_fixed_sleep_says_why_it_stays`] (cluster.rs: being reworked on
-/// another branch; take it off this list once its sleeps say why).
-const SLEEPS_NOT_CHECKED_YET: &[&str] = &["cluster.rs"];
-
 /// The rule of CONTRIBUTING.md ("Waiting in e2e tests"): a test waits for
 /// what happened through the event that says so; a fixed sleep stays only
 /// when time is the scenario, and the comment just above it says so,
@@ -529,9 +524,6 @@ fn every_fixed_sleep_says_why_it_stays() {
     assert!(files.len() > 20, "the e2e files under {}", dir.display());
     for file in files {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        if SLEEPS_NOT_CHECKED_YET.contains(&name.as_str()) {
-            continue;
-        }
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
