@@ -67,18 +67,12 @@ impl Supervisor {
     }
 
     /// Re-reads root `i`'s `.squad/policies.yaml`
-    /// ([`core::Effect::ReloadPolicy`]); a policy replaced is
-    /// [`core::Input::PolicyChanged`].
+    /// ([`core::Effect::ReloadPolicy`]) for the core to decide
+    /// ([`core::Input::PolicyRead`]).
     pub(super) fn reload_policy(&mut self, i: RootId) {
-        if let Some(caused) = upkeep::reload_policy(self.roots.core_mut(i)) {
-            let replaced = matches!(caused.2, EventKind::PolicyReloaded);
-            self.record(i, vec![caused]);
-            self.schedule_retention(i, Utc::now());
-            if replaced {
-                let now = Now { wall: Utc::now() };
-                self.step(i, self::core::Input::PolicyChanged, now);
-            }
-        }
+        let read = crate::locks::load_policy(&self.roots.core(i).root).map(Box::new);
+        let now = Now { wall: Utc::now() };
+        self.step(i, self::core::Input::PolicyRead(read), now);
     }
 
     /// An entry of an unread inbox appeared or went (acknowledged)

@@ -4,17 +4,12 @@
 //! returns what it found or caused; the wiring hands it to the core or
 //! records it.
 
+use super::core::Root;
 use super::core::outputs::{LockTable, RetentionRun};
-use super::core::{Root, next_run};
 use crate::events::EventKind;
 use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
-use squad_protocol::tree::SQUAD_DIR;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-
-/// An event caused by upkeep: (session, path, kind).
-pub(crate) type Caused = (Option<String>, Option<PathBuf>, EventKind);
 
 /// Locks the lock table without waiting and reads it: the guard (held
 /// while the core's answer is carried out) and the table for the core
@@ -186,22 +181,4 @@ fn run_memory(r: &Root, wall: DateTime<Utc>) {
             Err(e) => tracing::warn!(error = %e, "cannot archive team memory"),
         }
     }
-}
-
-/// Re-reads `.squad/policies.yaml`; an invalid edit keeps the previous
-/// policy and says so. `None` when nothing changed.
-pub(crate) fn reload_policy(r: &mut Root) -> Option<Caused> {
-    let kind = match crate::locks::load_policy(&r.root) {
-        Ok(p) if p == r.policy => return None,
-        Ok(p) => {
-            r.next_gc = next_run(&p, Utc::now());
-            r.policy = p;
-            EventKind::PolicyReloaded
-        }
-        Err(e) => EventKind::PolicyRefused {
-            error: format!("{e}; the previous policy stays in force"),
-        },
-    };
-    let path = r.root.join(SQUAD_DIR).join("policies.yaml");
-    Some((None, Some(path), kind))
 }

@@ -206,19 +206,6 @@ impl Supervisor {
         self.step(tag.root, input, Now { wall: Utc::now() });
     }
 
-    /// Records the events upkeep caused.
-    pub(super) fn record(&mut self, i: RootId, caused: Vec<upkeep::Caused>) {
-        for (session, path, kind) in caused {
-            self.log.emit(i, session.as_deref(), path.as_deref(), kind);
-        }
-    }
-
-    /// Sets the retention timer from the core's next scheduled run.
-    pub(super) fn schedule_retention(&mut self, i: RootId, wall: DateTime<Utc>) {
-        let effect = self::core::outputs::retention_timer(self.roots.core(i), i);
-        self.perform(vec![effect], Now { wall });
-    }
-
     /// Carries out [`core::Effect::RunRetention`]: the same plan and
     /// execution as `squadctl gc`, leaving alone the sessions squadd is
     /// still busy with; the outcome handed back.

@@ -349,7 +349,7 @@ pub(crate) enum Effect {
     /// Re-read the root's config.json (`Input::ConfigRead`).
     ReloadConfig(RootId),
     /// Re-read the root's `.squad/policies.yaml`; a policy replaced is
-    /// [`super::Input::PolicyChanged`].
+    /// [`super::Input::PolicyRead`].
     ReloadPolicy(RootId),
     /// Look whether a session directory is one now and answer with
     /// [`super::Input::SessionDir`] (the session it touched, for the batch).

@@ -309,9 +309,11 @@ pub(crate) enum Input<'a> {
         /// The tasks whose deadline passed.
         tasks: Vec<String>,
     },
-    /// The policy in force was replaced (`.squad/policies.yaml` re-read):
-    /// escalation times and delivery waits follow the new one.
-    PolicyChanged,
+    /// `.squad/policies.yaml` was read again ([`Effect::ReloadPolicy`]):
+    /// the same policy changes nothing; another one replaces it (said,
+    /// retention rescheduled, escalation times and delivery waits follow
+    /// it); one refused is said and the previous one stays in force.
+    PolicyRead(Result<Box<squad_policies::Policy>, crate::locks::PolicyLoadError>),
     // ---- Agent runs (core/runs.rs) ----
     /// config.json was read again (`config`: `None` when invalid, the
     /// previous one stays; `error`: the first error).
@@ -631,7 +633,7 @@ impl<'a> Core<'a> {
                 scan::inboxes_listed(root, id, &session, entries)
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
-            Input::PolicyChanged => mail::policy_changed(root, id, now),
+            Input::PolicyRead(read) => outputs::policy_read(root, id, read, now),
             Input::ConfigRead { config, error } => {
                 runs::config_read(root, id, config.map(|c| *c), error)
             }

@@ -282,6 +282,48 @@ pub(crate) fn save_state_due(root: &mut Root, id: RootId, present: bool) -> Vec<
 }
 
 /// The retention timer of the root, from its next scheduled run.
+/// The project policy as read again ([`super::Input::PolicyRead`]): the
+/// same policy changes nothing; another replaces the one in force (said,
+/// retention rescheduled by it, then the mail area's delays follow it); a
+/// refused one is said and the previous one stays in force.
+pub(crate) fn policy_read(
+    root: &mut Root,
+    id: RootId,
+    read: Result<Box<squad_policies::Policy>, crate::locks::PolicyLoadError>,
+    now: Now,
+) -> Vec<Effect> {
+    let kind = match read {
+        Ok(p) if *p == root.policy => return Vec::new(),
+        Ok(p) => {
+            root.next_gc = next_run(&p, now.wall);
+            root.policy = *p;
+            EventKind::PolicyReloaded
+        }
+        Err(e) => EventKind::PolicyRefused {
+            error: format!("{e}; the previous policy stays in force"),
+        },
+    };
+    let replaced = matches!(kind, EventKind::PolicyReloaded);
+    let mut effects = vec![
+        Effect::Emit {
+            root: id,
+            session: None,
+            path: Some(
+                root.root
+                    .join(squad_protocol::tree::SQUAD_DIR)
+                    .join("policies.yaml"),
+            ),
+            kind,
+        },
+        retention_timer(root, id),
+    ];
+    if replaced {
+        effects.extend(super::mail::policy_changed(root, id, now));
+    }
+    effects
+}
+
+/// The retention timer as the root's schedule says (`next_gc`).
 pub(crate) fn retention_timer(root: &Root, id: RootId) -> Effect {
     match root.next_gc {
         Some(at) => Effect::SetTimerAt {

@@ -769,3 +769,66 @@ fn word_to_the_lead_is_a_high_priority_message_file_only_when_the_policy_names_o
     let again = step(&mut r, due(0x1234_0002), now(0));
     assert!(matches!(&again[..], [Effect::WriteLeadMessage { path: p, .. }] if p != path));
 }
+
+/// Regression (issue 22): the policy's reload was decided in the shell
+/// (`upkeep::reload_policy`, with the clock read there).
+#[test]
+fn a_policy_read_again_changes_nothing_replaces_or_is_refused_in_that_order() {
+    let mut r = root();
+    let same = Box::new(r.policy.clone());
+    assert!(step(&mut r, Input::PolicyRead(Ok(same)), now(0)).is_empty());
+
+    let mut other = r.policy.clone();
+    other.messages.low_max_wait = Duration::from_secs(7);
+    let effects = step(
+        &mut r,
+        Input::PolicyRead(Ok(Box::new(other.clone()))),
+        now(1),
+    );
+    assert_eq!(r.policy, other, "replaced");
+    let [
+        Effect::Emit {
+            kind: EventKind::PolicyReloaded,
+            path: Some(path),
+            ..
+        },
+        Effect::SetTimerAt {
+            timer: Timer::Retention(_),
+            at,
+        },
+        rest @ ..,
+    ] = &effects[..]
+    else {
+        panic!("said, then retention rescheduled: {effects:?}");
+    };
+    assert!(path.ends_with(".squad/policies.yaml"));
+    assert_eq!(Some(*at), r.next_gc, "scheduled from the step's now");
+    assert_eq!(
+        rest.last(),
+        Some(&Effect::FlushOutbox),
+        "the mail area follows"
+    );
+
+    let refused = crate::locks::PolicyLoadError::Invalid {
+        path: PathBuf::from(".squad/policies.yaml"),
+        source: squad_policies::policy::PolicyError {
+            field: "messages.low_max_wait".into(),
+            message: "not a duration".into(),
+        },
+    };
+    let effects = step(&mut r, Input::PolicyRead(Err(refused)), now(2));
+    assert_eq!(r.policy, other, "the previous policy stays in force");
+    assert!(
+        matches!(
+            &effects[..],
+            [
+                Effect::Emit {
+                    kind: EventKind::PolicyRefused { .. },
+                    ..
+                },
+                Effect::SetTimerAt { .. },
+            ]
+        ),
+        "{effects:?}"
+    );
+}

@@ -190,13 +190,10 @@ impl World {
                 self.step(id(root), Input::RescanDue { present: true });
             }
             Op::Policy { root, n } => {
-                // As `upkeep::reload_policy` does: the policy replaced,
-                // then told to the core.
+                // policies.yaml rewritten, then read again by the shell.
                 let p = policy(n);
-                self.roots[root].next_gc = crate::daemon::core::next_run(&p, self.now);
-                self.roots[root].policy = p.clone();
-                self.snaps[root].policy = p;
-                self.step(id(root), Input::PolicyChanged);
+                self.snaps[root].policy = p.clone();
+                self.step(id(root), Input::PolicyRead(Ok(Box::new(p))));
             }
         }
         self.end_batch();

@@ -410,7 +410,7 @@ fn replay(ops: Vec<Op>) {
 /// Found by the model test: a policy that escalates sooner left the
 /// escalation timer where the old policy had put it (a medium message
 /// escalated 25 minutes late), and a priority that did not escalate
-/// before was never queued. `Input::PolicyChanged` re-queues and re-arms.
+/// before was never queued. `Input::PolicyRead` of a new policy re-queues and re-arms.
 #[test]
 fn a_policy_change_moves_the_escalation_timer() {
     replay(vec![
