@@ -441,7 +441,15 @@ pub(crate) fn locks_reclaimed(
 ) -> Vec<Effect> {
     root.locks
         .retain(|e| !events.iter().any(|(_, p, _)| p == e.path()));
-    let mut effects: Vec<Effect> = events
+    let mut effects = lock_events(id, events);
+    effects.push(locks_timer(root, id));
+    effects
+}
+
+/// The events of locks reclaimed or released, (session, path, kind) each,
+/// as the effects that record them.
+pub(crate) fn lock_events(id: RootId, events: Vec<(String, PathBuf, EventKind)>) -> Vec<Effect> {
+    events
         .into_iter()
         .map(|(session, path, kind)| Effect::Emit {
             root: id,
@@ -449,9 +457,7 @@ pub(crate) fn locks_reclaimed(
             path: Some(path),
             kind,
         })
-        .collect();
-    effects.push(locks_timer(root, id));
-    effects
+        .collect()
 }
 
 /// The lock timer: when the next lock of the table expires.

@@ -88,15 +88,7 @@ pub(crate) fn due(
 /// A session's locks were released (`events`: (session, path, kind) of
 /// each): recorded, and the lock table looked at again at once.
 pub(crate) fn locks_released(id: RootId, events: Vec<(String, PathBuf, EventKind)>) -> Vec<Effect> {
-    let mut effects: Vec<Effect> = events
-        .into_iter()
-        .map(|(session, path, kind)| Effect::Emit {
-            root: id,
-            session: Some(session),
-            path: Some(path),
-            kind,
-        })
-        .collect();
+    let mut effects = super::outputs::lock_events(id, events);
     effects.push(Effect::SetTimer {
         timer: Timer::Locks(id),
         after: Duration::ZERO,
