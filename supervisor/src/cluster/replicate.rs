@@ -279,6 +279,8 @@ struct View {
     present_here: BTreeSet<String>,
     last_revision: u64,
     published: u64,
+    /// Of `published`, the leader's outputs (status, notices).
+    published_outputs: u64,
     applied: u64,
     dropped: u64,
     pending: usize,
@@ -391,6 +393,7 @@ impl Handle {
         serde_json::json!({
             "last_revision": v.last_revision,
             "published": v.published,
+            "published_outputs": v.published_outputs,
             "applied": v.applied,
             "dropped": v.dropped,
             "pending": v.pending,
@@ -476,6 +479,7 @@ pub(crate) fn start(
         present_here: saved.present_here.clone(),
         last_revision: saved.last_revision,
         published: 0,
+        published_outputs: 0,
         applied: 0,
         dropped: 0,
         pending: 0,
@@ -819,7 +823,9 @@ impl Task {
         match publish_cas(&js, &self.bucket, &key, expected, None, value).await? {
             Some(revision) => {
                 self.note_synced(&key, &meta, revision, hash);
-                lock(&self.view).published += 1;
+                let mut v = lock(&self.view);
+                v.published += 1;
+                v.published_outputs += u64::from(epoch.is_some());
                 Ok(())
             }
             None => self.lost_race(&key, &meta, bytes, hash).await,
