@@ -472,6 +472,39 @@ fn a_reply_withdrawn_after_the_deadline_makes_the_question_overdue() {
     ]);
 }
 
+/// Found by the model test (CI, 3ee6794): a pool made smaller while two
+/// runs ran held more runs than its new size; that is the rule (a smaller
+/// pool stops no run), the oracle's check was wrong. What must hold: no
+/// run starts until the pool has room again.
+#[test]
+fn a_pool_made_smaller_stops_no_run_and_starts_none_until_it_has_room() {
+    replay(vec![
+        Op::Config { root: 0, max: 2 },
+        Op::Start {
+            root: 0,
+            session: 0,
+            agent: 2,
+            task: 0,
+            timeout: 1,
+        },
+        Op::Start {
+            root: 0,
+            session: 0,
+            agent: 0,
+            task: 1,
+            timeout: 1,
+        },
+        Op::Config { root: 0, max: 1 },
+        Op::Start {
+            root: 0,
+            session: 1,
+            agent: 1,
+            task: 2,
+            timeout: 1,
+        },
+    ]);
+}
+
 /// A run stopped at its time limit is retried after the backoff, and
 /// held once its retries are used up, the lead told each time; a run that
 /// ignores SIGTERM is killed a grace later. Checked against the oracle
