@@ -58,7 +58,6 @@ pub(crate) mod upkeep;
 pub(crate) mod writer;
 mod writes;
 
-use self::core::scan::TRIM_DELAY;
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
 use crate::control::socket_path;
@@ -81,16 +80,6 @@ use std::time::{Duration, Instant};
 use timers::{Timer, Timers};
 use tokio::sync::mpsc;
 use writer::{Tag, Writer};
-
-/// How long the STATUS= summary may lag the changes it counts.
-const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
-/// How soon squadd tries an inbox merge again while a `squadctl memory`
-/// command holds the team's memory lock.
-const MEMORY_LOCK_RETRY: Duration = Duration::from_millis(500);
-
-/// A batch of at least this many paths is a burst, after which freed
-/// memory is returned to the OS ([`TRIM_DELAY`] after the last such batch).
-const TRIM_AFTER_PATHS: usize = 64;
 
 /// The pause between two batches of notices of a backlog (see
 /// [`Supervisor::next_wake`]).
@@ -292,31 +281,20 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         sup.written_behind(done);
     }
     for i in sup.roots.ids() {
-        if sup.timers.contains(&Timer::Context(i)) {
-            sup.write_shared_context(i, true);
-        }
-        if sup.timers.contains(&Timer::SaveState(i)) {
-            sup.save_state(i);
-        }
-        sup.log.emit(
-            i,
-            None,
-            None,
-            EventKind::Stopping {
-                reason: reason.to_string(),
-            },
-        );
-        // Only our own socket: a squadd that took the root over keeps its.
+        // What is owed is the core's (core/upkeep.rs::shutdown).
         let path = socket_path(&sup.roots.core(i).root);
-        if sup
+        let socket_ours = sup
             .roots
             .shell(i)
             .socket
             .as_ref()
-            .is_some_and(|b| b.is_at(&path))
-        {
-            let _ = std::fs::remove_file(path);
-        }
+            .is_some_and(|b| b.is_at(&path));
+        let input = self::core::Input::Shutdown {
+            reason: reason.to_string(),
+            armed: sup.timers.of_root(i),
+            socket_ours,
+        };
+        sup.step(i, input, Now { wall: Utc::now() });
     }
     Ok(())
 }
@@ -468,30 +446,20 @@ impl Supervisor {
         // The lease as it is now: a leader frozen past its lease and woken
         // writes nothing of this batch.
         self.sync_leadership(wall);
-        let due = self.timers.pop_due(now);
+        // The order the due timers are taken in is the core's.
+        let due = self::core::upkeep::due_timers(self.timers.pop_due(now));
         let mut touched: BTreeMap<RootId, BTreeSet<String>> = BTreeMap::new();
         // Sessions that saw something other than a removal in this batch.
         let mut changed: BTreeSet<(RootId, String)> = BTreeSet::new();
-        for t in &due {
-            if let Timer::Rescan(i) = t {
-                let names = self.rescan(*i);
-                changed.extend(names.iter().map(|n| (*i, n.clone())));
-                touched.entry(*i).or_default().extend(names);
-            }
+        for &i in &due.rescans {
+            let names = self.rescan(i);
+            changed.extend(names.iter().map(|n| (i, n.clone())));
+            touched.entry(i).or_default().extend(names);
         }
         let paths = self.intake.take_due(now);
-        if paths.len() >= TRIM_AFTER_PATHS {
-            // A burst: once it is over, the memory its events and reads
-            // used goes back to the OS (moved on while the burst lasts).
-            self.timers.set(Timer::Trim, now + TRIM_DELAY);
-        }
-        let worked = !paths.is_empty()
-            || due.iter().any(|t| {
-                !matches!(
-                    t,
-                    Timer::StatusLine | Timer::Watchdog | Timer::Trim | Timer::Runs
-                )
-            });
+        // The trim after a burst, the STATUS= line after work.
+        let timers = self::core::upkeep::batch_timers(paths.len(), due.worked, self.notify_socket);
+        self.perform(timers, Now { wall });
         for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
@@ -504,21 +472,7 @@ impl Supervisor {
             }
         }
         // Tasks whose deadline passed re-derive without a file change.
-        let mut passed: BTreeMap<(RootId, String), Vec<String>> = BTreeMap::new();
-        for t in &due {
-            if let Timer::TaskDue {
-                root,
-                session,
-                task,
-            } = t
-            {
-                passed
-                    .entry((*root, session.clone()))
-                    .or_default()
-                    .push(task.clone());
-            }
-        }
-        for ((i, session), tasks) in passed {
+        for (i, session, tasks) in due.tasks {
             let input = self::core::Input::TasksDue { session, tasks };
             for (name, _) in self.step(i, input, Now { wall }) {
                 changed.insert((i, name.clone()));
@@ -532,7 +486,7 @@ impl Supervisor {
             roots.core(id).sessions.contains_key(name)
         });
         self.perform(effects, now);
-        for t in due {
+        for t in due.fire {
             let root = t.root();
             let effects =
                 self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
@@ -543,11 +497,5 @@ impl Supervisor {
         self.send_notices(wall);
         self.flush_outbox(wall);
         self.supervise_runs(wall);
-        // The STATUS= line walks every session: only worth it when a service
-        // manager listens, and at most once a second after changes.
-        if self.notify_socket && worked {
-            self.timers
-                .set_earlier(Timer::StatusLine, Instant::now() + STATUS_LINE_DELAY);
-        }
     }
 }
