@@ -14,7 +14,8 @@
 //!   the next wake-up;
 //! - [`writer`]: every file squadd writes (atomic, coalesced per path);
 //! - [`answers`]: control-socket answers (transport in [`server`]);
-//! - [`upkeep`]: lock expiry, retention, policy reloads, session wrap-up;
+//! - [`upkeep`]: upkeep's I/O (the lock table, retention, team memory;
+//!   when and what is [`core::upkeep`]'s and [`core::outputs`]'s);
 //! - [`hooks`]: notification commands, on their own tasks;
 //! - [`apply`], [`scan`]: reading paths, sessions and roots, each read
 //!   handed to the core as an input ([`core::files`], [`core::scan`]);
@@ -24,6 +25,8 @@
 //!   (issue 22 moves it into the core);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
+//!   A root opened, a hook's outcome, a batch's due timers and shutdown are
+//!   handed to the core ([`core::upkeep`]), which decides what follows.
 //!   Nothing polls: the task sleeps until a file event, a request or the head
 //!   of the timer queue.
 
@@ -61,7 +64,6 @@ mod writes;
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
 use crate::control::socket_path;
-use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
 use crate::state::State;
@@ -247,19 +249,14 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                     sup.note(res);
                 }
             }
-            Some(outcome) = hook_rx.recv() => {
-                if let Some(error) = outcome.error {
-                    sup.log.emit(
-                        outcome.root,
-                        Some(&outcome.session),
-                        None,
-                        EventKind::NotifyFailed {
-                            to: outcome.to,
-                            message_id: outcome.message_id,
-                            error,
-                        },
-                    );
-                }
+            Some(o) = hook_rx.recv() => {
+                let input = self::core::Input::HookDone {
+                    session: o.session,
+                    to: o.to,
+                    message_id: o.message_id,
+                    error: o.error,
+                };
+                sup.step(o.root, input, Now { wall: Utc::now() });
             }
             Some(done) = behind_rx.recv() => sup.written_behind(done),
             Some(r) = replica_rx.recv() => sup.replica_report(r),
@@ -343,22 +340,18 @@ impl Supervisor {
         let policy = crate::locks::load_policy(&root);
         self.writer.add_root(&root);
         let config = runs::initial_config(&root);
-        // An invalid policy never stops squadd (under systemd that is a
-        // restart loop): it runs on the defaults and names the field. The
-        // defaults' retention could delete what the refused policy kept, so
-        // retention waits for a valid policy.
-        let refused = policy.as_ref().err().cloned();
-        let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
-        let state = State::load(&root);
-        let policy_cluster = policy.cluster.clone();
-        let root_path = root.clone();
-        let mut r = Root::new(root, state, policy, Utc::now());
-        // With `cluster:`, nothing supervisor-owned is written before the
-        // lease is this host's (core/outputs.rs).
-        r.leads = policy_cluster.is_none();
-        if refused.is_some() {
-            r.next_gc = None;
+        if let Err(error) = &policy {
+            tracing::error!(root = %root.display(), %error, "policy refused; running on the defaults");
         }
+        let state = State::load(&root);
+        // A refused policy runs on the defaults, which have no `cluster:`.
+        let policy_cluster = policy.as_ref().ok().and_then(|p| p.cluster.clone());
+        let root_path = root.clone();
+        // What the policy as read means (in force, or refused: the
+        // defaults, said, retention held; the leader gate) is the core's,
+        // stepped below (core/upkeep.rs::opened).
+        let defaults = squad_policies::Policy::defaults();
+        let mut r = Root::new(root, state, defaults, Utc::now());
         r.runs.config = config;
         let shell = Shell {
             pid_lock: Some(lock),
@@ -390,27 +383,9 @@ impl Supervisor {
             self.roots.shell_mut(i).cluster =
                 Some(crate::cluster::daemon::start(&root_path, c, news, applied));
         }
-        let r = self.roots.core(i);
-        self.log.add_root(i, &r.root);
-        if let Some(error) = refused {
-            tracing::error!(root = %r.root.display(), %error, "policy refused; running on the defaults");
-            let path = r.root.join(SQUAD_DIR).join("policies.yaml");
-            self.log.emit(
-                i,
-                None,
-                Some(&path),
-                EventKind::PolicyRefused {
-                    error: format!(
-                        "{error}; running on the default policy, retention held until the policy is valid"
-                    ),
-                },
-            );
-        }
-        if let Some(at) = self.roots.core(i).next_gc {
-            self.timers
-                .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
-        }
-        self.timers.set(Timer::Locks(i), Instant::now());
+        self.log.add_root(i, &self.roots.core(i).root);
+        let input = self::core::Input::RootOpened(policy.map(Box::new));
+        self.step(i, input, Now { wall: Utc::now() });
         Ok(())
     }
 

@@ -534,6 +534,20 @@ pub(crate) enum Input<'a> {
         /// (one that took the root over keeps its own).
         socket_ours: bool,
     },
+    /// A root was opened at start-up (its pid lock held, its state read):
+    /// the project policy as read, or why it is refused.
+    RootOpened(Result<Box<squad_policies::Policy>, crate::locks::PolicyLoadError>),
+    /// A notify command finished (after its retries), or failed.
+    HookDone {
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// Why it failed, if it did.
+        error: Option<String>,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -727,13 +741,12 @@ impl<'a> Core<'a> {
                 text,
                 salt,
             } => runs::lead::due(root, id, &session, &task, &text, salt, now),
-            Input::StatusLocksTaken { sessions } => super::upkeep::status_locks_taken(id, sessions),
-            Input::MemoryInboxMerged(merged) => super::upkeep::memory_inbox_merged(id, merged),
-            Input::Shutdown {
-                reason,
-                armed,
-                socket_ours,
-            } => super::upkeep::shutdown(id, reason, &armed, socket_ours),
+            // The last decisions out of the shell (issue 22).
+            input @ (Input::StatusLocksTaken { .. }
+            | Input::MemoryInboxMerged(_)
+            | Input::Shutdown { .. }
+            | Input::RootOpened(_)
+            | Input::HookDone { .. }) => super::upkeep::step(root, id, input, now),
         }
     }
 }

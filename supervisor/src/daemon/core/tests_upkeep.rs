@@ -303,3 +303,107 @@ fn a_policy_read_again_changes_nothing_replaces_or_is_refused_in_that_order() {
         "{effects:?}"
     );
 }
+
+/// Regression (issue 22): `mod.rs::open_root` decided what a refused
+/// policy means (the defaults, said, retention held) and armed the timers.
+#[test]
+fn a_root_opened_runs_on_its_policy_or_on_the_defaults_with_retention_held_when_refused() {
+    let mut r = root();
+    let mut valid = squad_policies::Policy::defaults();
+    valid.messages.low_max_wait = Duration::from_secs(7);
+    let effects = step(
+        &mut r,
+        Input::RootOpened(Ok(Box::new(valid.clone()))),
+        now(0),
+    );
+    assert_eq!(r.policy, valid);
+    assert!(r.leads, "no `cluster:`: this host writes");
+    let next = super::next_run(&valid, now(0).wall);
+    assert!(next.is_some() && r.next_gc == next);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::SetTimerAt {
+                timer: Timer::Retention(id(0)),
+                at: next.unwrap(),
+            },
+            Effect::SetTimer {
+                timer: Timer::Locks(id(0)),
+                after: Duration::ZERO,
+            },
+        ]
+    );
+
+    // With `cluster:`, nothing is written before the lease is this host's.
+    let mut clustered = valid.clone();
+    clustered.cluster = Some(squad_policies::cluster::ClusterPolicy {
+        nats: vec!["nats://127.0.0.1:4222".into()],
+        project: "p".into(),
+        credentials: None,
+        lock_ttl: Duration::from_secs(30),
+        replicas: 1,
+        lease_ttl: Duration::from_secs(10),
+    });
+    let mut c = root();
+    step(&mut c, Input::RootOpened(Ok(Box::new(clustered))), now(0));
+    assert!(!c.leads, "a cluster member leads only once elected");
+
+    let mut r = root();
+    r.policy = valid;
+    let refused = crate::locks::PolicyLoadError::Invalid {
+        path: PathBuf::from(".squad/policies.yaml"),
+        source: squad_policies::policy::PolicyError {
+            field: "messages.low_max_wait".into(),
+            message: "not a duration".into(),
+        },
+    };
+    let effects = step(&mut r, Input::RootOpened(Err(refused)), now(0));
+    assert_eq!(r.policy, squad_policies::Policy::defaults());
+    assert_eq!(r.next_gc, None, "retention held");
+    let [
+        Effect::Emit {
+            kind: EventKind::PolicyRefused { error },
+            path: Some(path),
+            ..
+        },
+        Effect::SetTimer {
+            timer: Timer::Locks(_),
+            ..
+        },
+    ] = &effects[..]
+    else {
+        panic!("said, no retention timer, the locks looked at: {effects:?}");
+    };
+    assert!(path.ends_with(".squad/policies.yaml"));
+    assert!(
+        error.contains("messages.low_max_wait") && error.contains("retention held"),
+        "{error}"
+    );
+}
+
+/// Regression (issue 22): `mod.rs`'s event loop decided which hook
+/// outcomes are said.
+#[test]
+fn a_notify_command_that_failed_is_said_and_one_that_ran_is_not() {
+    let mut r = root();
+    let done = |error: Option<&str>| Input::HookDone {
+        session: "s".into(),
+        to: "bob".into(),
+        message_id: "m1".into(),
+        error: error.map(str::to_string),
+    };
+    assert!(step(&mut r, done(None), now(0)).is_empty());
+    assert_eq!(
+        step(&mut r, done(Some("exit 1")), now(0)),
+        vec![Effect::Emit {
+            root: id(0),
+            session: Some("s".into()),
+            path: None,
+            kind: EventKind::NotifyFailed {
+                to: "bob".into(),
+                message_id: "m1".into(),
+                error: "exit 1".into(),
+            },
+        }]
+    );
+}

@@ -7,13 +7,36 @@
 
 use super::outputs::StatusLock;
 use super::timer::Timer;
-use super::{Effect, Root, RootId};
+use super::{Effect, Input, Now, Root, RootId, next_run};
 use crate::events::EventKind;
 use std::time::Duration;
 
 /// How soon squadd tries an inbox merge again while a `squadctl memory`
 /// command holds the team's memory lock (squadd never waits on it).
 pub(crate) const MEMORY_LOCK_RETRY: Duration = Duration::from_millis(500);
+
+/// One step of the inputs decided here (the rest are
+/// [`super::Core::step`]'s own arms).
+pub(crate) fn step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> Vec<Effect> {
+    match input {
+        Input::StatusLocksTaken { sessions } => status_locks_taken(id, sessions),
+        Input::MemoryInboxMerged(merged) => memory_inbox_merged(id, merged),
+        Input::Shutdown {
+            reason,
+            armed,
+            socket_ours,
+        } => shutdown(id, reason, &armed, socket_ours),
+        Input::RootOpened(read) => opened(root, id, read, now),
+        Input::HookDone {
+            session,
+            to,
+            message_id,
+            error,
+        } => hook_done(id, session, to, message_id, error),
+        // Decided in `Core::step` itself.
+        _ => Vec::new(),
+    }
+}
 
 /// What taking one session's lock for a status write gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,4 +207,80 @@ pub(crate) fn batch_timers(paths: usize, worked: bool, status_listened: bool) ->
         });
     }
     effects
+}
+
+/// A root was opened at start-up with its policy as read: a valid one is
+/// in force; a refused one never stops squadd (under systemd that is a
+/// restart loop): it runs on the defaults, says so naming the field, and
+/// holds retention, since the defaults' could delete what the refused
+/// policy kept. With `cluster:`, nothing supervisor-owned is written
+/// before the lease is this host's ([`super::outputs::leadership`]). The
+/// lock table is looked at at once.
+pub(crate) fn opened(
+    root: &mut Root,
+    id: RootId,
+    read: Result<Box<squad_policies::Policy>, crate::locks::PolicyLoadError>,
+    now: Now,
+) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    match read {
+        Ok(policy) => {
+            root.policy = *policy;
+            root.next_gc = next_run(&root.policy, now.wall);
+        }
+        Err(error) => {
+            root.policy = squad_policies::Policy::defaults();
+            root.next_gc = None;
+            effects.push(Effect::Emit {
+                root: id,
+                session: None,
+                path: Some(
+                    root.root
+                        .join(squad_protocol::tree::SQUAD_DIR)
+                        .join("policies.yaml"),
+                ),
+                kind: EventKind::PolicyRefused {
+                    error: format!(
+                        "{error}; running on the default policy, retention held until the policy is valid"
+                    ),
+                },
+            });
+        }
+    }
+    root.leads = root.policy.cluster.is_none();
+    if let Some(at) = root.next_gc {
+        effects.push(Effect::SetTimerAt {
+            timer: Timer::Retention(id),
+            at,
+        });
+    }
+    effects.push(Effect::SetTimer {
+        timer: Timer::Locks(id),
+        after: Duration::ZERO,
+    });
+    effects
+}
+
+/// A notify command finished: a failure (after its retries) is said; a
+/// success says nothing (the hook journal has it).
+pub(crate) fn hook_done(
+    id: RootId,
+    session: String,
+    to: String,
+    message_id: String,
+    error: Option<String>,
+) -> Vec<Effect> {
+    error
+        .map(|error| Effect::Emit {
+            root: id,
+            session: Some(session),
+            path: None,
+            kind: EventKind::NotifyFailed {
+                to,
+                message_id,
+                error,
+            },
+        })
+        .into_iter()
+        .collect()
 }
