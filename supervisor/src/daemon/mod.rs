@@ -14,7 +14,8 @@
 //!   the next wake-up;
 //! - [`writer`]: every file squadd writes (atomic, coalesced per path);
 //! - [`answers`]: control-socket answers (transport in [`server`]);
-//! - [`upkeep`]: lock expiry, retention, policy reloads, session wrap-up;
+//! - [`upkeep`]: upkeep's I/O (the lock table, retention, team memory;
+//!   when and what is [`core::upkeep`]'s and [`core::outputs`]'s);
 //! - [`hooks`]: notification commands, on their own tasks;
 //! - [`apply`], [`scan`]: reading paths, sessions and roots, each read
 //!   handed to the core as an input ([`core::files`], [`core::scan`]);
@@ -24,6 +25,8 @@
 //!   (issue 22 moves it into the core);
 //! - this module: the wiring. One task owns all state (the [`Supervisor`]);
 //!   the watcher, the hooks and the control connections send it messages.
+//!   A root opened, a hook's outcome, a batch's due timers and shutdown are
+//!   handed to the core ([`core::upkeep`]), which decides what follows.
 //!   Nothing polls: the task sleeps until a file event, a request or the head
 //!   of the timer queue.
 
@@ -58,11 +61,9 @@ pub(crate) mod upkeep;
 pub(crate) mod writer;
 mod writes;
 
-use self::core::scan::TRIM_DELAY;
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
 use crate::control::socket_path;
-use crate::events::EventKind;
 use crate::index::{load_file, scan_root, scan_session};
 use crate::layout::create_layout;
 use crate::state::State;
@@ -81,16 +82,6 @@ use std::time::{Duration, Instant};
 use timers::{Timer, Timers};
 use tokio::sync::mpsc;
 use writer::{Tag, Writer};
-
-/// How long the STATUS= summary may lag the changes it counts.
-const STATUS_LINE_DELAY: Duration = Duration::from_secs(1);
-/// How soon squadd tries an inbox merge again while a `squadctl memory`
-/// command holds the team's memory lock.
-const MEMORY_LOCK_RETRY: Duration = Duration::from_millis(500);
-
-/// A batch of at least this many paths is a burst, after which freed
-/// memory is returned to the OS ([`TRIM_DELAY`] after the last such batch).
-const TRIM_AFTER_PATHS: usize = 64;
 
 /// The pause between two batches of notices of a backlog (see
 /// [`Supervisor::next_wake`]).
@@ -258,19 +249,14 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                     sup.note(res);
                 }
             }
-            Some(outcome) = hook_rx.recv() => {
-                if let Some(error) = outcome.error {
-                    sup.log.emit(
-                        outcome.root,
-                        Some(&outcome.session),
-                        None,
-                        EventKind::NotifyFailed {
-                            to: outcome.to,
-                            message_id: outcome.message_id,
-                            error,
-                        },
-                    );
-                }
+            Some(o) = hook_rx.recv() => {
+                let input = self::core::Input::HookDone {
+                    session: o.session,
+                    to: o.to,
+                    message_id: o.message_id,
+                    error: o.error,
+                };
+                sup.step(o.root, input, Now { wall: Utc::now() });
             }
             Some(done) = behind_rx.recv() => sup.written_behind(done),
             Some(r) = replica_rx.recv() => sup.replica_report(r),
@@ -292,31 +278,20 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         sup.written_behind(done);
     }
     for i in sup.roots.ids() {
-        if sup.timers.contains(&Timer::Context(i)) {
-            sup.write_shared_context(i, true);
-        }
-        if sup.timers.contains(&Timer::SaveState(i)) {
-            sup.save_state(i);
-        }
-        sup.log.emit(
-            i,
-            None,
-            None,
-            EventKind::Stopping {
-                reason: reason.to_string(),
-            },
-        );
-        // Only our own socket: a squadd that took the root over keeps its.
+        // What is owed is the core's (core/upkeep.rs::shutdown).
         let path = socket_path(&sup.roots.core(i).root);
-        if sup
+        let socket_ours = sup
             .roots
             .shell(i)
             .socket
             .as_ref()
-            .is_some_and(|b| b.is_at(&path))
-        {
-            let _ = std::fs::remove_file(path);
-        }
+            .is_some_and(|b| b.is_at(&path));
+        let input = self::core::Input::Shutdown {
+            reason: reason.to_string(),
+            armed: sup.timers.of_root(i),
+            socket_ours,
+        };
+        sup.step(i, input, Now { wall: Utc::now() });
     }
     Ok(())
 }
@@ -365,22 +340,18 @@ impl Supervisor {
         let policy = crate::locks::load_policy(&root);
         self.writer.add_root(&root);
         let config = runs::initial_config(&root);
-        // An invalid policy never stops squadd (under systemd that is a
-        // restart loop): it runs on the defaults and names the field. The
-        // defaults' retention could delete what the refused policy kept, so
-        // retention waits for a valid policy.
-        let refused = policy.as_ref().err().cloned();
-        let policy = policy.unwrap_or_else(|_| squad_policies::Policy::defaults());
-        let state = State::load(&root);
-        let policy_cluster = policy.cluster.clone();
-        let root_path = root.clone();
-        let mut r = Root::new(root, state, policy, Utc::now());
-        // With `cluster:`, nothing supervisor-owned is written before the
-        // lease is this host's (core/outputs.rs).
-        r.leads = policy_cluster.is_none();
-        if refused.is_some() {
-            r.next_gc = None;
+        if let Err(error) = &policy {
+            tracing::error!(root = %root.display(), %error, "policy refused; running on the defaults");
         }
+        let state = State::load(&root);
+        // A refused policy runs on the defaults, which have no `cluster:`.
+        let policy_cluster = policy.as_ref().ok().and_then(|p| p.cluster.clone());
+        let root_path = root.clone();
+        // What the policy as read means (in force, or refused: the
+        // defaults, said, retention held; the leader gate) is the core's,
+        // stepped below (core/upkeep.rs::opened).
+        let defaults = squad_policies::Policy::defaults();
+        let mut r = Root::new(root, state, defaults, Utc::now());
         r.runs.config = config;
         let shell = Shell {
             pid_lock: Some(lock),
@@ -412,27 +383,9 @@ impl Supervisor {
             self.roots.shell_mut(i).cluster =
                 Some(crate::cluster::daemon::start(&root_path, c, news, applied));
         }
-        let r = self.roots.core(i);
-        self.log.add_root(i, &r.root);
-        if let Some(error) = refused {
-            tracing::error!(root = %r.root.display(), %error, "policy refused; running on the defaults");
-            let path = r.root.join(SQUAD_DIR).join("policies.yaml");
-            self.log.emit(
-                i,
-                None,
-                Some(&path),
-                EventKind::PolicyRefused {
-                    error: format!(
-                        "{error}; running on the default policy, retention held until the policy is valid"
-                    ),
-                },
-            );
-        }
-        if let Some(at) = self.roots.core(i).next_gc {
-            self.timers
-                .set_wall(Timer::Retention(i), at, Utc::now(), Instant::now());
-        }
-        self.timers.set(Timer::Locks(i), Instant::now());
+        self.log.add_root(i, &self.roots.core(i).root);
+        let input = self::core::Input::RootOpened(policy.map(Box::new));
+        self.step(i, input, Now { wall: Utc::now() });
         Ok(())
     }
 
@@ -468,30 +421,20 @@ impl Supervisor {
         // The lease as it is now: a leader frozen past its lease and woken
         // writes nothing of this batch.
         self.sync_leadership(wall);
-        let due = self.timers.pop_due(now);
+        // The order the due timers are taken in is the core's.
+        let due = self::core::upkeep::due_timers(self.timers.pop_due(now));
         let mut touched: BTreeMap<RootId, BTreeSet<String>> = BTreeMap::new();
         // Sessions that saw something other than a removal in this batch.
         let mut changed: BTreeSet<(RootId, String)> = BTreeSet::new();
-        for t in &due {
-            if let Timer::Rescan(i) = t {
-                let names = self.rescan(*i);
-                changed.extend(names.iter().map(|n| (*i, n.clone())));
-                touched.entry(*i).or_default().extend(names);
-            }
+        for &i in &due.rescans {
+            let names = self.rescan(i);
+            changed.extend(names.iter().map(|n| (i, n.clone())));
+            touched.entry(i).or_default().extend(names);
         }
         let paths = self.intake.take_due(now);
-        if paths.len() >= TRIM_AFTER_PATHS {
-            // A burst: once it is over, the memory its events and reads
-            // used goes back to the OS (moved on while the burst lasts).
-            self.timers.set(Timer::Trim, now + TRIM_DELAY);
-        }
-        let worked = !paths.is_empty()
-            || due.iter().any(|t| {
-                !matches!(
-                    t,
-                    Timer::StatusLine | Timer::Watchdog | Timer::Trim | Timer::Runs
-                )
-            });
+        // The trim after a burst, the STATUS= line after work.
+        let timers = self::core::upkeep::batch_timers(paths.len(), due.worked, self.notify_socket);
+        self.perform(timers, Now { wall });
         for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
@@ -504,21 +447,7 @@ impl Supervisor {
             }
         }
         // Tasks whose deadline passed re-derive without a file change.
-        let mut passed: BTreeMap<(RootId, String), Vec<String>> = BTreeMap::new();
-        for t in &due {
-            if let Timer::TaskDue {
-                root,
-                session,
-                task,
-            } = t
-            {
-                passed
-                    .entry((*root, session.clone()))
-                    .or_default()
-                    .push(task.clone());
-            }
-        }
-        for ((i, session), tasks) in passed {
+        for (i, session, tasks) in due.tasks {
             let input = self::core::Input::TasksDue { session, tasks };
             for (name, _) in self.step(i, input, Now { wall }) {
                 changed.insert((i, name.clone()));
@@ -532,7 +461,7 @@ impl Supervisor {
             roots.core(id).sessions.contains_key(name)
         });
         self.perform(effects, now);
-        for t in due {
+        for t in due.fire {
             let root = t.root();
             let effects =
                 self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
@@ -543,11 +472,5 @@ impl Supervisor {
         self.send_notices(wall);
         self.flush_outbox(wall);
         self.supervise_runs(wall);
-        // The STATUS= line walks every session: only worth it when a service
-        // manager listens, and at most once a second after changes.
-        if self.notify_socket && worked {
-            self.timers
-                .set_earlier(Timer::StatusLine, Instant::now() + STATUS_LINE_DELAY);
-        }
     }
 }

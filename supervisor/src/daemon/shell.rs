@@ -150,11 +150,15 @@ impl Supervisor {
             Effect::RunRetention(root) => self.run_retention(root, now),
             Effect::RefreshSkills(root) => self.refresh_skills(root),
             Effect::MergeMemoryInbox(root) => {
-                if super::upkeep::merge_memory_inbox(self.roots.core(root)) {
-                    // A squadctl memory command holds the lock: again soon.
-                    let at = Instant::now() + super::MEMORY_LOCK_RETRY;
-                    self.timers.set(core::timer::Timer::MemoryInbox(root), at);
-                }
+                let merged = super::upkeep::merge_memory_inbox(&self.roots.core(root).root);
+                self.step(root, core::Input::MemoryInboxMerged(merged), now);
+            }
+            Effect::MemoryUpkeep { root, memory } => {
+                super::upkeep::run_memory(&self.roots.core(root).root, memory, wall);
+            }
+            Effect::RemoveSocket(root) => {
+                let _ =
+                    std::fs::remove_file(crate::control::socket_path(&self.roots.core(root).root));
             }
             Effect::CheckControl(root) => {
                 self.check_control(root);
@@ -196,7 +200,9 @@ impl Supervisor {
             | Effect::ReadLocks(_)
             | Effect::ReclaimLocks { .. }
             | Effect::ReleaseSessionLocks { .. }
-            | Effect::EndSession { .. }) => self.perform_output(e, now),
+            | Effect::EndSession { .. }
+            | Effect::RereadStatus { .. }
+            | Effect::LookAtStatuses { .. }) => self.perform_output(e, now),
             // Carried out by `perform_reading`.
             Effect::Touched { .. }
             | Effect::ConfirmGone { .. }

@@ -77,15 +77,22 @@ impl Timers {
 
     /// Cancels every timer of a root (another squadd took it over).
     pub(crate) fn cancel_root(&mut self, root: RootId) {
-        let gone: Vec<Timer> = self
+        for t in self.of_root(root) {
+            self.cancel(&t);
+        }
+    }
+
+    /// Every timer of a root that is set (for the core at shutdown).
+    pub(crate) fn of_root(&self, root: RootId) -> Vec<Timer> {
+        let mut armed: Vec<Timer> = self
             .at
             .keys()
             .filter(|t| t.root() == Some(root))
             .map(|t| Timer::clone(t))
             .collect();
-        for t in gone {
-            self.cancel(&t);
-        }
+        // The map's order is arbitrary: the core sees a stable one.
+        armed.sort();
+        armed
     }
 
     #[cfg(test)]
@@ -94,6 +101,7 @@ impl Timers {
         self.at.get(timer).copied()
     }
 
+    #[cfg(test)]
     /// Whether a timer is set.
     pub(crate) fn contains(&self, timer: &Timer) -> bool {
         self.at.contains_key(timer)

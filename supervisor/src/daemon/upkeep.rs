@@ -1,15 +1,18 @@
-//! Root upkeep's I/O: the lock table (read for the core, which decides
-//! expiry; release at session end), the retention job (the core decides
-//! when), policy reloads and the wrap-up of a session that ended. Each
-//! returns what it found or caused; the wiring hands it to the core or
-//! records it.
+//! Root upkeep's I/O only: the lock table (read for the core, which decides
+//! expiry; release at session end), the retention job and the team memory
+//! merge and upkeep (the core decides when, which parts, and what a busy
+//! lock means: `core/upkeep.rs`). Each returns what it found or caused;
+//! the wiring hands it to the core.
 
 use super::core::Root;
 use super::core::outputs::{LockTable, RetentionRun};
+use super::core::upkeep::MemoryMerge;
 use crate::events::EventKind;
 use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
+use squad_policies::memory::MemoryPolicy;
 use std::collections::BTreeSet;
+use std::path::Path;
 
 /// Locks the lock table without waiting and reads it: the guard (held
 /// while the core's answer is carried out) and the table for the core
@@ -93,28 +96,24 @@ pub(crate) fn run_retention(
     // A kill -9 of squadd or squadctl since the last run left these.
     crate::safefs::sweep_squadd_temporaries(&r.root, None);
     drop(guard);
-    run_memory(r, wall);
+    // The team memory upkeep that follows is the core's to ask for.
     RetentionRun::Ran(out)
 }
 
-/// Merges the root's decisions inbox into decisions.md (when the inbox
-/// changed, and on the retention schedule), if the policy enables it.
-/// Returns `true` when another process holds the team's memory lock (a
-/// `squadctl memory` command): the caller tries again shortly, squadd never
-/// waits on it.
-pub(crate) fn merge_memory_inbox(r: &Root) -> bool {
-    if !r.policy.memory.merge {
-        return false;
-    }
-    let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
-        return false;
+/// Merges the root's decisions inbox into decisions.md (the core asks when
+/// the inbox changed and the policy merges). A busy memory lock (a
+/// `squadctl memory` command) is reported, never waited on; a root without
+/// a team, or a failure (logged), is done.
+pub(crate) fn merge_memory_inbox(root: &Path) -> MemoryMerge {
+    let Some(team) = squad_protocol::teamdir::locate(root) else {
+        return MemoryMerge::Done;
     };
     let lock = match crate::memory::lock(&team.path, "squadd", false) {
         Ok(Some(l)) => l,
-        Ok(None) => return true,
+        Ok(None) => return MemoryMerge::LockBusy,
         Err(e) => {
             tracing::warn!(error = %e, "cannot take the memory lock");
-            return false;
+            return MemoryMerge::Done;
         }
     };
     crate::memory::sweep_temps(&team.path, &lock);
@@ -129,20 +128,16 @@ pub(crate) fn merge_memory_inbox(r: &Root) -> bool {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot merge the decisions inbox"),
     }
-    false
+    MemoryMerge::Done
 }
 
-/// Team memory upkeep on the retention schedule, when the policy enables it:
-/// the same merge and archive as `squadctl memory merge` / `archive`
-/// (crash-safe and idempotent, so a run cut short is completed by the next).
-/// Skipped while a `squadctl memory` command holds the memory lock (the
-/// next schedule runs it).
-fn run_memory(r: &Root, wall: DateTime<Utc>) {
-    let memory = r.policy.memory;
-    if !memory.merge && memory.archive.is_none() {
-        return;
-    }
-    let Some(team) = squad_protocol::teamdir::locate(&r.root) else {
+/// Team memory upkeep on the retention schedule, the parts the core asks
+/// for ([`super::core::Effect::MemoryUpkeep`]): the same merge and archive
+/// as `squadctl memory merge` / `archive` (crash-safe and idempotent, so a
+/// run cut short is completed by the next). Skipped while a `squadctl
+/// memory` command holds the memory lock (the next schedule runs it).
+pub(crate) fn run_memory(root: &Path, memory: MemoryPolicy, wall: DateTime<Utc>) {
+    let Some(team) = squad_protocol::teamdir::locate(root) else {
         return;
     };
     let lock = match crate::memory::lock(&team.path, "squadd", false) {

@@ -10,6 +10,7 @@
 
 use self::core::Input;
 use self::core::outputs::{StatusFacts, StatusLock, StatusText};
+use self::core::upkeep::LockTaken;
 use super::*;
 
 impl Supervisor {
@@ -43,6 +44,8 @@ impl Supervisor {
                 path,
                 text,
             } => self.end_session(root, session, status, path, &text, now),
+            Effect::RereadStatus { root, session } => self.reread_status(root, &session),
+            Effect::LookAtStatuses { root, sessions } => self.look_at_statuses(root, sessions, now),
             other => {
                 self.perform(vec![other], now);
             }
@@ -75,10 +78,9 @@ impl Supervisor {
 
     /// Carries out [`core::Effect::LockStatuses`]: each session's lock
     /// taken without waiting (`held`: the lock of a session the caller
-    /// already holds, a session edit), its status file re-read under it
-    /// (an edit squadctl made without squadd is the text the render starts
-    /// from), and what was seen handed to the core, whose writes are
-    /// carried out before the locks are let go.
+    /// already holds, a session edit) and what it gave handed to the core,
+    /// whose re-reads, looks and writes are carried out before the locks
+    /// are let go.
     pub(super) fn lock_statuses(
         &mut self,
         i: RootId,
@@ -88,18 +90,13 @@ impl Supervisor {
     ) {
         let mut held = held;
         let mut locks = Vec::new();
-        let mut facts = Vec::with_capacity(names.len());
+        let mut taken = Vec::with_capacity(names.len());
         for name in names {
             let mine = held.take_if(|(n, _)| *n == name.as_str());
+            let callers = mine.is_some();
             let lock = match mine {
                 Some((_, f)) => edits::Locked::Held(f),
-                None => {
-                    let lock = self.lock_status(i, &name);
-                    if !matches!(lock, edits::Locked::Busy) {
-                        self.reread_status(i, &name);
-                    }
-                    lock
-                }
+                None => self.lock_status(i, &name),
             };
             let lock = match lock {
                 edits::Locked::Held(f) => {
@@ -109,6 +106,21 @@ impl Supervisor {
                 edits::Locked::Busy => StatusLock::Busy,
                 edits::Locked::Unavailable => StatusLock::Unavailable,
             };
+            taken.push(LockTaken {
+                session: name,
+                lock,
+                callers,
+            });
+        }
+        self.step(i, Input::StatusLocksTaken { sessions: taken }, now);
+        drop(locks);
+    }
+
+    /// Carries out [`core::Effect::LookAtStatuses`] (their locks held):
+    /// what is seen of each status file handed to the core.
+    fn look_at_statuses(&mut self, i: RootId, sessions: Vec<(String, StatusLock)>, now: Now) {
+        let mut facts = Vec::with_capacity(sessions.len());
+        for (name, lock) in sessions {
             let dir = self.roots.core(i).session_dir(&name);
             let vanishing = self
                 .intake
@@ -122,7 +134,6 @@ impl Supervisor {
             });
         }
         self.step(i, Input::StatusesLocked { sessions: facts }, now);
-        drop(locks);
     }
 
     /// Carries out [`core::Effect::WriteStatusTexts`]: one batch of the

@@ -584,4 +584,35 @@ pub(crate) enum Effect {
         /// Its text.
         text: String,
     },
+    // ---- issue 22: the last decisions out of the shell ----
+    /// Re-read a session's status file under the lock just taken (an edit
+    /// squadctl made while squadd was not answering yet is the text the
+    /// render starts from); asked by [`super::Input::StatusLocksTaken`].
+    RereadStatus {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+    },
+    /// Look at these sessions' status files (vanishing, directory there)
+    /// and answer with [`super::Input::StatusesLocked`], the locks still
+    /// held; asked by [`super::Input::StatusLocksTaken`].
+    LookAtStatuses {
+        /// The root.
+        root: RootId,
+        /// Each session with what taking its lock gave.
+        sessions: Vec<(String, super::outputs::StatusLock)>,
+    },
+    /// Team memory upkeep on the retention schedule: merge the decisions
+    /// inbox if `merge`, archive by `archive` if set (each skipped, and
+    /// logged, while a `squadctl memory` command holds the memory lock).
+    MemoryUpkeep {
+        /// The root.
+        root: RootId,
+        /// What to do (the parts the policy enables).
+        memory: squad_policies::memory::MemoryPolicy,
+    },
+    /// Remove the root's control socket (squadd stops; the socket is this
+    /// squadd's own).
+    RemoveSocket(RootId),
 }

@@ -513,6 +513,41 @@ pub(crate) enum Input<'a> {
         /// Distinct for each message of this squadd (with its process).
         salt: u32,
     },
+    // ---- issue 22: the last decisions out of the shell ----
+    /// The sessions' locks for a status write were taken
+    /// ([`Effect::LockStatuses`], or a session edit holding its own):
+    /// which status files are re-read under them is decided here.
+    StatusLocksTaken {
+        /// Each session's lock.
+        sessions: Vec<super::upkeep::LockTaken>,
+    },
+    /// The decisions inbox was merged, or not ([`Effect::MergeMemoryInbox`]).
+    MemoryInboxMerged(super::upkeep::MemoryMerge),
+    /// squadd stops (SIGTERM, SIGINT): what is owed is written now.
+    Shutdown {
+        /// Why, in the `stopping` event.
+        reason: String,
+        /// The root's timers armed at that moment (the writes they
+        /// coalesce are owed).
+        armed: Vec<super::timer::Timer>,
+        /// Whether the control socket at the root's path is this squadd's
+        /// (one that took the root over keeps its own).
+        socket_ours: bool,
+    },
+    /// A root was opened at start-up (its pid lock held, its state read):
+    /// the project policy as read, or why it is refused.
+    RootOpened(Result<Box<squad_policies::Policy>, crate::locks::PolicyLoadError>),
+    /// A notify command finished (after its retries), or failed.
+    HookDone {
+        /// Session directory name.
+        session: String,
+        /// Recipient.
+        to: String,
+        /// Message id.
+        message_id: String,
+        /// Why it failed, if it did.
+        error: Option<String>,
+    },
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -706,6 +741,12 @@ impl<'a> Core<'a> {
                 text,
                 salt,
             } => runs::lead::due(root, id, &session, &task, &text, salt, now),
+            // The last decisions out of the shell (issue 22).
+            input @ (Input::StatusLocksTaken { .. }
+            | Input::MemoryInboxMerged(_)
+            | Input::Shutdown { .. }
+            | Input::RootOpened(_)
+            | Input::HookDone { .. }) => super::upkeep::step(root, id, input, now),
         }
     }
 }

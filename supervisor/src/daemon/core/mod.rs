@@ -31,7 +31,9 @@
 //!   the shared context, the persisted state, retention, lock expiry) and
 //!   the cluster's one-writer gate;
 //! - [`wrapup`]: the wrap-up of a session that ended (its locks, its
-//!   summary).
+//!   summary);
+//! - [`upkeep`]: status re-reads under their locks, the memory merge and
+//!   upkeep, what is owed at shutdown, the order of a batch's due timers.
 
 pub(crate) mod batch;
 pub(crate) mod deliver;
@@ -49,6 +51,7 @@ pub(crate) mod replies;
 pub(crate) mod runs;
 pub(crate) mod scan;
 pub(crate) mod timer;
+pub(crate) mod upkeep;
 pub(crate) mod wrapup;
 
 pub(crate) use effect::{Effect, Now};
@@ -364,3 +367,7 @@ mod tests_outputs;
 mod tests_paths;
 #[cfg(test)]
 mod tests_scan;
+#[cfg(test)]
+mod tests_upkeep;
+#[cfg(test)]
+mod tests_wrapup;

@@ -386,6 +386,7 @@ pub(crate) fn retention_ran(
                         kind,
                     }),
             );
+            effects.extend(super::upkeep::memory_upkeep(root, id));
             next
         }
     };

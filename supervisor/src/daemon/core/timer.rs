@@ -222,7 +222,10 @@ pub(crate) fn fire(
             None => Vec::new(),
         },
         Timer::StatusLine => vec![Effect::StatusLine],
-        Timer::MemoryInbox(id) => vec![Effect::MergeMemoryInbox(id)],
+        Timer::MemoryInbox(id) => match root {
+            Some(r) => super::upkeep::memory_inbox_due(r, id),
+            None => Vec::new(),
+        },
         Timer::RootCheck(id) => vec![Effect::CheckRoot(id)],
         Timer::Rewatch => vec![Effect::Rewatch],
         Timer::Trim => vec![Effect::TrimMemory],

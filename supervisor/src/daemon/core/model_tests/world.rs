@@ -373,7 +373,9 @@ impl World {
             | Effect::LookAtSessionDir { .. }
             | Effect::WatchLocks { .. }
             | Effect::LookAtInboxEntry { .. }
-            | Effect::ApplyFile { .. }) => {
+            | Effect::ApplyFile { .. }
+            | Effect::RereadStatus { .. }
+            | Effect::LookAtStatuses { .. }) => {
                 panic!("the model does not step the input that returns {e:?}")
             }
             // Writes and work with no bearing on what the core knows.
@@ -410,7 +412,9 @@ impl World {
             | Effect::ForgetSession { .. }
             | Effect::ForgetWatches(_)
             | Effect::UnwatchRoot(_)
-            | Effect::FinishWorktree { .. } => {}
+            | Effect::FinishWorktree { .. }
+            | Effect::MemoryUpkeep { .. }
+            | Effect::RemoveSocket(_) => {}
             // Never asked for: no run is re-adopted (the model's squadd
             // never restarts), stopped or started by hand.
             e @ (Effect::AdoptRun { .. } | Effect::StopRun { .. } | Effect::RunReply { .. }) => {
