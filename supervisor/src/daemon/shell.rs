@@ -65,7 +65,9 @@ impl Supervisor {
             | Effect::TellLead { .. }
             | Effect::RunsLooked { .. }
             | Effect::RunReply { .. }
-            | Effect::WriteLeadMessage { .. }) => self.perform_run(e, now),
+            | Effect::WriteLeadMessage { .. }
+            | Effect::DispatchRuns { .. }
+            | Effect::RunsListed { .. }) => self.perform_run(e, now),
             Effect::Tap {
                 root,
                 session,

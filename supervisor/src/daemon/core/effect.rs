@@ -584,4 +584,20 @@ pub(crate) enum Effect {
         /// Its text.
         text: String,
     },
+    // ---- Agent runs, the shell's remaining calls (coreB, issue 22) ----
+    /// The look's effects are carried out: dispatch now
+    /// ([`super::Input::DispatchDue`] with this `cluster`).
+    DispatchRuns {
+        /// The root.
+        root: RootId,
+        /// With `cluster:`: this host's id.
+        cluster: Option<String>,
+    },
+    /// The answer to `squadctl runs` (list): the live runs.
+    RunsListed {
+        /// The root.
+        root: RootId,
+        /// The live runs.
+        runs: Vec<super::runs::RunView>,
+    },
 }

@@ -323,6 +323,9 @@ pub(crate) enum Input<'a> {
         /// Its first error.
         error: Option<String>,
     },
+    // The shell steps `Input::RunRecordsRead`; kept for the unit tests,
+    // which step what was seen of each process directly.
+    #[cfg(test)]
     /// After the start-up scan: the root's run records, with what the
     /// shell saw of each one's process.
     RunsFound {
@@ -331,6 +334,9 @@ pub(crate) enum Input<'a> {
         /// The shell's answers about session files.
         facts: &'a dyn runs::RunFacts,
     },
+    // Stepped by the tests; the shell steps `Input::SuperviseRuns` or
+    // `Input::RunsAsked`, which decide what follows.
+    #[cfg(test)]
     /// A live run's leader ended.
     RunExited {
         /// (session, task).
@@ -338,6 +344,9 @@ pub(crate) enum Input<'a> {
         /// How.
         ended: crate::runners::Ended,
     },
+    // Stepped by the tests; the shell steps `Input::SuperviseRuns` or
+    // `Input::RunsAsked`, which decide what follows.
+    #[cfg(test)]
     /// The runs timer fired (or a batch ended): every live run looked at.
     RunsDue {
         /// The shell's answers about session files.
@@ -385,13 +394,9 @@ pub(crate) enum Input<'a> {
         /// Why.
         error: String,
     },
-    /// `squadctl run TASK`.
-    RunByHand {
-        /// The session named, if any.
-        session: Option<String>,
-        /// The task.
-        task: String,
-    },
+    // Stepped by the tests; the shell steps `Input::SuperviseRuns` or
+    // `Input::RunsAsked`, which decide what follows.
+    #[cfg(test)]
     /// `squadctl stop TASK`.
     RunStop {
         /// The session named, if any.
@@ -513,6 +518,21 @@ pub(crate) enum Input<'a> {
         /// Distinct for each message of this squadd (with its process).
         salt: u32,
     },
+    // ---- Agent runs, the shell's remaining calls (coreB, issue 22) ----
+    /// The loop's one call at a batch's end (`supervise_runs`): the runs
+    /// whose leader the shell saw end, then the look at every live run,
+    /// then (an [`Effect::DispatchRuns`] after the look's effects) the
+    /// dispatch: that order is the core's ([`runs::supervise`]).
+    SuperviseRuns(runs::Supervise<'a>),
+    /// The `runs` method of the control socket as asked: which action it
+    /// is (list, run, stop) and whether it is complete is the core's
+    /// ([`runs::by_hand::asked`]).
+    RunsAsked(runs::Asked),
+    /// After the start-up scan: every run record of the root as read,
+    /// with the root's processes to ask about each (which records are
+    /// looked for by environment, which are checked alive, is the core's;
+    /// then as [`Input::RunsFound`]: [`runs::records_read`]).
+    RunRecordsRead(runs::RecordsRead<'a>),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -637,8 +657,11 @@ impl<'a> Core<'a> {
             Input::ConfigRead { config, error } => {
                 runs::config_read(root, id, config.map(|c| *c), error)
             }
+            #[cfg(test)]
             Input::RunsFound { records, facts } => runs::found(root, id, records, facts, now),
+            #[cfg(test)]
             Input::RunExited { run, ended } => runs::exited(root, &run, ended),
+            #[cfg(test)]
             Input::RunsDue { facts } => runs::due(root, id, facts, now),
             Input::RunLeft {
                 run,
@@ -659,9 +682,7 @@ impl<'a> Core<'a> {
                 written,
                 error,
             } => runs::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
-            Input::RunByHand { session, task } => {
-                runs::by_hand::by_hand(root, id, session.as_deref(), &task, now)
-            }
+            #[cfg(test)]
             Input::RunStop { session, task } => {
                 runs::by_hand::stop(root, id, session.as_deref(), &task)
             }
@@ -706,6 +727,9 @@ impl<'a> Core<'a> {
                 text,
                 salt,
             } => runs::lead::due(root, id, &session, &task, &text, salt, now),
+            Input::SuperviseRuns(call) => runs::supervise(root, id, call, now),
+            Input::RunsAsked(asked) => runs::by_hand::asked(root, id, asked, now),
+            Input::RunRecordsRead(read) => runs::records_read(root, id, read, now),
         }
     }
 }
