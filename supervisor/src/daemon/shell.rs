@@ -216,6 +216,10 @@ impl Supervisor {
             | Effect::LookAtSessionDir { .. }
             | Effect::ApplyFile { .. }
             | Effect::WriteSharedContextNow(_) => {}
+            // Carried out by the edit's request (edits.rs), never here.
+            Effect::Edit { session, next, .. } => {
+                tracing::warn!(session, ?next, "a session edit's step outside its request");
+            }
         }
     }
 

@@ -600,4 +600,15 @@ pub(crate) enum Effect {
         /// The live runs.
         runs: Vec<super::runs::RunView>,
     },
+    // ---- Session edits (core/edits.rs) ----
+    /// What a session edit does next (its lock, going ahead, or its
+    /// answer); carried out by the edit's request itself.
+    Edit {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The next step.
+        next: super::edits::EditNext,
+    },
 }

@@ -533,6 +533,8 @@ pub(crate) enum Input<'a> {
     /// looked for by environment, which are checked alive, is the core's;
     /// then as [`Input::RunsFound`]: [`runs::records_read`]).
     RunRecordsRead(runs::RecordsRead<'a>),
+    /// A session edit's request or its lock as tried ([`edits::step`]).
+    Edit(edits::EditInput),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -730,6 +732,7 @@ impl<'a> Core<'a> {
             Input::SuperviseRuns(call) => runs::supervise(root, id, call, now),
             Input::RunsAsked(asked) => runs::by_hand::asked(root, id, asked, now),
             Input::RunRecordsRead(read) => runs::records_read(root, id, read, now),
+            Input::Edit(input) => edits::step(root, id, input),
         }
     }
 }

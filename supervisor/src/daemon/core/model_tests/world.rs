@@ -420,7 +420,7 @@ impl World {
             Effect::DispatchRuns { root, cluster } => {
                 self.step(root, Input::DispatchDue { cluster })
             }
-            e @ Effect::RunsListed { .. } => {
+            e @ (Effect::RunsListed { .. } | Effect::Edit { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }
         }
