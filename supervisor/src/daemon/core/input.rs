@@ -149,6 +149,8 @@ pub(crate) enum Input<'a> {
         /// Session directory name.
         session: String,
     },
+    // The shell steps `Input::NoticesTapped`; the model steps this.
+    #[cfg(test)]
     /// Facts tapped for notices in this root, in order: (session, the
     /// file the fact is about, the event).
     FactsTapped(Vec<TappedFact>),
@@ -535,6 +537,10 @@ pub(crate) enum Input<'a> {
     RunRecordsRead(runs::RecordsRead<'a>),
     /// A session edit's request or its lock as tried ([`edits::step`]).
     Edit(edits::EditInput),
+    /// One batch of events tapped for notices in this root, in tapped
+    /// order ([`notices::batch_tapped`]); the shell hands each root its
+    /// own, once per batch.
+    NoticesTapped(Vec<notices::TappedEvent>),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -605,10 +611,12 @@ impl<'a> Core<'a> {
             Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
             // With `cluster:`, only the leader tells (a new leader looks
             // at every standing fact when elected: core/outputs.rs).
+            #[cfg(test)]
             Input::FactsTapped(facts) if !root.leads => {
                 drop(facts);
                 Vec::new()
             }
+            #[cfg(test)]
             Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::EditWritten {
@@ -733,6 +741,7 @@ impl<'a> Core<'a> {
             Input::RunsAsked(asked) => runs::by_hand::asked(root, id, asked, now),
             Input::RunRecordsRead(read) => runs::records_read(root, id, read, now),
             Input::Edit(input) => edits::step(root, id, input),
+            Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
         }
     }
 }
