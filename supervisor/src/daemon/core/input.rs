@@ -612,12 +612,7 @@ impl<'a> Core<'a> {
             // With `cluster:`, only the leader tells (a new leader looks
             // at every standing fact when elected: core/outputs.rs).
             #[cfg(test)]
-            Input::FactsTapped(facts) if !root.leads => {
-                drop(facts);
-                Vec::new()
-            }
-            #[cfg(test)]
-            Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
+            Input::FactsTapped(facts) => notices::batch_tapped(root, id, notices::some(facts), now),
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::EditWritten {
                 session,

@@ -112,6 +112,12 @@ pub(crate) fn batch_tapped(
     tapped(root, id, facts, now)
 }
 
+/// Facts (each of a session) as tapped events.
+#[cfg(test)]
+pub(crate) fn some(facts: Vec<super::input::TappedFact>) -> Vec<TappedEvent> {
+    facts.into_iter().map(|(s, p, k)| (Some(s), p, k)).collect()
+}
+
 /// Facts tapped in this root (session, path, event), in order: one
 /// [`Effect::WriteNotice`] per notice file they call for, the same file
 /// once however often its fact was tapped.
