@@ -2,10 +2,12 @@
 //! applied by squadd itself, and the per-session lock around every status
 //! write (see [`crate::session_edit`]).
 //!
-//! The text after an edit and what its write calls for are decided in
-//! [`core::edits`] (`decide`, `Input::EditWritten`, `Input::SessionEdited`);
-//! what still decides here: how long an edit waits for the lock, and the
-//! answer's wording for a session squadd does not know.
+//! What an edit does is decided in [`core::edits`]: the session known or
+//! not, the lock taken, tried again or given up (`Input::Edit`), the text
+//! after the edit (`decide`), what its write calls for
+//! (`Input::EditWritten`, `Input::SessionEdited`). What is here is I/O:
+//! taking the lock, waiting the pause the core asked for, re-reading and
+//! writing the file, answering the request.
 //!
 //! squadd is the one writer of session-status.md while it runs: an edit is
 //! applied to the text squadd holds (after re-reading the file under the
@@ -14,6 +16,7 @@
 //! text older than the edit.
 
 use super::Supervisor;
+use super::core::edits::{EditInput, EditNext, LockTry};
 use super::core::{self, RootId};
 use crate::control::Response;
 use crate::session_edit::{EditError, lock_session};
@@ -22,12 +25,7 @@ use squad_policies::session_edit::SessionEdit;
 use squad_protocol::FileKind;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use std::fs::File;
-use std::time::{Duration, Instant};
-
-/// How long an edit waits for a session lock someone else holds (squadctl
-/// holds it for one read-modify-write; a holder that keeps it longer gets
-/// the edit refused, not the daemon stalled).
-const EDIT_LOCK_WAIT: Duration = Duration::from_millis(250);
+use std::time::Instant;
 
 /// What taking a session's lock for a status write gave.
 pub(crate) enum Locked {
@@ -70,26 +68,34 @@ impl Supervisor {
     /// Applies a session edit and answers the control request.
     pub(super) fn session_edit(&mut self, i: RootId, name: &str, edit: SessionEdit) -> Response {
         let wall = Utc::now();
-        if !self.roots.core(i).sessions.contains_key(name) {
-            return Response::error(format!(
-                "no session `{}` is known to squadd",
-                crate::text::escape(name)
-            ));
-        }
-        let waited = Instant::now();
+        let now = core::Now { wall };
+        let asked = EditInput::Asked {
+            session: name.to_string(),
+        };
+        let mut next = self.edit_step(i, asked, now);
+        let mut waited: Option<Instant> = None;
         let lock = loop {
-            match self.lock_status(i, name) {
-                Locked::Held(f) => break Some(f),
-                Locked::Unavailable => break None,
-                Locked::Busy if waited.elapsed() < EDIT_LOCK_WAIT => {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Locked::Busy => {
-                    return Response::error(format!(
-                        "another process holds the lock of session `{}`; try again",
-                        crate::text::escape(name)
-                    ));
-                }
+            match next {
+                Some(EditNext::TakeLock) => {}
+                Some(EditNext::RetryLock(after)) => std::thread::sleep(after),
+                Some(EditNext::Proceed) => break None,
+                Some(EditNext::Refuse(why)) => return Response::error(why),
+                None => return Response::error("no answer from the session edit".to_string()),
+            }
+            let first = *waited.get_or_insert_with(Instant::now);
+            let (held, lock) = match self.lock_status(i, name) {
+                Locked::Held(f) => (Some(f), LockTry::Held),
+                Locked::Busy => (None, LockTry::Busy),
+                Locked::Unavailable => (None, LockTry::Unavailable),
+            };
+            let tried = EditInput::LockTried {
+                session: name.to_string(),
+                lock,
+                waited: first.elapsed(),
+            };
+            next = self.edit_step(i, tried, now);
+            if held.is_some() && next == Some(EditNext::Proceed) {
+                break held;
             }
         };
         self.reread_status(i, name);
@@ -115,6 +121,23 @@ impl Supervisor {
             Err(EditError::Refused(why)) => Response::ok(serde_json::json!({ "refused": why })),
             Err(EditError::Failed(why)) => Response::error(why),
         }
+    }
+
+    /// One step of an edit's request: its next step (the core's
+    /// [`core::Effect::Edit`]), every other effect carried out.
+    fn edit_step(&mut self, i: RootId, input: EditInput, now: core::Now) -> Option<EditNext> {
+        let effects =
+            core::Core::new(i, self.roots.core_mut(i)).step(core::Input::Edit(input), now);
+        let mut next = None;
+        let mut rest = Vec::new();
+        for e in effects {
+            match e {
+                core::Effect::Edit { next: n, .. } => next = Some(n),
+                other => rest.push(other),
+            }
+        }
+        self.perform(rest, now);
+        next
     }
 
     /// The edit itself, under the lock: (the text now in the file, whether

@@ -14,13 +14,14 @@
 //! that arose while squadd was down, or a notice a kill -9 interrupted, is
 //! still told.
 //!
-//! Which notice files a fact calls for, and what a write failure calls
-//! for, are the core's ([`core::notices`]); what still decides here: the
-//! batch size, one notice per file across a batch's runs of facts, and
-//! (with `cluster:`) only the leader writing them.
+//! Which notice files a fact calls for (one per file across a batch), the
+//! batch sizes, what a write failure calls for and (with `cluster:`) that
+//! only the leader writes them are the core's ([`core::notices`]); what is
+//! here is I/O: taking the tapped events, handing each root its own, and
+//! writing the files as one group commit.
 
 use super::Supervisor;
-use super::core::notices::NoticeFile;
+use super::core::notices::{NoticeFile, TappedEvent};
 use super::core::{self, Effect, Now, RootId};
 use crate::events::EventKind;
 use chrono::{DateTime, Utc};
@@ -29,70 +30,46 @@ use std::path::PathBuf;
 /// A tapped event: (root, session, path, kind).
 pub(crate) type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 
-/// The most tapped facts one batch turns into notices: a start-up with
-/// thousands of standing facts writes them a batch per wake-up, after
-/// READY, never holding up readiness, the control socket or a file change
-/// for longer than one batch.
-pub(crate) const NOTICE_BATCH: usize = 256;
-
-/// The most tapped facts turned into notices before READY (the first
-/// batch, smaller than [`NOTICE_BATCH`]): what readiness may cost in
-/// notices, however many a start-up owes.
-pub(crate) const STARTUP_NOTICES: usize = 32;
+pub(crate) use super::core::notices::{NOTICE_BATCH, STARTUP_NOTICES};
 
 impl Supervisor {
     /// Writes the notices the tapped events call for, at most
-    /// [`NOTICE_BATCH`] facts at a time (the rest wait for the next wake-up:
-    /// see [`Self::notices_pending`]). The core decides which files each
-    /// fact calls for ([`core::Input::FactsTapped`], one step per run of
-    /// facts of one root, in tapped order); they are written as one group
-    /// commit ([`Self::write_notices`]).
+    /// [`NOTICE_BATCH`] events at a time (the rest wait for the next
+    /// wake-up: see [`Self::notices_pending`]). Each root's core gets its
+    /// own events of the batch, in tapped order, in one step
+    /// ([`core::Input::NoticesTapped`]: which files they call for); the
+    /// files are written as one group commit ([`Self::write_notices`]).
     pub(super) fn send_notices(&mut self, wall: DateTime<Utc>) {
         self.send_notices_at_most(wall, NOTICE_BATCH)
     }
 
-    /// [`Self::send_notices`] of at most `batch` tapped facts (the start-up
-    /// batch is smaller: [`STARTUP_NOTICES`]).
+    /// [`Self::send_notices`] of at most `batch` tapped events (the
+    /// start-up batch is smaller: [`STARTUP_NOTICES`]).
     pub(super) fn send_notices_at_most(&mut self, wall: DateTime<Utc>, batch: usize) {
         let tapped = self.log.take_tapped(batch);
         if tapped.is_empty() {
             return;
         }
         let now = Now { wall };
-        let mut files: Vec<NoticeFile> = Vec::new();
-        let mut run: Option<(RootId, Vec<core::input::TappedFact>)> = None;
+        let mut by_root: Vec<(RootId, Vec<TappedEvent>)> = Vec::new();
         for (i, session, path, kind) in tapped {
-            let Some(name) = session else { continue };
-            match &mut run {
-                Some((r, facts)) if *r == i => facts.push((name, path, kind)),
-                _ => {
-                    if let Some((r, facts)) = run.take() {
-                        files.extend(self.notice_step(r, facts, now));
-                    }
-                    run = Some((i, vec![(name, path, kind)]));
-                }
+            match by_root.iter_mut().find(|(r, _)| *r == i) {
+                Some((_, events)) => events.push((session, path, kind)),
+                None => by_root.push((i, vec![(session, path, kind)])),
             }
         }
-        if let Some((r, facts)) = run {
-            files.extend(self.notice_step(r, facts, now));
+        let mut files: Vec<NoticeFile> = Vec::new();
+        for (i, events) in by_root {
+            files.extend(self.notice_step(i, events, now));
         }
-        // The same fact tapped twice in a batch is one notice (a root's
-        // facts may come in more than one run).
-        let mut seen = std::collections::BTreeSet::new();
-        files.retain(|n| seen.insert(n.path.clone()));
         self.write_notices(files);
     }
 
-    /// One root's step for tapped facts: its notice files, every other
-    /// effect carried out.
-    fn notice_step(
-        &mut self,
-        i: RootId,
-        facts: Vec<core::input::TappedFact>,
-        now: Now,
-    ) -> Vec<NoticeFile> {
-        let effects =
-            core::Core::new(i, self.roots.core_mut(i)).step(core::Input::FactsTapped(facts), now);
+    /// One root's step for its tapped events: its notice files, every
+    /// other effect carried out.
+    fn notice_step(&mut self, i: RootId, events: Vec<TappedEvent>, now: Now) -> Vec<NoticeFile> {
+        let input = core::Input::NoticesTapped(events);
+        let effects = core::Core::new(i, self.roots.core_mut(i)).step(input, now);
         let mut files = Vec::new();
         let mut rest = Vec::new();
         for e in effects {

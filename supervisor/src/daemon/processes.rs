@@ -13,8 +13,9 @@
 //! children: only a look sees them end).
 
 use super::Supervisor;
-use super::core::runs::{FoundRun, RunKey};
+use super::core::runs::{Asked, RecordsRead, RunKey, Supervise};
 use super::core::{Effect, Input, Now, RootId};
+use super::roots::RunAnswer;
 use super::runs::{FileFacts, RunError, keep_record, start};
 use super::timers::Timer;
 use crate::runners;
@@ -30,43 +31,25 @@ impl Supervisor {
         self.step(i, Input::ConfigRead { config, error }, now);
     }
 
-    /// After the start-up scan: the root's run records, each with what is
-    /// seen of its process, handed to the core (re-adopted, lost or
-    /// dispatched again).
+    /// After the start-up scan: the root's run records, as read, handed to
+    /// the core with the root's processes to ask about each (which to look
+    /// for and which to re-adopt, lose or dispatch again is the core's).
     pub(super) fn adopt_runs(&mut self, i: RootId, now: DateTime<Utc>) {
-        let root = self.roots.core(i).root.clone();
-        let procs = &self.roots.shell(i).procs;
-        let records = runners::all_records(&root)
-            .into_iter()
-            .map(|(session_dir, rec)| {
-                let running = rec.state == runners::RunState::Running;
-                let found = (running && rec.pid == 0)
-                    .then(|| procs.find_run_process(&root, &rec.session, &rec.task))
-                    .flatten();
-                let mut seen = rec.clone();
-                if let Some((pid, start)) = found {
-                    seen.pid = pid;
-                    seen.process_start = start;
-                }
-                let alive = running && procs.is_run_process(&seen);
-                FoundRun {
-                    session_dir,
-                    rec,
-                    found,
-                    alive,
-                }
-            })
-            .collect();
-        let input = Input::RunsFound {
+        let records = runners::all_records(&self.roots.core(i).root);
+        let now = Now { wall: now };
+        let (core, shell) = self.roots.both_mut(i);
+        let input = Input::RunRecordsRead(RecordsRead {
             records,
+            procs: shell.procs.as_ref(),
             facts: &FileFacts,
-        };
-        self.step(i, input, Now { wall: now });
+        });
+        let effects = super::core::Core::new(i, core).step(input, now);
+        self.perform(effects, now);
     }
 
-    /// The one call of the loop: for each root, the runs whose leader
-    /// ended, then the core's look (time limits, idleness, what is left of
-    /// ended runs), then dispatch.
+    /// The one call of the loop: for each root, the exits of the runs the
+    /// core watches (polled here), handed to the core, which orders the
+    /// rest (the look, then dispatch: [`Input::SuperviseRuns`]).
     pub(super) fn supervise_runs(&mut self, wall: DateTime<Utc>) {
         // Each root's look sets the timer again (the earliest wins).
         self.timers.cancel(&Timer::Runs);
@@ -79,23 +62,23 @@ impl Supervisor {
                     exits.push((run, ended));
                 }
             }
-            for (run, ended) in exits {
-                self.step(i, Input::RunExited { run, ended }, now);
-            }
-            self.step(i, Input::RunsDue { facts: &FileFacts }, now);
             // Cluster call site (docs/cluster.md): only the agent's host
             // starts its runs (the core knows whether this host leads).
-            let cluster = self
-                .roots
-                .shell(i)
+            let cluster = shell
                 .cluster
                 .is_some()
-                .then(|| crate::cluster::host_id(&self.roots.core(i).root));
-            self.step(i, Input::DispatchDue { cluster }, now);
+                .then(|| crate::cluster::host_id(&core.root));
+            let input = Input::SuperviseRuns(Supervise {
+                exits,
+                facts: &FileFacts,
+                cluster,
+            });
+            self.step(i, input, now);
         }
     }
 
-    /// The `runs` method of the control socket.
+    /// The `runs` method of the control socket: the request handed to the
+    /// core as asked; the answer is the effect it returned.
     pub(super) fn answer_runs(
         &mut self,
         i: RootId,
@@ -105,33 +88,22 @@ impl Supervisor {
     ) -> crate::control::Response {
         use crate::control::Response;
         let now = Now { wall: Utc::now() };
-        let input = match (action, task) {
-            ("list", _) => {
-                return match serde_json::to_value(self.roots.core(i).runs.live()) {
-                    Ok(v) => Response::ok(v),
-                    Err(e) => Response::error(e.to_string()),
-                };
-            }
-            ("run" | "stop", None) => return Response::error(RunError::NoTask.to_string()),
-            ("run", Some(task)) => Input::RunByHand {
-                session: session.map(str::to_string),
-                task: task.to_string(),
-            },
-            ("stop", Some(task)) => Input::RunStop {
-                session: session.map(str::to_string),
-                task: task.to_string(),
-            },
-            (other, _) => {
-                return Response::error(RunError::UnknownAction(other.to_string()).to_string());
-            }
-        };
+        let input = Input::RunsAsked(Asked {
+            action: action.to_string(),
+            session: session.map(str::to_string),
+            task: task.map(str::to_string),
+        });
         self.roots.shell_mut(i).run_reply = None;
         self.step(i, input, now);
         match self.roots.shell_mut(i).run_reply.take() {
-            Some(Ok((session, pid))) => {
+            Some(RunAnswer::Listed(runs)) => match serde_json::to_value(runs) {
+                Ok(v) => Response::ok(v),
+                Err(e) => Response::error(e.to_string()),
+            },
+            Some(RunAnswer::Reply(Ok((session, pid)))) => {
                 Response::ok(serde_json::json!({"session": session, "pid": pid}))
             }
-            Some(Err(e)) => Response::error(e.to_string()),
+            Some(RunAnswer::Reply(Err(e))) => Response::error(e.to_string()),
             None => Response::error("no answer from run supervision".to_string()),
         }
     }
@@ -207,7 +179,7 @@ impl Supervisor {
                     }
                     Err(e) => {
                         let e = RunError::Signal(e.to_string());
-                        self.roots.shell_mut(root).run_reply = Some(Err(e));
+                        self.roots.shell_mut(root).run_reply = Some(RunAnswer::Reply(Err(e)));
                     }
                 }
             }
@@ -242,8 +214,16 @@ impl Supervisor {
             Effect::RunsLooked { root, retry_at } => {
                 self.step(root, Input::RunsLooked { retry_at }, now);
             }
-            Effect::RunReply { root, reply } => self.roots.shell_mut(root).run_reply = Some(reply),
+            Effect::RunReply { root, reply } => {
+                self.roots.shell_mut(root).run_reply = Some(RunAnswer::Reply(reply));
+            }
             Effect::WriteLeadMessage { path, text, .. } => Self::write_lead_message(&path, &text),
+            Effect::DispatchRuns { root, cluster } => {
+                self.step(root, Input::DispatchDue { cluster }, now);
+            }
+            Effect::RunsListed { root, runs } => {
+                self.roots.shell_mut(root).run_reply = Some(RunAnswer::Listed(runs));
+            }
             other => {
                 self.perform(vec![other], now);
             }

@@ -23,7 +23,7 @@ pub(crate) struct Shell {
     /// The agent runs' processes (the core holds their records).
     pub procs: Box<dyn crate::runners::Processes + Send>,
     /// The answer to the `squadctl run|stop` being carried out.
-    pub run_reply: Option<Result<(String, u32), super::core::runs::RunError>>,
+    pub run_reply: Option<RunAnswer>,
     /// The cluster task (docs/cluster.md), when the policy has `cluster:`.
     pub cluster: Option<crate::cluster::daemon::Handle>,
     /// The replication task (docs/cluster.md, "Replication"), with
@@ -31,6 +31,14 @@ pub(crate) struct Shell {
     pub replica: Option<crate::cluster::replicate::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
+}
+
+/// The core's answer to a `runs` request of the control socket.
+pub(crate) enum RunAnswer {
+    /// `run|stop`: (session, pid) or why not ([`super::core::Effect::RunReply`]).
+    Reply(Result<(String, u32), super::core::runs::RunError>),
+    /// `list`: the live runs ([`super::core::Effect::RunsListed`]).
+    Listed(Vec<super::core::runs::RunView>),
 }
 
 impl Default for Shell {

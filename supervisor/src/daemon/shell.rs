@@ -65,7 +65,9 @@ impl Supervisor {
             | Effect::TellLead { .. }
             | Effect::RunsLooked { .. }
             | Effect::RunReply { .. }
-            | Effect::WriteLeadMessage { .. }) => self.perform_run(e, now),
+            | Effect::WriteLeadMessage { .. }
+            | Effect::DispatchRuns { .. }
+            | Effect::RunsListed { .. }) => self.perform_run(e, now),
             Effect::Tap {
                 root,
                 session,
@@ -149,17 +151,6 @@ impl Supervisor {
             Effect::RefreshLocks(root) => self.refresh_locks(root),
             Effect::RunRetention(root) => self.run_retention(root, now),
             Effect::RefreshSkills(root) => self.refresh_skills(root),
-            Effect::MergeMemoryInbox(root) => {
-                let merged = super::upkeep::merge_memory_inbox(&self.roots.core(root).root);
-                self.step(root, core::Input::MemoryInboxMerged(merged), now);
-            }
-            Effect::MemoryUpkeep { root, memory } => {
-                super::upkeep::run_memory(&self.roots.core(root).root, memory, wall);
-            }
-            Effect::RemoveSocket(root) => {
-                let _ =
-                    std::fs::remove_file(crate::control::socket_path(&self.roots.core(root).root));
-            }
             Effect::CheckControl(root) => {
                 self.check_control(root);
             }
@@ -176,22 +167,12 @@ impl Supervisor {
             | Effect::WatchLocks { .. }
             | Effect::LookAtInboxEntry { .. }) => self.perform_path(e),
             Effect::TrimMemory => release_scan_memory(),
-            Effect::Watchdog => {
-                systemd::watchdog();
-                if let Some(every) = self.watchdog {
-                    self.timers.set(
-                        super::timers::Timer::Watchdog,
-                        super::timers::instant_after(Instant::now(), every),
-                    );
-                }
-            }
-            Effect::StatusLine => {
-                let summary = super::answers::summary(self);
-                if summary != self.last_status_line {
-                    systemd::status(&summary);
-                    self.last_status_line = summary;
-                }
-            }
+            // Memory upkeep, the socket, the service manager.
+            e @ (Effect::MergeMemoryInbox(_)
+            | Effect::MemoryUpkeep { .. }
+            | Effect::RemoveSocket(_)
+            | Effect::Watchdog
+            | Effect::StatusLine) => self.perform_upkeep(e, now),
             // squadd's own outputs: locks, reads and writes (writes.rs).
             e @ (Effect::LockStatuses { .. }
             | Effect::WriteStatusTexts { .. }
@@ -220,6 +201,47 @@ impl Supervisor {
             | Effect::LookAtSessionDir { .. }
             | Effect::ApplyFile { .. }
             | Effect::WriteSharedContextNow(_) => {}
+            // Carried out by the edit's request (edits.rs), never here.
+            Effect::Edit { session, next, .. } => {
+                tracing::warn!(session, ?next, "a session edit's step outside its request");
+            }
+        }
+    }
+
+    /// Memory upkeep, the control socket's removal, the service
+    /// manager's watchdog and status line.
+    fn perform_upkeep(&mut self, effect: Effect, now: Now) {
+        let wall = now.wall;
+        match effect {
+            Effect::MergeMemoryInbox(root) => {
+                let merged = super::upkeep::merge_memory_inbox(&self.roots.core(root).root);
+                self.step(root, core::Input::MemoryInboxMerged(merged), now);
+            }
+            Effect::MemoryUpkeep { root, memory } => {
+                super::upkeep::run_memory(&self.roots.core(root).root, memory, wall);
+            }
+            Effect::RemoveSocket(root) => {
+                let _ =
+                    std::fs::remove_file(crate::control::socket_path(&self.roots.core(root).root));
+            }
+            Effect::Watchdog => {
+                systemd::watchdog();
+                if let Some(every) = self.watchdog {
+                    self.timers.set(
+                        super::timers::Timer::Watchdog,
+                        super::timers::instant_after(Instant::now(), every),
+                    );
+                }
+            }
+            Effect::StatusLine => {
+                let summary = super::answers::summary(self);
+                if summary != self.last_status_line {
+                    systemd::status(&summary);
+                    self.last_status_line = summary;
+                }
+            }
+            // Not an upkeep effect: `perform_one` routes none here.
+            _ => {}
         }
     }
 

@@ -15,6 +15,7 @@ use squad_policies::session_edit::SessionEdit;
 use squad_protocol::FileKind;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// What an edit makes of session-status.md.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,4 +108,187 @@ pub(crate) fn applied(id: RootId, session: &str) -> Vec<Effect> {
             after: CONTEXT_DELAY,
         },
     ]
+}
+
+/// How long an edit waits for a session lock someone else holds (squadctl
+/// holds it for one read-modify-write; a holder that keeps it longer gets
+/// the edit refused, not the daemon stalled).
+pub(crate) const EDIT_LOCK_WAIT: Duration = Duration::from_millis(250);
+
+/// The pause before an edit tries a busy session lock again.
+pub(crate) const EDIT_LOCK_RETRY: Duration = Duration::from_millis(2);
+
+/// What taking a session's lock for an edit gave (the shell keeps the
+/// lock itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockTry {
+    /// Taken: held until the edit is written.
+    Held,
+    /// Someone else holds it.
+    Busy,
+    /// The lock file cannot be used (`.squad/run` unusable, a name too
+    /// long).
+    Unavailable,
+}
+
+/// A session edit's request and its lock, as the shell saw them
+/// ([`super::Input::Edit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EditInput {
+    /// `squadctl session ...` asked to edit `session`.
+    Asked {
+        /// Session directory name, as the client sent it.
+        session: String,
+    },
+    /// The session's lock was tried, `waited` after the first try.
+    LockTried {
+        /// Session directory name.
+        session: String,
+        /// What the try gave.
+        lock: LockTry,
+        /// How long the edit has waited for the lock so far.
+        waited: Duration,
+    },
+}
+
+/// What an edit does next ([`Effect::Edit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EditNext {
+    /// Take the session's lock without waiting, and say what it gave.
+    TakeLock,
+    /// Try the lock again after this pause.
+    RetryLock(Duration),
+    /// Go ahead: re-read the status file and apply the edit (under the
+    /// lock if it was taken; unlocked when the lock cannot be used: the
+    /// write goes ahead rather than not at all).
+    Proceed,
+    /// Answer the request with this error.
+    Refuse(String),
+}
+
+/// A session edit's request or lock: an unknown session is refused; a
+/// known one's lock is taken, tried again while someone else holds it
+/// for less than [`EDIT_LOCK_WAIT`], then the edit is refused.
+pub(crate) fn step(root: &Root, id: RootId, input: EditInput) -> Vec<Effect> {
+    let (session, next) = match input {
+        EditInput::Asked { session } if !root.sessions.contains_key(&session) => {
+            let why = format!(
+                "no session `{}` is known to squadd",
+                crate::text::escape(&session)
+            );
+            (session, EditNext::Refuse(why))
+        }
+        EditInput::Asked { session } => (session, EditNext::TakeLock),
+        EditInput::LockTried {
+            session,
+            lock: LockTry::Held | LockTry::Unavailable,
+            ..
+        } => (session, EditNext::Proceed),
+        EditInput::LockTried {
+            session, waited, ..
+        } if waited < EDIT_LOCK_WAIT => (session, EditNext::RetryLock(EDIT_LOCK_RETRY)),
+        EditInput::LockTried { session, .. } => {
+            let why = format!(
+                "another process holds the lock of session `{}`; try again",
+                crate::text::escape(&session)
+            );
+            (session, EditNext::Refuse(why))
+        }
+    };
+    vec![Effect::Edit {
+        root: id,
+        session,
+        next,
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::core::tests::{SESSION, id, now, root, root_with};
+    use crate::daemon::core::{Core, Input};
+
+    fn next(r: &mut Root, input: EditInput) -> Vec<Effect> {
+        Core::new(id(0), r).step(Input::Edit(input), now(0))
+    }
+
+    fn edit(session: &str, next: EditNext) -> Vec<Effect> {
+        vec![Effect::Edit {
+            root: id(0),
+            session: session.to_string(),
+            next,
+        }]
+    }
+
+    fn tried(lock: LockTry, waited_ms: u64) -> EditInput {
+        EditInput::LockTried {
+            session: SESSION.into(),
+            lock,
+            waited: Duration::from_millis(waited_ms),
+        }
+    }
+
+    #[test]
+    fn an_edit_of_an_unknown_session_is_refused_with_its_name_escaped_and_takes_no_lock() {
+        let mut r = root();
+        let asked = EditInput::Asked {
+            session: "nope\u{1b}[2J".into(),
+        };
+        let effects = next(&mut r, asked);
+        assert_eq!(
+            effects,
+            edit(
+                "nope\u{1b}[2J",
+                EditNext::Refuse(format!(
+                    "no session `{}` is known to squadd",
+                    crate::text::escape("nope\u{1b}[2J")
+                ))
+            )
+        );
+        let Effect::Edit {
+            next: EditNext::Refuse(why),
+            ..
+        } = &effects[0]
+        else {
+            unreachable!()
+        };
+        assert!(!why.contains('\u{1b}'), "{why}");
+    }
+
+    #[test]
+    fn an_edit_takes_the_lock_retries_it_while_busy_then_gives_up_after_the_wait() {
+        let mut r = root_with(&[]);
+        let asked = EditInput::Asked {
+            session: SESSION.into(),
+        };
+        assert_eq!(next(&mut r, asked), edit(SESSION, EditNext::TakeLock));
+        // Busy: tried again after a short pause, as long as the wait lasts.
+        for waited in [0, 100, 249] {
+            assert_eq!(
+                next(&mut r, tried(LockTry::Busy, waited)),
+                edit(SESSION, EditNext::RetryLock(EDIT_LOCK_RETRY)),
+                "waited {waited} ms"
+            );
+        }
+        // Still busy once the wait is over: refused, the daemon not stalled.
+        assert_eq!(
+            next(&mut r, tried(LockTry::Busy, 250)),
+            edit(
+                SESSION,
+                EditNext::Refuse(format!(
+                    "another process holds the lock of session `{SESSION}`; try again"
+                ))
+            )
+        );
+        // Taken, or unusable (the write goes ahead unlocked): go ahead,
+        // however long it took.
+        for lock in [LockTry::Held, LockTry::Unavailable] {
+            for waited in [0, 250, 10_000] {
+                assert_eq!(
+                    next(&mut r, tried(lock, waited)),
+                    edit(SESSION, EditNext::Proceed)
+                );
+            }
+        }
+    }
 }

@@ -615,4 +615,31 @@ pub(crate) enum Effect {
     /// Remove the root's control socket (squadd stops; the socket is this
     /// squadd's own).
     RemoveSocket(RootId),
+    // ---- Agent runs, the shell's remaining calls (coreB, issue 22) ----
+    /// The look's effects are carried out: dispatch now
+    /// ([`super::Input::DispatchDue`] with this `cluster`).
+    DispatchRuns {
+        /// The root.
+        root: RootId,
+        /// With `cluster:`: this host's id.
+        cluster: Option<String>,
+    },
+    /// The answer to `squadctl runs` (list): the live runs.
+    RunsListed {
+        /// The root.
+        root: RootId,
+        /// The live runs.
+        runs: Vec<super::runs::RunView>,
+    },
+    // ---- Session edits (core/edits.rs) ----
+    /// What a session edit does next (its lock, going ahead, or its
+    /// answer); carried out by the edit's request itself.
+    Edit {
+        /// The root.
+        root: RootId,
+        /// Session directory name.
+        session: String,
+        /// The next step.
+        next: super::edits::EditNext,
+    },
 }

@@ -149,6 +149,8 @@ pub(crate) enum Input<'a> {
         /// Session directory name.
         session: String,
     },
+    // The shell steps `Input::NoticesTapped`; the model steps this.
+    #[cfg(test)]
     /// Facts tapped for notices in this root, in order: (session, the
     /// file the fact is about, the event).
     FactsTapped(Vec<TappedFact>),
@@ -323,6 +325,9 @@ pub(crate) enum Input<'a> {
         /// Its first error.
         error: Option<String>,
     },
+    // The shell steps `Input::RunRecordsRead`; kept for the unit tests,
+    // which step what was seen of each process directly.
+    #[cfg(test)]
     /// After the start-up scan: the root's run records, with what the
     /// shell saw of each one's process.
     RunsFound {
@@ -331,6 +336,9 @@ pub(crate) enum Input<'a> {
         /// The shell's answers about session files.
         facts: &'a dyn runs::RunFacts,
     },
+    // Stepped by the tests; the shell steps `Input::SuperviseRuns` or
+    // `Input::RunsAsked`, which decide what follows.
+    #[cfg(test)]
     /// A live run's leader ended.
     RunExited {
         /// (session, task).
@@ -338,6 +346,9 @@ pub(crate) enum Input<'a> {
         /// How.
         ended: crate::runners::Ended,
     },
+    // Stepped by the tests; the shell steps `Input::SuperviseRuns` or
+    // `Input::RunsAsked`, which decide what follows.
+    #[cfg(test)]
     /// The runs timer fired (or a batch ended): every live run looked at.
     RunsDue {
         /// The shell's answers about session files.
@@ -385,13 +396,9 @@ pub(crate) enum Input<'a> {
         /// Why.
         error: String,
     },
-    /// `squadctl run TASK`.
-    RunByHand {
-        /// The session named, if any.
-        session: Option<String>,
-        /// The task.
-        task: String,
-    },
+    // Stepped by the tests; the shell steps `Input::SuperviseRuns` or
+    // `Input::RunsAsked`, which decide what follows.
+    #[cfg(test)]
     /// `squadctl stop TASK`.
     RunStop {
         /// The session named, if any.
@@ -548,6 +555,27 @@ pub(crate) enum Input<'a> {
         /// Why it failed, if it did.
         error: Option<String>,
     },
+    // ---- Agent runs, the shell's remaining calls (coreB, issue 22) ----
+    /// The loop's one call at a batch's end (`supervise_runs`): the runs
+    /// whose leader the shell saw end, then the look at every live run,
+    /// then (an [`Effect::DispatchRuns`] after the look's effects) the
+    /// dispatch: that order is the core's ([`runs::supervise`]).
+    SuperviseRuns(runs::Supervise<'a>),
+    /// The `runs` method of the control socket as asked: which action it
+    /// is (list, run, stop) and whether it is complete is the core's
+    /// ([`runs::by_hand::asked`]).
+    RunsAsked(runs::Asked),
+    /// After the start-up scan: every run record of the root as read,
+    /// with the root's processes to ask about each (which records are
+    /// looked for by environment, which are checked alive, is the core's;
+    /// then as [`Input::RunsFound`]: [`runs::records_read`]).
+    RunRecordsRead(runs::RecordsRead<'a>),
+    /// A session edit's request or its lock as tried ([`edits::step`]).
+    Edit(edits::EditInput),
+    /// One batch of events tapped for notices in this root, in tapped
+    /// order ([`notices::batch_tapped`]); the shell hands each root its
+    /// own, once per batch.
+    NoticesTapped(Vec<notices::TappedEvent>),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -618,11 +646,8 @@ impl<'a> Core<'a> {
             Input::SessionLoaded { session } => notices::standing_facts(root, id, &session),
             // With `cluster:`, only the leader tells (a new leader looks
             // at every standing fact when elected: core/outputs.rs).
-            Input::FactsTapped(facts) if !root.leads => {
-                drop(facts);
-                Vec::new()
-            }
-            Input::FactsTapped(facts) => notices::tapped(root, id, facts, now),
+            #[cfg(test)]
+            Input::FactsTapped(facts) => notices::batch_tapped(root, id, notices::some(facts), now),
             Input::SessionEdited { session } => edits::applied(id, &session),
             Input::EditWritten {
                 session,
@@ -669,38 +694,16 @@ impl<'a> Core<'a> {
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
             Input::PolicyRead(read) => outputs::policy_read(root, id, read, now),
-            Input::ConfigRead { config, error } => {
-                runs::config_read(root, id, config.map(|c| *c), error)
-            }
+            #[cfg(test)]
             Input::RunsFound { records, facts } => runs::found(root, id, records, facts, now),
+            #[cfg(test)]
             Input::RunExited { run, ended } => runs::exited(root, &run, ended),
+            #[cfg(test)]
             Input::RunsDue { facts } => runs::due(root, id, facts, now),
-            Input::RunLeft {
-                run,
-                left,
-                drained,
-                facts,
-            } => runs::left(root, id, &run, left, drained, facts, now),
-            Input::DispatchDue { cluster } => {
-                // Only the agent's host starts its runs; the leader those
-                // of agents without a `host:` (the gate: core/outputs.rs).
-                let cluster = cluster.map(|here| (here, root.leads));
-                runs::dispatch(root, id, cluster.as_ref(), now)
-            }
-            Input::RunsLooked { retry_at } => runs::looked(root, id, retry_at),
-            Input::RunSpawned { spec, rec, dir } => runs::spawned(root, id, &spec, *rec, dir),
-            Input::SpawnFailed {
-                spec,
-                written,
-                error,
-            } => runs::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
-            Input::RunByHand { session, task } => {
-                runs::by_hand::by_hand(root, id, session.as_deref(), &task, now)
-            }
+            #[cfg(test)]
             Input::RunStop { session, task } => {
                 runs::by_hand::stop(root, id, session.as_deref(), &task)
             }
-            Input::RunStopped { run } => runs::by_hand::stopped(root, id, &run, now),
             Input::StatusesDue { sessions } => outputs::statuses_due(root, id, sessions),
             Input::StatusesLocked { sessions } => outputs::statuses_locked(root, id, sessions, now),
             Input::StatusWritten {
@@ -735,18 +738,66 @@ impl<'a> Core<'a> {
                 removed,
                 error,
             } => super::wrapup::ended(id, session, status, path, removed, error),
-            Input::LeadMessageDue {
-                session,
-                task,
-                text,
-                salt,
-            } => runs::lead::due(root, id, &session, &task, &text, salt, now),
             // The last decisions out of the shell (issue 22).
             input @ (Input::StatusLocksTaken { .. }
             | Input::MemoryInboxMerged(_)
             | Input::Shutdown { .. }
             | Input::RootOpened(_)
             | Input::HookDone { .. }) => super::upkeep::step(root, id, input, now),
+            input @ (Input::ConfigRead { .. }
+            | Input::RunLeft { .. }
+            | Input::DispatchDue { .. }
+            | Input::RunsLooked { .. }
+            | Input::RunSpawned { .. }
+            | Input::SpawnFailed { .. }
+            | Input::RunStopped { .. }
+            | Input::LeadMessageDue { .. }
+            | Input::SuperviseRuns(_)
+            | Input::RunsAsked(_)
+            | Input::RunRecordsRead(_)) => runs_step(root, id, input, now),
+            Input::Edit(input) => edits::step(root, id, input),
+            Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
         }
+    }
+}
+
+/// The agent runs' inputs (core/runs), taken apart from [`Core::step`] to
+/// keep one match a screen long.
+fn runs_step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> Vec<Effect> {
+    match input {
+        Input::ConfigRead { config, error } => {
+            runs::config_read(root, id, config.map(|c| *c), error)
+        }
+        Input::RunLeft {
+            run,
+            left,
+            drained,
+            facts,
+        } => runs::left(root, id, &run, left, drained, facts, now),
+        Input::DispatchDue { cluster } => {
+            // Only the agent's host starts its runs; the leader those
+            // of agents without a `host:` (the gate: core/outputs.rs).
+            let cluster = cluster.map(|here| (here, root.leads));
+            runs::dispatch(root, id, cluster.as_ref(), now)
+        }
+        Input::RunsLooked { retry_at } => runs::looked(root, id, retry_at),
+        Input::RunSpawned { spec, rec, dir } => runs::spawned(root, id, &spec, *rec, dir),
+        Input::SpawnFailed {
+            spec,
+            written,
+            error,
+        } => runs::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
+        Input::RunStopped { run } => runs::by_hand::stopped(root, id, &run, now),
+        Input::LeadMessageDue {
+            session,
+            task,
+            text,
+            salt,
+        } => runs::lead::due(root, id, &session, &task, &text, salt, now),
+        Input::SuperviseRuns(call) => runs::supervise(root, id, call, now),
+        Input::RunsAsked(asked) => runs::by_hand::asked(root, id, asked, now),
+        Input::RunRecordsRead(read) => runs::records_read(root, id, read, now),
+        // Not a run's input: `Core::step` routes none here.
+        _ => Vec::new(),
     }
 }

@@ -13,7 +13,7 @@ use squad_protocol::model::{
     Document, Message, MessageContext, MessageMeta, MessageType, TaskStatus,
 };
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One notice file to write (new: the file is the record).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +75,47 @@ pub(crate) fn standing_facts(root: &Root, id: RootId, session: &str) -> Vec<Effe
         }
     }
     effects
+}
+
+/// The most tapped facts one batch turns into notices: a start-up with
+/// thousands of standing facts writes them a batch per wake-up, after
+/// READY, never holding up readiness, the control socket or a file change
+/// for longer than one batch.
+pub(crate) const NOTICE_BATCH: usize = 256;
+
+/// The most tapped facts turned into notices before READY (the first
+/// batch, smaller than [`NOTICE_BATCH`]): what readiness may cost in
+/// notices, however many a start-up owes.
+pub(crate) const STARTUP_NOTICES: usize = 32;
+
+/// A tapped event as the event log took it: (session if any, the file it
+/// is about, the event).
+pub(crate) type TappedEvent = (Option<String>, Option<PathBuf>, EventKind);
+
+/// The events of one batch tapped in this root, in order
+/// ([`super::Input::NoticesTapped`]): with `cluster:` only the leader
+/// tells; an event of no session concerns no agent; the rest as
+/// [`tapped`] (one notice per file across the whole batch).
+pub(crate) fn batch_tapped(
+    root: &Root,
+    id: RootId,
+    events: Vec<TappedEvent>,
+    now: Now,
+) -> Vec<Effect> {
+    if !root.leads {
+        return Vec::new();
+    }
+    let facts = events
+        .into_iter()
+        .filter_map(|(session, path, kind)| Some((session?, path, kind)))
+        .collect();
+    tapped(root, id, facts, now)
+}
+
+/// Facts (each of a session) as tapped events.
+#[cfg(test)]
+pub(crate) fn some(facts: Vec<super::input::TappedFact>) -> Vec<TappedEvent> {
+    facts.into_iter().map(|(s, p, k)| (Some(s), p, k)).collect()
 }
 
 /// Facts tapped in this root (session, path, event), in order: one

@@ -249,3 +249,47 @@ fn a_fact_tapped_twice_is_one_notice_and_a_fact_no_longer_true_none() {
     let effects = Core::new(id(0), &mut r).step(Input::FactsTapped(again), now(5));
     assert!(effects.is_empty(), "{effects:?}");
 }
+
+/// The shell hands each root its whole batch of tapped events
+/// (`Input::NoticesTapped`, issue 22): one notice per file across the
+/// batch, an event of no session skipped, in tapped order; with
+/// `cluster:` a follower tells nothing.
+#[test]
+fn a_batch_of_tapped_events_is_one_notice_per_file_in_order_and_only_the_leader_tells() {
+    let mut r = root_with(&[plan(1, "bob", &[]), plan(3, "dan", &[])]);
+    let s = || Some(SESSION.to_string());
+    let events = vec![
+        (s(), None, ready("task_3", "dan")),
+        // Of no session (a root-level event): concerns no agent.
+        (None, None, ready("task_1", "bob")),
+        (s(), None, ready("task_1", "bob")),
+        // The same fact again later in the batch: the same file, once.
+        (s(), None, ready("task_3", "dan")),
+        (s(), None, ready("task_1", "bob")),
+    ];
+    let effects = Core::new(id(0), &mut r).step(Input::NoticesTapped(events.clone()), now(0));
+    let names: Vec<String> = notice_files(&effects)
+        .iter()
+        .map(|(_, p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(effects.len(), 2, "{effects:?}");
+    assert!(
+        names[0].starts_with("role-comm-squadd-to-dan-")
+            && names[1].starts_with("role-comm-squadd-to-bob-"),
+        "{names:?}"
+    );
+    // Only the events of no session: nothing.
+    let none = vec![(None, None, ready("task_1", "bob"))];
+    assert!(
+        Core::new(id(0), &mut r)
+            .step(Input::NoticesTapped(none), now(0))
+            .is_empty()
+    );
+    // A follower (cluster:, not the leader) tells nothing.
+    r.leads = false;
+    assert!(
+        Core::new(id(0), &mut r)
+            .step(Input::NoticesTapped(events), now(0))
+            .is_empty()
+    );
+}

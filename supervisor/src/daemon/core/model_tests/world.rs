@@ -420,6 +420,13 @@ impl World {
             e @ (Effect::AdoptRun { .. } | Effect::StopRun { .. } | Effect::RunReply { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }
+            // After the look's effects, as `processes.rs` does.
+            Effect::DispatchRuns { root, cluster } => {
+                self.step(root, Input::DispatchDue { cluster })
+            }
+            e @ (Effect::RunsListed { .. } | Effect::Edit { .. }) => {
+                panic!("effect the model never asks for: {e:?}")
+            }
         }
     }
 

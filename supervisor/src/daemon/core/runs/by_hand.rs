@@ -9,6 +9,32 @@ use crate::runners::RunState;
 use squad_policies::runners::Candidate;
 use squad_protocol::model::TaskStatus;
 
+/// The `runs` method of the control socket: `list` answers with the live
+/// runs; `run` and `stop` need a task; any other action is refused.
+pub(crate) fn asked(root: &mut Root, id: RootId, asked: super::Asked, now: Now) -> Vec<Effect> {
+    let super::Asked {
+        action,
+        session,
+        task,
+    } = asked;
+    let refused = |e: RunError| {
+        vec![Effect::RunReply {
+            root: id,
+            reply: Err(e),
+        }]
+    };
+    match (action.as_str(), task) {
+        ("list", _) => vec![Effect::RunsListed {
+            root: id,
+            runs: root.runs.live(),
+        }],
+        ("run" | "stop", None) => refused(RunError::NoTask),
+        ("run", Some(task)) => by_hand(root, id, session.as_deref(), &task, now),
+        ("stop", Some(task)) => stop(root, id, session.as_deref(), &task),
+        (other, _) => refused(RunError::UnknownAction(other.to_string())),
+    }
+}
+
 /// `squadctl run TASK`: the run started by hand (same checks, except that
 /// held tasks and used-up retries may start), or why not.
 pub(crate) fn by_hand(

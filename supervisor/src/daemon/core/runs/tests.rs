@@ -693,3 +693,8 @@ fn the_largest_durations_never_overflow_the_clock() {
     };
     step(&mut r, Input::RunsLooked { retry_at }, end_of_time);
 }
+
+/// The shell's remaining calls, each one input (issue 22): a batch's end,
+/// the `runs` request, the records read at start-up (with a process
+/// double).
+mod calls;
