@@ -1706,3 +1706,111 @@ fn a_leaders_notice_is_delivered_once_on_the_recipients_host() {
     assert_eq!(delivered(leader), 0);
     assert_eq!(audited_message(&roots[leader], "message-delivered", &id), 0);
 }
+
+// ---------------------------------------------------------------------------
+// Retention across hosts (docs/cluster.md, "Retention across hosts").
+// ---------------------------------------------------------------------------
+
+/// A session that ended long ago (past every archive age).
+const OLD: &str = "20230101T000000Z-old";
+
+/// Writes [`OLD`] into a checkout, built aside and renamed in whole (a
+/// running squadd never sees it half-written).
+fn old_session(root: &Path) {
+    let staging = root.join(".squad/.staging-old");
+    fs::create_dir_all(&staging).unwrap();
+    fs::write(
+        staging.join("session-status.md"),
+        "session_id: sess_old\nstarted_at: 2023-01-01T00:00:00Z\nstatus: completed\ncompleted_at: 2023-01-02T00:00:00Z\n",
+    )
+    .unwrap();
+    fs::rename(&staging, root.join(".squad/sessions").join(OLD)).unwrap();
+}
+
+/// The session names `squadctl status --json` lists on a checkout.
+fn listed_sessions(root: &Path) -> Vec<String> {
+    status_json(root)["roots"][0]["sessions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_leaders_retention_archives_an_ended_session_on_every_host() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let policy = format!(
+        "{}retention:\n  schedule: '* * * * * *'\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s")
+    );
+    let (_tmp, roots) = checkouts(2, 2, &policy);
+    for r in &roots {
+        old_session(r);
+    }
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+        // Both squadds indexed it before anything was archived.
+        eventually("the old session listed", || {
+            listed_sessions(r).iter().any(|s| s == OLD).then_some(())
+        });
+    }
+    let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let follower = 1 - leader;
+    let leader_host = status(&roots[leader]).1["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Archived on both checkouts: the leader by its retention, the
+    // follower by the leader's removal record (the old code left the
+    // follower's copy in sessions/ for ever).
+    for r in [&roots[leader], &roots[follower]] {
+        crate::daemon::eventually_within(
+            "the old session archived",
+            Duration::from_secs(90),
+            || {
+                (r.join(".squad/archives").join(OLD).is_dir()
+                    && !r.join(".squad/sessions").join(OLD).exists())
+                .then_some(())
+            },
+        );
+    }
+    // Archived on the follower by the same code retention uses: the status
+    // stamped with archived_at, the event says by whom.
+    let status_text = fs::read_to_string(
+        roots[follower]
+            .join(".squad/archives")
+            .join(OLD)
+            .join("session-status.md"),
+    )
+    .unwrap();
+    assert!(status_text.contains("archived_at:"), "{status_text}");
+    let ev = eventually("the follower's session-archived event", || {
+        audit(&roots[follower])
+            .into_iter()
+            .find(|e| e["kind"] == "session-archived" && e["session"] == OLD)
+    });
+    assert_eq!(ev["by"], leader_host.as_str(), "{ev:#}");
+    // The leader's own event has no `by`: its retention did it.
+    let own = eventually("the leader's session-archived event", || {
+        audit(&roots[leader])
+            .into_iter()
+            .find(|e| e["kind"] == "session-archived" && e["session"] == OLD)
+    });
+    assert!(own.get("by").is_none(), "{own:#}");
+    // The follower's squadd no longer lists it; the live session stays.
+    eventually("the follower's status without the old session", || {
+        let names = listed_sessions(&roots[follower]);
+        (!names.iter().any(|s| s == OLD) && names.iter().any(|s| s == SESSION)).then_some(())
+    });
+    assert!(session_of(&roots[follower]).is_dir());
+    assert!(session_of(&roots[leader]).is_dir());
+}

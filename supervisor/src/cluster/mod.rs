@@ -17,6 +17,7 @@ pub(crate) mod kv;
 pub(crate) mod leader;
 pub(crate) mod presence;
 pub(crate) mod replicate;
+pub(crate) mod retire;
 
 pub(crate) use error::ClusterError;
 

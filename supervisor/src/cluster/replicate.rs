@@ -1031,6 +1031,15 @@ impl Task {
             tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session archived here; not applied");
             return;
         }
+        // Nor one the cluster's retention removed (archived or deleted)
+        // that this checkout no longer has (docs/cluster.md, "Retention
+        // across hosts").
+        if !sessions_dir(&self.root).join(&meta.session).exists()
+            && super::retire::retired(&self.root, &meta.session)
+        {
+            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session the leader's retention removed; not applied");
+            return;
+        }
         let key = entry.key.clone();
         let hash = crate::index::fingerprint(&bytes);
         let disk = match self.read(&meta.session, &meta.file) {

@@ -398,6 +398,7 @@ impl Supervisor {
                     self.replica_reports.clone(),
                 )
             }),
+            retire: None,
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
@@ -409,8 +410,16 @@ impl Supervisor {
                 let _ = tx.send((i, n));
             });
             let applied = self.roots.shell(i).replica.as_ref().map(|r| r.applied());
-            self.roots.shell_mut(i).cluster =
-                Some(crate::cluster::daemon::start(&root_path, c, news, applied));
+            let handle = crate::cluster::daemon::start(&root_path, c.clone(), news, applied);
+            // Removals across hosts: the leader's retention published, the
+            // others' applied (docs/cluster.md, "Retention across hosts").
+            self.roots.shell_mut(i).retire = Some(crate::cluster::retire::start(
+                &root_path,
+                c,
+                handle.leadership(),
+                self.replica_reports.clone(),
+            ));
+            self.roots.shell_mut(i).cluster = Some(handle);
         }
         let r = self.roots.core(i);
         self.log.add_root(i, &r.root);
