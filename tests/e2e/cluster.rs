@@ -1814,3 +1814,75 @@ fn the_leaders_retention_archives_an_ended_session_on_every_host() {
     assert!(session_of(&roots[follower]).is_dir());
     assert!(session_of(&roots[leader]).is_dir());
 }
+
+/// A NATS client of the test, as an adversary would be: one request on
+/// the project's removal bucket (`squad-e2e-retired`) in its own runtime.
+fn on_retired_bucket<T>(
+    nats: &NatsCluster,
+    f: impl AsyncFnOnce(async_nats::jetstream::kv::Store) -> T,
+) -> Option<T> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.ok()?;
+        let js = async_nats::jetstream::new(client);
+        let store = js.get_key_value("squad-e2e-retired").await.ok()?;
+        Some(f(store).await)
+    })
+}
+
+#[test]
+fn a_deposed_leaders_late_removal_is_refused_on_every_host() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let epoch = eventually("the leader's epoch", || {
+        status(&roots[leader]).1["leader"]["epoch"].as_u64()
+    });
+    // The leader wrote its epoch marker on election.
+    eventually("the leader's epoch marker", || {
+        on_retired_bucket(&nats, async |s| {
+            s.get(format!("epoch-{epoch}")).await.ok().flatten()
+        })
+        .flatten()
+    });
+    // A leader of a lower epoch (deposed, stalled while its removal was on
+    // its way) lands a removal of the live session after that marker.
+    assert!(epoch >= 1, "epochs are lease revisions, from 1");
+    let late = serde_json::json!({
+        "session": SESSION, "action": "archived", "epoch": epoch - 1,
+        "leader": "ghost:/deposed", "at": "2030-01-01T00:00:00Z",
+        "rule": "retention.archive_completed_after", "age_secs": 1,
+        "since_source": "completed_at",
+    });
+    let key = format!(
+        "t-{}",
+        SESSION
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    on_retired_bucket(&nats, async |s| {
+        s.put(key, late.to_string().into_bytes().into())
+            .await
+            .unwrap()
+    })
+    .expect("the removal bucket");
+    // Refused on both hosts, said as replica-dropped; the session stays.
+    for r in &roots {
+        let ev = eventually("the late removal dropped", || {
+            audit(r)
+                .into_iter()
+                .find(|e| e["kind"] == "replica-dropped" && e["session"] == SESSION)
+        });
+        assert_eq!(ev["origin"], "ghost:/deposed", "{ev:#}");
+        assert_eq!(ev["file"], format!("removal of {SESSION}"), "{ev:#}");
+        assert!(session_of(r).is_dir());
+        assert!(!r.join(".squad/archives").join(SESSION).exists());
+        assert!(listed_sessions(r).iter().any(|s| s == SESSION));
+    }
+}

@@ -540,7 +540,9 @@ fn load(root: &Path) -> Saved {
 }
 
 /// The next entry of the watcher, or never when there is none.
-async fn next_entry(watch: &mut Option<kv::Watch>) -> Option<Result<kv::Entry, kv::WatcherError>> {
+pub(super) async fn next_entry(
+    watch: &mut Option<kv::Watch>,
+) -> Option<Result<kv::Entry, kv::WatcherError>> {
     match watch {
         Some(w) => w.next().await,
         None => std::future::pending().await,

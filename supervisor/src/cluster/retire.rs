@@ -22,7 +22,7 @@
 use super::ClusterError;
 use super::kv::connect_client;
 use super::leader::Leadership;
-use super::replicate::Report;
+use super::replicate::{Report, next_entry};
 use super::{host_id, key_of};
 use crate::daemon::core::outputs::RetentionRun;
 use crate::events::EventKind;
@@ -272,14 +272,6 @@ pub(crate) fn start(
     Handle { tx, host }
 }
 
-/// The next entry of the watcher, or never when there is none.
-async fn next_entry(watch: &mut Option<kv::Watch>) -> Option<Result<kv::Entry, kv::WatcherError>> {
-    match watch {
-        Some(w) => w.next().await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Task {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Record>) {
         match connect_client(&self.policy, true, "squadd-retire").await {
@@ -522,7 +514,7 @@ impl Task {
                     session: record.session.clone(),
                     path: sessions_dir(&self.root).join(&record.session),
                     kind: EventKind::ReplicaDropped {
-                        file: String::new(),
+                        file: format!("removal of {}", record.session),
                         origin: record.leader.clone(),
                         reason,
                     },
