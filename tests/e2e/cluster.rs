@@ -1886,3 +1886,49 @@ fn a_deposed_leaders_late_removal_is_refused_on_every_host() {
         assert!(listed_sessions(r).iter().any(|s| s == SESSION));
     }
 }
+
+#[test]
+fn a_host_offline_during_the_leaders_retention_catches_up_on_return() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let policy = format!(
+        "{}retention:\n  schedule: '* * * * * *'\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s")
+    );
+    let (_tmp, roots) = checkouts(2, 2, &policy);
+    for r in &roots {
+        old_session(r);
+    }
+    // Host 1's squadd is down while host 0 leads and archives.
+    let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    wait_connected(&roots[0]);
+    eventually("host 0 leads", || sole_leader(&roots, &[0]));
+    let leader_host = status(&roots[0]).1["host"].as_str().unwrap().to_string();
+    crate::daemon::eventually_within("archived on the leader", Duration::from_secs(90), || {
+        roots[0]
+            .join(".squad/archives")
+            .join(OLD)
+            .is_dir()
+            .then_some(())
+    });
+    assert!(roots[1].join(".squad/sessions").join(OLD).is_dir());
+    // Back: the record was in the bucket; host 1 applies it.
+    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    crate::daemon::eventually_within(
+        "archived on the host that was away",
+        Duration::from_secs(90),
+        || {
+            (roots[1].join(".squad/archives").join(OLD).is_dir()
+                && !roots[1].join(".squad/sessions").join(OLD).exists())
+            .then_some(())
+        },
+    );
+    let ev = eventually("its session-archived event", || {
+        audit(&roots[1])
+            .into_iter()
+            .find(|e| e["kind"] == "session-archived" && e["session"] == OLD)
+    });
+    assert_eq!(ev["by"], leader_host.as_str(), "{ev:#}");
+    assert_eq!(sole_leader(&roots, &[0, 1]), Some(0));
+}
