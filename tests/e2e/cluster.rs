@@ -1727,6 +1727,20 @@ fn old_session(root: &Path) {
     fs::rename(&staging, root.join(".squad/sessions").join(OLD)).unwrap();
 }
 
+/// Two checkouts (no squadd yet) with retention every second and [`OLD`]
+/// in both.
+fn with_old_session(nats: &NatsCluster) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let policy = format!(
+        "{}retention:\n  schedule: '* * * * * *'\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s")
+    );
+    let (tmp, roots) = checkouts(2, 2, &policy);
+    for r in &roots {
+        old_session(r);
+    }
+    (tmp, roots)
+}
+
 /// The session names `squadctl status --json` lists on a checkout.
 fn listed_sessions(root: &Path) -> Vec<String> {
     status_json(root)["roots"][0]["sessions"]
@@ -1744,14 +1758,7 @@ fn the_leaders_retention_archives_an_ended_session_on_every_host() {
     let Some(nats) = NatsCluster::start() else {
         return;
     };
-    let policy = format!(
-        "{}retention:\n  schedule: '* * * * * *'\n",
-        leader_policy(&nats.urls_yaml(), "5s", "3s")
-    );
-    let (_tmp, roots) = checkouts(2, 2, &policy);
-    for r in &roots {
-        old_session(r);
-    }
+    let (_tmp, roots) = with_old_session(&nats);
     let _daemons: Vec<Daemon> = roots
         .iter()
         .map(|r| Daemon::start_with_env(r, QUIET_NATS))
@@ -1892,14 +1899,7 @@ fn a_host_offline_during_the_leaders_retention_catches_up_on_return() {
     let Some(nats) = NatsCluster::start() else {
         return;
     };
-    let policy = format!(
-        "{}retention:\n  schedule: '* * * * * *'\n",
-        leader_policy(&nats.urls_yaml(), "5s", "3s")
-    );
-    let (_tmp, roots) = checkouts(2, 2, &policy);
-    for r in &roots {
-        old_session(r);
-    }
+    let (_tmp, roots) = with_old_session(&nats);
     // Host 1's squadd is down while host 0 leads and archives.
     let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
     wait_connected(&roots[0]);
