@@ -130,6 +130,11 @@ pub(crate) enum EventKind {
         age_secs: u64,
         /// Where the age counts from.
         since_source: String,
+        /// With `cluster:`, on a host other than the leader: the leader
+        /// whose retention removed it (docs/cluster.md, "Retention across
+        /// hosts").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// Retention deleted a session or an archive.
     SessionDeleted {
@@ -139,6 +144,9 @@ pub(crate) enum EventKind {
         age_secs: u64,
         /// Where the age counts from.
         since_source: String,
+        /// As for [`EventKind::SessionArchived`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// A retention action failed.
     RetentionFailed {
@@ -503,12 +511,17 @@ impl EventKind {
                 rule,
                 age_secs,
                 since_source,
+                by,
             }
             | EventKind::SessionDeleted {
                 rule,
                 age_secs,
                 since_source,
-            } => format!("{rule}: {age_secs} s since {since_source}"),
+                by,
+            } => match by {
+                Some(by) => format!("{rule}: {age_secs} s since {since_source} (by {by})"),
+                None => format!("{rule}: {age_secs} s since {since_source}"),
+            },
             EventKind::RetentionFailed { error } => error.clone(),
             EventKind::MessageDelivered {
                 to,

@@ -390,12 +390,14 @@ pub(crate) fn execute(
                         rule,
                         age_secs: a.age_secs,
                         since_source,
+                        by: None,
                     })
                 }
                 Ok(Done::Now) => Outcome::Done(EventKind::SessionDeleted {
                     rule,
                     age_secs: a.age_secs,
                     since_source,
+                    by: None,
                 }),
                 Err(e) => Outcome::Failed(failure(a, &e)),
             };

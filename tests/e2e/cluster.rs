@@ -1706,3 +1706,229 @@ fn a_leaders_notice_is_delivered_once_on_the_recipients_host() {
     assert_eq!(delivered(leader), 0);
     assert_eq!(audited_message(&roots[leader], "message-delivered", &id), 0);
 }
+
+// ---------------------------------------------------------------------------
+// Retention across hosts (docs/cluster.md, "Retention across hosts").
+// ---------------------------------------------------------------------------
+
+/// A session that ended long ago (past every archive age).
+const OLD: &str = "20230101T000000Z-old";
+
+/// Writes [`OLD`] into a checkout, built aside and renamed in whole (a
+/// running squadd never sees it half-written).
+fn old_session(root: &Path) {
+    let staging = root.join(".squad/.staging-old");
+    fs::create_dir_all(&staging).unwrap();
+    fs::write(
+        staging.join("session-status.md"),
+        "session_id: sess_old\nstarted_at: 2023-01-01T00:00:00Z\nstatus: completed\ncompleted_at: 2023-01-02T00:00:00Z\n",
+    )
+    .unwrap();
+    fs::rename(&staging, root.join(".squad/sessions").join(OLD)).unwrap();
+}
+
+/// Two checkouts (no squadd yet) with retention every second and [`OLD`]
+/// in both.
+fn with_old_session(nats: &NatsCluster) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let policy = format!(
+        "{}retention:\n  schedule: '* * * * * *'\n",
+        leader_policy(&nats.urls_yaml(), "5s", "3s")
+    );
+    let (tmp, roots) = checkouts(2, 2, &policy);
+    for r in &roots {
+        old_session(r);
+    }
+    (tmp, roots)
+}
+
+/// The session names `squadctl status --json` lists on a checkout.
+fn listed_sessions(root: &Path) -> Vec<String> {
+    status_json(root)["roots"][0]["sessions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_leaders_retention_archives_an_ended_session_on_every_host() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = with_old_session(&nats);
+    let _daemons: Vec<Daemon> = roots
+        .iter()
+        .map(|r| Daemon::start_with_env(r, QUIET_NATS))
+        .collect();
+    for r in &roots {
+        wait_connected(r);
+        // Both squadds indexed it before anything was archived.
+        eventually("the old session listed", || {
+            listed_sessions(r).iter().any(|s| s == OLD).then_some(())
+        });
+    }
+    let leader = eventually("one leader", || sole_leader(&roots, &[0, 1]));
+    let follower = 1 - leader;
+    let leader_host = status(&roots[leader]).1["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Archived on both checkouts: the leader by its retention, the
+    // follower by the leader's removal record (the old code left the
+    // follower's copy in sessions/ for ever).
+    for r in [&roots[leader], &roots[follower]] {
+        crate::daemon::eventually_within(
+            "the old session archived",
+            Duration::from_secs(90),
+            || {
+                (r.join(".squad/archives").join(OLD).is_dir()
+                    && !r.join(".squad/sessions").join(OLD).exists())
+                .then_some(())
+            },
+        );
+    }
+    // Archived on the follower by the same code retention uses: the status
+    // stamped with archived_at, the event says by whom.
+    let status_text = fs::read_to_string(
+        roots[follower]
+            .join(".squad/archives")
+            .join(OLD)
+            .join("session-status.md"),
+    )
+    .unwrap();
+    assert!(status_text.contains("archived_at:"), "{status_text}");
+    let ev = eventually("the follower's session-archived event", || {
+        audit(&roots[follower])
+            .into_iter()
+            .find(|e| e["kind"] == "session-archived" && e["session"] == OLD)
+    });
+    assert_eq!(ev["by"], leader_host.as_str(), "{ev:#}");
+    // The leader's own event has no `by`: its retention did it.
+    let own = eventually("the leader's session-archived event", || {
+        audit(&roots[leader])
+            .into_iter()
+            .find(|e| e["kind"] == "session-archived" && e["session"] == OLD)
+    });
+    assert!(own.get("by").is_none(), "{own:#}");
+    // The follower's squadd no longer lists it; the live session stays.
+    eventually("the follower's status without the old session", || {
+        let names = listed_sessions(&roots[follower]);
+        (!names.iter().any(|s| s == OLD) && names.iter().any(|s| s == SESSION)).then_some(())
+    });
+    assert!(session_of(&roots[follower]).is_dir());
+    assert!(session_of(&roots[leader]).is_dir());
+}
+
+/// A NATS client of the test, as an adversary would be: one request on
+/// the project's removal bucket (`squad-e2e-retired`) in its own runtime.
+fn on_retired_bucket<T>(
+    nats: &NatsCluster,
+    f: impl AsyncFnOnce(async_nats::jetstream::kv::Store) -> T,
+) -> Option<T> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.ok()?;
+        let js = async_nats::jetstream::new(client);
+        let store = js.get_key_value("squad-e2e-retired").await.ok()?;
+        Some(f(store).await)
+    })
+}
+
+#[test]
+fn a_deposed_leaders_late_removal_is_refused_on_every_host() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let epoch = eventually("the leader's epoch", || {
+        status(&roots[leader]).1["leader"]["epoch"].as_u64()
+    });
+    // The leader wrote its epoch marker on election.
+    eventually("the leader's epoch marker", || {
+        on_retired_bucket(&nats, async |s| {
+            s.get(format!("epoch-{epoch}")).await.ok().flatten()
+        })
+        .flatten()
+    });
+    // A leader of a lower epoch (deposed, stalled while its removal was on
+    // its way) lands a removal of the live session after that marker.
+    assert!(epoch >= 1, "epochs are lease revisions, from 1");
+    let late = serde_json::json!({
+        "session": SESSION, "action": "archived", "epoch": epoch - 1,
+        "leader": "ghost:/deposed", "at": "2030-01-01T00:00:00Z",
+        "rule": "retention.archive_completed_after", "age_secs": 1,
+        "since_source": "completed_at",
+    });
+    let key = format!(
+        "t-{}",
+        SESSION
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    on_retired_bucket(&nats, async |s| {
+        s.put(key, late.to_string().into_bytes().into())
+            .await
+            .unwrap()
+    })
+    .expect("the removal bucket");
+    // Refused on both hosts, said as replica-dropped; the session stays.
+    for r in &roots {
+        let ev = eventually("the late removal dropped", || {
+            audit(r)
+                .into_iter()
+                .find(|e| e["kind"] == "replica-dropped" && e["session"] == SESSION)
+        });
+        assert_eq!(ev["origin"], "ghost:/deposed", "{ev:#}");
+        assert_eq!(ev["file"], format!("removal of {SESSION}"), "{ev:#}");
+        assert!(session_of(r).is_dir());
+        assert!(!r.join(".squad/archives").join(SESSION).exists());
+        assert!(listed_sessions(r).iter().any(|s| s == SESSION));
+    }
+}
+
+#[test]
+fn a_host_offline_during_the_leaders_retention_catches_up_on_return() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = with_old_session(&nats);
+    // Host 1's squadd is down while host 0 leads and archives.
+    let _a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    wait_connected(&roots[0]);
+    eventually("host 0 leads", || sole_leader(&roots, &[0]));
+    let leader_host = status(&roots[0]).1["host"].as_str().unwrap().to_string();
+    crate::daemon::eventually_within("archived on the leader", Duration::from_secs(90), || {
+        roots[0]
+            .join(".squad/archives")
+            .join(OLD)
+            .is_dir()
+            .then_some(())
+    });
+    assert!(roots[1].join(".squad/sessions").join(OLD).is_dir());
+    // Back: the record was in the bucket; host 1 applies it.
+    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    crate::daemon::eventually_within(
+        "archived on the host that was away",
+        Duration::from_secs(90),
+        || {
+            (roots[1].join(".squad/archives").join(OLD).is_dir()
+                && !roots[1].join(".squad/sessions").join(OLD).exists())
+            .then_some(())
+        },
+    );
+    let ev = eventually("its session-archived event", || {
+        audit(&roots[1])
+            .into_iter()
+            .find(|e| e["kind"] == "session-archived" && e["session"] == OLD)
+    });
+    assert_eq!(ev["by"], leader_host.as_str(), "{ev:#}");
+    assert_eq!(sole_leader(&roots, &[0, 1]), Some(0));
+}

@@ -48,6 +48,12 @@ impl Handle {
         self.leadership.epoch()
     }
 
+    /// This host's leadership, shared (the removal task reads it:
+    /// [`super::retire`]).
+    pub(crate) fn leadership(&self) -> Leadership {
+        self.leadership.clone()
+    }
+
     /// Hands a request to the task; the receiver gets the answer.
     pub(crate) fn ask(&self, ask: Ask) -> oneshot::Receiver<Response> {
         let (tx, rx) = oneshot::channel();

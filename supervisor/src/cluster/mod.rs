@@ -8,7 +8,8 @@
 //! releases the project's cluster locks for the agents of its checkout.
 //! squadctl reaches it through the control socket ([`client`]). A second
 //! task per root ([`replicate`], [`presence`]) replicates the protocol
-//! files and knows which host each agent works on.
+//! files and knows which host each agent works on. A third ([`retire`])
+//! carries the leader's retention to every checkout.
 
 pub(crate) mod client;
 pub(crate) mod daemon;
@@ -17,6 +18,7 @@ pub(crate) mod kv;
 pub(crate) mod leader;
 pub(crate) mod presence;
 pub(crate) mod replicate;
+pub(crate) mod retire;
 
 pub(crate) use error::ClusterError;
 

@@ -540,7 +540,9 @@ fn load(root: &Path) -> Saved {
 }
 
 /// The next entry of the watcher, or never when there is none.
-async fn next_entry(watch: &mut Option<kv::Watch>) -> Option<Result<kv::Entry, kv::WatcherError>> {
+pub(super) async fn next_entry(
+    watch: &mut Option<kv::Watch>,
+) -> Option<Result<kv::Entry, kv::WatcherError>> {
     match watch {
         Some(w) => w.next().await,
         None => std::future::pending().await,
@@ -1029,6 +1031,15 @@ impl Task {
                 .exists();
         if archived {
             tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session archived here; not applied");
+            return;
+        }
+        // Nor one the cluster's retention removed (archived or deleted)
+        // that this checkout no longer has (docs/cluster.md, "Retention
+        // across hosts").
+        if !sessions_dir(&self.root).join(&meta.session).exists()
+            && super::retire::retired(&self.root, &meta.session)
+        {
+            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session the leader's retention removed; not applied");
             return;
         }
         let key = entry.key.clone();

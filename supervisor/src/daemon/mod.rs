@@ -369,6 +369,7 @@ impl Supervisor {
                     self.replica_reports.clone(),
                 )
             }),
+            retire: None,
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
@@ -380,8 +381,16 @@ impl Supervisor {
                 let _ = tx.send((i, n));
             });
             let applied = self.roots.shell(i).replica.as_ref().map(|r| r.applied());
-            self.roots.shell_mut(i).cluster =
-                Some(crate::cluster::daemon::start(&root_path, c, news, applied));
+            let handle = crate::cluster::daemon::start(&root_path, c.clone(), news, applied);
+            // Removals across hosts: the leader's retention published, the
+            // others' applied (docs/cluster.md, "Retention across hosts").
+            self.roots.shell_mut(i).retire = Some(crate::cluster::retire::start(
+                &root_path,
+                c,
+                handle.leadership(),
+                self.replica_reports.clone(),
+            ));
+            self.roots.shell_mut(i).cluster = Some(handle);
         }
         self.log.add_root(i, &self.roots.core(i).root);
         let input = self::core::Input::RootOpened(policy.map(Box::new));

@@ -29,6 +29,9 @@ pub(crate) struct Shell {
     /// The replication task (docs/cluster.md, "Replication"), with
     /// `cluster:`.
     pub replica: Option<crate::cluster::replicate::Handle>,
+    /// The removal task (docs/cluster.md, "Retention across hosts"), with
+    /// `cluster:`.
+    pub retire: Option<crate::cluster::retire::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
 }
@@ -50,6 +53,7 @@ impl Default for Shell {
             run_reply: None,
             cluster: None,
             replica: None,
+            retire: None,
             skills: Default::default(),
         }
     }
@@ -66,6 +70,18 @@ impl Shell {
             && let Some(epoch) = c.leader_epoch()
         {
             r.publish_owned(session, file, epoch);
+        }
+    }
+
+    /// The leader's retention call site (docs/cluster.md, "Retention
+    /// across hosts"): the sessions a retention run removed here are
+    /// published to the other checkouts with this host's epoch. Nothing on
+    /// a follower or without `cluster:`.
+    pub(crate) fn publish_retired(&self, run: &super::core::outputs::RetentionRun) {
+        if let (Some(c), Some(r)) = (&self.cluster, &self.retire)
+            && let Some(epoch) = c.leader_epoch()
+        {
+            r.retention_ran(run, epoch);
         }
     }
 }

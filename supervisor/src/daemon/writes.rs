@@ -223,6 +223,7 @@ impl Supervisor {
     pub(super) fn run_retention(&mut self, i: RootId, now: Now) {
         let busy = self.busy_sessions(i);
         let run = upkeep::run_retention(self.roots.core(i), &busy, now.wall);
+        self.roots.shell(i).publish_retired(&run);
         self.step(i, Input::RetentionRan(run), now);
     }
 
