@@ -1706,3 +1706,136 @@ fn a_leaders_notice_is_delivered_once_on_the_recipients_host() {
     assert_eq!(delivered(leader), 0);
     assert_eq!(audited_message(&roots[leader], "message-delivered", &id), 0);
 }
+
+// ---------------------------------------------------------------------------
+// The leader's shared context on every checkout (docs/cluster.md,
+// "Replication of the shared context").
+// ---------------------------------------------------------------------------
+
+/// A checkout's `.claude/context/shared-context.json`, when there is one.
+fn context_bytes(root: &Path) -> Option<Vec<u8>> {
+    fs::read(root.join(".claude/context/shared-context.json")).ok()
+}
+
+/// Whether a host's squadd wrote the shared context itself (its audit log
+/// says so): a follower's copy is the leader's, replicated.
+fn wrote_context(root: &Path) -> bool {
+    audit(root)
+        .iter()
+        .any(|e| e["kind"] == "output-written" && e["output"] == "shared-context")
+}
+
+/// Waits until the follower's shared context is byte-equal to the
+/// leader's and `done` holds of it; returns it.
+fn same_context(
+    roots: &[PathBuf],
+    leader: usize,
+    what: &str,
+    done: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    crate::daemon::eventually_within(what, Duration::from_secs(60), || {
+        let l = context_bytes(&roots[leader])?;
+        (done(&l) && context_bytes(&roots[1 - leader]).as_ref() == Some(&l)).then_some(l)
+    })
+}
+
+#[test]
+fn the_leaders_shared_context_reaches_the_host_a_plan_was_written_on() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    // A plan written on the follower: replicated to the leader, whose
+    // shared context then lists it; the context comes back byte-equal (the
+    // old code left the follower with no shared-context.json at all).
+    write_plan(&session_of(&roots[follower]), "task_9", "agent-9", "");
+    let text = same_context(
+        &roots,
+        leader,
+        "the follower's shared context equals the leader's, with task_9",
+        |c| String::from_utf8_lossy(c).contains("\"task_9\""),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(v["schema_version"], "2.0.0", "{v:#}");
+    // One writer: the leader wrote it, the follower only received it.
+    assert!(wrote_context(&roots[leader]));
+    assert!(!wrote_context(&roots[follower]));
+    let dropped: Vec<serde_json::Value> = audit(&roots[follower])
+        .into_iter()
+        .filter(|e| e["kind"] == "replica-dropped")
+        .collect();
+    assert!(dropped.is_empty(), "{dropped:#?}");
+}
+
+/// A progress update of `task` by `agent` with one decision of `size`
+/// bytes (a protocol file stays under its 1 MB limit; the context sums
+/// them).
+fn big_progress(task: &str, agent: &str, size: usize) -> String {
+    let words = "the shared context outgrows one NATS message ";
+    let description: String = words.repeat(size / words.len() + 1)[..size].to_string();
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  updated_at: 2024-01-15T11:00:00Z\nstatus: in_progress\ndecisions:\n  - type: design\n    description: {description}\n"
+    )
+}
+
+#[test]
+fn a_shared_context_larger_than_a_nats_message_replicates_and_is_caught_up_at_start() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, mut daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    // Three decisions of 900 kB: a context of 2.7 MB, more than the server's
+    // max_payload (1 MB) and than any KV value.
+    let s = session_of(&roots[leader]);
+    write_plan(&s, "task_5", "agent-5", "");
+    let written = Instant::now();
+    for (task, agent) in [
+        ("task_0", "agent-0"),
+        ("task_1", "agent-1"),
+        ("task_5", "agent-5"),
+    ] {
+        fs::write(
+            s.join(format!("role-comm-{agent}-{task}.md")),
+            big_progress(task, agent, 900_000),
+        )
+        .unwrap();
+    }
+    let text = same_context(
+        &roots,
+        leader,
+        "the follower's 2.5 MB shared context equals the leader's",
+        |c| c.len() > 2_500_000,
+    );
+    eprintln!(
+        "shared context of {} bytes on the follower {:.2} s after the progress updates were written (debug build)",
+        text.len(),
+        written.elapsed().as_secs_f64()
+    );
+    assert!(!wrote_context(&roots[follower]));
+    // Catch-up: the follower's squadd killed; the leader's context changes
+    // meanwhile; the follower's squadd, started again, fetches it.
+    daemons.swap_remove(follower).kill9();
+    write_plan(&s, "task_6", "agent-6", "");
+    crate::daemon::eventually_within(
+        "the leader's context lists task_6",
+        Duration::from_secs(60),
+        || {
+            context_bytes(&roots[leader])
+                .filter(|c| String::from_utf8_lossy(c).contains("\"task_6\""))
+        },
+    );
+    assert_ne!(
+        context_bytes(&roots[follower]),
+        context_bytes(&roots[leader])
+    );
+    daemons.push(Daemon::start_with_env(&roots[follower], QUIET_NATS));
+    same_context(
+        &roots,
+        leader,
+        "the restarted follower caught up with the leader's context",
+        |c| String::from_utf8_lossy(c).contains("\"task_6\""),
+    );
+    assert!(!wrote_context(&roots[follower]));
+}

@@ -11,6 +11,7 @@
 //! files and knows which host each agent works on.
 
 pub(crate) mod client;
+pub(crate) mod context;
 pub(crate) mod daemon;
 pub(crate) mod error;
 pub(crate) mod kv;

@@ -398,6 +398,10 @@ impl Supervisor {
                     self.replica_reports.clone(),
                 )
             }),
+            // The leader's shared context to every checkout (cluster/context.rs).
+            context: policy_cluster.as_ref().map(|c| {
+                crate::cluster::context::start(&root_path, c.clone(), self.replica_reports.clone())
+            }),
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
@@ -439,7 +443,9 @@ impl Supervisor {
     /// An event of a replication task, into the log of its root.
     fn replica_report(&mut self, r: crate::cluster::replicate::Report) {
         if let Some(i) = self.roots.of(&r.root) {
-            self.log.emit(i, Some(&r.session), Some(&r.path), r.kind);
+            // The shared context's events name no session.
+            let session = (!r.session.is_empty()).then_some(r.session.as_str());
+            self.log.emit(i, session, Some(&r.path), r.kind);
         }
     }
 

@@ -29,6 +29,9 @@ pub(crate) struct Shell {
     /// The replication task (docs/cluster.md, "Replication"), with
     /// `cluster:`.
     pub replica: Option<crate::cluster::replicate::Handle>,
+    /// The shared context's replication (docs/cluster.md, "Replication of
+    /// the shared context"), with `cluster:`.
+    pub context: Option<crate::cluster::context::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
 }
@@ -42,6 +45,7 @@ impl Default for Shell {
             run_reply: None,
             cluster: None,
             replica: None,
+            context: None,
             skills: Default::default(),
         }
     }
@@ -58,6 +62,18 @@ impl Shell {
             && let Some(epoch) = c.leader_epoch()
         {
             r.publish_owned(session, file, epoch);
+        }
+    }
+
+    /// The leader's shared context was just written here: with `cluster:`
+    /// and while this host leads, it is put into the project's context
+    /// store with the epoch it was written under (docs/cluster.md).
+    /// Nothing on a follower or without `cluster:`.
+    pub(crate) fn publish_context(&self) {
+        if let (Some(c), Some(x)) = (&self.cluster, &self.context)
+            && let Some(epoch) = c.leader_epoch()
+        {
+            x.publish(epoch);
         }
     }
 }

@@ -197,6 +197,8 @@ impl Supervisor {
 
     /// A background write finished.
     pub(super) fn written_behind(&mut self, (path, tag, result): writer::Done) {
+        let context_written = result.is_ok() && tag.output == "shared-context";
+        let root = tag.root;
         let input = Input::OutputDone {
             session: tag.session,
             path,
@@ -204,6 +206,11 @@ impl Supervisor {
             error: result.err().map(|e| e.to_string()),
         };
         self.step(tag.root, input, Now { wall: Utc::now() });
+        if context_written {
+            // Replication call site: the leader's shared context to every
+            // checkout (a no-op on a follower, docs/cluster.md).
+            self.roots.shell(root).publish_context();
+        }
     }
 
     /// Carries out [`core::Effect::RunRetention`]: the same plan and
