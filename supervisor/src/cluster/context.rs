@@ -90,6 +90,14 @@ pub(crate) fn may_publish(epoch: u64, highest: Option<u64>) -> bool {
     highest.is_none_or(|h| epoch >= h)
 }
 
+/// Whether a version fenced here (a lower epoch than seen) is to be put
+/// over with this host's: when this host made the put of the highest epoch
+/// seen (`mine`), the store's latest version is now a deposed leader's,
+/// and a follower starting afresh would take it.
+pub(crate) fn put_over(mine: Option<u64>, highest: Option<u64>) -> bool {
+    mine.is_some() && mine == highest
+}
+
 /// Where squadd hands the task the leader's writes.
 pub(crate) struct Handle {
     tx: mpsc::UnboundedSender<u64>,
@@ -130,6 +138,8 @@ struct Task {
     due: Option<u64>,
     /// A fetch that failed, tried again at the next tick.
     fetch_again: bool,
+    /// The epoch of this squadd's last put.
+    mine: Option<u64>,
     reports: mpsc::UnboundedSender<Report>,
 }
 
@@ -154,6 +164,7 @@ pub(crate) fn start(
         saved: load(root),
         due: None,
         fetch_again: false,
+        mine: None,
         reports,
     };
     tokio::spawn(task.run(rx));
@@ -361,6 +372,7 @@ impl Task {
                     "cluster: shared context published"
                 );
                 self.due = None;
+                self.mine = Some(epoch);
                 self.note(Some(info.nuid), hash, epoch);
             }
             Err(e) => {
@@ -428,6 +440,12 @@ impl Task {
                     self.saved.highest_epoch.unwrap_or(0)
                 );
                 self.dropped(&origin, reason);
+                if put_over(self.mine, self.saved.highest_epoch) {
+                    // The store no longer holds ours: put again.
+                    self.saved.nuid = Some(info.nuid.clone());
+                    self.saved.hash = None;
+                    self.want(self.mine.unwrap_or(0));
+                }
             }
             Arrival::Take => {
                 let epoch = epoch.unwrap_or(0);
@@ -538,6 +556,11 @@ mod tests {
         assert!(may_publish(5, Some(5)));
         assert!(may_publish(6, Some(5)));
         assert!(!may_publish(4, Some(5)));
+        // The leader of the highest epoch puts its own back over a late
+        // lower one; any other host leaves it.
+        assert!(put_over(Some(5), Some(5)));
+        assert!(!put_over(Some(4), Some(5)));
+        assert!(!put_over(None, Some(5)));
     }
 
     #[test]
