@@ -1839,3 +1839,50 @@ fn a_shared_context_larger_than_a_nats_message_replicates_and_is_caught_up_at_st
     );
     assert!(!wrote_context(&roots[follower]));
 }
+
+#[test]
+fn after_a_failover_the_old_leaders_checkout_takes_the_new_leaders_context() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, mut daemons, first) = two_with_a_leader(&nats);
+    let second = 1 - first;
+    write_plan(&session_of(&roots[first]), "task_7", "agent-7", "");
+    same_context(&roots, first, "the first leader's context on both", |c| {
+        String::from_utf8_lossy(c).contains("\"task_7\"")
+    });
+    // The leader killed -9; the other host is elected with a higher epoch
+    // and its context changes (a plan written there).
+    daemons.swap_remove(first).kill9();
+    eventually("the other host leads", || {
+        (status(&roots[second]).1["leader"]["this_host"] == true).then_some(())
+    });
+    write_plan(&session_of(&roots[second]), "task_8", "agent-8", "");
+    let new = crate::daemon::eventually_within(
+        "the new leader's context lists task_8",
+        Duration::from_secs(60),
+        || {
+            context_bytes(&roots[second])
+                .filter(|c| String::from_utf8_lossy(c).contains("\"task_8\""))
+        },
+    );
+    // The old leader's checkout still has its own, older file.
+    assert_ne!(context_bytes(&roots[first]), Some(new));
+    // Started again, it is a follower: the new leader's version (a higher
+    // epoch than the one it put itself) is taken over its own file.
+    daemons.push(Daemon::start_with_env(&roots[first], QUIET_NATS));
+    same_context(
+        &roots,
+        second,
+        "the old leader's checkout has the new leader's context",
+        |c| String::from_utf8_lossy(c).contains("\"task_8\""),
+    );
+    assert_eq!(status(&roots[first]).1["leader"]["this_host"], false);
+    // Every context write of either host lay inside its own leadership.
+    check_one_writer(&roots);
+    let dropped: Vec<serde_json::Value> = audit(&roots[first])
+        .into_iter()
+        .filter(|e| e["kind"] == "replica-dropped")
+        .collect();
+    assert!(dropped.is_empty(), "{dropped:#?}");
+}

@@ -23,6 +23,7 @@
 use super::kv::connect_client;
 use super::replicate::Report;
 use super::{ClusterError, host_id};
+use crate::daemon::context::MAX_CONTEXT_BYTES;
 use crate::events::EventKind;
 use async_nats::jetstream::{self, object_store};
 use futures_util::StreamExt;
@@ -38,9 +39,6 @@ use tokio::sync::mpsc;
 
 /// The object's name in the store.
 pub(crate) const OBJECT: &str = "shared-context.json";
-/// The largest context put or taken (the store chunks it; this bounds
-/// what another host can make this one write).
-pub(crate) const MAX_CONTEXT_BYTES: u64 = 64 * 1024 * 1024;
 /// Where the highest epoch seen is kept, under `.squad/run/`.
 const STATE_FILE: &str = "cluster-context.json";
 /// How often a failed put or fetch is tried again and the store looked at.
