@@ -1886,3 +1886,113 @@ fn after_a_failover_the_old_leaders_checkout_takes_the_new_leaders_context() {
         .collect();
     assert!(dropped.is_empty(), "{dropped:#?}");
 }
+
+/// Puts `bytes` into the project's context store as object
+/// `shared-context.json` with `metadata`, as another host (or a tool with
+/// the project's credentials) could; returns the store's latest metadata
+/// right after.
+fn put_context_object(
+    nats: &NatsCluster,
+    metadata: &[(&str, &str)],
+    bytes: &[u8],
+) -> std::collections::HashMap<String, String> {
+    use async_nats::jetstream::object_store::ObjectMetadata;
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let store = js.get_object_store("squad-e2e-context").await.unwrap();
+        let meta = ObjectMetadata {
+            name: "shared-context.json".into(),
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        store.put(meta, &mut &bytes[..]).await.unwrap();
+        store.info("shared-context.json").await.unwrap().metadata
+    })
+}
+
+/// The metadata of the context store's latest object.
+fn context_object_metadata(nats: &NatsCluster) -> std::collections::HashMap<String, String> {
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let store = js.get_object_store("squad-e2e-context").await.unwrap();
+        store.info("shared-context.json").await.unwrap().metadata
+    })
+}
+
+#[test]
+fn a_late_lower_epoch_or_a_foreign_context_is_dropped_and_the_leaders_put_back() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    write_plan(&session_of(&roots[leader]), "task_7", "agent-7", "");
+    let ours = same_context(&roots, leader, "the leader's context on both", |c| {
+        String::from_utf8_lossy(c).contains("\"task_7\"")
+    });
+    let (_, v) = status(&roots[leader]);
+    let epoch = v["leader"]["epoch"].as_u64().unwrap();
+    let leader_host = v["host"].as_str().unwrap().to_string();
+    // A deposed leader's late put (a lower epoch) lands after the
+    // leader's, then a version with no epoch, then one that is no JSON
+    // object: the follower writes none of them.
+    let lower = (epoch - 1).to_string();
+    let late = b"{\"schema_version\": \"2.0.0\", \"late\": true}\n";
+    let put = put_context_object(
+        &nats,
+        &[("epoch", lower.as_str()), ("origin", "deposed:/x")],
+        late,
+    );
+    assert_eq!(put["origin"], "deposed:/x");
+    put_context_object(&nats, &[("origin", "tool:/x")], late);
+    let higher = (epoch + 1).to_string();
+    put_context_object(
+        &nats,
+        &[("epoch", higher.as_str()), ("origin", "tool:/x")],
+        b"not json",
+    );
+    let dropped = eventually("three replica-dropped events on the follower", || {
+        let d: Vec<serde_json::Value> = audit(&roots[follower])
+            .into_iter()
+            .filter(|e| {
+                e["kind"] == "replica-dropped" && e["file"] == ".claude/context/shared-context.json"
+            })
+            .collect();
+        (d.len() >= 3).then_some(d)
+    });
+    let reasons: Vec<&str> = dropped
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        reasons[0].contains(&format!("epoch {lower} is lower than {epoch}")),
+        "{dropped:#?}"
+    );
+    assert!(reasons[1].contains("no leader's epoch"), "{dropped:#?}");
+    assert!(reasons[2].contains("not a JSON object"), "{dropped:#?}");
+    assert_eq!(context_bytes(&roots[follower]), Some(ours.clone()));
+    assert_eq!(context_bytes(&roots[leader]), Some(ours.clone()));
+    // The leader saw its version covered by a lower epoch's and put its own
+    // back: a follower starting afresh takes the leader's, not the late one.
+    eventually("the leader's version is the store's latest again", || {
+        let m = context_object_metadata(&nats);
+        (m.get("origin") == Some(&leader_host) && m.get("epoch") == Some(&epoch.to_string()))
+            .then_some(())
+    });
+    assert_eq!(context_bytes(&roots[follower]), Some(ours));
+}

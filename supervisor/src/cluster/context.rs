@@ -416,6 +416,18 @@ impl Task {
         });
     }
 
+    /// A version of the store not taken: dropped (`replica-dropped`); when
+    /// this squadd put the version of the highest epoch seen, the store no
+    /// longer holds it and it is put again ([`put_over`]).
+    fn refuse(&mut self, info: &object_store::ObjectInfo, origin: &str, reason: String) {
+        self.dropped(origin, reason);
+        if put_over(self.mine, self.saved.highest_epoch) {
+            self.saved.nuid = Some(info.nuid.clone());
+            self.saved.hash = None;
+            self.want(self.mine.unwrap_or(0));
+        }
+    }
+
     /// A version seen in the store.
     async fn arrived(&mut self, info: object_store::ObjectInfo) {
         if info.name != OBJECT || info.deleted || self.saved.nuid.as_deref() == Some(&info.nuid) {
@@ -429,7 +441,7 @@ impl Task {
         match arrival(origin == self.host, epoch, self.saved.highest_epoch) {
             Arrival::Own => {}
             Arrival::NoEpoch => {
-                self.dropped(&origin, "no leader's epoch: not written".into());
+                self.refuse(&info, &origin, "no leader's epoch: not written".into());
             }
             Arrival::Fenced => {
                 let reason = format!(
@@ -437,13 +449,7 @@ impl Task {
                     epoch.unwrap_or(0),
                     self.saved.highest_epoch.unwrap_or(0)
                 );
-                self.dropped(&origin, reason);
-                if put_over(self.mine, self.saved.highest_epoch) {
-                    // The store no longer holds ours: put again.
-                    self.saved.nuid = Some(info.nuid.clone());
-                    self.saved.hash = None;
-                    self.want(self.mine.unwrap_or(0));
-                }
+                self.refuse(&info, &origin, reason);
             }
             Arrival::Take => {
                 let epoch = epoch.unwrap_or(0);
@@ -452,7 +458,7 @@ impl Task {
                         "{} bytes, more than the {MAX_CONTEXT_BYTES} a shared context may have",
                         info.size
                     );
-                    self.dropped(&origin, reason);
+                    self.refuse(&info, &origin, reason);
                     return;
                 }
                 let Some(store) = self.store.clone() else {
@@ -461,7 +467,7 @@ impl Task {
                 };
                 match fetch(store, &info).await {
                     Ok(bytes) if is_context(&bytes) => self.take(&info, &bytes, epoch),
-                    Ok(_) => self.dropped(&origin, "not a JSON object".into()),
+                    Ok(_) => self.refuse(&info, &origin, "not a JSON object".into()),
                     Err(e) => {
                         tracing::warn!(error = %e, "cluster: shared context not fetched; retrying");
                         self.fetch_again = true;
