@@ -737,3 +737,19 @@ pub(crate) fn escapes_root(root: &Path, relative: &str) -> Option<String> {
         }
     }
 }
+
+/// Releases the locks of a session that ended, under the lock table's
+/// lock: the events of each lock released (none when the table cannot be
+/// locked, which is logged). squadd's wrap-up and a removal arriving from
+/// the cluster's leader both end a session's locks this way.
+pub(crate) fn release_ended_session(
+    root: &std::path::Path,
+    session_dir: &std::path::Path,
+    reason: &str,
+) -> Vec<LockEvent> {
+    let events = lock_table(root).and_then(|_guard| release_session(session_dir, reason));
+    events.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, dir = %session_dir.display(), "cannot release the session's locks");
+        Vec::new()
+    })
+}

@@ -10,6 +10,12 @@ use serde_yaml::{Mapping, Value as Yaml};
 use squad_protocol::model::{Priority, SessionState, TaskStatus};
 use squad_protocol::payload::{Encoding, extract};
 
+/// The largest shared context squadd reads back (it spans every task of
+/// the root: 2.2 MB with 5,000 tasks, so a protocol file's 1 MB limit
+/// would lose the top-level keys another tool added to a large one), and
+/// the largest the cluster replicates (docs/cluster.md).
+pub(crate) const MAX_CONTEXT_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The comment heading a session-status.md the supervisor created.
 const STATUS_HEADER: &str =
     "# Session Status (maintained by squadd; derived fields are rewritten)\n";

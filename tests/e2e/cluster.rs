@@ -1932,3 +1932,289 @@ fn a_host_offline_during_the_leaders_retention_catches_up_on_return() {
     assert_eq!(ev["by"], leader_host.as_str(), "{ev:#}");
     assert_eq!(sole_leader(&roots, &[0, 1]), Some(0));
 }
+
+// ---------------------------------------------------------------------------
+// The leader's shared context on every checkout (docs/cluster.md,
+// "Replication of the shared context").
+// ---------------------------------------------------------------------------
+
+/// A checkout's `.claude/context/shared-context.json`, when there is one.
+fn context_bytes(root: &Path) -> Option<Vec<u8>> {
+    fs::read(root.join(".claude/context/shared-context.json")).ok()
+}
+
+/// Whether a host's squadd wrote the shared context itself (its audit log
+/// says so): a follower's copy is the leader's, replicated.
+fn wrote_context(root: &Path) -> bool {
+    audit(root)
+        .iter()
+        .any(|e| e["kind"] == "output-written" && e["output"] == "shared-context")
+}
+
+/// Waits until the follower's shared context is byte-equal to the
+/// leader's and `done` holds of it; returns it.
+fn same_context(
+    roots: &[PathBuf],
+    leader: usize,
+    what: &str,
+    done: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    crate::daemon::eventually_within(what, Duration::from_secs(60), || {
+        let l = context_bytes(&roots[leader])?;
+        (done(&l) && context_bytes(&roots[1 - leader]).as_ref() == Some(&l)).then_some(l)
+    })
+}
+
+#[test]
+fn the_leaders_shared_context_reaches_the_host_a_plan_was_written_on() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    // A plan written on the follower: replicated to the leader, whose
+    // shared context then lists it; the context comes back byte-equal (the
+    // old code left the follower with no shared-context.json at all).
+    write_plan(&session_of(&roots[follower]), "task_9", "agent-9", "");
+    let text = same_context(
+        &roots,
+        leader,
+        "the follower's shared context equals the leader's, with task_9",
+        |c| String::from_utf8_lossy(c).contains("\"task_9\""),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(v["schema_version"], "2.0.0", "{v:#}");
+    // One writer: the leader wrote it, the follower only received it.
+    assert!(wrote_context(&roots[leader]));
+    assert!(!wrote_context(&roots[follower]));
+    let dropped: Vec<serde_json::Value> = audit(&roots[follower])
+        .into_iter()
+        .filter(|e| e["kind"] == "replica-dropped")
+        .collect();
+    assert!(dropped.is_empty(), "{dropped:#?}");
+}
+
+/// A progress update of `task` by `agent` with one decision of `size`
+/// bytes (a protocol file stays under its 1 MB limit; the context sums
+/// them).
+fn big_progress(task: &str, agent: &str, size: usize) -> String {
+    let words = "the shared context outgrows one NATS message ";
+    let description: String = words.repeat(size / words.len() + 1)[..size].to_string();
+    format!(
+        "meta:\n  task_id: {task}\n  agent: {agent}\n  updated_at: 2024-01-15T11:00:00Z\nstatus: in_progress\ndecisions:\n  - type: design\n    description: {description}\n"
+    )
+}
+
+#[test]
+fn a_shared_context_larger_than_a_nats_message_replicates_and_is_caught_up_at_start() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, mut daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    // Three decisions of 900 kB: a context of 2.7 MB, more than the server's
+    // max_payload (1 MB) and than any KV value.
+    let s = session_of(&roots[leader]);
+    write_plan(&s, "task_5", "agent-5", "");
+    let written = Instant::now();
+    for (task, agent) in [
+        ("task_0", "agent-0"),
+        ("task_1", "agent-1"),
+        ("task_5", "agent-5"),
+    ] {
+        fs::write(
+            s.join(format!("role-comm-{agent}-{task}.md")),
+            big_progress(task, agent, 900_000),
+        )
+        .unwrap();
+    }
+    let text = same_context(
+        &roots,
+        leader,
+        "the follower's 2.5 MB shared context equals the leader's",
+        |c| c.len() > 2_500_000,
+    );
+    eprintln!(
+        "shared context of {} bytes on the follower {:.2} s after the progress updates were written (debug build)",
+        text.len(),
+        written.elapsed().as_secs_f64()
+    );
+    assert!(!wrote_context(&roots[follower]));
+    // Catch-up: the follower's squadd killed; the leader's context changes
+    // meanwhile; the follower's squadd, started again, fetches it.
+    daemons.swap_remove(follower).kill9();
+    write_plan(&s, "task_6", "agent-6", "");
+    crate::daemon::eventually_within(
+        "the leader's context lists task_6",
+        Duration::from_secs(60),
+        || {
+            context_bytes(&roots[leader])
+                .filter(|c| String::from_utf8_lossy(c).contains("\"task_6\""))
+        },
+    );
+    assert_ne!(
+        context_bytes(&roots[follower]),
+        context_bytes(&roots[leader])
+    );
+    daemons.push(Daemon::start_with_env(&roots[follower], QUIET_NATS));
+    same_context(
+        &roots,
+        leader,
+        "the restarted follower caught up with the leader's context",
+        |c| String::from_utf8_lossy(c).contains("\"task_6\""),
+    );
+    assert!(!wrote_context(&roots[follower]));
+}
+
+#[test]
+fn after_a_failover_the_old_leaders_checkout_takes_the_new_leaders_context() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, mut daemons, first) = two_with_a_leader(&nats);
+    let second = 1 - first;
+    write_plan(&session_of(&roots[first]), "task_7", "agent-7", "");
+    same_context(&roots, first, "the first leader's context on both", |c| {
+        String::from_utf8_lossy(c).contains("\"task_7\"")
+    });
+    // The leader killed -9; the other host is elected with a higher epoch
+    // and its context changes (a plan written there).
+    daemons.swap_remove(first).kill9();
+    eventually("the other host leads", || {
+        (status(&roots[second]).1["leader"]["this_host"] == true).then_some(())
+    });
+    write_plan(&session_of(&roots[second]), "task_8", "agent-8", "");
+    let new = crate::daemon::eventually_within(
+        "the new leader's context lists task_8",
+        Duration::from_secs(60),
+        || {
+            context_bytes(&roots[second])
+                .filter(|c| String::from_utf8_lossy(c).contains("\"task_8\""))
+        },
+    );
+    // The old leader's checkout still has its own, older file.
+    assert_ne!(context_bytes(&roots[first]), Some(new));
+    // Started again, it is a follower: the new leader's version (a higher
+    // epoch than the one it put itself) is taken over its own file.
+    daemons.push(Daemon::start_with_env(&roots[first], QUIET_NATS));
+    same_context(
+        &roots,
+        second,
+        "the old leader's checkout has the new leader's context",
+        |c| String::from_utf8_lossy(c).contains("\"task_8\""),
+    );
+    assert_eq!(status(&roots[first]).1["leader"]["this_host"], false);
+    // Every context write of either host lay inside its own leadership.
+    check_one_writer(&roots);
+    let dropped: Vec<serde_json::Value> = audit(&roots[first])
+        .into_iter()
+        .filter(|e| e["kind"] == "replica-dropped")
+        .collect();
+    assert!(dropped.is_empty(), "{dropped:#?}");
+}
+
+/// The project's context store, reached straight through NATS (as another
+/// host or a tool with the project's credentials could), with the runtime
+/// its calls are made on.
+fn context_store(
+    nats: &NatsCluster,
+) -> (
+    tokio::runtime::Runtime,
+    async_nats::jetstream::object_store::ObjectStore,
+) {
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = rt.block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        js.get_object_store("squad-e2e-context").await.unwrap()
+    });
+    (rt, store)
+}
+
+/// Puts `bytes` as object `shared-context.json` with `metadata`.
+fn put_context_object(nats: &NatsCluster, metadata: &[(&str, &str)], bytes: &[u8]) {
+    let (rt, store) = context_store(nats);
+    let meta = async_nats::jetstream::object_store::ObjectMetadata {
+        name: "shared-context.json".into(),
+        metadata: metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    rt.block_on(store.put(meta, &mut &bytes[..])).unwrap();
+}
+
+/// The metadata of the context store's latest object.
+fn context_object_metadata(nats: &NatsCluster) -> std::collections::HashMap<String, String> {
+    let (rt, store) = context_store(nats);
+    rt.block_on(store.info("shared-context.json"))
+        .unwrap()
+        .metadata
+}
+
+#[test]
+fn a_late_lower_epoch_or_a_foreign_context_is_dropped_and_the_leaders_put_back() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _daemons, leader) = two_with_a_leader(&nats);
+    let follower = 1 - leader;
+    write_plan(&session_of(&roots[leader]), "task_7", "agent-7", "");
+    let ours = same_context(&roots, leader, "the leader's context on both", |c| {
+        String::from_utf8_lossy(c).contains("\"task_7\"")
+    });
+    let (_, v) = status(&roots[leader]);
+    let epoch = v["leader"]["epoch"].as_u64().unwrap();
+    let leader_host = v["host"].as_str().unwrap().to_string();
+    // A deposed leader's late put (a lower epoch) lands after the
+    // leader's, then a version with no epoch, then one that is no JSON
+    // object: the follower writes none of them.
+    let lower = (epoch - 1).to_string();
+    let late = b"{\"schema_version\": \"2.0.0\", \"late\": true}\n";
+    put_context_object(
+        &nats,
+        &[("epoch", lower.as_str()), ("origin", "deposed:/x")],
+        late,
+    );
+    put_context_object(&nats, &[("origin", "tool:/x")], late);
+    let higher = (epoch + 1).to_string();
+    put_context_object(
+        &nats,
+        &[("epoch", higher.as_str()), ("origin", "tool:/x")],
+        b"not json",
+    );
+    let dropped = eventually("three replica-dropped events on the follower", || {
+        let d: Vec<serde_json::Value> = audit(&roots[follower])
+            .into_iter()
+            .filter(|e| {
+                e["kind"] == "replica-dropped" && e["file"] == ".claude/context/shared-context.json"
+            })
+            .collect();
+        (d.len() >= 3).then_some(d)
+    });
+    let reasons: Vec<&str> = dropped
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        reasons[0].contains(&format!("epoch {lower} is lower than {epoch}")),
+        "{dropped:#?}"
+    );
+    assert!(reasons[1].contains("no leader's epoch"), "{dropped:#?}");
+    assert!(reasons[2].contains("not a JSON object"), "{dropped:#?}");
+    assert_eq!(context_bytes(&roots[follower]), Some(ours.clone()));
+    assert_eq!(context_bytes(&roots[leader]), Some(ours.clone()));
+    // The leader saw its version covered by a lower epoch's and put its own
+    // back: a follower starting afresh takes the leader's, not the late one.
+    eventually("the leader's version is the store's latest again", || {
+        let m = context_object_metadata(&nats);
+        (m.get("origin") == Some(&leader_host) && m.get("epoch") == Some(&epoch.to_string()))
+            .then_some(())
+    });
+    assert_eq!(context_bytes(&roots[follower]), Some(ours));
+}

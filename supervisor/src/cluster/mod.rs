@@ -12,6 +12,7 @@
 //! carries the leader's retention to every checkout.
 
 pub(crate) mod client;
+pub(crate) mod context;
 pub(crate) mod daemon;
 pub(crate) mod error;
 pub(crate) mod kv;

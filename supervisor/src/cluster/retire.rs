@@ -24,15 +24,13 @@ use super::kv::connect_client;
 use super::leader::Leadership;
 use super::replicate::{Report, next_entry};
 use super::{host_id, key_of};
-use crate::daemon::core::outputs::RetentionRun;
 use crate::events::EventKind;
-use crate::retention::Outcome;
 use async_nats::jetstream::{self, kv};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use squad_policies::cluster::ClusterPolicy;
-use squad_policies::retention::{Action, Place, Plan, Verb};
+use squad_policies::retention::{Place, Verb};
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use squad_protocol::tree::{ARCHIVES_DIR, SQUAD_DIR, sessions_dir};
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,9 +41,6 @@ use tokio::sync::mpsc;
 
 /// How often markers, pending records and retries are looked at.
 const TICK: Duration = Duration::from_millis(500);
-/// How long applying a record waits for a `squadctl gc` to finish before
-/// it is tried again at the next tick.
-const GC_WAIT: Duration = Duration::from_secs(2);
 /// Prefix of the epoch markers' keys.
 const MARKER: &str = "epoch-";
 
@@ -108,6 +103,12 @@ pub(crate) enum Decision {
     Recreated,
 }
 
+/// Carries out one removal on this checkout (`verb` where the session is,
+/// `place`): the events it caused, or why it must be tried again later.
+/// squadd's (`daemon/upkeep.rs`), handed in at [`start`] so that this
+/// module does not reach into retention's execution.
+pub(crate) type CarryOut = fn(&Path, &Record, Verb, Place) -> Result<Vec<Report>, String>;
+
 /// Decides an arrived record, given the highest epoch seen before it in
 /// the bucket's order (`fence`), whether this host published it (`own`)
 /// and what this checkout has of the session.
@@ -158,14 +159,11 @@ pub(crate) fn retired(root: &Path, session: &str) -> bool {
 /// The records a leader's retention run gives: one per session archived
 /// or deleted (not the remnants of interrupted deletions).
 pub(crate) fn records_of(
-    run: &RetentionRun,
+    caused: &[(Option<String>, Option<PathBuf>, EventKind)],
     epoch: u64,
     leader: &str,
     at: DateTime<Utc>,
 ) -> Vec<Record> {
-    let RetentionRun::Ran(caused) = run else {
-        return Vec::new();
-    };
     caused
         .iter()
         .filter_map(|(session, _, kind)| {
@@ -209,10 +207,15 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
-    /// A retention run finished on this host while it led with `epoch`:
-    /// its removals are published to the other hosts.
-    pub(crate) fn retention_ran(&self, run: &RetentionRun, epoch: u64) {
-        for r in records_of(run, epoch, &self.host, Utc::now()) {
+    /// A retention run finished on this host while it led with `epoch`,
+    /// causing these events (session, path, kind): its removals are
+    /// published to the other hosts.
+    pub(crate) fn retention_ran(
+        &self,
+        caused: &[(Option<String>, Option<PathBuf>, EventKind)],
+        epoch: u64,
+    ) {
+        for r in records_of(caused, epoch, &self.host, Utc::now()) {
             let _ = self.tx.send(r);
         }
     }
@@ -238,6 +241,7 @@ struct Task {
     /// Records to apply again (the gc lock was busy).
     retry: Vec<Record>,
     reports: mpsc::UnboundedSender<Report>,
+    carry_out: CarryOut,
 }
 
 /// Starts the removal task of `root` (inside squadd's runtime): it
@@ -249,6 +253,7 @@ pub(crate) fn start(
     policy: ClusterPolicy,
     leadership: Leadership,
     reports: mpsc::UnboundedSender<Report>,
+    carry_out: CarryOut,
 ) -> Handle {
     let host = host_id(root);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -267,6 +272,7 @@ pub(crate) fn start(
         out: Vec::new(),
         retry: Vec::new(),
         reports,
+        carry_out,
     };
     tokio::spawn(task.run(rx));
     Handle { tx, host }
@@ -528,6 +534,7 @@ impl Task {
                 note_retired(&self.root, &record.session);
                 let root = self.root.clone();
                 let r = record.clone();
+                let carry_out = self.carry_out;
                 let done = tokio::task::spawn_blocking(move || carry_out(&root, &r, verb, place))
                     .await
                     .unwrap_or_else(|e| Err(format!("the removal task failed: {e}")));
@@ -579,68 +586,6 @@ fn name_time(session: &str) -> Option<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ")
         .ok()
         .map(|t| t.and_utc())
-}
-
-/// Carries out one removal here: the session's locks released, then the
-/// same execution as retention (under the gc lock); the events, with
-/// `by`. `Err` when the gc lock stayed busy or could not be taken (tried
-/// again later).
-fn carry_out(root: &Path, r: &Record, verb: Verb, place: Place) -> Result<Vec<Report>, String> {
-    let guard = match crate::retention::gc_lock(root, GC_WAIT) {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("another gc holds the gc lock".into()),
-        Err(e) => return Err(format!("cannot take the gc lock: {e}")),
-    };
-    let mut reports = Vec::new();
-    let report = |session: String, path: PathBuf, kind: EventKind| Report {
-        root: root.to_path_buf(),
-        session,
-        path,
-        kind,
-    };
-    if place == Place::Sessions {
-        let dir = sessions_dir(root).join(&r.session);
-        let reason = format!("session {:?} by the leader {}", r.action, r.leader).to_lowercase();
-        for (session, path, kind) in
-            crate::daemon::upkeep::release_session_locks(root, &dir, &reason)
-        {
-            reports.push(report(session, path, kind));
-        }
-    }
-    let mut places = crate::retention::Places::open(root).map_err(|e| e.to_string())?;
-    let plan = Plan {
-        actions: vec![Action {
-            name: r.session.clone(),
-            place,
-            verb,
-            rule: "cluster",
-            age_secs: r.age_secs,
-            since: r.at,
-            since_source: "cluster",
-        }],
-        skips: Vec::new(),
-    };
-    for (session, path, outcome) in crate::retention::execute(&mut places, &plan, Utc::now()) {
-        let kind = match outcome {
-            Outcome::AlreadyDone => continue,
-            Outcome::Failed(kind) => kind,
-            Outcome::Done(EventKind::SessionArchived { .. }) => EventKind::SessionArchived {
-                rule: r.rule.clone(),
-                age_secs: r.age_secs,
-                since_source: r.since_source.clone(),
-                by: Some(r.leader.clone()),
-            },
-            Outcome::Done(_) => EventKind::SessionDeleted {
-                rule: r.rule.clone(),
-                age_secs: r.age_secs,
-                since_source: r.since_source.clone(),
-                by: Some(r.leader.clone()),
-            },
-        };
-        reports.push(report(session, path, kind));
-    }
-    drop(guard);
-    Ok(reports)
 }
 
 #[cfg(test)]
@@ -758,7 +703,7 @@ mod tests {
                 }
             }
         };
-        let run = RetentionRun::Ran(vec![
+        let run = vec![
             (Some("20240115T100000Z-a".into()), None, ev(true)),
             (Some("20240115T100000Z-b".into()), None, ev(false)),
             // An interrupted deletion's remnant, a failure: not removals.
@@ -772,14 +717,14 @@ mod tests {
                 None,
                 EventKind::RetentionFailed { error: "x".into() },
             ),
-        ]);
+        ];
         let at = Utc::now();
         let got = records_of(&run, 4, "h", at);
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(got[0].action, Removal::Archived);
         assert_eq!(got[1].action, Removal::Deleted);
         assert_eq!((got[1].epoch, got[1].leader.as_str()), (4, "h"));
-        assert!(records_of(&RetentionRun::LockBusy, 4, "h", at).is_empty());
+        assert!(records_of(&[], 4, "h", at).is_empty());
         let v = serde_json::to_value(&got[0]).unwrap();
         assert_eq!(v["action"], "archived");
     }

@@ -8,9 +8,8 @@
 //! change arriving meanwhile is never held up by it.
 
 use super::writer::{Done, Tag};
-use crate::outputs::{ContextFragment, assemble_context, existing_context};
+use crate::outputs::{ContextFragment, MAX_CONTEXT_BYTES, assemble_context, existing_context};
 use squad_protocol::fsx::read_regular;
-use squad_protocol::validate::MAX_FILE_BYTES;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -85,7 +84,7 @@ impl Marks {
         let (base, last, read) = match ours {
             Some(w) => (w.root.clone(), Some(w.text), None),
             None => {
-                let read = read_regular(&job.path, MAX_FILE_BYTES)
+                let read = read_regular(&job.path, MAX_CONTEXT_BYTES)
                     .ok()
                     .and_then(|b| String::from_utf8(b).ok());
                 (existing_context(read.as_deref()), None, read)
@@ -163,6 +162,26 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(v["project"], "kept");
         assert_eq!(v["tasks_pending"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_foreign_key_of_a_context_larger_than_a_protocol_file_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared-context.json");
+        // 2 MB: larger than a protocol file may be (the old code could not
+        // read it back and dropped `project`).
+        let big = "x".repeat(2 * 1024 * 1024);
+        std::fs::write(
+            &path,
+            format!("{{\"project\": \"kept\", \"notes\": \"{big}\"}}\n"),
+        )
+        .unwrap();
+        let done = Marks::default().run(job(&path), write).expect("rewritten");
+        assert!(done.2.is_ok());
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["project"], "kept");
+        assert_eq!(v["notes"].as_str().map(str::len), Some(big.len()));
     }
 
     #[test]

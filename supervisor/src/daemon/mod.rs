@@ -370,6 +370,10 @@ impl Supervisor {
                 )
             }),
             retire: None,
+            // The leader's shared context to every checkout (cluster/context.rs).
+            context: policy_cluster.as_ref().map(|c| {
+                crate::cluster::context::start(&root_path, c.clone(), self.replica_reports.clone())
+            }),
             skills: crate::skills::SkillCache::default(),
         };
         let i = self.roots.add(r, shell);
@@ -389,6 +393,7 @@ impl Supervisor {
                 c,
                 handle.leadership(),
                 self.replica_reports.clone(),
+                upkeep::carry_out_removal,
             ));
             self.roots.shell_mut(i).cluster = Some(handle);
         }
@@ -401,7 +406,9 @@ impl Supervisor {
     /// An event of a replication task, into the log of its root.
     fn replica_report(&mut self, r: crate::cluster::replicate::Report) {
         if let Some(i) = self.roots.of(&r.root) {
-            self.log.emit(i, Some(&r.session), Some(&r.path), r.kind);
+            // The shared context's events name no session.
+            let session = (!r.session.is_empty()).then_some(r.session.as_str());
+            self.log.emit(i, session, Some(&r.path), r.kind);
         }
     }
 

@@ -32,6 +32,9 @@ pub(crate) struct Shell {
     /// The removal task (docs/cluster.md, "Retention across hosts"), with
     /// `cluster:`.
     pub retire: Option<crate::cluster::retire::Handle>,
+    /// The shared context's replication (docs/cluster.md, "Replication of
+    /// the shared context"), with `cluster:`.
+    pub context: Option<crate::cluster::context::Handle>,
     /// Each SKILL.md's last check, so a skill edit re-reads that skill only.
     pub skills: crate::skills::SkillCache,
 }
@@ -54,6 +57,7 @@ impl Default for Shell {
             cluster: None,
             replica: None,
             retire: None,
+            context: None,
             skills: Default::default(),
         }
     }
@@ -80,8 +84,21 @@ impl Shell {
     pub(crate) fn publish_retired(&self, run: &super::core::outputs::RetentionRun) {
         if let (Some(c), Some(r)) = (&self.cluster, &self.retire)
             && let Some(epoch) = c.leader_epoch()
+            && let super::core::outputs::RetentionRun::Ran(caused) = run
         {
-            r.retention_ran(run, epoch);
+            r.retention_ran(caused, epoch);
+        }
+    }
+
+    /// The leader's shared context was just written here: with `cluster:`
+    /// and while this host leads, it is put into the project's context
+    /// store with the epoch it was written under (docs/cluster.md).
+    /// Nothing on a follower or without `cluster:`.
+    pub(crate) fn publish_context(&self) {
+        if let (Some(c), Some(x)) = (&self.cluster, &self.context)
+            && let Some(epoch) = c.leader_epoch()
+        {
+            x.publish(epoch);
         }
     }
 }

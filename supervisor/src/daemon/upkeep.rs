@@ -7,12 +7,16 @@
 use super::core::Root;
 use super::core::outputs::{LockTable, RetentionRun};
 use super::core::upkeep::MemoryMerge;
+use crate::cluster::replicate::Report;
+use crate::cluster::retire::Record;
 use crate::events::EventKind;
 use crate::retention::Outcome;
 use chrono::{DateTime, Utc};
 use squad_policies::memory::MemoryPolicy;
+use squad_policies::retention::{Action, Place, Plan, Verb};
+use squad_protocol::tree::sessions_dir;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Locks the lock table without waiting and reads it: the guard (held
 /// while the core's answer is carried out) and the table for the core
@@ -35,22 +39,6 @@ pub(crate) fn read_locks(r: &Root) -> (Option<crate::locks::TableGuard>, LockTab
         }
     };
     (Some(guard), LockTable::Read(entries))
-}
-
-/// Releases the locks of a session that ended (under the lock table's
-/// lock): the events of each lock released (none when the table cannot be
-/// locked, which is logged).
-pub(crate) fn release_session_locks(
-    root: &std::path::Path,
-    session_dir: &std::path::Path,
-    reason: &str,
-) -> Vec<crate::locks::LockEvent> {
-    let events = crate::locks::lock_table(root)
-        .and_then(|_guard| crate::locks::release_session(session_dir, reason));
-    events.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, dir = %session_dir.display(), "cannot release the session's locks");
-        Vec::new()
-    })
 }
 
 /// The scheduled retention job: the same plan and execution as `squadctl
@@ -176,4 +164,74 @@ pub(crate) fn run_memory(root: &Path, memory: MemoryPolicy, wall: DateTime<Utc>)
             Err(e) => tracing::warn!(error = %e, "cannot archive team memory"),
         }
     }
+}
+
+/// How long applying a leader's removal waits for a `squadctl gc` to
+/// finish before it is tried again at the removal task's next tick.
+const GC_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Carries out one removal the cluster's leader made
+/// ([`crate::cluster::retire::CarryOut`]): the session's locks released, then the
+/// same execution as retention (under the gc lock); the events, with
+/// `by`. `Err` when the gc lock stayed busy or could not be taken (tried
+/// again later).
+pub(crate) fn carry_out_removal(
+    root: &Path,
+    r: &Record,
+    verb: Verb,
+    place: Place,
+) -> Result<Vec<Report>, String> {
+    let guard = match crate::retention::gc_lock(root, GC_WAIT) {
+        Ok(Some(g)) => g,
+        Ok(None) => return Err("another gc holds the gc lock".into()),
+        Err(e) => return Err(format!("cannot take the gc lock: {e}")),
+    };
+    let mut reports = Vec::new();
+    let report = |session: String, path: PathBuf, kind: EventKind| Report {
+        root: root.to_path_buf(),
+        session,
+        path,
+        kind,
+    };
+    if place == Place::Sessions {
+        let dir = sessions_dir(root).join(&r.session);
+        let reason = format!("session {:?} by the leader {}", r.action, r.leader).to_lowercase();
+        for (session, path, kind) in crate::locks::release_ended_session(root, &dir, &reason) {
+            reports.push(report(session, path, kind));
+        }
+    }
+    let mut places = crate::retention::Places::open(root).map_err(|e| e.to_string())?;
+    let plan = Plan {
+        actions: vec![Action {
+            name: r.session.clone(),
+            place,
+            verb,
+            rule: "cluster",
+            age_secs: r.age_secs,
+            since: r.at,
+            since_source: "cluster",
+        }],
+        skips: Vec::new(),
+    };
+    for (session, path, outcome) in crate::retention::execute(&mut places, &plan, Utc::now()) {
+        let kind = match outcome {
+            Outcome::AlreadyDone => continue,
+            Outcome::Failed(kind) => kind,
+            Outcome::Done(EventKind::SessionArchived { .. }) => EventKind::SessionArchived {
+                rule: r.rule.clone(),
+                age_secs: r.age_secs,
+                since_source: r.since_source.clone(),
+                by: Some(r.leader.clone()),
+            },
+            Outcome::Done(_) => EventKind::SessionDeleted {
+                rule: r.rule.clone(),
+                age_secs: r.age_secs,
+                since_source: r.since_source.clone(),
+                by: Some(r.leader.clone()),
+            },
+        };
+        reports.push(report(session, path, kind));
+    }
+    drop(guard);
+    Ok(reports)
 }

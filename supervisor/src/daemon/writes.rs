@@ -208,6 +208,8 @@ impl Supervisor {
 
     /// A background write finished.
     pub(super) fn written_behind(&mut self, (path, tag, result): writer::Done) {
+        let context_written = result.is_ok() && tag.output == "shared-context";
+        let root = tag.root;
         let input = Input::OutputDone {
             session: tag.session,
             path,
@@ -215,6 +217,11 @@ impl Supervisor {
             error: result.err().map(|e| e.to_string()),
         };
         self.step(tag.root, input, Now { wall: Utc::now() });
+        if context_written {
+            // Replication call site: the leader's shared context to every
+            // checkout (a no-op on a follower, docs/cluster.md).
+            self.roots.shell(root).publish_context();
+        }
     }
 
     /// Carries out [`core::Effect::RunRetention`]: the same plan and
@@ -280,7 +287,7 @@ impl Supervisor {
     /// Carries out [`core::Effect::ReleaseSessionLocks`].
     fn release_session_locks(&mut self, i: RootId, session: &str, reason: &str, now: Now) {
         let dir = self.roots.core(i).session_dir(session);
-        let events = upkeep::release_session_locks(&self.roots.core(i).root, &dir, reason);
+        let events = crate::locks::release_ended_session(&self.roots.core(i).root, &dir, reason);
         self.step(i, Input::SessionLocksReleased(events), now);
     }
 
