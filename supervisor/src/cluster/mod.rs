@@ -8,10 +8,12 @@
 //! releases the project's cluster locks for the agents of its checkout.
 //! squadctl reaches it through the control socket ([`client`]). A second
 //! task per root ([`replicate`], [`presence`]) replicates the protocol
-//! files and knows which host each agent works on.
+//! files and knows which host each agent works on. A follower's session
+//! edit is applied by the leader ([`edits`]).
 
 pub(crate) mod client;
 pub(crate) mod daemon;
+pub(crate) mod edits;
 pub(crate) mod error;
 pub(crate) mod kv;
 pub(crate) mod leader;

@@ -491,7 +491,18 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
             if json {
                 super::print(&format!("{:#}\n", json!(o)))
             } else {
-                super::print_human(&format!("{} {}\n", dir.display(), o.said))
+                // A follower's edit, applied by the leader (docs/cluster.md).
+                let by = match (&o.host, o.epoch) {
+                    (Some(h), Some(e)) => {
+                        format!(
+                            " (applied by the leader {}, epoch {e})",
+                            crate::text::escape(h)
+                        )
+                    }
+                    (Some(h), None) => format!(" (applied by {})", crate::text::escape(h)),
+                    _ => String::new(),
+                };
+                super::print_human(&format!("{} {}{by}\n", dir.display(), o.said))
             }
         }
         Err(EditError::Refused(why)) => {

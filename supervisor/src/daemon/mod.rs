@@ -409,8 +409,10 @@ impl Supervisor {
                 let _ = tx.send((i, n));
             });
             let applied = self.roots.shell(i).replica.as_ref().map(|r| r.applied());
-            self.roots.shell_mut(i).cluster =
-                Some(crate::cluster::daemon::start(&root_path, c, news, applied));
+            let to_loop = crate::cluster::edits::ToLoop::new(i, self.calls.clone());
+            self.roots.shell_mut(i).cluster = Some(crate::cluster::daemon::start(
+                &root_path, c, news, applied, to_loop,
+            ));
         }
         let r = self.roots.core(i);
         self.log.add_root(i, &r.root);
