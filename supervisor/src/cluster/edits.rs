@@ -6,7 +6,8 @@
 //!
 //! - **Leader side** ([`serve`]): the squadd that leads subscribes to the
 //!   subject on its election and unsubscribes on its loss. Each request is
-//!   handed to squadd's loop as a [`crate::control::Method::ForwardedEdit`],
+//!   handed to squadd's loop ([`ToLoop`]) as a
+//!   [`crate::control::Method::ForwardedEdit`],
 //!   applied there with the same code path as a local edit (and only while
 //!   the lease it was received under is still valid), and answered with the
 //!   outcome, the leader's host and its epoch. The written file reaches
@@ -25,9 +26,7 @@
 //! same; only the answer's `changed` may then read `false`.
 
 use super::leader::{Leadership, News};
-use crate::control::{Method, Response};
-use crate::daemon::core::RootId;
-use crate::daemon::server::{Call, Reply};
+use crate::control::Response;
 use crate::session_edit::EditOutcome;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -257,44 +256,11 @@ impl Remembered {
     }
 }
 
-/// Where forwarded edits enter squadd's loop: root `root`'s calls.
-#[derive(Clone)]
-pub(crate) struct ToLoop {
-    root: RootId,
-    calls: mpsc::Sender<Call>,
-}
-
-impl ToLoop {
-    /// Calls of root `root` go to `calls` (squadd's control calls).
-    pub(crate) fn new(root: RootId, calls: mpsc::Sender<Call>) -> ToLoop {
-        ToLoop { root, calls }
-    }
-
-    /// Has squadd's loop apply the edit, if this host still leads with
-    /// `epoch` when it comes to it.
-    async fn apply(&self, session: String, edit: SessionEdit, epoch: u64) -> Response {
-        let (tx, rx) = oneshot::channel();
-        let call = Call {
-            root: self.root,
-            method: Method::ForwardedEdit {
-                session,
-                edit,
-                epoch,
-            },
-            reply: tx,
-        };
-        if self.calls.send(call).await.is_err() {
-            return Response::error("squadd is shutting down");
-        }
-        match rx.await {
-            Ok(Reply::Once(r)) => r,
-            Ok(Reply::Later(rx)) => rx
-                .await
-                .unwrap_or_else(|_| Response::error("squadd is shutting down")),
-            Ok(Reply::Stream { .. }) | Err(_) => Response::error("squadd is shutting down"),
-        }
-    }
-}
+/// Where forwarded edits enter squadd's loop (`daemon/server.rs`,
+/// `forwarded_edits`): given the session, the edit and the epoch it was
+/// received under, the loop's answer, as a local edit answers.
+pub(crate) type ToLoop =
+    std::sync::Arc<dyn Fn(String, SessionEdit, u64) -> oneshot::Receiver<Response> + Send + Sync>;
 
 /// What the leader side starts with once connected: the lease's news and
 /// the way into squadd's loop.
@@ -536,7 +502,9 @@ async fn answer(
             },
             (None, Some(epoch)) => {
                 tracing::info!(session = %req.session, from = %req.from, edit = %req.edit.said(), "cluster: a forwarded session edit");
-                let r = to_loop.apply(req.session, req.edit, epoch).await;
+                let r = to_loop(req.session, req.edit, epoch)
+                    .await
+                    .unwrap_or_else(|_| Response::error("squadd is shutting down"));
                 let reply = EditReply {
                     id: req.id,
                     host: host.to_string(),

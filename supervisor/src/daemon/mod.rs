@@ -409,7 +409,7 @@ impl Supervisor {
                 let _ = tx.send((i, n));
             });
             let applied = self.roots.shell(i).replica.as_ref().map(|r| r.applied());
-            let to_loop = crate::cluster::edits::ToLoop::new(i, self.calls.clone());
+            let to_loop = server::forwarded_edits(i, self.calls.clone());
             self.roots.shell_mut(i).cluster = Some(crate::cluster::daemon::start(
                 &root_path, c, news, applied, to_loop,
             ));
