@@ -1779,6 +1779,28 @@ fn a_followers_session_edit_is_applied_by_the_leader_and_converges() {
         "{}",
         stdout(&out)
     );
+    // An edit made on the leader's own checkout is applied there and
+    // published like its status writes: the follower converges on it (the
+    // old code published it only with the leader's next status render).
+    let out = ctl_run(
+        &roots[leader],
+        &[
+            "session",
+            "gate",
+            SESSION,
+            "requirements",
+            "passed",
+            "--json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["host"], serde_json::Value::Null, "applied here: {v:#}");
+    let text = eventually("the leader's own edit on the follower", || {
+        let t = converged(&roots, leader);
+        t.contains("requirements: passed").then_some(t)
+    });
+    assert!(text.contains("design: passed"), "{text}");
     // `session complete` too; the follower's copy converges on it.
     let out = ctl_run(
         &roots[follower],
