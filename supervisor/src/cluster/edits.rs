@@ -588,25 +588,28 @@ mod tests {
         assert_eq!(subject("web-shop"), "squad.web-shop.edit");
     }
 
+    /// The follower's answer to `outcome` from leader `h:/a` at epoch 12.
+    fn from_leader(outcome: Outcome) -> Option<Response> {
+        response_of(EditReply {
+            id: "i".into(),
+            host: "h:/a".into(),
+            epoch: Some(12),
+            outcome,
+        })
+    }
+
     #[test]
     fn the_loops_answer_becomes_the_outcome_and_back_the_same_answer() {
         // Applied: the local answer, with the host and epoch added.
         let local = Response::ok(serde_json::to_value(outcome()).unwrap());
-        let o = outcome_of(local.clone());
+        let o = outcome_of(local);
         assert_eq!(
             o,
             Outcome::Applied {
                 result: Box::new(outcome())
             }
         );
-        let reply = EditReply {
-            id: "i".into(),
-            host: "h:/a".into(),
-            epoch: Some(12),
-            outcome: o,
-        };
-        let r = response_of(reply).unwrap();
-        let v = r.result.unwrap();
+        let v = from_leader(o).unwrap().result.unwrap();
         assert_eq!(v["phase"], "design");
         assert_eq!(v["via"], "squadd");
         assert_eq!(v["host"], "h:/a");
@@ -621,13 +624,7 @@ mod tests {
                 why: "failed; pass --force".into()
             }
         );
-        let r = response_of(EditReply {
-            id: "i".into(),
-            host: "h:/a".into(),
-            epoch: Some(1),
-            outcome: o,
-        })
-        .unwrap();
+        let r = from_leader(o).unwrap();
         assert!(r.ok);
         assert_eq!(
             r.result.unwrap()["refused"],
@@ -635,13 +632,7 @@ mod tests {
         );
         // Failed: an error (exit 2), the leader's words kept.
         let o = outcome_of(Response::error("no session `s` is known to squadd"));
-        let r = response_of(EditReply {
-            id: "i".into(),
-            host: "h:/a".into(),
-            epoch: Some(1),
-            outcome: o,
-        })
-        .unwrap();
+        let r = from_leader(o).unwrap();
         assert!(!r.ok);
         assert_eq!(
             r.error.unwrap(),
@@ -650,15 +641,7 @@ mod tests {
         // Not the leader any more: no answer; the follower asks again.
         let o = outcome_of(not_leader());
         assert_eq!(o, Outcome::NotLeader);
-        assert!(
-            response_of(EditReply {
-                id: "i".into(),
-                host: "h".into(),
-                epoch: None,
-                outcome: o
-            })
-            .is_none()
-        );
+        assert!(from_leader(o).is_none());
     }
 
     #[test]
