@@ -408,16 +408,15 @@ pub(crate) async fn forward(
                 }
             }
         };
-        let replied = matches!(attempt, Attempt::Replied(_));
         if let Some(r) = decide(attempt.clone()) {
             return r;
         }
         attempts.push(attempt);
-        if !replied {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            tokio::time::sleep(pause.min(left)).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
-        }
+        // Also after a `not-leader` answer: a lapsed leader answers at
+        // once, and asking it again at once would only spin.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        tokio::time::sleep(pause.min(left)).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
 }
 
