@@ -70,7 +70,8 @@ impl SessionEdit {
 
 /// The fields `edit` sets on a status file that says `current` (None: it is
 /// not valid), at `now` (RFC 3339). Completing again keeps the first
-/// `completed_at`; completing a failed session needs `force`.
+/// `completed_at`, failing again for the same reason the first
+/// `failed_at`; completing a failed session needs `force`.
 pub fn plan(
     current: Option<&SessionStatus>,
     edit: &SessionEdit,
@@ -89,11 +90,22 @@ pub fn plan(
             }
             fields
         }
-        SessionEdit::Fail { reason } => vec![
-            FieldSet::Top("status", "failed".into()),
-            FieldSet::Top("failed_at", now.into()),
-            FieldSet::Top("failure_reason", reason.clone()),
-        ],
+        SessionEdit::Fail { reason } => {
+            // Failing again for the same reason keeps the first time, as
+            // completing again does: a retried edit (a follower's forward
+            // that reached a new leader) leaves the file as it was.
+            let again = current.is_some_and(|s| {
+                s.status == SessionState::Failed
+                    && s.failed_at.is_some()
+                    && s.failure_reason.as_deref() == Some(reason.as_str())
+            });
+            let mut fields = vec![FieldSet::Top("status", "failed".into())];
+            if !again {
+                fields.push(FieldSet::Top("failed_at", now.into()));
+            }
+            fields.push(FieldSet::Top("failure_reason", reason.clone()));
+            fields
+        }
         SessionEdit::Phase { phase } => vec![FieldSet::Top("phase", phase.as_str().into())],
         SessionEdit::Gate { gate, status } => {
             vec![FieldSet::Gate(gate.as_str(), status.as_str().into())]
@@ -139,6 +151,30 @@ mod tests {
         let done = status(SessionState::Completed, true);
         let again = plan(Some(&done), &SessionEdit::Complete { force: false }, "now").unwrap();
         assert_eq!(again, vec![FieldSet::Top("status", "completed".into())]);
+    }
+
+    #[test]
+    fn failing_again_for_the_same_reason_keeps_the_first_time() {
+        let mut failed = status(SessionState::Failed, false);
+        failed.failed_at = Some(failed.started_at);
+        let same = SessionEdit::Fail {
+            reason: "index down".into(),
+        };
+        let again = plan(Some(&failed), &same, "now").unwrap();
+        assert!(
+            !again
+                .iter()
+                .any(|f| matches!(f, FieldSet::Top("failed_at", _))),
+            "{again:?}"
+        );
+        let other = SessionEdit::Fail {
+            reason: "disk full".into(),
+        };
+        let moved = plan(Some(&failed), &other, "now").unwrap();
+        assert!(moved.contains(&FieldSet::Top("failed_at", "now".into())));
+        let active = status(SessionState::Active, false);
+        let first = plan(Some(&active), &same, "now").unwrap();
+        assert!(first.contains(&FieldSet::Top("failed_at", "now".into())));
     }
 
     #[test]

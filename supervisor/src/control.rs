@@ -74,6 +74,19 @@ pub(crate) enum Method {
         #[serde(flatten)]
         edit: squad_policies::session_edit::SessionEdit,
     },
+    /// A session edit a follower forwarded to this host's squadd as the
+    /// leader it was under `epoch` (docs/cluster.md, "Session edits on a
+    /// follower"): applied as [`Method::SessionEdit`] is, only while this
+    /// host still leads with that epoch. squadd's own, never on the socket.
+    #[serde(skip)]
+    ForwardedEdit {
+        /// The session directory name.
+        session: String,
+        /// The change.
+        edit: squad_policies::session_edit::SessionEdit,
+        /// The lease it was received under.
+        epoch: u64,
+    },
     /// Agent runs (docs/runners.md): `list`, `run` (start one by hand) or
     /// `stop` one.
     Runs {

@@ -157,6 +157,13 @@ pub(crate) struct EditOutcome {
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
+    /// With `cluster:`, the host whose squadd (the leader) applied an edit
+    /// made on a follower (docs/cluster.md, "Session edits on a follower").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The epoch that leader led with when it applied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
 }
 
 fn parse(path: &Path, text: &str) -> Option<SessionStatus> {
@@ -239,6 +246,8 @@ pub(crate) fn outcome(
         completed_at: ts(s.as_ref().and_then(|s| s.completed_at)),
         failed_at: ts(s.as_ref().and_then(|s| s.failed_at)),
         failure_reason: s.and_then(|s| s.failure_reason),
+        host: None,
+        epoch: None,
     }
 }
 

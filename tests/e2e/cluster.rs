@@ -2218,3 +2218,224 @@ fn a_late_lower_epoch_or_a_foreign_context_is_dropped_and_the_leaders_put_back()
     });
     assert_eq!(context_bytes(&roots[follower]), Some(ours));
 }
+
+// ---------------------------------------------------------------------------
+// Session edits on a follower (docs/cluster.md, "Session edits on a
+// follower"): forwarded to the leader over NATS, applied there, replicated.
+// ---------------------------------------------------------------------------
+
+fn status_md(root: &Path) -> PathBuf {
+    session_of(root).join("session-status.md")
+}
+
+/// Two hosts with a leader whose session-status.md has reached the
+/// follower: (the checkouts, the daemons, the leader's index).
+fn two_with_a_replicated_status(
+    policy: &str,
+) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
+    let (tmp, roots, daemons, leader) = two_with_a_leader_on(policy);
+    let follower = 1 - leader;
+    eventually("the leader's session-status.md on the follower", || {
+        let theirs = fs::read(status_md(&roots[leader])).ok()?;
+        (fs::read(status_md(&roots[follower])).ok()? == theirs).then_some(())
+    });
+    (tmp, roots, daemons, leader)
+}
+
+/// The follower's and the leader's session-status.md end byte-equal.
+fn converged(roots: &[PathBuf], leader: usize) -> String {
+    eventually("the follower's session-status.md is the leader's", || {
+        let theirs = fs::read_to_string(status_md(&roots[leader])).ok()?;
+        (fs::read_to_string(status_md(&roots[1 - leader])).ok()? == theirs).then_some(theirs)
+    })
+}
+
+#[test]
+fn a_followers_session_edit_is_applied_by_the_leader_and_converges() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let policy = leader_policy(&nats.urls_yaml(), "5s", "3s");
+    let (_tmp, roots, _daemons, leader) = two_with_a_replicated_status(&policy);
+    let follower = 1 - leader;
+    let leader_host = status(&roots[leader]).1["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // `session phase` on the follower's checkout: the leader applied it
+    // (its file says so at once) and answered with its host and epoch.
+    let out = ctl_run(
+        &roots[follower],
+        &["session", "phase", SESSION, "design", "--json"],
+    );
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["phase"], "design", "{v:#}");
+    assert_eq!(v["changed"], true, "{v:#}");
+    assert_eq!(v["host"], leader_host.as_str(), "{v:#}");
+    assert!(v["epoch"].as_u64().is_some_and(|e| e > 0), "{v:#}");
+    let on_leader = fs::read_to_string(status_md(&roots[leader])).unwrap();
+    assert!(on_leader.contains("phase: design"), "{on_leader}");
+    let text = converged(&roots, leader);
+    assert!(text.contains("phase: design"), "{text}");
+    // A gate, in human output: it names the leader that applied it.
+    let out = ctl_run(
+        &roots[follower],
+        &["session", "gate", SESSION, "design", "passed"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "gate design passed (applied by the leader {leader_host}, epoch "
+        )),
+        "{}",
+        stdout(&out)
+    );
+    // An edit made on the leader's own checkout is applied there and
+    // published like its status writes: the follower converges on it (the
+    // old code published it only with the leader's next status render).
+    let out = ctl_run(
+        &roots[leader],
+        &[
+            "session",
+            "gate",
+            SESSION,
+            "requirements",
+            "passed",
+            "--json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["host"], serde_json::Value::Null, "applied here: {v:#}");
+    let text = eventually("the leader's own edit on the follower", || {
+        let t = converged(&roots, leader);
+        t.contains("requirements: passed").then_some(t)
+    });
+    assert!(text.contains("design: passed"), "{text}");
+    // `session complete` too; the follower's copy converges on it.
+    let out = ctl_run(
+        &roots[follower],
+        &["session", "complete", SESSION, "--json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["status"], "completed", "{v:#}");
+    let on_leader = fs::read_to_string(status_md(&roots[leader])).unwrap();
+    assert!(on_leader.contains("status: completed"), "{on_leader}");
+    let text = eventually("the completion on the follower", || {
+        let t = converged(&roots, leader);
+        t.contains("status: completed").then_some(t)
+    });
+    assert!(text.contains("design: passed"), "{text}");
+    // One writer: the follower never wrote the file; nothing conflicted.
+    assert!(!wrote_status(&roots[follower]));
+    for r in &roots {
+        assert!(!session_of(r).join("conflicts").exists());
+        let rep = replication(r);
+        assert_eq!(rep["conflicts_total"], 0, "{rep:#}");
+    }
+}
+
+#[test]
+fn a_followers_edit_the_leader_refuses_fails_with_the_leaders_words() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let policy = leader_policy(&nats.urls_yaml(), "5s", "3s");
+    let (_tmp, roots, _daemons, leader) = two_with_a_replicated_status(&policy);
+    let follower = 1 - leader;
+    // A session only the follower's checkout has (its session-status.md is
+    // supervisor-owned: never published by a follower): the leader does
+    // not know it.
+    let only_here = roots[follower].join(".squad/sessions/20240116T100000Z-only-here");
+    fs::create_dir_all(&only_here).unwrap();
+    let text = "session_id: only_here\nstarted_at: 2024-01-16T10:00:00Z\nstatus: active\nphase: requirements\n";
+    fs::write(only_here.join("session-status.md"), text).unwrap();
+    eventually("the follower's squadd knows the session", || {
+        let v = status_json(&roots[follower]);
+        v["roots"][0]["sessions"]
+            .as_array()?
+            .iter()
+            .any(|s| s["name"] == "20240116T100000Z-only-here")
+            .then_some(())
+    });
+    let out = ctl_run(
+        &roots[follower],
+        &["session", "phase", "20240116T100000Z-only-here", "design"],
+    );
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "did not apply the edit: no session `20240116T100000Z-only-here` is known to squadd"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing applied on the follower.
+    assert_eq!(
+        fs::read_to_string(only_here.join("session-status.md")).unwrap(),
+        text
+    );
+    // A rule of the leader's: completing a failed session needs --force.
+    let out = ctl_run(
+        &roots[follower],
+        &["session", "fail", SESSION, "--reason", "index down"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let before = converged(&roots, leader);
+    assert!(before.contains("status: failed"), "{before}");
+    let out = ctl_run(&roots[follower], &["session", "complete", SESSION]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains("pass --force to complete it anyway (refused by the leader, "),
+        "{}",
+        stderr(&out)
+    );
+    // Failing again for the same reason (a retried forward) keeps the time.
+    let out = ctl_run(
+        &roots[follower],
+        &[
+            "session",
+            "fail",
+            SESSION,
+            "--reason",
+            "index down",
+            "--json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["changed"], false, "{v:#}");
+    assert_eq!(
+        fs::read_to_string(status_md(&roots[leader])).unwrap(),
+        before
+    );
+    assert_eq!(
+        fs::read_to_string(status_md(&roots[follower])).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_followers_edit_without_a_leader_is_refused_and_applied_nowhere() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    // A long lease: the follower cannot be elected while it looks for a
+    // leader (at most 8 s), so the leader's death leaves none.
+    let policy = leader_policy(&nats.urls_yaml(), "5s", "30s");
+    let (_tmp, roots, mut daemons, leader) = two_with_a_replicated_status(&policy);
+    let follower = 1 - leader;
+    let before = fs::read(status_md(&roots[follower])).unwrap();
+    daemons.remove(leader).kill9();
+    let out = ctl_run(&roots[follower], &["session", "phase", SESSION, "design"]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("no leader: the edit was not applied"), "{err}");
+    assert!(err.contains("squadctl cluster status"), "{err}");
+    assert_eq!(fs::read(status_md(&roots[follower])).unwrap(), before);
+    assert!(!wrote_status(&roots[follower]));
+    // The follower's squadd still answers, and still leads nothing.
+    assert_eq!(status(&roots[follower]).1["leader"]["this_host"], false);
+}

@@ -38,6 +38,7 @@ pub(crate) struct Ask {
 pub(crate) struct Handle {
     tx: mpsc::Sender<(Ask, oneshot::Sender<Response>)>,
     leadership: Leadership,
+    edits: super::edits::Edits,
 }
 
 impl Handle {
@@ -52,6 +53,17 @@ impl Handle {
     /// [`super::retire`]).
     pub(crate) fn leadership(&self) -> Leadership {
         self.leadership.clone()
+    }
+
+    /// Forwards a session edit to the leader (this host does not lead):
+    /// the receiver gets the answer for squadctl (docs/cluster.md,
+    /// "Session edits on a follower").
+    pub(crate) fn forward_edit(
+        &self,
+        session: &str,
+        edit: &squad_policies::session_edit::SessionEdit,
+    ) -> oneshot::Receiver<Response> {
+        self.edits.forward(session, edit)
     }
 
     /// Hands a request to the task; the receiver gets the answer.
@@ -91,19 +103,26 @@ struct Task {
     /// Handed to the lease task once connected.
     news: Option<Box<dyn Fn(News) + Send + Sync>>,
     applied: Option<super::replicate::Applied>,
+    /// Session edits forwarded to the leader, answered while leading.
+    edits: super::edits::Edits,
 }
 
 /// Starts the cluster task of `root` (inside squadd's runtime); `news` hears
 /// when this host becomes or stops being the leader; `applied` is the
-/// replication task's revision applied, which the heartbeat carries.
+/// replication task's revision applied, which the heartbeat carries;
+/// session edits this host answers as the leader enter squadd's loop
+/// through `to_loop`.
 pub(crate) fn start(
     root: &Path,
     policy: ClusterPolicy,
     news: Box<dyn Fn(News) + Send + Sync>,
     applied: Option<super::replicate::Applied>,
+    to_loop: super::edits::ToLoop,
 ) -> Handle {
     let (tx, rx) = mpsc::channel(256);
     let leadership = Leadership::default();
+    let edits = super::edits::Edits::new(policy.clone(), host_id(root), to_loop);
+    let news = edits.hear(news);
     let task = Task {
         root: root.to_path_buf(),
         host: host_id(root),
@@ -115,9 +134,14 @@ pub(crate) fn start(
         leadership: leadership.clone(),
         news: Some(news),
         applied,
+        edits: edits.clone(),
     };
     tokio::spawn(task.run(rx));
-    Handle { tx, leadership }
+    Handle {
+        tx,
+        leadership,
+        edits,
+    }
 }
 
 impl Task {
@@ -139,6 +163,7 @@ impl Task {
                     );
                     tokio::spawn(lease.run());
                 }
+                self.edits.connected(l.client(), self.leadership.clone());
                 self.locks = Some(l);
             }
             Err(e) => {

@@ -10,10 +10,12 @@
 //! task per root ([`replicate`], [`presence`]) replicates the protocol
 //! files and knows which host each agent works on. A third ([`retire`])
 //! carries the leader's retention to every checkout.
+//! A follower's session edit is applied by the leader ([`edits`]).
 
 pub(crate) mod client;
 pub(crate) mod context;
 pub(crate) mod daemon;
+pub(crate) mod edits;
 pub(crate) mod error;
 pub(crate) mod kv;
 pub(crate) mod leader;

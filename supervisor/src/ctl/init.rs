@@ -58,7 +58,8 @@ pub enum SessionCommand {
     /// removes temporary files; retention archives it later.
     ///
     /// The lead's: refused when SQUAD_AGENT names an agent the policy does
-    /// not name as a lead (runners.lead, notices.lead).
+    /// not name as a lead (runners.lead, notices.lead). With `cluster:`, on
+    /// a follower: applied by the leader (docs/cluster.md).
     Complete(EndArgs),
     /// Mark a session failed (records `failed_at` and the reason).
     ///
@@ -66,19 +67,22 @@ pub enum SessionCommand {
     /// sessions after `retention.delete_failed_after` (7 days by default).
     ///
     /// The lead's: refused when SQUAD_AGENT names an agent the policy does
-    /// not name as a lead (runners.lead, notices.lead).
+    /// not name as a lead (runners.lead, notices.lead). With `cluster:`, on
+    /// a follower: applied by the leader (docs/cluster.md).
     Fail(FailArgs),
     /// List sessions: status, phase, done/total tasks, age.
     List(super::read::SessionListArgs),
     /// Set the session's phase (a supervisor-owned field agents may not edit).
     ///
     /// The lead's: refused when SQUAD_AGENT names an agent the policy does
-    /// not name as a lead (runners.lead, notices.lead).
+    /// not name as a lead (runners.lead, notices.lead). With `cluster:`, on
+    /// a follower: applied by the leader (docs/cluster.md).
     Phase(PhaseArgs),
     /// Set one validation gate: `session gate S design passed`.
     ///
     /// The lead's: refused when SQUAD_AGENT names an agent the policy does
-    /// not name as a lead (runners.lead, notices.lead).
+    /// not name as a lead (runners.lead, notices.lead). With `cluster:`, on
+    /// a follower: applied by the leader (docs/cluster.md).
     Gate(GateArgs),
 }
 
@@ -491,7 +495,18 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
             if json {
                 super::print(&format!("{:#}\n", json!(o)))
             } else {
-                super::print_human(&format!("{} {}\n", dir.display(), o.said))
+                // A follower's edit, applied by the leader (docs/cluster.md).
+                let by = match (&o.host, o.epoch) {
+                    (Some(h), Some(e)) => {
+                        format!(
+                            " (applied by the leader {}, epoch {e})",
+                            crate::text::escape(h)
+                        )
+                    }
+                    (Some(h), None) => format!(" (applied by {})", crate::text::escape(h)),
+                    _ => String::new(),
+                };
+                super::print_human(&format!("{} {}{by}\n", dir.display(), o.said))
             }
         }
         Err(EditError::Refused(why)) => {

@@ -79,6 +79,13 @@ pub enum Command {
     #[allow(missing_docs)]
     Init(init::InitArgs),
     /// Manage sessions.
+    ///
+    /// The edits (complete, fail, phase, gate) are applied by squadd when it
+    /// runs, else to the file under the session's lock. With `cluster:`, an
+    /// edit made on a follower's checkout is applied by the project's leader
+    /// (forwarded over NATS; the answer names the leader); with no leader it
+    /// is refused and applied nowhere (docs/cluster.md, "Session edits on a
+    /// follower").
     #[command(subcommand)]
     Session(init::SessionCommand),
     #[allow(missing_docs)]

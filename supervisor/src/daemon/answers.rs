@@ -147,7 +147,29 @@ pub(crate) fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
             }
             json(Ok(serde_json::Value::Null))
         }
-        Method::SessionEdit { session, edit } => Reply::Once(sup.session_edit(i, &session, edit)),
+        // Cluster call site: on a follower, the edit is the leader's to
+        // apply (docs/cluster.md, "Session edits on a follower").
+        Method::SessionEdit { session, edit } => match &sup.roots.shell(i).cluster {
+            Some(c) if c.leader_epoch().is_none() => Reply::Later(c.forward_edit(&session, &edit)),
+            _ => Reply::Once(sup.session_edit(i, &session, edit)),
+        },
+        Method::ForwardedEdit {
+            session,
+            edit,
+            epoch,
+        } => {
+            let leading = sup
+                .roots
+                .shell(i)
+                .cluster
+                .as_ref()
+                .and_then(|c| c.leader_epoch());
+            Reply::Once(if crate::cluster::edits::may_apply(leading, epoch) {
+                sup.session_edit(i, &session, edit)
+            } else {
+                crate::cluster::edits::not_leader()
+            })
+        }
         Method::Runs {
             action,
             session,

@@ -166,6 +166,9 @@ impl Supervisor {
             text: &new,
         };
         self.step(i, input, core::Now { wall });
+        // Replication call site: the leader's edit (its own or a
+        // follower's, forwarded) to every checkout (docs/cluster.md).
+        self.roots.shell(i).publish_owned(name, SESSION_STATUS_FILE);
         Ok((new, true))
     }
 }

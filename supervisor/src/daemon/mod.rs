@@ -385,7 +385,9 @@ impl Supervisor {
                 let _ = tx.send((i, n));
             });
             let applied = self.roots.shell(i).replica.as_ref().map(|r| r.applied());
-            let handle = crate::cluster::daemon::start(&root_path, c.clone(), news, applied);
+            let to_loop = server::forwarded_edits(i, self.calls.clone());
+            let handle =
+                crate::cluster::daemon::start(&root_path, c.clone(), news, applied, to_loop);
             // Removals across hosts: the leader's retention published, the
             // others' applied (docs/cluster.md, "Retention across hosts").
             self.roots.shell_mut(i).retire = Some(crate::cluster::retire::start(

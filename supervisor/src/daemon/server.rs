@@ -37,6 +37,44 @@ pub(crate) struct Call {
     pub reply: oneshot::Sender<Reply>,
 }
 
+/// The way a follower's session edit, forwarded to this host as the
+/// leader, enters the loop as a call of root `root` (docs/cluster.md,
+/// "Session edits on a follower"): answered as a local edit is.
+pub(crate) fn forwarded_edits(
+    root: RootId,
+    calls: mpsc::Sender<Call>,
+) -> crate::cluster::edits::ToLoop {
+    std::sync::Arc::new(move |session, edit, epoch| {
+        let (tx, rx) = oneshot::channel();
+        let calls = calls.clone();
+        tokio::spawn(async move {
+            let (reply, answer) = oneshot::channel();
+            let method = Method::ForwardedEdit {
+                session,
+                edit,
+                epoch,
+            };
+            let call = Call {
+                root,
+                method,
+                reply,
+            };
+            let r = match calls.send(call).await {
+                Err(_) => Response::error("squadd is shutting down"),
+                Ok(()) => match answer.await {
+                    Ok(Reply::Once(r)) => r,
+                    Ok(Reply::Later(later)) => later
+                        .await
+                        .unwrap_or_else(|_| Response::error("squadd is shutting down")),
+                    Ok(Reply::Stream { .. }) | Err(_) => Response::error("squadd is shutting down"),
+                },
+            };
+            let _ = tx.send(r);
+        });
+        rx
+    })
+}
+
 /// Binds the socket `path` below `root` (replacing a stale one: the caller
 /// holds the root's pid lock, so no live daemon owns it) with mode 0600.
 /// The directory is reached without following links and the socket is
