@@ -541,6 +541,9 @@ pub(crate) enum Input<'a> {
     /// order ([`notices::batch_tapped`]); the shell hands each root its
     /// own, once per batch.
     NoticesTapped(Vec<notices::TappedEvent>),
+    /// A control check's step: due, or what is seen of the root's pid
+    /// lock and socket ([`presence::control`]).
+    Control(presence::ControlInput),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -737,6 +740,7 @@ impl<'a> Core<'a> {
             Input::RunRecordsRead(read) => runs::records_read(root, id, read, now),
             Input::Edit(input) => edits::step(root, id, input),
             Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
+            Input::Control(input) => presence::control(root, id, input),
         }
     }
 }
