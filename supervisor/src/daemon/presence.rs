@@ -1,13 +1,14 @@
-//! A root's presence, in the shell: the watches (and retrying those the
-//! kernel refused), the pid lock and control socket (restored when
-//! `.squad/` is recreated, given up when another squadd took the root), and
-//! the skills and team re-read when their folders change. What each
-//! outcome calls for is decided in [`core::presence`] (a watch that failed,
-//! the pid lock tried, the socket bound, skills read); what still decides
-//! here: the control check's order (a root taken over or missing is not
-//! checked; the socket only once the pid lock is ours) and re-arming the
-//! retry of watches still refused.
-
+//! A root's presence, in the shell, the I/O: the watches (and retrying
+//! those the kernel refused), the pid lock and control socket (restored
+//! when `.squad/` is recreated, given up when another squadd took the
+//! root), and the skills and team re-read when their folders change. What
+//! each outcome calls for is decided in [`core::presence`] (a watch that
+//! failed, the pid lock tried, the socket bound, skills read), and so is
+//! the control check's order (`Input::Control`: a root taken over or
+//! missing is not checked; the socket only once the pid lock is ours),
+//! carried out here step by step. What still decides here: re-arming the
+//! retry of watches still refused after a retry (one timer for every
+//! root, while the core is per root).
 use super::core::presence::{ControlInput, ControlNext};
 use super::*;
 
