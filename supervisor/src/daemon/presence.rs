@@ -1,13 +1,15 @@
-//! A root's presence, in the shell: the watches (and retrying those the
-//! kernel refused), the pid lock and control socket (restored when
-//! `.squad/` is recreated, given up when another squadd took the root), and
-//! the skills and team re-read when their folders change. What each
-//! outcome calls for is decided in [`core::presence`] (a watch that failed,
-//! the pid lock tried, the socket bound, skills read); what still decides
-//! here: the control check's order (a root taken over or missing is not
-//! checked; the socket only once the pid lock is ours) and re-arming the
-//! retry of watches still refused.
-
+//! A root's presence, in the shell, the I/O: the watches (and retrying
+//! those the kernel refused), the pid lock and control socket (restored
+//! when `.squad/` is recreated, given up when another squadd took the
+//! root), and the skills and team re-read when their folders change. What
+//! each outcome calls for is decided in [`core::presence`] (a watch that
+//! failed, the pid lock tried, the socket bound, skills read), and so is
+//! the control check's order (`Input::Control`: a root taken over or
+//! missing is not checked; the socket only once the pid lock is ours),
+//! carried out here step by step. What still decides here: re-arming the
+//! retry of watches still refused after a retry (one timer for every
+//! root, while the core is per root).
+use super::core::presence::{ControlInput, ControlNext};
 use super::*;
 
 impl Supervisor {
@@ -54,85 +56,105 @@ impl Supervisor {
     /// Checks that root `i`'s pid lock and control socket are still where
     /// they belong, and restores them: a removed socket is bound again; a
     /// `.squad/` deleted and recreated gets our pid lock again, or, when
-    /// another squadd took it first, the root is left to that squadd.
-    /// Returns whether squadd still supervises the root.
+    /// another squadd took it first, the root is left to that squadd. Each
+    /// step is the core's ([`core::Input::Control`]); this carries them
+    /// out. Returns whether squadd still supervises the root.
     pub(super) fn check_control(&mut self, i: RootId) -> bool {
-        if self.roots.core(i).taken_over.is_some() {
-            return false;
-        }
+        let now = core::Now { wall: Utc::now() };
         let root = self.roots.core(i).root.clone();
-        // An import killed mid-swap: bring the root's own entries (run/ with
-        // our pid lock, sessions/) back before recreating anything.
-        for note in crate::team::recover_interrupted_import(&root) {
-            tracing::warn!(root = %root.display(), "{note}");
-        }
-        if !self.roots.core(i).sessions_dir.is_dir() {
-            // Missing: restored by the root check.
-            return true;
-        }
         let pid_rel = Path::new(SQUAD_DIR).join(RUN_DIR).join("squadd.pid");
         let pid_path = root.join(&pid_rel);
-        if !self
-            .roots
-            .shell(i)
-            .pid_lock
-            .as_ref()
-            .is_some_and(|l| l.is_at(&pid_path))
-        {
-            if let Err(e) = create_layout(&root) {
-                tracing::warn!(root = %root.display(), error = %e, "cannot recreate .squad/run");
+        let socket = socket_path(&root);
+        let mut tried = false;
+        let mut next = self.control_step(i, ControlInput::Due, now);
+        loop {
+            match next {
+                Some(ControlNext::GivenUp) => return false,
+                Some(ControlNext::Supervised) | None => return true,
+                Some(ControlNext::Recover) => {
+                    // An import killed mid-swap: bring the root's own
+                    // entries (run/ with our pid lock, sessions/) back
+                    // before recreating anything.
+                    for note in crate::team::recover_interrupted_import(&root) {
+                        tracing::warn!(root = %root.display(), "{note}");
+                    }
+                }
+                Some(ControlNext::TakePidLock) => {
+                    tried = true;
+                    self.take_pid_lock(i, &root, &pid_rel, now);
+                }
+                Some(ControlNext::BindSocket) => {
+                    self.bind_socket(i, &root, socket, now);
+                    return true;
+                }
             }
-            let outcome = match pidfile::acquire(&root, &pid_rel) {
-                Ok(lock) => {
-                    self.roots.shell_mut(i).pid_lock = Some(lock);
-                    self.log.reopen_audit(i);
-                    core::presence::PidLock::Taken
-                }
-                Err(pidfile::PidLockError::Held { pid, .. }) => core::presence::PidLock::Held(pid),
-                Err(e) => {
-                    tracing::error!(root = %root.display(), error = %e, "cannot take the pid lock again");
-                    core::presence::PidLock::Failed
-                }
+            let shell = self.roots.shell(i);
+            let seen = ControlInput::Seen {
+                sessions_dir: self.roots.core(i).sessions_dir.is_dir(),
+                pid_lock: shell.pid_lock.as_ref().is_some_and(|l| l.is_at(&pid_path)),
+                socket: shell.socket.as_ref().is_some_and(|b| b.is_at(&socket)),
+                tried,
             };
-            let now = core::Now { wall: Utc::now() };
-            self.step(i, core::Input::PidLockTried(outcome), now);
-            // Taken over: the core gave the root up (`Effect::GiveUpRoot`).
-            if self.roots.core(i).taken_over.is_some() {
-                return false;
-            }
-            // Not taken: nothing more now (as before: the socket waits).
-            if !self
-                .roots
-                .shell(i)
-                .pid_lock
-                .as_ref()
-                .is_some_and(|l| l.is_at(&pid_path))
-            {
-                return true;
+            next = self.control_step(i, seen, now);
+        }
+    }
+
+    /// One step of a control check: its next step (the core's
+    /// [`core::Effect::Control`]), every other effect carried out.
+    fn control_step(
+        &mut self,
+        i: RootId,
+        input: ControlInput,
+        now: core::Now,
+    ) -> Option<ControlNext> {
+        let input = core::Input::Control(input);
+        let effects = core::Core::new(i, self.roots.core_mut(i)).step(input, now);
+        let mut next = None;
+        let mut rest = Vec::new();
+        for e in effects {
+            match e {
+                core::Effect::Control { next: n, .. } => next = Some(n),
+                other => rest.push(other),
             }
         }
-        let path = socket_path(&root);
-        if !self
-            .roots
-            .shell(i)
-            .socket
-            .as_ref()
-            .is_some_and(|b| b.is_at(&path))
-        {
-            // The old listener goes first (its file is gone or replaced).
-            self.roots.shell_mut(i).socket = None;
-            match server::Bound::start(&root, &path, i, self.calls.clone()) {
-                Ok(bound) => {
-                    self.roots.shell_mut(i).socket = Some(bound);
-                    let now = core::Now { wall: Utc::now() };
-                    self.step(i, core::Input::SocketBound { path }, now);
-                }
-                Err(e) => {
-                    tracing::error!(path = %path.display(), error = %e, "cannot bind the control socket again");
-                }
+        self.perform(rest, now);
+        next
+    }
+
+    /// Carries out [`ControlNext::TakePidLock`]: `.squad/run` recreated,
+    /// the pid lock tried, the outcome handed to the core.
+    fn take_pid_lock(&mut self, i: RootId, root: &Path, pid_rel: &Path, now: core::Now) {
+        if let Err(e) = create_layout(root) {
+            tracing::warn!(root = %root.display(), error = %e, "cannot recreate .squad/run");
+        }
+        let outcome = match pidfile::acquire(root, pid_rel) {
+            Ok(lock) => {
+                self.roots.shell_mut(i).pid_lock = Some(lock);
+                self.log.reopen_audit(i);
+                core::presence::PidLock::Taken
+            }
+            Err(pidfile::PidLockError::Held { pid, .. }) => core::presence::PidLock::Held(pid),
+            Err(e) => {
+                tracing::error!(root = %root.display(), error = %e, "cannot take the pid lock again");
+                core::presence::PidLock::Failed
+            }
+        };
+        self.step(i, core::Input::PidLockTried(outcome), now);
+    }
+
+    /// Carries out [`ControlNext::BindSocket`]: the old listener goes
+    /// first (its file is gone or replaced), then the socket is bound.
+    fn bind_socket(&mut self, i: RootId, root: &Path, path: PathBuf, now: core::Now) {
+        self.roots.shell_mut(i).socket = None;
+        match server::Bound::start(root, &path, i, self.calls.clone()) {
+            Ok(bound) => {
+                self.roots.shell_mut(i).socket = Some(bound);
+                self.step(i, core::Input::SocketBound { path }, now);
+            }
+            Err(e) => {
+                tracing::error!(path = %path.display(), error = %e, "cannot bind the control socket again");
             }
         }
-        true
     }
 
     /// What `health` reports of the watches and the roots.

@@ -205,6 +205,10 @@ impl Supervisor {
             Effect::Edit { session, next, .. } => {
                 tracing::warn!(session, ?next, "a session edit's step outside its request");
             }
+            // Carried out by the control check (presence.rs), never here.
+            Effect::Control { next, .. } => {
+                tracing::warn!(?next, "a control check's step outside the check");
+            }
         }
     }
 

@@ -642,4 +642,13 @@ pub(crate) enum Effect {
         /// The next step.
         next: super::edits::EditNext,
     },
+    // ---- A root's presence (core/presence.rs) ----
+    /// What a control check does next; carried out by the check itself
+    /// (`daemon/presence.rs::check_control`).
+    Control {
+        /// The root.
+        root: RootId,
+        /// The next step.
+        next: super::presence::ControlNext,
+    },
 }

@@ -576,6 +576,9 @@ pub(crate) enum Input<'a> {
     /// order ([`notices::batch_tapped`]); the shell hands each root its
     /// own, once per batch.
     NoticesTapped(Vec<notices::TappedEvent>),
+    /// A control check's step: due, or what is seen of the root's pid
+    /// lock and socket ([`presence::control`]).
+    Control(presence::ControlInput),
 }
 
 /// The core of one root, for one step: its id (named in the effects) and
@@ -757,6 +760,7 @@ impl<'a> Core<'a> {
             | Input::RunRecordsRead(_)) => runs_step(root, id, input, now),
             Input::Edit(input) => edits::step(root, id, input),
             Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
+            Input::Control(input) => presence::control(root, id, input),
         }
     }
 }

@@ -135,3 +135,148 @@ pub(crate) fn taken_over(root: &mut Root, id: RootId, pid: String) -> Vec<Effect
         kind: EventKind::RootTakenOver { pid },
     }]
 }
+
+/// A control check's step as the shell saw it ([`super::Input::Control`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ControlInput {
+    /// The check is due (a root check found the root, a listing begins).
+    Due,
+    /// What the shell sees of the root's control now.
+    Seen {
+        /// Whether `.squad/sessions` is a directory.
+        sessions_dir: bool,
+        /// Whether the pid lock squadd holds is the one at the root's
+        /// `.squad/run/squadd.pid`.
+        pid_lock: bool,
+        /// Whether the socket squadd listens on is the one at the root's
+        /// path.
+        socket: bool,
+        /// Whether this check already tried to take the pid lock.
+        tried: bool,
+    },
+}
+
+/// What a control check does next ([`Effect::Control`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ControlNext {
+    /// Bring back the root's own entries an interrupted import left
+    /// aside, then say what is seen.
+    Recover,
+    /// Recreate `.squad/run`, take the pid lock again, say how it went
+    /// ([`super::Input::PidLockTried`]), then what is seen.
+    TakePidLock,
+    /// Bind the control socket again (the old listener first); the
+    /// check's last step.
+    BindSocket,
+    /// Nothing (more) to do: squadd supervises the root.
+    Supervised,
+    /// The root is another squadd's: not supervised, not checked.
+    GivenUp,
+}
+
+/// A control check, one step at a time: a root taken over is not
+/// checked; a root whose `.squad/sessions` is missing waits for the root
+/// check; the pid lock is taken again once per check (not taken: the
+/// socket waits for the next check); the socket is bound only once the
+/// pid lock is ours.
+pub(crate) fn control(root: &Root, id: RootId, input: ControlInput) -> Vec<Effect> {
+    let next = match input {
+        _ if root.taken_over.is_some() => ControlNext::GivenUp,
+        ControlInput::Due => ControlNext::Recover,
+        ControlInput::Seen {
+            sessions_dir: false,
+            ..
+        } => ControlNext::Supervised,
+        ControlInput::Seen {
+            pid_lock: false,
+            tried: false,
+            ..
+        } => ControlNext::TakePidLock,
+        ControlInput::Seen {
+            pid_lock: false, ..
+        } => ControlNext::Supervised,
+        ControlInput::Seen { socket: false, .. } => ControlNext::BindSocket,
+        ControlInput::Seen { .. } => ControlNext::Supervised,
+    };
+    vec![Effect::Control { root: id, next }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::core::tests::{id, now, root};
+    use crate::daemon::core::{Core, Input};
+
+    fn seen(sessions_dir: bool, pid_lock: bool, socket: bool, tried: bool) -> ControlInput {
+        ControlInput::Seen {
+            sessions_dir,
+            pid_lock,
+            socket,
+            tried,
+        }
+    }
+
+    fn next(r: &mut Root, input: ControlInput) -> ControlNext {
+        let effects = Core::new(id(0), r).step(Input::Control(input), now(0));
+        match effects.as_slice() {
+            [Effect::Control { root, next }] if *root == id(0) => *next,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_control_check_recovers_then_takes_the_pid_lock_once_then_binds_the_socket_last() {
+        let mut r = root();
+        assert_eq!(next(&mut r, ControlInput::Due), ControlNext::Recover);
+        // Missing: left to the root check, nothing taken or bound.
+        for (p, s, t) in [
+            (false, false, false),
+            (true, false, true),
+            (false, true, false),
+        ] {
+            assert_eq!(next(&mut r, seen(false, p, s, t)), ControlNext::Supervised);
+        }
+        // The pid lock first, whatever the socket; once per check.
+        assert_eq!(
+            next(&mut r, seen(true, false, false, false)),
+            ControlNext::TakePidLock
+        );
+        assert_eq!(
+            next(&mut r, seen(true, false, true, false)),
+            ControlNext::TakePidLock
+        );
+        // Not taken: the socket waits for the next check.
+        assert_eq!(
+            next(&mut r, seen(true, false, false, true)),
+            ControlNext::Supervised
+        );
+        // Ours: the socket bound again if it is not in place.
+        assert_eq!(
+            next(&mut r, seen(true, true, false, true)),
+            ControlNext::BindSocket
+        );
+        assert_eq!(
+            next(&mut r, seen(true, true, false, false)),
+            ControlNext::BindSocket
+        );
+        assert_eq!(
+            next(&mut r, seen(true, true, true, false)),
+            ControlNext::Supervised
+        );
+    }
+
+    #[test]
+    fn a_root_taken_over_is_never_checked_again() {
+        let mut r = root();
+        r.taken_over = Some("4242".into());
+        assert_eq!(next(&mut r, ControlInput::Due), ControlNext::GivenUp);
+        assert_eq!(
+            next(&mut r, seen(true, false, false, false)),
+            ControlNext::GivenUp
+        );
+        assert_eq!(
+            next(&mut r, seen(true, true, false, true)),
+            ControlNext::GivenUp
+        );
+    }
+}

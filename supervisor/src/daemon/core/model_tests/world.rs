@@ -424,7 +424,7 @@ impl World {
             Effect::DispatchRuns { root, cluster } => {
                 self.step(root, Input::DispatchDue { cluster })
             }
-            e @ (Effect::RunsListed { .. } | Effect::Edit { .. }) => {
+            e @ (Effect::RunsListed { .. } | Effect::Edit { .. } | Effect::Control { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }
         }
