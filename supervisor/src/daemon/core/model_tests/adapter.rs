@@ -238,7 +238,7 @@ impl World {
             squad_policies::session_edit::SessionEdit::Complete { force: false }
         };
         let now = self.wall();
-        let Ok(edited) = crate::daemon::core::edits::decide(&self.roots[root], s, &edit, now)
+        let Ok(edited) = crate::daemon::core::edits::decide(&self.cores[root], s, &edit, now)
         else {
             return;
         };

@@ -13,7 +13,7 @@ impl World {
             let indexes = self.snaps[r].indexes();
             keep_facts(&mut self.snaps[r], &indexes, self.now);
             let want = Known::from_indexes(&self.snaps[r], &indexes, self.now);
-            let got = Known::of(&mut self.roots[r]);
+            let got = Known::of(&mut self.cores[r]);
             assert_eq!(got.state, want.state, "root {r}: persisted facts");
             for (name, w) in &want.sessions {
                 let g = &got.sessions[name];

@@ -348,7 +348,7 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     w.step(id(0), Input::RescanDue { present: true });
     w.end_batch();
     let work = |w: &World| {
-        let c: &SessionCore = &w.roots[0].sessions[s];
+        let c: &SessionCore = &w.cores[0].sessions[s];
         (c.derivations(), c.member_checks())
     };
     // Count the effects the core returns for the change.
@@ -364,7 +364,7 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     assert!(checked <= 1, "checked {checked} files' rules");
     // The file's step offered nothing and the batch wrote one session.
     let now = w.wall();
-    let effects = Core::new(id(0), &mut w.roots[0]).step(
+    let effects = Core::new(id(0), &mut w.cores[0]).step(
         Input::FileApplied {
             session: s.into(),
             file: "role-comm-alice-task_3.md".into(),
@@ -386,11 +386,11 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     // Waiting deliveries are rechecked, not the session's 2,000 messages.
     let now = w.wall();
     let effects =
-        Core::new(id(0), &mut w.roots[0]).step(Input::WaitingChanged { session: s.into() }, now);
+        Core::new(id(0), &mut w.cores[0]).step(Input::WaitingChanged { session: s.into() }, now);
     assert!(effects.len() <= 2, "{effects:?}");
     // And the core still equals the derivation from scratch.
     let want = Known::from_scratch(&w.snaps[0], w.now);
-    let got = Known::of(&mut w.roots[0]);
+    let got = Known::of(&mut w.cores[0]);
     assert_eq!(got.sessions[s].view, want.sessions[s].view);
     assert_eq!(got.sessions[s].files, want.sessions[s].files);
     assert_eq!(got.sessions[s].diagnostics, want.sessions[s].diagnostics);

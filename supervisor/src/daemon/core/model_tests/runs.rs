@@ -35,7 +35,7 @@ impl World {
         }
         for r in 0..ROOTS {
             let rid = id(r);
-            let exits: Vec<(RunKey, Ended)> = self.roots[r]
+            let exits: Vec<(RunKey, Ended)> = self.cores[r]
                 .runs
                 .watched()
                 .into_iter()
@@ -47,7 +47,7 @@ impl World {
             let now = self.wall();
             let facts = Facts(&self.snaps[r]);
             let effects =
-                Core::new(rid, &mut self.roots[r]).step(Input::RunsDue { facts: &facts }, now);
+                Core::new(rid, &mut self.cores[r]).step(Input::RunsDue { facts: &facts }, now);
             self.perform(effects);
             self.step(rid, Input::DispatchDue { cluster: None });
         }
@@ -199,7 +199,7 @@ impl World {
         let rid = id(r);
         let snap = &self.snaps[r];
         let runners = &snap.policy.runners;
-        let live: BTreeSet<RunKey> = self.roots[r]
+        let live: BTreeSet<RunKey> = self.cores[r]
             .runs
             .live()
             .into_iter()

@@ -31,7 +31,8 @@ pub(super) struct Proc {
 /// snapshots), the shell's timer queue and outbox, processes, the cores.
 pub(super) struct World {
     pub(super) now: DateTime<Utc>,
-    pub(super) roots: Vec<Root>,
+    /// Each root's core, by [`RootId`] (`id(r)` is `cores[r]`'s).
+    pub(super) cores: Vec<Root>,
     pub(super) snaps: Vec<Snapshot>,
     /// The shell's timer queue: when each armed timer fires.
     pub(super) timers: BTreeMap<Timer, DateTime<Utc>>,
@@ -85,7 +86,7 @@ impl World {
         let now = base();
         let mut w = World {
             now,
-            roots: Vec::new(),
+            cores: Vec::new(),
             snaps: Vec::new(),
             timers: BTreeMap::new(),
             outbox: Vec::new(),
@@ -103,7 +104,7 @@ impl World {
                 .iter()
                 .map(|s| (s.to_string(), BTreeMap::new()))
                 .collect();
-            w.roots
+            w.cores
                 .push(Root::new(root_dir(r), State::default(), policy(0), now));
             w.snaps.push(Snapshot {
                 root: root_dir(r),
@@ -143,7 +144,7 @@ impl World {
 
     /// A session's index as a scan of the snapshot reads it.
     pub(super) fn scan(&self, r: usize, session: &str) -> SessionIndex {
-        let dir = self.roots[r].session_dir(session);
+        let dir = self.cores[r].session_dir(session);
         let files = self.snaps[r]
             .files
             .get(session)
@@ -164,7 +165,7 @@ impl World {
     /// One core step, its effects carried out.
     pub(super) fn step(&mut self, r: RootId, input: Input<'_>) {
         let now = self.wall();
-        let effects = Core::new(r, &mut self.roots[r.0 as usize]).step(input, now);
+        let effects = Core::new(r, &mut self.cores[r.0 as usize]).step(input, now);
         self.perform(effects);
     }
 
@@ -195,7 +196,7 @@ impl World {
                 if report {
                     let snap = &self.snaps[root.0 as usize];
                     let now = Now { wall: now };
-                    let effects = Core::new(root, &mut self.roots[root.0 as usize]).step(
+                    let effects = Core::new(root, &mut self.cores[root.0 as usize]).step(
                         Input::RunLeft {
                             run,
                             left: 0,
@@ -209,7 +210,7 @@ impl World {
             }
             Effect::WriteRunRecord { dir, rec } => {
                 let r = self
-                    .roots
+                    .cores
                     .iter()
                     .position(|r| dir.starts_with(&r.root))
                     .unwrap_or(0);
@@ -286,7 +287,7 @@ impl World {
                 self.tapped.push((root, session, path, kind))
             }
             Effect::SaveState(r) => {
-                self.roots[r.0 as usize].state_to_save();
+                self.cores[r.0 as usize].state_to_save();
             }
             // Handed over as the shell does; asked about inbox copies only
             // on a message id clash, which the model never generates.
@@ -337,7 +338,7 @@ impl World {
                 self.step(root, Input::SessionScanned { index, why });
             }
             Effect::RescanSession { root, session } => {
-                let dir = self.roots[root.0 as usize].session_dir(&session);
+                let dir = self.cores[root.0 as usize].session_dir(&session);
                 let on_disk = self.snaps[root.0 as usize].files[&session]
                     .keys()
                     .filter_map(|n| Some((dir.join(n), FileKind::from_file_name(n)?)))
@@ -450,7 +451,7 @@ impl World {
     /// "Still unread?" for each entry, from the inbox listing.
     fn run_escalations(&mut self, root: RootId, session: String) {
         let snap = &self.snaps[root.0 as usize];
-        let dir = self.roots[root.0 as usize].session_dir(&session);
+        let dir = self.cores[root.0 as usize].session_dir(&session);
         let unread: BTreeSet<PathBuf> = snap
             .inbox
             .get(&session)
@@ -509,7 +510,7 @@ impl World {
                 delivery: Box::new(d),
                 facts: &facts,
             };
-            let effects = Core::new(r, &mut self.roots[r.0 as usize]).step(input, now);
+            let effects = Core::new(r, &mut self.cores[r.0 as usize]).step(input, now);
             self.perform(effects);
         }
         for announce in std::mem::take(&mut self.announced) {
@@ -537,7 +538,7 @@ impl World {
         for (r, facts) in runs {
             let now = self.wall();
             let effects =
-                Core::new(r, &mut self.roots[r.0 as usize]).step(Input::FactsTapped(facts), now);
+                Core::new(r, &mut self.cores[r.0 as usize]).step(Input::FactsTapped(facts), now);
             for e in effects {
                 match e {
                     Effect::WriteNotice(n) => files.push(n),
@@ -595,9 +596,9 @@ impl World {
     pub(super) fn settle(&mut self) {
         let touched = std::mem::take(&mut self.touched);
         let changed = std::mem::take(&mut self.changed);
-        let roots = &self.roots;
+        let cores = &self.cores;
         let effects = batch::settle(&touched, &changed, |r, name| {
-            roots[r.0 as usize].sessions.contains_key(name)
+            cores[r.0 as usize].sessions.contains_key(name)
         });
         self.perform(effects);
     }
@@ -614,7 +615,7 @@ impl World {
         let file = FileRef {
             session: session.to_string(),
             file: name.to_string(),
-            path: self.roots[r].session_dir(session).join(name),
+            path: self.cores[r].session_dir(session).join(name),
         };
         self.read(id(r), file, kind);
     }
@@ -628,7 +629,7 @@ impl World {
         };
         // The oracle notes task starts after every file change (an
         // operation may write several: the core sees each state).
-        let dir = self.roots[r].session_dir(session);
+        let dir = self.cores[r].session_dir(session);
         let index = scratch_index(&dir, &self.snaps[r].files[session]);
         let starts = self.snaps[r]
             .state
@@ -684,7 +685,7 @@ impl World {
                 let r = t.root();
                 let now = self.wall();
                 let effects =
-                    timer::fire(t, r.map(|r| &mut self.roots[r.0 as usize]), &changed, now);
+                    timer::fire(t, r.map(|r| &mut self.cores[r.0 as usize]), &changed, now);
                 self.perform(effects);
             }
             self.send_notices();
