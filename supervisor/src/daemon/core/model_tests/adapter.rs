@@ -195,6 +195,7 @@ impl World {
                 self.snaps[root].policy = p.clone();
                 self.step(id(root), Input::PolicyRead(Ok(Box::new(p))));
             }
+            Op::Restart { root, kill } => self.restart(root, kill),
         }
         self.end_batch();
     }

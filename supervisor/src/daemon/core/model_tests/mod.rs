@@ -160,6 +160,7 @@ fn status_file(s: usize) -> String {
 mod adapter;
 mod check;
 mod oracle;
+mod restart;
 mod runs;
 mod world;
 
@@ -265,6 +266,8 @@ enum Op {
     },
     /// `.squad/policies.yaml` changes.
     Policy { root: usize, n: usize },
+    /// squadd stops (SIGTERM, or kill -9) and starts again on the root.
+    Restart { root: usize, kill: bool },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -291,7 +294,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (r.clone(), 1u64..4).prop_map(|(root, max)| Op::Config { root, max }),
         1 => (r.clone(), proptest::bool::weighted(0.3)).prop_map(|(root, broken)| Op::Break { root, broken }),
         1 => (r.clone(), s.clone(), any::<usize>()).prop_map(|(root, session, n)| Op::Lost { root, session, n }),
-        1 => (r, 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
+        1 => (r.clone(), 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
+        2 => (r, any::<bool>()).prop_map(|(root, kill)| Op::Restart { root, kill }),
     ]
 }
 

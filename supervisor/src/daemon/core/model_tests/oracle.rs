@@ -48,6 +48,8 @@ pub(super) struct Snapshot {
     pub(super) config: squad_protocol::config::RuntimeConfig,
     /// Each task's run.json, as last written.
     pub(super) records: BTreeMap<(String, String), crate::runners::RunRecord>,
+    /// state.json as squadd last wrote it (what a restart reads back).
+    pub(super) state_file: Option<Vec<u8>>,
 }
 
 impl Snapshot {

@@ -114,6 +114,7 @@ impl World {
                 ended: None,
                 termed_at: None,
                 looked: false,
+                gone_unseen: false,
             },
         );
         let input = Input::RunSpawned {
@@ -375,6 +376,18 @@ fn expect_record(
                 );
             }
         }
-        RunState::Stopped | RunState::Lost => panic!("{at}: never stopped nor lost: {rec:?}"),
+        // Lost: running when squadd stopped, gone when it started again
+        // (never restarted on its own: held).
+        RunState::Lost => {
+            assert!(
+                p.is_some_and(|p| p.gone_unseen),
+                "{at}: lost, but squadd saw it end: {rec:?}"
+            );
+            assert!(
+                rec.held && rec.retry_at.is_none() && rec.exit.is_some(),
+                "{at}: lost {rec:?}"
+            );
+        }
+        RunState::Stopped => panic!("{at}: never stopped: {rec:?}"),
     }
 }

@@ -25,6 +25,8 @@ pub(super) struct Proc {
     pub(super) termed_at: Option<DateTime<Utc>>,
     /// It had ended when the last look began.
     pub(super) looked: bool,
+    /// It ended unseen: squadd restarted before a look saw it end.
+    pub(super) gone_unseen: bool,
 }
 
 /// The world the core lives in: two roots' files and inboxes (the
@@ -114,6 +116,7 @@ impl World {
                 policy: policy(0),
                 config: config(0),
                 records: BTreeMap::new(),
+                state_file: None,
             });
             let config = Some(Box::new(config(0)));
             w.step(
@@ -286,8 +289,12 @@ impl World {
             } if crate::daemon::core::notices::wanted(&kind) => {
                 self.tapped.push((root, session, path, kind))
             }
-            Effect::SaveState(r) => {
-                self.cores[r.0 as usize].state_to_save();
+            // Saved as `writes.rs` saves it: state.json as the core says.
+            Effect::SaveState(r) => self.step(r, Input::SaveStateDue { present: true }),
+            Effect::WriteState { root, bytes, .. } => {
+                if let Ok(bytes) = bytes {
+                    self.snaps[root.0 as usize].state_file = Some(bytes);
+                }
             }
             // Handed over as the shell does; asked about inbox copies only
             // on a message id clash, which the model never generates.
@@ -388,7 +395,6 @@ impl World {
             | Effect::LockStatuses { .. }
             | Effect::WriteStatusTexts { .. }
             | Effect::WriteContext { .. }
-            | Effect::WriteState { .. }
             | Effect::ReadLocks(_)
             | Effect::ReclaimLocks { .. }
             | Effect::ReleaseSessionLocks { .. }
@@ -412,9 +418,11 @@ impl World {
             | Effect::ForgetWatches(_)
             | Effect::UnwatchRoot(_)
             | Effect::FinishWorktree { .. } => {}
-            // Never asked for: no run is re-adopted (the model's squadd
-            // never restarts), stopped or started by hand.
-            e @ (Effect::AdoptRun { .. } | Effect::StopRun { .. } | Effect::RunReply { .. }) => {
+            // A run re-adopted after a restart: its process is the world's
+            // already.
+            Effect::AdoptRun { .. } => {}
+            // Never asked for: no run is stopped or started by hand.
+            e @ (Effect::StopRun { .. } | Effect::RunReply { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }
         }
