@@ -21,6 +21,10 @@ impl World {
             // are state.json's, and what the files say again at start
             // (the oracle adds those after the step, `keep_facts`).
             self.snaps[r].state = read_state(self.snaps[r].state_file.as_deref());
+            // A report state.json does not hold may come again, once.
+            let kept = self.snaps[r].state.clone();
+            self.reported
+                .retain(|(root, session, fact)| *root != rid || fact.kept(&kept, session));
         } else if self.timers.contains_key(&Timer::SaveState(rid)) {
             // The stop: what the write-behind still holds is saved
             // (`daemon/mod.rs`, after the loop).
@@ -95,4 +99,61 @@ fn read_state(bytes: Option<&[u8]>) -> State {
     bytes
         .and_then(|b| serde_json::from_slice(b).ok())
         .unwrap_or_default()
+}
+
+/// A fact squadd reports once ever (its record persisted in state.json):
+/// an overdue task, a prerequisite violation, an escalation, an overdue
+/// reply.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Reported {
+    Overdue(String),
+    Violation(String),
+    Escalated(String),
+    ReplyOverdue(String),
+}
+
+impl Reported {
+    /// The fact an event reports, if it is one of those.
+    pub(super) fn of(kind: &EventKind) -> Option<Reported> {
+        Some(match kind {
+            EventKind::TaskOverdue { task_id, .. } => Reported::Overdue(task_id.clone()),
+            EventKind::DependencyViolation { task_id, .. } => Reported::Violation(task_id.clone()),
+            EventKind::MessageEscalated { message_id, .. } => {
+                Reported::Escalated(message_id.clone())
+            }
+            EventKind::ResponseOverdue { message_id, .. } => {
+                Reported::ReplyOverdue(message_id.clone())
+            }
+            _ => return None,
+        })
+    }
+
+    /// Whether the persisted state `s` records it for `session`.
+    fn kept(&self, s: &State, session: &str) -> bool {
+        match self {
+            Reported::Overdue(t) => s
+                .overdue_reported
+                .get(session)
+                .is_some_and(|v| v.contains(t)),
+            Reported::Violation(t) => s.violations.get(session).is_some_and(|v| v.contains_key(t)),
+            Reported::Escalated(m) => s.escalated.get(session).is_some_and(|v| v.contains(m)),
+            Reported::ReplyOverdue(m) => s
+                .replies_overdue
+                .get(session)
+                .is_some_and(|v| v.contains(m)),
+        }
+    }
+}
+
+impl World {
+    /// An event told: a fact reported once ever is reported once, across
+    /// clean restarts too (after kill -9, once more at most if state.json
+    /// had not recorded it yet).
+    pub(super) fn note_report(&mut self, root: RootId, session: &str, kind: &EventKind) {
+        let Some(fact) = Reported::of(kind) else {
+            return;
+        };
+        let key = (root, session.to_string(), fact);
+        assert!(self.reported.insert(key.clone()), "{key:?} reported twice");
+    }
 }

@@ -57,6 +57,8 @@ pub(super) struct World {
     /// Fresh deliveries of the flush under way, announced once their
     /// inboxes are durable (at its end, as the shell's group commit).
     pub(super) announced: Vec<crate::daemon::core::deliver::Announce>,
+    /// Facts reported once ever, as reported so far (`restart.rs`).
+    pub(super) reported: BTreeSet<(RootId, String, super::restart::Reported)>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -100,6 +102,7 @@ impl World {
             written: Vec::new(),
             told: 0,
             announced: Vec::new(),
+            reported: BTreeSet::new(),
         };
         for r in 0..ROOTS {
             let files = SESSIONS
@@ -240,6 +243,15 @@ impl World {
     /// log beyond the facts it taps) are skipped.
     pub(super) fn effect(&mut self, e: Effect) {
         let now = self.now;
+        if let Effect::Emit {
+            root,
+            session: Some(session),
+            kind,
+            ..
+        } = &e
+        {
+            self.note_report(*root, session, kind);
+        }
         match e {
             Effect::SendNotices | Effect::SendFirstNotices => self.send_notices(),
             Effect::Tap {
