@@ -39,7 +39,9 @@ impl Supervisor {
         let records = runners::all_records(&root)
             .into_iter()
             .map(|(session_dir, rec)| {
-                let running = rec.state == runners::RunState::Running;
+                // Stopped by hand and not ended yet: still in progress.
+                let running = rec.state == runners::RunState::Running
+                    || (rec.state == runners::RunState::Stopped && rec.exit.is_none());
                 let found = (running && rec.pid == 0)
                     .then(|| procs.find_run_process(&root, &rec.session, &rec.task))
                     .flatten();

@@ -196,6 +196,16 @@ impl World {
                 self.step(id(root), Input::PolicyRead(Ok(Box::new(p))));
             }
             Op::Restart { root, kill } => self.restart(root, kill),
+            Op::Run {
+                root,
+                session,
+                task,
+            } => self.run_by_hand(root, session, task),
+            Op::Stop {
+                root,
+                session,
+                task,
+            } => self.stop_by_hand(root, session, task),
         }
         self.end_batch();
     }

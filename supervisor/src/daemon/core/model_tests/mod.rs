@@ -158,6 +158,7 @@ fn status_file(s: usize) -> String {
 }
 
 mod adapter;
+mod by_hand;
 mod check;
 mod oracle;
 mod restart;
@@ -268,6 +269,18 @@ enum Op {
     Policy { root: usize, n: usize },
     /// squadd stops (SIGTERM, or kill -9) and starts again on the root.
     Restart { root: usize, kill: bool },
+    /// `squadctl run task_N [--session S]`.
+    Run {
+        root: usize,
+        session: Option<usize>,
+        task: u8,
+    },
+    /// `squadctl stop task_N [--session S]`.
+    Stop {
+        root: usize,
+        session: Option<usize>,
+        task: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -295,7 +308,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (r.clone(), proptest::bool::weighted(0.3)).prop_map(|(root, broken)| Op::Break { root, broken }),
         1 => (r.clone(), s.clone(), any::<usize>()).prop_map(|(root, session, n)| Op::Lost { root, session, n }),
         1 => (r.clone(), 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
-        2 => (r, any::<bool>()).prop_map(|(root, kill)| Op::Restart { root, kill }),
+        2 => (r.clone(), any::<bool>()).prop_map(|(root, kill)| Op::Restart { root, kill }),
+        2 => (r.clone(), proptest::option::of(s.clone()), 0u8..5).prop_map(|(root, session, task)| Op::Run { root, session, task }),
+        2 => (r, proptest::option::of(s), 0u8..5).prop_map(|(root, session, task)| Op::Stop { root, session, task }),
     ]
 }
 
@@ -574,4 +589,34 @@ fn runs_are_dispatched_stopped_at_their_limit_retried_then_held() {
         .filter(|n| n.starts_with("role-comm-squadd-to-lead-"))
         .count();
     assert_eq!(told, 4, "the lead told of each run that failed");
+}
+
+/// Found by the model test: a run stopped by hand (`squadctl stop`) whose
+/// process ignored SIGTERM was still stopping when squadd restarted; the
+/// new squadd took its record for an ended run, so the process ran on
+/// unsupervised (never SIGKILLed) and its task started a second run beside
+/// it ("started in a full pool"). Now it is re-adopted as stopping and
+/// killed a grace later.
+#[test]
+fn a_run_still_stopping_when_squadd_restarts_is_readopted_and_killed_after_the_grace() {
+    replay(vec![
+        Op::Start {
+            root: 1,
+            session: 0,
+            agent: 0,
+            task: 3,
+            timeout: 1,
+        },
+        Op::Stop {
+            root: 1,
+            session: None,
+            task: 3,
+        },
+        Op::Restart {
+            root: 1,
+            kill: false,
+        },
+        Op::Advance(1),
+        Op::Advance(1),
+    ]);
 }

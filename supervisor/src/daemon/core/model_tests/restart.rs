@@ -8,7 +8,6 @@
 use super::world::{Facts, World};
 use super::*;
 use crate::daemon::core::runs::FoundRun;
-use crate::runners::RunState;
 
 impl World {
     /// squadd stops (SIGTERM; with `kill`, kill -9) and starts again on
@@ -37,7 +36,7 @@ impl World {
             let running = self.snaps[r]
                 .records
                 .get(&p.run)
-                .is_some_and(|rec| rec.state == RunState::Running);
+                .is_some_and(super::by_hand::in_progress);
             if running && p.ended.is_some() {
                 p.gone_unseen = true;
             }
@@ -68,7 +67,7 @@ impl World {
             .records
             .values()
             .map(|rec| {
-                let alive = rec.state == RunState::Running
+                let alive = super::by_hand::in_progress(rec)
                     && self
                         .procs
                         .get(&rec.pid)

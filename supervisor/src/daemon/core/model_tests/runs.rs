@@ -81,7 +81,11 @@ impl World {
             let task = s.view.tasks.iter().find(|t| t.task_id == c.task);
             task.is_some_and(|t| may_start(&self.snaps[r], &s.view, t, self.now))
         });
-        assert!(may, "root {r}: {key:?} started, but may not start");
+        // By hand, the answer is checked against the oracle's (`by_hand.rs`).
+        assert!(
+            may || spec.by_hand,
+            "root {r}: {key:?} started, but may not start"
+        );
         let limit = squad_policies::runners::run_timeout(
             Some(&spec.runner),
             spec.plan.meta.timeout,
@@ -211,7 +215,8 @@ impl World {
         assert_eq!(live, keys, "root {r}: live runs against records running");
         for (pid, p) in self.procs.iter().filter(|(_, p)| p.root == rid) {
             let rec = snap.records.get(&p.run);
-            let current = rec.is_some_and(|rec| rec.pid == *pid && rec.state == RunState::Running);
+            let current =
+                rec.is_some_and(|rec| rec.pid == *pid && super::by_hand::in_progress(rec));
             if p.ended.is_none() {
                 assert!(
                     current,
@@ -254,7 +259,7 @@ impl World {
         let next = snap
             .records
             .values()
-            .filter(|rec| !rec.held && !rec.completed && rec.state != RunState::Running)
+            .filter(|rec| !rec.held && !rec.completed && !super::by_hand::in_progress(rec))
             .filter_map(|rec| rec.retry_at)
             .filter(|at| *at > self.now)
             .min();
@@ -268,11 +273,12 @@ impl World {
     }
 }
 
-/// The records of runs running, by (session, task).
+/// The records of runs in progress (running, or stopping after
+/// `squadctl stop`), by (session, task).
 fn running(snap: &Snapshot) -> BTreeMap<&RunKey, &RunRecord> {
     snap.records
         .iter()
-        .filter(|(_, rec)| rec.state == RunState::Running)
+        .filter(|(_, rec)| super::by_hand::in_progress(rec))
         .collect()
 }
 
@@ -303,7 +309,7 @@ fn may_start(
         Some(rec) => {
             !rec.completed
                 && !rec.held
-                && rec.state != RunState::Running
+                && !super::by_hand::in_progress(rec)
                 && matches!(t.state, TaskStatus::Pending | TaskStatus::InProgress)
                 && rec.attempt <= max_retries(&snap.policy.runners)
                 && rec.retry_at.is_none_or(|at| at <= now)
@@ -388,6 +394,20 @@ fn expect_record(
                 "{at}: lost {rec:?}"
             );
         }
-        RunState::Stopped => panic!("{at}: never stopped: {rec:?}"),
+        // Stopped by hand: SIGTERM sent, SIGKILL a grace later; once ended,
+        // held for a human unless its task completed.
+        RunState::Stopped => {
+            let Some(t) = termed else {
+                panic!("{at}: stopped, never sent SIGTERM");
+            };
+            if rec.exit.is_none() && p.is_some_and(|p| p.ended.is_none()) {
+                let kill = t + after_of(runners.grace);
+                assert!(now < kill, "{at}: stopped, no SIGKILL after the grace");
+            }
+            if rec.exit.is_some() {
+                assert_eq!(rec.held, !rec.completed, "{at}: stopped {rec:?}");
+                assert!(rec.retry_at.is_none(), "{at}: stopped {rec:?}");
+            }
+        }
     }
 }

@@ -59,6 +59,8 @@ pub(super) struct World {
     pub(super) announced: Vec<crate::daemon::core::deliver::Announce>,
     /// Facts reported once ever, as reported so far (`restart.rs`).
     pub(super) reported: BTreeSet<(RootId, String, super::restart::Reported)>,
+    /// The answer to the last `squadctl run|stop` (`by_hand.rs`).
+    pub(super) reply: Option<Result<(String, u32), crate::daemon::core::runs::by_hand::RunError>>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -103,6 +105,7 @@ impl World {
             told: 0,
             announced: Vec::new(),
             reported: BTreeSet::new(),
+            reply: None,
         };
         for r in 0..ROOTS {
             let files = SESSIONS
@@ -433,10 +436,12 @@ impl World {
             // A run re-adopted after a restart: its process is the world's
             // already.
             Effect::AdoptRun { .. } => {}
-            // Never asked for: no run is stopped or started by hand.
-            e @ (Effect::StopRun { .. } | Effect::RunReply { .. }) => {
-                panic!("effect the model never asks for: {e:?}")
+            // `squadctl stop`: SIGTERM sent, then told (`processes.rs`).
+            Effect::StopRun { root, run, pid } => {
+                self.signal(pid, crate::runners::Signal::Term);
+                self.step(root, Input::RunStopped { run });
             }
+            Effect::RunReply { reply, .. } => self.reply = Some(reply),
         }
     }
 
