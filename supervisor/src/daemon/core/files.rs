@@ -187,6 +187,7 @@ fn apply(
     };
     let before = reply_to(core.index().file(&f.file));
     let after = reply_to(loaded.as_ref());
+    let kept = core.kept_message_id(&f.file);
     let Some(mut out) = root.apply_file(&f.session, &f.file, loaded, now.wall) else {
         return Vec::new();
     };
@@ -207,6 +208,21 @@ fn apply(
             file: f.file.clone(),
             own,
         });
+        // It kept a message id it carries no more (removed, rewritten,
+        // unreadable): the file keeping the id now is routed, as a restart
+        // would route it (it was refused while this one kept the id).
+        if let Some(next) = kept.and_then(|mid| {
+            let core = root.sessions.get(&f.session)?;
+            let next = core.message_file(&mid)?;
+            (next != f.file).then(|| next.to_string())
+        }) {
+            effects.push(Effect::Route {
+                root: id,
+                session: f.session.clone(),
+                file: next,
+                own: None,
+            });
+        }
         // A reply removed or rewritten: its question may be overdue now.
         if let Some(message_id) = before.filter(|b| Some(b) != after.as_ref()) {
             effects.extend(super::replies::withdrawn(

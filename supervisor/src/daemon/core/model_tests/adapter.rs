@@ -195,6 +195,15 @@ impl World {
                 self.snaps[root].policy = p.clone();
                 self.step(id(root), Input::PolicyRead(Ok(Box::new(p))));
             }
+            Op::Clash {
+                root,
+                session,
+                id,
+                priority,
+            } => {
+                let (name, text) = clashing_message(id, priority);
+                self.file(root, SESSIONS[session], &name, Some(text.into_bytes()));
+            }
             Op::Restart { root, kill } => self.restart(root, kill),
             Op::Run {
                 root,

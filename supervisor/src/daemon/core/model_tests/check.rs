@@ -101,7 +101,15 @@ impl World {
             // The reply timer likewise, for questions still to answer.
             let index = &indexes[name];
             let reported = want.state.replies_overdue.get(name);
-            let next = messages(index)
+            let refused = refused(&snap.root, name, index, &snap.copies);
+            let next = index
+                .files
+                .iter()
+                .filter(|(file, _)| !refused.contains(&file.to_string()))
+                .filter_map(|(_, f)| match &f.entry {
+                    Entry::Message(m) => Some(m),
+                    _ => None,
+                })
                 .filter(|m| !w.replies.contains_key(&m.message_id))
                 .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
                 .filter_map(routing::reply_due)

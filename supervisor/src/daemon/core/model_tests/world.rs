@@ -123,6 +123,7 @@ impl World {
                 config: config(0),
                 records: BTreeMap::new(),
                 state_file: None,
+                copies: BTreeMap::new(),
             });
             let config = Some(Box::new(config(0)));
             w.step(
@@ -311,20 +312,23 @@ impl World {
                     self.snaps[root.0 as usize].state_file = Some(bytes);
                 }
             }
-            // Handed over as the shell does; asked about inbox copies only
-            // on a message id clash, which the model never generates.
+            // Handed over as the shell does (`mail.rs`), the inbox copies
+            // answered from what the world delivered into them.
             Effect::Route {
                 root,
                 session,
                 file,
                 own,
             } => {
-                let no_copy = |_: &Path, _: &str, _: u64| false;
+                let copies = self.snaps[root.0 as usize].copies.clone();
+                let holds = |inbox: &Path, name: &str, print: u64| {
+                    copies.get(&(inbox.to_path_buf(), name.to_string())) == Some(&print)
+                };
                 let input = Input::Route {
                     session,
                     file,
                     own,
-                    copy_holds: &no_copy,
+                    copy_holds: &holds,
                 };
                 self.step(root, input);
             }
@@ -334,8 +338,8 @@ impl World {
                 root,
                 delivery,
                 routed_from,
-                ..
-            } => self.write_inbox(root, delivery, routed_from),
+                bytes,
+            } => self.write_inbox(root, delivery, routed_from, &bytes),
             Effect::Watch { .. } => {}
             Effect::Announce(a) => self.announced.push(*a),
             Effect::Touched {
@@ -497,7 +501,18 @@ impl World {
 
     /// [`Effect::WriteInbox`]: the delivery written into its inbox's
     /// `new/` (its mtime: now) unless it is there already, and told.
-    fn write_inbox(&mut self, root: RootId, delivery: Box<Delivery>, routed_from: Option<String>) {
+    fn write_inbox(
+        &mut self,
+        root: RootId,
+        delivery: Box<Delivery>,
+        routed_from: Option<String>,
+        bytes: &[u8],
+    ) {
+        let dir = self.cores[root.0 as usize].session_dir(&delivery.session);
+        let copy = (
+            crate::inbox::inbox_dir(&dir, &delivery.to),
+            delivery.name.clone(),
+        );
         let snap = &mut self.snaps[root.0 as usize];
         let slot = (delivery.to.clone(), delivery.name.clone());
         let inbox = snap.inbox.entry(delivery.session.clone()).or_default();
@@ -507,6 +522,7 @@ impl World {
             }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Some(self.now));
+                snap.copies.insert(copy, crate::index::fingerprint(bytes));
                 crate::daemon::core::deliver::Written::Fresh
             }
         };
