@@ -27,6 +27,7 @@ impl World {
             assert_eq!(got.sessions.len(), want.sessions.len());
             self.check_timers(r, &want, &indexes);
             self.check_runs(r, &want);
+            self.check_statuses(r, &want);
         }
     }
 

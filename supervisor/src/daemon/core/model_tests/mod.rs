@@ -195,6 +195,7 @@ mod check;
 mod oracle;
 mod restart;
 mod runs;
+mod status;
 mod world;
 
 use oracle::*;

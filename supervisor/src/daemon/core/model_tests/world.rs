@@ -274,6 +274,12 @@ impl World {
                 }
             }
             Effect::FlushOutbox => self.flush_outbox(),
+            // Status writes (`writes.rs`, `status.rs`).
+            Effect::WriteStatuses { root, sessions } => {
+                self.step(root, Input::StatusesDue { sessions })
+            }
+            Effect::LockStatuses { root, sessions } => self.lock_statuses(root, sessions),
+            Effect::WriteStatusTexts { root, texts } => self.write_status_texts(root, texts),
             Effect::Outbox { root, delivery } => self.outbox.push((root, *delivery)),
             Effect::OfferWaiting {
                 root,
@@ -404,15 +410,12 @@ impl World {
                 panic!("the model does not step the input that returns {e:?}")
             }
             // Writes and work with no bearing on what the core knows.
-            Effect::WriteStatuses { .. }
-            | Effect::WrapUp { .. }
+            Effect::WrapUp { .. }
             | Effect::WrapUpIfPresent { .. }
             | Effect::FinishEnded { .. }
             | Effect::Notify { .. }
             | Effect::WriteSharedContext(_)
             | Effect::WriteSharedContextNow(_)
-            | Effect::LockStatuses { .. }
-            | Effect::WriteStatusTexts { .. }
             | Effect::WriteContext { .. }
             | Effect::ReadLocks(_)
             | Effect::ReclaimLocks { .. }
