@@ -691,3 +691,35 @@ fn a_message_refused_for_a_reused_id_is_delivered_once_the_keeper_loses_the_id()
         },
     ]);
 }
+
+/// Found by the model test: a message delivered before another file
+/// reused its id (that file, first by name, refused) was rewritten under a
+/// new priority; the refused file then kept the id by the rule (as a
+/// restart found), but the running squadd never routed it again.
+#[test]
+fn a_delivered_keeper_rewritten_lets_the_refused_file_keep_the_id() {
+    replay(vec![
+        Op::Message {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 0,
+            reply_to: None,
+            respond_in: None,
+        },
+        Op::Clash {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 0,
+        },
+        Op::Message {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 1,
+            reply_to: None,
+            respond_in: None,
+        },
+    ]);
+}
