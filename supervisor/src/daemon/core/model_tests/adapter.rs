@@ -160,6 +160,16 @@ impl World {
                 task,
                 ok,
             } => self.exit(root, SESSIONS[session], task, ok),
+            op => self.apply_root_op(op),
+        }
+        self.end_batch();
+    }
+
+    /// The operations on a root as a whole: config.json, the runner, lost
+    /// events, the policy, a message id clash, a restart, `squadctl
+    /// run|stop`.
+    fn apply_root_op(&mut self, op: Op) {
+        match op {
             Op::Config { root, max } => {
                 // As `reload_config` does: config.json read, handed over.
                 let c = config(max);
@@ -215,8 +225,8 @@ impl World {
                 session,
                 task,
             } => self.stop_by_hand(root, session, task),
+            _ => unreachable!("not a root operation: {op:?}"),
         }
-        self.end_batch();
     }
 
     /// An agent reads (acknowledges) one of its unread inbox entries.

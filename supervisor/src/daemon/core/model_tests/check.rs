@@ -106,7 +106,7 @@ impl World {
             let next = index
                 .files
                 .iter()
-                .filter(|(file, _)| !refused.contains(&file.to_string()))
+                .filter(|(file, _)| !refused.contains(&**file))
                 .filter_map(|(_, f)| match &f.entry {
                     Entry::Message(m) => Some(m),
                     _ => None,

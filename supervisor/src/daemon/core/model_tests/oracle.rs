@@ -194,7 +194,7 @@ pub(super) fn asked_kept(
     let refused = refused(root, name, s, copies);
     s.files
         .iter()
-        .filter(|(file, _)| !refused.contains(&file.to_string()))
+        .filter(|(file, _)| !refused.contains(&**file))
         .flat_map(|(_, f)| routing::file_deliveries(root, name, &s.dir, f))
         .map(|d| (d.to, d.name))
         .collect()
@@ -351,7 +351,7 @@ pub(super) fn keep_facts(
         let kept = index
             .files
             .iter()
-            .filter(|(file, _)| !refused.contains(&file.to_string()))
+            .filter(|(file, _)| !refused.contains(&**file))
             .filter_map(|(_, f)| match &f.entry {
                 Entry::Message(m) => Some(m),
                 _ => None,

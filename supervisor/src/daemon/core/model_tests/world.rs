@@ -325,19 +325,7 @@ impl World {
                 session,
                 file,
                 own,
-            } => {
-                let copies = self.snaps[root.0 as usize].copies.clone();
-                let holds = |inbox: &Path, name: &str, print: u64| {
-                    copies.get(&(inbox.to_path_buf(), name.to_string())) == Some(&print)
-                };
-                let input = Input::Route {
-                    session,
-                    file,
-                    own,
-                    copy_holds: &holds,
-                };
-                self.step(root, input);
-            }
+            } => self.route(root, session, file, own),
             // A delivery written into its inbox's `new/` (its mtime: now),
             // unless it is there already.
             Effect::WriteInbox {
@@ -450,6 +438,22 @@ impl World {
             }
             Effect::RunReply { reply, .. } => self.reply = Some(reply),
         }
+    }
+
+    /// [`Effect::Route`]: handed over as `mail.rs` does, the inbox copies
+    /// answered from what the world delivered into them.
+    fn route(&mut self, root: RootId, session: String, file: String, own: Option<Arc<[u8]>>) {
+        let copies = self.snaps[root.0 as usize].copies.clone();
+        let holds = |inbox: &Path, name: &str, print: u64| {
+            copies.get(&(inbox.to_path_buf(), name.to_string())) == Some(&print)
+        };
+        let input = Input::Route {
+            session,
+            file,
+            own,
+            copy_holds: &holds,
+        };
+        self.step(root, input);
     }
 
     pub(super) fn set_earlier(&mut self, timer: Timer, at: DateTime<Utc>) {
