@@ -102,15 +102,8 @@ impl World {
             // The reply timer likewise, for questions still to answer.
             let index = &indexes[name];
             let reported = want.state.replies_overdue.get(name);
-            let refused = refused(&snap.root, name, index, &snap.copies);
-            let next = index
-                .files
-                .iter()
-                .filter(|(file, _)| !refused.contains(&**file))
-                .filter_map(|(_, f)| match &f.entry {
-                    Entry::Message(m) => Some(m),
-                    _ => None,
-                })
+            let next = kept_messages(&snap.root, &snap.copies, name, index)
+                .into_iter()
                 .filter(|m| !w.replies.contains_key(&m.message_id))
                 .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
                 .filter_map(routing::reply_due)

@@ -183,6 +183,25 @@ pub(super) fn refused(
     refused
 }
 
+/// The messages of a session not [`refused`] for a reused id.
+pub(super) fn kept_messages<'a>(
+    root: &Path,
+    copies: &BTreeMap<(PathBuf, String), u64>,
+    name: &str,
+    index: &'a SessionIndex,
+) -> Vec<&'a crate::index::MessageInfo> {
+    let refused = refused(root, name, index, copies);
+    index
+        .files
+        .iter()
+        .filter(|(file, _)| !refused.contains(&**file))
+        .filter_map(|(_, f)| match &f.entry {
+            Entry::Message(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The slots of what a session's files ask to deliver, the files
 /// [`refused`] for a reused message id left out.
 pub(super) fn asked_kept(
@@ -347,16 +366,7 @@ pub(super) fn keep_facts(
             }
         }
         let replies = replies_of(index);
-        let refused = refused(&snap.root, name, index, &snap.copies);
-        let kept = index
-            .files
-            .iter()
-            .filter(|(file, _)| !refused.contains(&**file))
-            .filter_map(|(_, f)| match &f.entry {
-                Entry::Message(m) => Some(m),
-                _ => None,
-            });
-        for m in kept {
+        for m in kept_messages(&snap.root, &snap.copies, name, index) {
             if routing::reply_overdue(m, replies.contains_key(&m.message_id), now) {
                 state
                     .replies_overdue
