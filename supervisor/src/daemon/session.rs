@@ -376,6 +376,17 @@ impl SessionCore {
             .filter(|first| *first != file)
     }
 
+    /// The message id message file `file` keeps (it carries it, first by
+    /// name), if any.
+    pub(crate) fn kept_message_id(&self, file: &str) -> Option<String> {
+        let id = self
+            .index
+            .file(file)
+            .filter(|f| f.kind == FileKind::Message)?
+            .message_id()?;
+        (self.message_file(id) == Some(file)).then(|| id.to_string())
+    }
+
     /// The message file that keeps message id `id` (the first by name
     /// carrying it).
     pub(crate) fn message_file<'a>(&'a self, id: &'a str) -> Option<&'a str> {

@@ -187,6 +187,16 @@ fn apply(
     };
     let before = reply_to(core.index().file(&f.file));
     let after = reply_to(loaded.as_ref());
+    // The other files carrying its message id, if it kept the id (first by
+    // name, or delivered): they may keep it once this one changed.
+    let siblings = if kept_id(root, &f.session, &f.file) {
+        core.others_with_message_id(&f.file)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let Some(mut out) = root.apply_file(&f.session, &f.file, loaded, now.wall) else {
         return Vec::new();
     };
@@ -207,6 +217,18 @@ fn apply(
             file: f.file.clone(),
             own,
         });
+        // It kept a message id and changed (removed, rewritten,
+        // unreadable): the others carrying the id are routed again, as a
+        // restart would route them (one refused while this one kept the id
+        // may keep it now; the clash check decides, nothing goes twice).
+        for other in siblings {
+            effects.push(Effect::Route {
+                root: id,
+                session: f.session.clone(),
+                file: other,
+                own: None,
+            });
+        }
         // A reply removed or rewritten: its question may be overdue now.
         if let Some(message_id) = before.filter(|b| Some(b) != after.as_ref()) {
             effects.extend(super::replies::withdrawn(
@@ -236,6 +258,23 @@ fn apply(
         removal,
     });
     effects
+}
+
+/// Whether message file `file` keeps its message id: the first by name
+/// carrying it, or one of its deliveries made (delivered before a clash).
+fn kept_id(root: &Root, session: &str, file: &str) -> bool {
+    let Some(core) = root.sessions.get(session) else {
+        return false;
+    };
+    if core.kept_message_id(file).is_some() {
+        return true;
+    }
+    let (Some(f), Some(mail)) = (core.index().files.get(file), root.mail.get(session)) else {
+        return false;
+    };
+    crate::daemon::routing::file_deliveries(&root.root, session, &core.index().dir, f)
+        .iter()
+        .any(|d| mail.is_delivered(&d.to, &d.name))
 }
 
 /// What a session change caused, as effects: events, the wrap-up of a

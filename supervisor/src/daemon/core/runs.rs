@@ -256,7 +256,11 @@ pub(crate) fn found(
     {
         let key = (rec.session.clone(), rec.task.clone());
         let dir = crate::runners::run_dir(&session_dir, &rec.task);
-        if rec.state != RunState::Running {
+        // A run stopped by hand and not ended yet is still in progress:
+        // its process is looked for like a running one's (the model test
+        // found it otherwise left unsupervised, its task started again).
+        let stopping = rec.state == RunState::Stopped && rec.exit.is_none();
+        if rec.state != RunState::Running && !stopping {
             root.runs.past.insert(key, rec);
             continue;
         }
@@ -295,6 +299,11 @@ pub(crate) fn found(
                     log_max: root.policy.runners.log_max_bytes,
                 });
                 started(&mut root.runs, rec, dir, session_dir);
+                // SIGTERM went before the restart, at a time not recorded:
+                // the grace before SIGKILL counts from the adoption.
+                if stopping && let Some(live) = root.runs.live.get_mut(&key) {
+                    live.watch.term_at = Some(now.wall);
+                }
             }
             decide::Restart::Lost {
                 rec,
@@ -339,7 +348,9 @@ pub(crate) fn probe(
     records
         .into_iter()
         .map(|(session_dir, rec)| {
-            let running = rec.state == RunState::Running;
+            // Stopped by hand and not ended yet: still in progress.
+            let running = rec.state == RunState::Running
+                || (rec.state == RunState::Stopped && rec.exit.is_none());
             let found = (running && rec.pid == 0)
                 .then(|| procs.find_run_process(root, &rec.session, &rec.task))
                 .flatten();

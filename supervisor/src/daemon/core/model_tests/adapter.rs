@@ -160,6 +160,16 @@ impl World {
                 task,
                 ok,
             } => self.exit(root, SESSIONS[session], task, ok),
+            op => self.apply_root_op(op),
+        }
+        self.end_batch();
+    }
+
+    /// The operations on a root as a whole: config.json, the runner, lost
+    /// events, the policy, a message id clash, a restart, `squadctl
+    /// run|stop`.
+    fn apply_root_op(&mut self, op: Op) {
+        match op {
             Op::Config { root, max } => {
                 // As `reload_config` does: config.json read, handed over.
                 let c = config(max);
@@ -195,8 +205,28 @@ impl World {
                 self.snaps[root].policy = p.clone();
                 self.step(id(root), Input::PolicyRead(Ok(Box::new(p))));
             }
+            Op::Clash {
+                root,
+                session,
+                id,
+                priority,
+            } => {
+                let (name, text) = clashing_message(id, priority);
+                self.file(root, SESSIONS[session], &name, Some(text.into_bytes()));
+            }
+            Op::Restart { root, kill } => self.restart(root, kill),
+            Op::Run {
+                root,
+                session,
+                task,
+            } => self.run_by_hand(root, session, task),
+            Op::Stop {
+                root,
+                session,
+                task,
+            } => self.stop_by_hand(root, session, task),
+            _ => unreachable!("not a root operation: {op:?}"),
         }
-        self.end_batch();
     }
 
     /// An agent reads (acknowledges) one of its unread inbox entries.
@@ -238,7 +268,7 @@ impl World {
             squad_policies::session_edit::SessionEdit::Complete { force: false }
         };
         let now = self.wall();
-        let Ok(edited) = crate::daemon::core::edits::decide(&self.roots[root], s, &edit, now)
+        let Ok(edited) = crate::daemon::core::edits::decide(&self.cores[root], s, &edit, now)
         else {
             return;
         };

@@ -13,7 +13,7 @@ impl World {
             let indexes = self.snaps[r].indexes();
             keep_facts(&mut self.snaps[r], &indexes, self.now);
             let want = Known::from_indexes(&self.snaps[r], &indexes, self.now);
-            let got = Known::of(&mut self.roots[r]);
+            let got = Known::of(&mut self.cores[r]);
             assert_eq!(got.state, want.state, "root {r}: persisted facts");
             for (name, w) in &want.sessions {
                 let g = &got.sessions[name];
@@ -27,6 +27,7 @@ impl World {
             assert_eq!(got.sessions.len(), want.sessions.len());
             self.check_timers(r, &want, &indexes);
             self.check_runs(r, &want);
+            self.check_statuses(r, &want);
         }
     }
 
@@ -101,7 +102,8 @@ impl World {
             // The reply timer likewise, for questions still to answer.
             let index = &indexes[name];
             let reported = want.state.replies_overdue.get(name);
-            let next = messages(index)
+            let next = kept_messages(&snap.root, &snap.copies, name, index)
+                .into_iter()
                 .filter(|m| !w.replies.contains_key(&m.message_id))
                 .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
                 .filter_map(routing::reply_due)

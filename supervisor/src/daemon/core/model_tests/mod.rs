@@ -24,9 +24,14 @@
 //! carried out in one match ([`World::effect`], `world.rs`). The runs'
 //! oracle (`runs.rs`) derives from the snapshot's run records and session
 //! files which runs should exist and what each record says, by its own
-//! rule. A message id reused by two files (the shell's
-//! `message_id_clash`, which reads inbox copies) is not generated: each
-//! message id names one file.
+//! rule. A message id reused by another file (`Op::Clash`) is checked
+//! with the inbox copies the world delivered (the shell's answer in
+//! `Input::Route`), against the oracle's own rule (`oracle.rs`,
+//! `refused`). squadd restarts (`Op::Restart`, clean or kill -9:
+//! `restart.rs`) rebuild a root's core as the shell starts one; facts
+//! reported once ever are counted across restarts. `squadctl run|stop`
+//! (`Op::Run`, `Op::Stop`: `by_hand.rs`) are answered as the oracle's
+//! rule says.
 
 use super::batch;
 use super::timer::{self, Timer};
@@ -138,6 +143,33 @@ fn message(
     )
 }
 
+/// Another file reusing message `id`'s id: from the same sender to
+/// another recipient (a name of its own).
+fn clashing_message(id: u8, priority: usize) -> (String, String) {
+    let (name, text) = message(id, priority, None, None);
+    let Some((f, t)) = name
+        .strip_prefix("role-comm-")
+        .and_then(|n| n.split_once("-to-"))
+        .map(|(f, rest)| {
+            (
+                f.to_string(),
+                rest.split('-').next().unwrap_or("").to_string(),
+            )
+        })
+    else {
+        panic!("the model's message name {name}");
+    };
+    let other = AGENTS
+        .iter()
+        .find(|a| **a != f && **a != t)
+        .copied()
+        .unwrap_or("carol");
+    (
+        format!("role-comm-{f}-to-{other}-msg_{id}.md"),
+        text.replace(&format!("to_agent: {t}\n"), &format!("to_agent: {other}\n")),
+    )
+}
+
 fn error_report(agent: usize, to: usize, n: u8) -> (String, String) {
     let a = AGENTS[agent % 3];
     (
@@ -158,9 +190,12 @@ fn status_file(s: usize) -> String {
 }
 
 mod adapter;
+mod by_hand;
 mod check;
 mod oracle;
+mod restart;
 mod runs;
+mod status;
 mod world;
 
 use oracle::*;
@@ -265,6 +300,27 @@ enum Op {
     },
     /// `.squad/policies.yaml` changes.
     Policy { root: usize, n: usize },
+    /// Another file reuses message `id`'s id (a message id clash).
+    Clash {
+        root: usize,
+        session: usize,
+        id: u8,
+        priority: usize,
+    },
+    /// squadd stops (SIGTERM, or kill -9) and starts again on the root.
+    Restart { root: usize, kill: bool },
+    /// `squadctl run task_N [--session S]`.
+    Run {
+        root: usize,
+        session: Option<usize>,
+        task: u8,
+    },
+    /// `squadctl stop task_N [--session S]`.
+    Stop {
+        root: usize,
+        session: Option<usize>,
+        task: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -291,7 +347,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (r.clone(), 1u64..4).prop_map(|(root, max)| Op::Config { root, max }),
         1 => (r.clone(), proptest::bool::weighted(0.3)).prop_map(|(root, broken)| Op::Break { root, broken }),
         1 => (r.clone(), s.clone(), any::<usize>()).prop_map(|(root, session, n)| Op::Lost { root, session, n }),
-        1 => (r, 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
+        1 => (r.clone(), 0usize..2).prop_map(|(root, n)| Op::Policy { root, n }),
+        2 => (r.clone(), any::<bool>()).prop_map(|(root, kill)| Op::Restart { root, kill }),
+        2 => (r.clone(), s.clone(), 0u8..8, 0usize..4).prop_map(|(root, session, id, priority)| Op::Clash { root, session, id, priority }),
+        2 => (r.clone(), proptest::option::of(s.clone()), 0u8..5).prop_map(|(root, session, task)| Op::Run { root, session, task }),
+        2 => (r, proptest::option::of(s), 0u8..5).prop_map(|(root, session, task)| Op::Stop { root, session, task }),
     ]
 }
 
@@ -348,7 +408,7 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     w.step(id(0), Input::RescanDue { present: true });
     w.end_batch();
     let work = |w: &World| {
-        let c: &SessionCore = &w.roots[0].sessions[s];
+        let c: &SessionCore = &w.cores[0].sessions[s];
         (c.derivations(), c.member_checks())
     };
     // Count the effects the core returns for the change.
@@ -364,7 +424,7 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     assert!(checked <= 1, "checked {checked} files' rules");
     // The file's step offered nothing and the batch wrote one session.
     let now = w.wall();
-    let effects = Core::new(id(0), &mut w.roots[0]).step(
+    let effects = Core::new(id(0), &mut w.cores[0]).step(
         Input::FileApplied {
             session: s.into(),
             file: "role-comm-alice-task_3.md".into(),
@@ -386,11 +446,11 @@ fn a_single_file_change_in_a_root_with_2000_messages_does_constant_work() {
     // Waiting deliveries are rechecked, not the session's 2,000 messages.
     let now = w.wall();
     let effects =
-        Core::new(id(0), &mut w.roots[0]).step(Input::WaitingChanged { session: s.into() }, now);
+        Core::new(id(0), &mut w.cores[0]).step(Input::WaitingChanged { session: s.into() }, now);
     assert!(effects.len() <= 2, "{effects:?}");
     // And the core still equals the derivation from scratch.
     let want = Known::from_scratch(&w.snaps[0], w.now);
-    let got = Known::of(&mut w.roots[0]);
+    let got = Known::of(&mut w.cores[0]);
     assert_eq!(got.sessions[s].view, want.sessions[s].view);
     assert_eq!(got.sessions[s].files, want.sessions[s].files);
     assert_eq!(got.sessions[s].diagnostics, want.sessions[s].diagnostics);
@@ -570,4 +630,96 @@ fn runs_are_dispatched_stopped_at_their_limit_retried_then_held() {
         .filter(|n| n.starts_with("role-comm-squadd-to-lead-"))
         .count();
     assert_eq!(told, 4, "the lead told of each run that failed");
+}
+
+/// Found by the model test: a run stopped by hand (`squadctl stop`) whose
+/// process ignored SIGTERM was still stopping when squadd restarted; the
+/// new squadd took its record for an ended run, so the process ran on
+/// unsupervised (never SIGKILLed) and its task started a second run beside
+/// it ("started in a full pool"). Now it is re-adopted as stopping and
+/// killed a grace later.
+#[test]
+fn a_run_still_stopping_when_squadd_restarts_is_readopted_and_killed_after_the_grace() {
+    replay(vec![
+        Op::Start {
+            root: 1,
+            session: 0,
+            agent: 0,
+            task: 3,
+            timeout: 1,
+        },
+        Op::Stop {
+            root: 1,
+            session: None,
+            task: 3,
+        },
+        Op::Restart {
+            root: 1,
+            kill: false,
+        },
+        Op::Advance(1),
+        Op::Advance(1),
+    ]);
+}
+
+/// Found by the model test: a message refused for reusing an id stayed
+/// undelivered for ever once the file that kept the id went bad (garbage
+/// here; removed or rewritten likewise), while a restart delivered it. The
+/// file keeping the id now is routed when the old keeper loses it
+/// (`core/files.rs`, `apply`).
+#[test]
+fn a_message_refused_for_a_reused_id_is_delivered_once_the_keeper_loses_the_id() {
+    replay(vec![
+        Op::Message {
+            root: 1,
+            session: 1,
+            id: 0,
+            priority: 0,
+            reply_to: None,
+            respond_in: None,
+        },
+        Op::Clash {
+            root: 1,
+            session: 1,
+            id: 0,
+            priority: 0,
+        },
+        Op::Garbage {
+            root: 1,
+            session: 1,
+            n: 283500337866430632,
+        },
+    ]);
+}
+
+/// Found by the model test: a message delivered before another file
+/// reused its id (that file, first by name, refused) was rewritten under a
+/// new priority; the refused file then kept the id by the rule (as a
+/// restart found), but the running squadd never routed it again.
+#[test]
+fn a_delivered_keeper_rewritten_lets_the_refused_file_keep_the_id() {
+    replay(vec![
+        Op::Message {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 0,
+            reply_to: None,
+            respond_in: None,
+        },
+        Op::Clash {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 0,
+        },
+        Op::Message {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 1,
+            reply_to: None,
+            respond_in: None,
+        },
+    ]);
 }

@@ -48,6 +48,11 @@ pub(super) struct Snapshot {
     pub(super) config: squad_protocol::config::RuntimeConfig,
     /// Each task's run.json, as last written.
     pub(super) records: BTreeMap<(String, String), crate::runners::RunRecord>,
+    /// state.json as squadd last wrote it (what a restart reads back).
+    pub(super) state_file: Option<Vec<u8>>,
+    /// What each inbox copy holds (inbox directory, name): the
+    /// fingerprint of the bytes delivered.
+    pub(super) copies: BTreeMap<(PathBuf, String), u64>,
 }
 
 impl Snapshot {
@@ -137,6 +142,83 @@ pub(super) fn replies_of(s: &SessionIndex) -> BTreeMap<String, usize> {
     out
 }
 
+/// The message files refused for reusing a message id, by the rule
+/// (docs/daemon.md, Messages): of the message files carrying one id, the
+/// first by name keeps it, unless another one's inbox copy holds its bytes
+/// (delivered before the clash arose): then that one keeps it. The others
+/// are neither delivered nor wait for a reply.
+pub(super) fn refused(
+    root: &Path,
+    name: &str,
+    s: &SessionIndex,
+    copies: &BTreeMap<(PathBuf, String), u64>,
+) -> BTreeSet<String> {
+    let delivered = |f: &IndexedFile| {
+        routing::file_deliveries(root, name, &s.dir, f)
+            .iter()
+            .any(|d| {
+                let inbox = crate::inbox::inbox_dir(&s.dir, &d.to);
+                copies.get(&(inbox, d.name.clone())) == Some(&f.fingerprint)
+            })
+    };
+    let mut by_id: BTreeMap<&str, Vec<(String, &IndexedFile)>> = BTreeMap::new();
+    for (file, f) in s.files.iter() {
+        if let Entry::Message(m) = &f.entry
+            && f.kind == FileKind::Message
+        {
+            let files = by_id.entry(m.message_id.as_str()).or_default();
+            files.push((file.to_string(), f));
+        }
+    }
+    let mut refused = BTreeSet::new();
+    for files in by_id.values_mut().filter(|files| files.len() > 1) {
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        let keeps_first = delivered(files[0].1) || !files[1..].iter().any(|(_, f)| delivered(f));
+        for (i, (file, _)) in files.iter().enumerate() {
+            if i > 0 || !keeps_first {
+                refused.insert(file.clone());
+            }
+        }
+    }
+    refused
+}
+
+/// The messages of a session not [`refused`] for a reused id.
+pub(super) fn kept_messages<'a>(
+    root: &Path,
+    copies: &BTreeMap<(PathBuf, String), u64>,
+    name: &str,
+    index: &'a SessionIndex,
+) -> Vec<&'a crate::index::MessageInfo> {
+    let refused = refused(root, name, index, copies);
+    index
+        .files
+        .iter()
+        .filter(|(file, _)| !refused.contains(&**file))
+        .filter_map(|(_, f)| match &f.entry {
+            Entry::Message(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The slots of what a session's files ask to deliver, the files
+/// [`refused`] for a reused message id left out.
+pub(super) fn asked_kept(
+    root: &Path,
+    name: &str,
+    s: &SessionIndex,
+    copies: &BTreeMap<(PathBuf, String), u64>,
+) -> BTreeSet<(String, String)> {
+    let refused = refused(root, name, s, copies);
+    s.files
+        .iter()
+        .filter(|(file, _)| !refused.contains(&**file))
+        .flat_map(|(_, f)| routing::file_deliveries(root, name, &s.dir, f))
+        .map(|d| (d.to, d.name))
+        .collect()
+}
+
 /// The slots of what a session's files ask to deliver.
 pub(super) fn asked(root: &Path, name: &str, s: &SessionIndex) -> BTreeSet<(String, String)> {
     routing::session_deliveries(root, name, s)
@@ -178,7 +260,7 @@ impl Known {
                     .map(|((to, n), at)| (to.clone(), n.clone(), at.is_some(), *at))
                     .collect(),
             );
-            let pending = asked(&snap.root, name, index)
+            let pending = asked_kept(&snap.root, name, index, &snap.copies)
                 .into_iter()
                 .filter(|(to, n)| !mail.is_delivered(to, n))
                 .collect();
@@ -284,7 +366,7 @@ pub(super) fn keep_facts(
             }
         }
         let replies = replies_of(index);
-        for m in messages(index) {
+        for m in kept_messages(&snap.root, &snap.copies, name, index) {
             if routing::reply_overdue(m, replies.contains_key(&m.message_id), now) {
                 state
                     .replies_overdue

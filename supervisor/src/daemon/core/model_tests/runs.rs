@@ -35,21 +35,23 @@ impl World {
         }
         for r in 0..ROOTS {
             let rid = id(r);
-            let exits: Vec<(RunKey, Ended)> = self.roots[r]
+            let exits: Vec<(RunKey, Ended)> = self.cores[r]
                 .runs
                 .watched()
                 .into_iter()
                 .filter_map(|(run, pid, _)| Some((run, self.procs.get(&pid)?.ended?)))
                 .collect();
-            for (run, ended) in exits {
-                self.step(rid, Input::RunExited { run, ended });
-            }
+            // One input, as `processes.rs` hands it over; the dispatch
+            // comes back last (`Effect::DispatchRuns`).
             let now = self.wall();
             let facts = Facts(&self.snaps[r]);
-            let effects =
-                Core::new(rid, &mut self.roots[r]).step(Input::RunsDue { facts: &facts }, now);
+            let call = crate::daemon::core::runs::Supervise {
+                exits,
+                facts: &facts,
+                cluster: None,
+            };
+            let effects = Core::new(rid, &mut self.cores[r]).step(Input::SuperviseRuns(call), now);
             self.perform(effects);
-            self.step(rid, Input::DispatchDue { cluster: None });
         }
     }
 
@@ -81,7 +83,11 @@ impl World {
             let task = s.view.tasks.iter().find(|t| t.task_id == c.task);
             task.is_some_and(|t| may_start(&self.snaps[r], &s.view, t, self.now))
         });
-        assert!(may, "root {r}: {key:?} started, but may not start");
+        // By hand, the answer is checked against the oracle's (`by_hand.rs`).
+        assert!(
+            may || spec.by_hand,
+            "root {r}: {key:?} started, but may not start"
+        );
         let limit = squad_policies::runners::run_timeout(
             Some(&spec.runner),
             spec.plan.meta.timeout,
@@ -114,6 +120,7 @@ impl World {
                 ended: None,
                 termed_at: None,
                 looked: false,
+                gone_unseen: false,
             },
         );
         let input = Input::RunSpawned {
@@ -199,7 +206,7 @@ impl World {
         let rid = id(r);
         let snap = &self.snaps[r];
         let runners = &snap.policy.runners;
-        let live: BTreeSet<RunKey> = self.roots[r]
+        let live: BTreeSet<RunKey> = self.cores[r]
             .runs
             .live()
             .into_iter()
@@ -210,7 +217,8 @@ impl World {
         assert_eq!(live, keys, "root {r}: live runs against records running");
         for (pid, p) in self.procs.iter().filter(|(_, p)| p.root == rid) {
             let rec = snap.records.get(&p.run);
-            let current = rec.is_some_and(|rec| rec.pid == *pid && rec.state == RunState::Running);
+            let current =
+                rec.is_some_and(|rec| rec.pid == *pid && super::by_hand::in_progress(rec));
             if p.ended.is_none() {
                 assert!(
                     current,
@@ -253,7 +261,7 @@ impl World {
         let next = snap
             .records
             .values()
-            .filter(|rec| !rec.held && !rec.completed && rec.state != RunState::Running)
+            .filter(|rec| !rec.held && !rec.completed && !super::by_hand::in_progress(rec))
             .filter_map(|rec| rec.retry_at)
             .filter(|at| *at > self.now)
             .min();
@@ -267,11 +275,12 @@ impl World {
     }
 }
 
-/// The records of runs running, by (session, task).
+/// The records of runs in progress (running, or stopping after
+/// `squadctl stop`), by (session, task).
 fn running(snap: &Snapshot) -> BTreeMap<&RunKey, &RunRecord> {
     snap.records
         .iter()
-        .filter(|(_, rec)| rec.state == RunState::Running)
+        .filter(|(_, rec)| super::by_hand::in_progress(rec))
         .collect()
 }
 
@@ -302,7 +311,7 @@ fn may_start(
         Some(rec) => {
             !rec.completed
                 && !rec.held
-                && rec.state != RunState::Running
+                && !super::by_hand::in_progress(rec)
                 && matches!(t.state, TaskStatus::Pending | TaskStatus::InProgress)
                 && rec.attempt <= max_retries(&snap.policy.runners)
                 && rec.retry_at.is_none_or(|at| at <= now)
@@ -375,6 +384,32 @@ fn expect_record(
                 );
             }
         }
-        RunState::Stopped | RunState::Lost => panic!("{at}: never stopped nor lost: {rec:?}"),
+        // Lost: running when squadd stopped, gone when it started again
+        // (never restarted on its own: held).
+        RunState::Lost => {
+            assert!(
+                p.is_some_and(|p| p.gone_unseen),
+                "{at}: lost, but squadd saw it end: {rec:?}"
+            );
+            assert!(
+                rec.held && rec.retry_at.is_none() && rec.exit.is_some(),
+                "{at}: lost {rec:?}"
+            );
+        }
+        // Stopped by hand: SIGTERM sent, SIGKILL a grace later; once ended,
+        // held for a human unless its task completed.
+        RunState::Stopped => {
+            let Some(t) = termed else {
+                panic!("{at}: stopped, never sent SIGTERM");
+            };
+            if rec.exit.is_none() && p.is_some_and(|p| p.ended.is_none()) {
+                let kill = t + after_of(runners.grace);
+                assert!(now < kill, "{at}: stopped, no SIGKILL after the grace");
+            }
+            if rec.exit.is_some() {
+                assert_eq!(rec.held, !rec.completed, "{at}: stopped {rec:?}");
+                assert!(rec.retry_at.is_none(), "{at}: stopped {rec:?}");
+            }
+        }
     }
 }

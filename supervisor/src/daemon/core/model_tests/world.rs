@@ -25,13 +25,16 @@ pub(super) struct Proc {
     pub(super) termed_at: Option<DateTime<Utc>>,
     /// It had ended when the last look began.
     pub(super) looked: bool,
+    /// It ended unseen: squadd restarted before a look saw it end.
+    pub(super) gone_unseen: bool,
 }
 
 /// The world the core lives in: two roots' files and inboxes (the
 /// snapshots), the shell's timer queue and outbox, processes, the cores.
 pub(super) struct World {
     pub(super) now: DateTime<Utc>,
-    pub(super) roots: Vec<Root>,
+    /// Each root's core, by [`RootId`] (`id(r)` is `cores[r]`'s).
+    pub(super) cores: Vec<Root>,
     pub(super) snaps: Vec<Snapshot>,
     /// The shell's timer queue: when each armed timer fires.
     pub(super) timers: BTreeMap<Timer, DateTime<Utc>>,
@@ -54,6 +57,10 @@ pub(super) struct World {
     /// Fresh deliveries of the flush under way, announced once their
     /// inboxes are durable (at its end, as the shell's group commit).
     pub(super) announced: Vec<crate::daemon::core::deliver::Announce>,
+    /// Facts reported once ever, as reported so far (`restart.rs`).
+    pub(super) reported: BTreeSet<(RootId, String, super::restart::Reported)>,
+    /// The answer to the last `squadctl run|stop` (`by_hand.rs`).
+    pub(super) reply: Option<Result<(String, u32), crate::daemon::core::runs::by_hand::RunError>>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -85,7 +92,7 @@ impl World {
         let now = base();
         let mut w = World {
             now,
-            roots: Vec::new(),
+            cores: Vec::new(),
             snaps: Vec::new(),
             timers: BTreeMap::new(),
             outbox: Vec::new(),
@@ -97,13 +104,15 @@ impl World {
             written: Vec::new(),
             told: 0,
             announced: Vec::new(),
+            reported: BTreeSet::new(),
+            reply: None,
         };
         for r in 0..ROOTS {
             let files = SESSIONS
                 .iter()
                 .map(|s| (s.to_string(), BTreeMap::new()))
                 .collect();
-            w.roots
+            w.cores
                 .push(Root::new(root_dir(r), State::default(), policy(0), now));
             w.snaps.push(Snapshot {
                 root: root_dir(r),
@@ -113,6 +122,8 @@ impl World {
                 policy: policy(0),
                 config: config(0),
                 records: BTreeMap::new(),
+                state_file: None,
+                copies: BTreeMap::new(),
             });
             let config = Some(Box::new(config(0)));
             w.step(
@@ -143,7 +154,7 @@ impl World {
 
     /// A session's index as a scan of the snapshot reads it.
     pub(super) fn scan(&self, r: usize, session: &str) -> SessionIndex {
-        let dir = self.roots[r].session_dir(session);
+        let dir = self.cores[r].session_dir(session);
         let files = self.snaps[r]
             .files
             .get(session)
@@ -164,7 +175,7 @@ impl World {
     /// One core step, its effects carried out.
     pub(super) fn step(&mut self, r: RootId, input: Input<'_>) {
         let now = self.wall();
-        let effects = Core::new(r, &mut self.roots[r.0 as usize]).step(input, now);
+        let effects = Core::new(r, &mut self.cores[r.0 as usize]).step(input, now);
         self.perform(effects);
     }
 
@@ -195,7 +206,7 @@ impl World {
                 if report {
                     let snap = &self.snaps[root.0 as usize];
                     let now = Now { wall: now };
-                    let effects = Core::new(root, &mut self.roots[root.0 as usize]).step(
+                    let effects = Core::new(root, &mut self.cores[root.0 as usize]).step(
                         Input::RunLeft {
                             run,
                             left: 0,
@@ -209,7 +220,7 @@ impl World {
             }
             Effect::WriteRunRecord { dir, rec } => {
                 let r = self
-                    .roots
+                    .cores
                     .iter()
                     .position(|r| dir.starts_with(&r.root))
                     .unwrap_or(0);
@@ -225,6 +236,19 @@ impl World {
             Effect::RunsLooked { root, retry_at } => {
                 self.step(root, Input::RunsLooked { retry_at })
             }
+            // A run re-adopted after a restart: its process is the world's
+            // already.
+            Effect::AdoptRun { .. } => {}
+            // `squadctl stop`: SIGTERM sent, then told (`processes.rs`).
+            Effect::StopRun { root, run, pid } => {
+                self.signal(pid, crate::runners::Signal::Term);
+                self.step(root, Input::RunStopped { run });
+            }
+            Effect::RunReply { reply, .. } => self.reply = Some(reply),
+            // After the look's effects, as `processes.rs` does.
+            Effect::DispatchRuns { root, cluster } => {
+                self.step(root, Input::DispatchDue { cluster })
+            }
             _ => unreachable!("not a run effect: {e:?}"),
         }
     }
@@ -236,6 +260,15 @@ impl World {
     /// log beyond the facts it taps) are skipped.
     pub(super) fn effect(&mut self, e: Effect) {
         let now = self.now;
+        if let Effect::Emit {
+            root,
+            session: Some(session),
+            kind,
+            ..
+        } = &e
+        {
+            self.note_report(*root, session, kind);
+        }
         match e {
             Effect::SendNotices | Effect::SendFirstNotices => self.send_notices(),
             Effect::Tap {
@@ -254,6 +287,12 @@ impl World {
                 }
             }
             Effect::FlushOutbox => self.flush_outbox(),
+            // Status writes (`writes.rs`, `status.rs`).
+            Effect::WriteStatuses { root, sessions } => {
+                self.step(root, Input::StatusesDue { sessions })
+            }
+            Effect::LockStatuses { root, sessions } => self.lock_statuses(root, sessions),
+            Effect::WriteStatusTexts { root, texts } => self.write_status_texts(root, texts),
             Effect::Outbox { root, delivery } => self.outbox.push((root, *delivery)),
             Effect::OfferWaiting {
                 root,
@@ -285,34 +324,29 @@ impl World {
             } if crate::daemon::core::notices::wanted(&kind) => {
                 self.tapped.push((root, session, path, kind))
             }
-            Effect::SaveState(r) => {
-                self.roots[r.0 as usize].state_to_save();
+            // Saved as `writes.rs` saves it: state.json as the core says.
+            Effect::SaveState(r) => self.step(r, Input::SaveStateDue { present: true }),
+            Effect::WriteState { root, bytes, .. } => {
+                if let Ok(bytes) = bytes {
+                    self.snaps[root.0 as usize].state_file = Some(bytes);
+                }
             }
-            // Handed over as the shell does; asked about inbox copies only
-            // on a message id clash, which the model never generates.
+            // Handed over as the shell does (`mail.rs`), the inbox copies
+            // answered from what the world delivered into them.
             Effect::Route {
                 root,
                 session,
                 file,
                 own,
-            } => {
-                let no_copy = |_: &Path, _: &str, _: u64| false;
-                let input = Input::Route {
-                    session,
-                    file,
-                    own,
-                    copy_holds: &no_copy,
-                };
-                self.step(root, input);
-            }
+            } => self.route(root, session, file, own),
             // A delivery written into its inbox's `new/` (its mtime: now),
             // unless it is there already.
             Effect::WriteInbox {
                 root,
                 delivery,
                 routed_from,
-                ..
-            } => self.write_inbox(root, delivery, routed_from),
+                bytes,
+            } => self.write_inbox(root, delivery, routed_from, &bytes),
             Effect::Watch { .. } => {}
             Effect::Announce(a) => self.announced.push(*a),
             Effect::Touched {
@@ -337,7 +371,7 @@ impl World {
                 self.step(root, Input::SessionScanned { index, why });
             }
             Effect::RescanSession { root, session } => {
-                let dir = self.roots[root.0 as usize].session_dir(&session);
+                let dir = self.cores[root.0 as usize].session_dir(&session);
                 let on_disk = self.snaps[root.0 as usize].files[&session]
                     .keys()
                     .filter_map(|n| Some((dir.join(n), FileKind::from_file_name(n)?)))
@@ -362,7 +396,11 @@ impl World {
             | Effect::ContainRun { .. }
             | Effect::WriteRunRecord { .. }
             | Effect::TellLead { .. }
-            | Effect::RunsLooked { .. }) => self.run_effect(e),
+            | Effect::RunsLooked { .. }
+            | Effect::AdoptRun { .. }
+            | Effect::StopRun { .. }
+            | Effect::RunReply { .. }
+            | Effect::DispatchRuns { .. }) => self.run_effect(e),
             Effect::Emit { .. } => {}
             // Answers to inputs the model does not step (a path handed over
             // unclassified, the shell's own outbox, the control check): the
@@ -379,17 +417,13 @@ impl World {
                 panic!("the model does not step the input that returns {e:?}")
             }
             // Writes and work with no bearing on what the core knows.
-            Effect::WriteStatuses { .. }
-            | Effect::WrapUp { .. }
+            Effect::WrapUp { .. }
             | Effect::WrapUpIfPresent { .. }
             | Effect::FinishEnded { .. }
             | Effect::Notify { .. }
             | Effect::WriteSharedContext(_)
             | Effect::WriteSharedContextNow(_)
-            | Effect::LockStatuses { .. }
-            | Effect::WriteStatusTexts { .. }
             | Effect::WriteContext { .. }
-            | Effect::WriteState { .. }
             | Effect::ReadLocks(_)
             | Effect::ReclaimLocks { .. }
             | Effect::ReleaseSessionLocks { .. }
@@ -415,19 +449,26 @@ impl World {
             | Effect::FinishWorktree { .. }
             | Effect::MemoryUpkeep { .. }
             | Effect::RemoveSocket(_) => {}
-            // Never asked for: no run is re-adopted (the model's squadd
-            // never restarts), stopped or started by hand.
-            e @ (Effect::AdoptRun { .. } | Effect::StopRun { .. } | Effect::RunReply { .. }) => {
-                panic!("effect the model never asks for: {e:?}")
-            }
-            // After the look's effects, as `processes.rs` does.
-            Effect::DispatchRuns { root, cluster } => {
-                self.step(root, Input::DispatchDue { cluster })
-            }
             e @ (Effect::RunsListed { .. } | Effect::Edit { .. } | Effect::Control { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }
         }
+    }
+
+    /// [`Effect::Route`]: handed over as `mail.rs` does, the inbox copies
+    /// answered from what the world delivered into them.
+    fn route(&mut self, root: RootId, session: String, file: String, own: Option<Arc<[u8]>>) {
+        let copies = self.snaps[root.0 as usize].copies.clone();
+        let holds = |inbox: &Path, name: &str, print: u64| {
+            copies.get(&(inbox.to_path_buf(), name.to_string())) == Some(&print)
+        };
+        let input = Input::Route {
+            session,
+            file,
+            own,
+            copy_holds: &holds,
+        };
+        self.step(root, input);
     }
 
     pub(super) fn set_earlier(&mut self, timer: Timer, at: DateTime<Utc>) {
@@ -461,7 +502,7 @@ impl World {
     /// "Still unread?" for each entry, from the inbox listing.
     fn run_escalations(&mut self, root: RootId, session: String) {
         let snap = &self.snaps[root.0 as usize];
-        let dir = self.roots[root.0 as usize].session_dir(&session);
+        let dir = self.cores[root.0 as usize].session_dir(&session);
         let unread: BTreeSet<PathBuf> = snap
             .inbox
             .get(&session)
@@ -482,7 +523,18 @@ impl World {
 
     /// [`Effect::WriteInbox`]: the delivery written into its inbox's
     /// `new/` (its mtime: now) unless it is there already, and told.
-    fn write_inbox(&mut self, root: RootId, delivery: Box<Delivery>, routed_from: Option<String>) {
+    fn write_inbox(
+        &mut self,
+        root: RootId,
+        delivery: Box<Delivery>,
+        routed_from: Option<String>,
+        bytes: &[u8],
+    ) {
+        let dir = self.cores[root.0 as usize].session_dir(&delivery.session);
+        let copy = (
+            crate::inbox::inbox_dir(&dir, &delivery.to),
+            delivery.name.clone(),
+        );
         let snap = &mut self.snaps[root.0 as usize];
         let slot = (delivery.to.clone(), delivery.name.clone());
         let inbox = snap.inbox.entry(delivery.session.clone()).or_default();
@@ -492,6 +544,7 @@ impl World {
             }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Some(self.now));
+                snap.copies.insert(copy, crate::index::fingerprint(bytes));
                 crate::daemon::core::deliver::Written::Fresh
             }
         };
@@ -520,7 +573,7 @@ impl World {
                 delivery: Box::new(d),
                 facts: &facts,
             };
-            let effects = Core::new(r, &mut self.roots[r.0 as usize]).step(input, now);
+            let effects = Core::new(r, &mut self.cores[r.0 as usize]).step(input, now);
             self.perform(effects);
         }
         for announce in std::mem::take(&mut self.announced) {
@@ -537,18 +590,20 @@ impl World {
     /// notice files written as one group and each told to the core.
     pub(super) fn send_notices(&mut self) {
         let tapped = std::mem::take(&mut self.tapped);
-        let mut runs: Vec<(RootId, Vec<crate::daemon::core::input::TappedFact>)> = Vec::new();
+        // Each root's events of the batch in one step, as `notices.rs`
+        // hands them over.
+        let mut by_root: Vec<(RootId, Vec<crate::daemon::core::notices::TappedEvent>)> = Vec::new();
         for (r, session, path, kind) in tapped {
-            match runs.last_mut() {
-                Some((last, facts)) if *last == r => facts.push((session, path, kind)),
-                _ => runs.push((r, vec![(session, path, kind)])),
+            match by_root.iter_mut().find(|(last, _)| *last == r) {
+                Some((_, events)) => events.push((Some(session), path, kind)),
+                None => by_root.push((r, vec![(Some(session), path, kind)])),
             }
         }
         let mut files = Vec::new();
-        for (r, facts) in runs {
+        for (r, events) in by_root {
             let now = self.wall();
             let effects =
-                Core::new(r, &mut self.roots[r.0 as usize]).step(Input::FactsTapped(facts), now);
+                Core::new(r, &mut self.cores[r.0 as usize]).step(Input::NoticesTapped(events), now);
             for e in effects {
                 match e {
                     Effect::WriteNotice(n) => files.push(n),
@@ -606,9 +661,9 @@ impl World {
     pub(super) fn settle(&mut self) {
         let touched = std::mem::take(&mut self.touched);
         let changed = std::mem::take(&mut self.changed);
-        let roots = &self.roots;
+        let cores = &self.cores;
         let effects = batch::settle(&touched, &changed, |r, name| {
-            roots[r.0 as usize].sessions.contains_key(name)
+            cores[r.0 as usize].sessions.contains_key(name)
         });
         self.perform(effects);
     }
@@ -625,7 +680,7 @@ impl World {
         let file = FileRef {
             session: session.to_string(),
             file: name.to_string(),
-            path: self.roots[r].session_dir(session).join(name),
+            path: self.cores[r].session_dir(session).join(name),
         };
         self.read(id(r), file, kind);
     }
@@ -639,7 +694,7 @@ impl World {
         };
         // The oracle notes task starts after every file change (an
         // operation may write several: the core sees each state).
-        let dir = self.roots[r].session_dir(session);
+        let dir = self.cores[r].session_dir(session);
         let index = scratch_index(&dir, &self.snaps[r].files[session]);
         let starts = self.snaps[r]
             .state
@@ -695,7 +750,7 @@ impl World {
                 let r = t.root();
                 let now = self.wall();
                 let effects =
-                    timer::fire(t, r.map(|r| &mut self.roots[r.0 as usize]), &changed, now);
+                    timer::fire(t, r.map(|r| &mut self.cores[r.0 as usize]), &changed, now);
                 self.perform(effects);
             }
             self.send_notices();
