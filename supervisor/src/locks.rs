@@ -117,19 +117,20 @@ fn record_files(session_dir: &Path) -> io::Result<Vec<PathBuf>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut paths: Vec<PathBuf> = entries
+    let mut names: Vec<std::ffi::OsString> = entries
         .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "json")
-                && !p
-                    .file_name()
-                    .is_some_and(|n| is_temp_name(&n.to_string_lossy()))
+        .map(|e| e.file_name())
+        .filter(|n| {
+            Path::new(n).extension().is_some_and(|x| x == "json")
+                && !is_temp_name(&n.to_string_lossy())
         })
         .collect();
-    // One parent: the names' order is the paths' (see `session_dirs`).
-    paths.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
-    Ok(paths)
+    // One parent: the names' order is the paths'. Sorted as names, joined
+    // after: comparing paths re-parses their components at every step
+    // (~90K instructions for one session's 21 records).
+    names.sort_unstable();
+    let dir = session_dir.join(LOCKS_DIR);
+    Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
 /// Reads every lock record of every session. `corrupt_ttl` is how long an
