@@ -485,8 +485,9 @@ fn general_moment(t: &str, tz: Option<FixedOffset>) -> Option<DateTime<FixedOffs
 
 /// `YYYY-MM-DDTHH:MM:SS[.f](Z|±HH:MM|±HHMM)` read byte by byte; `None` for
 /// any other text (including impossible values and leap seconds, which the
-/// general path judges).
-fn fixed_layout(t: &str) -> Option<DateTime<FixedOffset>> {
+/// general path judges). Public for the other readers of canonical
+/// timestamps (the lock records' fast path in the supervisor).
+pub fn fixed_layout(t: &str) -> Option<DateTime<FixedOffset>> {
     let b = t.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<u32> {
         let d = b.get(r)?;

@@ -103,26 +103,27 @@ pub fn session_files(dir: &Path) -> io::Result<Vec<(PathBuf, FileKind)>> {
 /// The session directories of a project root, sorted by name.
 pub fn session_dirs(root: &Path) -> io::Result<Vec<PathBuf>> {
     let dir = sessions_dir(root);
-    let mut dirs = Vec::new();
+    let mut names = Vec::new();
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(dirs),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     for entry in entries {
         let entry = entry?;
         // Never follow a symlink out of the tree; dot-directories are
         // sessions still being created (see `squadctl session new`).
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if entry.file_type()?.is_dir() && !hidden {
-            dirs.push(dir.join(entry.file_name()));
+        let name = entry.file_name();
+        if entry.file_type()?.is_dir() && !name.as_encoded_bytes().starts_with(b".") {
+            names.push(name);
         }
     }
     // All share one parent: ordered by the name's bytes, which is the
-    // order of the paths, without re-parsing every path's components at
-    // each comparison (a third of the guard's listing cost).
-    dirs.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
-    Ok(dirs)
+    // order of the paths. Sorted as names and joined after: comparing
+    // paths re-parses their components at each comparison (a third of the
+    // guard's listing cost).
+    names.sort_unstable();
+    Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
 /// The outcome of validating a set of paths.

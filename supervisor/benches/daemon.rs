@@ -36,7 +36,8 @@
 //! `SQUAD_BENCH_SESSIONS` (default 1000), `SQUAD_BENCH_BURST` (default
 //! 50000), `SQUAD_BENCH_SAMPLES` (samples per arm: growth default 40,
 //! complete and messages default 200; a p99 worth trusting needs a few
-//! hundred). Run parts by name: `… --bench daemon -- complete messages`.
+//! hundred), `SQUAD_BENCH_SQUADD` (the squadd binary to measure; default
+//! this build's). Run parts by name: `… --bench daemon -- complete messages`.
 
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
@@ -74,6 +75,16 @@ impl Drop for Daemon {
     }
 }
 
+/// The squadd under test: `SQUAD_BENCH_SQUADD` when set (another build,
+/// e.g. an older tree's, for a before/after run of this same harness), else
+/// this build's.
+fn squadd() -> PathBuf {
+    std::env::var_os("SQUAD_BENCH_SQUADD").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_squadd")),
+        PathBuf::from,
+    )
+}
+
 /// Starts squadd and returns it with the time to READY=1.
 fn start(root: &Path) -> (Daemon, Duration) {
     let dir = tempfile::tempdir().unwrap();
@@ -83,7 +94,7 @@ fn start(root: &Path) -> (Daemon, Duration) {
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     let t0 = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_squadd"))
+    let child = Command::new(squadd())
         .arg("--root")
         .arg(root)
         .arg("--log")

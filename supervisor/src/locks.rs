@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod record;
+
 /// The largest lock record read; anything bigger is unreadable (a record of
 /// a few targets is a few hundred bytes).
 const RECORD_LIMIT: u64 = 1 << 20;
@@ -101,9 +103,7 @@ impl Entry {
 /// (anyone can create files in `locks/`). `Ok(None)`: the file is gone.
 pub(crate) fn read_record(path: &Path) -> Result<Option<LockRecord>, String> {
     match fsx::read_regular(path, RECORD_LIMIT) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| e.to_string()),
+        Ok(bytes) => record::parse(&bytes).map(Some),
         Err(ReadError::NotFound) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
@@ -117,19 +117,20 @@ fn record_files(session_dir: &Path) -> io::Result<Vec<PathBuf>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut paths: Vec<PathBuf> = entries
+    let mut names: Vec<std::ffi::OsString> = entries
         .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "json")
-                && !p
-                    .file_name()
-                    .is_some_and(|n| is_temp_name(&n.to_string_lossy()))
+        .map(|e| e.file_name())
+        .filter(|n| {
+            Path::new(n).extension().is_some_and(|x| x == "json")
+                && !is_temp_name(&n.to_string_lossy())
         })
         .collect();
-    // One parent: the names' order is the paths' (see `session_dirs`).
-    paths.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
-    Ok(paths)
+    // One parent: the names' order is the paths'. Sorted as names, joined
+    // after: comparing paths re-parses their components at every step
+    // (~90K instructions for one session's 21 records).
+    names.sort_unstable();
+    let dir = session_dir.join(LOCKS_DIR);
+    Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
 /// Reads every lock record of every session. `corrupt_ttl` is how long an
@@ -194,15 +195,46 @@ pub(crate) fn process_fact(record: &LockRecord, host: &str) -> ProcessFact {
     }
 }
 
-/// When this machine started (from the kernel; cached per process).
+/// When this machine started, to the second (cached per process). squadd
+/// and `squadctl` both judge "a record from before the boot" by this one
+/// function, so they agree.
 pub(crate) fn booted_at() -> Option<DateTime<Utc>> {
     static BOOT: OnceLock<Option<DateTime<Utc>>> = OnceLock::new();
     *BOOT.get_or_init(|| {
-        let secs = sysinfo::System::boot_time();
-        (secs > 0)
-            .then(|| DateTime::<Utc>::from_timestamp(i64::try_from(secs).ok()?, 0))
-            .flatten()
+        let secs = boot_secs_from_clocks().or_else(|| {
+            // Not Linux's clocks: the kernel's own figure, via sysinfo.
+            i64::try_from(sysinfo::System::boot_time())
+                .ok()
+                .filter(|s| *s > 0)
+        })?;
+        DateTime::<Utc>::from_timestamp(secs, 0)
     })
+}
+
+/// The boot time as the kernel computes `btime` in `/proc/stat` (the wall
+/// clock minus the time since boot, suspend included, whole seconds
+/// truncated), from two `clock_gettime` calls: no `/proc/stat` to open and
+/// format (~50 µs in every guard call that judges a lock).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn boot_secs_from_clocks() -> Option<i64> {
+    let read = |clock| {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid, writable timespec for the call's duration.
+        (unsafe { libc::clock_gettime(clock, &mut t) } == 0)
+            .then(|| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec))
+    };
+    let since_boot = read(libc::CLOCK_BOOTTIME)?;
+    let wall = read(libc::CLOCK_REALTIME)?;
+    let boot = (wall - since_boot).div_euclid(1_000_000_000);
+    i64::try_from(boot).ok().filter(|s| *s > 0)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn boot_secs_from_clocks() -> Option<i64> {
+    None
 }
 
 /// The facts of one entry, for the pure decisions of `squad_policies::locks`.
@@ -752,4 +784,42 @@ pub(crate) fn release_ended_session(
         tracing::warn!(error = %e, dir = %session_dir.display(), "cannot release the session's locks");
         Vec::new()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's own `btime` line of `/proc/stat`.
+    #[cfg(target_os = "linux")]
+    fn proc_stat_btime() -> i64 {
+        let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+        stat.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_default()
+    }
+
+    /// squadd and `squadctl` share `booted_at`; what it returns now comes
+    /// from the clocks instead of `/proc/stat`, and must be the kernel's
+    /// figure (which is truncated to the second and moves by one when the
+    /// wall clock is stepped between the two reads: allow that one).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_boot_time_from_the_clocks_is_the_kernels_btime() {
+        let before = proc_stat_btime();
+        let ours = boot_secs_from_clocks();
+        let after = proc_stat_btime();
+        assert!(before > 0, "no btime in /proc/stat");
+        let ours = ours.unwrap_or_default();
+        assert!(
+            (before - 1..=after + 1).contains(&ours),
+            "clocks say {ours}, /proc/stat says {before}..{after}"
+        );
+        let shared = booted_at().map(|t| t.timestamp()).unwrap_or_default();
+        assert!(
+            (before - 1..=after + 1).contains(&shared),
+            "booted_at says {shared}, /proc/stat says {before}..{after}"
+        );
+    }
 }

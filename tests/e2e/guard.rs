@@ -800,3 +800,159 @@ fn a_cached_plan_verdict_follows_every_edit_of_the_plan() {
         lying
     );
 }
+
+/// The record file of frontend's lock in `project()`.
+fn frontend_record(root: &Path) -> std::path::PathBuf {
+    let dir = root.join(format!(".squad/sessions/{SESSION}/locks"));
+    let mut found: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// The guard reads the records `squadctl lock` writes by a fast path of
+/// their exact layout (issue 23); any other layout of the same lock goes
+/// through the full JSON parse and still holds, and a record that parses
+/// neither way holds on everything: no layout lets a write past a lock.
+#[test]
+fn a_lock_record_in_any_layout_holds_the_guard() {
+    let (tmp, _outside) = project();
+    let root = tmp.path();
+    let env = [("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+    let path = frontend_record(root);
+    let written = fs::read_to_string(&path).unwrap();
+    let record: Value = serde_json::from_str(&written).unwrap();
+    let at = |key: &str| {
+        let t = chrono::DateTime::parse_from_rfc3339(record[key].as_str().unwrap()).unwrap();
+        t.with_timezone(&chrono::FixedOffset::east_opt(7200).unwrap())
+            .to_rfc3339()
+    };
+    // Keys in another order, timestamps with an offset, an escape in a name.
+    let mut reordered = serde_json::Map::new();
+    reordered.insert("expires_at".into(), json!(at("expires_at")));
+    reordered.insert("acquired_at".into(), json!(at("acquired_at")));
+    for (k, v) in record.as_object().unwrap() {
+        reordered.entry(k.clone()).or_insert(v.clone());
+    }
+    let escaped = written.replace("\"task_2\"", "\"task_\\u0032\"");
+    assert_ne!(escaped, written);
+    let layouts = [
+        ("as written", written.clone(), "locked by frontend (task_2"),
+        (
+            "compact",
+            serde_json::to_string(&record).unwrap(),
+            "locked by frontend (task_2",
+        ),
+        (
+            "reordered, offsets",
+            serde_json::to_string_pretty(&reordered).unwrap(),
+            "locked by frontend (task_2",
+        ),
+        ("an escape", escaped, "locked by frontend (task_2"),
+        (
+            "truncated",
+            written[..written.len() / 2].to_string(),
+            "unreadable lock record",
+        ),
+    ];
+    for (name, text, want) in layouts {
+        fs::write(&path, &text).unwrap();
+        let got = verdict(
+            "claude-write",
+            &guard(
+                root,
+                &env,
+                None,
+                &input("claude-write", root, "shared/api.ts"),
+            ),
+        );
+        assert!(
+            got.as_deref().is_some_and(|r| r.contains(want)),
+            "{name}: {got:?}\n{text}"
+        );
+    }
+}
+
+/// Every protocol file the guard reads (the lock records, the plan) is
+/// checked by one `fstat` on its open descriptor, not two (issue 23: the
+/// guard reads a few dozen files per tool call).
+#[test]
+fn the_guard_checks_each_file_it_reads_with_one_fstat() {
+    let Some(strace) = crate::notices::strace() else {
+        return;
+    };
+    let (tmp, _outside) = project();
+    let root = tmp.path();
+    for (i, target) in ["shared/a.ts", "shared/b/**", "frontend/x.ts"]
+        .iter()
+        .enumerate()
+    {
+        let out = ctl_run(
+            root,
+            &[
+                "lock",
+                "acquire",
+                target,
+                "--agent",
+                "frontend",
+                "--task",
+                "task_2",
+                "--ttl",
+                &format!("{}h", i + 1),
+            ],
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let trace = root.join(".squad/run/guard.strace");
+    let mut cmd = std::process::Command::new(strace);
+    cmd.current_dir(root)
+        .args([
+            "-y",
+            "-e",
+            "trace=openat,statx,fstat,newfstatat,close",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_squadctl"))
+        .arg("guard")
+        .env("SQUAD_AGENT", "backend")
+        .env("SQUAD_TASK", "task_1");
+    let out = run_with_input(
+        &mut cmd,
+        input("claude-write", root, "backend/api.rs").as_bytes(),
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let trace = fs::read_to_string(&trace).unwrap();
+    // With -y a call on a descriptor names its file: `statx(3</…/x.json>, "", …`.
+    let mut checks: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in trace.lines() {
+        let Some((call, rest)) = line.split_once('(') else {
+            continue;
+        };
+        let on_fd = rest
+            .split_once('<')
+            .is_some_and(|(fd, _)| !fd.is_empty() && fd.bytes().all(|b| b.is_ascii_digit()));
+        if matches!(call, "statx" | "fstat" | "newfstatat")
+            && on_fd
+            && let Some(file) = rest.split_once('<').and_then(|(_, r)| r.split_once('>'))
+            && (file.0.ends_with(".json") && file.0.contains("/locks/")
+                || file.0.contains("/role-plan-"))
+        {
+            *checks.entry(file.0.to_string()).or_default() += 1;
+        }
+    }
+    let records = checks.keys().filter(|f| f.contains("/locks/")).count();
+    assert_eq!(records, 4, "every record read: {checks:?}\n{trace}");
+    assert!(
+        checks
+            .keys()
+            .any(|f| f.contains("/role-plan-backend-task_1.md")),
+        "the plan read: {checks:?}"
+    );
+    for (file, n) in &checks {
+        assert_eq!(*n, 1, "{file} checked {n} times\n{trace}");
+    }
+}

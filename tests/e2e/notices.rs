@@ -364,7 +364,7 @@ fn start_up_tells_a_bounded_first_batch_of_notices_before_ready() {
 
 /// strace, when it runs here (None, said loudly, outside CI; in CI its
 /// absence fails: `.ci/run` installs it).
-fn strace() -> Option<&'static str> {
+pub(crate) fn strace() -> Option<&'static str> {
     let works = Command::new("strace")
         .args(["-o", "/dev/null", "true"])
         .output()

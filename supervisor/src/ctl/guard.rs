@@ -696,7 +696,9 @@ fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String>
     })
 }
 
-fn command_line(program: &str, format: Format) -> String {
+/// The hook's command line for `format` (read by `ctl::guard_hook_line`
+/// without clap).
+pub(crate) fn command_line(program: &str, format: Format) -> String {
     format!("{} guard --format {format}", quoted(program))
 }
 

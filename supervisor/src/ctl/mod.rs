@@ -164,15 +164,26 @@ pub enum Command {
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    // `events --help` lists the event kinds from the enum itself (built only
-    // when help is asked for: every command pays for what main does).
-    let mut command = <Cli as clap::CommandFactory>::command();
-    if std::env::args_os().any(|a| a == "-h" || a == "--help" || a == "help") {
-        command = command.mut_subcommand("events", |c| c.after_help(status::event_kinds_help()));
-    }
-    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&command.get_matches()) {
-        Ok(cli) => cli,
-        Err(e) => e.exit(),
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match guard_hook_line(&args, std::env::var_os("SQUAD_ROOT")) {
+        Some(cli) => cli,
+        None => {
+            // `events --help` lists the event kinds from the enum itself
+            // (built only when help is asked for: every command pays for
+            // what main does).
+            let mut command = <Cli as clap::CommandFactory>::command();
+            if args
+                .iter()
+                .any(|a| a == "-h" || a == "--help" || a == "help")
+            {
+                command =
+                    command.mut_subcommand("events", |c| c.after_help(status::event_kinds_help()));
+            }
+            match <Cli as clap::FromArgMatches>::from_arg_matches(&command.get_matches_from(args)) {
+                Ok(cli) => cli,
+                Err(e) => e.exit(),
+            }
+        }
     };
     VERBOSITY.store(
         if cli.quiet { 0 } else { 1 + cli.verbose },
@@ -192,6 +203,48 @@ pub fn main() -> ExitCode {
         );
     }
     ExitCode::from(dispatch(cli))
+}
+
+/// The command lines `guard install` writes into the agent CLIs' hooks
+/// (`guard`, `guard --format F`), read without clap: an agent CLI starts the
+/// guard at every tool call, and building and dropping clap's tree of every
+/// subcommand costs ~1.1M instructions, more than the guard's own work
+/// (issue 23: no eager init of what a command does not use). Exactly what
+/// clap would make of the same line (tested against it); `None` for
+/// anything else, which clap reads as always. `squad_root`: the
+/// environment's SQUAD_ROOT (an empty one is left to clap).
+fn guard_hook_line(
+    args: &[std::ffi::OsString],
+    squad_root: Option<std::ffi::OsString>,
+) -> Option<Cli> {
+    let words: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_str())
+        .collect::<Option<_>>()?;
+    let format = match words.as_slice() {
+        ["guard"] => None,
+        ["guard", "--format", f] => Some(*f),
+        ["guard", f] => Some(f.strip_prefix("--format=")?),
+        _ => return None,
+    };
+    let format = match format {
+        Some(f) => Some(<guard::FormatArg as clap::ValueEnum>::from_str(f, false).ok()?),
+        None => None,
+    };
+    let root = match squad_root {
+        Some(r) if r.is_empty() => return None,
+        r => r.map(PathBuf::from),
+    };
+    Some(Cli {
+        root,
+        quiet: false,
+        verbose: 0,
+        command: Command::Guard(guard::Args {
+            format,
+            action: None,
+        }),
+    })
 }
 
 /// Runs one parsed command: the one code path of the command line and of
@@ -405,5 +458,102 @@ fn run_captured_inner(argv: &[String]) -> Captured {
         code,
         stdout,
         stderr,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed test
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::ffi::OsString;
+
+    fn os(words: &[&str]) -> Vec<OsString> {
+        std::iter::once("squadctl")
+            .chain(words.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    /// What clap makes of the line (SQUAD_ROOT given as `--root`, which
+    /// clap reads the same).
+    fn by_clap(words: &[&str], root: Option<&str>) -> Option<String> {
+        let mut line = os(words);
+        if let Some(r) = root {
+            line.extend(["--root".into(), r.into()]);
+        }
+        Cli::try_parse_from(line).ok().map(|c| format!("{c:?}"))
+    }
+
+    /// The hook lines `guard install` writes are read without clap, into
+    /// exactly what clap reads.
+    #[test]
+    fn the_hook_lines_are_read_as_clap_reads_them() {
+        for words in [
+            &["guard"][..],
+            &["guard", "--format", "claude"],
+            &["guard", "--format", "codex"],
+            &["guard", "--format=copilot"],
+        ] {
+            for root in [None, Some("/some/project")] {
+                let fast =
+                    guard_hook_line(&os(words), root.map(OsString::from)).map(|c| format!("{c:?}"));
+                assert!(fast.is_some(), "{words:?} not read by the fast path");
+                assert_eq!(fast, by_clap(words, root), "{words:?} {root:?}");
+            }
+        }
+        // The lines `guard install` writes take the fast path.
+        for format in [
+            squad_protocol::hook::Format::Claude,
+            squad_protocol::hook::Format::Codex,
+            squad_protocol::hook::Format::Copilot,
+        ] {
+            let line = guard::command_line("squadctl", format);
+            let words: Vec<&str> = line.split(' ').skip(1).collect();
+            assert!(guard_hook_line(&os(&words), None).is_some(), "{line}");
+        }
+    }
+
+    /// Anything else is left to clap: help, other options, subcommands,
+    /// a bad or missing format, an empty SQUAD_ROOT.
+    #[test]
+    fn every_other_line_is_left_to_clap() {
+        for words in [
+            &["guard", "--help"][..],
+            &["guard", "-q"],
+            &["guard", "--format"],
+            &["guard", "--format", "Claude"],
+            &["guard", "--format", "bogus"],
+            &["guard", "--format=claude", "extra"],
+            &["guard", "install", "--claude"],
+            &["--root", "/x", "guard"],
+            &["-v", "guard"],
+            &["lock", "list"],
+            &[],
+        ] {
+            assert!(guard_hook_line(&os(words), None).is_none(), "{words:?}");
+        }
+        assert!(guard_hook_line(&os(&["guard"]), Some(OsString::new())).is_none());
+    }
+
+    proptest! {
+        /// Any line of these words: the fast path declines it or reads it
+        /// exactly as clap does.
+        #[test]
+        fn a_line_is_declined_or_read_as_clap_reads_it(
+            words in proptest::collection::vec(
+                prop::sample::select(vec![
+                    "guard", "--format", "--format=claude", "claude", "codex", "copilot",
+                    "bogus", "-q", "-v", "--root", "/r", "install", "--claude", "--", "",
+                ]),
+                0..5,
+            ),
+            root in proptest::option::of(prop::sample::select(vec!["/p", "rel", " "])),
+        ) {
+            if let Some(fast) = guard_hook_line(&os(&words), root.map(OsString::from)) {
+                prop_assert_eq!(Some(format!("{fast:?}")), by_clap(&words, root));
+            }
+        }
     }
 }
