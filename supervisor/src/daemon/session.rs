@@ -32,6 +32,8 @@ use squad_protocol::session::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+#[cfg(test)]
+mod counting;
 mod indexes;
 mod rules;
 mod small;
