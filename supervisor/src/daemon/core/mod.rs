@@ -199,7 +199,7 @@ impl Root {
         let old = self.sessions.remove(&name);
         let before = old.as_ref().map(SessionCore::view);
         let (starts, reported, seen) = match old {
-            Some(old) => (old.starts, old.overdue_reported, old.violations),
+            Some(old) => (old.task_starts(), old.reported_overdue(), old.violations),
             None => (
                 self.state.task_starts.remove(&name).unwrap_or_default(),
                 self.state
@@ -289,13 +289,13 @@ impl Root {
     pub(crate) fn state_to_save(&self) -> State {
         let mut state = self.state.clone();
         for (name, core) in &self.sessions {
-            if !core.starts.is_empty() {
-                state.task_starts.insert(name.clone(), core.starts.clone());
+            let starts = core.task_starts();
+            if !starts.is_empty() {
+                state.task_starts.insert(name.clone(), starts);
             }
-            if !core.overdue_reported.is_empty() {
-                state
-                    .overdue_reported
-                    .insert(name.clone(), core.overdue_reported.clone());
+            let reported = core.reported_overdue();
+            if !reported.is_empty() {
+                state.overdue_reported.insert(name.clone(), reported);
             }
             if !core.violations.is_empty() {
                 state

@@ -446,11 +446,11 @@ fn a_loaded_sessions_starts_and_overdue_reports_are_held_once_and_saved() {
     step(&mut r, input, now(120));
     let core = &r.sessions[SESSION];
     assert_eq!(
-        core.starts.get("task_1"),
-        Some(&started),
+        core.start_of("task_1"),
+        Some(started),
         "taken from the file"
     );
-    assert!(core.overdue_reported.contains("task_1"), "{core:?}");
+    assert!(core.was_reported_overdue("task_1"), "{core:?}");
     let held = |r: &Root| {
         (
             r.state.task_starts.contains_key(SESSION),
@@ -475,7 +475,7 @@ fn a_loaded_sessions_starts_and_overdue_reports_are_held_once_and_saved() {
             .any(|k| matches!(k, EventKind::TaskOverdue { .. })),
         "reported once: {effects:?}"
     );
-    assert_eq!(r.sessions[SESSION].starts.get("task_1"), Some(&started));
+    assert_eq!(r.sessions[SESSION].start_of("task_1"), Some(started));
     assert_eq!(held(&r), (false, false));
     assert_eq!(r.state_to_save().clone(), saved);
 }
