@@ -386,7 +386,10 @@ fn entry_facts(entry: &Entry) -> Option<(Option<&str>, Option<&str>, Option<&str
         )),
         Entry::Progress(p) => Some((Some(&p.task_id), Some(&p.agent), None)),
         Entry::Error(e) => Some((e.task_id.as_deref(), Some(&e.agent), None)),
-        Entry::Status(_) | Entry::Plan(_) | Entry::Invalid => None,
+        // A plan's task and assignee (its dependencies, with their list
+        // indexes, stay in the facts: the entry keeps the ids only).
+        Entry::Plan(p) => Some((Some(&p.task_id), Some(&p.agent), None)),
+        Entry::Status(_) | Entry::Invalid => None,
     }
 }
 
@@ -830,6 +833,11 @@ mod tests {
                 "session_id: s\nstarted_at: 2024-01-15T10:00:00Z\nstatus: active\n",
             ),
             ("role-plan-x-task_5.md", "meta: ["),
+            // A plan without dependencies: its entry says task and agent.
+            (
+                "role-plan-dave-task_4.md",
+                "meta:\n  task_id: task_4\n  agent: dave\n  created_at: 2024-01-15T10:00:00Z\n  priority: high\ninstruction: x\n",
+            ),
         ];
         let mut held_none = 0;
         for (name, text) in table {
@@ -843,18 +851,22 @@ mod tests {
             assert_eq!(f.message_id(), facts.message_id.as_deref(), "{name}");
             assert_eq!(f.requires(), &facts.requires[..], "{name}");
             assert_eq!(f.blocks(), &facts.blocks[..], "{name}");
+            let no_edges = facts.requires.is_empty() && facts.blocks.is_empty();
             let said = matches!(
                 kind,
                 FileKind::Message | FileKind::ProgressUpdate | FileKind::ErrorReport
-            ) && report.document.is_some();
-            if said {
+            ) || (kind == FileKind::TaskAssignment && no_edges);
+            if said && report.document.is_some() {
                 held_none += 1;
                 assert!(f.facts.is_none(), "{name}: facts said by its entry");
+            } else if !no_edges {
+                assert!(f.facts.is_some(), "{name}: its dependencies are facts");
             }
         }
+        // Before, a plan kept a second copy of its task id and assignee.
         assert_eq!(
-            held_none, 4,
-            "two messages, a progress update, an error report"
+            held_none, 5,
+            "two messages, a progress update, an error report, a plan without dependencies"
         );
     }
 

@@ -32,6 +32,8 @@ use squad_protocol::session::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+#[cfg(test)]
+mod counting;
 mod indexes;
 mod rules;
 mod small;
@@ -248,10 +250,14 @@ pub(crate) struct SessionCore {
     identity: u64,
     /// Tasks re-derived since the shared context last took them.
     dirty: BTreeSet<String>,
-    /// When each task was first seen in progress (persisted).
-    pub starts: TaskStarts,
-    /// Overdue tasks already reported (persisted).
-    pub overdue_reported: BTreeSet<String>,
+    /// When each task was first seen in progress (persisted: see
+    /// [`Self::task_starts`]). Sorted vectors, not the state's `BTreeMap`
+    /// and `BTreeSet` of `String`s: a node has room for eleven entries, a
+    /// session has a few tasks (issue 23 item 2).
+    starts: SortedMap<Box<str>, squad_protocol::model::Timestamp>,
+    /// Overdue tasks already reported (persisted: see
+    /// [`Self::reported_overdue`]).
+    overdue_reported: SortedVec<Box<str>>,
     /// Tasks that ever violated their dependencies, with the prerequisites
     /// unmet when first seen (persisted: the summary counts what happened
     /// during the session, not only what still holds at its end).
@@ -283,11 +289,38 @@ impl SessionCore {
             completed: 0,
             active: SortedMap::default(),
             status: SessionState::Active,
-            starts: TaskStarts::new(),
-            overdue_reported: BTreeSet::new(),
+            starts: SortedMap::default(),
+            overdue_reported: SortedVec::default(),
             violations: BTreeMap::new(),
         }
         .checked()
+    }
+
+    /// When each task was first seen in progress, as the state saves it.
+    pub(crate) fn task_starts(&self) -> TaskStarts {
+        self.starts
+            .iter()
+            .map(|(task, at)| (task.to_string(), *at))
+            .collect()
+    }
+
+    /// When `task` was first seen in progress.
+    pub(crate) fn start_of(&self, task: &str) -> Option<squad_protocol::model::Timestamp> {
+        self.starts.get(task).copied()
+    }
+
+    /// The overdue tasks already reported, as the state saves them.
+    pub(crate) fn reported_overdue(&self) -> BTreeSet<String> {
+        self.overdue_reported
+            .iter()
+            .map(|t| t.to_string())
+            .collect()
+    }
+
+    /// Whether `task` was reported overdue.
+    #[cfg(test)]
+    pub(crate) fn was_reported_overdue(&self, task: &str) -> bool {
+        self.overdue_reported.find_by(|t| (**t).cmp(task)).is_ok()
     }
 
     fn checked(mut self) -> Self {
@@ -305,8 +338,14 @@ impl SessionCore {
         now: DateTime<Utc>,
     ) -> (SessionCore, Outcome) {
         let mut core = SessionCore::new(index.dir.clone());
-        core.starts = starts;
-        core.overdue_reported = overdue_reported;
+        core.starts = starts
+            .into_iter()
+            .map(|(task, at)| (task.into_boxed_str(), at))
+            .collect();
+        core.overdue_reported = overdue_reported
+            .into_iter()
+            .map(String::into_boxed_str)
+            .collect();
         for (name, file) in index.files.iter() {
             core.index_in(name, file);
         }
@@ -632,7 +671,7 @@ impl SessionCore {
             .next_back();
         match at {
             Some(at) => {
-                self.starts.insert(task.to_string(), at);
+                self.starts.insert(task.into(), at);
                 true
             }
             None => false,
@@ -662,7 +701,7 @@ impl SessionCore {
             report,
             prerequisites,
             unmet,
-            self.starts.get(task).copied(),
+            self.start_of(task),
             now,
         ))
     }
@@ -702,7 +741,7 @@ impl SessionCore {
             self.violations.insert(t.task_id.clone(), t.unmet.clone());
             out.state_changed = true;
         }
-        if t.overdue && self.overdue_reported.insert(t.task_id.clone()) {
+        if t.overdue && self.overdue_reported.insert(t.task_id.as_str().into()) {
             out.state_changed = true;
             out.overdue.push(EventKind::TaskOverdue {
                 task_id: t.task_id.clone(),

@@ -194,25 +194,27 @@ impl Root {
         announce: bool,
     ) -> Outcome {
         let name = index.name.clone();
-        let before = self.sessions.get(&name).map(SessionCore::view);
-        let starts = self
-            .state
-            .task_starts
-            .get(&name)
-            .cloned()
-            .unwrap_or_default();
-        let reported = self
-            .state
-            .overdue_reported
-            .get(&name)
-            .cloned()
-            .unwrap_or_default();
+        // The persisted facts move into the core that holds them: from the
+        // core this one replaces (the newest), else taken out of the state
+        // loaded at start-up. Never a copy: the state keeps no part of a
+        // loaded session ([`Root::state_to_save`] gathers them), which held
+        // every task's start and overdue report twice (issue 23 item 2).
+        let old = self.sessions.remove(&name);
+        let before = old.as_ref().map(SessionCore::view);
+        let (starts, reported, seen) = match old {
+            Some(old) => (old.task_starts(), old.reported_overdue(), old.violations),
+            None => (
+                self.state.task_starts.remove(&name).unwrap_or_default(),
+                self.state
+                    .overdue_reported
+                    .remove(&name)
+                    .unwrap_or_default(),
+                self.state.violations.remove(&name).unwrap_or_default(),
+            ),
+        };
         let (mut core, mut out) = SessionCore::load(index, starts, reported, now);
         // What was recorded first stays (the prerequisites unmet then).
-        if let Some(seen) = self.state.violations.get(&name) {
-            core.violations
-                .extend(seen.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
+        core.violations.extend(seen);
         if announce {
             out.events = changes(before.as_ref(), &core.view());
             out.ended = out
@@ -284,32 +286,27 @@ impl Root {
         self.state.retain(|name| sessions.contains_key(name));
     }
 
-    fn keep_state(&mut self, name: &str, core: &SessionCore) {
-        if !core.starts.is_empty() {
-            self.state
-                .task_starts
-                .insert(name.to_string(), core.starts.clone());
+    /// The persisted state: what the state holds of sessions not loaded,
+    /// and each loaded session's part from its core (built for the save,
+    /// never kept: see [`Root::load_session`]).
+    pub(crate) fn state_to_save(&self) -> State {
+        let mut state = self.state.clone();
+        for (name, core) in &self.sessions {
+            let starts = core.task_starts();
+            if !starts.is_empty() {
+                state.task_starts.insert(name.clone(), starts);
+            }
+            let reported = core.reported_overdue();
+            if !reported.is_empty() {
+                state.overdue_reported.insert(name.clone(), reported);
+            }
+            if !core.violations.is_empty() {
+                state
+                    .violations
+                    .insert(name.clone(), core.violations.clone());
+            }
         }
-        if !core.overdue_reported.is_empty() {
-            self.state
-                .overdue_reported
-                .insert(name.to_string(), core.overdue_reported.clone());
-        }
-        if !core.violations.is_empty() {
-            self.state
-                .violations
-                .insert(name.to_string(), core.violations.clone());
-        }
-    }
-
-    /// The persisted state, with every session's part brought up to date.
-    pub(crate) fn state_to_save(&mut self) -> &State {
-        let sessions = std::mem::take(&mut self.sessions);
-        for (name, core) in &sessions {
-            self.keep_state(name, core);
-        }
-        self.sessions = sessions;
-        &self.state
+        state
     }
 
     /// The shared context's parts, brought up to date only for the tasks

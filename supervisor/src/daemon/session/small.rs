@@ -60,6 +60,17 @@ impl<T: Ord> SortedVec<T> {
     }
 }
 
+impl<T: Ord> FromIterator<T> for SortedVec<T> {
+    /// Collected in any order, duplicates dropped, sized to fit.
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut values: Vec<T> = iter.into_iter().collect();
+        values.sort();
+        values.dedup();
+        values.shrink_to_fit();
+        SortedVec(values)
+    }
+}
+
 /// A map of sorted keys, as small as it can be.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SortedMap<K, V>(Vec<(K, V)>);
@@ -194,7 +205,6 @@ impl<K: Ord, V> SortedMap<K, V> {
     }
 
     /// (key, value) pairs, by key.
-    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&K, &V)> {
         self.0.iter().map(|(k, v)| (k, v))
     }
@@ -207,6 +217,25 @@ impl<K: Ord, V> SortedMap<K, V> {
     /// Values, by key.
     pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
         self.0.iter().map(|(_, v)| v)
+    }
+}
+
+impl<K: Ord, V> FromIterator<(K, V)> for SortedMap<K, V> {
+    /// Collected in any order, sized to fit; of a key given twice the last
+    /// value counts (as a `BTreeMap` collects).
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut pairs: Vec<(K, V)> = iter.into_iter().collect();
+        // Stable: a key's values stay in the order given.
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        pairs.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut kept.1);
+            }
+            same
+        });
+        pairs.shrink_to_fit();
+        SortedMap(pairs)
     }
 }
 
@@ -267,5 +296,23 @@ mod tests {
         assert!(s.remove_by(|p| p.cmp(&(2, 0))));
         assert!(!s.remove_by(|p| p.cmp(&(2, 0))));
         assert_eq!(s.iter().count(), 2);
+    }
+
+    proptest! {
+        /// Collected from any order, as a `BTreeMap` / `BTreeSet` collects
+        /// (the last value of a key counts), with no spare slot.
+        #[test]
+        fn collected_equals_the_btree_collected(pairs in proptest::collection::vec((0u8..8, any::<u8>()), 0..24)) {
+            let ours: SortedMap<u8, u8> = pairs.iter().copied().collect();
+            let theirs: std::collections::BTreeMap<u8, u8> = pairs.iter().copied().collect();
+            let a: Vec<(u8, u8)> = ours.iter().map(|(k, v)| (*k, *v)).collect();
+            let b: Vec<(u8, u8)> = theirs.into_iter().collect();
+            prop_assert_eq!(&a, &b);
+            prop_assert_eq!(ours.0.capacity(), a.len());
+            let ours: SortedVec<u8> = pairs.iter().map(|p| p.0).collect();
+            let theirs: std::collections::BTreeSet<u8> = pairs.iter().map(|p| p.0).collect();
+            prop_assert!(ours.iter().copied().eq(theirs.into_iter()));
+            prop_assert_eq!(ours.0.capacity(), ours.0.len());
+        }
     }
 }
