@@ -2,7 +2,7 @@
 //! `health` and `ping`, built from what it holds in memory, and `record`
 //! (lock events squadctl made, emitted like squadd's own).
 
-use super::Supervisor;
+use super::EventLoop;
 use super::core::RootId;
 use super::server::Reply;
 use crate::control::{Method, Response};
@@ -12,7 +12,7 @@ use squad_protocol::Severity;
 use std::path::Path;
 
 /// The one-line summary (systemd `STATUS=`).
-pub(crate) fn summary(sup: &Supervisor) -> String {
+pub(crate) fn summary(sup: &EventLoop) -> String {
     let sessions: usize = sup.roots.cores().map(|(_, r)| r.sessions.len()).sum();
     let problems: usize = sup
         .roots
@@ -37,7 +37,7 @@ pub(crate) fn summary(sup: &Supervisor) -> String {
     )
 }
 
-fn root_report(sup: &Supervisor, i: RootId, session: Option<&str>) -> RootReport {
+fn root_report(sup: &EventLoop, i: RootId, session: Option<&str>) -> RootReport {
     let r = sup.roots.core(i);
     RootReport {
         root: r.root.display().to_string(),
@@ -96,7 +96,7 @@ fn add_messages(
 }
 
 /// Answers one request that arrived on root `i`'s socket.
-pub(crate) fn answer(sup: &mut Supervisor, i: RootId, method: Method) -> Reply {
+pub(crate) fn answer(sup: &mut EventLoop, i: RootId, method: Method) -> Reply {
     let json = |v: Result<serde_json::Value, serde_json::Error>| {
         Reply::Once(match v {
             Ok(v) => Response::ok(v),

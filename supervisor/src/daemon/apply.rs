@@ -7,7 +7,7 @@
 use self::core::files::FileRef;
 use super::*;
 
-impl Supervisor {
+impl EventLoop {
     /// Takes one watcher notification: what it means for each root is the
     /// core's ([`core::paths`]).
     pub(super) fn note(&mut self, res: intake::Notification) {

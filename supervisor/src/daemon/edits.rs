@@ -15,7 +15,7 @@
 //! indexed before the answer goes back, so no later render starts from a
 //! text older than the edit.
 
-use super::Supervisor;
+use super::EventLoop;
 use super::core::edits::{EditInput, EditNext, LockTry};
 use super::core::{self, RootId};
 use crate::control::Response;
@@ -38,7 +38,7 @@ pub(crate) enum Locked {
     Unavailable,
 }
 
-impl Supervisor {
+impl EventLoop {
     /// Takes session `name`'s lock without waiting.
     pub(super) fn lock_status(&self, i: RootId, name: &str) -> Locked {
         match lock_session(&self.roots.core(i).root, name, false) {

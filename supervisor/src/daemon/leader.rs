@@ -6,12 +6,12 @@
 //! (`core/outputs.rs`): this file only hands it the lease as it is and the
 //! task's news.
 
-use super::Supervisor;
+use super::EventLoop;
 use super::core::{Input, Now, RootId};
 use crate::cluster::leader::News;
 use chrono::{DateTime, Utc};
 
-impl Supervisor {
+impl EventLoop {
     /// The lease of root `i` as it is now: its epoch while it is valid
     /// (`None` also without `cluster:`, which never asks).
     fn lease(&self, i: RootId) -> Option<u64> {

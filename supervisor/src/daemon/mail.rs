@@ -10,7 +10,7 @@
 use self::core::deliver::{Announce, BodyRead, DeliveryFacts, Written};
 use super::*;
 
-impl Supervisor {
+impl EventLoop {
     /// Routes one file ([`core::Input::Route`]): the core checks its
     /// message id, asking about inbox copies ([`delivered_copy_of`]), then
     /// offers what it asks to deliver and schedules its reply deadline.

@@ -23,7 +23,7 @@
 //!   the I/O only (the decisions are [`core::outputs`], [`core::wrapup`]);
 //! - [`presence`]: the shell's part that still decides as it does I/O
 //!   (issue 22 moves it into the core);
-//! - this module: the wiring. One task owns all state (the [`Supervisor`]);
+//! - this module: the wiring. One task owns all state (the [`EventLoop`]);
 //!   the watcher, the hooks and the control connections send it messages.
 //!   A root opened, a hook's outcome, a batch's due timers and shutdown are
 //!   handed to the core ([`core::upkeep`]), which decides what follows.
@@ -84,7 +84,7 @@ use tokio::sync::mpsc;
 use writer::{Tag, Writer};
 
 /// The pause between two batches of notices of a backlog (see
-/// [`Supervisor::next_wake`]).
+/// [`EventLoop::next_wake`]).
 const NOTICE_PAUSE: Duration = Duration::from_millis(1);
 
 /// The relative path of the shared context file.
@@ -122,8 +122,10 @@ pub enum StartError {
     Io(#[from] std::io::Error),
 }
 
-/// The daemon's state, and its one owner.
-pub struct Supervisor {
+/// The shell's event loop: it owns every root (its core and its shell),
+/// the intake, the timers, the writer and the event log; it turns what the
+/// OS says into core inputs and carries out the effects the cores return.
+pub struct EventLoop {
     /// Every root: its core and its shell.
     roots: Roots,
     intake: Intake,
@@ -163,7 +165,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     let (calls, mut call_rx) = mpsc::channel::<server::Call>(64);
     let (replica_reports, mut replica_rx) = mpsc::unbounded_channel();
     let (leader_news, mut leader_rx) = mpsc::unbounded_channel();
-    let mut sup = Supervisor {
+    let mut sup = EventLoop {
         roots: Roots::default(),
         intake,
         timers: Timers::default(),
@@ -315,7 +317,7 @@ async fn sleep_until(wake: Option<Instant>) {
     }
 }
 
-impl Supervisor {
+impl EventLoop {
     fn open_root(&mut self, root: &Path) -> Result<(), StartError> {
         let fail = |message: String| StartError::Root {
             root: root.display().to_string(),

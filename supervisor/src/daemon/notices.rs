@@ -2,7 +2,7 @@
 //! overdue, a file they wrote is invalid, a dependency violation.
 //!
 //! One path: the event log taps the events that may call for a notice
-//! ([`wanted`]); once per batch [`Supervisor::send_notices`] looks at each
+//! ([`wanted`]); once per batch [`EventLoop::send_notices`] looks at each
 //! against what squadd knows now (a task no longer ready is not announced),
 //! asks `squad_policies::notices` which notices the fact calls for, and
 //! writes each as a protocol message file from `squadd` into the session
@@ -20,7 +20,7 @@
 //! here is I/O: taking the tapped events, handing each root its own, and
 //! writing the files as one group commit.
 
-use super::Supervisor;
+use super::EventLoop;
 use super::core::notices::{NoticeFile, TappedEvent};
 use super::core::{self, Effect, Now, RootId};
 use crate::events::EventKind;
@@ -32,7 +32,7 @@ pub(crate) type Tapped = (RootId, Option<String>, Option<PathBuf>, EventKind);
 
 pub(crate) use super::core::notices::{NOTICE_BATCH, STARTUP_NOTICES};
 
-impl Supervisor {
+impl EventLoop {
     /// Writes the notices the tapped events call for, at most
     /// [`NOTICE_BATCH`] events at a time (the rest wait for the next
     /// wake-up: see [`Self::notices_pending`]). Each root's core gets its

@@ -12,7 +12,7 @@
 use super::core::presence::{ControlInput, ControlNext};
 use super::*;
 
-impl Supervisor {
+impl EventLoop {
     /// Watches `path`; a failure is the core's to decide
     /// ([`core::Input::WatchFailed`]), told whether the directory is kept
     /// for another try and after what back-off.

@@ -6,13 +6,13 @@
 //! is left here is I/O: polling exits, reading run records and the run.log
 //! tail, and turning a control request into an input and its answer.
 //!
-//! One call site in the loop: [`Supervisor::supervise_runs`] at the end of
+//! One call site in the loop: [`EventLoop::supervise_runs`] at the end of
 //! every batch, so a task completed in a batch starts its dependents in the
 //! same batch. While runs are live the core sets the runs timer every
 //! `POLL` to see exits (runs re-adopted after a restart are not squadd's
 //! children: only a look sees them end).
 
-use super::Supervisor;
+use super::EventLoop;
 use super::core::runs::{Asked, RecordsRead, RunKey, Supervise};
 use super::core::{Effect, Input, Now, RootId};
 use super::roots::RunAnswer;
@@ -22,7 +22,7 @@ use crate::runners;
 use chrono::{DateTime, Utc};
 use std::path::Path;
 
-impl Supervisor {
+impl EventLoop {
     /// config.json changed: handed to the core (the new one if valid).
     pub(super) fn reload_config(&mut self, i: RootId) {
         let (config, error) = super::runs::load_config(&self.roots.core(i).root);

@@ -7,7 +7,7 @@ use self::core::Input;
 use self::core::scan::{InboxListing, Scanned};
 use super::*;
 
-impl Supervisor {
+impl EventLoop {
     pub(super) fn initial_scan(&mut self, i: RootId, now: DateTime<Utc>) {
         let root = self.roots.core(i).root.clone();
         let at = Now { wall: now };

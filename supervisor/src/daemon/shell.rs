@@ -3,14 +3,14 @@
 //! squadd that owns it (the writer, the timers, the event log); no decision
 //! is made here beyond what the file system answers.
 
-use super::Supervisor;
+use super::EventLoop;
 use super::core::wrapup::WrapUpWhy;
 use super::core::{self, Effect, Now};
 use super::release_scan_memory;
 use super::systemd;
 use std::time::Instant;
 
-impl Supervisor {
+impl EventLoop {
     /// One step of root `i`'s core ([`core::Core::step`]): the input taken
     /// in, the effects it returns carried out. Returns the sessions the
     /// step touched ([`Effect::Touched`]: each name, whether only by a

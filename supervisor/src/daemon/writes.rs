@@ -13,7 +13,7 @@ use self::core::outputs::{StatusFacts, StatusLock, StatusText};
 use self::core::upkeep::LockTaken;
 use super::*;
 
-impl Supervisor {
+impl EventLoop {
     /// Carries out one output effect (see [`core::Effect`]).
     pub(super) fn perform_output(&mut self, effect: core::Effect, now: Now) {
         use self::core::Effect;

@@ -757,51 +757,10 @@ impl<'a> Core<'a> {
             | Input::LeadMessageDue { .. }
             | Input::SuperviseRuns(_)
             | Input::RunsAsked(_)
-            | Input::RunRecordsRead(_)) => runs_step(root, id, input, now),
+            | Input::RunRecordsRead(_)) => runs::step(root, id, input, now),
             Input::Edit(input) => edits::step(root, id, input),
             Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
             Input::Control(input) => presence::control(root, id, input),
         }
-    }
-}
-
-/// The agent runs' inputs (core/runs), taken apart from [`Core::step`] to
-/// keep one match a screen long.
-fn runs_step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> Vec<Effect> {
-    match input {
-        Input::ConfigRead { config, error } => {
-            runs::config_read(root, id, config.map(|c| *c), error)
-        }
-        Input::RunLeft {
-            run,
-            left,
-            drained,
-            facts,
-        } => runs::left(root, id, &run, left, drained, facts, now),
-        Input::DispatchDue { cluster } => {
-            // Only the agent's host starts its runs; the leader those
-            // of agents without a `host:` (the gate: core/outputs.rs).
-            let cluster = cluster.map(|here| (here, root.leads));
-            runs::dispatch(root, id, cluster.as_ref(), now)
-        }
-        Input::RunsLooked { retry_at } => runs::looked(root, id, retry_at),
-        Input::RunSpawned { spec, rec, dir } => runs::spawned(root, id, &spec, *rec, dir),
-        Input::SpawnFailed {
-            spec,
-            written,
-            error,
-        } => runs::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
-        Input::RunStopped { run } => runs::by_hand::stopped(root, id, &run, now),
-        Input::LeadMessageDue {
-            session,
-            task,
-            text,
-            salt,
-        } => runs::lead::due(root, id, &session, &task, &text, salt, now),
-        Input::SuperviseRuns(call) => runs::supervise(root, id, call, now),
-        Input::RunsAsked(asked) => runs::by_hand::asked(root, id, asked, now),
-        Input::RunRecordsRead(read) => runs::records_read(root, id, read, now),
-        // Not a run's input: `Core::step` routes none here.
-        _ => Vec::new(),
     }
 }

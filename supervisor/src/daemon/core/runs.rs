@@ -8,8 +8,11 @@
 //! [`decide`]; the shell's side is `daemon/processes.rs`.
 
 pub(crate) mod by_hand;
+mod calls;
 pub(crate) mod decide;
 pub(crate) mod lead;
+
+pub(crate) use calls::{Asked, RecordsRead, Supervise, records_read, step, supervise};
 
 pub(crate) use by_hand::RunError;
 
@@ -332,104 +335,6 @@ pub(crate) fn found(
         timer: Timer::Runs,
         after: Duration::ZERO,
     });
-    out
-}
-
-/// What the shell's processes say of each run record read at start-up:
-/// only a run recorded `running` is looked at; one recorded without a pid
-/// (squadd was killed between the spawn and the record) is looked for by
-/// its environment; alive means the process (recorded or found) is that
-/// run's.
-pub(crate) fn probe(
-    root: &Path,
-    records: Vec<(PathBuf, RunRecord)>,
-    procs: &dyn crate::runners::Processes,
-) -> Vec<FoundRun> {
-    records
-        .into_iter()
-        .map(|(session_dir, rec)| {
-            // Stopped by hand and not ended yet: still in progress.
-            let running = rec.state == RunState::Running
-                || (rec.state == RunState::Stopped && rec.exit.is_none());
-            let found = (running && rec.pid == 0)
-                .then(|| procs.find_run_process(root, &rec.session, &rec.task))
-                .flatten();
-            let mut seen = rec.clone();
-            if let Some((pid, start)) = found {
-                seen.pid = pid;
-                seen.process_start = start;
-            }
-            let alive = running && procs.is_run_process(&seen);
-            FoundRun {
-                session_dir,
-                rec,
-                found,
-                alive,
-            }
-        })
-        .collect()
-}
-
-/// What the shell brings to a batch's end ([`super::Input::SuperviseRuns`]).
-pub(crate) struct Supervise<'a> {
-    /// The live runs whose leader ended ([`Runs::watched`] as polled).
-    pub exits: Vec<(RunKey, Ended)>,
-    /// The shell's answers about session files.
-    pub facts: &'a dyn RunFacts,
-    /// With `cluster:`: this host's id (see [`super::Input::DispatchDue`]).
-    pub cluster: Option<String>,
-}
-
-/// The `runs` request of the control socket as asked
-/// ([`super::Input::RunsAsked`]).
-pub(crate) struct Asked {
-    /// The action as the client sent it.
-    pub action: String,
-    /// The session named, if any.
-    pub session: Option<String>,
-    /// The task named, if any.
-    pub task: Option<String>,
-}
-
-/// The run records read at start-up ([`super::Input::RunRecordsRead`]).
-pub(crate) struct RecordsRead<'a> {
-    /// (session directory, run.json) of each record.
-    pub records: Vec<(PathBuf, RunRecord)>,
-    /// The root's processes (only asked: nothing is started or signalled
-    /// while deciding).
-    pub procs: &'a dyn crate::runners::Processes,
-    /// The shell's answers about session files.
-    pub facts: &'a dyn RunFacts,
-}
-
-/// The records read at start-up: each probed ([`probe`]), then re-adopted,
-/// lost or dispatched again ([`found`]).
-pub(crate) fn records_read(
-    root: &mut Root,
-    id: RootId,
-    read: RecordsRead<'_>,
-    now: Now,
-) -> Vec<Effect> {
-    let records = probe(&root.root, read.records, read.procs);
-    found(root, id, records, read.facts, now)
-}
-
-/// The loop's call at a batch's end: the exits the shell saw are taken in
-/// (no effect of their own), every live run is looked at, and only once
-/// the look's effects are carried out (what is left of an ended run
-/// reported, which may free the pool) are ready tasks dispatched.
-pub(crate) fn supervise(root: &mut Root, id: RootId, call: Supervise<'_>, now: Now) -> Vec<Effect> {
-    let Supervise {
-        exits,
-        facts,
-        cluster,
-    } = call;
-    let mut out = Vec::new();
-    for (run, ended) in exits {
-        out.extend(exited(root, &run, ended));
-    }
-    out.extend(due(root, id, facts, now));
-    out.push(Effect::DispatchRuns { root: id, cluster });
     out
 }
 
