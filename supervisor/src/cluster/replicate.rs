@@ -53,9 +53,6 @@ pub(crate) const CONFLICTS_DIR: &str = "conflicts";
 const TICK: Duration = Duration::from_millis(500);
 /// How often the session directories are swept for changed files.
 const SWEEP_EVERY: Duration = Duration::from_secs(3);
-/// How long after start a message whose recipient's host is not known yet
-/// waits for the presence table before it falls back to its origin.
-const PRESENCE_WAIT: Duration = Duration::from_secs(10);
 /// How often at most the state file is rewritten (fsynced) while arrivals
 /// stream in; the tick saves what is left. A kill loses at most this much
 /// of it: the versions since are seen again, found equal to the files, and
@@ -251,6 +248,45 @@ pub(crate) enum Owner {
     Unknown,
 }
 
+/// Where a message to `to` is delivered, seen from `host` (docs/cluster.md,
+/// "Who delivers"): on the host `presence` names (the table read from NATS,
+/// or the one saved in the state file until it is read); with no record, on
+/// the message's `origin` (`None`: written here) — but only once the table
+/// was read from NATS since squadd started (`loaded`). Before that a
+/// missing record proves nothing (the saved table may predate the agent's
+/// registration), so the message waits, however long NATS takes to answer:
+/// falling back to the origin after a fixed wait delivered a message on the
+/// sender's host as well as on the recipient's. An agent registered here
+/// (`present_here`) is delivered here meanwhile: this host keeps working
+/// locally without NATS.
+pub(crate) fn owner_of(
+    host: &str,
+    presence: &BTreeMap<String, String>,
+    loaded: bool,
+    present_here: &BTreeSet<String>,
+    origin: Option<&String>,
+    to: &str,
+) -> Owner {
+    if let Some(h) = presence.get(to) {
+        return if h == host {
+            Owner::Here
+        } else {
+            Owner::Elsewhere(h.clone())
+        };
+    }
+    if !loaded {
+        return if present_here.contains(to) {
+            Owner::Here
+        } else {
+            Owner::Unknown
+        };
+    }
+    match origin {
+        Some(h) if h != host => Owner::Elsewhere(h.clone()),
+        _ => Owner::Here,
+    }
+}
+
 /// A conflict, for `cluster status`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Conflict {
@@ -270,7 +306,6 @@ pub(crate) struct Conflict {
 #[derive(Debug)]
 struct View {
     host: String,
-    started: Instant,
     /// (session, file) → the host its synced version came from.
     origins: BTreeMap<(String, String), String>,
     /// agent → host; from the saved state until NATS answers.
@@ -366,25 +401,18 @@ impl Handle {
         }
     }
 
-    /// Where a message of `session` (from file `file`) to `to` is delivered:
-    /// on the host the agent is present on; with no presence record, on the
-    /// host the message was written on.
+    /// Where a message of `session` (from file `file`) to `to` is delivered
+    /// (see [`owner_of`]).
     pub(crate) fn owner(&self, session: &str, file: &str, to: &str) -> Owner {
         let v = lock(&self.view);
-        if let Some(h) = v.presence.get(to) {
-            return if *h == v.host {
-                Owner::Here
-            } else {
-                Owner::Elsewhere(h.clone())
-            };
-        }
-        if !v.presence_loaded && v.started.elapsed() < PRESENCE_WAIT {
-            return Owner::Unknown;
-        }
-        match v.origins.get(&(session.to_string(), file.to_string())) {
-            Some(h) if *h != v.host => Owner::Elsewhere(h.clone()),
-            _ => Owner::Here,
-        }
+        owner_of(
+            &v.host,
+            &v.presence,
+            v.presence_loaded,
+            &v.present_here,
+            v.origins.get(&(session.to_string(), file.to_string())),
+            to,
+        )
     }
 
     /// The replication and presence section of `cluster status`.
@@ -468,7 +496,6 @@ pub(crate) fn start(
     let saved = load(root);
     let view = Arc::new(Mutex::new(View {
         host: host.clone(),
-        started: Instant::now(),
         origins: saved
             .keys
             .values()
@@ -630,6 +657,11 @@ impl Task {
         }
         if let Err(e) = self.ensure_watch().await {
             lock(&self.view).error = Some(e.to_string());
+            // The agents bucket is another stream: its table is read even
+            // while the files' watcher cannot be made (consumer creation
+            // times out for a while after a NATS node dies), so messages
+            // held by rule 3 are not held for that too.
+            self.presence_upkeep().await;
             return;
         }
         let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
@@ -1151,7 +1183,11 @@ impl Task {
                     v.presence_loaded = true;
                     drop(v);
                     self.saved.presence = table;
-                    self.save_due = true;
+                    // Saved at once, not at the next tick: `cluster status`
+                    // shows the view, and a kill -9 right after must not
+                    // restart from an older table (rare: the table changes
+                    // when agents come, go or move).
+                    self.save();
                 }
             }
             Err(e) => tracing::debug!(error = %e, "cluster: presence table not read"),
@@ -1175,6 +1211,65 @@ fn safe_host(host: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reported duplicate (issue 30's kill test on a loaded machine):
+    /// squadd on the sender's host A restarts, its saved table lacks
+    /// agent-1 (registered on B), and NATS has not answered yet. However
+    /// long that lasts, A must not deliver the messages it wrote; the old
+    /// rule fell back to the origin (A) after 10 s.
+    #[test]
+    fn an_unknown_agent_waits_until_the_table_is_read_however_long() {
+        let saved = BTreeMap::new();
+        let none = BTreeSet::new();
+        let a = "host-a".to_string();
+        assert_eq!(
+            owner_of("host-a", &saved, false, &none, Some(&a), "agent-1"),
+            Owner::Unknown
+        );
+        assert_eq!(
+            owner_of("host-a", &saved, false, &none, None, "agent-1"),
+            Owner::Unknown
+        );
+        // Once read, the table decides; with no record the origin does.
+        let read: BTreeMap<String, String> = [("agent-1".into(), "host-b".into())].into();
+        assert_eq!(
+            owner_of("host-a", &read, true, &none, None, "agent-1"),
+            Owner::Elsewhere("host-b".into())
+        );
+        assert_eq!(
+            owner_of("host-a", &BTreeMap::new(), true, &none, None, "agent-1"),
+            Owner::Here
+        );
+        let b = "host-b".to_string();
+        assert_eq!(
+            owner_of("host-a", &BTreeMap::new(), true, &none, Some(&b), "agent-1"),
+            Owner::Elsewhere("host-b".into())
+        );
+    }
+
+    /// Without NATS this host keeps working locally: its own agents, and
+    /// those the saved table places, are decided at once.
+    #[test]
+    fn before_the_table_is_read_the_saved_one_and_own_agents_decide() {
+        let saved: BTreeMap<String, String> = [
+            ("agent-1".into(), "host-b".into()),
+            ("agent-2".into(), "host-a".into()),
+        ]
+        .into();
+        let here: BTreeSet<String> = ["agent-3".to_string()].into();
+        assert_eq!(
+            owner_of("host-a", &saved, false, &here, None, "agent-1"),
+            Owner::Elsewhere("host-b".into())
+        );
+        assert_eq!(
+            owner_of("host-a", &saved, false, &here, None, "agent-2"),
+            Owner::Here
+        );
+        assert_eq!(
+            owner_of("host-a", &saved, false, &here, None, "agent-3"),
+            Owner::Here
+        );
+    }
 
     fn synced(revision: u64, hash: u64, epoch: Option<u64>) -> Synced {
         Synced {
