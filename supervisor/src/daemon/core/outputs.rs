@@ -281,7 +281,6 @@ pub(crate) fn save_state_due(root: &mut Root, id: RootId, present: bool) -> Vec<
     effects
 }
 
-/// The retention timer of the root, from its next scheduled run.
 /// The project policy as read again ([`super::Input::PolicyRead`]): the
 /// same policy changes nothing; another replaces the one in force (said,
 /// retention rescheduled by it, then the mail area's delays follow it); a
