@@ -143,7 +143,8 @@ pub(super) fn replies_of(s: &SessionIndex) -> BTreeMap<String, usize> {
 }
 
 /// The message files refused for reusing a message id, by the rule
-/// (docs/daemon.md, Messages): of the message files carrying one id, the
+/// (docs/daemon.md, Messages): of the message files carrying one id (valid
+/// or not), the
 /// first by name keeps it, unless another one's inbox copy holds its bytes
 /// (delivered before the clash arose): then that one keeps it. The others
 /// are neither delivered nor wait for a reply.
@@ -162,11 +163,14 @@ pub(super) fn refused(
             })
     };
     let mut by_id: BTreeMap<&str, Vec<(String, &IndexedFile)>> = BTreeMap::new();
+    // A message file invalid for another reason still carries the id it
+    // says (the `duplicate-message-id` finding counts it): first by name,
+    // it keeps the id although it is never delivered.
     for (file, f) in s.files.iter() {
-        if let Entry::Message(m) = &f.entry
-            && f.kind == FileKind::Message
+        if f.kind == FileKind::Message
+            && let Some(id) = squad_protocol::session::SessionMember::message_id(f)
         {
-            let files = by_id.entry(m.message_id.as_str()).or_default();
+            let files = by_id.entry(id).or_default();
             files.push((file.to_string(), f));
         }
     }
