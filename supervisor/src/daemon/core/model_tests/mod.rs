@@ -790,3 +790,35 @@ fn a_violation_is_reported_once_though_its_unmet_prerequisites_change() {
         },
     ]);
 }
+
+/// Found by a soak of the model test: a message waiting for its busy
+/// recipient, then another file reusing its id whose name sorts first (so
+/// it keeps the id): the waiting one was delivered later anyway. The file
+/// that kept the id is routed again when another takes it over, and a
+/// refused file's waiting deliveries are withdrawn.
+#[test]
+fn a_waiting_message_whose_id_a_file_sorting_first_reuses() {
+    replay(vec![
+        Op::Start {
+            root: 0,
+            session: 0,
+            agent: 1,
+            task: 0,
+            timeout: 1,
+        },
+        Op::Message {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 3,
+            reply_to: None,
+            respond_in: None,
+        },
+        Op::Clash {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 0,
+        },
+    ]);
+}
