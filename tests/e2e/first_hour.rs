@@ -56,6 +56,11 @@ fn init_example_is_driven_to_completion_by_squadd_and_its_fake_agent() {
     for t in ["task_001", "task_002", "task_003"] {
         let f = root.join("example/out").join(format!("{t}.txt"));
         assert!(f.is_file(), "{} missing", f.display());
+        // squadd's SQUAD_EXAMPLE_PACE reached the fake agent (the example's
+        // policy passes it: `runners.pass_env`); it ran at the default 4 s
+        // a step before, and the test took 24 s of its 30.
+        let text = fs::read_to_string(&f).unwrap();
+        assert!(text.contains("(pace 0.1s)"), "{text}");
         // The task completes just before its process exits.
         let run = eventually("the run exits", || {
             let v: serde_json::Value = serde_json::from_str(

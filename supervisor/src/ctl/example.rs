@@ -92,7 +92,7 @@ out="example/out/$SQUAD_TASK.txt"
 "$squadctl" progress --status in_progress --percent 10 --action "reading $SQUAD_PROMPT_FILE" -q || exit 4
 sleep "$pace"
 mkdir -p "$SQUAD_ROOT/example/out"
-echo "$SQUAD_TASK, done by $SQUAD_AGENT" > "$SQUAD_ROOT/$out"
+echo "$SQUAD_TASK, done by $SQUAD_AGENT (pace ${pace}s)" > "$SQUAD_ROOT/$out"
 "$squadctl" progress --status in_progress --percent 60 --action "wrote $out" --artifact "$out" -q || exit 5
 sleep "$pace"
 "$squadctl" progress --status completed --percent 100 --action "done" -q || exit 6
@@ -187,7 +187,8 @@ pub(crate) fn lay_out(root: &Path) -> Result<Example, Refused> {
          # The example (`squadctl init --example`): squadd starts example/agent.sh\n\
          # for each ready task. Delete this section to stop it; docs/runners.md\n\
          # shows entries for claude, codex and copilot.\n\
-         runners:\n  dispatch: true\n  agents:\n    \"*\":\n      command: [{}, \"{{prompt_file}}\"]\n      env:\n        SQUADCTL: {}\n      timeout: 5m\n      max_retries: 0\n",
+         # squadd's SQUAD_EXAMPLE_PACE (seconds per step of the fake agent) reaches it.\n\
+         runners:\n  dispatch: true\n  pass_env: [SQUAD_EXAMPLE_PACE]\n  agents:\n    \"*\":\n      command: [{}, \"{{prompt_file}}\"]\n      env:\n        SQUADCTL: {}\n      timeout: 5m\n      max_retries: 0\n",
         commented_default_policy(),
         quote(&script.display().to_string()),
         quote(&squadctl)
