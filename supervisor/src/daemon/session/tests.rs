@@ -656,6 +656,47 @@ fn in_use() -> usize {
     usize::try_from(super::counting::live()).unwrap_or(0)
 }
 
+/// Issue 23 item 2: the root's map of session cores holds a pointer a
+/// session, not the core inline (~600 B: a `BTreeMap` node has room for
+/// eleven values however few it holds). Measured as what a session loaded
+/// into the root costs beyond the same core loaded alone: 900 B failed
+/// with the cores inline.
+#[test]
+fn the_roots_map_of_cores_holds_a_pointer_a_session() {
+    const SESSIONS: usize = 300;
+    let now = base();
+    let mut root = crate::daemon::core::Root::new(
+        PathBuf::from("/p"),
+        crate::state::State::default(),
+        squad_policies::Policy::defaults(),
+        now,
+    );
+    let indexes = |root: &crate::daemon::core::Root| -> Vec<SessionIndex> {
+        (0..SESSIONS)
+            .map(|s| SessionIndex::new(root.session_dir(&format!("20240115T100000Z-s{s:04}"))))
+            .collect()
+    };
+    let mut alone = Vec::with_capacity(SESSIONS);
+    let loose = indexes(&root);
+    let start = in_use();
+    for index in loose {
+        alone.push(SessionCore::load(index, TaskStarts::new(), BTreeSet::new(), now).0);
+    }
+    let cores = in_use().saturating_sub(start);
+    drop(alone);
+    let mapped = indexes(&root);
+    let start = in_use();
+    for index in mapped {
+        root.load_session(index, now, false);
+    }
+    let per_session = in_use().saturating_sub(start).saturating_sub(cores) / SESSIONS;
+    println!(
+        "the root's map: {per_session} B a session beyond its core ({} B inline)",
+        std::mem::size_of::<SessionCore>()
+    );
+    assert!(per_session <= 900, "{per_session} B a session");
+}
+
 /// Issue 23 item 2's measurement: what sessions of 5 overdue tasks (a plan
 /// and an in-progress update each, plus a status file: the start-up
 /// benchmark's tree) hold in memory, the index and the session cores apart,
