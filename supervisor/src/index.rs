@@ -37,7 +37,9 @@ pub(crate) struct StatusInfo {
     pub archived_at: Option<Timestamp>,
 }
 
-/// A task assignment.
+/// A task assignment. Its lists are boxed slices, not `Vec`s: read once,
+/// never grown, and a `Vec`'s capacity word is 8 B each of four lists in
+/// every plan of the index (issue 23 item 2).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Plan {
     /// Task id.
@@ -49,13 +51,13 @@ pub(crate) struct Plan {
     /// Seconds from first `in_progress` until overdue.
     pub timeout: Option<u64>,
     /// Tasks that must complete first.
-    pub requires: Vec<String>,
+    pub requires: Box<[String]>,
     /// Tasks that wait for this one.
-    pub blocks: Vec<String>,
+    pub blocks: Box<[String]>,
     /// Allowed globs.
-    pub allowed: Vec<String>,
+    pub allowed: Box<[String]>,
     /// Forbidden globs.
-    pub forbidden: Vec<String>,
+    pub forbidden: Box<[String]>,
 }
 
 /// A blocker of a progress update.
@@ -80,7 +82,7 @@ pub(crate) struct DecisionInfo {
     pub data: serde_json::Value,
 }
 
-/// A progress update.
+/// A progress update (its lists boxed slices, as [`Plan`]'s).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Progress {
     /// Task id.
@@ -94,11 +96,11 @@ pub(crate) struct Progress {
     /// When completed, if reported.
     pub completed_at: Option<Timestamp>,
     /// Paths of artifacts created.
-    pub artifacts: Vec<String>,
+    pub artifacts: Box<[String]>,
     /// Blockers.
-    pub blockers: Vec<BlockerInfo>,
+    pub blockers: Box<[BlockerInfo]>,
     /// Decisions.
-    pub decisions: Vec<DecisionInfo>,
+    pub decisions: Box<[DecisionInfo]>,
 }
 
 /// An inter-agent message.
@@ -187,10 +189,10 @@ impl Entry {
                 archived_at: d.archived_at,
             })),
             Document::TaskAssignment(d) => Entry::Plan(Box::new(Plan {
-                requires: d.requires().to_vec(),
-                blocks: d.blocks().to_vec(),
-                allowed: d.allowed().to_vec(),
-                forbidden: d.forbidden().to_vec(),
+                requires: d.requires().into(),
+                blocks: d.blocks().into(),
+                allowed: d.allowed().into(),
+                forbidden: d.forbidden().into(),
                 task_id: d.meta.task_id,
                 agent: d.meta.agent,
                 priority: d.meta.priority,
