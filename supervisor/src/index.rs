@@ -37,7 +37,9 @@ pub(crate) struct StatusInfo {
     pub archived_at: Option<Timestamp>,
 }
 
-/// A task assignment.
+/// A task assignment. Its lists are boxed slices, not `Vec`s: read once,
+/// never grown, and a `Vec`'s capacity word is 8 B each of four lists in
+/// every plan of the index (issue 23 item 2).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Plan {
     /// Task id.
@@ -49,13 +51,13 @@ pub(crate) struct Plan {
     /// Seconds from first `in_progress` until overdue.
     pub timeout: Option<u64>,
     /// Tasks that must complete first.
-    pub requires: Vec<String>,
+    pub requires: Box<[String]>,
     /// Tasks that wait for this one.
-    pub blocks: Vec<String>,
+    pub blocks: Box<[String]>,
     /// Allowed globs.
-    pub allowed: Vec<String>,
+    pub allowed: Box<[String]>,
     /// Forbidden globs.
-    pub forbidden: Vec<String>,
+    pub forbidden: Box<[String]>,
 }
 
 /// A blocker of a progress update.
@@ -80,7 +82,7 @@ pub(crate) struct DecisionInfo {
     pub data: serde_json::Value,
 }
 
-/// A progress update.
+/// A progress update (its lists boxed slices, as [`Plan`]'s).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Progress {
     /// Task id.
@@ -94,11 +96,11 @@ pub(crate) struct Progress {
     /// When completed, if reported.
     pub completed_at: Option<Timestamp>,
     /// Paths of artifacts created.
-    pub artifacts: Vec<String>,
+    pub artifacts: Box<[String]>,
     /// Blockers.
-    pub blockers: Vec<BlockerInfo>,
+    pub blockers: Box<[BlockerInfo]>,
     /// Decisions.
-    pub decisions: Vec<DecisionInfo>,
+    pub decisions: Box<[DecisionInfo]>,
 }
 
 /// An inter-agent message.
@@ -153,14 +155,16 @@ pub(crate) struct ErrorInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Entry {
     /// `session-status.md`.
-    Status(StatusInfo),
+    Status(Box<StatusInfo>),
     /// A task assignment.
     Plan(Box<Plan>),
     /// A progress update.
     Progress(Box<Progress>),
-    /// A message (inline: the bulk of a long session, so no variant may
-    /// be larger than it).
-    Message(MessageInfo),
+    /// A message. Boxed like every variant: an entry inline as large as a
+    /// message's made each plan, progress and status file of the index as
+    /// large too (issue 23 item 2: ~110 B a file, 1.2 MB at 1,000
+    /// sessions of 11 files), for one allocation fewer per message.
+    Message(Box<MessageInfo>),
     /// An error report.
     Error(Box<ErrorInfo>),
     /// The file has errors; see its diagnostics.
@@ -175,7 +179,7 @@ impl Entry {
     /// Reduces a valid document to what derivation needs.
     pub(crate) fn from_document(doc: Document) -> Entry {
         match doc {
-            Document::SessionStatus(d) => Entry::Status(StatusInfo {
+            Document::SessionStatus(d) => Entry::Status(Box::new(StatusInfo {
                 session_id: d.session_id,
                 status: d.status,
                 phase: d.phase,
@@ -183,12 +187,12 @@ impl Entry {
                 completed_at: d.completed_at,
                 failed_at: d.failed_at,
                 archived_at: d.archived_at,
-            }),
+            })),
             Document::TaskAssignment(d) => Entry::Plan(Box::new(Plan {
-                requires: d.requires().to_vec(),
-                blocks: d.blocks().to_vec(),
-                allowed: d.allowed().to_vec(),
-                forbidden: d.forbidden().to_vec(),
+                requires: d.requires().into(),
+                blocks: d.blocks().into(),
+                allowed: d.allowed().into(),
+                forbidden: d.forbidden().into(),
                 task_id: d.meta.task_id,
                 agent: d.meta.agent,
                 priority: d.meta.priority,
@@ -227,7 +231,7 @@ impl Entry {
                     })
                     .collect(),
             })),
-            Document::Message(d) => Entry::Message(MessageInfo {
+            Document::Message(d) => Entry::Message(Box::new(MessageInfo {
                 message_id: d.meta.message_id,
                 from_agent: d.meta.from_agent,
                 to_agent: d.meta.to_agent,
@@ -238,7 +242,7 @@ impl Entry {
                 response_needed: d.response_needed.unwrap_or(false),
                 in_reply_to: d.in_reply_to,
                 task_id: d.context.and_then(|c| c.task_id),
-            }),
+            })),
             Document::ErrorReport(d) => Entry::Error(Box::new(ErrorInfo {
                 error_id: d.error_id,
                 agent: d.agent,

@@ -400,8 +400,8 @@ fn parse_plan(rel: &str, bytes: &[u8]) -> Option<Task> {
             task_id: p.task_id,
             agent: p.agent,
             session: session.to_string(),
-            allowed: p.allowed,
-            forbidden: p.forbidden,
+            allowed: p.allowed.into_vec(),
+            forbidden: p.forbidden.into_vec(),
         }),
         _ => None,
     }
@@ -468,8 +468,8 @@ fn facts(
                     task_id: p.task_id.clone(),
                     agent: p.agent.clone(),
                     session: name.clone(),
-                    allowed: p.allowed.clone(),
-                    forbidden: p.forbidden.clone(),
+                    allowed: p.allowed.to_vec(),
+                    forbidden: p.forbidden.to_vec(),
                 }),
                 Entry::Progress(p) => {
                     for a in &p.artifacts {

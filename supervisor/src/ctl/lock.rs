@@ -199,8 +199,8 @@ fn task_session(root: &Path, session: Option<&str>, task: &str) -> Result<TaskHo
         )
     })?;
     Ok(TaskHome {
-        allowed: plan.allowed.clone(),
-        forbidden: plan.forbidden.clone(),
+        allowed: plan.allowed.to_vec(),
+        forbidden: plan.forbidden.to_vec(),
         assignee: plan.agent.clone(),
         dir: index.dir.clone(),
     })

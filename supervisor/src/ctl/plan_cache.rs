@@ -115,8 +115,8 @@ fn of_file(file: crate::index::IndexedFile) -> Verdict {
         Entry::Plan(plan) => Verdict::Usable {
             task_id: plan.task_id,
             agent: plan.agent,
-            allowed: plan.allowed,
-            forbidden: plan.forbidden,
+            allowed: plan.allowed.into_vec(),
+            forbidden: plan.forbidden.into_vec(),
         },
         _ => Verdict::Unusable(
             file.diagnostics

@@ -154,6 +154,7 @@ pub struct EventLoop {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(options: Options) -> Result<(), StartError> {
+    limit_malloc_arenas();
     let (intake, mut fs_rx) = Intake::start()?;
 
     // Handlers first: a SIGTERM that arrives while starting (or right after
@@ -306,6 +307,21 @@ fn release_scan_memory() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// At most two malloc arenas (the main one and one for every other
+/// thread). glibc gives each thread that allocates an arena of its own, up
+/// to eight per core: the start-up scan's workers, the writer and the
+/// watcher left eleven at READY, each with free space resident and the
+/// index's entries spread over them; two hold the same ~0.8 MB less
+/// (docs/performance.md, "After (rss …)"). Called before any thread starts.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; no thread of ours
+    // allocates concurrently yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 

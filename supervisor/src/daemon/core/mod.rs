@@ -102,8 +102,9 @@ pub(crate) struct Root {
     pub root: PathBuf,
     /// `<root>/.squad/sessions`.
     pub sessions_dir: PathBuf,
-    /// Sessions by directory name.
-    pub sessions: BTreeMap<String, SessionCore>,
+    /// Sessions by directory name. Boxed: a core is ~600 B inline and a
+    /// map node has room for eleven whatever it holds (issue 23 item 2).
+    pub sessions: BTreeMap<String, Box<SessionCore>>,
     /// Each session's part of the shared context, with the identity of the
     /// session core it was rendered from (shared with the background writer
     /// that assembles the file: see `daemon/context.rs`).
@@ -200,7 +201,7 @@ impl Root {
         // loaded session ([`Root::state_to_save`] gathers them), which held
         // every task's start and overdue report twice (issue 23 item 2).
         let old = self.sessions.remove(&name);
-        let before = old.as_ref().map(SessionCore::view);
+        let before = old.as_deref().map(SessionCore::view);
         let (starts, reported, seen) = match old {
             Some(old) => (old.task_starts(), old.reported_overdue(), old.violations),
             None => (
@@ -240,7 +241,7 @@ impl Root {
                 .then(|| core.ended())
                 .flatten();
         }
-        self.sessions.insert(name, core);
+        self.sessions.insert(name, Box::new(core));
         out
     }
 

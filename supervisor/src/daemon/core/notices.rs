@@ -43,6 +43,18 @@ pub(crate) fn notice_id(session: &str, n: &Notice) -> String {
 /// overdue and violating tasks) is tapped, in task order. Invalid files
 /// are tapped by their own `file-invalid` events.
 pub(crate) fn standing_facts(root: &Root, id: RootId, session: &str) -> Vec<Effect> {
+    standing_facts_but(root, id, session, &[])
+}
+
+/// [`standing_facts`] but the overdue facts of `told`: the load reported
+/// them as `task-overdue` events, which are tapped already (at start-up
+/// a tap each rather than two: issue 23 item 2).
+pub(crate) fn standing_facts_but(
+    root: &Root,
+    id: RootId,
+    session: &str,
+    told: &[EventKind],
+) -> Vec<Effect> {
     let Some(core) = root.sessions.get(session) else {
         return Vec::new();
     };
@@ -61,7 +73,8 @@ pub(crate) fn standing_facts(root: &Root, id: RootId, session: &str) -> Vec<Effe
                 agent: t.agent.clone(),
             });
         }
-        if t.overdue {
+        let reported = |k: &EventKind| matches!(k, EventKind::TaskOverdue { task_id, .. } if *task_id == t.task_id);
+        if t.overdue && !told.iter().any(reported) {
             tap(EventKind::TaskOverdue {
                 task_id: t.task_id.clone(),
                 agent: t.agent.clone(),

@@ -56,6 +56,10 @@ pub(crate) fn scanned(
         effects.extend(invalid_files(root, id, &name));
     }
     if why == Scanned::StartUp {
+        // Facts that arose while squadd was down (told once: see notices),
+        // tapped as each session loads, but the overdue facts the load
+        // reported: their `task-overdue` events are tapped already.
+        effects.extend(notices::standing_facts_but(root, id, &name, &out.overdue));
         // A session that ended while squadd was down may still hold its
         // locks, and may lack its summary: the shell looks.
         let ended = out.ended;
@@ -136,8 +140,8 @@ pub(crate) fn start_failed(root: &mut Root, id: RootId) -> Vec<Effect> {
 
 /// Every session of the start-up scan is loaded (`complete`: the scan
 /// read the root, so the persisted state of sessions not found is
-/// dropped): their status files written, skills read, standing facts
-/// tapped, the backlog of mail offered, the first batch of notices told,
+/// dropped; each session's standing facts were tapped as it loaded):
+/// their status files written, skills read, the backlog of mail offered, the first batch of notices told,
 /// the state and shared context written, the start announced.
 pub(crate) fn start_done(root: &mut Root, id: RootId, files: usize, complete: bool) -> Vec<Effect> {
     if complete {
@@ -152,10 +156,6 @@ pub(crate) fn start_done(root: &mut Root, id: RootId, files: usize, complete: bo
         },
         Effect::RefreshSkills(id),
     ];
-    // Facts that arose while squadd was down (told once: see notices).
-    for name in &names {
-        effects.extend(notices::standing_facts(root, id, name));
-    }
     // The backlog written while squadd was down: critical first.
     for name in &names {
         effects.push(Effect::SeedMail {

@@ -38,7 +38,7 @@ pub(super) fn root() -> Root {
     );
     let dir = r.session_dir(SESSION);
     r.sessions
-        .insert(SESSION.to_string(), SessionCore::new(dir));
+        .insert(SESSION.to_string(), Box::new(SessionCore::new(dir)));
     r
 }
 

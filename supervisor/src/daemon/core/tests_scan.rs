@@ -83,7 +83,18 @@ fn the_start_up_ends_with_statuses_facts_mail_notices_state_context_then_started
         index: index(SESSION, &[(PLAN, plan(None))]),
         why: Scanned::StartUp,
     };
-    step(&mut r, input, now(0));
+    // The standing facts are tapped as the session loads.
+    let loaded = step(&mut r, input, now(0));
+    assert!(
+        loaded.iter().any(|e| matches!(
+            e,
+            Effect::Tap {
+                kind: EventKind::TaskReady { .. },
+                ..
+            }
+        )),
+        "{loaded:?}"
+    );
     let effects = step(
         &mut r,
         Input::StartScanned {
@@ -98,15 +109,6 @@ fn the_start_up_ends_with_statuses_facts_mail_notices_state_context_then_started
             &|e| matches!(e, Effect::WriteStatuses { sessions, .. } if sessions == &vec![SESSION.to_string()]),
         ),
         at(&|e| matches!(e, Effect::RefreshSkills(_))),
-        at(&|e| {
-            matches!(
-                e,
-                Effect::Tap {
-                    kind: EventKind::TaskReady { .. },
-                    ..
-                }
-            )
-        }),
         at(&|e| matches!(e, Effect::SeedMail { .. })),
         at(&|e| *e == Effect::SendFirstNotices),
         at(&|e| *e == Effect::FlushOutbox),
@@ -284,7 +286,9 @@ fn a_rescan_of_a_missing_root_says_so_once_then_restores_it_when_listed() {
     // scanned, one gone forgotten; each one's mail seeded after it.
     r.sessions.insert(
         "20200101T000000Z".into(),
-        SessionCore::new(PathBuf::from("/p/.squad/sessions/20200101T000000Z")),
+        Box::new(SessionCore::new(PathBuf::from(
+            "/p/.squad/sessions/20200101T000000Z",
+        ))),
     );
     let names = BTreeSet::from([SESSION.to_string(), "20250101T000000Z".to_string()]);
     let effects = step(&mut r, Input::SessionListed { names }, now(3));
@@ -478,4 +482,67 @@ fn a_loaded_sessions_starts_and_overdue_reports_are_held_once_and_saved() {
     assert_eq!(r.sessions[SESSION].start_of("task_1"), Some(started));
     assert_eq!(held(&r), (false, false));
     assert_eq!(r.state_to_save().clone(), saved);
+}
+
+/// Issue 23 item 2: at start-up each overdue task is tapped for its notice
+/// once, whether the load reported it (its `task-overdue` event is
+/// tapped) or it was reported before a restart (a standing fact, looked at
+/// again: its notice may not have been written). Failed on the old code:
+/// a task overdue since squadd was down was tapped twice, as the load's
+/// event and as a standing fact (5,000 overdue tasks held ~1.4 MB of
+/// tapped facts twice until their notices were written).
+#[test]
+fn at_start_up_each_overdue_task_is_tapped_once() {
+    let files = [(PLAN, plan(Some(60))), (PROGRESS, progress("in_progress"))];
+    let overdue_taps = |effects: &[Effect]| {
+        let emitted = emitted(effects)
+            .iter()
+            .filter(|k| matches!(k, EventKind::TaskOverdue { .. }))
+            .count();
+        let tapped = effects
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Effect::Tap {
+                        kind: EventKind::TaskOverdue { .. },
+                        ..
+                    }
+                )
+            })
+            .count();
+        (emitted, tapped)
+    };
+    let start = |r: &mut Root| {
+        let input = Input::SessionScanned {
+            index: index(SESSION, &files),
+            why: Scanned::StartUp,
+        };
+        let mut effects = step(r, input, now(120));
+        let input = Input::StartScanned {
+            files: 2,
+            complete: true,
+        };
+        effects.extend(step(r, input, now(120)));
+        effects
+    };
+    // Overdue since squadd was down, not reported yet: the load's event.
+    let mut r = bare_root();
+    r.state.task_starts.insert(
+        SESSION.into(),
+        [("task_1".to_string(), base().fixed_offset())].into(),
+    );
+    let effects = start(&mut r);
+    assert_eq!(overdue_taps(&effects), (1, 0), "{effects:?}");
+    // Reported before a restart: no event, the standing fact.
+    let mut r = bare_root();
+    r.state.task_starts.insert(
+        SESSION.into(),
+        [("task_1".to_string(), base().fixed_offset())].into(),
+    );
+    r.state
+        .overdue_reported
+        .insert(SESSION.into(), ["task_1".to_string()].into());
+    let effects = start(&mut r);
+    assert_eq!(overdue_taps(&effects), (0, 1), "{effects:?}");
 }

@@ -126,7 +126,7 @@ pub(super) fn prints(s: &SessionIndex) -> Vec<(String, u64)> {
 
 pub(super) fn messages(s: &SessionIndex) -> impl Iterator<Item = &crate::index::MessageInfo> {
     s.files.values().filter_map(|f| match &f.entry {
-        Entry::Message(m) => Some(m),
+        Entry::Message(m) => Some(&**m),
         _ => None,
     })
 }
@@ -200,7 +200,7 @@ pub(super) fn kept_messages<'a>(
         .iter()
         .filter(|(file, _)| !refused.contains(&**file))
         .filter_map(|(_, f)| match &f.entry {
-            Entry::Message(m) => Some(m),
+            Entry::Message(m) => Some(&**m),
             _ => None,
         })
         .collect()
