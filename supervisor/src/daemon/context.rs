@@ -41,11 +41,10 @@ struct Written {
 }
 
 /// What [`Written`] keeps of a text. The text is megabytes (every task of
-/// the root) and is marked on each assembly, a moment after every change:
-/// foldhash reads it 8 bytes at a time, where the byte-at-a-time FNV of
-/// [`crate::index::fingerprint`] cost this thread about a millisecond per
-/// megabyte (twice per write, before it was marked once), time the
-/// daemon's task was short of on a 2-core machine (docs/performance.md,
+/// the root) and is marked once per assembly, a moment after every change:
+/// with foldhash, which reads it in wide words. The byte-at-a-time FNV of
+/// [`crate::index::fingerprint`] cost about a millisecond per megabyte,
+/// CPU the daemon's task was short of on 2 cores (docs/performance.md,
 /// "After (wake …)").
 fn text_mark(text: &str) -> (usize, u64) {
     use std::hash::BuildHasher;
