@@ -154,8 +154,9 @@ pub(crate) fn task_view(
 }
 
 /// The events a task's change from `prev` (None: not known before) to `t`
-/// announces: newly ready, newly completed, a new or different dependency
-/// violation.
+/// announces: newly ready, newly completed. A dependency violation is not
+/// a change between views but a fact reported once ever per task (its
+/// record persisted: `SessionCore::violations`), like an overdue task.
 pub(crate) fn task_events(prev: Option<&TaskView>, t: &TaskView) -> Vec<EventKind> {
     let was = |f: fn(&TaskView) -> bool| prev.is_some_and(f);
     let mut out = Vec::new();
@@ -169,12 +170,6 @@ pub(crate) fn task_events(prev: Option<&TaskView>, t: &TaskView) -> Vec<EventKin
         out.push(EventKind::TaskCompleted {
             task_id: t.task_id.clone(),
             agent: t.agent.clone(),
-        });
-    }
-    if t.violation && !(was(|p| p.violation) && prev.is_some_and(|p| p.unmet == t.unmet)) {
-        out.push(EventKind::DependencyViolation {
-            task_id: t.task_id.clone(),
-            unmet: t.unmet.clone(),
         });
     }
     out

@@ -46,6 +46,11 @@ const TICK: Duration = Duration::from_millis(500);
 /// How long a fetch of one version may take before it is tried again
 /// (a put purges the previous version's chunks: a fetch racing it stalls).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a fetch may go without a byte before it is given up and tried
+/// again from the store's latest version: a fetch racing the put that
+/// purged its chunks gets nothing more, and waiting out
+/// [`FETCH_TIMEOUT`] held the newer version back for a minute.
+const STALL_TIMEOUT: Duration = Duration::from_secs(3);
 /// Metadata keys of the object.
 const META_EPOCH: &str = "epoch";
 const META_ORIGIN: &str = "origin";
@@ -493,17 +498,44 @@ async fn fetch(
         if object.info.nuid != info.nuid {
             return Err(ClusterError::Local("a newer version came meanwhile".into()));
         }
-        let mut bytes = Vec::with_capacity(info.size);
-        object
-            .take(MAX_CONTEXT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| ClusterError::request("get", e))?;
-        Ok(bytes)
+        read_unstalled(object, info.size, STALL_TIMEOUT).await
     };
     tokio::time::timeout(FETCH_TIMEOUT, read)
         .await
         .map_err(|_| ClusterError::request("get", "timed out"))?
+}
+
+/// Reads `object` to its end (at most one byte over [`MAX_CONTEXT_BYTES`],
+/// so an oversized one is seen as such), giving up when no byte comes for
+/// `stall`.
+async fn read_unstalled(
+    object: impl tokio::io::AsyncRead + Unpin,
+    size: usize,
+    stall: Duration,
+) -> Result<Vec<u8>, ClusterError> {
+    let limit = MAX_CONTEXT_BYTES + 1;
+    let mut object = object.take(limit);
+    let mut bytes = Vec::with_capacity(size.min(usize::try_from(limit).unwrap_or(usize::MAX)));
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = tokio::time::timeout(stall, object.read(&mut chunk))
+            .await
+            .map_err(|_| {
+                ClusterError::request(
+                    "get",
+                    format!(
+                        "no data for {} s after {} bytes (the version was replaced meanwhile?)",
+                        stall.as_secs_f64(),
+                        bytes.len()
+                    ),
+                )
+            })?
+            .map_err(|e| ClusterError::request("get", e))?;
+        if n == 0 {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
 }
 
 impl Task {
@@ -538,6 +570,36 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (CI, 2026-11-26): a follower fetching a version whose
+    /// chunks a newer put purged waited out the whole fetch timeout (a
+    /// minute) with nothing coming; a read that stalls is given up.
+    #[test]
+    fn a_fetch_that_stops_receiving_is_given_up_and_a_whole_one_is_read() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mut writer, reader) = tokio::io::duplex(1024);
+            tokio::io::AsyncWriteExt::write_all(&mut writer, b"{\"half")
+                .await
+                .unwrap();
+            // The writer stays open and silent: chunks that never come.
+            let got = read_unstalled(reader, 10, Duration::from_millis(50)).await;
+            let err = got.unwrap_err().to_string();
+            assert!(err.contains("no data for"), "{err}");
+            assert!(err.contains("after 6 bytes"), "{err}");
+            drop(writer);
+            let (mut writer, reader) = tokio::io::duplex(1024);
+            tokio::io::AsyncWriteExt::write_all(&mut writer, b"{}")
+                .await
+                .unwrap();
+            drop(writer);
+            let got = read_unstalled(reader, 2, Duration::from_millis(50)).await;
+            assert_eq!(got.unwrap(), b"{}");
+        });
+    }
 
     #[test]
     fn a_version_is_taken_at_an_epoch_at_least_the_highest_seen() {

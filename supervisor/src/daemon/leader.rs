@@ -25,6 +25,7 @@ impl EventLoop {
     /// The cluster task said this host became or stopped being the leader.
     pub(super) fn leader_news(&mut self, i: RootId, news: News) {
         let epoch = self.lease(i);
+        self.fence_outputs(i, epoch);
         let input = Input::Leadership {
             epoch,
             news: Some(news),
@@ -41,7 +42,20 @@ impl EventLoop {
                 continue;
             }
             let epoch = self.lease(i);
+            self.fence_outputs(i, epoch);
             self.step(i, Input::Leadership { epoch, news: None }, Now { wall });
+        }
+    }
+
+    /// The background writer fenced while this host does not lead root
+    /// `i`'s project (and opened again when it does): a shared context
+    /// write under way is waited for and reported before the core hears of
+    /// a loss, so every write of a leader is told before its loss.
+    fn fence_outputs(&mut self, i: RootId, epoch: Option<u64>) {
+        let leading = self.roots.core(i).leads;
+        self.writer.fence_context(i, epoch.is_none());
+        if leading && epoch.is_none() {
+            self.report_written_behind();
         }
     }
 }

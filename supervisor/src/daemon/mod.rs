@@ -279,8 +279,8 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                 sup.step(o.root, input, Now { wall: Utc::now() });
                 health::Woken::Other
             }
-            Some(done) = behind_rx.recv() => {
-                sup.written_behind(done);
+            Some(()) = behind_rx.recv() => {
+                sup.report_written_behind();
                 health::Woken::WrittenBehind
             }
             Some(r) = replica_rx.recv() => {
@@ -308,9 +308,8 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     tracing::info!(reason, "stopping");
     systemd::stopping();
     sup.writer.finish_behind();
-    while let Ok(done) = behind_rx.try_recv() {
-        sup.written_behind(done);
-    }
+    while behind_rx.try_recv().is_ok() {}
+    sup.report_written_behind();
     for i in sup.roots.ids() {
         // What is owed is the core's (core/upkeep.rs::shutdown).
         let path = socket_path(&sup.roots.core(i).root);

@@ -737,7 +737,10 @@ impl SessionCore {
         let Some(t) = new else {
             return;
         };
-        if t.violation && !self.violations.contains_key(&t.task_id) {
+        // Reported once ever per task: the prerequisites unmet when first
+        // seen are the record (a plan naming others later is no new fact).
+        let newly_violating = t.violation && !self.violations.contains_key(&t.task_id);
+        if newly_violating {
             self.violations.insert(t.task_id.clone(), t.unmet.clone());
             out.state_changed = true;
         }
@@ -750,6 +753,12 @@ impl SessionCore {
         }
         if announce {
             out.events.extend(task_events(old.as_ref(), &t));
+            if newly_violating {
+                out.events.push(EventKind::DependencyViolation {
+                    task_id: t.task_id.clone(),
+                    unmet: t.unmet.clone(),
+                });
+            }
         }
     }
 

@@ -70,6 +70,23 @@ pub(crate) struct Writer {
     /// Directories a group commit wrote into, not yet fsynced: see
     /// [`Writer::sync_group`].
     unsynced: BTreeMap<PathBuf, safefs::Dir>,
+    /// The background writer's fence and finished writes: see
+    /// [`Writer::fence_context`].
+    behind_state: std::sync::Arc<std::sync::Mutex<Behind>>,
+    /// The roots fenced, as last set here: the lock (which waits for a
+    /// write under way) is taken only when that changes.
+    fenced: std::collections::BTreeSet<RootId>,
+}
+
+/// What the background writer shares with the daemon's task, under one
+/// lock held for the whole of each write.
+#[derive(Debug, Default)]
+struct Behind {
+    /// Roots whose shared context may not be written (this host stopped
+    /// leading their project).
+    fenced: std::collections::BTreeSet<RootId>,
+    /// Writes finished and not yet reported.
+    done: Vec<Done>,
 }
 
 /// Writes `path` atomically below the root that holds it, never through a
@@ -95,12 +112,13 @@ impl Writer {
     /// (the shared context): their fsyncs never hold up the daemon's task.
     /// Writes queued for the same path coalesce (the latest wins); outcomes
     /// come back on the returned channel.
-    pub(crate) fn start_behind(
-        &mut self,
-    ) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<Done>> {
+    /// The returned channel says when finished writes wait in
+    /// [`Writer::take_done`].
+    pub(crate) fn start_behind(&mut self) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<()>> {
         let (tx, rx) = std::sync::mpsc::channel::<(PathBuf, Job, Vec<PathBuf>)>();
         let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
         let contexts = self.contexts.clone();
+        let state = self.behind_state.clone();
         let thread = std::thread::Builder::new()
             .name("squadd-writer".into())
             .spawn(move || {
@@ -115,11 +133,17 @@ impl Writer {
                         // daemon's own thread.
                         let write =
                             |path: &Path, bytes: &[u8]| write_in(&roots, path, bytes, 0o666, true);
+                        // The lock is held across the write: a fence set
+                        // by the daemon's task waits for it to finish, and
+                        // nothing is written for a fenced root after.
+                        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
                         let done = match job {
+                            Job::Context(job) if state.fenced.contains(&job.tag.root) => None,
                             Job::Context(job) => contexts.run(job, write),
                         };
                         if let Some(done) = done {
-                            let _ = done_tx.send(done);
+                            state.done.push(done);
+                            let _ = done_tx.send(());
                         }
                     }
                 }
@@ -152,6 +176,35 @@ impl Writer {
                 contexts.run(job, |path, bytes| self.write(path, bytes, true))
             }
         }
+    }
+
+    /// Fences (or opens again) the background writes of root `root`'s
+    /// shared context: once this returns with `fenced`, no write of it is
+    /// under way or will be made (one under way is waited for; its outcome
+    /// is in [`Writer::take_done`]). A host that stops leading its project
+    /// fences before the loss is stepped, so no write of its lands after
+    /// it said it lost the lead (docs/cluster.md, one writer).
+    pub(crate) fn fence_context(&mut self, root: RootId, fenced: bool) {
+        if self.fenced.contains(&root) == fenced {
+            return;
+        }
+        if fenced {
+            self.fenced.insert(root);
+        } else {
+            self.fenced.remove(&root);
+        }
+        let mut state = self.behind_state.lock().unwrap_or_else(|e| e.into_inner());
+        if fenced {
+            state.fenced.insert(root);
+        } else {
+            state.fenced.remove(&root);
+        }
+    }
+
+    /// The background writes finished and not yet reported.
+    pub(crate) fn take_done(&self) -> Vec<Done> {
+        let mut state = self.behind_state.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut state.done)
     }
 
     /// Finishes the queued background writes and stops the writer.
@@ -369,6 +422,41 @@ mod tests {
             session: None,
             output: "x",
         }
+    }
+
+    /// The one-writer fence (regression: CI saw a deposed leader's shared
+    /// context written 33 ms after its `leader-lost`): a fenced root's
+    /// queued context is never written nor reported; opened again, it is.
+    #[test]
+    fn a_fenced_roots_shared_context_is_not_written_behind_until_opened_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let path = root.join("shared-context.json");
+        let job = || crate::daemon::context::Job {
+            path: path.clone(),
+            fragments: vec![std::sync::Arc::new(Default::default())],
+            tag: Tag {
+                root: RootId::nth(0),
+                session: None,
+                output: "shared-context",
+            },
+        };
+        let mut w = Writer::default();
+        w.add_root(&root);
+        let _rx = w.start_behind().unwrap();
+        w.fence_context(RootId::nth(0), true);
+        assert!(w.write_context(job(), false).is_none());
+        w.finish_behind();
+        assert!(!path.exists(), "written while fenced");
+        assert!(w.take_done().is_empty());
+        w.fence_context(RootId::nth(0), false);
+        let _rx = w.start_behind().unwrap();
+        assert!(w.write_context(job(), false).is_none());
+        w.finish_behind();
+        assert!(path.exists());
+        let done = w.take_done();
+        assert_eq!(done.len(), 1);
+        assert!(done[0].2.is_ok());
     }
 
     #[test]

@@ -206,6 +206,13 @@ impl EventLoop {
         }
     }
 
+    /// Reports every background write finished so far.
+    pub(super) fn report_written_behind(&mut self) {
+        for done in self.writer.take_done() {
+            self.written_behind(done);
+        }
+    }
+
     /// A background write finished.
     pub(super) fn written_behind(&mut self, (path, tag, result): writer::Done) {
         let context_written = result.is_ok() && tag.output == "shared-context";

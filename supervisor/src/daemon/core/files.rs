@@ -197,6 +197,19 @@ fn apply(
     } else {
         Vec::new()
     };
+    // The file keeping the id this one names now: if this one sorts before
+    // it, it takes the id over, and that one is routed again (refused now
+    // unless delivered before; what it had waiting withdrawn).
+    let new_id = loaded
+        .as_ref()
+        .filter(|l| l.kind == squad_protocol::FileKind::Message)
+        .and_then(|l| squad_protocol::session::SessionMember::message_id(l))
+        .map(str::to_string);
+    let keeper_before = new_id
+        .as_deref()
+        .and_then(|m| core.message_file(m))
+        .filter(|k| *k != f.file && siblings.iter().all(|s| s != k))
+        .map(str::to_string);
     let Some(mut out) = root.apply_file(&f.session, &f.file, loaded, now.wall) else {
         return Vec::new();
     };
@@ -221,7 +234,13 @@ fn apply(
         // unreadable): the others carrying the id are routed again, as a
         // restart would route them (one refused while this one kept the id
         // may keep it now; the clash check decides, nothing goes twice).
-        for other in siblings {
+        let taken_over = keeper_before.filter(|_| {
+            root.sessions
+                .get(&f.session)
+                .and_then(|c| c.kept_message_id(&f.file))
+                .is_some_and(|kept| Some(&kept) == new_id.as_ref())
+        });
+        for other in siblings.into_iter().chain(taken_over) {
             effects.push(Effect::Route {
                 root: id,
                 session: f.session.clone(),

@@ -62,7 +62,7 @@ pub(crate) type CopyHolds<'a> = &'a dyn Fn(&Path, &str, u64) -> bool;
 /// notice to its sender) or, delivered before the clash arose, left alone;
 /// otherwise it is routed as [`super::Input::FileApplied`].
 pub(crate) fn route_checked(
-    root: &Root,
+    root: &mut Root,
     id: RootId,
     session: &str,
     file: &str,
@@ -71,13 +71,42 @@ pub(crate) fn route_checked(
     match clash(root, session, file, copy_holds) {
         Clash::None => Ok(()),
         Clash::DeliveredBefore => Err(Vec::new()),
-        Clash::Refused(path, kind) => Err(vec![Effect::Emit {
-            root: id,
-            session: Some(session.to_string()),
-            path: Some(path),
-            kind,
-        }]),
+        Clash::Refused(path, kind) => {
+            let mut effects = vec![Effect::Emit {
+                root: id,
+                session: Some(session.to_string()),
+                path: Some(path.clone()),
+                kind,
+            }];
+            effects.extend(withdraw_waiting(root, id, session, &path));
+            Err(effects)
+        }
     }
+}
+
+/// A file refused for a reused id: what it had waiting (a recipient busy,
+/// a low priority's wait) is withdrawn and its timers cancelled, so it is
+/// never delivered later. A delivery of another file in the same slot
+/// stays.
+fn withdraw_waiting(root: &mut Root, id: RootId, session: &str, path: &Path) -> Vec<Effect> {
+    let Some(mail) = root.mail.get_mut(session) else {
+        return Vec::new();
+    };
+    let of_file = |d: &Delivery| match &d.body {
+        routing::Body::File(p) | routing::Body::Text { path: p, .. } => p == path,
+        routing::Body::Routed { .. } => false,
+    };
+    let slots: Vec<_> = mail
+        .waiting
+        .iter()
+        .filter(|(_, d)| of_file(d))
+        .map(|(slot, _)| slot.clone())
+        .collect();
+    slots
+        .into_iter()
+        .filter_map(|slot| mail.waiting.remove(&slot))
+        .map(|d| Effect::CancelTimer(delivery_timer(id, &d)))
+        .collect()
 }
 
 /// What a reused message id means for a file about to be routed.

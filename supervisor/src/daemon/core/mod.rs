@@ -213,10 +213,26 @@ impl Root {
             ),
         };
         let (mut core, mut out) = SessionCore::load(index, starts, reported, now);
+        // Violations are reported once ever: only those never recorded.
+        let fresh: Vec<crate::events::EventKind> = if announce {
+            core.violations
+                .iter()
+                .filter(|(task, _)| !seen.contains_key(*task))
+                .map(
+                    |(task, unmet)| crate::events::EventKind::DependencyViolation {
+                        task_id: task.clone(),
+                        unmet: unmet.clone(),
+                    },
+                )
+                .collect()
+        } else {
+            Vec::new()
+        };
         // What was recorded first stays (the prerequisites unmet then).
         core.violations.extend(seen);
         if announce {
             out.events = changes(before.as_ref(), &core.view());
+            out.events.extend(fresh);
             out.ended = out
                 .events
                 .iter()

@@ -56,6 +56,8 @@ struct Harness {
     /// Task starts as the test computes them from the "disk" after every
     /// change ([`crate::derive::new_starts`]), never taken from the core.
     starts: TaskStarts,
+    /// Tasks whose dependency violation was announced: once ever each.
+    violated: BTreeSet<String>,
 }
 
 impl Harness {
@@ -70,6 +72,7 @@ impl Harness {
             view,
             context: Default::default(),
             starts: TaskStarts::new(),
+            violated: BTreeSet::new(),
         }
     }
 
@@ -213,6 +216,14 @@ impl Harness {
             crate::outputs::context_fragment(&scratch, &view)
         );
         let mut expected = changes(Some(&self.view), &view);
+        for t in view.tasks.iter().filter(|t| t.violation) {
+            if self.violated.insert(t.task_id.clone()) {
+                expected.push(EventKind::DependencyViolation {
+                    task_id: t.task_id.clone(),
+                    unmet: t.unmet.clone(),
+                });
+            }
+        }
         let mut got = out.events.clone();
         // Only one status change is announced per step.
         expected.sort_by_key(|e| format!("{e:?}"));

@@ -755,3 +755,70 @@ fn a_critical_message_due_at_once_and_a_clash_on_its_id() {
         },
     ]);
 }
+
+/// Found by a soak of the model test: a task in progress whose plan named
+/// one unmet prerequisite, then another, was reported violating twice (the
+/// event fired on every different list of unmet prerequisites), while the
+/// persisted record, and so a restarted squadd, kept the first: reported
+/// once ever per task now, like an overdue task.
+#[test]
+fn a_violation_is_reported_once_though_its_unmet_prerequisites_change() {
+    replay(vec![
+        Op::Progress {
+            root: 1,
+            session: 0,
+            agent: 2,
+            task: 2,
+            status: 1,
+            minute: 0,
+        },
+        Op::Plan {
+            root: 1,
+            session: 0,
+            agent: 2,
+            task: 2,
+            requires: vec![0],
+            timeout: None,
+        },
+        Op::Plan {
+            root: 1,
+            session: 0,
+            agent: 2,
+            task: 2,
+            requires: vec![1],
+            timeout: None,
+        },
+    ]);
+}
+
+/// Found by a soak of the model test: a message waiting for its busy
+/// recipient, then another file reusing its id whose name sorts first (so
+/// it keeps the id): the waiting one was delivered later anyway. The file
+/// that kept the id is routed again when another takes it over, and a
+/// refused file's waiting deliveries are withdrawn.
+#[test]
+fn a_waiting_message_whose_id_a_file_sorting_first_reuses() {
+    replay(vec![
+        Op::Start {
+            root: 0,
+            session: 0,
+            agent: 1,
+            task: 0,
+            timeout: 1,
+        },
+        Op::Message {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 3,
+            reply_to: None,
+            respond_in: None,
+        },
+        Op::Clash {
+            root: 0,
+            session: 0,
+            id: 5,
+            priority: 0,
+        },
+    ]);
+}

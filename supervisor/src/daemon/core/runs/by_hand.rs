@@ -92,7 +92,9 @@ pub(crate) fn stopped(root: &mut Root, id: RootId, run: &RunKey, now: Now) -> Ve
         return Vec::new();
     };
     live.rec.state = RunState::Stopped;
-    live.watch.term_at = Some(now.wall);
+    // A run already stopping keeps its first SIGTERM's time: asking again
+    // must not put its SIGKILL off.
+    live.watch.term_at.get_or_insert(now.wall);
     vec![
         super::record(&live.dir, &live.rec),
         Effect::SetTimerEarlier {

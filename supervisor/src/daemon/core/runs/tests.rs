@@ -488,6 +488,36 @@ fn stop_by_hand_records_the_run_stopped_holds_it_and_kills_after_the_grace() {
     );
 }
 
+/// Regression: a second `squadctl stop` of a run already stopping started
+/// the SIGKILL grace again, so a run ignoring SIGTERM lived on for as long
+/// as someone kept asking it to stop.
+#[test]
+fn a_second_stop_keeps_the_first_stops_kill_time() {
+    let mut r = root(3);
+    let facts = Facts::default();
+    dispatch_and_start(&mut r, 42, t(0));
+    let stop = |r: &mut Root, at| {
+        let asked = step(
+            r,
+            Input::RunStop {
+                session: None,
+                task: "task_1".into(),
+            },
+            at,
+        );
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        step(r, Input::RunStopped { run: key() }, at)
+    };
+    stop(&mut r, t(1));
+    let again = stop(&mut r, t(8));
+    assert!(
+        matches!(again.last(), Some(Effect::RunReply { reply: Ok(_), .. })),
+        "{again:?}"
+    );
+    let killed = step(&mut r, Input::RunsDue { facts: &facts }, t(11));
+    assert_eq!(signals(&killed), vec![(42, Signal::Kill)]);
+}
+
 #[test]
 fn a_failed_spawn_is_recorded_held_and_reported_and_not_tried_again() {
     let mut r = root(3);
