@@ -40,9 +40,18 @@ struct Written {
     text: (usize, u64),
 }
 
-/// What [`Written`] keeps of a text.
+/// What [`Written`] keeps of a text. The text is megabytes (every task of
+/// the root) and is marked once per assembly, a moment after every change:
+/// with foldhash, which reads it in wide words. The byte-at-a-time FNV of
+/// [`crate::index::fingerprint`] cost about a millisecond per megabyte,
+/// CPU the daemon's task was short of on 2 cores (docs/performance.md,
+/// "After (wake …)").
 fn text_mark(text: &str) -> (usize, u64) {
-    (text.len(), crate::index::fingerprint(text.as_bytes()))
+    use std::hash::BuildHasher;
+    (
+        text.len(),
+        foldhash::quality::FixedState::default().hash_one(text.as_bytes()),
+    )
 }
 
 /// What was last written of each shared context file, shared by the
@@ -92,13 +101,14 @@ impl Marks {
         };
         let fragments: Vec<&ContextFragment> = job.fragments.iter().map(|f| &**f).collect();
         let (text, root) = assemble_context(base, &fragments);
+        let marked = text_mark(&text);
         let same = match (last, read) {
-            (Some(last), _) => last == text_mark(&text),
+            (Some(last), _) => last == marked,
             (None, Some(on_disk)) => on_disk == text,
             (None, None) => false,
         };
         if same {
-            let text = text_mark(&text);
+            let text = marked;
             marks.insert(job.path, Written { mark, root, text });
             return None;
         }
@@ -108,7 +118,7 @@ impl Marks {
         } else {
             None
         };
-        let text = text_mark(&text);
+        let text = marked;
         marks.insert(job.path.clone(), Written { mark, root, text });
         Some((job.path, job.tag, result))
     }

@@ -52,6 +52,9 @@ pub(crate) struct Health {
     /// Each root's notify commands (queued, running, failed).
     #[serde(default)]
     pub hooks: Vec<RootHooks>,
+    /// How often the event loop woke since start, and why.
+    #[serde(default)]
+    pub turns: Turns,
     /// Every figure with its verdict.
     pub checks: Vec<Check>,
 }
@@ -171,6 +174,61 @@ fn hook_checks(root: &str, h: &HooksReport) -> Vec<Check> {
     ]
 }
 
+/// How often squadd's event loop woke since start, by what woke it. A
+/// counter, not a timing: each wake-up is a trip through the runtime and a
+/// pass over the due work, and what one change costs in them is bounded by
+/// a test (`one_progress_update_costs_a_bounded_number_of_wake_ups`), so a
+/// hop through the loop added between a change and its outputs shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Turns {
+    /// Every wake-up.
+    pub total: u64,
+    /// Watcher notifications (one wake-up takes all that are queued).
+    pub file_events: u64,
+    /// The head of the timer queue or a settling path came due.
+    pub due: u64,
+    /// Control-socket calls (this `health` call among them).
+    pub calls: u64,
+    /// The background writer's completions (the shared context).
+    pub written_behind: u64,
+    /// Everything else: notify commands' outcomes, the cluster's tasks.
+    pub other: u64,
+    /// Turns that gave the runtime a turn first, because more was ready
+    /// already (each a trip through the runtime: see `daemon::run`).
+    #[serde(default)]
+    pub yields: u64,
+}
+
+/// What woke the event loop, for [`Turns`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A watcher notification.
+    FileEvent,
+    /// A timer or a settling path.
+    Due,
+    /// A control-socket call.
+    Call,
+    /// The background writer.
+    WrittenBehind,
+    /// A hook's outcome or a cluster task.
+    Other,
+}
+
+impl Turns {
+    /// Counts one wake-up.
+    pub(crate) fn count(&mut self, why: Woken) {
+        self.total += 1;
+        let n = match why {
+            Woken::FileEvent => &mut self.file_events,
+            Woken::Due => &mut self.due,
+            Woken::Call => &mut self.calls,
+            Woken::WrittenBehind => &mut self.written_behind,
+            Woken::Other => &mut self.other,
+        };
+        *n += 1;
+    }
+}
+
 /// What squadd knows that `health` reports besides the process figures.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Supervision {
@@ -182,6 +240,8 @@ pub(crate) struct Supervision {
     pub unwatched: Vec<String>,
     /// Each root.
     pub roots: Vec<RootControl>,
+    /// The event loop's wake-ups.
+    pub turns: Turns,
 }
 
 /// Measures the current process.
@@ -325,6 +385,7 @@ pub(crate) fn measure(s: &Supervision) -> Health {
                 hooks: r.hooks.clone(),
             })
             .collect(),
+        turns: s.turns,
         checks,
     }
 }

@@ -10,8 +10,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -50,6 +50,8 @@ pub(crate) struct Intake {
     /// import` swaps `.squad/`) is watched again (see [`Intake::watch`]).
     watched: BTreeMap<PathBuf, (u64, u64)>,
     pending: HashMap<PathBuf, Instant>,
+    /// The roots, for the watcher thread's filter.
+    followed: Followed,
     queue: Arc<AtomicUsize>,
     /// Set when notifications were dropped (see [`MAX_QUEUED`]) until the
     /// rescan that stands for them is taken.
@@ -132,6 +134,35 @@ fn droppable(e: &notify::Event) -> bool {
                 .all(|p| p.file_name().is_some_and(is_temporary)))
 }
 
+/// The roots squadd supervises, as (directory, sessions directory), shared
+/// with the watcher thread: it drops notifications of paths under a root
+/// that squadd does not follow ([`super::core::paths::follows`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Followed(Arc<RwLock<Vec<(PathBuf, PathBuf)>>>);
+
+impl Followed {
+    /// Whether every path of `e` is under a root and followed by none
+    /// (the innermost root decides, as [`super::roots::Roots::of`] picks
+    /// it). A path outside every root is kept (skills outside the
+    /// project), and so is a notification without paths (a rescan).
+    fn ignores(&self, e: &notify::Event) -> bool {
+        if e.need_rescan() || e.paths.is_empty() {
+            return false;
+        }
+        // A poisoned lock only means a panic elsewhere: keep everything.
+        let Ok(roots) = self.0.read() else {
+            return false;
+        };
+        e.paths.iter().all(|p| {
+            roots
+                .iter()
+                .filter(|(root, _)| p.starts_with(root))
+                .max_by_key(|(root, _)| root.components().count())
+                .is_some_and(|(root, sessions)| !super::core::paths::follows(root, sessions, p))
+        })
+    }
+}
+
 /// What one notification asks for beyond reading paths.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Noted {
@@ -189,10 +220,16 @@ impl Intake {
         let overflow = Arc::new(AtomicBool::new(false));
         let overflow_in = overflow.clone();
         let max_queued = max_queued();
+        let followed = Followed::default();
+        let followed_in = followed.clone();
         let watcher = notify::recommended_watcher(move |res: Notification| {
-            // Reads and temporaries are dropped before they count against
-            // the cap (see `droppable`).
-            if res.as_ref().is_ok_and(droppable) {
+            // Reads, temporaries and what squadd does not follow are
+            // dropped before they count against the cap (see `droppable`,
+            // `Followed::ignores`).
+            if res
+                .as_ref()
+                .is_ok_and(|e| droppable(e) || followed_in.ignores(e))
+            {
                 return;
             }
             if queue_in.load(Ordering::Relaxed) >= max_queued {
@@ -213,6 +250,7 @@ impl Intake {
                 watcher,
                 watched: BTreeMap::new(),
                 pending: HashMap::new(),
+                followed,
                 queue,
                 overflow,
                 unreadable: HashMap::new(),
@@ -225,6 +263,14 @@ impl Intake {
             },
             rx,
         ))
+    }
+
+    /// Has the watcher thread drop the notifications of paths under `root`
+    /// that squadd does not follow (see [`Followed`]).
+    pub(crate) fn follow_root(&self, root: &Path, sessions_dir: &Path) {
+        if let Ok(mut roots) = self.followed.0.write() {
+            roots.push((root.to_path_buf(), sessions_dir.to_path_buf()));
+        }
     }
 
     /// Watches a directory (non-recursively) unless it is watched already.

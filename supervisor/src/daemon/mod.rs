@@ -150,6 +150,8 @@ pub struct EventLoop {
     /// Where the roots' cluster tasks say this host became or stopped
     /// being the leader (docs/cluster.md).
     leader_news: mpsc::UnboundedSender<(RootId, crate::cluster::leader::News)>,
+    /// The loop's wake-ups by cause (`health --json`).
+    turns: health::Turns,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -182,6 +184,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         unsynced: Vec::new(),
         replica_reports,
         leader_news,
+        turns: health::Turns::default(),
     };
 
     let mut behind_rx = sup.writer.start_behind()?;
@@ -232,25 +235,40 @@ pub async fn run(options: Options) -> Result<(), StartError> {
         // with file events always ready (an agent writing 1,000 times a
         // second) it waited only when tokio's budget ran out, every 128
         // turns: a session edit was answered 8-10 s late (issue 22's flaky
-        // session_edit race). A yield costs nothing when idle: it comes only
-        // after something woke the loop.
-        tokio::task::yield_now().await;
+        // session_edit race). Only when something is ready already: with
+        // nothing ready the select below waits, which lets them run, and a
+        // yield then was a trip through the runtime (two polls of epoll and
+        // a wake-up of this task) for every turn of every change.
+        let ready = !fs_rx.is_empty()
+            || !call_rx.is_empty()
+            || !hook_rx.is_empty()
+            || !behind_rx.is_empty()
+            || !replica_rx.is_empty()
+            || !leader_rx.is_empty()
+            || sup.next_wake().is_some_and(|at| at <= Instant::now());
+        if ready {
+            sup.turns.yields += 1;
+            tokio::task::yield_now().await;
+        }
         let wake = sup.next_wake();
-        tokio::select! {
+        let woken = tokio::select! {
             biased;
             _ = sigterm.recv() => break "SIGTERM",
             _ = sigint.recv() => break "SIGINT",
             // Before file events: a steady stream of agent writes must not
             // starve a control request (a session edit waits on its answer).
             Some(call) = call_rx.recv() => {
+                sup.turns.count(health::Woken::Call);
                 let reply = answers::answer(&mut sup, call.root, call.method);
                 let _ = call.reply.send(reply);
+                health::Woken::Call
             }
             Some(res) = fs_rx.recv() => {
                 sup.note(res);
                 while let Ok(res) = fs_rx.try_recv() {
                     sup.note(res);
                 }
+                health::Woken::FileEvent
             }
             Some(o) = hook_rx.recv() => {
                 let input = self::core::Input::HookDone {
@@ -260,18 +278,32 @@ pub async fn run(options: Options) -> Result<(), StartError> {
                     error: o.error,
                 };
                 sup.step(o.root, input, Now { wall: Utc::now() });
+                health::Woken::Other
             }
-            Some(()) = behind_rx.recv() => sup.report_written_behind(),
-            Some(r) = replica_rx.recv() => sup.replica_report(r),
-            Some((i, news)) = leader_rx.recv() => sup.leader_news(i, news),
-            _ = sleep_until(wake) => {}
+            Some(()) = behind_rx.recv() => {
+                sup.report_written_behind();
+                health::Woken::WrittenBehind
+            }
+            Some(r) = replica_rx.recv() => {
+                sup.replica_report(r);
+                health::Woken::Other
+            }
+            Some((i, news)) = leader_rx.recv() => {
+                sup.leader_news(i, news);
+                health::Woken::Other
+            }
+            _ = sleep_until(wake) => health::Woken::Due,
+        };
+        // A call is counted before it is answered (`health` sees itself).
+        if woken != health::Woken::Call {
+            sup.turns.count(woken);
         }
         sup.flush(Instant::now(), Utc::now());
-        // Back to the runtime after each batch: it reads signals and
-        // accepts control connections only when this task is pending, and
-        // under a stream of file events (a burst, a backlog of notices
-        // whose own writes are events too) a branch above is always ready.
-        tokio::task::yield_now().await;
+        // Back to the runtime after each batch happens at the top of the
+        // loop: it reads signals and accepts control connections only when
+        // this task is pending, and under a stream of file events (a burst,
+        // a backlog of notices whose own writes are events too) a branch
+        // above is always ready.
     };
 
     tracing::info!(reason, "stopping");
@@ -393,6 +425,7 @@ impl EventLoop {
             }),
             skills: crate::skills::SkillCache::default(),
         };
+        self.intake.follow_root(&r.root, &r.sessions_dir);
         let i = self.roots.add(r, shell);
         // Cluster call site: the task holds the NATS connection, renews this
         // checkout's cluster locks and the leader lease (docs/cluster.md).

@@ -162,6 +162,7 @@ impl EventLoop {
         health::Supervision {
             watches: self.intake.watch_count(),
             queue_depth: self.intake.queue_depth(),
+            turns: self.turns,
             unwatched: self
                 .intake
                 .unwatched()

@@ -173,6 +173,16 @@ pub(crate) enum PathChange {
     },
 }
 
+/// Whether a change of `path`, under the root at `root`, can mean anything
+/// to squadd: the config, or what [`classify`] names. The watcher thread
+/// drops the notifications of the others before they wake the daemon
+/// (squadd's own audit log and session locks change with every change:
+/// each was a turn of the loop, and a bare write one more after
+/// [`crate::daemon::intake`]'s settle delay, that [`changed`] then ignored).
+pub(crate) fn follows(root: &Path, sessions_dir: &Path, path: &Path) -> bool {
+    is_config(root, path) || classify(root, sessions_dir, path).is_some()
+}
+
 /// Classifies a changed path of the root (pure). `None`: nothing squadd
 /// follows (temporary files, dot directories, other files).
 pub(crate) fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {

@@ -135,6 +135,50 @@ fn the_watcher_drops_reads_and_changes_of_temporaries_only() {
     }
 }
 
+/// The watcher thread drops what squadd writes for itself under a root and
+/// never follows (its audit log, the session locks), so those writes no
+/// longer wake the loop; everything [`classify`] names, the config, the
+/// root's own directories and anything outside every root still comes.
+#[test]
+fn the_watcher_drops_what_no_root_follows_and_keeps_the_rest() {
+    let f = Followed::default();
+    f.0.write()
+        .unwrap()
+        .push(("/p".into(), "/p/.squad/sessions".into()));
+    let modify = FsKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+    let ignored = |path: &str| f.ignores(&notify::Event::new(modify).add_path(path.into()));
+    let s = "/p/.squad/sessions/20240115T100000Z-s1";
+    for own in [
+        "/p/.squad/audit.jsonl",
+        "/p/.squad/run/session-20240115T100000Z-s1.lock",
+        "/p/.squad/run/hooks.jsonl",
+        "/p/.claude/context/shared-context.json",
+        "/p/src/main.rs",
+    ] {
+        assert!(ignored(own), "{own} is not followed");
+    }
+    for followed in [
+        format!("{s}/session-status.md"),
+        format!("{s}/role-comm-bench-task_1.md"),
+        format!("{s}/inbox/bob/new/0-medium-x.md"),
+        "/p/.squad/run/squadd.sock".into(),
+        "/p/.squad/policies.yaml".into(),
+        "/p/.squad/config.json".into(),
+        "/p/.squad".into(),
+        "/p".into(),
+        "/elsewhere/.claude/skills/x/SKILL.md".into(),
+    ] {
+        assert!(!ignored(&followed), "{followed} is followed");
+    }
+    // One followed path keeps a rename pair; a rescan request is kept.
+    let both = notify::Event::new(modify)
+        .add_path("/p/.squad/audit.jsonl".into())
+        .add_path(format!("{s}/session-status.md").into());
+    assert!(!f.ignores(&both));
+    let rescan = notify::Event::new(FsKind::Other).set_flag(notify::event::Flag::Rescan);
+    assert!(!f.ignores(&rescan));
+}
+
 /// What the kernel really reports for a message written the way agents
 /// (and squadd) write: to a temporary, then renamed into place. The
 /// temporary's own notifications are dropped; what remains names the
