@@ -20,8 +20,8 @@
 //!    exists; with notices off; restart; CPU used over an idle period.
 //! 5. `growth` (issue 9): one session with 2,000 tasks whose messages grow to
 //!    5,000, beside 1,000 small sessions. Once the task-ready notices owed
-//!    at start are written (after READY: their time is printed), at 0, 500
-//!    and 5,000 messages:
+//!    at start are written (after READY: their time is printed), synced to
+//!    disk and squadd idle (steady state), at 0, 500 and 5,000 messages:
 //!    rename of a progress update → session-status.md, and rename of a
 //!    message → its file in the recipient's `inbox/<agent>/new/`, p50/p99;
 //!    the syscalls of one change (`strace -c -f` attached for a window of
@@ -483,6 +483,23 @@ fn syscalls_during(pid: u32, work: impl FnOnce()) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// Waits until squadd's CPU time stays the same for `quiet` (at most 30 s);
+/// false on timeout.
+fn wait_idle(pid: u32, quiet: Duration) -> bool {
+    let end = Instant::now() + Duration::from_secs(30);
+    let (mut last, mut since) = (proc_stat_cpu_ticks(pid), Instant::now());
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = proc_stat_cpu_ticks(pid);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        } else if since.elapsed() >= quiet {
+            return true;
+        }
+    }
+    false
+}
+
 fn tasks_completed(path: &Path) -> Option<usize> {
     let text = fs::read_to_string(path).ok()?;
     text.lines()
@@ -539,6 +556,18 @@ fn growth() {
         "growth: the start-up notices ({} inbox files) written {:.0} ms after READY",
         settled.0,
         ms(settled.1)
+    );
+    // Steady state: the backlog's writes on disk (a `sync`: their
+    // write-back made the first samples' fsyncs wait 70+ ms behind it) and
+    // squadd idle (no CPU tick for half a second): the samples measure one
+    // change, not the tail of start-up.
+    let quiet = Instant::now();
+    let _ = Command::new("sync").status();
+    let idle_for = wait_idle(pid, Duration::from_millis(500));
+    println!(
+        "growth: then synced and squadd idle after {:.0} ms{}",
+        ms(quiet.elapsed()),
+        if idle_for { "" } else { " (not idle: gave up)" }
     );
     let status = big.join("session-status.md");
     let inbox = big.join("inbox/bob/new");

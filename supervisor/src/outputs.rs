@@ -476,13 +476,15 @@ pub(crate) fn context_fragment(session: &SessionIndex, view: &SessionView) -> Co
     out
 }
 
-/// A pretty-printed array at the top level of the file from its entries'
-/// own pretty text (each nested one level deeper).
-fn top_level_array<'a>(entries: impl Iterator<Item = &'a str>) -> String {
-    let mut out = String::new();
+/// Appends a pretty-printed array at the top level of the file from its
+/// entries' own pretty text (each nested one level deeper). The entries
+/// are serde_json's pretty output: lines end in `\n` alone, none at the end.
+fn push_top_level_array<'a>(out: &mut String, entries: impl Iterator<Item = &'a str>) {
+    let mut empty = true;
     for e in entries {
-        out.push_str(if out.is_empty() { "[\n" } else { ",\n" });
-        for (n, line) in e.lines().enumerate() {
+        out.push_str(if empty { "[\n" } else { ",\n" });
+        empty = false;
+        for (n, line) in e.split('\n').enumerate() {
             if n > 0 {
                 out.push('\n');
             }
@@ -490,12 +492,7 @@ fn top_level_array<'a>(entries: impl Iterator<Item = &'a str>) -> String {
             out.push_str(line);
         }
     }
-    if out.is_empty() {
-        "[]".into()
-    } else {
-        out.push_str("\n  ]");
-        out
-    }
+    out.push_str(if empty { "[]" } else { "\n  ]" });
 }
 
 /// The top-level object of an existing shared-context file (empty when it
@@ -551,29 +548,39 @@ pub(crate) fn assemble_context(
     root.insert("agent_decisions".into(), Json::Object(agent_decisions));
     root.insert("tasks_completed".into(), json!(COMPLETED));
     root.insert("tasks_pending".into(), json!(PENDING));
-    let text = format!("{:#}\n", Json::Object(root.clone()));
+    let head = format!("{:#}\n", Json::Object(root.clone()));
+    // One buffer for the whole file, its size guessed from the entries (a
+    // line's indent is under a quarter of it): the text is megabytes, and
+    // building it in pieces and splicing them in cost three copies of it
+    // and a fresh allocation each, most of the background writer's time.
+    let entries: usize = fragments
+        .iter()
+        .flat_map(|f| f.entries.iter())
+        .map(|(_, _, t)| t.len() + 2)
+        .sum();
+    let mut text = String::with_capacity(head.len() + entries + entries / 4 + 16);
     let marker = |m: &str| serde_json::to_string(m).unwrap_or_default();
-    let text = text
-        .replacen(
-            &marker(COMPLETED),
-            &top_level_array(fragments.iter().flat_map(|f| {
+    let mut spliced = [
+        (marker(COMPLETED), true, head.find(&marker(COMPLETED))),
+        (marker(PENDING), false, head.find(&marker(PENDING))),
+    ];
+    spliced.sort_by_key(|(_, _, at)| *at);
+    let mut from = 0;
+    for (m, done, at) in spliced {
+        let Some(at) = at else { continue };
+        text.push_str(&head[from..at]);
+        push_top_level_array(
+            &mut text,
+            fragments.iter().flat_map(|f| {
                 f.entries
                     .iter()
-                    .filter(|(_, done, _)| *done)
+                    .filter(move |(_, d, _)| *d == done)
                     .map(|(_, _, t)| &**t)
-            })),
-            1,
-        )
-        .replacen(
-            &marker(PENDING),
-            &top_level_array(fragments.iter().flat_map(|f| {
-                f.entries
-                    .iter()
-                    .filter(|(_, done, _)| !*done)
-                    .map(|(_, _, t)| &**t)
-            })),
-            1,
+            }),
         );
+        from = at + m.len();
+    }
+    text.push_str(&head[from..]);
     (text, root)
 }
 
@@ -720,5 +727,44 @@ mod tests {
         // Critical is written as high; in_progress and blocked map through.
         assert_eq!(shared_priority(Priority::Critical), "high");
         assert_eq!(shared_status(TaskStatus::Completed), "complete");
+    }
+
+    /// The file is assembled in one buffer from the entries' texts: byte
+    /// for byte serde_json's pretty form of the whole, with both arrays
+    /// empty, one empty, or several entries from several sessions, and a
+    /// foreign key sorting between the two arrays.
+    #[test]
+    fn the_assembled_shared_context_is_serde_jsons_pretty_form() {
+        let plan = |id: &str| PLAN.replace("task_1", id);
+        let done = |id: &str| DONE.replace("task_1", id);
+        let empty = session(&[]);
+        let pending = session(&[
+            ("role-plan-a-task_1.md", &plan("task_1")),
+            ("role-plan-a-task_2.md", &plan("task_2")),
+        ]);
+        let mixed = session(&[
+            ("role-plan-a-task_1.md", &plan("task_1")),
+            ("role-plan-a-task_2.md", &plan("task_2")),
+            ("role-plan-a-task_3.md", &plan("task_3")),
+            ("role-comm-a-task_1.md", &done("task_1")),
+            ("role-comm-a-task_3.md", &done("task_3")),
+        ]);
+        let views: Vec<_> = [&empty, &pending, &mixed]
+            .iter()
+            .map(|s| derive_session(s, &TaskStarts::new(), now()))
+            .collect();
+        let cases: [&[(&SessionIndex, &SessionView)]; 4] = [
+            &[(&empty, &views[0])],
+            &[(&pending, &views[1])],
+            &[(&mixed, &views[2]), (&pending, &views[1])],
+            &[(&empty, &views[0]), (&mixed, &views[2])],
+        ];
+        for (n, sessions) in cases.iter().enumerate() {
+            for existing in [None, Some(r#"{"tasks_nothing": [1, {"a": "b"}], "z": 2}"#)] {
+                let text = render_shared_context(existing, sessions);
+                let j: Json = serde_json::from_str(&text).unwrap();
+                assert_eq!(format!("{j:#}\n"), text, "case {n}, {existing:?}");
+            }
+        }
     }
 }

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct Job {
     /// The file.
     pub path: PathBuf,
-    /// Every session's fragment, in session order.
-    pub fragments: Vec<Arc<ContextFragment>>,
+    /// Every session's fragment, by session name.
+    pub fragments: crate::daemon::core::ContextParts,
     /// Who it is for, reported back with the outcome.
     pub tag: Tag,
 }
@@ -99,7 +99,7 @@ impl Marks {
                 (existing_context(read.as_deref()), None, read)
             }
         };
-        let fragments: Vec<&ContextFragment> = job.fragments.iter().map(|f| &**f).collect();
+        let fragments: Vec<&ContextFragment> = job.fragments.values().map(|(_, f)| &**f).collect();
         let (text, root) = assemble_context(base, &fragments);
         let marked = text_mark(&text);
         let same = match (last, read) {
@@ -131,7 +131,9 @@ mod tests {
     fn job(path: &Path) -> Job {
         Job {
             path: path.to_path_buf(),
-            fragments: vec![Arc::new(ContextFragment::default())],
+            fragments: Arc::new(
+                [(String::new(), (0, Arc::new(ContextFragment::default())))].into(),
+            ),
             tag: Tag {
                 root: crate::daemon::core::RootId::nth(0),
                 session: None,

@@ -434,7 +434,9 @@ mod tests {
         let path = root.join("shared-context.json");
         let job = || crate::daemon::context::Job {
             path: path.clone(),
-            fragments: vec![std::sync::Arc::new(Default::default())],
+            fragments: std::sync::Arc::new(
+                [(String::new(), (0, std::sync::Arc::new(Default::default())))].into(),
+            ),
             tag: Tag {
                 root: RootId::nth(0),
                 session: None,

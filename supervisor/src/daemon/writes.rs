@@ -189,7 +189,7 @@ impl EventLoop {
         &mut self,
         i: RootId,
         path: PathBuf,
-        fragments: Vec<std::sync::Arc<crate::outputs::ContextFragment>>,
+        fragments: self::core::ContextParts,
         now: bool,
     ) {
         let job = context::Job {

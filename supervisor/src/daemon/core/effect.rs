@@ -522,8 +522,8 @@ pub(crate) enum Effect {
         root: RootId,
         /// The file.
         path: PathBuf,
-        /// Every session's part, in session order.
-        fragments: Vec<std::sync::Arc<crate::outputs::ContextFragment>>,
+        /// Every session's part, by session name.
+        fragments: super::ContextParts,
         /// Before going on (start-up, shutdown).
         now: bool,
     },

@@ -62,7 +62,7 @@ use crate::derive::changes;
 use crate::index::{IndexedFile, SessionIndex};
 use crate::state::State;
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -96,6 +96,11 @@ pub(crate) fn is_unreadable(f: &crate::index::IndexedFile) -> bool {
             .is_some_and(|d| d.rule == squad_protocol::Rule::Unreadable)
 }
 
+/// Every session's part of the shared context by session name, with the
+/// identity of the session core it was rendered from; shared with the
+/// background writer, which assembles the file from it.
+pub(crate) type ContextParts = Arc<BTreeMap<String, (u64, Arc<crate::outputs::ContextFragment>)>>;
+
 /// One supervised root.
 pub(crate) struct Root {
     /// The root directory (canonical).
@@ -108,7 +113,10 @@ pub(crate) struct Root {
     /// Each session's part of the shared context, with the identity of the
     /// session core it was rendered from (shared with the background writer
     /// that assembles the file: see `daemon/context.rs`).
-    pub fragments: BTreeMap<String, (u64, Arc<crate::outputs::ContextFragment>)>,
+    pub fragments: ContextParts,
+    /// Sessions loaded, changed or removed since their parts were last
+    /// brought up to date ([`Root::context_fragments`]).
+    context_stale: BTreeSet<String>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
     /// What squadd remembers across restarts (task starts and overdue
@@ -164,7 +172,8 @@ impl Root {
             root,
             sessions: BTreeMap::new(),
             mail: BTreeMap::new(),
-            fragments: BTreeMap::new(),
+            fragments: ContextParts::default(),
+            context_stale: BTreeSet::new(),
             state,
             missing: false,
             check_after: std::time::Duration::ZERO,
@@ -241,6 +250,7 @@ impl Root {
                 .then(|| core.ended())
                 .flatten();
         }
+        self.context_stale.insert(name.clone());
         self.sessions.insert(name, Box::new(core));
         out
     }
@@ -253,7 +263,9 @@ impl Root {
         loaded: Option<IndexedFile>,
         now: DateTime<Utc>,
     ) -> Option<Outcome> {
-        Some(self.sessions.get_mut(name)?.apply(file, loaded, now))
+        let outcome = self.sessions.get_mut(name)?.apply(file, loaded, now);
+        self.context_stale.insert(name.to_string());
+        Some(outcome)
     }
 
     /// Re-derives tasks of a session whose deadline passed.
@@ -263,7 +275,9 @@ impl Root {
         tasks: &[String],
         now: DateTime<Utc>,
     ) -> Option<Outcome> {
-        Some(self.sessions.get_mut(name)?.tick(tasks, now))
+        let outcome = self.sessions.get_mut(name)?.tick(tasks, now);
+        self.context_stale.insert(name.to_string());
+        Some(outcome)
     }
 
     /// The invalid files of a session, for `file-invalid` events: (path,
@@ -291,7 +305,7 @@ impl Root {
     /// one (timeouts count from its current progress updates).
     pub(crate) fn remove_session(&mut self, name: &str) {
         self.mail.remove(name);
-        self.fragments.remove(name);
+        self.context_stale.insert(name.to_string());
         self.sessions.remove(name);
         self.state.forget(name);
     }
@@ -328,15 +342,40 @@ impl Root {
 
     /// The shared context's parts, brought up to date only for the tasks
     /// re-derived since the last time (a session loaded anew is rendered
-    /// whole). A fragment the background writer still holds is copied
-    /// before it changes.
-    pub(crate) fn context_fragments(&mut self) -> Vec<Arc<crate::outputs::ContextFragment>> {
-        self.fragments
-            .retain(|name, _| self.sessions.contains_key(name));
-        for (name, core) in &mut self.sessions {
+    /// whole), of the sessions loaded, changed or removed since: the work
+    /// follows the change, not the number of sessions (1,000 unchanged
+    /// sessions looked at once per write took ~14 % of the daemon task's
+    /// time under a stream of progress updates, docs/performance.md
+    /// "Growth: the shared context off the path"). The parts the
+    /// background writer still holds are copied before they change.
+    pub(crate) fn context_fragments(&mut self) -> ContextParts {
+        let stale = std::mem::take(&mut self.context_stale);
+        self.refresh_fragments(stale);
+        if self.fragments.len() != self.sessions.len() {
+            // A session put in or taken out other than by this type's
+            // methods (a test's root): every one looked at.
+            let all = self.sessions.keys().chain(self.fragments.keys());
+            let all: BTreeSet<String> = all.cloned().collect();
+            self.refresh_fragments(all);
+        }
+        Arc::clone(&self.fragments)
+    }
+
+    /// Brings the parts of sessions `names` up to date (a part whose
+    /// session is gone is dropped).
+    fn refresh_fragments(&mut self, names: BTreeSet<String>) {
+        if names.is_empty() {
+            return;
+        }
+        let fragments = Arc::make_mut(&mut self.fragments);
+        for name in names {
+            let Some(core) = self.sessions.get_mut(&name) else {
+                fragments.remove(&name);
+                continue;
+            };
             let dirty = core.take_dirty();
             let id = core.identity();
-            let entry = self.fragments.entry(name.clone()).or_default();
+            let entry = fragments.entry(name).or_default();
             let whole = entry.0 != id;
             if whole || !dirty.is_empty() {
                 entry.0 = id;
@@ -349,10 +388,6 @@ impl Root {
                 );
             }
         }
-        self.fragments
-            .values()
-            .map(|(_, f)| Arc::clone(f))
-            .collect()
     }
 
     /// The escalated messages of a session.

@@ -591,3 +591,55 @@ fn a_root_taken_over_forgets_its_sessions_and_is_looked_at_no_more() {
     // Its root check finds it present: nothing (not ours any more).
     assert!(timer::root_check(&mut r, id(0), true).is_empty());
 }
+
+/// The shared context's parts are brought up to date for the sessions
+/// loaded, changed or removed since the last write only, and then equal
+/// each session's part rendered from scratch; a session gone takes its part
+/// with it.
+#[test]
+fn the_shared_contexts_parts_follow_the_sessions_loaded_changed_and_removed() {
+    let mut r = root();
+    let index = |r: &Root, name: &str, files: &[(String, String)]| {
+        let dir = r.session_dir(name);
+        let mut index = crate::index::SessionIndex::new(dir.clone());
+        for (file, text) in files {
+            let kind = squad_protocol::FileKind::from_file_name(file).unwrap();
+            index.insert(
+                file.clone(),
+                crate::index::index_bytes(&dir.join(file), kind, text.as_bytes()),
+            );
+        }
+        index
+    };
+    let scratch = |r: &Root, name: &str| {
+        let core = &r.sessions[name];
+        crate::outputs::context_fragment(core.index(), &core.view())
+    };
+    for name in ["s1", "s2", "s3"] {
+        let i = index(&r, name, &[plan(1, "bob", &[])]);
+        r.load_session(i, base(), false);
+    }
+    let parts = r.context_fragments();
+    assert_eq!(parts.keys().collect::<Vec<_>>(), ["s1", "s2", "s3"]);
+    for name in ["s1", "s2", "s3"] {
+        assert!(*parts[name].1 == scratch(&r, name), "{name}");
+    }
+    drop(parts);
+    // s2's task completed, s3 gone: only they are looked at.
+    let file = "role-comm-bob-task_1.md";
+    let done = "meta:\n  task_id: task_1\n  agent: bob\n  updated_at: 2024-01-15T10:05:00Z\nstatus: completed\n";
+    let dir = r.session_dir("s2");
+    let kind = squad_protocol::FileKind::from_file_name(file).unwrap();
+    let indexed = crate::index::index_bytes(&dir.join(file), kind, done.as_bytes());
+    r.apply_file("s2", file, Some(indexed), base());
+    r.remove_session("s3");
+    let before = scratch(&r, "s1");
+    let parts = r.context_fragments();
+    assert_eq!(parts.keys().collect::<Vec<_>>(), ["s1", "s2"]);
+    assert!(*parts["s2"].1 == scratch(&r, "s2"));
+    assert!(*parts["s1"].1 == before);
+    assert!(
+        *parts["s2"].1 != *parts["s1"].1,
+        "s2's task shows as completed"
+    );
+}

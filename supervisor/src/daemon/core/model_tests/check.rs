@@ -9,6 +9,7 @@ impl World {
     /// of its snapshot, and the armed timers are the ones the snapshot
     /// calls for.
     pub(super) fn check(&mut self) {
+        self.checks += 1;
         for r in 0..ROOTS {
             let indexes = self.snaps[r].indexes();
             keep_facts(&mut self.snaps[r], &indexes, self.now);
@@ -28,6 +29,26 @@ impl World {
             self.check_timers(r, &want, &indexes);
             self.check_runs(r, &want);
             self.check_statuses(r, &want);
+            if self.checks.is_multiple_of(2) {
+                self.check_context(r, &want, &indexes);
+            }
+        }
+    }
+
+    /// The shared context's parts as a write would take them (brought up
+    /// to date for the sessions changed since the last write only) equal
+    /// each session's part rendered from scratch.
+    fn check_context(&mut self, r: usize, want: &Known, indexes: &BTreeMap<String, SessionIndex>) {
+        let got = self.cores[r].context_fragments();
+        let names: Vec<&String> = got.keys().collect();
+        let expected: Vec<&String> = want.sessions.keys().collect();
+        assert_eq!(names, expected, "root {r}: sessions in the shared context");
+        for (name, w) in &want.sessions {
+            let scratch = crate::outputs::context_fragment(&indexes[name], &w.view);
+            assert!(
+                *got[name].1 == scratch,
+                "root {r} {name}: shared context part"
+            );
         }
     }
 

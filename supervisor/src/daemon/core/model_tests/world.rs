@@ -61,6 +61,9 @@ pub(super) struct World {
     pub(super) reported: BTreeSet<(RootId, String, super::restart::Reported)>,
     /// The answer to the last `squadctl run|stop` (`by_hand.rs`).
     pub(super) reply: Option<Result<(String, u32), crate::daemon::core::runs::by_hand::RunError>>,
+    /// Comparisons made so far (the shared context's parts are compared
+    /// every other one, so that changes also pile up between two writes).
+    pub(super) checks: u64,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -106,6 +109,7 @@ impl World {
             announced: Vec::new(),
             reported: BTreeSet::new(),
             reply: None,
+            checks: 0,
         };
         for r in 0..ROOTS {
             let files = SESSIONS
