@@ -186,6 +186,13 @@ pub(crate) fn follows(root: &Path, sessions_dir: &Path, path: &Path) -> bool {
 /// Classifies a changed path of the root (pure). `None`: nothing squadd
 /// follows (temporary files, dot directories, other files).
 pub(crate) fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<PathChange> {
+    // Nearly every notification is under the sessions directory, and none
+    // of the paths below it is the policy, a skill, a team file, the
+    // memory inbox or the run directory: classified without building
+    // those paths (the watcher thread asks this of every notification).
+    if let Ok(rel) = path.strip_prefix(sessions_dir) {
+        return classify_in_sessions(rel);
+    }
     if path == root.join(SQUAD_DIR).join("policies.yaml") {
         return Some(PathChange::Policy);
     }
@@ -204,10 +211,13 @@ pub(crate) fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<
         let name = rel.to_string_lossy();
         return (name == "squadd.sock" || name == "squadd.pid").then_some(PathChange::Control);
     }
-    let Ok(rel) = path.strip_prefix(sessions_dir) else {
-        // The root, .squad or .squad/sessions itself changed.
-        return sessions_dir.starts_with(path).then_some(PathChange::Rescan);
-    };
+    // The root, .squad or .squad/sessions itself changed.
+    sessions_dir.starts_with(path).then_some(PathChange::Rescan)
+}
+
+/// [`classify`] of a path below the sessions directory (`rel`: the path
+/// relative to it).
+fn classify_in_sessions(rel: &Path) -> Option<PathChange> {
     let parts: Vec<String> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
