@@ -822,3 +822,53 @@ fn a_waiting_message_whose_id_a_file_sorting_first_reuses() {
         },
     ]);
 }
+
+/// Found by a soak (the oracle's, not the core's): a rename is a removal
+/// batch, then the same bytes under another name. Here the plan of task_3
+/// without a timeout is renamed over the one with a 1-minute timeout, past
+/// its deadline: between the two batches the timed plan is task_3's only
+/// one, overdue, and the core reports it; the oracle, which kept facts only
+/// at the end of an operation, never saw it overdue.
+#[test]
+fn a_task_overdue_only_between_the_two_batches_of_a_rename() {
+    replay(vec![
+        Op::Plan {
+            root: 1,
+            session: 1,
+            agent: 0,
+            task: 3,
+            requires: vec![],
+            timeout: None,
+        },
+        Op::Progress {
+            root: 1,
+            session: 1,
+            agent: 0,
+            task: 0,
+            status: 0,
+            minute: 0,
+        },
+        Op::Start {
+            root: 1,
+            session: 1,
+            agent: 2,
+            task: 3,
+            timeout: 1,
+        },
+        Op::Progress {
+            root: 1,
+            session: 1,
+            agent: 0,
+            task: 1,
+            status: 0,
+            minute: 0,
+        },
+        Op::Advance(1),
+        Op::Rename {
+            root: 1,
+            session: 1,
+            n: 8685052675687440252,
+            agent: 2,
+        },
+    ]);
+}
