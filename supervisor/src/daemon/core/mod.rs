@@ -114,8 +114,8 @@ pub(crate) struct Root {
     /// session core it was rendered from (shared with the background writer
     /// that assembles the file: see `daemon/context.rs`).
     pub fragments: ContextParts,
-    /// Sessions loaded, changed or removed since their parts were last
-    /// brought up to date ([`Root::context_fragments`]).
+    /// Sessions loaded or changed since their parts were last brought up
+    /// to date ([`Root::context_fragments`]); never one that is gone.
     context_stale: BTreeSet<String>,
     /// What squadd knows of each session's inboxes.
     pub mail: BTreeMap<String, super::routing::Mailbox>,
@@ -305,7 +305,13 @@ impl Root {
     /// one (timeouts count from its current progress updates).
     pub(crate) fn remove_session(&mut self, name: &str) {
         self.mail.remove(name);
-        self.context_stale.insert(name.to_string());
+        // Its part goes now, not at the next context write: a host that
+        // does not lead writes none, and the part holds every task's entry.
+        // (Copied first only while the background writer holds the map.)
+        if self.fragments.contains_key(name) {
+            Arc::make_mut(&mut self.fragments).remove(name);
+        }
+        self.context_stale.remove(name);
         self.sessions.remove(name);
         self.state.forget(name);
     }

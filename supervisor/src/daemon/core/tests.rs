@@ -633,6 +633,9 @@ fn the_shared_contexts_parts_follow_the_sessions_loaded_changed_and_removed() {
     let indexed = crate::index::index_bytes(&dir.join(file), kind, done.as_bytes());
     r.apply_file("s2", file, Some(indexed), base());
     r.remove_session("s3");
+    // Gone with its session, not at the next write (a host that does not
+    // lead writes none).
+    assert!(!r.fragments.contains_key("s3"));
     let before = scratch(&r, "s1");
     let parts = r.context_fragments();
     assert_eq!(parts.keys().collect::<Vec<_>>(), ["s1", "s2"]);
