@@ -560,10 +560,10 @@ pub(crate) fn assemble_context(
         .sum();
     let mut text = String::with_capacity(head.len() + entries + entries / 4 + 16);
     let marker = |m: &str| serde_json::to_string(m).unwrap_or_default();
-    let mut spliced = [
-        (marker(COMPLETED), true, head.find(&marker(COMPLETED))),
-        (marker(PENDING), false, head.find(&marker(PENDING))),
-    ];
+    let mut spliced = [(marker(COMPLETED), true), (marker(PENDING), false)].map(|(m, done)| {
+        let at = head.find(&m);
+        (m, done, at)
+    });
     spliced.sort_by_key(|(_, _, at)| *at);
     let mut from = 0;
     for (m, done, at) in spliced {

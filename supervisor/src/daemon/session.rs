@@ -785,3 +785,5 @@ impl SessionCore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_memory;

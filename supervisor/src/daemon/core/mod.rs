@@ -255,6 +255,14 @@ impl Root {
         out
     }
 
+    /// Puts a session core built by hand in (tests), with the bookkeeping
+    /// [`Root::load_session`] keeps.
+    #[cfg(test)]
+    pub(crate) fn insert_session(&mut self, name: &str, core: SessionCore) {
+        self.context_stale.insert(name.to_string());
+        self.sessions.insert(name.to_string(), Box::new(core));
+    }
+
     /// Applies a file's new contents (`None`: it is gone).
     pub(crate) fn apply_file(
         &mut self,
@@ -355,24 +363,19 @@ impl Root {
     /// "Growth: the shared context off the path"). The parts the
     /// background writer still holds are copied before they change.
     pub(crate) fn context_fragments(&mut self) -> ContextParts {
-        let stale = std::mem::take(&mut self.context_stale);
-        self.refresh_fragments(stale);
-        if self.fragments.len() != self.sessions.len() {
-            // A session put in or taken out other than by this type's
-            // methods (a test's root): every one looked at.
-            let all = self.sessions.keys().chain(self.fragments.keys());
-            let all: BTreeSet<String> = all.cloned().collect();
-            self.refresh_fragments(all);
+        let names = std::mem::take(&mut self.context_stale);
+        if !names.is_empty() {
+            self.refresh_fragments(names);
         }
+        // Sessions are loaded and removed by this type's methods alone,
+        // which keep the parts' bookkeeping.
+        debug_assert_eq!(self.fragments.len(), self.sessions.len());
         Arc::clone(&self.fragments)
     }
 
     /// Brings the parts of sessions `names` up to date (a part whose
     /// session is gone is dropped).
     fn refresh_fragments(&mut self, names: BTreeSet<String>) {
-        if names.is_empty() {
-            return;
-        }
         let fragments = Arc::make_mut(&mut self.fragments);
         for name in names {
             let Some(core) = self.sessions.get_mut(&name) else {

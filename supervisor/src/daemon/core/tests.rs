@@ -52,7 +52,7 @@ pub(super) fn root_with(files: &[(String, String)]) -> Root {
         let f = crate::index::index_bytes(&dir.join(name), kind, text.as_bytes());
         core.apply(name, Some(f), base());
     }
-    r.sessions.insert(SESSION.to_string(), Box::new(core));
+    r.insert_session(SESSION, core);
     r
 }
 

@@ -284,11 +284,9 @@ fn a_rescan_of_a_missing_root_says_so_once_then_restores_it_when_listed() {
     );
     // Listed: the known session is read again file by file, a new one
     // scanned, one gone forgotten; each one's mail seeded after it.
-    r.sessions.insert(
-        "20200101T000000Z".into(),
-        Box::new(SessionCore::new(PathBuf::from(
-            "/p/.squad/sessions/20200101T000000Z",
-        ))),
+    r.insert_session(
+        "20200101T000000Z",
+        SessionCore::new(PathBuf::from("/p/.squad/sessions/20200101T000000Z")),
     );
     let names = BTreeSet::from([SESSION.to_string(), "20250101T000000Z".to_string()]);
     let effects = step(&mut r, Input::SessionListed { names }, now(3));

@@ -5,6 +5,20 @@ use super::world::World;
 use super::*;
 
 impl World {
+    /// The oracle's persisted facts as of the end of a batch, every root:
+    /// a fact that held when the core had taken a batch in is the core's
+    /// to keep, though no comparison sees that moment. Found by a soak: a
+    /// rename (a removal batch, then the same bytes under another name)
+    /// left a task with a 1-minute timeout as its only plan in between,
+    /// overdue and reported, and overdue neither before nor after
+    /// (`a_task_overdue_only_between_the_two_batches_of_a_rename`).
+    pub(super) fn keep_facts_of_batch(&mut self) {
+        for r in 0..ROOTS {
+            let indexes = self.snaps[r].indexes();
+            keep_facts(&mut self.snaps[r], &indexes, self.now);
+        }
+    }
+
     /// After a step: every root's core equals a from-scratch derivation
     /// of its snapshot, and the armed timers are the ones the snapshot
     /// calls for.

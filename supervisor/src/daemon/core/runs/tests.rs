@@ -64,7 +64,7 @@ fn root(max_retries: u32) -> Root {
     let kind = squad_protocol::FileKind::from_file_name(name).unwrap();
     let f = crate::index::index_bytes(&dir.join(name), kind, text.as_bytes());
     core.apply(name, Some(f), t(0).wall);
-    r.sessions.insert(SESSION.to_string(), Box::new(core));
+    r.insert_session(SESSION, core);
     r
 }
 
