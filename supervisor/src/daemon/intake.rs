@@ -3,8 +3,8 @@
 //! ([`super::core::paths::classify`]). Nothing here reads a protocol file.
 
 use super::StartError;
+use notify::EventKind as FsKind;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
-use notify::{EventKind as FsKind, RecommendedWatcher, RecursiveMode, Watcher};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use watcher::Watcher;
 
 /// How long a file written in place may keep changing before it is read
 /// anyway. Renames, closes after writing and deletions are handled at once;
@@ -44,7 +45,7 @@ pub(crate) type Notification = notify::Result<notify::Event>;
 
 /// The watches and the paths waiting to be read.
 pub(crate) struct Intake {
-    watcher: RecommendedWatcher,
+    watcher: Watcher,
     /// Watched directories, with the identity (device, inode) each had when watched: a watch
     /// follows its directory, so one replaced at the same path (`squadctl
     /// import` swaps `.squad/`) is watched again (see [`Intake::watch`]).
@@ -222,7 +223,7 @@ impl Intake {
         let max_queued = max_queued();
         let followed = Followed::default();
         let followed_in = followed.clone();
-        let watcher = notify::recommended_watcher(move |res: Notification| {
+        let watcher = Watcher::start(move |res: Notification| {
             // Reads, temporaries and what squadd does not follow are
             // dropped before they count against the cap (see `droppable`,
             // `Followed::ignores`).
@@ -289,9 +290,7 @@ impl Intake {
                 notify::ErrorKind::MaxFilesWatch,
             )))
         } else {
-            self.watcher
-                .watch(path, RecursiveMode::NonRecursive)
-                .map_err(|e| WatchError::from(&e))
+            self.watcher.watch(path).map_err(|e| WatchError::from(&e))
         };
         match result {
             Ok(()) => {
@@ -549,3 +548,4 @@ use super::core::paths::{PathChange, classify};
 
 #[cfg(test)]
 mod tests;
+mod watcher;

@@ -188,11 +188,11 @@ fn a_write_then_rename_keeps_only_notifications_naming_the_real_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut w = notify::recommended_watcher(move |r: Notification| {
+    let mut w = Watcher::start(move |r: Notification| {
         let _ = tx.send(r);
     })
     .unwrap();
-    w.watch(&dir, RecursiveMode::NonRecursive).unwrap();
+    w.watch(&dir).unwrap();
     let (partial, real) = (dir.join(".msg_1.partial"), dir.join("m-msg_1.md"));
     std::fs::write(&partial, "x").unwrap();
     std::fs::rename(&partial, &real).unwrap();
@@ -212,9 +212,94 @@ fn a_write_then_rename_keeps_only_notifications_naming_the_real_file() {
     );
     assert!(!kept.is_empty(), "{seen:?}");
     assert!(kept.iter().all(|e| e.paths.contains(&real)), "{kept:?}");
-    // Create, write, close after writing, rename-from: 4 of the 6
-    // that counted (reads were dropped already); rename-to and the
-    // rename pair remain.
+    // Create, write, close after writing, rename-from: 4 of the 5
+    // (opens are not reported at all); rename-to remains.
+}
+
+/// Starts a watcher of `dirs` whose notifications arrive on the channel.
+fn watching(dirs: &[&Path]) -> (Watcher, std::sync::mpsc::Receiver<Notification>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut w = Watcher::start(move |r: Notification| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    for d in dirs {
+        w.watch(d).unwrap();
+    }
+    (w, rx)
+}
+
+/// Everything reported until a file named `marker` appears in `dir` (it is
+/// written after the actions under test, so what they caused came first).
+fn until_marker(rx: &std::sync::mpsc::Receiver<Notification>, dir: &Path) -> Vec<notify::Event> {
+    let marker = dir.join("marker");
+    std::fs::write(&marker, "m").unwrap();
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|e: &notify::Event| e.paths.contains(&marker))
+    {
+        seen.push(rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap());
+    }
+    seen
+}
+
+/// Opening and reading a file is not a change: squadd's own reads (and an
+/// agent's) wake the watcher thread for nothing when opens are watched
+/// (`notify` watches `IN_OPEN`; this test fails with it).
+#[test]
+fn reading_a_watched_directorys_files_is_not_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let file = dir.join("session-status.md");
+    std::fs::write(&file, "status: active\n").unwrap();
+    let (_w, rx) = watching(&[&dir]);
+    for _ in 0..3 {
+        std::fs::read(&file).unwrap();
+        std::fs::read_dir(&dir).unwrap().for_each(drop);
+    }
+    let seen = until_marker(&rx, &dir);
+    assert!(
+        seen.iter()
+            .all(|e| !e.paths.contains(&file) && !e.paths.contains(&dir)),
+        "{seen:?}"
+    );
+}
+
+/// A watched directory deleted and made again at the same path is watched
+/// afresh, and its events are named by the path (the kernel's dropped
+/// watch is forgotten, not reused).
+#[test]
+fn a_watched_directory_made_again_is_watched_afresh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let sub = dir.join("20240115T100000Z");
+    std::fs::create_dir(&sub).unwrap();
+    let (mut w, rx) = watching(&[&dir, &sub]);
+    std::fs::remove_dir(&sub).unwrap();
+    let seen = until_marker(&rx, &dir);
+    assert!(
+        seen.iter()
+            .any(|e| e.paths == [sub.clone()] && e.kind.is_remove()),
+        "{seen:?}"
+    );
+    // Gone with its directory: nothing left to unwatch.
+    assert!(w.unwatch(&sub).is_err());
+    std::fs::create_dir(&sub).unwrap();
+    w.watch(&sub).unwrap();
+    let seen = until_marker(&rx, &sub);
+    assert!(
+        seen.iter().any(|e| e.paths == [sub.join("marker")]),
+        "{seen:?}"
+    );
+    // And unwatched on request: nothing more from it.
+    w.unwatch(&sub).unwrap();
+    std::fs::write(sub.join("after"), "x").unwrap();
+    let seen = until_marker(&rx, &dir);
+    assert!(
+        seen.iter().all(|e| !e.paths.contains(&sub.join("after"))),
+        "{seen:?}"
+    );
 }
 
 fn event(kind: FsKind, path: &str) -> Notification {
@@ -294,4 +379,35 @@ fn a_full_watch_table_is_named_with_its_fix_as_a_typed_error() {
     assert!(matches!(e, WatchError::NoSpace(_)), "{e:?}");
     let e = WatchError::from(&notify::Error::generic("boom"));
     assert_eq!(e, WatchError::Other("boom".into()));
+}
+
+/// A watched directory moved away (a session archived by hand) is no
+/// longer reported under its old path: its watch goes with the move, as
+/// `notify`'s did, and a directory made at the old path is watched afresh.
+#[test]
+fn a_watched_directory_moved_away_is_no_longer_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (sub, away) = (dir.join("20240115T100000Z"), tmp.path().join("away"));
+    std::fs::create_dir(&sub).unwrap();
+    let (mut w, rx) = watching(&[&dir, &sub]);
+    std::fs::rename(&sub, &away).unwrap();
+    std::fs::write(away.join("later"), "x").unwrap();
+    let seen = until_marker(&rx, &dir);
+    assert!(
+        seen.iter().any(|e| e.paths == [sub.clone()]),
+        "the move itself is reported: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|e| !e.paths.contains(&sub.join("later"))),
+        "{seen:?}"
+    );
+    assert!(w.unwatch(&sub).is_err());
+    std::fs::create_dir(&sub).unwrap();
+    w.watch(&sub).unwrap();
+    let seen = until_marker(&rx, &sub);
+    assert!(
+        seen.iter().any(|e| e.paths == [sub.join("marker")]),
+        "{seen:?}"
+    );
 }
