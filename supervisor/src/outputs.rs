@@ -3,7 +3,7 @@
 //! rendered bytes differ from what is on disk.
 
 use crate::derive::SessionView;
-use crate::index::SessionIndex;
+use crate::index::{Progress, SessionIndex};
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value as Json, json};
 use serde_yaml::{Mapping, Value as Yaml};
@@ -346,29 +346,26 @@ pub(crate) struct ContextFragment {
     entries: Vec<(Box<str>, bool, Box<str>)>,
 }
 
-/// A task's `tasks_completed` or `tasks_pending` entry, given the session's
-/// progress updates in time order. A task is (session, id): a later session
-/// may reuse an id, so each entry names its session (the directory name;
-/// an extension of SharedContext 2.0.0, whose readers ignore unknown keys).
+/// A task's `tasks_completed` or `tasks_pending` entry, given its
+/// assignee's latest progress update (`report`). A task is (session, id): a
+/// later session may reuse an id, so each entry names its session (the
+/// directory name; an extension of SharedContext 2.0.0, whose readers
+/// ignore unknown keys).
 fn context_entry(
     session: &str,
     t: &crate::derive::TaskView,
-    progress: &[&crate::index::Progress],
+    report: Option<&crate::index::Progress>,
 ) -> (Box<str>, bool, Box<str>) {
-    let (done, text) = context_entry_text(session, t, progress);
+    let (done, text) = context_entry_text(session, t, report);
     (t.task_id.as_str().into(), done, text.into_boxed_str())
 }
 
 fn context_entry_text(
     session: &str,
     t: &crate::derive::TaskView,
-    progress: &[&crate::index::Progress],
+    report: Option<&crate::index::Progress>,
 ) -> (bool, String) {
     let pretty = |v: Json| serde_json::to_string_pretty(&v).unwrap_or_default();
-    let report = progress
-        .iter()
-        .rev()
-        .find(|p| p.task_id == t.task_id && p.agent == t.agent);
     if t.state == TaskStatus::Completed {
         let when = report.map(|p| p.completed_at.unwrap_or(p.updated_at));
         return (
@@ -404,36 +401,38 @@ fn context_entry_text(
 }
 
 impl ContextFragment {
-    /// Brings the part up to date: decisions from every progress update,
-    /// and the entries of the `changed` tasks (every task when `None`).
+    /// Brings the part of session `session` up to date: its `decisions`
+    /// (every progress update with decisions, in time order; `None` when
+    /// they did not change), and the entries of the `changed` tasks (every
+    /// task when `None`), each with its assignee's latest `report`.
     pub(crate) fn update<'a>(
         &mut self,
-        session: &SessionIndex,
+        session: &str,
+        decisions: Option<impl Iterator<Item = &'a Progress>>,
+        report: impl Fn(&str, &str) -> Option<&'a Progress>,
         tasks: impl Fn(&str) -> Option<&'a crate::derive::TaskView>,
         all: impl Iterator<Item = &'a crate::derive::TaskView>,
         changed: Option<&std::collections::BTreeSet<String>>,
     ) {
-        let mut progress: Vec<_> = session.progress().collect();
-        progress.sort_by_key(|p| p.updated_at);
-        self.decisions = progress
-            .iter()
-            .filter(|p| !p.decisions.is_empty())
-            .map(|p| {
-                (
-                    p.agent.clone(),
-                    p.updated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-                    p.decisions
-                        .iter()
-                        .map(|d| json!({"type": d.kind, "description": d.description, "data": d.data}))
-                        .collect(),
-                )
-            })
-            .collect();
+        if let Some(decisions) = decisions {
+            self.decisions = decisions
+                .map(|p| {
+                    (
+                        p.agent.clone(),
+                        p.updated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                        p.decisions
+                            .iter()
+                            .map(|d| json!({"type": d.kind, "description": d.description, "data": d.data}))
+                            .collect(),
+                    )
+                })
+                .collect();
+        }
+        let entry =
+            |t: &crate::derive::TaskView| context_entry(session, t, report(&t.task_id, &t.agent));
         match changed {
             None => {
-                self.entries = all
-                    .map(|t| context_entry(&session.name, t, &progress))
-                    .collect();
+                self.entries = all.map(entry).collect();
                 self.entries.sort_by(|a, b| a.0.cmp(&b.0));
                 self.entries.dedup_by(|a, b| a.0 == b.0);
                 self.entries.shrink_to_fit();
@@ -442,14 +441,11 @@ impl ContextFragment {
                 for id in changed {
                     let at = self.entries.binary_search_by(|e| (*e.0).cmp(id.as_str()));
                     match (tasks(id), at) {
-                        (Some(t), Ok(at)) => {
-                            self.entries[at] = context_entry(&session.name, t, &progress);
-                        }
+                        (Some(t), Ok(at)) => self.entries[at] = entry(t),
                         (Some(t), Err(at)) => {
                             // One more slot, not a doubling.
                             self.entries.reserve_exact(1);
-                            self.entries
-                                .insert(at, context_entry(&session.name, t, &progress));
+                            self.entries.insert(at, entry(t));
                         }
                         (None, Ok(at)) => {
                             self.entries.remove(at);
@@ -462,13 +458,32 @@ impl ContextFragment {
     }
 }
 
-/// Renders one session's part of the shared context from scratch (the
-/// daemon updates fragments in place; tests compare with this).
+/// Renders one session's part of the shared context from scratch, from
+/// every file of the session (the daemon updates parts in place from its
+/// indexes, `SessionCore::refresh_context`; tests compare with this).
 #[cfg(test)]
 pub(crate) fn context_fragment(session: &SessionIndex, view: &SessionView) -> ContextFragment {
+    let mut in_time_order: Vec<&Progress> = session.progress().collect();
+    in_time_order.sort_by_key(|p| p.updated_at);
+    // The assignee's latest, the first by file name of equally recent ones.
+    let report = |task: &str, agent: &str| {
+        session
+            .progress()
+            .filter(|p| p.task_id == task && p.agent == agent)
+            .fold(None, |best: Option<&Progress>, p| match best {
+                Some(b) if p.updated_at <= b.updated_at => Some(b),
+                _ => Some(p),
+            })
+    };
     let mut out = ContextFragment::default();
     out.update(
-        session,
+        &session.name,
+        Some(
+            in_time_order
+                .into_iter()
+                .filter(|p| !p.decisions.is_empty()),
+        ),
+        report,
         |id| view.tasks.iter().find(|t| t.task_id == id),
         view.tasks.iter(),
         None,

@@ -39,7 +39,7 @@ mod rules;
 mod small;
 
 pub(crate) use small::SortedMap;
-use small::SortedVec;
+use small::{Names, SortedVec};
 
 /// What a file change did to the file itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,45 +128,6 @@ fn next_identity() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// A sorted set of file names, as small as it can be: nearly every task
-/// has one plan and one progress file, and a `BTreeSet` of one name costs
-/// a 280-byte node (2.8 MB of a start-up with 5,000 tasks, heaptrack).
-#[derive(Debug, Clone, Default)]
-struct Names(Vec<Box<str>>);
-
-impl Names {
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|n| (**n).cmp(name))
-    }
-
-    fn insert(&mut self, name: &str) {
-        if let Err(at) = self.find(name) {
-            // One more slot, not a doubling: these sets stay tiny.
-            self.0.reserve_exact(1);
-            self.0.insert(at, name.into());
-        }
-    }
-
-    fn remove(&mut self, name: &str) {
-        if let Ok(at) = self.find(name) {
-            self.0.remove(at);
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn first(&self) -> Option<&str> {
-        self.0.first().map(|n| &**n)
-    }
-
-    /// In name order.
-    fn iter(&self) -> impl DoubleEndedIterator<Item = &str> {
-        self.0.iter().map(|n| &**n)
-    }
-}
-
 /// A counted multimap: `a -> b -> how many sources say so`.
 type Edges = BTreeMap<String, BTreeMap<String, usize>>;
 
@@ -250,6 +211,11 @@ pub(crate) struct SessionCore {
     identity: u64,
     /// Tasks re-derived since the shared context last took them.
     dirty: BTreeSet<String>,
+    /// Progress updates with decisions, by (updated_at, file): the shared
+    /// context's decisions in time order, and whether they changed since
+    /// it last took them (`indexes.rs`).
+    decision_files: SortedVec<(squad_protocol::model::Timestamp, Box<str>)>,
+    decisions_changed: bool,
     /// When each task was first seen in progress (persisted: see
     /// [`Self::task_starts`]). Sorted vectors, not the state's `BTreeMap`
     /// and `BTreeSet` of `String`s: a node has room for eleven entries, a
@@ -285,6 +251,8 @@ impl SessionCore {
             derivations: std::cell::Cell::new(0),
             identity: next_identity(),
             dirty: BTreeSet::new(),
+            decision_files: SortedVec::default(),
+            decisions_changed: false,
             tasks: SortedMap::default(),
             completed: 0,
             active: SortedMap::default(),
@@ -382,11 +350,6 @@ impl SessionCore {
     /// This core's identity (see the field).
     pub(crate) fn identity(&self) -> u64 {
         self.identity
-    }
-
-    /// Takes the tasks re-derived since the last call.
-    pub(crate) fn take_dirty(&mut self) -> BTreeSet<String> {
-        std::mem::take(&mut self.dirty)
     }
 
     /// The session's index (files, diagnostics).

@@ -382,20 +382,11 @@ impl Root {
                 fragments.remove(&name);
                 continue;
             };
-            let dirty = core.take_dirty();
             let id = core.identity();
             let entry = fragments.entry(name).or_default();
             let whole = entry.0 != id;
-            if whole || !dirty.is_empty() {
-                entry.0 = id;
-                let tasks = core.tasks();
-                Arc::make_mut(&mut entry.1).update(
-                    core.index(),
-                    |t| tasks.get(t),
-                    tasks.values(),
-                    (!whole).then_some(&dirty),
-                );
-            }
+            entry.0 = id;
+            core.refresh_context(Arc::make_mut(&mut entry.1), whole);
         }
     }
 

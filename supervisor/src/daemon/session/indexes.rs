@@ -3,6 +3,7 @@
 //! kept in step with the files one at a time.
 
 use super::*;
+use crate::outputs::ContextFragment;
 
 impl SessionCore {
     /// Adds a file to the secondary indexes.
@@ -32,6 +33,10 @@ impl SessionCore {
                 self.report_files
                     .entry_by_or_default(|k| cmp_pair(k, key), || (key.0.into(), key.1.into()))
                     .insert(file);
+                if !p.decisions.is_empty() {
+                    self.decision_files.insert((p.updated_at, file.into()));
+                    self.decisions_changed = true;
+                }
             }
             _ => {}
         }
@@ -70,6 +75,12 @@ impl SessionCore {
                         self.report_files.remove_by(|k| cmp_pair(k, key));
                     }
                 }
+                if !p.decisions.is_empty() {
+                    let at = p.updated_at;
+                    self.decision_files
+                        .remove_by(|(t, f)| t.cmp(&at).then_with(|| (**f).cmp(file)));
+                    self.decisions_changed = true;
+                }
             }
             _ => {}
         }
@@ -96,7 +107,9 @@ impl SessionCore {
         }
     }
 
-    /// The assignee's latest progress update on a task.
+    /// An agent's latest progress update on a task (of equally recent
+    /// ones, the first by file name): the one that counts for the task's
+    /// state and its shared-context entry.
     pub(super) fn report(&self, task: &str, agent: &str) -> Option<&Progress> {
         let files = self.report_files.get_by(|k| cmp_pair(k, (task, agent)))?;
         let mut best: Option<&Progress> = None;
@@ -108,6 +121,35 @@ impl SessionCore {
             }
         }
         best
+    }
+
+    /// Brings the session's part of the shared context up to date with
+    /// what changed since the last call (everything when `whole`): the
+    /// tasks re-derived since, and the decisions when a progress update
+    /// with decisions came or went. Work follows the change: the session's
+    /// other files are never walked.
+    pub(crate) fn refresh_context(&mut self, part: &mut ContextFragment, whole: bool) {
+        let dirty = std::mem::take(&mut self.dirty);
+        let decisions_changed = std::mem::take(&mut self.decisions_changed);
+        if !whole && dirty.is_empty() && !decisions_changed {
+            return;
+        }
+        let decisions = (whole || decisions_changed).then(|| {
+            self.decision_files
+                .iter()
+                .filter_map(|(_, f)| match &self.index.file(f)?.entry {
+                    Entry::Progress(p) => Some(&**p),
+                    _ => None,
+                })
+        });
+        part.update(
+            &self.index.name,
+            decisions,
+            |task, agent| self.report(task, agent),
+            |t| self.tasks.get(t),
+            self.tasks.values(),
+            (!whole).then_some(&dirty),
+        );
     }
 
     pub(super) fn state_of(&self, task: &str) -> Option<TaskStatus> {

@@ -209,14 +209,7 @@ impl Harness {
         }
         // The shared context's part, updated task by task, equals one
         // rendered from scratch.
-        let dirty = self.core.take_dirty();
-        let tasks = self.core.tasks();
-        self.context.update(
-            self.core.index(),
-            |t| tasks.get(t),
-            tasks.values(),
-            Some(&dirty),
-        );
+        self.core.refresh_context(&mut self.context, false);
         assert_eq!(
             self.context,
             crate::outputs::context_fragment(&scratch, &view)
@@ -481,6 +474,9 @@ enum Op {
         task: u8,
         status: usize,
         minute: u8,
+        /// A decision recorded with the update (the shared context's
+        /// `agent_decisions`).
+        decision: Option<u8>,
     },
     Message {
         from: usize,
@@ -507,8 +503,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0usize..3, task.clone(), proptest::collection::vec(0u8..5, 0..3), proptest::collection::vec(0u8..5, 0..2), proptest::option::of(1u8..20))
             .prop_map(|(agent, task, requires, blocks, timeout)| Op::Plan { agent, task, requires, blocks, timeout }),
-        5 => (0usize..3, task.clone(), 0usize..4, 0u8..60)
-            .prop_map(|(agent, task, status, minute)| Op::Progress { agent, task, status, minute }),
+        5 => (0usize..3, task.clone(), 0usize..4, 0u8..60, proptest::option::weighted(0.3, 0u8..3))
+            .prop_map(|(agent, task, status, minute, decision)| Op::Progress { agent, task, status, minute, decision }),
         3 => (0usize..3, 0usize..3, 0u8..6, proptest::option::of(task.clone()), proptest::option::of(0u8..6))
             .prop_map(|(from, to, id, task, reply_to)| Op::Message { from, to, id, task, reply_to }),
         1 => (0usize..3, 0usize..3, proptest::option::of(task), 0u8..3)
@@ -546,13 +542,17 @@ fn run(h: &mut Harness, op: Op) {
             task,
             status,
             minute,
+            decision,
         } => {
             let a = AGENTS[agent];
             let s = ["pending", "in_progress", "blocked", "completed"][status];
-            let out = h.write(
-                &format!("role-comm-{a}-task_{task}.md"),
-                progress(task, a, s, minute).as_bytes(),
-            );
+            let mut text = progress(task, a, s, minute);
+            if let Some(d) = decision {
+                text.push_str(&format!(
+                    "decisions:\n  - type: design\n    description: choice {d}\n"
+                ));
+            }
+            let out = h.write(&format!("role-comm-{a}-task_{task}.md"), text.as_bytes());
             h.check(&out);
         }
         Op::Message {
