@@ -284,14 +284,7 @@ fn a_watched_directory_made_again_is_watched_afresh() {
         "{seen:?}"
     );
     // Gone with its directory: nothing left to unwatch.
-    assert!(w.unwatch(&sub).is_err());
-    std::fs::create_dir(&sub).unwrap();
-    w.watch(&sub).unwrap();
-    let seen = until_marker(&rx, &sub);
-    assert!(
-        seen.iter().any(|e| e.paths == [sub.join("marker")]),
-        "{seen:?}"
-    );
+    made_again_and_watched(&mut w, &rx, &sub);
     // And unwatched on request: nothing more from it.
     w.unwatch(&sub).unwrap();
     std::fs::write(sub.join("after"), "x").unwrap();
@@ -402,10 +395,20 @@ fn a_watched_directory_moved_away_is_no_longer_reported() {
         seen.iter().all(|e| !e.paths.contains(&sub.join("later"))),
         "{seen:?}"
     );
-    assert!(w.unwatch(&sub).is_err());
-    std::fs::create_dir(&sub).unwrap();
-    w.watch(&sub).unwrap();
-    let seen = until_marker(&rx, &sub);
+    made_again_and_watched(&mut w, &rx, &sub);
+}
+
+/// `sub`'s watch is forgotten (nothing to unwatch); made again and
+/// watched, its events are reported under its path.
+fn made_again_and_watched(
+    w: &mut Watcher,
+    rx: &std::sync::mpsc::Receiver<Notification>,
+    sub: &Path,
+) {
+    assert!(w.unwatch(sub).is_err());
+    std::fs::create_dir(sub).unwrap();
+    w.watch(sub).unwrap();
+    let seen = until_marker(rx, sub);
     assert!(
         seen.iter().any(|e| e.paths == [sub.join("marker")]),
         "{seen:?}"
