@@ -124,8 +124,9 @@ pub(crate) fn is_temporary(name: &OsStr) -> bool {
 /// and changes of temporaries only (a writer's `.x.partial` and squadd's
 /// own `.x.tmp.*` are two or three of every message's notifications: a
 /// burst overflowed at a third of its real changes). A rename from a
-/// temporary to a real name carries both paths and is kept; a rescan
-/// request carries none and is kept.
+/// temporary to a real name is kept by the half naming the real file (or,
+/// from `notify`, the event carrying both paths); a rescan request carries
+/// none and is kept.
 fn droppable(e: &notify::Event) -> bool {
     is_read(&e.kind)
         || (!e.need_rescan()

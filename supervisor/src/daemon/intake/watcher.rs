@@ -33,6 +33,7 @@ mod linux {
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
     use std::thread::JoinHandle;
 
@@ -72,6 +73,9 @@ mod linux {
         table: Arc<Mutex<Table>>,
         /// Written to on drop: wakes the reader to stop.
         stop: UnixStream,
+        /// Set on drop: a reader busy with a flood of events stops between
+        /// two reads, not once the kernel's queue is empty.
+        stopping: Arc<AtomicBool>,
         reader: Option<JoinHandle<()>>,
     }
 
@@ -85,14 +89,23 @@ mod linux {
             let table = Arc::new(Mutex::new(Table::default()));
             let (stop, stopped) = UnixStream::pair().map_err(notify::Error::io)?;
             let reader_table = Arc::clone(&table);
+            let stopping = Arc::new(AtomicBool::new(false));
+            let reader_stopping = Arc::clone(&stopping);
             let reader = std::thread::Builder::new()
                 .name("squadd-watcher".into())
-                .spawn(move || read(inotify, &reader_table, &stopped, &mut handler))
+                .spawn(move || {
+                    let stop = Stop {
+                        socket: &stopped,
+                        flag: &reader_stopping,
+                    };
+                    read(inotify, &reader_table, &stop, &mut handler);
+                })
                 .map_err(notify::Error::io)?;
             Ok(Watcher {
                 watches,
                 table,
                 stop,
+                stopping,
                 reader: Some(reader),
             })
         }
@@ -134,6 +147,7 @@ mod linux {
     impl Drop for Watcher {
         fn drop(&mut self) {
             use std::io::Write;
+            self.stopping.store(true, Ordering::Release);
             let _ = (&self.stop).write_all(&[1]);
             if let Some(reader) = self.reader.take() {
                 let _ = reader.join();
@@ -146,7 +160,7 @@ mod linux {
     fn read(
         mut inotify: Inotify,
         table: &Mutex<Table>,
-        stopped: &UnixStream,
+        stop: &Stop<'_>,
         handler: &mut dyn FnMut(Notification),
     ) {
         // Room for a few hundred events per read (an event with a name of
@@ -154,7 +168,7 @@ mod linux {
         let mut buffer = vec![0u8; 64 * 1024];
         let mut watches = inotify.watches();
         loop {
-            match wait(&inotify, stopped) {
+            match wait(&inotify, stop.socket) {
                 Ok(Woken::Stop) => return,
                 Ok(Woken::Events) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -162,18 +176,25 @@ mod linux {
                     // Reported (squadd rescans), then waited out: a
                     // failure that lasts is not a busy loop.
                     handler(Err(notify::Error::io(e)));
-                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    if !stop.asked() {
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                    }
                     continue;
                 }
             }
             loop {
+                if stop.asked() {
+                    return;
+                }
                 let events = match inotify.read_events(&mut buffer) {
                     Ok(events) => events,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => {
                         handler(Err(notify::Error::io(e)));
-                        std::thread::sleep(std::time::Duration::from_secs(1));
+                        if !stop.asked() {
+                            std::thread::sleep(std::time::Duration::from_secs(1));
+                        }
                         break;
                     }
                 };
@@ -195,6 +216,19 @@ mod linux {
                     break;
                 }
             }
+        }
+    }
+
+    /// How the reader is told to stop: the socket wakes it from its wait,
+    /// the flag stops it between two reads.
+    struct Stop<'a> {
+        socket: &'a UnixStream,
+        flag: &'a AtomicBool,
+    }
+
+    impl Stop<'_> {
+        fn asked(&self) -> bool {
+            self.flag.load(Ordering::Acquire)
         }
     }
 
