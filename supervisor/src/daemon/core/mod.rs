@@ -385,8 +385,10 @@ impl Root {
             let id = core.identity();
             let entry = fragments.entry(name).or_default();
             let whole = entry.0 != id;
-            entry.0 = id;
-            core.refresh_context(Arc::make_mut(&mut entry.1), whole);
+            if whole || core.context_changed() {
+                entry.0 = id;
+                core.refresh_context(Arc::make_mut(&mut entry.1), whole);
+            }
         }
     }
 

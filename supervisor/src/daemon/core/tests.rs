@@ -645,4 +645,13 @@ fn the_shared_contexts_parts_follow_the_sessions_loaded_changed_and_removed() {
         *parts["s2"].1 != *parts["s1"].1,
         "s2's task shows as completed"
     );
+    // A message changes no task: while the background writer holds the
+    // parts (`parts`), s1's is left as is, not copied from under it.
+    let (file, text) = question("msg_1", "2024-01-15T11:00:00Z");
+    let dir = r.session_dir("s1");
+    let kind = squad_protocol::FileKind::from_file_name(&file).unwrap();
+    let indexed = crate::index::index_bytes(&dir.join(&file), kind, text.as_bytes());
+    r.apply_file("s1", &file, Some(indexed), base());
+    let again = r.context_fragments();
+    assert!(std::sync::Arc::ptr_eq(&again["s1"].1, &parts["s1"].1));
 }

@@ -173,12 +173,7 @@ mod linux {
                 Ok(Woken::Events) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // Reported (squadd rescans), then waited out: a
-                    // failure that lasts is not a busy loop.
-                    handler(Err(notify::Error::io(e)));
-                    if !stop.asked() {
-                        std::thread::sleep(std::time::Duration::from_secs(1));
-                    }
+                    failed(e, stop, handler);
                     continue;
                 }
             }
@@ -191,10 +186,7 @@ mod linux {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => {
-                        handler(Err(notify::Error::io(e)));
-                        if !stop.asked() {
-                            std::thread::sleep(std::time::Duration::from_secs(1));
-                        }
+                        failed(e, stop, handler);
                         break;
                     }
                 };
@@ -216,6 +208,15 @@ mod linux {
                     break;
                 }
             }
+        }
+    }
+
+    /// A wait or a read failed: reported (squadd rescans), then waited out
+    /// unless stopping, so a failure that lasts is not a busy loop.
+    fn failed(e: io::Error, stop: &Stop<'_>, handler: &mut dyn FnMut(Notification)) {
+        handler(Err(notify::Error::io(e)));
+        if !stop.asked() {
+            std::thread::sleep(std::time::Duration::from_secs(1));
         }
     }
 

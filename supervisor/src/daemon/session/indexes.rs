@@ -123,17 +123,25 @@ impl SessionCore {
         best
     }
 
+    /// Whether the session's part of the shared context is behind (a task
+    /// re-derived, or decisions came or went, since it was last brought up
+    /// to date): a message changes neither, and its part is left as is
+    /// (not copied from under the background writer).
+    pub(crate) fn context_changed(&self) -> bool {
+        !self.dirty.is_empty() || self.decisions_changed
+    }
+
     /// Brings the session's part of the shared context up to date with
     /// what changed since the last call (everything when `whole`): the
     /// tasks re-derived since, and the decisions when a progress update
     /// with decisions came or went. Work follows the change: the session's
     /// other files are never walked.
     pub(crate) fn refresh_context(&mut self, part: &mut ContextFragment, whole: bool) {
-        let dirty = std::mem::take(&mut self.dirty);
-        let decisions_changed = std::mem::take(&mut self.decisions_changed);
-        if !whole && dirty.is_empty() && !decisions_changed {
+        if !whole && !self.context_changed() {
             return;
         }
+        let dirty = std::mem::take(&mut self.dirty);
+        let decisions_changed = std::mem::take(&mut self.decisions_changed);
         let decisions = (whole || decisions_changed).then(|| {
             self.decision_files
                 .iter()

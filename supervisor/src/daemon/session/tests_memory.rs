@@ -126,6 +126,9 @@ fn memory_of_a_thousand_sessions_of_five_overdue_tasks() {
         drop(std::mem::take(&mut c.structural))
     });
     part("dirty", &mut cores, &|c| drop(std::mem::take(&mut c.dirty)));
+    part("decision_files", &mut cores, &|c| {
+        drop(std::mem::take(&mut c.decision_files))
+    });
     part("starts", &mut cores, &|c| {
         drop(std::mem::take(&mut c.starts))
     });

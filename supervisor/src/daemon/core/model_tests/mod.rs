@@ -375,12 +375,7 @@ proptest! {
     /// derivation of the same files, inbox and persisted facts.
     #[test]
     fn the_core_equals_a_from_scratch_derivation_after_every_step(ops in proptest::collection::vec(op(), 1..40)) {
-        let mut w = World::new();
-        w.check();
-        for op in ops {
-            w.apply(op);
-            w.check();
-        }
+        replays::replay(ops);
     }
 }
 

@@ -4,6 +4,29 @@
 
 use super::*;
 
+/// A message of `priority` with id `id` into session `session` of root
+/// `root`, asking no reply and answering none.
+fn message(root: usize, session: usize, id: u8, priority: usize) -> Op {
+    Op::Message {
+        root,
+        session,
+        id,
+        priority,
+        reply_to: None,
+        respond_in: None,
+    }
+}
+
+/// Another file reusing message id `id` there (see [`Op::Clash`]).
+fn clash(root: usize, session: usize, id: u8, priority: usize) -> Op {
+    Op::Clash {
+        root,
+        session,
+        id,
+        priority,
+    }
+}
+
 /// Runs `ops` through the adapter, checking the core against the oracle
 /// after each.
 pub(super) fn replay(ops: Vec<Op>) {
@@ -30,14 +53,7 @@ fn a_policy_change_moves_the_escalation_timer() {
             requires: vec![],
             timeout: None,
         },
-        Op::Message {
-            root: 0,
-            session: 0,
-            id: 1,
-            priority: 3,
-            reply_to: None,
-            respond_in: None,
-        },
+        message(0, 0, 1, 3),
         Op::Policy { root: 0, n: 1 },
         Op::Advance(6),
         Op::Advance(10),
@@ -69,14 +85,7 @@ fn a_reply_withdrawn_after_the_deadline_makes_the_question_overdue() {
             respond_in: None,
         },
         Op::Advance(1),
-        Op::Message {
-            root: 1,
-            session: 0,
-            id: 0,
-            priority: 0,
-            reply_to: None,
-            respond_in: None,
-        },
+        message(1, 0, 0, 0),
     ]);
 }
 
@@ -218,20 +227,8 @@ fn a_run_still_stopping_when_squadd_restarts_is_readopted_and_killed_after_the_g
 #[test]
 fn a_message_refused_for_a_reused_id_is_delivered_once_the_keeper_loses_the_id() {
     replay(vec![
-        Op::Message {
-            root: 1,
-            session: 1,
-            id: 0,
-            priority: 0,
-            reply_to: None,
-            respond_in: None,
-        },
-        Op::Clash {
-            root: 1,
-            session: 1,
-            id: 0,
-            priority: 0,
-        },
+        message(1, 1, 0, 0),
+        clash(1, 1, 0, 0),
         Op::Garbage {
             root: 1,
             session: 1,
@@ -247,28 +244,9 @@ fn a_message_refused_for_a_reused_id_is_delivered_once_the_keeper_loses_the_id()
 #[test]
 fn a_delivered_keeper_rewritten_lets_the_refused_file_keep_the_id() {
     replay(vec![
-        Op::Message {
-            root: 0,
-            session: 0,
-            id: 5,
-            priority: 0,
-            reply_to: None,
-            respond_in: None,
-        },
-        Op::Clash {
-            root: 0,
-            session: 0,
-            id: 5,
-            priority: 0,
-        },
-        Op::Message {
-            root: 0,
-            session: 0,
-            id: 5,
-            priority: 1,
-            reply_to: None,
-            respond_in: None,
-        },
+        message(0, 0, 5, 0),
+        clash(0, 0, 5, 0),
+        message(0, 0, 5, 1),
     ]);
 }
 
@@ -287,12 +265,7 @@ fn a_critical_message_due_at_once_and_a_clash_on_its_id() {
             reply_to: None,
             respond_in: Some(0),
         },
-        Op::Clash {
-            root: 1,
-            session: 1,
-            id: 6,
-            priority: 0,
-        },
+        clash(1, 1, 6, 0),
     ]);
 }
 
@@ -346,20 +319,8 @@ fn a_waiting_message_whose_id_a_file_sorting_first_reuses() {
             task: 0,
             timeout: 1,
         },
-        Op::Message {
-            root: 0,
-            session: 0,
-            id: 5,
-            priority: 3,
-            reply_to: None,
-            respond_in: None,
-        },
-        Op::Clash {
-            root: 0,
-            session: 0,
-            id: 5,
-            priority: 0,
-        },
+        message(0, 0, 5, 3),
+        clash(0, 0, 5, 0),
     ]);
 }
 
