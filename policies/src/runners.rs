@@ -340,8 +340,9 @@ pub struct Vars<'a> {
     pub agent: &'a str,
     /// `{session}`: the session directory name.
     pub session: &'a str,
-    /// `{model}`: the agent's model from config.json.
-    pub model: &'a str,
+    /// `{model}`: the agent's model from config.json; `None` when it names
+    /// none (see [`expand_command`]).
+    pub model: Option<&'a str>,
     /// `{root}`: the project root.
     pub root: &'a str,
 }
@@ -360,7 +361,7 @@ pub fn expand(text: &str, vars: &Vars<'_>) -> String {
                 "task" => vars.task,
                 "agent" => vars.agent,
                 "session" => vars.session,
-                "model" => vars.model,
+                "model" => vars.model.unwrap_or(""),
                 "root" => vars.root,
                 _ => return None,
             };
@@ -378,6 +379,29 @@ pub fn expand(text: &str, vars: &Vars<'_>) -> String {
         }
     }
     out.push_str(rest);
+    out
+}
+
+/// Expands a runner's command line. With no model configured, an argument
+/// holding `{model}` is left out, and so is the option right before a bare
+/// `{model}` (`--model {model}`, `-m {model}`): the agent CLI then runs
+/// with its own default model instead of an empty or stale name.
+pub fn expand_command(command: &[String], vars: &Vars<'_>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(command.len());
+    let mut previous: Option<&str> = None;
+    for arg in command {
+        if vars.model.is_none() && arg.contains("{model}") {
+            let flag_before =
+                previous.is_some_and(|p| p.starts_with('-') && !p.contains('=') && p != "--");
+            if arg == "{model}" && flag_before {
+                out.pop();
+            }
+            previous = None;
+            continue;
+        }
+        out.push(expand(arg, vars));
+        previous = Some(arg);
+    }
     out
 }
 
@@ -841,7 +865,7 @@ mod tests {
             task: "task_1",
             agent: "alice",
             session: "s1",
-            model: "m",
+            model: Some("m"),
             root: "/p",
         };
         assert_eq!(
@@ -853,6 +877,47 @@ mod tests {
         );
         assert_eq!(expand("{\"json\": 1} {x", &v), "{\"json\": 1} {x");
         assert_eq!(expand("{{task}}", &v), "{task_1}");
+    }
+
+    #[test]
+    fn with_no_model_configured_the_model_arguments_are_left_out() {
+        let argv = |words: &[&str]| words.iter().map(|w| (*w).to_string()).collect::<Vec<_>>();
+        let command = argv(&[
+            "claude",
+            "-p",
+            "--model",
+            "{model}",
+            "-m",
+            "{model}",
+            "--model={model}",
+            "--",
+            "{model}",
+            "Work on {task}",
+        ]);
+        let mut v = Vars {
+            task: "task_1",
+            ..Vars::default()
+        };
+        assert_eq!(
+            expand_command(&command, &v),
+            argv(&["claude", "-p", "--", "Work on task_1"])
+        );
+        v.model = Some("claude-x");
+        assert_eq!(
+            expand_command(&command, &v),
+            argv(&[
+                "claude",
+                "-p",
+                "--model",
+                "claude-x",
+                "-m",
+                "claude-x",
+                "--model=claude-x",
+                "--",
+                "claude-x",
+                "Work on task_1"
+            ])
+        );
     }
 
     #[test]

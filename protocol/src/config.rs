@@ -37,16 +37,19 @@ pub const SQUAD_CLI_KEYS: &[&str] = &[
     "watch",
 ];
 
-/// `models`.
+/// `models`. None is set unless config.json sets it: an agent CLI then
+/// runs with its own default model, which its maintainers keep current (a
+/// model name built in here would retire under every installed squadd;
+/// docs/runners.md, "Models").
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Models {
-    /// Model of agents without an override.
-    pub default: String,
+    /// Model of agents without an override (`None`: the CLI's own default).
+    pub default: Option<String>,
     /// The cheaper model.
     #[serde(rename = "costOptimized")]
-    pub cost_optimized: String,
+    pub cost_optimized: Option<String>,
     /// The stronger model.
-    pub premium: String,
+    pub premium: Option<String>,
     /// Model by agent name.
     #[serde(rename = "roleOverrides")]
     pub role_overrides: BTreeMap<String, String>,
@@ -117,9 +120,9 @@ impl Default for RuntimeConfig {
         let mut c = RuntimeConfig {
             version: None,
             models: Models {
-                default: "claude-sonnet-4-5".into(),
-                cost_optimized: "claude-haiku-4-5".into(),
-                premium: "claude-opus-4-5".into(),
+                default: None,
+                cost_optimized: None,
+                premium: None,
                 role_overrides: BTreeMap::new(),
             },
             sessions: Sessions {
@@ -156,12 +159,14 @@ pub const FIELDS: &[&str] = &[
 ];
 
 impl RuntimeConfig {
-    /// The model of `agent`: its override, else the default.
-    pub fn model_for(&self, agent: &str) -> &str {
+    /// The model of `agent`: its override, else the default; `None` when
+    /// config.json names neither (the agent CLI's own default is used).
+    pub fn model_for(&self, agent: &str) -> Option<&str> {
         self.models
             .role_overrides
             .get(agent)
-            .map_or(self.models.default.as_str(), String::as_str)
+            .or(self.models.default.as_ref())
+            .map(String::as_str)
     }
 
     /// The effective values as JSON (seed 003's shape).
@@ -305,7 +310,7 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
             }
             "defaultModel" => match v.as_str() {
                 Some(s) if top.get("models").is_none_or(|m| m.get("default").is_none()) => {
-                    c.models.default = s.into();
+                    c.models.default = Some(s.into());
                     c.provenance
                         .insert("models.default".into(), file("defaultModel"));
                 }
@@ -399,10 +404,10 @@ fn whole_number(
     None
 }
 
-fn string_field(cx: &mut Ctx<'_>, at: &[&str], v: &Value, slot: &mut String) -> bool {
+fn string_field(cx: &mut Ctx<'_>, at: &[&str], v: &Value, slot: &mut Option<String>) -> bool {
     match v.as_str() {
         Some(s) if !s.trim().is_empty() => {
-            *slot = s.into();
+            *slot = Some(s.into());
             true
         }
         Some(_) => {
@@ -410,7 +415,7 @@ fn string_field(cx: &mut Ctx<'_>, at: &[&str], v: &Value, slot: &mut String) -> 
                 Rule::ConfigBadValue,
                 at,
                 format!("`{}` is empty", at.join(".")),
-                "name a model, or remove the key for the default",
+                "name a model, or remove the key for the agent CLI's own default",
             );
             false
         }
@@ -726,7 +731,9 @@ mod tests {
         assert_eq!(c.sessions.max_concurrent, 8);
         // The one departure from the seed: an hour, not five minutes.
         assert_eq!(c.sessions.default_timeout_ms, 3_600_000);
-        assert_eq!(c.models.default, "claude-sonnet-4-5");
+        // No model is built in: the agent CLI's own default is used.
+        assert_eq!(c.models.default, None);
+        assert_eq!(c.model_for("backend"), None);
         assert_eq!(c.provenance["sessions.maxConcurrent"], "default");
     }
 
@@ -737,13 +744,13 @@ mod tests {
         );
         assert!(d.is_empty(), "{d:?}");
         assert_eq!(c.version, Some(1));
-        assert_eq!(c.models.default, "claude-sonnet-4.6");
-        assert_eq!(c.model_for("fido"), "gpt-5");
-        assert_eq!(c.model_for("flight"), "claude-sonnet-4.6");
+        assert_eq!(c.models.default.as_deref(), Some("claude-sonnet-4.6"));
+        assert_eq!(c.model_for("fido"), Some("gpt-5"));
+        assert_eq!(c.model_for("flight"), Some("claude-sonnet-4.6"));
         assert_eq!(c.provenance["models.default"], "config.json: defaultModel");
         // models.default wins over defaultModel.
         let (c, _) = p(r#"{"defaultModel": "a", "models": {"default": "b"}}"#);
-        assert_eq!(c.models.default, "b");
+        assert_eq!(c.models.default.as_deref(), Some("b"));
         assert_eq!(
             c.provenance["models.default"],
             "config.json: models.default"
@@ -759,7 +766,7 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
         assert_eq!(c.sessions.max_concurrent, 3);
         assert_eq!(c.sessions.default_timeout_ms, 1000);
-        assert_eq!(c.models.premium, "opus");
+        assert_eq!(c.models.premium.as_deref(), Some("opus"));
         assert_eq!(c.mcp["gh"].tools, ["issues"]);
     }
 

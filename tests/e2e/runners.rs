@@ -14,7 +14,8 @@ use std::time::Duration;
 /// `$TRACE`, checks its prompt names its task, reports in progress, works
 /// (`$WORK` seconds, or until `$GATE` exists), reports completed and exits.
 /// `$MODE=fail` exits 3 without reporting; `$MODE=env` prints its
-/// environment and exits 3; `$MODE=hang` starts a child and sleeps forever;
+/// environment and exits 3; `$MODE=args` prints its arguments after the
+/// prompt and `$SQUAD_MODEL`, and exits 3; `$MODE=hang` starts a child and sleeps forever;
 /// `$MODE=escape` double-forks a child into a session of its own that
 /// ignores SIGTERM, then sleeps; `$MODE=flood` leaves a child that ignores
 /// SIGTERM writing output as fast as it can, writes twice the 64 KB log cap
@@ -27,6 +28,7 @@ grep -q "$SQUAD_TASK" "$1" || { echo "prompt $1 does not name $SQUAD_TASK"; exit
 case "$MODE" in
   fail) echo "failing on purpose"; exit 3 ;;
   env) env; echo "PATH=[$PATH]"; echo "secret=[$SQUAD_TEST_SECRET]"; exit 3 ;;
+  args) shift; echo "argv=[$*]"; echo "model=[${SQUAD_MODEL-unset}]"; exit 3 ;;
   escape) sh -c 'setsid sh -c "trap \"\" TERM; echo escaped \$\$ >> \"$TRACE\"; exec >/dev/null 2>&1; while :; do sleep 0.1; done" &'; sleep 1000; exit 0 ;;
   flood) sh -c 'trap "" TERM; while :; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; done' &
     i=0; while [ $i -lt 2100 ]; do echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; i=$((i+1)); done; exit 0 ;;
@@ -609,6 +611,55 @@ fn a_secret_in_squadds_environment_never_reaches_an_agent() {
     );
     assert!(message.contains("secret=[]"), "{message}");
     assert!(!message.contains("hunter2"), "{message}");
+}
+
+/// Issue 38 item 1: squadd names no model of its own. With none in
+/// config.json, `--model {model}` and `--model={model}` are left out of
+/// the run's command line and `SQUAD_MODEL` is unset, so the agent CLI
+/// uses its own current default; a configured model is passed.
+#[test]
+fn a_run_gets_a_model_option_only_when_config_json_names_a_model() {
+    for (config, argv, model) in [
+        ("{}", "argv=[]", "model=[unset]"),
+        (
+            r#"{"models": {"default": "claude-opus-4-8"}}"#,
+            "argv=[--model claude-opus-4-8 --model=claude-opus-4-8]",
+            "model=[claude-opus-4-8]",
+        ),
+    ] {
+        let p = project(&[("MODE", "args")], "      max_retries: 0\n", "", config);
+        let policy = fs::read_to_string(p.root.join(".squad/policies.yaml"))
+            .unwrap()
+            .replace(
+                "\"{prompt_file}\"]",
+                "\"{prompt_file}\", \"--model\", \"{model}\", \"--model={model}\"]",
+            );
+        write_policy(&p.root, policy);
+        let _d = Daemon::start(&p.root);
+        task(&p.root, "task_m1", "alpha", &[]);
+        let log = p.session.join("runs/task_m1/run.log");
+        eventually("the agent printed its arguments", || {
+            fs::read_to_string(&log)
+                .ok()
+                .filter(|l| l.contains("model=["))
+        });
+        let log = fs::read_to_string(&log).unwrap();
+        assert!(log.contains(argv), "{config}: {log}");
+        assert!(log.contains(model), "{config}: {log}");
+        let prompt = fs::read_to_string(p.session.join("runs/task_m1/prompt.md")).unwrap();
+        if config == "{}" {
+            assert!(prompt.contains("your CLI's default model"), "{prompt}");
+        } else {
+            assert!(prompt.contains("model `claude-opus-4-8`"), "{prompt}");
+        }
+        let show = ctl_ok(&p.root, &["config", "show"]);
+        let expected = if config == "{}" {
+            "models.default = unset (the agent CLI's own default)  (default)"
+        } else {
+            "models.default = \"claude-opus-4-8\"  (config.json: models.default)"
+        };
+        assert!(show.contains(expected), "{show}");
+    }
 }
 
 /// Issue 26 item 7: squadd killed between a run's record and its spawn

@@ -357,6 +357,12 @@ pub(crate) fn config(root_arg: Option<&Path>, cmd: ConfigCommand) -> u8 {
                 for part in f.split('.') {
                     v = &v[part];
                 }
+                // An unset model is the agent CLI's own choice, not "null".
+                let v = if v.is_null() {
+                    "unset (the agent CLI's own default)".to_string()
+                } else {
+                    v.to_string()
+                };
                 out.push_str(&format!(
                     "{f} = {v}  ({})\n",
                     config.provenance.get(*f).map_or("default", String::as_str)

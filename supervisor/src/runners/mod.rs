@@ -376,8 +376,14 @@ pub(crate) fn run_env(
     }
     env.extend(squad_env(root, vars.session, vars.agent, vars.task));
     env.insert("SQUAD_PROMPT_FILE".into(), vars.prompt_file.into());
-    env.insert("SQUAD_MODEL".into(), vars.model.into());
+    if let Some(model) = vars.model {
+        env.insert("SQUAD_MODEL".into(), model.into());
+    }
     for (k, v) in &spec.env {
+        // A variable naming the model is not set when none is configured.
+        if vars.model.is_none() && v.contains("{model}") {
+            continue;
+        }
         env.insert(k.clone(), expand(v, vars));
     }
     env.into_iter().collect()
@@ -458,7 +464,7 @@ pub(crate) fn command_line(
     squadctl: Option<&Path>,
 ) -> Vec<String> {
     use squad_policies::guard_doctor::Cli;
-    let mut argv: Vec<String> = spec.command.iter().map(|a| expand(a, vars)).collect();
+    let mut argv = squad_policies::runners::expand_command(&spec.command, vars);
     let (Some(squadctl), Some(cli)) = (squadctl, argv.first().and_then(|p| Cli::of_program(p)))
     else {
         return argv;
@@ -570,7 +576,7 @@ mod tests {
             task: "task_1",
             agent: "backend",
             session: "s1",
-            model: "m",
+            model: Some("m"),
             root: "/proj",
         };
         let ctl = Path::new("/bin/squadctl");
@@ -663,7 +669,7 @@ mod tests {
             task: "task_1",
             agent: "alpha",
             session: "s1",
-            model: "m",
+            model: Some("m"),
             root: "/p",
         };
         let inherited = [

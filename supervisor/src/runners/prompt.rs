@@ -27,8 +27,8 @@ pub(crate) struct PromptInput<'a> {
     pub session: &'a str,
     /// The task's plan.
     pub plan: &'a TaskAssignment,
-    /// The model config.json gives the agent.
-    pub model: &'a str,
+    /// The model config.json gives the agent (`None`: the CLI's own).
+    pub model: Option<&'a str>,
     /// MCP servers of config.json: (name, type, tools).
     pub mcp: Vec<(String, String, Vec<String>)>,
 }
@@ -81,10 +81,14 @@ pub(crate) fn render(input: &PromptInput<'_>) -> String {
     let own = team.as_ref().and_then(|t| t.agents.get(agent));
     let mut out = String::new();
     let _ = writeln!(out, "# {agent}: {task}\n");
+    let model = input.model.map_or_else(
+        || "your CLI's default model".to_string(),
+        |m| format!("model `{m}`"),
+    );
     let _ = writeln!(
         out,
-        "You are `{agent}`, an agent of this project's squad, started by squadd to work on task `{task}` of session `{}` (model `{}`). Work on this task only, inside its boundaries, and report as described at the end.\n",
-        input.session, input.model
+        "You are `{agent}`, an agent of this project's squad, started by squadd to work on task `{task}` of session `{}` ({model}). Work on this task only, inside its boundaries, and report as described at the end.\n",
+        input.session
     );
 
     let charter = own.and_then(|a| a.charter.as_deref());

@@ -85,8 +85,8 @@ pub(crate) struct RunSpec {
     pub runner: RunnerSpec,
     /// Whether it runs in a worktree of its own (docs/worktrees.md).
     pub worktree: bool,
-    /// The model config.json gives the agent.
-    pub model: String,
+    /// The model config.json gives the agent (`None`: the CLI's own).
+    pub model: Option<String>,
     /// MCP servers of config.json: (name, type, tools).
     pub mcp: Vec<(String, String, Vec<String>)>,
     /// config.json's default time limit.
@@ -604,7 +604,7 @@ fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> 
         plan,
         runner,
         worktree: policy.worktree_for(&c.agent),
-        model: config.model_for(&c.agent).to_string(),
+        model: config.model_for(&c.agent).map(str::to_string),
         mcp: config
             .mcp
             .iter()

@@ -38,7 +38,7 @@ pub(crate) fn spawn(
         root,
         session: &c.session,
         plan: &spec.plan,
-        model: &spec.model,
+        model: spec.model.as_deref(),
         mcp: spec.mcp.clone(),
     });
     let prompt_path = dir.join(runners::PROMPT_FILE);
@@ -66,7 +66,7 @@ pub(crate) fn spawn(
         task: &c.task,
         agent: &c.agent,
         session: &c.session,
-        model: &spec.model,
+        model: spec.model.as_deref(),
         root: &root_text,
     };
     let env = runners::run_env(
