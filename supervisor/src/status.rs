@@ -326,6 +326,10 @@ pub(crate) enum DaemonReport {
         roots: Vec<String>,
         /// The latest event.
         last_event: Option<Box<Event>>,
+        /// Why squadd polls for changes instead of being told of them
+        /// (no inotify instance could be had), when it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        polling: Option<String>,
     },
     /// Not reachable; the report was read from the files.
     Down {
@@ -413,6 +417,7 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             version,
             roots,
             last_event,
+            polling,
         } => {
             let _ = writeln!(
                 out,
@@ -424,6 +429,9 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             if let Some(e) = last_event {
                 let age = (now - e.at).num_seconds().max(0) as u64;
                 let _ = writeln!(out, "  last event {} ago: {}", duration(age), e.human());
+            }
+            if let Some(why) = polling {
+                let _ = writeln!(out, "  POLLING for changes: {why}");
             }
         }
         DaemonReport::Down { reason } => {
