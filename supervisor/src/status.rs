@@ -326,6 +326,10 @@ pub(crate) enum DaemonReport {
         roots: Vec<String>,
         /// The latest event.
         last_event: Option<Box<Event>>,
+        /// squadd's last warnings and errors, oldest first (its log may be
+        /// a file: `squadctl top` shows them).
+        #[serde(default)]
+        warnings: Vec<crate::daemon::logging::LogLine>,
     },
     /// Not reachable; the report was read from the files.
     Down {
@@ -413,6 +417,7 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             version,
             roots,
             last_event,
+            ..
         } => {
             let _ = writeln!(
                 out,

@@ -255,24 +255,24 @@ fn init_prints_next_steps_that_run() {
 }
 
 /// tmux on its own server socket, killed when the test ends.
-struct Tmux {
-    socket: std::path::PathBuf,
+pub struct Tmux {
+    pub socket: std::path::PathBuf,
 }
 
 impl Tmux {
-    fn cmd(&self) -> std::process::Command {
+    pub fn cmd(&self) -> std::process::Command {
         let mut c = std::process::Command::new("tmux");
         c.arg("-S").arg(&self.socket);
         c
     }
 
-    fn screen(&self) -> String {
+    pub fn screen(&self) -> String {
         stdout(&run(self.cmd().args(["capture-pane", "-p", "-t", "top"])))
     }
 
     /// The screen once it shows every one of `want` (the console redraws
     /// on its own schedule: wait for it, without a timed assertion).
-    fn wait_for(&self, want: &[&str]) -> String {
+    pub fn wait_for(&self, want: &[&str]) -> String {
         let mut screen = String::new();
         for _ in 0..600 {
             screen = self.screen();
@@ -311,7 +311,7 @@ fn block_a_fourth_task(root: &Path, tmux: &Tmux) {
 
 /// Whether tmux runs here; under CI its absence fails the test (`.ci/run`
 /// installs it), elsewhere the test is skipped with a loud message.
-fn have_tmux(test: &str) -> bool {
+pub fn have_tmux(test: &str) -> bool {
     if std::process::Command::new("tmux")
         .arg("-V")
         .output()

@@ -117,6 +117,7 @@ pub(crate) fn answer(sup: &mut EventLoop, i: RootId, method: Method) -> Reply {
                         .map(|(_, r)| r.root.display().to_string())
                         .collect(),
                     last_event: sup.log.last().cloned().map(Box::new),
+                    warnings: super::logging::recent(),
                 },
                 // The socket belongs to one root; report that root.
                 roots: vec![root_report(sup, i, session.as_deref())],
