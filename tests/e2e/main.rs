@@ -46,5 +46,6 @@ mod stub_model;
 mod support;
 mod team;
 mod trust;
+mod typos;
 mod validate;
 mod worktree;
