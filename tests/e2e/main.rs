@@ -37,6 +37,7 @@ mod messages;
 mod notices;
 mod real_clis;
 mod removals;
+mod resolve;
 mod retention;
 mod runners;
 mod session_edit;
