@@ -283,7 +283,7 @@ fn readme_quick_start() -> Vec<String> {
 #[test]
 fn the_readme_quick_start_shows_a_clean_top_while_squadd_runs_in_the_background() {
     use crate::attention::{Tmux, have_tmux};
-    if !have_tmux("the_readme_quick_start_shows_a_clean_top_while_squadd_runs_in_the_background") {
+    if !have_tmux() {
         return;
     }
     let (_tmp, base) = tmp_root();
