@@ -37,6 +37,17 @@ pub const SQUAD_CLI_KEYS: &[&str] = &[
     "watch",
 ];
 
+/// Top-level keys squad-supervisor reads (a key one edit from one of them,
+/// or from a key of [`SQUAD_CLI_KEYS`], is taken for a typo of it).
+const READ_KEYS: &[&str] = &[
+    "version",
+    "defaultModel",
+    "agentModelOverrides",
+    "models",
+    "sessions",
+    "mcp",
+];
+
 /// `models`. None is set unless config.json sets it: an agent CLI then
 /// runs with its own default model, which its maintainers keep current (a
 /// model name built in here would retire under every installed squadd;
@@ -213,6 +224,36 @@ impl Ctx<'_> {
             .push(Diagnostic::new(self.path, rule, message, hint).at(location));
     }
 
+    /// A key this version does not read, at `at`: one edit from a key of
+    /// `known` that `object` lacks, a typo of it (`config-misspelled-key`,
+    /// an error: what it holds would count for nothing); else kept as
+    /// written (`config-unknown-key`, a warning, with `hint`).
+    fn unknown_key(
+        &mut self,
+        at: &[&str],
+        known: &[&str],
+        object: &serde_json::Map<String, Value>,
+        hint: &str,
+    ) {
+        let field = at.join(".");
+        let key = at.last().copied().unwrap_or_default();
+        let lacking = known.iter().copied().filter(|k| !object.contains_key(*k));
+        match crate::suggest::closest(key, lacking, 1) {
+            Some(meant) => self.push(
+                Rule::ConfigMisspelledKey,
+                at,
+                format!("`{field}` is not a key squad-supervisor reads; did you mean `{meant}`?"),
+                &format!("rename it to `{meant}`"),
+            ),
+            None => self.push(
+                Rule::ConfigUnknownKey,
+                at,
+                format!("`{field}` is not a key squad-supervisor reads (kept as written)"),
+                hint,
+            ),
+        }
+    }
+
     fn bad_type(&mut self, at: &[&str], want: &str, got: &Value) {
         let field = at.join(".");
         self.push(
@@ -339,12 +380,15 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
             "sessions" => sessions(&mut cx, &mut c, v),
             "mcp" => mcp(&mut cx, &mut c, v),
             k if SQUAD_CLI_KEYS.contains(&k) => {}
-            _ => cx.push(
-                Rule::ConfigUnknownKey,
-                &[key],
-                format!("`{key}` is not a key squad-supervisor reads (kept as written)"),
-                "fine if another tool reads it; otherwise check the spelling",
-            ),
+            _ => {
+                let known: Vec<&str> = READ_KEYS.iter().chain(SQUAD_CLI_KEYS).copied().collect();
+                cx.unknown_key(
+                    &[key],
+                    &known,
+                    &top,
+                    "fine if another tool reads it; otherwise check the spelling",
+                )
+            }
         }
     }
     c.raw = top;
@@ -456,10 +500,10 @@ fn models(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                 }
             },
             _ => {
-                cx.push(
-                    Rule::ConfigUnknownKey,
+                cx.unknown_key(
                     &at,
-                    format!("`models.{key}` is not a key squad-supervisor reads (kept as written)"),
+                    &["default", "costOptimized", "premium", "roleOverrides"],
+                    m,
                     "known: default, costOptimized, premium, roleOverrides",
                 );
                 false
@@ -562,12 +606,15 @@ fn sessions(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                 }
             },
             _ => {
-                cx.push(
-                    Rule::ConfigUnknownKey,
+                cx.unknown_key(
                     &at,
-                    format!(
-                        "`sessions.{key}` is not a key squad-supervisor reads (kept as written)"
-                    ),
+                    &[
+                        "defaultTimeoutMs",
+                        "maxConcurrent",
+                        "infiniteSessions",
+                        "compactionThreshold",
+                    ],
+                    m,
                     "known: defaultTimeoutMs, maxConcurrent, infiniteSessions, compactionThreshold",
                 );
                 false
@@ -635,12 +682,12 @@ fn mcp(cx: &mut Ctx<'_>, c: &mut RuntimeConfig, v: &Value) {
                 "tools" => server.tools = strings(cx, &at, v),
                 // env, headers, timeout: the seed's adapter passes them on.
                 "env" | "headers" | "timeout" => {}
-                _ => cx.push(
-                    Rule::ConfigUnknownKey,
+                _ => cx.unknown_key(
                     &at,
-                    format!(
-                        "`mcp.{name}.{key}` is not a key squad-supervisor reads (kept as written)"
-                    ),
+                    &[
+                        "type", "command", "args", "url", "tools", "env", "headers", "timeout",
+                    ],
+                    o,
                     "known: type, command, args, url, tools, env, headers, timeout",
                 ),
             }
@@ -773,7 +820,7 @@ mod tests {
     #[test]
     fn bad_values_have_line_column_rule_and_hint() {
         let text =
-            "{\n  \"sessions\": {\n    \"maxConcurrent\": \"four\"\n  },\n  \"modles\": {}\n}\n";
+            "{\n  \"sessions\": {\n    \"maxConcurrent\": \"four\"\n  },\n  \"flavour\": {}\n}\n";
         let (c, d) = p(text);
         assert_eq!(c.sessions.max_concurrent, 8, "the default stays");
         let bad = d.iter().find(|d| d.rule == Rule::ConfigBadType).unwrap();
@@ -796,6 +843,30 @@ mod tests {
         assert_eq!(d[0].rule, Rule::ConfigBadType);
         let (_, d) = p(r#"{"mcp": {"x": {"type": "http"}}}"#);
         assert_eq!(d[0].rule, Rule::ConfigBadValue);
+    }
+
+    #[test]
+    fn a_key_one_edit_from_a_known_one_is_a_typo_naming_it() {
+        let (c, d) = p(r#"{"modles": {"default": "x"}, "sessions": {"maxConcurent": 3}}"#);
+        let typos: Vec<&Diagnostic> = d
+            .iter()
+            .filter(|d| d.rule == Rule::ConfigMisspelledKey)
+            .collect();
+        assert_eq!(typos.len(), 2, "{d:?}");
+        assert!(typos.iter().all(|d| d.is_error()));
+        assert!(
+            typos[0].message.contains("`modles`")
+                && typos[0].message.contains("did you mean `models`?"),
+            "{}",
+            typos[0].message
+        );
+        assert!(typos[1].message.contains("did you mean `maxConcurrent`?"));
+        assert_eq!(c.sessions.max_concurrent, 8, "a typo is not read");
+        // A key the object has already is no guess; nor is one far from all.
+        let (_, d) = p(
+            r#"{"models": {}, "modls": {}, "sessions": {"maxConcurrent": 2, "maxConcurent": 3}}"#,
+        );
+        assert!(d.iter().all(|d| d.rule == Rule::ConfigUnknownKey), "{d:?}");
     }
 
     #[test]

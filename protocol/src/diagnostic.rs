@@ -106,6 +106,8 @@ rules! {
     FilenameMismatch = "filename-mismatch", Error, "the file name must be the canonical name built from the content";
     /// A field this version does not know.
     UnknownField = "unknown-field", Warning, "a field is not part of the protocol (kept for forward compatibility)";
+    /// A field one edit from a protocol field: taken for a typo of it.
+    MisspelledField = "misspelled-field", Error, "a field one edit from a protocol field is a typo of it";
     /// Two task assignments share a task id.
     DuplicateTask = "duplicate-task", Error, "task ids are unique within a session";
     /// A reference to a task that has no task assignment in the session.
@@ -238,6 +240,8 @@ rules! {
     ConfigBadValue = "config-bad-value", Error, "config.json values are in range (maxConcurrent >= 1, …)";
     /// A key squad-supervisor does not read (kept as written).
     ConfigUnknownKey = "config-unknown-key", Warning, "unknown config.json keys are kept, not read";
+    /// A config.json key one edit from a key squad-supervisor reads.
+    ConfigMisspelledKey = "config-misspelled-key", Error, "a config.json key one edit from a known key is a typo of it";
     // issue 28: .squad/policies.yaml; documented in docs/daemon.md.
     /// policies.yaml does not load: not YAML, an unknown key, a bad value.
     PolicyInvalid = "policy-invalid", Error, "policies.yaml holds only known keys with valid values";

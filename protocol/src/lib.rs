@@ -37,6 +37,7 @@ pub mod schema;
 pub mod session;
 pub mod skill;
 pub mod spec;
+pub mod suggest;
 pub mod team;
 pub mod teamdir;
 pub mod text;

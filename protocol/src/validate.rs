@@ -706,6 +706,26 @@ impl Walker {
                 Some(field) => self.value(val, &field.ty),
                 None => {
                     let known: Vec<&str> = fields.iter().map(|f| f.name).collect();
+                    // One edit from a field of this mapping: a typo of it,
+                    // whose value would otherwise count for nothing (a
+                    // task's `boundries:` left it allowed nothing).
+                    if let Some(meant) = crate::suggest::closest(
+                        &display_key(&self.path),
+                        known.iter().copied().filter(|k| !m.contains_key(*k)),
+                        1,
+                    ) {
+                        self.push(
+                            Rule::MisspelledField,
+                            Target::Key,
+                            format!(
+                                "`{}` is not a protocol field; did you mean `{meant}`?",
+                                self.here()
+                            ),
+                            format!("rename it to `{meant}`"),
+                        );
+                        self.path.pop();
+                        continue;
+                    }
                     self.push(
                         Rule::UnknownField,
                         Target::Key,
@@ -731,6 +751,14 @@ impl Walker {
                 self.path.pop();
             }
         }
+    }
+}
+
+/// The last key of a path (the field being looked at).
+fn display_key(path: &[PathSeg]) -> String {
+    match path.last() {
+        Some(PathSeg::Key(k)) => k.clone(),
+        _ => String::new(),
     }
 }
 

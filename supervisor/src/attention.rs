@@ -244,13 +244,29 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
                     ));
                 }
                 for m in &s.escalations {
+                    // Acknowledged where it waits: the recipient's inbox
+                    // (`inbox next lead` cleared nothing for an agent's).
+                    let (summary, command) = match s.escalated_to.get(m) {
+                        Some(to) => (
+                            format!("message {m} to {to} escalated and not acknowledged"),
+                            format!(
+                                "squadctl inbox show {to} {m} --session {session}; squadctl inbox ack {to} {m} --session {session}",
+                                to = quote(to),
+                                m = quote(m)
+                            ),
+                        ),
+                        None => (
+                            format!("message {m} escalated and not acknowledged"),
+                            format!("squadctl inbox next lead --session {session}"),
+                        ),
+                    };
                     items.push(item(
                         Kind::OverdueReply,
                         "warning",
                         sn,
                         None,
-                        format!("message {m} escalated and not acknowledged"),
-                        format!("squadctl inbox next lead --session {session}"),
+                        summary,
+                        command,
                     ));
                 }
                 for t in &s.overdue {
@@ -388,6 +404,7 @@ mod tests {
             unread: Default::default(),
             oldest_unread_secs: None,
             escalations: vec![],
+            escalated_to: Default::default(),
             recipients_without_task: vec![],
             blocked: vec![BlockedTask {
                 task_id: "t1".into(),

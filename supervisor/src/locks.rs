@@ -739,19 +739,29 @@ pub(crate) fn policy_diagnostics(root: &Path) -> (Vec<squad_protocol::Diagnostic
     let found = squad_policies::policy::check(&text)
         .into_iter()
         .map(|f| {
-            Diagnostic::new(
-                &path,
-                Rule::PolicyInvalid,
-                format!("{}: {}", f.error.field, f.error.message),
-                hint,
-            )
-            .at(f.at.map(|(line, column)| Location {
-                line: line as u32,
-                column: column as u32,
-            }))
+            let message = format!("{}: {}", f.error.field, f.error.message);
+            let hint = match typo_of(&f.error.message) {
+                Some(meant) => format!("did you mean `{meant}`? {hint}"),
+                None => hint.to_string(),
+            };
+            Diagnostic::new(&path, Rule::PolicyInvalid, message, hint).at(f.at.map(
+                |(line, column)| Location {
+                    line: line as u32,
+                    column: column as u32,
+                },
+            ))
         })
         .collect();
     (found, 1)
+}
+
+/// The key an "unknown field `x`, expected one of `a`, `b`" message most
+/// likely meant: the expected one within one edit of `x`.
+fn typo_of(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (unknown, expected) = rest.split_once('`')?;
+    let candidates = expected.split('`').skip(1).step_by(2);
+    squad_protocol::suggest::closest(unknown, candidates, 1)
 }
 
 /// Where a project-relative path leads when it resolves through a symlink to
@@ -789,6 +799,22 @@ pub(crate) fn release_ended_session(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_key_one_edit_from_an_expected_one_is_named() {
+        assert_eq!(
+            typo_of(
+                "unknown field `task_redy`, expected one of `task_ready`, `task_overdue`, `lead`"
+            ),
+            Some("task_ready")
+        );
+        assert_eq!(
+            typo_of("unknown field `default_tl`, expected `default_ttl` or `max_ttl`"),
+            Some("default_ttl")
+        );
+        assert_eq!(typo_of("unknown field `colour`, expected `a` or `b`"), None);
+        assert_eq!(typo_of("invalid type: string"), None);
+    }
 
     /// The kernel's own `btime` line of `/proc/stat`.
     #[cfg(target_os = "linux")]

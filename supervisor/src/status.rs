@@ -82,9 +82,14 @@ pub(crate) struct SessionReport {
     /// Age of the oldest unacknowledged message, in seconds.
     #[serde(default)]
     pub oldest_unread_secs: Option<u64>,
-    /// Escalated messages still unacknowledged.
+    /// Escalated messages still unacknowledged (a notice of squadd's whose
+    /// fact is gone is not one: it is moot).
     #[serde(default)]
     pub escalations: Vec<String>,
+    /// The recipient of each of `escalations`, by message id: the inbox
+    /// it waits in (what `inbox ack AGENT ID` takes).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub escalated_to: std::collections::BTreeMap<String, String>,
     /// Agents who were sent messages but have no task in the session.
     #[serde(default)]
     pub recipients_without_task: Vec<String>,
@@ -143,16 +148,20 @@ pub(crate) fn add_messages(
     report: &mut SessionReport,
     session: &SessionIndex,
     escalated: Option<&std::collections::BTreeSet<String>>,
+    moot: impl Fn(&str) -> bool,
     now: DateTime<Utc>,
 ) {
     report.recipients_without_task = recipients_without_task(session);
-    for (_, item) in crate::inbox::unread(&session.dir) {
+    for (agent, item) in crate::inbox::unread(&session.dir) {
         *report.unread.entry(item.priority.to_string()).or_insert(0) += 1;
         if let Some(at) = item.delivered_at {
             let age = (now - DateTime::<Utc>::from(at)).num_seconds().max(0) as u64;
             report.oldest_unread_secs = Some(report.oldest_unread_secs.map_or(age, |o| o.max(age)));
         }
-        if escalated.is_some_and(|e| e.contains(&item.message_id)) {
+        if escalated.is_some_and(|e| e.contains(&item.message_id)) && !moot(&item.message_id) {
+            report
+                .escalated_to
+                .insert(item.message_id.clone(), agent.clone());
             report.escalations.push(item.message_id);
         }
     }
@@ -242,6 +251,7 @@ pub(crate) fn session_report(
         unread: Default::default(),
         oldest_unread_secs: None,
         escalations: Vec::new(),
+        escalated_to: Default::default(),
         recipients_without_task: Vec::new(),
         blocked: view
             .tasks
@@ -330,6 +340,10 @@ pub(crate) enum DaemonReport {
         /// (no inotify instance could be had), when it does.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         polling: Option<String>,
+        /// squadd's last warnings and errors, oldest first (its log may be
+        /// a file: `squadctl top` shows them).
+        #[serde(default)]
+        warnings: Vec<crate::daemon::logging::LogLine>,
     },
     /// Not reachable; the report was read from the files.
     Down {
@@ -360,18 +374,30 @@ pub(crate) fn report_from_files(
         .map(|p| p.lock_default_ttl)
         .unwrap_or(std::time::Duration::from_secs(900));
     let locks = crate::locks::load(root, ttl).unwrap_or_default();
+    let lead = crate::locks::load_policy(root)
+        .ok()
+        .and_then(|p| p.notices.lead);
     let empty = Default::default();
     let reports = sessions
         .values()
         .filter(|s| session_filter.is_none_or(|f| f == s.name))
         .map(|s| {
             let starts = state.task_starts.get(&s.name).unwrap_or(&empty);
-            let mut report = session_report(
-                s,
-                &derive_session(s, starts, now),
-                session_locks(&locks, &s.name),
-            );
-            add_messages(&mut report, s, state.escalated.get(&s.name), now);
+            let derived = derive_session(s, starts, now);
+            let mut report = session_report(s, &derived, session_locks(&locks, &s.name));
+            let live = std::cell::OnceCell::new();
+            let moot = |id: &str| {
+                let live = live.get_or_init(|| {
+                    crate::daemon::core::notices::live_notice_ids(
+                        &s.name,
+                        s,
+                        &derived.tasks,
+                        lead.as_deref(),
+                    )
+                });
+                crate::daemon::core::notices::is_moot(id, live)
+            };
+            add_messages(&mut report, s, state.escalated.get(&s.name), moot, now);
             report
         })
         .collect();
@@ -418,6 +444,7 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             roots,
             last_event,
             polling,
+            ..
         } => {
             let _ = writeln!(
                 out,

@@ -489,6 +489,7 @@ fn init_installs_the_skill_ignores_runtime_state_and_appends_agents_md() {
 #[test]
 fn git_add_all_leaves_runtime_state_out_and_check_ignores_it() {
     if !has_git() {
+        skip("git is not installed");
         return;
     }
     let (tmp, dir) = project();

@@ -255,24 +255,24 @@ fn init_prints_next_steps_that_run() {
 }
 
 /// tmux on its own server socket, killed when the test ends.
-struct Tmux {
-    socket: std::path::PathBuf,
+pub struct Tmux {
+    pub socket: std::path::PathBuf,
 }
 
 impl Tmux {
-    fn cmd(&self) -> std::process::Command {
+    pub fn cmd(&self) -> std::process::Command {
         let mut c = std::process::Command::new("tmux");
         c.arg("-S").arg(&self.socket);
         c
     }
 
-    fn screen(&self) -> String {
+    pub fn screen(&self) -> String {
         stdout(&run(self.cmd().args(["capture-pane", "-p", "-t", "top"])))
     }
 
     /// The screen once it shows every one of `want` (the console redraws
     /// on its own schedule: wait for it, without a timed assertion).
-    fn wait_for(&self, want: &[&str]) -> String {
+    pub fn wait_for(&self, want: &[&str]) -> String {
         let mut screen = String::new();
         for _ in 0..600 {
             screen = self.screen();
@@ -311,7 +311,7 @@ fn block_a_fourth_task(root: &Path, tmux: &Tmux) {
 
 /// Whether tmux runs here; under CI its absence fails the test (`.ci/run`
 /// installs it), elsewhere the test is skipped with a loud message.
-fn have_tmux(test: &str) -> bool {
+pub fn have_tmux() -> bool {
     if std::process::Command::new("tmux")
         .arg("-V")
         .output()
@@ -323,7 +323,7 @@ fn have_tmux(test: &str) -> bool {
         std::env::var_os("CI").is_none(),
         "tmux is required under CI (.ci/run installs it)"
     );
-    eprintln!("SKIPPED {test}: tmux is not installed");
+    crate::support::skip("tmux is not installed (.ci/test installs it)");
     false
 }
 
@@ -359,7 +359,7 @@ fn start_top(root: &Path, width: &str, height: &str) -> Tmux {
 /// changes (a second task becomes blocked), and quits on q.
 #[test]
 fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
-    if !have_tmux("top_in_tmux_shows_what_needs_you_and_follows_the_files") {
+    if !have_tmux() {
         return;
     }
     let (tmp, _dir) = troubled_project();
@@ -406,7 +406,7 @@ fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
 /// file watch); when squadd stops, the console says it is down.
 #[test]
 fn top_follows_squadds_events_and_notices_it_stop() {
-    if !have_tmux("top_follows_squadds_events_and_notices_it_stop") {
+    if !have_tmux() {
         return;
     }
     let (tmp, _dir) = troubled_project();
@@ -462,7 +462,7 @@ fn run_json(session: &Path, task: &str) -> Option<serde_json::Value> {
 /// `a` acknowledges the lead's message; all in tmux at 60 columns.
 #[test]
 fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
-    if !have_tmux("top_keys_stop_and_start_a_run_and_acknowledge_a_message") {
+    if !have_tmux() {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -558,7 +558,7 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
 /// With squadd down, `r` says that runs need squadd (nothing else happens).
 #[test]
 fn top_says_a_run_needs_squadd_when_it_is_down() {
-    if !have_tmux("top_says_a_run_needs_squadd_when_it_is_down") {
+    if !have_tmux() {
         return;
     }
     let (tmp, _dir) = troubled_project();

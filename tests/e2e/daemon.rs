@@ -16,6 +16,60 @@ pub struct Daemon {
     pub child: Child,
     pub notify: UnixDatagram,
     _notify_dir: tempfile::TempDir,
+    /// The test's turn to run squadds (dropped last: after the kill).
+    _slot: Slot,
+}
+
+/// How many tests run squadds at once (issue 40 item 5): each squadd takes
+/// an inotify instance, and the per-user limit (`max_user_instances`, 128
+/// on many machines, shared with every other process of the user) is not
+/// the test's to exhaust. A sixteenth of the limit, at least 2.
+fn slots() -> usize {
+    fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .map_or(8, |n| (n / 16).max(2))
+}
+
+/// The tests (by thread) holding squadds, and how many each holds.
+static HOLDERS: std::sync::Mutex<Vec<(std::thread::ThreadId, usize)>> =
+    std::sync::Mutex::new(Vec::new());
+static FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// One squadd's share of its test's turn: a test that holds one already
+/// starts more at once (a cluster of three), others wait for a turn.
+struct Slot(std::thread::ThreadId);
+
+impl Slot {
+    fn take() -> Slot {
+        let me = std::thread::current().id();
+        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(h) = holders.iter_mut().find(|(t, _)| *t == me) {
+                h.1 += 1;
+                return Slot(me);
+            }
+            if holders.len() < slots() {
+                holders.push((me, 1));
+                return Slot(me);
+            }
+            // Woken when a test lets its squadds go (not a fixed wait).
+            holders = FREED.wait(holders).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = holders.iter().position(|(t, _)| *t == self.0) {
+            holders[i].1 -= 1;
+            if holders[i].1 == 0 {
+                holders.remove(i);
+                FREED.notify_all();
+            }
+        }
+    }
 }
 
 impl Daemon {
@@ -38,6 +92,33 @@ impl Daemon {
     /// its arguments, squadd's command line appended: `strace -f …`); none:
     /// squadd itself.
     pub fn start_wrapped(roots: &[&Path], wrapper: &[&str], env: &[(&str, &str)]) -> Daemon {
+        // The machine's inotify instances are shared with every process of
+        // the user: a squadd that could not get one waits for another
+        // squadd of this run to stop, then starts again (at most 20 times).
+        for _ in 0..20 {
+            match Daemon::try_start(roots, wrapper, env) {
+                Ok(d) => return d,
+                Err(log) => {
+                    let holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+                    // Woken when a test lets its squadds go; a squadd of
+                    // another user's process may free one too, hence the
+                    // deadline on the wait.
+                    let _ = FREED.wait_timeout(holders, Duration::from_secs(5));
+                    eprintln!("squadd could not watch files, starting it again: {log}");
+                }
+            }
+        }
+        panic!("squadd could not get an inotify instance in 20 tries");
+    }
+
+    /// Starts squadd and waits for READY; `Err(log)` when it exited first
+    /// because the system's inotify instances ran out.
+    fn try_start(
+        roots: &[&Path],
+        wrapper: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Daemon, String> {
+        let slot = Slot::take();
         let notify_dir = tempfile::tempdir().unwrap();
         let sock = notify_dir.path().join("notify.sock");
         let notify = UnixDatagram::bind(&sock).unwrap();
@@ -64,14 +145,55 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap();
-        let daemon = Daemon {
+        let mut daemon = Daemon {
             child,
             notify,
             _notify_dir: notify_dir,
+            _slot: slot,
         };
-        let msg = daemon.recv_notify();
-        assert!(msg.contains("READY=1"), "first notification: {msg:?}");
+        // READY, or squadd gone first: looked at between short waits for
+        // the datagram (its own deadline is the 30 s read timeout's).
         daemon
+            .notify
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let start = Instant::now();
+        let msg = loop {
+            let mut buf = [0u8; 4096];
+            match daemon.notify.recv(&mut buf) {
+                Ok(n) => break String::from_utf8_lossy(&buf[..n]).into_owned(),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if let Ok(Some(_)) = daemon.child.try_wait() {
+                        let log = daemon.log();
+                        if log.contains("cannot watch files")
+                            && (log.contains("Too many open files") || log.contains("inotify"))
+                        {
+                            return Err(log);
+                        }
+                        panic!("squadd exited before READY:\n{log}");
+                    }
+                    assert!(
+                        start.elapsed() < Duration::from_secs(30),
+                        "no READY from squadd within 30 s:\n{}",
+                        daemon.log()
+                    );
+                }
+                Err(e) => panic!("a notification from squadd: {e}"),
+            }
+        };
+        daemon
+            .notify
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        assert!(msg.contains("READY=1"), "first notification: {msg:?}");
+        Ok(daemon)
     }
 
     /// The next sd_notify datagram.

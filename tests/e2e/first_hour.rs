@@ -258,3 +258,144 @@ fn team_new_refuses_bad_members_and_writes_nothing() {
     }
     assert_eq!(snapshot(&root), before);
 }
+
+/// The commands of README.md's first Quick start block, as typed.
+fn readme_quick_start() -> Vec<String> {
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let section = readme
+        .split("\n## Quick start\n")
+        .nth(1)
+        .expect("README has a Quick start");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("a shell block");
+    block.lines().map(str::to_string).collect()
+}
+
+/// Issue 40 item 2: the Quick start typed as README writes it, in an
+/// interactive shell in tmux (squadd started with `&`, then `squadctl
+/// top` in the same terminal): top's screen holds top's lines only, none
+/// of squadd's log, while the example runs to completion; squadd's log is
+/// in `.squad/run/squadd.log`; `kill %1` stops it.
+#[test]
+fn the_readme_quick_start_shows_a_clean_top_while_squadd_runs_in_the_background() {
+    use crate::attention::{Tmux, have_tmux};
+    if !have_tmux() {
+        return;
+    }
+    let (_tmp, base) = tmp_root();
+    let commands = readme_quick_start();
+    assert!(
+        commands.iter().any(|c| c.starts_with("squadd --root . &"))
+            && commands.iter().any(|c| c.starts_with("squadctl top")),
+        "{commands:?}"
+    );
+    let bin = Path::new(env!("CARGO_BIN_EXE_squadd")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let tmux = Tmux {
+        socket: base.join("tmux.sock"),
+    };
+    // A shell with job control, as a person's terminal; the fake agent's
+    // pace is squadd's environment, not a change to the commands.
+    let shell = format!(
+        "env -i HOME={home} PATH={path} TERM=xterm NO_COLOR=1 SQUAD_EXAMPLE_PACE=0.2 bash --norc --noprofile -i",
+        home = base.display()
+    );
+    let out = run(tmux.cmd().current_dir(&base).args([
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "100",
+        "-y",
+        "40",
+        &shell,
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let type_line = |line: &str| {
+        run(tmux.cmd().args(["send-keys", "-t", "top", "-l", line]));
+        run(tmux.cmd().args(["send-keys", "-t", "top", "Enter"]));
+    };
+    let root = base.join("demo");
+    for c in commands
+        .iter()
+        .take_while(|c| !c.starts_with("squadctl top"))
+    {
+        type_line(c);
+        if c.starts_with("squadctl init") {
+            eventually("init wrote the example", || {
+                root.join("example/agent.sh").is_file().then_some(())
+            });
+        }
+    }
+    eventually("squadd answers", || {
+        root.join(".squad/run/squadd.sock").exists().then_some(())
+    });
+    type_line(
+        commands
+            .iter()
+            .find(|c| c.starts_with("squadctl top"))
+            .unwrap(),
+    );
+    // The session completes on top's screen, and every line of it is top's.
+    let screen = tmux.wait_for(&["squadd running (pid", "3/3"]);
+    for line in screen.lines() {
+        for foreign in [" INFO ", " WARN ", "squad_supervisor", "squadd:", "$ "] {
+            assert!(
+                !line.contains(foreign),
+                "a foreign line on top's screen ({foreign:?}): {line}\n{screen}"
+            );
+        }
+    }
+    assert!(screen.starts_with("squadd running (pid"), "{screen}");
+    let log = fs::read_to_string(root.join(".squad/run/squadd.log")).unwrap();
+    assert!(log.contains("INFO"), "squadd logged to its file: {log}");
+    // q quits top; the README's last line stops squadd.
+    run(tmux.cmd().args(["send-keys", "-t", "top", "q"]));
+    eventually("top quits: the shell's screen is back", || {
+        (!tmux.screen().contains("NEEDS YOU")).then_some(())
+    });
+    for c in commands
+        .iter()
+        .skip_while(|c| !c.starts_with("squadctl top"))
+        .skip(1)
+    {
+        type_line(c);
+    }
+    eventually("squadd stops and removes its socket", || {
+        (!root.join(".squad/run/squadd.sock").exists()).then_some(())
+    });
+}
+
+/// Issue 40 item 2: squadd's warnings reach the lead wherever its log
+/// goes: the status answer carries the last ones (`top` shows them in a
+/// pane of their own).
+#[test]
+fn squadds_last_warnings_come_with_its_status() {
+    let (_tmp, root) = tmp_root();
+    ok(ctl_run(&root, &["init"]));
+    write(&root, ".squad/config.json", "{\"version\": \"one\"}\n");
+    let daemon = Daemon::start(&root);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(ctl_run(&root, &["status", "--json"]))).unwrap();
+    let warnings = v["daemon"]["warnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        warnings.iter().any(|w| w["level"] == "WARN"
+            && w["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("config.json invalid"))),
+        "{v:#}"
+    );
+    daemon.terminate();
+}

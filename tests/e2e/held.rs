@@ -375,7 +375,7 @@ fn the_control_socket_survives_bad_utf8_slowloris_and_idle_crowds() {
 fn another_uid_is_refused_on_the_control_socket() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to connect as another uid");
+        crate::support::skip("needs root to connect as another uid");
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -36,7 +36,7 @@ impl SquadCli {
                 dir
             );
             assert!(std::env::var_os("CI").is_none(), "{why}");
-            eprintln!("\n!!! SKIPPED: {why}\n");
+            crate::support::skip(&why);
         }
         found
     }

@@ -213,6 +213,10 @@ fn mcp_refused_writes_are_tool_errors_and_change_nothing() {
         tool.as_str().unwrap(),
         format!("{}{}", stderr(&cli), stdout(&cli))
     );
+    // A typo of a recipient: refused through MCP as on the command line.
+    let sends = steps(&report, "alice", "send");
+    let typo = sends[1]["text"].as_str().unwrap();
+    assert!(typo.contains("did you mean `bob`?"), "{typo}");
     let after = snapshot(root);
     let changed: Vec<_> = before
         .keys()

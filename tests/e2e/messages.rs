@@ -320,7 +320,7 @@ fn send_and_inbox_for_agents() {
     let out = ctl_run(
         root,
         &words(
-            "send --from bob --to carol --priority medium --type notification --subject x --message y",
+            "send --from bob --to carol --new-agent --priority medium --type notification --subject x --message y",
         ),
     );
     let carol_id = stdout(&out).trim().to_string();

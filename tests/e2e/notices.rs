@@ -376,7 +376,7 @@ pub(crate) fn strace() -> Option<&'static str> {
         std::env::var_os("CI").is_none(),
         "CI: strace is missing or cannot trace (.ci/run installs it)"
     );
-    eprintln!("SKIPPED: strace is missing or cannot trace here");
+    crate::support::skip("strace is missing or cannot trace here (.ci/test installs it)");
     None
 }
 

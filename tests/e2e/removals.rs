@@ -221,6 +221,7 @@ fn removing_inboxes_and_other_files_is_no_file_event() {
 #[test]
 fn git_checkout_and_clean_remove_each_file_once() {
     if !has_git() {
+        skip("git is not installed");
         return;
     }
     let (tmp, session) = demo();

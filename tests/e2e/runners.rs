@@ -733,6 +733,7 @@ fn the_largest_accepted_durations_and_counts_never_stop_squadd() {
         "alpha",
         "--to",
         "bravo",
+        "--new-agent",
         "--priority",
         "critical",
         "--type",

@@ -52,8 +52,8 @@ fn git_or_skip() -> bool {
     if has_git() {
         return true;
     }
-    eprintln!("SKIPPED: git is not installed");
     assert!(std::env::var_os("CI").is_none(), "CI must have git");
+    crate::support::skip("git is not installed");
     false
 }
 

@@ -21,6 +21,9 @@ enum LogFormat {
 /// records every action in `.squad/audit.jsonl`, and answers `squadctl` on
 /// `.squad/run/squadd.sock`. Runs in the foreground and logs to stderr; under
 /// systemd (Type=notify) it reports readiness after the start-up scan.
+/// Started in the background of a terminal (`squadd --root . &`), it logs
+/// to `.squad/run/squadd.log` instead, so that its lines never land on the
+/// screen of `squadctl top` (which shows its last warnings).
 ///
 /// One daemon per root: a second one on the same root exits with status 1,
 /// naming the pid that holds it. SIGTERM or SIGINT stop it cleanly.
@@ -43,6 +46,12 @@ struct Args {
     /// `squad_supervisor=debug`). Default: `$RUST_LOG`, else `info`.
     #[arg(long, value_name = "FILTER")]
     log: Option<String>,
+
+    /// Append the log to FILE (`-`: stderr). Default: stderr, or
+    /// `.squad/run/squadd.log` of the first root when started in the
+    /// background of a terminal.
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -59,16 +68,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-
     let roots = if args.roots.is_empty() {
         match squad_supervisor::root::resolve(None) {
             Ok(r) if r.as_os_str().is_empty() => vec![PathBuf::from(".")],
@@ -88,6 +87,24 @@ fn main() -> ExitCode {
             })
             .collect()
     };
+
+    // The log goes where it cannot write over a terminal UI (docs/daemon.md,
+    // "Running it").
+    let first = roots.first().cloned().unwrap_or_else(|| PathBuf::from("."));
+    let target = daemon::logging::choose(args.log_file.as_deref(), &first);
+    let json = args.log_format == LogFormat::Json;
+    if let Err(e) = daemon::logging::install(filter.clone(), json, &target, &first) {
+        if args.log_file.is_some() {
+            eprintln!("squadd: error: cannot open the log: {e}");
+            return ExitCode::from(2);
+        }
+        // The background log's root cannot hold it (it is missing, say):
+        // stderr, and the start-up says what is wrong with the root.
+        let _ = daemon::logging::install(filter, json, &daemon::logging::LogTarget::Stderr, &first);
+    }
+    // Nothing is printed about it: a line now could land on the screen of
+    // the command typed next (`squadctl top`). Fatal errors still reach
+    // stderr (below).
 
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

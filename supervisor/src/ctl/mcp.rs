@@ -416,6 +416,9 @@ pub(crate) struct SendInput {
     pub in_reply_to: Option<String>,
     /// The session.
     pub session: Option<String>,
+    /// Send to an agent the project does not know yet (otherwise refused
+    /// as a likely typo, naming the agent meant).
+    pub new_agent: Option<bool>,
 }
 
 /// Input of `reply`.
@@ -665,7 +668,8 @@ impl Squad {
             .opt("--task", p.task)
             .opt("--response-by", p.response_by)
             .opt("--in-reply-to", p.in_reply_to)
-            .opt("--session", self.session_or(p.session));
+            .opt("--session", self.session_or(p.session))
+            .flag("--new-agent", p.new_agent);
         self.exec(a).await
     }
 

@@ -48,6 +48,11 @@ pub enum TypeArg {
 /// (`role-comm-<from>-to-<to>-<message_id>.md`) into the session atomically
 /// and prints its id. squadd delivers it into the recipient's inbox by
 /// priority.
+///
+/// The recipient must be an agent the project knows (a task assignment or
+/// message of any session, the team, the policy's leads and runners, or
+/// `lead`): an unknown one is refused (exit 1, nothing written) with the
+/// name most likely meant, unless `--new-agent`.
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// Sender.
@@ -87,6 +92,11 @@ pub struct SendArgs {
     /// The session (default: the only active session).
     #[arg(long, env = "SQUAD_SESSION", value_name = "ID")]
     pub session: Option<String>,
+    /// Send to an agent the project does not know yet (no task, message,
+    /// team file or policy names it): without it such a recipient is
+    /// refused as a likely typo.
+    #[arg(long)]
+    pub new_agent: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -252,6 +262,8 @@ pub(crate) fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
             response_by: None,
             in_reply_to: Some(args.message_id),
             session: Some(item.session.clone()),
+            // The original's sender wrote a message: known.
+            new_agent: true,
             json: args.json,
         },
     )
@@ -269,6 +281,15 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
                 "{what} `{id}` is not a valid agent name (e.g. `backend-dev`)"
             ));
         }
+    }
+    // A recipient nobody knows is most often a typo: its message would
+    // wait in an inbox nobody reads.
+    if !args.new_agent
+        && let Some(why) =
+            super::recipients::refusal(&args.to, &super::recipients::known_agents(&root))
+    {
+        super::eprint_text(&format!("squadctl: {why}\n"));
+        return exit::PROBLEMS;
     }
     let body = match (&args.message, &args.message_file) {
         (Some(m), _) => m.clone(),

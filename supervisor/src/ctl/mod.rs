@@ -22,6 +22,7 @@ pub(crate) mod memory;
 pub(crate) mod message;
 mod plan_cache;
 pub(crate) mod read;
+mod recipients;
 pub(crate) mod runs;
 pub(crate) mod schema;
 pub(crate) mod service;

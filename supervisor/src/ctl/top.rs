@@ -94,6 +94,9 @@ pub(crate) struct TopView {
     pub daemon_up: bool,
     /// The needs-you items.
     pub attention: Vec<Item>,
+    /// squadd's last warnings and errors (`HH:MM:SS LEVEL text`), oldest
+    /// first: its log may be a file nobody watches.
+    pub warnings: Vec<String>,
     /// Sessions.
     pub sessions: Vec<SessionLine>,
     /// Tasks of every session, in session order.
@@ -255,6 +258,16 @@ pub(crate) fn render(frame: &mut Frame<'_>, view: &TopView) {
             Span::styled(it.summary.clone(), s),
         ]));
     }
+    if !view.warnings.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(
+            format!("SQUADD WARNED ({} latest)", view.warnings.len()),
+            style(Color::Yellow).add_modifier(Modifier::BOLD),
+        ));
+        for w in &view.warnings {
+            lines.push(Line::raw(format!("  {w}")));
+        }
+    }
     lines.push(Line::raw(""));
     lines.push(Line::styled(
         "SESSIONS",
@@ -387,6 +400,9 @@ fn run_detail(
     format!("up {} cpu {cpu} {wrote}", age(r.started_at))
 }
 
+/// The most warnings of squadd's the console shows.
+const MAX_WARNINGS: usize = 3;
+
 /// Builds the view from the files and squadd (what `status` gathers), the
 /// tasks' derivation and the lead's inboxes.
 fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
@@ -403,9 +419,25 @@ fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
         }
     };
     match &g.report.daemon {
-        crate::status::DaemonReport::Running { pid, .. } => {
+        crate::status::DaemonReport::Running { pid, warnings, .. } => {
             view.daemon = format!("squadd running (pid {pid})");
             view.daemon_up = true;
+            // The last few, newest last, escaped (they quote paths).
+            view.warnings = warnings
+                .iter()
+                .rev()
+                .take(MAX_WARNINGS)
+                .rev()
+                .map(|w| {
+                    crate::text::escape(&format!(
+                        "{} {} {}",
+                        w.at.with_timezone(&chrono::Local).format("%H:%M:%S"),
+                        w.level,
+                        w.text
+                    ))
+                    .into_owned()
+                })
+                .collect();
         }
         crate::status::DaemonReport::Down { reason } => {
             view.daemon = format!("squadd DOWN ({reason}): read from the files");
@@ -771,6 +803,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("s stop r run a ack"), "{text}");
+    }
+
+    #[test]
+    fn squadds_warnings_have_a_pane_of_their_own_after_needs_you() {
+        let mut v = view();
+        assert!(!screen(&v, 60).contains("SQUADD WARNED"));
+        v.warnings = vec!["10:00:01 WARN cannot write summary.md".into()];
+        let text = screen(&v, 60);
+        let (needs, warned, sessions) = (
+            text.find("NEEDS YOU").unwrap_or(usize::MAX),
+            text.find("SQUADD WARNED (1 latest)").unwrap_or(usize::MAX),
+            text.find("SESSIONS").unwrap_or(0),
+        );
+        assert!(needs < warned && warned < sessions, "{text}");
+        assert!(
+            text.contains("  10:00:01 WARN cannot write summary.md"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -61,6 +61,7 @@ fn root_report(sup: &EventLoop, i: RootId, session: Option<&str>) -> RootReport 
                     s,
                     r.mail.get(name),
                     r.state.escalated.get(name),
+                    r.policy.notices.lead.as_deref(),
                 );
                 report
             })
@@ -75,9 +76,23 @@ fn add_messages(
     session: &super::session::SessionCore,
     mail: Option<&super::routing::Mailbox>,
     escalated: Option<&std::collections::BTreeSet<String>>,
+    lead: Option<&str>,
 ) {
     report.recipients_without_task = crate::status::recipients_without_task(session.index());
     let Some(mail) = mail else { return };
+    // A notice whose fact is gone is moot, not an overdue reply.
+    let live = std::cell::OnceCell::new();
+    let moot = |id: &str| {
+        let live = live.get_or_init(|| {
+            super::core::notices::live_notice_ids(
+                &session.index().name,
+                session.index(),
+                session.tasks().values(),
+                lead,
+            )
+        });
+        super::core::notices::is_moot(id, live)
+    };
     let now = Utc::now();
     for (to, name, unread) in mail.unread() {
         *report
@@ -89,7 +104,9 @@ fn add_messages(
         if let Some(escalated) = escalated
             && let Some(id) = mail.message_id(to, name)
             && escalated.contains(&id)
+            && !moot(&id)
         {
+            report.escalated_to.insert(id.clone(), to.to_string());
             report.escalations.push(id);
         }
     }
@@ -118,6 +135,7 @@ pub(crate) fn answer(sup: &mut EventLoop, i: RootId, method: Method) -> Reply {
                         .collect(),
                     last_event: sup.log.last().cloned().map(Box::new),
                     polling: sup.intake.polling().map(str::to_string),
+                    warnings: super::logging::recent(),
                 },
                 // The socket belongs to one root; report that root.
                 roots: vec![root_report(sup, i, session.as_deref())],

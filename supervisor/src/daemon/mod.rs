@@ -43,6 +43,7 @@ pub(crate) mod health;
 pub(crate) mod hooks;
 pub(crate) mod intake;
 mod leader;
+pub mod logging;
 mod mail;
 pub(crate) mod notices;
 pub(crate) mod pidfile;

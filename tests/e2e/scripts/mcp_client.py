@@ -124,6 +124,10 @@ async def refuse(stack):
     await call(alice, "alice", "send", {
         "to": "Not An Agent", "priority": "high", "type": "question", "subject": "s", "message": "m",
     })
+    # A typo of a known agent (bob): refused, naming him (issue 40 item 3).
+    await call(alice, "alice", "send", {
+        "to": "bbo", "priority": "high", "type": "question", "subject": "s", "message": "m",
+    })
     await call(alice, "alice", "lock_release", {"targets": ["src/never-held.rs"]})
     return {}
 

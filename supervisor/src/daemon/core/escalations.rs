@@ -34,6 +34,10 @@ pub(crate) fn run(
     };
     let policy = &root.policy.messages;
     let mut escalated = Vec::new();
+    // squadd's notices whose facts still stand, computed once when a
+    // notice is due: a moot one (its plan fixed, its task completed) is
+    // never escalated (issue 40 item 4).
+    let mut live = None;
     for d in mail.take_due_escalations(policy, now.wall) {
         if root
             .state
@@ -49,6 +53,20 @@ pub(crate) fn run(
         if !unread(&path) {
             mail.seen(policy, &d.to, &d.name, None);
             continue;
+        }
+        if d.message_id.starts_with("msg_squadd_") {
+            let live = live.get_or_insert_with(|| match root.sessions.get(session) {
+                Some(core) => super::notices::live_notice_ids(
+                    session,
+                    core.index(),
+                    core.tasks().values(),
+                    root.policy.notices.lead.as_deref(),
+                ),
+                None => Default::default(),
+            });
+            if super::notices::is_moot(&d.message_id, live) {
+                continue;
+            }
         }
         root.state
             .escalated
