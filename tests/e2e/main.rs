@@ -33,6 +33,7 @@ pub mod lock;
 mod mailbox;
 mod mcp;
 mod memory;
+mod memory_appends;
 mod messages;
 mod notices;
 mod real_clis;
