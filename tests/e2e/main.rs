@@ -34,6 +34,7 @@ mod mailbox;
 mod mcp;
 mod memory;
 mod memory_appends;
+mod memory_shapes;
 mod messages;
 mod notices;
 mod real_clis;
