@@ -47,6 +47,7 @@ mod skills;
 mod stub_model;
 mod support;
 mod team;
+mod team_files;
 mod trust;
 mod validate;
 mod worktree;
