@@ -9,12 +9,14 @@
 //! Entry starts (outside code fences only):
 //! - SEM: `### <RFC 3339 timestamp with offset>: <type>: <summary>`;
 //! - legacy `### <date or date-time>: Title` and undated `### Title`;
-//! - legacy `## Title` blocks holding a `**Date:**` or `**Author:**` line;
+//! - legacy `## 2026-02-15: Title` and `## Decision: Title` entries;
+//! - legacy `## Title` blocks holding a `**Date:**`, `**Author:**` or `**By:**` line;
 //! - legacy `# Decision: Title` blocks (`**By:**`, `**What:**`, `**Why:**`).
 //!
 //! An entry runs to its `---` terminator (included), a heading of its own
-//! level or higher, a `###` entry heading (a `# Decision:` block nests
-//! undated `###` sections), or the end of the file. Deeper headings
+//! level or higher, a `###` entry heading (a `#` block nests undated `###`
+//! and `##` sections, but ends at a heading carrying its own date or
+//! author), or the end of the file. Deeper headings
 //! (`####` in a `###` entry) and fenced code belong to the entry.
 
 use chrono::{DateTime, FixedOffset, NaiveDate};
@@ -544,6 +546,48 @@ pub fn fixed_layout(t: &str) -> Option<DateTime<FixedOffset>> {
         .single()
 }
 
+/// Whether a field names an entry's date or author (`**Date:**`,
+/// `**Author:**`, `**By:**`): a heading followed by one carries its own.
+fn dates_or_signs(name: &str) -> bool {
+    ["date", "author", "by"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The title of a `Decision: Title` heading text (case-insensitive, as
+/// SquadUI reads it), trimmed.
+fn decision_title(text: &str) -> Option<&str> {
+    let head = text.get(..9)?;
+    head.eq_ignore_ascii_case("decision:")
+        .then(|| text[9..].trim())
+}
+
+/// Whether the entry heading at `idx` carries its own date or author: a
+/// dated heading, or a `**Date:**`/`**Author:**`/`**By:**` line before the
+/// next heading. Such a heading ends a `#` block above it (whose author is
+/// not its author).
+fn carries_own(lines: &[Line<'_>], idx: usize, style: Style) -> bool {
+    matches!(style, Style::Sem | Style::DatedHeading | Style::TitleBlock)
+        || signed_or_dated(lines, idx)
+}
+
+/// Whether a `**Date:**`, `**Author:**` or `**By:**` line follows the
+/// heading at `idx` before any other heading or a `---`.
+fn signed_or_dated(lines: &[Line<'_>], idx: usize) -> bool {
+    for m in &lines[idx + 1..] {
+        if m.fenced {
+            continue;
+        }
+        if is_terminator(m.text) || heading(m.text).is_some() {
+            break;
+        }
+        if field_line(m.text).is_some_and(|(name, _)| dates_or_signs(name)) {
+            return true;
+        }
+    }
+    false
+}
+
 /// What kind of entry a heading at `idx` starts, if any.
 fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
     let l = &lines[idx];
@@ -554,29 +598,17 @@ fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
     // A `# Title` or `## Title` block is an entry when its own Date/Author
     // lines come before any heading (Squad agents' inbox files are
     // `# Title`, `**Author:**`, `**Date:**`, `## Decision`, `## Impact`).
-    let title_block = |level: usize| {
-        for m in &lines[idx + 1..] {
-            if m.fenced {
-                continue;
-            }
-            if is_terminator(m.text) || heading(m.text).is_some() {
-                break;
-            }
-            if let Some((name, _)) = field_line(m.text)
-                && (name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("author"))
-            {
-                return Some((Style::TitleBlock, level));
-            }
-        }
-        None
-    };
+    let title_block =
+        |level: usize| signed_or_dated(lines, idx).then_some((Style::TitleBlock, level));
     match level {
-        1 => match text.strip_prefix("Decision:") {
-            Some(t) => (!t.trim().is_empty()).then_some((Style::DecisionBlock, 1)),
-            None if !text.is_empty() => title_block(1),
+        1 | 2 => match decision_title(text) {
+            // `# Decision: Title` and, as SquadUI reads them, `## Decision:`.
+            Some(t) => (!t.is_empty()).then_some((Style::DecisionBlock, level)),
+            // `## 2026-02-15: Title` (By/What/Why below), as `###` ones.
+            None if level == 2 && split_timestamp(text).is_some() => Some((Style::DatedHeading, 2)),
+            None if !text.is_empty() => title_block(level),
             None => None,
         },
-        2 => title_block(2),
         3 if !text.is_empty() => {
             if sem_heading(text).is_some() || sem_shape(text).is_some() {
                 Some((Style::Sem, 3))
@@ -622,11 +654,10 @@ pub fn parse(src: &str) -> Document {
                     && (n <= level
                         || entry_start(&lines, j).is_some_and(|(st, el)| {
                             // A `###` entry heading ends `###` and `## Title`
-                            // entries; only `# Decision:` blocks nest them,
-                            // and even those end at a dated `###`.
-                            el <= level
-                                || level >= 2
-                                || matches!(st, Style::Sem | Style::DatedHeading)
+                            // entries; only `#` blocks nest them, and even
+                            // those end at a heading with its own date or
+                            // author (that entry is someone else's).
+                            el <= level || level >= 2 || carries_own(&lines, j, st)
                         }))
                 {
                     break;
@@ -671,10 +702,7 @@ fn build_entry(
         Style::DecisionBlock => (
             None,
             None,
-            text.strip_prefix("Decision:")
-                .unwrap_or(&text)
-                .trim()
-                .to_string(),
+            decision_title(&text).unwrap_or(&text).to_string(),
         ),
         _ => (None, None, text.clone()),
     };
@@ -857,7 +885,21 @@ pub fn convert_entry(
     if summary.is_empty() {
         return Err("no title to use as summary".into());
     }
-    let ts = moment.format("%Y-%m-%dT%H:%M:%S%z").to_string();
+    // A summary has at most 120 characters: a longer title is cut at a word
+    // and kept whole at the top of the details.
+    let (summary, long_title) = match shorten(&summary, SUMMARY_MAX) {
+        Some(short) => (short, Some(summary)),
+        None => (summary, None),
+    };
+    // A `Z` stays a `Z` (its letter is a word of the entry's text).
+    let zulu = ts_text.trim_end().ends_with('Z') && moment.offset().local_minus_utc() == 0;
+    let ts = moment
+        .format(if zulu {
+            "%Y-%m-%dT%H:%M:%SZ"
+        } else {
+            "%Y-%m-%dT%H:%M:%S%z"
+        })
+        .to_string();
     let kind = e.kind();
     let kind = if TYPES.contains(&kind.as_str()) {
         kind
@@ -869,7 +911,7 @@ pub fn convert_entry(
     );
     // Everything else of the entry goes into details, in source order, with
     // headings demoted under the entry and rules spelled so they do not end it.
-    let mut details = String::new();
+    let mut details = long_title.map_or_else(String::new, |t| format!("Title: {t}\n\n"));
     let mut rationale: Option<String> = None;
     let body_end = if e.terminated {
         // Drop the terminator line: the SEM text ends with its own.
@@ -940,7 +982,14 @@ pub fn convert_entry(
                     skip_field = true;
                     continue;
                 }
-                _ => {}
+                _ => {
+                    // Text of the entry, not a field of the SEM entry: a
+                    // `**Scope:** Cross-cutting …` line kept as a field
+                    // would be an invalid `scope`.
+                    details.push_str(&escape_field(line));
+                    details.push('\n');
+                    continue;
+                }
             }
         }
         if skip_field {
@@ -980,6 +1029,45 @@ pub fn convert_entry(
     Ok(out)
 }
 
+/// The most characters a summary may have (`memory-summary-too-long`).
+pub const SUMMARY_MAX: usize = 120;
+
+/// `text` cut after a word to at most `max` characters, `…` included, when
+/// it is longer.
+fn shorten(text: &str, max: usize) -> Option<String> {
+    if text.chars().count() <= max {
+        return None;
+    }
+    let mut out = String::new();
+    for w in text.split_whitespace() {
+        let len = out.chars().count() + usize::from(!out.is_empty()) + w.chars().count();
+        if len + 1 > max {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    if out.is_empty() {
+        out = text.chars().take(max - 1).collect();
+    }
+    out.push('…');
+    Some(out)
+}
+
+/// A `**Name:** text` line as `**Name**: text`: the same words and look,
+/// no longer a field line ([`field_line`]).
+fn escape_field(line: &str) -> String {
+    let Some(start) = line.find("**").map(|i| i + 2) else {
+        return line.to_string();
+    };
+    match line[start..].find(":**") {
+        Some(k) => format!("{}**:{}", &line[..start + k], &line[start + k + 3..]),
+        None => line.to_string(),
+    }
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -1007,15 +1095,18 @@ pub fn convert(src: &str, tz: FixedOffset, default_author: Option<&str>) -> Conv
                     let checked = convert_entry(src, e, tz, default_author).and_then(|sem| {
                         let lost = lost_words(&content_of(text), &sem);
                         let one = parse(&sem).entries().count() == 1;
-                        match (lost.is_empty(), one) {
-                            (true, true) => Ok(sem),
-                            (false, _) => Err(format!(
+                        match (lost.is_empty(), one, invalid(&sem)) {
+                            (true, true, None) => Ok(sem),
+                            (false, _, _) => Err(format!(
                                 "kept as it was: converting it would lose {}",
                                 lost.join(" ")
                             )),
-                            (true, false) => {
+                            (true, false, _) => {
                                 Err("kept as it was: it would not read back as one entry".into())
                             }
+                            (true, true, Some(why)) => Err(format!(
+                                "kept as it was: it would not be a valid SEM entry ({why})"
+                            )),
                         }
                     });
                     match checked {
@@ -1069,6 +1160,25 @@ pub fn convert(src: &str, tz: FixedOffset, default_author: Option<&str>) -> Conv
         entries,
         lost,
     }
+}
+
+/// Why a converted entry would not validate, if it would not: a legacy
+/// entry (never checked) must not become an error (references aside: they
+/// are checked across files, and convert writes none of its own).
+fn invalid(sem: &str) -> Option<String> {
+    let epoch = DateTime::from_timestamp(0, 0)?.fixed_offset();
+    let errors: Vec<String> = validate(
+        std::path::Path::new(""),
+        &parse(sem),
+        &Known::default(),
+        epoch,
+        false,
+    )
+    .into_iter()
+    .filter(|d| d.is_error() && d.rule != crate::Rule::MemoryUnresolvedReference)
+    .map(|d| d.message)
+    .collect();
+    (!errors.is_empty()).then(|| errors.join("; "))
 }
 
 /// An entry's text without the labels a conversion renames.
@@ -1291,7 +1401,7 @@ pub fn validate(
         }
         if let Some(s) = e.field("summary") {
             let n = s.trim().chars().count();
-            if n > 120 {
+            if n > SUMMARY_MAX {
                 out.push(
                     Diagnostic::new(
                         path,

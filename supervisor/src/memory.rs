@@ -17,13 +17,14 @@
 //! the inbox) holds the team's memory lock ([`lock`]) while it reads and
 //! writes, so two writers never replace each other's work.
 
-use crate::safefs::write_atomic;
 use chrono::{DateTime, Utc};
 use squad_policies::memory::{ArchiveRule, EntryFacts, plan};
-use squad_protocol::atomic::sync_dir;
 use squad_protocol::fsx::read_regular_to_string;
 use squad_protocol::memory::{self, Document};
 use std::path::{Path, PathBuf};
+
+mod shared;
+pub(crate) use shared::rewrite;
 
 /// Why a memory file could not be read, merged, archived or backed up;
 /// nothing of the file is lost when one is returned.
@@ -239,7 +240,9 @@ fn alive(pid: i32) -> bool {
 /// Removes the temporaries (`.name.tmp.<pid>.<n>`) that memory writers
 /// killed mid-write left in the team's memory directories: only for memory
 /// file names, only of processes that are gone, never through a link.
-/// Called with the memory lock held, so no memory writer is mid-write.
+/// Called with the memory lock held, so no memory writer is mid-write; it
+/// also carries over what other writers appended to a file a killed rewrite
+/// replaced (`.<name>.prev.*`, see [`rewrite`]).
 pub(crate) fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
     let mut dirs = vec![team.to_path_buf(), team.join("decisions").join("inbox")];
     let agents = team.join("agents");
@@ -264,7 +267,21 @@ pub(crate) fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
         let Ok((dir, _)) = crate::safefs::project_parent(&d.join("x"), None) else {
             continue;
         };
-        for name in dir.names().unwrap_or_default() {
+        let names = dir.names().unwrap_or_default();
+        // What other writers appended to files a killed rewrite replaced.
+        let mut replaced: Vec<&str> = names
+            .iter()
+            .filter_map(|n| n.strip_prefix('.')?.split_once(".prev.").map(|(b, _)| b))
+            .filter(|b| b.ends_with(".md"))
+            .collect();
+        replaced.sort_unstable();
+        replaced.dedup();
+        for base in replaced {
+            if let Err(e) = shared::settle(&dir, base, &d.join(base)) {
+                tracing::warn!(error = %e, "cannot carry over appends to a replaced memory file");
+            }
+        }
+        for name in &names {
             let Some((base, rest)) = name.strip_prefix('.').and_then(|n| n.split_once(".tmp."))
             else {
                 continue;
@@ -273,7 +290,7 @@ pub(crate) fn sweep_temps(team: &Path, _lock: &MemoryLock) -> usize {
             let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
             if memory_name
                 && pid.is_some_and(|p| p != std::process::id() as i32 && !alive(p))
-                && dir.unlink(&name).is_ok()
+                && dir.unlink(name).is_ok()
             {
                 removed += 1;
             }
@@ -468,13 +485,18 @@ pub(crate) fn merge_inbox(
     let mut report = MergeReport::default();
     // (name it had in the inbox, where it is now, its text)
     let mut taken: Vec<(PathBuf, PathBuf, String)> = Vec::new();
+    // One team directory from here on, reached once: if another tool moves
+    // it away meanwhile (`import --force`), the merge ends in the team its
+    // inbox belonged to, never in the one that took its place.
+    let (team_dir, live_name) =
+        crate::safefs::project_parent(&live_path, None).map_err(io_error(team))?;
     let dir = if dry_run || !inbox.is_dir() {
         None
     } else {
         Some(
-            crate::safefs::project_parent(&inbox.join("x"), None)
-                .map_err(io_error(&inbox))?
-                .0,
+            team_dir
+                .walk(Path::new("decisions/inbox"), None)
+                .map_err(io_error(&inbox))?,
         )
     };
     for p in aside_files(team) {
@@ -544,10 +566,10 @@ pub(crate) fn merge_inbox(
             texts.push(t);
         }
     }
-    let m = memory::merge(&live, &texts);
-    report.appended = m.appended;
-    report.duplicates = m.duplicates;
     if dry_run {
+        let m = memory::merge(&live, &texts);
+        report.appended = m.appended;
+        report.duplicates = m.duplicates;
         return Ok(report);
     }
     let restore_all = |taken: &[(PathBuf, PathBuf, String)]| {
@@ -557,22 +579,35 @@ pub(crate) fn merge_inbox(
             }
         }
     };
-    if !m.invisible.is_empty() {
+    // Computed again from decisions.md as it is when written: Squad's
+    // Scribe and people append to it without the memory lock.
+    let mut output = String::new();
+    let written = shared::rewrite_in(&team_dir, &live_name, &live_path, |live| {
+        if let Some(line) = memory::unclosed_fence(live) {
+            return Err(MemoryError::UnclosedFence {
+                path: live_path.clone(),
+                line,
+            });
+        }
+        let m = memory::merge(live, &texts);
+        if !m.invisible.is_empty() {
+            return Err(MemoryError::Invisible {
+                path: live_path.clone(),
+                count: m.invisible.len(),
+            });
+        }
+        report.appended = m.appended;
+        report.duplicates = m.duplicates;
+        output = m.output;
+        Ok((report.appended > 0).then(|| output.clone()))
+    });
+    if let Err(e) = written {
         restore_all(&taken);
-        return Err(MemoryError::Invisible {
-            path: live_path,
-            count: m.invisible.len(),
-        });
+        return Err(e);
     }
-    if m.appended > 0
-        && let Err(e) = write_atomic(&live_path, m.output.as_bytes())
-    {
-        restore_all(&taken);
-        return Err(io_error(&live_path)(e));
-    }
-    let merged = memory::parse(&m.output);
+    let merged = memory::parse(&output);
     let have: std::collections::HashSet<String> =
-        merged.entries().map(|e| e.identity(&m.output)).collect();
+        merged.entries().map(|e| e.identity(&output)).collect();
     for (orig, at, t) in taken {
         if orig == at {
             continue; // kept where it is (reported above)
@@ -595,7 +630,11 @@ pub(crate) fn merge_inbox(
         });
         match why {
             None => {
-                crate::safefs::remove_project_file(&at).map_err(io_error(&at))?;
+                // `why` is None only with the inbox directory at hand.
+                let name = at.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if let Some(d) = &dir {
+                    d.unlink(name).map_err(io_error(&at))?;
+                }
                 drop(held);
                 report.removed.push(orig);
             }
@@ -605,8 +644,8 @@ pub(crate) fn merge_inbox(
             }
         }
     }
-    if !report.removed.is_empty() {
-        sync_dir(&inbox).map_err(MemoryError::Sync)?;
+    if let Some(d) = dir.as_ref().filter(|_| !report.removed.is_empty()) {
+        d.sync().map_err(MemoryError::Sync)?;
     }
     Ok(report)
 }
@@ -701,33 +740,45 @@ pub(crate) fn archive_file(
     dry_run: bool,
     _lock: &MemoryLock,
 ) -> Result<ArchiveReport, MemoryError> {
-    let live = read(live_path)?;
     let archive_path = archive_path(live_path);
-    let archive = read_or_empty(&archive_path)?;
-    let doc: Document = memory::parse(&live);
-    let facts: Vec<EntryFacts> = doc
-        .entries()
-        .map(|e| EntryFacts {
-            moment: e.moment(),
-            bytes: (e.span.end - e.span.start) as u64,
-        })
-        .collect();
-    let moves = plan(&facts, live.len() as u64, rule, now);
-    let moved = moves.iter().filter(|m| **m).count();
-    let (new_archive, new_live, appended) = memory::split_archive(&live, &archive, &moves);
-    let report = ArchiveReport {
+    let mut report = ArchiveReport {
         file: live_path.to_path_buf(),
         archive: archive_path.clone(),
-        moved,
-        appended,
+        moved: 0,
+        appended: 0,
     };
-    if dry_run || moved == 0 {
-        return Ok(report);
+    // The plan is made again from the live file as it is when written
+    // (agents append to their histories, the Scribe to decisions.md); the
+    // archive is written first, idempotently (entries it holds are skipped).
+    let mut plan_of = |live: &str| -> Result<Option<String>, MemoryError> {
+        let doc: Document = memory::parse(live);
+        let facts: Vec<EntryFacts> = doc
+            .entries()
+            .map(|e| EntryFacts {
+                moment: e.moment(),
+                bytes: (e.span.end - e.span.start) as u64,
+            })
+            .collect();
+        let moves = plan(&facts, live.len() as u64, rule, now);
+        report.moved = moves.iter().filter(|m| **m).count();
+        if dry_run || report.moved == 0 {
+            let archive = read_or_empty(&archive_path)?;
+            report.appended = memory::split_archive(live, &archive, &moves).2;
+            return Ok(None);
+        }
+        report.appended = 0;
+        shared::rewrite(&archive_path, |archive| {
+            let (new_archive, _, appended) = memory::split_archive(live, archive, &moves);
+            report.appended = appended;
+            Ok((appended > 0).then_some(new_archive))
+        })?;
+        Ok(Some(memory::split_archive(live, "", &moves).1))
+    };
+    if dry_run {
+        plan_of(&read(live_path)?)?;
+    } else {
+        shared::rewrite(live_path, plan_of)?;
     }
-    if appended > 0 {
-        write_atomic(&archive_path, new_archive.as_bytes()).map_err(io_error(&archive_path))?;
-    }
-    write_atomic(live_path, new_live.as_bytes()).map_err(io_error(live_path))?;
     Ok(report)
 }
 

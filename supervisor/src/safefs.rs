@@ -253,6 +253,18 @@ impl Dir {
         Ok(())
     }
 
+    /// Makes `to` a second name (a hard link) of the file `name`, both in
+    /// this directory; a link at `name` is linked, never followed.
+    pub(crate) fn link(&self, name: &str, to: &str) -> io::Result<()> {
+        let (f, t) = (cstr(name.as_ref())?, cstr(to.as_ref())?);
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: valid dirfd and NUL-terminated names.
+        if unsafe { libc::linkat(fd, f.as_ptr(), fd, t.as_ptr(), 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Removes the file (or link) `name` in this directory.
     pub(crate) fn unlink(&self, name: &str) -> io::Result<()> {
         self.unlinkat_os(std::ffi::OsStr::new(name), 0)

@@ -368,6 +368,37 @@ pub(crate) fn gather_skills(
     (skills, agent_skills, notes)
 }
 
+/// The files of each agent's folder an export carries besides `charter.md`,
+/// `history.md` and `skills/` (`history-archive.md`, which `memory archive`
+/// writes, notes, …): by folder, retired agents' by `_alumni/<folder>`, with
+/// notes naming what is left out (not UTF-8 text, too large, a link).
+pub(crate) fn gather_agent_files(team: &TeamDir) -> (BTreeMap<String, SkillFiles>, Vec<String>) {
+    let alumni = squad_protocol::team::read::ALUMNI_DIR;
+    let agents = team.path.join("agents");
+    let mut dirs: Vec<(String, PathBuf)> = real_subdirs(&agents)
+        .into_iter()
+        .filter(|(n, _)| n != alumni)
+        .collect();
+    for (n, d) in real_subdirs(&agents.join(alumni)) {
+        dirs.push((format!("{alumni}/{n}"), d));
+    }
+    let mut notes = Vec::new();
+    let mut out = BTreeMap::new();
+    for (key, dir) in dirs {
+        let label = dir.display().to_string();
+        let mut files = read_skill_folder(&dir, &label, &mut notes);
+        files.retain(|rel, _| {
+            !matches!(rel.as_str(), "charter.md" | "history.md") && !rel.starts_with("skills/")
+        });
+        if !files.is_empty() {
+            out.insert(key, files);
+        }
+    }
+    // The agents' skills were read (and their problems said) with the skills.
+    notes.retain(|n| !n.contains("/skills/"));
+    (out, notes)
+}
+
 /// The `**Owner:**` of the roster's Project Context, if any.
 pub(crate) fn owner(team: &Team) -> String {
     team.team_md

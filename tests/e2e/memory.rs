@@ -192,7 +192,7 @@ fn validate_reports_rules_with_lines() {
 }
 
 /// Runs `args` and kills it with SIGKILL after `delay`, whether it finished or not.
-fn run_and_kill(root: &Path, args: &[&str], delay: Duration) {
+pub fn run_and_kill(root: &Path, args: &[&str], delay: Duration) {
     let mut child = ctl_root(root)
         .args(args)
         .stdout(std::process::Stdio::null())

@@ -65,6 +65,9 @@ pub struct BundleAgent {
     pub history: Option<String>,
     /// The agent's own skills (`agents/<name>/skills/<skill>/…`).
     pub skills: BTreeMap<String, SkillFiles>,
+    /// Every other file of the agent's folder (`history-archive.md`, notes),
+    /// by path relative to it.
+    pub files: SkillFiles,
 }
 
 /// A team, as an export file carries it (either shape).
@@ -224,14 +227,22 @@ fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, Bundle
 fn skill_files(v: &Value, path: &str) -> Result<SkillFiles, BundleError> {
     let o = object(v, path)?;
     let files_path = format!("{path}.files");
-    let files = object(
+    let out = folder_files(
         o.get("files")
             .ok_or_else(|| err(path, "a skill has `files`"))?,
         &files_path,
     )?;
+    if !out.contains_key(crate::skill::SKILL_FILE) {
+        return Err(err(&files_path, "a skill folder holds a SKILL.md"));
+    }
+    Ok(out)
+}
+
+/// A folder's files: relative paths (checked) to text.
+fn folder_files(v: &Value, path: &str) -> Result<SkillFiles, BundleError> {
     let mut out = SkillFiles::new();
-    for (rel, text) in files {
-        let p = key_path(&files_path, rel);
+    for (rel, text) in object(v, path)? {
+        let p = key_path(path, rel);
         check_rel_path(&p, rel)?;
         let Value::String(text) = text else {
             return Err(err(
@@ -240,9 +251,6 @@ fn skill_files(v: &Value, path: &str) -> Result<SkillFiles, BundleError> {
             ));
         };
         out.insert(rel.clone(), text.clone());
-    }
-    if !out.contains_key(crate::skill::SKILL_FILE) {
-        return Err(err(&files_path, "a skill folder holds a SKILL.md"));
     }
     Ok(out)
 }
@@ -310,12 +318,17 @@ fn agents_map(
             Some(s) if with_skills && !s.is_null() => skills_map(s, &format!("{p}.skills"))?,
             _ => BTreeMap::new(),
         };
+        let files = match o.get("files") {
+            Some(f) if !f.is_null() => folder_files(f, &format!("{p}.files"))?,
+            _ => SkillFiles::new(),
+        };
         out.insert(
             name.clone(),
             BundleAgent {
                 charter,
                 history,
                 skills,
+                files,
             },
         );
     }
@@ -381,6 +394,14 @@ pub fn skill_slug(name: &str) -> Option<String> {
     (!out.is_empty() && name_problem(&out).is_none()).then_some(out)
 }
 
+/// The folder the Squad CLI's import gives the `i`th SKILL.md of an export's
+/// `skills` list: the slug of its front-matter name, else `skill-<i>`.
+fn listed_skill_name(text: &str, i: usize) -> String {
+    front_matter_name(text)
+        .and_then(|n| skill_slug(&n))
+        .unwrap_or_else(|| format!("skill-{i}"))
+}
+
 /// Whether the Squad CLI's import accepts `name` as an agent folder
 /// (its `isSafeSlug`: ASCII letters, digits, `.`, `_`, `-`, starting with
 /// a letter or digit, no `..`).
@@ -422,6 +443,13 @@ pub fn squad_cli_drops(bundle: &Bundle) -> Vec<String> {
         }
     }
     for (agent, a) in &bundle.agents {
+        if !a.files.is_empty() {
+            let names: Vec<&str> = a.files.keys().map(String::as_str).collect();
+            out.push(format!(
+                "agent {agent}: {} (carried in `agents.{agent}.files`, which the Squad CLI ignores)",
+                names.join(", ")
+            ));
+        }
         if !a.skills.is_empty() {
             let names: Vec<&str> = a.skills.keys().map(String::as_str).collect();
             out.push(format!(
@@ -552,9 +580,7 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
                     continue;
                 }
                 // Named as the Squad CLI's import names the folder.
-                let name = front_matter_name(text)
-                    .and_then(|n| skill_slug(&n))
-                    .unwrap_or_else(|| format!("skill-{i}"));
+                let name = listed_skill_name(text, i);
                 check_name(&p, "skill name", &name)?;
                 unique(&mut lower, &name, &p, "skill")?;
                 out.insert(
@@ -600,6 +626,9 @@ fn agent_json(a: &BundleAgent, with_skills: bool) -> Value {
     }
     if with_skills && !a.skills.is_empty() {
         o.insert("skills".into(), skills_json(&a.skills));
+    }
+    if !a.files.is_empty() {
+        o.insert("files".into(), json!(a.files));
     }
     Value::Object(o)
 }
@@ -667,16 +696,27 @@ pub fn to_json(bundle: &Bundle) -> String {
         }
         o.insert("casting".into(), Value::Object(casting));
         o.insert("agents".into(), Value::Object(agents));
-        let skills: Vec<&String> = bundle
+        let listed: Vec<(&String, &String)> = bundle
             .skills
-            .values()
-            .filter_map(|f| f.get(crate::skill::SKILL_FILE))
+            .iter()
+            .filter_map(|(n, f)| Some((n, f.get(crate::skill::SKILL_FILE)?)))
             .collect();
+        let skills: Vec<&String> = listed.iter().map(|(_, t)| *t).collect();
         o.insert("skills".into(), json!(skills));
+        // A folder travels whole in `skill_folders` when the list alone
+        // would not bring it back as it is: other files, or a folder name
+        // the CLI's reading of the list would not give (a skill without
+        // front matter would come back as `skill-<index>`).
+        let renamed: Vec<&String> = listed
+            .iter()
+            .enumerate()
+            .filter(|(i, (n, t))| listed_skill_name(t, *i) != **n)
+            .map(|(_, (n, _))| *n)
+            .collect();
         let folders: BTreeMap<String, SkillFiles> = bundle
             .skills
             .iter()
-            .filter(|(_, f)| f.len() > 1)
+            .filter(|(n, f)| f.len() > 1 || renamed.contains(n))
             .map(|(n, f)| (n.clone(), f.clone()))
             .collect();
         if !folders.is_empty() {
@@ -846,6 +886,7 @@ pub fn plan(bundle: &Bundle, opts: &ImportOptions<'_>) -> Plan {
         for (skill, files) in &a.skills {
             p.skill(dir.join("skills").join(skill), files);
         }
+        p.skill(dir, &a.files);
     }
     for (name, a) in &bundle.alumni {
         let dir = PathBuf::from("agents")
@@ -858,6 +899,7 @@ pub fn plan(bundle: &Bundle, opts: &ImportOptions<'_>) -> Plan {
         if let Some(h) = &a.history {
             p.file(dir.join("history.md"), h.clone());
         }
+        p.skill(dir, &a.files);
     }
     for (name, files) in &bundle.skills {
         let target = if opts.builtin_skills.contains(&name.as_str()) {
@@ -894,6 +936,9 @@ pub struct ExportOptions {
     pub skills: BTreeMap<String, SkillFiles>,
     /// Agents' own skills, by agent folder then skill name.
     pub agent_skills: BTreeMap<String, BTreeMap<String, SkillFiles>>,
+    /// The other files of each agent's folder (`history-archive.md`, …), by
+    /// folder; retired agents' by `_alumni/<folder>`.
+    pub agent_files: BTreeMap<String, SkillFiles>,
 }
 
 /// Whether an agent's history stays home: Scribe's history is the
@@ -958,12 +1003,18 @@ pub fn from_team(team: &super::Team, opts: ExportOptions) -> Result<Bundle, Stri
             .filter(|_| !history_stays_home(folder, a.role.as_deref()))
             .map(|h| markdown::mark_project_sections(markdown::strip_import_banner(h)))
             .filter(|h| !h.trim().is_empty());
+        let mut files = opts.agent_files.get(folder).cloned().unwrap_or_default();
+        if history_stays_home(folder, a.role.as_deref()) {
+            // The session log's archive stays home with it.
+            files.remove("history-archive.md");
+        }
         agents.insert(
             folder.clone(),
             BundleAgent {
                 charter: a.charter.clone(),
                 history,
                 skills: opts.agent_skills.get(folder).cloned().unwrap_or_default(),
+                files,
             },
         );
     }
@@ -977,6 +1028,11 @@ pub fn from_team(team: &super::Team, opts: ExportOptions) -> Result<Bundle, Stri
                     charter: a.charter.clone(),
                     history: a.history.clone(),
                     skills: BTreeMap::new(),
+                    files: opts
+                        .agent_files
+                        .get(&format!("{}/{f}", super::read::ALUMNI_DIR))
+                        .cloned()
+                        .unwrap_or_default(),
                 },
             )
         })

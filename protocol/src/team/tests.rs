@@ -234,11 +234,17 @@ fn the_squad_cli_shape_keeps_whole_skill_folders_and_agent_skills_for_squadctl()
     // The multi-file folder comes back whole, the agent's skill too.
     assert_eq!(back.skills["multi"], b.skills["multi"]);
     assert_eq!(back.agents["ana"].skills, b.agents["ana"].skills);
-    // A skill known only from the list is named as the Squad CLI names it.
+    // Its folder name too, whatever its front matter (issue 41.5)...
+    assert_eq!(back.skills["YAML Front"], b.skills["YAML Front"]);
+    // ...while a skill known only from the list (as the Squad CLI writes
+    // it) is named as the Squad CLI names it.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v.as_object_mut().unwrap().remove("skill_folders");
+    let listed = bundle::parse(v.to_string().as_bytes()).unwrap();
     assert!(
-        back.skills.contains_key("yaml-frontmatter-parsing-"),
+        listed.skills.contains_key("yaml-frontmatter-parsing-"),
         "{:?}",
-        back.skills.keys()
+        listed.skills.keys()
     );
     let drops = bundle::squad_cli_drops(&cli).join("\n");
     for what in ["Project Context", "ceremonies.md", "scripts/run.sh", "own"] {

@@ -564,23 +564,40 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
         {
             locks.push((t.clone(), take_lock(t, "squadctl memory convert")?));
         }
-        let src = mem::read(&f.path)?;
-        let c = memory::convert(&src, tz, f.agent.as_deref());
+        let mut written = false;
+        let mut backup = None;
+        let mut carried = 0;
+        let c = if a.dry_run {
+            memory::convert(&mem::read(&f.path)?, tz, f.agent.as_deref())
+        } else {
+            // Converted from the file as it is when written (agents and the
+            // Scribe append without the memory lock); what they append after
+            // that is carried over verbatim (docs/memory.md).
+            let mut last = None;
+            let r = mem::rewrite(&f.path, |src| {
+                let c = memory::convert(src, tz, f.agent.as_deref());
+                let write =
+                    c.lost.is_empty() && c.entries.iter().any(|e| e.outcome == Outcome::Converted);
+                if write {
+                    backup = Some(mem::backup(team.as_deref(), &f.path, src)?);
+                }
+                let out = write.then(|| c.output.clone());
+                last = Some(c);
+                Ok(out)
+            })
+            .map_err(|e| e.to_string())?;
+            written = r.text.is_some();
+            carried = r.carried;
+            last.ok_or_else(|| format!("{}: not read", f.path.display()))?
+        };
+        let backup = backup.filter(|_| written).map(|b| b.display().to_string());
         let converted = c
             .entries
             .iter()
             .filter(|e| e.outcome == Outcome::Converted)
             .count();
-        let mut written = false;
-        let mut backup = None;
         if !c.lost.is_empty() {
             refused = true;
-        } else if !a.dry_run && converted > 0 {
-            let b = mem::backup(team.as_deref(), &f.path, &src)?;
-            crate::safefs::write_atomic(&f.path, c.output.as_bytes())
-                .map_err(|e| format!("{}: {e}", f.path.display()))?;
-            written = true;
-            backup = Some(b.display().to_string());
         }
         reports.push(serde_json::json!({
             "file": f.path.display().to_string(),
@@ -589,6 +606,7 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
             "lost_words": c.lost,
             "written": written,
             "backup": backup,
+            "carried_over_bytes": carried,
         }));
         if !a.json {
             say!("{}:", crate::text::escape(&f.path.display().to_string()));
@@ -614,6 +632,11 @@ fn convert(root: Option<&Path>, a: ConvertArgs) -> Result<u8, String> {
                 say!("  written; backup: {}", backup.as_deref().unwrap_or(""));
             } else if a.dry_run {
                 say!("  dry run: nothing written");
+            }
+            if carried > 0 {
+                say!(
+                    "  {carried} bytes another writer appended meanwhile: kept, after the converted text (convert again to convert them)"
+                );
             }
         }
     }

@@ -504,7 +504,9 @@ pub(crate) fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
         );
         return exit::PROBLEMS;
     }
-    let (skills, agent_skills, notes) = crate::team::gather_skills(&dir);
+    let (skills, agent_skills, mut notes) = crate::team::gather_skills(&dir);
+    let (agent_files, more) = crate::team::gather_agent_files(&dir);
+    notes.extend(more);
     let shape = match args.format {
         ExportFormat::Squad => Shape::Squad,
         ExportFormat::SquadCli => Shape::SquadCli,
@@ -525,6 +527,7 @@ pub(crate) fn export(root_arg: Option<&Path>, args: ExportArgs) -> u8 {
             agents: args.agents.clone(),
             skills,
             agent_skills,
+            agent_files,
         },
     ) {
         Ok(b) => b,
@@ -605,6 +608,9 @@ fn review(team: &Team, b: &bundle::Bundle) -> String {
         }
         for s in a.skills.keys() {
             let _ = writeln!(out, "    own skill {s}");
+        }
+        for (f, text) in &a.files {
+            let _ = writeln!(out, "    {f} ({} B)", text.len());
         }
     }
     if !b.alumni.is_empty() {
