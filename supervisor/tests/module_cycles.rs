@@ -29,8 +29,8 @@ use std::path::Path;
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
 
 /// The layers of `supervisor/src`, top to bottom, each with its top-level
-/// modules (`bin` stands for `src/bin/`). docs/daemon.md and
-/// CONTRIBUTING.md ("Layers") draw the same map.
+/// modules (`bin` stands for `src/bin/`). CONTRIBUTING.md ("Layers")
+/// draws the same map.
 const LAYERS: &[(&str, &[&str])] = &[
     ("the binaries", &["bin"]),
     // `ctl` reads squadd's health checks and runner configuration
