@@ -11,6 +11,8 @@
 
 pub(crate) mod attention;
 pub(crate) mod audit;
+pub(crate) mod canon;
+pub(crate) mod changes;
 pub(crate) mod cluster;
 pub(crate) mod control;
 pub mod ctl;
@@ -34,4 +36,5 @@ pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod team;
 pub(crate) mod text;
+pub(crate) mod verbosity;
 pub(crate) mod worktree;

@@ -10,6 +10,11 @@ use serde_yaml::{Mapping, Value as Yaml};
 use squad_protocol::model::{Priority, SessionState, TaskStatus};
 use squad_protocol::payload::{Encoding, extract};
 
+/// The shared context file, relative to the project root: written by
+/// squadd (daemon/core/outputs.rs) and replicated by the cluster
+/// (cluster/context.rs).
+pub(crate) const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
+
 /// The largest shared context squadd reads back (it spans every task of
 /// the root: 2.2 MB with 5,000 tasks, so a protocol file's 1 MB limit
 /// would lose the top-level keys another tool added to a large one), and

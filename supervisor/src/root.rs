@@ -128,7 +128,7 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, RootError> {
 /// and whoever reads its output should know which.
 fn note_through_main_checkout(found: &teamdir::SquadRoot) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) || crate::ctl::quiet() {
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) || crate::verbosity::quiet() {
         return;
     }
     let program = std::env::args_os()

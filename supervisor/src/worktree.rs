@@ -375,7 +375,7 @@ fn merge(
     // session's branch: judged from their merge base, computed now (the
     // recorded base is for people; the agent can rewrite its branch).
     let base = git(root, &["merge-base", &tree.target, &tree.branch])?;
-    let findings = crate::ctl::check::judge_branch(root, policy, &base, &tree.branch, &rec.task)
+    let findings = crate::changes::judge_branch(root, policy, &base, &tree.branch, &rec.task)
         .map_err(WorktreeError::Check)?;
     let current = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).ok();
     let facts = Facts {

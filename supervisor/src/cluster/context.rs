@@ -156,7 +156,7 @@ pub(crate) fn start(
     let (tx, rx) = mpsc::unbounded_channel();
     let task = Task {
         root: root.to_path_buf(),
-        path: root.join(crate::daemon::SHARED_CONTEXT),
+        path: root.join(crate::outputs::SHARED_CONTEXT),
         host: host_id(root),
         bucket: bucket(&policy),
         policy,
@@ -414,7 +414,7 @@ impl Task {
             session: String::new(),
             path: self.path.clone(),
             kind: EventKind::ReplicaDropped {
-                file: crate::daemon::SHARED_CONTEXT.into(),
+                file: crate::outputs::SHARED_CONTEXT.into(),
                 origin: origin.to_string(),
                 reason,
             },

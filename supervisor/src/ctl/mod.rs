@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub(crate) mod canon;
+pub(crate) use crate::canon;
 pub(crate) mod check;
 pub(crate) mod cluster;
 pub(crate) use crate::runners::codex_trust;
@@ -186,10 +186,7 @@ pub fn main() -> ExitCode {
             }
         }
     };
-    VERBOSITY.store(
-        if cli.quiet { 0 } else { 1 + cli.verbose },
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    crate::verbosity::set(cli.quiet, cli.verbose);
     // An import killed while swapping teams is finished or undone before
     // any command looks at the project (docs/team.md).
     for note in crate::team::recover_for_command(cli.root.as_deref()) {
@@ -328,18 +325,7 @@ pub(crate) fn print_human(text: &str) -> u8 {
     print(&crate::text::escape_lines(text))
 }
 
-/// 0 with `-q`, 1 by default, 1 + the number of `-v`.
-static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
-
-/// Whether `-q` was given.
-pub(crate) fn quiet() -> bool {
-    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) == 0
-}
-
-/// Whether `-v` was given.
-pub(crate) fn verbose() -> bool {
-    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) > 1
-}
+pub(crate) use crate::verbosity::{quiet, verbose};
 
 /// Prints a warning on stderr (not under `-q`).
 pub(crate) fn warn(message: impl std::fmt::Display) {

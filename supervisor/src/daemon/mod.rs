@@ -88,9 +88,6 @@ use writer::{Tag, Writer};
 /// [`EventLoop::next_wake`]).
 const NOTICE_PAUSE: Duration = Duration::from_millis(1);
 
-/// The relative path of the shared context file.
-pub const SHARED_CONTEXT: &str = ".claude/context/shared-context.json";
-
 /// The summary file written when a session ends.
 pub const SUMMARY_FILE: &str = "summary.md";
 

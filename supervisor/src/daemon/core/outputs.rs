@@ -236,7 +236,7 @@ pub(crate) fn context_due(root: &mut Root, id: RootId, present: bool, now: bool)
     }
     effects.push(Effect::WriteContext {
         root: id,
-        path: root.root.join(crate::daemon::SHARED_CONTEXT),
+        path: root.root.join(crate::outputs::SHARED_CONTEXT),
         fragments: root.context_fragments(),
         now,
     });
