@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use squad_policies::worktree::{Facts, Outcome, decide};
 use squad_protocol::tree::SQUAD_DIR;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The directory under `.squad/` holding the runs' worktrees
 /// (`worktrees/<session>/<task>`).
@@ -133,18 +132,14 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     git_with(dir, args, &[])
 }
 
-/// [`git`] with extra environment (commit identities).
+/// [`git`] with extra environment (commit identities). squadd runs no
+/// code the repository holds (docs/security.md): no hook, no fsmonitor,
+/// and the cleared environment runs get (`child_env::git`).
 fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, WorktreeError> {
-    let out = Command::new("git")
+    let out = crate::child_env::git()
         .current_dir(dir)
-        .args(["-c", "core.quotePath=false"])
         .args(args)
         .envs(env.iter().copied())
-        // The squad environment of squadd's own caller must not reach
-        // hooks git runs (they would judge squadd's commits as an agent's).
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION")
         .output()
         .map_err(WorktreeError::Spawn)?;
     if !out.status.success() {

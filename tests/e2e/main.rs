@@ -39,6 +39,7 @@ mod real_clis;
 mod removals;
 mod retention;
 mod runners;
+mod security;
 mod session_edit;
 mod session_locks;
 mod skills;

@@ -11,7 +11,6 @@ use squad_protocol::report::{self, Totals};
 use squad_protocol::tree::{SQUAD_DIR, Scope, default_threads, validate_scopes};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// git's all-zero object name: a ref that does not exist (pre-push input),
 /// and for `check --base`, "from the first commit".
@@ -72,9 +71,8 @@ pub struct Args {
 /// name holding `"`, a tab, a newline or a backslash, and the quoted name no
 /// longer matches the globs it should.
 fn git_bytes(root: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
+    let out = crate::child_env::git()
         .current_dir(root)
-        .args(["-c", "core.quotePath=false"])
         .args(args)
         .output()
         .map_err(|e| format!("cannot run git: {e}"))?;
@@ -308,7 +306,7 @@ fn blobs(root: &Path, specs: &[(&str, &str)]) -> Result<Vec<Option<Vec<u8>>>, St
         let path = if path.contains('\n') { "" } else { path };
         input.push_str(&format!("{rev}:{prefix}{path}\n"));
     }
-    let mut child = Command::new("git")
+    let mut child = crate::child_env::git()
         .current_dir(root)
         .args(["cat-file", "--batch"])
         .stdin(std::process::Stdio::piped())

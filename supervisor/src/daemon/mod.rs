@@ -157,6 +157,7 @@ pub struct EventLoop {
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(options: Options) -> Result<(), StartError> {
     limit_malloc_arenas();
+    crate::child_env::mark_daemon();
     let (intake, mut fs_rx) = Intake::start()?;
 
     // Handlers first: a SIGTERM that arrives while starting (or right after
