@@ -14,7 +14,7 @@ const SESSION: &str = "20240115T100000Z-trees";
 /// carries a stale copy of it), and a linked worktree on branch `feature` at
 /// `worktree` (relative to the temporary directory; may lie inside `main`).
 /// Returns (tempdir, main checkout, worktree).
-fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let main = tmp.path().join("main");
     let s = main.join(".squad/sessions").join(SESSION);
@@ -263,7 +263,10 @@ fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
 /// `src/shared.txt` (its task id: two runs conflict), with `$MODE=hook`
 /// plants every git hook squadd's commands could run into the shared
 /// repository (each appends its name and `$SQUAD_TEST_SECRET` to
-/// `hooks.log` beside the trace), with `$MODE=forge` commits that and rewrites
+/// `hooks.log` beside the trace); task_2 with `$MODE=trailer` commits
+/// `wide/x.txt` claiming task_9 by trailer, with `symlink` commits links
+/// out of the project and into `wide/` under `src/`, with `head` points
+/// its worktree's HEAD at `main` and commits there; with `$MODE=forge` commits that and rewrites
 /// the base in its worktree.json to hide it, after waiting for `$GATE` when set; task_1 commits its work itself, the others
 /// leave it for squadd to commit; then it reports completed.
 pub(crate) const TREE_AGENT: &str = r#"#!/bin/sh
@@ -272,6 +275,22 @@ if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
 mkdir -p src && echo "work of $SQUAD_TASK" > "src/$SQUAD_TASK.txt" || exit 3
 if [ "$MODE" = outside ]; then echo "not mine" > secret.txt; fi
 if [ "$MODE" = conflict ]; then echo "$SQUAD_TASK" > src/shared.txt; fi
+if [ "$SQUAD_TASK" = task_2 ]; then
+  commit() { git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "$1" || exit 9; }
+  case "$MODE" in
+    trailer)
+      mkdir -p wide && echo "not mine" > wide/x.txt
+      commit "$(printf 'wide work\n\nSquad-Task: task_9\nSquad-Agent: charlie')"
+      mkdir -p wider && echo "not mine" > wider/y.txt
+      commit "$(printf 'wider work\n\nSquad-Task: task_9')" ;;
+    symlink)
+      ln -s /etc src/out && ln -s ../wide src/area && ln -s "$(git rev-parse --show-toplevel)/wide/z" src/abs
+      commit "links" ;;
+    head)
+      echo sneaky > secret.txt
+      git symbolic-ref HEAD refs/heads/main && commit "straight onto main" ;;
+  esac
+fi
 if [ "$MODE" = hook ]; then
   hooks="$(git rev-parse --git-common-dir)/hooks"
   for h in pre-commit post-commit pre-merge-commit post-merge post-checkout post-rewrite reference-transaction; do
