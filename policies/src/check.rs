@@ -115,6 +115,60 @@ pub struct Facts {
     pub links: HashMap<String, String>,
 }
 
+/// Where a committed symlink leads, read from git's object (the link's
+/// bytes), not from a checkout where it may not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkTarget {
+    /// Inside the project: the root-relative path it leads to.
+    Inside(String),
+    /// Out of the project: the target as written.
+    Outside(String),
+}
+
+/// Where the symlink at the root-relative `link` with the text `target`
+/// leads. A relative target is taken from the link's directory, lexically
+/// (`..` past the root is out of the project); an absolute one is inside
+/// only under one of `roots` (the longest that holds it), the absolute paths naming the project (its
+/// main checkout, the worktree the link was committed in), each without a
+/// trailing `/`. A target naming the project's root itself, or a path no
+/// boundary can name, is out of it.
+pub fn link_target(link: &str, target: &str, roots: &[&str]) -> LinkTarget {
+    let outside = || LinkTarget::Outside(target.to_string());
+    let rest = if target.starts_with('/') {
+        // The longest root first: a worktree lies inside the main checkout.
+        let under = roots
+            .iter()
+            .filter_map(|r| {
+                let r = r.trim_end_matches('/');
+                target.strip_prefix(r).filter(|rest| rest.starts_with('/'))
+            })
+            .min_by_key(|rest| rest.len());
+        match under {
+            Some(rest) => rest.to_string(),
+            None => return outside(),
+        }
+    } else {
+        let dir = link.rsplit_once('/').map_or("", |(d, _)| d);
+        format!("{dir}/{target}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in rest.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return outside();
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    match normalize(&parts.join("/")) {
+        Ok(p) => LinkTarget::Inside(p),
+        Err(_) => outside(),
+    }
+}
+
 /// What a path under `.squad/` is, for ownership.
 enum Owned {
     /// The supervisor's output: session-status.md, summary.md, inbox/, the
@@ -595,6 +649,43 @@ mod tests {
             .into_iter()
             .map(|d| (d.path.display().to_string(), d.rule.id(), d.severity))
             .collect()
+    }
+
+    #[test]
+    fn link_targets_from_the_commit() {
+        use LinkTarget::*;
+        let roots = ["/src/shop", "/src/shop/.squad/worktrees/s/t"];
+        let cases = [
+            ("src/link", "/etc", Outside("/etc".into())),
+            (
+                "src/link",
+                "/src/shopping/x",
+                Outside("/src/shopping/x".into()),
+            ),
+            ("src/link", "/src/shop", Outside("/src/shop".into())),
+            ("src/link", "/src/shop/own-0/x", Inside("own-0/x".into())),
+            (
+                "src/link",
+                "/src/shop/.squad/worktrees/s/t/a/../b",
+                Inside("b".into()),
+            ),
+            ("src/link", "../own-0/x", Inside("own-0/x".into())),
+            ("src/link", "x", Inside("src/x".into())),
+            ("src/link", "../../x", Outside("../../x".into())),
+            ("link", "..", Outside("..".into())),
+            (
+                "src/a/link",
+                "./../../.git/hooks",
+                Inside(".git/hooks".into()),
+            ),
+        ];
+        for (link, target, want) in cases {
+            assert_eq!(
+                link_target(link, target, &roots),
+                want,
+                "{link} -> {target}"
+            );
+        }
     }
 
     #[test]

@@ -29,6 +29,62 @@ pub struct Facts<'a> {
     pub current: Option<&'a str>,
     /// `squadctl check`'s findings on the branch's commits (base..branch).
     pub findings: &'a [Diagnostic],
+    /// Whether the main checkout's index matches its HEAD (nothing staged,
+    /// and its branch did not move under it).
+    pub in_step: bool,
+}
+
+/// Where a completed run's worktree stands, before squadd commits what it
+/// left: its HEAD must still name the run's own branch.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeHead<'a> {
+    /// The task.
+    pub task: &'a str,
+    /// The run's branch.
+    pub branch: &'a str,
+    /// The worktree's HEAD: the full ref it names (`None`: detached).
+    pub head: Option<&'a str>,
+    /// Commits the ref the HEAD names holds beyond the run's branch
+    /// (`<short> <subject>`, newest first), when it names another branch;
+    /// more than ten are quoted as ten and "… and more".
+    pub landed: &'a [String],
+    /// Their range, for `squadctl check` (`FORK..REF`).
+    pub range: Option<&'a str>,
+}
+
+/// `Some(reason)` when the worktree's HEAD no longer names the run's branch:
+/// what the run committed went somewhere squadd's check never looked, so
+/// the branch is held and the lead told where the commits went.
+pub fn left_its_branch(t: &TreeHead<'_>) -> Option<String> {
+    let own = format!("refs/heads/{}", t.branch);
+    if t.head == Some(own.as_str()) {
+        return None;
+    }
+    let at = match t.head {
+        Some(r) => format!("`{}`", r.strip_prefix("refs/heads/").unwrap_or(r)),
+        None => "a detached HEAD".to_string(),
+    };
+    let mut reason = format!(
+        "{} of {} is held, not merged: its worktree's HEAD names {at}, not {}, so what the run committed there was never checked by squadd.",
+        t.branch, t.task, t.branch
+    );
+    if !t.landed.is_empty() {
+        reason.push_str(&format!(" Commits on {at} not in {}:", t.branch));
+        for c in t.landed.iter().take(QUOTED) {
+            reason.push_str(&format!("\n- {c}"));
+        }
+        if t.landed.len() > QUOTED {
+            reason.push_str("\n- … and more");
+        }
+    }
+    if let Some(range) = t.range {
+        reason.push_str(&format!(
+            "\nCheck them with `squadctl check --base {} --head {}`; a main checkout on that branch no longer matches it (`git status`).",
+            range.split_once("..").map_or(range, |(b, _)| b),
+            range.split_once("..").map_or(range, |(_, h)| h)
+        ));
+    }
+    Some(reason)
 }
 
 /// The largest number of findings quoted in a hold's reason.
@@ -66,6 +122,10 @@ pub fn decide(f: &Facts<'_>) -> Outcome {
         return Outcome::Hold(reason);
     }
     match f.current {
+        Some(c) if c == f.target && !f.in_step => Outcome::Hold(format!(
+            "{} of {} is held, not merged into {}: the main checkout's index does not match {}'s HEAD (changes staged there, or {} moved under the checkout by a commit made elsewhere: see `git status` and `git log -3 {}`). Merge it by hand once the checkout is in step.",
+            f.branch, f.task, f.target, f.target, f.target, f.target
+        )),
         Some(c) if c == f.target => Outcome::Merge,
         other => Outcome::Hold(format!(
             "{} of {} is held, not merged: the main checkout is on {} now, not on the session's branch {}. Merge it by hand (`git merge {}` on {}).",
@@ -91,7 +151,43 @@ mod tests {
             target: "main",
             current,
             findings,
+            in_step: true,
         }
+    }
+
+    #[test]
+    fn a_checkout_out_of_step_holds_the_merge() {
+        let mut f = facts(Some("main"), &[]);
+        f.in_step = false;
+        let Outcome::Hold(reason) = decide(&f) else {
+            panic!("held");
+        };
+        assert!(reason.contains("index does not match"), "{reason}");
+    }
+
+    #[test]
+    fn a_worktree_head_off_its_branch_is_held_naming_where_it_went() {
+        let own = TreeHead {
+            task: "task_1",
+            branch: "squad/task_1",
+            head: Some("refs/heads/squad/task_1"),
+            landed: &[],
+            range: None,
+        };
+        assert_eq!(left_its_branch(&own), None);
+        let landed = ["abc1234 sneaky".to_string()];
+        let moved = TreeHead {
+            head: Some("refs/heads/main"),
+            landed: &landed,
+            range: Some("f00..main"),
+            ..own
+        };
+        let reason = left_its_branch(&moved).unwrap();
+        assert!(reason.contains("HEAD names `main`"), "{reason}");
+        assert!(reason.contains("abc1234 sneaky"), "{reason}");
+        assert!(reason.contains("check --base f00 --head main"), "{reason}");
+        let detached = TreeHead { head: None, ..own };
+        assert!(left_its_branch(&detached).unwrap().contains("detached"));
     }
 
     #[test]

@@ -10,11 +10,12 @@
 use crate::index::{Entry, scan_root};
 use crate::locks::escapes_root;
 use squad_policies::boundary::normalize;
-use squad_policies::check::{Change, Facts, PlanEdit, Task, check_changes, widening};
+use squad_policies::check::{
+    Change, Facts, LinkTarget, PlanEdit, Task, check_changes, link_target, widening,
+};
 use squad_protocol::tree::{SQUAD_DIR, default_threads};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 /// git's all-zero object name: a ref that does not exist (pre-push input),
 /// and for `check --base`, "from the first commit".
@@ -29,9 +30,8 @@ pub(crate) fn is_null(sha: &str) -> bool {
 /// name holding `"`, a tab, a newline or a backslash, and the quoted name no
 /// longer matches the globs it should.
 pub(crate) fn git_bytes(root: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
+    let out = crate::child_env::git()
         .current_dir(root)
-        .args(["-c", "core.quotePath=false"])
         .args(args)
         .output()
         .map_err(|e| format!("cannot run git: {e}"))?;
@@ -211,7 +211,7 @@ fn blobs(root: &Path, specs: &[(&str, &str)]) -> Result<Vec<Option<Vec<u8>>>, St
         let path = if path.contains('\n') { "" } else { path };
         input.push_str(&format!("{rev}:{prefix}{path}\n"));
     }
-    let mut child = Command::new("git")
+    let mut child = crate::child_env::git()
         .current_dir(root)
         .args(["cat-file", "--batch"])
         .stdin(std::process::Stdio::piped())
@@ -405,6 +405,47 @@ fn facts(
     Ok((facts, sessions.len()))
 }
 
+/// The changed paths that are symlinks in the tree of `rev`, and where each
+/// leads, read from the commit: a link merged or pushed is judged by what
+/// it is, not by whether the checkout happens to hold it.
+fn committed_links(
+    root: &Path,
+    tree: &Path,
+    rev: &str,
+    changes: &[Change],
+) -> Result<Vec<(String, LinkTarget)>, String> {
+    let changed: std::collections::HashSet<&str> =
+        changes.iter().map(|c| c.path.as_str()).collect();
+    let listing = git_bytes(tree, &["ls-tree", "-r", "-z", rev])?;
+    let links: Vec<String> = listing
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (meta, path) = entry.split_once('\t')?;
+            (meta.starts_with("120000 ") && changed.contains(path)).then(|| path.to_string())
+        })
+        .collect();
+    let specs: Vec<(&str, &str)> = links.iter().map(|p| (rev, p.as_str())).collect();
+    let targets = blobs(tree, &specs)?;
+    let mut roots = Vec::new();
+    for dir in [root, tree] {
+        roots.push(dir.display().to_string());
+        if let Ok(real) = std::fs::canonicalize(dir) {
+            roots.push(real.display().to_string());
+        }
+    }
+    let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
+    Ok(links
+        .into_iter()
+        .zip(targets)
+        .filter_map(|(path, target)| {
+            let target = String::from_utf8_lossy(&target?).into_owned();
+            let to = link_target(&path, &target, &roots);
+            Some((path, to))
+        })
+        .collect())
+}
+
 /// `check`'s decision on a change set: the changes kept (runtime state
 /// dropped) and the findings of the boundary, ownership and plan-edit
 /// rules, judged by the plans committed at `judged_rev` (the working tree's
@@ -412,13 +453,16 @@ fn facts(
 /// sessions. Shared by `squadctl check` and squadd's merge of a worktree
 /// run (docs/worktrees.md), so both decide alike. `root` is the team root
 /// (sessions, policy); `tree` the checkout whose git revisions and files
-/// are judged (the root itself, or a linked worktree of it).
+/// are judged (the root itself, or a linked worktree of it); `head` the
+/// revision under review, whose symlinks are judged by their committed
+/// targets (with those of the checkout: either refusing refuses).
 pub(crate) fn judge(
     root: &Path,
     tree: &Path,
     policy: &squad_policies::Policy,
     changes: Vec<Change>,
     judged_rev: Option<&str>,
+    head: Option<&str>,
 ) -> Result<(Vec<Change>, Vec<squad_protocol::Diagnostic>, usize), String> {
     // Runtime state (.squad/.gitignore) is not the agents' work to check.
     let changes: Vec<Change> = changes
@@ -432,6 +476,20 @@ pub(crate) fn judge(
     let (mut facts, sessions) =
         facts(root, tree, &changes, judged_by.as_deref()).map_err(|e| e.to_string())?;
     facts.leads = policy.leads();
+    if let Some(head) = head {
+        for (path, to) in committed_links(root, tree, head, &changes)? {
+            let Ok(path) = normalize(&path) else { continue };
+            match to {
+                LinkTarget::Outside(target) => {
+                    facts.escapes.insert(path, target);
+                }
+                LinkTarget::Inside(target) if target != path => {
+                    facts.links.insert(path, target);
+                }
+                LinkTarget::Inside(_) => {}
+            }
+        }
+    }
     if let Some(before) = &judged_by {
         facts.plan_edits = plan_edits(tree, before, &changes)?;
     }
@@ -440,20 +498,22 @@ pub(crate) fn judge(
 }
 
 /// The findings of `squadctl check --base BASE --head HEAD` in the checkout
-/// `root`, for the branch of a task's own worktree run: a change no
-/// `Squad-Task` trailer attributes is the task's (the branch is its own).
+/// `root`, for the branch of `task`'s own worktree run by `agent`: every
+/// change is the run's, judged by the task the run was started for,
+/// whatever the commits' trailers claim (an agent writes its trailers; the
+/// run is squadd's own fact).
 pub(crate) fn judge_branch(
     root: &Path,
     policy: &squad_policies::Policy,
     base: &str,
     head: &str,
     task: &str,
+    agent: &str,
 ) -> Result<Vec<squad_protocol::Diagnostic>, String> {
     let mut changes = git_changes(root, base, head)?;
     for c in &mut changes {
-        if c.trailer_tasks.is_empty() {
-            c.trailer_tasks.push(task.to_string());
-        }
+        c.trailer_tasks = vec![task.to_string()];
+        c.agent = Some(agent.to_string());
     }
-    judge(root, root, policy, changes, Some(base)).map(|(_, d, _)| d)
+    judge(root, root, policy, changes, Some(base), Some(head)).map(|(_, d, _)| d)
 }

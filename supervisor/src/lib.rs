@@ -13,6 +13,7 @@ pub(crate) mod attention;
 pub(crate) mod audit;
 pub(crate) mod canon;
 pub(crate) mod changes;
+pub(crate) mod child_env;
 pub(crate) mod cluster;
 pub(crate) mod control;
 pub mod ctl;

@@ -9,10 +9,9 @@
 
 use crate::runners::RunRecord;
 use serde::{Deserialize, Serialize};
-use squad_policies::worktree::{Facts, Outcome, decide};
+use squad_policies::worktree::{Facts, Outcome, TreeHead, decide, left_its_branch};
 use squad_protocol::tree::SQUAD_DIR;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The directory under `.squad/` holding the runs' worktrees
 /// (`worktrees/<session>/<task>`).
@@ -133,18 +132,14 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     git_with(dir, args, &[])
 }
 
-/// [`git`] with extra environment (commit identities).
+/// [`git`] with extra environment (commit identities). squadd runs no
+/// code the repository holds (docs/security.md): no hook, no fsmonitor,
+/// and the cleared environment runs get (`child_env::git`).
 fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, WorktreeError> {
-    let out = Command::new("git")
+    let out = crate::child_env::git()
         .current_dir(dir)
-        .args(["-c", "core.quotePath=false"])
         .args(args)
         .envs(env.iter().copied())
-        // The squad environment of squadd's own caller must not reach
-        // hooks git runs (they would judge squadd's commits as an agent's).
-        .env_remove("SQUAD_AGENT")
-        .env_remove("SQUAD_TASK")
-        .env_remove("SQUAD_SESSION")
         .output()
         .map_err(WorktreeError::Spawn)?;
     if !out.status.success() {
@@ -358,6 +353,12 @@ fn merge(
         ("GIT_COMMITTER_EMAIL", "squadd@squad.invalid"),
     ];
     let trailers = format!("Squad-Task: {}\nSquad-Agent: {}\n", rec.task, rec.agent);
+    // The worktree must still be on the run's branch: anything committed
+    // elsewhere went past the check, and committing leftovers there would
+    // put them there too.
+    if let Some(reason) = off_its_branch(root, tree, rec) {
+        return Err(WorktreeError::Held(reason));
+    }
     // What the agent left uncommitted is part of its work.
     git(&tree.path, &["add", "-A"])?;
     if !git(&tree.path, &["status", "--porcelain"])?.is_empty() {
@@ -375,15 +376,20 @@ fn merge(
     // session's branch: judged from their merge base, computed now (the
     // recorded base is for people; the agent can rewrite its branch).
     let base = git(root, &["merge-base", &tree.target, &tree.branch])?;
-    let findings = crate::changes::judge_branch(root, policy, &base, &tree.branch, &rec.task)
-        .map_err(WorktreeError::Check)?;
+    let findings =
+        crate::changes::judge_branch(root, policy, &base, &tree.branch, &rec.task, &rec.agent)
+            .map_err(WorktreeError::Check)?;
     let current = git(root, &["symbolic-ref", "--short", "-q", "HEAD"]).ok();
+    // Nothing staged in the main checkout, and its branch where its index
+    // is: a merge there must leave it in step.
+    let in_step = git(root, &["diff", "--cached", "--quiet"]).is_ok();
     let facts = Facts {
         task: &rec.task,
         branch: &tree.branch,
         target: &tree.target,
         current: current.as_deref(),
         findings: &findings,
+        in_step,
     };
     if let Outcome::Hold(reason) = decide(&facts) {
         return Err(WorktreeError::Held(reason));
@@ -421,6 +427,36 @@ fn merge(
         }
     }
     git(root, &["rev-parse", "HEAD"])
+}
+
+/// Why the run's worktree is held when its HEAD no longer names the run's
+/// branch (see `squad_policies::worktree::left_its_branch`), with the
+/// commits the ref it names holds beyond the run's branch.
+fn off_its_branch(root: &Path, tree: &RunTree, rec: &RunRecord) -> Option<String> {
+    let head = git(&tree.path, &["symbolic-ref", "-q", "HEAD"]).ok();
+    let own = format!("refs/heads/{}", tree.branch);
+    if head.as_deref() == Some(own.as_str()) {
+        return None;
+    }
+    let fork = head
+        .as_deref()
+        .and_then(|h| git(root, &["merge-base", &tree.branch, h]).ok());
+    let range = fork.zip(head.as_deref()).map(|(f, h)| {
+        let short = h.strip_prefix("refs/heads/").unwrap_or(h);
+        format!("{}..{short}", &f[..f.len().min(12)])
+    });
+    let landed: Vec<String> = range
+        .as_deref()
+        .and_then(|r| git(root, &["log", "--format=%h %s (%an)", "-n", "11", r]).ok())
+        .map(|out| out.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    left_its_branch(&TreeHead {
+        task: &rec.task,
+        branch: &tree.branch,
+        head: head.as_deref(),
+        landed: &landed,
+        range: range.as_deref(),
+    })
 }
 
 /// Retention of runs' worktrees: the worktrees of every session that is no

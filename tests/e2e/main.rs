@@ -42,6 +42,7 @@ mod removals;
 mod resolve;
 mod retention;
 mod runners;
+mod security;
 mod session_edit;
 mod session_locks;
 mod skills;

@@ -14,7 +14,7 @@ const SESSION: &str = "20240115T100000Z-trees";
 /// carries a stale copy of it), and a linked worktree on branch `feature` at
 /// `worktree` (relative to the temporary directory; may lie inside `main`).
 /// Returns (tempdir, main checkout, worktree).
-fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let main = tmp.path().join("main");
     let s = main.join(".squad/sessions").join(SESSION);
@@ -48,7 +48,7 @@ fn repo_with_worktree(worktree: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 /// Whether git is here; without it (never in CI) the test skips, loudly.
-fn git_or_skip() -> bool {
+pub(crate) fn git_or_skip() -> bool {
     if has_git() {
         return true;
     }
@@ -260,15 +260,43 @@ fn the_guard_in_a_worktree_judges_its_tree_by_the_teams_plans_and_locks() {
 /// The fake agent of a worktree run: records where it works, writes
 /// `src/<task>.txt` (inside its boundaries), with `$MODE=outside` also
 /// `secret.txt` (outside them), with `$MODE=conflict` also
-/// `src/shared.txt` (its task id: two runs conflict), with `$MODE=forge` commits that and rewrites
+/// `src/shared.txt` (its task id: two runs conflict), with `$MODE=hook`
+/// plants every git hook squadd's commands could run into the shared
+/// repository (each appends its name and `$SQUAD_TEST_SECRET` to
+/// `hooks.log` beside the trace); task_2 with `$MODE=trailer` commits
+/// `wide/x.txt` claiming task_9 by trailer, with `symlink` commits links
+/// out of the project and into `wide/` under `src/`, with `head` points
+/// its worktree's HEAD at `main` and commits there; with `$MODE=forge` commits that and rewrites
 /// the base in its worktree.json to hide it, after waiting for `$GATE` when set; task_1 commits its work itself, the others
 /// leave it for squadd to commit; then it reports completed.
-const TREE_AGENT: &str = r#"#!/bin/sh
+pub(crate) const TREE_AGENT: &str = r#"#!/bin/sh
 echo "$SQUAD_TASK $(pwd)" >> "$TRACE"
 if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
 mkdir -p src && echo "work of $SQUAD_TASK" > "src/$SQUAD_TASK.txt" || exit 3
 if [ "$MODE" = outside ]; then echo "not mine" > secret.txt; fi
 if [ "$MODE" = conflict ]; then echo "$SQUAD_TASK" > src/shared.txt; fi
+if [ "$SQUAD_TASK" = task_2 ]; then
+  commit() { git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "$1" || exit 9; }
+  case "$MODE" in
+    trailer)
+      mkdir -p wide && echo "not mine" > wide/x.txt
+      commit "$(printf 'wide work\n\nSquad-Task: task_9\nSquad-Agent: charlie')"
+      mkdir -p wider && echo "not mine" > wider/y.txt
+      commit "$(printf 'wider work\n\nSquad-Task: task_9')" ;;
+    symlink)
+      ln -s /etc src/out && ln -s ../wide src/area && ln -s "$(git rev-parse --show-toplevel)/wide/z" src/abs
+      commit "links" ;;
+    head)
+      echo sneaky > secret.txt
+      git symbolic-ref HEAD refs/heads/main && commit "straight onto main" ;;
+  esac
+fi
+if [ "$MODE" = hook ]; then
+  hooks="$(git rev-parse --git-common-dir)/hooks"
+  for h in pre-commit post-commit pre-merge-commit post-merge post-checkout post-rewrite reference-transaction; do
+    printf '#!/bin/sh\necho "%s secret=[$SQUAD_TEST_SECRET]" >> "%s"\n' "$h" "$(dirname "$TRACE")/hooks.log" > "$hooks/$h" && chmod +x "$hooks/$h" || exit 8
+  done
+fi
 if [ "$MODE" = forge ]; then
   echo "not mine" > secret.txt
   git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m "mine, honest" || exit 6
@@ -282,17 +310,17 @@ fi
 "$SQUADCTL" progress --status completed --percent 100 -q || exit 5
 "#;
 
-struct TreeProject {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    session: PathBuf,
-    trace: PathBuf,
+pub(crate) struct TreeProject {
+    pub _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub session: PathBuf,
+    pub trace: PathBuf,
 }
 
 /// A git repository with a squad project whose runner (every agent) is
 /// [`TREE_AGENT`] in worktree mode; `.squad/` and the test's files are
 /// ignored by git, so the main checkout is clean.
-fn tree_project(mode: &str, gate: bool) -> TreeProject {
+pub(crate) fn tree_project(mode: &str, gate: bool) -> TreeProject {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
@@ -317,7 +345,7 @@ fn tree_project(mode: &str, gate: bool) -> TreeProject {
     );
     std::fs::write(
         root.join(".gitignore"),
-        "/.squad/\n/.claude/\n/agent.sh\n/trace.log\n/go\n",
+        "/.squad/\n/.claude/\n/agent.sh\n/trace.log\n/go\n/hooks.log\n/bin/\n/git.log\n",
     )
     .unwrap();
     write(&root, "README.md", "project\n");
@@ -332,7 +360,7 @@ fn tree_project(mode: &str, gate: bool) -> TreeProject {
     }
 }
 
-fn tree_task(root: &Path, id: &str, agent: &str) {
+pub(crate) fn tree_task(root: &Path, id: &str, agent: &str) {
     let instruction = format!("do {id}");
     ok(task_new(
         root,
@@ -351,7 +379,7 @@ fn tree_task(root: &Path, id: &str, agent: &str) {
 
 /// `squadctl runs --all --json`'s entry for `task` once its merge state is
 /// no longer active.
-fn settled_run(root: &Path, task: &str) -> Value {
+pub(crate) fn settled_run(root: &Path, task: &str) -> Value {
     crate::daemon::eventually(&format!("{task}'s branch is merged or held"), || {
         let out = run(ctl(root).args(["runs", "--all", "--json"]));
         let v: Value = serde_json::from_str(&stdout(&out)).ok()?;
@@ -537,7 +565,7 @@ fn held_for_writing_outside(mode: &str) {
 }
 
 /// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();

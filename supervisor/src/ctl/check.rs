@@ -204,13 +204,17 @@ pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     // The plans changes are judged by: the base commit's, or HEAD's for a
     // commit being made; never those under review (an agent could widen
     // its own). Before the first commit there are none: the working tree's.
+    let head = match (&args.base, args.staged) {
+        (Some(_), false) => Some(args.head.as_deref().unwrap_or("HEAD")),
+        _ => None,
+    };
     let judged_rev = match (&args.base, args.staged) {
         (_, true) => Some("HEAD"),
         (Some(base), _) => Some(base.as_str()),
         _ => None,
     };
     let (changes, mut diagnostics, sessions) =
-        match judge(&root, &tree, &policy, changes, judged_rev) {
+        match judge(&root, &tree, &policy, changes, judged_rev, head) {
             Ok(j) => j,
             Err(e) => return super::fail(e),
         };

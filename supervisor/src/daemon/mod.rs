@@ -155,6 +155,7 @@ pub struct EventLoop {
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(options: Options) -> Result<(), StartError> {
     limit_malloc_arenas();
+    crate::child_env::mark_daemon();
     let (intake, mut fs_rx) = Intake::start()?;
     if let Some(why) = intake.polling() {
         tracing::warn!("{why}");

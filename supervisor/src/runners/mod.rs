@@ -339,14 +339,8 @@ pub(crate) fn squad_env(
     ]
 }
 
-/// The variables of squadd's environment every run gets (beside the
-/// squad variables, the runner's `env:` and the policy's `runners.pass_env`);
-/// `LC_*` too. Nothing else of squadd's environment reaches a run: a token
-/// given to the service must not reach every agent and its log.
-pub(crate) const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"];
-
 /// The environment of a run: from `inherited` (squadd's own) only the
-/// allow-list, `LC_*` and the names in `pass_env`; `PATH` led by
+/// allow-list (`child_env::ALLOWED_ENV`), `LC_*` and the names in `pass_env`; `PATH` led by
 /// `squadctl_dir` (so an agent always finds the squadctl of this squadd);
 /// then the squad variables; then the runner's `env:` (placeholders
 /// expanded), which wins. Names or values that are not UTF-8 are dropped.
@@ -358,15 +352,7 @@ pub(crate) fn run_env(
     vars: &Vars<'_>,
     root: &Path,
 ) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = inherited
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| {
-            ALLOWED_ENV.contains(&k.as_str())
-                || k.starts_with("LC_")
-                || pass_env.iter().any(|p| p == k)
-        })
-        .collect();
+    let mut env = crate::child_env::cleared(inherited, pass_env);
     if let Some(dir) = squadctl_dir.and_then(Path::to_str) {
         let path = match env.get("PATH") {
             Some(p) if !p.is_empty() => format!("{dir}:{p}"),

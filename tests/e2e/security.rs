@@ -1,0 +1,217 @@
+//! The threat model's "may not"s (docs/security.md), each tried the way
+//! its actor would: an agent in its run, the repository's contents, another
+//! local user. Tests of older guarantees live beside their features
+//! (trust.rs, hardening.rs, worktree.rs); the table in docs/security.md
+//! names them all.
+
+use crate::support::*;
+use crate::worktree::{git_or_skip, settled_run, tree_project, tree_task};
+use std::path::Path;
+
+/// A `git` that logs each call's subcommand and `$SQUAD_TEST_SECRET` to
+/// `log`, then runs the real one; in `dir`, to lead squadd's PATH.
+fn logging_git(dir: &Path, log: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let git = dir.join("git");
+    std::fs::write(
+        &git,
+        format!(
+            "#!/bin/sh\necho \"git $* secret=[$SQUAD_TEST_SECRET]\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The repository's contents may not run as squadd: a run plants every hook
+/// squadd's git could run (its leftovers commit, its merge, the worktree's
+/// removal) into the shared `.git/hooks`, and squadd's environment holds a
+/// secret. None runs, and no git squadd starts sees the secret. Before
+/// issue 39 the post-commit, post-merge and reference-transaction hooks
+/// ran, with the secret in their environment.
+#[test]
+fn squadd_runs_no_hook_an_agent_planted_in_the_shared_repository() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = tree_project("hook", false);
+    let bin = p.root.join("bin");
+    let git_log = p.root.join("git.log");
+    logging_git(&bin, &git_log);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let d = crate::daemon::Daemon::start_with_env(
+        &p.root,
+        &[("SQUAD_TEST_SECRET", "hunter2"), ("PATH", &path)],
+    );
+    tree_task(&p.root, "task_2", "bravo");
+    let r = settled_run(&p.root, "task_2");
+    assert_eq!(r["merge"]["state"], "merged", "{r:#}");
+    // The agent did plant them (its own git runs them from now on).
+    let hooks = git_ok(&p.root, &["rev-parse", "--git-common-dir"]);
+    let hooks = p.root.join(hooks.trim()).join("hooks");
+    assert!(hooks.join("post-merge").is_file());
+    assert!(hooks.join("post-commit").is_file());
+    let ran = std::fs::read_to_string(p.root.join("hooks.log")).unwrap_or_default();
+    assert!(ran.is_empty(), "hooks squadd ran: {ran}");
+    // squadd's git did commit the leftovers and merge, without the secret.
+    let calls = std::fs::read_to_string(&git_log).unwrap();
+    for sub in [" commit ", " merge ", " worktree "] {
+        assert!(calls.contains(sub), "squadd ran `{sub}`: {calls}");
+    }
+    assert!(
+        !calls.contains("hunter2"),
+        "git saw squadd's secret: {calls}"
+    );
+    d.terminate();
+}
+
+/// A run of task_2 (bravo, `src/**`) in `mode` (see `worktree::TREE_AGENT`)
+/// beside task_9 (charlie, `**`, waiting for task_2), settled: its
+/// `runs --json` entry, once merged or held, and the base it started from.
+fn settled_attack(mode: &str) -> (crate::worktree::TreeProject, serde_json::Value, String) {
+    let p = tree_project(mode, true);
+    let base = git_ok(&p.root, &["rev-parse", "HEAD"]).trim().to_string();
+    let d = crate::daemon::Daemon::start(&p.root);
+    tree_task(&p.root, "task_2", "bravo");
+    ok(task_new(
+        &p.root,
+        &[
+            "--id",
+            "task_9",
+            "--agent",
+            "charlie",
+            "--instruction",
+            "everything, after task_2",
+            "--allow",
+            "**",
+            "--requires",
+            "task_2",
+        ],
+    ));
+    // The run goes on once task_9 is there to be borrowed.
+    std::fs::write(p.root.join("go"), "").unwrap();
+    let r = settled_run(&p.root, "task_2");
+    d.terminate();
+    (p, r, base)
+}
+
+/// An agent may not borrow a wider task by writing its id into a
+/// trailer: squadd judges the run's branch by the task the run was
+/// started for. Before issue 39 both commits (`Squad-Task: task_9` with and
+/// without `Squad-Agent: charlie`) were judged by task_9's `**` and merged.
+#[test]
+fn a_run_cannot_borrow_a_wider_task_by_trailer_at_merge() {
+    if !git_or_skip() {
+        return;
+    }
+    let (p, r, base) = settled_attack("trailer");
+    assert_eq!(r["merge"]["state"], "held", "{r:#}");
+    let reason = r["merge"]["reason"].as_str().unwrap();
+    for path in ["wide/x.txt", "wider/y.txt"] {
+        assert!(reason.contains(path), "{path}: {reason}");
+    }
+    assert!(reason.contains("task_2"), "{reason}");
+    assert_eq!(git_ok(&p.root, &["rev-parse", "main"]).trim(), base);
+    assert!(!p.root.join("wide/x.txt").exists());
+}
+
+/// A link's target is what a link writes: committed links under the
+/// allowed `src/**` leading out of the project (`/etc`) or into `wide/`
+/// (relative, and absolute through the worktree's path) are judged from
+/// the commit, where the main checkout holds none of them. Before issue 39
+/// the branch was merged (the check looked for the links in the main
+/// checkout, where they were not yet).
+#[test]
+fn a_committed_symlink_is_judged_by_its_target_at_merge() {
+    if !git_or_skip() {
+        return;
+    }
+    let (p, r, base) = settled_attack("symlink");
+    assert_eq!(r["merge"]["state"], "held", "{r:#}");
+    let reason = r["merge"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("src/out") && reason.contains("/etc"),
+        "{reason}"
+    );
+    assert!(reason.contains("src/area"), "{reason}");
+    assert!(reason.contains("src/abs"), "{reason}");
+    assert_eq!(git_ok(&p.root, &["rev-parse", "main"]).trim(), base);
+}
+
+/// A run may not land commits on the session's branch by pointing its
+/// worktree's HEAD there: its branch is held, the lead is told which
+/// commits went where, and no merge is made into the checkout it left out
+/// of step. Before issue 39 squadd reported the run "merged" (its own
+/// branch had nothing new) and said nothing of the commit on main.
+#[test]
+fn a_worktree_whose_head_left_its_branch_is_held_and_the_lead_told() {
+    if !git_or_skip() {
+        return;
+    }
+    let (p, r, base) = settled_attack("head");
+    assert_eq!(r["merge"]["state"], "held", "{r:#}");
+    let reason = r["merge"]["reason"].as_str().unwrap();
+    assert!(reason.contains("HEAD names `main`"), "{reason}");
+    assert!(reason.contains("straight onto main"), "{reason}");
+    assert!(
+        reason.contains(&format!("--base {}", &base[..12])),
+        "{reason}"
+    );
+    let told = crate::daemon::eventually("the lead is told", || {
+        crate::worktree::walk(&p.session).into_iter().find(|f| {
+            f.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("squadd-to-lead"))
+                && std::fs::read_to_string(f).is_ok_and(|t| t.contains("straight onto main"))
+        })
+    });
+    assert!(told.is_file());
+}
+
+/// CI judges a committed link by its committed target, also when the
+/// checkout running `check` does not hold it (it checks out another
+/// revision, or the link was deleted there): an absolute link into
+/// another agent's area and one out of the project are violations.
+/// Before issue 39 `check --base main --head feature` passed, run from the
+/// main checkout.
+#[test]
+fn check_judges_committed_symlinks_from_the_commit() {
+    if !git_or_skip() {
+        return;
+    }
+    let (_tmp, main, wt) = crate::worktree::repo_with_worktree("wt");
+    std::fs::create_dir_all(wt.join("own-1")).unwrap();
+    let into = main.canonicalize().unwrap().join("own-0/x.rs");
+    std::os::unix::fs::symlink(&into, wt.join("own-1/abs")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", wt.join("own-1/out")).unwrap();
+    std::os::unix::fs::symlink("../own-0/y.rs", wt.join("own-1/rel")).unwrap();
+    git_ok(&wt, &["add", "-A"]);
+    git_ok(&wt, &["commit", "-q", "-m", "links\n\nSquad-Task: task_1"]);
+    let out = run(ctl(&main).args(["check", "--base", "main", "--head", "feature"]));
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
+    for (link, to) in [
+        ("own-1/abs", "own-0/x.rs"),
+        ("own-1/out", "/etc/passwd"),
+        ("own-1/rel", "own-0/y.rs"),
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains(link) && l.contains(to)),
+            "{link} -> {to}: {text}"
+        );
+    }
+}
