@@ -18,6 +18,7 @@
 //! - [`notices`]: which notices squadd sends agents for which facts.
 //! - [`runners`]: which ready tasks squadd starts, retries and time limits.
 //! - [`worktree`]: whether a completed run's worktree branch is merged or held.
+//! - [`usage`]: tokens and cost per run from an agent CLI's output; budgets.
 
 #![warn(missing_docs)]
 
@@ -37,6 +38,7 @@ pub mod retention;
 pub mod runners;
 pub mod session_edit;
 pub mod skills;
+pub mod usage;
 pub mod worktree;
 
 pub use boundary::{Boundaries, Decision};

@@ -67,6 +67,9 @@ pub struct RunnersPolicy {
     /// the allow-list (API keys the agent CLI needs); nothing else of
     /// squadd's environment reaches a run.
     pub pass_env: Vec<String>,
+    /// `runners.budget`: tokens and money per run and per session
+    /// (docs/runners.md, "Budgets").
+    pub budget: crate::usage::Budgets,
 }
 
 impl Default for RunnersPolicy {
@@ -81,6 +84,7 @@ impl Default for RunnersPolicy {
             log_max_bytes: 1 << 20,
             worktree: false,
             pass_env: Vec::new(),
+            budget: crate::usage::Budgets::default(),
         }
     }
 }
@@ -131,6 +135,8 @@ pub(crate) struct RawRunners {
     worktree: bool,
     #[serde(default)]
     pass_env: Vec<String>,
+    #[serde(default)]
+    budget: crate::usage::RawBudgets,
 }
 
 #[derive(Debug, Deserialize)]
@@ -281,7 +287,9 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
             ));
         }
     }
+    let budget = crate::usage::budgets(raw.budget).map_err(|(f, m)| err(f, m))?;
     Ok(RunnersPolicy {
+        budget,
         dispatch: raw.dispatch,
         agents,
         grace: dur("runners.grace", &raw.grace, d.grace)?,
@@ -676,6 +684,31 @@ mod tests {
 
     fn names(v: &[Candidate]) -> Vec<&str> {
         v.iter().map(|c| c.task.as_str()).collect()
+    }
+
+    #[test]
+    fn budgets_are_read_and_bad_ones_refused() {
+        let p = policy(
+            "runners:\n  budget:\n    run: {tokens: 50000, usd: 2.5}\n    session: {usd: 40}\n",
+        );
+        assert_eq!(p.budget.run.tokens, Some(50_000));
+        assert_eq!(p.budget.run.usd, Some(crate::usage::Usd(2_500_000)));
+        assert_eq!(p.budget.session.tokens, None);
+        assert!(!Policy::defaults().runners.budget.run.is_set());
+        for (yaml, field) in [
+            (
+                "runners:\n  budget:\n    run: {usd: -1}\n",
+                "runners.budget.run.usd",
+            ),
+            (
+                "runners:\n  budget:\n    session: {tokens: 0}\n",
+                "runners.budget.session.tokens",
+            ),
+        ] {
+            let e = Policy::parse(Some(yaml)).unwrap_err();
+            assert_eq!(e.field, field, "{yaml}");
+        }
+        assert!(Policy::parse(Some("runners:\n  budget:\n    run: {dollars: 1}\n")).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `.squad/config.json`: the runtime configuration (models, the session
-//! pool, MCP servers) in the shape of seed 003, with the keys real Squad
+//! pool, MCP servers, model prices) in the shape of seed 003, with the keys real Squad
 //! projects already keep there (`version`, `defaultModel`,
 //! `agentModelOverrides`) read where they mean the same. Unknown keys are
 //! kept (a warning), so a tool that writes the file back loses nothing.
@@ -12,6 +12,9 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+mod prices;
+pub use prices::Price;
 
 /// The file's path under the team directory.
 pub const CONFIG_FILE: &str = "config.json";
@@ -113,6 +116,8 @@ pub struct RuntimeConfig {
     pub sessions: Sessions,
     /// MCP servers by name.
     pub mcp: BTreeMap<String, McpServer>,
+    /// Model prices by model id (`prices`; none built in).
+    pub prices: BTreeMap<String, Price>,
     /// Where each effective value came from: `default`, or the key in the
     /// file (`config.json: defaultModel`), by dotted field.
     #[serde(skip)]
@@ -146,6 +151,7 @@ impl Default for RuntimeConfig {
                 compaction_threshold: 0.8,
             },
             mcp: BTreeMap::new(),
+            prices: BTreeMap::new(),
             provenance: BTreeMap::new(),
             raw: Map::new(),
         };
@@ -167,6 +173,7 @@ pub const FIELDS: &[&str] = &[
     "sessions.infiniteSessions",
     "sessions.compactionThreshold",
     "mcp",
+    "prices",
 ];
 
 impl RuntimeConfig {
@@ -379,6 +386,7 @@ pub fn parse(path: &Path, text: &str) -> (RuntimeConfig, Vec<Diagnostic>) {
             "models" => models(&mut cx, &mut c, v),
             "sessions" => sessions(&mut cx, &mut c, v),
             "mcp" => mcp(&mut cx, &mut c, v),
+            "prices" => prices::read(&mut cx, &mut c, v),
             k if SQUAD_CLI_KEYS.contains(&k) => {}
             _ => {
                 let known: Vec<&str> = READ_KEYS.iter().chain(SQUAD_CLI_KEYS).copied().collect();
@@ -758,7 +766,8 @@ pub fn schema() -> Value {
                         "timeout": {"type": "number"}
                     }
                 }
-            }
+            },
+            "prices": prices::schema()
         }
     })
 }

@@ -34,11 +34,17 @@ pub enum Kind {
     OverdueTask,
     /// A protocol file with validation errors.
     InvalidFile,
+    /// An agent CLI warned in a run's output that its model is deprecated
+    /// or retiring (docs/runners.md, "Models").
+    ModelWarning,
+    /// A session has used most of its budget, or all of it
+    /// (`runners.budget.session`).
+    SessionBudget,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 12] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -49,6 +55,8 @@ impl Kind {
         Kind::OverdueReply,
         Kind::OverdueTask,
         Kind::InvalidFile,
+        Kind::ModelWarning,
+        Kind::SessionBudget,
     ];
 
     /// The kebab-case name.
@@ -64,6 +72,8 @@ impl Kind {
             Kind::OverdueReply => "overdue-reply",
             Kind::OverdueTask => "overdue-task",
             Kind::InvalidFile => "invalid-file",
+            Kind::ModelWarning => "model-warning",
+            Kind::SessionBudget => "session-budget",
         }
     }
 
@@ -109,6 +119,8 @@ pub(crate) struct Facts<'a> {
     pub policy_errors: &'a [String],
     /// The config file's errors, as `file:line:col: rule: message`.
     pub config_errors: &'a [String],
+    /// `runners.budget.session` of the policy.
+    pub session_budget: squad_policies::usage::Budget,
 }
 
 fn rank(severity: &str) -> u8 {
@@ -302,7 +314,15 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
         let Some(kind) = run_kind(r) else { continue };
         let session = quote(&r.session);
         let task = quote(&r.task);
-        let (summary, command) = if kind == Kind::RunHeld {
+        let (summary, command) = if let (Kind::RunHeld, Some(figures)) = (kind, &r.over_budget) {
+            (
+                format!(
+                    "run of {} ({}) is held over its budget: {figures}",
+                    r.task, r.agent
+                ),
+                format!("squadctl run {task} --session {session}"),
+            )
+        } else if kind == Kind::RunHeld {
             (
                 format!(
                     "run of {} ({}) is held after it {}",
@@ -329,6 +349,8 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
             command,
         ));
     }
+    items.extend(model_warnings(facts.runs));
+    items.extend(session_budgets(facts.runs, &facts.session_budget));
     // Most severe first; within a severity, by kind then place: stable
     // across redraws.
     items.sort_by(|a, b| {
@@ -340,6 +362,82 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
             &b.summary,
         ))
     });
+    items
+}
+
+/// The CLIs' own model warnings: from each agent's newest run (a warning
+/// goes away once a run on another model no longer shows it), one item per
+/// warning.
+fn model_warnings(runs: &[RunRecord]) -> Vec<Item> {
+    let mut newest: std::collections::BTreeMap<&str, &RunRecord> = Default::default();
+    for r in runs {
+        let e = newest.entry(r.agent.as_str()).or_insert(r);
+        if r.started_at > e.started_at {
+            *e = r;
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut items = Vec::new();
+    for r in newest.values() {
+        let Some(w) = &r.model_warning else { continue };
+        if !seen.insert(w.as_str()) {
+            continue;
+        }
+        let model = r
+            .model
+            .as_deref()
+            .map_or_else(|| "its default model".to_string(), |m| format!("model {m}"));
+        items.push(Item {
+            kind: Kind::ModelWarning,
+            severity: "warning".into(),
+            session: Some(r.session.clone()),
+            task: Some(r.task.clone()),
+            summary: format!(
+                "{}'s agent CLI warns about {model}: {w}",
+                r.agent
+            ),
+            command: "pin a current model in .squad/config.json `models` (docs/runners.md, Models), or remove the pin to use the CLI's default".into(),
+        });
+    }
+    items
+}
+
+/// Sessions near (80 %) or past their budget, over every run's usage.
+fn session_budgets(runs: &[RunRecord], budget: &squad_policies::usage::Budget) -> Vec<Item> {
+    use squad_policies::usage;
+    if !budget.is_set() {
+        return Vec::new();
+    }
+    let mut by_session: std::collections::BTreeMap<&str, Vec<usage::Usage>> = Default::default();
+    for r in runs {
+        if let Some(u) = r.task_usage() {
+            by_session.entry(r.session.as_str()).or_default().push(u);
+        }
+    }
+    let mut items = Vec::new();
+    for (session, parts) in by_session {
+        let Some(total) = usage::sum(&parts) else {
+            continue;
+        };
+        let (severity, figures, what) = if let Some(f) = usage::over_budget(budget, &total, 1.0) {
+            ("error", f, "is over its budget")
+        } else if let Some(f) = usage::over_budget(budget, &total, usage::SESSION_NEAR) {
+            ("warning", f, "is near its budget")
+        } else {
+            continue;
+        };
+        items.push(Item {
+            kind: Kind::SessionBudget,
+            severity: severity.into(),
+            session: Some(session.to_string()),
+            task: None,
+            summary: format!("session {session} {what}: {figures}"),
+            command: format!(
+                "squadctl runs --all --session {}; raise runners.budget.session in .squad/policies.yaml",
+                quote(session)
+            ),
+        });
+    }
     items
 }
 
@@ -454,6 +552,11 @@ mod tests {
             completed: false,
             retry_at: None,
             held,
+            model: None,
+            usage: None,
+            model_warning: None,
+            over_budget: None,
+            earlier_usage: None,
         }
     }
 
@@ -471,6 +574,7 @@ mod tests {
             runs: &runs,
             policy_errors: &policy,
             config_errors: &[],
+            session_budget: Default::default(),
         });
         let kinds: Vec<Kind> = items.iter().map(|i| i.kind).collect();
         assert_eq!(
@@ -512,6 +616,73 @@ mod tests {
             ..Facts::default()
         });
         assert!(items.is_empty(), "{items:?}");
+    }
+
+    /// Issue 38: a CLI's model warning from an agent's newest run, and a
+    /// session near or past its budget, need a human.
+    #[test]
+    fn model_warnings_and_session_budgets_need_a_human() {
+        use squad_policies::usage::{Budget, Usage, Usd};
+        let mut old = run("task_1", "backend", RunState::Exited, false);
+        old.completed = true;
+        old.model = Some("claude-sonnet-4-5".into());
+        old.model_warning = Some("⚠ Claude Sonnet 4.5 will be retired".into());
+        old.usage = Some(Usage {
+            input_tokens: 700,
+            output_tokens: 150,
+            cost_usd: Some(Usd(850)),
+            ..Usage::default()
+        });
+        let items = needs_attention(&Facts {
+            runs: std::slice::from_ref(&old),
+            session_budget: Budget {
+                tokens: Some(1000),
+                usd: None,
+            },
+            ..Facts::default()
+        });
+        let said: Vec<(Kind, &str, &str)> = items
+            .iter()
+            .map(|i| (i.kind, i.severity.as_str(), i.summary.as_str()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    Kind::ModelWarning,
+                    "warning",
+                    "backend's agent CLI warns about model claude-sonnet-4-5: ⚠ Claude Sonnet 4.5 will be retired"
+                ),
+                (
+                    Kind::SessionBudget,
+                    "warning",
+                    "session 2026-01-01-demo is near its budget: 850 tokens of a 1000-token budget"
+                ),
+            ]
+        );
+        // A newer run of the agent without the warning: it is gone; past
+        // the budget, an error.
+        let mut new = run("task_2", "backend", RunState::Exited, false);
+        new.completed = true;
+        new.started_at = old.started_at + chrono::Duration::seconds(5);
+        new.usage = Some(Usage {
+            output_tokens: 200,
+            ..Usage::default()
+        });
+        let items = needs_attention(&Facts {
+            runs: &[old, new],
+            session_budget: Budget {
+                tokens: Some(1000),
+                usd: None,
+            },
+            ..Facts::default()
+        });
+        let kinds: Vec<(Kind, &str)> = items
+            .iter()
+            .map(|i| (i.kind, i.severity.as_str()))
+            .collect();
+        assert_eq!(kinds, [(Kind::SessionBudget, "error")]);
+        assert!(items[0].summary.contains("1050 tokens"), "{items:?}");
     }
 
     #[test]

@@ -297,6 +297,9 @@ pub(crate) enum EventKind {
         completed: bool,
         /// What follows: `done`, `retry at …`, `held for a human`.
         next: String,
+        /// Tokens and cost the run's output reported (docs/runners.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Box<squad_policies::usage::Usage>>,
     },
     /// A run passed its time limit: its process group got SIGTERM (then
     /// SIGKILL after the grace period).
@@ -307,6 +310,16 @@ pub(crate) enum EventKind {
         agent: String,
         /// The limit, in seconds.
         limit_secs: u64,
+    },
+    /// A run passed its budget (`runners.budget.run`): its process group
+    /// got SIGTERM (then SIGKILL after the grace period) and it is held.
+    AgentOverBudget {
+        /// Task id.
+        task_id: String,
+        /// Agent.
+        agent: String,
+        /// What passed which limit (`12000 tokens of a 10000-token budget`).
+        figures: String,
     },
     /// A run wrote no protocol file for longer than `runners.idle_after`.
     AgentIdle {
@@ -423,6 +436,7 @@ impl EventKind {
             EventKind::AgentSpawned { .. } => "agent-spawned",
             EventKind::AgentExited { .. } => "agent-exited",
             EventKind::AgentTimeout { .. } => "agent-timeout",
+            EventKind::AgentOverBudget { .. } => "agent-over-budget",
             EventKind::AgentIdle { .. } => "agent-idle",
             EventKind::PoolEmpty => "pool-empty",
             EventKind::RunAdopted { .. } => "run-adopted",
@@ -607,8 +621,9 @@ impl EventKind {
                 signal,
                 completed,
                 next,
+                usage,
             } => format!(
-                "{task_id} ({agent}) {}{}: {next}",
+                "{task_id} ({agent}) {}{}: {next}{}",
                 match (code, signal) {
                     (Some(c), _) => format!("exit {c}"),
                     (None, Some(s)) => format!("signal {s}"),
@@ -618,13 +633,21 @@ impl EventKind {
                     ", completed"
                 } else {
                     ", not completed"
-                }
+                },
+                usage
+                    .as_ref()
+                    .map_or_else(String::new, |u| format!(" ({})", u.summary()))
             ),
             EventKind::AgentTimeout {
                 task_id,
                 agent,
                 limit_secs,
             } => format!("{task_id} ({agent}) past its {limit_secs} s limit"),
+            EventKind::AgentOverBudget {
+                task_id,
+                agent,
+                figures,
+            } => format!("{task_id} ({agent}) over budget: {figures}"),
             EventKind::AgentIdle {
                 task_id,
                 agent,

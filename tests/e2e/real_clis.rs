@@ -18,11 +18,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const SESSION: &str = "20240115T100000Z-clis";
+pub(crate) const SESSION: &str = "20240115T100000Z-clis";
+
+/// The documented runner lines (docs/runners.md). Claude Code's prompt
+/// comes before the options: `--allowedTools` takes several values and,
+/// with no model configured (`--model {model}` left out), would swallow a
+/// prompt after it. Each asks its CLI for machine-readable output, which
+/// squadd reads for tokens and cost.
+const CLAUDE_LINE: &str = r#"["claude", "-p", "Read {prompt_file} and work on task {task} as it says.", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "--output-format", "stream-json", "--verbose"]"#;
+const CODEX_LINE: &str = r#"["codex", "exec", "--json", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+const COPILOT_LINE: &str = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
 
 /// The CLI's executable, or `None` (after saying why) when the test must be
 /// skipped. Panics when CI is set and the CLI is missing.
-fn cli(name: &str) -> Option<PathBuf> {
+pub(crate) fn cli(name: &str) -> Option<PathBuf> {
     let dirs = std::env::var_os("SQUAD_CLI_BIN")
         .into_iter()
         .chain(std::env::var_os("PATH"))
@@ -63,13 +72,13 @@ fn path_with(cli: &Path) -> String {
 /// A project where backend (task_1) may write `backend/**` and `shared/**`,
 /// frontend (task_2) holds a lock on `shared/gen.ts`; plus an empty home
 /// directory for the CLI's own settings.
-struct Project {
+pub(crate) struct Project {
     _tmp: tempfile::TempDir,
-    root: PathBuf,
-    home: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
-fn project() -> Project {
+pub(crate) fn project() -> Project {
     let tmp = tempfile::tempdir().unwrap();
     let base = fs::canonicalize(tmp.path()).unwrap();
     let root = base.join("proj");
@@ -149,6 +158,21 @@ fn assert_guarded(stub: &StubModel, root: &Path, log: &str) {
         "step 0 result: {r}\n{}",
         ctx()
     );
+    // Issue 38: a refusal, not a breakage, whatever the CLI wraps around
+    // it (Claude Code 2.1.332: "PreToolUse:Write hook error: …"), with
+    // what is allowed and the way forward.
+    for says in [
+        "REFUSED",
+        "not a hook failure",
+        "`backend/**`",
+        "ask the lead",
+    ] {
+        assert!(
+            r.contains(says),
+            "step 0 result lacks {says:?}: {r}\n{}",
+            ctx()
+        );
+    }
     assert_eq!(
         fs::read_to_string(root.join("backend/allowed.txt"))
             .ok()
@@ -171,7 +195,7 @@ fn assert_guarded(stub: &StubModel, root: &Path, log: &str) {
 
 /// Runs `cmd` to its end (at most 3 minutes: a hung CLI fails the test
 /// rather than the suite); its exit code and combined output.
-fn run_cli(mut cmd: Command) -> (Option<i32>, String) {
+pub(crate) fn run_cli(mut cmd: Command) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("out.log");
     let file = fs::File::create(&log).unwrap();
@@ -191,7 +215,7 @@ fn run_cli(mut cmd: Command) -> (Option<i32>, String) {
 
 /// The environment that points Claude Code at the stub and keeps it off
 /// the network and out of the developer's settings.
-fn claude_env(stub: &StubModel, home: &Path, claude: &Path) -> Vec<(String, String)> {
+pub(crate) fn claude_env(stub: &StubModel, home: &Path, claude: &Path) -> Vec<(String, String)> {
     [
         ("HOME", home.display().to_string()),
         ("ANTHROPIC_BASE_URL", stub.url()),
@@ -239,19 +263,20 @@ fn runner_runs_to_completion(
     env: Vec<(String, String)>,
     stub: &StubModel,
     p: &Project,
-) {
-    runner_runs_to_completion_with(command, "", env, stub, p);
+) -> Value {
+    runner_runs_to_completion_with(command, "", env, stub, p)
 }
 
 /// [`runner_runs_to_completion`] with more keys (YAML lines, indented as
-/// the runner entry's) in the runner's policy entry.
+/// the runner entry's) in the runner's policy entry: the run as `runs
+/// --json` shows it.
 fn runner_runs_to_completion_with(
     command: &str,
     entry_extra: &str,
     env: Vec<(String, String)>,
     stub: &StubModel,
     p: &Project,
-) {
+) -> Value {
     let env_yaml: String = env
         .iter()
         .filter(|(k, _)| k != "PATH" && k != "HOME" && k != "CODEX_HOME")
@@ -351,6 +376,42 @@ fn runner_runs_to_completion_with(
         "step 0 result: {r}\n{log}\n{}",
         stub.transcript()
     );
+    run
+}
+
+/// Issue 38: the run's tokens in `runs --json` are exactly what the stub
+/// reported (each answer [`crate::stub_model::TOKENS`]).
+fn assert_tokens(run: &Value, stub: &StubModel) {
+    let n = stub.answers();
+    let (input, cached, output) = crate::stub_model::TOKENS;
+    let u = &run["usage"];
+    assert!(n > 0, "{}", stub.transcript());
+    assert_eq!(
+        (
+            u["input_tokens"].as_u64(),
+            u["cached_tokens"].as_u64(),
+            u["output_tokens"].as_u64()
+        ),
+        (Some(n * input), Some(n * cached), Some(n * output)),
+        "{run:#}\n{n} answers"
+    );
+}
+
+/// The price table every priced test writes (US dollars per million
+/// tokens), and the cost of `answers` stub answers at `model`'s price.
+const PRICES: &str = r#""prices": {"claude-opus-4-8": {"input": 5, "cachedInput": 0.5, "output": 25}, "gpt-5.1-codex": {"input": 1.25, "cachedInput": 0.125, "output": 10}}"#;
+
+fn priced_cost(model: &str, answers: u64) -> f64 {
+    let (input, cached, output) = crate::stub_model::TOKENS;
+    let (pi, pc, po) = match model {
+        "claude-opus-4-8" => (5.0, 0.5, 25.0),
+        "gpt-5.1-codex" => (1.25, 0.125, 10.0),
+        other => panic!("no price for {other}"),
+    };
+    // Rounded to micro-dollars, as squadd records it.
+    let micros =
+        (answers as f64 * (input as f64 * pi + cached as f64 * pc + output as f64 * po)).round();
+    micros / 1e6
 }
 
 #[test]
@@ -365,136 +426,121 @@ fn claude_code_runner_runs_guarded_to_completion_with_the_default_model() {
         ),
         Step::Shell("squadctl progress --status completed --percent 100".into()),
     ]);
-    // The documented runner line (docs/runners.md); config.json names no
-    // model, so `--model {model}` is left out and Claude Code runs on its
-    // own default.
-    let command = r#"["claude", "-p", "Read {prompt_file} and work on task {task} as it says.", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}"]"#;
+    // The documented runner line (docs/runners.md) with no model in
+    // config.json: `--model {model}` is left out, Claude Code's own
+    // default is used.
     let env = claude_env(&stub, &p.home, &claude);
-    runner_runs_to_completion(command, env, &stub, &p);
+    let run = runner_runs_to_completion(CLAUDE_LINE, env, &stub, &p);
+    assert!(!run["command"].to_string().contains("--model"), "{run:#}");
+    // Tokens as the stub reported them; with no price for Claude Code's
+    // own default model, the cost is Claude Code's own estimate.
+    assert_tokens(&run, &stub);
+    assert_eq!(run["usage"]["cost_from"], "cli", "{run:#}");
 }
 
-/// Issue 29: a runner with `mcp: true` starts Claude Code with the squad
-/// MCP server for its agent, and the model sees the squad tools in its
-/// first request (Claude names them `mcp__squad__<tool>`); the agent is
-/// backend, not a lead, so the lead's tools are not among them. The run is
-/// still guarded and completes as without the server.
-#[test]
-fn claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model() {
-    let Some(claude) = cli("claude") else { return };
-    let p = project();
-    install_guard(&p.root, &p.home, &["--claude"]);
-    let stub = StubModel::start(vec![
+/// The steps of a run that reports through the squad MCP server: a write
+/// outside the boundaries (refused by the guard), then `progress
+/// completed` as an MCP tool call (issue 38: the call must succeed, not
+/// merely be offered; no shell step could complete the task instead).
+fn mcp_steps(p: &Project) -> Vec<Step> {
+    vec![
         Step::Write(
             p.root.join("frontend/forbidden.txt").display().to_string(),
             "nope\n".into(),
         ),
-        Step::Shell("squadctl progress --status completed --percent 100".into()),
-    ]);
-    let command = r#"["claude", "-p", "Read {prompt_file} and work on task {task} as it says.", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}"]"#;
-    let env = claude_env(&stub, &p.home, &claude);
-    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
-    assert_squad_tools_offered(&stub, |t| format!("mcp__squad__{t}"));
+        Step::Mcp(
+            "progress".into(),
+            serde_json::json!({"task": "task_9", "status": "completed", "percent": 100}),
+        ),
+    ]
 }
 
-/// The squad tools are among the tools of the first model request that
-/// has any, under the names `named` gives them; the lead's `task_new` is
-/// not (the run's agent is backend).
-fn assert_squad_tools_offered(stub: &StubModel, named: impl Fn(&str) -> String) {
-    let requests = stub.requests();
-    let first = requests
-        .iter()
-        .find(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
-        .unwrap_or_else(|| panic!("no request with tools\n{}", stub.transcript()));
-    // Codex groups an MCP server's tools in a `namespace` tool
-    // (`mcp__squad` with `next`, …): named `<namespace>__<tool>` here.
-    let tools: Vec<String> = first.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|t| {
-            let name = t["name"].as_str().or(t["function"]["name"].as_str());
-            match (t["type"].as_str(), t["tools"].as_array()) {
-                (Some("namespace"), Some(inner)) => inner
-                    .iter()
-                    .filter_map(|i| i["name"].as_str())
-                    .map(|i| format!("{}__{i}", name.unwrap_or_default()))
-                    .collect(),
-                _ => name.map(str::to_string).into_iter().collect::<Vec<_>>(),
-            }
-        })
-        .collect();
-    let tools: Vec<&str> = tools.iter().map(String::as_str).collect();
-    for t in [
-        "next",
-        "progress",
-        "send",
-        "inbox_read",
-        "lock_acquire",
-        "report_error",
-    ] {
-        let name = named(t);
-        assert!(tools.contains(&name.as_str()), "{name} not in {tools:?}");
-    }
-    let lead = named("task_new");
+/// The MCP call of [`mcp_steps`] reached squadctl and succeeded.
+fn assert_mcp_call_succeeded(stub: &StubModel, run: &Value) {
+    let r = stub.tool_result(1).unwrap_or_default();
     assert!(
-        !tools.contains(&lead.as_str()),
-        "the lead's tool offered to backend: {tools:?}"
+        !r.contains("approval") && !r.contains("permission") && !r.contains("is_error\":true"),
+        "the MCP call was refused: {r}\n{run:#}\n{}",
+        stub.transcript()
+    );
+    assert_eq!(run["completed"], true, "{r}\n{run:#}");
+}
+
+/// Issues 29 and 38: a runner with `mcp: true` starts Claude Code with the
+/// squad MCP server for its agent, and the model's call of a squad tool
+/// succeeds (`--allowedTools mcp__squad`: `claude -p` has no one to ask);
+/// the run is guarded and completes through that call. Priced by
+/// config.json: the cost is exactly the price table's.
+#[test]
+fn claude_code_runner_with_mcp_completes_through_a_squad_tool_call() {
+    let Some(claude) = cli("claude") else { return };
+    let p = project();
+    install_guard(&p.root, &p.home, &["--claude"]);
+    let stub = StubModel::start(mcp_steps(&p));
+    fs::write(
+        p.root.join(".squad/config.json"),
+        format!(r#"{{"models": {{"default": "claude-opus-4-8"}}, {PRICES}}}"#),
+    )
+    .unwrap();
+    let env = claude_env(&stub, &p.home, &claude);
+    let run = runner_runs_to_completion_with(CLAUDE_LINE, "      mcp: true\n", env, &stub, &p);
+    assert_mcp_call_succeeded(&stub, &run);
+    assert_tokens(&run, &stub);
+    assert_eq!(run["usage"]["model"], "claude-opus-4-8", "{run:#}");
+    assert_eq!(run["usage"]["cost_from"], "prices", "{run:#}");
+    assert_eq!(
+        run["usage"]["cost_usd"].as_f64(),
+        Some(priced_cost("claude-opus-4-8", stub.answers())),
+        "{run:#}"
     );
 }
 
-/// As [`claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model`],
-/// for Codex (`-c mcp_servers.squad.*`).
+/// As [`claude_code_runner_with_mcp_completes_through_a_squad_tool_call`],
+/// for Codex (`-c mcp_servers.squad.*`, the server's tools approved: `codex
+/// exec` never asks, so a call needing approval fails).
 #[test]
-fn codex_runner_with_mcp_offers_the_squad_tools_to_the_model() {
+fn codex_runner_with_mcp_completes_through_a_squad_tool_call() {
     let Some(codex) = cli("codex") else { return };
     let p = project();
     if has_git() {
         git_ok(&p.root, &["init", "-q"]);
     }
-    let stub = StubModel::start(vec![
-        Step::Write(
-            p.root.join("frontend/forbidden.txt").display().to_string(),
-            "nope\n".into(),
-        ),
-        Step::Shell("squadctl progress --status completed --percent 100".into()),
-    ]);
+    let stub = StubModel::start(mcp_steps(&p));
     let env = codex_env(&stub, &p.home, &codex);
     install_codex_guard(&p.root, &env, true);
     fs::write(
         p.root.join(".squad/config.json"),
-        r#"{"models": {"roleOverrides": {"backend": "gpt-5.1-codex"}}}"#,
+        format!(r#"{{"models": {{"roleOverrides": {{"backend": "gpt-5.1-codex"}}}}, {PRICES}}}"#),
     )
     .unwrap();
-    let command = r#"["codex", "exec", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
-    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
-    assert_squad_tools_offered(&stub, |t| format!("mcp__squad__{t}"));
+    let run = runner_runs_to_completion_with(CODEX_LINE, "      mcp: true\n", env, &stub, &p);
+    assert_mcp_call_succeeded(&stub, &run);
+    assert_tokens(&run, &stub);
+    assert_eq!(
+        run["usage"]["cost_usd"].as_f64(),
+        Some(priced_cost("gpt-5.1-codex", stub.answers())),
+        "{run:#}"
+    );
 }
 
-/// As [`claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model`],
+/// As [`claude_code_runner_with_mcp_completes_through_a_squad_tool_call`],
 /// for Copilot CLI (`--additional-mcp-config`).
 #[test]
-fn copilot_runner_with_mcp_offers_the_squad_tools_to_the_model() {
+fn copilot_runner_with_mcp_completes_through_a_squad_tool_call() {
     let Some(copilot) = cli("copilot") else {
         return;
     };
     let p = project();
     install_guard(&p.root, &p.home, &["--copilot"]);
-    let stub = StubModel::start(vec![
-        Step::Write(
-            p.root.join("frontend/forbidden.txt").display().to_string(),
-            "nope\n".into(),
-        ),
-        Step::Shell("squadctl progress --status completed --percent 100".into()),
-    ]);
+    let stub = StubModel::start(mcp_steps(&p));
     let env = copilot_env(&stub, &p.home, &copilot);
-    let command = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
-    runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
-    assert_squad_tools_offered(&stub, |t| format!("squad-{t}"));
+    let run = runner_runs_to_completion_with(COPILOT_LINE, "      mcp: true\n", env, &stub, &p);
+    assert_mcp_call_succeeded(&stub, &run);
 }
 
 /// The environment that points Codex at the stub: `CODEX_HOME` holds a
 /// config.toml whose model provider is the stub (Responses API).
-fn codex_env(stub: &StubModel, home: &Path, codex: &Path) -> Vec<(String, String)> {
+pub(crate) fn codex_env(stub: &StubModel, home: &Path, codex: &Path) -> Vec<(String, String)> {
     let codex_home = home.join(".codex");
     fs::create_dir_all(&codex_home).unwrap();
     fs::write(
@@ -597,14 +643,17 @@ fn codex_runner_runs_guarded_to_completion() {
     .unwrap();
     // The documented runner line (docs/runners.md); `--full-auto` is gone
     // from Codex 0.169 (exit 2).
-    let command = r#"["codex", "exec", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
-    runner_runs_to_completion(command, env, &stub, &p);
+    let run = runner_runs_to_completion(CODEX_LINE, env, &stub, &p);
+    // Codex names no model in its output: the configured one, unpriced.
+    assert_tokens(&run, &stub);
+    assert_eq!(run["usage"]["model"], "gpt-5.1-codex", "{run:#}");
+    assert_eq!(run["usage"]["unpriced"][0], "gpt-5.1-codex", "{run:#}");
 }
 
 /// The environment that points Copilot CLI at the stub: offline mode (no
 /// GitHub sign-in, telemetry or update) with a BYOK provider of type
 /// `anthropic`.
-fn copilot_env(stub: &StubModel, home: &Path, copilot: &Path) -> Vec<(String, String)> {
+pub(crate) fn copilot_env(stub: &StubModel, home: &Path, copilot: &Path) -> Vec<(String, String)> {
     [
         ("HOME", home.display().to_string()),
         ("COPILOT_OFFLINE", "true".into()),
@@ -704,8 +753,7 @@ fn copilot_runner_runs_guarded_to_completion() {
     let env = copilot_env(&stub, &p.home, &copilot);
     // The documented runner line (docs/runners.md): --trust-folder so the
     // repository's .github/hooks/ are loaded under -p.
-    let command = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
-    runner_runs_to_completion(command, env, &stub, &p);
+    runner_runs_to_completion(COPILOT_LINE, env, &stub, &p);
 }
 
 /// `squadctl guard doctor` with the CLI's environment: (exit code, output).
@@ -734,7 +782,12 @@ fn codex_doctor_lines_come_from_real_codex_configurations() {
         out.contains("fix: squadctl guard install --codex --trust"),
         "{out}"
     );
-    assert!(out.contains("codex-cli 0.169.0"), "{out}");
+    // The version of the codex under test (pinned, or the newest in CI's
+    // second step).
+    let version = Command::new(&codex).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    assert!(version.starts_with("codex-cli "), "{version}");
+    assert!(out.contains(&version), "{out}");
     // The hook file alone: the project is not trusted.
     install_codex_guard(&p.root, &env, false);
     let (status, out) = doctor(&p.root, &env);

@@ -15,6 +15,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+/// The tokens every answer reports using: input not read from a cache,
+/// input read from one, output (issue 38: `runs --json` must show exactly
+/// these, times the answers given).
+pub const TOKENS: (u64, u64, u64) = (1000, 200, 50);
+
 /// One tool call the model asks for.
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -23,6 +28,11 @@ pub enum Step {
     Write(String, String),
     /// Run a shell command (Claude Code `Bash`, Codex `exec_command`).
     Shell(String),
+    /// Call a tool of the MCP server `squad` with these arguments, by the
+    /// name each CLI gives it: Claude Code `mcp__squad__<tool>` (called by
+    /// name: newer Claude Code defers MCP tools behind ToolSearch), Codex
+    /// `<tool>` in the namespace `mcp__squad`, Copilot CLI `squad-<tool>`.
+    Mcp(String, Value),
 }
 
 /// One request the stub received.
@@ -87,6 +97,18 @@ impl StubModel {
                 .find(|(call, _)| *call == id)
                 .map(|(_, v)| v.to_string())
         })
+    }
+
+    /// How many model answers were given (each reports [`TOKENS`]).
+    pub fn answers(&self) -> u64 {
+        self.requests()
+            .iter()
+            .filter(|r| {
+                let route = r.path.split('?').next().unwrap_or("");
+                (route.ends_with("/messages") && anthropic_model(&r.body))
+                    || route.ends_with("/responses")
+            })
+            .count() as u64
     }
 
     /// A summary of the requests, for failure messages.
@@ -271,9 +293,15 @@ fn sse(event: &str, data: &Value) -> String {
 /// An Anthropic Messages API stream: one tool_use or one text block.
 fn anthropic(body: &Value, steps: &[Step]) -> String {
     let model = body["model"].as_str().unwrap_or("stub");
+    // A message id of its own for each answer, as the API gives.
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = format!(
+        "msg_stub_{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let mut out = sse(
         "message_start",
-        &json!({"type": "message_start", "message": {"id": "msg_stub", "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        &json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": TOKENS.0, "cache_read_input_tokens": TOKENS.1, "cache_creation_input_tokens": 0, "output_tokens": 1}}}),
     );
     let stop = match next_step(body, steps) {
         Some(i) => {
@@ -282,18 +310,21 @@ fn anthropic(body: &Value, steps: &[Step]) -> String {
             let copilot = body["tools"]
                 .as_array()
                 .is_some_and(|t| t.iter().any(|t| t["name"] == "create"));
-            let (name, input) = match (&steps[i], copilot) {
-                (Step::Write(path, content), false) => {
-                    ("Write", json!({"file_path": path, "content": content}))
-                }
-                (Step::Shell(command), false) => ("Bash", json!({"command": command})),
+            let (name, input): (String, Value) = match (&steps[i], copilot) {
+                (Step::Write(path, content), false) => (
+                    "Write".into(),
+                    json!({"file_path": path, "content": content}),
+                ),
+                (Step::Shell(command), false) => ("Bash".into(), json!({"command": command})),
                 (Step::Write(path, content), true) => {
-                    ("create", json!({"path": path, "file_text": content}))
+                    ("create".into(), json!({"path": path, "file_text": content}))
                 }
                 (Step::Shell(command), true) => (
-                    "bash",
+                    "bash".into(),
                     json!({"command": command, "description": "run", "mode": "sync"}),
                 ),
+                (Step::Mcp(tool, args), false) => (format!("mcp__squad__{tool}"), args.clone()),
+                (Step::Mcp(tool, args), true) => (format!("squad-{tool}"), args.clone()),
             };
             out += &sse(
                 "content_block_start",
@@ -323,7 +354,7 @@ fn anthropic(body: &Value, steps: &[Step]) -> String {
     );
     out += &sse(
         "message_delta",
-        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": TOKENS.2}}),
     );
     out += &sse("message_stop", &json!({"type": "message_stop"}));
     out
@@ -348,12 +379,15 @@ fn responses(body: &Value, steps: &[Step]) -> String {
                 exec(i, patch)
             }
             Step::Shell(command) => exec(i, command.clone()),
+            Step::Mcp(tool, args) => {
+                json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call_id(i), "namespace": "mcp__squad", "name": tool, "arguments": args.to_string()})
+            }
         },
         None => {
             json!({"type": "message", "id": "msg_stub", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "done", "annotations": []}]})
         }
     };
-    let response = json!({"id": "resp_stub", "object": "response", "status": "completed", "output": [item.clone()], "usage": {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2}});
+    let response = json!({"id": "resp_stub", "object": "response", "status": "completed", "output": [item.clone()], "usage": {"input_tokens": TOKENS.0 + TOKENS.1, "input_tokens_details": {"cached_tokens": TOKENS.1}, "output_tokens": TOKENS.2, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": TOKENS.0 + TOKENS.1 + TOKENS.2}});
     let mut out = sse(
         "response.created",
         &json!({"type": "response.created", "response": {"id": "resp_stub"}}),

@@ -143,7 +143,7 @@ fn answer(format: Option<Format>, verdict: &Verdict) -> u8 {
     let Verdict::Deny(reason) = verdict else {
         return crate::exit::OK;
     };
-    let reason = format!("squad guard: {reason}");
+    let reason = refusal(reason);
     let json = match format {
         Some(Format::Claude | Format::Codex) => serde_json::json!({
             "hookSpecificOutput": {
@@ -164,6 +164,17 @@ fn answer(format: Option<Format>, verdict: &Verdict) -> u8 {
     };
     println!("{json}");
     crate::exit::OK
+}
+
+/// The deny reason as the model reads it. CLIs wrap it in words of their
+/// own (Claude Code 2.1.332: `PreToolUse:Write hook error: …`), which a
+/// model may take for a broken hook to retry or work around: the text says
+/// first that this is a refusal by the project's policy, then why, what is
+/// allowed and what to do instead (the reason's own hint).
+pub(crate) fn refusal(reason: &str) -> String {
+    format!(
+        "squad guard REFUSED this tool call. This is a deliberate decision of the project's squad policy, not a hook failure: the same call will be refused again. {reason}"
+    )
 }
 
 fn guard(root_arg: Option<&Path>, forced: Option<Format>) -> u8 {

@@ -6,7 +6,7 @@
 use crate::locks;
 use crate::root;
 use crate::runners::check::doctor;
-use squad_policies::guard_doctor::{CliVerdict, Status};
+use squad_policies::guard_doctor::{Cli, CliVerdict, Line, Status};
 use squad_policies::runners::RunnersPolicy;
 use std::path::Path;
 
@@ -18,7 +18,8 @@ use std::path::Path;
 /// beyond the file: Codex must trust the project and list the hook as
 /// reviewed with a matching hash (asked of `codex app-server` itself);
 /// `copilot -p` loads repository hooks only with `--trust-folder`. Each
-/// failing line says its fix.
+/// failing line says its fix. A CLI that warned in its newest run's output
+/// that its model is deprecated or retiring gets a `model` warning.
 ///
 /// Exit status: 1 when a runner's CLI would run unguarded without
 /// `guard: off` (squadd refuses to dispatch to it), else 0.
@@ -101,6 +102,44 @@ fn human(verdicts: &[CliVerdict]) -> String {
     out
 }
 
+/// Each CLI's own warning that its model is deprecated or retiring, from
+/// the newest run of it that showed one (docs/runners.md, "Models"): a
+/// `model` warning line of that CLI.
+fn model_warnings(root: &Path, verdicts: &mut [CliVerdict]) {
+    let mut newest: Vec<(Cli, crate::runners::RunRecord)> = Vec::new();
+    for (_, r) in crate::runners::all_records(root) {
+        let Some(cli) = r.command.first().and_then(|p| Cli::of_program(p)) else {
+            continue;
+        };
+        match newest.iter_mut().find(|(c, _)| *c == cli) {
+            Some((_, n)) if n.started_at >= r.started_at => {}
+            Some((_, n)) => *n = r,
+            None => newest.push((cli, r)),
+        }
+    }
+    for (cli, r) in newest {
+        let (Some(w), Some(v)) = (&r.model_warning, verdicts.iter_mut().find(|v| v.cli == cli))
+        else {
+            continue;
+        };
+        v.lines.push(Line {
+            check: "model".into(),
+            status: Status::Warn,
+            detail: format!(
+                "{w} (run {} of {} by {}{})",
+                r.attempt,
+                r.task,
+                r.agent,
+                r.model.as_deref().map_or_else(String::new, |m| format!(", model {m}"))
+            ),
+            fix: Some(
+                "pin a current model in .squad/config.json `models`, or remove the pin (docs/runners.md, Models)"
+                    .into(),
+            ),
+        });
+    }
+}
+
 /// Runs `squadctl guard doctor`.
 pub(crate) fn run(root_arg: Option<&Path>, args: &DoctorArgs) -> u8 {
     let root = match root::resolve(root_arg) {
@@ -113,7 +152,8 @@ pub(crate) fn run(root_arg: Option<&Path>, args: &DoctorArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return super::fail(format!("cannot read the runners: {e}")),
     };
-    let verdicts = doctor(&root, &runners);
+    let mut verdicts = doctor(&root, &runners);
+    model_warnings(&root, &mut verdicts);
     let blocked = verdicts.iter().any(|v| v.blocks_dispatch);
     let code = if args.json {
         let v = serde_json::json!({"ok": !blocked, "clis": verdicts});

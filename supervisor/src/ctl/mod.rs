@@ -33,6 +33,7 @@ pub(crate) mod status;
 pub(crate) mod target;
 pub(crate) mod team;
 pub(crate) mod top;
+pub(crate) mod usage;
 pub(crate) mod validate;
 pub(crate) mod wait;
 pub(crate) mod write;
@@ -141,6 +142,8 @@ pub enum Command {
     Graph(read::GraphArgs),
     #[allow(missing_docs)]
     Runs(runs::RunsArgs),
+    #[allow(missing_docs)]
+    Usage(usage::UsageArgs),
     #[allow(missing_docs)]
     Run(runs::RunArgs),
     #[allow(missing_docs)]
@@ -290,6 +293,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Next(args) => read::next(cli.root.as_deref(), args),
         Command::Graph(args) => read::graph(cli.root.as_deref(), args),
         Command::Runs(args) => runs::runs(cli.root.as_deref(), args),
+        Command::Usage(args) => usage::run(cli.root.as_deref(), args),
         Command::Run(args) => runs::run(cli.root.as_deref(), args),
         Command::Stop(args) => runs::stop(cli.root.as_deref(), args),
         Command::Config(cmd) => runs::config(cli.root.as_deref(), cmd),

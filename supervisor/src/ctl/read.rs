@@ -422,6 +422,10 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
             .into_iter()
             .filter(|l| l.task_id == t.task_id)
             .collect();
+    // Tokens and cost over the task's runs (docs/runners.md).
+    let usage = crate::runners::read_record(&crate::runners::run_dir(&s.dir, &t.task_id))
+        .filter(|r| r.task == t.task_id)
+        .and_then(|r| r.task_usage());
     if args.json {
         let mut v = task_json(t, plan.as_ref());
         v["session"] = json!(s.name);
@@ -435,6 +439,7 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
                 .map(|l| json!({"targets": l.targets, "mode": l.mode, "agent": l.agent, "until": l.until}))
                 .collect::<Vec<_>>()
         );
+        v["usage"] = json!(usage);
         return super::print(&format!("{v:#}\n"));
     }
     let mut out = format!(
@@ -467,6 +472,9 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
     }
     for b in &t.blockers {
         out.push_str(&format!("  blocker: {b}\n"));
+    }
+    if let Some(u) = &usage {
+        out.push_str(&format!("  tokens: {}\n", u.summary()));
     }
     for l in &locks {
         out.push_str(&format!(

@@ -130,6 +130,7 @@ fn run_json(session_dir: &Path, r: &RunRecord, tail: usize) -> Value {
         "started_at": r.started_at,
         "uptime_secs": live.then(|| (Utc::now() - r.started_at).num_seconds().max(0)),
         "deadline": r.deadline,
+        "command": r.command,
         "cpu_percent": cpu.map(|c| (c * 10.0).round() / 10.0),
         "rss_bytes": rss,
         "last_write": last,
@@ -137,6 +138,11 @@ fn run_json(session_dir: &Path, r: &RunRecord, tail: usize) -> Value {
         "completed": r.completed,
         "retry_at": r.retry_at,
         "held": r.held,
+        "model": r.model,
+        "usage": r.usage,
+        "task_usage": r.earlier_usage.is_some().then(|| r.task_usage()).flatten(),
+        "model_warning": r.model_warning,
+        "over_budget": r.over_budget,
         "dir": dir.display().to_string(),
         "log_tail": runners::log_tail(&dir, tail),
         "worktree": tree.as_ref().map(|t| t.path.display().to_string()),
@@ -204,6 +210,23 @@ pub(crate) fn runs_human(runs: &[Value]) -> String {
             secs(&r["uptime_secs"]),
             text("last_write"),
         ));
+        if let Ok(u) = serde_json::from_value::<squad_policies::usage::Usage>(r["usage"].clone()) {
+            out.push_str(&format!(
+                "    tokens {}{}\n",
+                u.summary(),
+                u.model
+                    .as_deref()
+                    .map_or_else(String::new, |m| format!(" ({})", crate::text::escape(m)))
+            ));
+        }
+        for (k, what) in [
+            ("over_budget", "over budget"),
+            ("model_warning", "the CLI warns"),
+        ] {
+            if r[k].is_string() {
+                out.push_str(&format!("    {what}: {}\n", text(k)));
+            }
+        }
         if r["worktree"].is_string() {
             out.push_str(&format!(
                 "    worktree {} branch {} ({} into {})\n",

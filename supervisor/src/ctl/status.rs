@@ -172,6 +172,9 @@ pub(crate) fn gather(
         runs: &runs,
         policy_errors: &policy_errors,
         config_errors: &config_errors,
+        session_budget: crate::locks::load_policy(root)
+            .map(|p| p.runners.budget.session)
+            .unwrap_or_default(),
     });
     Ok(Gathered {
         report,
@@ -190,7 +193,7 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     let Gathered {
         report,
         attention,
-        runs: _,
+        runs: records,
     } = match gather(&root, args.session.as_deref(), now) {
         Ok(g) => g,
         Err(e) => return super::fail(e),
@@ -203,6 +206,8 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         let mut value = serde_json::to_value(&report).unwrap_or_default();
         value["needs_attention"] = serde_json::to_value(&attention).unwrap_or_default();
         value["runs"] = serde_json::Value::Array(runs);
+        // Tokens and cost per session (docs/runners.md).
+        value["usage"] = super::usage::sessions_json(&records);
         if let Some((_, c)) = &cluster {
             value["cluster"] = c.clone();
         }
@@ -220,6 +225,11 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         if !runs.is_empty() {
             text.push_str("agent runs:\n");
             text.push_str(&super::runs::runs_human(&runs));
+        }
+        let cost = super::usage::sessions_human(&records);
+        if !cost.is_empty() {
+            text.push_str("tokens and cost:\n");
+            text.push_str(&cost);
         }
         if let Some((c, _)) = &cluster {
             text.push_str(c);

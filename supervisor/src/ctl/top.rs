@@ -66,6 +66,8 @@ pub(crate) struct SessionLine {
     pub done: u64,
     /// All tasks.
     pub total: u64,
+    /// Tokens and cost of its runs (`12034 tok $0.41`), or empty.
+    pub cost: String,
 }
 
 /// One unread message of the lead.
@@ -276,12 +278,17 @@ pub(crate) fn render(frame: &mut Frame<'_>, view: &TopView) {
     let mut task_index = 0;
     for s in &view.sessions {
         lines.push(Line::raw(format!(
-            "  {} {} {}/{} phase {}",
+            "  {} {} {}/{} phase {}{}",
             s.name,
             bar(s.done, s.total, 10),
             s.done,
             s.total,
-            s.phase
+            s.phase,
+            if s.cost.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", s.cost)
+            }
         )));
         while let Some(t) = view.tasks.get(task_index).filter(|t| t.session == s.name) {
             let (m, st) = mark(Selected::Task(task_index));
@@ -450,6 +457,7 @@ fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
     let sessions = crate::index::scan_root(root, 1).unwrap_or_default();
     let state = crate::state::State::load(root);
     let empty = Default::default();
+    let costs = super::usage::totals(&g.runs, |r| r.session.clone());
     for r in &g.report.roots {
         for s in &r.sessions {
             view.sessions.push(SessionLine {
@@ -457,6 +465,9 @@ fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
                 phase: s.phase.map_or_else(|| "-".into(), |p| p.to_string()),
                 done: s.tasks_completed,
                 total: s.tasks_total,
+                cost: costs.get(&s.name).map_or_else(String::new, |u| {
+                    format!("{} tok {}", u.total_tokens(), super::usage::cost(u))
+                }),
             });
             let Some(index) = sessions.get(&s.name) else {
                 continue;
@@ -740,6 +751,7 @@ mod tests {
                 phase: "implementation".into(),
                 done: 1,
                 total: 2,
+                cost: String::new(),
             }],
             tasks: vec![TaskLine {
                 session: "s1".into(),

@@ -57,11 +57,21 @@ impl EventLoop {
         for i in self.roots.ids() {
             let (core, shell) = self.roots.both_mut(i);
             let mut exits = Vec::new();
+            let mut outputs = Vec::new();
             for (run, pid, start) in core.runs.watched() {
+                if let Some(seen) = shell.procs.output(pid) {
+                    outputs.push((run.clone(), Box::new(seen)));
+                }
                 if let Some(ended) = shell.procs.try_exit(pid, start) {
                     exits.push((run, ended));
                 }
             }
+            // What the runs' output said first: a run past its budget is
+            // stopped in the look that follows.
+            for (run, seen) in outputs {
+                self.step(i, Input::RunOutput { run, seen }, now);
+            }
+            let (core, shell) = self.roots.both_mut(i);
             // Cluster call site (docs/cluster.md): only the agent's host
             // starts its runs (the core knows whether this host leads).
             let cluster = shell
@@ -131,7 +141,7 @@ impl EventLoop {
                         tracing::warn!(task = %spec.candidate.task, error = %error, "cannot start the runner");
                         Input::SpawnFailed {
                             spec,
-                            written: written.map(|w| *w),
+                            written,
                             error,
                         }
                     }
@@ -156,6 +166,18 @@ impl EventLoop {
                     return;
                 }
                 let drained = procs.drained(rec.pid);
+                // The output written after the leader's end (Claude Code's
+                // totals come last) is in the record before the run's end.
+                if let Some(seen) = procs.output(rec.pid) {
+                    self.step(
+                        root,
+                        Input::RunOutput {
+                            run: run.clone(),
+                            seen: Box::new(seen),
+                        },
+                        now,
+                    );
+                }
                 if left > 0 {
                     tracing::debug!(task = %rec.task, left, "processes of an ended run are left");
                 }

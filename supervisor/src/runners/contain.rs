@@ -14,14 +14,15 @@
 //! left to init) rather than vanishing from the tree.
 
 use super::{RUN_LOG, RunRecord};
+use squad_policies::usage::OutputScan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The run's output pipe, in its folder.
 pub(crate) const RUN_PIPE: &str = "run.pipe";
@@ -148,10 +149,17 @@ impl CappedLog {
 
 /// Drains `reader` into `log` on a thread of its own until every writer
 /// has closed the pipe (the run and everything it started ended); `done`
-/// is set then. A failed write to the log (or no log: run.log could not be
-/// opened) drops output, never the run: the pipe is read regardless, so
-/// the run never blocks on a full pipe.
-pub(crate) fn drain(reader: File, mut log: Option<CappedLog>, done: Arc<AtomicBool>) {
+/// is set then. Every chunk is also fed to `scan` (usage figures and the
+/// CLI's model warnings, whatever the log's cap keeps). A failed write to
+/// the log (or no log: run.log could not be opened) drops output, never
+/// the run: the pipe is read regardless, so the run never blocks on a full
+/// pipe.
+pub(crate) fn drain(
+    reader: File,
+    mut log: Option<CappedLog>,
+    done: Arc<AtomicBool>,
+    scan: Arc<Mutex<OutputScan>>,
+) {
     // Blocking from now on: the thread waits for output.
     // SAFETY: fcntl on an fd we own.
     unsafe {
@@ -171,6 +179,9 @@ pub(crate) fn drain(reader: File, mut log: Option<CappedLog>, done: Arc<AtomicBo
                     Ok(n) => {
                         if let Some(Err(e)) = log.as_mut().map(|l| l.write(&buf[..n])) {
                             tracing::warn!(error = %e, "cannot write run.log");
+                        }
+                        if let Ok(mut s) = scan.lock() {
+                            s.feed(&buf[..n]);
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -16,12 +16,13 @@ pub(crate) mod hook_file;
 pub(crate) mod process;
 pub(crate) mod prompt;
 
-pub(crate) use process::{Ended, OsProcesses, Processes, Signal, SpawnRequest};
+pub(crate) use process::{Ended, OsProcesses, OutputSeen, Processes, Signal, SpawnRequest};
 
 use crate::safefs::Dir;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use squad_policies::runners::{RunnerSpec, Vars, expand};
+use squad_policies::usage::Usage;
 use squad_protocol::fsx::read_regular;
 use std::ffi::OsStr;
 use std::io;
@@ -52,6 +53,8 @@ pub(crate) enum RunState {
     Lost,
     /// It could not be started.
     Failed,
+    /// It passed its token or money budget and was stopped (held).
+    OverBudget,
 }
 
 impl RunState {
@@ -64,6 +67,7 @@ impl RunState {
             RunState::Stopped => "stopped",
             RunState::Lost => "lost",
             RunState::Failed => "failed",
+            RunState::OverBudget => "over-budget",
         }
     }
 }
@@ -117,6 +121,32 @@ pub(crate) struct RunRecord {
     /// Only a human starts the task again (lost, stopped, retries used).
     #[serde(default)]
     pub held: bool,
+    /// The model config.json named for the run (`None`: the agent CLI's
+    /// own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Tokens and cost as the CLI's output reported them
+    /// (docs/runners.md, "Tokens and cost").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The CLI's own warning, seen in the run's output, that its model is
+    /// deprecated or retiring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_warning: Option<String>,
+    /// Why squadd stopped it over budget: the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_budget: Option<String>,
+    /// Tokens and cost of the task's earlier runs (its retries), so the
+    /// task's and the session's totals survive the record's replacement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_usage: Option<Usage>,
+}
+
+impl RunRecord {
+    /// Tokens and cost of the task over all its runs so far.
+    pub(crate) fn task_usage(&self) -> Option<Usage> {
+        squad_policies::usage::sum(self.earlier_usage.iter().chain(self.usage.iter()))
+    }
 }
 
 /// `<session_dir>/runs/<task>`.
@@ -478,11 +508,14 @@ pub(crate) fn command_line(
             "mcp__squad".into(),
         ],
         // `-c` values are TOML; a JSON string or array of strings is one.
+        // `codex exec` never asks: tools that need approval would fail.
         Cli::Codex => vec![
             "-c".into(),
             format!("mcp_servers.squad.command={}", serde_json::json!(program)),
             "-c".into(),
             format!("mcp_servers.squad.args={}", serde_json::json!(args)),
+            "-c".into(),
+            "mcp_servers.squad.default_tools_approval_mode=\"approve\"".into(),
         ],
         Cli::Copilot => vec![
             "--additional-mcp-config".into(),
@@ -602,6 +635,8 @@ mod tests {
                 "mcp_servers.squad.command=\"/bin/squadctl\"",
                 "-c",
                 &format!("mcp_servers.squad.args={}", serde_json::json!(server)),
+                "-c",
+                "mcp_servers.squad.default_tools_approval_mode=\"approve\"",
                 "--",
                 "x"
             ]
@@ -632,6 +667,11 @@ mod tests {
             completed: false,
             retry_at: None,
             held: false,
+            model: None,
+            usage: None,
+            model_warning: None,
+            over_budget: None,
+            earlier_usage: None,
         }
     }
 

@@ -6,11 +6,12 @@
 //! re-adoption are unit-tested there without processes.
 
 use super::RunRecord;
+use squad_policies::usage::{OutputScan, Reported};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What a run is started with: everything decided before the spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,15 @@ pub(crate) struct Ended {
     pub code: Option<i32>,
     /// Signal, when one killed it.
     pub signal: Option<i32>,
+}
+
+/// What a run's output said (docs/runners.md, "Tokens and cost").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct OutputSeen {
+    /// Usage figures so far (`None`: the CLI reported none).
+    pub reported: Option<Reported>,
+    /// The CLI's warning that its model is deprecated or retiring.
+    pub warning: Option<String>,
 }
 
 /// The signals squadd sends a run's group.
@@ -88,6 +98,12 @@ pub(crate) trait Processes {
     /// Whether the run's output is drained into run.log (every writer of
     /// its pipe closed it, or it has none).
     fn drained(&self, pid: u32) -> bool;
+    /// What the run's output said, when that changed since the last call
+    /// (`None`: nothing new, or output not read).
+    fn output(&mut self, pid: u32) -> Option<OutputSeen> {
+        let _ = pid;
+        None
+    }
 }
 
 /// The real processes of one project's runs.
@@ -100,6 +116,8 @@ pub(crate) struct OsProcesses {
     /// Each run's output pipe (device, inode) and whether it is drained, by
     /// the run's pid.
     pipes: HashMap<u32, ((u64, u64), Arc<AtomicBool>)>,
+    /// What each run's output said so far, fed by its drain thread.
+    scans: HashMap<u32, Arc<Mutex<OutputScan>>>,
 }
 
 impl OsProcesses {
@@ -127,8 +145,10 @@ impl OsProcesses {
                 |e| tracing::warn!(error = %e, "cannot open run.log; the run's output is dropped"),
             )
             .ok();
-        super::contain::drain(reader, log, done.clone());
+        let scan = Arc::new(Mutex::new(OutputScan::default()));
+        super::contain::drain(reader, log, done.clone(), scan.clone());
         self.pipes.insert(pid, (pipe, done));
+        self.scans.insert(pid, scan);
     }
 }
 
@@ -214,5 +234,21 @@ impl Processes for OsProcesses {
         self.pipes
             .get(&pid)
             .is_none_or(|(_, done)| done.load(Ordering::Acquire))
+    }
+
+    fn output(&mut self, pid: u32) -> Option<OutputSeen> {
+        let drained = self.drained(pid);
+        let seen = {
+            let mut scan = self.scans.get(&pid)?.lock().ok()?;
+            scan.take_changed().then(|| OutputSeen {
+                reported: scan.reported(),
+                warning: scan.warning().map(str::to_string),
+            })
+        };
+        // Drained: nothing more will come.
+        if drained {
+            self.scans.remove(&pid);
+        }
+        seen
     }
 }

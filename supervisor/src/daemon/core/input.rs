@@ -354,6 +354,14 @@ pub(crate) enum Input<'a> {
         /// The shell's answers about session files.
         facts: &'a dyn runs::RunFacts,
     },
+    /// What a live run's output said that is new: usage, the CLI's model
+    /// warning (priced, recorded and held to its budget: `runs/output.rs`).
+    RunOutput {
+        /// (session, task).
+        run: runs::RunKey,
+        /// What it said.
+        seen: Box<crate::runners::OutputSeen>,
+    },
     /// What was left of an ended run after [`Effect::ContainRun`].
     RunLeft {
         /// (session, task).
@@ -392,7 +400,7 @@ pub(crate) enum Input<'a> {
         spec: Box<runs::RunSpec>,
         /// The run's folder and the record written before the spawn, if
         /// it got that far.
-        written: Option<(PathBuf, crate::runners::RunRecord)>,
+        written: Option<Box<(PathBuf, crate::runners::RunRecord)>>,
         /// Why.
         error: String,
     },
@@ -754,6 +762,7 @@ impl<'a> Core<'a> {
             | Input::RunSpawned { .. }
             | Input::SpawnFailed { .. }
             | Input::RunStopped { .. }
+            | Input::RunOutput { .. }
             | Input::LeadMessageDue { .. }
             | Input::SuperviseRuns(_)
             | Input::RunsAsked(_)

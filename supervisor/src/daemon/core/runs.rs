@@ -11,6 +11,7 @@ pub(crate) mod by_hand;
 mod calls;
 pub(crate) mod decide;
 pub(crate) mod lead;
+pub(crate) mod output;
 
 pub(crate) use calls::{Asked, RecordsRead, Supervise, records_read, step, supervise};
 
@@ -45,6 +46,9 @@ struct Live {
     /// How its leader ended, once it did: the run is stopping until
     /// nothing of it is left.
     ended: Option<Ended>,
+    /// Usage recorded before squadd met the run again after a restart
+    /// (the output it reads from then on counts from zero).
+    usage_base: Option<squad_policies::usage::Usage>,
 }
 
 /// The runs of one root.
@@ -301,7 +305,11 @@ pub(crate) fn found(
                     dir: dir.clone(),
                     log_max: root.policy.runners.log_max_bytes,
                 });
+                let base = rec.usage.clone();
                 started(&mut root.runs, rec, dir, session_dir);
+                if let Some(live) = root.runs.live.get_mut(&key) {
+                    live.usage_base = base;
+                }
                 // SIGTERM went before the restart, at a time not recorded:
                 // the grace before SIGKILL counts from the adoption.
                 if stopping && let Some(live) = root.runs.live.get_mut(&key) {
@@ -380,6 +388,11 @@ pub(crate) fn new_record(c: &Candidate, wall: DateTime<Utc>, limit: Duration) ->
         completed: false,
         retry_at: None,
         held: false,
+        model: None,
+        usage: None,
+        model_warning: None,
+        over_budget: None,
+        earlier_usage: None,
     }
 }
 
@@ -393,6 +406,7 @@ fn started(runs: &mut Runs, rec: RunRecord, dir: PathBuf, session_dir: PathBuf) 
         session_dir,
         watch: Watch::default(),
         ended: None,
+        usage_base: None,
     };
     runs.live.insert(key, live);
 }
@@ -620,9 +634,12 @@ pub(crate) fn spawned(
     root: &mut Root,
     id: RootId,
     spec: &RunSpec,
-    rec: RunRecord,
+    mut rec: RunRecord,
     dir: PathBuf,
 ) -> Vec<Effect> {
+    // The task's earlier runs: their usage carries over into this record.
+    let key = (rec.session.clone(), rec.task.clone());
+    rec.earlier_usage = root.runs.past.get(&key).and_then(RunRecord::task_usage);
     let mut out = vec![
         record(&dir, &rec),
         emit(
@@ -696,6 +713,11 @@ pub(crate) fn spawn_failed(
                 completed: false,
                 retry_at: None,
                 held: true,
+                model: None,
+                usage: None,
+                model_warning: None,
+                over_budget: None,
+                earlier_usage: None,
             },
         ),
     };

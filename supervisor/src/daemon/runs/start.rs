@@ -58,6 +58,7 @@ pub(crate) fn spawn(
         spec.default_timeout,
     );
     let mut rec = crate::daemon::core::runs::new_record(c, wall, limit);
+    rec.model = spec.model.clone();
     runners::write_record(&dir, &rec).map_err(|e| (None, format!("run.json: {e}")))?;
     let prompt_file = prompt_path.display().to_string();
     let root_text = root.display().to_string();

@@ -100,7 +100,7 @@ impl World {
         if self.broken.contains(&root) {
             let input = Input::SpawnFailed {
                 spec: Box::new(spec),
-                written: Some((dir, rec)),
+                written: Some(Box::new((dir, rec))),
                 error: "agent: No such file or directory (os error 2)".into(),
             };
             return self.step(root, input);
@@ -384,6 +384,8 @@ fn expect_record(
                 );
             }
         }
+        // Over budget: the model world reports no usage, so never.
+        RunState::OverBudget => panic!("{at}: over budget without usage: {rec:?}"),
         // Lost: running when squadd stopped, gone when it started again
         // (never restarted on its own: held).
         RunState::Lost => {

@@ -130,8 +130,17 @@ pub(crate) fn step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> V
             spec,
             written,
             error,
-        } => super::spawn_failed(root, id, spec.candidate, spec.by_hand, written, error, now),
+        } => super::spawn_failed(
+            root,
+            id,
+            spec.candidate,
+            spec.by_hand,
+            written.map(|w| *w),
+            error,
+            now,
+        ),
         Input::RunStopped { run } => super::by_hand::stopped(root, id, &run, now),
+        Input::RunOutput { run, seen } => super::output::seen(root, id, &run, *seen, now),
         Input::LeadMessageDue {
             session,
             task,

@@ -166,7 +166,9 @@ pub(crate) fn exited(
     });
     rec.completed = completed;
     if rec.state == RunState::Running {
-        rec.state = if watch.term_at.is_some() {
+        rec.state = if rec.over_budget.is_some() {
+            RunState::OverBudget
+        } else if watch.term_at.is_some() {
             RunState::TimedOut
         } else {
             RunState::Exited
@@ -174,6 +176,11 @@ pub(crate) fn exited(
     }
     let next = match (&decision, rec.state) {
         (AfterExit::Done, _) => "done".to_string(),
+        // Over budget: spending more is a human's call.
+        (_, RunState::OverBudget) => {
+            rec.held = true;
+            "over budget; held for a human (`squadctl run`)".to_string()
+        }
         // Stopped by hand: a human decides what comes next.
         (_, RunState::Stopped) => {
             rec.held = true;
@@ -191,6 +198,10 @@ pub(crate) fn exited(
     let tell_lead = (!completed && rec.state != RunState::Stopped).then(|| {
         let how = match (rec.state, ended.code, ended.signal) {
             (RunState::TimedOut, ..) => "was stopped at its time limit".to_string(),
+            (RunState::OverBudget, ..) => format!(
+                "was stopped over its budget ({})",
+                rec.over_budget.as_deref().unwrap_or_default()
+            ),
             (_, Some(c), _) => format!("exited with code {c}"),
             (_, None, Some(s)) => format!("was killed by signal {s}"),
             _ => "ended".to_string(),
@@ -207,6 +218,7 @@ pub(crate) fn exited(
         signal: ended.signal,
         completed,
         next,
+        usage: rec.usage.clone().map(Box::new),
     };
     Exited {
         rec,

@@ -47,8 +47,13 @@ fn id() -> RootId {
 /// `max_retries` of them, a lead to tell) whose one session plans
 /// `task_1` for `alpha`.
 fn root(max_retries: u32) -> Root {
+    root_with(max_retries, "")
+}
+
+/// [`root`] with more keys under `runners:` (indented two spaces).
+fn root_with(max_retries: u32, runners_extra: &str) -> Root {
     let yaml = format!(
-        "runners:\n  dispatch: true\n  lead: lead\n  grace: 10s\n  idle_after: none\n  retry_backoff: 30s\n  agents:\n    \"*\":\n      command: [\"agent\"]\n      timeout: 60s\n      max_retries: {max_retries}\n"
+        "runners:\n  dispatch: true\n  lead: lead\n  grace: 10s\n  idle_after: none\n  retry_backoff: 30s\n{runners_extra}  agents:\n    \"*\":\n      command: [\"agent\"]\n      timeout: 60s\n      max_retries: {max_retries}\n"
     );
     let policy = squad_policies::Policy::parse(Some(&yaml)).unwrap();
     let mut r = Root::new(
@@ -141,6 +146,11 @@ fn started_record(spec: &RunSpec, pid: u32, at: Now) -> RunRecord {
         completed: false,
         retry_at: None,
         held: false,
+        model: None,
+        usage: None,
+        model_warning: None,
+        over_budget: None,
+        earlier_usage: None,
     }
 }
 
@@ -341,6 +351,11 @@ fn recorded(pid: u32, attempt: u32) -> RunRecord {
         completed: false,
         retry_at: None,
         held: false,
+        model: None,
+        usage: None,
+        model_warning: None,
+        over_budget: None,
+        earlier_usage: None,
     }
 }
 
@@ -528,7 +543,7 @@ fn a_failed_spawn_is_recorded_held_and_reported_and_not_tried_again() {
         &mut r,
         Input::SpawnFailed {
             spec: Box::new(spec),
-            written: Some((run_dir(), written)),
+            written: Some(Box::new((run_dir(), written))),
             error: "agent: not found".into(),
         },
         t(0),
@@ -728,3 +743,4 @@ fn the_largest_durations_never_overflow_the_clock() {
 /// the `runs` request, the records read at start-up (with a process
 /// double).
 mod calls;
+mod output;
