@@ -320,6 +320,18 @@ pub(crate) struct RootReport {
     pub hooks: Option<HooksReport>,
 }
 
+/// One warning or error squadd logged (its last few come with the status
+/// answer: `daemon/logging.rs` keeps them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LogLine {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// `WARN` or `ERROR`.
+    pub level: String,
+    /// The message and its fields (`key=value`).
+    pub text: String,
+}
+
 /// The daemon, as seen by `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
@@ -343,7 +355,7 @@ pub(crate) enum DaemonReport {
         /// squadd's last warnings and errors, oldest first (its log may be
         /// a file: `squadctl top` shows them).
         #[serde(default)]
-        warnings: Vec<crate::daemon::logging::LogLine>,
+        warnings: Vec<LogLine>,
     },
     /// Not reachable; the report was read from the files.
     Down {

@@ -62,7 +62,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "base: files, text, process-wide flags",
-        &["canon", "exit", "safefs", "text", "verbosity"],
+        &["canon", "child_env", "exit", "safefs", "text", "verbosity"],
     ),
 ];
 

@@ -33,16 +33,7 @@ const ROTATE_BYTES: u64 = 8 << 20;
 /// How many warnings and errors are kept for the status answer.
 const KEPT: usize = 8;
 
-/// One warning or error squadd logged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct LogLine {
-    /// When.
-    pub at: DateTime<Utc>,
-    /// `WARN` or `ERROR`.
-    pub level: String,
-    /// The message and its fields (`key=value`).
-    pub text: String,
-}
+pub(crate) use crate::status::LogLine;
 
 static RECENT: Mutex<VecDeque<LogLine>> = Mutex::new(VecDeque::new());
 
