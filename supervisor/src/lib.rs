@@ -26,6 +26,7 @@ pub(crate) mod index;
 pub(crate) mod layout;
 pub(crate) mod locks;
 pub(crate) mod memory;
+pub(crate) mod notice_ids;
 pub(crate) mod outputs;
 pub(crate) mod retention;
 pub mod root;

@@ -400,14 +400,9 @@ pub(crate) fn report_from_files(
             let live = std::cell::OnceCell::new();
             let moot = |id: &str| {
                 let live = live.get_or_init(|| {
-                    crate::daemon::core::notices::live_notice_ids(
-                        &s.name,
-                        s,
-                        &derived.tasks,
-                        lead.as_deref(),
-                    )
+                    crate::notice_ids::live_notice_ids(&s.name, s, &derived.tasks, lead.as_deref())
                 });
-                crate::daemon::core::notices::is_moot(id, live)
+                crate::notice_ids::is_moot(id, live)
             };
             add_messages(&mut report, s, state.escalated.get(&s.name), moot, now);
             report

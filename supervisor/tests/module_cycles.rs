@@ -56,8 +56,18 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "the project's files read, derived and rendered",
         &[
-            "audit", "derive", "events", "inbox", "index", "layout", "memory", "outputs", "root",
-            "skills", "state",
+            "audit",
+            "derive",
+            "events",
+            "inbox",
+            "index",
+            "layout",
+            "memory",
+            "notice_ids",
+            "outputs",
+            "root",
+            "skills",
+            "state",
         ],
     ),
     (

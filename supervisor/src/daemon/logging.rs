@@ -11,8 +11,7 @@
 //! and errors are kept in memory and served with the status answer, so
 //! `squadctl top` and `status --json` show them.
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
 use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -8,12 +8,14 @@
 use super::{Effect, Now, Root, RootId};
 use crate::events::EventKind;
 use chrono::{DateTime, SecondsFormat, Utc};
-use squad_policies::notices::{Fact, Notice, SENDER, notices, writer_of};
+use squad_policies::notices::{Fact, SENDER, notices, writer_of};
 use squad_protocol::model::{
     Document, Message, MessageContext, MessageMeta, MessageType, TaskStatus,
 };
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+pub(crate) use crate::notice_ids::{is_moot, live_notice_ids, notice_id};
 
 /// One notice file to write (new: the file is the record).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,12 +34,6 @@ pub(crate) struct NoticeFile {
 
 /// The most diagnostics an invalid-file notice lists.
 const MAX_LISTED: usize = 20;
-
-/// A notice's message id: stable for (session, fact, recipient).
-pub(crate) fn notice_id(session: &str, n: &Notice) -> String {
-    let hash = crate::index::fingerprint(format!("{session}|{}", n.key).as_bytes());
-    format!("msg_{SENDER}_{}_{hash:016x}", n.kind.as_str())
-}
 
 /// A session was loaded at start-up: every standing fact of it (ready,
 /// overdue and violating tasks) is tapped, in task order. Invalid files
@@ -405,60 +401,6 @@ fn refused_notice<'a>(
         None,
         Some(rel),
     ))
-}
-
-/// The ids of the notices the session's standing facts call for now (every
-/// kind on, whatever the policy says): ready, overdue and violating tasks,
-/// and each file's current bytes (a file-invalid or message-refused notice
-/// names them). A notice of squadd's whose id is not among them is moot:
-/// its task started or completed, its file was fixed or removed (issue 40
-/// item 4). Pure: the daemon passes its tasks, `status` the derived ones.
-pub(crate) fn live_notice_ids<'a>(
-    session: &str,
-    index: &crate::index::SessionIndex,
-    tasks: impl IntoIterator<Item = &'a crate::derive::TaskView>,
-    lead: Option<&str>,
-) -> BTreeSet<String> {
-    let all_on = squad_policies::notices::NoticePolicy {
-        lead: lead.map(str::to_string),
-        ..Default::default()
-    };
-    let mut live = BTreeSet::new();
-    let mut add = |fact: &Fact<'_>| {
-        live.extend(notices(&all_on, fact).iter().map(|n| notice_id(session, n)));
-    };
-    for t in tasks {
-        let (task, agent) = (t.task_id.as_str(), t.agent.as_str());
-        if t.ready {
-            add(&Fact::TaskReady { task, agent });
-        }
-        if t.overdue {
-            add(&Fact::TaskOverdue { task, agent });
-        }
-        if t.violation {
-            add(&Fact::DependencyViolation {
-                task,
-                agent,
-                unmet: &t.unmet,
-            });
-        }
-    }
-    for (file, f) in index.files.iter() {
-        if let Some(agent) = writer_of(file) {
-            add(&Fact::FileInvalid {
-                file,
-                agent,
-                fingerprint: f.fingerprint,
-            });
-        }
-    }
-    live
-}
-
-/// Whether `message_id` is a notice of squadd's that is not among `live`
-/// ([`live_notice_ids`]): moot, never escalated, not an overdue reply.
-pub(crate) fn is_moot(message_id: &str, live: &BTreeSet<String>) -> bool {
-    message_id.starts_with(&format!("msg_{SENDER}_")) && !live.contains(message_id)
 }
 
 /// Whether an event may call for a notice (the event log taps these).
