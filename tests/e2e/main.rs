@@ -11,6 +11,7 @@
 mod agents;
 mod answers;
 mod attention;
+mod audit_deliveries;
 mod campaign;
 mod check;
 mod cluster;

@@ -149,12 +149,16 @@ impl EventLoop {
         let dir = self.roots.core(i).session_dir(name);
         let mut entries: Vec<InboxListing> = Vec::new();
         let mut watch = Vec::new();
+        let mut marks = Vec::new();
         if let Ok(agents) = std::fs::read_dir(dir.join("inbox")) {
             for a in agents.flatten() {
                 if !a.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
                 let agent = a.file_name().to_string_lossy().into_owned();
+                for (file, mark) in crate::inbox::unaudited(&a.path()) {
+                    marks.push((agent.clone(), file, a.path(), mark));
+                }
                 for (sub, unread) in [("new", true), ("cur", false)] {
                     let Ok(files) = std::fs::read_dir(a.path().join(sub)) else {
                         continue;
@@ -181,5 +185,49 @@ impl EventLoop {
             entries,
         };
         self.step(i, input, Now { wall });
+        if !marks.is_empty() {
+            self.say_unaudited(i, name, marks, wall);
+        }
+    }
+
+    /// Deliveries a killed squadd made and never audited (their marks in
+    /// `tmp/`, [`crate::inbox::unaudited`]): those the audit log does not
+    /// say (it may, when the kill fell between the line and the mark's
+    /// removal) are said by the core ([`core::Input::DeliveriesUnaudited`]),
+    /// then every mark goes.
+    fn say_unaudited(
+        &mut self,
+        i: RootId,
+        session: &str,
+        marks: Vec<(String, String, PathBuf, String)>,
+        wall: DateTime<Utc>,
+    ) {
+        let mut found = Vec::new();
+        for (agent, file, _, _) in &marks {
+            let id = squad_policies::messages::parse_inbox_name(file).map(|(_, id)| id);
+            let said = id.is_some_and(|id| self.log.said_delivered(i, session, agent, &id));
+            if !said {
+                let dir = crate::inbox::inbox_dir(&self.roots.core(i).session_dir(session), agent);
+                let sub = if dir.join("new").join(file).exists() {
+                    "new"
+                } else {
+                    "cur"
+                };
+                found.push((agent.clone(), file.clone(), dir.join(sub).join(file)));
+            }
+        }
+        let input = Input::DeliveriesUnaudited {
+            session: session.to_string(),
+            found,
+        };
+        self.step(i, input, Now { wall });
+        let root = self.roots.core(i).root.clone();
+        for (_, _, inbox, mark) in marks {
+            // Never through a link an agent planted on the way.
+            let at = inbox.join("tmp").join(mark);
+            if let Ok((dir, name)) = crate::safefs::parent_of(&root, &at, None) {
+                let _ = dir.unlink(&name);
+            }
+        }
     }
 }

@@ -304,6 +304,15 @@ pub(crate) enum Input<'a> {
         /// Each entry.
         entries: Vec<InboxListing>,
     },
+    /// Deliveries of a session that were made and never audited (a squadd
+    /// killed between a delivery and its line): (recipient, inbox name,
+    /// the copy's path), none of them said by the audit log.
+    DeliveriesUnaudited {
+        /// Session directory name.
+        session: String,
+        /// Each delivery.
+        found: Vec<(String, String, PathBuf)>,
+    },
     /// Task deadline timers of a session fired (those due in one batch).
     TasksDue {
         /// Session directory name.
@@ -694,6 +703,9 @@ impl<'a> Core<'a> {
             }
             Input::InboxesListed { session, entries } => {
                 scan::inboxes_listed(root, id, &session, entries)
+            }
+            Input::DeliveriesUnaudited { session, found } => {
+                deliver::unaudited(root, id, &session, found)
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
             Input::PolicyRead(read) => outputs::policy_read(root, id, read, now),
