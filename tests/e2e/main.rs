@@ -30,6 +30,7 @@ mod hooks;
 mod hostile;
 mod inbox_people;
 mod interop;
+mod legacy;
 pub mod lock;
 mod mailbox;
 mod mcp;
