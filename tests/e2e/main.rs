@@ -12,6 +12,7 @@ mod agents;
 mod answers;
 mod attention;
 mod audit_deliveries;
+mod beside;
 mod campaign;
 mod check;
 mod cluster;
