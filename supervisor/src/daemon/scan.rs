@@ -44,10 +44,43 @@ impl EventLoop {
     pub(super) fn rescan(&mut self, i: RootId) -> Vec<String> {
         let present = self.roots.core(i).sessions_dir.is_dir();
         let input = Input::RescanDue { present };
-        self.step(i, input, Now { wall: Utc::now() })
+        let touched = self
+            .step(i, input, Now { wall: Utc::now() })
             .into_iter()
             .map(|(name, _)| name)
-            .collect()
+            .collect();
+        if !present {
+            self.look_for_moved_root(i);
+        }
+        touched
+    }
+
+    /// The root is missing: where did its `.squad/` go? The directory of
+    /// the root whose `run/squadd.pid` is the pid lock squadd holds (a
+    /// rename keeps the file), said to the core ([`Input::RootMoved`]).
+    /// Then, when another `.squad/` took its place (the other tool's new
+    /// team), squadd's control is taken there (pid lock, socket), so that
+    /// `health` and `status` keep answering and say what happened.
+    pub(super) fn look_for_moved_root(&mut self, i: RootId) {
+        let root = self.roots.core(i).root.clone();
+        let moved = self.roots.shell(i).pid_lock.as_ref().and_then(|lock| {
+            let entries = std::fs::read_dir(crate::root::fs_path(&root)).ok()?;
+            entries.flatten().find_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let dir = e.file_type().is_ok_and(|t| t.is_dir());
+                let pid = e
+                    .path()
+                    .join(squad_protocol::tree::RUN_DIR)
+                    .join("squadd.pid");
+                (dir && name != SQUAD_DIR && lock.is_at(&pid)).then_some(name)
+            })
+        });
+        if let Some(to) = moved {
+            self.step(i, Input::RootMoved { to }, Now { wall: Utc::now() });
+        }
+        if crate::root::fs_path(&root).join(SQUAD_DIR).is_dir() {
+            self.check_control(i);
+        }
     }
 
     /// Checks the root's control, watches it and lists its session

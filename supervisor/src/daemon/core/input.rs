@@ -276,6 +276,12 @@ pub(crate) enum Input<'a> {
         /// Whether `.squad/sessions` is there.
         present: bool,
     },
+    /// The root is missing and its `.squad/` was found moved, under this
+    /// name in the root (the pid lock squadd holds is in its `run/`).
+    RootMoved {
+        /// The directory, relative to the root.
+        to: String,
+    },
     /// A rescan listed the root's session directories.
     SessionListed {
         /// Their names (only those named like sessions).
@@ -693,6 +699,7 @@ impl<'a> Core<'a> {
             Input::StartScanFailed => scan::start_failed(root, id),
             Input::StartScanned { files, complete } => scan::start_done(root, id, files, complete),
             Input::RescanDue { present } => scan::rescan_due(root, id, present),
+            Input::RootMoved { to } => scan::root_moved(root, id, to),
             Input::SessionListed { names } => scan::listed(root, id, names),
             Input::Rescanned => scan::rescanned(root, id),
             Input::SessionFilesListed { session, on_disk } => {
