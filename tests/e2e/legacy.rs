@@ -110,6 +110,14 @@ fn squadctl_finds_a_legacy_team_where_the_squad_cli_does() {
         "{}",
         stdout(&out)
     );
+    // A command that needs squadd's files says how to get them there.
+    let out = run(ctl_root(tmp.path()).arg("status"));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("whose team is in the legacy `.ai-team/`: run `squadctl --root"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!tmp.path().join(".squad").exists(), "nothing made .squad/");
 }
 
