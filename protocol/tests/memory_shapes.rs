@@ -220,3 +220,43 @@ fn field_like_lines_in_an_entry_stay_text_and_long_titles_fit() {
         c.entries
     );
 }
+
+#[test]
+fn the_checked_in_squadui_reading_is_what_squadui_reads_today() {
+    // Where node and the pinned `typescript` are installed (`npm ci` in
+    // tests/interop/squadui/), SquadUI's parser is run again on the corpus
+    // and must read what squadui-reading.json says; elsewhere it is skipped
+    // (loudly): the file is what the other tests compare with.
+    let interop = corpus().join("../../interop/squadui");
+    let node = std::env::var_os("SQUADUI_NODE").unwrap_or_else(|| "node".into());
+    if !interop.join("node_modules/typescript").is_dir() {
+        eprintln!(
+            "\n!!! SKIPPED: no tests/interop/squadui/node_modules (npm ci there to run SquadUI's parser)\n"
+        );
+        return;
+    }
+    let files: Vec<String> = squadui_reading().into_iter().map(|(f, _)| f).collect();
+    let out = std::process::Command::new(&node)
+        .arg(interop.join("reading.mjs"))
+        .args(&files)
+        .current_dir(corpus())
+        .output();
+    let Ok(out) = out else {
+        eprintln!("\n!!! SKIPPED: node is not installed\n");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let now: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checked_in: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(corpus().join("squadui-reading.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        now, checked_in,
+        "regenerate squadui-reading.json (see reading.mjs)"
+    );
+}

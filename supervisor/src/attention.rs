@@ -40,11 +40,14 @@ pub enum Kind {
     /// A session has used most of its budget, or all of it
     /// (`runners.budget.session`).
     SessionBudget,
+    /// A root squadd supervises lost its `.squad/sessions` (moved away by
+    /// another tool's import, deleted).
+    RootMissing,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -57,6 +60,7 @@ impl Kind {
         Kind::InvalidFile,
         Kind::ModelWarning,
         Kind::SessionBudget,
+        Kind::RootMissing,
     ];
 
     /// The kebab-case name.
@@ -74,6 +78,7 @@ impl Kind {
             Kind::InvalidFile => "invalid-file",
             Kind::ModelWarning => "model-warning",
             Kind::SessionBudget => "session-budget",
+            Kind::RootMissing => "root-missing",
         }
     }
 
@@ -143,6 +148,41 @@ fn quote(word: &str) -> String {
     }
 }
 
+/// A root squadd supervises without its `.squad/sessions`: where it went
+/// (another tool's import moves `.squad/` to `.squad-archive-<ts>/`), and
+/// the command that brings squadd's entries back into the `.squad/` now in
+/// place (squadd resumes when `.squad/sessions` is there).
+fn root_missing(root: &crate::status::RootReport) -> Item {
+    let at = quote(&root.root);
+    let (summary, command) = match &root.moved_to {
+        Some(to) => (
+            format!(
+                "{}: .squad/ was moved to {to}/ (another tool's import?), with squadd's sessions, run/ and policy; squadd waits for .squad/sessions",
+                root.root
+            ),
+            format!(
+                "cd {at} && for e in sessions archives policies.yaml config.json audit.jsonl; do if [ -e {to}/$e ] && [ ! -e .squad/$e ]; then mv {to}/$e .squad/; fi; done",
+                to = quote(to)
+            ),
+        ),
+        None => (
+            format!(
+                "{}: .squad/sessions is missing; squadd waits for it",
+                root.root
+            ),
+            format!("squadctl --root {at} init"),
+        ),
+    };
+    Item {
+        kind: Kind::RootMissing,
+        severity: "critical".into(),
+        session: None,
+        task: None,
+        summary,
+        command,
+    }
+}
+
 /// Whether a run needs a human, and as what.
 fn run_kind(r: &RunRecord) -> Option<Kind> {
     if r.completed || r.state == RunState::Running {
@@ -207,6 +247,9 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
             ));
         }
         for root in &report.roots {
+            if root.missing {
+                items.push(root_missing(root));
+            }
             for s in &root.sessions {
                 let sn = Some(s.name.as_str());
                 let session = quote(&s.name);
@@ -527,6 +570,7 @@ mod tests {
             roots: vec![RootReport {
                 root: "/p".into(),
                 missing: false,
+                moved_to: None,
                 next_retention_run: None,
                 sessions: vec![session()],
                 skills: Default::default(),
@@ -696,6 +740,32 @@ mod tests {
             ],
         );
         assert_eq!(report.roots[0].sessions[0].agents_active, vec!["alice"]);
+    }
+
+    #[test]
+    fn a_root_moved_away_is_critical_and_names_where_it_went() {
+        let mut r = report();
+        r.roots[0].missing = true;
+        r.roots[0].moved_to = Some(".squad-archive-20261129T081500Z".into());
+        r.roots[0].sessions.clear();
+        let items = needs_attention(&Facts {
+            report: Some(&r),
+            ..Facts::default()
+        });
+        assert_eq!(items[0].kind, Kind::RootMissing);
+        assert_eq!(items[0].severity, "critical");
+        assert!(
+            items[0]
+                .summary
+                .contains("moved to .squad-archive-20261129T081500Z/")
+        );
+        assert!(
+            items[0]
+                .command
+                .contains("mv .squad-archive-20261129T081500Z/$e .squad/"),
+            "{}",
+            items[0].command
+        );
     }
 
     #[test]

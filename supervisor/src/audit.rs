@@ -55,22 +55,61 @@ impl AuditLog {
     }
 }
 
-/// Reads the events of an audit log, skipping lines that do not parse (a
-/// partial last line after a crash, or lines from a newer version).
-pub(crate) fn read_events(root: &Path) -> io::Result<Vec<Event>> {
+/// The audit log of `root` opened for reading, `None` when there is none:
+/// non-blocking, never through a link (a FIFO there must not hang us).
+fn open_log(root: &Path) -> io::Result<Option<File>> {
     let path = root
         .join(squad_protocol::tree::SQUAD_DIR)
         .join("audit.jsonl");
-    // Non-blocking, never through a link (a FIFO there must not hang us).
-    let file = match squad_protocol::fsx::open_regular(&path) {
-        Ok(f) => f,
-        Err(squad_protocol::fsx::ReadError::NotFound) => return Ok(Vec::new()),
-        Err(squad_protocol::fsx::ReadError::Io(e)) => return Err(e),
-        Err(e) => return Err(io::Error::other(format!("{}: {e}", path.display()))),
+    match squad_protocol::fsx::open_regular(&path) {
+        Ok(f) => Ok(Some(f)),
+        Err(squad_protocol::fsx::ReadError::NotFound) => Ok(None),
+        Err(squad_protocol::fsx::ReadError::Io(e)) => Err(e),
+        Err(e) => Err(io::Error::other(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Reads the events of an audit log, skipping lines that do not parse (a
+/// partial last line after a crash, or lines from a newer version).
+pub(crate) fn read_events(root: &Path) -> io::Result<Vec<Event>> {
+    let Some(file) = open_log(root)? else {
+        return Ok(Vec::new());
     };
     Ok(BufReader::new(file)
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str(&l).ok())
         .collect())
+}
+
+/// A delivery as the audit log says it: (session, recipient, message id).
+pub(crate) type SaidDelivery = (String, String, String);
+
+/// The deliveries the audit log of `root` says were made (its
+/// `message-delivered` lines; a line a crash cut short says nothing). An
+/// absent log says none.
+pub(crate) fn delivered_messages(
+    root: &Path,
+) -> io::Result<std::collections::HashSet<SaidDelivery>> {
+    let Some(file) = open_log(root)? else {
+        return Ok(Default::default());
+    };
+    let mut out = std::collections::HashSet::new();
+    for line in BufReader::new(file).lines().map_while(Result::ok) {
+        // Only these lines are parsed: the log holds every other event too.
+        if !line.contains("\"message-delivered\"") {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let field = |k: &str| v[k].as_str().map(str::to_string);
+        if v["kind"] == "message-delivered"
+            && let (Some(s), Some(to), Some(id)) =
+                (field("session"), field("to"), field("message_id"))
+        {
+            out.insert((s, to, id));
+        }
+    }
+    Ok(out)
 }

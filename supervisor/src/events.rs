@@ -92,6 +92,13 @@ pub(crate) enum EventKind {
     RootMissing,
     /// The root is back and was rescanned.
     RootRestored,
+    /// The root's `.squad/` (sessions, `run/`, policy) was moved away,
+    /// under this name in the root: another tool's import (`squad import
+    /// --force` moves it to `.squad-archive-<timestamp>/`).
+    RootMoved {
+        /// The directory it is now, relative to the root.
+        to: String,
+    },
     /// The watcher lost events or failed; the root was rescanned.
     Rescanned {
         /// Why.
@@ -412,6 +419,7 @@ impl EventKind {
             EventKind::SessionStatusChanged { .. } => "session-status-changed",
             EventKind::RootMissing => "root-missing",
             EventKind::RootRestored => "root-restored",
+            EventKind::RootMoved { .. } => "root-moved",
             EventKind::Rescanned { .. } => "rescanned",
             EventKind::WatchError { .. } => "watch-error",
             EventKind::MessageDelivered { .. } => "message-delivered",
@@ -501,6 +509,7 @@ impl EventKind {
                 )
             }
             EventKind::Stopping { reason } => reason.clone(),
+            EventKind::RootMoved { to } => format!(".squad/ is now {to}/"),
             EventKind::FileValidated { warnings } => {
                 crate::text::count(*warnings, "warning", "warnings")
             }

@@ -17,11 +17,14 @@ pub(crate) fn inbox_dir(session_dir: &Path, agent: &str) -> PathBuf {
     session_dir.join("inbox").join(agent)
 }
 
-/// Delivers `bytes` under `name` (written into `tmp/`, fsynced, renamed
+/// Delivers `bytes` under `name` (written into `tmp/`, fsynced, linked
 /// into `new/`), without the fsync of `new/`: the message is complete on
 /// disk and in `new/`, durable once the caller fsyncs the returned `new/`
 /// directory (one fsync per inbox for a group of deliveries); `None` when
-/// it was delivered before. Walks from `root` to the session directory
+/// it was delivered before. The `tmp/` name stays, a second name of the
+/// message, until its delivery is audited ([`Fresh::marker`]): a squadd
+/// killed in between leaves it, and the next one says the delivery
+/// ([`unaudited`]). Walks from `root` to the session directory
 /// without following a link (an `inbox` or `inbox/<agent>` that is a
 /// symlink is refused) and never recreating a session directory that
 /// vanished; the inbox's own directories are created when missing.
@@ -31,7 +34,7 @@ pub(crate) fn deliver_unsynced(
     agent: &str,
     name: &str,
     bytes: &[u8],
-) -> io::Result<Option<crate::safefs::Dir>> {
+) -> io::Result<Option<Fresh>> {
     use crate::safefs::Dir;
     use std::ffi::OsStr;
     let rel = session_dir
@@ -52,8 +55,62 @@ pub(crate) fn deliver_unsynced(
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
-    tmp.rename(&temp, &new, name)?;
-    Ok(Some(new))
+    tmp.link_into(&temp, &new, name)?;
+    Ok(Some(Fresh {
+        new,
+        tmp,
+        marker: temp,
+    }))
+}
+
+/// A fresh delivery ([`deliver_unsynced`]): its inbox's `new/` (to fsync)
+/// and its mark of not yet audited, `tmp/<name>.<pid>` (to remove once its
+/// audit line is written).
+#[derive(Debug)]
+pub(crate) struct Fresh {
+    /// The inbox's `new/`.
+    pub new: crate::safefs::Dir,
+    /// The inbox's `tmp/`.
+    pub tmp: crate::safefs::Dir,
+    /// The mark's name in `tmp/`.
+    pub marker: String,
+}
+
+/// The deliveries of `agent`'s inbox (in `inbox_dir`) that were never
+/// audited: the inbox names whose `tmp/<name>.<pid>` mark is still a second
+/// name of the message in `new/` or `cur/` (a squadd killed between the
+/// delivery and its audit line). Each with its mark's name.
+pub(crate) fn unaudited(inbox_dir: &Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let tmp = inbox_dir.join("tmp");
+    if !std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+        return Vec::new(); // none, or a link: never read through
+    }
+    let Ok(marks) = std::fs::read_dir(&tmp) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for m in marks.flatten() {
+        let mark = m.file_name().to_string_lossy().into_owned();
+        let Some((name, pid)) = mark.rsplit_once('.') else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(m.path()) else {
+            continue;
+        };
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || meta.nlink() < 2 || !meta.is_file() {
+            continue;
+        }
+        let same = |sub: &str| {
+            std::fs::symlink_metadata(inbox_dir.join(sub).join(name))
+                .is_ok_and(|c| c.ino() == meta.ino() && c.dev() == meta.dev())
+        };
+        if same("new") || same("cur") {
+            out.push((name.to_string(), mark));
+        }
+    }
+    out.sort();
+    out
 }
 
 /// One delivered message.

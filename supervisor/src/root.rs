@@ -24,6 +24,17 @@ pub enum RootError {
         /// The given root, escaped for the terminal.
         shown: String,
     },
+    /// No `.squad/`, but a team in the legacy `.ai-team/` (the Squad CLI's
+    /// older name): `init` migrates it.
+    #[error(
+        "no `{SQUAD_DIR}/` directory in {}, whose team is in the legacy `.ai-team/`: run `squadctl --root {} init` to migrate it to `{SQUAD_DIR}/` (as `squad upgrade --migrate-directory` does) and lay out squadd's files",
+        project.display(),
+        project.display()
+    )]
+    LegacyTeam {
+        /// The project holding `.ai-team/`.
+        project: PathBuf,
+    },
     /// The current directory cannot be read.
     #[error("cannot read the current directory: {0}")]
     CurrentDir(#[source] std::io::Error),
@@ -105,6 +116,11 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, RootError> {
         // An explicit root that is not a project (a typo, a stale
         // SQUAD_ROOT) would otherwise answer "nothing here" and exit 0.
         if !fs_path(root).join(SQUAD_DIR).is_dir() {
+            if fs_path(root).join(teamdir::LEGACY_TEAM_DIR).is_dir() {
+                return Err(RootError::LegacyTeam {
+                    project: root.to_path_buf(),
+                });
+            }
             return Err(RootError::NotAProject {
                 shown: crate::text::escape(&root.display().to_string()).into_owned(),
             });
@@ -119,7 +135,15 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, RootError> {
         }
         Some(found) if found.root == cwd => Ok(PathBuf::new()),
         Some(found) => Ok(found.root),
-        None => Err(RootError::NotFound { cwd }),
+        None => match cwd
+            .ancestors()
+            .find(|d| d.join(teamdir::LEGACY_TEAM_DIR).is_dir())
+        {
+            Some(project) => Err(RootError::LegacyTeam {
+                project: project.to_path_buf(),
+            }),
+            None => Err(RootError::NotFound { cwd }),
+        },
     }
 }
 

@@ -256,10 +256,24 @@ impl Dir {
     /// Makes `to` a second name (a hard link) of the file `name`, both in
     /// this directory; a link at `name` is linked, never followed.
     pub(crate) fn link(&self, name: &str, to: &str) -> io::Result<()> {
+        self.link_into(name, self, to)
+    }
+
+    /// Makes `to_dir/to` a second name (a hard link) of the file `name` of
+    /// this directory: `EEXIST` when `to` exists (never replaced).
+    pub(crate) fn link_into(&self, name: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
         let (f, t) = (cstr(name.as_ref())?, cstr(to.as_ref())?);
-        let fd = self.fd.as_raw_fd();
-        // SAFETY: valid dirfd and NUL-terminated names.
-        if unsafe { libc::linkat(fd, f.as_ptr(), fd, t.as_ptr(), 0) } < 0 {
+        // SAFETY: valid dirfds and NUL-terminated names.
+        let r = unsafe {
+            libc::linkat(
+                self.fd.as_raw_fd(),
+                f.as_ptr(),
+                to_dir.fd.as_raw_fd(),
+                t.as_ptr(),
+                0,
+            )
+        };
+        if r < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -472,15 +486,10 @@ fn sweep_temporaries_left_by(
     older_than: std::time::Duration,
     dead_writer: Option<u32>,
 ) -> usize {
-    let mut removed = 0;
-    let mut sweep = |dir: &Dir, all: bool| {
-        removed += sweep_in(dir, older_than, dead_writer, |name| {
-            all || squad_protocol::atomic::is_temp_name(name)
-        });
-    };
-    sweep(session, false);
+    let ours = |name: &str| squad_protocol::atomic::is_temp_name(name);
+    let mut removed = sweep_in(session, older_than, dead_writer, ours);
     if let Ok(locks) = session.open_dir(std::ffi::OsStr::new(squad_protocol::tree::LOCKS_DIR)) {
-        sweep(&locks, false);
+        removed += sweep_in(&locks, older_than, dead_writer, ours);
     }
     if let Ok(inbox) = session.open_dir(std::ffi::OsStr::new("inbox")) {
         for agent in inbox.names().unwrap_or_default() {
@@ -488,7 +497,12 @@ fn sweep_temporaries_left_by(
                 .open_dir(std::ffi::OsStr::new(&agent))
                 .and_then(|a| a.open_dir(std::ffi::OsStr::new("tmp")))
             {
-                sweep(&tmp, true);
+                // A second name of a delivered message is its mark of not
+                // yet audited (crate::inbox::deliver_unsynced): squadd's
+                // start says it and removes it, never the sweep.
+                removed += sweep_in(&tmp, older_than, dead_writer, |name| {
+                    tmp.stat(name).is_ok_and(|st| st.st_nlink < 2)
+                });
             }
         }
     }

@@ -303,6 +303,10 @@ pub(crate) struct RootReport {
     pub root: String,
     /// Whether the root (or its `.squad/sessions`) is missing.
     pub missing: bool,
+    /// While missing: where its `.squad/` went (a directory of the root,
+    /// `.squad-archive-<timestamp>` after `squad import --force`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
     /// When the retention job runs next (by the policy's schedule).
     #[serde(default)]
     pub next_retention_run: Option<DateTime<Utc>>,
@@ -415,6 +419,7 @@ pub(crate) fn report_from_files(
     Ok(RootReport {
         root: root.display().to_string(),
         missing: false,
+        moved_to: None,
         next_retention_run,
         sessions: reports,
         skills: crate::skills::health(root),
@@ -477,7 +482,11 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             out,
             "root: {}{}",
             root.root,
-            if root.missing { " (MISSING)" } else { "" }
+            match (&root.missing, &root.moved_to) {
+                (false, _) => String::new(),
+                (true, None) => " (MISSING)".into(),
+                (true, Some(to)) => format!(" (MISSING: its .squad/ was moved to {to}/)"),
+            }
         );
         if let Some(next) = root.next_retention_run {
             let _ = writeln!(

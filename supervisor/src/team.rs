@@ -885,6 +885,24 @@ pub(crate) fn import_target(project: &Path) -> (PathBuf, bool) {
     }
 }
 
+/// Holds a project's import lock: an advisory lock (flock semantics) on the
+/// project directory itself, whose inode no import moves. A second import
+/// waits for it, saying so on stderr.
+fn lock_project(project: &Path) -> std::io::Result<std::fs::File> {
+    let dir = std::fs::File::open(crate::root::fs_path(project))?;
+    match dir.try_lock() {
+        Ok(()) => return Ok(dir),
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    eprintln!(
+        "squadctl: waiting for another import into {} to finish",
+        crate::text::escape(&crate::root::fs_path(project).display().to_string())
+    );
+    dir.lock()?;
+    Ok(dir)
+}
+
 /// Why an import did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ImportError {
@@ -907,6 +925,19 @@ pub(crate) fn import(
     force: bool,
     dry_run: bool,
 ) -> Result<ImportReport, ImportError> {
+    // One import of a project at a time, decided from what the one before
+    // left: a second one would find the first's staging directory and
+    // journal mid-swap (two at once stranded the sessions in a
+    // `.squad.import-*` directory in 4 of 12 rounds).
+    let _held = match dry_run {
+        true => None,
+        false => Some(lock_project(project).map_err(|e| {
+            ImportError::Io(format!(
+                "{}: cannot take the project's import lock: {e}; nothing was written",
+                crate::root::fs_path(project).display()
+            ))
+        })?),
+    };
     let (target, exists) = import_target(project);
     let now = chrono::Utc::now();
     let builtins: Vec<&str> = crate::skills::BUILTINS.iter().map(|b| b.name).collect();

@@ -11,6 +11,8 @@
 mod agents;
 mod answers;
 mod attention;
+mod audit_deliveries;
+mod beside;
 mod campaign;
 mod check;
 mod cluster;
@@ -29,6 +31,7 @@ mod hooks;
 mod hostile;
 mod inbox_people;
 mod interop;
+mod legacy;
 pub mod lock;
 mod mailbox;
 mod mcp;

@@ -914,6 +914,8 @@ fn corpus_teams() -> Vec<(PathBuf, &'static str)> {
     vec![
         (base.join("squad-head"), ".squad"),
         (base.join("squadui-ai-team"), ".ai-team"),
+        // The shapes of teams the corpus does not hold (issue 41.4).
+        (base.join("shapes"), ".squad"),
     ]
 }
 

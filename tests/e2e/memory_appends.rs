@@ -214,25 +214,32 @@ fn direct_appends_survive_merges_converts_and_archives() {
     }
 }
 
-#[test]
-fn direct_appends_survive_squadds_merges() {
-    // Issue 41.1 as measured: squadd's automatic merge rewrote decisions.md
-    // over the Scribe's appends (11 and 10 of 40 lost in two runs).
-    use crate::daemon::{Daemon, eventually};
+/// A team whose squadd merges the inbox as it changes (and never on a
+/// schedule during a test), with a large decisions.md (200 more entries of
+/// ~1 KB), so that each of squadd's writes takes a while.
+fn squadd_team() -> (tempfile::TempDir, PathBuf) {
     let (tmp, team) = team_with_memory(0);
-    let root = tmp.path();
     std::fs::write(
         team.join("policies.yaml"),
         "retention:\n  schedule: '0 0 0 1 1 *'\nmemory:\n  merge: true\n",
     )
     .unwrap();
-    // A larger file, so that each of squadd's writes takes a while.
     let body = "Long body text. ".repeat(60);
     let mut live = std::fs::read_to_string(team.join("decisions.md")).unwrap();
     for i in 0..200 {
         live.push_str(&sem("Bulk", i, 5).replace(&format!("Body of {i}."), &body));
     }
     std::fs::write(team.join("decisions.md"), &live).unwrap();
+    (tmp, team)
+}
+
+#[test]
+fn direct_appends_survive_squadds_merges() {
+    // Issue 41.1 as measured: squadd's automatic merge rewrote decisions.md
+    // over the Scribe's appends (11 and 10 of 40 lost in two runs).
+    use crate::daemon::{Daemon, eventually};
+    let (tmp, team) = squadd_team();
+    let root = tmp.path();
     let _d = Daemon::start(root);
     let mut seed: u64 = 0x4101_0000_5eed_0001;
     let mut next = move || {
@@ -315,4 +322,47 @@ fn direct_appends_survive_kill_9_of_every_rewrite() {
             &format!("round {round} ({args:?} killed after {delay:?})"),
         );
     }
+}
+
+#[test]
+fn direct_appends_survive_squadd_killed_mid_merge() {
+    // Issue 41.1 through kill -9 of squadd itself: its automatic merge is
+    // cut anywhere while the Scribe appends; the next squadd (or squadctl)
+    // carries over what reached the replaced file, nothing is lost.
+    use crate::daemon::Daemon;
+    let (tmp, team) = squadd_team();
+    let root = tmp.path();
+    let mut seed: u64 = 0x4101_9999_0000_0001;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let rounds = 12;
+    for round in 0..rounds {
+        let d = Daemon::start(root);
+        for k in 0..3 {
+            let i = round * 3 + k;
+            std::fs::write(
+                team.join(format!("decisions/inbox/agent-{i}.md")),
+                sem("Inbox", i, 4),
+            )
+            .unwrap();
+        }
+        // Stays (pacing): squadd merges 0.5 s after the inbox went quiet;
+        // the appends and the kill land around then.
+        std::thread::sleep(Duration::from_millis(440 + next() % 100));
+        for k in 0..2 {
+            append(&team.join("decisions.md"), &scribe_entry(round * 2 + k));
+        }
+        // Stays: the kill instant, not a wait for an effect.
+        std::thread::sleep(Duration::from_millis(next() % 80));
+        d.kill9();
+    }
+    let out = run(ctl_root(root).args(["memory", "merge"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut want = expected(rounds * 3, &(0..rounds * 2).collect::<Vec<_>>(), &[]);
+    want.extend((0..200).map(|i| format!("Bulk {i}")));
+    assert_each_once(&team, &want, "squadd killed");
 }

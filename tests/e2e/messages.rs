@@ -25,23 +25,7 @@ fn write_message(root: &Path, i: usize, priority: &str) -> String {
 
 /// Every message id in bob's inbox (new and cur), with how often it occurs.
 fn inbox_ids(root: &Path) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for sub in ["new", "cur"] {
-        let dir = root
-            .join(".squad/sessions")
-            .join(S)
-            .join("inbox/bob")
-            .join(sub);
-        for e in fs::read_dir(&dir).into_iter().flatten() {
-            let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            let id = name
-                .rsplit_once("-msg_")
-                .map(|(_, id)| format!("msg_{}", id.trim_end_matches(".md")))
-                .unwrap();
-            *out.entry(id).or_insert(0) += 1;
-        }
-    }
-    out
+    inbox_message_ids(&root.join(".squad/sessions").join(S), "bob")
 }
 
 #[test]
@@ -122,6 +106,19 @@ fn kill_9_in_the_middle_of_a_burst_loses_and_duplicates_nothing() {
     let delivered = inbox_ids(root);
     assert_eq!(delivered.len(), 2000, "nothing lost");
     assert!(delivered.values().all(|n| *n == 1), "nothing twice");
+    // One audit line per delivered message (issue 41.7).
+    let audit = audit_log(root).unwrap();
+    for id in delivered.keys() {
+        assert_eq!(
+            audit
+                .lines()
+                .filter(|l| l.contains("\"kind\":\"message-delivered\"")
+                    && l.contains(&format!("\"message_id\":\"{id}\"")))
+                .count(),
+            1,
+            "{id}"
+        );
+    }
     // No half-made delivery is visible in new/ (temporary files stay in tmp/).
     let new = root.join(".squad/sessions").join(S).join("inbox/bob/new");
     for e in fs::read_dir(new).unwrap() {

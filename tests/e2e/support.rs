@@ -470,6 +470,23 @@ pub fn run_dir_mode(root: &Path) -> u32 {
 }
 
 /// The audit log of `root` (`.squad/audit.jsonl`), if it can be read.
+/// The message ids in an agent's inbox of a session (`new/` and `cur/`),
+/// each with how often it occurs there.
+pub fn inbox_message_ids(session: &Path, agent: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for sub in ["new", "cur"] {
+        let dir = session.join("inbox").join(agent).join(sub);
+        for e in std::fs::read_dir(&dir).into_iter().flatten() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some((_, id)) = name.rsplit_once("-msg_") {
+                *out.entry(format!("msg_{}", id.trim_end_matches(".md")))
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+    out
+}
+
 pub fn audit_log(root: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(root.as_ref().join(".squad/audit.jsonl")).ok()
 }

@@ -22,6 +22,10 @@ use std::path::Path;
 /// (squad-protocol teaches agents the command line). Safe to run again:
 /// existing directories, an existing `.gitignore` or `policies.yaml` and
 /// modified skills are left as they are.
+///
+/// A project whose team is in the legacy `.ai-team/` (and has no `.squad/`)
+/// is first migrated as `squad upgrade --migrate-directory` does:
+/// `.ai-team/` becomes `.squad/`, never both.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Make a separate project even inside another one (a directory above
@@ -184,6 +188,12 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             crate::text::escape(&outer.display().to_string())
         ));
     }
+    // A legacy team (`.ai-team/`) becomes `.squad/` first, as the Squad
+    // CLI migrates it: never both (docs/team.md).
+    let migrated = match super::migrate::legacy_project(&root) {
+        Ok(m) => m,
+        Err(e) => return super::fail(e),
+    };
     let squad = root.join(SQUAD_DIR);
     let mut created = match create_layout(&root) {
         Ok(c) => c,
@@ -244,10 +254,14 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             .collect();
         return super::print(&format!(
             "{:#}\n",
-            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
+            json!({"squad_dir": squad.display().to_string(), "migrated": migrated, "created": created, "skills": skills, "agents_md_updated": agents_md, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
         ));
     }
     let mut out = String::new();
+    for m in &migrated {
+        out.push_str(m);
+        out.push('\n');
+    }
     if created.is_empty() {
         out.push_str(&format!("{} already initialized\n", squad.display()));
     }

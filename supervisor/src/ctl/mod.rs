@@ -20,6 +20,7 @@ pub(crate) mod lock;
 pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod message;
+mod migrate;
 mod plan_cache;
 pub(crate) mod read;
 mod recipients;

@@ -43,7 +43,7 @@ pub struct StatusArgs {
     /// With --check: do not fail on this kind of attention item (repeat for
     /// several). Kinds: policy-refused, policy-invalid, config-invalid,
     /// error-report, blocked-task, run-held, run-failed, overdue-reply,
-    /// overdue-task, invalid-file.
+    /// overdue-task, invalid-file, root-missing.
     #[arg(long, value_name = "KIND", value_parser = parse_kind)]
     pub allow: Vec<crate::attention::Kind>,
 }

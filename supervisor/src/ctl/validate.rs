@@ -106,16 +106,58 @@ pub struct Args {
     pub threads: Option<usize>,
 }
 
+/// `squadctl validate` of a project without `.squad/` whose team is in the
+/// legacy `.ai-team/`: the project's files, no sessions.
+fn run_team_only(project: PathBuf, args: Args) -> u8 {
+    let mut diagnostics = Vec::new();
+    let mut files = 0;
+    for (d, n) in [
+        crate::skills::project_diagnostics(&project),
+        crate::memory::project_diagnostics(&project),
+        crate::team::project_diagnostics(&project),
+    ] {
+        diagnostics.extend(d);
+        files += n;
+    }
+    report(&args, &diagnostics, Totals { files, sessions: 0 })
+}
+
+/// Prints the report of a validation and says its exit status.
+fn report(args: &Args, diagnostics: &[squad_protocol::Diagnostic], totals: Totals) -> u8 {
+    let (format, color) = (args.output.format(), args.output.color());
+    let text = report::render(
+        format,
+        diagnostics,
+        totals,
+        env!("CARGO_PKG_VERSION"),
+        color,
+    );
+    if super::print(&text) != exit::OK {
+        return exit::FAILURE;
+    }
+    if diagnostics.iter().any(|d| d.is_error()) {
+        exit::PROBLEMS
+    } else {
+        exit::OK
+    }
+}
+
 /// Runs `squadctl validate`.
 pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
     let explicit = !args.paths.is_empty();
     let paths = if args.paths.is_empty() {
         match root::resolve(root_arg) {
             Ok(root) => vec![root],
-            Err(e) => return super::fail(e),
+            // A legacy project (its team in `.ai-team/`, no `.squad/` yet):
+            // its team, memory and skills are checked where the Squad CLI
+            // finds them; it has no sessions.
+            Err(e) => match root::team_project(root_arg) {
+                Ok(project) => return run_team_only(project, args),
+                Err(_) => return super::fail(e),
+            },
         }
     } else {
-        args.paths
+        args.paths.clone()
     };
     let mut scopes = Vec::new();
     // SKILL.md files and skill directories are checked as skills.
@@ -169,23 +211,12 @@ pub(crate) fn run(root_arg: Option<&Path>, args: Args) -> u8 {
             files += config_files;
         }
     }
-    let (format, color) = (args.output.format(), args.output.color());
-    let text = report::render(
-        format,
+    report(
+        &args,
         &diagnostics,
         Totals {
             files,
             sessions: validation.sessions_checked,
         },
-        env!("CARGO_PKG_VERSION"),
-        color,
-    );
-    if super::print(&text) != exit::OK {
-        return exit::FAILURE;
-    }
-    if diagnostics.iter().any(|d| d.is_error()) {
-        exit::PROBLEMS
-    } else {
-        exit::OK
-    }
+    )
 }

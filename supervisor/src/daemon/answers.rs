@@ -42,6 +42,7 @@ fn root_report(sup: &EventLoop, i: RootId, session: Option<&str>) -> RootReport 
     RootReport {
         root: r.root.display().to_string(),
         missing: r.missing,
+        moved_to: r.moved_to.clone(),
         next_retention_run: r.next_gc,
         skills: r.skills.clone(),
         team: r.team.clone(),

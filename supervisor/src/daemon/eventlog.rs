@@ -22,6 +22,9 @@ pub(crate) struct EventLog {
     roots: BTreeMap<RootId, (PathBuf, String, AuditLog)>,
     /// Events that may call for a notice, until the batch's end takes them.
     tapped: Vec<super::notices::Tapped>,
+    /// The deliveries each root's audit log says, read when first asked
+    /// ([`EventLog::said_delivered`]) and kept up to date until forgotten.
+    said: BTreeMap<RootId, std::collections::HashSet<crate::audit::SaidDelivery>>,
 }
 
 impl Default for EventLog {
@@ -32,6 +35,7 @@ impl Default for EventLog {
             bus: broadcast::channel(1024).0,
             roots: BTreeMap::new(),
             tapped: Vec::new(),
+            said: BTreeMap::new(),
         }
     }
 }
@@ -96,11 +100,45 @@ impl EventLog {
         {
             tracing::warn!(error = %e, "cannot append to audit.jsonl");
         }
+        if let (Some(said), Some(s), EventKind::MessageDelivered { to, message_id, .. }) =
+            (self.said.get_mut(&i), &event.session, &event.kind)
+        {
+            said.insert((s.clone(), to.clone(), message_id.clone()));
+        }
         if self.recent.len() == RECENT_EVENTS {
             self.recent.pop_front();
         }
         self.recent.push_back(event.clone());
         let _ = self.bus.send(event);
+    }
+
+    /// Whether root `i`'s audit log says message `message_id` was delivered
+    /// to `to` in `session` (a copy found in its inbox: a squadd killed
+    /// between the delivery and its line did not). The log is read once,
+    /// until [`EventLog::forget_said`]; one that cannot be read says none.
+    pub(crate) fn said_delivered(
+        &mut self,
+        i: RootId,
+        session: &str,
+        to: &str,
+        message_id: &str,
+    ) -> bool {
+        let Some((root, _, _)) = self.roots.get(&i) else {
+            return true;
+        };
+        let said = self.said.entry(i).or_insert_with(|| {
+            crate::audit::delivered_messages(root).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read audit.jsonl");
+                Default::default()
+            })
+        });
+        said.contains(&(session.to_string(), to.to_string(), message_id.to_string()))
+    }
+
+    /// Lets go of the deliveries read from the audit logs (the outbox is
+    /// flushed: only a restart finds copies again).
+    pub(crate) fn forget_said(&mut self) {
+        self.said.clear();
     }
 
     /// Taps a fact that was not an event now (start-up's standing facts).

@@ -62,20 +62,24 @@ impl EventLoop {
         let mut dirs: BTreeMap<PathBuf, crate::safefs::Dir> = BTreeMap::new();
         let mut hooks = Vec::with_capacity(made.len());
         for m in made {
-            dirs.entry(m.announce.new_dir.clone()).or_insert(m.dir);
-            hooks.push((m.announce, m.hook));
+            let crate::inbox::Fresh { new, tmp, marker } = m.fresh;
+            dirs.entry(m.announce.new_dir.clone()).or_insert(new);
+            hooks.push((m.announce, m.hook, tmp, marker));
         }
         // With the session directories of the batch's notices.
         let failed = self.commit_group(dirs);
-        for (announce, hook) in hooks {
+        for (announce, hook, tmp, marker) in hooks {
             let root = announce.root;
             let input = self::core::Input::DeliverySynced {
                 fsync_error: failed.get(&announce.new_dir).cloned(),
                 announce,
             };
             self.step(root, input, now);
+            // Said (its audit line written in that step): its mark goes.
+            let _ = tmp.unlink(&marker);
             self.hooks.start(hook);
         }
+        self.log.forget_said();
     }
 
     /// Carries out the mail area's effects: a file routed, waiting
@@ -185,11 +189,16 @@ impl EventLoop {
         }
         self.perform(rest, now);
         match (announce, synced) {
-            (Some(announce), Some(dir)) => self.unsynced.push(Made {
+            (Some(announce), Some(fresh)) => self.unsynced.push(Made {
                 announce,
                 hook,
-                dir,
+                fresh,
             }),
+            (None, Some(fresh)) => {
+                // Not to be said: no mark of a delivery to say either.
+                let _ = fresh.tmp.unlink(&fresh.marker);
+                self.hooks.cancel(hook);
+            }
             _ => self.hooks.cancel(hook),
         }
     }
@@ -208,11 +217,11 @@ impl EventLoop {
 
 /// A fresh delivery written into its inbox, announced once the inbox is
 /// durable: what the core said to announce, the hook journalled for it,
-/// its inbox's `new/` to fsync.
+/// its inbox's `new/` to fsync and its mark of not yet audited.
 pub(super) struct Made {
     announce: Box<Announce>,
     hook: hooks::Hook,
-    dir: crate::safefs::Dir,
+    fresh: crate::inbox::Fresh,
 }
 
 /// What the shell reads for a delivery the core decides on.

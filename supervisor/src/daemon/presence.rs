@@ -91,6 +91,7 @@ impl EventLoop {
             let shell = self.roots.shell(i);
             let seen = ControlInput::Seen {
                 sessions_dir: self.roots.core(i).sessions_dir.is_dir(),
+                squad_dir: crate::root::fs_path(&root).join(SQUAD_DIR).is_dir(),
                 pid_lock: shell.pid_lock.as_ref().is_some_and(|l| l.is_at(&pid_path)),
                 socket: shell.socket.as_ref().is_some_and(|b| b.is_at(&socket)),
                 tried,
@@ -124,7 +125,18 @@ impl EventLoop {
     /// Carries out [`ControlNext::TakePidLock`]: `.squad/run` recreated,
     /// the pid lock tried, the outcome handed to the core.
     fn take_pid_lock(&mut self, i: RootId, root: &Path, pid_rel: &Path, now: core::Now) {
-        if let Err(e) = create_layout(root) {
+        // A `.squad/` without sessions is another tool's (its import moved
+        // ours away): only `run/` is made there, never an empty
+        // `sessions/` that would pass for the root come back.
+        let made = if self.roots.core(i).sessions_dir.is_dir() {
+            create_layout(root).map(drop)
+        } else {
+            crate::safefs::Dir::open_root(root)
+                .and_then(|d| d.open_dir(SQUAD_DIR.as_ref()))
+                .and_then(|squad| squad.create_dir(RUN_DIR.as_ref(), 0o700))
+                .and_then(|run| run.chmod(0o700))
+        };
+        if let Err(e) = made {
             tracing::warn!(root = %root.display(), error = %e, "cannot recreate .squad/run");
         }
         let outcome = match pidfile::acquire(root, pid_rel) {
@@ -178,6 +190,10 @@ impl EventLoop {
                     let problem = if let Some(pid) = &r.taken_over {
                         Some(format!(
                             "taken over by another squadd (pid {pid}); not supervised"
+                        ))
+                    } else if let (true, Some(to)) = (r.missing, &r.moved_to) {
+                        Some(format!(
+                            ".squad/ was moved to {to}/ (another tool's import?); waiting for .squad/sessions to come back: move squadd's entries back (squadctl status says how)"
                         ))
                     } else if r.missing {
                         Some(".squad/sessions is missing; waiting for it to come back".into())

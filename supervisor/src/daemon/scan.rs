@@ -44,10 +44,43 @@ impl EventLoop {
     pub(super) fn rescan(&mut self, i: RootId) -> Vec<String> {
         let present = self.roots.core(i).sessions_dir.is_dir();
         let input = Input::RescanDue { present };
-        self.step(i, input, Now { wall: Utc::now() })
+        let touched = self
+            .step(i, input, Now { wall: Utc::now() })
             .into_iter()
             .map(|(name, _)| name)
-            .collect()
+            .collect();
+        if !present {
+            self.look_for_moved_root(i);
+        }
+        touched
+    }
+
+    /// The root is missing: where did its `.squad/` go? The directory of
+    /// the root whose `run/squadd.pid` is the pid lock squadd holds (a
+    /// rename keeps the file), said to the core ([`Input::RootMoved`]).
+    /// Then, when another `.squad/` took its place (the other tool's new
+    /// team), squadd's control is taken there (pid lock, socket), so that
+    /// `health` and `status` keep answering and say what happened.
+    pub(super) fn look_for_moved_root(&mut self, i: RootId) {
+        let root = self.roots.core(i).root.clone();
+        let moved = self.roots.shell(i).pid_lock.as_ref().and_then(|lock| {
+            let entries = std::fs::read_dir(crate::root::fs_path(&root)).ok()?;
+            entries.flatten().find_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let dir = e.file_type().is_ok_and(|t| t.is_dir());
+                let pid = e
+                    .path()
+                    .join(squad_protocol::tree::RUN_DIR)
+                    .join("squadd.pid");
+                (dir && name != SQUAD_DIR && lock.is_at(&pid)).then_some(name)
+            })
+        });
+        if let Some(to) = moved {
+            self.step(i, Input::RootMoved { to }, Now { wall: Utc::now() });
+        }
+        if crate::root::fs_path(&root).join(SQUAD_DIR).is_dir() {
+            self.check_control(i);
+        }
     }
 
     /// Checks the root's control, watches it and lists its session
@@ -149,12 +182,16 @@ impl EventLoop {
         let dir = self.roots.core(i).session_dir(name);
         let mut entries: Vec<InboxListing> = Vec::new();
         let mut watch = Vec::new();
+        let mut marks = Vec::new();
         if let Ok(agents) = std::fs::read_dir(dir.join("inbox")) {
             for a in agents.flatten() {
                 if !a.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
                 let agent = a.file_name().to_string_lossy().into_owned();
+                for (file, mark) in crate::inbox::unaudited(&a.path()) {
+                    marks.push((agent.clone(), file, a.path(), mark));
+                }
                 for (sub, unread) in [("new", true), ("cur", false)] {
                     let Ok(files) = std::fs::read_dir(a.path().join(sub)) else {
                         continue;
@@ -181,5 +218,49 @@ impl EventLoop {
             entries,
         };
         self.step(i, input, Now { wall });
+        if !marks.is_empty() {
+            self.say_unaudited(i, name, marks, wall);
+        }
+    }
+
+    /// Deliveries a killed squadd made and never audited (their marks in
+    /// `tmp/`, [`crate::inbox::unaudited`]): those the audit log does not
+    /// say (it may, when the kill fell between the line and the mark's
+    /// removal) are said by the core ([`core::Input::DeliveriesUnaudited`]),
+    /// then every mark goes.
+    fn say_unaudited(
+        &mut self,
+        i: RootId,
+        session: &str,
+        marks: Vec<(String, String, PathBuf, String)>,
+        wall: DateTime<Utc>,
+    ) {
+        let mut found = Vec::new();
+        for (agent, file, _, _) in &marks {
+            let id = squad_policies::messages::parse_inbox_name(file).map(|(_, id)| id);
+            let said = id.is_some_and(|id| self.log.said_delivered(i, session, agent, &id));
+            if !said {
+                let dir = crate::inbox::inbox_dir(&self.roots.core(i).session_dir(session), agent);
+                let sub = if dir.join("new").join(file).exists() {
+                    "new"
+                } else {
+                    "cur"
+                };
+                found.push((agent.clone(), file.clone(), dir.join(sub).join(file)));
+            }
+        }
+        let input = Input::DeliveriesUnaudited {
+            session: session.to_string(),
+            found,
+        };
+        self.step(i, input, Now { wall });
+        let root = self.roots.core(i).root.clone();
+        for (_, _, inbox, mark) in marks {
+            // Never through a link an agent planted on the way.
+            let at = inbox.join("tmp").join(mark);
+            if let Ok((dir, name)) = crate::safefs::parent_of(&root, &at, None) {
+                let _ = dir.unlink(&name);
+            }
+        }
     }
 }

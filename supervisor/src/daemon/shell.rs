@@ -157,6 +157,9 @@ impl EventLoop {
             Effect::GiveUpRoot { root, pid } => self.take_over(root, pid),
             Effect::CheckRoot(root) => {
                 let present = self.roots.core(root).sessions_dir.is_dir();
+                if !present {
+                    self.look_for_moved_root(root);
+                }
                 let effects = core::timer::root_check(self.roots.core_mut(root), root, present);
                 self.perform(effects, now);
             }

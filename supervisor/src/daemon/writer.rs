@@ -371,15 +371,16 @@ impl Writer {
 
     /// Delivers a message into an inbox, Maildir style (see
     /// [`crate::inbox::deliver_unsynced`]): `Ok(None)` when it was
-    /// delivered before, else the inbox's `new/` directory, which the
-    /// caller fsyncs once for every delivery of the batch into it.
+    /// delivered before, else the fresh delivery: its inbox's `new/`
+    /// directory, which the caller fsyncs once for every delivery of the
+    /// batch into it, and its mark, removed once it is audited.
     pub(crate) fn deliver_unsynced(
         &mut self,
         session_dir: &Path,
         agent: &str,
         name: &str,
         bytes: &[u8],
-    ) -> io::Result<Option<safefs::Dir>> {
+    ) -> io::Result<Option<crate::inbox::Fresh>> {
         self.writes += 1;
         let root = self.root_of(session_dir)?;
         crate::inbox::deliver_unsynced(root, session_dir, agent, name, bytes)

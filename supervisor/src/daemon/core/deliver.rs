@@ -170,6 +170,40 @@ pub(crate) fn written(
     effects
 }
 
+/// Deliveries made and never said (a squadd killed between a delivery and
+/// its audit line, found by the next one's start): each said now, once, as
+/// it was made (its hook was journalled before its write, and is the
+/// journal's to run). `found`: (recipient, inbox name, the copy's path).
+pub(crate) fn unaudited(
+    root: &Root,
+    id: RootId,
+    session: &str,
+    found: Vec<(String, String, PathBuf)>,
+) -> Vec<Effect> {
+    let mail = root.mail.get(session);
+    found
+        .into_iter()
+        .filter_map(|(to, name, path)| {
+            let (priority, from_name) = squad_policies::messages::parse_inbox_name(&name)?;
+            let message_id = mail
+                .and_then(|m| m.message_id(&to, &name))
+                .unwrap_or(from_name);
+            Some(Effect::Emit {
+                root: id,
+                session: Some(session.to_string()),
+                path: Some(path),
+                kind: EventKind::MessageDelivered {
+                    to,
+                    message_id,
+                    priority: priority.to_string(),
+                    late: false,
+                    routed_from: None,
+                },
+            })
+        })
+        .collect()
+}
+
 /// A fresh delivery made durable (`fsync_error`: its inbox's fsync failed:
 /// the message is there for readers, but a crash may lose it, which is
 /// said first): the delivery's event. The shell starts its hook after.

@@ -276,6 +276,12 @@ pub(crate) enum Input<'a> {
         /// Whether `.squad/sessions` is there.
         present: bool,
     },
+    /// The root is missing and its `.squad/` was found moved, under this
+    /// name in the root (the pid lock squadd holds is in its `run/`).
+    RootMoved {
+        /// The directory, relative to the root.
+        to: String,
+    },
     /// A rescan listed the root's session directories.
     SessionListed {
         /// Their names (only those named like sessions).
@@ -303,6 +309,15 @@ pub(crate) enum Input<'a> {
         session: String,
         /// Each entry.
         entries: Vec<InboxListing>,
+    },
+    /// Deliveries of a session that were made and never audited (a squadd
+    /// killed between a delivery and its line): (recipient, inbox name,
+    /// the copy's path), none of them said by the audit log.
+    DeliveriesUnaudited {
+        /// Session directory name.
+        session: String,
+        /// Each delivery.
+        found: Vec<(String, String, PathBuf)>,
     },
     /// Task deadline timers of a session fired (those due in one batch).
     TasksDue {
@@ -692,6 +707,7 @@ impl<'a> Core<'a> {
             Input::StartScanFailed => scan::start_failed(root, id),
             Input::StartScanned { files, complete } => scan::start_done(root, id, files, complete),
             Input::RescanDue { present } => scan::rescan_due(root, id, present),
+            Input::RootMoved { to } => scan::root_moved(root, id, to),
             Input::SessionListed { names } => scan::listed(root, id, names),
             Input::Rescanned => scan::rescanned(root, id),
             Input::SessionFilesListed { session, on_disk } => {
@@ -702,6 +718,9 @@ impl<'a> Core<'a> {
             }
             Input::InboxesListed { session, entries } => {
                 scan::inboxes_listed(root, id, &session, entries)
+            }
+            Input::DeliveriesUnaudited { session, found } => {
+                deliver::unaudited(root, id, &session, found)
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
             Input::PolicyRead(read) => outputs::policy_read(root, id, read, now),

@@ -124,6 +124,9 @@ pub(crate) struct Root {
     pub state: State,
     /// Whether `.squad/sessions` is missing.
     pub missing: bool,
+    /// While missing: where `.squad/` went, when the shell found it (a
+    /// directory of the root: another tool's import moved it).
+    pub moved_to: Option<String>,
     /// While missing: the wait before the next look for it.
     pub check_after: std::time::Duration,
     /// Another squadd took this root over (its pid): `.squad/` was
@@ -176,6 +179,7 @@ impl Root {
             context_stale: BTreeSet::new(),
             state,
             missing: false,
+            moved_to: None,
             check_after: std::time::Duration::ZERO,
             taken_over: None,
             policy,

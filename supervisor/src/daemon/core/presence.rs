@@ -145,6 +145,9 @@ pub(crate) enum ControlInput {
     Seen {
         /// Whether `.squad/sessions` is a directory.
         sessions_dir: bool,
+        /// Whether `.squad/` is a directory (without sessions: another
+        /// tool's, which took the place of the one it moved away).
+        squad_dir: bool,
         /// Whether the pid lock squadd holds is the one at the root's
         /// `.squad/run/squadd.pid`.
         pid_lock: bool,
@@ -183,8 +186,12 @@ pub(crate) fn control(root: &Root, id: RootId, input: ControlInput) -> Vec<Effec
     let next = match input {
         _ if root.taken_over.is_some() => ControlNext::GivenUp,
         ControlInput::Due => ControlNext::Recover,
+        // Nothing there: left to the root check. A `.squad/` without
+        // sessions (another tool's import moved ours away) gets squadd's
+        // control, so that `health` and `status` answer and say why.
         ControlInput::Seen {
             sessions_dir: false,
+            squad_dir: false,
             ..
         } => ControlNext::Supervised,
         ControlInput::Seen {
@@ -210,6 +217,7 @@ mod tests {
     fn seen(sessions_dir: bool, pid_lock: bool, socket: bool, tried: bool) -> ControlInput {
         ControlInput::Seen {
             sessions_dir,
+            squad_dir: sessions_dir,
             pid_lock,
             socket,
             tried,
@@ -261,6 +269,32 @@ mod tests {
         );
         assert_eq!(
             next(&mut r, seen(true, true, true, false)),
+            ControlNext::Supervised
+        );
+    }
+
+    #[test]
+    fn a_squad_dir_another_tool_put_in_place_gets_the_pid_lock_and_the_socket() {
+        // Issue 41.6: `squad import --force` moved `.squad/` (sessions,
+        // run/) away and made a new one: health stopped answering.
+        let mut r = root();
+        let other = |pid_lock, socket, tried| ControlInput::Seen {
+            sessions_dir: false,
+            squad_dir: true,
+            pid_lock,
+            socket,
+            tried,
+        };
+        assert_eq!(
+            next(&mut r, other(false, false, false)),
+            ControlNext::TakePidLock
+        );
+        assert_eq!(
+            next(&mut r, other(true, false, true)),
+            ControlNext::BindSocket
+        );
+        assert_eq!(
+            next(&mut r, other(true, true, true)),
             ControlNext::Supervised
         );
     }

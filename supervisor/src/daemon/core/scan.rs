@@ -271,9 +271,27 @@ pub(crate) fn listed(root: &mut Root, id: RootId, names: BTreeSet<String>) -> Ve
     effects
 }
 
+/// The missing root's `.squad/` was found under another name (another
+/// tool's import moved it, with squadd's sessions, `run/` and policy): said
+/// once per place (`root-moved`), kept for `status` and `health` until the
+/// root is back.
+pub(crate) fn root_moved(root: &mut Root, id: RootId, to: String) -> Vec<Effect> {
+    if !root.missing || root.moved_to.as_deref() == Some(to.as_str()) {
+        return Vec::new();
+    }
+    root.moved_to = Some(to.clone());
+    vec![Effect::Emit {
+        root: id,
+        session: None,
+        path: None,
+        kind: EventKind::RootMoved { to },
+    }]
+}
+
 /// The sessions of a rescan are read: the root is present again.
 pub(crate) fn rescanned(root: &mut Root, id: RootId) -> Vec<Effect> {
     let was_missing = std::mem::replace(&mut root.missing, false);
+    root.moved_to = None;
     let mut effects = Vec::new();
     let reason = if was_missing {
         effects.push(Effect::Emit {

@@ -345,3 +345,36 @@ fn a_durable_delivery_is_announced_after_its_inbox_fsync_failure_is_said() {
     assert!(error.contains("EIO") && error.contains("fsync"), "{error}");
     assert_eq!(*said, delivered(true));
 }
+
+#[test]
+fn deliveries_a_killed_squadd_never_audited_are_said_once_as_they_were_made() {
+    // Issue 41.7: the shell finds them by their marks and leaves out those
+    // the audit log says; each one found is said, no hook, nothing written.
+    let (mut r, d) = routed(message("msg_m", "high"));
+    let path = crate::inbox::inbox_dir(&r.session_dir(SESSION), "bob")
+        .join("cur")
+        .join(&d.name);
+    let input = Input::DeliveriesUnaudited {
+        session: SESSION.into(),
+        found: vec![
+            ("bob".into(), d.name.clone(), path.clone()),
+            ("bob".into(), "not-an-inbox-name.md".into(), path.clone()),
+        ],
+    };
+    let effects = Core::new(id(0), &mut r).step(input, now(0));
+    assert_eq!(
+        effects,
+        vec![Effect::Emit {
+            root: id(0),
+            session: Some(SESSION.into()),
+            path: Some(path),
+            kind: EventKind::MessageDelivered {
+                to: "bob".into(),
+                message_id: "msg_m".into(),
+                priority: "high".into(),
+                late: false,
+                routed_from: None,
+            },
+        }]
+    );
+}

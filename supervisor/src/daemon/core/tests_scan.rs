@@ -258,6 +258,33 @@ fn a_session_directory_that_vanished_is_forgotten_with_its_state() {
 }
 
 #[test]
+fn where_a_missing_roots_squad_dir_went_is_said_once_and_forgotten_when_it_is_back() {
+    // Issue 41.6: `squad import --force` moved `.squad/` away under squadd;
+    // nothing named where.
+    let mut r = root();
+    let moved = |to: &str| Input::RootMoved { to: to.into() };
+    assert!(
+        step(&mut r, moved(".squad-archive-1"), now(0)).is_empty(),
+        "not missing: nothing moved"
+    );
+    step(&mut r, Input::RescanDue { present: false }, now(1));
+    let effects = step(&mut r, moved(".squad-archive-1"), now(2));
+    assert_eq!(
+        emitted(&effects),
+        vec![&EventKind::RootMoved {
+            to: ".squad-archive-1".into()
+        }]
+    );
+    assert_eq!(r.moved_to.as_deref(), Some(".squad-archive-1"));
+    assert!(
+        step(&mut r, moved(".squad-archive-1"), now(3)).is_empty(),
+        "said once"
+    );
+    step(&mut r, Input::Rescanned, now(4));
+    assert_eq!(r.moved_to, None);
+}
+
+#[test]
 fn a_rescan_of_a_missing_root_says_so_once_then_restores_it_when_listed() {
     let mut r = root();
     let due = |present| Input::RescanDue { present };
