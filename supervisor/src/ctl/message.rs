@@ -190,7 +190,8 @@ pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
 ///
 /// Sends to the original's sender, about the original's task, in its
 /// session, with `in_reply_to` set and the subject `Re: <subject>`; the
-/// rules and refusals are `send`'s.
+/// rules and refusals are `send`'s. Once sent, the original is read
+/// (acknowledged, as `inbox ack`).
 #[derive(Debug, clap::Args)]
 pub struct ReplyArgs {
     /// The id of the message answered (in your inbox).
@@ -248,7 +249,7 @@ pub(crate) fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
     } else {
         format!("Re: {}", original.subject)
     };
-    send(
+    let code = send(
         Some(&root),
         SendArgs {
             from: args.from,
@@ -266,7 +267,20 @@ pub(crate) fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
             new_agent: true,
             json: args.json,
         },
-    )
+    );
+    // Answered is read: the question leaves the unread ones (and cannot
+    // escalate as an overdue reply any more).
+    if code == exit::OK
+        && item.unread
+        && let Err(e) = inbox::ack(item)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        super::warn(format!(
+            "the answer was sent, but {} stays unread: {e}",
+            item.message_id
+        ));
+    }
+    code
 }
 
 /// Runs `squadctl send`.

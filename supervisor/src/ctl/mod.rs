@@ -198,9 +198,13 @@ pub fn main() -> ExitCode {
     if verbose()
         && let Ok(root) = crate::root::resolve(cli.root.as_deref())
     {
+        // The resolved root is empty when it is the current directory:
+        // named in full, never as an empty word.
+        let fs = crate::root::fs_path(&root);
+        let shown = std::fs::canonicalize(fs).unwrap_or_else(|_| fs.to_path_buf());
         eprintln!(
             "squadctl: project root {}",
-            crate::text::escape(&root.display().to_string())
+            crate::text::escape(&shown.display().to_string())
         );
     }
     ExitCode::from(dispatch(cli))

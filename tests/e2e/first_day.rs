@@ -1,0 +1,107 @@
+//! The small things a new lead trips over on the first day (issue 40 item
+//! 6), each as it was reported.
+
+use crate::daemon::{Daemon, eventually};
+use crate::support::*;
+use std::fs;
+
+fn tmp_root() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    (tmp, root)
+}
+
+/// `task show` keeps a met prerequisite as `task_001 (completed)`; once
+/// the only session completed, `task list` and `task show` still show its
+/// tasks (saying the session ended) instead of failing.
+#[test]
+fn met_prerequisites_stay_listed_and_a_completed_sessions_tasks_are_still_shown() {
+    let (_tmp, root) = tmp_root();
+    let session = init_session(&root, "done");
+    ok(task_new(
+        &root,
+        &words("--agent ada --instruction x --allow a/**"),
+    ));
+    ok(task_new(
+        &root,
+        &words("--agent bob --instruction y --requires task_001"),
+    ));
+    let show = ctl_ok(&root, &["task", "show", "task_002"]);
+    assert!(show.contains("  requires: task_001 (ready)\n"), "{show}");
+    ctl_ok(
+        &root,
+        &words("progress --agent ada --task task_001 --status completed"),
+    );
+    let show = ctl_ok(&root, &["task", "show", "task_002"]);
+    assert!(
+        show.contains("  requires: task_001 (completed)\n"),
+        "{show}"
+    );
+    let name = session.file_name().unwrap().to_str().unwrap().to_string();
+    ctl_ok(&root, &["session", "complete", &name]);
+    let list = ctl_run(&root, &["task", "list"]);
+    assert_eq!(code(&list), 0, "{}", stderr(&list));
+    assert!(stdout(&list).contains("task_001"), "{}", stdout(&list));
+    assert!(
+        stderr(&list).contains(&format!(
+            "no active session; the tasks of session {name} (completed)"
+        )),
+        "{}",
+        stderr(&list)
+    );
+    let show = ctl_run(&root, &["task", "show", "task_002"]);
+    assert_eq!(code(&show), 0, "{}", stderr(&show));
+    assert!(stdout(&show).contains("requires: task_001 (completed)"));
+}
+
+/// `reply` answers and marks the question read.
+#[test]
+fn reply_marks_the_question_read() {
+    let (_tmp, root) = tmp_root();
+    init_session(&root, "ask");
+    write_policy(&root, NO_NOTICES);
+    ok(task_new(&root, &words("--agent frontend --instruction x")));
+    let _d = Daemon::start(&root);
+    let id = ctl_ok(
+        &root,
+        &words("send --from lead --to frontend --type question --subject api? --message flat?"),
+    )
+    .trim()
+    .to_string();
+    let unread = |root: &std::path::Path| -> Option<bool> {
+        let v: serde_json::Value =
+            serde_json::from_str(&ctl_ok(root, &["inbox", "list", "frontend", "--json"])).ok()?;
+        v["messages"]
+            .as_array()?
+            .iter()
+            .find(|m| m["message_id"] == id.as_str())
+            .and_then(|m| m["unread"].as_bool())
+    };
+    eventually("the question delivered", || unread(&root).filter(|u| *u));
+    ctl_ok(
+        &root,
+        &["reply", &id, "--from", "frontend", "--message", "flat"],
+    );
+    assert_eq!(unread(&root), Some(false), "answered is read");
+}
+
+/// `-v` names the root even when it is the current directory; `session
+/// list` columns line up whatever the slug's length.
+#[test]
+fn verbose_names_the_root_and_session_list_columns_line_up() {
+    let (_tmp, root) = tmp_root();
+    init_session(&root, "a");
+    new_session(&root, "a-much-longer-slug-than-thirty-two-columns");
+    let out = ctl_run(&root, &["-v", "session", "list"]);
+    assert!(
+        stderr(&out).contains(&format!("squadctl: project root {}\n", root.display())),
+        "{}",
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    let starts: Vec<Option<usize>> = text.lines().map(|l| l.find("active")).collect();
+    assert_eq!(starts.len(), 2, "{text}");
+    assert!(starts[0].is_some() && starts[0] == starts[1], "{text}");
+    let tasks: Vec<Option<usize>> = text.lines().map(|l| l.find(" tasks")).collect();
+    assert_eq!(tasks[0], tasks[1], "{text}");
+}
