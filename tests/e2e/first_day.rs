@@ -105,3 +105,37 @@ fn verbose_names_the_root_and_session_list_columns_line_up() {
     let tasks: Vec<Option<usize>> = text.lines().map(|l| l.find(" tasks")).collect();
     assert_eq!(tasks[0], tasks[1], "{text}");
 }
+
+/// `init` lists the files squad-supervisor generates outside `.squad/`
+/// (the shared context, the team export) in the project's `.gitignore`,
+/// keeping the user's lines and never twice: `git add -A` leaves them out.
+#[test]
+fn init_ignores_the_generated_files_and_git_add_all_leaves_them_out() {
+    if !has_git() {
+        skip("git is not installed");
+        return;
+    }
+    let (_tmp, root) = tmp_root();
+    git_ok(&root, &["init", "-q"]);
+    fs::write(root.join(".gitignore"), "target/").unwrap();
+    ctl_ok(&root, &["init"]);
+    ctl_ok(&root, &["init"]);
+    let ignore = fs::read_to_string(root.join(".gitignore")).unwrap();
+    assert!(ignore.starts_with("target/\n"), "{ignore}");
+    assert_eq!(
+        ignore
+            .matches("/.claude/context/shared-context.json")
+            .count(),
+        1,
+        "{ignore}"
+    );
+    write(&root, ".claude/context/shared-context.json", "{}");
+    write(&root, "squad-export.json", "{}");
+    write(&root, "src/main.rs", "fn main() {}");
+    git_ok(&root, &["add", "-A"]);
+    let staged = git_ok(&root, &["diff", "--cached", "--name-only"]);
+    assert!(staged.contains("src/main.rs"), "{staged}");
+    for generated in ["shared-context.json", "squad-export.json"] {
+        assert!(!staged.contains(generated), "{generated} staged:\n{staged}");
+    }
+}

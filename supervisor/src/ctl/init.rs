@@ -17,7 +17,8 @@ use std::path::Path;
 /// Create `.squad/` in the project root (default: the current directory).
 ///
 /// Creates `sessions/`, `archives/` and `run/` (mode 0700), a `.gitignore`
-/// for runtime state, a commented default policy (`policies.yaml`: every
+/// for runtime state, the project `.gitignore` entries of the files it
+/// generates outside `.squad/` (the shared context, the team export), a commented default policy (`policies.yaml`: every
 /// setting with its default, commented out), and installs the built-in skills into `.squad/skills/`
 /// (squad-protocol teaches agents the command line). Safe to run again:
 /// existing directories, an existing `.gitignore` or `policies.yaml` and
@@ -196,6 +197,14 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         }
         created.push(gitignore);
     }
+    // Generated files outside .squad/ that `git add -A` must not take.
+    let ignores = match crate::layout::ensure_project_ignores(root::fs_path(&root)) {
+        Ok(wrote) => wrote,
+        Err(e) => {
+            super::warn(format!("{}: {e}", root.join(".gitignore").display()));
+            false
+        }
+    };
     let policy = squad.join("policies.yaml");
     if std::fs::symlink_metadata(&policy).is_err() {
         let text = super::example::commented_default_policy();
@@ -244,7 +253,7 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
             .collect();
         return super::print(&format!(
             "{:#}\n",
-            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
+            json!({"squad_dir": squad.display().to_string(), "created": created, "skills": skills, "agents_md_updated": agents_md, "gitignore_updated": ignores, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
         ));
     }
     let mut out = String::new();
@@ -253,6 +262,12 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
     }
     for p in &created {
         out.push_str(&format!("created {}\n", p.display()));
+    }
+    if ignores {
+        out.push_str(&format!(
+            ".gitignore: ignores {} (generated)\n",
+            crate::layout::PROJECT_IGNORES.join(", ")
+        ));
     }
     for o in &skills {
         out.push_str(&format!("skill {}: {}\n", o.skill, o.message));
