@@ -512,7 +512,8 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
         "task_001 in_progress alice run running pid",
         "cpu ",
         "wrote role-comm-alice-task_001.md",
-        &id,
+        // The lead's message by sender and subject, not by id.
+        "medium bob: hello (",
     ]);
     assert!(screen.contains("up "), "{screen}");
     assert!(screen.lines().all(|l| l.chars().count() <= 60), "{screen}");
@@ -538,7 +539,7 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
     assert_eq!(rec["held"], false, "{rec}");
 
     // a: the lead's message is acknowledged (moved out of new/).
-    select(&tmux, &id);
+    select(&tmux, "bob: hello");
     press(&tmux, "a");
     tmux.wait_for(&[
         &format!("acknowledged {id}"),

@@ -499,7 +499,7 @@ fn items(root: &Path, agent: &str, session: Option<&str>) -> Result<Vec<Item>, S
 /// delivered copy keeps the message's payload under an inbox name, so it is
 /// read as a message payload rather than checked by file name (squadd
 /// validated it before delivering).
-fn read_message(item: &Item) -> Result<(String, Option<Message>), String> {
+pub(crate) fn read_message(item: &Item) -> Result<(String, Option<Message>), String> {
     let text = squad_protocol::fsx::read_regular_to_string(
         &item.path,
         squad_protocol::validate::MAX_FILE_BYTES,
