@@ -139,3 +139,42 @@ fn init_ignores_the_generated_files_and_git_add_all_leaves_them_out() {
         assert!(!staged.contains(generated), "{generated} staged:\n{staged}");
     }
 }
+
+/// `guard install` and `hooks install` write a bare `squadctl` by
+/// default: when this shell's PATH has none, they say the hooks would
+/// fail to start it and how to fix it (and say nothing when it is there).
+#[test]
+fn installing_hooks_warns_when_squadctl_is_not_on_the_path() {
+    let (_tmp, root) = tmp_root();
+    ctl_ok(&root, &["init"]);
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_squadctl"))
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let install = |path: &str, args: &[&str]| run(ctl(&root).env("PATH", path).args(args));
+    let out = install("/usr/bin:/bin", &["guard", "install", "--claude"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the hooks run `squadctl`, which is not on this shell's PATH")
+            && stderr(&out).contains(&format!("--program {}", env!("CARGO_BIN_EXE_squadctl"))),
+        "{}",
+        stderr(&out)
+    );
+    let out = install(
+        &format!("{bin}:/usr/bin:/bin"),
+        &["guard", "install", "--claude"],
+    );
+    assert!(!stderr(&out).contains("PATH"), "{}", stderr(&out));
+    if has_git() {
+        git_ok(&root, &["init", "-q"]);
+        let out = install("/usr/bin:/bin", &["hooks", "install"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            stderr(&out)
+                .contains("the git hooks run `squadctl`, which is not on this shell's PATH"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

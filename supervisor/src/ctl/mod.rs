@@ -21,6 +21,7 @@ pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod message;
 mod plan_cache;
+mod program;
 pub(crate) mod read;
 mod recipients;
 pub(crate) mod runs;
