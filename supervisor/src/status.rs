@@ -340,6 +340,10 @@ pub(crate) enum DaemonReport {
         /// a file: `squadctl top` shows them).
         #[serde(default)]
         warnings: Vec<crate::daemon::logging::LogLine>,
+        /// Why squadd polls for changes instead of being told of them
+        /// (no inotify instance could be had), when it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        polling: Option<String>,
     },
     /// Not reachable; the report was read from the files.
     Down {
@@ -439,6 +443,7 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             version,
             roots,
             last_event,
+            polling,
             ..
         } => {
             let _ = writeln!(
@@ -451,6 +456,9 @@ pub(crate) fn render_human(report: &StatusReport, now: DateTime<Utc>) -> String 
             if let Some(e) = last_event {
                 let age = (now - e.at).num_seconds().max(0) as u64;
                 let _ = writeln!(out, "  last event {} ago: {}", duration(age), e.human());
+            }
+            if let Some(why) = polling {
+                let _ = writeln!(out, "  POLLING for changes: {why}");
             }
         }
         DaemonReport::Down { reason } => {

@@ -758,6 +758,7 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
             "memory",
             "cpu",
             "watches",
+            "watcher",
             "unwatched",
             "queue",
             "root",
@@ -766,6 +767,8 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
         ]
     );
     assert!(h["rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(h["checks"][3]["value"], "told of changes");
+    assert!(h.get("polling").is_none(), "{h}");
     // The seed's messages were delivered: each recipient's unread inbox is
     // watched too (acknowledgements keep the unread counters true).
     let inboxes = fs::read_dir(session.join("inbox")).map_or(0, |d| d.count());

@@ -365,9 +365,10 @@ fn claude_code_runner_runs_guarded_to_completion_with_the_default_model() {
         ),
         Step::Shell("squadctl progress --status completed --percent 100".into()),
     ]);
-    // The documented runner line (docs/runners.md), {model} from the
-    // built-in default of config.json.
-    let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+    // The documented runner line (docs/runners.md); config.json names no
+    // model, so `--model {model}` is left out and Claude Code runs on its
+    // own default.
+    let command = r#"["claude", "-p", "Read {prompt_file} and work on task {task} as it says.", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}"]"#;
     let env = claude_env(&stub, &p.home, &claude);
     runner_runs_to_completion(command, env, &stub, &p);
 }
@@ -389,7 +390,7 @@ fn claude_code_runner_with_mcp_offers_the_squad_tools_to_the_model() {
         ),
         Step::Shell("squadctl progress --status completed --percent 100".into()),
     ]);
-    let command = r#"["claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
+    let command = r#"["claude", "-p", "Read {prompt_file} and work on task {task} as it says.", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}"]"#;
     let env = claude_env(&stub, &p.home, &claude);
     runner_runs_to_completion_with(command, "      mcp: true\n", env, &stub, &p);
     assert_squad_tools_offered(&stub, |t| format!("mcp__squad__{t}"));

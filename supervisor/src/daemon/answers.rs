@@ -135,6 +135,7 @@ pub(crate) fn answer(sup: &mut EventLoop, i: RootId, method: Method) -> Reply {
                         .collect(),
                     last_event: sup.log.last().cloned().map(Box::new),
                     warnings: super::logging::recent(),
+                    polling: sup.intake.polling().map(str::to_string),
                 },
                 // The socket belongs to one root; report that root.
                 roots: vec![root_report(sup, i, session.as_deref())],

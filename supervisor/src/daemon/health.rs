@@ -49,6 +49,10 @@ pub(crate) struct Health {
     /// with backoff, and what happens in them is missed until then.
     #[serde(default)]
     pub unwatched: Vec<String>,
+    /// Why squadd polls the directories instead of being told of changes
+    /// (no inotify instance could be had), when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polling: Option<String>,
     /// Each root's notify commands (queued, running, failed).
     #[serde(default)]
     pub hooks: Vec<RootHooks>,
@@ -238,6 +242,8 @@ pub(crate) struct Supervision {
     pub queue_depth: usize,
     /// Directories that could not be watched.
     pub unwatched: Vec<String>,
+    /// Why the watcher polls, when it does.
+    pub polling: Option<String>,
     /// Each root.
     pub roots: Vec<RootControl>,
     /// The event loop's wake-ups.
@@ -304,6 +310,21 @@ pub(crate) fn measure(s: &Supervision) -> Health {
                 threshold(watches as f64 / max.max(1) as f64, 0.5, 0.9)
             }),
             note: "raise with: sysctl fs.inotify.max_user_watches=524288".into(),
+        },
+        Check {
+            name: "watcher".into(),
+            value: match &s.polling {
+                Some(_) => "polling".into(),
+                None => "told of changes".into(),
+            },
+            verdict: if s.polling.is_some() {
+                Verdict::Warn
+            } else {
+                Verdict::Ok
+            },
+            note: s.polling.clone().unwrap_or_else(|| {
+                "the kernel reports each change (inotify); polling only when no inotify instance can be had".into()
+            }),
         },
         Check {
             name: "unwatched".into(),
@@ -377,6 +398,7 @@ pub(crate) fn measure(s: &Supervision) -> Health {
         queue_depth,
         disk_free_bytes: disk_free.into_iter().map(|(r, f, _)| (r, f)).collect(),
         unwatched: s.unwatched.clone(),
+        polling: s.polling.clone(),
         hooks: s
             .roots
             .iter()

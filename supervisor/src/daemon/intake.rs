@@ -325,6 +325,14 @@ impl Intake {
     }
 
     /// Directories that could not be watched.
+    /// Why changes are polled for rather than reported, when they are.
+    pub(crate) fn polling(&self) -> Option<&str> {
+        #[cfg(target_os = "linux")]
+        return self.watcher.polling();
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
     pub(crate) fn unwatched(&self) -> &BTreeSet<PathBuf> {
         &self.unwatched
     }

@@ -159,6 +159,9 @@ pub struct EventLoop {
 pub async fn run(options: Options) -> Result<(), StartError> {
     limit_malloc_arenas();
     let (intake, mut fs_rx) = Intake::start()?;
+    if let Some(why) = intake.polling() {
+        tracing::warn!("{why}");
+    }
 
     // Handlers first: a SIGTERM that arrives while starting (or right after
     // READY) must stop the daemon cleanly, not kill it.

@@ -161,6 +161,7 @@ impl EventLoop {
     pub(super) fn supervision(&self) -> health::Supervision {
         health::Supervision {
             watches: self.intake.watch_count(),
+            polling: self.intake.polling().map(str::to_string),
             queue_depth: self.intake.queue_depth(),
             turns: self.turns,
             unwatched: self

@@ -414,3 +414,42 @@ fn made_again_and_watched(
         "{seen:?}"
     );
 }
+
+/// Issue 43 item 7: when the kernel gives no inotify instance (EMFILE:
+/// the user's `fs.inotify.max_user_instances` are used up), squadd does not
+/// refuse to start: it polls the watched directories, says why naming the
+/// limit, and still sees a message written into a watched directory.
+#[cfg(target_os = "linux")]
+#[test]
+fn with_no_inotify_instance_left_the_watcher_polls_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let refused = Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+    let mut w = Watcher::start_on(refused, move |r: Notification| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    let why = w.polling().expect("polling").to_string();
+    assert!(why.contains("fs.inotify.max_user_instances"), "{why}");
+    w.watch(&dir).unwrap();
+    let real = dir.join("m-msg_1.md");
+    std::fs::write(&real, "x").unwrap();
+    // Bounded wait for the next poll (every POLL_INTERVAL); measures nothing.
+    let deadline = std::time::Instant::now() + 10 * super::watcher::POLL_INTERVAL;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let e = rx
+            .recv_timeout(left)
+            .expect("a notification naming the file");
+        if e.unwrap().paths.contains(&real) {
+            break;
+        }
+    }
+    // Any other error of inotify_init1 still fails the start.
+    let other = Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+    assert!(Watcher::start_on(other, |_: Notification| {}).is_err());
+    // The kernel's watcher says nothing of polling.
+    let (w, _rx) = watching(&[&dir]);
+    assert_eq!(w.polling(), None);
+}

@@ -13,11 +13,93 @@
 
 use super::Notification;
 
-#[cfg(target_os = "linux")]
-pub(crate) use self::linux::Watcher;
-
 #[cfg(not(target_os = "linux"))]
 pub(crate) use self::portable::Watcher;
+
+/// How often the polling fallback looks at the watched directories.
+#[cfg(target_os = "linux")]
+pub(crate) const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The directory watcher on Linux: squadd's inotify reader, or, when the
+/// kernel gives this user no more inotify instances (EMFILE from
+/// `inotify_init1`: `fs.inotify.max_user_instances`, 128 by default, is
+/// shared by every program of the user: editors, IDEs, other daemons), the
+/// `notify` crate's polling watcher, which looks at every watched directory
+/// each [`POLL_INTERVAL`]. squadd then starts and works, later by up to the
+/// interval, instead of refusing to start; `health` and `status` say so.
+#[cfg(target_os = "linux")]
+pub(crate) enum Watcher {
+    /// The kernel reports changes.
+    Inotify(linux::Watcher),
+    /// No inotify instance could be had: polling, and why.
+    Polling(notify::PollWatcher, String),
+}
+
+#[cfg(target_os = "linux")]
+impl Watcher {
+    /// Starts watching; `handler` gets every notification.
+    pub(crate) fn start(
+        handler: impl FnMut(Notification) + Send + 'static,
+    ) -> notify::Result<Watcher> {
+        Watcher::start_on(inotify::Inotify::init(), handler)
+    }
+
+    /// [`Watcher::start`] with the result of `inotify_init1` given (tests
+    /// give it the kernel's refusal).
+    pub(crate) fn start_on(
+        inotify: std::io::Result<inotify::Inotify>,
+        handler: impl FnMut(Notification) + Send + 'static,
+    ) -> notify::Result<Watcher> {
+        match inotify {
+            Ok(inotify) => linux::Watcher::start(inotify, handler).map(Watcher::Inotify),
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
+                let config = notify::Config::default().with_poll_interval(POLL_INTERVAL);
+                let why = instances_exhausted(&e);
+                notify::PollWatcher::new(handler, config).map(|w| Watcher::Polling(w, why))
+            }
+            Err(e) => Err(notify::Error::io(e)),
+        }
+    }
+
+    /// Watches the directory at `path` (its entries, not below).
+    pub(crate) fn watch(&mut self, path: &std::path::Path) -> notify::Result<()> {
+        use notify::Watcher as _;
+        match self {
+            Watcher::Inotify(w) => w.watch(path),
+            Watcher::Polling(w, _) => w.watch(path, notify::RecursiveMode::NonRecursive),
+        }
+    }
+
+    /// Stops watching `path`.
+    pub(crate) fn unwatch(&mut self, path: &std::path::Path) -> notify::Result<()> {
+        use notify::Watcher as _;
+        match self {
+            Watcher::Inotify(w) => w.unwatch(path),
+            Watcher::Polling(w, _) => w.unwatch(path),
+        }
+    }
+
+    /// Why squadd polls instead of being told of changes, when it does.
+    pub(crate) fn polling(&self) -> Option<&str> {
+        match self {
+            Watcher::Inotify(_) => None,
+            Watcher::Polling(_, why) => Some(why),
+        }
+    }
+}
+
+/// What to tell a user whose inotify instances are used up (the kernel
+/// says EMFILE, "Too many open files", which sends people to `ulimit -n`).
+#[cfg(target_os = "linux")]
+fn instances_exhausted(e: &std::io::Error) -> String {
+    let max = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .map_or_else(String::new, |m| format!(", now {}", m.trim()));
+    format!(
+        "no inotify instance could be had ({e}): this user's programs hold fs.inotify.max_user_instances of them{max} (or squadd is at its open-file limit); polling every {}s instead; raise it with `sudo sysctl fs.inotify.max_user_instances=1024` (persist in /etc/sysctl.d/)",
+        POLL_INTERVAL.as_secs()
+    )
+}
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -80,11 +162,12 @@ mod linux {
     }
 
     impl Watcher {
-        /// Starts the reader thread; `handler` gets every notification.
+        /// Starts the reader thread of `inotify`; `handler` gets every
+        /// notification.
         pub(crate) fn start(
+            inotify: Inotify,
             mut handler: impl FnMut(Notification) + Send + 'static,
         ) -> notify::Result<Watcher> {
-            let inotify = Inotify::init().map_err(notify::Error::io)?;
             let watches = inotify.watches();
             let table = Arc::new(Mutex::new(Table::default()));
             let (stop, stopped) = UnixStream::pair().map_err(notify::Error::io)?;
