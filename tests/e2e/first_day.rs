@@ -178,3 +178,55 @@ fn installing_hooks_warns_when_squadctl_is_not_on_the_path() {
         );
     }
 }
+
+/// One path style: `session new` and `status` print paths relative to the
+/// project root whether the root was given absolute or found from the
+/// current directory and whether squadd or the files answered; with
+/// `--absolute`, absolute.
+#[test]
+fn paths_are_relative_to_the_root_with_or_without_squadd_and_absolute_on_request() {
+    let (_tmp, root) = tmp_root();
+    ctl_ok(&root, &["init"]);
+    let by_root = ok(run(ctl_root(&root).args(["session", "new", "--slug", "a"])));
+    assert!(by_root.starts_with(".squad/sessions/"), "{by_root}");
+    let abs = ok(run(ctl_root(&root).args([
+        "--absolute",
+        "session",
+        "new",
+        "--slug",
+        "b",
+    ])));
+    assert!(
+        abs.starts_with(&format!("{}/.squad/sessions/", root.display())),
+        "{abs}"
+    );
+    let session = root.join(by_root.trim());
+    write_plan(&session, "task_001", "frontend", "boundries: {}\n");
+    let invalid = |v: &serde_json::Value| -> Vec<String> {
+        v["roots"][0]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["problems"].as_array().unwrap().iter())
+            .map(|p| p["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let status = |c: &mut std::process::Command| -> serde_json::Value {
+        serde_json::from_str(&stdout(&run(c.args(["status", "--json"])))).unwrap()
+    };
+    let down = status(&mut ctl_root(&root));
+    let want = format!("{}/role-plan-frontend-task_001.md", by_root.trim());
+    assert_eq!(invalid(&down), std::slice::from_ref(&want), "{down:#}");
+    assert_eq!(down["roots"][0]["root"], root.display().to_string());
+    let d = Daemon::start(&root);
+    let up = status(&mut ctl(&root));
+    assert_eq!(up["daemon"]["state"], "running");
+    assert_eq!(invalid(&up), std::slice::from_ref(&want), "{up:#}");
+    let absolute = status(ctl(&root).arg("--absolute"));
+    assert_eq!(
+        invalid(&absolute),
+        [format!("{}/{want}", root.display())],
+        "{absolute:#}"
+    );
+    d.terminate();
+}

@@ -246,7 +246,7 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         None
     };
     if args.json {
-        let created: Vec<String> = created.iter().map(|p| p.display().to_string()).collect();
+        let created: Vec<String> = created.iter().map(|p| super::shown(p)).collect();
         let skills: Vec<_> = skills
             .iter()
             .map(|o| json!({"skill": o.skill, "action": o.action, "path": o.path.display().to_string()}))
@@ -258,10 +258,10 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
     }
     let mut out = String::new();
     if created.is_empty() {
-        out.push_str(&format!("{} already initialized\n", squad.display()));
+        out.push_str(&format!("{} already initialized\n", super::shown(&squad)));
     }
     for p in &created {
-        out.push_str(&format!("created {}\n", p.display()));
+        out.push_str(&format!("created {}\n", super::shown(p)));
     }
     if ignores {
         out.push_str(&format!(
@@ -438,12 +438,12 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
             json!({
                 "session": made.name,
                 "session_id": made.session_id,
-                "path": made.dir.display().to_string(),
+                "path": super::shown(&made.dir),
                 "started_at": made.started_at.to_rfc3339_opts(SecondsFormat::Secs, true),
             })
         ));
     } else {
-        super::print_human(&format!("{}\n", made.dir.display()));
+        super::print_human(&format!("{}\n", super::shown(&made.dir)));
     }
     exit::OK
 }
@@ -521,7 +521,7 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
                     (Some(h), None) => format!(" (applied by {})", crate::text::escape(h)),
                     _ => String::new(),
                 };
-                super::print_human(&format!("{} {}{by}\n", dir.display(), o.said))
+                super::print_human(&format!("{} {}{by}\n", super::shown(&dir), o.said))
             }
         }
         Err(EditError::Refused(why)) => {

@@ -415,7 +415,7 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     if args.json {
         super::print(&format!(
             "{:#}\n",
-            json!({"message_id": message_id, "path": path.display().to_string(), "daemon_running": daemon_up})
+            json!({"message_id": message_id, "path": super::shown(&path), "daemon_running": daemon_up})
         ))
     } else {
         super::print(&format!("{message_id}\n"))
@@ -528,7 +528,7 @@ fn item_json(i: &Item, m: Option<&Message>, now: DateTime<Utc>) -> serde_json::V
         "message_id": i.message_id,
         "priority": i.priority,
         "unread": i.unread,
-        "path": i.path.display().to_string(),
+        "path": super::shown(&i.path),
         "from": m.map(|m| &m.meta.from_agent),
         "type": m.map(|m| &m.kind),
         "subject": m.map(|m| &m.subject),
@@ -569,7 +569,7 @@ fn render_message(
         esc(&i.message_id),
         esc(&i.session),
         if i.unread { ", unread" } else { "" },
-        esc(&path.display().to_string()),
+        esc(&super::shown(path)),
         text
     )
 }
@@ -670,7 +670,7 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
                     "message_id": w.message_id,
                     "priority": w.priority,
                     "from": w.from,
-                    "path": w.path.display().to_string(),
+                    "path": super::shown(&w.path),
                 })
             })
             .collect();
@@ -731,7 +731,7 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
                 esc(&w.message_id),
                 esc(&w.from),
                 esc(&w.session),
-                esc(&w.path.display().to_string())
+                esc(&super::shown(&w.path))
             ));
         }
     }
