@@ -99,6 +99,10 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// What not to do, and why.
     pub skips: Vec<Skip>,
+    /// What is kept for now and until when, nothing being wrong with it
+    /// (an active session, one not old enough yet): so that a run that
+    /// does nothing says why.
+    pub kept: Vec<Skip>,
 }
 
 fn age(now: DateTime<Utc>, since: DateTime<Utc>) -> Duration {
@@ -162,7 +166,13 @@ pub fn plan(policy: &Retention, sessions: &[SessionFacts], now: DateTime<Utc>) -
             ),
             // Active sessions (and ones whose status cannot be read) are kept
             // indefinitely.
-            (Place::Sessions, _) => continue,
+            (Place::Sessions, state) => {
+                out.kept.push(skip(match state {
+                    Some(_) => "active: kept until it completes or fails".into(),
+                    None => "its session-status.md cannot be read: kept".into(),
+                }));
+                continue;
+            }
         };
         let (since, since_source) = match (moment, s.mtime) {
             (Some(t), _) => (t, source),
@@ -175,6 +185,19 @@ pub fn plan(policy: &Retention, sessions: &[SessionFacts], now: DateTime<Utc>) -
         };
         let age = age(now, since);
         if age < limit {
+            let what = if verb == Verb::Archive {
+                "archived"
+            } else {
+                "deleted"
+            };
+            out.kept.push(skip(format!(
+                "{source} {} ago; {what} {} after it ({rule}), in {}",
+                crate::duration::format_duration(Duration::from_secs(age.as_secs())),
+                crate::duration::format_duration(limit),
+                crate::duration::format_duration(Duration::from_secs(
+                    (limit - age).as_secs().max(1)
+                ))
+            )));
             continue;
         }
         if s.live_locks > 0 {

@@ -260,7 +260,7 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
                         sn,
                         e.task_id.as_deref(),
                         format!(
-                            "{} error from {}{}: {}",
+                            "{} report from {}{}: {}",
                             e.severity,
                             e.agent,
                             e.task_id

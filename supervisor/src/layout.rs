@@ -45,6 +45,53 @@ pub(crate) const GITIGNORE: &str = "\
 .*.tmp.*
 ";
 
+/// Files squad-supervisor generates outside `.squad/`, which `squadctl
+/// init` lists in the project's top-level `.gitignore` (issue 40 item 6):
+/// squadd's shared context (regenerated from the sessions) and the team
+/// export `squadctl export` writes by default (a file to carry elsewhere).
+pub(crate) const PROJECT_IGNORES: [&str; 2] =
+    ["/.claude/context/shared-context.json", "/squad-export.json"];
+
+/// The heading of the block `init` appends to `.gitignore`.
+const PROJECT_IGNORES_HEADING: &str =
+    "# squad-supervisor: generated files (added by `squadctl init`)";
+
+/// Appends to `<root>/.gitignore` (created if missing) the entries of
+/// [`PROJECT_IGNORES`] it lacks, under one heading; the user's lines are
+/// kept as they are. `Ok(true)` when it wrote.
+pub(crate) fn ensure_project_ignores(root: &Path) -> io::Result<bool> {
+    let path = root.join(".gitignore");
+    let old = match squad_protocol::fsx::read_regular_to_string(&path, 1 << 20) {
+        Ok(t) => t,
+        Err(squad_protocol::fsx::ReadError::NotFound) => String::new(),
+        Err(e) => return Err(io::Error::other(e.to_string())),
+    };
+    let has = |entry: &str| {
+        old.lines().any(|l| {
+            let l = l.trim();
+            l == entry || l == entry.trim_start_matches('/')
+        })
+    };
+    let missing: Vec<&str> = PROJECT_IGNORES.into_iter().filter(|e| !has(e)).collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    let mut text = old;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if !text.contains(PROJECT_IGNORES_HEADING) {
+        text.push_str(PROJECT_IGNORES_HEADING);
+        text.push('\n');
+    }
+    for e in missing {
+        text.push_str(e);
+        text.push('\n');
+    }
+    crate::safefs::write_atomic(&path, text.as_bytes())?;
+    Ok(true)
+}
+
 /// Whether a project-relative path (`.squad/…`, `/`-separated) is runtime
 /// state listed in [`GITIGNORE`]; `squadctl check` skips such changes.
 pub(crate) fn is_runtime_path(path: &str) -> bool {

@@ -61,7 +61,7 @@ fn status_lists_what_needs_a_human_first_with_the_command_that_resolves_it() {
     let text = stdout(&out);
     assert!(text.starts_with("needs attention (3):\n"), "{text}");
     let first = text
-        .find("critical error from bob on task_002: disk full")
+        .find("critical report from bob on task_002: disk full")
         .expect(&text);
     let blocked = text
         .find("task_001 (alice) is blocked: need the schema")
@@ -369,7 +369,7 @@ fn top_in_tmux_shows_what_needs_you_and_follows_the_files() {
     assert!(screen.contains("squadd DOWN"), "{screen}");
     let needs = screen.find("NEEDS YOU").unwrap();
     for item in [
-        "critical error from bob on task_002: disk full",
+        "critical report from bob on task_002: disk full",
         "task_001 (alice) is blocked: need the schema",
         "run of task_003 (carol) is held",
     ] {
@@ -512,7 +512,8 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
         "task_001 in_progress alice run running pid",
         "cpu ",
         "wrote role-comm-alice-task_001.md",
-        &id,
+        // The lead's message by sender and subject, not by id.
+        "medium bob: hello (",
     ]);
     assert!(screen.contains("up "), "{screen}");
     assert!(screen.lines().all(|l| l.chars().count() <= 60), "{screen}");
@@ -538,7 +539,7 @@ fn top_keys_stop_and_start_a_run_and_acknowledge_a_message() {
     assert_eq!(rec["held"], false, "{rec}");
 
     // a: the lead's message is acknowledged (moved out of new/).
-    select(&tmux, &id);
+    select(&tmux, "bob: hello");
     press(&tmux, "a");
     tmux.wait_for(&[
         &format!("acknowledged {id}"),

@@ -346,7 +346,7 @@ fn the_readme_quick_start_shows_a_clean_top_while_squadd_runs_in_the_background(
             .unwrap(),
     );
     // The session completes on top's screen, and every line of it is top's.
-    let screen = tmux.wait_for(&["squadd running (pid", "3/3"]);
+    let screen = tmux.wait_for(&["squadd running (pid", "3/3 session completed"]);
     for line in screen.lines() {
         for foreign in [" INFO ", " WARN ", "squad_supervisor", "squadd:", "$ "] {
             assert!(

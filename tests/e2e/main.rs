@@ -20,6 +20,7 @@ mod core;
 pub mod daemon;
 mod defaults;
 mod errors;
+mod first_day;
 mod first_hour;
 mod gc;
 mod guard;

@@ -109,3 +109,60 @@ fn a_notice_whose_file_was_fixed_never_escalates_and_an_overdue_reply_is_cleared
 fn shlex_words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
+
+/// The overdue notice of a task completed while squadd was down is moot
+/// at the restart: never escalated, never an overdue reply; a live
+/// message delivered after it escalates (the wait that shows the notice
+/// was looked at).
+#[test]
+fn the_overdue_notice_of_a_task_since_completed_never_escalates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    init_session(&root, "late");
+    write_policy(&root, "messages:\n  escalate_after:\n    high: 1h\n");
+    ok(task_new(
+        &root,
+        &words("--agent frontend --instruction x --allow src/** --timeout 1s"),
+    ));
+    ctl_ok(
+        &root,
+        &words("progress --agent frontend --task task_001 --status in_progress"),
+    );
+    let d = Daemon::start(&root);
+    let notice = delivered(&root, "frontend", "msg_squadd_overdue_");
+    d.terminate();
+    ctl_ok(
+        &root,
+        &words("progress --agent frontend --task task_001 --status completed"),
+    );
+    write_policy(&root, "messages:\n  escalate_after:\n    high: 1s\n");
+    ok(run(ctl(&root).args([
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        "frontend",
+        "--priority",
+        "high",
+        "--type",
+        "notification",
+        "--subject",
+        "thanks",
+        "--message",
+        "done?",
+    ])));
+    let d = Daemon::start(&root);
+    let live = delivered(&root, "frontend", "msg_2");
+    eventually("the live message escalated", || {
+        (audited_message(&root, "message-escalated", &live) == 1).then_some(())
+    });
+    assert_eq!(audited_message(&root, "message-escalated", &notice), 0);
+    let replies = overdue_replies(&root);
+    assert!(
+        replies
+            .iter()
+            .all(|i| !i["summary"].as_str().unwrap().contains(&notice)),
+        "{replies:?}"
+    );
+    d.terminate();
+}

@@ -182,9 +182,17 @@ fn dry_run_plans_and_the_real_run_does_exactly_that() {
     let human = stdout(&ctl_run(root, &["gc", "--dry-run", "--now", NOW]));
     assert!(human.contains("would archive sessions 20240530T000000Z-completed-25h  (retention.archive_completed_after reached: 1d1h since completed_at"), "{human}");
     assert!(
-        human.ends_with("1 to archive, 2 to delete, 2 skipped\n"),
+        human.ends_with("1 to archive, 2 to delete, 2 skipped, 4 kept\n"),
         "{human}"
     );
+    // What stays says why and until when (issue 40 item 6).
+    for kept in [
+        "keep          sessions 20230601T000000Z-active-1y  (active: kept until it completes or fails)",
+        "keep          sessions 20240601T000000Z-completed-1h  (completed_at 1h ago; archived 1d after it (retention.archive_completed_after), in 23h)",
+        "keep          archives 20240520T000000Z-archived-3d  (archived_at 3d ago; deleted 30d after it (retention.delete_archived_after), in 27d)",
+    ] {
+        assert!(human.contains(kept), "{kept}\n{human}");
+    }
 
     let out = ctl_run(root, &["gc", "--now", NOW]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
@@ -232,7 +240,7 @@ fn dry_run_plans_and_the_real_run_does_exactly_that() {
     // Running again does nothing more.
     let out = ctl_run(root, &["gc", "--now", NOW]);
     assert!(
-        stdout(&out).ends_with("0 to archive, 0 to delete, 2 skipped\n"),
+        stdout(&out).ends_with("0 to archive, 0 to delete, 2 skipped, 5 kept\n"),
         "{}",
         stdout(&out)
     );

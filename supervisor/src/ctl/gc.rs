@@ -100,6 +100,16 @@ pub(crate) fn render_plan(plan: &Plan, dry_run: bool) -> String {
             crate::text::escape(&s.reason)
         ));
     }
+    // What stays, and why: a run that does nothing says so.
+    for k in &plan.kept {
+        out.push_str(&format!(
+            "{:<13} {:<8} {}  ({})\n",
+            "keep",
+            format!("{:?}", k.place).to_lowercase(),
+            crate::text::escape(&k.name),
+            crate::text::escape(&k.reason)
+        ));
+    }
     let archive = plan
         .actions
         .iter()
@@ -111,9 +121,10 @@ pub(crate) fn render_plan(plan: &Plan, dry_run: bool) -> String {
         .filter(|a| a.verb == Verb::Finish)
         .count();
     out.push_str(&format!(
-        "{archive} to archive, {} to delete, {} skipped{}\n",
+        "{archive} to archive, {} to delete, {} skipped, {} kept{}\n",
         plan.actions.len() - archive - finish,
         plan.skips.len(),
+        plan.kept.len(),
         if finish > 0 {
             format!(", {finish} interrupted deletion(s) to finish")
         } else {

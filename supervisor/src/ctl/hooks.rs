@@ -215,7 +215,12 @@ pub(crate) fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
                 place: place.to_string(),
                 lines: manager_lines(&a.program),
             }),
-            None => install(&dir, &a.program),
+            None => {
+                if let Some(w) = super::program::unreachable_warning(&a.program, "the git hooks") {
+                    super::warn(w);
+                }
+                install(&dir, &a.program)
+            }
         },
         HooksCommand::Uninstall(_) => uninstall(&dir),
         HooksCommand::Run(a) => return super::hook_run::run(&root, a.hook, &a.args),

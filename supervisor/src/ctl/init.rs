@@ -17,7 +17,8 @@ use std::path::Path;
 /// Create `.squad/` in the project root (default: the current directory).
 ///
 /// Creates `sessions/`, `archives/` and `run/` (mode 0700), a `.gitignore`
-/// for runtime state, a commented default policy (`policies.yaml`: every
+/// for runtime state, the project `.gitignore` entries of the files it
+/// generates outside `.squad/` (the shared context, the team export), a commented default policy (`policies.yaml`: every
 /// setting with its default, commented out), and installs the built-in skills into `.squad/skills/`
 /// (squad-protocol teaches agents the command line). Safe to run again:
 /// existing directories, an existing `.gitignore` or `policies.yaml` and
@@ -206,6 +207,14 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         }
         created.push(gitignore);
     }
+    // Generated files outside .squad/ that `git add -A` must not take.
+    let ignores = match crate::layout::ensure_project_ignores(root::fs_path(&root)) {
+        Ok(wrote) => wrote,
+        Err(e) => {
+            super::warn(format!("{}: {e}", root.join(".gitignore").display()));
+            false
+        }
+    };
     let policy = squad.join("policies.yaml");
     if std::fs::symlink_metadata(&policy).is_err() {
         let text = super::example::commented_default_policy();
@@ -247,14 +256,14 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         None
     };
     if args.json {
-        let created: Vec<String> = created.iter().map(|p| p.display().to_string()).collect();
+        let created: Vec<String> = created.iter().map(|p| super::shown(p)).collect();
         let skills: Vec<_> = skills
             .iter()
             .map(|o| json!({"skill": o.skill, "action": o.action, "path": o.path.display().to_string()}))
             .collect();
         return super::print(&format!(
             "{:#}\n",
-            json!({"squad_dir": squad.display().to_string(), "migrated": migrated, "created": created, "skills": skills, "agents_md_updated": agents_md, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
+            json!({"squad_dir": squad.display().to_string(), "migrated": migrated, "created": created, "skills": skills, "agents_md_updated": agents_md, "gitignore_updated": ignores, "example_session": example.as_ref().map(|e| e.session.display().to_string()), "next_steps": next_steps.iter().map(|(cmd, why)| json!({"command": cmd, "why": why})).collect::<Vec<_>>()})
         ));
     }
     let mut out = String::new();
@@ -263,10 +272,16 @@ pub(crate) fn init(root_arg: Option<&Path>, args: InitArgs) -> u8 {
         out.push('\n');
     }
     if created.is_empty() {
-        out.push_str(&format!("{} already initialized\n", squad.display()));
+        out.push_str(&format!("{} already initialized\n", super::shown(&squad)));
     }
     for p in &created {
-        out.push_str(&format!("created {}\n", p.display()));
+        out.push_str(&format!("created {}\n", super::shown(p)));
+    }
+    if ignores {
+        out.push_str(&format!(
+            ".gitignore: ignores {} (generated)\n",
+            crate::layout::PROJECT_IGNORES.join(", ")
+        ));
     }
     for o in &skills {
         out.push_str(&format!("skill {}: {}\n", o.skill, o.message));
@@ -437,12 +452,12 @@ fn new_session(root_arg: Option<&Path>, args: NewArgs) -> u8 {
             json!({
                 "session": made.name,
                 "session_id": made.session_id,
-                "path": made.dir.display().to_string(),
+                "path": super::shown(&made.dir),
                 "started_at": made.started_at.to_rfc3339_opts(SecondsFormat::Secs, true),
             })
         ));
     } else {
-        super::print_human(&format!("{}\n", made.dir.display()));
+        super::print_human(&format!("{}\n", super::shown(&made.dir)));
     }
     exit::OK
 }
@@ -520,7 +535,7 @@ fn edit_session(root_arg: Option<&Path>, id: &str, edit: SessionEdit, json: bool
                     (Some(h), None) => format!(" (applied by {})", crate::text::escape(h)),
                     _ => String::new(),
                 };
-                super::print_human(&format!("{} {}{by}\n", dir.display(), o.said))
+                super::print_human(&format!("{} {}{by}\n", super::shown(&dir), o.said))
             }
         }
         Err(EditError::Refused(why)) => {

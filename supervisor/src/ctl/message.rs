@@ -190,7 +190,8 @@ pub(crate) fn session_state(dir: &Path) -> Option<SessionState> {
 ///
 /// Sends to the original's sender, about the original's task, in its
 /// session, with `in_reply_to` set and the subject `Re: <subject>`; the
-/// rules and refusals are `send`'s.
+/// rules and refusals are `send`'s. Once sent, the original is read
+/// (acknowledged, as `inbox ack`).
 #[derive(Debug, clap::Args)]
 pub struct ReplyArgs {
     /// The id of the message answered (in your inbox).
@@ -248,7 +249,7 @@ pub(crate) fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
     } else {
         format!("Re: {}", original.subject)
     };
-    send(
+    let code = send(
         Some(&root),
         SendArgs {
             from: args.from,
@@ -266,7 +267,20 @@ pub(crate) fn reply(root_arg: Option<&Path>, args: ReplyArgs) -> u8 {
             new_agent: true,
             json: args.json,
         },
-    )
+    );
+    // Answered is read: the question leaves the unread ones (and cannot
+    // escalate as an overdue reply any more).
+    if code == exit::OK
+        && item.unread
+        && let Err(e) = inbox::ack(item)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        super::warn(format!(
+            "the answer was sent, but {} stays unread: {e}",
+            item.message_id
+        ));
+    }
+    code
 }
 
 /// Runs `squadctl send`.
@@ -401,7 +415,7 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     if args.json {
         super::print(&format!(
             "{:#}\n",
-            json!({"message_id": message_id, "path": path.display().to_string(), "daemon_running": daemon_up})
+            json!({"message_id": message_id, "path": super::shown(&path), "daemon_running": daemon_up})
         ))
     } else {
         super::print(&format!("{message_id}\n"))
@@ -485,7 +499,7 @@ fn items(root: &Path, agent: &str, session: Option<&str>) -> Result<Vec<Item>, S
 /// delivered copy keeps the message's payload under an inbox name, so it is
 /// read as a message payload rather than checked by file name (squadd
 /// validated it before delivering).
-fn read_message(item: &Item) -> Result<(String, Option<Message>), String> {
+pub(crate) fn read_message(item: &Item) -> Result<(String, Option<Message>), String> {
     let text = squad_protocol::fsx::read_regular_to_string(
         &item.path,
         squad_protocol::validate::MAX_FILE_BYTES,
@@ -514,7 +528,7 @@ fn item_json(i: &Item, m: Option<&Message>, now: DateTime<Utc>) -> serde_json::V
         "message_id": i.message_id,
         "priority": i.priority,
         "unread": i.unread,
-        "path": i.path.display().to_string(),
+        "path": super::shown(&i.path),
         "from": m.map(|m| &m.meta.from_agent),
         "type": m.map(|m| &m.kind),
         "subject": m.map(|m| &m.subject),
@@ -555,7 +569,7 @@ fn render_message(
         esc(&i.message_id),
         esc(&i.session),
         if i.unread { ", unread" } else { "" },
-        esc(&path.display().to_string()),
+        esc(&super::shown(path)),
         text
     )
 }
@@ -656,7 +670,7 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
                     "message_id": w.message_id,
                     "priority": w.priority,
                     "from": w.from,
-                    "path": w.path.display().to_string(),
+                    "path": super::shown(&w.path),
                 })
             })
             .collect();
@@ -717,7 +731,7 @@ fn list(root: &Path, a: &InboxArgs) -> u8 {
                 esc(&w.message_id),
                 esc(&w.from),
                 esc(&w.session),
-                esc(&w.path.display().to_string())
+                esc(&super::shown(&w.path))
             ));
         }
     }

@@ -1,7 +1,7 @@
 //! `squadctl`: the command line for agents, humans and CI.
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub(crate) use crate::canon;
@@ -22,6 +22,7 @@ pub(crate) mod memory;
 pub(crate) mod message;
 mod migrate;
 mod plan_cache;
+mod program;
 pub(crate) mod read;
 mod recipients;
 pub(crate) mod runs;
@@ -65,6 +66,11 @@ pub struct Cli {
     /// (on stderr).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+
+    /// Print paths absolute. Default: relative to the project root (the
+    /// same whether or not squadd runs and however the root was given).
+    #[arg(long, global = true)]
+    pub absolute: bool,
 
     /// What to do.
     #[command(subcommand)]
@@ -196,15 +202,89 @@ pub fn main() -> ExitCode {
     for note in crate::team::recover_for_command(cli.root.as_deref()) {
         warn(note);
     }
+    // Where paths are shown from: resolved when a command first prints
+    // one (the guard, which prints none, pays nothing).
+    let _ = ROOT_ARG.set(cli.root.clone());
+    ABSOLUTE.store(cli.absolute, std::sync::atomic::Ordering::Relaxed);
     if verbose()
         && let Ok(root) = crate::root::resolve(cli.root.as_deref())
     {
+        // The resolved root is empty when it is the current directory:
+        // named in full, never as an empty word.
+        let fs = crate::root::fs_path(&root);
+        let shown = std::fs::canonicalize(fs).unwrap_or_else(|_| fs.to_path_buf());
         eprintln!(
             "squadctl: project root {}",
-            crate::text::escape(&root.display().to_string())
+            crate::text::escape(&shown.display().to_string())
         );
     }
     ExitCode::from(dispatch(cli))
+}
+
+/// `--root` as given, for [`shown`].
+static ROOT_ARG: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+/// The project root paths are shown relative to (canonical), once asked.
+static SHOWN_ROOT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+/// `--absolute`.
+static ABSOLUTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A path as commands print it (issue 40 item 6): relative to the project
+/// root (`.squad/sessions/S`, the root itself `.`), whether it was built
+/// from `--root /abs`, `.` or the current directory; absolute with
+/// `--absolute`; a path outside the project as it is.
+pub(crate) fn shown(path: &Path) -> String {
+    let root = SHOWN_ROOT.get_or_init(|| {
+        let arg = ROOT_ARG.get().cloned().flatten();
+        let root = crate::root::resolve(arg.as_deref()).ok()?;
+        let fs = crate::root::fs_path(&root);
+        Some(std::fs::canonicalize(fs).unwrap_or_else(|_| fs.to_path_buf()))
+    });
+    shown_with(
+        path,
+        root.as_deref(),
+        ABSOLUTE.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A path in full (the current directory joined to a relative one, `.`
+/// components dropped), whatever `--absolute` says.
+pub(crate) fn absolute(path: &Path) -> String {
+    shown_with(path, None, true)
+}
+
+/// [`shown`] given the root and the style.
+fn shown_with(path: &Path, root: Option<&Path>, absolute: bool) -> String {
+    let joined;
+    let abs = if path.is_absolute() {
+        path
+    } else {
+        match std::env::current_dir() {
+            Ok(cwd) => {
+                joined = cwd.join(path);
+                &joined
+            }
+            Err(_) => return path.display().to_string(),
+        }
+    };
+    // `a/./b` is `a/b`: the components say so without touching the disk.
+    let abs: PathBuf = abs
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    if absolute {
+        return abs.display().to_string();
+    }
+    // The root is canonical; a path reached through a link is made so
+    // before it is compared.
+    let canonical = root
+        .filter(|r| !abs.starts_with(r))
+        .and_then(|_| std::fs::canonicalize(&abs).ok());
+    let abs = canonical.unwrap_or(abs);
+    match root.and_then(|r| abs.strip_prefix(r).ok()) {
+        Some(rel) if rel.as_os_str().is_empty() => ".".into(),
+        Some(rel) => rel.display().to_string(),
+        None => path.display().to_string(),
+    }
 }
 
 /// The command lines `guard install` writes into the agent CLIs' hooks
@@ -242,6 +322,7 @@ fn guard_hook_line(
         root,
         quiet: false,
         verbose: 0,
+        absolute: false,
         command: Command::Guard(guard::Args {
             format,
             action: None,
@@ -458,6 +539,30 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed test
 
     use super::*;
+
+    #[test]
+    fn paths_are_shown_relative_to_the_root_or_absolute() {
+        let root = Path::new("/p/proj");
+        let s = Path::new("/p/proj/.squad/sessions/s1");
+        assert_eq!(
+            super::shown_with(s, Some(root), false),
+            ".squad/sessions/s1"
+        );
+        assert_eq!(super::shown_with(root, Some(root), false), ".");
+        assert_eq!(
+            super::shown_with(s, Some(root), true),
+            "/p/proj/.squad/sessions/s1"
+        );
+        assert_eq!(
+            super::shown_with(Path::new("/p/proj/./.squad/x"), Some(root), false),
+            ".squad/x"
+        );
+        assert_eq!(
+            super::shown_with(Path::new("/elsewhere/f"), Some(root), false),
+            "/elsewhere/f"
+        );
+    }
+
     use proptest::prelude::*;
     use std::ffi::OsString;
 

@@ -316,7 +316,18 @@ fn next_once(root: &Path, args: &NextArgs) -> Result<Option<u8>, u8> {
 pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
     let s = match target::resolve(root, args.session.as_deref(), Defines::Any) {
         Ok(s) => s,
-        Err(e) => return super::fail(e),
+        // No active session: the latest ended one, said (its tasks are
+        // still what a lead asks about once the work is done).
+        Err(e) => match (args.session.is_none(), target::latest_ended(root)) {
+            (true, Some((s, state))) => {
+                super::warn(format!(
+                    "no active session; the tasks of session {} ({state})",
+                    crate::text::escape(&s.name)
+                ));
+                s
+            }
+            _ => return super::fail(e),
+        },
     };
     let view = derive(root, &s);
     // A run that needs a human (held, or failed for good) shows beside
@@ -393,7 +404,21 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
 pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
     let s = match target::resolve(root, args.session.as_deref(), Defines::Task(&args.task)) {
         Ok(s) => s,
-        Err(e) => return super::fail(e),
+        // A task of an ended session is still shown (read-only), said.
+        Err(e) => match (
+            args.session.is_none(),
+            target::ended_session_of(root, &args.task),
+        ) {
+            (true, Some((s, state))) => {
+                super::warn(format!(
+                    "task {} is in session {}, which is {state}",
+                    crate::text::escape(&args.task),
+                    crate::text::escape(&s.name)
+                ));
+                s
+            }
+            _ => return super::fail(e),
+        },
     };
     let view = derive(root, &s);
     let Some(t) = view.tasks.iter().find(|t| t.task_id == args.task) else {
@@ -460,8 +485,22 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
             v.join(", ")
         }
     };
-    let unmet: Vec<&str> = t.unmet.iter().map(String::as_str).collect();
-    out.push_str(&format!("  waits for: {}\n", list(&unmet)));
+    // Every prerequisite with its state: a met one stays listed, as
+    // `task_001 (completed)`, rather than vanishing once done.
+    let requires: Vec<String> = t
+        .prerequisites
+        .iter()
+        .map(|p| {
+            let state = view
+                .tasks
+                .iter()
+                .find(|o| &o.task_id == p)
+                .map_or("no task assignment", state_word);
+            format!("{p} ({state})")
+        })
+        .collect();
+    let requires: Vec<&str> = requires.iter().map(String::as_str).collect();
+    out.push_str(&format!("  requires: {}\n", list(&requires)));
     out.push_str(&format!("  waited for by: {}\n", list(&dependents)));
     if let Some(d) = t.due_at {
         out.push_str(&format!(
@@ -522,19 +561,44 @@ pub(crate) fn session_list(root_arg: Option<&Path>, args: SessionListArgs) -> u8
             .collect();
         return super::print(&format!("{:#}\n", json!({"sessions": list})));
     }
+    // Columns as wide as their widest cell: a long slug or a `completed`
+    // status never pushes the next column out of line.
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|(v, age)| {
+            [
+                crate::text::escape(&v.name).into_owned(),
+                v.status.to_string(),
+                v.phase.map_or("-", |p| p.as_str()).to_string(),
+                format!("{}/{} tasks", v.tasks_completed, v.tasks_total),
+                age.map_or_else(
+                    || "-".to_string(),
+                    |a| format!("{} old", crate::text::human_age(a)),
+                ),
+            ]
+        })
+        .collect();
     let mut out = String::new();
-    for (v, age) in &rows {
+    let width = |i: usize| {
+        cells
+            .iter()
+            .map(|c| c[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths = [width(0), width(1), width(2), width(3)];
+    for c in &cells {
         out.push_str(&format!(
-            "{:<32} {:<9} {:<14} {}/{} tasks  {}\n",
-            v.name,
-            v.status,
-            v.phase.map_or("-", |p| p.as_str()),
-            v.tasks_completed,
-            v.tasks_total,
-            age.map_or_else(
-                || "-".to_string(),
-                |a| format!("{} old", crate::text::human_age(a))
-            )
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {}\n",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
         ));
     }
     if out.is_empty() {

@@ -164,6 +164,18 @@ pub(crate) fn gather(
     {
         return Err(format!("no session named `{s}`"));
     }
+    // One path style, whoever read the files (squadd's absolute roots, the
+    // files' `.`): relative to the project root, or absolute (--absolute).
+    // The root itself is named in full (in a worktree it is the main
+    // checkout: docs/worktrees.md).
+    for r in &mut report.roots {
+        r.root = super::absolute(Path::new(&r.root));
+        for s in &mut r.sessions {
+            for p in &mut s.problems {
+                p.path = super::shown(Path::new(&p.path));
+            }
+        }
+    }
     // What needs a human (docs/daemon.md, "Needs attention").
     let (runs, policy_errors, config_errors) = attention_facts(root, session);
     crate::attention::drop_held_agents(&mut report, &runs);

@@ -99,6 +99,27 @@ pub(crate) fn resolve(
     }
 }
 
+/// The latest session (by directory name, which starts with its start
+/// time) that has ended, with its state: what `task list` shows when no
+/// session is active.
+pub(crate) fn latest_ended(root: &Path) -> Option<(SessionIndex, SessionState)> {
+    session_dirs(root).ok()?.into_iter().rev().find_map(|dir| {
+        let state = super::message::session_state(&dir)?;
+        if state == SessionState::Active {
+            return None;
+        }
+        Some((scan_session(&dir).ok()?, state))
+    })
+}
+
+/// The ended session that plans `task`, loaded, with its state (`task
+/// show` reads it).
+pub(crate) fn ended_session_of(root: &Path, task: &str) -> Option<(SessionIndex, SessionState)> {
+    let (name, state) = ended_home(root, task)?;
+    let dir = crate::root::named_session(root, &name).ok()?;
+    Some((scan_session(&dir).ok()?, state))
+}
+
 /// An ended session that plans `task` (to say so rather than "unknown").
 fn ended_home(root: &Path, task: &str) -> Option<(String, SessionState)> {
     session_dirs(root).ok()?.into_iter().find_map(|dir| {

@@ -62,6 +62,8 @@ pub(crate) struct SessionLine {
     pub name: String,
     /// Phase as written, or `-`.
     pub phase: String,
+    /// `completed` or `failed` once the session ended, else empty.
+    pub ended: String,
     /// Completed tasks.
     pub done: u64,
     /// All tasks.
@@ -79,6 +81,9 @@ pub(crate) struct MessageLine {
     pub id: String,
     /// Priority word.
     pub priority: String,
+    /// Its sender and subject (`bob: api shape?`), or the id when the
+    /// file cannot be read as a message.
+    pub what: String,
     /// The inbox entry.
     pub path: PathBuf,
     /// The lead it was sent to.
@@ -278,12 +283,16 @@ pub(crate) fn render(frame: &mut Frame<'_>, view: &TopView) {
     let mut task_index = 0;
     for s in &view.sessions {
         lines.push(Line::raw(format!(
-            "  {} {} {}/{} phase {}{}",
+            "  {} {} {}/{} {}{}",
             s.name,
             bar(s.done, s.total, 10),
             s.done,
             s.total,
-            s.phase,
+            if s.ended.is_empty() {
+                format!("phase {}", s.phase)
+            } else {
+                format!("session {}", s.ended)
+            },
             if s.cost.is_empty() {
                 String::new()
             } else {
@@ -331,7 +340,10 @@ pub(crate) fn render(frame: &mut Frame<'_>, view: &TopView) {
         let (m, s) = mark(Selected::Message(i));
         lines.push(Line::from(vec![
             Span::styled(m, s),
-            Span::styled(format!("{} {} ({})", msg.priority, msg.id, msg.session), s),
+            Span::styled(
+                format!("{} {} ({})", msg.priority, msg.what, msg.session),
+                s,
+            ),
         ]));
     }
     // Keep the selected row on screen in a short terminal.
@@ -461,6 +473,10 @@ fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
     for r in &g.report.roots {
         for s in &r.sessions {
             view.sessions.push(SessionLine {
+                ended: match s.status {
+                    squad_protocol::model::SessionState::Active => String::new(),
+                    other => other.as_str().to_string(),
+                },
                 name: s.name.clone(),
                 phase: s.phase.map_or_else(|| "-".into(), |p| p.to_string()),
                 done: s.tasks_completed,
@@ -496,9 +512,18 @@ fn gather(root: &Path, session: Option<&str>, color: bool) -> TopView {
                     .into_iter()
                     .filter(|m| m.unread)
                 {
+                    let what = match super::message::read_message(&m) {
+                        Ok((_, Some(msg))) => crate::text::escape(&format!(
+                            "{}: {}",
+                            msg.meta.from_agent, msg.subject
+                        ))
+                        .into_owned(),
+                        _ => crate::text::escape(&m.message_id).into_owned(),
+                    };
                     view.messages.push(MessageLine {
                         session: s.name.clone(),
                         id: m.message_id.clone(),
+                        what,
                         priority: m.priority.to_string(),
                         path: m.path.clone(),
                         agent: lead.clone(),
@@ -747,6 +772,7 @@ mod tests {
                 command: "squadctl task show t1 --session s1".into(),
             }],
             sessions: vec![SessionLine {
+                ended: String::new(),
                 name: "s1".into(),
                 phase: "implementation".into(),
                 done: 1,
@@ -833,6 +859,24 @@ mod tests {
             text.contains("  10:00:01 WARN cannot write summary.md"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn lead_messages_show_sender_and_subject_and_an_ended_session_says_so() {
+        let mut v = view();
+        v.messages.push(MessageLine {
+            session: "s1".into(),
+            id: "msg_1".into(),
+            priority: "high".into(),
+            what: "bob: api shape?".into(),
+            path: PathBuf::new(),
+            agent: "lead".into(),
+            dir: PathBuf::new(),
+        });
+        v.sessions[0].ended = "completed".into();
+        let text = screen(&v, 60);
+        assert!(text.contains("high bob: api shape? (s1)"), "{text}");
+        assert!(text.contains("1/2 session completed"), "{text}");
     }
 
     #[test]

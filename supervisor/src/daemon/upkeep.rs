@@ -211,7 +211,7 @@ pub(crate) fn carry_out_removal(
             since: r.at,
             since_source: "cluster",
         }],
-        skips: Vec::new(),
+        ..Plan::default()
     };
     for (session, path, outcome) in crate::retention::execute(&mut places, &plan, Utc::now()) {
         let kind = match outcome {

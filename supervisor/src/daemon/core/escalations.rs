@@ -83,7 +83,22 @@ pub(crate) fn run(
         return effects;
     }
     for (d, path) in escalated {
-        effects.push(Effect::Emit {
+        effects.extend(told(id, session, d, path));
+    }
+    // Once for the batch: a burst escalating together is one write.
+    effects.push(Effect::SaveState(id));
+    effects
+}
+
+/// An escalation said: its event and the recipient's notify hook.
+fn told(
+    id: RootId,
+    session: &str,
+    d: crate::daemon::routing::DueEscalation,
+    path: std::path::PathBuf,
+) -> [Effect; 2] {
+    [
+        Effect::Emit {
             root: id,
             session: Some(session.to_string()),
             path: Some(path.clone()),
@@ -92,18 +107,80 @@ pub(crate) fn run(
                 message_id: d.message_id.clone(),
                 priority: d.priority.to_string(),
             },
-        });
-        effects.push(Effect::Notify {
+        },
+        Effect::Notify {
             root: id,
             session: session.to_string(),
             to: d.to,
             message_id: d.message_id,
             priority: d.priority,
             path,
-        });
+        },
+    ]
+}
+
+/// Facts of `session` changed (a batch's tapped events): a notice of
+/// squadd's that was moot when its escalation came, still unread and not
+/// escalated, whose fact stands again (its task ready again, its file back
+/// to the bytes it was told about) is escalated now, as if it had been
+/// live then (issue 40 item 4).
+pub(crate) fn recheck(root: &mut Root, id: RootId, session: &str, now: Now) -> Vec<Effect> {
+    let Some(mail) = root.mail.get(session) else {
+        return Vec::new();
+    };
+    let Some(core) = root.sessions.get(session) else {
+        return Vec::new();
+    };
+    let escalated = root.state.escalated.get(session);
+    let due: Vec<crate::daemon::routing::DueEscalation> = mail
+        .unread()
+        .filter_map(|(to, name, u)| {
+            let message_id = mail.message_id(to, name)?;
+            let past = squad_policies::messages::escalation_at(
+                &root.policy.messages,
+                u.priority,
+                u.delivered_at,
+            )
+            .is_some_and(|at| at <= now.wall);
+            (past
+                && message_id.starts_with("msg_squadd_")
+                && !escalated.is_some_and(|e| e.contains(&message_id)))
+            .then(|| crate::daemon::routing::DueEscalation {
+                to: to.to_string(),
+                name: name.into(),
+                message_id,
+                priority: u.priority,
+            })
+        })
+        .collect();
+    if due.is_empty() {
+        return Vec::new();
     }
-    // Once for the batch: a burst escalating together is one write.
-    effects.push(Effect::SaveState(id));
+    let live = super::notices::live_notice_ids(
+        session,
+        core.index(),
+        core.tasks().values(),
+        root.policy.notices.lead.as_deref(),
+    );
+    let dir = root.session_dir(session);
+    let mut effects = Vec::new();
+    for d in due {
+        if super::notices::is_moot(&d.message_id, &live) {
+            continue;
+        }
+        root.state
+            .escalated
+            .entry(session.to_string())
+            .or_default()
+            .insert(d.message_id.clone());
+        let path = crate::inbox::inbox_dir(&dir, &d.to)
+            .join("new")
+            .join(&*d.name);
+        effects.extend(told(id, session, d, path));
+    }
+    if !effects.is_empty() {
+        effects.push(Effect::SaveState(id));
+    }
     effects
 }
 

@@ -106,7 +106,7 @@ pub(crate) type TappedEvent = (Option<String>, Option<PathBuf>, EventKind);
 /// tells; an event of no session concerns no agent; the rest as
 /// [`tapped`] (one notice per file across the whole batch).
 pub(crate) fn batch_tapped(
-    root: &Root,
+    root: &mut Root,
     id: RootId,
     events: Vec<TappedEvent>,
     now: Now,
@@ -114,11 +114,18 @@ pub(crate) fn batch_tapped(
     if !root.leads {
         return Vec::new();
     }
-    let facts = events
+    let facts: Vec<super::input::TappedFact> = events
         .into_iter()
         .filter_map(|(session, path, kind)| Some((session?, path, kind)))
         .collect();
-    tapped(root, id, facts, now)
+    // A moot notice whose fact stands again escalates now (the sessions
+    // whose facts changed in the batch).
+    let sessions: BTreeSet<String> = facts.iter().map(|(s, _, _)| s.clone()).collect();
+    let mut effects = tapped(root, id, facts, now);
+    for s in &sessions {
+        effects.extend(super::escalations::recheck(root, id, s, now));
+    }
+    effects
 }
 
 /// Facts (each of a session) as tapped events.

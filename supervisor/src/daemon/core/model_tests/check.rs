@@ -112,12 +112,21 @@ impl World {
             // The escalation timer fires no later than the next unread
             // message not yet escalated is due.
             let escalated = want.state.escalated.get(name);
+            // A moot notice of squadd's is never escalated: no timer for it.
+            let live = crate::daemon::core::notices::live_notice_ids(
+                name,
+                &indexes[name],
+                &w.view.tasks,
+                snap.policy.notices.lead.as_deref(),
+            );
             let next = w
                 .inbox
                 .iter()
                 .filter_map(|((_, n), at)| {
                     let (p, mid) = parse_inbox_name(n)?;
-                    if escalated.is_some_and(|e| e.contains(&mid)) {
+                    if escalated.is_some_and(|e| e.contains(&mid))
+                        || crate::daemon::core::notices::is_moot(&mid, &live)
+                    {
                         return None;
                     }
                     escalation_at(&snap.policy.messages, p, (*at)?)

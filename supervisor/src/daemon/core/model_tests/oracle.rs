@@ -361,7 +361,19 @@ pub(super) fn keep_facts(
             else {
                 continue;
             };
-            if escalation_at(&snap.policy.messages, priority, *at).is_some_and(|e| e <= now) {
+            // A notice of squadd's whose fact is gone when it is due is
+            // moot: never escalated (issue 40 item 4).
+            if escalation_at(&snap.policy.messages, priority, *at).is_some_and(|e| e <= now)
+                && !crate::daemon::core::notices::is_moot(
+                    &message_id,
+                    &crate::daemon::core::notices::live_notice_ids(
+                        name,
+                        index,
+                        &view.tasks,
+                        snap.policy.notices.lead.as_deref(),
+                    ),
+                )
+            {
                 state
                     .escalated
                     .entry(name.clone())
