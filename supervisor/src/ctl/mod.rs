@@ -512,6 +512,7 @@ mod tests {
             squad_protocol::hook::Format::Claude,
             squad_protocol::hook::Format::Codex,
             squad_protocol::hook::Format::Copilot,
+            squad_protocol::hook::Format::Gemini,
         ] {
             let line = guard::command_line("squadctl", format);
             let words: Vec<&str> = line.split(' ').skip(1).collect();
