@@ -40,11 +40,14 @@ pub enum Kind {
     /// A session has used most of its budget, or all of it
     /// (`runners.budget.session`).
     SessionBudget,
+    /// An agent a person runs waits for them: a permission, an answer
+    /// (its CLI's hook said so: `squadctl presence`).
+    AgentWaiting,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -57,6 +60,7 @@ impl Kind {
         Kind::InvalidFile,
         Kind::ModelWarning,
         Kind::SessionBudget,
+        Kind::AgentWaiting,
     ];
 
     /// The kebab-case name.
@@ -74,6 +78,7 @@ impl Kind {
             Kind::InvalidFile => "invalid-file",
             Kind::ModelWarning => "model-warning",
             Kind::SessionBudget => "session-budget",
+            Kind::AgentWaiting => "agent-waiting",
         }
     }
 
@@ -121,6 +126,8 @@ pub(crate) struct Facts<'a> {
     pub config_errors: &'a [String],
     /// `runners.budget.session` of the policy.
     pub session_budget: squad_policies::usage::Budget,
+    /// The agents' presence records (`.squad/run/presence/`).
+    pub presence: &'a [crate::agent_presence::Record],
 }
 
 fn rank(severity: &str) -> u8 {
@@ -331,6 +338,31 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
             Some(&r.task),
             summary,
             command,
+        ));
+    }
+    for p in facts
+        .presence
+        .iter()
+        .filter(|p| p.state == crate::agent_presence::State::Waiting)
+    {
+        items.push(item(
+            Kind::AgentWaiting,
+            "warning",
+            p.session.as_deref(),
+            p.task.as_deref(),
+            format!(
+                "{} is waiting for you: {}",
+                p.agent,
+                p.detail.as_deref().unwrap_or("an answer")
+            ),
+            format!(
+                "answer {}'s {} session{}",
+                p.agent,
+                p.cli,
+                p.cwd
+                    .as_deref()
+                    .map_or_else(String::new, |c| format!(" (in {c})"))
+            ),
         ));
     }
     items.extend(model_warnings(facts.runs));
@@ -558,6 +590,7 @@ mod tests {
             policy_errors: &policy,
             config_errors: &[],
             session_budget: Default::default(),
+            presence: &[],
         });
         let kinds: Vec<Kind> = items.iter().map(|i| i.kind).collect();
         assert_eq!(

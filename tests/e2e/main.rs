@@ -36,6 +36,7 @@ mod mcp_docs;
 mod memory;
 mod messages;
 mod notices;
+mod presence;
 mod real_clis;
 mod removals;
 mod retention;

@@ -21,6 +21,7 @@ pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod message;
 mod plan_cache;
+pub(crate) mod presence;
 pub(crate) mod read;
 pub(crate) mod runs;
 pub(crate) mod schema;
@@ -143,6 +144,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     #[allow(missing_docs)]
     Usage(usage::UsageArgs),
+    #[allow(missing_docs)]
+    Presence(presence::PresenceArgs),
     #[allow(missing_docs)]
     Run(runs::RunArgs),
     #[allow(missing_docs)]
@@ -296,6 +299,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Graph(args) => read::graph(cli.root.as_deref(), args),
         Command::Runs(args) => runs::runs(cli.root.as_deref(), args),
         Command::Usage(args) => usage::run(cli.root.as_deref(), args),
+        Command::Presence(args) => presence::run(cli.root.as_deref(), &args),
         Command::Run(args) => runs::run(cli.root.as_deref(), args),
         Command::Stop(args) => runs::stop(cli.root.as_deref(), args),
         Command::Config(cmd) => runs::config(cli.root.as_deref(), cmd),
