@@ -69,7 +69,7 @@ pub struct RunnersPolicy {
     pub pass_env: Vec<String>,
     /// `runners.budget`: tokens and money per run and per session
     /// (docs/runners.md, "Budgets").
-    pub budget: crate::usage::Budgets,
+    pub budget: crate::budget::Budgets,
 }
 
 impl Default for RunnersPolicy {
@@ -84,7 +84,7 @@ impl Default for RunnersPolicy {
             log_max_bytes: 1 << 20,
             worktree: false,
             pass_env: Vec::new(),
-            budget: crate::usage::Budgets::default(),
+            budget: crate::budget::Budgets::default(),
         }
     }
 }
@@ -136,7 +136,7 @@ pub(crate) struct RawRunners {
     #[serde(default)]
     pass_env: Vec<String>,
     #[serde(default)]
-    budget: crate::usage::RawBudgets,
+    budget: crate::budget::RawBudgets,
 }
 
 #[derive(Debug, Deserialize)]
@@ -292,7 +292,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
             ));
         }
     }
-    let budget = crate::usage::budgets(raw.budget).map_err(|(f, m)| err(f, m))?;
+    let budget = crate::budget::budgets(raw.budget).map_err(|(f, m)| err(f, m))?;
     Ok(RunnersPolicy {
         budget,
         dispatch: raw.dispatch,

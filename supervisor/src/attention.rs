@@ -125,7 +125,7 @@ pub(crate) struct Facts<'a> {
     /// The config file's errors, as `file:line:col: rule: message`.
     pub config_errors: &'a [String],
     /// `runners.budget.session` of the policy.
-    pub session_budget: squad_policies::usage::Budget,
+    pub session_budget: squad_policies::budget::Budget,
     /// The agents' presence records (`.squad/run/presence/`).
     pub presence: &'a [crate::agent_presence::Record],
 }
@@ -419,7 +419,7 @@ fn model_warnings(runs: &[RunRecord]) -> Vec<Item> {
 }
 
 /// Sessions near (80 %) or past their budget, over every run's usage.
-fn session_budgets(runs: &[RunRecord], budget: &squad_policies::usage::Budget) -> Vec<Item> {
+fn session_budgets(runs: &[RunRecord], budget: &squad_policies::budget::Budget) -> Vec<Item> {
     use squad_policies::usage;
     if !budget.is_set() {
         return Vec::new();
@@ -435,13 +435,18 @@ fn session_budgets(runs: &[RunRecord], budget: &squad_policies::usage::Budget) -
         let Some(total) = usage::sum(&parts) else {
             continue;
         };
-        let (severity, figures, what) = if let Some(f) = usage::over_budget(budget, &total, 1.0) {
-            ("error", f, "is over its budget")
-        } else if let Some(f) = usage::over_budget(budget, &total, usage::SESSION_NEAR) {
-            ("warning", f, "is near its budget")
-        } else {
-            continue;
-        };
+        let (severity, figures, what) =
+            if let Some(f) = squad_policies::budget::over_budget(budget, &total, 1.0) {
+                ("error", f, "is over its budget")
+            } else if let Some(f) = squad_policies::budget::over_budget(
+                budget,
+                &total,
+                squad_policies::budget::SESSION_NEAR,
+            ) {
+                ("warning", f, "is near its budget")
+            } else {
+                continue;
+            };
         items.push(Item {
             kind: Kind::SessionBudget,
             severity: severity.into(),
@@ -638,7 +643,8 @@ mod tests {
     /// session near or past its budget, need a human.
     #[test]
     fn model_warnings_and_session_budgets_need_a_human() {
-        use squad_policies::usage::{Budget, Usage, Usd};
+        use squad_policies::budget::Budget;
+        use squad_policies::usage::{Usage, Usd};
         let mut old = run("task_1", "backend", RunState::Exited, false);
         old.completed = true;
         old.model = Some("claude-sonnet-4-5".into());

@@ -38,6 +38,7 @@ mod messages;
 mod notices;
 mod presence;
 mod real_clis;
+mod real_clis_gemini;
 mod removals;
 mod retention;
 mod runners;

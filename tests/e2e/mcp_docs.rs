@@ -6,8 +6,9 @@
 //! task end completed: a path that only lists the tools fails here.
 
 use crate::real_clis::{
-    Project, SESSION, claude_env, cli, codex_env, copilot_env, gemini_env, project, run_cli,
+    Project, SESSION, claude_env, cli, codex_env, copilot_env, project, run_cli,
 };
+use crate::real_clis_gemini::gemini_env;
 use crate::stub_model::{Step, StubModel};
 use crate::support::*;
 use std::path::{Path, PathBuf};

@@ -27,10 +27,6 @@ pub(crate) const SESSION: &str = "20240115T100000Z-clis";
 /// squadd reads for tokens and cost.
 const CLAUDE_LINE: &str = r#"["claude", "-p", "Read {prompt_file} and work on task {task} as it says.", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(squadctl:*)", "--model", "{model}", "--output-format", "stream-json", "--verbose"]"#;
 const CODEX_LINE: &str = r#"["codex", "exec", "--json", "--sandbox", "workspace-write", "-m", "{model}", "Read {prompt_file} and work on task {task} as it says."]"#;
-/// Gemini CLI: `--approval-mode yolo` (nobody approves each tool; the
-/// guard still judges) and the run's environment sets
-/// `GEMINI_CLI_TRUST_WORKSPACE=true` (see [`gemini_env`]).
-const GEMINI_LINE: &str = r#"["gemini", "-p", "Read {prompt_file} and work on task {task} as it says.", "--approval-mode", "yolo", "--output-format", "stream-json", "--model", "{model}"]"#;
 const COPILOT_LINE: &str = r#"["copilot", "-p", "Read {prompt_file} and work on task {task} as it says.", "--allow-all-tools", "--no-ask-user", "--trust-folder", "--model={model}"]"#;
 
 /// The CLI's executable, or `None` (after saying why) when the test must be
@@ -58,7 +54,7 @@ pub(crate) fn cli(name: &str) -> Option<PathBuf> {
 }
 
 /// `PATH` with squadctl's directory and the CLI's directory in front.
-fn path_with(cli: &Path) -> String {
+pub(crate) fn path_with(cli: &Path) -> String {
     let squadctl = Path::new(env!("CARGO_BIN_EXE_squadctl"));
     let mut dirs = vec![
         squadctl.parent().unwrap().to_path_buf(),
@@ -124,7 +120,7 @@ pub(crate) fn project() -> Project {
 }
 
 /// `squadctl guard install <flag>` naming this build's squadctl.
-fn install_guard(root: &Path, home: &Path, args: &[&str]) -> String {
+pub(crate) fn install_guard(root: &Path, home: &Path, args: &[&str]) -> String {
     let mut c = ctl(root);
     c.args(["guard", "install"])
         .args(args)
@@ -134,7 +130,7 @@ fn install_guard(root: &Path, home: &Path, args: &[&str]) -> String {
 }
 
 /// The steps every CLI is driven through, and what each must produce.
-fn steps(root: &Path) -> Vec<Step> {
+pub(crate) fn steps(root: &Path) -> Vec<Step> {
     let p = |rel: &str| root.join(rel).display().to_string();
     vec![
         // 0: outside backend's boundaries.
@@ -149,7 +145,7 @@ fn steps(root: &Path) -> Vec<Step> {
 }
 
 /// Checks what [`steps`] left behind.
-fn assert_guarded(stub: &StubModel, root: &Path, log: &str) {
+pub(crate) fn assert_guarded(stub: &StubModel, root: &Path, log: &str) {
     let ctx = || format!("CLI output:\n{log}\nrequests:\n{}", stub.transcript());
     let result = |i: usize| {
         stub.tool_result(i)
@@ -262,7 +258,7 @@ fn claude_code_calls_the_guard_installed_by_guard_install() {
 /// A runner of squadd starting the CLI for a ready task: the run is guarded
 /// (a write outside the boundaries refused), reports completed through
 /// `squadctl progress`, and ends recorded in `squadctl runs --json`.
-fn runner_runs_to_completion(
+pub(crate) fn runner_runs_to_completion(
     command: &str,
     env: Vec<(String, String)>,
     stub: &StubModel,
@@ -385,7 +381,7 @@ fn runner_runs_to_completion_with(
 
 /// Issue 38: the run's tokens in `runs --json` are exactly what the stub
 /// reported (each answer [`crate::stub_model::TOKENS`]).
-fn assert_tokens(run: &Value, stub: &StubModel) {
+pub(crate) fn assert_tokens(run: &Value, stub: &StubModel) {
     let n = stub.answers();
     let (input, cached, output) = crate::stub_model::TOKENS;
     let u = &run["usage"];
@@ -874,151 +870,4 @@ fn squadd_refuses_a_codex_runner_whose_hook_was_edited_after_review() {
     // Codex never ran: the model was never asked.
     assert!(stub.requests().is_empty(), "{}", stub.transcript());
     assert!(!p.root.join("frontend/forbidden.txt").exists());
-}
-
-/// The environment that points Gemini CLI at the stub (Gemini API,
-/// `GOOGLE_GEMINI_BASE_URL`) with an API key, the user settings selecting
-/// API-key auth, and the workspace trusted: headless `gemini -p` refuses
-/// to run in an untrusted folder, and loads the project's
-/// `.gemini/settings.json` (hooks included) only with
-/// `GEMINI_CLI_TRUST_WORKSPACE=true` (`--skip-trust` runs without them:
-/// [`gemini_skip_trust_runs_without_the_projects_hooks`]).
-pub(crate) fn gemini_env(stub: &StubModel, home: &Path, gemini: &Path) -> Vec<(String, String)> {
-    let dir = home.join(".gemini");
-    fs::create_dir_all(&dir).unwrap();
-    let settings = dir.join("settings.json");
-    if !settings.exists() {
-        fs::write(
-            &settings,
-            r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"disableAutoUpdate": true}}"#,
-        )
-        .unwrap();
-    }
-    [
-        ("HOME", home.display().to_string()),
-        ("GEMINI_API_KEY", "stub".into()),
-        ("GOOGLE_GEMINI_BASE_URL", stub.url()),
-        ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
-        ("PATH", path_with(gemini)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
-/// `gemini -p` on the project as backend/task_1, with `extra` arguments.
-fn run_gemini(
-    gemini: &Path,
-    p: &Project,
-    env: Vec<(String, String)>,
-    extra: &[&str],
-) -> (Option<i32>, String) {
-    let mut cmd = Command::new(gemini);
-    cmd.current_dir(&p.root)
-        .args([
-            "-p",
-            "Work on task_1.",
-            "--approval-mode",
-            "yolo",
-            "--model",
-            "gemini-2.5-pro",
-        ])
-        .args(extra)
-        .env_clear()
-        .envs(env)
-        .env("SQUAD_AGENT", "backend")
-        .env("SQUAD_TASK", "task_1")
-        .env("SQUAD_SESSION", SESSION);
-    run_cli(cmd)
-}
-
-/// Issue 38 item 4: Gemini CLI's `BeforeTool` hook, installed by `guard
-/// install --gemini`, refuses the writes outside the boundaries, into a
-/// lock and through a shell redirection, and its reason reaches the model
-/// as the tool's error.
-#[test]
-fn gemini_calls_the_guard_installed_by_guard_install() {
-    let Some(gemini) = cli("gemini") else { return };
-    let p = project();
-    let out = install_guard(&p.root, &p.home, &["--gemini"]);
-    assert!(out.contains("GEMINI_CLI_TRUST_WORKSPACE=true"), "{out}");
-    let stub = StubModel::start(steps(&p.root));
-    let env = gemini_env(&stub, &p.home, &gemini);
-    let (code, log) = run_gemini(&gemini, &p, env, &[]);
-    assert_eq!(code, Some(0), "gemini exit\n{log}\n{}", stub.transcript());
-    assert_guarded(&stub, &p.root, &log);
-}
-
-/// The user-level hook (`guard install --gemini --user`) runs in every
-/// workspace, also one trusted with `--skip-trust`.
-#[test]
-fn gemini_calls_the_user_level_guard() {
-    let Some(gemini) = cli("gemini") else { return };
-    let p = project();
-    let stub = StubModel::start(steps(&p.root));
-    let env: Vec<(String, String)> = gemini_env(&stub, &p.home, &gemini)
-        .into_iter()
-        .filter(|(k, _)| k != "GEMINI_CLI_TRUST_WORKSPACE")
-        .collect();
-    install_guard(&p.root, &p.home, &["--gemini", "--user"]);
-    let (code, log) = run_gemini(&gemini, &p, env, &["--skip-trust"]);
-    assert_eq!(code, Some(0), "gemini exit\n{log}\n{}", stub.transcript());
-    assert_guarded(&stub, &p.root, &log);
-}
-
-/// Why the runner line trusts the workspace through the environment:
-/// with `--skip-trust` Gemini CLI 0.61.0 runs, but without the project's
-/// `.gemini/settings.json`, so the project's hook never runs and the
-/// forbidden file is written. (Should a newer Gemini CLI load them, this
-/// fails in CI's newest-CLIs report.)
-#[test]
-fn gemini_skip_trust_runs_without_the_projects_hooks() {
-    let Some(gemini) = cli("gemini") else { return };
-    let p = project();
-    install_guard(&p.root, &p.home, &["--gemini"]);
-    let stub = StubModel::start(steps(&p.root)[..1].to_vec());
-    let env: Vec<(String, String)> = gemini_env(&stub, &p.home, &gemini)
-        .into_iter()
-        .filter(|(k, _)| k != "GEMINI_CLI_TRUST_WORKSPACE")
-        .collect();
-    let (code, log) = run_gemini(&gemini, &p, env, &["--skip-trust"]);
-    assert_eq!(code, Some(0), "gemini exit\n{log}\n{}", stub.transcript());
-    assert!(
-        p.root.join("frontend/forbidden.txt").exists(),
-        "--skip-trust now loads the project's hooks: docs/guards.md can say so\n{log}"
-    );
-}
-
-/// The documented Gemini runner line, started by squadd: guarded, reports
-/// completed through `squadctl progress` in its shell tool, and the run's
-/// tokens and cost are exactly the stub's at the price table's price.
-#[test]
-fn gemini_runner_runs_guarded_to_completion() {
-    let Some(gemini) = cli("gemini") else { return };
-    let p = project();
-    install_guard(&p.root, &p.home, &["--gemini"]);
-    let stub = StubModel::start(vec![
-        Step::Write(
-            p.root.join("frontend/forbidden.txt").display().to_string(),
-            "nope\n".into(),
-        ),
-        Step::Shell("squadctl progress --status completed --percent 100".into()),
-    ]);
-    fs::write(
-        p.root.join(".squad/config.json"),
-        r#"{"models": {"roleOverrides": {"backend": "gemini-2.5-pro"}}, "prices": {"gemini-2.5-pro": {"input": 1.25, "cachedInput": 0.31, "output": 10}}}"#,
-    )
-    .unwrap();
-    let env = gemini_env(&stub, &p.home, &gemini);
-    let run = runner_runs_to_completion(GEMINI_LINE, env, &stub, &p);
-    assert_tokens(&run, &stub);
-    let n = stub.answers() as f64;
-    let (i, c, o) = crate::stub_model::TOKENS;
-    let micros = (n * (i as f64 * 1.25 + c as f64 * 0.31 + o as f64 * 10.0)).round();
-    assert_eq!(
-        run["usage"]["cost_usd"].as_f64(),
-        Some(micros / 1e6),
-        "{run:#}"
-    );
-    assert_eq!(run["usage"]["model"], "gemini-2.5-pro", "{run:#}");
 }

@@ -808,7 +808,7 @@ pub(crate) fn merge(
     } else if list.is_empty() {
         hooks.remove(event);
     }
-    merge_presence(hooks, format, program, add)?;
+    super::presence::merge_hooks(hooks, format, &quoted(program), add)?;
     if !add {
         if hooks.is_empty() {
             top.remove("hooks");
@@ -818,75 +818,6 @@ pub(crate) fn merge(
         }
     }
     Ok((doc != before).then_some(doc))
-}
-
-/// The lifecycle events whose hook records the agent's state
-/// (`squadctl presence`, docs/guards.md "Which agent needs you"): Claude
-/// Code and Gemini CLI. (Codex's and Copilot's hooks say nothing of a
-/// person being waited for; a Codex hook would also need its own review.)
-fn presence_events(format: Format) -> &'static [&'static str] {
-    match format {
-        Format::Claude => &[
-            "UserPromptSubmit",
-            "PermissionRequest",
-            "Notification",
-            "PostToolUse",
-            "Stop",
-            "SessionEnd",
-        ],
-        Format::Gemini => &[
-            "BeforeAgent",
-            "Notification",
-            "AfterTool",
-            "AfterAgent",
-            "SessionEnd",
-        ],
-        Format::Codex | Format::Copilot => &[],
-    }
-}
-
-/// Our `squadctl presence` handlers in `hooks` added (or refreshed) or
-/// removed, the other entries kept.
-fn merge_presence(
-    hooks: &mut serde_json::Map<String, serde_json::Value>,
-    format: Format,
-    program: &str,
-    add: bool,
-) -> Result<(), String> {
-    use serde_json::{Value, json};
-    let command = format!("{} presence --format {format}", quoted(program));
-    let suffix = format!(" presence --format {format}");
-    let timeout = if format == Format::Gemini { 10_000 } else { 10 };
-    for event in presence_events(format) {
-        let list = hooks.entry(*event).or_insert_with(|| json!([]));
-        let Value::Array(list) = list else {
-            return Err(format!(
-                "`hooks.{event}` is not a JSON array; fix it first (nothing was changed)"
-            ));
-        };
-        for group in list.iter_mut() {
-            if let Some(Value::Array(handlers)) = group.get_mut("hooks") {
-                let had = handlers.len();
-                handlers.retain(|h| {
-                    !h.get("command")
-                        .and_then(Value::as_str)
-                        .is_some_and(|c| c.ends_with(&suffix))
-                });
-                if had > 0 && handlers.is_empty() {
-                    *group = Value::Null;
-                }
-            }
-        }
-        list.retain(|g| !g.is_null());
-        if add {
-            list.push(
-                json!({"hooks": [{"type": "command", "command": command, "timeout": timeout}]}),
-            );
-        } else if list.is_empty() {
-            hooks.remove(*event);
-        }
-    }
-    Ok(())
 }
 
 /// A line diff (longest common subsequence), `-`/`+`/` ` prefixed.

@@ -3,6 +3,7 @@
 //! (`crate::agent_presence`; installed by `guard install`).
 
 use crate::agent_presence::{self, Record};
+use squad_protocol::hook::Format;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -117,4 +118,74 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
     let mut bytes = serde_json::to_vec_pretty(&rec).map_err(|e| e.to_string())?;
     bytes.push(b'\n');
     crate::safefs::write_project_file(&path, &bytes, Some(0o777)).map_err(|e| e.to_string())
+}
+
+/// The lifecycle events whose hook records the agent's state
+/// (`squadctl presence`, docs/guards.md "Which agent needs you"): Claude
+/// Code and Gemini CLI. (Codex's and Copilot's hooks say nothing of a
+/// person being waited for; a Codex hook would also need its own review.)
+fn events(format: Format) -> &'static [&'static str] {
+    match format {
+        Format::Claude => &[
+            "UserPromptSubmit",
+            "PermissionRequest",
+            "Notification",
+            "PostToolUse",
+            "Stop",
+            "SessionEnd",
+        ],
+        Format::Gemini => &[
+            "BeforeAgent",
+            "Notification",
+            "AfterTool",
+            "AfterAgent",
+            "SessionEnd",
+        ],
+        Format::Codex | Format::Copilot => &[],
+    }
+}
+
+/// Our `squadctl presence` handlers in a settings file's `hooks` added (or
+/// refreshed) or removed, the other entries kept (`guard install`):
+/// `program` is the squadctl to run, quoted for the shell.
+pub(crate) fn merge_hooks(
+    hooks: &mut serde_json::Map<String, serde_json::Value>,
+    format: Format,
+    program: &str,
+    add: bool,
+) -> Result<(), String> {
+    use serde_json::{Value, json};
+    let command = format!("{program} presence --format {format}");
+    let suffix = format!(" presence --format {format}");
+    let timeout = if format == Format::Gemini { 10_000 } else { 10 };
+    for event in events(format) {
+        let list = hooks.entry(*event).or_insert_with(|| json!([]));
+        let Value::Array(list) = list else {
+            return Err(format!(
+                "`hooks.{event}` is not a JSON array; fix it first (nothing was changed)"
+            ));
+        };
+        for group in list.iter_mut() {
+            if let Some(Value::Array(handlers)) = group.get_mut("hooks") {
+                let had = handlers.len();
+                handlers.retain(|h| {
+                    !h.get("command")
+                        .and_then(Value::as_str)
+                        .is_some_and(|c| c.ends_with(&suffix))
+                });
+                if had > 0 && handlers.is_empty() {
+                    *group = Value::Null;
+                }
+            }
+        }
+        list.retain(|g| !g.is_null());
+        if add {
+            list.push(
+                json!({"hooks": [{"type": "command", "command": command, "timeout": timeout}]}),
+            );
+        } else if list.is_empty() {
+            hooks.remove(*event);
+        }
+    }
+    Ok(())
 }
