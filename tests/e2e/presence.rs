@@ -150,6 +150,9 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
         .arg(&line));
     assert_eq!(code(&started), 0, "{}", stderr(&started));
     tmux.wait_ready(&stub);
+    // The lead's console, already open: it shows the wait by itself.
+    let top = crate::attention::start_top(&p.root, "100", "30");
+    top.wait_for(&["NEEDS YOU"]);
     ok(run(tmux.cmd().args([
         "send-keys",
         "-t",
@@ -185,6 +188,7 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
                     .starts_with("backend is waiting for you")),
         "{v:#}"
     );
+    top.wait_for(&["backend is waiting for you"]);
     // The person approves: it works again, and nobody is waited for.
     ok(run(tmux.cmd().args(["send-keys", "-t", "agent", "1"])));
     let v = presence(&p.root, |p| p["state"] != "waiting");
