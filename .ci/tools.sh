@@ -40,11 +40,13 @@ echo "== agent CLIs (npm, pinned)"
 CLI_PREFIX="${SQUAD_CLI_PREFIX:-$HOME/.cache/squad-ci/npm}"
 mkdir -p "$CLI_PREFIX"
 npm install --prefix "$CLI_PREFIX" --no-audit --no-fund --save-exact \
-  @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @github/copilot@1.0.102 >/dev/null
+  @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @github/copilot@1.0.102 \
+  @google/gemini-cli@0.61.0 >/dev/null
 export SQUAD_CLI_BIN="$CLI_PREFIX/node_modules/.bin"
 "$SQUAD_CLI_BIN/claude" --version
 "$SQUAD_CLI_BIN/codex" --version
 "$SQUAD_CLI_BIN/copilot" --version
+"$SQUAD_CLI_BIN/gemini" --version
 # ---------------------------------------------------------------------------
 
 # --- MCP client for tests/e2e/mcp.rs (squadctl mcp) -------------------------

@@ -16,18 +16,21 @@ pub enum Cli {
     Codex,
     /// GitHub Copilot CLI (`copilot`).
     Copilot,
+    /// Gemini CLI (`gemini`).
+    Gemini,
 }
 
 impl Cli {
     /// Every CLI, in report order.
-    pub const ALL: [Cli; 3] = [Cli::Claude, Cli::Codex, Cli::Copilot];
+    pub const ALL: [Cli; 4] = [Cli::Claude, Cli::Codex, Cli::Copilot, Cli::Gemini];
 
-    /// The program name (`claude`, `codex`, `copilot`).
+    /// The program name (`claude`, `codex`, `copilot`, `gemini`).
     pub fn program(self) -> &'static str {
         match self {
             Cli::Claude => "claude",
             Cli::Codex => "codex",
             Cli::Copilot => "copilot",
+            Cli::Gemini => "gemini",
         }
     }
 
@@ -79,7 +82,9 @@ pub struct RunnerUse {
     /// Whether every one of those entries says `guard: off`.
     pub guard_off: bool,
     /// Copilot: the command passes `--trust-folder` (or the entry sets
-    /// `GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS=true`).
+    /// `GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS=true`). Gemini CLI: the entry
+    /// sets `GEMINI_CLI_TRUST_WORKSPACE=true` (`--skip-trust` does not load
+    /// the project's hooks).
     pub trusts_folder: bool,
 }
 
@@ -351,6 +356,33 @@ pub fn diagnose(f: &CliFacts) -> CliVerdict {
                 lines.push(line("folder trust", status, detail, fix));
             }
         }
+        Cli::Gemini => {
+            if project_ok && !user_ok {
+                let trusts = f.runner.as_ref().is_some_and(|r| r.trusts_folder);
+                let (status, detail, fix) = match &f.runner {
+                    Some(_) if trusts => (
+                        Status::Ok,
+                        "the runner sets GEMINI_CLI_TRUST_WORKSPACE=true".to_string(),
+                        None,
+                    ),
+                    Some(_) => (
+                        Status::Fail,
+                        "`gemini -p` loads .gemini/settings.json hooks only in a trusted workspace, and the runner does not set GEMINI_CLI_TRUST_WORKSPACE=true (`--skip-trust` runs without the project's hooks)".to_string(),
+                        Some(format!(
+                            "add `GEMINI_CLI_TRUST_WORKSPACE: \"true\"` to the runner's env, or {}",
+                            install_cmd(Cli::Gemini, true)
+                        )),
+                    ),
+                    None => (
+                        Status::Warn,
+                        "`gemini -p` loads .gemini/settings.json hooks only in a trusted workspace (GEMINI_CLI_TRUST_WORKSPACE=true, or trusted interactively)".to_string(),
+                        Some(install_cmd(Cli::Gemini, true)),
+                    ),
+                };
+                guarded &= status != Status::Fail;
+                lines.push(line("folder trust", status, detail, fix));
+            }
+        }
     }
     let runner = f.runner.is_some();
     let guard_off = f.runner.as_ref().is_some_and(|r| r.guard_off);
@@ -468,6 +500,31 @@ mod tests {
             enabled: true,
         };
         assert!(diagnose(&f).guarded);
+    }
+
+    /// Issue 38: a Gemini runner's project hook runs only when the runner
+    /// trusts the workspace through `GEMINI_CLI_TRUST_WORKSPACE=true`.
+    #[test]
+    fn gemini_project_hooks_need_the_runner_to_trust_the_workspace() {
+        let mut f = facts(Cli::Gemini);
+        f.runner = Some(RunnerUse {
+            agents: vec!["docs".into()],
+            guard_off: false,
+            trusts_folder: false,
+        });
+        let v = diagnose(&f);
+        assert!(v.blocks_dispatch);
+        assert!(
+            refusal(&v).contains("GEMINI_CLI_TRUST_WORKSPACE"),
+            "{}",
+            refusal(&v)
+        );
+        f.runner.as_mut().unwrap().trusts_folder = true;
+        assert!(diagnose(&f).guarded);
+        f.runner.as_mut().unwrap().trusts_folder = false;
+        f.user_hook.1 = HookFile::Installed;
+        assert!(diagnose(&f).guarded);
+        assert_eq!(Cli::of_program("/usr/bin/gemini"), Some(Cli::Gemini));
     }
 
     #[test]

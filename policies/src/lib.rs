@@ -18,11 +18,13 @@
 //! - [`notices`]: which notices squadd sends agents for which facts.
 //! - [`runners`]: which ready tasks squadd starts, retries and time limits.
 //! - [`worktree`]: whether a completed run's worktree branch is merged or held.
-//! - [`usage`]: tokens and cost per run from an agent CLI's output; budgets.
+//! - [`usage`]: tokens and cost per run from an agent CLI's output;
+//! - [`budget`]: `runners.budget`, and how far usage is into one.
 
 #![warn(missing_docs)]
 
 pub mod boundary;
+pub mod budget;
 pub mod check;
 pub mod cluster;
 pub mod duration;

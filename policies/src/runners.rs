@@ -69,7 +69,7 @@ pub struct RunnersPolicy {
     pub pass_env: Vec<String>,
     /// `runners.budget`: tokens and money per run and per session
     /// (docs/runners.md, "Budgets").
-    pub budget: crate::usage::Budgets,
+    pub budget: crate::budget::Budgets,
 }
 
 impl Default for RunnersPolicy {
@@ -84,7 +84,7 @@ impl Default for RunnersPolicy {
             log_max_bytes: 1 << 20,
             worktree: false,
             pass_env: Vec::new(),
-            budget: crate::usage::Budgets::default(),
+            budget: crate::budget::Budgets::default(),
         }
     }
 }
@@ -136,7 +136,7 @@ pub(crate) struct RawRunners {
     #[serde(default)]
     pass_env: Vec<String>,
     #[serde(default)]
-    budget: crate::usage::RawBudgets,
+    budget: crate::budget::RawBudgets,
 }
 
 #[derive(Debug, Deserialize)]
@@ -227,10 +227,15 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         };
         // Only the CLIs whose MCP flags squadd knows: for another program
         // the option would silently do nothing.
-        if r.mcp
-            && crate::guard_doctor::Cli::of_program(r.command.first().map_or("", String::as_str))
-                .is_none()
-        {
+        let cli =
+            crate::guard_doctor::Cli::of_program(r.command.first().map_or("", String::as_str));
+        if r.mcp && cli == Some(crate::guard_doctor::Cli::Gemini) {
+            return Err(err(
+                format!("{field}.mcp"),
+                "Gemini CLI takes MCP servers from its settings only, not from its command line: run `squadctl mcp install --gemini` (the server takes the run's agent from SQUAD_AGENT) and remove `mcp`",
+            ));
+        }
+        if r.mcp && cli.is_none() {
             return Err(err(
                 format!("{field}.mcp"),
                 format!(
@@ -287,7 +292,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
             ));
         }
     }
-    let budget = crate::usage::budgets(raw.budget).map_err(|(f, m)| err(f, m))?;
+    let budget = crate::budget::budgets(raw.budget).map_err(|(f, m)| err(f, m))?;
     Ok(RunnersPolicy {
         budget,
         dispatch: raw.dispatch,
@@ -769,6 +774,11 @@ mod tests {
             ("runners:\n  lead: \"Not An Agent\"\n", "runners.lead"),
             (
                 "runners:\n  agents:\n    a:\n      command: [\"./agent.sh\"]\n      mcp: true\n",
+                "runners.agents.a.mcp",
+            ),
+            // Gemini CLI: no flag configures an MCP server (issue 38).
+            (
+                "runners:\n  agents:\n    a:\n      command: [\"gemini\", \"-p\", \"x\"]\n      mcp: true\n",
                 "runners.agents.a.mcp",
             ),
             (

@@ -13,6 +13,10 @@
 //! - GitHub Copilot CLI `preToolUse`: `{sessionId, timestamp, cwd, toolName,
 //!   toolArgs}` where `toolArgs` may be an object or a JSON string; `create`
 //!   and `edit` carry `path`, `bash` carries `command`.
+//! - Gemini CLI `BeforeTool`: `{session_id, transcript_path, cwd,
+//!   hook_event_name: "BeforeTool", timestamp, tool_name, tool_input}`;
+//!   `write_file` and `replace` carry `tool_input.file_path`,
+//!   `run_shell_command` `tool_input.command`.
 //!
 //! Parsing is strict where a write is at stake (a write tool without a path is
 //! an error, so the guard can fail closed) and lenient elsewhere (unknown
@@ -31,24 +35,28 @@ pub enum Format {
     Codex,
     /// GitHub Copilot CLI.
     Copilot,
+    /// Gemini CLI.
+    Gemini,
 }
 
 impl Format {
-    /// `claude`, `codex` or `copilot`.
+    /// `claude`, `codex`, `copilot` or `gemini`.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Claude => "claude",
             Format::Codex => "codex",
             Format::Copilot => "copilot",
+            Format::Gemini => "gemini",
         }
     }
 
-    /// Parses `claude`, `codex` or `copilot`.
+    /// Parses `claude`, `codex`, `copilot` or `gemini`.
     pub fn parse(s: &str) -> Option<Format> {
         match s {
             "claude" => Some(Format::Claude),
             "codex" => Some(Format::Codex),
             "copilot" => Some(Format::Copilot),
+            "gemini" => Some(Format::Gemini),
             _ => None,
         }
     }
@@ -148,14 +156,24 @@ const READ_TOOLS: &[&str] = &[
     "grep",
     "web_fetch",
     "ask_user",
+    // Gemini CLI.
+    "read_file",
+    "read_many_files",
+    "list_directory",
+    "search_file_content",
+    "grep_search",
+    "google_web_search",
 ];
 
 /// Guesses the format of a parsed input: Copilot's camelCase `toolName`, or
-/// the snake_case `tool_name` of Claude Code and Codex (Codex adds `turn_id`
-/// and names its edit tool `apply_patch`).
+/// the snake_case `tool_name` of Claude Code, Codex and Gemini CLI (Codex
+/// adds `turn_id` and names its edit tool `apply_patch`; Gemini CLI's event
+/// is `BeforeTool`).
 pub fn detect(object: &Map<String, Value>) -> Option<Format> {
     if object.contains_key("toolName") {
         Some(Format::Copilot)
+    } else if object.get("hook_event_name").and_then(Value::as_str) == Some("BeforeTool") {
+        Some(Format::Gemini)
     } else if object.contains_key("tool_name") {
         let codex = object.contains_key("turn_id")
             || object.get("tool_name").and_then(Value::as_str) == Some("apply_patch");
@@ -270,7 +288,9 @@ fn action(tool: &str, args: Option<&Value>, key: &str) -> Result<Action, HookErr
         "Write" | "Edit" | "MultiEdit" => &["file_path", "path"],
         "NotebookEdit" => &["notebook_path", "file_path", "path"],
         "create" | "edit" => &["path", "file_path"],
-        "Bash" | "bash" => {
+        // Gemini CLI.
+        "write_file" | "replace" => &["file_path", "path"],
+        "Bash" | "bash" | "run_shell_command" => {
             let args = arguments(args, key)?;
             let command = string_field(&args, &["command"], tool)?;
             return Ok(Action::Shell { command });
@@ -1338,6 +1358,25 @@ mod tests {
             }
         );
 
+        // Gemini CLI 0.61.0's BeforeTool, as its hook received it.
+        let gemini = br#"{"session_id":"s","transcript_path":"/t.jsonl","cwd":"/p","hook_event_name":"BeforeTool","timestamp":"2026-11-29T07:48:11.951Z","tool_name":"write_file","tool_input":{"file_path":"/p/frontend/x.txt","content":"nope"}}"#;
+        let call = parse(gemini, None).unwrap();
+        assert_eq!(call.format, Format::Gemini);
+        assert_eq!(
+            call.action,
+            Action::Edit {
+                paths: vec!["/p/frontend/x.txt".into()]
+            }
+        );
+        let shell = br#"{"hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"echo x > y"}}"#;
+        assert_eq!(
+            parse(shell, None).unwrap().action,
+            Action::Shell {
+                command: "echo x > y".into()
+            }
+        );
+        let read = br#"{"hook_event_name":"BeforeTool","tool_name":"read_file","tool_input":{"file_path":"/p/a"}}"#;
+        assert_eq!(parse(read, None).unwrap().action, Action::Read);
         let codex = br#"{"session_id":"s","turn_id":"u","cwd":"/p","hook_event_name":"PreToolUse","model":"m","permission_mode":"default","tool_name":"apply_patch","tool_input":{"command":"*** Begin Patch\n*** End Patch"},"tool_use_id":"t","transcript_path":null}"#;
         let call = parse(codex, None).unwrap();
         assert_eq!(call.format, Format::Codex);

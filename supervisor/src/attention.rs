@@ -43,11 +43,14 @@ pub enum Kind {
     /// A root squadd supervises lost its `.squad/sessions` (moved away by
     /// another tool's import, deleted).
     RootMissing,
+    /// An agent a person runs waits for them: a permission, an answer
+    /// (its CLI's hook said so: `squadctl presence`).
+    AgentWaiting,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -61,6 +64,7 @@ impl Kind {
         Kind::ModelWarning,
         Kind::SessionBudget,
         Kind::RootMissing,
+        Kind::AgentWaiting,
     ];
 
     /// The kebab-case name.
@@ -79,6 +83,7 @@ impl Kind {
             Kind::ModelWarning => "model-warning",
             Kind::SessionBudget => "session-budget",
             Kind::RootMissing => "root-missing",
+            Kind::AgentWaiting => "agent-waiting",
         }
     }
 
@@ -125,7 +130,9 @@ pub(crate) struct Facts<'a> {
     /// The config file's errors, as `file:line:col: rule: message`.
     pub config_errors: &'a [String],
     /// `runners.budget.session` of the policy.
-    pub session_budget: squad_policies::usage::Budget,
+    pub session_budget: squad_policies::budget::Budget,
+    /// The agents' presence records (`.squad/run/presence/`).
+    pub presence: &'a [crate::agent_presence::Record],
 }
 
 fn rank(severity: &str) -> u8 {
@@ -392,6 +399,31 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
             command,
         ));
     }
+    for p in facts
+        .presence
+        .iter()
+        .filter(|p| p.state == crate::agent_presence::State::Waiting)
+    {
+        items.push(item(
+            Kind::AgentWaiting,
+            "warning",
+            p.session.as_deref(),
+            p.task.as_deref(),
+            format!(
+                "{} is waiting for you: {}",
+                p.agent,
+                p.detail.as_deref().unwrap_or("an answer")
+            ),
+            format!(
+                "answer {}'s {} session{}",
+                p.agent,
+                p.cli,
+                p.cwd
+                    .as_deref()
+                    .map_or_else(String::new, |c| format!(" (in {c})"))
+            ),
+        ));
+    }
     items.extend(model_warnings(facts.runs));
     items.extend(session_budgets(facts.runs, &facts.session_budget));
     // Most severe first; within a severity, by kind then place: stable
@@ -446,7 +478,7 @@ fn model_warnings(runs: &[RunRecord]) -> Vec<Item> {
 }
 
 /// Sessions near (80 %) or past their budget, over every run's usage.
-fn session_budgets(runs: &[RunRecord], budget: &squad_policies::usage::Budget) -> Vec<Item> {
+fn session_budgets(runs: &[RunRecord], budget: &squad_policies::budget::Budget) -> Vec<Item> {
     use squad_policies::usage;
     if !budget.is_set() {
         return Vec::new();
@@ -462,13 +494,18 @@ fn session_budgets(runs: &[RunRecord], budget: &squad_policies::usage::Budget) -
         let Some(total) = usage::sum(&parts) else {
             continue;
         };
-        let (severity, figures, what) = if let Some(f) = usage::over_budget(budget, &total, 1.0) {
-            ("error", f, "is over its budget")
-        } else if let Some(f) = usage::over_budget(budget, &total, usage::SESSION_NEAR) {
-            ("warning", f, "is near its budget")
-        } else {
-            continue;
-        };
+        let (severity, figures, what) =
+            if let Some(f) = squad_policies::budget::over_budget(budget, &total, 1.0) {
+                ("error", f, "is over its budget")
+            } else if let Some(f) = squad_policies::budget::over_budget(
+                budget,
+                &total,
+                squad_policies::budget::SESSION_NEAR,
+            ) {
+                ("warning", f, "is near its budget")
+            } else {
+                continue;
+            };
         items.push(Item {
             kind: Kind::SessionBudget,
             severity: severity.into(),
@@ -619,6 +656,7 @@ mod tests {
             policy_errors: &policy,
             config_errors: &[],
             session_budget: Default::default(),
+            presence: &[],
         });
         let kinds: Vec<Kind> = items.iter().map(|i| i.kind).collect();
         assert_eq!(
@@ -666,7 +704,8 @@ mod tests {
     /// session near or past its budget, need a human.
     #[test]
     fn model_warnings_and_session_budgets_need_a_human() {
-        use squad_policies::usage::{Budget, Usage, Usd};
+        use squad_policies::budget::Budget;
+        use squad_policies::usage::{Usage, Usd};
         let mut old = run("task_1", "backend", RunState::Exited, false);
         old.completed = true;
         old.model = Some("claude-sonnet-4-5".into());

@@ -9,6 +9,7 @@
 //! per session) → [`outputs`] (pure rendering) → atomic writes, [`events`]
 //! and the [`audit`] log.
 
+pub(crate) mod agent_presence;
 pub(crate) mod attention;
 pub(crate) mod audit;
 pub(crate) mod canon;

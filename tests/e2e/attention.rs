@@ -255,8 +255,8 @@ fn init_prints_next_steps_that_run() {
 }
 
 /// tmux on its own server socket, killed when the test ends.
-pub struct Tmux {
-    pub socket: std::path::PathBuf,
+pub(crate) struct Tmux {
+    pub(crate) socket: std::path::PathBuf,
 }
 
 impl Tmux {
@@ -272,7 +272,7 @@ impl Tmux {
 
     /// The screen once it shows every one of `want` (the console redraws
     /// on its own schedule: wait for it, without a timed assertion).
-    pub fn wait_for(&self, want: &[&str]) -> String {
+    pub(crate) fn wait_for(&self, want: &[&str]) -> String {
         let mut screen = String::new();
         for _ in 0..600 {
             screen = self.screen();
@@ -311,7 +311,7 @@ fn block_a_fourth_task(root: &Path, tmux: &Tmux) {
 
 /// Whether tmux runs here; under CI its absence fails the test (`.ci/run`
 /// installs it), elsewhere the test is skipped with a loud message.
-pub fn have_tmux() -> bool {
+pub(crate) fn have_tmux() -> bool {
     if std::process::Command::new("tmux")
         .arg("-V")
         .output()
@@ -329,7 +329,7 @@ pub fn have_tmux() -> bool {
 
 /// `squadctl --root ROOT top` in a detached tmux session `top` of
 /// WIDTH x HEIGHT, with NO_COLOR and none of the agent environment.
-fn start_top(root: &Path, width: &str, height: &str) -> Tmux {
+pub(crate) fn start_top(root: &Path, width: &str, height: &str) -> Tmux {
     let tmux = Tmux {
         socket: root.join("tmux.sock"),
     };

@@ -8,6 +8,7 @@
 use crate::real_clis::{
     Project, SESSION, claude_env, cli, codex_env, copilot_env, project, run_cli,
 };
+use crate::real_clis_gemini::gemini_env;
 use crate::stub_model::{Step, StubModel};
 use crate::support::*;
 use std::path::{Path, PathBuf};
@@ -128,5 +129,20 @@ fn the_documented_copilot_path_calls_a_squad_tool() {
     let mut env = copilot_env(&stub, &p.home, &copilot);
     with_squadctl(&mut env);
     run_block("copilot", &p, &env, &stub);
+    assert_reported_through_mcp(&p, &stub);
+}
+
+#[test]
+fn the_documented_gemini_path_calls_a_squad_tool() {
+    let Some(gemini) = cli("gemini") else { return };
+    let p = project();
+    let stub = StubModel::start(steps());
+    // The workspace's trust is the block's own (`GEMINI_CLI_TRUST_WORKSPACE`).
+    let mut env: Vec<(String, String)> = gemini_env(&stub, &p.home, &gemini)
+        .into_iter()
+        .filter(|(k, _)| k != "GEMINI_CLI_TRUST_WORKSPACE")
+        .collect();
+    with_squadctl(&mut env);
+    run_block("gemini", &p, &env, &stub);
     assert_reported_through_mcp(&p, &stub);
 }

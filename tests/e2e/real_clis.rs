@@ -54,7 +54,7 @@ pub(crate) fn cli(name: &str) -> Option<PathBuf> {
 }
 
 /// `PATH` with squadctl's directory and the CLI's directory in front.
-fn path_with(cli: &Path) -> String {
+pub(crate) fn path_with(cli: &Path) -> String {
     let squadctl = Path::new(env!("CARGO_BIN_EXE_squadctl"));
     let mut dirs = vec![
         squadctl.parent().unwrap().to_path_buf(),
@@ -120,7 +120,7 @@ pub(crate) fn project() -> Project {
 }
 
 /// `squadctl guard install <flag>` naming this build's squadctl.
-fn install_guard(root: &Path, home: &Path, args: &[&str]) -> String {
+pub(crate) fn install_guard(root: &Path, home: &Path, args: &[&str]) -> String {
     let mut c = ctl(root);
     c.args(["guard", "install"])
         .args(args)
@@ -130,7 +130,7 @@ fn install_guard(root: &Path, home: &Path, args: &[&str]) -> String {
 }
 
 /// The steps every CLI is driven through, and what each must produce.
-fn steps(root: &Path) -> Vec<Step> {
+pub(crate) fn steps(root: &Path) -> Vec<Step> {
     let p = |rel: &str| root.join(rel).display().to_string();
     vec![
         // 0: outside backend's boundaries.
@@ -145,7 +145,7 @@ fn steps(root: &Path) -> Vec<Step> {
 }
 
 /// Checks what [`steps`] left behind.
-fn assert_guarded(stub: &StubModel, root: &Path, log: &str) {
+pub(crate) fn assert_guarded(stub: &StubModel, root: &Path, log: &str) {
     let ctx = || format!("CLI output:\n{log}\nrequests:\n{}", stub.transcript());
     let result = |i: usize| {
         stub.tool_result(i)
@@ -258,7 +258,7 @@ fn claude_code_calls_the_guard_installed_by_guard_install() {
 /// A runner of squadd starting the CLI for a ready task: the run is guarded
 /// (a write outside the boundaries refused), reports completed through
 /// `squadctl progress`, and ends recorded in `squadctl runs --json`.
-fn runner_runs_to_completion(
+pub(crate) fn runner_runs_to_completion(
     command: &str,
     env: Vec<(String, String)>,
     stub: &StubModel,
@@ -381,7 +381,7 @@ fn runner_runs_to_completion_with(
 
 /// Issue 38: the run's tokens in `runs --json` are exactly what the stub
 /// reported (each answer [`crate::stub_model::TOKENS`]).
-fn assert_tokens(run: &Value, stub: &StubModel) {
+pub(crate) fn assert_tokens(run: &Value, stub: &StubModel) {
     let n = stub.answers();
     let (input, cached, output) = crate::stub_model::TOKENS;
     let u = &run["usage"];

@@ -3,8 +3,9 @@
 //! It listens on 127.0.0.1 only, speaks just enough HTTP/1.1 for one request
 //! per connection (`Connection: close`), and answers the model APIs the CLIs
 //! call: the Anthropic Messages API with SSE (Claude Code, and Copilot CLI
-//! with a BYOK provider of type `anthropic`) and the OpenAI Responses API
-//! with SSE (Codex). Each answer plays the next step of a
+//! with a BYOK provider of type `anthropic`), the OpenAI Responses API
+//! with SSE (Codex) and the Gemini API's `streamGenerateContent` with SSE
+//! (Gemini CLI, `GOOGLE_GEMINI_BASE_URL`). Each answer plays the next step of a
 //! script: step `i` is asked for once the request carries `i` tool results,
 //! and after the last step the model says it is done. Every request is kept,
 //! so a test reads what the CLI sent back after each tool call (the guard's
@@ -107,6 +108,7 @@ impl StubModel {
                 let route = r.path.split('?').next().unwrap_or("");
                 (route.ends_with("/messages") && anthropic_model(&r.body))
                     || route.ends_with("/responses")
+                    || route.ends_with(":streamGenerateContent")
             })
             .count() as u64
     }
@@ -153,6 +155,17 @@ fn results(body: &Value) -> Vec<(String, Value)> {
                     c["tool_use_id"].as_str().unwrap_or("").to_string(),
                     c.clone(),
                 ));
+            }
+        }
+    }
+    // Gemini API: contents[].parts[].functionResponse. Gemini CLI gives
+    // its calls ids of its own: the n-th response answers step n.
+    let mut n = 0;
+    for c in body["contents"].as_array().into_iter().flatten() {
+        for part in c["parts"].as_array().into_iter().flatten() {
+            if part.get("functionResponse").is_some() {
+                out.push((call_id(n), part["functionResponse"].clone()));
+                n += 1;
             }
         }
     }
@@ -248,6 +261,8 @@ fn serve(mut conn: TcpStream, reqs: &Mutex<Vec<Request>>, steps: &[Step]) {
         (200, "text/event-stream", anthropic(&body, steps))
     } else if route.ends_with("/responses") {
         (200, "text/event-stream", responses(&body, steps))
+    } else if route.ends_with(":streamGenerateContent") {
+        (200, "text/event-stream", gemini(route, &body, steps))
     } else {
         (
             404,
@@ -358,6 +373,60 @@ fn anthropic(body: &Value, steps: &[Step]) -> String {
     );
     out += &sse("message_stop", &json!({"type": "message_stop"}));
     out
+}
+
+/// A Gemini API stream (`streamGenerateContent?alt=sse`): one chunk with a
+/// function call or a text, and the usage (`promptTokenCount` includes the
+/// cached tokens). Gemini CLI 0.61 offers `write_file`, `run_shell_command`
+/// and MCP tools named `mcp_<server>_<tool>`.
+fn gemini(route: &str, body: &Value, steps: &[Step]) -> String {
+    let model = route
+        .rsplit('/')
+        .next()
+        .and_then(|m| m.split(':').next())
+        .unwrap_or("gemini");
+    let declared: Vec<String> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| {
+            t["functionDeclarations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| d["name"].as_str().map(str::to_string))
+        .collect();
+    let part = match next_step(body, steps) {
+        Some(i) => {
+            let (name, args) = match &steps[i] {
+                Step::Write(path, content) => (
+                    "write_file".to_string(),
+                    json!({"file_path": path, "content": content}),
+                ),
+                Step::Shell(command) => (
+                    "run_shell_command".to_string(),
+                    json!({"command": command, "description": "run"}),
+                ),
+                Step::Mcp(tool, args) => (
+                    declared
+                        .iter()
+                        .find(|d| d.contains("squad") && d.ends_with(tool.as_str()))
+                        .cloned()
+                        .unwrap_or_else(|| format!("mcp_squad_{tool}")),
+                    args.clone(),
+                ),
+            };
+            json!({"functionCall": {"id": call_id(i), "name": name, "args": args}})
+        }
+        None => json!({"text": "done"}),
+    };
+    let chunk = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": TOKENS.0 + TOKENS.1, "cachedContentTokenCount": TOKENS.1, "candidatesTokenCount": TOKENS.2, "totalTokenCount": TOKENS.0 + TOKENS.1 + TOKENS.2},
+        "modelVersion": model,
+    });
+    format!("data: {chunk}\r\n\r\n")
 }
 
 /// An OpenAI Responses API stream: one function call or one message.

@@ -179,6 +179,11 @@ fn a_runs_tokens_are_recorded_priced_and_shown_with_the_clis_model_warning() {
             .any(|l| l.contains("\"kind\":\"agent-exited\"") && l.contains("\"cost_usd\":0.0127")),
         "{log}"
     );
+    // The console shows the session's tokens and cost on its line.
+    if crate::attention::have_tmux() {
+        let top = crate::attention::start_top(&p.root, "90", "30");
+        top.wait_for(&[&sname, "2500 tok $0.0127"]);
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! `squadctl guard`: the pre-tool-use hook of Claude Code, Codex and Copilot
-//! CLI, and `squadctl guard install|uninstall` to register it.
+//! `squadctl guard`: the pre-tool-use hook of Claude Code, Codex, Copilot
+//! CLI and Gemini CLI, and `squadctl guard install|uninstall` to register
+//! it.
 //!
 //! The hot path reads stdin, and only when the call writes something: the
 //! policy, the agent's task assignment (and progress updates when the task
@@ -38,14 +39,18 @@ pub enum FormatArg {
     Codex,
     /// GitHub Copilot CLI `preToolUse`.
     Copilot,
+    /// Gemini CLI `BeforeTool`.
+    Gemini,
 }
 
 impl FormatArg {
-    fn format(self) -> Format {
+    /// The hook contract.
+    pub(crate) fn format(self) -> Format {
         match self {
             FormatArg::Claude => Format::Claude,
             FormatArg::Codex => Format::Codex,
             FormatArg::Copilot => Format::Copilot,
+            FormatArg::Gemini => Format::Gemini,
         }
     }
 }
@@ -53,8 +58,8 @@ impl FormatArg {
 /// Edit-time guard: answer an agent CLI's pre-tool-use hook with allow or deny.
 ///
 /// Reads one hook event as JSON on stdin (Claude Code `PreToolUse`, Codex
-/// `PreToolUse`, Copilot CLI `preToolUse`; the format is detected unless
-/// `--format` is given) and refuses a write outside the task's boundaries,
+/// `PreToolUse`, Copilot CLI `preToolUse`, Gemini CLI `BeforeTool`; the
+/// format is detected unless `--format` is given) and refuses a write outside the task's boundaries,
 /// into a forbidden glob, into a lock held by another agent, into a
 /// supervisor-owned protocol file or outside the project. Reads are always
 /// allowed; shell commands are analysed best effort (docs/guards.md).
@@ -82,8 +87,8 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum GuardCommand {
     /// Register the guard in an agent CLI's hook settings, keeping every
-    /// other entry (.claude/settings.json, .codex/hooks.json or
-    /// .github/hooks/squad.json).
+    /// other entry (.claude/settings.json, .codex/hooks.json,
+    /// .github/hooks/squad.json or .gemini/settings.json).
     Install(InstallArgs),
     /// Remove the guard's own hook entry, and nothing else.
     Uninstall(InstallArgs),
@@ -93,7 +98,7 @@ pub enum GuardCommand {
 
 /// Arguments of `guard install|uninstall`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("tool").required(true).args(["claude", "codex", "copilot"])))]
+#[command(group(clap::ArgGroup::new("tool").required(true).args(["claude", "codex", "copilot", "gemini"])))]
 pub struct InstallArgs {
     /// Claude Code: `.claude/settings.json` (`~/.claude/settings.json` with --user).
     #[arg(long)]
@@ -107,6 +112,11 @@ pub struct InstallArgs {
     /// `copilot -p` with no folder trust).
     #[arg(long)]
     pub copilot: bool,
+    /// Gemini CLI: `.gemini/settings.json` (`~/.gemini/settings.json` with
+    /// --user: loaded in every workspace, one trusted by `--skip-trust`
+    /// too).
+    #[arg(long)]
+    pub gemini: bool,
     /// The user's settings instead of the project's.
     #[arg(long)]
     pub user: bool,
@@ -155,6 +165,11 @@ fn answer(format: Option<Format>, verdict: &Verdict) -> u8 {
         Some(Format::Copilot) => serde_json::json!({
             "permissionDecision": "deny",
             "permissionDecisionReason": reason,
+        }),
+        // Gemini CLI sends `reason` to the model as the tool's error.
+        Some(Format::Gemini) => serde_json::json!({
+            "decision": "deny",
+            "reason": reason,
         }),
         None => {
             // Exit 2 with the reason on stderr blocks in Claude Code and Codex.
@@ -698,6 +713,8 @@ fn target(root_arg: Option<&Path>, args: &InstallArgs) -> Result<Target, String>
         Format::Claude
     } else if args.codex {
         Format::Codex
+    } else if args.gemini {
+        Format::Gemini
     } else {
         Format::Copilot
     };
@@ -752,6 +769,11 @@ pub(crate) fn merge(
             "preToolUse",
             json!({"type": "command", "bash": command, "timeoutSec": 10}),
         ),
+        // Gemini CLI's timeout is in milliseconds.
+        Format::Gemini => (
+            "BeforeTool",
+            json!({"matcher": "write_file|replace|run_shell_command", "hooks": [{"type": "command", "command": command, "timeout": 10000}]}),
+        ),
     };
     if format == Format::Copilot && add {
         top.entry("version").or_insert(json!(1));
@@ -783,10 +805,11 @@ pub(crate) fn merge(
     }
     if add {
         list.push(ours);
-    } else {
-        if list.is_empty() {
-            hooks.remove(event);
-        }
+    } else if list.is_empty() {
+        hooks.remove(event);
+    }
+    super::presence::merge_hooks(hooks, format, &quoted(program), add)?;
+    if !add {
         if hooks.is_empty() {
             top.remove("hooks");
         }
@@ -932,6 +955,12 @@ fn after_install(root_arg: Option<&Path>, args: &InstallArgs, t: &Target, add: b
                     codex_trust::steps_left(&project, &hooks_file, args.user)
                 );
             }
+            crate::exit::OK
+        }
+        Format::Gemini if !args.user => {
+            println!(
+                "Gemini CLI loads .gemini/settings.json only in a trusted workspace: `gemini -p` needs GEMINI_CLI_TRUST_WORKSPACE=true in its environment (`--skip-trust` runs without the project's hooks); `squadctl guard install --gemini --user` installs a hook every run loads"
+            );
             crate::exit::OK
         }
         Format::Copilot if !args.user => {

@@ -12,12 +12,13 @@ use std::path::Path;
 
 /// Check that each agent CLI's next run in this project calls the guard.
 ///
-/// For each of claude, codex and copilot found on PATH or named by a runner
-/// of the policy: the CLI's version, the project's and the user's hook file
+/// For each of claude, codex, copilot and gemini found on PATH or named by
+/// a runner of the policy: the CLI's version, the project's and the user's hook file
 /// (present, valid JSON, holding the guard's entry), and what the CLI needs
 /// beyond the file: Codex must trust the project and list the hook as
 /// reviewed with a matching hash (asked of `codex app-server` itself);
-/// `copilot -p` loads repository hooks only with `--trust-folder`. Each
+/// `copilot -p` loads repository hooks only with `--trust-folder`, `gemini
+/// -p` the project's only with `GEMINI_CLI_TRUST_WORKSPACE=true`. Each
 /// failing line says its fix. A CLI that warned in its newest run's output
 /// that its model is deprecated or retiring gets a `model` warning.
 ///
@@ -68,7 +69,7 @@ pub(crate) fn summary(root: &Path) -> (bool, String) {
 
 fn human(verdicts: &[CliVerdict]) -> String {
     if verdicts.is_empty() {
-        return "no agent CLI (claude, codex, copilot) on PATH or in a runner\n".into();
+        return "no agent CLI (claude, codex, copilot, gemini) on PATH or in a runner\n".into();
     }
     let mut out = String::new();
     for v in verdicts {

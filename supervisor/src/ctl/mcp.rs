@@ -81,6 +81,11 @@ pub struct InstallArgs {
     /// needs `--user`).
     #[arg(long)]
     pub copilot: bool,
+    /// Gemini CLI: `mcpServers.squad` in `.gemini/settings.json` (a trusted
+    /// workspace's), or `~/.gemini/settings.json` with `--user`; `trust:
+    /// true`, so headless runs call its tools without a confirmation.
+    #[arg(long)]
+    pub gemini: bool,
     /// Install for the user instead of the project.
     #[arg(long)]
     pub user: bool,

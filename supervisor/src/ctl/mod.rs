@@ -23,6 +23,7 @@ pub(crate) mod message;
 mod migrate;
 mod plan_cache;
 mod program;
+pub(crate) mod presence;
 pub(crate) mod read;
 mod recipients;
 pub(crate) mod runs;
@@ -151,6 +152,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     #[allow(missing_docs)]
     Usage(usage::UsageArgs),
+    #[allow(missing_docs)]
+    Presence(presence::PresenceArgs),
     #[allow(missing_docs)]
     Run(runs::RunArgs),
     #[allow(missing_docs)]
@@ -376,6 +379,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Graph(args) => read::graph(cli.root.as_deref(), args),
         Command::Runs(args) => runs::runs(cli.root.as_deref(), args),
         Command::Usage(args) => usage::run(cli.root.as_deref(), args),
+        Command::Presence(args) => presence::run(cli.root.as_deref(), &args),
         Command::Run(args) => runs::run(cli.root.as_deref(), args),
         Command::Stop(args) => runs::stop(cli.root.as_deref(), args),
         Command::Config(cmd) => runs::config(cli.root.as_deref(), cmd),
@@ -605,6 +609,7 @@ mod tests {
             squad_protocol::hook::Format::Claude,
             squad_protocol::hook::Format::Codex,
             squad_protocol::hook::Format::Copilot,
+            squad_protocol::hook::Format::Gemini,
         ] {
             let line = guard::command_line("squadctl", format);
             let words: Vec<&str> = line.split(' ').skip(1).collect();

@@ -130,6 +130,8 @@ pub(crate) struct Gathered {
     pub attention: Vec<crate::attention::Item>,
     /// Every run record of the root (or the session).
     pub runs: Vec<crate::runners::RunRecord>,
+    /// The agents' presence records (working, waiting for you, idle).
+    pub presence: Vec<crate::agent_presence::Record>,
 }
 
 /// Gathers what `status` and `top` show.
@@ -179,6 +181,10 @@ pub(crate) fn gather(
     // What needs a human (docs/daemon.md, "Needs attention").
     let (runs, policy_errors, config_errors) = attention_facts(root, session);
     crate::attention::drop_held_agents(&mut report, &runs);
+    let presence: Vec<crate::agent_presence::Record> = crate::agent_presence::read_all(root)
+        .into_iter()
+        .filter(|p| session.is_none_or(|s| p.session.as_deref().is_none_or(|ps| ps == s)))
+        .collect();
     let attention = crate::attention::needs_attention(&crate::attention::Facts {
         report: Some(&report),
         runs: &runs,
@@ -187,11 +193,13 @@ pub(crate) fn gather(
         session_budget: crate::locks::load_policy(root)
             .map(|p| p.runners.budget.session)
             .unwrap_or_default(),
+        presence: &presence,
     });
     Ok(Gathered {
         report,
         attention,
         runs,
+        presence,
     })
 }
 
@@ -206,6 +214,7 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         report,
         attention,
         runs: records,
+        presence,
     } = match gather(&root, args.session.as_deref(), now) {
         Ok(g) => g,
         Err(e) => return super::fail(e),
@@ -220,6 +229,8 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         value["runs"] = serde_json::Value::Array(runs);
         // Tokens and cost per session (docs/runners.md).
         value["usage"] = super::usage::sessions_json(&records);
+        // Which agent needs a person (docs/guards.md).
+        value["presence"] = serde_json::to_value(&presence).unwrap_or_default();
         if let Some((_, c)) = &cluster {
             value["cluster"] = c.clone();
         }
@@ -237,6 +248,19 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         if !runs.is_empty() {
             text.push_str("agent runs:\n");
             text.push_str(&super::runs::runs_human(&runs));
+        }
+        if !presence.is_empty() {
+            text.push_str("agents (their CLIs' hooks):\n");
+            for p in &presence {
+                text.push_str(&format!(
+                    "  {} {}{}\n",
+                    crate::text::escape(&p.agent),
+                    p.state.as_str(),
+                    p.detail
+                        .as_deref()
+                        .map_or_else(String::new, |d| format!(": {}", crate::text::escape(d)))
+                ));
+            }
         }
         let cost = super::usage::sessions_human(&records);
         if !cost.is_empty() {

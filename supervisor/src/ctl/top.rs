@@ -553,6 +553,39 @@ enum Wake {
     Quit,
 }
 
+/// Sends `Changed` when an agent's presence record changes (a CLI's hook
+/// wrote it: `squadctl presence`), squadd up or down: who waits for the
+/// person shows at once. The records' directory is made when missing, so
+/// there is something to watch.
+fn watch_presence(root: &Path, tx: mpsc::Sender<Wake>) {
+    use notify::Watcher;
+    let dir = crate::root::fs_path(root)
+        .join(squad_protocol::tree::SQUAD_DIR)
+        .join(crate::agent_presence::DIR);
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+            use notify::EventKind as K;
+            if e.is_ok_and(|e| matches!(e.kind, K::Create(_) | K::Remove(_) | K::Modify(_))) {
+                let _ = tx.send(Wake::Changed);
+            }
+        });
+        let Ok(mut watcher) = watcher else { return };
+        if watcher
+            .watch(&dir, notify::RecursiveMode::NonRecursive)
+            .is_err()
+        {
+            return;
+        }
+        // Keep the watcher alive as long as the console runs.
+        loop {
+            std::thread::park();
+        }
+    });
+}
+
 /// Sends `Changed` on every squadd event; when squadd is down or goes away,
 /// on every change under `.squad/sessions` instead (inotify).
 fn watch(root: PathBuf, tx: mpsc::Sender<Wake>) {
@@ -622,6 +655,7 @@ pub(crate) fn top(root_arg: Option<&Path>, args: TopArgs) -> u8 {
     };
     let (tx, rx) = mpsc::channel();
     watch(root.clone(), tx.clone());
+    watch_presence(&root, tx.clone());
     // Keys on their own thread, blocking: the main loop waits on one
     // channel for keys and changes alike.
     std::thread::spawn(move || {

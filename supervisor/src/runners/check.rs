@@ -75,6 +75,7 @@ fn format_of(cli: Cli) -> Format {
         Cli::Claude => Format::Claude,
         Cli::Codex => Format::Codex,
         Cli::Copilot => Format::Copilot,
+        Cli::Gemini => Format::Gemini,
     }
 }
 
@@ -194,10 +195,12 @@ fn runner_use(agent: &str, spec: &RunnerSpec) -> RunnerUse {
         agents: vec![agent.to_string()],
         guard_off: spec.guard_off,
         trusts_folder: spec.command.iter().any(|a| a == "--trust-folder")
-            || spec
-                .env
-                .get("GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS")
-                .is_some_and(|v| v == "true"),
+            || [
+                "GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS",
+                "GEMINI_CLI_TRUST_WORKSPACE",
+            ]
+            .iter()
+            .any(|k| spec.env.get(*k).is_some_and(|v| v == "true")),
     }
 }
 

@@ -32,7 +32,20 @@ pub(crate) fn hook_file_path(
         // trusted folder; the user's hooks directory is loaded always.
         (Format::Copilot, true) => dir("COPILOT_HOME", ".copilot")?.join("hooks/squad.json"),
         (Format::Copilot, false) => project.join(".github/hooks/squad.json"),
+        // `gemini -p` loads the project's settings only in a trusted
+        // workspace; the user's always.
+        (Format::Gemini, true) => home()?.join(".gemini/settings.json"),
+        (Format::Gemini, false) => project.join(".gemini/settings.json"),
     })
+}
+
+/// The hook event the guard answers in `format`'s settings.
+pub(crate) fn event_of(format: Format) -> &'static str {
+    match format {
+        Format::Copilot => "preToolUse",
+        Format::Gemini => "BeforeTool",
+        Format::Claude | Format::Codex => "PreToolUse",
+    }
 }
 
 /// Whether a hook handler object is ours.
@@ -56,11 +69,7 @@ pub(crate) fn installed(text: &str, format: Format) -> Result<bool, String> {
     if !doc.is_object() {
         return Err("not a JSON object".into());
     }
-    let event = if format == Format::Copilot {
-        "preToolUse"
-    } else {
-        "PreToolUse"
-    };
+    let event = event_of(format);
     let list = doc["hooks"][event].as_array().cloned().unwrap_or_default();
     Ok(if format == Format::Copilot {
         list.iter().any(|h| is_ours(h, format))

@@ -458,12 +458,18 @@ pub(crate) fn mcp_json_entry(
     args: &[String],
 ) -> serde_json::Value {
     let mut entry = serde_json::json!({"command": program, "args": args});
-    if host == squad_policies::guard_doctor::Cli::Copilot {
+    use squad_policies::guard_doctor::Cli;
+    match host {
         // Copilot CLI's local servers name their type and the tools allowed.
-        entry["type"] = serde_json::json!("local");
-        entry["tools"] = serde_json::json!(["*"]);
-    } else {
-        entry["type"] = serde_json::json!("stdio");
+        Cli::Copilot => {
+            entry["type"] = serde_json::json!("local");
+            entry["tools"] = serde_json::json!(["*"]);
+        }
+        // Gemini CLI infers the transport from `command`; `trust` runs the
+        // server's tools without a confirmation (headless runs have no one
+        // to confirm).
+        Cli::Gemini => entry["trust"] = serde_json::json!(true),
+        Cli::Claude | Cli::Codex => entry["type"] = serde_json::json!("stdio"),
     }
     entry
 }
@@ -521,6 +527,9 @@ pub(crate) fn command_line(
             "--additional-mcp-config".into(),
             servers(mcp_json_entry(cli, &program, &args)),
         ],
+        // No flag configures a server: refused with `mcp: true` when the
+        // policy loads (`squadctl mcp install --gemini` instead).
+        Cli::Gemini => return argv,
     };
     let at = argv
         .iter()

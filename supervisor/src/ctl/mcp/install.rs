@@ -37,6 +37,8 @@ fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBu
                     .into(),
             );
         }
+        (Host::Gemini, false) => project()?.join(".gemini/settings.json"),
+        (Host::Gemini, true) => home()?.join(".gemini/settings.json"),
     })
 }
 
@@ -244,13 +246,14 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
         (args.claude, Host::Claude),
         (args.codex, Host::Codex),
         (args.copilot, Host::Copilot),
+        (args.gemini, Host::Gemini),
     ]
     .into_iter()
     .filter_map(|(on, h)| on.then_some(h))
     .collect();
     if hosts.is_empty() {
         return super::super::fail(
-            "mcp install: name the agent CLI: --claude, --codex or --copilot",
+            "mcp install: name the agent CLI: --claude, --codex, --copilot or --gemini",
         );
     }
     if let Some(a) = &agent

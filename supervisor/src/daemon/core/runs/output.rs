@@ -9,6 +9,7 @@
 use super::{Effect, Live, Now, Root, RootId, RunKey, emit, record};
 use crate::events::EventKind;
 use crate::runners::{OutputSeen, Signal};
+use squad_policies::budget::{self, Budget};
 use squad_policies::usage::{self, Usage};
 
 /// A run's output said something new.
@@ -57,12 +58,12 @@ enum Stop {
 /// A live run past its budget, once: SIGTERM and `agent-over-budget`;
 /// the grace and SIGKILL then follow as after a time limit
 /// ([`super::decide::look`]), and its end holds it.
-fn hold_to_budget(live: &mut Live, budget: &usage::Budget, now: Now) -> Option<Vec<Stop>> {
+fn hold_to_budget(live: &mut Live, budget: &Budget, now: Now) -> Option<Vec<Stop>> {
     if live.rec.over_budget.is_some() || live.ended.is_some() || !budget.is_set() {
         return None;
     }
     let used: &Usage = live.rec.usage.as_ref()?;
-    let figures = usage::over_budget(budget, used, 1.0)?;
+    let figures = budget::over_budget(budget, used, 1.0)?;
     live.rec.over_budget = Some(figures.clone());
     // An earlier SIGTERM (its time limit) keeps its time: the grace runs
     // from the first one.

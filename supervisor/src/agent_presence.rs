@@ -1,0 +1,206 @@
+//! Which agent needs a person (issue 38, item 7): the state of agents a
+//! person runs interactively, as their CLI's own lifecycle hooks report it
+//! (`squadctl presence`, installed by `guard install`): working, waiting
+//! for the person (a permission, a question), or idle. One record per
+//! agent in `.squad/run/presence/<agent>.json`, written atomically by the
+//! hook; `status` and `top` read them (docs/guards.md, "Which agent needs
+//! you").
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use squad_protocol::hook::Format;
+use std::path::{Path, PathBuf};
+
+/// Where the records are, under `.squad/`.
+pub(crate) const DIR: &str = "run/presence";
+
+/// What an agent is doing, as its CLI said last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum State {
+    /// A prompt is being worked on.
+    Working,
+    /// The CLI waits for the person: a permission or an answer.
+    Waiting,
+    /// The turn ended; the CLI waits for a new prompt.
+    Idle,
+}
+
+impl State {
+    /// The kebab-case word.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            State::Working => "working",
+            State::Waiting => "waiting",
+            State::Idle => "idle",
+        }
+    }
+}
+
+/// One agent's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Record {
+    /// The agent (`SQUAD_AGENT`, else `<cli>-<its session id's start>`).
+    pub agent: String,
+    /// Its state.
+    pub state: State,
+    /// What it waits for (`permission to use Bash: …`), or did last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The CLI (`claude`, `gemini`, …).
+    pub cli: String,
+    /// The squad session (`SQUAD_SESSION`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Its task (`SQUAD_TASK`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// The CLI's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The CLI's process (pid, start time): a record whose process is gone
+    /// is stale.
+    #[serde(default)]
+    pub pid: u32,
+    /// Its start time as the kernel reports it.
+    #[serde(default)]
+    pub process_start: u64,
+    /// When the hook wrote it.
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What one hook event says: the new state and its detail; `None` for an
+/// event that changes nothing, `Some(None)` for the end of the CLI's
+/// session (the record goes).
+pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, Option<String>)>> {
+    let name = event["hook_event_name"].as_str().unwrap_or("");
+    let text = |k: &str| {
+        event[k]
+            .as_str()
+            .map(|s| s.chars().take(300).collect::<String>())
+    };
+    let tool = || {
+        let input = &event["tool_input"];
+        let what = input["command"]
+            .as_str()
+            .or(input["file_path"].as_str())
+            .map(|s| s.chars().take(200).collect::<String>());
+        let tool = event["tool_name"].as_str().unwrap_or("a tool");
+        Some(match what {
+            Some(w) => format!("permission to use {tool}: {w}"),
+            None => format!("permission to use {tool}"),
+        })
+    };
+    let working = Some(Some((State::Working, None)));
+    match (format, name) {
+        (_, "SessionEnd") => Some(None),
+        (Format::Claude, "PermissionRequest") => Some(Some((State::Waiting, tool()))),
+        (Format::Claude | Format::Gemini, "Notification") => {
+            let kind = event["notification_type"].as_str().unwrap_or("");
+            if kind == "idle_prompt" {
+                Some(Some((State::Idle, text("message"))))
+            } else {
+                Some(Some((State::Waiting, text("message"))))
+            }
+        }
+        (_, "UserPromptSubmit" | "BeforeAgent" | "PostToolUse" | "AfterTool") => working,
+        (_, "Stop" | "AfterAgent") => Some(Some((State::Idle, None))),
+        _ => None,
+    }
+}
+
+/// The records of a project, newest state per agent; those whose CLI
+/// process is gone are left out.
+pub(crate) fn read_all(root: &Path) -> Vec<Record> {
+    let dir = root.join(squad_protocol::tree::SQUAD_DIR).join(DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Record> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| {
+            let bytes = squad_protocol::fsx::read_regular(&e.path(), 64 * 1024).ok()?;
+            serde_json::from_slice::<Record>(&bytes).ok()
+        })
+        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+        .collect();
+    out.sort_by(|a, b| a.agent.cmp(&b.agent));
+    out
+}
+
+/// The record's file.
+pub(crate) fn path(root: &Path, agent: &str) -> PathBuf {
+    root.join(squad_protocol::tree::SQUAD_DIR)
+        .join(DIR)
+        .join(format!("{agent}.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn claude_events_map_to_states() {
+        let permission = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "echo hi > out.txt"}});
+        assert_eq!(
+            state_of(Format::Claude, &permission),
+            Some(Some((
+                State::Waiting,
+                Some("permission to use Bash: echo hi > out.txt".into())
+            )))
+        );
+        // Claude Code 2.1.197's own words, a few seconds later.
+        let note = json!({"hook_event_name": "Notification", "message": "Claude needs your permission", "notification_type": "permission_prompt"});
+        assert_eq!(
+            state_of(Format::Claude, &note),
+            Some(Some((
+                State::Waiting,
+                Some("Claude needs your permission".into())
+            )))
+        );
+        let idle = json!({"hook_event_name": "Notification", "message": "Claude is waiting for your input", "notification_type": "idle_prompt"});
+        assert_eq!(
+            state_of(Format::Claude, &idle).unwrap().unwrap().0,
+            State::Idle
+        );
+        for (event, state) in [
+            ("UserPromptSubmit", State::Working),
+            ("PostToolUse", State::Working),
+            ("Stop", State::Idle),
+        ] {
+            let e = json!({"hook_event_name": event});
+            assert_eq!(
+                state_of(Format::Claude, &e).unwrap().unwrap().0,
+                state,
+                "{event}"
+            );
+        }
+        assert_eq!(
+            state_of(Format::Claude, &json!({"hook_event_name": "SessionEnd"})),
+            Some(None)
+        );
+        assert_eq!(
+            state_of(Format::Claude, &json!({"hook_event_name": "PreCompact"})),
+            None
+        );
+    }
+
+    #[test]
+    fn gemini_events_map_to_states() {
+        for (event, state) in [
+            ("BeforeAgent", State::Working),
+            ("AfterTool", State::Working),
+            ("AfterAgent", State::Idle),
+            ("Notification", State::Waiting),
+        ] {
+            let e = json!({"hook_event_name": event, "message": "m"});
+            assert_eq!(
+                state_of(Format::Gemini, &e).unwrap().unwrap().0,
+                state,
+                "{event}"
+            );
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! "Which agent needs me?" (issue 38, item 7) with a real interactive
+//! Claude Code session in tmux against the scripted model server: the
+//! model asks for a shell command Claude Code must ask permission for; the
+//! hooks `guard install --claude` installs record the agent waiting, which
+//! `status --json` shows, named; once the person approves, it works again.
+//! (`--permission-mode default`: Claude Code 2.1.332 defaults to an "auto"
+//! mode that answers such prompts itself.)
+
+use crate::real_clis::{SESSION, cli, project};
+use crate::stub_model::{Step, StubModel};
+use crate::support::*;
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+/// tmux on its own server socket, killed when the test ends.
+struct Tmux {
+    socket: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket);
+        c
+    }
+
+    fn screen(&self) -> String {
+        stdout(&run(self.cmd().args(["capture-pane", "-p", "-t", "agent"])))
+    }
+
+    /// Waits for the prompt, dismissing what a newer Claude Code shows
+    /// first (2.1.332: "Try the new fullscreen renderer?", Esc says not
+    /// now).
+    fn wait_ready(&self, stub: &StubModel) {
+        let mut screen = String::new();
+        for _ in 0..1200 {
+            screen = self.screen();
+            if screen.contains("Enter to confirm") {
+                ok(run(self.cmd().args(["send-keys", "-t", "agent", "Escape"])));
+            } else if screen.contains("for shortcuts") {
+                return;
+            }
+            // Poll interval of a wait with a deadline (1200 turns).
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("no prompt:\n{screen}\n{}", stub.transcript());
+    }
+
+    /// The screen once it shows `want`.
+    fn wait_for(&self, want: &str, stub: &StubModel) -> String {
+        let mut screen = String::new();
+        for _ in 0..1200 {
+            screen = self.screen();
+            if screen.contains(want) {
+                return screen;
+            }
+            // Poll interval of a wait with a deadline (1200 turns).
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!(
+            "the screen never showed {want:?}:\n{screen}\n{}",
+            stub.transcript()
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+/// backend's presence record as `status --json` shows it, once `done`.
+fn presence(root: &Path, done: impl Fn(&Value) -> bool) -> Value {
+    crate::daemon::eventually("backend's presence as expected", || {
+        let out = run(ctl(root).args(["status", "--json"]));
+        let v: Value = serde_json::from_str(&stdout(&out)).ok()?;
+        v["presence"]
+            .as_array()?
+            .iter()
+            .find(|p| p["agent"] == "backend" && done(p))
+            .map(|_| v.clone())
+    })
+}
+
+#[test]
+fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
+    let Some(claude) = cli("claude") else { return };
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is required under CI"
+        );
+        eprintln!("SKIPPED: tmux is not installed");
+        return;
+    }
+    let p = project();
+    let out = ok(run(ctl(&p.root)
+        .args([
+            "guard",
+            "install",
+            "--claude",
+            "--program",
+            env!("CARGO_BIN_EXE_squadctl"),
+        ])
+        .env("HOME", &p.home)));
+    assert!(out.contains("installed"), "{out}");
+    let target = p.root.join("backend/ok.txt");
+    let stub = StubModel::start(vec![Step::Shell(format!("echo hi > {}", target.display()))]);
+    // A person's Claude Code: onboarding done, the API key and the
+    // project accepted (what its first interactive start asks).
+    let key = "sk-ant-stub-0123456789abcdefghij";
+    fs::write(
+        p.home.join(".claude.json"),
+        serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "theme": "dark",
+            "customApiKeyResponses": {"approved": [&key[key.len() - 20..]], "rejected": []},
+            "projects": {p.root.display().to_string(): {"hasTrustDialogAccepted": true, "allowedTools": []}},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let tmux = Tmux {
+        socket: p.home.join("tmux.sock"),
+    };
+    let line = format!(
+        "env -i HOME={home} PATH={path} TERM=xterm-256color ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 SQUAD_AGENT=backend SQUAD_TASK=task_1 SQUAD_SESSION={SESSION} {claude} --model claude-opus-4-8 --permission-mode default",
+        home = p.home.display(),
+        path = std::env::var("PATH").unwrap_or_default(),
+        url = stub.url(),
+        claude = claude.display(),
+    );
+    let started = run(tmux
+        .cmd()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "agent",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-c",
+        ])
+        .arg(&p.root)
+        .arg(&line));
+    assert_eq!(code(&started), 0, "{}", stderr(&started));
+    tmux.wait_ready(&stub);
+    // The lead's console, already open: it shows the wait by itself.
+    let top = crate::attention::start_top(&p.root, "100", "30");
+    top.wait_for(&["NEEDS YOU"]);
+    ok(run(tmux.cmd().args([
+        "send-keys",
+        "-t",
+        "agent",
+        "Work on task_1.",
+        "Enter",
+    ])));
+    tmux.wait_for("Do you want to proceed?", &stub);
+    // Waiting for its person, named, with what it asks.
+    let v = presence(&p.root, |p| p["state"] == "waiting");
+    let me = v["presence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["agent"] == "backend")
+        .unwrap();
+    assert!(
+        me["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("permission to use Bash") && d.contains("ok.txt")),
+        "{v:#}"
+    );
+    assert_eq!(me["task"], "task_1");
+    assert!(
+        v["needs_attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "agent-waiting"
+                && i["summary"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("backend is waiting for you")),
+        "{v:#}"
+    );
+    top.wait_for(&["backend is waiting for you"]);
+    // The person approves: it works again, and nobody is waited for.
+    ok(run(tmux.cmd().args(["send-keys", "-t", "agent", "1"])));
+    let v = presence(&p.root, |p| p["state"] != "waiting");
+    assert!(
+        !v["needs_attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "agent-waiting"),
+        "{v:#}"
+    );
+    assert_eq!(fs::read_to_string(&target).ok().as_deref(), Some("hi\n"));
+}
