@@ -31,7 +31,7 @@ mod inbox_people;
 mod interop;
 pub mod lock;
 mod mailbox;
-mod mcp;
+pub mod mcp;
 mod memory;
 mod messages;
 mod notices;

@@ -215,3 +215,117 @@ fn check_judges_committed_symlinks_from_the_commit() {
         );
     }
 }
+
+/// Another local user may not use an agent's MCP server over HTTP: it
+/// cannot read the token (mode 0600 under `.squad/run/`), and a request
+/// without it, or with another, is answered 401 before any tool runs. Each
+/// start makes a new token, and the stopped server's file is gone. Before
+/// issue 39 the server answered anyone on the machine (200).
+#[test]
+fn mcp_http_refuses_a_client_without_the_servers_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    ctl_ok(root, &["init"]);
+    let server = crate::mcp::HttpServer::start(root, "alice");
+    let authority = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let host = format!("Host: {authority}\r\n");
+    for (what, auth) in [
+        ("no token", String::new()),
+        (
+            "another token",
+            format!("Authorization: Bearer {}\r\n", "0".repeat(64)),
+        ),
+        (
+            "a token's prefix",
+            format!("Authorization: Bearer {}\r\n", &server.token[..32]),
+        ),
+        (
+            "the token as Basic",
+            format!("Authorization: Basic {}\r\n", server.token),
+        ),
+    ] {
+        let answer = server.post_initialize_as(&format!("{host}{auth}"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "{what}: {answer}");
+    }
+    let good =
+        server.post_initialize_as(&format!("{host}Authorization: Bearer {}\r\n", server.token));
+    assert!(good.starts_with("HTTP/1.1 200"), "{good}");
+    let meta = std::fs::metadata(&server.token_file).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(server.token.len(), 64);
+    assert!(server.token_file.starts_with(root.join(".squad/run")));
+    // A second server (a restart) has a token of its own.
+    let again = crate::mcp::HttpServer::start(root, "alice");
+    assert_ne!(again.token, server.token);
+}
+
+/// The `dashes_and_sizes` scenario of the MCP client, as alice over stdio.
+fn dashes_and_sizes() -> Option<(tempfile::TempDir, String, serde_json::Value)> {
+    let python = crate::mcp::python()?;
+    let (tmp, session) = crate::mcp::project();
+    let report = crate::mcp::client_with(
+        &python,
+        tmp.path(),
+        &session,
+        "dashes_and_sizes",
+        &serde_json::json!({}),
+        &serde_json::json!({}),
+    );
+    Some((tmp, session, report))
+}
+
+/// An agent's free text is data, never an option: a Markdown bullet list as
+/// a message body, `--status completed` as an action, `-x` as a todo. Before
+/// issue 39 every one of these calls was refused as an unknown option (or,
+/// worse, parsed as one).
+#[test]
+fn mcp_free_text_starting_with_a_dash_is_data() {
+    let Some((tmp, session, report)) = dashes_and_sizes() else {
+        return;
+    };
+    let steps = report["steps"].as_array().unwrap();
+    for s in &steps[..4] {
+        assert_eq!(s["is_error"], false, "{s}");
+    }
+    let dir = tmp.path().join(".squad/sessions").join(&session);
+    let message = crate::worktree::walk(&dir)
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains("role-comm-alice-to-bob"))
+        .expect("the message is written");
+    let text = std::fs::read_to_string(message).unwrap();
+    assert!(
+        text.contains("message: |-\n  - one\n  - two\n  --force\n"),
+        "{text}"
+    );
+    assert!(text.contains("subject: -s subject"), "{text}");
+    let progress = std::fs::read_to_string(dir.join("role-comm-alice-task_001.md")).unwrap();
+    assert!(progress.contains("status: in_progress"), "{progress}");
+    assert!(progress.contains("--status completed"), "{progress}");
+}
+
+/// A tool may not say "sent" for a message squadd will never deliver: a
+/// body that makes the file larger than a protocol file may be is refused,
+/// naming the limit, and nothing is written. Before issue 39 the 2 MiB send
+/// answered success and the message stayed undelivered.
+#[test]
+fn mcp_send_over_the_message_limit_is_refused_naming_it() {
+    let Some((tmp, session, report)) = dashes_and_sizes() else {
+        return;
+    };
+    let big = &report["steps"].as_array().unwrap()[4];
+    assert_eq!(big["tool"], "send", "{big}");
+    assert_eq!(big["is_error"], true, "{big}");
+    let text = big["text"].as_str().unwrap();
+    assert!(text.contains("1048576 bytes"), "{text}");
+    let dir = tmp.path().join(".squad/sessions").join(&session);
+    let large = crate::worktree::walk(&dir)
+        .into_iter()
+        .filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() > 1024 * 1024))
+        .count();
+    assert_eq!(large, 0, "nothing over the limit was written");
+}
