@@ -329,3 +329,121 @@ fn mcp_send_over_the_message_limit_is_refused_naming_it() {
         .count();
     assert_eq!(large, 0, "nothing over the limit was written");
 }
+
+/// `guard doctor --json`'s verdict on `cli` in `root`, with a stand-in of
+/// each CLI on PATH (printing a version) and `home` as HOME.
+fn doctor_says(root: &Path, home: &Path, bin: &Path, cli: &str) -> (bool, String) {
+    let out = run(ctl(root)
+        .args(["guard", "doctor", "--json"])
+        .env("HOME", home)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display())));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    let verdict = v["clis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cli"] == cli)
+        .unwrap_or_else(|| panic!("{cli} not judged: {v:#}"))
+        .clone();
+    (verdict["guarded"] == true, verdict.to_string())
+}
+
+/// The guard's own health may not be claimed when the guard will not run:
+/// `guard doctor` runs the installed hook as the CLI would (its command,
+/// its matcher and entry type, `disableAllHooks` in any settings file, a
+/// desktop launcher's PATH) on a write the guard refuses, and says
+/// "guarded" only when that write is denied. Before issue 39 every broken
+/// setup below was "guarded" (the doctor only looked for the entry).
+#[test]
+fn guard_doctor_says_guarded_only_when_the_installed_hook_denies() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, home, bin) = (base.join("proj"), base.join("home"), base.join("bin"));
+    for d in [&root, &home, &bin] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    ctl_ok(&root, &["init"]);
+    for cli in ["claude", "copilot"] {
+        let p = bin.join(cli);
+        std::fs::write(&p, "#!/bin/sh\necho 9.9.9\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let settings = root.join(".claude/settings.json");
+    let hook = |matcher: &str, kind: &str, command: &str| {
+        serde_json::json!({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [
+            {"type": kind, "command": command, "timeout": 10}]}]}})
+        .to_string()
+    };
+    let squadctl = env!("CARGO_BIN_EXE_squadctl");
+    let good = format!("{squadctl} guard --format claude");
+    // The good setup, as `guard install` writes it: guarded.
+    ok(run(ctl(&root).args(["guard", "install", "--claude"])));
+    let installed = std::fs::read_to_string(&settings).unwrap();
+    assert!(installed.contains(&good), "{installed}");
+    let (guarded, v) = doctor_says(&root, &home, &bin, "claude");
+    assert!(guarded, "{v}");
+
+    let broken = [
+        (
+            "a bare squadctl (not on a launcher's PATH)",
+            hook(
+                "Write|Edit|Bash",
+                "command",
+                "squadctl guard --format claude",
+            ),
+        ),
+        (
+            "a removed binary",
+            hook(
+                "Write|Edit|Bash",
+                "command",
+                "/nonexistent/squadctl guard --format claude",
+            ),
+        ),
+        ("a matcher of Read", hook("Read", "command", &good)),
+        (
+            "a command that only mentions the guard",
+            hook(
+                "Write|Edit",
+                "command",
+                "true # squadctl guard --format claude",
+            ),
+        ),
+        ("a prompt entry", hook("Write|Edit", "prompt", &good)),
+    ];
+    for (what, text) in broken {
+        std::fs::write(&settings, &text).unwrap();
+        let (guarded, v) = doctor_says(&root, &home, &bin, "claude");
+        assert!(!guarded, "{what}: {v}");
+        assert!(v.contains("does not guard"), "{what}: {v}");
+    }
+    // disableAllHooks in the local settings turns the good hook off.
+    std::fs::write(&settings, &installed).unwrap();
+    write(
+        &root,
+        ".claude/settings.local.json",
+        r#"{"disableAllHooks": true}"#,
+    );
+    let (guarded, v) = doctor_says(&root, &home, &bin, "claude");
+    assert!(!guarded, "{v}");
+    assert!(v.contains("disableAllHooks"), "{v}");
+    std::fs::remove_file(root.join(".claude/settings.local.json")).unwrap();
+    assert!(doctor_says(&root, &home, &bin, "claude").0);
+
+    // Copilot's repository hook runs only with --trust-folder: not guarded.
+    ok(run(ctl(&root).args(["guard", "install", "--copilot"])));
+    let (guarded, v) = doctor_says(&root, &home, &bin, "copilot");
+    assert!(!guarded, "{v}");
+    assert!(v.contains("--trust-folder"), "{v}");
+    // The user install (loaded with no trust) is.
+    ok(run(ctl(&root).env("HOME", &home).args([
+        "guard",
+        "install",
+        "--copilot",
+        "--user",
+    ])));
+    let (guarded, v) = doctor_says(&root, &home, &bin, "copilot");
+    assert!(guarded, "{v}");
+}
