@@ -50,8 +50,14 @@ pub enum HookFile {
     Invalid(String),
     /// Valid, without the guard's entry.
     NoEntry,
-    /// The guard's entry is there.
+    /// The guard's entry is there, and run as the CLI runs it (its
+    /// command, matcher and settings, with a desktop launcher's PATH) it
+    /// denied a synthetic write the guard must refuse.
     Installed,
+    /// The guard's entry is there but the proof failed: run as the CLI
+    /// would, it did not deny the probe (why: exit 127, a matcher that
+    /// never sees a write, hooks disabled…).
+    NotProven(String),
 }
 
 /// What Codex itself says of the guard's hook (`codex app-server`
@@ -189,6 +195,18 @@ fn hook_line(cli: Cli, which: &str, (path, file): &(String, HookFile), user: boo
                 Status::Fail,
                 format!("{path}: no guard entry"),
                 Some(install_cmd(cli, user)),
+            ),
+            false,
+        ),
+        HookFile::NotProven(why) => (
+            line(
+                &check,
+                Status::Fail,
+                format!("{path}: the guard's entry is there but does not guard: {why}"),
+                Some(format!(
+                    "fix it, or run `{}` again (it writes squadctl's absolute path)",
+                    install_cmd(cli, user)
+                )),
             ),
             false,
         ),
@@ -346,9 +364,11 @@ pub fn diagnose(f: &CliFacts) -> CliVerdict {
                             install_cmd(Cli::Copilot, true)
                         )),
                     ),
+                    // Not "guarded": whether a run passes --trust-folder is
+                    // the caller's, not the file's.
                     None => (
-                        Status::Warn,
-                        "`copilot -p` loads .github/hooks/ only with --trust-folder (interactive: once the folder is trusted)".to_string(),
+                        Status::Fail,
+                        "`copilot -p` loads .github/hooks/ only with --trust-folder (interactive: once the folder is trusted); a run without it is unguarded".to_string(),
                         Some(install_cmd(Cli::Copilot, true)),
                     ),
                 };
@@ -434,9 +454,252 @@ pub fn refusal(v: &CliVerdict) -> String {
     )
 }
 
+// ---------------------------------------------------------------------------
+// The proof: the hook run as the CLI runs it, on a write it must refuse.
+// One table per CLI, so another CLI slots in with its own rows.
+// ---------------------------------------------------------------------------
+
+/// How a CLI keeps and runs its pre-tool hooks, for the proof.
+#[derive(Debug, Clone, Copy)]
+pub struct HookShape {
+    /// The event key under `hooks`.
+    pub event: &'static str,
+    /// The key of a handler's command.
+    pub command_key: &'static str,
+    /// The key of a handler's timeout, in seconds.
+    pub timeout_key: &'static str,
+    /// Whether handlers sit in matcher groups (`{"matcher", "hooks": […]}`).
+    pub grouped: bool,
+    /// The tool name of the probe write, matched against the matchers.
+    pub probe_tool: &'static str,
+}
+
+impl Cli {
+    /// How this CLI keeps its pre-tool hooks.
+    pub fn hook_shape(self) -> HookShape {
+        match self {
+            Cli::Claude => HookShape {
+                event: "PreToolUse",
+                command_key: "command",
+                timeout_key: "timeout",
+                grouped: true,
+                probe_tool: "Write",
+            },
+            Cli::Codex => HookShape {
+                event: "PreToolUse",
+                command_key: "command",
+                timeout_key: "timeout",
+                grouped: true,
+                probe_tool: "apply_patch",
+            },
+            Cli::Copilot => HookShape {
+                event: "preToolUse",
+                command_key: "bash",
+                timeout_key: "timeoutSec",
+                grouped: false,
+                probe_tool: "create",
+            },
+        }
+    }
+
+    /// The hook input this CLI sends before it writes `path` (absolute) in
+    /// the project at `cwd`.
+    pub fn probe_input(self, cwd: &str, path: &str) -> String {
+        let v = match self {
+            Cli::Claude => serde_json::json!({
+                "session_id": "squad-guard-doctor",
+                "hook_event_name": "PreToolUse",
+                "cwd": cwd,
+                "tool_name": "Write",
+                "tool_input": {"file_path": path, "content": "probe\n"},
+            }),
+            Cli::Codex => serde_json::json!({
+                "session_id": "squad-guard-doctor",
+                "turn_id": "squad-guard-doctor",
+                "hook_event_name": "PreToolUse",
+                "cwd": cwd,
+                "tool_name": "apply_patch",
+                "tool_input": {"command": format!("*** Begin Patch\n*** Add File: {path}\n+probe\n*** End Patch\n")},
+            }),
+            Cli::Copilot => serde_json::json!({
+                "timestamp": 0,
+                "cwd": cwd,
+                "toolName": "create",
+                "toolArgs": serde_json::json!({"path": path, "file_text": "probe\n"}).to_string(),
+            }),
+        };
+        v.to_string()
+    }
+}
+
+/// One hook command the CLI would run for the probe write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookCommand {
+    /// The shell command.
+    pub command: String,
+    /// Its timeout, seconds (the file's, else the CLI's default of 60).
+    pub timeout_secs: u64,
+}
+
+/// Whether a matcher selects `tool`: absent, empty or `*` selects every
+/// tool; else a `|`-separated list of tool names. Anything else (a
+/// regular expression) is `None`: the doctor does not guess.
+fn matcher_selects(matcher: Option<&str>, tool: &str) -> Option<bool> {
+    match matcher.map(str::trim) {
+        None | Some("") | Some("*") => Some(true),
+        Some(m)
+            if m.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|') =>
+        {
+            Some(m.split('|').any(|n| n == tool))
+        }
+        Some(_) => None,
+    }
+}
+
+/// The commands a CLI runs from one hook file's text before the probe
+/// write, or why none will (`Err`): hooks disabled (`disableAllHooks`), no
+/// entry of `"type": "command"` whose matcher selects the write (a
+/// `"type": "prompt"` entry runs no command), a matcher the doctor cannot
+/// read.
+pub fn probe_commands(cli: Cli, text: &str) -> Result<Vec<HookCommand>, String> {
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    if doc.get("disableAllHooks") == Some(&serde_json::Value::Bool(true)) {
+        return Err("`disableAllHooks: true` in the same file turns every hook off".into());
+    }
+    let shape = cli.hook_shape();
+    let list = doc["hooks"][shape.event]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut handlers = Vec::new();
+    let mut unreadable = Vec::new();
+    if shape.grouped {
+        for group in &list {
+            match matcher_selects(group["matcher"].as_str(), shape.probe_tool) {
+                Some(true) => {
+                    handlers.extend(group["hooks"].as_array().cloned().unwrap_or_default())
+                }
+                Some(false) => {}
+                None => unreadable.push(group["matcher"].as_str().unwrap_or_default().to_string()),
+            }
+        }
+    } else {
+        handlers = list;
+    }
+    let commands: Vec<HookCommand> = handlers
+        .iter()
+        .filter(|h| h["type"].as_str().unwrap_or("command") == "command")
+        .filter_map(|h| {
+            let command = h[shape.command_key].as_str()?.trim();
+            (!command.is_empty()).then(|| HookCommand {
+                command: command.to_string(),
+                timeout_secs: h[shape.timeout_key].as_u64().unwrap_or(60),
+            })
+        })
+        .collect();
+    if commands.is_empty() {
+        let why = if unreadable.is_empty() {
+            format!(
+                "no `\"type\": \"command\"` hook whose matcher selects `{}` (a write)",
+                shape.probe_tool
+            )
+        } else {
+            format!(
+                "no hook selects `{}` by a list of tool names (matcher `{}` cannot be judged)",
+                shape.probe_tool,
+                unreadable.join("`, `")
+            )
+        };
+        return Err(why);
+    }
+    Ok(commands)
+}
+
+/// Whether a hook's answer (its exit status, `None` when killed, and its
+/// stdout) denies the call, as the CLI reads it: exit 2 (Claude Code,
+/// Codex), or JSON with `permissionDecision: "deny"` (at the top, or in
+/// `hookSpecificOutput`) or `decision: "block"`.
+pub fn is_denial(cli: Cli, code: Option<i32>, stdout: &str) -> bool {
+    if code == Some(2) && cli != Cli::Copilot {
+        return true;
+    }
+    if code != Some(0) {
+        return false;
+    }
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(stdout.trim()) else {
+        return false;
+    };
+    v["permissionDecision"] == "deny"
+        || v["hookSpecificOutput"]["permissionDecision"] == "deny"
+        || (cli != Cli::Copilot && v["decision"] == "block")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proof_reads_each_clis_hooks_as_the_cli_does() {
+        let claude = |m: &str, ty: &str, extra: &str| {
+            format!(
+                r#"{{{extra}"hooks": {{"PreToolUse": [{{"matcher": "{m}", "hooks": [{{"type": "{ty}", "command": "/bin/squadctl guard --format claude", "timeout": 10}}]}}]}}}}"#
+            )
+        };
+        let ok = probe_commands(Cli::Claude, &claude("Write|Edit|Bash", "command", "")).unwrap();
+        assert_eq!(ok[0].command, "/bin/squadctl guard --format claude");
+        assert_eq!(ok[0].timeout_secs, 10);
+        assert!(probe_commands(Cli::Claude, &claude("", "command", "")).is_ok());
+        for (text, why) in [
+            (claude("Read", "command", ""), "selects `Write`"),
+            (claude("Write", "prompt", ""), "selects `Write`"),
+            (
+                claude("Write", "command", r#""disableAllHooks": true, "#),
+                "disableAllHooks",
+            ),
+            (claude("Wr.*", "command", ""), "cannot be judged"),
+        ] {
+            let e = probe_commands(Cli::Claude, &text).unwrap_err();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        let copilot = r#"{"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "squadctl guard --format copilot", "timeoutSec": 5}]}}"#;
+        assert_eq!(
+            probe_commands(Cli::Copilot, copilot).unwrap()[0].timeout_secs,
+            5
+        );
+        let codex = r#"{"hooks": {"PreToolUse": [{"matcher": "Bash|apply_patch", "hooks": [{"type": "command", "command": "x"}]}]}}"#;
+        assert_eq!(
+            probe_commands(Cli::Codex, codex).unwrap()[0].timeout_secs,
+            60
+        );
+    }
+
+    #[test]
+    fn only_a_denial_the_cli_reads_as_one_counts() {
+        let deny = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}}"#;
+        assert!(is_denial(Cli::Claude, Some(0), deny));
+        assert!(is_denial(Cli::Claude, Some(2), ""));
+        assert!(!is_denial(
+            Cli::Claude,
+            Some(127),
+            "sh: squadctl: not found"
+        ));
+        assert!(!is_denial(Cli::Claude, Some(0), ""));
+        assert!(!is_denial(Cli::Claude, None, deny));
+        assert!(is_denial(
+            Cli::Copilot,
+            Some(0),
+            r#"{"permissionDecision": "deny"}"#
+        ));
+        assert!(!is_denial(Cli::Copilot, Some(2), ""));
+        // Each probe is JSON the guard reads.
+        for cli in Cli::ALL {
+            let v: serde_json::Value =
+                serde_json::from_str(&cli.probe_input("/p", "/p/.squad/run/x")).unwrap();
+            assert_eq!(v["cwd"], "/p");
+        }
+    }
 
     fn facts(cli: Cli) -> CliFacts {
         CliFacts {

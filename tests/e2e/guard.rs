@@ -449,8 +449,13 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     };
     // A dry run prints the diff and writes nothing.
     let d = sq(&["guard", "install", "--claude", "--dry-run"]);
+    // The hook runs this squadctl by its absolute path (a CLI started from
+    // a desktop launcher has no squadctl on its PATH).
+    let squadctl = env!("CARGO_BIN_EXE_squadctl");
     assert!(
-        d.contains("+            \"command\": \"squadctl guard --format claude\""),
+        d.contains(&format!(
+            "+            \"command\": \"{squadctl} guard --format claude\""
+        )),
         "{d}"
     );
     assert!(
@@ -471,7 +476,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     assert_eq!(pre[0]["hooks"][0]["command"], "./audit.sh");
     assert_eq!(
         pre[1]["hooks"][0]["command"],
-        "squadctl guard --format claude"
+        format!("{squadctl} guard --format claude")
     );
     assert_eq!(
         v["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
@@ -498,7 +503,7 @@ fn install_keeps_unrelated_hooks_and_uninstall_restores_them() {
     assert_eq!(v["version"], 1);
     assert_eq!(
         v["hooks"]["preToolUse"][0]["bash"],
-        "squadctl guard --format copilot"
+        format!("{squadctl} guard --format copilot")
     );
     sq(&["guard", "uninstall", "--copilot"]);
     assert!(!root.join(".github/hooks/squad.json").exists());

@@ -35,7 +35,7 @@ mod interop;
 mod legacy;
 pub mod lock;
 mod mailbox;
-mod mcp;
+pub mod mcp;
 mod mcp_docs;
 mod memory;
 mod memory_appends;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// The venv's Python with `mcp` installed: `SQUAD_MCP_PYTHON`, else the one
 /// `.ci/run` makes. None (with a loud message) when absent outside CI; in
 /// CI its absence fails the test.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     ci_tool(
         "SQUAD_MCP_PYTHON",
         "mcp-venv/bin/python",
@@ -28,9 +28,29 @@ fn client(python: &Path, root: &Path, session: &str, scenario: &str) -> Value {
 /// [`client`], reaching the agents named in `urls` (agent -> URL) over
 /// Streamable HTTP.
 fn client_over(python: &Path, root: &Path, session: &str, scenario: &str, urls: &Value) -> Value {
+    client_with(
+        python,
+        root,
+        session,
+        scenario,
+        urls,
+        &serde_json::json!({}),
+    )
+}
+
+/// [`client_over`] with a bearer token for each agent named in `tokens`.
+pub(crate) fn client_with(
+    python: &Path,
+    root: &Path,
+    session: &str,
+    scenario: &str,
+    urls: &Value,
+    tokens: &Value,
+) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/scripts/mcp_client.py");
     let out = run(std::process::Command::new(python)
         .env("SQUAD_MCP_URLS", urls.to_string())
+        .env("SQUAD_MCP_TOKENS", tokens.to_string())
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_squadctl"))
         .arg(root)
@@ -43,7 +63,7 @@ fn client_over(python: &Path, root: &Path, session: &str, scenario: &str, urls: 
 /// A project with one session in which alice has `task_001` (src/**) and
 /// bob `task_002`, which requires it; no supervisor notices, so inboxes hold
 /// only messages.
-fn project() -> (tempfile::TempDir, String) {
+pub(crate) fn project() -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let session = init_session(root, "mcp");
@@ -384,13 +404,16 @@ fn mcp_lead_tools_are_listed_for_and_run_by_the_lead_only() {
 
 /// A `squadctl mcp --http 127.0.0.1:0` server for one agent, stopped (and
 /// reaped) when dropped.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: std::process::Child,
-    url: String,
+    pub url: String,
+    /// The bearer token the server wrote at start, and its file.
+    pub token: String,
+    pub token_file: PathBuf,
 }
 
 impl HttpServer {
-    fn start(root: &Path, agent: &str) -> HttpServer {
+    pub fn start(root: &Path, agent: &str) -> HttpServer {
         use std::io::BufRead;
         let mut child = ctl_root(root)
             .args(["mcp", "--agent", agent, "--http", "127.0.0.1:0"])
@@ -403,16 +426,36 @@ impl HttpServer {
         let first = lines.next().map(|l| l.unwrap()).unwrap_or_default();
         // Keep draining stderr so a warning never blocks or breaks the server.
         std::thread::spawn(move || lines.for_each(drop));
-        let url = first
+        let (url, token_file) = first
             .split_once("listening on ")
-            .map(|(_, u)| u.trim().to_string())
-            .unwrap_or_else(|| panic!("no address announced: {first:?}"));
+            .and_then(|(_, rest)| rest.trim().strip_suffix(')')?.split_once(" (token in "))
+            .map(|(u, t)| (u.to_string(), PathBuf::from(t)))
+            .unwrap_or_else(|| panic!("no address and token announced: {first:?}"));
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        HttpServer { child, url }
+        let token = std::fs::read_to_string(&token_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        HttpServer {
+            child,
+            url,
+            token,
+            token_file,
+        }
     }
 
-    /// The raw HTTP answer to an `initialize` POST with extra `headers`.
+    /// The raw HTTP answer to an `initialize` POST with extra `headers`,
+    /// carrying the server's token.
     fn post_initialize(&self, headers: &str) -> String {
+        self.post_initialize_as(&format!(
+            "{headers}Authorization: Bearer {}\r\n",
+            self.token
+        ))
+    }
+
+    /// The raw HTTP answer to an `initialize` POST with exactly `headers`
+    /// (and the request's own).
+    pub fn post_initialize_as(&self, headers: &str) -> String {
         use std::io::{Read, Write};
         let authority = self
             .url
@@ -458,7 +501,8 @@ fn mcp_over_streamable_http_runs_a_whole_task() {
     let alice = HttpServer::start(root, "alice");
     let bob = HttpServer::start(root, "bob");
     let urls = serde_json::json!({"alice": alice.url, "bob": bob.url});
-    let report = client_over(&python, root, &session, "task", &urls);
+    let tokens = serde_json::json!({"alice": alice.token, "bob": bob.token});
+    let report = client_with(&python, root, &session, "task", &urls, &tokens);
     let tools = names(&report["tools"]);
     assert!(tools.contains(&"lock_acquire"), "{tools:?}");
     assert!(!tools.contains(&"task_new"), "{tools:?}");

@@ -215,3 +215,235 @@ fn check_judges_committed_symlinks_from_the_commit() {
         );
     }
 }
+
+/// Another local user may not use an agent's MCP server over HTTP: it
+/// cannot read the token (mode 0600 under `.squad/run/`), and a request
+/// without it, or with another, is answered 401 before any tool runs. Each
+/// start makes a new token, and the stopped server's file is gone. Before
+/// issue 39 the server answered anyone on the machine (200).
+#[test]
+fn mcp_http_refuses_a_client_without_the_servers_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    ctl_ok(root, &["init"]);
+    let server = crate::mcp::HttpServer::start(root, "alice");
+    let authority = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let host = format!("Host: {authority}\r\n");
+    for (what, auth) in [
+        ("no token", String::new()),
+        (
+            "another token",
+            format!("Authorization: Bearer {}\r\n", "0".repeat(64)),
+        ),
+        (
+            "a token's prefix",
+            format!("Authorization: Bearer {}\r\n", &server.token[..32]),
+        ),
+        (
+            "the token as Basic",
+            format!("Authorization: Basic {}\r\n", server.token),
+        ),
+    ] {
+        let answer = server.post_initialize_as(&format!("{host}{auth}"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "{what}: {answer}");
+    }
+    let good =
+        server.post_initialize_as(&format!("{host}Authorization: Bearer {}\r\n", server.token));
+    assert!(good.starts_with("HTTP/1.1 200"), "{good}");
+    let meta = std::fs::metadata(&server.token_file).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(server.token.len(), 64);
+    assert!(server.token_file.starts_with(root.join(".squad/run")));
+    // A second server (a restart) has a token of its own.
+    let again = crate::mcp::HttpServer::start(root, "alice");
+    assert_ne!(again.token, server.token);
+}
+
+/// The `dashes_and_sizes` scenario of the MCP client, as alice over stdio.
+fn dashes_and_sizes() -> Option<(tempfile::TempDir, String, serde_json::Value)> {
+    let python = crate::mcp::python()?;
+    let (tmp, session) = crate::mcp::project();
+    let report = crate::mcp::client_with(
+        &python,
+        tmp.path(),
+        &session,
+        "dashes_and_sizes",
+        &serde_json::json!({}),
+        &serde_json::json!({}),
+    );
+    Some((tmp, session, report))
+}
+
+/// An agent's free text is data, never an option: a Markdown bullet list as
+/// a message body, `--status completed` as an action, `-x` as a todo. Before
+/// issue 39 every one of these calls was refused as an unknown option (or,
+/// worse, parsed as one).
+#[test]
+fn mcp_free_text_starting_with_a_dash_is_data() {
+    let Some((tmp, session, report)) = dashes_and_sizes() else {
+        return;
+    };
+    let steps = report["steps"].as_array().unwrap();
+    for s in &steps[..4] {
+        assert_eq!(s["is_error"], false, "{s}");
+    }
+    let dir = tmp.path().join(".squad/sessions").join(&session);
+    let message = crate::worktree::walk(&dir)
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains("role-comm-alice-to-bob"))
+        .expect("the message is written");
+    let text = std::fs::read_to_string(message).unwrap();
+    assert!(
+        text.contains("message: |-\n  - one\n  - two\n  --force\n"),
+        "{text}"
+    );
+    assert!(text.contains("subject: -s subject"), "{text}");
+    let progress = std::fs::read_to_string(dir.join("role-comm-alice-task_001.md")).unwrap();
+    assert!(progress.contains("status: in_progress"), "{progress}");
+    assert!(progress.contains("--status completed"), "{progress}");
+}
+
+/// A tool may not say "sent" for a message squadd will never deliver: a
+/// body that makes the file larger than a protocol file may be is refused,
+/// naming the limit, and nothing is written. Before issue 39 the 2 MiB send
+/// answered success and the message stayed undelivered.
+#[test]
+fn mcp_send_over_the_message_limit_is_refused_naming_it() {
+    let Some((tmp, session, report)) = dashes_and_sizes() else {
+        return;
+    };
+    let big = &report["steps"].as_array().unwrap()[4];
+    assert_eq!(big["tool"], "send", "{big}");
+    assert_eq!(big["is_error"], true, "{big}");
+    let text = big["text"].as_str().unwrap();
+    assert!(text.contains("1048576 bytes"), "{text}");
+    let dir = tmp.path().join(".squad/sessions").join(&session);
+    let large = crate::worktree::walk(&dir)
+        .into_iter()
+        .filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() > 1024 * 1024))
+        .count();
+    assert_eq!(large, 0, "nothing over the limit was written");
+}
+
+/// `guard doctor --json`'s verdict on `cli` in `root`, with a stand-in of
+/// each CLI on PATH (printing a version) and `home` as HOME.
+fn doctor_says(root: &Path, home: &Path, bin: &Path, cli: &str) -> (bool, String) {
+    let out = run(ctl(root)
+        .args(["guard", "doctor", "--json"])
+        .env("HOME", home)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display())));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    let verdict = v["clis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cli"] == cli)
+        .unwrap_or_else(|| panic!("{cli} not judged: {v:#}"))
+        .clone();
+    (verdict["guarded"] == true, verdict.to_string())
+}
+
+/// The guard's own health may not be claimed when the guard will not run:
+/// `guard doctor` runs the installed hook as the CLI would (its command,
+/// its matcher and entry type, `disableAllHooks` in any settings file, a
+/// desktop launcher's PATH) on a write the guard refuses, and says
+/// "guarded" only when that write is denied. Before issue 39 every broken
+/// setup below was "guarded" (the doctor only looked for the entry).
+#[test]
+fn guard_doctor_says_guarded_only_when_the_installed_hook_denies() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, home, bin) = (base.join("proj"), base.join("home"), base.join("bin"));
+    for d in [&root, &home, &bin] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    ctl_ok(&root, &["init"]);
+    for cli in ["claude", "copilot"] {
+        let p = bin.join(cli);
+        std::fs::write(&p, "#!/bin/sh\necho 9.9.9\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let settings = root.join(".claude/settings.json");
+    let hook = |matcher: &str, kind: &str, command: &str| {
+        serde_json::json!({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [
+            {"type": kind, "command": command, "timeout": 10}]}]}})
+        .to_string()
+    };
+    let squadctl = env!("CARGO_BIN_EXE_squadctl");
+    let good = format!("{squadctl} guard --format claude");
+    // The good setup, as `guard install` writes it: guarded.
+    ok(run(ctl(&root).args(["guard", "install", "--claude"])));
+    let installed = std::fs::read_to_string(&settings).unwrap();
+    assert!(installed.contains(&good), "{installed}");
+    let (guarded, v) = doctor_says(&root, &home, &bin, "claude");
+    assert!(guarded, "{v}");
+
+    let broken = [
+        (
+            "a bare squadctl (not on a launcher's PATH)",
+            hook(
+                "Write|Edit|Bash",
+                "command",
+                "squadctl guard --format claude",
+            ),
+        ),
+        (
+            "a removed binary",
+            hook(
+                "Write|Edit|Bash",
+                "command",
+                "/nonexistent/squadctl guard --format claude",
+            ),
+        ),
+        ("a matcher of Read", hook("Read", "command", &good)),
+        (
+            "a command that only mentions the guard",
+            hook(
+                "Write|Edit",
+                "command",
+                "true # squadctl guard --format claude",
+            ),
+        ),
+        ("a prompt entry", hook("Write|Edit", "prompt", &good)),
+    ];
+    for (what, text) in broken {
+        std::fs::write(&settings, &text).unwrap();
+        let (guarded, v) = doctor_says(&root, &home, &bin, "claude");
+        assert!(!guarded, "{what}: {v}");
+        assert!(v.contains("does not guard"), "{what}: {v}");
+    }
+    // disableAllHooks in the local settings turns the good hook off.
+    std::fs::write(&settings, &installed).unwrap();
+    write(
+        &root,
+        ".claude/settings.local.json",
+        r#"{"disableAllHooks": true}"#,
+    );
+    let (guarded, v) = doctor_says(&root, &home, &bin, "claude");
+    assert!(!guarded, "{v}");
+    assert!(v.contains("disableAllHooks"), "{v}");
+    std::fs::remove_file(root.join(".claude/settings.local.json")).unwrap();
+    assert!(doctor_says(&root, &home, &bin, "claude").0);
+
+    // Copilot's repository hook runs only with --trust-folder: not guarded.
+    ok(run(ctl(&root).args(["guard", "install", "--copilot"])));
+    let (guarded, v) = doctor_says(&root, &home, &bin, "copilot");
+    assert!(!guarded, "{v}");
+    assert!(v.contains("--trust-folder"), "{v}");
+    // The user install (loaded with no trust) is.
+    ok(run(ctl(&root).env("HOME", &home).args([
+        "guard",
+        "install",
+        "--copilot",
+        "--user",
+    ])));
+    let (guarded, v) = doctor_says(&root, &home, &bin, "copilot");
+    assert!(guarded, "{v}");
+}

@@ -123,9 +123,11 @@ pub struct InstallArgs {
     /// Print the change as a diff and write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// The squadctl the hook runs (looked up on PATH unless a path is given).
-    #[arg(long, value_name = "PATH", default_value = "squadctl")]
-    pub program: String,
+    /// The squadctl the hook runs. Default: this squadctl's absolute path,
+    /// so the hook runs whatever PATH the CLI was started with (a desktop
+    /// launcher, an IDE, cron); a bare name is looked up on that PATH.
+    #[arg(long, value_name = "PATH")]
+    pub program: Option<String>,
     /// Codex only: also trust the project (`[projects."<root>"]` in
     /// `$CODEX_HOME/config.toml`, which loads its whole `.codex/`) and record
     /// the guard's hook as reviewed, through `codex app-server` (the `codex`
@@ -851,6 +853,20 @@ pub(crate) fn diff(old: &str, new: &str) -> String {
     out
 }
 
+/// `text` as one word of a POSIX shell command (the CLIs run hooks with
+/// `sh -c`): as is when it holds nothing the shell reads, else in single
+/// quotes.
+fn shell_word(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,".contains(c))
+    {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
     let t = match target(root_arg, args) {
         Ok(t) => t,
@@ -861,7 +877,18 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
         Err(ReadError::NotFound) => None,
         Err(e) => return super::fail(format!("{}: {e}", t.path.display())),
     };
-    let merged = match merge(existing.as_deref(), t.format, &args.program, add) {
+    let program = match &args.program {
+        Some(p) => p.clone(),
+        None => match std::env::current_exe() {
+            Ok(p) => shell_word(&p.display().to_string()),
+            Err(e) => {
+                return super::fail(format!(
+                    "cannot tell where squadctl is: {e}; pass --program PATH"
+                ));
+            }
+        },
+    };
+    let merged = match merge(existing.as_deref(), t.format, &program, add) {
         Ok(m) => m,
         Err(e) => return super::fail(format!("{}: {e}", t.path.display())),
     };

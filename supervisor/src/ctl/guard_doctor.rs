@@ -14,7 +14,9 @@ use std::path::Path;
 ///
 /// For each of claude, codex, copilot and gemini found on PATH or named by
 /// a runner of the policy: the CLI's version, the project's and the user's hook file
-/// (present, valid JSON, holding the guard's entry), and what the CLI needs
+/// (present, valid JSON, holding the guard's entry, and proven: its hooks,
+/// run as the CLI runs them with a desktop launcher's PATH, deny a write
+/// the guard refuses), and what the CLI needs
 /// beyond the file: Codex must trust the project and list the hook as
 /// reviewed with a matching hash (asked of `codex app-server` itself);
 /// `copilot -p` loads repository hooks only with `--trust-folder`, `gemini

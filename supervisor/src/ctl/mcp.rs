@@ -45,10 +45,12 @@ pub struct McpArgs {
     /// Serve Streamable HTTP on this loopback address (e.g. `127.0.0.1:8765`;
     /// port 0 picks a free one) instead of stdio.
     ///
-    /// The server has no authentication: only 127.0.0.1 and ::1 are
-    /// accepted, requests must name a loopback `Host`, and browser requests
-    /// (any `Origin` header) are refused. The address it listens on is
-    /// printed on stderr (`listening on http://…/mcp`).
+    /// Only 127.0.0.1 and ::1 are accepted, requests must name a loopback
+    /// `Host`, browser requests (any `Origin` header) are refused, and every
+    /// request must carry `Authorization: Bearer <token>`: a new token at
+    /// every start, in `.squad/run/mcp/<agent>-<port>.token` (mode 0600).
+    /// The address and the token's file are printed on stderr (`listening
+    /// on http://…/mcp (token in …)`).
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<String>,
     /// Install into an agent CLI's MCP configuration instead of serving.
@@ -105,7 +107,12 @@ pub(crate) fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     if !squad_protocol::IdKind::Agent.matches(&agent) {
         return super::fail(format!("mcp: `{agent}` is not a valid agent name"));
     }
-    let http = match args.http.as_deref().map(loopback_addr).transpose() {
+    let http = match args
+        .http
+        .as_deref()
+        .map(super::mcp_http::loopback_addr)
+        .transpose()
+    {
         Ok(a) => a,
         Err(e) => return super::fail(e),
     };
@@ -120,10 +127,10 @@ pub(crate) fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return super::fail(format!("mcp: cannot start the runtime: {e}")),
     };
-    let server = Squad::new(root, agent, args.session);
+    let server = Squad::new(root.clone(), agent.clone(), args.session);
     let result: Result<(), String> = runtime.block_on(async move {
         if let Some(addr) = http {
-            return serve_http(server, addr).await;
+            return super::mcp_http::serve(server, addr, &root, &agent).await;
         }
         let service = server
             .serve(rmcp::transport::stdio())
@@ -135,72 +142,6 @@ pub(crate) fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
     match result {
         Ok(()) => crate::exit::OK,
         Err(e) => super::fail(format!("mcp: {e}")),
-    }
-}
-
-/// The `--http` address: a socket address on a loopback interface.
-fn loopback_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
-        format!(
-            "mcp --http: `{}` is not an address and port; use e.g. 127.0.0.1:8765",
-            crate::text::escape(text)
-        )
-    })?;
-    if !addr.ip().is_loopback() {
-        return Err(format!(
-            "mcp --http: {addr} is not a loopback address: the server has no authentication, so it listens on 127.0.0.1 or ::1 only (use 127.0.0.1:{})",
-            addr.port()
-        ));
-    }
-    Ok(addr)
-}
-
-/// Serves Streamable HTTP on `addr` (loopback) until SIGINT or SIGTERM:
-/// each MCP session gets its own [`Squad`] (and its own notifications).
-async fn serve_http(server: Squad, addr: std::net::SocketAddr) -> Result<(), String> {
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("--http {addr}: {e}"))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("--http {addr}: {e}"))?;
-    // Loopback `Host` only (rmcp's default, against DNS rebinding) and no
-    // browser origin at all: a web page must not drive an agent's tools.
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
-        .enforce_origin_validation();
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        std::sync::Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    super::eprint_text(&format!("squadctl mcp: listening on http://{bound}/mcp\n"));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                // A failed accept (e.g. out of descriptors) drops that
-                // connection, not the server.
-                Err(e) => {
-                    super::warn(format!("mcp --http: accept: {e}"));
-                    continue;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-            _ = term.recv() => return Ok(()),
-        };
-        let service = hyper_util::service::TowerToHyperService::new(service.clone());
-        tokio::spawn(async move {
-            // A client that hangs up mid-request ends its connection only.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
-        });
     }
 }
 
@@ -230,17 +171,17 @@ impl Argv {
         }
         self
     }
+    /// `--name=VALUE`, one word: a value is never read as an option,
+    /// whatever it starts with (a Markdown bullet `- item`, `--force`).
     fn opt(mut self, name: &str, v: Option<impl ToString>) -> Self {
         if let Some(v) = v {
-            self.0.push(name.to_string());
-            self.0.push(v.to_string());
+            self.0.push(format!("{name}={}", v.to_string()));
         }
         self
     }
     fn many(mut self, name: &str, vs: Option<Vec<String>>) -> Self {
         for v in vs.unwrap_or_default() {
-            self.0.push(name.to_string());
-            self.0.push(v);
+            self.0.push(format!("{name}={v}"));
         }
         self
     }
@@ -627,8 +568,8 @@ impl Squad {
         &self,
         Parameters(p): Parameters<Progress>,
     ) -> Result<CallToolResult, McpError> {
-        let a = Argv::new(&["progress", "--json", "--agent", &self.agent, "--task"])
-            .arg(p.task)
+        let a = Argv::new(&["progress", "--json", "--agent", &self.agent])
+            .opt("--task", Some(p.task))
             .opt("--session", self.session_or(p.session))
             .opt("--status", p.status)
             .opt("--percent", p.percent)
@@ -751,19 +692,12 @@ impl Squad {
         &self,
         Parameters(p): Parameters<LockAcquire>,
     ) -> Result<CallToolResult, McpError> {
-        let mut a = Argv::new(&[
-            "lock",
-            "acquire",
-            "--json",
-            "--agent",
-            &self.agent,
-            "--task",
-        ])
-        .arg(p.task)
-        .opt("--session", self.session_or(p.session))
-        .opt("--ttl", p.ttl)
-        .flag("--shared", p.shared)
-        .arg("--");
+        let mut a = Argv::new(&["lock", "acquire", "--json", "--agent", &self.agent])
+            .opt("--task", Some(p.task))
+            .opt("--session", self.session_or(p.session))
+            .opt("--ttl", p.ttl)
+            .flag("--shared", p.shared)
+            .arg("--");
         a.0.extend(p.targets);
         self.exec(a).await
     }

@@ -394,6 +394,15 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
         Ok(t) => t,
         Err(e) => return super::fail(e),
     };
+    // squadd reads no protocol file past the limit: a bigger message would
+    // be saved and never delivered, so it is refused before "sent".
+    let limit = squad_protocol::validate::MAX_FILE_BYTES;
+    if text.len() as u64 > limit {
+        return super::fail(format!(
+            "the message would be a {} byte file; the limit of a protocol file is {limit} bytes (1 MiB), and squadd would never deliver it. Shorten it, or put the details in a file under the session's artifacts/ and name it",
+            text.len()
+        ));
+    }
     let name = doc.file_name();
     // What we write must validate: refuse rather than hand squadd a bad file.
     let report = check_text(Path::new(&name), FileKind::Message, &text);

@@ -18,6 +18,7 @@ pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod lock;
 pub(crate) mod mcp;
+mod mcp_http;
 pub(crate) mod memory;
 pub(crate) mod message;
 mod migrate;

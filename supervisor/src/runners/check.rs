@@ -7,7 +7,8 @@
 
 use super::codex_trust::{self, AppServer};
 use squad_policies::guard_doctor::{
-    Cli, CliFacts, CliVerdict, CodexHookTrust, HookFile, RunnerUse, diagnose, refusal,
+    Cli, CliFacts, CliVerdict, CodexHookTrust, HookCommand, HookFile, RunnerUse, diagnose,
+    is_denial, probe_commands, refusal,
 };
 use squad_policies::runners::{RunnerSpec, RunnersPolicy};
 use squad_protocol::fsx::{ReadError, read_regular_to_string};
@@ -79,16 +80,151 @@ fn format_of(cli: Cli) -> Format {
     }
 }
 
-/// The hook file at `path` as found.
-fn hook_file(path: &Path, cli: Cli) -> HookFile {
+/// The PATH the proof runs hooks with: what a desktop launcher, an IDE or
+/// cron gives a CLI, without the user's shell setup.
+const LAUNCHER_PATH: &str = "/usr/bin:/bin";
+
+/// The longest the proof waits for one hook.
+const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The hook file at `path` as found, its guard entry proven by running it
+/// as `cli` would (see [`prove`]).
+fn hook_file(path: &Path, cli: Cli, root: &Path, env: &Env) -> HookFile {
     match read_regular_to_string(path, 4 * 1024 * 1024) {
         Err(ReadError::NotFound) => HookFile::Missing,
         Err(e) => HookFile::Invalid(e.to_string()),
         Ok(text) => match super::hook_file::installed(&text, format_of(cli)) {
-            Ok(true) => HookFile::Installed,
+            Ok(true) => prove(cli, &text, root, env),
             Ok(false) => HookFile::NoEntry,
             Err(e) => HookFile::Invalid(e),
         },
+    }
+}
+
+/// Claude Code's settings that turn every hook off: `disableAllHooks` in
+/// the user's, the project's or the project's local settings.
+fn claude_disabled(root: &Path, env: &Env) -> Option<String> {
+    let mut files = vec![
+        root.join(".claude/settings.json"),
+        root.join(".claude/settings.local.json"),
+    ];
+    if let Some(home) = var(env, "HOME") {
+        files.push(Path::new(&home).join(".claude/settings.json"));
+    }
+    files.into_iter().find_map(|f| {
+        let text = read_regular_to_string(&f, 4 * 1024 * 1024).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        (v.get("disableAllHooks") == Some(&serde_json::Value::Bool(true))).then(|| {
+            format!(
+                "`disableAllHooks: true` in {} turns every hook off",
+                f.display()
+            )
+        })
+    })
+}
+
+/// The proof: the hooks of `text` that `cli` would run before a write
+/// (its matchers, entry types and settings), each run as the CLI runs it
+/// (`sh -c COMMAND`, the hook input on stdin, the project as working
+/// directory, PATH as a desktop launcher gives it) on a write of
+/// `.squad/run/guard-doctor-probe`, which the guard refuses to everyone.
+/// Installed only when one of them denies it; nothing is written.
+fn prove(cli: Cli, text: &str, root: &Path, env: &Env) -> HookFile {
+    if cli == Cli::Claude
+        && let Some(why) = claude_disabled(root, env)
+    {
+        return HookFile::NotProven(why);
+    }
+    let commands = match probe_commands(cli, text) {
+        Ok(c) => c,
+        Err(why) => return HookFile::NotProven(why),
+    };
+    let probe = root
+        .join(squad_protocol::tree::SQUAD_DIR)
+        .join(squad_protocol::tree::RUN_DIR)
+        .join("guard-doctor-probe");
+    let input = cli.probe_input(&root.display().to_string(), &probe.display().to_string());
+    let mut said = Vec::new();
+    for c in &commands {
+        match run_hook(c, root, &input, env) {
+            Ok((code, stdout, _)) if is_denial(cli, code, &stdout) => return HookFile::Installed,
+            Ok((code, stdout, stderr)) => {
+                let out = format!("{} {}", stderr.trim(), stdout.trim());
+                said.push(format!(
+                    "`{}` {}{}",
+                    c.command,
+                    code.map_or_else(
+                        || "timed out or was killed".to_string(),
+                        |c| format!("exited {c}")
+                    ),
+                    if out.trim().is_empty() {
+                        " without a denial".to_string()
+                    } else {
+                        format!(
+                            ": {}",
+                            crate::text::escape(out.trim())
+                                .chars()
+                                .take(200)
+                                .collect::<String>()
+                        )
+                    }
+                ));
+            }
+            Err(e) => said.push(format!("`{}` could not run: {e}", c.command)),
+        }
+    }
+    HookFile::NotProven(format!(
+        "run as {} runs it (PATH={LAUNCHER_PATH}), it did not deny a write the guard refuses: {}",
+        cli.program(),
+        said.join("; ")
+    ))
+}
+
+/// Runs one hook command as a CLI does; (exit code, stdout, stderr).
+fn run_hook(
+    c: &HookCommand,
+    root: &Path,
+    input: &str,
+    env: &Env,
+) -> std::io::Result<(Option<i32>, String, String)> {
+    use std::io::Write;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(&c.command)
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", LAUNCHER_PATH)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(home) = var(env, "HOME") {
+        cmd.env("HOME", home);
+    }
+    let mut child = cmd.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A hook that exits without reading leaves a broken pipe: its answer counts.
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let limit = PROOF_TIMEOUT.min(Duration::from_secs(c.timeout_secs.max(1)));
+    match rx.recv_timeout(limit) {
+        Ok(out) => {
+            let out = out?;
+            Ok((
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ))
+        }
+        Err(_) => {
+            // SAFETY: a signal to the child we started, still unreaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            Ok((None, String::new(), String::new()))
+        }
     }
 }
 
@@ -148,10 +284,10 @@ fn facts(
     let project_path = super::hook_file::hook_file_path(root, format_of(cli), false, &var)
         .unwrap_or_else(|_| root.to_path_buf());
     let user_path = super::hook_file::hook_file_path(root, format_of(cli), true, &var).ok();
-    let project_hook = hook_file(&project_path, cli);
+    let project_hook = hook_file(&project_path, cli, root, env);
     let user_hook = user_path
         .as_deref()
-        .map_or(HookFile::Missing, |p| hook_file(p, cli));
+        .map_or(HookFile::Missing, |p| hook_file(p, cli, root, env));
     let codex_trust = if cli == Cli::Codex
         && (project_hook == HookFile::Installed || user_hook == HookFile::Installed)
     {

@@ -20,6 +20,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 SQUADCTL, ROOT, SESSION, SCENARIO = sys.argv[1:5]
 steps = []
@@ -31,11 +32,17 @@ tasks_updated = {}
 # Agent -> URL of a `squadctl mcp --http` server the test started: those
 # agents are reached over Streamable HTTP, the others over stdio.
 URLS = json.loads(os.environ.get("SQUAD_MCP_URLS", "{}"))
+# Agent -> the bearer token of its HTTP server (the file the server wrote).
+TOKENS = json.loads(os.environ.get("SQUAD_MCP_TOKENS", "{}"))
 
 
 async def open_server(stack, agent):
     if agent in URLS:
-        read, write = await stack.enter_async_context(streamable_http_client(URLS[agent]))
+        headers = {"Authorization": f"Bearer {TOKENS[agent]}"} if agent in TOKENS else None
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        read, write = await stack.enter_async_context(
+            streamable_http_client(URLS[agent], http_client=http)
+        )
     else:
         params = StdioServerParameters(
             command=SQUADCTL, args=["--root", ROOT, "mcp", "--agent", agent], env={}
@@ -149,7 +156,37 @@ async def lead_only(stack):
     return out
 
 
-SCENARIOS = {"task": task, "refuse": refuse, "lead_only": lead_only}
+async def dashes_and_sizes(stack):
+    """Free text that looks like options, and a message over the limit."""
+    alice = await open_server(stack, "alice")
+    bullets = "- one\n- two\n--force"
+    await call(alice, "alice", "send", {
+        "to": "bob", "priority": "high", "type": "question", "subject": "-s subject",
+        "message": bullets, "task": "task_001",
+    })
+    await call(alice, "alice", "progress", {
+        "task": "task_001", "status": "in_progress", "action": "--status completed",
+        "done": ["- a bullet"], "todo": ["-x"],
+    })
+    await call(alice, "alice", "report_error", {
+        "severity": "warning", "type": "other", "message": "--json - listed", "task": "task_001",
+    })
+    await call(alice, "alice", "memory_add", {
+        "type": "note", "summary": "-- not an option", "details": "- detail",
+    })
+    await call(alice, "alice", "send", {
+        "to": "bob", "priority": "low", "type": "notification", "subject": "big",
+        "message": "x" * (2 * 1024 * 1024), "task": "task_001",
+    })
+    return {}
+
+
+SCENARIOS = {
+    "task": task,
+    "refuse": refuse,
+    "lead_only": lead_only,
+    "dashes_and_sizes": dashes_and_sizes,
+}
 
 
 async def main():
