@@ -1,3 +1,7 @@
+// Over 800 lines: the guard's hot path (hook input to verdict) and its
+// install/uninstall for three agent CLIs. The split waiting is install and
+// uninstall into ctl/guard_install.rs (issue 42), after issue 38 lands its
+// changes here.
 //! `squadctl guard`: the pre-tool-use hook of Claude Code, Codex and Copilot
 //! CLI, and `squadctl guard install|uninstall` to register it.
 //!
