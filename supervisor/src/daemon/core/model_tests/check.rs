@@ -38,6 +38,16 @@ impl World {
                 assert_eq!(g.inbox, w.inbox, "root {r} {name}: mailbox");
                 assert_eq!(g.replies, w.replies, "root {r} {name}: replies");
                 assert_eq!(g.pending, w.pending, "root {r} {name}: pending deliveries");
+                // Every inbox entry is a delivery the oracle's rule asked
+                // for (now or before): none to a sender, another session's
+                // recipient or under another name.
+                let expected = self.snaps[r].expected.get(name);
+                for slot in w.inbox.keys() {
+                    assert!(
+                        expected.is_some_and(|e| e.contains(slot)),
+                        "root {r} {name}: inbox entry {slot:?} no file asked for"
+                    );
+                }
             }
             assert_eq!(got.sessions.len(), want.sessions.len());
             self.check_timers(r, &want, &indexes);
@@ -116,11 +126,8 @@ impl World {
                 .inbox
                 .iter()
                 .filter_map(|((_, n), at)| {
-                    let (p, mid) = parse_inbox_name(n)?;
-                    if escalated.is_some_and(|e| e.contains(&mid)) {
-                        return None;
-                    }
-                    escalation_at(&snap.policy.messages, p, (*at)?)
+                    let (mid, due) = rules::escalation_due(&snap.policy, n, (*at)?)?;
+                    (!escalated.is_some_and(|e| e.contains(&mid))).then_some(due)
                 })
                 .min();
             if let Some(next) = next {
@@ -137,11 +144,11 @@ impl World {
             // The reply timer likewise, for questions still to answer.
             let index = &indexes[name];
             let reported = want.state.replies_overdue.get(name);
-            let next = kept_messages(&snap.root, &snap.copies, name, index)
+            let next = kept_messages(&snap.copies, name, index)
                 .into_iter()
                 .filter(|m| !w.replies.contains_key(&m.message_id))
                 .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
-                .filter_map(routing::reply_due)
+                .filter_map(rules::reply_due)
                 .min();
             if let Some(next) = next {
                 let t = Timer::ReplyDue {
