@@ -24,6 +24,12 @@ impl World {
     /// calls for.
     pub(super) fn check(&mut self) {
         self.checks += 1;
+        // What was written is what was announced, one event per fresh
+        // inbox entry, in the order written.
+        assert_eq!(
+            self.delivered_events, self.written_entries,
+            "message-delivered events against the inbox entries written"
+        );
         for r in 0..ROOTS {
             let indexes = self.snaps[r].indexes();
             keep_facts(&mut self.snaps[r], &indexes, self.now);

@@ -64,6 +64,11 @@ pub(super) struct World {
     /// Comparisons made so far (the shared context's parts are compared
     /// every other one, so that changes also pile up between two writes).
     pub(super) checks: u64,
+    /// Every fresh inbox entry the world wrote, in order (root, session,
+    /// recipient, message id), and every `message-delivered` event the
+    /// core emitted, in order: the two sequences are equal.
+    pub(super) written_entries: Vec<(RootId, String, String, String)>,
+    pub(super) delivered_events: Vec<(RootId, String, String, String)>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -108,6 +113,8 @@ impl World {
             told: 0,
             announced: Vec::new(),
             reported: BTreeSet::new(),
+            written_entries: Vec::new(),
+            delivered_events: Vec::new(),
             reply: None,
             checks: 0,
         };
@@ -265,15 +272,7 @@ impl World {
     /// tested instead; one the model never asks for panics.
     pub(super) fn effect(&mut self, e: Effect) {
         let now = self.now;
-        if let Effect::Emit {
-            root,
-            session: Some(session),
-            kind,
-            ..
-        } = &e
-        {
-            self.note_report(*root, session, kind);
-        }
+        self.note_event(&e);
         match e {
             Effect::SendNotices | Effect::SendFirstNotices => self.send_notices(),
             Effect::Tap {
@@ -489,6 +488,26 @@ impl World {
         }
     }
 
+    /// An event of a session: a once-ever fact counted (`note_report`),
+    /// a delivery's announcement kept for the comparison with the inbox
+    /// entries written.
+    fn note_event(&mut self, e: &Effect) {
+        let Effect::Emit {
+            root,
+            session: Some(session),
+            kind,
+            ..
+        } = e
+        else {
+            return;
+        };
+        self.note_report(*root, session, kind);
+        if let EventKind::MessageDelivered { to, message_id, .. } = kind {
+            self.delivered_events
+                .push((*root, session.clone(), to.clone(), message_id.clone()));
+        }
+    }
+
     /// [`Effect::Route`]: handed over as `mail.rs` does, the inbox copies
     /// answered from what the world delivered into them.
     fn route(&mut self, root: RootId, session: String, file: String, own: Option<Arc<[u8]>>) {
@@ -578,6 +597,14 @@ impl World {
             }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Some(self.now));
+                if let Some((_, id)) = super::rules::read_inbox_name(&delivery.name) {
+                    self.written_entries.push((
+                        root,
+                        delivery.session.clone(),
+                        delivery.to.clone(),
+                        id,
+                    ));
+                }
                 snap.copies.insert(copy, crate::index::fingerprint(bytes));
                 crate::daemon::core::deliver::Written::Fresh
             }
