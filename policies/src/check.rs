@@ -329,65 +329,8 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
         let from_commit = change.commit.is_some();
 
         // Tasks the change is attributed to: trailers first, then artifacts.
-        let mut attributed: Vec<&Task> = Vec::new();
-        for t in &change.trailer_tasks {
-            match tasks.get(t.as_str()) {
-                // An agent claims only its own tasks: a trailer naming
-                // another agent's (wider) task attributes nothing.
-                Some(task) if change.agent.as_ref().is_some_and(|a| *a != task.agent) => {
-                    let by = change.agent.as_deref().unwrap_or_default();
-                    push(
-                        Diagnostic::new(
-                            &path,
-                            Rule::ForeignTaskTrailer,
-                            if from_commit {
-                                format!(
-                                    "`Squad-Task: {t}`{at} names {}'s task, but the commit was made by {by} (Squad-Agent trailer)",
-                                    task.agent
-                                )
-                            } else {
-                                format!(
-                                    "{t} is {}'s task, but SQUAD_AGENT={by} is committing",
-                                    task.agent
-                                )
-                            },
-                            "attribute commits to the committing agent's own task (SQUAD_TASK is set by the runner)",
-                        ),
-                        &mut out,
-                    );
-                }
-                Some(task) => attributed.push(task),
-                None if from_commit => push(
-                    Diagnostic::new(
-                        &path,
-                        Rule::UnknownTrailerTask,
-                        format!("`Squad-Task: {t}`{at} names a task with no task assignment"),
-                        "fix the trailer, or commit the task's role-plan file",
-                    ),
-                    &mut out,
-                ),
-                None => push(
-                    Diagnostic::new(
-                        &path,
-                        Rule::UnknownTrailerTask,
-                        format!("`--task {t}` names a task with no task assignment"),
-                        "pass the id of an assigned task (`squadctl status` lists them)",
-                    ),
-                    &mut out,
-                ),
-            }
-        }
-        let via = if attributed.is_empty() {
-            if let Some(ids) = facts.artifacts.get(&path) {
-                attributed.extend(ids.iter().filter_map(|id| tasks.get(id.as_str()).copied()));
-            }
-            "artifacts_created"
-        } else if from_commit {
-            "Squad-Task trailer"
-        } else {
-            "--task"
-        };
-
+        let (attributed, via) =
+            attribution(change, &path, &tasks, facts, &mut |d| push(d, &mut out));
         if let Some(target) = facts.escapes.get(&path) {
             push(
                 Diagnostic::new(
@@ -506,45 +449,8 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                 }
             }
             Owned::Exempt => {
-                // Task assignments are the lead's: one changed by an agent
-                // that is not a lead may have widened its own boundaries.
-                let is_plan = path
-                    .rsplit('/')
-                    .next()
-                    .and_then(squad_protocol::FileKind::from_file_name)
-                    == Some(squad_protocol::FileKind::TaskAssignment);
-                let committer = change
-                    .agent
-                    .clone()
-                    .or_else(|| attributed.first().map(|t| t.agent.clone()));
-                if is_plan
-                    && let Some(who) = committer
-                    && !facts.leads.contains(&who)
-                {
-                    let edit = facts
-                        .plan_edits
-                        .get(&(change.commit.clone().unwrap_or_default(), path.clone()));
-                    let task = edit.map_or_else(
-                        || path.rsplit('/').next().unwrap_or(&path).to_string(),
-                        |e| e.task_id.clone(),
-                    );
-                    let what = match edit {
-                        Some(e) if !e.widened.is_empty() => {
-                            format!("; widened: {}", e.widened.join("; "))
-                        }
-                        _ => String::new(),
-                    };
-                    push(
-                        Diagnostic::new(
-                            &path,
-                            Rule::PlanChangedByAgent,
-                            format!(
-                                "the task assignment of {task} was changed by {who}{at}, who is not a lead{what}"
-                            ),
-                            "task assignments are the lead's: revert the change and ask the lead (the policy's runners.lead / notices.lead, or a human) to make it",
-                        ),
-                        &mut out,
-                    );
+                if let Some(d) = plan_change(change, &path, &attributed, facts, &at) {
+                    push(d, &mut out);
                 }
             }
             Owned::Ordinary => {
@@ -552,49 +458,179 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
                     unattributed(&mut out, &mut push);
                     continue;
                 }
-                let mut first_refusal: Option<(&Task, Decision)> = None;
-                let mut allowed = false;
-                for task in &attributed {
-                    let b = compiled.entry(task.task_id.as_str()).or_insert_with(|| {
-                        Boundaries::new(&task.allowed, &task.forbidden, &policy.forbidden)
-                    });
-                    let d = b.decide(&path, None);
-                    // A link is judged where it leads as well.
-                    let d = match facts.links.get(&path) {
-                        Some(target) if d.is_allowed() => b.decide(target, None),
-                        _ => d,
-                    };
-                    if d.is_allowed() {
-                        allowed = true;
-                        break;
-                    }
-                    first_refusal.get_or_insert((task, d));
-                }
-                if !allowed && let Some((task, decision)) = first_refusal {
-                    let shown = match facts.links.get(&path) {
-                        Some(target) => format!("`{path}` (a symlink to `{target}`)"),
-                        None => format!("`{path}`"),
-                    };
-                    push(
-                        Diagnostic::new(
-                            &path,
-                            Rule::BoundaryViolation,
-                            format!(
-                                "{shown} changed by {} for {} (attributed by {via}){at}: {decision}",
-                                task.agent, task.task_id
-                            ),
-                            format!(
-                                "keep {}'s changes inside its boundaries, or widen them in its role-plan",
-                                task.task_id
-                            ),
-                        ),
-                        &mut out,
-                    );
+                if let Some(d) =
+                    boundary_refusal(&path, &attributed, via, &at, &mut compiled, policy, facts)
+                {
+                    push(d, &mut out);
                 }
             }
         }
     }
     out
+}
+
+/// The tasks a change is attributed to (its trailers or `--task`, else
+/// the artifacts_created listing it) and how; a trailer naming another
+/// agent's task or no task is reported.
+/// A change of an ordinary path that none of its tasks' boundaries allows
+/// (a link judged where it leads as well): the first refusal, reported.
+fn boundary_refusal<'t>(
+    path: &str,
+    attributed: &[&'t Task],
+    via: &str,
+    at: &str,
+    compiled: &mut HashMap<&'t str, Boundaries>,
+    policy: &Policy,
+    facts: &Facts,
+) -> Option<Diagnostic> {
+    let mut first_refusal: Option<(&Task, Decision)> = None;
+    let mut allowed = false;
+    for &task in attributed {
+        let b = compiled
+            .entry(task.task_id.as_str())
+            .or_insert_with(|| Boundaries::new(&task.allowed, &task.forbidden, &policy.forbidden));
+        let d = b.decide(path, None);
+        // A link is judged where it leads as well.
+        let d = match facts.links.get(path) {
+            Some(target) if d.is_allowed() => b.decide(target, None),
+            _ => d,
+        };
+        if d.is_allowed() {
+            allowed = true;
+            break;
+        }
+        first_refusal.get_or_insert((task, d));
+    }
+    if !allowed && let Some((task, decision)) = first_refusal {
+        let shown = match facts.links.get(path) {
+            Some(target) => format!("`{path}` (a symlink to `{target}`)"),
+            None => format!("`{path}`"),
+        };
+        return Some(Diagnostic::new(
+            path,
+            Rule::BoundaryViolation,
+            format!(
+                "{shown} changed by {} for {} (attributed by {via}){at}: {decision}",
+                task.agent, task.task_id
+            ),
+            format!(
+                "keep {}'s changes inside its boundaries, or widen them in its role-plan",
+                task.task_id
+            ),
+        ));
+    }
+    None
+}
+
+fn attribution<'t>(
+    change: &Change,
+    path: &str,
+    tasks: &BTreeMap<&str, &'t Task>,
+    facts: &Facts,
+    push: &mut dyn FnMut(Diagnostic),
+) -> (Vec<&'t Task>, &'static str) {
+    let at = short(&change.commit);
+    let from_commit = change.commit.is_some();
+    // Tasks the change is attributed to: trailers first, then artifacts.
+    let mut attributed: Vec<&Task> = Vec::new();
+    for t in &change.trailer_tasks {
+        match tasks.get(t.as_str()) {
+            // An agent claims only its own tasks: a trailer naming
+            // another agent's (wider) task attributes nothing.
+            Some(task) if change.agent.as_ref().is_some_and(|a| *a != task.agent) => {
+                let by = change.agent.as_deref().unwrap_or_default();
+                push(Diagnostic::new(
+                    path,
+                    Rule::ForeignTaskTrailer,
+                    if from_commit {
+                        format!(
+                            "`Squad-Task: {t}`{at} names {}'s task, but the commit was made by {by} (Squad-Agent trailer)",
+                            task.agent
+                        )
+                    } else {
+                        format!(
+                            "{t} is {}'s task, but SQUAD_AGENT={by} is committing",
+                            task.agent
+                        )
+                    },
+                    "attribute commits to the committing agent's own task (SQUAD_TASK is set by the runner)",
+                ));
+            }
+            Some(task) => attributed.push(task),
+            None if from_commit => push(Diagnostic::new(
+                path,
+                Rule::UnknownTrailerTask,
+                format!("`Squad-Task: {t}`{at} names a task with no task assignment"),
+                "fix the trailer, or commit the task's role-plan file",
+            )),
+            None => push(Diagnostic::new(
+                path,
+                Rule::UnknownTrailerTask,
+                format!("`--task {t}` names a task with no task assignment"),
+                "pass the id of an assigned task (`squadctl status` lists them)",
+            )),
+        }
+    }
+    let via = if attributed.is_empty() {
+        if let Some(ids) = facts.artifacts.get(path) {
+            attributed.extend(ids.iter().filter_map(|id| tasks.get(id.as_str()).copied()));
+        }
+        "artifacts_created"
+    } else if from_commit {
+        "Squad-Task trailer"
+    } else {
+        "--task"
+    };
+    (attributed, via)
+}
+
+/// A task assignment changed by an agent that is not a lead (it may have
+/// widened its own boundaries).
+fn plan_change(
+    change: &Change,
+    path: &str,
+    attributed: &[&Task],
+    facts: &Facts,
+    at: &str,
+) -> Option<Diagnostic> {
+    // Task assignments are the lead's: one changed by an agent
+    // that is not a lead may have widened its own boundaries.
+    let is_plan = path
+        .rsplit('/')
+        .next()
+        .and_then(squad_protocol::FileKind::from_file_name)
+        == Some(squad_protocol::FileKind::TaskAssignment);
+    let committer = change
+        .agent
+        .clone()
+        .or_else(|| attributed.first().map(|t| t.agent.clone()));
+    if is_plan
+        && let Some(who) = committer
+        && !facts.leads.contains(&who)
+    {
+        let edit = facts
+            .plan_edits
+            .get(&(change.commit.clone().unwrap_or_default(), path.to_string()));
+        let task = edit.map_or_else(
+            || path.rsplit('/').next().unwrap_or(path).to_string(),
+            |e| e.task_id.clone(),
+        );
+        let what = match edit {
+            Some(e) if !e.widened.is_empty() => {
+                format!("; widened: {}", e.widened.join("; "))
+            }
+            _ => String::new(),
+        };
+        return Some(Diagnostic::new(
+            path,
+            Rule::PlanChangedByAgent,
+            format!(
+                "the task assignment of {task} was changed by {who}{at}, who is not a lead{what}"
+            ),
+            "task assignments are the lead's: revert the change and ask the lead (the policy's runners.lead / notices.lead, or a human) to make it",
+        ));
+    }
+    None
 }
 
 #[cfg(test)]

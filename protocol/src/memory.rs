@@ -1,3 +1,8 @@
+// Over 800 lines: one format (Squad Entry Markdown and the legacy decision
+// styles) read, rendered, converted and validated over one block model
+// whose types (Block, Line, Style) the four share. The split waiting is
+// conversion and validation into memory/convert.rs and memory/validate.rs
+// (issue 42), after issue 41's changes to this file land.
 //! Team memory: Squad Entry Markdown (SEM) entries and the legacy decision styles.
 //!
 //! A memory file (`decisions.md`, `decisions/inbox/*.md`, an agent's
@@ -1320,12 +1325,7 @@ pub fn validate(
             }
             continue;
         }
-        let line_of = |name: &str| {
-            e.fields
-                .iter()
-                .find(|f| f.name.eq_ignore_ascii_case(name))
-                .map_or(e.line, |f| f.line)
-        };
+        let line_of = |name: &str| line_of_field(e, name);
         for name in ["type", "timestamp", "author", "summary"] {
             if e.field(name).is_none_or(|v| v.trim().is_empty()) {
                 out.push(
@@ -1355,50 +1355,7 @@ pub fn validate(
                 out.push(mismatch(path, e, "type", line_of("type")));
             }
         }
-        // The column of `needle` in 1-based line `line` of the source.
-        let col_of = |line: usize, needle: &str| {
-            let text = doc.source.lines().nth(line.saturating_sub(1)).unwrap_or("");
-            let col = text
-                .find(needle)
-                .map_or(1, |i| text[..i].chars().count() + 1);
-            Some(Location {
-                line: u32::try_from(line).unwrap_or(u32::MAX),
-                column: u32::try_from(col).unwrap_or(u32::MAX),
-            })
-        };
-        let bad_ts = |ts: &str, loc| {
-            Diagnostic::new(
-                path,
-                Rule::MemoryBadTimestamp,
-                format!(
-                    "timestamp `{ts}` is not ISO 8601 with an offset ({})",
-                    timestamp_problem(ts)
-                ),
-                "write e.g. 2026-02-15T14:32:15-0800 (`date +%Y-%m-%dT%H:%M:%S%z`)",
-            )
-            .at(loc)
-        };
-        let heading_bad = e
-            .header_timestamp
-            .as_deref()
-            .filter(|h| !valid_timestamp(h));
-        if let Some(h) = heading_bad {
-            out.push(bad_ts(h, col_of(e.line, h)));
-        }
-        if let Some(ts) = e.field("timestamp") {
-            let ts = ts.trim();
-            if !valid_timestamp(ts) {
-                if heading_bad != Some(ts) {
-                    let line = line_of("timestamp");
-                    out.push(bad_ts(ts, col_of(line, ts)));
-                }
-            } else if heading_bad.is_some() {
-            } else if let Some(h) = &e.header_timestamp
-                && parse_moment(h, None) != parse_moment(ts, None)
-            {
-                out.push(mismatch(path, e, "timestamp", line_of("timestamp")));
-            }
-        }
+        out.extend(timestamp_findings(path, doc, e));
         if let Some(s) = e.field("summary") {
             let n = s.trim().chars().count();
             if n > SUMMARY_MAX {
@@ -1432,33 +1389,7 @@ pub fn validate(
                 .at(at(line_of("scope"))),
             );
         }
-        let mut refs: Vec<(String, usize)> = Vec::new();
-        if let Some(s) = e.field("supersedes") {
-            refs.push((s.trim().to_string(), line_of("supersedes")));
-        }
-        if let Some(r) = e.field("related") {
-            for l in r.lines() {
-                let l = l.trim().trim_start_matches(['-', '*']).trim();
-                if let Some((kind, id)) = l.split_once(':')
-                    && matches!(kind.trim(), "decision" | "memory" | "note" | "directive")
-                {
-                    refs.push((id.trim().to_string(), line_of("related")));
-                }
-            }
-        }
-        for (r, line) in refs {
-            if !known.has(&r) {
-                out.push(
-                    Diagnostic::new(
-                        path,
-                        Rule::MemoryUnresolvedReference,
-                        format!("`{r}` names no entry"),
-                        "reference an existing entry by its exact timestamp",
-                    )
-                    .at(at(line)),
-                );
-            }
-        }
+        out.extend(reference_findings(path, e, known));
         if let Some(x) = e.field("expires")
             && let Some(m) = parse_moment(x, None)
             && m < now
@@ -1471,6 +1402,109 @@ pub fn validate(
                     "review it: supersede it with a new entry or extend `expires`",
                 )
                 .at(at(line_of("expires"))),
+            );
+        }
+    }
+    out
+}
+
+/// The line of an entry's field `name` (the heading's when it has none).
+fn line_of_field(e: &Entry, name: &str) -> usize {
+    e.fields
+        .iter()
+        .find(|f| f.name.eq_ignore_ascii_case(name))
+        .map_or(e.line, |f| f.line)
+}
+
+/// The timestamps of one entry (heading and field) checked: each valid,
+/// and the two the same moment.
+fn timestamp_findings(path: &std::path::Path, doc: &Document, e: &Entry) -> Vec<crate::Diagnostic> {
+    use crate::{Diagnostic, Location, Rule};
+    let mut out = Vec::new();
+    let line_of = |name: &str| line_of_field(e, name);
+    // The column of `needle` in 1-based line `line` of the source.
+    let col_of = |line: usize, needle: &str| {
+        let text = doc.source.lines().nth(line.saturating_sub(1)).unwrap_or("");
+        let col = text
+            .find(needle)
+            .map_or(1, |i| text[..i].chars().count() + 1);
+        Some(Location {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: u32::try_from(col).unwrap_or(u32::MAX),
+        })
+    };
+    let bad_ts = |ts: &str, loc| {
+        Diagnostic::new(
+            path,
+            Rule::MemoryBadTimestamp,
+            format!(
+                "timestamp `{ts}` is not ISO 8601 with an offset ({})",
+                timestamp_problem(ts)
+            ),
+            "write e.g. 2026-02-15T14:32:15-0800 (`date +%Y-%m-%dT%H:%M:%S%z`)",
+        )
+        .at(loc)
+    };
+    let heading_bad = e
+        .header_timestamp
+        .as_deref()
+        .filter(|h| !valid_timestamp(h));
+    if let Some(h) = heading_bad {
+        out.push(bad_ts(h, col_of(e.line, h)));
+    }
+    if let Some(ts) = e.field("timestamp") {
+        let ts = ts.trim();
+        if !valid_timestamp(ts) {
+            if heading_bad != Some(ts) {
+                let line = line_of("timestamp");
+                out.push(bad_ts(ts, col_of(line, ts)));
+            }
+        } else if heading_bad.is_some() {
+        } else if let Some(h) = &e.header_timestamp
+            && parse_moment(h, None) != parse_moment(ts, None)
+        {
+            out.push(mismatch(path, e, "timestamp", line_of("timestamp")));
+        }
+    }
+    out
+}
+
+/// The references of one entry (`supersedes`, `related`) that name no
+/// entry.
+fn reference_findings(path: &std::path::Path, e: &Entry, known: &Known) -> Vec<crate::Diagnostic> {
+    use crate::{Diagnostic, Location, Rule};
+    let mut out = Vec::new();
+    let line_of = |name: &str| line_of_field(e, name);
+    let at = |line: usize| {
+        Some(Location {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: 1,
+        })
+    };
+    let mut refs: Vec<(String, usize)> = Vec::new();
+    if let Some(s) = e.field("supersedes") {
+        refs.push((s.trim().to_string(), line_of("supersedes")));
+    }
+    if let Some(r) = e.field("related") {
+        for l in r.lines() {
+            let l = l.trim().trim_start_matches(['-', '*']).trim();
+            if let Some((kind, id)) = l.split_once(':')
+                && matches!(kind.trim(), "decision" | "memory" | "note" | "directive")
+            {
+                refs.push((id.trim().to_string(), line_of("related")));
+            }
+        }
+    }
+    for (r, line) in refs {
+        if !known.has(&r) {
+            out.push(
+                Diagnostic::new(
+                    path,
+                    Rule::MemoryUnresolvedReference,
+                    format!("`{r}` names no entry"),
+                    "reference an existing entry by its exact timestamp",
+                )
+                .at(at(line)),
             );
         }
     }

@@ -236,27 +236,55 @@ pub fn duplicate_message_ids<F: SessionMember>(files: &[F]) -> Vec<SessionFindin
 /// `*.md` files whose names classify as a kind): validation reports, or the
 /// daemon's index entries.
 pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFinding> {
-    let mut out = Vec::new();
-    let on_file = |path: &Path, finding: Finding| SessionFinding {
+    let mut out = status_findings(dir, files);
+    let plans = plans_by_task(files, &mut out);
+    out.extend(duplicate_message_ids(files));
+    // References to tasks that have no plan; progress from another agent.
+    for f in files {
+        out.extend(member_finding(&plans, f));
+    }
+
+    let edges = dependency_edges(&plans, &mut out);
+    let contradicted = contradictions(&edges, &mut out);
+    cycle_findings(&edges, &plans, &contradicted, &mut out);
+    out
+}
+
+/// A finding on one file of the session.
+fn on_file(path: &Path, finding: Finding) -> SessionFinding {
+    SessionFinding {
         path: path.to_path_buf(),
         on_directory: false,
         finding,
-    };
-    let on_dir = |finding: Finding| SessionFinding {
+    }
+}
+
+/// A finding on the session directory itself.
+fn on_dir(dir: &Path, finding: Finding) -> SessionFinding {
+    SessionFinding {
         path: dir.to_path_buf(),
         on_directory: true,
         finding,
-    };
+    }
+}
 
+/// The directory's name, and its one session status file.
+fn status_findings<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFinding> {
+    let mut out = Vec::new();
     let dir_name = file_name(dir);
     if !is_session_dir_name(&dir_name) {
-        out.push(on_dir(Finding {
-            rule: Rule::BadSessionName,
-            field: Vec::new(),
-            target: Target::Value,
-            message: format!("session directory `{dir_name}` is not named YYYYMMDDTHHMMSSZ[-slug]"),
-            hint: "create sessions with `squadctl session new [--slug S]`".into(),
-        }));
+        out.push(on_dir(
+            dir,
+            Finding {
+                rule: Rule::BadSessionName,
+                field: Vec::new(),
+                target: Target::Value,
+                message: format!(
+                    "session directory `{dir_name}` is not named YYYYMMDDTHHMMSSZ[-slug]"
+                ),
+                hint: "create sessions with `squadctl session new [--slug S]`".into(),
+            },
+        ));
     }
 
     // Exactly one session status file.
@@ -271,14 +299,17 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
         )
     });
     match status_files.split_first() {
-        None => out.push(on_dir(Finding {
-            rule: Rule::MissingSessionStatus,
-            field: Vec::new(),
-            target: Target::Value,
-            message: "the session has no session-status.md".into(),
-            hint: "the supervisor writes it; `squadctl session new` creates sessions with one"
-                .into(),
-        })),
+        None => out.push(on_dir(
+            dir,
+            Finding {
+                rule: Rule::MissingSessionStatus,
+                field: Vec::new(),
+                target: Target::Value,
+                message: "the session has no session-status.md".into(),
+                hint: "the supervisor writes it; `squadctl session new` creates sessions with one"
+                    .into(),
+            },
+        )),
         Some((first, extra)) => {
             for f in extra {
                 out.push(on_file(
@@ -297,15 +328,22 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
             }
         }
     }
+    out
+}
 
-    // Task ids: each assigned once.
+/// The task assignments by task id, each assigned once (a second one is
+/// reported).
+fn plans_by_task<'f, F: SessionMember>(
+    files: &'f [F],
+    out: &mut Vec<SessionFinding>,
+) -> BTreeMap<&'f str, &'f F> {
     let mut plans: BTreeMap<&str, &F> = BTreeMap::new();
     let mut plan_files: Vec<&F> = files
         .iter()
         .filter(|f| f.kind() == FileKind::TaskAssignment)
         .collect();
     plan_files.sort_by(|a, b| a.path().cmp(b.path()));
-    for f in &plan_files {
+    for f in plan_files {
         let Some(task) = f.task_id() else {
             continue;
         };
@@ -327,10 +365,15 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
             plans.insert(task, f);
         }
     }
+    plans
+}
 
-    out.extend(duplicate_message_ids(files));
-
-    // References to tasks that have no plan; progress from another agent.
+/// The dependency graph's edges; a dependency on a task with no plan is
+/// reported.
+fn dependency_edges<'f, F: SessionMember>(
+    plans: &BTreeMap<&'f str, &'f F>,
+    out: &mut Vec<SessionFinding>,
+) -> Vec<Edge<'f>> {
     let unknown = |task: &str, what: &str| Finding {
         rule: Rule::UnknownTask,
         field: Vec::new(),
@@ -338,13 +381,8 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
         message: format!("{what} `{task}`, which has no task assignment in this session"),
         hint: format!("add `role-plan-<agent>-{task}.md`, or fix the task id"),
     };
-    for f in files {
-        out.extend(member_finding(&plans, f));
-    }
-
-    // The dependency graph.
     let mut edges: Vec<Edge<'_>> = Vec::new();
-    for f in plans.values() {
+    for &f in plans.values() {
         let Some(task) = f.task_id() else {
             continue;
         };
@@ -375,8 +413,14 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
             }
         }
     }
+    edges
+}
 
-    // Contradictions: one pair of tasks ordered both ways.
+/// Contradictions: one pair of tasks ordered both ways. Returns the pairs.
+fn contradictions<'f>(
+    edges: &[Edge<'f>],
+    out: &mut Vec<SessionFinding>,
+) -> BTreeSet<(&'f str, &'f str)> {
     let mut contradicted: BTreeSet<(&str, &str)> = BTreeSet::new();
     for (i, e) in edges.iter().enumerate() {
         if e.before == e.after {
@@ -412,10 +456,18 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
             ));
         }
     }
+    contradicted
+}
 
-    // Cycles (beyond the contradicted pairs).
+/// Cycles, beyond the contradicted pairs.
+fn cycle_findings<F: SessionMember>(
+    edges: &[Edge<'_>],
+    plans: &BTreeMap<&str, &F>,
+    contradicted: &BTreeSet<(&str, &str)>,
+    out: &mut Vec<SessionFinding>,
+) {
     let mut successors: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for e in &edges {
+    for e in edges {
         successors.entry(e.before).or_default().insert(e.after);
     }
     for cycle in cycles(&successors) {
@@ -450,7 +502,6 @@ pub fn check_session<F: SessionMember>(dir: &Path, files: &[F]) -> Vec<SessionFi
             },
         ));
     }
-    out
 }
 
 /// One shortest cycle per strongly connected component that has one, each

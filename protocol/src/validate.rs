@@ -1,3 +1,7 @@
+// Over 800 lines: the one per-file pipeline (bytes, payload, YAML, rules,
+// typed document) with the `Walker` of the field rules it drives. The
+// split waiting is the Walker and the cross-field rules into
+// validate/rules.rs (issue 42), after issue 40's changes here land.
 //! Per-file validation: bytes → payload → YAML → rules → typed document.
 
 use crate::diagnostic::{Diagnostic, Location, Rule, Severity};

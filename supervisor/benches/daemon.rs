@@ -507,17 +507,9 @@ fn tasks_completed(path: &Path) -> Option<usize> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-fn growth() {
-    let small: usize = env_or("SQUAD_BENCH_SESSIONS", 1000);
-    let idle: u64 = env_or("SQUAD_BENCH_IDLE_SECS", 60);
-    let samples: usize = env_or("SQUAD_BENCH_SAMPLES", 40).max(1);
-    let changes = 20;
-    // Each size completes `samples + changes` tasks with progress updates:
-    // the session holds at least that many for every size.
-    let tasks = 2000.max(3 * (samples + changes));
-    let tmp = tempdir();
-    let root = tmp.path();
-    let base = root.join(".squad/sessions");
+/// The growth benchmark's project under `base`: `small` sessions of two
+/// tasks and one big session of `tasks` tasks (returned).
+fn growth_project(base: &Path, small: usize, tasks: usize) -> PathBuf {
     for s in 0..small {
         let dir = base.join(format!("20240116T{s:06}Z"));
         fs::create_dir_all(&dir).unwrap();
@@ -540,6 +532,21 @@ fn growth() {
     for i in 0..tasks {
         fs::write(big.join(format!("role-plan-bench-task_{i:05}.md")), plan(i)).unwrap();
     }
+    big
+}
+
+fn growth() {
+    let small: usize = env_or("SQUAD_BENCH_SESSIONS", 1000);
+    let idle: u64 = env_or("SQUAD_BENCH_IDLE_SECS", 60);
+    let samples: usize = env_or("SQUAD_BENCH_SAMPLES", 40).max(1);
+    let changes = 20;
+    // Each size completes `samples + changes` tasks with progress updates:
+    // the session holds at least that many for every size.
+    let tasks = 2000.max(3 * (samples + changes));
+    let tmp = tempdir();
+    let root = tmp.path();
+    let base = root.join(".squad/sessions");
+    let big = growth_project(&base, small, tasks);
     let (daemon, ready) = start(root);
     let pid = daemon.child.id();
     println!(

@@ -498,9 +498,11 @@ impl EventKind {
         !matches!(self, EventKind::FileValidated { .. })
     }
 
-    /// A one-line human description of the details.
-    pub(crate) fn detail(&self) -> String {
-        match self {
+    /// [`Self::detail`] of the events of files, sessions, mail, retention
+    /// and locks; `None` for the others (listed in `detail`'s own match,
+    /// which stays exhaustive).
+    fn file_and_mail_detail(&self) -> Option<String> {
+        let detail = match self {
             EventKind::Started { sessions, files } => {
                 format!(
                     "{}, {} indexed",
@@ -605,6 +607,17 @@ impl EventKind {
                 task_id,
                 reason,
             } => format!("{} of {agent} ({task_id}): {reason}", targets.join(", ")),
+            _ => return None,
+        };
+        Some(detail)
+    }
+
+    /// A one-line human description of the details.
+    pub(crate) fn detail(&self) -> String {
+        if let Some(detail) = self.file_and_mail_detail() {
+            return detail;
+        }
+        match self {
             EventKind::LeaderElected { epoch } => format!("epoch {epoch}"),
             EventKind::LeaderLost { epoch, reason } => format!("epoch {epoch}: {reason}"),
             EventKind::ControlRestored { reason } => reason.clone(),
@@ -699,6 +712,33 @@ impl EventKind {
             | EventKind::RootMissing
             | EventKind::RootRestored
             | EventKind::PolicyReloaded => String::new(),
+            // Described by `file_and_mail_detail`.
+            EventKind::Started { .. }
+            | EventKind::Stopping { .. }
+            | EventKind::FileValidated { .. }
+            | EventKind::FileInvalid { .. }
+            | EventKind::OutputWritten { .. }
+            | EventKind::OutputFailed { .. }
+            | EventKind::TaskReady { .. }
+            | EventKind::TaskCompleted { .. }
+            | EventKind::TaskOverdue { .. }
+            | EventKind::DependencyViolation { .. }
+            | EventKind::SessionStatusChanged { .. }
+            | EventKind::Rescanned { .. }
+            | EventKind::WatchError { .. }
+            | EventKind::SessionArchived { .. }
+            | EventKind::SessionDeleted { .. }
+            | EventKind::RetentionFailed { .. }
+            | EventKind::MessageDelivered { .. }
+            | EventKind::MessageRefused { .. }
+            | EventKind::MessageEscalated { .. }
+            | EventKind::ResponseOverdue { .. }
+            | EventKind::NotifyFailed { .. }
+            | EventKind::SessionEnded { .. }
+            | EventKind::PolicyRefused { .. }
+            | EventKind::LockAcquired { .. }
+            | EventKind::LockReleased { .. }
+            | EventKind::LockReclaimed { .. } => String::new(),
         }
     }
 }

@@ -1,3 +1,7 @@
+// Over 800 lines: team memory's effects (read, merge the decisions inbox,
+// archive, upkeep), each a crash-safe sequence of whole-file replaces
+// sharing the aside/restore helpers. The split waiting is the archive into
+// memory/archive.rs (issue 42), after issue 41's changes here land.
 //! Team memory effects: reading memory files, merging the decisions inbox,
 //! archiving old entries. Plain functions so that `squadctl memory` and
 //! squadd share them.

@@ -1,3 +1,8 @@
+// Over 800 lines: the team directory's effects in three sections (an
+// export gathered, an import written all or nothing through its journal,
+// the diagnostics); the journal's crash points and the import share
+// private helpers. The split waiting is the import and its journal into
+// team/import.rs (issue 42), after issue 41's changes here land.
 //! The team directory's effects (docs/team.md): gathering skill folders for
 //! an export, writing an import all or nothing, and the team's diagnostics
 //! for `squadctl validate`/`check` and squadd's status.

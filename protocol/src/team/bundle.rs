@@ -1,3 +1,6 @@
+// Over 800 lines: the export file in its two shapes, each parsed and
+// rendered field by field with its error texts. The split waiting is one
+// file per shape (issue 42), after issue 41's changes here land.
 //! The portable export file (docs/team.md), in its two shapes:
 //!
 //! - [`Shape::Squad`], seed 000's `.squad` file: `squad_format_version`,

@@ -1,3 +1,8 @@
+// Over 800 lines: the replication task of one root (its KV watch, the
+// publishing of local files, the applying of arrivals, conflicts and
+// ownership) is one state machine over one `Task`. The split waiting is
+// the arriving side (`arrived`, `write_arrival`, `conflict`, `dropped`)
+// into replicate/arrive.rs, beside the publishing one (issue 42).
 //! Protocol files replicated between a project's checkouts
 //! (docs/cluster.md, "Replication"), and where each message is delivered.
 //!

@@ -1,3 +1,6 @@
+// Over 800 lines: the guard's hot path (hook input to verdict) and its
+// install/uninstall for four agent CLIs. The split waiting is install and
+// uninstall into ctl/guard_install.rs (issue 42).
 //! `squadctl guard`: the pre-tool-use hook of Claude Code, Codex, Copilot
 //! CLI and Gemini CLI, and `squadctl guard install|uninstall` to register
 //! it.

@@ -1,3 +1,6 @@
+// Over 800 lines: `squadctl lock` and its four subcommands (acquire with
+// its wait, release, renew, list) over one set of record helpers. The
+// split waiting is acquire and its wait into ctl/lock/acquire.rs (issue 42).
 //! `squadctl lock`: advisory locks on paths and globs, for agents.
 
 use crate::events::EventKind;
@@ -238,92 +241,31 @@ enum Attempt {
     Conflict(String, DateTime<Utc>, bool),
 }
 
+/// Says why a lock was refused (on stderr, and as JSON with `--json`).
+fn refuse(message: String, json: bool) -> u8 {
+    if json {
+        super::print(&format!(
+            "{:#}\n",
+            json!({"taken": false, "error": message})
+        ));
+    }
+    super::eprint_text(&format!(
+        "squadctl: lock refused: {}\n",
+        crate::text::escape_lines(&message)
+    ));
+    exit::PROBLEMS
+}
+
 fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u8 {
-    let refuse = |message: String, json: bool| -> u8 {
-        if json {
-            super::print(&format!(
-                "{:#}\n",
-                json!({"taken": false, "error": message})
-            ));
-        }
-        super::eprint_text(&format!(
-            "squadctl: lock refused: {}\n",
-            crate::text::escape_lines(&message)
-        ));
-        exit::PROBLEMS
-    };
-    if !IdKind::Agent.matches(&args.agent) {
-        return super::fail(format!(
-            "`{}` is not a valid agent name",
-            crate::text::escape(&args.agent)
-        ));
-    }
-    if !IdKind::Task.matches(&args.task) {
-        return super::fail(format!(
-            "`{}` is not a valid task id",
-            crate::text::escape(&args.task)
-        ));
-    }
-    let ttl = match ttl(args.ttl.as_deref(), policy) {
-        Ok(t) => t,
-        Err(e) => return super::fail(e),
-    };
-    if let Err(e) = expiry(Utc::now(), ttl) {
-        return super::fail(e);
-    }
-    let wait = match args.wait.as_deref().map(parse_duration).transpose() {
-        Ok(w) => w.unwrap_or_default(),
-        Err(e) => return super::fail(format!("--wait: {e}")),
-    };
-    let mut targets = Vec::new();
-    for t in &args.targets {
-        match parse_target(t) {
-            Ok(n) => targets.push(n),
-            Err(e) => return refuse(format!("`{}`: {e}", shorten(t)), args.json),
-        }
-    }
-    let home = match task_session(root, args.session.as_deref(), &args.task) {
-        Ok(x) => x,
-        Err(e) => return refuse(e, args.json),
-    };
-    if home.assignee != args.agent {
-        return refuse(
-            format!(
-                "task `{}` is assigned to `{}`, not `{}`",
-                args.task, home.assignee, args.agent
-            ),
-            args.json,
-        );
-    }
-    let boundaries = Boundaries::new(&home.allowed, &home.forbidden, &policy.forbidden);
-    for t in &targets {
-        let existing_part = squad_policies::boundary::literal_prefix(t);
-        if let Some(to) = escapes_root(root, existing_part) {
-            return refuse(
-                format!(
-                    "`{t}` resolves through a symlink to {}, outside the project",
-                    crate::text::escape(&to)
-                ),
-                args.json,
-            );
-        }
-        let decision = boundaries.decide_target(t);
-        if !decision.is_allowed() {
-            return refuse(
-                format!(
-                    "`{t}` is outside task {}'s boundaries: {decision}",
-                    args.task
-                ),
-                args.json,
-            );
-        }
-    }
-    let pid_started_at = match args.pid {
-        Some(pid) => match process_start(pid) {
-            Some(t) => Some(t),
-            None => return super::fail(format!("--pid {pid}: no such process")),
-        },
-        None => None,
+    let Checked {
+        ttl,
+        wait,
+        targets,
+        home,
+        pid_started_at,
+    } = match checked(root, policy, &args) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
     let mode = if args.shared {
         Mode::Shared
@@ -489,6 +431,109 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             }
         }
     }
+}
+
+/// What an acquisition asks for, checked: the names, the time to live
+/// and the wait, the targets (inside the project and the task's
+/// boundaries), the task's session, the process named. The exit code
+/// when something is wrong, said.
+fn checked(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    args: &AcquireArgs,
+) -> Result<Checked, u8> {
+    // Each check's exit code, said (`super::fail`, [`refuse`]).
+    let fail = |message: String| Err(super::fail(message));
+    let refuse = |message: String, json: bool| Err(refuse(message, json));
+    if !IdKind::Agent.matches(&args.agent) {
+        return fail(format!(
+            "`{}` is not a valid agent name",
+            crate::text::escape(&args.agent)
+        ));
+    }
+    if !IdKind::Task.matches(&args.task) {
+        return fail(format!(
+            "`{}` is not a valid task id",
+            crate::text::escape(&args.task)
+        ));
+    }
+    let ttl = match ttl(args.ttl.as_deref(), policy) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = expiry(Utc::now(), ttl) {
+        return fail(e);
+    }
+    let wait = match args.wait.as_deref().map(parse_duration).transpose() {
+        Ok(w) => w.unwrap_or_default(),
+        Err(e) => return fail(format!("--wait: {e}")),
+    };
+    let mut targets = Vec::new();
+    for t in &args.targets {
+        match parse_target(t) {
+            Ok(n) => targets.push(n),
+            Err(e) => return refuse(format!("`{}`: {e}", shorten(t)), args.json),
+        }
+    }
+    let home = match task_session(root, args.session.as_deref(), &args.task) {
+        Ok(x) => x,
+        Err(e) => return refuse(e, args.json),
+    };
+    if home.assignee != args.agent {
+        return refuse(
+            format!(
+                "task `{}` is assigned to `{}`, not `{}`",
+                args.task, home.assignee, args.agent
+            ),
+            args.json,
+        );
+    }
+    let boundaries = Boundaries::new(&home.allowed, &home.forbidden, &policy.forbidden);
+    for t in &targets {
+        let existing_part = squad_policies::boundary::literal_prefix(t);
+        if let Some(to) = escapes_root(root, existing_part) {
+            return refuse(
+                format!(
+                    "`{t}` resolves through a symlink to {}, outside the project",
+                    crate::text::escape(&to)
+                ),
+                args.json,
+            );
+        }
+        let decision = boundaries.decide_target(t);
+        if !decision.is_allowed() {
+            return refuse(
+                format!(
+                    "`{t}` is outside task {}'s boundaries: {decision}",
+                    args.task
+                ),
+                args.json,
+            );
+        }
+    }
+    let pid_started_at = match args.pid {
+        Some(pid) => match process_start(pid) {
+            Some(t) => Some(t),
+            None => return fail(format!("--pid {pid}: no such process")),
+        },
+        None => None,
+    };
+    Ok(Checked {
+        ttl,
+        wait,
+        targets,
+        home,
+        pid_started_at,
+    })
+}
+
+/// An acquisition's request, checked ([`checked`]).
+struct Checked {
+    ttl: Duration,
+    wait: Duration,
+    targets: Vec<String>,
+    home: TaskHome,
+    pid_started_at: Option<u64>,
 }
 
 /// How often a waiting acquisition looks again at a lock another host holds

@@ -1,3 +1,7 @@
+// Over 800 lines: one MCP server with one tool per agent command (each a
+// schema and the argv it runs), read best as one table. The split waiting
+// is the Streamable HTTP transport (`--http`) into its own file (issue 42),
+// after issues 38 and 40 land their changes here.
 //! `squadctl mcp`: the agent commands as an MCP server over stdio (or
 //! Streamable HTTP on loopback), for one agent in one project (docs/mcp.md).
 //!

@@ -1,3 +1,7 @@
+// Over 800 lines: `squadctl memory`'s seven subcommands (validate, query,
+// convert, merge, archive, add, show) over shared file discovery and
+// locking. The split waiting is query and its rendering into their own
+// file (issue 42), after issue 41's changes here land.
 //! `squadctl memory`: team memory (SEM entries in decisions and histories).
 
 use super::validate::OutputArgs;

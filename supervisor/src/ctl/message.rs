@@ -1,3 +1,7 @@
+// Over 800 lines: `squadctl send` and `squadctl inbox` (list, next, show,
+// read) share the message file format and its rendering. The split
+// waiting is inbox into ctl/inbox.rs (issue 42), after issue 40's changes
+// here land.
 //! `squadctl send` and `squadctl inbox`: messages for agents.
 
 use crate::exit;

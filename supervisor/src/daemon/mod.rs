@@ -30,9 +30,6 @@
 //!   Nothing polls: the task sleeps until a file event, a request or the head
 //!   of the timer queue.
 
-// Function length is capped in the daemon (threshold in clippy.toml).
-#![warn(clippy::too_many_lines)]
-
 pub(crate) mod answers;
 mod apply;
 pub(crate) mod context;

@@ -24,6 +24,12 @@ impl World {
     /// calls for.
     pub(super) fn check(&mut self) {
         self.checks += 1;
+        // What was written is what was announced, one event per fresh
+        // inbox entry, in the order written.
+        assert_eq!(
+            self.delivered_events, self.written_entries,
+            "message-delivered events against the inbox entries written"
+        );
         for r in 0..ROOTS {
             let indexes = self.snaps[r].indexes();
             keep_facts(&mut self.snaps[r], &indexes, self.now);
@@ -38,6 +44,16 @@ impl World {
                 assert_eq!(g.inbox, w.inbox, "root {r} {name}: mailbox");
                 assert_eq!(g.replies, w.replies, "root {r} {name}: replies");
                 assert_eq!(g.pending, w.pending, "root {r} {name}: pending deliveries");
+                // Every inbox entry is a delivery the oracle's rule asked
+                // for (now or before): none to a sender, another session's
+                // recipient or under another name.
+                let expected = self.snaps[r].expected.get(name);
+                for slot in w.inbox.keys() {
+                    assert!(
+                        expected.is_some_and(|e| e.contains(slot)),
+                        "root {r} {name}: inbox entry {slot:?} no file asked for"
+                    );
+                }
             }
             assert_eq!(got.sessions.len(), want.sessions.len());
             self.check_timers(r, &want, &indexes);
@@ -123,13 +139,10 @@ impl World {
                 .inbox
                 .iter()
                 .filter_map(|((_, n), at)| {
-                    let (p, mid) = parse_inbox_name(n)?;
-                    if escalated.is_some_and(|e| e.contains(&mid))
-                        || crate::daemon::core::notices::is_moot(&mid, &live)
-                    {
-                        return None;
-                    }
-                    escalation_at(&snap.policy.messages, p, (*at)?)
+                    let (mid, due) = rules::escalation_due(&snap.policy, n, (*at)?)?;
+                    (!escalated.is_some_and(|e| e.contains(&mid))
+                        && !crate::daemon::core::notices::is_moot(&mid, &live))
+                    .then_some(due)
                 })
                 .min();
             if let Some(next) = next {
@@ -146,11 +159,11 @@ impl World {
             // The reply timer likewise, for questions still to answer.
             let index = &indexes[name];
             let reported = want.state.replies_overdue.get(name);
-            let next = kept_messages(&snap.root, &snap.copies, name, index)
+            let next = kept_messages(&snap.copies, name, index)
                 .into_iter()
                 .filter(|m| !w.replies.contains_key(&m.message_id))
                 .filter(|m| !reported.is_some_and(|s| s.contains(&m.message_id)))
-                .filter_map(routing::reply_due)
+                .filter_map(rules::reply_due)
                 .min();
             if let Some(next) = next {
                 let t = Timer::ReplyDue {

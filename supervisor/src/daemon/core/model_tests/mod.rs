@@ -8,11 +8,16 @@
 //!
 //! The oracle is written apart from the incremental bookkeeping: it
 //! re-indexes every file ([`index_bytes`], [`SessionIndex::recheck`]),
-//! derives the session with [`derive_session`], seeds a mailbox from the
-//! inbox listing as start-up does, and keeps the persisted facts (task
-//! starts, overdue and violation reports, escalations, overdue replies)
-//! itself from the snapshot after every step: the task start times are
-//! never taken from the core under test.
+//! derives the session with [`derive_session`], and keeps the persisted
+//! facts (task starts, overdue and violation reports, escalations,
+//! overdue replies) itself from the snapshot after every step: the task
+//! start times are never taken from the core under test. Its mail rules
+//! (who a file's deliveries go to and under which inbox name, when an
+//! unread message escalates, when a question is overdue) are its own,
+//! written again from the docs' text in `rules.rs`: it shares no routing
+//! code with the core, so a delivery to the wrong agent (its sender, say)
+//! leaves a delivery pending the core does not have, and an inbox entry
+//! no file asked for.
 //!
 //! The adapter ([`World::apply`], `adapter.rs`) tells the core what
 //! happened with exactly the inputs the shell steps: a file read, gone
@@ -36,7 +41,7 @@
 use super::batch;
 use super::timer::{self, Timer};
 use super::{Core, Effect, Input, Now, Root, RootId};
-use crate::daemon::routing::{self, Delivery, Mailbox};
+use crate::daemon::routing::Delivery;
 use crate::daemon::session::SessionCore;
 use crate::derive::{SessionView, derive_session};
 use crate::events::EventKind;
@@ -44,7 +49,6 @@ use crate::index::{Entry, IndexedFile, SessionIndex, index_bytes};
 use crate::state::State;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
-use squad_policies::messages::{escalation_at, parse_inbox_name};
 use squad_protocol::FileKind;
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use squad_protocol::model::TaskStatus;
@@ -195,6 +199,7 @@ mod check;
 mod oracle;
 mod replays;
 mod restart;
+mod rules;
 mod runs;
 mod status;
 mod world;

@@ -53,6 +53,10 @@ pub(super) struct Snapshot {
     /// What each inbox copy holds (inbox directory, name): the
     /// fingerprint of the bytes delivered.
     pub(super) copies: BTreeMap<(PathBuf, String), u64>,
+    /// Session → every delivery the oracle's rule ([`rules::deliveries`])
+    /// ever asked of a kept file: an inbox entry outside it was delivered
+    /// against the rule.
+    pub(super) expected: BTreeMap<String, BTreeSet<(String, String)>>,
 }
 
 impl Snapshot {
@@ -149,18 +153,15 @@ pub(super) fn replies_of(s: &SessionIndex) -> BTreeMap<String, usize> {
 /// (delivered before the clash arose): then that one keeps it. The others
 /// are neither delivered nor wait for a reply.
 pub(super) fn refused(
-    root: &Path,
     name: &str,
     s: &SessionIndex,
     copies: &BTreeMap<(PathBuf, String), u64>,
 ) -> BTreeSet<String> {
-    let delivered = |f: &IndexedFile| {
-        routing::file_deliveries(root, name, &s.dir, f)
-            .iter()
-            .any(|d| {
-                let inbox = crate::inbox::inbox_dir(&s.dir, &d.to);
-                copies.get(&(inbox, d.name.clone())) == Some(&f.fingerprint)
-            })
+    let delivered = |file: &str, f: &IndexedFile| {
+        rules::deliveries(name, file, f).into_iter().any(|(to, n)| {
+            let inbox = crate::inbox::inbox_dir(&s.dir, &to);
+            copies.get(&(inbox, n)) == Some(&f.fingerprint)
+        })
     };
     let mut by_id: BTreeMap<&str, Vec<(String, &IndexedFile)>> = BTreeMap::new();
     // A message file invalid for another reason still carries the id it
@@ -177,7 +178,8 @@ pub(super) fn refused(
     let mut refused = BTreeSet::new();
     for files in by_id.values_mut().filter(|files| files.len() > 1) {
         files.sort_by(|a, b| a.0.cmp(&b.0));
-        let keeps_first = delivered(files[0].1) || !files[1..].iter().any(|(_, f)| delivered(f));
+        let keeps_first =
+            delivered(&files[0].0, files[0].1) || !files[1..].iter().any(|(n, f)| delivered(n, f));
         for (i, (file, _)) in files.iter().enumerate() {
             if i > 0 || !keeps_first {
                 refused.insert(file.clone());
@@ -189,12 +191,11 @@ pub(super) fn refused(
 
 /// The messages of a session not [`refused`] for a reused id.
 pub(super) fn kept_messages<'a>(
-    root: &Path,
     copies: &BTreeMap<(PathBuf, String), u64>,
     name: &str,
     index: &'a SessionIndex,
 ) -> Vec<&'a crate::index::MessageInfo> {
-    let refused = refused(root, name, index, copies);
+    let refused = refused(name, index, copies);
     index
         .files
         .iter()
@@ -206,28 +207,27 @@ pub(super) fn kept_messages<'a>(
         .collect()
 }
 
-/// The slots of what a session's files ask to deliver, the files
-/// [`refused`] for a reused message id left out.
+/// The slots of what a session's files ask to deliver by the oracle's
+/// rule, the files [`refused`] for a reused message id left out.
 pub(super) fn asked_kept(
-    root: &Path,
     name: &str,
     s: &SessionIndex,
     copies: &BTreeMap<(PathBuf, String), u64>,
 ) -> BTreeSet<(String, String)> {
-    let refused = refused(root, name, s, copies);
+    let refused = refused(name, s, copies);
     s.files
         .iter()
         .filter(|(file, _)| !refused.contains(&**file))
-        .flat_map(|(_, f)| routing::file_deliveries(root, name, &s.dir, f))
-        .map(|d| (d.to, d.name))
+        .flat_map(|(file, f)| rules::deliveries(name, file, f))
         .collect()
 }
 
-/// The slots of what a session's files ask to deliver.
-pub(super) fn asked(root: &Path, name: &str, s: &SessionIndex) -> BTreeSet<(String, String)> {
-    routing::session_deliveries(root, name, s)
-        .into_iter()
-        .map(|d| (d.to, d.name))
+/// The slots of what a session's files ask to deliver, by the oracle's
+/// rule.
+pub(super) fn asked(name: &str, s: &SessionIndex) -> BTreeSet<(String, String)> {
+    s.files
+        .iter()
+        .flat_map(|(file, f)| rules::deliveries(name, file, f))
         .collect()
 }
 
@@ -254,19 +254,12 @@ impl Known {
                 .cloned()
                 .unwrap_or_default();
             let view = derive_session(index, &starts, now);
-            // The mailbox as start-up seeds it from the inbox listing.
+            // A delivery is made when its name is in the inbox, `new/` or
+            // `cur/` ("the inbox is the record").
             let listing = snap.inbox.get(name).cloned().unwrap_or_default();
-            let mut mail = Mailbox::default();
-            mail.seed(
-                &snap.policy.messages,
-                listing
-                    .iter()
-                    .map(|((to, n), at)| (to.clone(), n.clone(), at.is_some(), *at))
-                    .collect(),
-            );
-            let pending = asked_kept(&snap.root, name, index, &snap.copies)
+            let pending = asked_kept(name, index, &snap.copies)
                 .into_iter()
-                .filter(|(to, n)| !mail.is_delivered(to, n))
+                .filter(|slot| !listing.contains_key(slot))
                 .collect();
             sessions.insert(
                 name.clone(),
@@ -294,7 +287,7 @@ impl Known {
         for (name, core) in &root.sessions {
             let index = core.index();
             let mail = root.mail.get(name).cloned().unwrap_or_default();
-            let wanted = asked(&root.root, name, index);
+            let wanted = asked(name, index);
             sessions.insert(
                 name.clone(),
                 SessionKnown {
@@ -357,13 +350,14 @@ pub(super) fn keep_facts(
             }
         }
         for ((_, inbox_name), at) in snap.inbox.get(name).into_iter().flatten() {
-            let (Some(at), Some((priority, message_id))) = (at, parse_inbox_name(inbox_name))
+            let Some((message_id, due)) =
+                at.and_then(|at| rules::escalation_due(&snap.policy, inbox_name, at))
             else {
                 continue;
             };
             // A notice of squadd's whose fact is gone when it is due is
             // moot: never escalated (issue 40 item 4).
-            if escalation_at(&snap.policy.messages, priority, *at).is_some_and(|e| e <= now)
+            if due <= now
                 && !crate::daemon::core::notices::is_moot(
                     &message_id,
                     &crate::daemon::core::notices::live_notice_ids(
@@ -382,8 +376,9 @@ pub(super) fn keep_facts(
             }
         }
         let replies = replies_of(index);
-        for m in kept_messages(&snap.root, &snap.copies, name, index) {
-            if routing::reply_overdue(m, replies.contains_key(&m.message_id), now) {
+        for m in kept_messages(&snap.copies, name, index) {
+            let replied = replies.contains_key(&m.message_id);
+            if !replied && rules::reply_due(m).is_some_and(|by| by <= now) {
                 state
                     .replies_overdue
                     .entry(name.clone())
@@ -391,6 +386,10 @@ pub(super) fn keep_facts(
                     .insert(m.message_id.clone());
             }
         }
+        snap.expected
+            .entry(name.clone())
+            .or_default()
+            .extend(asked_kept(name, index, &snap.copies));
     }
     state.task_starts.retain(|_, v| !v.is_empty());
 }

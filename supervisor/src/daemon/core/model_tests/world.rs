@@ -64,6 +64,11 @@ pub(super) struct World {
     /// Comparisons made so far (the shared context's parts are compared
     /// every other one, so that changes also pile up between two writes).
     pub(super) checks: u64,
+    /// Every fresh inbox entry the world wrote, in order (root, session,
+    /// recipient, message id), and every `message-delivered` event the
+    /// core emitted, in order: the two sequences are equal.
+    pub(super) written_entries: Vec<(RootId, String, String, String)>,
+    pub(super) delivered_events: Vec<(RootId, String, String, String)>,
 }
 
 /// The shell's answers about session files while runs are decided: the
@@ -108,6 +113,8 @@ impl World {
             told: 0,
             announced: Vec::new(),
             reported: BTreeSet::new(),
+            written_entries: Vec::new(),
+            delivered_events: Vec::new(),
             reply: None,
             checks: 0,
         };
@@ -128,6 +135,7 @@ impl World {
                 records: BTreeMap::new(),
                 state_file: None,
                 copies: BTreeMap::new(),
+                expected: BTreeMap::new(),
             });
             let config = Some(Box::new(config(0)));
             w.step(
@@ -259,20 +267,12 @@ impl World {
 
     /// THE effect match: every effect the core returns, carried out as
     /// the shell carries it out (`shell.rs`, `processes.rs`), answered
-    /// with the inputs the shell steps. Writes with no bearing on what
-    /// the core knows (status files, the shared context, hooks, the event
-    /// log beyond the facts it taps) are skipped.
+    /// with the inputs the shell steps. An effect out of the model's scope
+    /// is skipped in an arm of its own that says why and where it is
+    /// tested instead; one the model never asks for panics.
     pub(super) fn effect(&mut self, e: Effect) {
         let now = self.now;
-        if let Effect::Emit {
-            root,
-            session: Some(session),
-            kind,
-            ..
-        } = &e
-        {
-            self.note_report(*root, session, kind);
-        }
+        self.note_event(&e);
         match e {
             Effect::SendNotices | Effect::SendFirstNotices => self.send_notices(),
             Effect::Tap {
@@ -351,6 +351,8 @@ impl World {
                 routed_from,
                 bytes,
             } => self.write_inbox(root, delivery, routed_from, &bytes),
+            // An inbox's `new/` or `.squad/run` watched: the model tells
+            // the core of an acknowledgement itself (`Op::Ack`).
             Effect::Watch { .. } => {}
             Effect::Announce(a) => self.announced.push(*a),
             Effect::Touched {
@@ -405,6 +407,10 @@ impl World {
             | Effect::StopRun { .. }
             | Effect::RunReply { .. }
             | Effect::DispatchRuns { .. }) => self.run_effect(e),
+            // Every other event: once-ever facts are counted above
+            // (`note_report`); the event log's numbering and audit file are
+            // `daemon::eventlog`'s (the sequence is not compared: issue 42
+            // item 4, left).
             Effect::Emit { .. } => {}
             // Answers to inputs the model does not step (a path handed over
             // unclassified, the shell's own outbox, the control check): the
@@ -420,42 +426,85 @@ impl World {
             | Effect::LookAtStatuses { .. }) => {
                 panic!("the model does not step the input that returns {e:?}")
             }
-            // Writes and work with no bearing on what the core knows.
+            // Out of the model's scope, each with its reason (and where it
+            // is tested instead). The model has no lock records, summaries,
+            // hooks, skills, memory, worktrees, sockets or watches: what
+            // these effects change is no part of what the core knows here.
+            //
+            // A session's wrap-up (locks released, summary written):
+            // `core/tests_wrapup.rs`, e2e `retention`.
             Effect::WrapUp { .. }
             | Effect::WrapUpIfPresent { .. }
             | Effect::FinishEnded { .. }
-            | Effect::Notify { .. }
-            | Effect::WriteSharedContext(_)
-            | Effect::WriteSharedContextNow(_)
-            | Effect::WriteContext { .. }
-            | Effect::ReadLocks(_)
-            | Effect::ReclaimLocks { .. }
             | Effect::ReleaseSessionLocks { .. }
-            | Effect::EndSession { .. }
-            | Effect::WriteLeadMessage { .. }
-            | Effect::RefreshLocks(_)
-            | Effect::RunRetention(_)
+            | Effect::EndSession { .. } => {}
+            // A notify hook's run: its outcome (`Input::HookDone`) is only
+            // said (`core/tests_upkeep.rs`, `daemon::hooks` tests).
+            Effect::Notify { .. } => {}
+            // The shared context's write: its parts are checked against a
+            // from-scratch render instead (`check_context`).
+            Effect::WriteSharedContext(_)
+            | Effect::WriteSharedContextNow(_)
+            | Effect::WriteContext { .. } => {}
+            // The lock table (no lock records in the model):
+            // `core/tests_outputs.rs` (expiry), e2e `lock`, `session_locks`.
+            Effect::ReadLocks(_) | Effect::ReclaimLocks { .. } | Effect::RefreshLocks(_) => {}
+            // Word to the lead: the model's runs answer it through
+            // `Effect::TellLead`; the file's text is `core/tests_wrapup.rs`'s.
+            Effect::WriteLeadMessage { .. } => {}
+            // Retention, skills, team memory: their own modules' tests
+            // (`retention`, `skills`, `memory`, `core/tests_upkeep.rs`).
+            Effect::RunRetention(_)
             | Effect::RefreshSkills(_)
             | Effect::MergeMemoryInbox(_)
-            | Effect::CheckControl(_)
-            | Effect::CheckRoot(_)
-            | Effect::Rewatch
-            | Effect::TrimMemory
-            | Effect::Watchdog
-            | Effect::StatusLine
-            | Effect::PathPresent(_)
+            | Effect::MemoryUpkeep { .. } => {}
+            // Presence: the pid lock, the socket, `.squad/` there or not
+            // (the model's roots never go): `core/tests_paths.rs`,
+            // `core/presence.rs` tests, e2e `hardening`.
+            Effect::CheckControl(_) | Effect::CheckRoot(_) | Effect::RemoveSocket(_) => {}
+            // Watches (the model steps changes itself, never through a
+            // watcher): `core/tests_paths.rs`, `daemon::intake` tests.
+            Effect::Rewatch
+            | Effect::WatchSession { .. }
+            | Effect::ForgetWatches(_)
+            | Effect::UnwatchRoot(_) => {}
+            // The process and the service manager, no root state: the
+            // trim after a burst, the watchdog, the STATUS= line
+            // (`core/tests_upkeep.rs`).
+            Effect::TrimMemory | Effect::Watchdog | Effect::StatusLine => {}
+            // The shell's bookkeeping of removals, unreadable retries and
+            // a forgotten session's timers, which the model's own timer
+            // queue and snapshot stand for (`core/tests_files.rs`).
+            Effect::PathPresent(_)
             | Effect::PathReadable(_)
             | Effect::RetryUnreadable(_)
-            | Effect::WatchSession { .. }
-            | Effect::ForgetSession { .. }
-            | Effect::ForgetWatches(_)
-            | Effect::UnwatchRoot(_)
-            | Effect::FinishWorktree { .. }
-            | Effect::MemoryUpkeep { .. }
-            | Effect::RemoveSocket(_) => {}
+            | Effect::ForgetSession { .. } => {}
+            // A worktree merged or held (no git in the model):
+            // `runs::tests`, e2e `worktree`.
+            Effect::FinishWorktree { .. } => {}
             e @ (Effect::RunsListed { .. } | Effect::Edit { .. } | Effect::Control { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }
+        }
+    }
+
+    /// An event of a session: a once-ever fact counted (`note_report`),
+    /// a delivery's announcement kept for the comparison with the inbox
+    /// entries written.
+    fn note_event(&mut self, e: &Effect) {
+        let Effect::Emit {
+            root,
+            session: Some(session),
+            kind,
+            ..
+        } = e
+        else {
+            return;
+        };
+        self.note_report(*root, session, kind);
+        if let EventKind::MessageDelivered { to, message_id, .. } = kind {
+            self.delivered_events
+                .push((*root, session.clone(), to.clone(), message_id.clone()));
         }
     }
 
@@ -548,6 +597,14 @@ impl World {
             }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Some(self.now));
+                if let Some((_, id)) = super::rules::read_inbox_name(&delivery.name) {
+                    self.written_entries.push((
+                        root,
+                        delivery.session.clone(),
+                        delivery.to.clone(),
+                        id,
+                    ));
+                }
                 snap.copies.insert(copy, crate::index::fingerprint(bytes));
                 crate::daemon::core::deliver::Written::Fresh
             }
