@@ -466,8 +466,10 @@ pub struct HookShape {
     pub event: &'static str,
     /// The key of a handler's command.
     pub command_key: &'static str,
-    /// The key of a handler's timeout, in seconds.
+    /// The key of a handler's timeout.
     pub timeout_key: &'static str,
+    /// Whether that timeout is in milliseconds (Gemini CLI), not seconds.
+    pub timeout_in_ms: bool,
     /// Whether handlers sit in matcher groups (`{"matcher", "hooks": […]}`).
     pub grouped: bool,
     /// The tool name of the probe write, matched against the matchers.
@@ -482,6 +484,7 @@ impl Cli {
                 event: "PreToolUse",
                 command_key: "command",
                 timeout_key: "timeout",
+                timeout_in_ms: false,
                 grouped: true,
                 probe_tool: "Write",
             },
@@ -489,6 +492,7 @@ impl Cli {
                 event: "PreToolUse",
                 command_key: "command",
                 timeout_key: "timeout",
+                timeout_in_ms: false,
                 grouped: true,
                 probe_tool: "apply_patch",
             },
@@ -496,8 +500,17 @@ impl Cli {
                 event: "preToolUse",
                 command_key: "bash",
                 timeout_key: "timeoutSec",
+                timeout_in_ms: false,
                 grouped: false,
                 probe_tool: "create",
+            },
+            Cli::Gemini => HookShape {
+                event: "BeforeTool",
+                command_key: "command",
+                timeout_key: "timeout",
+                timeout_in_ms: true,
+                grouped: true,
+                probe_tool: "write_file",
             },
         }
     }
@@ -526,6 +539,13 @@ impl Cli {
                 "cwd": cwd,
                 "toolName": "create",
                 "toolArgs": serde_json::json!({"path": path, "file_text": "probe\n"}).to_string(),
+            }),
+            Cli::Gemini => serde_json::json!({
+                "session_id": "squad-guard-doctor",
+                "hook_event_name": "BeforeTool",
+                "cwd": cwd,
+                "tool_name": "write_file",
+                "tool_input": {"file_path": path, "content": "probe\n"},
             }),
         };
         v.to_string()
@@ -595,7 +615,13 @@ pub fn probe_commands(cli: Cli, text: &str) -> Result<Vec<HookCommand>, String> 
             let command = h[shape.command_key].as_str()?.trim();
             (!command.is_empty()).then(|| HookCommand {
                 command: command.to_string(),
-                timeout_secs: h[shape.timeout_key].as_u64().unwrap_or(60),
+                timeout_secs: h[shape.timeout_key].as_u64().map_or(60, |t| {
+                    if shape.timeout_in_ms {
+                        t.div_ceil(1000)
+                    } else {
+                        t
+                    }
+                }),
             })
         })
         .collect();
@@ -619,8 +645,9 @@ pub fn probe_commands(cli: Cli, text: &str) -> Result<Vec<HookCommand>, String> 
 
 /// Whether a hook's answer (its exit status, `None` when killed, and its
 /// stdout) denies the call, as the CLI reads it: exit 2 (Claude Code,
-/// Codex), or JSON with `permissionDecision: "deny"` (at the top, or in
-/// `hookSpecificOutput`) or `decision: "block"`.
+/// Codex, Gemini CLI), or JSON with `permissionDecision: "deny"` (at the
+/// top, or in `hookSpecificOutput`) or `decision: "block"` (Gemini CLI also
+/// `decision: "deny"`).
 pub fn is_denial(cli: Cli, code: Option<i32>, stdout: &str) -> bool {
     if code == Some(2) && cli != Cli::Copilot {
         return true;
@@ -634,6 +661,7 @@ pub fn is_denial(cli: Cli, code: Option<i32>, stdout: &str) -> bool {
     v["permissionDecision"] == "deny"
         || v["hookSpecificOutput"]["permissionDecision"] == "deny"
         || (cli != Cli::Copilot && v["decision"] == "block")
+        || (cli == Cli::Gemini && v["decision"] == "deny")
 }
 
 #[cfg(test)]

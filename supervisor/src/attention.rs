@@ -204,19 +204,29 @@ fn run_kind(r: &RunRecord) -> Option<Kind> {
     }
 }
 
+/// One item of the list.
+fn item(
+    kind: Kind,
+    severity: &str,
+    session: Option<&str>,
+    task: Option<&str>,
+    summary: String,
+    command: String,
+) -> Item {
+    Item {
+        kind,
+        severity: severity.to_string(),
+        session: session.map(str::to_string),
+        task: task.map(str::to_string),
+        summary,
+        command,
+    }
+}
+
 /// Everything that needs a human, most severe first. Pure: the same facts
 /// give the same list.
 pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
     let mut items = Vec::new();
-    let item =
-        |kind, severity: &str, session: Option<&str>, task: Option<&str>, summary, command| Item {
-            kind,
-            severity: severity.to_string(),
-            session: session.map(str::to_string),
-            task: task.map(str::to_string),
-            summary,
-            command,
-        };
     for e in facts.policy_errors {
         items.push(item(
             Kind::PolicyInvalid,
@@ -258,172 +268,12 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
                 items.push(root_missing(root));
             }
             for s in &root.sessions {
-                let sn = Some(s.name.as_str());
-                let session = quote(&s.name);
-                for e in &s.error_reports {
-                    items.push(item(
-                        Kind::ErrorReport,
-                        &e.severity,
-                        sn,
-                        e.task_id.as_deref(),
-                        format!(
-                            "{} report from {}{}: {}",
-                            e.severity,
-                            e.agent,
-                            e.task_id
-                                .as_ref()
-                                .map_or_else(String::new, |t| format!(" on {t}")),
-                            e.message
-                        ),
-                        match &e.task_id {
-                            Some(t) => {
-                                format!("squadctl task show {} --session {session}", quote(t))
-                            }
-                            None => format!("squadctl inbox next lead --session {session}"),
-                        },
-                    ));
-                }
-                for b in &s.blocked {
-                    items.push(item(
-                        Kind::BlockedTask,
-                        "error",
-                        sn,
-                        Some(&b.task_id),
-                        format!(
-                            "{} ({}) is blocked{}",
-                            b.task_id,
-                            b.agent,
-                            if b.blockers.is_empty() {
-                                String::new()
-                            } else {
-                                format!(": {}", b.blockers.join("; "))
-                            }
-                        ),
-                        format!(
-                            "squadctl task show {} --session {session}",
-                            quote(&b.task_id)
-                        ),
-                    ));
-                }
-                for m in &s.escalations {
-                    // Acknowledged where it waits: the recipient's inbox
-                    // (`inbox next lead` cleared nothing for an agent's).
-                    let (summary, command) = match s.escalated_to.get(m) {
-                        Some(to) => (
-                            format!("message {m} to {to} escalated and not acknowledged"),
-                            format!(
-                                "squadctl inbox show {to} {m} --session {session}; squadctl inbox ack {to} {m} --session {session}",
-                                to = quote(to),
-                                m = quote(m)
-                            ),
-                        ),
-                        None => (
-                            format!("message {m} escalated and not acknowledged"),
-                            format!("squadctl inbox next lead --session {session}"),
-                        ),
-                    };
-                    items.push(item(
-                        Kind::OverdueReply,
-                        "warning",
-                        sn,
-                        None,
-                        summary,
-                        command,
-                    ));
-                }
-                for t in &s.overdue {
-                    items.push(item(
-                        Kind::OverdueTask,
-                        "warning",
-                        sn,
-                        Some(t),
-                        format!("{t} is past its deadline"),
-                        format!("squadctl task show {} --session {session}", quote(t)),
-                    ));
-                }
-                let invalid: BTreeSet<&str> = s
-                    .problems
-                    .iter()
-                    .filter(|p| p.severity == "error")
-                    .map(|p| p.path.as_str())
-                    .collect();
-                for path in invalid {
-                    items.push(item(
-                        Kind::InvalidFile,
-                        "error",
-                        sn,
-                        None,
-                        format!("{path} is invalid"),
-                        format!("squadctl validate {}", quote(path)),
-                    ));
-                }
+                session_items(s, &mut items);
             }
         }
     }
-    for r in facts.runs {
-        let Some(kind) = run_kind(r) else { continue };
-        let session = quote(&r.session);
-        let task = quote(&r.task);
-        let (summary, command) = if let (Kind::RunHeld, Some(figures)) = (kind, &r.over_budget) {
-            (
-                format!(
-                    "run of {} ({}) is held over its budget: {figures}",
-                    r.task, r.agent
-                ),
-                format!("squadctl run {task} --session {session}"),
-            )
-        } else if kind == Kind::RunHeld {
-            (
-                format!(
-                    "run of {} ({}) is held after it {}",
-                    r.task,
-                    r.agent,
-                    r.state.as_str()
-                ),
-                format!("squadctl run {task} --session {session}"),
-            )
-        } else {
-            (
-                format!("run of {} ({}) {}", r.task, r.agent, r.state.as_str()),
-                format!(
-                    "squadctl runs --all --session {session}; squadctl run {task} --session {session}"
-                ),
-            )
-        };
-        items.push(item(
-            kind,
-            "error",
-            Some(&r.session),
-            Some(&r.task),
-            summary,
-            command,
-        ));
-    }
-    for p in facts
-        .presence
-        .iter()
-        .filter(|p| p.state == crate::agent_presence::State::Waiting)
-    {
-        items.push(item(
-            Kind::AgentWaiting,
-            "warning",
-            p.session.as_deref(),
-            p.task.as_deref(),
-            format!(
-                "{} is waiting for you: {}",
-                p.agent,
-                p.detail.as_deref().unwrap_or("an answer")
-            ),
-            format!(
-                "answer {}'s {} session{}",
-                p.agent,
-                p.cli,
-                p.cwd
-                    .as_deref()
-                    .map_or_else(String::new, |c| format!(" (in {c})"))
-            ),
-        ));
-    }
+    items.extend(facts.runs.iter().filter_map(run_item));
+    items.extend(waiting_agents(facts.presence));
     items.extend(model_warnings(facts.runs));
     items.extend(session_budgets(facts.runs, &facts.session_budget));
     // Most severe first; within a severity, by kind then place: stable
@@ -438,6 +288,180 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
         ))
     });
     items
+}
+
+/// The items of one session of squadd's report: error reports, blocked
+/// tasks, overdue replies and tasks, invalid files.
+fn session_items(s: &crate::status::SessionReport, items: &mut Vec<Item>) {
+    let sn = Some(s.name.as_str());
+    let session = quote(&s.name);
+    for e in &s.error_reports {
+        items.push(item(
+            Kind::ErrorReport,
+            &e.severity,
+            sn,
+            e.task_id.as_deref(),
+            format!(
+                "{} report from {}{}: {}",
+                e.severity,
+                e.agent,
+                e.task_id
+                    .as_ref()
+                    .map_or_else(String::new, |t| format!(" on {t}")),
+                e.message
+            ),
+            match &e.task_id {
+                Some(t) => {
+                    format!("squadctl task show {} --session {session}", quote(t))
+                }
+                None => format!("squadctl inbox next lead --session {session}"),
+            },
+        ));
+    }
+    for b in &s.blocked {
+        items.push(item(
+            Kind::BlockedTask,
+            "error",
+            sn,
+            Some(&b.task_id),
+            format!(
+                "{} ({}) is blocked{}",
+                b.task_id,
+                b.agent,
+                if b.blockers.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", b.blockers.join("; "))
+                }
+            ),
+            format!(
+                "squadctl task show {} --session {session}",
+                quote(&b.task_id)
+            ),
+        ));
+    }
+    for m in &s.escalations {
+        // Acknowledged where it waits: the recipient's inbox
+        // (`inbox next lead` cleared nothing for an agent's).
+        let (summary, command) = match s.escalated_to.get(m) {
+            Some(to) => (
+                format!("message {m} to {to} escalated and not acknowledged"),
+                format!(
+                    "squadctl inbox show {to} {m} --session {session}; squadctl inbox ack {to} {m} --session {session}",
+                    to = quote(to),
+                    m = quote(m)
+                ),
+            ),
+            None => (
+                format!("message {m} escalated and not acknowledged"),
+                format!("squadctl inbox next lead --session {session}"),
+            ),
+        };
+        items.push(item(
+            Kind::OverdueReply,
+            "warning",
+            sn,
+            None,
+            summary,
+            command,
+        ));
+    }
+    for t in &s.overdue {
+        items.push(item(
+            Kind::OverdueTask,
+            "warning",
+            sn,
+            Some(t),
+            format!("{t} is past its deadline"),
+            format!("squadctl task show {} --session {session}", quote(t)),
+        ));
+    }
+    let invalid: BTreeSet<&str> = s
+        .problems
+        .iter()
+        .filter(|p| p.severity == "error")
+        .map(|p| p.path.as_str())
+        .collect();
+    for path in invalid {
+        items.push(item(
+            Kind::InvalidFile,
+            "error",
+            sn,
+            None,
+            format!("{path} is invalid"),
+            format!("squadctl validate {}", quote(path)),
+        ));
+    }
+}
+
+/// Agents a person runs that wait for them (their CLI's hook said so).
+fn waiting_agents(presence: &[crate::agent_presence::Record]) -> impl Iterator<Item = Item> + '_ {
+    presence
+        .iter()
+        .filter(|p| p.state == crate::agent_presence::State::Waiting)
+        .map(|p| {
+            item(
+                Kind::AgentWaiting,
+                "warning",
+                p.session.as_deref(),
+                p.task.as_deref(),
+                format!(
+                    "{} is waiting for you: {}",
+                    p.agent,
+                    p.detail.as_deref().unwrap_or("an answer")
+                ),
+                format!(
+                    "answer {}'s {} session{}",
+                    p.agent,
+                    p.cli,
+                    p.cwd
+                        .as_deref()
+                        .map_or_else(String::new, |c| format!(" (in {c})"))
+                ),
+            )
+        })
+}
+
+/// A run that needs a human: held (over its budget, or after it ended
+/// badly) or failed.
+fn run_item(r: &RunRecord) -> Option<Item> {
+    let kind = run_kind(r)?;
+    let session = quote(&r.session);
+    let task = quote(&r.task);
+    let (summary, command) = if let (Kind::RunHeld, Some(figures)) = (kind, &r.over_budget) {
+        (
+            format!(
+                "run of {} ({}) is held over its budget: {figures}",
+                r.task, r.agent
+            ),
+            format!("squadctl run {task} --session {session}"),
+        )
+    } else if kind == Kind::RunHeld {
+        (
+            format!(
+                "run of {} ({}) is held after it {}",
+                r.task,
+                r.agent,
+                r.state.as_str()
+            ),
+            format!("squadctl run {task} --session {session}"),
+        )
+    } else {
+        (
+            format!("run of {} ({}) {}", r.task, r.agent, r.state.as_str()),
+            format!(
+                "squadctl runs --all --session {session}; squadctl run {task} --session {session}"
+            ),
+        )
+    };
+    Some(item(
+        kind,
+        "error",
+        Some(&r.session),
+        Some(&r.task),
+        summary,
+        command,
+    ))
 }
 
 /// The CLIs' own model warnings: from each agent's newest run (a warning

@@ -715,6 +715,7 @@ impl EventKind {
             // Described by `file_and_mail_detail`.
             EventKind::Started { .. }
             | EventKind::Stopping { .. }
+            | EventKind::RootMoved { .. }
             | EventKind::FileValidated { .. }
             | EventKind::FileInvalid { .. }
             | EventKind::OutputWritten { .. }

@@ -937,7 +937,10 @@ fn install(root_arg: Option<&Path>, args: &InstallArgs, add: bool) -> u8 {
         return super::fail(format!("{}: {e}", t.path.display()));
     }
     println!("squad guard ({}) {verb} {}", t.format, t.path.display());
-    if add && let Some(w) = super::program::unreachable_warning(&args.program, "the hooks") {
+    if add
+        && let Some(program) = &args.program
+        && let Some(w) = super::program::unreachable_warning(program, "the hooks")
+    {
         super::warn(w);
     }
     after_install(root_arg, args, &t, add)
