@@ -22,9 +22,11 @@ const CRATES: [&str; 3] = ["protocol", "policies", "supervisor"];
 const MAX_LINES: usize = 800;
 
 /// `Result<_, String>` in `supervisor/src/ctl/` today (76 before issue 42;
-/// 7 moved out with the judgement of a change set, `changes.rs`). clap's
+/// 7 moved out with the judgement of a change set, `changes.rs`; the merge
+/// of wave 4's branches added 7 and `mcp/install.rs`'s 8 became a typed
+/// `InstallError`). clap's
 /// value parsers (`parse_*` given to `value_parser`) keep `String`.
-const CTL_STRING_ERRORS: usize = 69;
+const CTL_STRING_ERRORS: usize = 68;
 
 /// Every `.rs` file under `dir`, except files of tests.
 fn production(dir: &Path, out: &mut Vec<PathBuf>) {

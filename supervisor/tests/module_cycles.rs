@@ -41,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "features both binaries run",
         &[
+            "agent_presence",
             "attention",
             "cluster",
             "retention",

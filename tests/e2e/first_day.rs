@@ -153,19 +153,35 @@ fn installing_hooks_warns_when_squadctl_is_not_on_the_path() {
         .display()
         .to_string();
     let install = |path: &str, args: &[&str]| run(ctl(&root).env("PATH", path).args(args));
+    // The guard's hooks name this squadctl by its absolute path (issue
+    // 39): no PATH to warn about, whatever the installing shell's.
     let out = install("/usr/bin:/bin", &["guard", "install", "--claude"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("PATH"), "{}", stderr(&out));
+    let settings = std::fs::read_to_string(root.join(".claude/settings.json")).unwrap();
     assert!(
-        stderr(&out).contains("the hooks run `squadctl`, which is not on this shell's PATH")
-            && stderr(&out).contains(&format!("--program {}", env!("CARGO_BIN_EXE_squadctl"))),
+        settings.contains(&format!("{} guard", env!("CARGO_BIN_EXE_squadctl"))),
+        "{settings}"
+    );
+    // A --program that names no executable is warned about, still installed.
+    let out = install(
+        &format!("{bin}:/usr/bin:/bin"),
+        &[
+            "guard",
+            "install",
+            "--claude",
+            "--program",
+            "/nonexistent/squadctl",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "the hooks run `/nonexistent/squadctl`, which is not an executable file here"
+        ) && stderr(&out).contains(&format!("--program {}", env!("CARGO_BIN_EXE_squadctl"))),
         "{}",
         stderr(&out)
     );
-    let out = install(
-        &format!("{bin}:/usr/bin:/bin"),
-        &["guard", "install", "--claude"],
-    );
-    assert!(!stderr(&out).contains("PATH"), "{}", stderr(&out));
     if has_git() {
         git_ok(&root, &["init", "-q"]);
         let out = install("/usr/bin:/bin", &["hooks", "install"]);

@@ -463,7 +463,7 @@ fn a_ready_notice_and_its_delivery_are_one_group_commit_announced_once_durable()
         "-s",
         "4096",
         "-e",
-        "trace=fsync,fdatasync,rename,renameat,renameat2,write",
+        "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat,write",
         "-o",
         &out,
     ];
@@ -511,8 +511,10 @@ fn a_ready_notice_and_its_delivery_are_one_group_commit_announced_once_durable()
             && c.text.contains(&format!("<{dir}>, {notice_name}"))
             && c.text.contains("= 0")
     });
-    let delivery = find("rename of the notice into bob's inbox", &|c| {
-        c.text.starts_with("rename")
+    // The inbox copy is linked into new/ (its tmp/ name stays as the mark
+    // of a delivery not yet audited: issue 41 item 7).
+    let delivery = find("link of the notice into bob's inbox", &|c| {
+        (c.text.starts_with("rename") || c.text.starts_with("link"))
             && c.text.contains(&format!("<{new_dir}>, \""))
             && c.text.contains(&id)
     });
@@ -542,7 +544,7 @@ fn a_ready_notice_and_its_delivery_are_one_group_commit_announced_once_durable()
     );
     assert!(
         data_synced(&format!("<{dir}/inbox/bob/tmp/"), delivery),
-        "the inbox copy's temporary file fsynced before its rename:\n{trace}"
+        "the inbox copy's temporary file fsynced before its link:\n{trace}"
     );
     let fsyncs_of = |path: &str| -> Vec<&Call> {
         calls
@@ -568,7 +570,7 @@ fn a_ready_notice_and_its_delivery_are_one_group_commit_announced_once_durable()
             .any(|c| c.start > delivery.end && c.end < announced.start && c.text.ends_with("= 0"));
         assert!(
             synced,
-            "{path} fsynced after the delivery's rename and before it was announced:\n{trace}"
+            "{path} fsynced after the delivery's link and before it was announced:\n{trace}"
         );
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub struct PresenceArgs {
     /// The hook contract.
     #[arg(long, value_enum)]
-    pub format: super::guard::FormatArg,
+    pub format: super::hook_format::FormatArg,
 }
 
 /// The process of the agent CLI that ran this hook: the nearest ancestor

@@ -8,18 +8,51 @@ use std::path::{Path, PathBuf};
 /// The agent CLI whose configuration `mcp install` edits (the guard's list).
 use squad_policies::guard_doctor::Cli as Host;
 
+/// Why `mcp install` changed nothing.
+#[derive(Debug, thiserror::Error)]
+enum InstallError {
+    /// No HOME to find a user's configuration in.
+    #[error("HOME is not set; cannot find the user's configuration")]
+    NoHome,
+    /// The project root could not be found.
+    #[error("{0}")]
+    Root(#[from] crate::root::RootError),
+    /// Copilot CLI has no project-level MCP configuration.
+    #[error("Copilot CLI reads MCP servers from ~/.copilot/mcp-config.json only; add --user")]
+    CopilotNeedsUser,
+    /// The file is not valid JSON.
+    #[error("{line}:{column}: not valid JSON: {error}; fix it first (nothing was changed)")]
+    NotJson {
+        line: usize,
+        column: usize,
+        error: serde_json::Error,
+    },
+    /// A part of the file is not of the type it must be.
+    #[error("{0} is not a JSON {1}; fix it first (nothing was changed)")]
+    Shape(&'static str, &'static str),
+    /// Codex's `squad` server defined by other means than our table.
+    #[error(
+        "{0}:1: the `squad` MCP server is defined outside a [mcp_servers.squad] table; remove that definition or edit it by hand (nothing was changed)"
+    )]
+    TomlElsewhere(usize),
+    /// The file could not be read.
+    #[error("{0}: {1}")]
+    Read(String, squad_protocol::fsx::ReadError),
+    /// The merge of the file at the path refused it.
+    #[error("{0}: {1}")]
+    At(String, Box<InstallError>),
+}
+
 /// The configuration file `install` edits for `host`.
-fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBuf, String> {
+fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBuf, InstallError> {
     let home = || {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
-            .ok_or_else(|| "HOME is not set; cannot find the user's configuration".to_string())
+            .ok_or(InstallError::NoHome)
     };
-    let project = || -> Result<PathBuf, String> {
-        crate::root::resolve(root_arg)
-            .map(|r| crate::root::fs_path(&r).to_path_buf())
-            .map_err(|e| e.to_string())
+    let project = || -> Result<PathBuf, InstallError> {
+        Ok(crate::root::fs_path(&crate::root::resolve(root_arg)?).to_path_buf())
     };
     Ok(match (host, user) {
         (Host::Claude, false) => project()?.join(".mcp.json"),
@@ -32,10 +65,7 @@ fn config_path(root_arg: Option<&Path>, host: Host, user: bool) -> Result<PathBu
             .join("config.toml"),
         (Host::Copilot, true) => home()?.join(".copilot/mcp-config.json"),
         (Host::Copilot, false) => {
-            return Err(
-                "Copilot CLI reads MCP servers from ~/.copilot/mcp-config.json only; add --user"
-                    .into(),
-            );
+            return Err(InstallError::CopilotNeedsUser);
         }
         (Host::Gemini, false) => project()?.join(".gemini/settings.json"),
         (Host::Gemini, true) => home()?.join(".gemini/settings.json"),
@@ -47,38 +77,42 @@ use crate::runners::mcp_json_entry as json_entry;
 
 /// A JSON configuration as read (`{}` when missing or empty), or where it
 /// is not valid JSON.
-fn json_object(existing: Option<&str>) -> Result<serde_json::Value, String> {
+fn json_object(existing: Option<&str>) -> Result<serde_json::Value, InstallError> {
     match existing {
-        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
-            format!(
-                "{}:{}: not valid JSON: {e}; fix it first (nothing was changed)",
-                e.line(),
-                e.column()
-            )
-        }),
+        Some(text) if !text.trim().is_empty() => {
+            serde_json::from_str(text).map_err(|error| InstallError::NotJson {
+                line: error.line(),
+                column: error.column(),
+                error,
+            })
+        }
         _ => Ok(serde_json::json!({})),
     }
 }
 
 /// The JSON configuration with `mcpServers.squad` set to `entry`, everything
 /// else kept; `Ok(None)` when it is already so.
-fn merge_json(existing: Option<&str>, entry: serde_json::Value) -> Result<Option<String>, String> {
+fn merge_json(
+    existing: Option<&str>,
+    entry: serde_json::Value,
+) -> Result<Option<String>, InstallError> {
     use serde_json::Value;
     let mut doc = json_object(existing)?;
     let Value::Object(top) = &mut doc else {
-        return Err("not a JSON object; fix it first (nothing was changed)".into());
+        return Err(InstallError::Shape("the file", "object"));
     };
     let servers = top
         .entry("mcpServers")
         .or_insert_with(|| serde_json::json!({}));
     let Value::Object(servers) = servers else {
-        return Err("`mcpServers` is not a JSON object; fix it first (nothing was changed)".into());
+        return Err(InstallError::Shape("`mcpServers`", "object"));
     };
     if servers.get("squad") == Some(&entry) {
         return Ok(None);
     }
     servers.insert("squad".into(), entry);
-    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    // A Value always serialises.
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
     Ok(Some(text))
 }
@@ -94,33 +128,30 @@ pub(crate) const CLAUDE_ALLOW: &str = "mcp__squad";
 
 /// Claude Code's settings with [`CLAUDE_ALLOW`] in `permissions.allow`,
 /// everything else kept; `Ok(None)` when it is there already.
-fn merge_allow(existing: Option<&str>) -> Result<Option<String>, String> {
+fn merge_allow(existing: Option<&str>) -> Result<Option<String>, InstallError> {
     use serde_json::Value;
     let mut doc = json_object(existing)?;
     let Value::Object(top) = &mut doc else {
-        return Err("not a JSON object; fix it first (nothing was changed)".into());
+        return Err(InstallError::Shape("the file", "object"));
     };
     let perms = top
         .entry("permissions")
         .or_insert_with(|| serde_json::json!({}));
     let Value::Object(perms) = perms else {
-        return Err(
-            "`permissions` is not a JSON object; fix it first (nothing was changed)".into(),
-        );
+        return Err(InstallError::Shape("`permissions`", "object"));
     };
     let allow = perms
         .entry("allow")
         .or_insert_with(|| serde_json::json!([]));
     let Value::Array(allow) = allow else {
-        return Err(
-            "`permissions.allow` is not a JSON array; fix it first (nothing was changed)".into(),
-        );
+        return Err(InstallError::Shape("`permissions.allow`", "array"));
     };
     if allow.iter().any(|r| r == CLAUDE_ALLOW) {
         return Ok(None);
     }
     allow.push(serde_json::json!(CLAUDE_ALLOW));
-    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    // A Value always serialises.
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
     Ok(Some(text))
 }
@@ -135,7 +166,7 @@ fn merge_toml(
     existing: Option<&str>,
     program: &str,
     args: &[String],
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, InstallError> {
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
     // `codex exec` never asks for approval, so a tool that needs one
     // fails ("approval policy is never"): the server's tools are approved
@@ -188,10 +219,7 @@ fn merge_toml(
                         || key.starts_with("squad=")
                         || key.starts_with("squad.")));
             if elsewhere {
-                return Err(format!(
-                    "{}:1: the `squad` MCP server is defined outside a [mcp_servers.squad] table; remove that definition or edit it by hand (nothing was changed)",
-                    i + 1
-                ));
+                return Err(InstallError::TomlElsewhere(i + 1));
             }
         }
         kept.push(line.to_string());
@@ -230,14 +258,15 @@ fn merge_toml(
 /// text, `None` when missing; answering `None` when nothing changes).
 fn merged(
     path: &Path,
-    merge: impl FnOnce(Option<&str>) -> Result<Option<String>, String>,
-) -> Result<Option<String>, String> {
+    merge: impl FnOnce(Option<&str>) -> Result<Option<String>, InstallError>,
+) -> Result<Option<String>, InstallError> {
     let existing = match squad_protocol::fsx::read_regular_to_string(path, 16 * 1024 * 1024) {
         Ok(text) => Some(text),
         Err(squad_protocol::fsx::ReadError::NotFound) => None,
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(InstallError::Read(path.display().to_string(), e)),
     };
-    merge(existing.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
+    merge(existing.as_deref())
+        .map_err(|e| InstallError::At(path.display().to_string(), Box::new(e)))
 }
 
 /// Runs `squadctl mcp install`.
@@ -286,7 +315,7 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
             _ => merge_json(existing, json_entry(host, &program, &server_args)),
         }) {
             Ok(t) => t,
-            Err(e) => return super::super::fail(e),
+            Err(e) => return super::super::fail(e.to_string()),
         };
         let entry = serde_json::json!({"cli": host.program(), "path": path.display().to_string()});
         planned.push((path, text, entry));
@@ -303,7 +332,7 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
             let path = PathBuf::from(home).join(".claude/settings.json");
             let text = match merged(&path, merge_allow) {
                 Ok(t) => t,
-                Err(e) => return super::super::fail(e),
+                Err(e) => return super::super::fail(e.to_string()),
             };
             let entry = serde_json::json!({
                 "cli": host.program(),
@@ -365,7 +394,7 @@ mod tests {
         assert_eq!(v["mcpServers"]["squad"], entry);
         assert_eq!(merge_json(Some(&merged), entry.clone()).unwrap(), None);
         let err = merge_json(Some("{\n  \"a\": ,\n}"), entry.clone()).unwrap_err();
-        assert!(err.starts_with("2:"), "{err}");
+        assert!(err.to_string().starts_with("2:"), "{err}");
         assert!(merge_json(Some(r#"{"mcpServers": []}"#), entry).is_err());
     }
 
