@@ -19,6 +19,7 @@ pub mod daemon;
 mod defaults;
 mod errors;
 mod first_hour;
+mod flat;
 mod gc;
 mod guard;
 mod guard_doctor;
