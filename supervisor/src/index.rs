@@ -782,8 +782,18 @@ pub(crate) fn scan_root(root: &Path, threads: usize) -> io::Result<BTreeMap<Stri
 
 /// Loads one session directory.
 pub(crate) fn scan_session(dir: &Path) -> io::Result<SessionIndex> {
+    load_session(dir, session_files(dir)?)
+}
+
+/// Loads the session `dir` from `files` (its protocol files, or a part of
+/// them: `squadctl`'s agent commands leave the messages out, whose number
+/// grows with the session and which decide nothing they do).
+pub(crate) fn load_session(
+    dir: &Path,
+    files: Vec<(PathBuf, FileKind)>,
+) -> io::Result<SessionIndex> {
     let mut s = SessionIndex::new(dir.to_path_buf());
-    for (path, kind) in session_files(dir)? {
+    for (path, kind) in files {
         if let Some(file) = load_file(&path, kind)? {
             let name = path
                 .file_name()

@@ -22,6 +22,7 @@ mod defaults;
 mod errors;
 mod first_day;
 mod first_hour;
+mod flat;
 mod gc;
 mod guard;
 mod guard_doctor;

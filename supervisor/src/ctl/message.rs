@@ -4,6 +4,7 @@
 // here land.
 //! `squadctl send` and `squadctl inbox`: messages for agents.
 
+use super::undelivered::undelivered;
 use crate::exit;
 use crate::inbox::{self, Item};
 use crate::index::{Entry, load_file};
@@ -53,10 +54,10 @@ pub enum TypeArg {
 /// and prints its id. squadd delivers it into the recipient's inbox by
 /// priority.
 ///
-/// The recipient must be an agent the project knows (a task assignment or
-/// message of any session, the team, the policy's leads and runners, or
-/// `lead`): an unknown one is refused (exit 1, nothing written) with the
-/// name most likely meant, unless `--new-agent`.
+/// The recipient must be an agent the project knows (a task assignment,
+/// message or inbox of any session, the team, the policy's leads and
+/// runners, or `lead`): an unknown one is refused (exit 1, nothing
+/// written) with the name most likely meant, unless `--new-agent`.
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// Sender.
@@ -303,8 +304,7 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
     // A recipient nobody knows is most often a typo: its message would
     // wait in an inbox nobody reads.
     if !args.new_agent
-        && let Some(why) =
-            super::recipients::refusal(&args.to, &super::recipients::known_agents(&root))
+        && let Some(why) = super::recipients::check(&root, &args.to)
     {
         super::eprint_text(&format!("squadctl: {why}\n"));
         return exit::PROBLEMS;
@@ -330,30 +330,22 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
         Some(t) => super::target::Defines::Task(t),
         None => super::target::Defines::Agent(&args.from),
     };
-    let session = match super::target::resolve(&root, args.session.as_deref(), what) {
-        Ok(s) => s.dir,
+    let index = match super::target::resolve(&root, args.session.as_deref(), what) {
+        Ok(s) => s,
         Err(e) => return super::fail(e),
     };
     // A message about a task no plan defines is rejected by `validate` and
     // `check` later: refuse it now, with nothing written.
-    if let Some(task) = &args.task {
-        match crate::index::scan_session(&session) {
-            Ok(index) if index.plans().any(|p| &p.task_id == task) => {}
-            Ok(_) => {
-                return super::fail(format!(
-                    "--task `{}`: no task assignment in session `{}` defines it; check the id (`squadctl task list`)",
-                    crate::text::escape(task),
-                    crate::text::escape(
-                        &session
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                            .unwrap_or_default()
-                    )
-                ));
-            }
-            Err(e) => return super::fail(format!("{}: {e}", session.display())),
-        }
+    if let Some(task) = &args.task
+        && !index.plans().any(|p| &p.task_id == task)
+    {
+        return super::fail(format!(
+            "--task `{}`: no task assignment in session `{}` defines it; check the id (`squadctl task list`)",
+            crate::text::escape(task),
+            crate::text::escape(&index.name)
+        ));
     }
+    let session = index.dir;
     let now = Utc::now();
     let response_by = match args
         .response_by
@@ -440,58 +432,6 @@ fn daemon_running(root: &Path) -> bool {
     crate::control::Client::connect(root, Duration::from_secs(2))
         .and_then(|mut c| c.call(crate::control::Method::Ping))
         .is_ok()
-}
-
-/// A message addressed to an agent that is not in its inbox yet.
-struct Undelivered {
-    session: String,
-    message_id: String,
-    priority: Priority,
-    from: String,
-    path: PathBuf,
-}
-
-/// The messages in the sessions `dirs` addressed to `agent` whose ids are not
-/// among `delivered` (squadd has not delivered them: it is down, or a low
-/// priority message is waiting for its turn).
-fn undelivered(dirs: &[PathBuf], agent: &str, delivered: &[Item]) -> Vec<Undelivered> {
-    let mut out = Vec::new();
-    for dir in dirs {
-        let session = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for e in entries.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if FileKind::from_file_name(&name) != Some(FileKind::Message) {
-                continue;
-            }
-            let Ok(Some(f)) = load_file(&e.path(), FileKind::Message) else {
-                continue;
-            };
-            let Entry::Message(m) = f.entry else {
-                continue;
-            };
-            if m.to_agent == agent
-                && !delivered
-                    .iter()
-                    .any(|i| i.session == session && i.message_id == m.message_id)
-            {
-                out.push(Undelivered {
-                    session: session.clone(),
-                    message_id: m.message_id,
-                    priority: m.priority,
-                    from: m.from_agent,
-                    path: e.path(),
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| (a.priority, &a.message_id).cmp(&(b.priority, &b.message_id)));
-    out
 }
 
 fn session_list(root: &Path, session: Option<&str>) -> Result<Vec<PathBuf>, String> {

@@ -38,6 +38,7 @@ pub(crate) mod status;
 pub(crate) mod target;
 pub(crate) mod team;
 pub(crate) mod top;
+mod undelivered;
 pub(crate) mod usage;
 pub(crate) mod validate;
 pub(crate) mod wait;

@@ -4,7 +4,7 @@
 
 use super::target::{self, Defines};
 use crate::derive::{SessionView, TaskView, derive_session};
-use crate::index::{SessionIndex, scan_session};
+use crate::index::SessionIndex;
 use chrono::Utc;
 use serde_json::{Value, json};
 use squad_protocol::model::{SessionState, TaskAssignment, TaskStatus};
@@ -251,7 +251,7 @@ fn next_once(root: &Path, args: &NextArgs) -> Result<Option<u8>, u8> {
             .unwrap_or_default()
             .into_iter()
             .filter(|d| super::message::session_state(d) == Some(SessionState::Active))
-            .filter_map(|d| scan_session(&d).ok())
+            .filter_map(|d| target::load_work(&d).ok())
             .collect(),
     };
     let mut tasks = Vec::new();
@@ -538,7 +538,9 @@ pub(crate) fn session_list(root_arg: Option<&Path>, args: SessionListArgs) -> u8
     let now = Utc::now();
     let mut rows = Vec::new();
     for dir in session_dirs(&root).unwrap_or_default() {
-        let Ok(s) = scan_session(&dir) else { continue };
+        let Ok(s) = target::load_work(&dir) else {
+            continue;
+        };
         let view = derive(&root, &s);
         let started = s.status().map(|st| st.started_at);
         let age = started.map(|t| (now - t.with_timezone(&Utc)).num_seconds().max(0));
