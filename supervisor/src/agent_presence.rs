@@ -67,6 +67,12 @@ pub(crate) struct Record {
     pub process_start: u64,
     /// When the hook wrote it.
     pub at: chrono::DateTime<chrono::Utc>,
+    /// While waiting: when the wait began (kept by the hooks that follow
+    /// while it lasts), so that one wait is told once however often its
+    /// record is written, and a new wait is new even when squadd saw no
+    /// record between the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What one hook event says: the new state and its detail; `None` for an
@@ -109,6 +115,14 @@ pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, O
     }
 }
 
+/// One record, when it is there, valid and its CLI's process alive.
+pub(crate) fn read_one(path: &Path) -> Option<Record> {
+    let bytes = squad_protocol::fsx::read_regular(path, 64 * 1024).ok()?;
+    serde_json::from_slice::<Record>(&bytes)
+        .ok()
+        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+}
+
 /// The records of a project, newest state per agent; those whose CLI
 /// process is gone are left out.
 pub(crate) fn read_all(root: &Path) -> Vec<Record> {
@@ -119,11 +133,7 @@ pub(crate) fn read_all(root: &Path) -> Vec<Record> {
     let mut out: Vec<Record> = entries
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-        .filter_map(|e| {
-            let bytes = squad_protocol::fsx::read_regular(&e.path(), 64 * 1024).ok()?;
-            serde_json::from_slice::<Record>(&bytes).ok()
-        })
-        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+        .filter_map(|e| read_one(&e.path()))
         .collect();
     out.sort_by(|a, b| a.agent.cmp(&b.agent));
     out

@@ -2,7 +2,8 @@
 //! Claude Code session in tmux against the scripted model server: the
 //! model asks for a shell command Claude Code must ask permission for; the
 //! hooks `guard install --claude` installs record the agent waiting, which
-//! `status --json` shows, named; once the person approves, it works again.
+//! `status --json` shows, named, and squadd tells the session's lead; once
+//! the person approves, it works again.
 //! (`--permission-mode default`: Claude Code 2.1.332 defaults to an "auto"
 //! mode that answers such prompts itself.)
 
@@ -123,6 +124,8 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
         .to_string(),
     )
     .unwrap();
+    // squadd, which tells the session's lead.
+    let _d = crate::daemon::Daemon::start(&p.root);
     let tmux = Tmux {
         socket: p.home.join("tmux.sock"),
     };
@@ -189,6 +192,16 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
         "{v:#}"
     );
     top.wait_for(&["backend is waiting for you"]);
+    // The lead is told, once, naming the agent, its task and the ask.
+    let session = p.root.join(".squad/sessions").join(SESSION);
+    let told = crate::daemon::eventually("the lead is told", || {
+        Some(lead_messages(&session)).filter(|m| !m.is_empty())
+    });
+    assert!(
+        told[0].contains("backend on task_1 is waiting for you: permission to use Bash"),
+        "{}",
+        told[0]
+    );
     // The person approves: it works again, and nobody is waited for.
     ok(run(tmux.cmd().args(["send-keys", "-t", "agent", "1"])));
     let v = presence(&p.root, |p| p["state"] != "waiting");
@@ -201,4 +214,114 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
         "{v:#}"
     );
     assert_eq!(fs::read_to_string(&target).ok().as_deref(), Some("hi\n"));
+    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+}
+
+/// The messages squadd wrote to the lead in `session`, by file name.
+fn lead_messages(session: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(session)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("role-comm-squadd-to-lead-"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|n| fs::read_to_string(session.join(n)).unwrap())
+        .collect()
+}
+
+/// Claude Code's hook `event` handed to `squadctl presence` for `agent`
+/// (of task_1 in `session`, when given), as its settings run it.
+fn hook(root: &Path, agent: &str, session: Option<&str>, event: Value) {
+    let mut c = ctl(root);
+    c.args(["presence", "--format", "claude"])
+        .env("SQUAD_AGENT", agent);
+    if let Some(s) = session {
+        c.env("SQUAD_SESSION", s).env("SQUAD_TASK", "task_1");
+    }
+    let out = run_with_input(&mut c, event.to_string().as_bytes());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// squadd watches the presence records and tells the session's lead, with
+/// a high-priority message, when an agent starts waiting for its person:
+/// once per wait (the record rewritten, or Claude Code's `Notification`
+/// about the same prompt, says nothing more), again for the next wait.
+#[test]
+fn squadd_tells_the_lead_once_when_an_agent_starts_waiting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let session = init_session(&root, "waits");
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let _d = crate::daemon::Daemon::start(&root);
+    let event = |name: &str, extra: Value| {
+        let mut e = serde_json::json!({
+            "hook_event_name": name,
+            "session_id": "0123abcd",
+            "cwd": root.display().to_string(),
+        });
+        e.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        e
+    };
+    let ask = event(
+        "PermissionRequest",
+        serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "rm -rf build"}}),
+    );
+    hook(&root, "backend", Some(&name), ask.clone());
+    let told = crate::daemon::eventually("the lead is told", || {
+        Some(lead_messages(&session)).filter(|m| !m.is_empty())
+    });
+    let text = &told[0];
+    for want in [
+        "to_agent: lead",
+        "priority: high",
+        "subject: backend is waiting for you",
+        "backend on task_1 is waiting for you: permission to use Bash: rm -rf build",
+        "task_id: task_1",
+    ] {
+        assert!(text.contains(want), "{want:?} in:\n{text}");
+    }
+    // The same wait: Claude Code's Notification, the record written again.
+    let notification = event(
+        "Notification",
+        serde_json::json!({"notification_type": "permission_prompt", "message": "Claude needs your permission to use Bash"}),
+    );
+    hook(&root, "backend", Some(&name), notification);
+    hook(&root, "backend", Some(&name), ask.clone());
+    // Another agent's wait, written after those: once squadd said it, it
+    // had handled them.
+    hook(&root, "frontend", None, ask.clone());
+    wait_event(&root, "frontend's wait", |e| {
+        e["kind"] == "agent-waiting" && e["agent"] == "frontend"
+    });
+    batch_finished(&root);
+    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+    // The Notification kept the record's precise detail.
+    let v = status_json(&root);
+    let me = v["presence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["agent"] == "backend")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        me["detail"], "permission to use Bash: rm -rf build",
+        "{v:#}"
+    );
+    // Approved (working), then asking again: a new wait, told again.
+    hook(
+        &root,
+        "backend",
+        Some(&name),
+        event("PostToolUse", serde_json::json!({"tool_name": "Bash"})),
+    );
+    hook(&root, "backend", Some(&name), ask);
+    crate::daemon::eventually("the lead is told of the second wait", || {
+        (lead_messages(&session).len() == 2).then_some(())
+    });
 }

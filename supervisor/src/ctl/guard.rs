@@ -30,30 +30,9 @@ use std::path::{Component, Path, PathBuf};
 /// The largest hook input read (a Write call carries the whole file).
 const MAX_INPUT: u64 = 16 * 1024 * 1024;
 
-/// The hook formats, for `--format`.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum FormatArg {
-    /// Claude Code `PreToolUse`.
-    Claude,
-    /// OpenAI Codex CLI `PreToolUse`.
-    Codex,
-    /// GitHub Copilot CLI `preToolUse`.
-    Copilot,
-    /// Gemini CLI `BeforeTool`.
-    Gemini,
-}
-
-impl FormatArg {
-    /// The hook contract.
-    pub(crate) fn format(self) -> Format {
-        match self {
-            FormatArg::Claude => Format::Claude,
-            FormatArg::Codex => Format::Codex,
-            FormatArg::Copilot => Format::Copilot,
-            FormatArg::Gemini => Format::Gemini,
-        }
-    }
-}
+// The formats live with the presence hook, which guard install names
+// (ctl/presence.rs never names this module: module_cycles.rs).
+pub(crate) use super::presence::FormatArg;
 
 /// Edit-time guard: answer an agent CLI's pre-tool-use hook with allow or deny.
 ///

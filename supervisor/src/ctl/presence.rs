@@ -7,6 +7,31 @@ use squad_protocol::hook::Format;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The hook formats, for `--format`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Claude Code `PreToolUse`.
+    Claude,
+    /// OpenAI Codex CLI `PreToolUse`.
+    Codex,
+    /// GitHub Copilot CLI `preToolUse`.
+    Copilot,
+    /// Gemini CLI `BeforeTool`.
+    Gemini,
+}
+
+impl FormatArg {
+    /// The hook contract.
+    pub(crate) fn format(self) -> Format {
+        match self {
+            FormatArg::Claude => Format::Claude,
+            FormatArg::Codex => Format::Codex,
+            FormatArg::Copilot => Format::Copilot,
+            FormatArg::Gemini => Format::Gemini,
+        }
+    }
+}
+
 /// Record an agent CLI's state from its lifecycle hook (working, waiting
 /// for you, idle).
 ///
@@ -21,7 +46,7 @@ use std::path::{Path, PathBuf};
 pub struct PresenceArgs {
     /// The hook contract.
     #[arg(long, value_enum)]
-    pub format: super::guard::FormatArg,
+    pub format: FormatArg,
 }
 
 /// The process of the agent CLI that ran this hook: the nearest ancestor
@@ -102,6 +127,23 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
     let Some((state, detail)) = change else {
         return crate::safefs::remove_project_file(&path).map_err(|e| e.to_string());
     };
+    let now = chrono::Utc::now();
+    // A wait already recorded goes on: it keeps its start, and a
+    // notification about it (Claude Code sends one a few seconds after its
+    // PermissionRequest) keeps the more precise detail: the command or
+    // file asked about.
+    let (detail, since) = match agent_presence::read_one(&path) {
+        _ if state != agent_presence::State::Waiting => (detail, None),
+        Some(old) if old.state == state => {
+            let since = old.since.unwrap_or(old.at);
+            if event["hook_event_name"] == "Notification" {
+                (old.detail.or(detail), Some(since))
+            } else {
+                (detail, Some(since))
+            }
+        }
+        _ => (detail, Some(now)),
+    };
     let (pid, process_start) = cli_process();
     let rec = Record {
         agent,
@@ -113,7 +155,8 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         cwd,
         pid,
         process_start,
-        at: chrono::Utc::now(),
+        at: now,
+        since,
     };
     let mut bytes = serde_json::to_vec_pretty(&rec).map_err(|e| e.to_string())?;
     bytes.push(b'\n');

@@ -235,6 +235,13 @@ impl EventLoop {
         self.watch(i, &sessions);
         // The socket and pid file: a removed socket is bound again.
         self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
+        // Agents' presence records (issue 38): who waits for a person.
+        // Made here so that it is watched before the first record: a
+        // record written with its directory would be missed.
+        let presence = root.join(SQUAD_DIR).join(crate::agent_presence::DIR);
+        if std::fs::create_dir_all(&presence).is_ok() {
+            self.watch(i, &presence);
+        }
         if let Ok(dirs) = squad_protocol::tree::session_dirs(&root) {
             for dir in dirs {
                 self.watch(i, &dir);
