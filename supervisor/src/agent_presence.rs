@@ -77,9 +77,21 @@ pub(crate) struct Record {
 
 /// What one hook event says: the new state and its detail; `None` for an
 /// event that changes nothing, `Some(None)` for the end of the CLI's
-/// session (the record goes).
+/// session (the record goes). The event is named by the input's
+/// `hook_event_name`.
+#[cfg(test)]
 pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, Option<String>)>> {
     let name = event["hook_event_name"].as_str().unwrap_or("");
+    state_of_named(format, name, event)
+}
+
+/// [`state_of`] for the event `name` (Copilot CLI's camelCase inputs do
+/// not name their event: its hook line says it, `--event`).
+pub(crate) fn state_of_named(
+    format: Format,
+    name: &str,
+    event: &Value,
+) -> Option<Option<(State, Option<String>)>> {
     let text = |k: &str| {
         event[k]
             .as_str()
@@ -99,7 +111,17 @@ pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, O
     };
     let working = Some(Some((State::Working, None)));
     match (format, name) {
-        (_, "SessionEnd") => Some(None),
+        (_, "SessionEnd") | (Format::Copilot, "sessionEnd") => Some(None),
+        // Copilot CLI: only a prompt shown to the person is a wait (its
+        // `permissionRequest` runs before its rules, for every call).
+        (Format::Copilot, "notification" | "Notification") => {
+            let kind = event["notification_type"].as_str().unwrap_or("");
+            matches!(kind, "permission_prompt" | "elicitation_dialog")
+                .then(|| Some((State::Waiting, text("message"))))
+        }
+        (Format::Copilot, "userPromptSubmitted" | "postToolUse") => working,
+        (Format::Copilot, "agentStop") => Some(Some((State::Idle, None))),
+        (Format::Copilot, _) => None,
         (Format::Claude, "PermissionRequest") => Some(Some((State::Waiting, tool()))),
         (Format::Claude | Format::Gemini, "Notification") => {
             let kind = event["notification_type"].as_str().unwrap_or("");
@@ -195,6 +217,45 @@ mod tests {
             state_of(Format::Claude, &json!({"hook_event_name": "PreCompact"})),
             None
         );
+    }
+
+    #[test]
+    fn copilot_events_named_by_the_hook_line_map_to_states() {
+        let ask = json!({"sessionId": "s", "cwd": "/p", "hook_event_name": "Notification", "message": "Copilot needs permission to run bash", "notification_type": "permission_prompt"});
+        assert_eq!(
+            state_of_named(Format::Copilot, "notification", &ask),
+            Some(Some((
+                State::Waiting,
+                Some("Copilot needs permission to run bash".into())
+            )))
+        );
+        let question =
+            json!({"message": "Which database?", "notification_type": "elicitation_dialog"});
+        assert_eq!(
+            state_of_named(Format::Copilot, "notification", &question)
+                .unwrap()
+                .unwrap()
+                .0,
+            State::Waiting
+        );
+        // Other notifications are no wait for the person.
+        for kind in ["shell_completed", "agent_completed", "agent_idle"] {
+            let e = json!({"message": "m", "notification_type": kind});
+            assert_eq!(state_of_named(Format::Copilot, "notification", &e), None);
+        }
+        let e = json!({"sessionId": "s", "cwd": "/p"});
+        for (event, state) in [
+            ("userPromptSubmitted", Some(Some(State::Working))),
+            ("postToolUse", Some(Some(State::Working))),
+            ("agentStop", Some(Some(State::Idle))),
+            ("sessionEnd", Some(None)),
+            ("preToolUse", None),
+            // Runs before Copilot's own rules: no sign of a prompt shown.
+            ("permissionRequest", None),
+        ] {
+            let got = state_of_named(Format::Copilot, event, &e).map(|c| c.map(|(s, _)| s));
+            assert_eq!(got, state, "{event}");
+        }
     }
 
     #[test]

@@ -67,6 +67,53 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Starts `line` in a 120x40 window named `agent`, in `dir`.
+    fn start(&self, dir: &Path, line: &str) {
+        let started = run(self
+            .cmd()
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "agent",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                "-c",
+            ])
+            .arg(dir)
+            .arg(line));
+        assert_eq!(code(&started), 0, "{}", stderr(&started));
+    }
+
+    /// Types `keys` into the agent's window.
+    fn keys(&self, keys: &[&str]) {
+        ok(run(self
+            .cmd()
+            .args(["send-keys", "-t", "agent"])
+            .args(keys)));
+    }
+}
+
+/// Once backend is no longer waiting: nobody is waited for.
+fn waits_no_more(root: &Path) {
+    let v = presence(root, |p| p["state"] != "waiting");
+    let items = v["needs_attention"].as_array().unwrap();
+    assert!(!items.iter().any(|i| i["kind"] == "agent-waiting"), "{v:#}");
+}
+
+/// backend's entry of `status --json`'s presence list.
+fn backend(v: &Value) -> &Value {
+    v["presence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["agent"] == "backend")
+        .unwrap()
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.cmd().arg("kill-server").output();
@@ -89,12 +136,7 @@ fn presence(root: &Path, done: impl Fn(&Value) -> bool) -> Value {
 #[test]
 fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
     let Some(claude) = cli("claude") else { return };
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is required under CI"
-        );
-        eprintln!("SKIPPED: tmux is not installed");
+    if !crate::attention::have_tmux("presence: claude") {
         return;
     }
     let p = project();
@@ -136,42 +178,16 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
         url = stub.url(),
         claude = claude.display(),
     );
-    let started = run(tmux
-        .cmd()
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            "agent",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-c",
-        ])
-        .arg(&p.root)
-        .arg(&line));
-    assert_eq!(code(&started), 0, "{}", stderr(&started));
+    tmux.start(&p.root, &line);
     tmux.wait_ready(&stub);
     // The lead's console, already open: it shows the wait by itself.
     let top = crate::attention::start_top(&p.root, "100", "30");
     top.wait_for(&["NEEDS YOU"]);
-    ok(run(tmux.cmd().args([
-        "send-keys",
-        "-t",
-        "agent",
-        "Work on task_1.",
-        "Enter",
-    ])));
+    tmux.keys(&["Work on task_1.", "Enter"]);
     tmux.wait_for("Do you want to proceed?", &stub);
     // Waiting for its person, named, with what it asks.
     let v = presence(&p.root, |p| p["state"] == "waiting");
-    let me = v["presence"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["agent"] == "backend")
-        .unwrap();
+    let me = backend(&v);
     assert!(
         me["detail"]
             .as_str()
@@ -193,28 +209,26 @@ fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
     );
     top.wait_for(&["backend is waiting for you"]);
     // The lead is told, once, naming the agent, its task and the ask.
-    let session = p.root.join(".squad/sessions").join(SESSION);
+    let session = lead_told(
+        &p.root,
+        "backend on task_1 is waiting for you: permission to use Bash",
+    );
+    // The person approves: it works again, and nobody is waited for.
+    tmux.keys(&["1"]);
+    waits_no_more(&p.root);
+    assert_eq!(fs::read_to_string(&target).ok().as_deref(), Some("hi\n"));
+    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+}
+
+/// Waits for squadd's first message to the lead in the real-CLI project's
+/// session and checks it says `want`; the session's directory.
+fn lead_told(root: &Path, want: &str) -> std::path::PathBuf {
+    let session = root.join(".squad/sessions").join(SESSION);
     let told = crate::daemon::eventually("the lead is told", || {
         Some(lead_messages(&session)).filter(|m| !m.is_empty())
     });
-    assert!(
-        told[0].contains("backend on task_1 is waiting for you: permission to use Bash"),
-        "{}",
-        told[0]
-    );
-    // The person approves: it works again, and nobody is waited for.
-    ok(run(tmux.cmd().args(["send-keys", "-t", "agent", "1"])));
-    let v = presence(&p.root, |p| p["state"] != "waiting");
-    assert!(
-        !v["needs_attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|i| i["kind"] == "agent-waiting"),
-        "{v:#}"
-    );
-    assert_eq!(fs::read_to_string(&target).ok().as_deref(), Some("hi\n"));
-    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+    assert!(told[0].contains(want), "{want:?} in:\n{}", told[0]);
+    session
 }
 
 /// The messages squadd wrote to the lead in `session`, by file name.
@@ -324,4 +338,61 @@ fn squadd_tells_the_lead_once_when_an_agent_starts_waiting() {
     crate::daemon::eventually("the lead is told of the second wait", || {
         (lead_messages(&session).len() == 2).then_some(())
     });
+}
+
+/// An interactive Copilot CLI (offline, the scripted model as its BYOK
+/// provider) in tmux: the hooks `guard install --copilot` installs record
+/// it waiting once it asks to run a shell command (its `notification` of
+/// type `permission_prompt`), the lead is told, and it works again once
+/// the person approves.
+#[test]
+fn an_interactive_copilot_cli_waiting_for_a_permission_needs_its_person() {
+    let Some(copilot) = cli("copilot") else {
+        return;
+    };
+    if !crate::attention::have_tmux("presence: copilot") {
+        return;
+    }
+    let p = project();
+    crate::real_clis::install_guard(&p.root, &p.home, &["--copilot"]);
+    let target = p.root.join("backend/ok.txt");
+    let stub = StubModel::start(vec![Step::Shell(format!("echo hi > {}", target.display()))]);
+    let _d = crate::daemon::Daemon::start(&p.root);
+    let tmux = Tmux {
+        socket: p.home.join("tmux.sock"),
+    };
+    let env: Vec<String> = crate::real_clis::copilot_env(&stub, &p.home, &copilot)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let line = format!(
+        "env -i TERM=xterm-256color {} SQUAD_AGENT=backend SQUAD_TASK=task_1 SQUAD_SESSION={SESSION} {}",
+        env.join(" "),
+        copilot.display()
+    );
+    tmux.start(&p.root, &line);
+    // A person's first start in this folder: trusted (which loads the
+    // project's hooks), then the prompt.
+    tmux.wait_for("Do you trust the files in this folder?", &stub);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("/ commands", &stub);
+    tmux.keys(&["Work on task_1.", "Enter"]);
+    let v = presence(&p.root, |p| p["state"] == "waiting");
+    let me = backend(&v);
+    assert_eq!(me["cli"], "copilot", "{v:#}");
+    assert!(
+        me["detail"].as_str().is_some_and(|d| d.contains("ok.txt")),
+        "{v:#}"
+    );
+    assert_eq!(me["task"], "task_1", "{v:#}");
+    let session = lead_told(&p.root, "backend on task_1 is waiting for you: Run command");
+    // The person approves (the first choice) once the dialog shows (the
+    // notification may come first): it works again.
+    tmux.wait_for("Do you want to run this command?", &stub);
+    tmux.keys(&["Enter"]);
+    waits_no_more(&p.root);
+    crate::daemon::eventually("the command ran", || {
+        (fs::read_to_string(&target).ok().as_deref() == Some("hi\n")).then_some(())
+    });
+    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
 }
