@@ -3,8 +3,9 @@
 //! (`squadctl presence`, installed by `guard install`): working, waiting
 //! for the person (a permission, a question), or idle. One record per
 //! agent in `.squad/run/presence/<agent>.json`, written atomically by the
-//! hook; `status` and `top` read them (docs/guards.md, "Which agent needs
-//! you").
+//! hook; `status` and `top` read them, and squadd watches them to tell the
+//! session's lead when an agent starts waiting (`daemon/core/waiting.rs`;
+//! docs/guards.md, "Which agent needs you").
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
