@@ -255,9 +255,13 @@ fn lead_messages(session: &Path) -> Vec<String> {
 /// Claude Code's hook `event` handed to `squadctl presence` for `agent`
 /// (of task_1 in `session`, when given), as its settings run it.
 fn hook(root: &Path, agent: &str, session: Option<&str>, event: Value) {
+    hook_with(root, agent, session, &["--format", "claude"], event);
+}
+
+/// [`hook`] with `squadctl presence`'s arguments `args`.
+fn hook_with(root: &Path, agent: &str, session: Option<&str>, args: &[&str], event: Value) {
     let mut c = ctl(root);
-    c.args(["presence", "--format", "claude"])
-        .env("SQUAD_AGENT", agent);
+    c.arg("presence").args(args).env("SQUAD_AGENT", agent);
     if let Some(s) = session {
         c.env("SQUAD_SESSION", s).env("SQUAD_TASK", "task_1");
     }
@@ -401,4 +405,52 @@ fn an_interactive_copilot_cli_waiting_for_a_permission_needs_its_person() {
         (fs::read_to_string(&target).ok().as_deref() == Some("hi\n")).then_some(())
     });
     assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+}
+
+/// Copilot CLI runs its notification hooks in the background: a
+/// `permission_prompt` notification whose hook finishes after the hook of
+/// the tool call that followed (the person approved meanwhile) does not
+/// make the agent look waiting again; a newer one does.
+#[test]
+fn a_late_copilot_notification_does_not_undo_the_work_that_followed_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    init_session(&root, "late");
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let asked_at = now();
+    let event = |at: i64, extra: Value| {
+        let mut e = serde_json::json!({"sessionId": "c0ffee", "timestamp": at, "cwd": root.display().to_string()});
+        e.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        e
+    };
+    let copilot = |name: &str, e: Value| {
+        hook_with(
+            &root,
+            "backend",
+            None,
+            &["--format", "copilot", "--event", name],
+            e,
+        );
+    };
+    let ask = serde_json::json!({"hook_event_name": "Notification", "notification_type": "permission_prompt", "message": "Run command: ls"});
+    // The tool call that followed the prompt, recorded first.
+    copilot(
+        "postToolUse",
+        event(now(), serde_json::json!({"toolName": "bash"})),
+    );
+    copilot("notification", event(asked_at, ask.clone()));
+    let state = |v: &Value| backend(v)["state"].as_str().map(str::to_string);
+    assert_eq!(state(&status_json(&root)).as_deref(), Some("working"));
+    // A prompt after it: waiting.
+    copilot("notification", event(now() + 1, ask));
+    let v = status_json(&root);
+    assert_eq!(state(&v).as_deref(), Some("waiting"), "{v:#}");
+    assert_eq!(backend(&v)["detail"], "Run command: ls", "{v:#}");
 }

@@ -94,6 +94,20 @@ fn root_of(root_arg: Option<&Path>, cwd: Option<&str>) -> Option<PathBuf> {
     squad_protocol::teamdir::find_squad_root(&start).map(|f| f.root)
 }
 
+/// When the CLI says the event happened (Copilot CLI's `timestamp`: epoch
+/// milliseconds, or RFC 3339 in its PascalCase format); Claude Code and
+/// Gemini CLI say nothing.
+fn event_time(event: &serde_json::Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    use serde_json::Value;
+    match &event["timestamp"] {
+        Value::Number(n) => n.as_i64().and_then(chrono::DateTime::from_timestamp_millis),
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc)),
+        _ => None,
+    }
+}
+
 /// Runs `squadctl presence`: always exit 0.
 pub(crate) fn run(root_arg: Option<&Path>, args: &PresenceArgs) -> u8 {
     if let Err(e) = record(root_arg, args) {
@@ -141,11 +155,20 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         return crate::safefs::remove_project_file(&path).map_err(|e| e.to_string());
     };
     let now = chrono::Utc::now();
+    let old = agent_presence::read_one(&path);
+    // An event older than the record is news no more: Copilot CLI runs its
+    // notification hooks in the background, so one may finish after the
+    // hook of the event that followed it.
+    if let (Some(t), Some(o)) = (event_time(&event), &old)
+        && o.at > t
+    {
+        return Ok(());
+    }
     // A wait already recorded goes on: it keeps its start, and a
     // notification about it (Claude Code sends one a few seconds after its
     // PermissionRequest) keeps the more precise detail: the command or
     // file asked about.
-    let (detail, since) = match agent_presence::read_one(&path) {
+    let (detail, since) = match old {
         _ if state != agent_presence::State::Waiting => (detail, None),
         Some(old) if old.state == state => {
             let since = old.since.unwrap_or(old.at);
