@@ -66,7 +66,8 @@ pub(crate) struct Record {
     /// Its start time as the kernel reports it.
     #[serde(default)]
     pub process_start: u64,
-    /// When the hook wrote it.
+    /// When its event happened: the CLI's own `timestamp` when the input
+    /// has one (Copilot CLI), else when the hook wrote it.
     pub at: chrono::DateTime<chrono::Utc>,
     /// While waiting: when the wait began (kept by the hooks that follow
     /// while it lasts), so that one wait is told once however often its

@@ -422,7 +422,8 @@ fn a_late_copilot_notification_does_not_undo_the_work_that_followed_it() {
             .unwrap()
             .as_millis() as i64
     };
-    let asked_at = now();
+    // Asked a second before the tool call that followed its approval.
+    let asked_at = now() - 1000;
     let event = |at: i64, extra: Value| {
         let mut e = serde_json::json!({"sessionId": "c0ffee", "timestamp": at, "cwd": root.display().to_string()});
         e.as_object_mut()

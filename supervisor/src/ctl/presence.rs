@@ -155,11 +155,13 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         return crate::safefs::remove_project_file(&path).map_err(|e| e.to_string());
     };
     let now = chrono::Utc::now();
+    let happened = event_time(&event);
     let old = agent_presence::read_one(&path);
-    // An event older than the record is news no more: Copilot CLI runs its
-    // notification hooks in the background, so one may finish after the
-    // hook of the event that followed it.
-    if let (Some(t), Some(o)) = (event_time(&event), &old)
+    // An event older than the record's is news no more: Copilot CLI runs
+    // its notification hooks in the background, so one may finish after
+    // the hook of the event that followed it. (Event times are compared,
+    // not when hooks wrote: a slow hook must not hide the next event.)
+    if let (Some(t), Some(o)) = (happened, &old)
         && o.at > t
     {
         return Ok(());
@@ -178,7 +180,7 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
                 (detail, Some(since))
             }
         }
-        _ => (detail, Some(now)),
+        _ => (detail, Some(happened.unwrap_or(now))),
     };
     let (pid, process_start) = cli_process();
     let rec = Record {
@@ -191,7 +193,7 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         cwd,
         pid,
         process_start,
-        at: now,
+        at: happened.unwrap_or(now),
         since,
     };
     let mut bytes = serde_json::to_vec_pretty(&rec).map_err(|e| e.to_string())?;
