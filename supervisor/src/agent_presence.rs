@@ -3,8 +3,9 @@
 //! (`squadctl presence`, installed by `guard install`): working, waiting
 //! for the person (a permission, a question), or idle. One record per
 //! agent in `.squad/run/presence/<agent>.json`, written atomically by the
-//! hook; `status` and `top` read them (docs/guards.md, "Which agent needs
-//! you").
+//! hook; `status` and `top` read them, and squadd watches them to tell the
+//! session's lead when an agent starts waiting (`daemon/core/waiting.rs`;
+//! docs/guards.md, "Which agent needs you").
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -65,15 +66,34 @@ pub(crate) struct Record {
     /// Its start time as the kernel reports it.
     #[serde(default)]
     pub process_start: u64,
-    /// When the hook wrote it.
+    /// When its event happened: the CLI's own `timestamp` when the input
+    /// has one (Copilot CLI), else when the hook wrote it.
     pub at: chrono::DateTime<chrono::Utc>,
+    /// While waiting: when the wait began (kept by the hooks that follow
+    /// while it lasts), so that one wait is told once however often its
+    /// record is written, and a new wait is new even when squadd saw no
+    /// record between the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What one hook event says: the new state and its detail; `None` for an
 /// event that changes nothing, `Some(None)` for the end of the CLI's
-/// session (the record goes).
+/// session (the record goes). The event is named by the input's
+/// `hook_event_name`.
+#[cfg(test)]
 pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, Option<String>)>> {
     let name = event["hook_event_name"].as_str().unwrap_or("");
+    state_of_named(format, name, event)
+}
+
+/// [`state_of`] for the event `name` (Copilot CLI's camelCase inputs do
+/// not name their event: its hook line says it, `--event`).
+pub(crate) fn state_of_named(
+    format: Format,
+    name: &str,
+    event: &Value,
+) -> Option<Option<(State, Option<String>)>> {
     let text = |k: &str| {
         event[k]
             .as_str()
@@ -93,7 +113,17 @@ pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, O
     };
     let working = Some(Some((State::Working, None)));
     match (format, name) {
-        (_, "SessionEnd") => Some(None),
+        (_, "SessionEnd") | (Format::Copilot, "sessionEnd") => Some(None),
+        // Copilot CLI: only a prompt shown to the person is a wait (its
+        // `permissionRequest` runs before its rules, for every call).
+        (Format::Copilot, "notification" | "Notification") => {
+            let kind = event["notification_type"].as_str().unwrap_or("");
+            matches!(kind, "permission_prompt" | "elicitation_dialog")
+                .then(|| Some((State::Waiting, text("message"))))
+        }
+        (Format::Copilot, "userPromptSubmitted" | "postToolUse") => working,
+        (Format::Copilot, "agentStop") => Some(Some((State::Idle, None))),
+        (Format::Copilot, _) => None,
         (Format::Claude, "PermissionRequest") => Some(Some((State::Waiting, tool()))),
         (Format::Claude | Format::Gemini, "Notification") => {
             let kind = event["notification_type"].as_str().unwrap_or("");
@@ -109,6 +139,14 @@ pub(crate) fn state_of(format: Format, event: &Value) -> Option<Option<(State, O
     }
 }
 
+/// One record, when it is there, valid and its CLI's process alive.
+pub(crate) fn read_one(path: &Path) -> Option<Record> {
+    let bytes = squad_protocol::fsx::read_regular(path, 64 * 1024).ok()?;
+    serde_json::from_slice::<Record>(&bytes)
+        .ok()
+        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+}
+
 /// The records of a project, newest state per agent; those whose CLI
 /// process is gone are left out.
 pub(crate) fn read_all(root: &Path) -> Vec<Record> {
@@ -119,11 +157,7 @@ pub(crate) fn read_all(root: &Path) -> Vec<Record> {
     let mut out: Vec<Record> = entries
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-        .filter_map(|e| {
-            let bytes = squad_protocol::fsx::read_regular(&e.path(), 64 * 1024).ok()?;
-            serde_json::from_slice::<Record>(&bytes).ok()
-        })
-        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+        .filter_map(|e| read_one(&e.path()))
         .collect();
     out.sort_by(|a, b| a.agent.cmp(&b.agent));
     out
@@ -185,6 +219,45 @@ mod tests {
             state_of(Format::Claude, &json!({"hook_event_name": "PreCompact"})),
             None
         );
+    }
+
+    #[test]
+    fn copilot_events_named_by_the_hook_line_map_to_states() {
+        let ask = json!({"sessionId": "s", "cwd": "/p", "hook_event_name": "Notification", "message": "Copilot needs permission to run bash", "notification_type": "permission_prompt"});
+        assert_eq!(
+            state_of_named(Format::Copilot, "notification", &ask),
+            Some(Some((
+                State::Waiting,
+                Some("Copilot needs permission to run bash".into())
+            )))
+        );
+        let question =
+            json!({"message": "Which database?", "notification_type": "elicitation_dialog"});
+        assert_eq!(
+            state_of_named(Format::Copilot, "notification", &question)
+                .unwrap()
+                .unwrap()
+                .0,
+            State::Waiting
+        );
+        // Other notifications are no wait for the person.
+        for kind in ["shell_completed", "agent_completed", "agent_idle"] {
+            let e = json!({"message": "m", "notification_type": kind});
+            assert_eq!(state_of_named(Format::Copilot, "notification", &e), None);
+        }
+        let e = json!({"sessionId": "s", "cwd": "/p"});
+        for (event, state) in [
+            ("userPromptSubmitted", Some(Some(State::Working))),
+            ("postToolUse", Some(Some(State::Working))),
+            ("agentStop", Some(Some(State::Idle))),
+            ("sessionEnd", Some(None)),
+            ("preToolUse", None),
+            // Runs before Copilot's own rules: no sign of a prompt shown.
+            ("permissionRequest", None),
+        ] {
+            let got = state_of_named(Format::Copilot, event, &e).map(|c| c.map(|(s, _)| s));
+            assert_eq!(got, state, "{event}");
+        }
     }
 
     #[test]

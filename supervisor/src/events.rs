@@ -328,6 +328,14 @@ pub(crate) enum EventKind {
         /// What passed which limit (`12000 tokens of a 10000-token budget`).
         figures: String,
     },
+    /// An agent a person runs waits for them (its CLI's hook said so:
+    /// `squadctl presence`).
+    AgentWaiting {
+        /// Agent.
+        agent: String,
+        /// What it waits for.
+        detail: String,
+    },
     /// A run wrote no protocol file for longer than `runners.idle_after`.
     AgentIdle {
         /// Task id.
@@ -445,6 +453,7 @@ impl EventKind {
             EventKind::AgentExited { .. } => "agent-exited",
             EventKind::AgentTimeout { .. } => "agent-timeout",
             EventKind::AgentOverBudget { .. } => "agent-over-budget",
+            EventKind::AgentWaiting { .. } => "agent-waiting",
             EventKind::AgentIdle { .. } => "agent-idle",
             EventKind::PoolEmpty => "pool-empty",
             EventKind::RunAdopted { .. } => "run-adopted",
@@ -670,6 +679,9 @@ impl EventKind {
                 agent,
                 figures,
             } => format!("{task_id} ({agent}) over budget: {figures}"),
+            EventKind::AgentWaiting { agent, detail } => {
+                format!("{agent} is waiting for you: {detail}")
+            }
             EventKind::AgentIdle {
                 task_id,
                 agent,

@@ -773,13 +773,14 @@ fn events_follow_streams_changes_and_health_reports_verdicts() {
     // watched too (acknowledgements keep the unread counters true).
     let inboxes = fs::read_dir(session.join("inbox")).map_or(0, |d| d.count());
     assert!(inboxes > 0);
-    // root, .squad, sessions, run/, .claude (squadd created it for the
-    // shared context; it is where .claude/skills would appear), one
-    // session, its locks/, each inbox/<agent>/new.
+    // root, .squad, sessions, run/, run/presence/ (agents' presence
+    // records, issue 38), .claude (squadd created it for the shared
+    // context; it is where .claude/skills would appear), one session, its
+    // locks/, each inbox/<agent>/new.
     eventually("every directory watched", || {
         let out = ctl_run(root, &["health", "--json"]);
         let h: serde_json::Value = serde_json::from_str(&stdout(&out)).ok()?;
-        (h["watches"] == 7 + inboxes).then_some(())
+        (h["watches"] == 8 + inboxes).then_some(())
     });
 }
 

@@ -33,7 +33,9 @@ use std::path::{Component, Path, PathBuf};
 /// The largest hook input read (a Write call carries the whole file).
 const MAX_INPUT: u64 = 16 * 1024 * 1024;
 
-pub(crate) use super::hook_format::FormatArg;
+// The formats live with the presence hook, which guard install names
+// (ctl/presence.rs never names this module: module_cycles.rs).
+pub(crate) use super::presence::FormatArg;
 
 /// Edit-time guard: answer an agent CLI's pre-tool-use hook with allow or deny.
 ///

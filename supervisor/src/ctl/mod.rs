@@ -13,7 +13,6 @@ pub(crate) mod gc;
 pub(crate) mod guard;
 pub(crate) mod guard_doctor;
 pub(crate) use crate::runners::hook_file;
-mod hook_format;
 pub(crate) mod hook_run;
 pub(crate) mod hooks;
 pub(crate) mod init;

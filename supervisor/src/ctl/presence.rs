@@ -7,21 +7,54 @@ use squad_protocol::hook::Format;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The hook formats, for `--format`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Claude Code `PreToolUse`.
+    Claude,
+    /// OpenAI Codex CLI `PreToolUse`.
+    Codex,
+    /// GitHub Copilot CLI `preToolUse`.
+    Copilot,
+    /// Gemini CLI `BeforeTool`.
+    Gemini,
+}
+
+impl FormatArg {
+    /// The hook contract.
+    pub(crate) fn format(self) -> Format {
+        match self {
+            FormatArg::Claude => Format::Claude,
+            FormatArg::Codex => Format::Codex,
+            FormatArg::Copilot => Format::Copilot,
+            FormatArg::Gemini => Format::Gemini,
+        }
+    }
+}
+
 /// Record an agent CLI's state from its lifecycle hook (working, waiting
 /// for you, idle).
 ///
 /// Reads one hook event as JSON on stdin (Claude Code `UserPromptSubmit`,
 /// `PermissionRequest`, `Notification`, `PostToolUse`, `Stop`,
 /// `SessionEnd`; Gemini CLI `BeforeAgent`, `Notification`, `AfterTool`,
-/// `AfterAgent`, `SessionEnd`) and writes the agent's record in
-/// `.squad/run/presence/`, which `status` and `top` show ("waiting for
-/// you"). `guard install --claude|--gemini` installs it. It never blocks the
-/// CLI: it prints nothing and exits 0, whatever happens.
+/// `AfterAgent`, `SessionEnd`; Copilot CLI `userPromptSubmitted`,
+/// `notification`, `postToolUse`, `agentStop`, `sessionEnd`, named by
+/// `--event`) and writes the agent's record in `.squad/run/presence/`,
+/// which `status` and `top` show ("waiting for you") and squadd tells the
+/// session's lead. `guard install --claude|--gemini|--copilot` installs it.
+/// It never blocks the CLI: it prints nothing and exits 0, whatever
+/// happens.
 #[derive(Debug, clap::Args)]
 pub struct PresenceArgs {
     /// The hook contract.
     #[arg(long, value_enum)]
-    pub format: super::hook_format::FormatArg,
+    pub format: FormatArg,
+    /// The hook event, for a CLI whose input does not name it (Copilot
+    /// CLI's camelCase hooks: `guard install --copilot` writes it into each
+    /// hook line); else the input's `hook_event_name`.
+    #[arg(long, value_name = "NAME")]
+    pub event: Option<String>,
 }
 
 /// The process of the agent CLI that ran this hook: the nearest ancestor
@@ -61,6 +94,20 @@ fn root_of(root_arg: Option<&Path>, cwd: Option<&str>) -> Option<PathBuf> {
     squad_protocol::teamdir::find_squad_root(&start).map(|f| f.root)
 }
 
+/// When the CLI says the event happened (Copilot CLI's `timestamp`: epoch
+/// milliseconds, or RFC 3339 in its PascalCase format); Claude Code and
+/// Gemini CLI say nothing.
+fn event_time(event: &serde_json::Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    use serde_json::Value;
+    match &event["timestamp"] {
+        Value::Number(n) => n.as_i64().and_then(chrono::DateTime::from_timestamp_millis),
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc)),
+        _ => None,
+    }
+}
+
 /// Runs `squadctl presence`: always exit 0.
 pub(crate) fn run(root_arg: Option<&Path>, args: &PresenceArgs) -> u8 {
     if let Err(e) = record(root_arg, args) {
@@ -78,7 +125,11 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         .read_to_end(&mut input)
         .map_err(|e| e.to_string())?;
     let event: serde_json::Value = serde_json::from_slice(&input).map_err(|e| e.to_string())?;
-    let Some(change) = agent_presence::state_of(format, &event) else {
+    let name = match &args.event {
+        Some(n) => n.as_str(),
+        None => event["hook_event_name"].as_str().unwrap_or(""),
+    };
+    let Some(change) = agent_presence::state_of_named(format, name, &event) else {
         return Ok(());
     };
     let cwd = event["cwd"].as_str().map(str::to_string);
@@ -89,6 +140,7 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         None => {
             let id: String = event["session_id"]
                 .as_str()
+                .or(event["sessionId"].as_str())
                 .unwrap_or("session")
                 .chars()
                 .filter(char::is_ascii_alphanumeric)
@@ -102,6 +154,34 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
     let Some((state, detail)) = change else {
         return crate::safefs::remove_project_file(&path).map_err(|e| e.to_string());
     };
+    let now = chrono::Utc::now();
+    let happened = event_time(&event);
+    let old = agent_presence::read_one(&path);
+    // An event older than the record's is news no more: Copilot CLI runs
+    // its notification hooks in the background, so one may finish after
+    // the hook of the event that followed it. (Event times are compared,
+    // not when hooks wrote: a slow hook must not hide the next event.)
+    if let (Some(t), Some(o)) = (happened, &old)
+        && o.at > t
+    {
+        return Ok(());
+    }
+    // A wait already recorded goes on: it keeps its start, and a
+    // notification about it (Claude Code sends one a few seconds after its
+    // PermissionRequest) keeps the more precise detail: the command or
+    // file asked about.
+    let (detail, since) = match old {
+        _ if state != agent_presence::State::Waiting => (detail, None),
+        Some(old) if old.state == state => {
+            let since = old.since.unwrap_or(old.at);
+            if name.eq_ignore_ascii_case("notification") {
+                (old.detail.or(detail), Some(since))
+            } else {
+                (detail, Some(since))
+            }
+        }
+        _ => (detail, Some(happened.unwrap_or(now))),
+    };
     let (pid, process_start) = cli_process();
     let rec = Record {
         agent,
@@ -113,7 +193,8 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
         cwd,
         pid,
         process_start,
-        at: chrono::Utc::now(),
+        at: happened.unwrap_or(now),
+        since,
     };
     let mut bytes = serde_json::to_vec_pretty(&rec).map_err(|e| e.to_string())?;
     bytes.push(b'\n');
@@ -122,8 +203,8 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
 
 /// The lifecycle events whose hook records the agent's state
 /// (`squadctl presence`, docs/guards.md "Which agent needs you"): Claude
-/// Code and Gemini CLI. (Codex's and Copilot's hooks say nothing of a
-/// person being waited for; a Codex hook would also need its own review.)
+/// Code, Gemini CLI and Copilot CLI. (Codex has no hook for a question to
+/// the person, and each Codex hook needs its own review: not installed.)
 fn events(format: Format) -> &'static [&'static str] {
     match format {
         Format::Claude => &[
@@ -141,7 +222,47 @@ fn events(format: Format) -> &'static [&'static str] {
             "AfterAgent",
             "SessionEnd",
         ],
-        Format::Codex | Format::Copilot => &[],
+        Format::Copilot => &[
+            "userPromptSubmitted",
+            "notification",
+            "postToolUse",
+            "agentStop",
+            "sessionEnd",
+        ],
+        Format::Codex => &[],
+    }
+}
+
+/// Whether a handler is one of our `squadctl presence` lines.
+fn is_ours(handler: &serde_json::Value, format: Format) -> bool {
+    let marker = format!(" presence --format {format}");
+    ["command", "bash"].iter().any(|k| {
+        handler
+            .get(*k)
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|c| c.contains(&marker))
+    })
+}
+
+/// Our handler for `event`: Claude Code and Gemini CLI group handlers
+/// (Gemini's timeout is in milliseconds); Copilot CLI lists them flat, its
+/// camelCase input does not name the event (the line does), and only the
+/// notifications of a prompt shown to the person are asked for.
+fn handler(format: Format, program: &str, event: &str) -> serde_json::Value {
+    use serde_json::json;
+    let command = format!("{program} presence --format {format}");
+    match format {
+        Format::Copilot => {
+            let mut h = json!({"type": "command", "bash": format!("{command} --event {event}"), "timeoutSec": 10});
+            if event == "notification" {
+                h["matcher"] = json!("permission_prompt|elicitation_dialog");
+            }
+            h
+        }
+        Format::Gemini => {
+            json!({"hooks": [{"type": "command", "command": command, "timeout": 10_000}]})
+        }
+        _ => json!({"hooks": [{"type": "command", "command": command, "timeout": 10}]}),
     }
 }
 
@@ -155,9 +276,6 @@ pub(crate) fn merge_hooks(
     add: bool,
 ) -> Result<(), String> {
     use serde_json::{Value, json};
-    let command = format!("{program} presence --format {format}");
-    let suffix = format!(" presence --format {format}");
-    let timeout = if format == Format::Gemini { 10_000 } else { 10 };
     for event in events(format) {
         let list = hooks.entry(*event).or_insert_with(|| json!([]));
         let Value::Array(list) = list else {
@@ -165,14 +283,12 @@ pub(crate) fn merge_hooks(
                 "`hooks.{event}` is not a JSON array; fix it first (nothing was changed)"
             ));
         };
+        // Copilot's handlers are the list's items; the others' are grouped.
+        list.retain(|h| !is_ours(h, format));
         for group in list.iter_mut() {
             if let Some(Value::Array(handlers)) = group.get_mut("hooks") {
                 let had = handlers.len();
-                handlers.retain(|h| {
-                    !h.get("command")
-                        .and_then(Value::as_str)
-                        .is_some_and(|c| c.ends_with(&suffix))
-                });
+                handlers.retain(|h| !is_ours(h, format));
                 if had > 0 && handlers.is_empty() {
                     *group = Value::Null;
                 }
@@ -180,12 +296,43 @@ pub(crate) fn merge_hooks(
         }
         list.retain(|g| !g.is_null());
         if add {
-            list.push(
-                json!({"hooks": [{"type": "command", "command": command, "timeout": timeout}]}),
-            );
+            list.push(handler(format, program, event));
         } else if list.is_empty() {
             hooks.remove(*event);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn copilot_handlers_are_flat_name_their_event_and_go_on_uninstall() {
+        let mut hooks = serde_json::Map::new();
+        hooks.insert(
+            "agentStop".into(),
+            json!([{"type": "command", "bash": "notify.sh"}]),
+        );
+        merge_hooks(&mut hooks, Format::Copilot, "'/bin/squadctl'", true).unwrap();
+        assert_eq!(
+            hooks["notification"],
+            json!([{"type": "command", "bash": "'/bin/squadctl' presence --format copilot --event notification", "timeoutSec": 10, "matcher": "permission_prompt|elicitation_dialog"}])
+        );
+        assert_eq!(hooks["agentStop"].as_array().unwrap().len(), 2);
+        // Installed again: refreshed, not doubled.
+        merge_hooks(&mut hooks, Format::Copilot, "squadctl", true).unwrap();
+        assert_eq!(hooks["sessionEnd"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            hooks["sessionEnd"][0]["bash"],
+            "squadctl presence --format copilot --event sessionEnd"
+        );
+        merge_hooks(&mut hooks, Format::Copilot, "squadctl", false).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(hooks),
+            json!({"agentStop": [{"type": "command", "bash": "notify.sh"}]})
+        );
+    }
 }

@@ -62,6 +62,11 @@ impl EventLoop {
                 file,
                 path,
             } => self.inbox_changed(root, &session, agent, file, &path),
+            Effect::LookAtPresence { root, agent, path } => {
+                let record = crate::agent_presence::read_one(&path).map(Box::new);
+                let input = self::core::Input::PresenceRead { agent, record };
+                self.step(root, input, Now { wall: Utc::now() });
+            }
             other => tracing::error!(?other, "not a changed path's effect"),
         }
     }

@@ -252,6 +252,21 @@ impl EventLoop {
         self.watch(i, &sessions);
         // The socket and pid file: a removed socket is bound again.
         self.watch(i, &root.join(SQUAD_DIR).join(RUN_DIR));
+        // Agents' presence records (issue 38): who waits for a person.
+        // Made here so that it is watched before the first record: a
+        // record written with its directory would be missed. Never through
+        // a link planted below the root (safefs); in `.squad/run` as squadd
+        // made it (0700), with the mode the hooks use (umask applies).
+        let run = Path::new(SQUAD_DIR).join(RUN_DIR);
+        let made = crate::safefs::Dir::open_root(&root)
+            .and_then(|d| d.walk(&run, None))
+            .and_then(|d| {
+                let name = Path::new(crate::agent_presence::DIR).file_name();
+                d.create_dir(name.unwrap_or_default(), 0o777)
+            });
+        if made.is_ok() {
+            self.watch(i, &root.join(SQUAD_DIR).join(crate::agent_presence::DIR));
+        }
         if let Ok(dirs) = squad_protocol::tree::session_dirs(&root) {
             for dir in dirs {
                 self.watch(i, &dir);

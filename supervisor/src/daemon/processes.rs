@@ -213,13 +213,16 @@ impl EventLoop {
                 let core = self.roots.core(root);
                 if let Some(reason) = crate::worktree::finish(&core.root, &core.policy, &dir, &rec)
                 {
-                    self.tell_lead(root, &rec.session, &rec.task, &reason, now);
+                    let subject = format!("run of {} failed", rec.task);
+                    let about = (Some(rec.task.clone()), subject);
+                    self.tell_lead(root, &rec.session, about, &reason, now);
                 }
             }
             Effect::TellLead {
                 root,
                 session,
                 task,
+                subject,
                 text,
                 tail_of,
             } => {
@@ -231,7 +234,7 @@ impl EventLoop {
                     ),
                     None => text,
                 };
-                self.tell_lead(root, &session, &task, &text, now);
+                self.tell_lead(root, &session, (task, subject), &text, now);
             }
             Effect::RunsLooked { root, retry_at } => {
                 self.step(root, Input::RunsLooked { retry_at }, now);
@@ -265,13 +268,21 @@ impl EventLoop {
     /// Word to the lead: handed to the core (whether anyone is told and
     /// what, `core/runs/lead.rs`) with what only the shell has, a salt
     /// distinct for each message of this process.
-    fn tell_lead(&mut self, i: RootId, session: &str, task: &str, text: &str, now: Now) {
+    fn tell_lead(
+        &mut self,
+        i: RootId,
+        session: &str,
+        (task, subject): (Option<String>, String),
+        text: &str,
+        now: Now,
+    ) {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let salt = ((std::process::id() & 0xffff) << 16) | (n & 0xffff);
         let input = Input::LeadMessageDue {
             session: session.to_string(),
-            task: task.to_string(),
+            task,
+            subject,
             text: text.to_string(),
             salt,
         };

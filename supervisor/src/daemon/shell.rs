@@ -168,7 +168,8 @@ impl EventLoop {
             e @ (Effect::ReloadConfig(_)
             | Effect::ReloadPolicy(_)
             | Effect::WatchLocks { .. }
-            | Effect::LookAtInboxEntry { .. }) => self.perform_path(e),
+            | Effect::LookAtInboxEntry { .. }
+            | Effect::LookAtPresence { .. }) => self.perform_path(e),
             Effect::TrimMemory => release_scan_memory(),
             // Memory upkeep, the socket, the service manager.
             e @ (Effect::MergeMemoryInbox(_)

@@ -366,6 +366,16 @@ pub(crate) enum Effect {
         /// Session directory name.
         session: String,
     },
+    /// Read an agent's presence record and answer with
+    /// [`super::Input::PresenceRead`].
+    LookAtPresence {
+        /// The root.
+        root: RootId,
+        /// The agent.
+        agent: String,
+        /// The record.
+        path: PathBuf,
+    },
     /// Look at an entry of an unread inbox (one `stat`) and answer with
     /// [`super::Input::InboxEntry`].
     LookAtInboxEntry {
@@ -473,8 +483,10 @@ pub(crate) enum Effect {
         root: RootId,
         /// The session.
         session: String,
-        /// The task.
-        task: String,
+        /// The task it is about, if any.
+        task: Option<String>,
+        /// The message's subject (`run of task_1 failed`).
+        subject: String,
         /// The text.
         text: String,
         /// A run folder whose run.log's tail is appended.

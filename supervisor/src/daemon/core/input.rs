@@ -120,6 +120,13 @@ pub(crate) enum Input<'a> {
         /// The fsync's error, if it failed.
         fsync_error: Option<String>,
     },
+    /// An agent's presence record as read (`None`: gone, or its CLI is).
+    PresenceRead {
+        /// The agent.
+        agent: String,
+        /// The record.
+        record: Option<Box<crate::agent_presence::Record>>,
+    },
     /// An entry of an unread inbox appeared (`Some(mtime)`) or went (read).
     InboxEntry {
         /// Session directory name.
@@ -536,8 +543,10 @@ pub(crate) enum Input<'a> {
     LeadMessageDue {
         /// Session directory name.
         session: String,
-        /// The task.
-        task: String,
+        /// The task it is about, if any.
+        task: Option<String>,
+        /// The message's subject.
+        subject: String,
         /// The text.
         text: String,
         /// Distinct for each message of this squadd (with its process).
@@ -665,6 +674,9 @@ impl<'a> Core<'a> {
                 file,
                 present,
             } => mail::inbox_entry(root, id, &session, &agent, &file, present, now),
+            Input::PresenceRead { agent, record } => {
+                super::waiting::presence_read(root, id, &agent, record.map(|r| *r))
+            }
             Input::EscalationsDue { session, unread } => {
                 escalations::run(root, id, &session, now, unread)
             }

@@ -52,6 +52,7 @@ pub(crate) mod runs;
 pub(crate) mod scan;
 pub(crate) mod timer;
 pub(crate) mod upkeep;
+pub(crate) mod waiting;
 pub(crate) mod wrapup;
 
 pub(crate) use effect::{Effect, Now};
@@ -144,6 +145,9 @@ pub(crate) struct Root {
     pub team: crate::team::TeamHealth,
     /// The agent runs: config.json in force, live runs, past records.
     pub runs: runs::Runs,
+    /// The start of the last wait said for each agent with a presence
+    /// record (once per wait: `waiting.rs`).
+    pub waiting: BTreeMap<String, DateTime<Utc>>,
     /// Whether squadd may write the root's supervisor-owned outputs:
     /// always without `cluster:`; with it, while this host's lease is
     /// valid ([`outputs::leadership`]).
@@ -188,6 +192,7 @@ impl Root {
             skills: Default::default(),
             team: Default::default(),
             runs: runs::Runs::default(),
+            waiting: Default::default(),
             leads: true,
         }
     }

@@ -60,6 +60,15 @@ pub(crate) fn changed(root: &Root, id: RootId, path: &Path) -> Vec<Effect> {
             after: MEMORY_INBOX_DELAY,
         }],
         PathChange::MemoryInbox => Vec::new(),
+        PathChange::PresenceDir => vec![Effect::Watch {
+            root: id,
+            dir: path.to_path_buf(),
+        }],
+        PathChange::Presence(agent) => vec![Effect::LookAtPresence {
+            root: id,
+            agent,
+            path: path.to_path_buf(),
+        }],
         PathChange::SessionDir(session) => vec![Effect::LookAtSessionDir { root: id, session }],
         PathChange::LocksDir(session) => vec![
             Effect::WatchLocks { root: id, session },
@@ -162,6 +171,10 @@ pub(crate) enum PathChange {
     },
     /// A file of `.squad/decisions/inbox/` changed (docs/memory.md).
     MemoryInbox,
+    /// `.squad/run/presence/` appeared: watched.
+    PresenceDir,
+    /// An agent's presence record changed (`squadctl presence`).
+    Presence(String),
     /// A protocol file of a session changed.
     SessionFile {
         /// Session directory name.
@@ -209,6 +222,14 @@ pub(crate) fn classify(root: &Path, sessions_dir: &Path, path: &Path) -> Option<
     }
     if let Ok(rel) = path.strip_prefix(root.join(SQUAD_DIR).join(RUN_DIR)) {
         let name = rel.to_string_lossy();
+        if name == "presence" {
+            return Some(PathChange::PresenceDir);
+        }
+        if let Some(file) = name.strip_prefix("presence/") {
+            let agent = file.strip_suffix(".json")?;
+            return (!is_temp_name(file) && squad_protocol::IdKind::Agent.matches(agent))
+                .then(|| PathChange::Presence(agent.to_string()));
+        }
         return (name == "squadd.sock" || name == "squadd.pid").then_some(PathChange::Control);
     }
     // The root, .squad or .squad/sessions itself changed.

@@ -155,7 +155,8 @@ fn tell_lead(id: RootId, rec: &RunRecord, text: String, tail_of: Option<PathBuf>
     Effect::TellLead {
         root: id,
         session: rec.session.clone(),
-        task: rec.task.clone(),
+        task: Some(rec.task.clone()),
+        subject: format!("run of {} failed", rec.task),
         text,
         tail_of,
     }

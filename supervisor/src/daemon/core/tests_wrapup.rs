@@ -140,7 +140,8 @@ fn word_to_the_lead_is_a_high_priority_message_file_only_when_the_policy_names_o
     let mut r = root_with(&[plan(1, "bob", &[])]);
     let due = |salt| Input::LeadMessageDue {
         session: SESSION.into(),
-        task: "task_1".into(),
+        task: Some("task_1".into()),
+        subject: "run of task_1 failed".into(),
         text: "exit status 2".into(),
         salt,
     };

@@ -17,6 +17,12 @@ fn paths_are_classified_by_their_place() {
     assert_eq!(c("/p/.squad/decisions/inbox/.k-a.md.tmp.1"), None);
     assert_eq!(c("/p/.squad"), Some(PathChange::Rescan));
     assert_eq!(c("/p/.squad/run/squadd.sock"), Some(PathChange::Control));
+    assert_eq!(c("/p/.squad/run/presence"), Some(PathChange::PresenceDir));
+    assert_eq!(
+        c("/p/.squad/run/presence/backend.json"),
+        Some(PathChange::Presence("backend".into()))
+    );
+    assert_eq!(c("/p/.squad/run/presence/.backend.json.tmp.1.2"), None);
     assert_eq!(c("/p/.squad/run/state.json"), None);
     assert_eq!(c("/p/.squad/sessions"), Some(PathChange::Rescan));
     assert_eq!(c("/p/src/main.rs"), None);

@@ -152,12 +152,18 @@ impl World {
 
     /// Word to the lead ([`Effect::TellLead`]), written into the session
     /// as a message from squadd: its watch event comes in the next batch.
-    pub(super) fn tell_lead(&mut self, root: RootId, session: String, task: String) {
+    pub(super) fn tell_lead(
+        &mut self,
+        root: RootId,
+        session: String,
+        task: String,
+        subject: String,
+    ) {
         self.told += 1;
         let n = self.told;
         let name = format!("role-comm-squadd-to-lead-msg_run{n}.md");
         let text = format!(
-            "meta:\n  message_id: msg_run{n}\n  from_agent: squadd\n  to_agent: lead\n  created_at: {}\n  priority: high\ntype: notification\nsubject: run of {task} failed\nmessage: m\ncontext:\n  task_id: {task}\n",
+            "meta:\n  message_id: msg_run{n}\n  from_agent: squadd\n  to_agent: lead\n  created_at: {}\n  priority: high\ntype: notification\nsubject: {subject}\nmessage: m\ncontext:\n  task_id: {task}\n",
             stamp(self.now)
         );
         self.written

@@ -243,8 +243,9 @@ impl World {
                 root,
                 session,
                 task,
+                subject,
                 ..
-            } => self.tell_lead(root, session, task),
+            } => self.tell_lead(root, session, task.unwrap_or_default(), subject),
             Effect::RunsLooked { root, retry_at } => {
                 self.step(root, Input::RunsLooked { retry_at })
             }
@@ -421,6 +422,7 @@ impl World {
             | Effect::LookAtSessionDir { .. }
             | Effect::WatchLocks { .. }
             | Effect::LookAtInboxEntry { .. }
+            | Effect::LookAtPresence { .. }
             | Effect::ApplyFile { .. }
             | Effect::RereadStatus { .. }
             | Effect::LookAtStatuses { .. }) => {

@@ -144,9 +144,13 @@ pub(crate) fn step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> V
         Input::LeadMessageDue {
             session,
             task,
+            subject,
             text,
             salt,
-        } => super::lead::due(root, id, &session, &task, &text, salt, now),
+        } => {
+            let about = super::lead::About { task, subject };
+            super::lead::due(root, id, &session, about, &text, salt, now)
+        }
         Input::SuperviseRuns(call) => super::supervise(root, id, call, now),
         Input::RunsAsked(asked) => super::by_hand::asked(root, id, asked, now),
         Input::RunRecordsRead(read) => super::records_read(root, id, read, now),

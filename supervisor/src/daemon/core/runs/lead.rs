@@ -1,5 +1,5 @@
-//! Word to the lead about a run (a run that failed, a worktree held),
-//! decided here: whether anyone is told (the policy's `runners.lead`), and
+//! Word to the lead about a run (a run that failed, a worktree held) or
+//! an agent waiting for its person (`core/waiting.rs`), decided here: whether anyone is told (the policy's `runners.lead`), and
 //! the message file squadd writes into the session for the normal routing
 //! to deliver. The shell reads the run.log tail asked for, writes the file
 //! and supplies the uniqueness of the message id.
@@ -9,6 +9,14 @@ use squad_protocol::model::{
     Document, Message, MessageContext, MessageMeta, MessageType, Priority,
 };
 
+/// What a message to the lead is about.
+pub(crate) struct About {
+    /// The task, if any (the message's `context.task_id`).
+    pub task: Option<String>,
+    /// The message's subject.
+    pub subject: String,
+}
+
 /// A message to the lead is due (`text`: with the run.log tail already
 /// appended; `salt`: distinct for each message of this squadd, with its
 /// process, so two messages of one millisecond get distinct ids). Nothing
@@ -17,7 +25,7 @@ pub(crate) fn due(
     root: &Root,
     id: RootId,
     session: &str,
-    task: &str,
+    about: About,
     text: &str,
     salt: u32,
     now: Now,
@@ -39,10 +47,10 @@ pub(crate) fn due(
             priority: Priority::High,
         },
         kind: MessageType::Notification,
-        subject: format!("run of {task} failed"),
+        subject: about.subject,
         message: text.to_string(),
-        context: Some(MessageContext {
-            task_id: Some(task.to_string()),
+        context: about.task.map(|task| MessageContext {
+            task_id: Some(task),
             ..MessageContext::default()
         }),
         response_needed: None,
