@@ -25,7 +25,7 @@ mod guard_doctor;
 mod hardening;
 mod hardening3;
 mod held;
-mod hooks;
+pub mod hooks;
 mod hostile;
 mod inbox_people;
 mod interop;

@@ -447,3 +447,26 @@ fn guard_doctor_says_guarded_only_when_the_installed_hook_denies() {
     let (guarded, v) = doctor_says(&root, &home, &bin, "copilot");
     assert!(guarded, "{v}");
 }
+
+/// A notify hook may not see squadd's environment (a service token): it
+/// runs with the cleared environment runs get, plus the message's
+/// variables. Before issue 39 it inherited squadd's whole environment.
+#[test]
+fn a_notify_hook_runs_with_the_cleared_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("hook.log");
+    let script = format!(
+        "echo \"secret=[$SQUAD_TEST_SECRET] to=[$SQUAD_TO] path=[${{PATH:+set}}]\" >> {}",
+        log.display()
+    );
+    let p = crate::hooks::project(&crate::hooks::policy(1, &script));
+    let _d = crate::daemon::Daemon::start_with_env(p.path(), &[("SQUAD_TEST_SECRET", "hunter2")]);
+    crate::hooks::write_message(p.path(), 0, "high");
+    let ran = crate::daemon::eventually("the hook ran", || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .filter(|t| t.contains('\n'))
+    });
+    assert!(ran.contains("to=[bob] path=[set]"), "{ran}");
+    assert!(ran.contains("secret=[]"), "{ran}");
+}
