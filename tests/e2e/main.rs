@@ -32,6 +32,7 @@ mod interop;
 pub mod lock;
 mod mailbox;
 pub mod mcp;
+mod mcp_stdio;
 mod memory;
 mod messages;
 mod notices;

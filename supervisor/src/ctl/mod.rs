@@ -19,6 +19,7 @@ pub(crate) mod init;
 pub(crate) mod lock;
 pub(crate) mod mcp;
 mod mcp_http;
+mod mcp_stdio;
 pub(crate) mod memory;
 pub(crate) mod message;
 mod plan_cache;
