@@ -787,6 +787,12 @@ fn command_targets(name: &str, args: &[String], simple: &Simple, out: &mut Vec<S
             ops.iter().for_each(|p| push_path(p, recursive, out));
         }
         "cp" | "mv" | "ln" | "install" => copy_targets(name, args, out),
+        // `link FILE NAME`: a hard link shares the file, so writing either
+        // name writes both.
+        "link" => {
+            let (_, ops) = operands(args, &[]);
+            ops.iter().for_each(|p| push_path(p, false, out));
+        }
         "sed" => sed_targets(args)
             .iter()
             .for_each(|p| push_path(p, false, out)),
@@ -1263,6 +1269,7 @@ mod tests {
                 ],
             ),
             ("ln a b", &["b", "a"]),
+            ("link other/secret.md src/x", &["other/secret.md", "src/x"]),
             ("ln -s /etc etc", &["etc", "/etc/**"]),
             ("cp -s ../x y", &["y", "../x/**", "y/../x/**"]),
             (

@@ -547,3 +547,51 @@ fn a_process_of_squadds_uid_cannot_read_its_environment_from_proc() {
     );
     assert!(!read.status.success(), "{}", stderr(&read));
 }
+
+/// An agent in its task may not write outside its boundaries through a
+/// hard link: `link` (like `ln` without `-s`) onto a file outside its task
+/// is denied, and so is a write, by a file tool or the shell, to a name
+/// inside its boundaries that shares its file with a name outside them
+/// (however that link was made). Before issue 39 all three were allowed.
+#[test]
+fn a_hard_link_does_not_carry_a_write_outside_the_boundaries() {
+    use crate::trust::{bash, claude, guard};
+    let tmp = crate::trust::project();
+    let root = tmp.path();
+    let backend = [("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+    let made = guard(
+        root,
+        &backend,
+        &bash(root, "link frontend/app.ts backend/app.ts"),
+    );
+    assert!(
+        made.as_deref()
+            .is_some_and(|d| d.contains("frontend/app.ts")),
+        "{made:?}"
+    );
+    std::fs::hard_link(root.join("frontend/app.ts"), root.join("backend/app.ts")).unwrap();
+    let path = root.join("backend/app.ts").display().to_string();
+    for call in [
+        claude(
+            root,
+            "Write",
+            serde_json::json!({"file_path": path, "content": "x"}),
+        ),
+        bash(root, "echo x > backend/app.ts"),
+    ] {
+        let through = guard(root, &backend, &call);
+        assert!(
+            through
+                .as_deref()
+                .is_some_and(|d| d.contains("frontend/app.ts")),
+            "{call}: {through:?}"
+        );
+    }
+    // A file of one name is written as before.
+    let own = claude(
+        root,
+        "Write",
+        serde_json::json!({"file_path": root.join("backend/api.rs"), "content": "x"}),
+    );
+    assert_eq!(guard(root, &backend, &own), None);
+}

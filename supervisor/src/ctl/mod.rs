@@ -12,6 +12,7 @@ pub(crate) mod example;
 pub(crate) mod gc;
 pub(crate) mod guard;
 pub(crate) mod guard_doctor;
+mod guard_links;
 pub(crate) use crate::runners::hook_file;
 pub(crate) mod hook_run;
 pub(crate) mod hooks;
