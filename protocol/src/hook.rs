@@ -481,6 +481,7 @@ mod tests {
                 ],
             ),
             ("ln a b", &["b", "a"]),
+            ("link other/secret.md src/x", &["other/secret.md", "src/x"]),
             ("ln -s /etc etc", &["etc", "/etc/**"]),
             ("cp -s ../x y", &["y", "../x/**", "y/../x/**"]),
             (

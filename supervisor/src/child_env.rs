@@ -48,9 +48,26 @@ pub(crate) fn clear(cmd: &mut Command) -> &mut Command {
     cmd.env_clear().envs(cleared(std::env::vars_os(), &[]))
 }
 
-/// Marks this process as squadd (see [`git`]).
+/// Marks this process as squadd (see [`git`]) and seals its `/proc` files
+/// ([`seal_proc`]).
 pub(crate) fn mark_daemon() {
     DAEMON.store(true, Ordering::Relaxed);
+    seal_proc();
+}
+
+/// Makes this process not dumpable: its `/proc/<pid>/` files that hold
+/// secrets (`environ`, `mem`, `fd/`) become root's, so a run of the same
+/// uid cannot read squadd's environment from `/proc/$PPID/environ`, nor
+/// attach a debugger to it. Programs squadd starts are dumpable again
+/// after their exec (the kernel resets it), so agents are not affected.
+fn seal_proc() {
+    // SAFETY: prctl with integer arguments only; no memory involved.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "cannot make squadd non-dumpable: runs of its uid can read its environment"
+        );
+    }
 }
 
 /// A `git` command that runs no code of the repository

@@ -8,7 +8,7 @@ use std::path::Path;
 
 const S: &str = "20240115T100000Z-hooks";
 
-fn project(policy: &str) -> tempfile::TempDir {
+pub(crate) fn project(policy: &str) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join(".squad/sessions").join(S);
     fs::create_dir_all(&s).unwrap();
@@ -23,13 +23,13 @@ fn project(policy: &str) -> tempfile::TempDir {
 }
 
 /// Writes message `i` as an agent would (see [`write_numbered_message`]).
-fn write_message(root: &Path, i: usize, priority: &str) {
+pub(crate) fn write_message(root: &Path, i: usize, priority: &str) {
     write_numbered_message(&root.join(".squad/sessions").join(S), i, priority);
 }
 
 /// A notify policy for bob running `script` (sh) with at most `max` at once.
 /// No escalations: their re-notifications would run hooks too.
-fn policy(max: usize, script: &str) -> String {
+pub(crate) fn policy(max: usize, script: &str) -> String {
     format!(
         "hooks:\n  max_concurrent: {max}\nmessages:\n  escalate_after:\n    critical: none\n    high: none\n    medium: none\n  notify:\n    bob:\n      command: [\"sh\", \"-c\", {}]\n      timeout: 30s\n      retries: 0\n",
         serde_json::to_string(script).unwrap()

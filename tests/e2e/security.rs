@@ -447,3 +447,151 @@ fn guard_doctor_says_guarded_only_when_the_installed_hook_denies() {
     let (guarded, v) = doctor_says(&root, &home, &bin, "copilot");
     assert!(guarded, "{v}");
 }
+
+/// A notify hook may not see squadd's environment (a service token): it
+/// runs with the cleared environment runs get, plus the message's
+/// variables. Before issue 39 it inherited squadd's whole environment.
+#[test]
+fn a_notify_hook_runs_with_the_cleared_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("hook.log");
+    let script = format!(
+        "echo \"secret=[$SQUAD_TEST_SECRET] to=[$SQUAD_TO] path=[${{PATH:+set}}]\" >> {}",
+        log.display()
+    );
+    let p = crate::hooks::project(&crate::hooks::policy(1, &script));
+    let _d = crate::daemon::Daemon::start_with_env(p.path(), &[("SQUAD_TEST_SECRET", "hunter2")]);
+    crate::hooks::write_message(p.path(), 0, "high");
+    let ran = crate::daemon::eventually("the hook ran", || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .filter(|t| t.contains('\n'))
+    });
+    assert!(ran.contains("to=[bob] path=[set]"), "{ran}");
+    assert!(ran.contains("secret=[]"), "{ran}");
+}
+
+/// An agent in its run may not read squadd's environment (a service
+/// token) from `/proc/<squadd>/environ`: squadd is not dumpable, so those
+/// files are root's. Tried as squadd's own uid, which is the agent's: as
+/// root the test runs squadd and the reader as `nobody` (root reads any
+/// process's files). Before issue 39 the reader printed the token.
+#[test]
+fn a_process_of_squadds_uid_cannot_read_its_environment_from_proc() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("proj");
+    std::fs::create_dir(&root).unwrap();
+    init_session(&root, "environ");
+    // As root: squadd and the reader run as nobody, squadd owning the
+    // project; otherwise both are this uid already.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let wrap = |program: &Path| {
+        let mut c = std::process::Command::new(if as_root { nobody[0] } else { "env" });
+        if as_root {
+            c.args(&nobody[1..]);
+        }
+        c.arg(program);
+        c
+    };
+    if as_root {
+        let chown = run(std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(tmp.path()));
+        assert!(chown.status.success(), "{}", stderr(&chown));
+    }
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let notify = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(notify.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sock = notify.path().join("notify.sock");
+    let ready = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    ready
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut squadd = wrap(Path::new(env!("CARGO_BIN_EXE_squadd")))
+        .arg("--root")
+        .arg(&root)
+        .env("NOTIFY_SOCKET", &sock)
+        .env("SQUAD_TEST_SECRET", "hunter2")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let pid = squadd.id();
+    let mut buf = [0u8; 256];
+    let n = ready.recv(&mut buf).unwrap_or_else(|e| {
+        let _ = squadd.kill();
+        panic!("squadd did not start: {e}")
+    });
+    let _squadd = Kill(squadd);
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    let read = run(wrap(Path::new("cat")).arg(format!("/proc/{pid}/environ")));
+    let seen = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        !seen.contains("hunter2"),
+        "read squadd's environment, secret included ({} bytes)",
+        seen.len()
+    );
+    assert!(!read.status.success(), "{}", stderr(&read));
+}
+
+/// An agent in its task may not write outside its boundaries through a
+/// hard link: `link` (like `ln` without `-s`) onto a file outside its task
+/// is denied, and so is a write, by a file tool or the shell, to a name
+/// inside its boundaries that shares its file with a name outside them
+/// (however that link was made). Before issue 39 all three were allowed.
+#[test]
+fn a_hard_link_does_not_carry_a_write_outside_the_boundaries() {
+    use crate::trust::{bash, claude, guard};
+    let tmp = crate::trust::project();
+    let root = tmp.path();
+    let backend = [("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+    let made = guard(
+        root,
+        &backend,
+        &bash(root, "link frontend/app.ts backend/app.ts"),
+    );
+    assert!(
+        made.as_deref()
+            .is_some_and(|d| d.contains("frontend/app.ts")),
+        "{made:?}"
+    );
+    std::fs::hard_link(root.join("frontend/app.ts"), root.join("backend/app.ts")).unwrap();
+    let path = root.join("backend/app.ts").display().to_string();
+    for call in [
+        claude(
+            root,
+            "Write",
+            serde_json::json!({"file_path": path, "content": "x"}),
+        ),
+        bash(root, "echo x > backend/app.ts"),
+    ] {
+        let through = guard(root, &backend, &call);
+        assert!(
+            through
+                .as_deref()
+                .is_some_and(|d| d.contains("frontend/app.ts")),
+            "{call}: {through:?}"
+        );
+    }
+    // A file of one name is written as before.
+    let own = claude(
+        root,
+        "Write",
+        serde_json::json!({"file_path": root.join("backend/api.rs"), "content": "x"}),
+    );
+    assert_eq!(guard(root, &backend, &own), None);
+}

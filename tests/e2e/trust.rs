@@ -52,7 +52,7 @@ fn progress(agent: &str, task: &str) -> String {
 /// A committed project: backend (task_1: `backend/**`, `shared/**`) and
 /// frontend (task_2: `frontend/**`) in progress, `secrets/**` forbidden to
 /// every task, the lead is `lead`.
-fn project() -> tempfile::TempDir {
+pub(crate) fn project() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     std::fs::create_dir_all(root.join(".squad/run")).unwrap();
@@ -112,7 +112,7 @@ fn report(table: &str, failures: Vec<String>) {
 // ---------------------------------------------------------------------------
 
 /// The guard's answer to `input` (`None`: allowed), run from `dir`.
-fn guard(dir: &Path, env: &[(&str, &str)], input: &serde_json::Value) -> Option<String> {
+pub(crate) fn guard(dir: &Path, env: &[(&str, &str)], input: &serde_json::Value) -> Option<String> {
     let mut cmd = squad(dir);
     cmd.args(["guard", "--format", "claude"])
         .envs(env.iter().copied());
@@ -130,12 +130,12 @@ fn guard(dir: &Path, env: &[(&str, &str)], input: &serde_json::Value) -> Option<
     )
 }
 
-fn claude(cwd: &Path, tool: &str, tool_input: serde_json::Value) -> serde_json::Value {
+pub(crate) fn claude(cwd: &Path, tool: &str, tool_input: serde_json::Value) -> serde_json::Value {
     json!({"session_id": "s", "transcript_path": "/t.jsonl", "cwd": cwd, "permission_mode": "default",
            "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": tool_input, "tool_use_id": "t"})
 }
 
-fn bash(cwd: &Path, command: &str) -> serde_json::Value {
+pub(crate) fn bash(cwd: &Path, command: &str) -> serde_json::Value {
     claude(cwd, "Bash", json!({"command": command}))
 }
 

@@ -220,6 +220,12 @@ fn command_targets(name: &str, args: &[String], simple: &Simple, out: &mut Vec<S
             ops.iter().for_each(|p| push_path(p, recursive, out));
         }
         "cp" | "mv" | "ln" | "install" => copy_targets(name, args, out),
+        // `link FILE NAME`: a hard link shares the file, so writing either
+        // name writes both.
+        "link" => {
+            let (_, ops) = operands(args, &[]);
+            ops.iter().for_each(|p| push_path(p, false, out));
+        }
         "sed" => sed_targets(args)
             .iter()
             .for_each(|p| push_path(p, false, out)),

@@ -316,6 +316,13 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
             }),
             Raw::Path { path, recursive } => {
                 let (place, physical) = resolve(&cwd, &tree_abs, &tree_real, &path);
+                // A file with other names (hard links) is written under
+                // them all: each is judged too.
+                candidates.extend(super::guard_links::other_names(
+                    &tree_real,
+                    &cwd.join(&path),
+                    &path,
+                ));
                 // The physical place is judged as well: a link may lead
                 // somewhere the spelling does not say.
                 let physical = physical.map(|(canon, place)| Candidate::Path {

@@ -428,6 +428,11 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                 // the wait (and a rare safety look).
                 timeout = timeout.min(if has_pid { PROCESS_CHECK } else { SAFETY_LOOK });
                 waiter.wait(timeout);
+                // A cancelled call (its MCP client gave up) takes nothing
+                // it would not be told about.
+                if super::wait::cancelled() {
+                    return refuse(message, args.json);
+                }
             }
         }
     }

@@ -23,6 +23,7 @@ use rmcp::{
 };
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Serve the agent commands as MCP tools over stdio (or HTTP on loopback).
 ///
@@ -136,13 +137,15 @@ pub(crate) fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
         if let Some(addr) = http {
             return super::mcp_http::serve(server, addr, &root, &agent).await;
         }
-        let service = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| e.to_string())?;
+        let (read, write) = rmcp::transport::stdio_pipes();
+        let transport = super::mcp_stdio::Stdio::new(read, write, server.closing.clone());
+        let service = server.serve(transport).await.map_err(|e| e.to_string())?;
         service.waiting().await.map_err(|e| e.to_string())?;
         Ok(())
     });
+    // The client is gone and its calls were cancelled: their commands end
+    // at once, and nothing keeps the process beyond a moment.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => crate::exit::OK,
         Err(e) => super::fail(format!("mcp: {e}")),
@@ -155,6 +158,26 @@ pub(crate) struct Squad {
     root: PathBuf,
     agent: String,
     session: Option<String>,
+    /// The commands running at once, at most [`MAX_CALLS`] (shared by every
+    /// session of an HTTP server): more calls wait for one to end.
+    pool: Arc<tokio::sync::Semaphore>,
+    /// Set when the client has gone: every call in flight ends.
+    pub(crate) closing: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+/// How many tool calls run their command at once, per server process: a
+/// client cannot exhaust the process's threads with calls it gave up on
+/// (those end at once anyway: see [`Squad::until_cancelled`]).
+const MAX_CALLS: usize = 16;
+
+/// Cancels a command running for a call when the call's future goes
+/// (answered, cancelled by the client, or the client gone).
+struct CancelOnDrop(Arc<super::wait::Cancel>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 /// Builds a command line from required and optional parts.
@@ -198,6 +221,26 @@ impl Squad {
             root,
             agent,
             session,
+            pool: Arc::new(tokio::sync::Semaphore::new(MAX_CALLS)),
+            closing: Arc::new(tokio::sync::watch::channel(false).0),
+        }
+    }
+
+    /// `work` (a call's handling), unless the client cancels the call
+    /// (`cancelled`) or goes away first: then `work` is dropped, which
+    /// cancels its command ([`CancelOnDrop`]), and the call ends now.
+    async fn until_cancelled<T>(
+        &self,
+        cancelled: impl std::future::Future<Output = ()>,
+        work: impl std::future::Future<Output = Result<T, McpError>>,
+    ) -> Result<T, McpError> {
+        let mut closing = self.closing.subscribe();
+        tokio::select! {
+            r = work => r,
+            () = cancelled => Err(McpError::internal_error("the call was cancelled", None)),
+            _ = closing.wait_for(|gone| *gone) => {
+                Err(McpError::internal_error("the client has gone", None))
+            }
         }
     }
 
@@ -213,9 +256,19 @@ impl Squad {
         let mut full = vec!["--root".to_string(), self.root.display().to_string()];
         full.extend(argv.0);
         let agent = self.agent.clone();
-        tokio::task::spawn_blocking(move || super::run_captured(&agent, &full))
-            .await
-            .map_err(|e| McpError::internal_error(format!("the command did not finish: {e}"), None))
+        let permit =
+            self.pool.clone().acquire_owned().await.map_err(|e| {
+                McpError::internal_error(format!("the server is stopping: {e}"), None)
+            })?;
+        let cancel = Arc::new(super::wait::Cancel::default());
+        let _cancel_on_drop = CancelOnDrop(cancel.clone());
+        tokio::task::spawn_blocking(move || {
+            // The permit is held as long as the command runs, not the call.
+            let _permit = permit;
+            super::wait::cancellable(cancel, || super::run_captured(&agent, &full))
+        })
+        .await
+        .map_err(|e| McpError::internal_error(format!("the command did not finish: {e}"), None))
     }
 
     fn session_or(&self, s: Option<String>) -> Option<String> {
@@ -954,6 +1007,17 @@ const LEAD_TOOLS: [&str; 5] = [
 
 #[tool_handler]
 impl ServerHandler for Squad {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let ct = context.ct.clone();
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.until_cancelled(ct.cancelled(), Self::tool_router().call(call))
+            .await
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -995,7 +1059,7 @@ impl ServerHandler for Squad {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let Some(argv) = self.resource_argv(&request.uri) else {
             return Err(McpError::resource_not_found(
@@ -1003,7 +1067,9 @@ impl ServerHandler for Squad {
                 None,
             ));
         };
-        let c = self.capture(argv).await?;
+        let c = self
+            .until_cancelled(context.ct.cancelled(), self.capture(argv))
+            .await?;
         if c.code != crate::exit::OK {
             return Err(McpError::internal_error(c.stderr, None));
         }

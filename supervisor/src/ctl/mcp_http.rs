@@ -135,7 +135,9 @@ where
     // browser origin at all: a web page must not drive an agent's tools.
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
-        .enforce_origin_validation();
+        .enforce_origin_validation()
+        // The stdio limit: a larger body is answered 413 naming it.
+        .with_max_request_body_bytes(super::mcp_stdio::MAX_FRAME);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

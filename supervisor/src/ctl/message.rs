@@ -769,6 +769,12 @@ fn next(root: &Path, a: NextArgs) -> u8 {
                 .map_or(Duration::MAX, |d| d - now)
                 .min(Duration::from_secs(30)),
         );
+        // A cancelled call (its MCP client gave up) acknowledges nothing
+        // it would not be told about.
+        if super::wait::cancelled() {
+            super::eprint_text(&format!("squadctl: no unread message for {}\n", a.agent));
+            return exit::PROBLEMS;
+        }
     }
 }
 

@@ -219,6 +219,10 @@ pub(crate) fn next(root_arg: Option<&Path>, args: NextArgs) -> u8 {
                 .map_or(std::time::Duration::MAX, |d| d - now)
                 .min(std::time::Duration::from_secs(30)),
         );
+        // A cancelled call (its MCP client gave up) waits no more.
+        if super::wait::cancelled() {
+            break;
+        }
     }
     let code = if args.json {
         super::print(&format!(

@@ -1,16 +1,68 @@
-//! Waiting for a change on disk without polling: `lock acquire --wait` and
-//! `inbox next --wait` sleep on a watch of the directories that matter.
+//! Waiting for a change on disk without polling: `lock acquire --wait`,
+//! `inbox next --wait` and `next --wait` sleep on a watch of the
+//! directories that matter, until a change, their time, or a [`Cancel`]
+//! (an MCP client cancelled the call, or went away).
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The cancellation of one command run in-process (an MCP tool call): set
+/// from another thread, it wakes the command's waits, which then end as if
+/// their time were up. A command on the command line has none.
+#[derive(Debug, Default)]
+pub(crate) struct Cancel {
+    cancelled: AtomicBool,
+    /// The wake-ups of the command's waiters.
+    wakers: Mutex<Vec<Sender<()>>>,
+}
+
+impl Cancel {
+    /// Cancels the command: its waits end now and from now on.
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        let wakers = self.wakers.lock().unwrap_or_else(|e| e.into_inner());
+        for w in wakers.iter() {
+            let _ = w.send(());
+        }
+    }
+}
+
+thread_local! {
+    /// The cancellation of the command this thread runs, if any.
+    static CURRENT: RefCell<Option<Arc<Cancel>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread with `cancel` as its cancellation.
+pub(crate) fn cancellable<R>(cancel: Arc<Cancel>, f: impl FnOnce() -> R) -> R {
+    CURRENT.with(|c| *c.borrow_mut() = Some(cancel));
+    let r = f();
+    CURRENT.with(|c| *c.borrow_mut() = None);
+    r
+}
+
+/// Whether the command this thread runs was cancelled (its waits are over).
+pub(crate) fn cancelled() -> bool {
+    CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .is_some_and(|c| c.cancelled.load(Ordering::SeqCst))
+    })
+}
+
 /// A watch on some directories; [`Waiter::wait`] returns on any change in
-/// them or after the timeout.
+/// them, after the timeout, or when the command is cancelled.
 pub(crate) struct Waiter {
-    watch: Option<(RecommendedWatcher, Receiver<()>)>,
+    watch: Option<RecommendedWatcher>,
+    /// Wake-ups: a change (from the watcher) or the cancellation.
+    rx: Receiver<()>,
+    /// Keeps the channel open without a watcher, so a wait lasts its time.
+    _open: Sender<()>,
     watched: HashSet<PathBuf>,
 }
 
@@ -19,6 +71,13 @@ impl Waiter {
     /// watcher (limits reached) it degrades to sleeping for the timeout.
     pub(crate) fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Waiter {
         let (tx, rx) = channel();
+        let open = tx.clone();
+        CURRENT.with(|c| {
+            if let Some(cancel) = c.borrow().as_ref() {
+                let mut wakers = cancel.wakers.lock().unwrap_or_else(|e| e.into_inner());
+                wakers.push(tx.clone());
+            }
+        });
         let watch = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             // Only changes wake the waiter. Opens and reads are events too
             // (inotify's IN_OPEN, IN_CLOSE_NOWRITE), and the waiter's own
@@ -27,10 +86,11 @@ impl Waiter {
                 let _ = tx.send(());
             }
         })
-        .ok()
-        .map(|w| (w, rx));
+        .ok();
         let mut waiter = Waiter {
             watch,
+            rx,
+            _open: open,
             watched: HashSet::new(),
         };
         waiter.add(dirs);
@@ -40,7 +100,7 @@ impl Waiter {
     /// Also watches those among `dirs` that exist and are not watched yet
     /// (an inbox or a session created while waiting).
     pub(crate) fn add(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
-        let Some((w, _)) = &mut self.watch else {
+        let Some(w) = &mut self.watch else {
             return;
         };
         for dir in dirs {
@@ -53,16 +113,15 @@ impl Waiter {
         }
     }
 
-    /// Sleeps until a change or `timeout` (a change that came while the
-    /// caller was looking counts: it returns at once).
+    /// Sleeps until a change, `timeout` or the command's cancellation (a
+    /// change that came while the caller was looking counts: it returns at
+    /// once). Without a watcher only the time or the cancellation end it.
     pub(crate) fn wait(&self, timeout: Duration) {
-        match &self.watch {
-            Some((_, rx)) => {
-                let _ = rx.recv_timeout(timeout);
-                while rx.try_recv().is_ok() {}
-            }
-            None => std::thread::sleep(timeout),
+        if cancelled() {
+            return;
         }
+        let _ = self.rx.recv_timeout(timeout);
+        while self.rx.try_recv().is_ok() {}
     }
 }
 
@@ -110,5 +169,25 @@ mod tests {
         waiter.wait(Duration::from_secs(20));
         assert!(start.elapsed() < Duration::from_secs(10));
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_cancel_from_another_thread_ends_the_wait_and_every_later_one() {
+        let cancel = Arc::new(Cancel::default());
+        let other = cancel.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            other.cancel();
+        });
+        let start = Instant::now();
+        cancellable(cancel, || {
+            let waiter = Waiter::new(Vec::new());
+            waiter.wait(Duration::from_secs(600));
+            assert!(cancelled());
+            waiter.wait(Duration::from_secs(600));
+        });
+        assert!(start.elapsed() < Duration::from_secs(60));
+        assert!(!cancelled(), "the cancellation is the command's only");
+        canceller.join().unwrap();
     }
 }

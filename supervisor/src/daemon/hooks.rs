@@ -699,8 +699,12 @@ async fn run_hook(
         if attempt > 0 {
             tokio::time::sleep(Duration::from_secs(1 << (attempt - 1).min(6))).await;
         }
+        // squadd's environment (its service tokens) is not the hook's: the
+        // cleared one runs get, then the message's variables.
         let mut child = match tokio::process::Command::new(program)
             .args(&argv[1..])
+            .env_clear()
+            .envs(crate::child_env::cleared(std::env::vars_os(), &[]))
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
