@@ -523,11 +523,20 @@ impl EventLoop {
             roots.core(id).sessions.contains_key(name)
         });
         self.perform(effects, now);
-        for t in due.fire {
-            let root = t.root();
-            let effects =
-                self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
-            self.perform(effects, now);
+        for timer in due.fire {
+            match timer.root() {
+                Some(i) => {
+                    let input = self::core::Input::TimerFired {
+                        timer,
+                        changed: &changed,
+                    };
+                    self.step(i, input, now);
+                }
+                None => {
+                    let effects = self::core::Core::daemon_timer(timer, now);
+                    self.perform(effects, now);
+                }
+            }
         }
         // Facts the writes and timers above brought up (off the status
         // path: the status files of the batch are written by now).

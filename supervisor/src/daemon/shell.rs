@@ -157,8 +157,7 @@ impl EventLoop {
             Effect::GiveUpRoot { root, pid } => self.take_over(root, pid),
             Effect::CheckRoot(root) => {
                 let present = self.roots.core(root).sessions_dir.is_dir();
-                let effects = core::timer::root_check(self.roots.core_mut(root), root, present);
-                self.perform(effects, now);
+                self.step(root, core::Input::RootLookedAt { present }, now);
             }
             Effect::Rewatch => self.rewatch(),
             // What a changed path asked for (apply.rs).

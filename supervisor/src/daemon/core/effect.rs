@@ -207,8 +207,8 @@ pub(crate) enum Effect {
     MergeMemoryInbox(RootId),
     /// Check the root's pid lock and control socket.
     CheckControl(RootId),
-    /// Look whether the root's `.squad/sessions` is there, and tell
-    /// [`super::timer::root_check`].
+    /// Look whether the root's `.squad/sessions` is there, and tell the
+    /// core ([`super::Input::RootLookedAt`]).
     CheckRoot(RootId),
     /// Retry the directories that could not be watched.
     Rewatch,

@@ -809,11 +809,18 @@ impl World {
             }
             let changed = self.changed.clone();
             self.settle();
-            for t in due {
-                let r = t.root();
+            for timer in due {
                 let now = self.wall();
-                let effects =
-                    timer::fire(t, r.map(|r| &mut self.cores[r.0 as usize]), &changed, now);
+                let effects = match timer.root() {
+                    Some(r) => {
+                        let input = Input::TimerFired {
+                            timer,
+                            changed: &changed,
+                        };
+                        Core::new(r, &mut self.cores[r.0 as usize]).step(input, now)
+                    }
+                    None => Core::daemon_timer(timer, now),
+                };
                 self.perform(effects);
             }
             self.send_notices();
