@@ -82,6 +82,7 @@ impl EventLoop {
                 self.step(root, core::Input::StatusesDue { sessions }, now);
             }
             Effect::FlushOutbox => self.flush_outbox(wall),
+            Effect::SuperviseRuns => self.supervise_runs(wall),
             Effect::Outbox { root, delivery } => self.outbox.push((root, *delivery)),
             // Routing, waiting deliveries, a delivery's write, escalations
             // (mail.rs).

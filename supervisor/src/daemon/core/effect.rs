@@ -70,6 +70,9 @@ pub(crate) enum Effect {
     },
     /// Make the deliveries due now, critical first.
     FlushOutbox,
+    /// Look at every root's agent runs (exits, time limits, idleness),
+    /// then dispatch (docs/runners.md): the end of every batch.
+    SuperviseRuns,
     /// Put a delivery due now in the outbox (made at the next
     /// [`Effect::FlushOutbox`], critical first).
     Outbox {

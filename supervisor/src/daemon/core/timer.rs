@@ -6,7 +6,7 @@
 //! root) decide here.
 
 use super::RootId;
-use super::{Core, Effect, Now, Root, replies};
+use super::{Effect, Now, Root, replies};
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -230,16 +230,6 @@ pub(crate) fn fire(
         Timer::Rewatch => vec![Effect::Rewatch],
         Timer::Trim => vec![Effect::TrimMemory],
         Timer::Watchdog => vec![Effect::Watchdog],
-    }
-}
-
-impl Core<'_> {
-    /// The door for the daemon's own timers, those of no root (the
-    /// watchdog, the STATUS= line, a trim, a rewatch, the runs' check):
-    /// what each calls for needs no root's state. A root's timers come in
-    /// through [`Core::step`] ([`super::Input::TimerFired`]).
-    pub(crate) fn daemon_timer(timer: Timer, now: Now) -> Vec<Effect> {
-        fire(timer, None, &BTreeSet::new(), now)
     }
 }
 
