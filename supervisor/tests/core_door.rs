@@ -38,11 +38,6 @@ const DOORS: &[&str] = &[
 /// named after `core::`, what is left). Issue 42 item 2.
 const KNOWN: &[(&str, &str, &str)] = &[
     (
-        "daemon/edits.rs",
-        "edits::decide",
-        "the edit's text decided by a call, not an input",
-    ),
-    (
         "daemon/eventlog.rs",
         "notices::wanted",
         "which events are tapped for notices: the event log asks the core directly",

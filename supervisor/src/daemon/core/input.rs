@@ -775,7 +775,7 @@ impl<'a> Core<'a> {
             | Input::SuperviseRuns(_)
             | Input::RunsAsked(_)
             | Input::RunRecordsRead(_)) => runs::step(root, id, input, now),
-            Input::Edit(input) => edits::step(root, id, input),
+            Input::Edit(input) => edits::step(root, id, input, now),
             Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
             Input::Control(input) => presence::control(root, id, input),
         }
