@@ -274,6 +274,21 @@ mod tests {
         assert!(inbox_name(Priority::Medium, t(0, 0), &short).contains(&short));
     }
 
+    /// Survivors of `.ci/mutants` (issue 42): the clamp's last second
+    /// kept to the millisecond, and an id cut where a multi-byte character
+    /// straddles [`INBOX_ID_KEPT`] cut before that character.
+    #[test]
+    fn the_last_millisecond_is_kept_and_a_long_id_is_cut_on_a_character() {
+        let last = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap()
+            + chrono::Duration::milliseconds(500);
+        let name = inbox_name(Priority::Low, last, "m");
+        assert!(name.contains("99991231T235959.500Z"), "{name}");
+        let ascii = format!("msg_{}", "x".repeat(INBOX_ID_KEPT - 5));
+        let id = format!("{ascii}{}", "é".repeat(20));
+        let (_, short) = parse_inbox_name(&inbox_name(Priority::Low, t(0, 0), &id)).unwrap();
+        assert!(short.starts_with(&format!("{ascii}_h")), "{short}");
+    }
+
     #[test]
     fn delivery_within_the_reaction_time_is_on_time() {
         let p = policy();

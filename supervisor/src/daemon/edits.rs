@@ -80,7 +80,9 @@ impl EventLoop {
                 Some(EditNext::RetryLock(after)) => std::thread::sleep(after),
                 Some(EditNext::Proceed) => break None,
                 Some(EditNext::Refuse(why)) => return Response::error(why),
-                None => return Response::error("no answer from the session edit".to_string()),
+                Some(EditNext::Apply(_)) | None => {
+                    return Response::error("no answer from the session edit".to_string());
+                }
             }
             let first = *waited.get_or_insert_with(Instant::now);
             let (held, lock) = match self.lock_status(i, name) {
@@ -149,11 +151,20 @@ impl EventLoop {
         edit: &SessionEdit,
         wall: DateTime<Utc>,
     ) -> Result<(String, bool), EditError> {
+        let apply = EditInput::Apply {
+            session: name.to_string(),
+            edit: edit.clone(),
+        };
+        let Some(EditNext::Apply(edited)) = self.edit_step(i, apply, core::Now { wall }) else {
+            return Err(EditError::Failed(
+                "no answer from the session edit".to_string(),
+            ));
+        };
         let core::edits::Edited {
             path,
             text: new,
             write,
-        } = core::edits::decide(self.roots.core(i), name, edit, core::Now { wall })?;
+        } = edited?;
         if !write {
             return Ok((new, false));
         }

@@ -59,6 +59,7 @@ pub(crate) mod upkeep;
 pub(crate) mod writer;
 mod writes;
 
+use self::core::batch::{Batch, Fired};
 use self::core::{Now, Root};
 use self::roots::{RootId, Roots, Shell};
 use crate::control::socket_path;
@@ -488,56 +489,46 @@ impl EventLoop {
         // The lease as it is now: a leader frozen past its lease and woken
         // writes nothing of this batch.
         self.sync_leadership(wall);
-        // The order the due timers are taken in is the core's.
-        let due = self::core::upkeep::due_timers(self.timers.pop_due(now));
-        let mut touched: BTreeMap<RootId, BTreeSet<String>> = BTreeMap::new();
-        // Sessions that saw something other than a removal in this batch.
-        let mut changed: BTreeSet<(RootId, String)> = BTreeSet::new();
-        for &i in &due.rescans {
-            let names = self.rescan(i);
-            changed.extend(names.iter().map(|n| (i, n.clone())));
-            touched.entry(i).or_default().extend(names);
+        // The batch's stages and their order are the core's (core::batch).
+        let mut batch = Batch::new(self.timers.pop_due(now));
+        for i in batch.rescans() {
+            for name in self.rescan(i) {
+                batch.touched(i, name, false);
+            }
         }
         let paths = self.intake.take_due(now);
         // The trim after a burst, the STATUS= line after work.
-        let timers = self::core::upkeep::batch_timers(paths.len(), due.worked, self.notify_socket);
-        self.perform(timers, Now { wall });
+        self.perform(batch.timers(paths.len(), self.notify_socket), Now { wall });
         for path in paths {
             let Some(i) = self.root_of(&path) else {
                 continue;
             };
             if let Some((name, removal)) = self.apply_path(i, &path) {
-                if !removal {
-                    changed.insert((i, name.clone()));
-                }
-                touched.entry(i).or_default().insert(name);
+                batch.touched(i, name, removal);
             }
         }
         // Tasks whose deadline passed re-derive without a file change.
-        for (i, session, tasks) in due.tasks {
-            let input = self::core::Input::TasksDue { session, tasks };
+        for (i, input) in batch.tasks_due() {
             for (name, _) in self.step(i, input, Now { wall }) {
-                changed.insert((i, name.clone()));
-                touched.entry(i).or_default().insert(name);
+                batch.touched(i, name, false);
             }
         }
-        // What to write, in the order that matters (core::batch).
         let now = Now { wall };
         let roots = &self.roots;
-        let effects = self::core::batch::settle(&touched, &changed, |id, name| {
-            roots.core(id).sessions.contains_key(name)
-        });
+        let effects = batch.settle(|id, name| roots.core(id).sessions.contains_key(name));
         self.perform(effects, now);
-        for t in due.fire {
-            let root = t.root();
-            let effects =
-                self::core::timer::fire(t, root.map(|id| self.roots.core_mut(id)), &changed, now);
-            self.perform(effects, now);
+        for fired in batch.fire(now) {
+            match fired {
+                Fired::Root(i, input) => {
+                    self.step(i, *input, now);
+                }
+                Fired::Daemon(effects) => {
+                    self.perform(effects, now);
+                }
+            }
         }
-        // Facts the writes and timers above brought up (off the status
-        // path: the status files of the batch are written by now).
-        self.send_notices(wall);
-        self.flush_outbox(wall);
-        self.supervise_runs(wall);
+        // Off the status path: the status files of the batch are written
+        // by now.
+        self.perform(Batch::tail(), now);
     }
 }

@@ -82,6 +82,7 @@ impl EventLoop {
                 self.step(root, core::Input::StatusesDue { sessions }, now);
             }
             Effect::FlushOutbox => self.flush_outbox(wall),
+            Effect::SuperviseRuns => self.supervise_runs(wall),
             Effect::Outbox { root, delivery } => self.outbox.push((root, *delivery)),
             // Routing, waiting deliveries, a delivery's write, escalations
             // (mail.rs).
@@ -160,8 +161,7 @@ impl EventLoop {
                 if !present {
                     self.look_for_moved_root(root);
                 }
-                let effects = core::timer::root_check(self.roots.core_mut(root), root, present);
-                self.perform(effects, now);
+                self.step(root, core::Input::RootLookedAt { present }, now);
             }
             Effect::Rewatch => self.rewatch(),
             // What a changed path asked for (apply.rs).

@@ -13,11 +13,15 @@
 //!   delivery: its status waits [`REMOVAL_DELAY`] (each removal restarts
 //!   the wait), since writing into a directory `rm -rf` is emptying would
 //!   make the removal fail;
-//! - deliveries are made critical first, then by age ([`outbox_order`]).
+//! - deliveries are made critical first, then by age ([`outbox_order`]);
+//! - the whole batch, stage by stage, is [`Batch`]'s: rescans, settled
+//!   paths, passed deadlines, [`settle`], the due timers, then the tail
+//!   (notices, outbox, runs).
 
-use super::Effect;
 use super::RootId;
 use super::timer::Timer;
+use super::upkeep::{DueTimers, batch_timers, due_timers};
+use super::{Effect, Input, Now};
 use crate::daemon::routing::Delivery;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -94,4 +98,120 @@ pub(crate) fn outbox_order(outbox: &mut [(RootId, Delivery)]) {
     outbox.sort_by(|(_, a), (_, b)| {
         (a.priority, a.created, &a.name).cmp(&(b.priority, b.created, &b.name))
     });
+}
+
+/// One batch as the shell lives it, in the order this type gives: the
+/// shell reports what it took in and carries out what each stage returns.
+/// A batch spans every root, so this is the door for what no single
+/// root's [`Core::step`](super::Core::step) decides:
+///
+/// 1. [`Batch::new`] with the timers due; the roots it rescans first
+///    ([`Batch::rescans`]);
+/// 2. the settled paths applied, each session they touched reported
+///    ([`Batch::touched`]), the batch's own timers armed
+///    ([`Batch::timers`]);
+/// 3. the tasks whose deadline passed, as inputs to step
+///    ([`Batch::tasks_due`]);
+/// 4. the status files and the rest of [`settle`] ([`Batch::settle`]);
+/// 5. the due timers, each root's as an [`Input::TimerFired`]
+///    ([`Batch::fire`]);
+/// 6. the tail: the notices, the outbox, then the runs ([`Batch::tail`]).
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    due: DueTimers,
+    /// The sessions the batch touched, by root.
+    touched: BTreeMap<RootId, BTreeSet<String>>,
+    /// Those that saw something other than a removal.
+    changed: BTreeSet<(RootId, String)>,
+}
+
+/// A due timer, for the shell to hand over ([`Batch::fire`]).
+pub(crate) enum Fired<'a> {
+    /// A root's timer: step its core with this input.
+    Root(RootId, Box<Input<'a>>),
+    /// A timer of the daemon's own (the watchdog, the STATUS= line, a
+    /// trim, a rewatch, the runs' check): what it calls for.
+    Daemon(Vec<Effect>),
+}
+
+impl Batch {
+    /// A batch with the timers due now (`due`: as the queue gave them,
+    /// earliest first).
+    pub(crate) fn new(due: Vec<Timer>) -> Batch {
+        Batch {
+            due: due_timers(due),
+            ..Batch::default()
+        }
+    }
+
+    /// The roots to read again from scratch, before the settled paths.
+    pub(crate) fn rescans(&self) -> Vec<RootId> {
+        self.due.rescans.clone()
+    }
+
+    /// The shell took in a change of `session` (`removal`: only files
+    /// removed).
+    pub(crate) fn touched(&mut self, root: RootId, session: String, removal: bool) {
+        if !removal {
+            self.changed.insert((root, session.clone()));
+        }
+        self.touched.entry(root).or_default().insert(session);
+    }
+
+    /// The timers a batch of `paths` settled paths arms
+    /// ([`batch_timers`]; `status_listened`: a service manager listens for
+    /// STATUS= lines).
+    pub(crate) fn timers(&self, paths: usize, status_listened: bool) -> Vec<Effect> {
+        batch_timers(paths, self.due.worked, status_listened)
+    }
+
+    /// The tasks whose deadline passed, by root: re-derived without a
+    /// file change, after the paths and before the batch's writes.
+    pub(crate) fn tasks_due(&mut self) -> Vec<(RootId, Input<'static>)> {
+        std::mem::take(&mut self.due.tasks)
+            .into_iter()
+            .map(|(root, session, tasks)| (root, Input::TasksDue { session, tasks }))
+            .collect()
+    }
+
+    /// What to write once the batch's files are applied ([`settle`];
+    /// `known`: whether squadd still has the session).
+    pub(crate) fn settle(&self, known: impl Fn(RootId, &str) -> bool) -> Vec<Effect> {
+        settle(&self.touched, &self.changed, known)
+    }
+
+    /// The due timers, in the order due, after the batch's writes.
+    pub(crate) fn fire(&self, now: Now) -> Vec<Fired<'_>> {
+        self.due
+            .fire
+            .iter()
+            .map(|timer| match timer.root() {
+                Some(root) => Fired::Root(
+                    root,
+                    Box::new(Input::TimerFired {
+                        timer: timer.clone(),
+                        changed: &self.changed,
+                    }),
+                ),
+                None => Fired::Daemon(super::timer::fire(
+                    timer.clone(),
+                    None,
+                    &BTreeSet::new(),
+                    now,
+                )),
+            })
+            .collect()
+    }
+
+    /// The end of every batch, off the status path (the status files of
+    /// the batch are written by now): the notices the batch's writes and
+    /// timers brought up, every delivery due (agents' messages and notices
+    /// alike, critical first), then the agent runs.
+    pub(crate) fn tail() -> Vec<Effect> {
+        vec![
+            Effect::SendNotices,
+            Effect::FlushOutbox,
+            Effect::SuperviseRuns,
+        ]
+    }
 }

@@ -149,6 +149,15 @@ pub(crate) enum EditInput {
         /// How long the edit has waited for the lock so far.
         waited: Duration,
     },
+    /// The edit is to be made now (the lock taken or given up, the status
+    /// file re-read): what session-status.md holds after it
+    /// ([`EditNext::Apply`]).
+    Apply {
+        /// Session directory name.
+        session: String,
+        /// The edit asked for.
+        edit: SessionEdit,
+    },
 }
 
 /// What an edit does next ([`Effect::Edit`]).
@@ -164,13 +173,20 @@ pub(crate) enum EditNext {
     Proceed,
     /// Answer the request with this error.
     Refuse(String),
+    /// The edit's text ([`decide`]): write it if it says so, or answer
+    /// with its refusal or failure.
+    Apply(Result<Edited, EditError>),
 }
 
 /// A session edit's request or lock: an unknown session is refused; a
 /// known one's lock is taken, tried again while someone else holds it
 /// for less than [`EDIT_LOCK_WAIT`], then the edit is refused.
-pub(crate) fn step(root: &Root, id: RootId, input: EditInput) -> Vec<Effect> {
+pub(crate) fn step(root: &Root, id: RootId, input: EditInput, now: Now) -> Vec<Effect> {
     let (session, next) = match input {
+        EditInput::Apply { session, edit } => {
+            let edited = decide(root, &session, &edit, now);
+            (session, EditNext::Apply(edited))
+        }
         EditInput::Asked { session } if !root.sessions.contains_key(&session) => {
             let why = format!(
                 "no session `{}` is known to squadd",
@@ -253,6 +269,43 @@ mod tests {
             unreachable!()
         };
         assert!(!why.contains('\u{1b}'), "{why}");
+    }
+
+    /// Issue 42 item 2: the edit's text comes back through the door
+    /// (`EditNext::Apply`), never from a call of the shell's.
+    #[test]
+    fn an_edit_to_apply_comes_back_with_its_text_or_why_not() {
+        let fail = SessionEdit::Fail {
+            reason: "out of budget".into(),
+        };
+        let apply = || EditInput::Apply {
+            session: SESSION.into(),
+            edit: fail.clone(),
+        };
+        let mut r = root_with(&[crate::daemon::core::tests_mail::plan(1, "bob", &[])]);
+        assert_eq!(
+            next(&mut r, apply()),
+            edit(SESSION, EditNext::Apply(decide(&r, SESSION, &fail, now(0))))
+        );
+        let [
+            Effect::Edit {
+                next: EditNext::Apply(Ok(e)),
+                ..
+            },
+        ] = &next(&mut r, apply())[..]
+        else {
+            unreachable!()
+        };
+        assert!(e.write && e.text.contains("out of budget"), "{}", e.text);
+        // A session squadd does not have: why, not a write.
+        let mut gone = root();
+        assert!(matches!(
+            &next(&mut gone, apply())[..],
+            [Effect::Edit {
+                next: EditNext::Apply(Err(EditError::Failed(_))),
+                ..
+            }]
+        ));
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub(crate) enum Effect {
     },
     /// Make the deliveries due now, critical first.
     FlushOutbox,
+    /// Look at every root's agent runs (exits, time limits, idleness),
+    /// then dispatch (docs/runners.md): the end of every batch.
+    SuperviseRuns,
     /// Put a delivery due now in the outbox (made at the next
     /// [`Effect::FlushOutbox`], critical first).
     Outbox {
@@ -207,8 +210,8 @@ pub(crate) enum Effect {
     MergeMemoryInbox(RootId),
     /// Check the root's pid lock and control socket.
     CheckControl(RootId),
-    /// Look whether the root's `.squad/sessions` is there, and tell
-    /// [`super::timer::root_check`].
+    /// Look whether the root's `.squad/sessions` is there, and tell the
+    /// core ([`super::Input::RootLookedAt`]).
     CheckRoot(RootId),
     /// Retry the directories that could not be watched.
     Rewatch,

@@ -13,7 +13,7 @@ use super::files::{self, FileRef};
 use super::scan::{self, InboxListing, Scanned};
 use super::{
     Effect, Now, Root, RootId, deliver, edits, escalations, mail, notices, outputs, paths,
-    presence, replies, runs,
+    presence, replies, runs, timer,
 };
 use crate::daemon::routing::Delivery;
 use crate::events::EventKind;
@@ -332,6 +332,21 @@ pub(crate) enum Input<'a> {
         session: String,
         /// The tasks whose deadline passed.
         tasks: Vec<String>,
+    },
+    /// A timer of this root fell due ([`timer::fire`]). `changed`: the
+    /// sessions the same batch changed (a held-back status write of one
+    /// is done already).
+    TimerFired {
+        /// The timer.
+        timer: timer::Timer,
+        /// The sessions of the batch that saw more than a removal.
+        changed: &'a BTreeSet<(RootId, String)>,
+    },
+    /// The shell looked for the root's `.squad/sessions`
+    /// ([`Effect::CheckRoot`]): whether it is there ([`timer::root_check`]).
+    RootLookedAt {
+        /// Whether `.squad/sessions` is a directory.
+        present: bool,
     },
     /// `.squad/policies.yaml` was read again ([`Effect::ReloadPolicy`]):
     /// the same policy changes nothing; another one replaces it (said,
@@ -735,6 +750,8 @@ impl<'a> Core<'a> {
                 deliver::unaudited(root, id, &session, found)
             }
             Input::TasksDue { session, tasks } => files::tasks_due(root, id, &session, &tasks, now),
+            Input::TimerFired { timer, changed } => timer::fire(timer, Some(root), changed, now),
+            Input::RootLookedAt { present } => timer::root_check(root, id, present),
             Input::PolicyRead(read) => outputs::policy_read(root, id, read, now),
             #[cfg(test)]
             Input::RunsFound { records, facts } => runs::found(root, id, records, facts, now),
@@ -798,7 +815,7 @@ impl<'a> Core<'a> {
             | Input::SuperviseRuns(_)
             | Input::RunsAsked(_)
             | Input::RunRecordsRead(_)) => runs::step(root, id, input, now),
-            Input::Edit(input) => edits::step(root, id, input),
+            Input::Edit(input) => edits::step(root, id, input, now),
             Input::NoticesTapped(events) => notices::batch_tapped(root, id, events, now),
             Input::Control(input) => presence::control(root, id, input),
         }

@@ -6,8 +6,9 @@
 //! - this file: the root core, [`Root`]: every session of one root (each an
 //!   incremental [`SessionCore`]), the persisted state and the policy;
 //! - [`effect`]: [`Now`] and the [`Effect`]s;
-//! - [`batch`]: the order in which a batch's outputs are written
-//!   (notices, status files, deliveries, shared context);
+//! - [`batch`]: a batch's stages in order ([`batch::Batch`], the door for
+//!   what spans roots): the status files, the due timers, then notices,
+//!   deliveries and runs;
 //! - [`timer`]: what each timer does when it fires;
 //! - [`escalations`]: unread messages whose time came (once each);
 //! - [`replies`]: reply deadlines (which message is overdue, once);

@@ -5,6 +5,7 @@
 //! policy's reload (`core/outputs.rs`). Each through [`Core::step`] (or
 //! the timer it fires), with the effects and their order asserted.
 
+use super::batch::{Batch, Fired, REMOVAL_DELAY};
 use super::outputs::{RetentionRun, StatusLock};
 use super::tests::{id, now, root};
 use super::timer::{self, Timer};
@@ -218,6 +219,67 @@ fn due_timers_are_taken_rescans_first_then_tasks_by_session_then_all_fired_in_du
     ]);
     assert!(!idle.worked && idle.rescans.is_empty() && idle.tasks.is_empty());
     assert_eq!(idle.fire.len(), 4);
+}
+
+/// Issue 42 item 2: a batch's stages and their order are `Batch`'s (the
+/// shell's `flush` only carries them out): rescans, passed deadlines as
+/// inputs, the settled writes, each due timer (a root's as an input
+/// through `Core::step`, the daemon's own as its effects), then the tail.
+#[test]
+fn a_batch_gives_its_stages_in_order_and_ends_with_notices_outbox_runs() {
+    let task = Timer::TaskDue {
+        root: id(0),
+        session: "a".into(),
+        task: "t".into(),
+    };
+    let mut b = Batch::new(vec![
+        Timer::Watchdog,
+        task,
+        Timer::Rescan(id(1)),
+        Timer::Context(id(0)),
+    ]);
+    assert_eq!(b.rescans(), vec![id(1)]);
+    let tasks = b.tasks_due();
+    assert!(matches!(
+        &tasks[..],
+        [(r, Input::TasksDue { session, tasks })]
+            if *r == id(0) && session == "a" && *tasks == vec!["t".to_string()]
+    ));
+    assert!(b.tasks_due().is_empty(), "taken once");
+    // "a" only lost files (its status waits), "b" changed.
+    b.touched(id(0), "a".into(), true);
+    b.touched(id(0), "b".into(), false);
+    let settled = b.settle(|_, _| true);
+    assert!(settled.contains(&Effect::WriteStatuses {
+        root: id(0),
+        sessions: vec!["b".into()],
+    }));
+    assert!(settled.contains(&Effect::SetTimer {
+        timer: Timer::Status {
+            root: id(0),
+            session: "a".into(),
+        },
+        after: REMOVAL_DELAY,
+    }));
+    let fired = b.fire(now(0));
+    assert_eq!(fired.len(), 4, "every due timer, in the order due");
+    assert!(matches!(&fired[0], Fired::Daemon(e) if *e == vec![Effect::Watchdog]));
+    assert!(matches!(
+        &fired[3],
+        Fired::Root(r, input)
+            if *r == id(0) && matches!(&**input, Input::TimerFired { timer, changed }
+                if *timer == Timer::Context(id(0))
+                    && changed.contains(&(id(0), "b".to_string()))
+                    && !changed.contains(&(id(0), "a".to_string())))
+    ));
+    assert_eq!(
+        Batch::tail(),
+        vec![
+            Effect::SendNotices,
+            Effect::FlushOutbox,
+            Effect::SuperviseRuns
+        ]
+    );
 }
 
 #[test]

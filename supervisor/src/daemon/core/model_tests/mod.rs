@@ -39,7 +39,7 @@
 //! rule says.
 
 use super::batch;
-use super::timer::{self, Timer};
+use super::timer::Timer;
 use super::{Core, Effect, Input, Now, Root, RootId};
 use crate::daemon::routing::Delivery;
 use crate::daemon::session::SessionCore;

@@ -292,6 +292,7 @@ impl World {
                 }
             }
             Effect::FlushOutbox => self.flush_outbox(),
+            Effect::SuperviseRuns => self.supervise(),
             // Status writes (`writes.rs`, `status.rs`).
             Effect::WriteStatuses { root, sessions } => {
                 self.step(root, Input::StatusesDue { sessions })
@@ -699,9 +700,7 @@ impl World {
     /// matters, the notices, the outbox, then the runs.
     pub(super) fn end_batch(&mut self) {
         self.settle();
-        self.send_notices();
-        self.flush_outbox();
-        self.supervise();
+        self.perform(batch::Batch::tail());
         self.keep_facts_of_batch();
         // Word to the lead is a file like any other: its event comes in
         // a batch of its own.
@@ -714,9 +713,7 @@ impl World {
                 self.file(r, &session, &name, Some(bytes));
             }
             self.settle();
-            self.send_notices();
-            self.flush_outbox();
-            self.supervise();
+            self.perform(batch::Batch::tail());
             self.keep_facts_of_batch();
         }
     }
@@ -787,40 +784,36 @@ impl World {
             for t in &due {
                 self.timers.remove(t);
             }
-            for t in &due {
-                if let Timer::Rescan(r) = t {
-                    self.step(*r, Input::RescanDue { present: true });
+            // The stages of the event loop's `flush`, in `Batch`'s order.
+            let mut b = batch::Batch::new(due);
+            for r in b.rescans() {
+                self.step(r, Input::RescanDue { present: true });
+            }
+            for (r, input) in b.tasks_due() {
+                self.step(r, input);
+            }
+            for (r, names) in std::mem::take(&mut self.touched) {
+                for name in names {
+                    let removal = !self.changed.contains(&(r, name.clone()));
+                    b.touched(r, name, removal);
                 }
             }
-            let mut passed: BTreeMap<(RootId, String), Vec<String>> = BTreeMap::new();
-            for t in &due {
-                if let Timer::TaskDue {
-                    root,
-                    session,
-                    task,
-                } = t
-                {
-                    passed
-                        .entry((*root, session.clone()))
-                        .or_default()
-                        .push(task.clone());
-                }
-            }
-            for ((r, session), tasks) in passed {
-                self.step(r, Input::TasksDue { session, tasks });
-            }
-            let changed = self.changed.clone();
-            self.settle();
-            for t in due {
-                let r = t.root();
-                let now = self.wall();
-                let effects =
-                    timer::fire(t, r.map(|r| &mut self.cores[r.0 as usize]), &changed, now);
+            self.changed.clear();
+            let cores = &self.cores;
+            let effects = b.settle(|r, name| cores[r.0 as usize].sessions.contains_key(name));
+            self.perform(effects);
+            let now = self.wall();
+            for fired in b.fire(now) {
+                let effects = match fired {
+                    batch::Fired::Root(r, input) => {
+                        let now = self.wall();
+                        Core::new(r, &mut self.cores[r.0 as usize]).step(*input, now)
+                    }
+                    batch::Fired::Daemon(effects) => effects,
+                };
                 self.perform(effects);
             }
-            self.send_notices();
-            self.flush_outbox();
-            self.supervise();
+            self.perform(batch::Batch::tail());
         }
     }
 }
