@@ -136,7 +136,7 @@ fn presence(root: &Path, done: impl Fn(&Value) -> bool) -> Value {
 #[test]
 fn an_interactive_claude_code_waiting_for_a_permission_needs_its_person() {
     let Some(claude) = cli("claude") else { return };
-    if !crate::attention::have_tmux("presence: claude") {
+    if !crate::attention::have_tmux() {
         return;
     }
     let p = project();
@@ -360,7 +360,7 @@ fn an_interactive_copilot_cli_waiting_for_a_permission_needs_its_person() {
     let Some(copilot) = cli("copilot") else {
         return;
     };
-    if !crate::attention::have_tmux("presence: copilot") {
+    if !crate::attention::have_tmux() {
         return;
     }
     let p = project();

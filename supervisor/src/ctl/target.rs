@@ -209,7 +209,7 @@ pub(crate) fn latest_ended(root: &Path) -> Option<(SessionIndex, SessionState)> 
         if state == SessionState::Active {
             return None;
         }
-        Some((scan_session(&dir).ok()?, state))
+        Some((crate::index::scan_session(&dir).ok()?, state))
     })
 }
 
@@ -218,7 +218,7 @@ pub(crate) fn latest_ended(root: &Path) -> Option<(SessionIndex, SessionState)> 
 pub(crate) fn ended_session_of(root: &Path, task: &str) -> Option<(SessionIndex, SessionState)> {
     let (name, state) = ended_home(root, task)?;
     let dir = crate::root::named_session(root, &name).ok()?;
-    Some((scan_session(&dir).ok()?, state))
+    Some((crate::index::scan_session(&dir).ok()?, state))
 }
 
 /// An ended session that plans `task` (to say so rather than "unknown").
