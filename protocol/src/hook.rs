@@ -482,6 +482,18 @@ mod tests {
             ),
             ("ln a b", &["b", "a"]),
             ("link other/secret.md src/x", &["other/secret.md", "src/x"]),
+            (
+                "git --work-tree=../other checkout main -- a",
+                &["../other/**"],
+            ),
+            ("git --work-tree ../other reset --hard", &["../other/**"]),
+            (
+                "GIT_WORK_TREE=/elsewhere git checkout .",
+                &["/elsewhere/**"],
+            ),
+            ("env GIT_WORK_TREE=fe git stash pop", &["fe/**"]),
+            ("git --work-tree=fe status", &[]),
+            ("GIT_WORK_TREE=$X git checkout .", &["?$X"]),
             ("ln -s /etc etc", &["etc", "/etc/**"]),
             ("cp -s ../x y", &["y", "../x/**", "y/../x/**"]),
             (

@@ -595,3 +595,30 @@ fn a_hard_link_does_not_carry_a_write_outside_the_boundaries() {
     );
     assert_eq!(guard(root, &backend, &own), None);
 }
+
+/// An agent in its task may not move a git write out of its boundaries
+/// with `--work-tree` or `GIT_WORK_TREE`: git then writes into that tree,
+/// which is judged as a whole. Before issue 39 the guard judged the
+/// pathspec as if git wrote in the project (`backend/app.ts`, allowed)
+/// while git wrote `frontend/app.ts`.
+#[test]
+fn git_work_tree_does_not_move_a_write_out_of_the_boundaries() {
+    use crate::trust::{bash, guard};
+    let tmp = crate::trust::project();
+    let root = tmp.path();
+    let backend = [("SQUAD_AGENT", "backend"), ("SQUAD_TASK", "task_1")];
+    for command in [
+        "cd backend && git --work-tree=../frontend checkout HEAD -- app.ts",
+        "cd backend && GIT_WORK_TREE=../frontend git checkout HEAD -- app.ts",
+        "GIT_WORK_TREE=frontend git checkout HEAD -- backend/api.rs",
+    ] {
+        let verdict = guard(root, &backend, &bash(root, command));
+        assert!(
+            verdict.as_deref().is_some_and(|d| d.contains("frontend")),
+            "{command}: {verdict:?}"
+        );
+    }
+    // Its own tree, named so, is its own.
+    let own = bash(root, "git --work-tree=backend checkout HEAD -- api.rs");
+    assert_eq!(guard(root, &backend, &own), None);
+}

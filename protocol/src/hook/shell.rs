@@ -243,7 +243,35 @@ fn command_targets(name: &str, args: &[String], simple: &Simple, out: &mut Vec<S
                 }),
             }
         }
-        "git" => git_targets(args, out),
+        "git" => {
+            // `GIT_WORK_TREE=DIR git …` (or `env GIT_WORK_TREE=DIR git …`)
+            // moves the tree git writes, as `--work-tree` does.
+            let env_tree = simple
+                .words
+                .iter()
+                .take_while(|w| w.rsplit('/').next() != Some("git"))
+                .filter_map(|w| w.strip_prefix("GIT_WORK_TREE="))
+                .last()
+                .map(str::to_string);
+            let mut own = Vec::new();
+            git_targets(args, &mut own);
+            let tree = git_work_tree(args).or(env_tree);
+            match tree {
+                // What git writes lands in that tree, wherever it is: the
+                // whole of it is judged.
+                Some(dir) if !own.is_empty() => {
+                    if is_dynamic(&dir) || dir.is_empty() {
+                        out.push(ShellTarget::Unjudged {
+                            path: dir.clone(),
+                            reason: "git is given a working tree the guard cannot read".into(),
+                        });
+                    } else {
+                        push_path(&dir, true, out);
+                    }
+                }
+                _ => out.extend(own),
+            }
+        }
         _ => {}
     }
 }
@@ -465,6 +493,26 @@ fn sed_targets(args: &[String]) -> Vec<String> {
         ops.remove(0);
     }
     ops
+}
+
+/// The working tree git is pointed at by `--work-tree DIR` or
+/// `--work-tree=DIR` among its global options.
+fn git_work_tree(args: &[String]) -> Option<String> {
+    let mut tree = None;
+    let mut i = 0;
+    while i < args.len() && args[i].starts_with('-') {
+        let a = args[i].as_str();
+        if let Some(dir) = a.strip_prefix("--work-tree=") {
+            tree = Some(dir.to_string());
+        } else if a == "--work-tree" {
+            tree = args.get(i + 1).cloned();
+            i += 1;
+        } else if matches!(a, "-C" | "-c" | "--git-dir" | "--namespace") {
+            i += 1;
+        }
+        i += 1;
+    }
+    tree
 }
 
 fn git_targets(args: &[String], out: &mut Vec<ShellTarget>) {
