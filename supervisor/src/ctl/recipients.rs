@@ -16,8 +16,9 @@ use std::path::Path;
 
 /// Why `to` is refused as a recipient (see [`refusal`]), or `None` when
 /// the project knows it. Sources are looked at cheapest first: `lead`, the
-/// team, the policy, then the sessions newest first; every source is read
-/// only when the ones before did not name `to`.
+/// team, the policy, the sessions' inboxes, then the sessions' files
+/// newest first; every source is read only when the ones before did not
+/// name `to`.
 pub(crate) fn check(root: &Path, to: &str) -> Option<String> {
     let mut known = BTreeSet::from(["lead".to_string()]);
     if known.contains(to) {
@@ -28,7 +29,16 @@ pub(crate) fn check(root: &Path, to: &str) -> Option<String> {
     if known.contains(to) {
         return None;
     }
-    for dir in session_dirs(root).unwrap_or_default().iter().rev() {
+    let sessions = session_dirs(root).unwrap_or_default();
+    // Inboxes first: a few entries each, where a session's own listing
+    // holds every message.
+    for dir in sessions.iter().rev() {
+        inbox_names(dir, &mut known);
+    }
+    if known.contains(to) {
+        return None;
+    }
+    for dir in sessions.iter().rev() {
         session_names(dir, &mut known);
         if known.contains(to) {
             return None;
@@ -76,22 +86,27 @@ fn policy_names(root: &Path, known: &mut BTreeSet<String>) {
     }
 }
 
-/// The agents a session names, from names alone: the assignees of its task
-/// assignments (`role-plan-<agent>-<task>.md`), the senders of its messages
-/// (`role-comm-<from>-to-…`; a name that leaves the sender ambiguous, with
-/// `-to-` in an agent's name, is read) and its inboxes (`inbox/<agent>`).
-fn session_names(dir: &Path, known: &mut BTreeSet<String>) {
-    let is_agent = |a: &str| squad_protocol::IdKind::Agent.matches(a);
-    if let Ok(entries) = std::fs::read_dir(dir.join("inbox")) {
-        for e in entries.flatten() {
-            if let Some(name) = e.file_name().to_str()
-                && is_agent(name)
-                && e.file_type().is_ok_and(|t| t.is_dir())
-            {
-                known.insert(name.to_string());
-            }
+/// The agents a session has inboxes for (`inbox/<agent>`).
+fn inbox_names(dir: &Path, known: &mut BTreeSet<String>) {
+    let Ok(entries) = std::fs::read_dir(dir.join("inbox")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if let Some(name) = e.file_name().to_str()
+            && squad_protocol::IdKind::Agent.matches(name)
+            && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            known.insert(name.to_string());
         }
     }
+}
+
+/// The agents a session's file names name: the assignees of its task
+/// assignments (`role-plan-<agent>-<task>.md`) and the senders of its
+/// messages (`role-comm-<from>-to-…`; a name that leaves the sender
+/// ambiguous, with `-to-` in an agent's name, is read).
+fn session_names(dir: &Path, known: &mut BTreeSet<String>) {
+    let is_agent = |a: &str| squad_protocol::IdKind::Agent.matches(a);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
