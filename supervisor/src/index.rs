@@ -1,3 +1,5 @@
+// Over 800 lines: the index entry of each protocol file kind and the
+// session scanners; the scanners are the part to move out next.
 //! The in-memory index of a project: sessions and, per session, what each
 //! protocol file says, reduced to what derivation needs.
 //!

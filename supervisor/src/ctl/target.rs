@@ -120,11 +120,11 @@ impl Candidate {
         Some(defines(self.index.insert(index), what))
     }
 
-    fn load(self) -> Result<SessionIndex, String> {
+    /// Its work, loaded now if `defines` did not need to.
+    fn load(self) -> std::io::Result<SessionIndex> {
         match self.index {
             Some(index) => Ok(index),
-            None => load_session(&self.dir, self.files)
-                .map_err(|e| format!("{}: {e}", self.dir.display())),
+            None => load_session(&self.dir, self.files),
         }
     }
 }
@@ -178,7 +178,11 @@ pub(crate) fn resolve(
         ));
     }
     match found.len() {
-        1 => found.remove(0).load(),
+        1 => {
+            let c = found.remove(0);
+            let dir = c.dir.display().to_string();
+            c.load().map_err(|e| format!("{dir}: {e}"))
+        }
         0 => Err(match what {
             Defines::Task(t) => format!(
                 "no active session plans task `{}` ({total_active} active); check the id or pass --session",

@@ -85,14 +85,14 @@ fn add_messages(
     let live = std::cell::OnceCell::new();
     let moot = |id: &str| {
         let live = live.get_or_init(|| {
-            super::core::notices::live_notice_ids(
+            crate::notice_ids::live_notice_ids(
                 &session.index().name,
                 session.index(),
                 session.tasks().values(),
                 lead,
             )
         });
-        super::core::notices::is_moot(id, live)
+        crate::notice_ids::is_moot(id, live)
     };
     let now = Utc::now();
     for (to, name, unread) in mail.unread() {

@@ -1,3 +1,5 @@
+// Over 800 lines: every Input variant and the one match that routes it to
+// its area; grouping them by area (issue 42 item 3) splits this file.
 //! The single entry point of the core: [`Core::step`] takes one [`Input`]
 //! (what the world said, as the shell read it) at one [`Now`], changes what
 //! the core knows and returns the [`Effect`]s to carry out, in order.
