@@ -183,11 +183,10 @@ impl Locks {
             .map_err(|e| ClusterError::request("get", e))?
         {
             Some(e) if e.operation == kv::Operation::Put => {
-                let holder =
-                    serde_json::from_slice(&e.value).map_err(|err| ClusterError::LockValue {
-                        key: key.to_string(),
-                        error: err.to_string(),
-                    })?;
+                // A value no host of this version wrote (garbage, a forged
+                // record) is a lock held by someone unknown: refused and
+                // named, never skipped (docs/cluster.md, docs/security.md).
+                let holder = serde_json::from_slice(&e.value).unwrap_or_else(|_| unreadable(key));
                 Ok((Some((holder, e.revision)), e.revision))
             }
             Some(e) => Ok((None, e.revision)),
@@ -258,6 +257,31 @@ impl Locks {
             }
         }
         Ok(out)
+    }
+}
+
+/// The holder standing for a lock value that cannot be read: an unknown
+/// host holds the key's target (everything, when the key is not one of
+/// ours either).
+pub(crate) fn unreadable(key: &str) -> Holder {
+    let target = key
+        .strip_prefix("t-")
+        .filter(|hex| hex.len() % 2 == 0)
+        .and_then(|hex| {
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+                .collect::<Option<Vec<u8>>>()
+        })
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| "**".to_string());
+    Holder {
+        target,
+        host: format!("unknown (unreadable lock value at key {key})"),
+        agent: "unknown".to_string(),
+        task: String::new(),
+        session: String::new(),
+        acquired_at: chrono::DateTime::UNIX_EPOCH,
     }
 }
 
