@@ -2444,3 +2444,65 @@ fn a_followers_edit_without_a_leader_is_refused_and_applied_nowhere() {
     // The follower's squadd still answers, and still leads nothing.
     assert_eq!(status(&roots[follower]).1["leader"]["this_host"], false);
 }
+
+/// A NATS client with the project's credentials may not make a host skip
+/// the cluster's locks: a value that is no lock record, put into the
+/// locks bucket, is a lock held by an unknown holder on its key's target,
+/// so a write there is refused, naming it, and every other lock is still
+/// seen. Before issue 39 one such value made the guard skip all cluster
+/// locks ("cluster locks not checked") and allow the write.
+#[test]
+fn garbage_in_the_locks_bucket_is_a_lock_held_by_someone_unknown() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots, _a, _b) = two_hosts_with_a_lock(&nats, "1h");
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let key: String = "t-"
+        .chars()
+        .chain(
+            "shared/y.rs"
+                .bytes()
+                .flat_map(|b| format!("{b:02x}").chars().collect::<Vec<_>>()),
+        )
+        .collect();
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let store = js.get_key_value("squad-e2e-locks").await.unwrap();
+        store.put(&key, "not a lock record".into()).await.unwrap();
+    });
+    let out = guard_write(&roots[1], 1, "shared/y.rs");
+    assert!(
+        stdout(&out).contains("deny") && stdout(&out).contains("unreadable lock value"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // The readable lock is still seen.
+    let out = guard_write(&roots[1], 1, "shared/x.rs");
+    assert!(
+        stdout(&out).contains("agent-0 (on host"),
+        "{}",
+        stdout(&out)
+    );
+    // And taking it is refused, naming the unknown holder.
+    let out = ctl_run(
+        &roots[1],
+        &[
+            "lock",
+            "acquire",
+            "shared/y.rs",
+            "--agent",
+            "agent-1",
+            "--task",
+            "task_1",
+        ],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("unknown"), "{}", stderr(&out));
+}

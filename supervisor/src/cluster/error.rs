@@ -79,14 +79,6 @@ pub(crate) enum ClusterError {
         /// Why.
         error: String,
     },
-    /// A lock key holds a value that does not parse.
-    #[error("lock key {key}: unreadable value ({error})")]
-    LockValue {
-        /// The key.
-        key: String,
-        /// Why.
-        error: String,
-    },
     /// A lock key changed at every try.
     #[error("the lock key kept changing; try again")]
     Contended,

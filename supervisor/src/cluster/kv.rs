@@ -183,11 +183,10 @@ impl Locks {
             .map_err(|e| ClusterError::request("get", e))?
         {
             Some(e) if e.operation == kv::Operation::Put => {
-                let holder =
-                    serde_json::from_slice(&e.value).map_err(|err| ClusterError::LockValue {
-                        key: key.to_string(),
-                        error: err.to_string(),
-                    })?;
+                // A value no host of this version wrote (garbage, a forged
+                // record) is a lock held by someone unknown: refused and
+                // named, never skipped (docs/cluster.md, docs/security.md).
+                let holder = read_value(key, &e.value);
                 Ok((Some((holder, e.revision)), e.revision))
             }
             Some(e) => Ok((None, e.revision)),
@@ -258,6 +257,37 @@ impl Locks {
             }
         }
         Ok(out)
+    }
+}
+
+/// The holder of lock `key` whose value is `value`: the record, or the
+/// unknown holder ([`unreadable`]) when it is none. Never "no lock".
+pub(crate) fn read_value(key: &str, value: &[u8]) -> Holder {
+    serde_json::from_slice(value).unwrap_or_else(|_| unreadable(key))
+}
+
+/// The holder standing for a lock value that cannot be read: an unknown
+/// host holds the key's target (everything, when the key is not one of
+/// ours either).
+pub(crate) fn unreadable(key: &str) -> Holder {
+    let target = key
+        .strip_prefix("t-")
+        .filter(|hex| hex.len() % 2 == 0)
+        .and_then(|hex| {
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+                .collect::<Option<Vec<u8>>>()
+        })
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| "**".to_string());
+    Holder {
+        target,
+        host: format!("unknown (unreadable lock value at key {key})"),
+        agent: "unknown".to_string(),
+        task: String::new(),
+        session: String::new(),
+        acquired_at: chrono::DateTime::UNIX_EPOCH,
     }
 }
 
@@ -388,4 +418,35 @@ pub(crate) async fn publish_cas(
     body: Vec<u8>,
 ) -> Result<Option<u64>, ClusterError> {
     put(js, bucket, key, Some(expected), ttl, body).await
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// No value makes a key skipped: whatever its bytes, a key holds a
+        /// lock on its own target, by its record's holder or by an unknown
+        /// one.
+        #[test]
+        fn every_value_is_a_lock_on_its_target(
+            target in "[ -~\u{e9}\u{4e2d}]{1,40}",
+            value in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let key = super::super::key_of(&target);
+            let h = read_value(&key, &value);
+            if serde_json::from_slice::<Holder>(&value).is_err() {
+                prop_assert_eq!(&h.target, &target);
+                prop_assert!(h.host.starts_with("unknown"));
+            }
+        }
+
+        /// A key that is not one of ours locks everything.
+        #[test]
+        fn a_foreign_key_with_garbage_locks_everything(key in "[a-zA-Z0-9_=.-]{0,30}") {
+            prop_assume!(!key.starts_with("t-"));
+            prop_assert_eq!(read_value(&key, b"x").target, "**");
+        }
+    }
 }
