@@ -200,6 +200,30 @@ pub(crate) fn resolve(
     }
 }
 
+/// The directory of the session [`resolve`] takes, for a command that
+/// needs nothing else of it (`send` without `--task`): a named session, or
+/// for an agent the only active session (taken whatever its plans say),
+/// are found without listing the session; otherwise [`resolve`] decides.
+pub(crate) fn resolve_dir(
+    root: &Path,
+    named: Option<&str>,
+    what: Defines<'_>,
+) -> Result<PathBuf, String> {
+    if let Some(name) = named {
+        return Ok(crate::root::named_session(root, name)?);
+    }
+    if matches!(what, Defines::Agent(_)) {
+        let mut active = session_dirs(root).map_err(|e| e.to_string())?;
+        active.retain(|dir| {
+            super::message::session_state(dir).is_none_or(|s| s == SessionState::Active)
+        });
+        if let [only] = active.as_slice() {
+            return Ok(only.clone());
+        }
+    }
+    resolve(root, named, what).map(|s| s.dir)
+}
+
 /// An ended session that plans `task` (to say so rather than "unknown").
 fn ended_home(root: &Path, task: &str) -> Option<(String, SessionState)> {
     session_dirs(root).ok()?.into_iter().find_map(|dir| {
