@@ -330,22 +330,29 @@ pub(crate) fn send(root_arg: Option<&Path>, args: SendArgs) -> u8 {
         Some(t) => super::target::Defines::Task(t),
         None => super::target::Defines::Agent(&args.from),
     };
-    let index = match super::target::resolve(&root, args.session.as_deref(), what) {
-        Ok(s) => s,
-        Err(e) => return super::fail(e),
-    };
     // A message about a task no plan defines is rejected by `validate` and
-    // `check` later: refuse it now, with nothing written.
-    if let Some(task) = &args.task
-        && !index.plans().any(|p| &p.task_id == task)
-    {
-        return super::fail(format!(
-            "--task `{}`: no task assignment in session `{}` defines it; check the id (`squadctl task list`)",
-            crate::text::escape(task),
-            crate::text::escape(&index.name)
-        ));
-    }
-    let session = index.dir;
+    // `check` later: refuse it now, with nothing written. Without a task
+    // only the session's directory is needed.
+    let session = match &args.task {
+        Some(task) => match super::target::resolve(&root, args.session.as_deref(), what) {
+            Ok(index) if index.plans().any(|p| &p.task_id == task) => index.dir,
+            Ok(index) => {
+                return super::fail(format!(
+                    "--task `{}`: no task assignment in session `{}` defines it; check the id (`squadctl task list`)",
+                    crate::text::escape(task),
+                    crate::text::escape(&index.name)
+                ));
+            }
+            Err(e) => return super::fail(e),
+        },
+        None => match super::target::quick_dir(&root, args.session.as_deref(), what) {
+            Some(dir) => dir,
+            None => match super::target::resolve(&root, args.session.as_deref(), what) {
+                Ok(index) => index.dir,
+                Err(e) => return super::fail(e),
+            },
+        },
+    };
     let now = Utc::now();
     let response_by = match args
         .response_by

@@ -225,6 +225,26 @@ pub(crate) fn ended_session_of(root: &Path, task: &str) -> Option<(SessionIndex,
     Some((crate::index::scan_session(&dir).ok()?, state))
 }
 
+/// The directory of the session [`resolve`] would take, when it is found
+/// without listing the session (`send` without `--task`): a named session,
+/// or for an agent the only active session (taken whatever its plans say).
+/// `None`: [`resolve`] decides (and names any error).
+pub(crate) fn quick_dir(root: &Path, named: Option<&str>, what: Defines<'_>) -> Option<PathBuf> {
+    if let Some(name) = named {
+        return crate::root::named_session(root, name).ok();
+    }
+    if matches!(what, Defines::Agent(_)) {
+        let mut active = session_dirs(root).ok()?;
+        active.retain(|dir| {
+            super::message::session_state(dir).is_none_or(|s| s == SessionState::Active)
+        });
+        if let [only] = active.as_slice() {
+            return Some(only.clone());
+        }
+    }
+    None
+}
+
 /// An ended session that plans `task` (to say so rather than "unknown").
 fn ended_home(root: &Path, task: &str) -> Option<(String, SessionState)> {
     session_dirs(root).ok()?.into_iter().find_map(|dir| {
