@@ -68,7 +68,10 @@ mod fs {
     }
 }
 
-/// The files opened in a trace of `strace -f -e trace=open,openat`, in order.
+/// The files opened in a trace of `strace -f -e trace=open,openat`, in
+/// order; the kernel's own files aside (glibc's malloc reads
+/// `/proc/sys/vm/overcommit_memory` when a thread's arena is first
+/// trimmed, or not, as the threads happen to run: not the session's size).
 fn opened(trace: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(trace).unwrap();
     text.lines()
@@ -79,6 +82,7 @@ fn opened(trace: &Path) -> Vec<String> {
                 .or_else(|| call.strip_prefix("open("))?;
             Some(args.split('"').nth(1).unwrap_or("?").to_string())
         })
+        .filter(|path| !path.starts_with("/proc/") && !path.starts_with("/sys/"))
         .collect()
 }
 
@@ -195,7 +199,6 @@ fn agent_commands_open_as_many_files_with_1000_messages_as_with_10() {
             "--message",
             "m",
         ],
-        &["reply", "msg_hello", "--from", "alice", "--message", "ok"],
         &[
             "progress",
             "--task",
@@ -210,6 +213,9 @@ fn agent_commands_open_as_many_files_with_1000_messages_as_with_10() {
         &["inbox", "list", "alice"],
         &["inbox", "next", "alice", "--peek", "--json"],
         &["inbox", "show", "alice", "msg_hello", "--json"],
+        // After the inbox commands: a reply acknowledges the message it
+        // answers (issue 40), and `inbox next` would find nothing unread.
+        &["reply", "msg_hello", "--from", "alice", "--message", "ok"],
         &["task", "list", "--json"],
         &[
             "lock",

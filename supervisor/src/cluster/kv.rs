@@ -434,7 +434,7 @@ mod value_tests {
             target in "[ -~\u{e9}\u{4e2d}]{1,40}",
             value in proptest::collection::vec(any::<u8>(), 0..200),
         ) {
-            let key = super::super::key_of(&target);
+            let key = crate::cluster::key_of(&target);
             let h = read_value(&key, &value);
             if serde_json::from_slice::<Holder>(&value).is_err() {
                 prop_assert_eq!(&h.target, &target);
