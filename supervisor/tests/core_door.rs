@@ -20,10 +20,11 @@
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
 use std::collections::BTreeSet;
-use std::fs;
-use std::path::Path;
 
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+mod common {
+    pub(crate) mod sources;
+}
+use common::sources::{is_ident, source_files};
 
 /// The core's doors: types whose methods the shell may call.
 const DOORS: &[&str] = &[
@@ -73,60 +74,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "a run's record built by the shell: the spawn effect should carry it",
     ),
 ];
-
-/// One `.rs` file outside the core, its path under `src/` and its code.
-struct File {
-    rel: String,
-    code: String,
-}
-
-/// The code of a file without comments and without its inline test module.
-fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests {") {
-        Some(at) => &text[..at],
-        None => text,
-    };
-    text.lines()
-        .map(|l| match l.find("//") {
-            Some(at) => &l[..at],
-            None => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// Every `.rs` file under `dir` but the core and test files.
-fn walk(dir: &Path, rel: &str, out: &mut Vec<File>) {
-    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(Result::unwrap).collect();
-    entries.sort_by_key(fs::DirEntry::file_name);
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        if entry.file_type().unwrap().is_dir() {
-            if path != "daemon/core" && name != "tests" {
-                walk(&entry.path(), &path, out);
-            }
-            continue;
-        }
-        let test_file = name == "tests.rs" || name.starts_with("tests_");
-        if !name.ends_with(".rs") || test_file {
-            continue;
-        }
-        let text = fs::read_to_string(entry.path()).unwrap();
-        out.push(File {
-            rel: path,
-            code: code(&text),
-        });
-    }
-}
 
 /// Reads one path (or a `{…}` group of them) at the start of `s`, under
 /// `prefix`; pushes each whole path to `out`, returns the rest of `s`.
@@ -220,8 +167,11 @@ fn outside_the_door(path: &[String]) -> bool {
 
 #[test]
 fn the_shell_names_the_core_only_through_its_door() {
-    let mut files = Vec::new();
-    walk(Path::new(SRC), "", &mut files);
+    // The shell: every file outside the core, test files aside.
+    let files: Vec<_> = source_files()
+        .into_iter()
+        .filter(|f| !f.rel.starts_with("daemon/core/") && !f.is_test())
+        .collect();
     let mut found: BTreeSet<(String, String)> = BTreeSet::new();
     let mut seen = 0;
     for f in &files {

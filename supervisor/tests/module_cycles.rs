@@ -23,10 +23,11 @@
 #![allow(clippy::unwrap_used)] // a test or bench: a failed unwrap is a failed run
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::Path;
 
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+mod common {
+    pub(crate) mod sources;
+}
+use common::sources::{SourceFile as File, is_ident, source_files};
 
 /// The layers of `supervisor/src`, top to bottom, each with its top-level
 /// modules (`bin` stands for `src/bin/`). CONTRIBUTING.md ("Layers")
@@ -85,65 +86,6 @@ const KNOWN: [&[&str]; 3] = [
     &["ctl/message", "ctl/target"],
     &["daemon/context", "daemon/writer"],
 ];
-
-/// One file's module path (`["daemon", "core", "mail"]`; `["bin"]` for a
-/// binary) and its code.
-struct File {
-    rel: String,
-    module: Vec<String>,
-    code: String,
-}
-
-/// The code of a file without comments and without its inline test module.
-fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests {") {
-        Some(at) => &text[..at],
-        None => text,
-    };
-    text.lines()
-        .map(|l| match l.find("//") {
-            Some(at) => &l[..at],
-            None => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// Every `.rs` file under `dir`, with its module path.
-fn walk(dir: &Path, rel: &mut Vec<String>, out: &mut Vec<File>) {
-    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(Result::unwrap).collect();
-    entries.sort_by_key(fs::DirEntry::file_name);
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().unwrap().is_dir() {
-            rel.push(name);
-            walk(&entry.path(), rel, out);
-            rel.pop();
-            continue;
-        }
-        let Some(stem) = name.strip_suffix(".rs") else {
-            continue;
-        };
-        let mut module = rel.clone();
-        if rel.first().is_some_and(|r| r == "bin") {
-            module = vec!["bin".into()];
-        } else if stem != "mod" && stem != "lib" {
-            module.push(stem.to_string());
-        }
-        let text = fs::read_to_string(entry.path()).unwrap();
-        let mut path = rel.clone();
-        path.push(name);
-        out.push(File {
-            rel: path.join("/"),
-            module,
-            code: code(&text),
-        });
-    }
-}
 
 /// Module paths declared `#[cfg(test)] mod name;` (files that are tests).
 fn test_modules(files: &[File]) -> BTreeSet<Vec<String>> {
@@ -260,8 +202,7 @@ type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The top-level and the folder-level graphs of `src/`.
 fn graphs() -> (Graph, Graph, BTreeSet<String>) {
-    let mut files = Vec::new();
-    walk(Path::new(SRC), &mut Vec::new(), &mut files);
+    let mut files = source_files();
     let tests = test_modules(&files);
     files.retain(|f| !(1..=f.module.len()).any(|n| tests.contains(&f.module[..n])));
     let modules: BTreeSet<Vec<String>> = files.iter().map(|f| f.module.clone()).collect();
