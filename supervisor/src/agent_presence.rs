@@ -124,7 +124,11 @@ pub(crate) fn state_of_named(
         (Format::Copilot, "userPromptSubmitted" | "postToolUse") => working,
         (Format::Copilot, "agentStop") => Some(Some((State::Idle, None))),
         (Format::Copilot, _) => None,
-        (Format::Claude, "PermissionRequest") => Some(Some((State::Waiting, tool()))),
+        // Codex runs it in its approval path, before the approval is shown
+        // (guardian review aside).
+        (Format::Claude | Format::Codex, "PermissionRequest") => {
+            Some(Some((State::Waiting, tool())))
+        }
         (Format::Claude | Format::Gemini, "Notification") => {
             let kind = event["notification_type"].as_str().unwrap_or("");
             if kind == "idle_prompt" {
@@ -256,6 +260,31 @@ mod tests {
             ("permissionRequest", None),
         ] {
             let got = state_of_named(Format::Copilot, event, &e).map(|c| c.map(|(s, _)| s));
+            assert_eq!(got, state, "{event}");
+        }
+    }
+
+    #[test]
+    fn codex_events_map_to_states() {
+        // Codex 0.169's PermissionRequest input (exec_command as Bash).
+        let ask = json!({"hook_event_name": "PermissionRequest", "session_id": "019a", "turn_id": "t", "cwd": "/p", "model": "gpt-5.1-codex", "permission_mode": "default", "tool_name": "Bash", "tool_input": {"command": "echo hi > ok.txt", "description": "Write it."}});
+        assert_eq!(
+            state_of(Format::Codex, &ask),
+            Some(Some((
+                State::Waiting,
+                Some("permission to use Bash: echo hi > ok.txt".into())
+            )))
+        );
+        for (event, state) in [
+            ("UserPromptSubmit", Some(Some(State::Working))),
+            ("PostToolUse", Some(Some(State::Working))),
+            ("Stop", Some(Some(State::Idle))),
+            ("SessionEnd", Some(None)),
+            ("PreToolUse", None),
+            ("SessionStart", None),
+        ] {
+            let e = json!({"hook_event_name": event});
+            let got = state_of(Format::Codex, &e).map(|c| c.map(|(s, _)| s));
             assert_eq!(got, state, "{event}");
         }
     }

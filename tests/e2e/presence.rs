@@ -407,6 +407,94 @@ fn an_interactive_copilot_cli_waiting_for_a_permission_needs_its_person() {
     assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
 }
 
+/// An interactive Codex (the scripted model as its provider) in tmux: the
+/// presence hooks `guard install --codex --trust` installs and reviews
+/// record it waiting once it asks to run a command outside its sandbox
+/// (its `PermissionRequest` hook, run before the approval is shown), the
+/// lead is told once, and it works again once the person approves.
+#[test]
+fn an_interactive_codex_waiting_for_an_approval_needs_its_person() {
+    let Some(codex) = cli("codex") else { return };
+    if !crate::attention::have_tmux() {
+        return;
+    }
+    let p = project();
+    let target = p.root.join("backend/ok.txt");
+    let stub = StubModel::start(vec![Step::Escalated(format!(
+        "echo hi > {}",
+        target.display()
+    ))]);
+    let env = crate::real_clis::codex_env(&stub, &p.home, &codex);
+    let out = crate::real_clis::install_codex_guard(&p.root, &env, true);
+    assert!(
+        out.contains("codex: the presence hooks are trusted and will run"),
+        "{out}"
+    );
+    let hooks: Value =
+        serde_json::from_str(&fs::read_to_string(p.root.join(".codex/hooks.json")).unwrap())
+            .unwrap();
+    for event in [
+        "UserPromptSubmit",
+        "PermissionRequest",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ] {
+        assert!(
+            hooks["hooks"][event]
+                .to_string()
+                .contains("presence --format codex"),
+            "{event}: {hooks:#}"
+        );
+    }
+    let _d = crate::daemon::Daemon::start(&p.root);
+    let tmux = Tmux {
+        socket: p.home.join("tmux.sock"),
+    };
+    let env: Vec<String> = env.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let line = format!(
+        "env -i TERM=xterm-256color {} SQUAD_AGENT=backend SQUAD_TASK=task_1 SQUAD_SESSION={SESSION} {} --ask-for-approval on-request --sandbox workspace-write",
+        env.join(" "),
+        codex.display()
+    );
+    tmux.start(&p.root, &line);
+    tmux.wait_for("for shortcuts", &stub);
+    // Codex reads a burst of keys as a paste (Enter in it is a newline):
+    // the prompt is typed, then submitted a moment later.
+    tmux.keys(&["Work on task_1."]);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Would you like to run", &stub);
+    let drawn = std::time::Instant::now();
+    let v = presence(&p.root, |p| p["state"] == "waiting");
+    eprintln!(
+        "status --json showed backend waiting {} ms after the approval was seen",
+        drawn.elapsed().as_millis()
+    );
+    let me = backend(&v);
+    assert_eq!(me["cli"], "codex", "{v:#}");
+    assert!(
+        me["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("permission to use") && d.contains("ok.txt")),
+        "{v:#}"
+    );
+    assert_eq!(me["task"], "task_1", "{v:#}");
+    let session = lead_told(
+        &p.root,
+        "backend on task_1 is waiting for you: permission to use",
+    );
+    // The person approves (`y`: yes, this once): it works again.
+    tmux.keys(&["y"]);
+    waits_no_more(&p.root);
+    crate::daemon::eventually("the command ran", || {
+        (fs::read_to_string(&target).ok().as_deref() == Some("hi\n")).then_some(())
+    });
+    // The turn ends: idle.
+    presence(&p.root, |p| p["state"] == "idle");
+    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+}
+
 /// Copilot CLI runs its notification hooks in the background: a
 /// `permission_prompt` notification whose hook finishes after the hook of
 /// the tool call that followed (the person approved meanwhile) does not
