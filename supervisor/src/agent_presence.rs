@@ -143,12 +143,35 @@ pub(crate) fn state_of_named(
     }
 }
 
+/// The largest record read.
+pub(crate) const MAX_BYTES: u64 = 64 * 1024;
+
 /// One record, when it is there, valid and its CLI's process alive.
 pub(crate) fn read_one(path: &Path) -> Option<Record> {
-    let bytes = squad_protocol::fsx::read_regular(path, 64 * 1024).ok()?;
-    serde_json::from_slice::<Record>(&bytes)
-        .ok()
-        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+    read_checked(path).ok().flatten()
+}
+
+/// One record: `Ok(None)` when there is none or its CLI's process is
+/// gone; `Err` with why one is refused: not a regular file (a FIFO, a
+/// link: never followed, never blocking), over [`MAX_BYTES`], not a
+/// record, or naming another agent than its file's name.
+pub(crate) fn read_checked(path: &Path) -> Result<Option<Record>, String> {
+    use squad_protocol::fsx::ReadError;
+    let bytes = match squad_protocol::fsx::read_regular(path, MAX_BYTES) {
+        Ok(b) => b,
+        Err(ReadError::NotFound) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let r = serde_json::from_slice::<Record>(&bytes)
+        .map_err(|e| format!("not a presence record: {e}"))?;
+    let name = path.file_stem().map(|s| s.to_string_lossy());
+    if name.as_deref() != Some(r.agent.as_str()) {
+        return Err(format!(
+            "names agent `{}`, not its file's name",
+            r.agent.chars().take(64).collect::<String>()
+        ));
+    }
+    Ok(Some(r).filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start)))
 }
 
 /// The records of a project, newest state per agent; those whose CLI
