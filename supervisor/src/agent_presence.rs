@@ -124,7 +124,11 @@ pub(crate) fn state_of_named(
         (Format::Copilot, "userPromptSubmitted" | "postToolUse") => working,
         (Format::Copilot, "agentStop") => Some(Some((State::Idle, None))),
         (Format::Copilot, _) => None,
-        (Format::Claude, "PermissionRequest") => Some(Some((State::Waiting, tool()))),
+        // Codex runs it in its approval path, before the approval is shown
+        // (guardian review aside).
+        (Format::Claude | Format::Codex, "PermissionRequest") => {
+            Some(Some((State::Waiting, tool())))
+        }
         (Format::Claude | Format::Gemini, "Notification") => {
             let kind = event["notification_type"].as_str().unwrap_or("");
             if kind == "idle_prompt" {
@@ -139,12 +143,35 @@ pub(crate) fn state_of_named(
     }
 }
 
+/// The largest record read.
+pub(crate) const MAX_BYTES: u64 = 64 * 1024;
+
 /// One record, when it is there, valid and its CLI's process alive.
 pub(crate) fn read_one(path: &Path) -> Option<Record> {
-    let bytes = squad_protocol::fsx::read_regular(path, 64 * 1024).ok()?;
-    serde_json::from_slice::<Record>(&bytes)
-        .ok()
-        .filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start))
+    read_checked(path).ok().flatten()
+}
+
+/// One record: `Ok(None)` when there is none or its CLI's process is
+/// gone; `Err` with why one is refused: not a regular file (a FIFO, a
+/// link: never followed, never blocking), over [`MAX_BYTES`], not a
+/// record, or naming another agent than its file's name.
+pub(crate) fn read_checked(path: &Path) -> Result<Option<Record>, String> {
+    use squad_protocol::fsx::ReadError;
+    let bytes = match squad_protocol::fsx::read_regular(path, MAX_BYTES) {
+        Ok(b) => b,
+        Err(ReadError::NotFound) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let r = serde_json::from_slice::<Record>(&bytes)
+        .map_err(|e| format!("not a presence record: {e}"))?;
+    let name = path.file_stem().map(|s| s.to_string_lossy());
+    if name.as_deref() != Some(r.agent.as_str()) {
+        return Err(format!(
+            "names agent `{}`, not its file's name",
+            r.agent.chars().take(64).collect::<String>()
+        ));
+    }
+    Ok(Some(r).filter(|r| r.pid == 0 || crate::runners::alive(r.pid, r.process_start)))
 }
 
 /// The records of a project, newest state per agent; those whose CLI
@@ -256,6 +283,31 @@ mod tests {
             ("permissionRequest", None),
         ] {
             let got = state_of_named(Format::Copilot, event, &e).map(|c| c.map(|(s, _)| s));
+            assert_eq!(got, state, "{event}");
+        }
+    }
+
+    #[test]
+    fn codex_events_map_to_states() {
+        // Codex 0.169's PermissionRequest input (exec_command as Bash).
+        let ask = json!({"hook_event_name": "PermissionRequest", "session_id": "019a", "turn_id": "t", "cwd": "/p", "model": "gpt-5.1-codex", "permission_mode": "default", "tool_name": "Bash", "tool_input": {"command": "echo hi > ok.txt", "description": "Write it."}});
+        assert_eq!(
+            state_of(Format::Codex, &ask),
+            Some(Some((
+                State::Waiting,
+                Some("permission to use Bash: echo hi > ok.txt".into())
+            )))
+        );
+        for (event, state) in [
+            ("UserPromptSubmit", Some(Some(State::Working))),
+            ("PostToolUse", Some(Some(State::Working))),
+            ("Stop", Some(Some(State::Idle))),
+            ("SessionEnd", Some(None)),
+            ("PreToolUse", None),
+            ("SessionStart", None),
+        ] {
+            let e = json!({"hook_event_name": event});
+            let got = state_of(Format::Codex, &e).map(|c| c.map(|(s, _)| s));
             assert_eq!(got, state, "{event}");
         }
     }

@@ -31,6 +31,11 @@ pub(crate) struct State {
     /// (with the prerequisites unmet then), for the session's summary.
     #[serde(default)]
     pub violations: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Per agent with a presence record, the start of the last wait said
+    /// (and its lead told): a wait is told once across restarts
+    /// (`daemon/core/waiting.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub waits_told: BTreeMap<String, chrono::DateTime<chrono::Utc>>,
 }
 
 /// `<root>/.squad/run/state.json`.

@@ -299,6 +299,7 @@ fn squadd_tells_the_lead_once_when_an_agent_starts_waiting() {
     let told = crate::daemon::eventually("the lead is told", || {
         Some(lead_messages(&session)).filter(|m| !m.is_empty())
     });
+    let first = std::time::Instant::now();
     let text = &told[0];
     for want in [
         "to_agent: lead",
@@ -337,7 +338,9 @@ fn squadd_tells_the_lead_once_when_an_agent_starts_waiting() {
         me["detail"], "permission to use Bash: rm -rf build",
         "{v:#}"
     );
-    // Approved (working), then asking again: a new wait, told again.
+    // Approved (working), then asking again: a new wait, said at once and
+    // told once a minute has passed since the first message (at most one
+    // message per agent a minute).
     hook(
         &root,
         "backend",
@@ -345,9 +348,30 @@ fn squadd_tells_the_lead_once_when_an_agent_starts_waiting() {
         event("PostToolUse", serde_json::json!({"tool_name": "Bash"})),
     );
     hook(&root, "backend", Some(&name), ask);
-    crate::daemon::eventually("the lead is told of the second wait", || {
-        (lead_messages(&session).len() == 2).then_some(())
+    crate::daemon::eventually("the second wait is said", || {
+        (events(&root)
+            .iter()
+            .filter(|e| e["kind"] == "agent-waiting" && e["agent"] == "backend")
+            .count()
+            == 2)
+            .then_some(())
     });
+    let told = crate::daemon::eventually_within(
+        "the lead is told of the second wait",
+        std::time::Duration::from_secs(120),
+        || Some(lead_messages(&session)).filter(|m| m.len() == 2),
+    );
+    assert!(
+        first.elapsed() >= std::time::Duration::from_secs(50),
+        "told after {:?}",
+        first.elapsed()
+    );
+    assert!(
+        told[1]
+            .contains("backend on task_1 is waiting for you: permission to use Bash: rm -rf build"),
+        "{}",
+        told[1]
+    );
 }
 
 /// An interactive Copilot CLI (offline, the scripted model as its BYOK
@@ -407,6 +431,94 @@ fn an_interactive_copilot_cli_waiting_for_a_permission_needs_its_person() {
     assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
 }
 
+/// An interactive Codex (the scripted model as its provider) in tmux: the
+/// presence hooks `guard install --codex --trust` installs and reviews
+/// record it waiting once it asks to run a command outside its sandbox
+/// (its `PermissionRequest` hook, run before the approval is shown), the
+/// lead is told once, and it works again once the person approves.
+#[test]
+fn an_interactive_codex_waiting_for_an_approval_needs_its_person() {
+    let Some(codex) = cli("codex") else { return };
+    if !crate::attention::have_tmux() {
+        return;
+    }
+    let p = project();
+    let target = p.root.join("backend/ok.txt");
+    let stub = StubModel::start(vec![Step::Escalated(format!(
+        "echo hi > {}",
+        target.display()
+    ))]);
+    let env = crate::real_clis::codex_env(&stub, &p.home, &codex);
+    let out = crate::real_clis::install_codex_guard(&p.root, &env, true);
+    assert!(
+        out.contains("codex: the presence hooks are trusted and will run"),
+        "{out}"
+    );
+    let hooks: Value =
+        serde_json::from_str(&fs::read_to_string(p.root.join(".codex/hooks.json")).unwrap())
+            .unwrap();
+    for event in [
+        "UserPromptSubmit",
+        "PermissionRequest",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ] {
+        assert!(
+            hooks["hooks"][event]
+                .to_string()
+                .contains("presence --format codex"),
+            "{event}: {hooks:#}"
+        );
+    }
+    let _d = crate::daemon::Daemon::start(&p.root);
+    let tmux = Tmux {
+        socket: p.home.join("tmux.sock"),
+    };
+    let env: Vec<String> = env.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let line = format!(
+        "env -i TERM=xterm-256color {} SQUAD_AGENT=backend SQUAD_TASK=task_1 SQUAD_SESSION={SESSION} {} --ask-for-approval on-request --sandbox workspace-write",
+        env.join(" "),
+        codex.display()
+    );
+    tmux.start(&p.root, &line);
+    tmux.wait_for("for shortcuts", &stub);
+    // Codex reads a burst of keys as a paste (Enter in it is a newline):
+    // the prompt is typed, then submitted a moment later.
+    tmux.keys(&["Work on task_1."]);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Would you like to run", &stub);
+    let drawn = std::time::Instant::now();
+    let v = presence(&p.root, |p| p["state"] == "waiting");
+    eprintln!(
+        "status --json showed backend waiting {} ms after the approval was seen",
+        drawn.elapsed().as_millis()
+    );
+    let me = backend(&v);
+    assert_eq!(me["cli"], "codex", "{v:#}");
+    assert!(
+        me["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("permission to use") && d.contains("ok.txt")),
+        "{v:#}"
+    );
+    assert_eq!(me["task"], "task_1", "{v:#}");
+    let session = lead_told(
+        &p.root,
+        "backend on task_1 is waiting for you: permission to use",
+    );
+    // The person approves (`y`: yes, this once): it works again.
+    tmux.keys(&["y"]);
+    waits_no_more(&p.root);
+    crate::daemon::eventually("the command ran", || {
+        (fs::read_to_string(&target).ok().as_deref() == Some("hi\n")).then_some(())
+    });
+    // The turn ends: idle.
+    presence(&p.root, |p| p["state"] == "idle");
+    assert_eq!(lead_messages(&session).len(), 1, "one message per wait");
+}
+
 /// Copilot CLI runs its notification hooks in the background: a
 /// `permission_prompt` notification whose hook finishes after the hook of
 /// the tool call that followed (the person approved meanwhile) does not
@@ -454,4 +566,254 @@ fn a_late_copilot_notification_does_not_undo_the_work_that_followed_it() {
     let v = status_json(&root);
     assert_eq!(state(&v).as_deref(), Some("waiting"), "{v:#}");
     assert_eq!(backend(&v)["detail"], "Run command: ls", "{v:#}");
+}
+
+/// A PermissionRequest as Claude Code's hook gives it, in `root`.
+fn ask_event(root: &Path, command: &str) -> Value {
+    serde_json::json!({
+        "hook_event_name": "PermissionRequest",
+        "session_id": "0123abcd",
+        "cwd": root.display().to_string(),
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+    })
+}
+
+/// A PostToolUse (the agent works again), in `root`.
+fn work_event(root: &Path) -> Value {
+    serde_json::json!({
+        "hook_event_name": "PostToolUse",
+        "session_id": "0123abcd",
+        "cwd": root.display().to_string(),
+        "tool_name": "Bash",
+    })
+}
+
+/// Another agent's wait with no session (said, nobody told), then
+/// squadd's batch: once it is said, every record written before it was
+/// read.
+fn squadd_read_all(root: &Path, marker: &str) {
+    hook(root, marker, None, ask_event(root, "true"));
+    wait_event(root, "the marker's wait", |e| {
+        e["kind"] == "agent-waiting" && e["agent"] == marker
+    });
+    batch_finished(root);
+}
+
+/// A wait that began while squadd was down is told once squadd is up; a
+/// restart after that does not tell it again (what was told is kept in
+/// `.squad/run/state.json`); a new wait while it is down is told at the
+/// next start.
+#[test]
+fn a_wait_that_began_while_squadd_was_down_is_told_once_across_restarts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let session = init_session(&root, "down");
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    // squadd made the records' directory once; it is down now.
+    drop(crate::daemon::Daemon::start(&root));
+    hook(
+        &root,
+        "backend",
+        Some(&name),
+        ask_event(&root, "make deploy"),
+    );
+    assert!(lead_messages(&session).is_empty());
+    let d = crate::daemon::Daemon::start(&root);
+    let told = crate::daemon::eventually("the lead is told of the wait", || {
+        Some(lead_messages(&session)).filter(|m| !m.is_empty())
+    });
+    assert!(
+        told[0]
+            .contains("backend on task_1 is waiting for you: permission to use Bash: make deploy"),
+        "{}",
+        told[0]
+    );
+    let (code, log) = d.terminate();
+    assert_eq!(code, 0, "{log}");
+    let state = fs::read_to_string(root.join(".squad/run/state.json")).unwrap();
+    assert!(state.contains("waits_told"), "{state}");
+    // Restarted: the same wait is not told again.
+    let _d = crate::daemon::Daemon::start(&root);
+    squadd_read_all(&root, "marker1");
+    assert_eq!(
+        lead_messages(&session).len(),
+        1,
+        "told once across a restart"
+    );
+    drop(_d);
+    // A new wait while squadd is down: told at the next start.
+    hook(&root, "backend", Some(&name), work_event(&root));
+    hook(
+        &root,
+        "backend",
+        Some(&name),
+        ask_event(&root, "make undeploy"),
+    );
+    let _d = crate::daemon::Daemon::start(&root);
+    let told = crate::daemon::eventually("the lead is told of the new wait", || {
+        Some(lead_messages(&session)).filter(|m| m.len() == 2)
+    });
+    assert!(told.iter().any(|m| m.contains("make undeploy")), "{told:?}");
+}
+
+/// An agent whose waits come and go quickly (a CLI flapping, or a record
+/// forged again and again) gets its lead one message, not one per wait:
+/// at most one per agent a minute (the rest held back and said in one
+/// message when the minute is up, if it still waits: unit-tested in
+/// core/waiting.rs).
+#[test]
+fn a_flapping_agent_tells_its_lead_a_bounded_number_of_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let session = init_session(&root, "flaps");
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let _d = crate::daemon::Daemon::start(&root);
+    for i in 0..30 {
+        hook(
+            &root,
+            "backend",
+            Some(&name),
+            ask_event(&root, &format!("step {i}")),
+        );
+        hook(&root, "backend", Some(&name), work_event(&root));
+    }
+    hook(
+        &root,
+        "backend",
+        Some(&name),
+        ask_event(&root, "the last step"),
+    );
+    squadd_read_all(&root, "marker");
+    let said = events(&root)
+        .iter()
+        .filter(|e| e["kind"] == "agent-waiting" && e["agent"] == "backend")
+        .count();
+    assert!(said > 1, "squadd saw {said} waits");
+    assert_eq!(
+        lead_messages(&session).len(),
+        1,
+        "{said} waits, one message"
+    );
+    // It still waits, and status says so.
+    let v = status_json(&root);
+    assert_eq!(backend(&v)["state"], "waiting", "{v:#}");
+    assert_eq!(
+        backend(&v)["detail"],
+        "permission to use Bash: the last step",
+        "{v:#}"
+    );
+}
+
+/// Records squadd refuses: a FIFO (a read of it would block), a link (to
+/// another agent's record), one over 64 KiB, one that is not JSON, one
+/// whose agent is not its file's name. Each is refused with a clear
+/// warning in squadd's log, none hangs or stops it (a valid wait after
+/// them is told), and `status` shows none of them.
+#[test]
+fn hostile_presence_records_are_refused_without_hanging_squadd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let session = init_session(&root, "hostile");
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let d = crate::daemon::Daemon::start(&root);
+    let dir = root.join(".squad/run/presence");
+    // A valid record elsewhere, for the link to point at.
+    hook(&root, "real", Some(&name), ask_event(&root, "ls"));
+    let fifo = dir.join("fifo.json");
+    let made = run(Command::new("mkfifo").arg(&fifo));
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    std::os::unix::fs::symlink(dir.join("real.json"), dir.join("linked.json")).unwrap();
+    let mut big = fs::read_to_string(dir.join("real.json")).unwrap();
+    big.insert_str(1, &format!("\"padding\": \"{}\",", "x".repeat(70 * 1024)));
+    fs::write(dir.join("big.json"), big).unwrap();
+    fs::write(dir.join("bad.json"), "{\"agent\": \"bad\", \"state\": ").unwrap();
+    let other = fs::read_to_string(dir.join("real.json")).unwrap();
+    fs::write(dir.join("thief.json"), other).unwrap();
+    // squadd still answers and tells a real wait.
+    hook(&root, "backend", Some(&name), ask_event(&root, "make"));
+    crate::daemon::eventually("the lead is told of backend's wait", || {
+        lead_messages(&session)
+            .iter()
+            .any(|m| m.contains("backend on task_1 is waiting"))
+            .then_some(())
+    });
+    batch_finished(&root);
+    let log = d.log();
+    for (file, why) in [
+        ("fifo.json", "is not a regular file"),
+        ("linked.json", "is a symbolic link"),
+        ("big.json", "over the limit"),
+        ("bad.json", "not a presence record"),
+        ("thief.json", "names agent `real`"),
+    ] {
+        // (A file written in two steps may be refused first as empty.)
+        assert!(
+            log.lines().any(|l| l.contains("presence record refused")
+                && l.contains(file)
+                && l.contains(why)),
+            "no warning for {file} saying {why:?} in:\n{log}"
+        );
+    }
+    let v = status_json(&root);
+    let agents: Vec<&str> = v["presence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["agent"].as_str())
+        .collect();
+    assert_eq!(agents, ["backend", "real"], "{v:#}");
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// Another uid (`nobody`) cannot record a presence, nor plant a record:
+/// `.squad/run` is squadd's and squadctl's (0700). Run as root only (the
+/// test switches user with setpriv).
+#[test]
+fn another_uid_cannot_write_or_plant_a_presence_record() {
+    use std::os::unix::fs::PermissionsExt;
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let session = init_session(&root, "uids");
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let d = crate::daemon::Daemon::start(&root);
+    // Everything above .squad/run may be read by anyone.
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(root.join(".squad"), fs::Permissions::from_mode(0o755)).unwrap();
+    let run_dir = root.join(".squad/run");
+    let mode = fs::metadata(&run_dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, ".squad/run is {mode:o}");
+    let nobody = |program: &str| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
+        c
+    };
+    // The hook as nobody: exit 0 (it never blocks the CLI), no record.
+    let mut c = nobody(env!("CARGO_BIN_EXE_squadctl"));
+    c.args(["--root"])
+        .arg(&root)
+        .args(["presence", "--format", "claude"])
+        .env("SQUAD_AGENT", "intruder")
+        .env("SQUAD_SESSION", &name);
+    let out = run_with_input(&mut c, ask_event(&root, "rm -rf /").to_string().as_bytes());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Planted by hand: refused by the kernel.
+    let planted = run(nobody("sh").args([
+        "-c",
+        &format!("echo '{{}}' > {}/presence/planted.json", run_dir.display()),
+    ]));
+    assert_ne!(code(&planted), 0, "nobody wrote into .squad/run");
+    assert!(
+        stderr(&planted).contains("Permission denied"),
+        "{}",
+        stderr(&planted)
+    );
+    assert!(!run_dir.join("presence/intruder.json").exists());
+    assert!(!run_dir.join("presence/planted.json").exists());
+    squadd_read_all(&root, "marker");
+    assert!(lead_messages(&session).is_empty());
+    drop(d);
 }

@@ -566,7 +566,7 @@ pub(crate) fn codex_env(stub: &StubModel, home: &Path, codex: &Path) -> Vec<(Str
 
 /// `guard install --codex --trust` with the CLI's environment (Codex on
 /// PATH, its CODEX_HOME): what it printed.
-fn install_codex_guard(root: &Path, env: &[(String, String)], trust: bool) -> String {
+pub(crate) fn install_codex_guard(root: &Path, env: &[(String, String)], trust: bool) -> String {
     let mut c = ctl(root);
     c.args(["guard", "install", "--codex"])
         .args(["--program", env!("CARGO_BIN_EXE_squadctl")])

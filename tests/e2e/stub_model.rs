@@ -29,6 +29,10 @@ pub enum Step {
     Write(String, String),
     /// Run a shell command (Claude Code `Bash`, Codex `exec_command`).
     Shell(String),
+    /// Run a shell command outside the sandbox: Codex `exec_command` with
+    /// `sandbox_permissions: "require_escalated"` (which an interactive
+    /// Codex asks its person to approve); [`Step::Shell`] for the others.
+    Escalated(String),
     /// Call a tool of the MCP server `squad` with these arguments, by the
     /// name each CLI gives it: Claude Code `mcp__squad__<tool>` (called by
     /// name: newer Claude Code defers MCP tools behind ToolSearch), Codex
@@ -330,11 +334,13 @@ fn anthropic(body: &Value, steps: &[Step]) -> String {
                     "Write".into(),
                     json!({"file_path": path, "content": content}),
                 ),
-                (Step::Shell(command), false) => ("Bash".into(), json!({"command": command})),
+                (Step::Shell(command) | Step::Escalated(command), false) => {
+                    ("Bash".into(), json!({"command": command}))
+                }
                 (Step::Write(path, content), true) => {
                     ("create".into(), json!({"path": path, "file_text": content}))
                 }
-                (Step::Shell(command), true) => (
+                (Step::Shell(command) | Step::Escalated(command), true) => (
                     "bash".into(),
                     json!({"command": command, "description": "run", "mode": "sync"}),
                 ),
@@ -404,7 +410,7 @@ fn gemini(route: &str, body: &Value, steps: &[Step]) -> String {
                     "write_file".to_string(),
                     json!({"file_path": path, "content": content}),
                 ),
-                Step::Shell(command) => (
+                Step::Shell(command) | Step::Escalated(command) => (
                     "run_shell_command".to_string(),
                     json!({"command": command, "description": "run"}),
                 ),
@@ -448,6 +454,9 @@ fn responses(body: &Value, steps: &[Step]) -> String {
                 exec(i, patch)
             }
             Step::Shell(command) => exec(i, command.clone()),
+            Step::Escalated(command) => {
+                json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call_id(i), "name": "exec_command", "arguments": json!({"cmd": command, "tty": false, "login": false, "sandbox_permissions": "require_escalated", "justification": "Write the file the task asks for."}).to_string()})
+            }
             Step::Mcp(tool, args) => {
                 json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call_id(i), "namespace": "mcp__squad", "name": tool, "arguments": args.to_string()})
             }

@@ -956,6 +956,9 @@ fn after_install(root_arg: Option<&Path>, args: &InstallArgs, t: &Target, add: b
                 Ok(done) => {
                     print!("{done}");
                     println!("codex: the guard is trusted and will run");
+                    println!(
+                        "codex: the presence hooks are trusted and will run (`status` and `top` show when the agent waits for you)"
+                    );
                     crate::exit::OK
                 }
                 Err(e) => super::fail(format!("{e}; the hook file is installed, trust is not")),
@@ -967,7 +970,7 @@ fn after_install(root_arg: Option<&Path>, args: &InstallArgs, t: &Target, add: b
             if codex_trust::on_path("codex").is_some_and(|c| {
                 codex_trust::is_trusted(&c, &project, &hooks_file).unwrap_or(false)
             }) {
-                println!("codex: the guard is trusted and will run");
+                println!("codex: the guard and the presence hooks are trusted and will run");
             } else {
                 print!(
                     "{}",

@@ -37,12 +37,14 @@ impl FormatArg {
 ///
 /// Reads one hook event as JSON on stdin (Claude Code `UserPromptSubmit`,
 /// `PermissionRequest`, `Notification`, `PostToolUse`, `Stop`,
-/// `SessionEnd`; Gemini CLI `BeforeAgent`, `Notification`, `AfterTool`,
-/// `AfterAgent`, `SessionEnd`; Copilot CLI `userPromptSubmitted`,
-/// `notification`, `postToolUse`, `agentStop`, `sessionEnd`, named by
-/// `--event`) and writes the agent's record in `.squad/run/presence/`,
-/// which `status` and `top` show ("waiting for you") and squadd tells the
-/// session's lead. `guard install --claude|--gemini|--copilot` installs it.
+/// `SessionEnd`; Codex `UserPromptSubmit`, `PermissionRequest`,
+/// `PostToolUse`, `Stop`, `SessionEnd`; Gemini CLI `BeforeAgent`,
+/// `Notification`, `AfterTool`, `AfterAgent`, `SessionEnd`; Copilot CLI
+/// `userPromptSubmitted`, `notification`, `postToolUse`, `agentStop`,
+/// `sessionEnd`, named by `--event`) and writes the agent's record in
+/// `.squad/run/presence/`, which `status` and `top` show ("waiting for
+/// you") and squadd tells the session's lead. `guard install
+/// --claude|--codex|--gemini|--copilot` installs it.
 /// It never blocks the CLI: it prints nothing and exits 0, whatever
 /// happens.
 #[derive(Debug, clap::Args)]
@@ -202,9 +204,11 @@ fn record(root_arg: Option<&Path>, args: &PresenceArgs) -> Result<(), String> {
 }
 
 /// The lifecycle events whose hook records the agent's state
-/// (`squadctl presence`, docs/guards.md "Which agent needs you"): Claude
-/// Code, Gemini CLI and Copilot CLI. (Codex has no hook for a question to
-/// the person, and each Codex hook needs its own review: not installed.)
+/// (`squadctl presence`, docs/guards.md "Which agent needs you"). Codex's
+/// `PermissionRequest` runs in its approval path before the approval is
+/// shown; Codex has no hook for its other questions to the person
+/// (`request_user_input`), and each of its hooks needs its own review
+/// (`guard install --codex --trust` reviews ours).
 fn events(format: Format) -> &'static [&'static str] {
     match format {
         Format::Claude => &[
@@ -229,7 +233,13 @@ fn events(format: Format) -> &'static [&'static str] {
             "agentStop",
             "sessionEnd",
         ],
-        Format::Codex => &[],
+        Format::Codex => &[
+            "UserPromptSubmit",
+            "PermissionRequest",
+            "PostToolUse",
+            "Stop",
+            "SessionEnd",
+        ],
     }
 }
 
@@ -334,5 +344,28 @@ mod tests {
             serde_json::Value::Object(hooks),
             json!({"agentStop": [{"type": "command", "bash": "notify.sh"}]})
         );
+    }
+
+    #[test]
+    fn codex_handlers_are_grouped_one_per_lifecycle_event() {
+        let mut hooks = serde_json::Map::new();
+        merge_hooks(&mut hooks, Format::Codex, "'/bin/squadctl'", true).unwrap();
+        let events: Vec<&String> = hooks.keys().collect();
+        assert_eq!(
+            events,
+            [
+                "UserPromptSubmit",
+                "PermissionRequest",
+                "PostToolUse",
+                "Stop",
+                "SessionEnd"
+            ]
+        );
+        assert_eq!(
+            hooks["PermissionRequest"],
+            json!([{"hooks": [{"type": "command", "command": "'/bin/squadctl' presence --format codex", "timeout": 10}]}])
+        );
+        merge_hooks(&mut hooks, Format::Codex, "squadctl", false).unwrap();
+        assert!(hooks.is_empty(), "{hooks:?}");
     }
 }

@@ -63,7 +63,7 @@ impl EventLoop {
                 path,
             } => self.inbox_changed(root, &session, agent, file, &path),
             Effect::LookAtPresence { root, agent, path } => {
-                let record = crate::agent_presence::read_one(&path).map(Box::new);
+                let record = read_presence(&path).map(Box::new);
                 let input = self::core::Input::PresenceRead { agent, record };
                 self.step(root, input, Now { wall: Utc::now() });
             }
@@ -164,5 +164,55 @@ impl EventLoop {
             },
         };
         self.step(i, input, now).pop()
+    }
+}
+
+/// An agent's presence record (`None`: gone, its CLI gone, or refused: a
+/// refused one is said in the log, with why).
+fn read_presence(path: &Path) -> Option<crate::agent_presence::Record> {
+    match crate::agent_presence::read_checked(path) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "presence record refused");
+            None
+        }
+    }
+}
+
+/// At most this many presence records are read when squadd starts.
+const MAX_PRESENCE_RECORDS: usize = 1000;
+
+impl EventLoop {
+    /// Every agent's presence record, read once the root's sessions are
+    /// loaded (start-up) and handed to the core
+    /// ([`self::core::Input::PresenceListed`]): a wait that began while
+    /// squadd was down is told.
+    pub(super) fn list_presence(&mut self, i: RootId) {
+        let dir = self
+            .roots
+            .core(i)
+            .root
+            .join(squad_protocol::tree::SQUAD_DIR)
+            .join(crate::agent_presence::DIR);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut records = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(agent) = name.strip_suffix(".json") else {
+                continue;
+            };
+            if !squad_protocol::IdKind::Agent.matches(agent) {
+                continue;
+            }
+            if records.len() == MAX_PRESENCE_RECORDS {
+                tracing::warn!(dir = %dir.display(), "over {MAX_PRESENCE_RECORDS} presence records: the rest are read when they change");
+                break;
+            }
+            records.push((agent.to_string(), read_presence(&e.path())));
+        }
+        let input = self::core::Input::PresenceListed { records };
+        self.step(i, input, Now { wall: Utc::now() });
     }
 }

@@ -206,6 +206,7 @@ pub async fn run(options: Options) -> Result<(), StartError> {
     for i in sup.roots.ids() {
         sup.initial_scan(i, now);
         sup.adopt_runs(i, now);
+        sup.list_presence(i);
     }
     release_scan_memory();
 

@@ -9,6 +9,10 @@
 //! re-deriving it we ask `codex app-server` (JSON-RPC over stdio):
 //! `hooks/list` reports each hook's key, current hash and trust status, and
 //! `config/batchWrite` records trust through Codex's own config writer.
+//! The same holds for the presence hooks `guard install --codex` adds
+//! (`squadctl presence --format codex` on `UserPromptSubmit`,
+//! `PermissionRequest`, `PostToolUse`, `Stop`, `SessionEnd`): `--trust`
+//! reviews them with the guard.
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -196,16 +200,13 @@ impl AppServer {
         }
     }
 
-    /// The hooks Codex would load for a session in `cwd`, and the warnings
-    /// it gives about them (an untrusted project's disabled `.codex/`).
+    /// The hooks Codex would load for a session in `cwd` (every event: the
+    /// guard's `preToolUse` and the presence hooks').
     pub(crate) fn hooks(&mut self, cwd: &Path) -> Result<Vec<CodexHook>, CodexError> {
         let result = self.call("hooks/list", json!({"cwds": [cwd]}))?;
         let mut out = Vec::new();
         for entry in result["data"].as_array().into_iter().flatten() {
             for h in entry["hooks"].as_array().into_iter().flatten() {
-                if h["eventName"] != "preToolUse" {
-                    continue;
-                }
                 let s = |k: &str| h[k].as_str().unwrap_or("").to_string();
                 out.push(CodexHook {
                     key: s("key"),
@@ -270,6 +271,23 @@ pub(crate) fn ours<'a>(hooks: &'a [CodexHook], hooks_file: &Path) -> Option<&'a 
     })
 }
 
+/// Our presence hooks among Codex's: those whose command runs `presence
+/// --format codex` from `hooks_file`.
+pub(crate) fn presence_hooks<'a>(hooks: &'a [CodexHook], hooks_file: &Path) -> Vec<&'a CodexHook> {
+    hooks
+        .iter()
+        .filter(|h| {
+            h.command.ends_with(" presence --format codex")
+                && Path::new(&h.source_path) == hooks_file
+        })
+        .collect()
+}
+
+/// Whether Codex runs the hook as things are.
+fn runs(h: &CodexHook) -> bool {
+    h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")
+}
+
 /// What `--dangerously-bypass-hook-trust` bypasses, said before it is ever
 /// suggested.
 pub(crate) const BYPASS_WARNING: &str = "`codex exec --dangerously-bypass-hook-trust` would run the guard without a review, but it runs every enabled hook of every config layer unreviewed for that invocation (a hook an agent or a cloned repository planted in .codex/hooks.json included), so it is not recommended";
@@ -286,11 +304,11 @@ pub(crate) fn steps_left(project: &Path, hooks_file: &Path, user: bool) -> Strin
         );
     }
     s += &format!(
-        "  {}. review the hook: in `codex`, /hooks, or record its hash as `[hooks.state.\"{}:pre_tool_use:<group>:<handler>\"] trusted_hash` (Codex skips an unreviewed hook silently, and again after any edit of it);\n",
+        "  {}. review the hooks (the guard, and the presence hooks that say when the agent waits for you): in `codex`, /hooks, or record each one's hash as `[hooks.state.\"{}:<event>:<group>:<handler>\"] trusted_hash` (Codex skips an unreviewed hook silently, and again after any edit of it);\n",
         if user { 1 } else { 2 },
         hooks_file.display()
     );
-    s += "  `squadctl guard install --codex --trust` does both through `codex app-server` (Codex's own config writer), for this hook only;\n  ";
+    s += "  `squadctl guard install --codex --trust` does both through `codex app-server` (Codex's own config writer), for these hooks only;\n  ";
     s += BYPASS_WARNING;
     s += ".\n";
     s
@@ -303,13 +321,13 @@ pub(crate) fn is_trusted(
     hooks_file: &Path,
 ) -> Result<bool, CodexError> {
     let hooks = AppServer::start(codex)?.hooks(project)?;
-    Ok(ours(&hooks, hooks_file)
-        .is_some_and(|h| h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")))
+    Ok(ours(&hooks, hooks_file).is_some_and(runs)
+        && presence_hooks(&hooks, hooks_file).into_iter().all(runs))
 }
 
 /// `guard install --codex --trust`: trusts the project (unless `user`) and
-/// our hook, then checks with Codex that it would run. Returns what was
-/// done, one line per step.
+/// our hooks (the guard and the presence hooks), then checks with Codex
+/// that they would run. Returns what was done, one line per step.
 pub(crate) fn trust(
     codex: &Path,
     project: &Path,
@@ -329,19 +347,32 @@ pub(crate) fn trust(
             project: project.to_path_buf(),
         });
     };
-    if hook.trust_status != "trusted" && hook.trust_status != "managed" {
-        server.trust_hook(&hook)?;
-        done += &format!(
-            "codex: hook {} reviewed ({})\n",
-            hook.key, hook.current_hash
-        );
-    }
-    // Codex itself must now say it runs the hook.
-    let after = server.hooks(project)?;
-    match ours(&after, hooks_file) {
-        Some(h) if h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed") => {
-            Ok(done)
+    let presence: Vec<CodexHook> = presence_hooks(&hooks, hooks_file)
+        .into_iter()
+        .cloned()
+        .collect();
+    for hook in std::iter::once(&hook).chain(&presence) {
+        if hook.trust_status != "trusted" && hook.trust_status != "managed" {
+            server.trust_hook(hook)?;
+            done += &format!(
+                "codex: hook {} reviewed ({})\n",
+                hook.key, hook.current_hash
+            );
         }
+    }
+    // Codex itself must now say it runs the hooks.
+    let after = server.hooks(project)?;
+    if let Some(h) = presence_hooks(&after, hooks_file)
+        .into_iter()
+        .find(|h| !runs(h))
+    {
+        return Err(CodexError::StillUntrusted {
+            status: format!("{} (presence hook {})", h.trust_status, h.key),
+            enabled: h.enabled,
+        });
+    }
+    match ours(&after, hooks_file) {
+        Some(h) if runs(h) => Ok(done),
         Some(h) => Err(CodexError::StillUntrusted {
             status: h.trust_status.clone(),
             enabled: h.enabled,

@@ -129,6 +129,13 @@ pub(crate) enum Input<'a> {
         /// The record.
         record: Option<Box<crate::agent_presence::Record>>,
     },
+    /// Every agent's presence record, as listed when squadd starts (after
+    /// the sessions are loaded): `None` for one gone, refused, or whose CLI
+    /// is gone.
+    PresenceListed {
+        /// Agent and record.
+        records: Vec<(String, Option<crate::agent_presence::Record>)>,
+    },
     /// An entry of an unread inbox appeared (`Some(mtime)`) or went (read).
     InboxEntry {
         /// Session directory name.
@@ -692,7 +699,10 @@ impl<'a> Core<'a> {
                 present,
             } => mail::inbox_entry(root, id, &session, &agent, &file, present, now),
             Input::PresenceRead { agent, record } => {
-                super::waiting::presence_read(root, id, &agent, record.map(|r| *r))
+                super::waiting::presence_read(root, id, &agent, record.map(|r| *r), now.wall)
+            }
+            Input::PresenceListed { records } => {
+                super::waiting::presence_listed(root, id, records, now.wall)
             }
             Input::EscalationsDue { session, unread } => {
                 escalations::run(root, id, &session, now, unread)

@@ -146,9 +146,10 @@ pub(crate) struct Root {
     pub team: crate::team::TeamHealth,
     /// The agent runs: config.json in force, live runs, past records.
     pub runs: runs::Runs,
-    /// The start of the last wait said for each agent with a presence
-    /// record (once per wait: `waiting.rs`).
-    pub waiting: BTreeMap<String, DateTime<Utc>>,
+    /// The agents' waits: the last said for each agent with a presence
+    /// record (once per wait), and those held back by the limit of one
+    /// message per agent a minute (`waiting.rs`).
+    pub waiting: waiting::Waits,
     /// Whether squadd may write the root's supervisor-owned outputs:
     /// always without `cluster:`; with it, while this host's lease is
     /// valid ([`outputs::leadership`]).
@@ -173,6 +174,8 @@ impl Root {
         now: DateTime<Utc>,
     ) -> Root {
         let next_gc = next_run(&policy, now);
+        let mut state = state;
+        let told = std::mem::take(&mut state.waits_told);
         Root {
             sessions_dir: root
                 .join(squad_protocol::tree::SQUAD_DIR)
@@ -193,7 +196,7 @@ impl Root {
             skills: Default::default(),
             team: Default::default(),
             runs: runs::Runs::default(),
-            waiting: Default::default(),
+            waiting: waiting::Waits::from_told(told),
             leads: true,
         }
     }
@@ -346,6 +349,7 @@ impl Root {
     /// never kept: see [`Root::load_session`]).
     pub(crate) fn state_to_save(&self) -> State {
         let mut state = self.state.clone();
+        state.waits_told = self.waiting.told.clone();
         for (name, core) in &self.sessions {
             let starts = core.task_starts();
             if !starts.is_empty() {

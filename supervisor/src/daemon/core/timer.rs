@@ -103,6 +103,9 @@ pub(crate) enum Timer {
     /// Recompute the one-line STATUS= summary (it walks every session, so
     /// at most once per second after changes).
     StatusLine,
+    /// Tell the leads of agents' waits held back by the limit of one
+    /// message per agent a minute (`waiting.rs`).
+    WaitsHeld(RootId),
 }
 
 impl Timer {
@@ -116,7 +119,8 @@ impl Timer {
             | Timer::Retention(r)
             | Timer::Skills(r)
             | Timer::MemoryInbox(r)
-            | Timer::RootCheck(r) => Some(*r),
+            | Timer::RootCheck(r)
+            | Timer::WaitsHeld(r) => Some(*r),
             Timer::Status { root, .. }
             | Timer::WrapUp { root, .. }
             | Timer::TaskDue { root, .. }
@@ -227,6 +231,10 @@ pub(crate) fn fire(
             None => Vec::new(),
         },
         Timer::RootCheck(id) => vec![Effect::CheckRoot(id)],
+        Timer::WaitsHeld(id) => match root {
+            Some(r) => super::waiting::held_due(r, id, now.wall),
+            None => Vec::new(),
+        },
         Timer::Rewatch => vec![Effect::Rewatch],
         Timer::Trim => vec![Effect::TrimMemory],
         Timer::Watchdog => vec![Effect::Watchdog],
