@@ -34,6 +34,38 @@ fn overdue_replies(root: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// With squadd stopped: high messages escalate a second after delivery;
+/// lead sends frontend a live high message; squadd starts again. Returns
+/// squadd and the live message's id once it escalated (the wait that
+/// shows the notices due before it were looked at).
+fn restart_with_a_live_message(root: &Path, kind: &str) -> (Daemon, String) {
+    write_policy(root, "messages:\n  escalate_after:\n    high: 1s\n");
+    ok(run(ctl(root)
+        .args([
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "frontend",
+            "--priority",
+            "high",
+        ])
+        .args([
+            "--type",
+            kind,
+            "--subject",
+            "api?",
+            "--message",
+            "flat or nested?",
+        ])));
+    let d = Daemon::start(root);
+    let live = delivered(root, "frontend", "msg_2");
+    eventually("the live message escalated", || {
+        (audited_message(root, "message-escalated", &live) == 1).then_some(())
+    });
+    (d, live)
+}
+
 /// The invalid-file notice of a plan fixed while squadd was down is due
 /// at the restart and moot: never escalated, never an overdue reply; a
 /// live message of the same priority, delivered after it, escalates, and
@@ -60,27 +92,7 @@ fn a_notice_whose_file_was_fixed_never_escalates_and_an_overdue_reply_is_cleared
         "frontend",
         "boundaries:\n  allowed: [\"src/**\"]\n",
     );
-    write_policy(&root, "messages:\n  escalate_after:\n    high: 1s\n");
-    ok(run(ctl(&root).args([
-        "send",
-        "--from",
-        "lead",
-        "--to",
-        "frontend",
-        "--priority",
-        "high",
-        "--type",
-        "question",
-        "--subject",
-        "api?",
-        "--message",
-        "flat or nested?",
-    ])));
-    let d = Daemon::start(&root);
-    let live = delivered(&root, "frontend", "msg_2");
-    eventually("the live message escalated", || {
-        (audited_message(&root, "message-escalated", &live) == 1).then_some(())
-    });
+    let (d, live) = restart_with_a_live_message(&root, "question");
     assert_eq!(
         audited_message(&root, "message-escalated", &notice),
         0,
@@ -135,27 +147,7 @@ fn the_overdue_notice_of_a_task_since_completed_never_escalates() {
         &root,
         &words("progress --agent frontend --task task_001 --status completed"),
     );
-    write_policy(&root, "messages:\n  escalate_after:\n    high: 1s\n");
-    ok(run(ctl(&root).args([
-        "send",
-        "--from",
-        "lead",
-        "--to",
-        "frontend",
-        "--priority",
-        "high",
-        "--type",
-        "notification",
-        "--subject",
-        "thanks",
-        "--message",
-        "done?",
-    ])));
-    let d = Daemon::start(&root);
-    let live = delivered(&root, "frontend", "msg_2");
-    eventually("the live message escalated", || {
-        (audited_message(&root, "message-escalated", &live) == 1).then_some(())
-    });
+    let (d, _live) = restart_with_a_live_message(&root, "notification");
     assert_eq!(audited_message(&root, "message-escalated", &notice), 0);
     let replies = overdue_replies(&root);
     assert!(
