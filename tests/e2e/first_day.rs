@@ -131,11 +131,12 @@ fn init_ignores_the_generated_files_and_git_add_all_leaves_them_out() {
     );
     write(&root, ".claude/context/shared-context.json", "{}");
     write(&root, "squad-export.json", "{}");
+    write(&root, "squad-export-20261129T120000Z.squad", "{}");
     write(&root, "src/main.rs", "fn main() {}");
     git_ok(&root, &["add", "-A"]);
     let staged = git_ok(&root, &["diff", "--cached", "--name-only"]);
     assert!(staged.contains("src/main.rs"), "{staged}");
-    for generated in ["shared-context.json", "squad-export.json"] {
+    for generated in ["shared-context.json", "squad-export"] {
         assert!(!staged.contains(generated), "{generated} staged:\n{staged}");
     }
 }
