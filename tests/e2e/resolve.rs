@@ -476,6 +476,68 @@ fn a_blocked_task_is_resolved_by_its_command_until_it_blocks_again() {
             .contains("need the network"),
         "{again}"
     );
+    // Acknowledged in turn, the first acknowledgement (its fact gone) is
+    // forgotten.
+    let id = again["id"].as_str().unwrap();
+    ctl_ok(&root, &["status", "--ack", id]);
+    let kept: Vec<String> = fs::read_dir(root.join(".squad/run/acknowledged"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(kept, [id]);
+}
+
+/// Leads acknowledging at once (two terminals, a script) lose none: each
+/// acknowledgement is its own file, and one never forgets another's.
+#[test]
+fn acknowledgements_made_at_once_are_all_kept() {
+    let (_tmp, root, _) = project("together");
+    for i in 0..8 {
+        let task = format!("task_{i}");
+        ok(task_new(
+            &root,
+            &[
+                "--id",
+                &task,
+                "--agent",
+                "bob",
+                "--instruction",
+                "x",
+                "--allow",
+                "src/**",
+            ],
+        ));
+        ctl_ok(
+            &root,
+            &words(&format!(
+                "report-error --agent bob --task {task} --severity error --type build --message broke"
+            )),
+        );
+    }
+    let ids: Vec<String> = items_of(&root, "error-report")
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 8);
+    let children: Vec<std::process::Child> = ids
+        .iter()
+        .map(|id| {
+            ctl(&root)
+                .args(["status", "--ack", id])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert!(items_of(&root, "error-report").is_empty());
+    let mut acked = acknowledged(&root);
+    acked.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(acked, want);
 }
 
 #[test]

@@ -101,8 +101,15 @@ fn acknowledge(root: &Path, id: &str, g: &Gathered, whole_root: bool) -> u8 {
         ));
     }
     if whole_root {
-        let standing: std::collections::BTreeSet<&str> =
-            g.acknowledged.iter().map(|i| i.id.as_str()).collect();
+        // Forget only ids that name no item at all: an id among the items
+        // still needing attention may be another `--ack` written since
+        // this one gathered.
+        let standing: std::collections::BTreeSet<&str> = g
+            .acknowledged
+            .iter()
+            .chain(&g.attention)
+            .map(|i| i.id.as_str())
+            .collect();
         for gone in read_acknowledged(root)
             .iter()
             .filter(|a| !standing.contains(a.as_str()))
