@@ -415,6 +415,12 @@ fn an_error_report_is_resolved_by_its_command_until_another_comes() {
     assert_eq!(acknowledged(&root), std::slice::from_ref(&id));
     // Acknowledging it again says so; an unknown or malformed id is refused.
     assert!(ctl_ok(&root, &["status", "--ack", &id]).contains("was acknowledged"));
+    let again: serde_json::Value =
+        serde_json::from_str(&ctl_ok(&root, &["status", "--ack", &id, "--json"])).unwrap();
+    assert_eq!(
+        (&again["id"], &again["acknowledged_now"]),
+        (&item["id"], &serde_json::json!(false))
+    );
     let out = ctl_run(&root, &["status", "--ack", "0123456789abcdef"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let out = ctl_run(&root, &["status", "--ack", "../../../etc/passwd"]);

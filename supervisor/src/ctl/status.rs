@@ -80,14 +80,26 @@ fn read_acknowledged(root: &Path) -> std::collections::BTreeSet<String> {
 
 /// `status --ack ID`: records the acknowledgement of an item the lead
 /// settles that way, and forgets those whose fact is gone.
-fn acknowledge(root: &Path, id: &str, g: &Gathered, whole_root: bool) -> u8 {
+fn acknowledge(root: &Path, id: &str, g: &Gathered, whole_root: bool, json: bool) -> u8 {
+    // The item acknowledged, and whether this call recorded it.
+    let said = |item: &crate::attention::Item, now: bool| {
+        if json {
+            let mut v = serde_json::to_value(item).unwrap_or_default();
+            v["acknowledged_now"] = serde_json::Value::Bool(now);
+            print(&format!("{v:#}\n"))
+        } else if now {
+            print(&format!("acknowledged {id}: {}\n", item.summary))
+        } else {
+            print(&format!("{id} was acknowledged: {}\n", item.summary))
+        }
+    };
     if !crate::attention::is_item_id(id) {
         return super::fail(format!(
             "`{id}` is not an item id (16 hex digits: `squadctl status --json` gives each item's `id`)"
         ));
     }
     if let Some(i) = g.acknowledged.iter().find(|i| i.id == id) {
-        return print(&format!("{id} was acknowledged: {}\n", i.summary));
+        return said(i, false);
     }
     let Some(item) = g.attention.iter().find(|i| i.id == id) else {
         return super::fail(format!(
@@ -126,7 +138,7 @@ fn acknowledge(root: &Path, id: &str, g: &Gathered, whole_root: bool) -> u8 {
     ) {
         return super::fail(format!("{}: {e}", acknowledged_dir(root).display()));
     }
-    print(&format!("acknowledged {id}: {}\n", item.summary))
+    said(item, true)
 }
 
 fn parse_kind(word: &str) -> Result<crate::attention::Kind, String> {
@@ -302,7 +314,7 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         Err(e) => return super::fail(e),
     };
     if let Some(id) = &args.ack {
-        return acknowledge(&root, id, &gathered, args.session.is_none());
+        return acknowledge(&root, id, &gathered, args.session.is_none(), args.json);
     }
     let Gathered {
         report,
