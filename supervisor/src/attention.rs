@@ -91,6 +91,18 @@ impl Kind {
     pub fn parse(word: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == word)
     }
+
+    /// Whether the lead settles an item of this kind by acknowledging it
+    /// (`status --ack ID`): its fact is an agent's to change (a blocked or
+    /// overdue task, an error report), so no command of the lead's makes
+    /// it go; the lead has looked and decided. Every other kind has a
+    /// command (or a file to fix) that removes its cause.
+    pub fn acknowledged_by_lead(self) -> bool {
+        matches!(
+            self,
+            Kind::ErrorReport | Kind::BlockedTask | Kind::OverdueTask
+        )
+    }
 }
 
 impl std::fmt::Display for Kind {
@@ -102,6 +114,10 @@ impl std::fmt::Display for Kind {
 /// One thing a human should look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Item {
+    /// Its id: a hash of its kind, place and summary, so it changes when
+    /// the fact does (what `status --ack ID` takes).
+    #[serde(default)]
+    pub id: String,
     /// What it is.
     pub kind: Kind,
     /// `critical`, `error` or `warning`: the list is sorted by it.
@@ -133,6 +149,9 @@ pub(crate) struct Facts<'a> {
     pub session_budget: squad_policies::budget::Budget,
     /// The agents' presence records (`.squad/run/presence/`).
     pub presence: &'a [crate::agent_presence::Record],
+    /// config.json as it is now: a model warning is settled once it pins
+    /// another model for the agent (its next run uses that one).
+    pub config: Option<&'a squad_protocol::config::RuntimeConfig>,
 }
 
 fn rank(severity: &str) -> u8 {
@@ -180,14 +199,7 @@ fn root_missing(root: &crate::status::RootReport) -> Item {
             format!("squadctl --root {at} init"),
         ),
     };
-    Item {
-        kind: Kind::RootMissing,
-        severity: "critical".into(),
-        session: None,
-        task: None,
-        summary,
-        command,
-    }
+    item(Kind::RootMissing, "critical", None, None, summary, command)
 }
 
 /// Whether a run needs a human, and as what.
@@ -204,7 +216,26 @@ fn run_kind(r: &RunRecord) -> Option<Kind> {
     }
 }
 
-/// One item of the list.
+/// An item's id: 16 hex digits of its kind, place and summary.
+fn item_id(kind: Kind, session: Option<&str>, task: Option<&str>, summary: &str) -> String {
+    let key = format!(
+        "{kind}|{}|{}|{summary}",
+        session.unwrap_or_default(),
+        task.unwrap_or_default()
+    );
+    format!("{:016x}", crate::index::fingerprint(key.as_bytes()))
+}
+
+/// Whether `word` has the shape of an item id (what `status --ack` takes).
+pub(crate) fn is_item_id(word: &str) -> bool {
+    word.len() == 16
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// One item of the list; a kind the lead acknowledges gets the command
+/// that does it after what shows the item's details.
 fn item(
     kind: Kind,
     severity: &str,
@@ -213,7 +244,14 @@ fn item(
     summary: String,
     command: String,
 ) -> Item {
+    let id = item_id(kind, session, task, &summary);
+    let command = if kind.acknowledged_by_lead() {
+        format!("{command}; squadctl status --ack {id}")
+    } else {
+        command
+    };
     Item {
+        id,
         kind,
         severity: severity.to_string(),
         session: session.map(str::to_string),
@@ -260,7 +298,8 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
                 None,
                 None,
                 format!("squadd refused the policy and runs on the previous one: {error}"),
-                "fix .squad/policies.yaml (squadd reloads it when saved)".into(),
+                "fix .squad/policies.yaml (squadd reloads it when saved), then: squadctl validate"
+                    .into(),
             ));
         }
         for root in &report.roots {
@@ -274,7 +313,7 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
     }
     items.extend(facts.runs.iter().filter_map(run_item));
     items.extend(waiting_agents(facts.presence));
-    items.extend(model_warnings(facts.runs));
+    items.extend(model_warnings(facts.runs, facts.config));
     items.extend(session_budgets(facts.runs, &facts.session_budget));
     // Most severe first; within a severity, by kind then place: stable
     // across redraws.
@@ -389,7 +428,10 @@ fn session_items(s: &crate::status::SessionReport, items: &mut Vec<Item>) {
             sn,
             None,
             format!("{path} is invalid"),
-            format!("squadctl validate {}", quote(path)),
+            format!(
+                "fix {path}, then: squadctl validate {path}",
+                path = quote(path)
+            ),
         ));
     }
 }
@@ -465,9 +507,13 @@ fn run_item(r: &RunRecord) -> Option<Item> {
 }
 
 /// The CLIs' own model warnings: from each agent's newest run (a warning
-/// goes away once a run on another model no longer shows it), one item per
+/// goes away once a run on another model no longer shows it, or once
+/// config.json pins the agent another model than the run's), one item per
 /// warning.
-fn model_warnings(runs: &[RunRecord]) -> Vec<Item> {
+fn model_warnings(
+    runs: &[RunRecord],
+    config: Option<&squad_protocol::config::RuntimeConfig>,
+) -> Vec<Item> {
     let mut newest: std::collections::BTreeMap<&str, &RunRecord> = Default::default();
     for r in runs {
         let e = newest.entry(r.agent.as_str()).or_insert(r);
@@ -479,6 +525,9 @@ fn model_warnings(runs: &[RunRecord]) -> Vec<Item> {
     let mut items = Vec::new();
     for r in newest.values() {
         let Some(w) = &r.model_warning else { continue };
+        if config.is_some_and(|c| c.model_for(&r.agent) != r.model.as_deref()) {
+            continue;
+        }
         if !seen.insert(w.as_str()) {
             continue;
         }
@@ -486,17 +535,17 @@ fn model_warnings(runs: &[RunRecord]) -> Vec<Item> {
             .model
             .as_deref()
             .map_or_else(|| "its default model".to_string(), |m| format!("model {m}"));
-        items.push(Item {
-            kind: Kind::ModelWarning,
-            severity: "warning".into(),
-            session: Some(r.session.clone()),
-            task: Some(r.task.clone()),
-            summary: format!(
-                "{}'s agent CLI warns about {model}: {w}",
+        items.push(item(
+            Kind::ModelWarning,
+            "warning",
+            Some(&r.session),
+            Some(&r.task),
+            format!("{}'s agent CLI warns about {model}: {w}", r.agent),
+            format!(
+                "pin {} a current model in .squad/config.json `models` (docs/runners.md, Models), or remove the pin to use the CLI's default, then: squadctl config show",
                 r.agent
             ),
-            command: "pin a current model in .squad/config.json `models` (docs/runners.md, Models), or remove the pin to use the CLI's default".into(),
-        });
+        ));
     }
     items
 }
@@ -530,17 +579,17 @@ fn session_budgets(runs: &[RunRecord], budget: &squad_policies::budget::Budget) 
             } else {
                 continue;
             };
-        items.push(Item {
-            kind: Kind::SessionBudget,
-            severity: severity.into(),
-            session: Some(session.to_string()),
-            task: None,
-            summary: format!("session {session} {what}: {figures}"),
-            command: format!(
-                "squadctl runs --all --session {}; raise runners.budget.session in .squad/policies.yaml",
+        items.push(item(
+            Kind::SessionBudget,
+            severity,
+            Some(session),
+            None,
+            format!("session {session} {what}: {figures}"),
+            format!(
+                "squadctl runs --all --session {}; raise runners.budget.session in .squad/policies.yaml, then: squadctl validate",
                 quote(session)
             ),
-        });
+        ));
     }
     items
 }
@@ -559,6 +608,19 @@ pub(crate) fn drop_held_agents(report: &mut StatusReport, runs: &[RunRecord]) {
             });
         }
     }
+}
+
+/// Splits the items into those that still need attention and those the
+/// lead acknowledged (`status --ack ID`; only kinds settled that way). An
+/// id names the fact: a changed fact (another blocker, a new report) is a
+/// new item and needs attention again.
+pub(crate) fn split_acknowledged(
+    items: Vec<Item>,
+    acknowledged: &BTreeSet<String>,
+) -> (Vec<Item>, Vec<Item>) {
+    items
+        .into_iter()
+        .partition(|i| !(i.kind.acknowledged_by_lead() && acknowledged.contains(&i.id)))
 }
 
 /// Renders the items for people: one line of what, one of the command.
@@ -681,6 +743,7 @@ mod tests {
             config_errors: &[],
             session_budget: Default::default(),
             presence: &[],
+            config: None,
         });
         let kinds: Vec<Kind> = items.iter().map(|i| i.kind).collect();
         assert_eq!(
@@ -709,6 +772,73 @@ mod tests {
             "{text}"
         );
         assert!(render_human(&[]).is_empty());
+    }
+
+    /// Issue 40 item 4: an item the lead acknowledges leaves the list by
+    /// its id, and comes back when its fact changes; other kinds cannot be
+    /// acknowledged away.
+    #[test]
+    fn an_acknowledged_item_leaves_the_list_until_its_fact_changes() {
+        let report = report();
+        let policy = ["policies.yaml:3:1: unknown key".to_string()];
+        let facts = Facts {
+            report: Some(&report),
+            policy_errors: &policy,
+            ..Facts::default()
+        };
+        let items = needs_attention(&facts);
+        let ids: BTreeSet<String> = items.iter().map(|i| i.id.clone()).collect();
+        assert!(ids.iter().all(|id| is_item_id(id)), "{ids:?}");
+        assert_eq!(ids.len(), items.len(), "one id per item");
+        let blocked = items.iter().find(|i| i.kind == Kind::BlockedTask).unwrap();
+        assert!(
+            blocked
+                .command
+                .ends_with(&format!("; squadctl status --ack {}", blocked.id)),
+            "{}",
+            blocked.command
+        );
+        let (left, acked) = split_acknowledged(items.clone(), &ids);
+        let kinds: Vec<Kind> = left.iter().map(|i| i.kind).collect();
+        assert_eq!(kinds, [Kind::PolicyInvalid], "only the lead's kinds go");
+        assert_eq!(acked.len(), 3);
+        // Another blocker: a new fact, a new id.
+        let mut other = report.clone();
+        other.roots[0].sessions[0].blocked[0].blockers = vec!["no network".into()];
+        let again = needs_attention(&Facts {
+            report: Some(&other),
+            ..Facts::default()
+        });
+        let (left, _) = split_acknowledged(again, &ids);
+        let kinds: Vec<Kind> = left.iter().map(|i| i.kind).collect();
+        assert_eq!(kinds, [Kind::BlockedTask]);
+        assert!(!is_item_id("../../etc") && !is_item_id("ABCDEF0123456789"));
+    }
+
+    /// A model warning is settled once config.json pins the agent another
+    /// model than the warned run's.
+    #[test]
+    fn a_model_warning_is_settled_by_a_new_pin() {
+        let mut r = run("task_1", "backend", RunState::Exited, false);
+        r.completed = true;
+        r.model = Some("claude-sonnet-4-5".into());
+        r.model_warning = Some("will be retired".into());
+        let warned = |config: &str| {
+            let (config, _) =
+                squad_protocol::config::parse(std::path::Path::new("config.json"), config);
+            needs_attention(&Facts {
+                runs: std::slice::from_ref(&r),
+                config: Some(&config),
+                ..Facts::default()
+            })
+            .len()
+        };
+        assert_eq!(warned(r#"{"models": {"default": "claude-sonnet-4-5"}}"#), 1);
+        assert_eq!(
+            warned(r#"{"models": {"roleOverrides": {"backend": "claude-opus-4-8"}}}"#),
+            0
+        );
+        assert_eq!(warned("{}"), 0, "unpinned: the CLI's default");
     }
 
     #[test]

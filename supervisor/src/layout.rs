@@ -48,9 +48,14 @@ pub(crate) const GITIGNORE: &str = "\
 /// Files squad-supervisor generates outside `.squad/`, which `squadctl
 /// init` lists in the project's top-level `.gitignore` (issue 40 item 6):
 /// squadd's shared context (regenerated from the sessions) and the team
-/// export `squadctl export` writes by default (a file to carry elsewhere).
-pub(crate) const PROJECT_IGNORES: [&str; 2] =
-    ["/.claude/context/shared-context.json", "/squad-export.json"];
+/// exports `squadctl export` writes by default (files to carry elsewhere:
+/// `squad-export.json`, and `squad-export-<timestamp>.squad` for
+/// `--format squad`).
+pub(crate) const PROJECT_IGNORES: [&str; 3] = [
+    "/.claude/context/shared-context.json",
+    "/squad-export.json",
+    "/squad-export-*.squad",
+];
 
 /// The heading of the block `init` appends to `.gitignore`.
 const PROJECT_IGNORES_HEADING: &str =

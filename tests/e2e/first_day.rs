@@ -131,11 +131,12 @@ fn init_ignores_the_generated_files_and_git_add_all_leaves_them_out() {
     );
     write(&root, ".claude/context/shared-context.json", "{}");
     write(&root, "squad-export.json", "{}");
+    write(&root, "squad-export-20261129T120000Z.squad", "{}");
     write(&root, "src/main.rs", "fn main() {}");
     git_ok(&root, &["add", "-A"]);
     let staged = git_ok(&root, &["diff", "--cached", "--name-only"]);
     assert!(staged.contains("src/main.rs"), "{staged}");
-    for generated in ["shared-context.json", "squad-export.json"] {
+    for generated in ["shared-context.json", "squad-export"] {
         assert!(!staged.contains(generated), "{generated} staged:\n{staged}");
     }
 }
@@ -245,4 +246,32 @@ fn paths_are_relative_to_the_root_with_or_without_squadd_and_absolute_on_request
         "{absolute:#}"
     );
     d.terminate();
+}
+
+/// `mcp install` into a project file (which others check out) says that
+/// its entry names this machine's squadctl by absolute path and how each
+/// checkout gets its own; `--user` keeps it out of the repository and
+/// says nothing.
+#[test]
+fn mcp_install_into_the_project_says_its_entry_names_this_machines_squadctl() {
+    let (_tmp, root) = tmp_root();
+    let home = root.join("home");
+    fs::create_dir_all(&home).unwrap();
+    ctl_ok(&root, &["init"]);
+    let install = |args: &[&str]| {
+        ok(run(ctl(&root)
+            .env("HOME", &home)
+            .args(["mcp", "install", "--claude"])
+            .args(args)))
+    };
+    let said = install(&[]);
+    assert!(
+        said.contains(&format!(
+            "note: the project's entry runs {} (this machine's squadctl",
+            env!("CARGO_BIN_EXE_squadctl")
+        )) && said.contains("--user"),
+        "{said}"
+    );
+    let said = install(&["--user"]);
+    assert!(!said.contains("note:"), "{said}");
 }

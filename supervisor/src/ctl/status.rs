@@ -43,9 +43,102 @@ pub struct StatusArgs {
     /// With --check: do not fail on this kind of attention item (repeat for
     /// several). Kinds: policy-refused, policy-invalid, config-invalid,
     /// error-report, blocked-task, run-held, run-failed, overdue-reply,
-    /// overdue-task, invalid-file, root-missing.
+    /// overdue-task, invalid-file, model-warning, session-budget,
+    /// root-missing, agent-waiting.
     #[arg(long, value_name = "KIND", value_parser = parse_kind)]
     pub allow: Vec<crate::attention::Kind>,
+
+    /// Acknowledge the attention item ID (its `id` in `--json`): a blocked
+    /// or overdue task, or an error report, that you have looked at. It
+    /// leaves the list (and `--check`) until its fact changes: another
+    /// blocker, a new report. Other kinds go when their cause does: run
+    /// their command.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["check", "allow"])]
+    pub ack: Option<String>,
+}
+
+/// Where acknowledged items are kept: one empty file per item id (no
+/// read-modify-write, so two acknowledgements never lose one).
+const ACKNOWLEDGED: &str = "run/acknowledged";
+
+fn acknowledged_dir(root: &Path) -> PathBuf {
+    root.join(squad_protocol::tree::SQUAD_DIR)
+        .join(ACKNOWLEDGED)
+}
+
+/// The item ids acknowledged in the root.
+fn read_acknowledged(root: &Path) -> std::collections::BTreeSet<String> {
+    let Ok(entries) = std::fs::read_dir(acknowledged_dir(root)) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| crate::attention::is_item_id(n))
+        .collect()
+}
+
+/// `status --ack ID`: records the acknowledgement of an item the lead
+/// settles that way, and forgets those whose fact is gone.
+fn acknowledge(root: &Path, id: &str, g: &Gathered, whole_root: bool, json: bool) -> u8 {
+    // The item acknowledged, and whether this call recorded it.
+    let said = |item: &crate::attention::Item, now: bool| {
+        if json {
+            let mut v = serde_json::to_value(item).unwrap_or_default();
+            v["acknowledged_now"] = serde_json::Value::Bool(now);
+            print(&format!("{v:#}\n"))
+        } else if now {
+            print(&format!("acknowledged {id}: {}\n", item.summary))
+        } else {
+            print(&format!("{id} was acknowledged: {}\n", item.summary))
+        }
+    };
+    if !crate::attention::is_item_id(id) {
+        return super::fail(format!(
+            "`{id}` is not an item id (16 hex digits: `squadctl status --json` gives each item's `id`)"
+        ));
+    }
+    if let Some(i) = g.acknowledged.iter().find(|i| i.id == id) {
+        return said(i, false);
+    }
+    let Some(item) = g.attention.iter().find(|i| i.id == id) else {
+        return super::fail(format!(
+            "no item `{id}` needs attention: its fact changed or is gone (see `squadctl status`)"
+        ));
+    };
+    if !item.kind.acknowledged_by_lead() {
+        return super::fail(format!(
+            "{id} ({}) goes when its cause does, not by acknowledging it: {}",
+            item.kind, item.command
+        ));
+    }
+    if whole_root {
+        // Forget only ids that name no item at all: an id among the items
+        // still needing attention may be another `--ack` written since
+        // this one gathered.
+        let standing: std::collections::BTreeSet<&str> = g
+            .acknowledged
+            .iter()
+            .chain(&g.attention)
+            .map(|i| i.id.as_str())
+            .collect();
+        for gone in read_acknowledged(root)
+            .iter()
+            .filter(|a| !standing.contains(a.as_str()))
+        {
+            let _ = crate::safefs::remove_project_file(&acknowledged_dir(root).join(gone));
+        }
+    }
+    if let Err(e) = crate::safefs::write_atomic_under(
+        root,
+        &acknowledged_dir(root).join(id),
+        b"",
+        0o600,
+        Some(0o700),
+    ) {
+        return super::fail(format!("{}: {e}", acknowledged_dir(root).display()));
+    }
+    said(item, true)
 }
 
 fn parse_kind(word: &str) -> Result<crate::attention::Kind, String> {
@@ -128,6 +221,8 @@ pub(crate) struct Gathered {
     pub report: StatusReport,
     /// What needs a human, most severe first.
     pub attention: Vec<crate::attention::Item>,
+    /// Items the lead acknowledged (`status --ack`) whose fact stands.
+    pub acknowledged: Vec<crate::attention::Item>,
     /// Every run record of the root (or the session).
     pub runs: Vec<crate::runners::RunRecord>,
     /// The agents' presence records (working, waiting for you, idle).
@@ -194,10 +289,14 @@ pub(crate) fn gather(
             .map(|p| p.runners.budget.session)
             .unwrap_or_default(),
         presence: &presence,
+        config: Some(&crate::daemon::runs::load_config(root).0),
     });
+    let (attention, acknowledged) =
+        crate::attention::split_acknowledged(attention, &read_acknowledged(root));
     Ok(Gathered {
         report,
         attention,
+        acknowledged,
         runs,
         presence,
     })
@@ -210,15 +309,20 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         Err(code) => return code,
     };
     let now = chrono::Utc::now();
-    let Gathered {
-        report,
-        attention,
-        runs: records,
-        presence,
-    } = match gather(&root, args.session.as_deref(), now) {
+    let gathered = match gather(&root, args.session.as_deref(), now) {
         Ok(g) => g,
         Err(e) => return super::fail(e),
     };
+    if let Some(id) = &args.ack {
+        return acknowledge(&root, id, &gathered, args.session.is_none(), args.json);
+    }
+    let Gathered {
+        report,
+        attention,
+        acknowledged,
+        runs: records,
+        presence,
+    } = gathered;
     // Agent runs (docs/runners.md), from their run.json files.
     let runs = super::runs::runs_report(&root, args.session.as_deref(), false, 0);
     // Cluster call site (docs/cluster.md): connection and leader, when on.
@@ -226,6 +330,7 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
     let code = if args.json {
         let mut value = serde_json::to_value(&report).unwrap_or_default();
         value["needs_attention"] = serde_json::to_value(&attention).unwrap_or_default();
+        value["acknowledged"] = serde_json::to_value(&acknowledged).unwrap_or_default();
         value["runs"] = serde_json::Value::Array(runs);
         // Tokens and cost per session (docs/runners.md).
         value["usage"] = super::usage::sessions_json(&records);
@@ -241,6 +346,19 @@ pub(crate) fn status(root_arg: Option<&Path>, args: StatusArgs) -> u8 {
         let mut text = crate::attention::render_human(
             &crate::text::escape_all(&attention).unwrap_or(attention.clone()),
         );
+        if !acknowledged.is_empty() {
+            text.push_str(&format!("acknowledged ({}):\n", acknowledged.len()));
+            for i in &acknowledged {
+                let place = i
+                    .session
+                    .as_deref()
+                    .map_or_else(String::new, |s| format!("[{s}] "));
+                text.push_str(&crate::text::escape_lines(&format!(
+                    "  {place}{} ({})\n",
+                    i.summary, i.id
+                )));
+            }
+        }
         text.push_str(&render_human(
             &crate::text::escape_all(&report).unwrap_or(report.clone()),
             now,

@@ -798,6 +798,7 @@ mod tests {
         TopView {
             daemon: "squadd DOWN (not running): read from the files".into(),
             attention: vec![Item {
+                id: "0123456789abcdef".into(),
                 kind: crate::attention::Kind::BlockedTask,
                 severity: "error".into(),
                 session: Some("s1".into()),

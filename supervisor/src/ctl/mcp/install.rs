@@ -375,6 +375,14 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
             r["path"].as_str().unwrap_or_default()
         ));
     }
+    if !args.user {
+        // A project file others check out names this machine's squadctl
+        // (agent CLIs start the server without the shell's PATH): say so
+        // rather than let it travel unnoticed (issue 40 item 6).
+        text.push_str(&format!(
+            "note: the project's entry runs {program} (this machine's squadctl, by its absolute path); on another machine or checkout, run `squadctl mcp install` there, or use --user to keep it out of the repository\n"
+        ));
+    }
     super::super::print_human(&text)
 }
 

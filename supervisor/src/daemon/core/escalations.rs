@@ -68,11 +68,7 @@ pub(crate) fn run(
                 continue;
             }
         }
-        root.state
-            .escalated
-            .entry(session.to_string())
-            .or_default()
-            .insert(d.message_id.clone());
+        record(&mut root.state, session, &d.message_id);
         escalated.push((d, path));
     }
     let mut effects = vec![match mail.next_escalation(policy) {
@@ -88,6 +84,15 @@ pub(crate) fn run(
     // Once for the batch: a burst escalating together is one write.
     effects.push(Effect::SaveState(id));
     effects
+}
+
+/// Records a message as escalated (once per message, across restarts).
+fn record(state: &mut crate::state::State, session: &str, message_id: &str) {
+    state
+        .escalated
+        .entry(session.to_string())
+        .or_default()
+        .insert(message_id.to_string());
 }
 
 /// An escalation said: its event and the recipient's notify hook.
@@ -168,11 +173,7 @@ pub(crate) fn recheck(root: &mut Root, id: RootId, session: &str, now: Now) -> V
         if super::notices::is_moot(&d.message_id, &live) {
             continue;
         }
-        root.state
-            .escalated
-            .entry(session.to_string())
-            .or_default()
-            .insert(d.message_id.clone());
+        record(&mut root.state, session, &d.message_id);
         let path = crate::inbox::inbox_dir(&dir, &d.to)
             .join("new")
             .join(&*d.name);
