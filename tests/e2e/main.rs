@@ -38,6 +38,7 @@ pub mod lock;
 mod mailbox;
 pub mod mcp;
 mod mcp_docs;
+mod mcp_http;
 mod mcp_stdio;
 mod memory;
 mod memory_appends;
