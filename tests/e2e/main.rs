@@ -15,6 +15,7 @@ mod audit_deliveries;
 mod beside;
 mod campaign;
 mod check;
+mod ci_links;
 mod cluster;
 mod core;
 pub mod daemon;
