@@ -45,6 +45,7 @@ mod memory;
 mod memory_appends;
 mod memory_shapes;
 mod messages;
+mod names;
 mod notices;
 mod presence;
 mod real_clis;
