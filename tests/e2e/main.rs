@@ -25,6 +25,7 @@ mod first_day;
 mod first_hour;
 mod flat;
 mod gc;
+mod git_hooks;
 mod guard;
 mod guard_doctor;
 mod hardening;
