@@ -113,6 +113,10 @@ pub struct Facts {
     /// → where they lead (root-relative): writing through a link writes
     /// there, so the task must be allowed both places.
     pub links: HashMap<String, String>,
+    /// Changed paths that the checkout holds as hard links → the file's
+    /// number of names: a write to one name writes every other, which git
+    /// cannot show (it commits each name as a copy).
+    pub hard_links: HashMap<String, u64>,
 }
 
 /// Where a committed symlink leads, read from git's object (the link's
@@ -331,6 +335,19 @@ pub fn check_changes(policy: &Policy, facts: &Facts, changes: &[Change]) -> Vec<
         // Tasks the change is attributed to: trailers first, then artifacts.
         let (attributed, via) =
             attribution(change, &path, &tasks, facts, &mut |d| push(d, &mut out));
+        if let Some(names) = facts.hard_links.get(&path) {
+            push(
+                Diagnostic::new(
+                    &path,
+                    Rule::BoundaryViolation,
+                    format!(
+                        "`{path}`{at} is a hard link in this checkout ({names} names for one file): writing it writes the file under its other names too, which may lie outside any boundary, and git shows none of it"
+                    ),
+                    "replace the link with a copy of the file (`cp`, not `ln`)",
+                ),
+                &mut out,
+            );
+        }
         if let Some(target) = facts.escapes.get(&path) {
             push(
                 Diagnostic::new(

@@ -5,6 +5,22 @@
 
 use std::fmt;
 
+/// The one key two names are compared by: Unicode NFC, then lower case. A
+/// name typed composed (`café`, U+00E9) and one typed decomposed (`cafe`
+/// and U+0301) look alike and are one name; so are `Ana` and `ana`, which
+/// collide on case-insensitive file systems. Agent ids are ASCII only
+/// ([`IdKind::Agent`]), so the names this decides for are those of a team
+/// (folders, roster, skills) and the paths an import writes.
+pub fn name_key(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.nfc().collect::<String>().to_lowercase()
+}
+
+/// Whether `a` and `b` are one name by [`name_key`].
+pub fn same_name(a: &str, b: &str) -> bool {
+    a == b || name_key(a) == name_key(b)
+}
+
 /// The kinds of identifier the protocol uses, each with its own grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IdKind {
@@ -178,5 +194,18 @@ mod tests {
         assert!(!is_session_dir_name("20240115T100000Z-"));
         assert!(!is_session_dir_name("20240115T100000Z-Bad"));
         assert!(!is_session_dir_name("sess_1"));
+    }
+}
+
+#[cfg(test)]
+mod name_key_tests {
+    use super::*;
+
+    #[test]
+    fn composed_decomposed_and_cased_spellings_are_one_name() {
+        assert!(same_name("caf\u{e9}", "cafe\u{301}"));
+        assert!(same_name("Caf\u{e9}", "cafe\u{301}"));
+        assert_eq!(name_key("cafe\u{301}"), "caf\u{e9}");
+        assert!(!same_name("cafe", "caf\u{e9}"));
     }
 }

@@ -15,6 +15,7 @@ use squad_policies::check::{
 };
 use squad_protocol::tree::{SQUAD_DIR, default_threads};
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// git's all-zero object name: a ref that does not exist (pre-push input),
@@ -393,6 +394,14 @@ fn facts(
         }
         // A link that stays inside: judged where it leads too.
         let here = tree.join(&p);
+        // A hard link: git commits it as a copy, so only the checkout
+        // shows it (docs/ci.md, "Links").
+        if let Ok(meta) = std::fs::symlink_metadata(&here)
+            && meta.is_file()
+            && meta.nlink() > 1
+        {
+            facts.hard_links.insert(p.clone(), meta.nlink());
+        }
         if std::fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink())
             && let Ok(target) =
                 crate::canon::canonical(&root_real.join(&p)).strip_prefix(&root_real)

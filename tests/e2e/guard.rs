@@ -575,12 +575,18 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
     let program = env!("CARGO_BIN_EXE_squadctl");
     let out = ctl_run(root, &["hooks", "install", "--program", program]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The team's hook is tracked: chained where it is, never renamed
+    // (git_hooks.rs has the dispatcher case).
     assert!(
-        stdout(&out).contains("pre-commit: kept the existing hook"),
+        stdout(&out).contains(".githooks/pre-commit is tracked by git"),
         "{}",
         stdout(&out)
     );
-    assert!(root.join(".githooks/pre-commit.pre-squad").exists());
+    assert!(!root.join(".githooks/pre-commit.pre-squad").exists());
+    assert_eq!(
+        fs::read_to_string(root.join(".githooks/pre-commit")).unwrap(),
+        existing
+    );
 
     // A commit touching a path outside the task's boundaries is refused.
     let task = [("SQUAD_TASK", "task_001")];
@@ -669,6 +675,10 @@ fn git_hooks_refuse_forbidden_commits_add_trailers_and_chain_existing_hooks() {
         !root.join(".githooks/commit-msg").exists() && !root.join(".githooks/pre-push").exists()
     );
     assert!(!root.join(".githooks/pre-commit.pre-squad").exists());
+    assert_eq!(
+        git_ok(root, &["config", "core.hooksPath"]).trim(),
+        ".githooks"
+    );
 }
 
 #[test]

@@ -414,9 +414,14 @@ pub(crate) struct HttpServer {
 
 impl HttpServer {
     pub fn start(root: &Path, agent: &str) -> HttpServer {
+        Self::start_on(root, agent, "127.0.0.1:0")
+    }
+
+    /// [`HttpServer::start`] on `addr` (e.g. the port of a stopped one).
+    pub fn start_on(root: &Path, agent: &str, addr: &str) -> HttpServer {
         use std::io::BufRead;
         let mut child = ctl_root(root)
-            .args(["mcp", "--agent", agent, "--http", "127.0.0.1:0"])
+            .args(["mcp", "--agent", agent, "--http", addr])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

@@ -272,11 +272,13 @@ fn skills_map(v: &Value, path: &str) -> Result<BTreeMap<String, SkillFiles>, Bun
 
 /// Names that differ only in case collide on case-insensitive file systems.
 fn unique(seen: &mut Vec<String>, name: &str, path: &str, what: &str) -> Result<(), BundleError> {
-    let l = name.to_lowercase();
+    let l = crate::ids::name_key(name);
     if seen.contains(&l) {
         return Err(err(
             path,
-            format!("two {what}s named {name:?} (names differing only in case collide on disk)"),
+            format!(
+                "two {what}s named {name:?} (names differing only in case or in Unicode normalization are one name)"
+            ),
         ));
     }
     seen.push(l);
@@ -567,7 +569,7 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
                 Some(f) if !f.is_null() => skills_map(f, "$.skill_folders")?,
                 _ => BTreeMap::new(),
             };
-            let mut lower: Vec<String> = out.keys().map(|k| k.to_lowercase()).collect();
+            let mut lower: Vec<String> = out.keys().map(|k| crate::ids::name_key(k)).collect();
             for (i, t) in list.iter().enumerate() {
                 let p = format!("$.skills[{i}]");
                 let Value::String(text) = t else {
@@ -796,13 +798,13 @@ impl Plan {
         let mut out = Vec::new();
         let mut files: BTreeMap<String, &PathBuf> = BTreeMap::new();
         for (f, _) in &self.files {
-            let key = f.to_string_lossy().to_lowercase();
+            let key = crate::ids::name_key(&f.to_string_lossy());
             if let Some(other) = files.insert(key, f) {
                 out.push(if other == f {
                     format!("two files would be written at {}", f.display())
                 } else {
                     format!(
-                        "{} and {} differ only in case (they collide on case-insensitive file systems)",
+                        "{} and {} differ only in case or Unicode normalization (one name on disk for many file systems)",
                         other.display(),
                         f.display()
                     )
@@ -812,7 +814,7 @@ impl Plan {
         let dirs: BTreeMap<String, &PathBuf> = self
             .dirs
             .iter()
-            .map(|d| (d.to_string_lossy().to_lowercase(), d))
+            .map(|d| (crate::ids::name_key(&d.to_string_lossy()), d))
             .collect();
         for (key, f) in &files {
             if let Some(d) = dirs.get(key) {
@@ -959,10 +961,10 @@ pub fn from_team(team: &super::Team, opts: ExportOptions) -> Result<Bundle, Stri
     let wanted = |folder: &str| -> bool {
         opts.agents.as_ref().is_none_or(|list| {
             list.iter().any(|w| {
-                w.eq_ignore_ascii_case(folder)
+                crate::ids::same_name(w, folder)
                     || team
                         .member_of(folder)
-                        .is_some_and(|m| m.name.eq_ignore_ascii_case(w))
+                        .is_some_and(|m| crate::ids::same_name(&m.name, w))
             })
         })
     };
@@ -971,10 +973,10 @@ pub fn from_team(team: &super::Team, opts: ExportOptions) -> Result<Bundle, Stri
             .iter()
             .filter(|w| {
                 !team.agents.keys().any(|f| {
-                    f.eq_ignore_ascii_case(w)
+                    crate::ids::same_name(f, w)
                         || team
                             .member_of(f)
-                            .is_some_and(|m| m.name.eq_ignore_ascii_case(w))
+                            .is_some_and(|m| crate::ids::same_name(&m.name, w))
                 })
             })
             .collect();

@@ -77,7 +77,7 @@ impl Team {
         self.roster
             .members
             .iter()
-            .find(|m| m.folder.eq_ignore_ascii_case(folder))
+            .find(|m| crate::ids::same_name(&m.folder, folder))
     }
 }
 
@@ -275,12 +275,12 @@ pub fn read_team(team: &TeamDir) -> Team {
     if let (Some(routing), false) = (&t.routing, t.roster.members.is_empty()) {
         let known = |n: &str| {
             t.roster.members.iter().any(|m| {
-                m.name.eq_ignore_ascii_case(n)
-                    || m.folder.eq_ignore_ascii_case(n)
+                crate::ids::same_name(&m.name, n)
+                    || crate::ids::same_name(&m.folder, n)
                     || m.name
                         .split_whitespace()
                         .next()
-                        .is_some_and(|f| f.eq_ignore_ascii_case(n))
+                        .is_some_and(|f| crate::ids::same_name(f, n))
             }) || ["squad", "coordinator"]
                 .iter()
                 .any(|c| c.eq_ignore_ascii_case(n))

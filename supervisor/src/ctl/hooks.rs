@@ -18,6 +18,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod chain;
+
 /// The line that marks a hook as ours.
 const MARKER: &str = "# squad-supervisor hook: installed by `squadctl hooks install`";
 
@@ -62,19 +64,27 @@ pub struct HooksArgs {
 }
 
 fn script(name: &str, program: &str) -> String {
+    let kept = format!("\"$hook_dir/{name}.{CHAINED}\"");
+    script_chained(name, program, Some(&kept))
+}
+
+/// Our hook `name`, running `chained` (a shell word: the hook it follows)
+/// first when there is one.
+fn script_chained(name: &str, program: &str, chained: Option<&str>) -> String {
     let program = super::guard::quoted(program);
     let head = format!(
         "#!/bin/sh\n{MARKER}; `squadctl hooks uninstall` restores the previous hook.\nhook_dir=$(dirname \"$0\")\n"
     );
     let chain = |stdin: bool| {
+        let Some(chained) = chained else {
+            return String::new();
+        };
         let feed = if stdin {
             "printf '%s\\n' \"$input\" | "
         } else {
             ""
         };
-        format!(
-            "if [ -x \"$hook_dir/{name}.{CHAINED}\" ]; then\n  {feed}\"$hook_dir/{name}.{CHAINED}\" \"$@\" || exit $?\nfi\n"
-        )
+        format!("if [ -x {chained} ]; then\n  {feed}{chained} \"$@\" || exit $?\nfi\n")
     };
     match name {
         "pre-commit" => format!("{head}{}exec {program} check --staged\n", chain(false)),
@@ -219,10 +229,24 @@ pub(crate) fn run(root_arg: Option<&Path>, cmd: HooksCommand) -> u8 {
                 if let Some(w) = super::program::unreachable_warning(&a.program, "the git hooks") {
                     super::warn(w);
                 }
-                install(&dir, &a.program)
+                match (chain::chained_by(&dir), chain::dispatcher(&root, &dir)) {
+                    // Installed beside a dispatcher before: again, the same way.
+                    (Some((team, previous)), _) => chain::install(
+                        &root,
+                        &team,
+                        Some(previous),
+                        &a.program,
+                        "installed beside them before",
+                    ),
+                    (None, Some(why)) => chain::install(&root, &dir, None, &a.program, &why),
+                    (None, None) => install(&dir, &a.program),
+                }
             }
         },
-        HooksCommand::Uninstall(_) => uninstall(&dir),
+        HooksCommand::Uninstall(_) => match chain::chained_by(&dir) {
+            Some((team, previous)) => chain::uninstall(&root, &dir, &team, previous),
+            None => uninstall(&dir),
+        },
         HooksCommand::Run(a) => return super::hook_run::run(&root, a.hook, &a.args),
     };
     match result {

@@ -68,6 +68,14 @@ pub struct McpArgs {
 pub enum McpCommand {
     /// Add the server to an agent CLI's MCP configuration (merging).
     Install(InstallArgs),
+    /// Print the current bearer token of this agent's `--http` server.
+    ///
+    /// Reads `.squad/run/mcp/<agent>-<port>.token`, which the server at URL
+    /// wrote at its start (a new token at every start). Agent CLIs run it
+    /// when they connect: Claude Code as its `headersHelper` (`--headers`),
+    /// and for Codex and Gemini CLI it fills `SQUAD_MCP_TOKEN`. Fails when
+    /// no server of the agent runs on that port.
+    Token(http_client::TokenArgs),
 }
 
 /// Arguments of `mcp install`.
@@ -96,6 +104,17 @@ pub struct InstallArgs {
     /// Install for the user instead of the project.
     #[arg(long)]
     pub user: bool,
+    /// Install an entry for the running `squadctl mcp --agent A --http`
+    /// server at URL (e.g. `http://127.0.0.1:8765/mcp`) instead of stdio.
+    ///
+    /// Needs `--agent`. The entry never holds the token (new at every start
+    /// of the server) but where it is read at connection: Claude Code runs
+    /// `squadctl mcp token --headers` as its `headersHelper`; Codex and
+    /// Gemini CLI read it from `SQUAD_MCP_TOKEN` (set it with `squadctl mcp
+    /// --agent A token URL`). Copilot CLI is refused: it takes fixed
+    /// headers only.
+    #[arg(long, value_name = "URL")]
+    pub http: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -103,8 +122,12 @@ pub struct InstallArgs {
 
 /// Runs `squadctl mcp`.
 pub(crate) fn run(root_arg: Option<&Path>, args: McpArgs) -> u8 {
-    if let Some(McpCommand::Install(i)) = args.command {
-        return install::install(root_arg, args.agent, i);
+    match args.command {
+        Some(McpCommand::Install(i)) => return install::install(root_arg, args.agent, i),
+        Some(McpCommand::Token(t)) => {
+            return http_client::token(root_arg, args.agent.as_deref(), &t);
+        }
+        None => {}
     }
     let Some(agent) = args.agent else {
         return super::fail("mcp: name the agent with --agent or SQUAD_AGENT");
@@ -1115,4 +1138,5 @@ impl ServerHandler for Squad {
     }
 }
 
+mod http_client;
 mod install;

@@ -181,7 +181,33 @@ async def dashes_and_sizes(stack):
     return {}
 
 
+async def impersonate(stack):
+    """alice's server driven to act as bob: each call stays alice's."""
+    alice = await open_server(stack, "alice")
+    bob = await open_server(stack, "bob")
+    as_bob = {"agent": "bob", "from": "bob", "sender": "bob", "as": "bob"}
+    # Sent by alice, whatever the arguments say.
+    await call(alice, "alice", "send", {
+        "to": "bob", "priority": "high", "type": "question", "subject": "from bob?",
+        "message": "m", "task": "task_001", **as_bob,
+    })
+    _, text = await call(bob, "bob", "inbox_read", {"wait": "60s", "peek": True})
+    out = {"bob_peek": json.loads(text)}
+    message_id = out["bob_peek"]["message_id"]
+    # bob's inbox is not alice's to read or acknowledge, by any argument.
+    _, out["alice_list"] = await call(alice, "alice", "inbox_list", dict(as_bob))
+    await call(alice, "alice", "inbox_show", {"message_id": message_id, **as_bob})
+    await call(alice, "alice", "inbox_ack", {"message_id": message_id, **as_bob})
+    await call(alice, "alice", "inbox_read", {"peek": False, **as_bob})
+    # Nor does alice take a lock for bob's task.
+    await call(alice, "alice", "lock_acquire", {"targets": ["src/b.rs"], "task": "task_002", **as_bob})
+    _, text = await call(bob, "bob", "inbox_list", {})
+    out["bob_list"] = json.loads(text)
+    return out
+
+
 SCENARIOS = {
+    "impersonate": impersonate,
     "task": task,
     "refuse": refuse,
     "lead_only": lead_only,

@@ -41,6 +41,9 @@ enum InstallError {
     /// The merge of the file at the path refused it.
     #[error("{0}: {1}")]
     At(String, Box<InstallError>),
+    /// An HTTP entry could not be made.
+    #[error("{0}")]
+    Http(#[from] super::http_client::HttpClientError),
 }
 
 /// The configuration file `install` edits for `host`.
@@ -156,23 +159,15 @@ fn merge_allow(existing: Option<&str>) -> Result<Option<String>, InstallError> {
     Ok(Some(text))
 }
 
-/// The TOML configuration with the `[mcp_servers.squad]` table replaced by
-/// (or appended as) ours, every other line kept as it was; `Ok(None)` when
-/// it is already so. Line-based (no TOML dependency): our table is the
-/// header line and the lines up to the next header; a `squad` server
-/// defined any other way (dotted keys, an inline table) is refused rather
-/// than guessed at.
-fn merge_toml(
-    existing: Option<&str>,
-    program: &str,
-    args: &[String],
-) -> Result<Option<String>, InstallError> {
+/// Codex's `[mcp_servers.squad]` table for a stdio server: `program` with
+/// `args`.
+fn stdio_table(program: &str, args: &[String]) -> String {
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
     // `codex exec` never asks for approval, so a tool that needs one
     // fails ("approval policy is never"): the server's tools are approved
     // here. Codex starts servers with a reduced environment: the agent's
     // identity is passed through by name.
-    let ours = format!(
+    format!(
         "[mcp_servers.squad]\ncommand = {}\nargs = [{}]\nenv_vars = [{}]\ndefault_tools_approval_mode = \"approve\"\n",
         quote(program),
         args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", "),
@@ -181,7 +176,16 @@ fn merge_toml(
             .map(|a| quote(a))
             .collect::<Vec<_>>()
             .join(", ")
-    );
+    )
+}
+
+/// The TOML configuration with the `[mcp_servers.squad]` table replaced by
+/// (or appended as) ours, every other line kept as it was; `Ok(None)` when
+/// it is already so. Line-based (no TOML dependency): our table is the
+/// header line and the lines up to the next header; a `squad` server
+/// defined any other way (dotted keys, an inline table) is refused rather
+/// than guessed at.
+fn merge_toml(existing: Option<&str>, ours: &str) -> Result<Option<String>, InstallError> {
     let text = existing.unwrap_or("");
     let header = |line: &str| -> Option<String> {
         let t = line.trim();
@@ -230,7 +234,7 @@ fn merge_toml(
             if !lines.is_empty() {
                 lines.push('\n');
             }
-            lines.push_str(&ours);
+            lines.push_str(ours);
             let rest = kept[at..].join("\n");
             if !rest.is_empty() {
                 lines.push('\n');
@@ -244,7 +248,7 @@ fn merge_toml(
             if !lines.is_empty() {
                 lines.push_str("\n\n");
             }
-            lines.push_str(&ours);
+            lines.push_str(ours);
             lines
         }
     };
@@ -267,6 +271,36 @@ fn merged(
     };
     merge(existing.as_deref())
         .map_err(|e| InstallError::At(path.display().to_string(), Box::new(e)))
+}
+
+use super::http_client::{self, HttpClientError, ServerUrl};
+
+/// The server an `--http` install is for.
+struct HttpTarget {
+    url: ServerUrl,
+    agent: String,
+    /// The project, whose `.squad/run/mcp/` holds the token.
+    root: PathBuf,
+}
+
+/// The `--http URL` install's server, checked before any file is read.
+fn http_target(
+    root_arg: Option<&Path>,
+    agent: Option<&str>,
+    url: &str,
+    hosts: &[Host],
+) -> Result<HttpTarget, HttpClientError> {
+    let agent = http_client::agent_of(agent)?.to_string();
+    let url = ServerUrl::parse(url)?;
+    if hosts.contains(&Host::Copilot) {
+        return Err(HttpClientError::Copilot);
+    }
+    let root = crate::root::fs_path(&crate::root::resolve(root_arg)?).to_path_buf();
+    // The helper runs from wherever the CLI is: the root by absolute path.
+    let root = std::fs::canonicalize(&root)
+        .or_else(|_| std::path::absolute(&root))
+        .map_err(HttpClientError::Where)?;
+    Ok(HttpTarget { url, agent, root })
 }
 
 /// Runs `squadctl mcp install`.
@@ -298,6 +332,17 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
             return super::super::fail(format!("mcp install: cannot tell where squadctl is: {e}"));
         }
     };
+    // `--http URL`: the running server of the agent, its token read at
+    // each connection (never written into the entry).
+    let http = match args
+        .http
+        .as_deref()
+        .map(|url| http_target(root_arg, agent.as_deref(), url, &hosts))
+        .transpose()
+    {
+        Ok(h) => h,
+        Err(e) => return super::super::fail(format!("mcp install --http: {e}")),
+    };
     let mut server_args = vec!["mcp".to_string()];
     if let Some(a) = agent {
         server_args.extend(["--agent".to_string(), a]);
@@ -310,14 +355,23 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
             Ok(p) => p,
             Err(e) => return super::super::fail(format!("mcp install --{}: {e}", host.program())),
         };
-        let text = match merged(&path, |existing| match host {
-            Host::Codex => merge_toml(existing, &program, &server_args),
-            _ => merge_json(existing, json_entry(host, &program, &server_args)),
+        let text = match merged(&path, |existing| match (host, &http) {
+            (Host::Codex, None) => merge_toml(existing, &stdio_table(&program, &server_args)),
+            (Host::Codex, Some(h)) => merge_toml(existing, &http_client::codex_table(&h.url)),
+            (_, None) => merge_json(existing, json_entry(host, &program, &server_args)),
+            (_, Some(h)) => merge_json(
+                existing,
+                http_client::json_entry(host, &program, &h.root, &h.agent, &h.url)?,
+            ),
         }) {
             Ok(t) => t,
             Err(e) => return super::super::fail(e.to_string()),
         };
-        let entry = serde_json::json!({"cli": host.program(), "path": path.display().to_string()});
+        let mut entry =
+            serde_json::json!({"cli": host.program(), "path": path.display().to_string()});
+        if let Some(h) = &http {
+            entry["url"] = serde_json::json!(h.url.url);
+        }
         planned.push((path, text, entry));
         // `claude -p` asks before each MCP tool call and, with no one to
         // answer, refuses it; a project's own allow rules count only in a
@@ -360,10 +414,16 @@ pub(super) fn install(root_arg: Option<&Path>, agent: Option<String>, args: Inst
         let what = if r["allow"].is_string() {
             format!("allow rule `{CLAUDE_ALLOW}` (the server's tools run without asking)")
         } else {
-            format!(
-                "squad MCP server ({})",
-                r["cli"].as_str().unwrap_or_default()
-            )
+            match r["url"].as_str() {
+                Some(url) => format!(
+                    "squad MCP server at {url} ({}; token read at each connection)",
+                    r["cli"].as_str().unwrap_or_default()
+                ),
+                None => format!(
+                    "squad MCP server ({})",
+                    r["cli"].as_str().unwrap_or_default()
+                ),
+            }
         };
         let state = if r["changed"] == true {
             "installed in"
@@ -432,9 +492,12 @@ mod tests {
     #[test]
     fn toml_merge_replaces_only_our_table() {
         let existing = "model = \"o3\"\n\n[mcp_servers.squad]\ncommand = \"old\"\n\n[mcp_servers.squad.env]\nX = \"1\"\n\n[mcp_servers.docs]\ncommand = \"docs\"\n";
-        let merged = merge_toml(Some(existing), "/bin/squadctl", &["mcp".into()])
-            .unwrap()
-            .unwrap();
+        let merged = merge_toml(
+            Some(existing),
+            &stdio_table("/bin/squadctl", &["mcp".into()]),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             merged,
             format!(
@@ -442,17 +505,21 @@ mod tests {
             )
         );
         assert_eq!(
-            merge_toml(Some(&merged), "/bin/squadctl", &["mcp".into()]).unwrap(),
+            merge_toml(
+                Some(&merged),
+                &stdio_table("/bin/squadctl", &["mcp".into()])
+            )
+            .unwrap(),
             None
         );
-        let fresh = merge_toml(None, "/a \"b\"", &["mcp".into()])
+        let fresh = merge_toml(None, &stdio_table("/a \"b\"", &["mcp".into()]))
             .unwrap()
             .unwrap();
         assert_eq!(
             fresh,
             format!("[mcp_servers.squad]\ncommand = \"/a \\\"b\\\"\"\nargs = [\"mcp\"]\n{TAIL}")
         );
-        let appended = merge_toml(Some("model = \"o3\""), "/s", &[])
+        let appended = merge_toml(Some("model = \"o3\""), &stdio_table("/s", &[]))
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -464,7 +531,7 @@ mod tests {
             "mcp_servers.squad.command = \"x\"\n",
         ] {
             assert!(
-                merge_toml(Some(other_form), "/s", &[]).is_err(),
+                merge_toml(Some(other_form), &stdio_table("/s", &[])).is_err(),
                 "{other_form}"
             );
         }
