@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "runners",
             "status",
             "worktree",
+            "worktree_start",
         ],
     ),
     (

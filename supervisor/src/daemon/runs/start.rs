@@ -25,8 +25,11 @@ pub(crate) fn spawn(
     let c = &spec.candidate;
     // An agent CLI that would run without the guard is not started unless
     // its entry says `guard: off` (docs/runners.md); the refusal reaches
-    // the lead like any start failure.
-    runners::check::runner_check(root, &c.agent, &spec.runner).map_err(|e| (None, e))?;
+    // the lead like any start failure. A worktree run is judged in its
+    // worktree, once it is made (below).
+    if !spec.worktree {
+        runners::check::runner_check(root, &c.agent, &spec.runner).map_err(|e| (None, e))?;
+    }
     let session_dir = &spec.session_dir;
     let dir = runners::ensure_run_dir(session_dir, &c.task).map_err(|e| {
         (
@@ -48,6 +51,21 @@ pub(crate) fn spawn(
     let runner = if spec.worktree {
         let tree =
             crate::worktree::prepare(root, &dir, &c.session, &c.task).map_err(|e| (None, e))?;
+        // issue 44: the guard's settings in the worktree, whether or not
+        // they are committed; then the check judges the directory the run
+        // starts in, not the main checkout.
+        let in_tree = |e: String| {
+            (
+                None,
+                format!("the run's worktree {}: {e}", tree.path.display()),
+            )
+        };
+        let guarded = crate::worktree_start::guard_tree(root, &tree.path, &spec.runner)
+            .map_err(|e| in_tree(e.to_string()))?;
+        if let Some(file) = &guarded.written {
+            tracing::info!(worktree = %tree.path.display(), file, "the guard's settings written into a run's worktree");
+        }
+        runners::check::runner_check(&tree.path, &c.agent, &spec.runner).map_err(in_tree)?;
         crate::worktree::spec_in(&spec.runner, &tree)
     } else {
         spec.runner.clone()
