@@ -318,6 +318,8 @@ pub(crate) fn finish(
         Ok(commit) => {
             tree.state = TreeState::Merged;
             tree.merged_as = Some(commit);
+            // issue 44: `runners.worktree_cleanup` before it goes.
+            crate::runners::setup::clean_up(root, &policy.runners, run_dir, &tree.path, rec);
             // Merged: nothing in the worktree is lost by removing it.
             if let Err(e) = git(
                 root,

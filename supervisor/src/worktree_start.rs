@@ -233,3 +233,72 @@ impl Drop for ScratchTree {
         }
     }
 }
+
+/// `runners.worktree_setup` for one run: its lines and how they run.
+pub(crate) struct Setup<'a> {
+    /// The shell lines.
+    pub lines: &'a [String],
+    /// The time limit for all of them.
+    pub limit: std::time::Duration,
+    /// The run's environment (cleared: `runners::run_env`).
+    pub env: &'a [(String, String)],
+    /// run.log's cap.
+    pub log_max: u64,
+}
+
+/// The record of a worktree's setup that succeeded, in the run's folder.
+const SETUP_DONE: &str = "setup.json";
+
+/// Runs the setup lines in the run's worktree unless they already
+/// succeeded there (a retry, or `squadctl run` of a held task, reuses the
+/// worktree): `fresh` says the worktree was just made. Returns how long
+/// the lines took (zero when none ran).
+pub(crate) fn set_up(
+    tree: &Path,
+    run_dir: &Path,
+    fresh: bool,
+    setup: &Setup<'_>,
+) -> Result<std::time::Duration, crate::runners::setup::SetupError> {
+    let marker = run_dir.join(SETUP_DONE);
+    if fresh {
+        // A record of an earlier worktree's setup says nothing of this one.
+        let _ = crate::safefs::remove_project_file(&marker);
+    }
+    if setup.lines.is_empty() {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let same = |text: String| {
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        (v["tree"] == serde_json::json!(tree) && v["lines"] == serde_json::json!(setup.lines))
+            .then_some(())
+    };
+    if !fresh
+        && read_regular_to_string(&marker, 64 * 1024)
+            .ok()
+            .and_then(same)
+            .is_some()
+    {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let took = crate::runners::setup::run_lines(
+        "worktree setup",
+        setup.lines,
+        tree,
+        setup.env,
+        setup.limit,
+        run_dir,
+        setup.log_max,
+    )?;
+    let record = serde_json::json!({
+        "tree": tree,
+        "lines": setup.lines,
+        "took_ms": took.as_millis() as u64,
+    });
+    if let Err(e) =
+        crate::safefs::write_project_file(&marker, format!("{record}\n").as_bytes(), None)
+    {
+        tracing::warn!(error = %e, "cannot record a worktree's setup; a retry runs it again");
+    }
+    tracing::info!(worktree = %tree.display(), took_ms = took.as_millis() as u64, "worktree setup done");
+    Ok(took)
+}

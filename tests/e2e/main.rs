@@ -66,3 +66,4 @@ mod usage;
 mod validate;
 mod worktree;
 mod worktree_guard;
+mod worktree_setup;
