@@ -70,6 +70,15 @@ pub struct RunnersPolicy {
     /// `runners.budget`: tokens and money per run and per session
     /// (docs/runners.md, "Budgets").
     pub budget: crate::budget::Budgets,
+    /// `runners.worktree_setup`: shell lines run one by one (`sh -c`) in a
+    /// run's new worktree before its agent starts (docs/worktrees.md).
+    pub worktree_setup: Vec<String>,
+    /// `runners.worktree_cleanup`: shell lines run in a run's worktree
+    /// before squadd removes it after the merge.
+    pub worktree_cleanup: Vec<String>,
+    /// `runners.worktree_setup_timeout`: how long the setup (or the
+    /// cleanup) lines of one worktree may take together.
+    pub worktree_setup_timeout: Duration,
 }
 
 impl Default for RunnersPolicy {
@@ -85,6 +94,9 @@ impl Default for RunnersPolicy {
             worktree: false,
             pass_env: Vec::new(),
             budget: crate::budget::Budgets::default(),
+            worktree_setup: Vec::new(),
+            worktree_cleanup: Vec::new(),
+            worktree_setup_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -137,6 +149,12 @@ pub(crate) struct RawRunners {
     pass_env: Vec<String>,
     #[serde(default)]
     budget: crate::budget::RawBudgets,
+    #[serde(default)]
+    worktree_setup: Vec<String>,
+    #[serde(default)]
+    worktree_cleanup: Vec<String>,
+    #[serde(default)]
+    worktree_setup_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -293,7 +311,29 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         }
     }
     let budget = crate::budget::budgets(raw.budget).map_err(|(f, m)| err(f, m))?;
+    for (key, lines) in [
+        ("worktree_setup", &raw.worktree_setup),
+        ("worktree_cleanup", &raw.worktree_cleanup),
+    ] {
+        for (i, line) in lines.iter().enumerate() {
+            check_shell_line(line).map_err(|m| err(format!("runners.{key}[{i}]"), m))?;
+        }
+    }
+    let worktree_setup_timeout = dur(
+        "runners.worktree_setup_timeout",
+        &raw.worktree_setup_timeout,
+        d.worktree_setup_timeout,
+    )?;
+    if worktree_setup_timeout.is_zero() {
+        return Err(err(
+            "runners.worktree_setup_timeout",
+            "must be longer than 0s",
+        ));
+    }
     Ok(RunnersPolicy {
+        worktree_setup: raw.worktree_setup,
+        worktree_cleanup: raw.worktree_cleanup,
+        worktree_setup_timeout,
         budget,
         dispatch: raw.dispatch,
         agents,
@@ -305,6 +345,24 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         worktree: raw.worktree,
         pass_env: raw.pass_env,
     })
+}
+
+/// A worktree setup or cleanup line: a shell command (`sh -c`), not empty,
+/// without the runner command's `{placeholders}` (the shell would get them
+/// verbatim: the run's values are in its environment instead).
+fn check_shell_line(line: &str) -> Result<(), String> {
+    if line.trim().is_empty() || line.contains('\0') {
+        return Err("a shell command line, e.g. `npm ci` or `cp \"$SQUAD_ROOT/.env\" .`".into());
+    }
+    if let Some(p) = PLACEHOLDERS
+        .iter()
+        .find(|p| line.contains(&format!("{{{p}}}")))
+    {
+        return Err(format!(
+            "`{{{p}}}` is a runner placeholder, not replaced in a shell line: use the run's environment (`$SQUAD_ROOT`, `$SQUAD_TASK`, `$SQUAD_AGENT`, `$SQUAD_SESSION`)"
+        ));
+    }
+    Ok(())
 }
 
 /// A portable environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
@@ -717,6 +775,19 @@ mod tests {
     }
 
     #[test]
+    fn worktree_setup_and_cleanup_are_shell_lines_with_a_timeout() {
+        let p = policy(
+            "runners:\n  worktree_setup: [\"cp \\\"$SQUAD_ROOT/.env\\\" .\", \"npm ci\"]\n  worktree_cleanup: [\"rm -rf node_modules\"]\n  worktree_setup_timeout: 2m\n",
+        );
+        assert_eq!(p.worktree_setup, ["cp \"$SQUAD_ROOT/.env\" .", "npm ci"]);
+        assert_eq!(p.worktree_cleanup, ["rm -rf node_modules"]);
+        assert_eq!(p.worktree_setup_timeout, Duration::from_secs(120));
+        let d = Policy::defaults().runners;
+        assert!(d.worktree_setup.is_empty() && d.worktree_cleanup.is_empty());
+        assert_eq!(d.worktree_setup_timeout, Duration::from_secs(600));
+    }
+
+    #[test]
     fn pass_env_lists_names() {
         let p = policy("runners:\n  pass_env: [ANTHROPIC_API_KEY, OPENAI_BASE_URL]\n");
         assert_eq!(p.pass_env, ["ANTHROPIC_API_KEY", "OPENAI_BASE_URL"]);
@@ -786,6 +857,22 @@ mod tests {
                 "runners.pass_env[1]",
             ),
             ("runners:\n  pass_env: [\"1X\"]\n", "runners.pass_env[0]"),
+            (
+                "runners:\n  worktree_setup: [\"npm ci\", \"  \"]\n",
+                "runners.worktree_setup[1]",
+            ),
+            (
+                "runners:\n  worktree_cleanup: [\"rm -rf {root}/x\"]\n",
+                "runners.worktree_cleanup[0]",
+            ),
+            (
+                "runners:\n  worktree_setup_timeout: soon\n",
+                "runners.worktree_setup_timeout",
+            ),
+            (
+                "runners:\n  worktree_setup_timeout: 0s\n",
+                "runners.worktree_setup_timeout",
+            ),
         ] {
             let e = Policy::parse(Some(yaml)).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");

@@ -41,3 +41,4 @@ pub(crate) mod team;
 pub(crate) mod text;
 pub(crate) mod verbosity;
 pub(crate) mod worktree;
+pub(crate) mod worktree_start;

@@ -128,7 +128,7 @@ fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorktreeError + '_
 }
 
 /// git in `dir`: its trimmed stdout, or an error quoting its stderr.
-fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     git_with(dir, args, &[])
 }
 
@@ -188,6 +188,18 @@ pub(crate) fn tree_path(root: &Path, session: &str, task: &str) -> PathBuf {
         .join(task)
 }
 
+/// `.squad/worktrees/` of `root`, made if missing; it stays out of the
+/// main checkout's `git status` whatever the team's own .gitignore says.
+pub(crate) fn ensure_dir(root: &Path) -> Result<PathBuf, WorktreeError> {
+    let dir = root.join(SQUAD_DIR).join(WORKTREES_DIR);
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        crate::safefs::write_atomic_under(root, &ignore, b"*\n", 0o644, Some(0o755))
+            .map_err(write_error(&ignore))?;
+    }
+    Ok(dir)
+}
+
 /// [`prepare_tree`] with its error as text, for the run starter
 /// (daemon/runs/start.rs, being rewritten at the time of writing, takes
 /// a `String`; fold this away once it takes [`WorktreeError`]).
@@ -235,13 +247,7 @@ pub(crate) fn prepare_tree(
     git(root, &["check-ref-format", "--branch", &branch])
         .map_err(|_| WorktreeError::BadBranch(branch.clone()))?;
     let path = tree_path(root, session, task);
-    // `.squad/worktrees/` stays out of the main checkout's `git status`
-    // whatever the team's own .gitignore says.
-    let ignore = root.join(SQUAD_DIR).join(WORKTREES_DIR).join(".gitignore");
-    if !ignore.exists() {
-        crate::safefs::write_atomic_under(root, &ignore, b"*\n", 0o644, Some(0o755))
-            .map_err(write_error(&ignore))?;
-    }
+    ensure_dir(root)?;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(write_error(parent))?;
     }
@@ -312,6 +318,8 @@ pub(crate) fn finish(
         Ok(commit) => {
             tree.state = TreeState::Merged;
             tree.merged_as = Some(commit);
+            // issue 44: `runners.worktree_cleanup` before it goes.
+            crate::runners::setup::clean_up(root, &policy.runners, run_dir, &tree.path, rec);
             // Merged: nothing in the worktree is lost by removing it.
             if let Err(e) = git(
                 root,
@@ -474,8 +482,12 @@ pub(crate) fn sweep(root: &Path, session_exists: impl Fn(&str) -> bool) -> Vec<P
     };
     for session in sessions.flatten() {
         let name = session.file_name().to_string_lossy().into_owned();
-        // Only real directories (never through a link), of ended sessions.
-        if !session.file_type().is_ok_and(|t| t.is_dir()) || session_exists(&name) {
+        // Only real directories (never through a link), of ended sessions
+        // (no session's name starts with a dot: `.doctor/` is the doctor's).
+        if !session.file_type().is_ok_and(|t| t.is_dir())
+            || name.starts_with('.')
+            || session_exists(&name)
+        {
             continue;
         }
         for tree in std::fs::read_dir(session.path())

@@ -49,6 +49,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "runners",
             "status",
             "worktree",
+            "worktree_start",
         ],
     ),
     (

@@ -5,7 +5,8 @@
 
 use crate::locks;
 use crate::root;
-use crate::runners::check::doctor;
+use crate::runners::check::{any_in_worktrees, doctor};
+use crate::worktree_start::ScratchTree;
 use squad_policies::guard_doctor::{Cli, CliVerdict, Line, Status};
 use squad_policies::runners::RunnersPolicy;
 use std::path::Path;
@@ -46,7 +47,8 @@ pub(crate) fn summary(root: &Path) -> (bool, String) {
         Ok(r) => r,
         Err(e) => return (false, format!("cannot read the policy: {e}")),
     };
-    let verdicts = doctor(root, &runners);
+    let scratch = scratch_tree(root, &runners);
+    let verdicts = doctor(root, &runners, scratch.as_ref().map(ScratchTree::path));
     let blocked: Vec<&str> = verdicts
         .iter()
         .filter(|v| v.blocks_dispatch)
@@ -67,6 +69,17 @@ pub(crate) fn summary(root: &Path) -> (bool, String) {
         "every agent CLI is guarded".into()
     };
     (!blocked.is_empty(), text)
+}
+
+/// With runners working in worktrees, a worktree made as a run's would be,
+/// to judge their CLIs where their runs start (issue 44).
+fn scratch_tree(root: &Path, runners: &RunnersPolicy) -> Option<ScratchTree> {
+    if !any_in_worktrees(runners) {
+        return None;
+    }
+    ScratchTree::make(root, runners)
+        .inspect_err(|e| tracing::debug!(error = %e, "no scratch worktree"))
+        .ok()
 }
 
 fn human(verdicts: &[CliVerdict]) -> String {
@@ -155,7 +168,8 @@ pub(crate) fn run(root_arg: Option<&Path>, args: &DoctorArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return super::fail(format!("cannot read the runners: {e}")),
     };
-    let mut verdicts = doctor(&root, &runners);
+    let scratch = scratch_tree(&root, &runners);
+    let mut verdicts = doctor(&root, &runners, scratch.as_ref().map(ScratchTree::path));
     model_warnings(&root, &mut verdicts);
     let blocked = verdicts.iter().any(|v| v.blocks_dispatch);
     let code = if args.json {

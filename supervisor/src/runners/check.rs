@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 /// The environment a CLI run sees: the process's own, with a runner
 /// entry's `env` over it.
-type Env = BTreeMap<String, String>;
+pub(crate) type Env = BTreeMap<String, String>;
 
-fn var(env: &Env, name: &str) -> Option<String> {
+pub(crate) fn var(env: &Env, name: &str) -> Option<String> {
     env.get(name)
         .cloned()
         .or_else(|| std::env::var(name).ok())
@@ -31,7 +31,7 @@ fn var(env: &Env, name: &str) -> Option<String> {
 
 /// `program` as the runner or a shell would find it: a path as given
 /// (relative to `root`), a bare name on PATH.
-fn find_program(program: &str, root: &Path, env: &Env) -> Option<PathBuf> {
+pub(crate) fn find_program(program: &str, root: &Path, env: &Env) -> Option<PathBuf> {
     if program.contains('/') {
         let p = root.join(program);
         return p.is_file().then_some(p);
@@ -71,7 +71,7 @@ fn version(program: &Path) -> Option<String> {
         .filter(|l| !l.is_empty())
 }
 
-fn format_of(cli: Cli) -> Format {
+pub(crate) fn format_of(cli: Cli) -> Format {
     match cli {
         Cli::Claude => Format::Claude,
         Cli::Codex => Format::Codex,
@@ -256,7 +256,19 @@ fn codex_says(
                     return CodexHookTrust::NotListed;
                 };
                 let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-                match codex_trust::ours(&hooks, &file) {
+                let user =
+                    user_hook.map(|u| std::fs::canonicalize(u).unwrap_or_else(|_| u.to_path_buf()));
+                // The project's guard as Codex loads it for this directory:
+                // a run's worktree inside the main checkout gets the main
+                // checkout's `.codex/hooks.json` (Codex 0.169-0.171 take
+                // the project's layer from the repository a worktree
+                // belongs to), not the worktree's own copy.
+                let found = codex_trust::ours(&hooks, &file).or_else(|| {
+                    (Some(file.as_path()) != user.as_deref())
+                        .then(|| codex_trust::ours_from_any(&hooks, user.as_deref()))
+                        .flatten()
+                });
+                match found {
                     Some(h) => CodexHookTrust::Listed {
                         status: h.trust_status.clone(),
                         enabled: h.enabled,
@@ -340,8 +352,19 @@ fn runner_use(agent: &str, spec: &RunnerSpec) -> RunnerUse {
     }
 }
 
+/// Whether a runner of `runners` starts its runs in worktrees.
+pub(crate) fn any_in_worktrees(runners: &RunnersPolicy) -> bool {
+    runners
+        .agents
+        .values()
+        .any(|s| s.worktree.unwrap_or(runners.worktree))
+}
+
 /// The verdicts for every CLI on PATH or named by a runner of `runners`.
-pub(crate) fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
+/// `tree`: a scratch worktree made as squadd makes a run's (guard settings
+/// carried); a CLI whose runner works in worktrees is judged there, since
+/// that is where its runs start.
+pub(crate) fn doctor(root: &Path, runners: &RunnersPolicy, tree: Option<&Path>) -> Vec<CliVerdict> {
     let mut out = Vec::new();
     let none = Env::new();
     for cli in Cli::ALL {
@@ -350,6 +373,7 @@ pub(crate) fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
         let mut runner: Option<RunnerUse> = None;
         let mut env = Env::new();
         let mut program = None;
+        let mut in_tree = false;
         for (agent, spec) in &runners.agents {
             let Some(first) = spec.command.first() else {
                 continue;
@@ -357,6 +381,7 @@ pub(crate) fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
             if Cli::of_program(first) != Some(cli) {
                 continue;
             }
+            in_tree |= spec.worktree.unwrap_or(runners.worktree);
             let u = runner_use(agent, spec);
             match &mut runner {
                 None => {
@@ -377,16 +402,41 @@ pub(crate) fn doctor(root: &Path, runners: &RunnersPolicy) -> Vec<CliVerdict> {
         if runner.is_none() && program.is_none() {
             continue;
         }
-        out.push(diagnose(&facts(
+        let judged = tree.filter(|_| in_tree);
+        let mut verdict = diagnose(&facts(
             cli,
-            root,
+            judged.unwrap_or(root),
             program.as_deref(),
             runner,
             &env,
             true,
-        )));
+        ));
+        if in_tree {
+            verdict.lines.insert(0, worktree_line(judged.is_some()));
+        }
+        out.push(verdict);
     }
     out
+}
+
+/// The doctor's line saying where a worktree runner's CLI was judged.
+fn worktree_line(judged: bool) -> squad_policies::guard_doctor::Line {
+    use squad_policies::guard_doctor::{Line, Status};
+    if judged {
+        Line {
+            check: "worktree".into(),
+            status: Status::Ok,
+            detail: "judged in a worktree made as squadd makes a run's (the branch's files at HEAD, the guard's settings carried from this checkout)".into(),
+            fix: None,
+        }
+    } else {
+        Line {
+            check: "worktree".into(),
+            status: Status::Warn,
+            detail: "its runs start in worktrees, but no worktree could be made to judge (not a git checkout on a commit?): judged in this checkout".into(),
+            fix: Some("see docs/worktrees.md".into()),
+        }
+    }
 }
 
 /// squadd, before it starts a runner: `Err` with the reason and the fix

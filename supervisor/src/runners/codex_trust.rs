@@ -288,6 +288,19 @@ fn runs(h: &CodexHook) -> bool {
     h.enabled && (h.trust_status == "trusted" || h.trust_status == "managed")
 }
 
+/// Our hook among Codex's from any file but `except` (the user's hook
+/// file): the project guard Codex loads for a directory whatever file it
+/// comes from.
+pub(crate) fn ours_from_any<'a>(
+    hooks: &'a [CodexHook],
+    except: Option<&Path>,
+) -> Option<&'a CodexHook> {
+    hooks.iter().find(|h| {
+        h.command.ends_with(" guard --format codex")
+            && except.is_none_or(|u| Path::new(&h.source_path) != u)
+    })
+}
+
 /// What `--dangerously-bypass-hook-trust` bypasses, said before it is ever
 /// suggested.
 pub(crate) const BYPASS_WARNING: &str = "`codex exec --dangerously-bypass-hook-trust` would run the guard without a review, but it runs every enabled hook of every config layer unreviewed for that invocation (a hook an agent or a cloned repository planted in .codex/hooks.json included), so it is not recommended";

@@ -15,6 +15,7 @@ pub(crate) mod contain;
 pub(crate) mod hook_file;
 pub(crate) mod process;
 pub(crate) mod prompt;
+pub(crate) mod setup;
 
 pub(crate) use process::{Ended, OsProcesses, OutputSeen, Processes, Signal, SpawnRequest};
 

@@ -89,6 +89,11 @@ pub(crate) struct RunSpec {
     pub runner: RunnerSpec,
     /// Whether it runs in a worktree of its own (docs/worktrees.md).
     pub worktree: bool,
+    /// `runners.worktree_setup`: the lines run in its new worktree before
+    /// the agent starts.
+    pub setup: Vec<String>,
+    /// `runners.worktree_setup_timeout`.
+    pub setup_timeout: Duration,
     /// The model config.json gives the agent (`None`: the CLI's own).
     pub model: Option<String>,
     /// MCP servers of config.json: (name, type, tools).
@@ -619,6 +624,8 @@ fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> 
         plan,
         runner,
         worktree: policy.worktree_for(&c.agent),
+        setup: policy.worktree_setup.clone(),
+        setup_timeout: policy.worktree_setup_timeout,
         model: config.model_for(&c.agent).map(str::to_string),
         mcp: config
             .mcp

@@ -25,8 +25,11 @@ pub(crate) fn spawn(
     let c = &spec.candidate;
     // An agent CLI that would run without the guard is not started unless
     // its entry says `guard: off` (docs/runners.md); the refusal reaches
-    // the lead like any start failure.
-    runners::check::runner_check(root, &c.agent, &spec.runner).map_err(|e| (None, e))?;
+    // the lead like any start failure. A worktree run is judged in its
+    // worktree, once it is made (below).
+    if !spec.worktree {
+        runners::check::runner_check(root, &c.agent, &spec.runner).map_err(|e| (None, e))?;
+    }
     let session_dir = &spec.session_dir;
     let dir = runners::ensure_run_dir(session_dir, &c.task).map_err(|e| {
         (
@@ -45,21 +48,39 @@ pub(crate) fn spawn(
     runners::write_prompt(&dir, &text)
         .map_err(|e| (None, format!("{}: {e}", prompt_path.display())))?;
     // issue 30 (docs/worktrees.md): the run works in a worktree of its own.
-    let runner = if spec.worktree {
+    let (runner, tree) = if spec.worktree {
+        let fresh = !crate::worktree::tree_path(root, &c.session, &c.task)
+            .join(".git")
+            .exists();
         let tree =
             crate::worktree::prepare(root, &dir, &c.session, &c.task).map_err(|e| (None, e))?;
-        crate::worktree::spec_in(&spec.runner, &tree)
+        // issue 44: the guard's settings in the worktree, whether or not
+        // they are committed; then the check judges the directory the run
+        // starts in, not the main checkout.
+        let in_tree = |e: String| {
+            (
+                None,
+                format!("the run's worktree {}: {e}", tree.path.display()),
+            )
+        };
+        let guarded = crate::worktree_start::guard_tree(root, &tree.path, &spec.runner)
+            .map_err(|e| in_tree(e.to_string()))?;
+        if let Some(file) = &guarded.written {
+            tracing::info!(worktree = %tree.path.display(), file, "the guard's settings written into a run's worktree");
+        }
+        runners::check::runner_check(&tree.path, &c.agent, &spec.runner).map_err(in_tree)?;
+        (
+            crate::worktree::spec_in(&spec.runner, &tree),
+            Some((tree, fresh)),
+        )
     } else {
-        spec.runner.clone()
+        (spec.runner.clone(), None)
     };
     let limit = squad_policies::runners::run_timeout(
         Some(&runner),
         spec.plan.meta.timeout,
         spec.default_timeout,
     );
-    let mut rec = crate::daemon::core::runs::new_record(c, wall, limit);
-    rec.model = spec.model.clone();
-    runners::write_record(&dir, &rec).map_err(|e| (None, format!("run.json: {e}")))?;
     let prompt_file = prompt_path.display().to_string();
     let root_text = root.display().to_string();
     let vars = Vars {
@@ -78,6 +99,32 @@ pub(crate) fn spawn(
         &vars,
         root,
     );
+    // issue 44: `runners.worktree_setup` in a new worktree (or one whose
+    // setup has not succeeded yet), with the run's environment; a failure
+    // holds the run with the output's tail. The run's time starts after it.
+    let mut started = wall;
+    if let Some((tree, fresh)) = &tree {
+        let setup = crate::worktree_start::Setup {
+            lines: &spec.setup,
+            limit: spec.setup_timeout,
+            env: &env,
+            log_max,
+        };
+        match crate::worktree_start::set_up(&tree.path, &dir, *fresh, &setup) {
+            Ok(took) => started += chrono::TimeDelta::from_std(took).unwrap_or_default(),
+            Err(e) => {
+                let mut rec = crate::daemon::core::runs::new_record(c, wall, limit);
+                rec.model = spec.model.clone();
+                return Err((
+                    Some(Box::new((dir, rec))),
+                    format!("the worktree setup in {} failed: {e}", tree.path.display()),
+                ));
+            }
+        }
+    }
+    let mut rec = crate::daemon::core::runs::new_record(c, started, limit);
+    rec.model = spec.model.clone();
+    runners::write_record(&dir, &rec).map_err(|e| (None, format!("run.json: {e}")))?;
     let spawned = runners::spawn_request(&runner, &vars, root, &dir, env, log_max)
         .and_then(|request| procs.spawn(&request).map(|started| (started, request)));
     match spawned {
