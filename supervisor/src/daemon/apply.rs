@@ -184,7 +184,7 @@ const MAX_PRESENCE_RECORDS: usize = 1000;
 
 impl EventLoop {
     /// Every agent's presence record, read once the root's sessions are
-    /// loaded (start-up) and handed to the core
+    /// loaded (start-up, and after a rescan) and handed to the core
     /// ([`self::core::Input::PresenceListed`]): a wait that began while
     /// squadd was down is told.
     pub(super) fn list_presence(&mut self, i: RootId) {

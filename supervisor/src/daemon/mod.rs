@@ -492,7 +492,8 @@ impl EventLoop {
         self.sync_leadership(wall);
         // The batch's stages and their order are the core's (core::batch).
         let mut batch = Batch::new(self.timers.pop_due(now));
-        for i in batch.rescans() {
+        let rescanned = batch.rescans();
+        for &i in &rescanned {
             for name in self.rescan(i) {
                 batch.touched(i, name, false);
             }
@@ -518,6 +519,11 @@ impl EventLoop {
         let roots = &self.roots;
         let effects = batch.settle(|id, name| roots.core(id).sessions.contains_key(name));
         self.perform(effects, now);
+        // A root read again from scratch (events lost): its presence
+        // records too, once its sessions are loaded again.
+        for i in rescanned {
+            self.list_presence(i);
+        }
         for fired in batch.fire(now) {
             match fired {
                 Fired::Root(i, input) => {
