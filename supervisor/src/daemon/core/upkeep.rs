@@ -226,10 +226,12 @@ pub(crate) fn opened(
     match read {
         Ok(policy) => {
             root.policy = *policy;
+            root.policy_refused = false;
             root.next_gc = next_run(&root.policy, now.wall);
         }
         Err(error) => {
             root.policy = squad_policies::Policy::defaults();
+            root.policy_refused = true;
             root.next_gc = None;
             effects.push(Effect::Emit {
                 root: id,
