@@ -2,9 +2,8 @@
 //! `status` (and later `top`) gather from squadd or the files. Each item
 //! carries the command that resolves it (docs/daemon.md, "Needs attention").
 
-use crate::events::EventKind;
 use crate::runners::{RunRecord, RunState};
-use crate::status::{DaemonReport, StatusReport};
+use crate::status::StatusReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -286,23 +285,20 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
         ));
     }
     if let Some(report) = facts.report {
-        if let DaemonReport::Running {
-            last_event: Some(e),
-            ..
-        } = &report.daemon
-            && let EventKind::PolicyRefused { error } = &e.kind
-        {
-            items.push(item(
-                Kind::PolicyRefused,
-                "error",
-                None,
-                None,
-                format!("squadd refused the policy and runs on the previous one: {error}"),
-                "fix .squad/policies.yaml (squadd reloads it when saved), then: squadctl validate"
-                    .into(),
-            ));
-        }
         for root in &report.roots {
+            // Kept by squadd while it runs on the previous policy (not its
+            // latest event: any later event hid it).
+            if let Some(error) = &root.policy_refused {
+                items.push(item(
+                    Kind::PolicyRefused,
+                    "error",
+                    None,
+                    None,
+                    format!("squadd refused the policy and runs on the previous one: {error}"),
+                    "fix .squad/policies.yaml (squadd reloads it when saved), then: squadctl validate"
+                        .into(),
+                ));
+            }
             if root.missing {
                 items.push(root_missing(root));
             }
@@ -646,7 +642,7 @@ pub(crate) fn render_human(items: &[Item]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{BlockedTask, ErrorReportView, RootReport, SessionReport};
+    use crate::status::{BlockedTask, DaemonReport, ErrorReportView, RootReport, SessionReport};
     use chrono::Utc;
 
     fn session() -> SessionReport {
@@ -694,6 +690,7 @@ mod tests {
                 root: "/p".into(),
                 missing: false,
                 moved_to: None,
+                policy_refused: None,
                 next_retention_run: None,
                 sessions: vec![session()],
                 skills: Default::default(),

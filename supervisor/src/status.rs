@@ -307,6 +307,10 @@ pub(crate) struct RootReport {
     /// `.squad-archive-<timestamp>` after `squad import --force`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_to: Option<String>,
+    /// Why squadd refused the policy file and runs on the previous policy
+    /// (or the defaults), while it does (`null` with the daemon down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_refused: Option<String>,
     /// When the retention job runs next (by the policy's schedule).
     #[serde(default)]
     pub next_retention_run: Option<DateTime<Utc>>,
@@ -420,6 +424,7 @@ pub(crate) fn report_from_files(
         root: root.display().to_string(),
         missing: false,
         moved_to: None,
+        policy_refused: None,
         next_retention_run,
         sessions: reports,
         skills: crate::skills::health(root),

@@ -774,16 +774,34 @@ fn a_waiting_agent_is_resolved_by_what_its_item_says() {
 }
 
 /// squadd refuses a policy saved invalid (it runs on the previous one):
-/// fixed as the item says, squadd reloads it and the item is gone.
+/// fixed as the item says (the edit undone), squadd says the policy is in
+/// force again and the item is gone.
 #[test]
 fn a_refused_policy_is_resolved_by_its_command() {
-    let (_tmp, root, _) = project("refused");
+    let (_tmp, root, session) = project("refused");
+    let in_force = "locks:\n  default_ttl: 10m\n";
+    write_policy(&root, in_force);
     let d = Daemon::start(&root);
     write_policy(&root, "locks:\n  default_ttl: forever\n");
     let item = the_item(&root, "policy-refused");
+    // Whatever squadd does next (a delivery, its event), the refusal
+    // stands until the file loads.
+    write_plan(
+        &session,
+        "task_001",
+        "alice",
+        "boundaries:\n  allowed: [\"src/**\"]\n",
+    );
+    wait_event(&root, "a task-ready event", |e| e["kind"] == "task-ready");
+    batch_finished(&root);
+    let last = &status_of(&root)["daemon"]["last_event"]["kind"];
+    assert_ne!(last, "policy-refused", "a later event");
+    assert_eq!(items_of(&root, "policy-refused").len(), 1);
     let acted = follow(&root, item["command"].as_str().unwrap(), |step| {
         assert!(step.contains(".squad/policies.yaml"), "{step}");
-        write_policy(&root, "locks:\n  default_ttl: 10m\n");
+        // The usual fix: the bad edit undone, the policy in force put
+        // back (squadd said nothing of it before: the refusal stood).
+        write_policy(&root, in_force);
     });
     assert_eq!(acted.len(), 1);
     resolved(&root, "policy-refused");

@@ -43,6 +43,7 @@ fn root_report(sup: &EventLoop, i: RootId, session: Option<&str>) -> RootReport 
         root: r.root.display().to_string(),
         missing: r.missing,
         moved_to: r.moved_to.clone(),
+        policy_refused: r.policy_refused.clone(),
         next_retention_run: r.next_gc,
         skills: r.skills.clone(),
         team: r.team.clone(),

@@ -136,6 +136,11 @@ pub(crate) struct Root {
     pub taken_over: Option<String>,
     /// The policy in force.
     pub policy: squad_policies::Policy,
+    /// Why the policy file was refused when last read (`None`: it was
+    /// not): the policy in force is the previous one (or the defaults), a
+    /// read of that same policy is news (the file was put back: squadd
+    /// says it is in force again), and `status` reports it meanwhile.
+    pub policy_refused: Option<String>,
     /// Lock records as last read.
     pub locks: Vec<crate::locks::Entry>,
     /// The next scheduled retention run.
@@ -191,6 +196,7 @@ impl Root {
             check_after: std::time::Duration::ZERO,
             taken_over: None,
             policy,
+            policy_refused: None,
             locks: Vec::new(),
             next_gc,
             skills: Default::default(),

@@ -292,15 +292,21 @@ pub(crate) fn policy_read(
     now: Now,
 ) -> Vec<Effect> {
     let kind = match read {
-        Ok(p) if *p == root.policy => return Vec::new(),
+        Ok(p) if *p == root.policy && root.policy_refused.is_none() => return Vec::new(),
+        // A new policy, or the one in force put back after a refusal
+        // (undoing the bad edit is the usual fix: said, so the refusal
+        // stops needing attention, and retention held by it resumes).
         Ok(p) => {
+            root.policy_refused = None;
             root.next_gc = next_run(&p, now.wall);
             root.policy = *p;
             EventKind::PolicyReloaded
         }
-        Err(e) => EventKind::PolicyRefused {
-            error: format!("{e}; the previous policy stays in force"),
-        },
+        Err(e) => {
+            let error = format!("{e}; the previous policy stays in force");
+            root.policy_refused = Some(error.clone());
+            EventKind::PolicyRefused { error }
+        }
     };
     let replaced = matches!(kind, EventKind::PolicyReloaded);
     let mut effects = vec![

@@ -366,6 +366,39 @@ fn a_policy_read_again_changes_nothing_replaces_or_is_refused_in_that_order() {
     );
 }
 
+/// Issue 40 item 4: the policy in force put back after a refusal (the
+/// bad edit undone) is said to be in force again, so the refusal stops
+/// needing attention; read once more, it changes nothing.
+#[test]
+fn the_policy_in_force_put_back_after_a_refusal_is_said_reloaded() {
+    let mut r = root();
+    let refused = || crate::locks::PolicyLoadError::Invalid {
+        path: PathBuf::from(".squad/policies.yaml"),
+        source: squad_policies::policy::PolicyError {
+            field: "locks.default_ttl".into(),
+            message: "not a duration".into(),
+        },
+    };
+    step(&mut r, Input::PolicyRead(Err(refused())), now(0));
+    let kept = r.policy.clone();
+    let same = || Box::new(kept.clone());
+    let effects = step(&mut r, Input::PolicyRead(Ok(same())), now(1));
+    assert!(
+        matches!(
+            &effects[..],
+            [
+                Effect::Emit {
+                    kind: EventKind::PolicyReloaded,
+                    ..
+                },
+                ..
+            ]
+        ),
+        "{effects:?}"
+    );
+    assert!(step(&mut r, Input::PolicyRead(Ok(same())), now(2)).is_empty());
+}
+
 /// Regression (issue 22): `mod.rs::open_root` decided what a refused
 /// policy means (the defaults, said, retention held) and armed the timers.
 #[test]

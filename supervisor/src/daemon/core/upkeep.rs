@@ -226,10 +226,15 @@ pub(crate) fn opened(
     match read {
         Ok(policy) => {
             root.policy = *policy;
+            root.policy_refused = None;
             root.next_gc = next_run(&root.policy, now.wall);
         }
         Err(error) => {
+            let error = format!(
+                "{error}; running on the default policy, retention held until the policy is valid"
+            );
             root.policy = squad_policies::Policy::defaults();
+            root.policy_refused = Some(error.clone());
             root.next_gc = None;
             effects.push(Effect::Emit {
                 root: id,
@@ -239,11 +244,7 @@ pub(crate) fn opened(
                         .join(squad_protocol::tree::SQUAD_DIR)
                         .join("policies.yaml"),
                 ),
-                kind: EventKind::PolicyRefused {
-                    error: format!(
-                        "{error}; running on the default policy, retention held until the policy is valid"
-                    ),
-                },
+                kind: EventKind::PolicyRefused { error },
             });
         }
     }
