@@ -44,6 +44,7 @@ mod memory_appends;
 mod memory_shapes;
 mod messages;
 mod notices;
+mod notify;
 mod presence;
 mod real_clis;
 mod real_clis_gemini;
