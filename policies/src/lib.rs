@@ -35,6 +35,7 @@ pub mod locks;
 pub mod memory;
 pub mod messages;
 pub mod notices;
+pub mod notify;
 pub mod policy;
 pub mod retention;
 pub mod runners;

@@ -46,6 +46,8 @@ pub struct Policy {
     pub notices: crate::notices::NoticePolicy,
     /// `runners:` (squadd starting agents; docs/runners.md).
     pub runners: crate::runners::RunnersPolicy,
+    /// `notify:` (the lead told when "needs attention" grows).
+    pub notify: crate::notify::NotifyPolicy,
     /// `cluster:` (docs/cluster.md): the NATS cluster joining the project's
     /// checkouts, or `None` for a single checkout.
     pub cluster: Option<crate::cluster::ClusterPolicy>,
@@ -125,6 +127,8 @@ struct Raw {
     notices: crate::notices::RawNotices,
     #[serde(default)]
     runners: crate::runners::RawRunners,
+    #[serde(default)]
+    notify: crate::notify::RawNotify,
     #[serde(default)]
     cluster: Option<crate::cluster::RawCluster>,
 }
@@ -323,6 +327,7 @@ impl Policy {
             hooks: crate::hooks::HooksPolicy::default(),
             notices: crate::notices::NoticePolicy::default(),
             runners: crate::runners::RunnersPolicy::default(),
+            notify: crate::notify::NotifyPolicy::default(),
             cluster: None,
             messages: crate::messages::MessagePolicy {
                 deliver_within: [
@@ -534,6 +539,8 @@ impl Policy {
                 .check()
                 .map_err(|(field, message)| PolicyError { field, message })?,
             runners: crate::runners::runners_policy(raw.runners)?,
+            notify: crate::notify::notify_policy(raw.notify)
+                .map_err(|(field, message)| PolicyError { field, message })?,
             cluster: raw
                 .cluster
                 .map(crate::cluster::cluster_policy)

@@ -28,6 +28,7 @@ pub(crate) mod layout;
 pub(crate) mod locks;
 pub(crate) mod memory;
 pub(crate) mod notice_ids;
+pub(crate) mod notify;
 pub(crate) mod outputs;
 pub(crate) mod retention;
 pub mod root;

@@ -45,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agent_presence",
             "attention",
             "cluster",
+            "notify",
             "retention",
             "runners",
             "status",

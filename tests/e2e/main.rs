@@ -49,6 +49,7 @@ mod memory_shapes;
 mod messages;
 mod names;
 mod notices;
+mod notify;
 mod presence;
 mod real_clis;
 mod real_clis_gemini;

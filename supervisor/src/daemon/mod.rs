@@ -43,6 +43,7 @@ mod leader;
 pub mod logging;
 mod mail;
 pub(crate) mod notices;
+mod notifier;
 pub(crate) mod pidfile;
 mod presence;
 mod processes;
@@ -428,6 +429,8 @@ impl EventLoop {
         };
         self.intake.follow_root(&r.root, &r.sessions_dir);
         let i = self.roots.add(r, shell);
+        // issue 44: `notify:` on its own threads, off squadd's loop.
+        notifier::start(root_path.clone());
         // Cluster call site: the task holds the NATS connection, renews this
         // checkout's cluster locks and the leader lease (docs/cluster.md).
         if let Some(c) = policy_cluster {
