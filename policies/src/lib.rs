@@ -36,6 +36,7 @@ pub mod memory;
 pub mod messages;
 pub mod notices;
 pub mod notify;
+pub mod overlap;
 pub mod policy;
 pub mod retention;
 pub mod runners;
