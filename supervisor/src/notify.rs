@@ -121,6 +121,7 @@ mod tests {
 
     fn item(kind: Kind, task: Option<&str>, summary: &str) -> Item {
         Item {
+            id: String::new(),
             kind,
             severity: "error".into(),
             session: Some("s1".into()),

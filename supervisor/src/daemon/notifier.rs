@@ -78,6 +78,7 @@ fn items(root: &Path) -> Option<Vec<Item>> {
             .map(|p| p.runners.budget.session)
             .unwrap_or_default(),
         presence: &presence,
+        config: Some(&crate::daemon::runs::load_config(root).0),
     }))
 }
 
