@@ -26,6 +26,7 @@ mod flat;
 mod gc;
 mod guard;
 mod guard_doctor;
+mod handover;
 mod hardening;
 mod hardening3;
 mod held;
