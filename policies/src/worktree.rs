@@ -139,6 +139,49 @@ pub fn decide(f: &Facts<'_>) -> Outcome {
     }
 }
 
+/// A hold's reason in a few words, for the lead's message subject
+/// ("held at merge: 1 file outside the task's boundaries") and the lists
+/// of `status`, `top` and `task show`; `None` when the facts merge.
+pub fn hold_summary(f: &Facts<'_>) -> Option<String> {
+    let errors: Vec<&Diagnostic> = f.findings.iter().filter(|d| d.is_error()).collect();
+    if !errors.is_empty() {
+        let outside: std::collections::BTreeSet<&std::path::Path> = errors
+            .iter()
+            .filter(|d| d.rule == squad_protocol::Rule::BoundaryViolation)
+            .map(|d| d.path.as_path())
+            .collect();
+        let others = errors
+            .iter()
+            .filter(|d| d.rule != squad_protocol::Rule::BoundaryViolation)
+            .count();
+        let mut parts = Vec::new();
+        if !outside.is_empty() {
+            parts.push(format!(
+                "{} file{} outside the task's boundaries",
+                outside.len(),
+                plural(outside.len())
+            ));
+        }
+        if others > 0 {
+            parts.push(format!("{others} violation{} of `check`", plural(others)));
+        }
+        return Some(parts.join(", "));
+    }
+    match f.current {
+        Some(c) if c == f.target && !f.in_step => Some(format!(
+            "the main checkout is out of step with {}",
+            f.target
+        )),
+        Some(c) if c == f.target => None,
+        Some(c) => Some(format!("the main checkout is on {c}, not on {}", f.target)),
+        None => Some("the main checkout is on a detached HEAD".to_string()),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +262,29 @@ mod tests {
             matches!(decide(&facts(Some("other"), &[])), Outcome::Hold(r) if r.contains("branch other"))
         );
         assert!(matches!(decide(&facts(None, &[])), Outcome::Hold(r) if r.contains("detached")));
+    }
+
+    #[test]
+    fn a_holds_summary_counts_the_files_outside_and_the_other_violations() {
+        let d = |path: &str, rule| Diagnostic::new(path, rule, "m", "");
+        let found = [
+            d("secret.txt", Rule::BoundaryViolation),
+            d("secret.txt", Rule::BoundaryViolation),
+            d("other.txt", Rule::BoundaryViolation),
+            d(".squad/x.md", Rule::OwnershipViolation),
+        ];
+        assert_eq!(
+            hold_summary(&facts(Some("main"), &found[..1])).as_deref(),
+            Some("1 file outside the task's boundaries")
+        );
+        assert_eq!(
+            hold_summary(&facts(Some("main"), &found)).as_deref(),
+            Some("2 files outside the task's boundaries, 1 violation of `check`")
+        );
+        assert_eq!(hold_summary(&facts(Some("main"), &[])), None);
+        assert!(hold_summary(&facts(Some("dev"), &[])).is_some_and(|s| s.contains("on dev")));
+        let mut f = facts(Some("main"), &[]);
+        f.in_step = false;
+        assert!(hold_summary(&f).is_some_and(|s| s.contains("out of step")));
     }
 }

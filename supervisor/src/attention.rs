@@ -45,11 +45,14 @@ pub enum Kind {
     /// An agent a person runs waits for them: a permission, an answer
     /// (its CLI's hook said so: `squadctl presence`).
     AgentWaiting,
+    /// A worktree run's branch is held at merge: its dependents wait and
+    /// its session does not complete (docs/worktrees.md, "Hand-over").
+    BranchHeld,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -64,6 +67,7 @@ impl Kind {
         Kind::SessionBudget,
         Kind::RootMissing,
         Kind::AgentWaiting,
+        Kind::BranchHeld,
     ];
 
     /// The kebab-case name.
@@ -83,6 +87,7 @@ impl Kind {
             Kind::SessionBudget => "session-budget",
             Kind::RootMissing => "root-missing",
             Kind::AgentWaiting => "agent-waiting",
+            Kind::BranchHeld => "branch-held",
         }
     }
 
@@ -151,6 +156,58 @@ pub(crate) struct Facts<'a> {
     /// config.json as it is now: a model warning is settled once it pins
     /// another model for the agent (its next run uses that one).
     pub config: Option<&'a squad_protocol::config::RuntimeConfig>,
+    /// Worktree runs' branches held at merge.
+    pub branches: &'a [HeldBranch],
+}
+
+/// A worktree run's branch held at merge (`runs/<task>/worktree.json`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldBranch {
+    /// The session.
+    pub session: String,
+    /// The task.
+    pub task: String,
+    /// Why, in a few words.
+    pub summary: String,
+}
+
+/// The branches of `runs` held at merge, from their worktree records
+/// (only a record naming the run's own worktree and branch counts).
+pub(crate) fn held_branches(
+    root: &std::path::Path,
+    runs: &[(std::path::PathBuf, RunRecord)],
+) -> Vec<HeldBranch> {
+    runs.iter()
+        .filter_map(|(session_dir, r)| {
+            let dir = crate::runners::run_dir(session_dir, &r.task);
+            match crate::worktree::recorded_state(root, &dir, &r.session, &r.task)? {
+                (crate::worktree::TreeState::Held, summary) => Some(HeldBranch {
+                    session: r.session.clone(),
+                    task: r.task.clone(),
+                    summary: summary.unwrap_or_else(|| "see `squadctl runs --all`".into()),
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// A held branch: what waits for it, and the commands that settle it.
+fn branch_item(b: &HeldBranch) -> Item {
+    let (session, task) = (quote(&b.session), quote(&b.task));
+    item(
+        Kind::BranchHeld,
+        "error",
+        Some(&b.session),
+        Some(&b.task),
+        format!(
+            "squad/{} of {} is held at merge: {}; the tasks that require it wait and the session does not complete",
+            b.task, b.task, b.summary
+        ),
+        format!(
+            "squadctl runs --all --session {session}; then squadctl merge {task} --session {session} (judged again), or squadctl merge {task} --session {session} --drop"
+        ),
+    )
 }
 
 fn rank(severity: &str) -> u8 {
@@ -308,6 +365,7 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
         }
     }
     items.extend(facts.runs.iter().filter_map(run_item));
+    items.extend(facts.branches.iter().map(branch_item));
     items.extend(waiting_agents(facts.presence));
     items.extend(model_warnings(facts.runs, facts.config));
     items.extend(session_budgets(facts.runs, &facts.session_budget));
@@ -741,6 +799,7 @@ mod tests {
             session_budget: Default::default(),
             presence: &[],
             config: None,
+            branches: &[],
         });
         let kinds: Vec<Kind> = items.iter().map(|i| i.kind).collect();
         assert_eq!(

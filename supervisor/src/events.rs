@@ -369,6 +369,17 @@ pub(crate) enum EventKind {
         /// Its pid (0: unknown).
         pid: u32,
     },
+    /// A worktree run's branch was merged into the session's branch,
+    /// held at merge, or dropped by the lead (docs/worktrees.md,
+    /// "Hand-over").
+    WorktreeMerge {
+        /// Task id.
+        task_id: String,
+        /// `merged`, `held` or `dropped`.
+        state: String,
+        /// Why it is held, in a few words (empty otherwise).
+        detail: String,
+    },
     /// A runner could not be started.
     RunFailed {
         /// Task id.
@@ -462,6 +473,7 @@ impl EventKind {
             EventKind::RunAdopted { .. } => "run-adopted",
             EventKind::RunLost { .. } => "run-lost",
             EventKind::RunFailed { .. } => "run-failed",
+            EventKind::WorktreeMerge { .. } => "worktree-merge",
             EventKind::ConfigReloaded { .. } => "config-reloaded",
             EventKind::ReplicaConflict { .. } => "replica-conflict",
             EventKind::ReplicaDropped { .. } => "replica-dropped",
@@ -705,6 +717,16 @@ impl EventKind {
                 agent,
                 error,
             } => format!("{task_id} ({agent}): {error}"),
+            EventKind::WorktreeMerge {
+                task_id,
+                state,
+                detail,
+            } if detail.is_empty() => format!("{task_id} {state}"),
+            EventKind::WorktreeMerge {
+                task_id,
+                state,
+                detail,
+            } => format!("{task_id} {state}: {detail}"),
             EventKind::ConfigReloaded { error } => error.clone().unwrap_or_default(),
             EventKind::ReplicaConflict {
                 file,

@@ -9,7 +9,7 @@
 
 use crate::runners::RunRecord;
 use serde::{Deserialize, Serialize};
-use squad_policies::worktree::{Facts, Outcome, TreeHead, decide, left_its_branch};
+use squad_policies::worktree::{Facts, Outcome, TreeHead, decide, hold_summary, left_its_branch};
 use squad_protocol::tree::SQUAD_DIR;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +32,30 @@ pub(crate) enum TreeState {
     /// Not merged: a violation, a conflict, or the main checkout moved to
     /// another branch (`reason`); the worktree and branch are kept.
     Held,
+    /// Given up by the lead (`squadctl merge TASK --drop`): not merged,
+    /// the branch (and the worktree) kept for reference; the task's
+    /// dependents and its session go on without it.
+    Dropped,
+}
+
+/// What became of a completed run's branch, as the shell tells the core
+/// (docs/worktrees.md, "Hand-over").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Finished {
+    /// The run has no worktree of its own waiting (not a worktree run, or
+    /// its branch already merged): nothing to hand over.
+    NoTree,
+    /// Merged into the session's branch.
+    Merged,
+    /// Held: in a few words (`summary`) and in full (`reason`).
+    Held {
+        /// A few words, for subjects and lists.
+        summary: String,
+        /// The whole reason, for the lead's message.
+        reason: String,
+    },
+    /// Given up by the lead: not merged, the branch kept.
+    Dropped,
 }
 
 /// A run's worktree (`worktree.json`).
@@ -52,6 +76,9 @@ pub(crate) struct RunTree {
     /// Why it is held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why it is held, in a few words (`held at merge: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
     /// The session branch's commit after the merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged_as: Option<String>,
@@ -107,9 +134,14 @@ pub enum WorktreeError {
     /// The checks of `squadctl check` could not be run on the branch.
     #[error("{0}")]
     Check(String),
-    /// The branch is held: the decision's reason.
-    #[error("{0}")]
-    Held(String),
+    /// The branch is held: the decision's reason, and in a few words.
+    #[error("{reason}")]
+    Held {
+        /// A few words.
+        summary: String,
+        /// The whole reason.
+        reason: String,
+    },
 }
 
 // The run starter reports failures as `String` (daemon/runs/start.rs).
@@ -229,6 +261,7 @@ pub(crate) fn prepare_tree(
         // of the run before it.
         tree.state = TreeState::Active;
         tree.reason = None;
+        tree.summary = None;
         save(run_dir, &tree)?;
         return Ok(tree);
     }
@@ -279,6 +312,7 @@ pub(crate) fn prepare_tree(
         target,
         state: TreeState::Active,
         reason: None,
+        summary: None,
         merged_as: None,
     };
     save(run_dir, &tree)?;
@@ -300,26 +334,31 @@ pub(crate) fn spec_in(
     spec
 }
 
-/// After a run of a worktree task ended with its task completed: commits
-/// what the agent left uncommitted, judges `base..branch` as `squadctl
-/// check` does, and merges it into the session's branch in the main
-/// checkout, or holds it. Returns the reason when held (for the lead);
-/// `None` when merged or when the run has no active worktree.
+/// After a run of a worktree task ended with its task completed (or the
+/// lead asked for a held branch to be merged again): commits what the
+/// agent left uncommitted, judges `base..branch` as `squadctl check`
+/// does, and merges it into the session's branch in the main checkout, or
+/// holds it. [`Finished::NoTree`] when the run has no worktree waiting
+/// (active or held).
 pub(crate) fn finish(
     root: &Path,
     policy: &squad_policies::Policy,
     run_dir: &Path,
     rec: &RunRecord,
-) -> Option<String> {
-    let mut tree = load_own(root, run_dir, &rec.session, &rec.task)
-        .filter(|t| t.state == TreeState::Active)?;
-    let outcome = merge(root, policy, &tree, rec);
-    match outcome {
+) -> Finished {
+    let Some(mut tree) = load_own(root, run_dir, &rec.session, &rec.task)
+        .filter(|t| matches!(t.state, TreeState::Active | TreeState::Held))
+    else {
+        return Finished::NoTree;
+    };
+    let finished = match merge(root, policy, &tree, rec) {
         Ok(commit) => {
             tree.state = TreeState::Merged;
             tree.merged_as = Some(commit);
             // issue 44: `runners.worktree_cleanup` before it goes.
             crate::runners::setup::clean_up(root, &policy.runners, run_dir, &tree.path, rec);
+            tree.reason = None;
+            tree.summary = None;
             // Merged: nothing in the worktree is lost by removing it.
             if let Err(e) = git(
                 root,
@@ -334,16 +373,63 @@ pub(crate) fn finish(
             {
                 tracing::warn!(error = %e, "cannot remove a merged run's worktree and branch");
             }
+            Finished::Merged
         }
-        Err(reason) => {
+        Err(e) => {
+            let (summary, reason) = match e {
+                WorktreeError::Held { summary, reason } => (summary, reason),
+                other => (
+                    "git failed".to_string(),
+                    format!(
+                        "{} of {} is held, not merged into {}: {other}",
+                        tree.branch, rec.task, tree.target
+                    ),
+                ),
+            };
             tree.state = TreeState::Held;
-            tree.reason = Some(reason.to_string());
+            tree.reason = Some(reason.clone());
+            tree.summary = Some(summary.clone());
+            Finished::Held { summary, reason }
         }
-    }
+    };
     if let Err(e) = save(run_dir, &tree) {
         tracing::warn!(error = %e, "cannot record a run's worktree");
     }
-    tree.reason.clone()
+    finished
+}
+
+/// The lead gives a held branch up: recorded `dropped` (not merged; the
+/// branch and the worktree stay for reference). `None` when the run has
+/// no held or active worktree.
+pub(crate) fn drop_branch(run_dir: &Path, root: &Path, rec: &RunRecord) -> Option<RunTree> {
+    let mut tree = load_own(root, run_dir, &rec.session, &rec.task)
+        .filter(|t| matches!(t.state, TreeState::Active | TreeState::Held))?;
+    tree.state = TreeState::Dropped;
+    tree.reason = Some(format!(
+        "dropped by the lead: {} is kept, not merged into {}",
+        tree.branch, tree.target
+    ));
+    tree.summary = None;
+    if let Err(e) = save(run_dir, &tree) {
+        tracing::warn!(error = %e, "cannot record a run's worktree");
+    }
+    Some(tree)
+}
+
+/// The hand-over state of the run of `task` recorded in `run_dir` (read
+/// at start-up): its worktree's state and the hold's summary, when the
+/// record names the run's own worktree.
+pub(crate) fn recorded_state(
+    root: &Path,
+    run_dir: &Path,
+    session: &str,
+    task: &str,
+) -> Option<(TreeState, Option<String>)> {
+    // squadd records its canonical root; a command may name it otherwise.
+    let canonical = root.canonicalize().ok();
+    load_own(root, run_dir, session, task)
+        .or_else(|| load_own(canonical.as_deref()?, run_dir, session, task))
+        .map(|t| (t.state, t.summary))
 }
 
 /// The merge itself: the session branch's new commit, or why it is held.
@@ -365,7 +451,10 @@ fn merge(
     // elsewhere went past the check, and committing leftovers there would
     // put them there too.
     if let Some(reason) = off_its_branch(root, tree, rec) {
-        return Err(WorktreeError::Held(reason));
+        return Err(WorktreeError::Held {
+            summary: format!("its worktree's HEAD left {}", tree.branch),
+            reason,
+        });
     }
     // What the agent left uncommitted is part of its work.
     git(&tree.path, &["add", "-A"])?;
@@ -400,7 +489,8 @@ fn merge(
         in_step,
     };
     if let Outcome::Hold(reason) = decide(&facts) {
-        return Err(WorktreeError::Held(reason));
+        let summary = hold_summary(&facts).unwrap_or_else(|| "held".to_string());
+        return Err(WorktreeError::Held { summary, reason });
     }
     let squadd = [
         ("GIT_AUTHOR_NAME", "squadd"),
@@ -428,10 +518,13 @@ fn merge(
         ) {
             // Leave the main checkout as it was.
             let _ = git(root, &["merge", "--abort"]);
-            return Err(WorktreeError::Held(format!(
-                "{} of {} is held, not merged into {}: the merge failed (a conflict, or changes in the main checkout in the way). {e}\nResolve it by hand: `git merge {}` on {}.",
-                tree.branch, rec.task, tree.target, tree.branch, tree.target
-            )));
+            return Err(WorktreeError::Held {
+                summary: format!("the merge into {} failed (a conflict?)", tree.target),
+                reason: format!(
+                    "{} of {} is held, not merged into {}: the merge failed (a conflict, or changes in the main checkout in the way). {e}\nResolve it by hand: `git merge {}` on {}.",
+                    tree.branch, rec.task, tree.target, tree.branch, tree.target
+                ),
+            });
         }
     }
     git(root, &["rev-parse", "HEAD"])

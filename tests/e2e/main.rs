@@ -29,6 +29,7 @@ mod gc;
 mod git_hooks;
 mod guard;
 mod guard_doctor;
+mod handover;
 mod hardening;
 mod hardening3;
 mod held;

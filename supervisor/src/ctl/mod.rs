@@ -13,6 +13,7 @@ pub(crate) mod gc;
 pub(crate) mod guard;
 pub(crate) mod guard_doctor;
 mod guard_links;
+mod handover;
 pub(crate) use crate::runners::hook_file;
 pub(crate) mod hook_run;
 pub(crate) mod hooks;
@@ -22,6 +23,7 @@ pub(crate) mod mcp;
 mod mcp_http;
 mod mcp_stdio;
 pub(crate) mod memory;
+pub(crate) mod merge;
 pub(crate) mod message;
 mod migrate;
 mod plan_cache;
@@ -162,6 +164,8 @@ pub enum Command {
     Run(runs::RunArgs),
     #[allow(missing_docs)]
     Stop(runs::StopArgs),
+    #[allow(missing_docs)]
+    Merge(merge::MergeArgs),
     /// The runtime configuration, .squad/config.json (show, validate, schema).
     #[command(subcommand)]
     Config(runs::ConfigCommand),
@@ -386,6 +390,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Presence(args) => presence::run(cli.root.as_deref(), &args),
         Command::Run(args) => runs::run(cli.root.as_deref(), args),
         Command::Stop(args) => runs::stop(cli.root.as_deref(), args),
+        Command::Merge(args) => merge::merge(cli.root.as_deref(), args),
         Command::Config(cmd) => runs::config(cli.root.as_deref(), cmd),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),

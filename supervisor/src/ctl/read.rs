@@ -353,6 +353,9 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
             None
         }
     };
+    let merges = super::handover::merge_map(root, &s, &view);
+    let state_word =
+        |t: &TaskView| super::handover::word(t, merges.get(t.task_id.as_str()), state_word(t));
     let shown: Vec<&TaskView> = view
         .tasks
         .iter()
@@ -371,6 +374,10 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
             .iter()
             .map(|t| {
                 let mut v = task_json(t, None);
+                if let Some(w) = merges.get(t.task_id.as_str()) {
+                    v["ready"] = json!(false);
+                    v["waiting_for_merge"] = json!(w);
+                }
                 v["run"] = run_word(t).map_or(
                     Value::Null,
                     |(r, state)| json!({"needs": r, "state": state}),
@@ -393,7 +400,11 @@ pub(crate) fn task_list(root: &Path, args: TaskListArgs) -> u8 {
             t.priority,
             match (t.unmet.is_empty(), run_word(t)) {
                 (_, Some((r, state))) => format!(" run {r} ({state})"),
-                (true, None) => String::new(),
+                (true, None) => merges
+                    .get(t.task_id.as_str())
+                    .map_or_else(String::new, |w| {
+                        format!(" waits for the merge of {}", w.join(", "))
+                    }),
                 (false, None) => format!(" waits for {}", t.unmet.join(", ")),
             }
         ));
@@ -433,6 +444,7 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
         ));
     };
     let plan = s.full_plan(&t.task_id);
+    let merges = super::handover::merge_waits(root, &s, &view, t);
     let dependents: Vec<&str> = view
         .tasks
         .iter()
@@ -458,6 +470,10 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
     if args.json {
         let mut v = task_json(t, plan.as_ref());
         v["session"] = json!(s.name);
+        if !merges.is_empty() {
+            v["ready"] = json!(false);
+        }
+        v["waiting_for_merge"] = json!(merges);
         v["waited_for_by"] = json!(dependents);
         v["progress"] = progress.map_or(Value::Null, |p| {
             json!({"status": p.status.as_str(), "updated_at": p.updated_at, "artifacts": p.artifacts})
@@ -477,7 +493,7 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
         s.name,
         t.agent,
         t.priority,
-        state_word(t)
+        super::handover::word(t, Some(&merges), state_word(t))
     );
     if let Some(p) = progress {
         out.push_str(&format!("  last update: {}\n", p.updated_at.to_rfc3339()));
@@ -506,6 +522,14 @@ pub(crate) fn task_show(root: &Path, args: TaskShowArgs) -> u8 {
     let requires: Vec<&str> = requires.iter().map(String::as_str).collect();
     out.push_str(&format!("  requires: {}\n", list(&requires)));
     out.push_str(&format!("  waited for by: {}\n", list(&dependents)));
+    if !merges.is_empty() {
+        // Worktree mode: the work reaches this task through the session's
+        // branch, not through `completed` (docs/worktrees.md).
+        out.push_str(&format!(
+            "  waits for the merge of: {}\n",
+            merges.join(", ")
+        ));
+    }
     if let Some(d) = t.due_at {
         out.push_str(&format!(
             "  due: {}{}\n",

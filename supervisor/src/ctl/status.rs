@@ -276,6 +276,13 @@ pub(crate) fn gather(
     // What needs a human (docs/daemon.md, "Needs attention").
     let (runs, policy_errors, config_errors) = attention_facts(root, session);
     crate::attention::drop_held_agents(&mut report, &runs);
+    // Worktree branches held at merge (docs/worktrees.md, "Hand-over").
+    let records: Vec<_> = crate::runners::all_records(root)
+        .into_iter()
+        .filter(|(_, r)| session.is_none_or(|s| s == r.session))
+        .collect();
+    let branches = crate::attention::held_branches(root, &records);
+    super::handover::hold_back_ready(root, &mut report, &records, now);
     let presence: Vec<crate::agent_presence::Record> = crate::agent_presence::read_all(root)
         .into_iter()
         .filter(|p| session.is_none_or(|s| p.session.as_deref().is_none_or(|ps| ps == s)))
@@ -290,6 +297,7 @@ pub(crate) fn gather(
             .unwrap_or_default(),
         presence: &presence,
         config: Some(&crate::daemon::runs::load_config(root).0),
+        branches: &branches,
     });
     let (attention, acknowledged) =
         crate::attention::split_acknowledged(attention, &read_acknowledged(root));

@@ -55,10 +55,9 @@ fn items(root: &Path) -> Option<Vec<Item>> {
         },
         roots: vec![report],
     };
-    let runs: Vec<crate::runners::RunRecord> = crate::runners::all_records(root)
-        .into_iter()
-        .map(|(_, r)| r)
-        .collect();
+    let records = crate::runners::all_records(root);
+    let branches = crate::attention::held_branches(root, &records);
+    let runs: Vec<crate::runners::RunRecord> = records.into_iter().map(|(_, r)| r).collect();
     let errors = |(found, _): (Vec<squad_protocol::Diagnostic>, usize)| -> Vec<String> {
         found
             .iter()
@@ -79,6 +78,7 @@ fn items(root: &Path) -> Option<Vec<Item>> {
             .unwrap_or_default(),
         presence: &presence,
         config: Some(&crate::daemon::runs::load_config(root).0),
+        branches: &branches,
     }))
 }
 

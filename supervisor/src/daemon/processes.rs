@@ -209,14 +209,37 @@ impl EventLoop {
             // issue 30 (docs/worktrees.md): a completed worktree run's
             // branch is merged into the session's branch, or held with word
             // to the lead.
-            Effect::FinishWorktree { root, dir, rec } => {
+            // The outcome goes back to the core, which tells the lead what
+            // happened and frees the dependents (core/runs/handover.rs).
+            Effect::FinishWorktree {
+                root,
+                dir,
+                rec,
+                by_hand,
+            } => {
                 let core = self.roots.core(root);
-                if let Some(reason) = crate::worktree::finish(&core.root, &core.policy, &dir, &rec)
-                {
-                    let subject = format!("run of {} failed", rec.task);
-                    let about = (Some(rec.task.clone()), subject);
-                    self.tell_lead(root, &rec.session, about, &reason, now);
-                }
+                let outcome = crate::worktree::finish(&core.root, &core.policy, &dir, &rec);
+                let run = (rec.session.clone(), rec.task.clone());
+                let input = Input::WorktreeFinished {
+                    run,
+                    outcome,
+                    by_hand,
+                };
+                self.step(root, input, now);
+            }
+            Effect::DropWorktree { root, dir, rec } => {
+                let core = self.roots.core(root);
+                let outcome = match crate::worktree::drop_branch(&dir, &core.root, &rec) {
+                    Some(_) => crate::worktree::Finished::Dropped,
+                    None => crate::worktree::Finished::NoTree,
+                };
+                let run = (rec.session.clone(), rec.task.clone());
+                let input = Input::WorktreeFinished {
+                    run,
+                    outcome,
+                    by_hand: true,
+                };
+                self.step(root, input, now);
             }
             Effect::TellLead {
                 root,

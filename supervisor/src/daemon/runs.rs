@@ -70,6 +70,17 @@ impl super::core::runs::RunFacts for FileFacts {
     fn last_write(&self, session_dir: &Path, agent: &str) -> Option<DateTime<Utc>> {
         runners::last_write(session_dir, agent)
     }
+
+    fn tree_state(
+        &self,
+        session_dir: &Path,
+        rec: &RunRecord,
+    ) -> Option<(crate::worktree::TreeState, Option<String>)> {
+        // `<root>/.squad/sessions/<session>`.
+        let root = session_dir.parent()?.parent()?.parent()?;
+        let run_dir = runners::run_dir(session_dir, &rec.task);
+        crate::worktree::recorded_state(root, &run_dir, &rec.session, &rec.task)
+    }
 }
 
 /// Writes a run's record after the fact it records happened (a spawn, an

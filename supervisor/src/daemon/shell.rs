@@ -62,6 +62,7 @@ impl EventLoop {
             | Effect::StopRun { .. }
             | Effect::WriteRunRecord { .. }
             | Effect::FinishWorktree { .. }
+            | Effect::DropWorktree { .. }
             | Effect::TellLead { .. }
             | Effect::RunsLooked { .. }
             | Effect::RunReply { .. }

@@ -479,6 +479,18 @@ pub(crate) enum Effect {
         dir: PathBuf,
         /// The run's final record.
         rec: Box<crate::runners::RunRecord>,
+        /// `squadctl merge` asked for it (its answer waits for the outcome).
+        by_hand: bool,
+    },
+    /// `squadctl merge TASK --drop`: a held branch given up (recorded
+    /// `dropped`, the branch kept), then [`super::Input::WorktreeFinished`].
+    DropWorktree {
+        /// The root.
+        root: RootId,
+        /// The run's folder.
+        dir: PathBuf,
+        /// The run's last record.
+        rec: Box<crate::runners::RunRecord>,
     },
     /// A high-priority message from squadd to the lead the policy names.
     TellLead {

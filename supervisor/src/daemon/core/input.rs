@@ -408,6 +408,16 @@ pub(crate) enum Input<'a> {
         /// What it said.
         seen: Box<crate::runners::OutputSeen>,
     },
+    /// What became of a run's branch ([`Effect::FinishWorktree`],
+    /// [`Effect::DropWorktree`]): merged, held, dropped, or no worktree.
+    WorktreeFinished {
+        /// The run.
+        run: runs::RunKey,
+        /// What became of its branch.
+        outcome: crate::worktree::Finished,
+        /// `squadctl merge` asked (its answer is due).
+        by_hand: bool,
+    },
     /// What was left of an ended run after [`Effect::ContainRun`].
     RunLeft {
         /// (session, task).
@@ -817,6 +827,7 @@ impl<'a> Core<'a> {
             | Input::HookDone { .. }) => super::upkeep::step(root, id, input, now),
             input @ (Input::ConfigRead { .. }
             | Input::RunLeft { .. }
+            | Input::WorktreeFinished { .. }
             | Input::DispatchDue { .. }
             | Input::RunsLooked { .. }
             | Input::RunSpawned { .. }

@@ -10,8 +10,12 @@
 pub(crate) mod by_hand;
 mod calls;
 pub(crate) mod decide;
+pub(crate) mod handover;
 pub(crate) mod lead;
 pub(crate) mod output;
+mod restart;
+
+pub(crate) use restart::found;
 
 pub(crate) use calls::{Asked, RecordsRead, Supervise, records_read, step, supervise};
 
@@ -62,6 +66,12 @@ pub(crate) struct Runs {
     /// Whether runs were live when the last look began (`pool-empty` is
     /// said when the look and the dispatch after it leave none).
     had_live: bool,
+    /// Where each worktree run's branch stands (docs/worktrees.md,
+    /// "Hand-over"): dependents and the session's end wait for it.
+    trees: BTreeMap<RunKey, handover::Handover>,
+    /// Sessions that ended whose wrap-up waits for their runs and
+    /// branches: (session, status).
+    ending: BTreeMap<String, String>,
 }
 
 /// What the core asks the shell about the session files while it decides
@@ -72,6 +82,15 @@ pub(crate) trait RunFacts {
     fn completed_in_file(&self, session_dir: &Path, rec: &RunRecord) -> bool;
     /// When the agent last wrote a protocol file in the session.
     fn last_write(&self, session_dir: &Path, agent: &str) -> Option<DateTime<Utc>>;
+    /// The run's worktree as recorded (state, hold's summary), when it
+    /// ran in one of its own (read at start-up).
+    fn tree_state(
+        &self,
+        _session_dir: &Path,
+        _rec: &RunRecord,
+    ) -> Option<(crate::worktree::TreeState, Option<String>)> {
+        None
+    }
 }
 
 /// Everything decided before a run's process starts; the shell prepares
@@ -167,6 +186,19 @@ fn tell_lead(id: RootId, rec: &RunRecord, text: String, tail_of: Option<PathBuf>
     }
 }
 
+/// Word to the lead about `task` under `subject` (what happened, in a few
+/// words).
+fn tell_lead_about(id: RootId, session: &str, task: &str, subject: String, text: String) -> Effect {
+    Effect::TellLead {
+        root: id,
+        session: session.to_string(),
+        task: Some(task.to_string()),
+        subject,
+        text,
+        tail_of: None,
+    }
+}
+
 impl Runs {
     /// The live runs.
     pub(crate) fn live(&self) -> Vec<RunView> {
@@ -245,124 +277,6 @@ pub(crate) fn config_read(
             after: Duration::ZERO,
         },
     ]
-}
-
-/// After a restart, the records of the root's runs: those recorded as
-/// running are re-adopted when their process is alive (same pid, same
-/// start time, its environment naming the run), re-dispatched when no
-/// process was ever started, else reported lost and held for a human.
-/// Nothing is started twice.
-pub(crate) fn found(
-    root: &mut Root,
-    id: RootId,
-    records: Vec<FoundRun>,
-    facts: &dyn RunFacts,
-    now: Now,
-) -> Vec<Effect> {
-    let mut out = Vec::new();
-    for FoundRun {
-        session_dir,
-        mut rec,
-        found,
-        alive,
-    } in records
-    {
-        let key = (rec.session.clone(), rec.task.clone());
-        let dir = crate::runners::run_dir(&session_dir, &rec.task);
-        // A run stopped by hand and not ended yet is still in progress:
-        // its process is looked for like a running one's (the model test
-        // found it otherwise left unsupervised, its task started again).
-        let stopping = rec.state == RunState::Stopped && rec.exit.is_none();
-        if rec.state != RunState::Running && !stopping {
-            root.runs.past.insert(key, rec);
-            continue;
-        }
-        if rec.pid == 0
-            && let Some((pid, start)) = found
-        {
-            // Spawned, but squadd was killed before its pid was recorded.
-            rec.pid = pid;
-            rec.process_start = start;
-            out.push(record(&dir, &rec));
-        }
-        let found = if alive {
-            decide::Found::Alive
-        } else if rec.pid == 0 {
-            decide::Found::NeverStarted
-        } else {
-            decide::Found::Gone
-        };
-        let done = !alive && completed(root, facts, &session_dir, &rec);
-        match decide::restarted(rec, found, done, now.wall) {
-            decide::Restart::Adopt(rec) => {
-                out.push(emit(
-                    id,
-                    &rec.session,
-                    &dir,
-                    EventKind::RunAdopted {
-                        task_id: rec.task.clone(),
-                        agent: rec.agent.clone(),
-                        pid: rec.pid,
-                    },
-                ));
-                out.push(Effect::AdoptRun {
-                    root: id,
-                    rec: Box::new(rec.clone()),
-                    dir: dir.clone(),
-                    log_max: root.policy.runners.log_max_bytes,
-                });
-                let base = rec.usage.clone();
-                started(&mut root.runs, rec, dir, session_dir);
-                if let Some(live) = root.runs.live.get_mut(&key) {
-                    live.usage_base = base;
-                }
-                // SIGTERM went before the restart, at a time not recorded:
-                // the grace before SIGKILL counts from the adoption.
-                if stopping && let Some(live) = root.runs.live.get_mut(&key) {
-                    live.watch.term_at = Some(now.wall);
-                }
-            }
-            decide::Restart::Lost {
-                rec,
-                tell_lead: text,
-            } => {
-                // Its leader is gone: what it left behind ends now, found
-                // by its environment only (run.json is writable by agents:
-                // its pid must not aim squadd at a group).
-                out.push(contain(id, &key, &untrusted(&rec), Signal::Kill, false));
-                out.push(record(&dir, &rec));
-                out.push(lost_event(id, &dir, &rec, rec.pid));
-                if let Some(text) = text {
-                    out.push(tell_lead(id, &rec, text, None));
-                }
-                root.runs.past.insert(key, rec);
-            }
-            decide::Restart::Redispatch(rec) => {
-                out.push(contain(id, &key, &untrusted(&rec), Signal::Kill, false));
-                out.push(record(&dir, &rec));
-                out.push(lost_event(id, &dir, &rec, 0));
-                root.runs.past.insert(key, rec);
-            }
-        }
-    }
-    out.push(Effect::SetTimer {
-        timer: Timer::Runs,
-        after: Duration::ZERO,
-    });
-    out
-}
-
-fn lost_event(id: RootId, dir: &Path, rec: &RunRecord, pid: u32) -> Effect {
-    emit(
-        id,
-        &rec.session,
-        dir,
-        EventKind::RunLost {
-            task_id: rec.task.clone(),
-            agent: rec.agent.clone(),
-            pid,
-        },
-    )
 }
 
 fn contain(id: RootId, key: &RunKey, rec: &RunRecord, signal: Signal, report: bool) -> Effect {
@@ -508,16 +422,24 @@ pub(crate) fn left(
         emit(id, &rec.session, &live.dir, event),
     ];
     if done {
+        // Its dependents and its session wait for the merge's outcome
+        // ([`handover::finished`]).
+        if let Some(h) = root.runs.trees.get_mut(run) {
+            *h = handover::Handover::Merging;
+        }
         out.push(Effect::FinishWorktree {
             root: id,
             dir: live.dir.clone(),
             rec: Box::new(rec.clone()),
+            by_hand: false,
         });
     }
     if let Some(text) = text {
         out.push(tell_lead(id, &rec, text, Some(live.dir.clone())));
     }
     root.runs.past.insert(run.clone(), rec);
+    // The session's last run ended: its wrap-up, if it waited for it.
+    out.extend(handover::wrapups_due(root, id));
     out
 }
 
@@ -672,6 +594,9 @@ pub(crate) fn spawned(
             reply: Ok((rec.session.clone(), rec.pid)),
         });
     }
+    if spec.worktree {
+        root.runs.trees.insert(key, handover::Handover::Working);
+    }
     started(&mut root.runs, rec, dir, spec.session_dir.clone());
     out
 }
@@ -767,6 +692,10 @@ fn candidates(root: &Root) -> Vec<Candidate> {
         }
         for t in core.tasks().values() {
             if t.state == TaskStatus::Completed || !t.unmet.is_empty() {
+                continue;
+            }
+            // A prerequisite's work not on the session's branch yet.
+            if !handover::waiting_for(root, name, &t.task_id).is_empty() {
                 continue;
             }
             let past = root.runs.past.get(&(name.clone(), t.task_id.clone()));

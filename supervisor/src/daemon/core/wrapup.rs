@@ -40,13 +40,21 @@ pub(crate) enum WrapUpWhy {
 /// A session's wrap-up is due: its lock release and its summary, in that
 /// order, as [`WrapUpWhy`] says.
 pub(crate) fn due(
-    root: &Root,
+    root: &mut Root,
     id: RootId,
     session: &str,
     status: &str,
     why: WrapUpWhy,
     now: Now,
 ) -> Vec<Effect> {
+    // A session that completed while a run of it is live or a branch of it
+    // is not merged (nor dropped) yet ends when they are (docs/worktrees.md,
+    // "Hand-over"): `session-ended` never comes before the last merge.
+    if !matches!(why, WrapUpWhy::Found { .. })
+        && super::runs::handover::defer_wrap_up(root, session, status)
+    {
+        return Vec::new();
+    }
     let (release, summarize) = match why {
         WrapUpWhy::Ended => (true, true),
         WrapUpWhy::Held { dir_present } => (dir_present, dir_present),

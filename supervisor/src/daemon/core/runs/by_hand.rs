@@ -28,9 +28,13 @@ pub(crate) fn asked(root: &mut Root, id: RootId, asked: super::Asked, now: Now) 
             root: id,
             runs: root.runs.live(),
         }],
-        ("run" | "stop", None) => refused(RunError::NoTask),
+        ("run" | "stop" | "merge" | "drop", None) => refused(RunError::NoTask),
         ("run", Some(task)) => by_hand(root, id, session.as_deref(), &task, now),
         ("stop", Some(task)) => stop(root, id, session.as_deref(), &task),
+        // A held branch merged again or given up (docs/worktrees.md).
+        (action @ ("merge" | "drop"), Some(task)) => {
+            super::handover::by_hand(root, id, session.as_deref(), &task, action == "drop", now)
+        }
         (other, _) => refused(RunError::UnknownAction(other.to_string())),
     }
 }
@@ -146,6 +150,13 @@ fn candidate(root: &Root, session: Option<&str>, task: &str) -> Result<Candidate
             unmet: t.unmet.join(", "),
         });
     }
+    let branches = super::handover::waiting_for(root, &name, task);
+    if !branches.is_empty() {
+        return Err(RunError::Waiting {
+            task: task.to_string(),
+            unmet: super::handover::waiting_words(&branches),
+        });
+    }
     let past = root.runs.past.get(&(name.clone(), task.to_string()));
     Ok(Candidate {
         session: name,
@@ -167,7 +178,7 @@ pub(crate) enum RunError {
     #[error("give the task")]
     NoTask,
     /// An action other than list, run and stop.
-    #[error("unknown runs action `{0}` (list, run, stop)")]
+    #[error("unknown runs action `{0}` (list, run, stop, merge, drop)")]
     UnknownAction(String),
     /// No session plans the task.
     #[error("no session plans `{0}`")]
@@ -197,6 +208,9 @@ pub(crate) enum RunError {
     /// The runner policy says not now.
     #[error("{}", .0.reason())]
     Wait(squad_policies::runners::Wait),
+    /// `merge`/`drop` of a task whose branch is not held.
+    #[error("`{0}` has no branch held at merge")]
+    NotHeld(String),
     /// `stop` of a task with no live run.
     #[error("`{0}` has no run in progress")]
     NotRunning(String),

@@ -118,6 +118,11 @@ pub(crate) fn step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> V
             drained,
             facts,
         } => super::left(root, id, &run, left, drained, facts, now),
+        Input::WorktreeFinished {
+            run,
+            outcome,
+            by_hand,
+        } => super::handover::finished(root, id, &run, outcome, by_hand),
         Input::DispatchDue { cluster } => {
             // Only the agent's host starts its runs; the leader those
             // of agents without a `host:` (the gate: core/outputs.rs).

@@ -743,4 +743,7 @@ fn the_largest_durations_never_overflow_the_clock() {
 /// the `runs` request, the records read at start-up (with a process
 /// double).
 mod calls;
+/// Hand-over on the branch: dependents and the session's end wait for the
+/// merge (docs/worktrees.md).
+mod handover;
 mod output;
