@@ -417,6 +417,21 @@ impl Handle {
         let _ = self.tx.send(Work::Leader(leadership));
     }
 
+    /// The supervisor outputs refused as not the leader's: how many, and
+    /// the last one ("FILE from ORIGIN: WHY"), for `health`.
+    pub(crate) fn refused(&self) -> (u64, Option<String>) {
+        let v = lock(&self.view);
+        let last = v.last_refused.as_ref().map(|l| {
+            format!(
+                "{} from {}: {}",
+                l["file"].as_str().unwrap_or_default(),
+                l["origin"].as_str().unwrap_or_default(),
+                l["reason"].as_str().unwrap_or_default()
+            )
+        });
+        (v.refused_outputs, last)
+    }
+
     /// The revision applied, shared (see [`Applied`]).
     pub(crate) fn applied(&self) -> Applied {
         self.applied.clone()
@@ -1160,10 +1175,12 @@ impl Task {
     /// The verdict on a supervisor output by the lease as read now.
     fn verdict(&self, meta: &Meta) -> Verdict {
         let seen = self.leader.as_ref().and_then(|l| l.seen());
+        let leading = self.leader.as_ref().and_then(|l| l.epoch());
         accept::owned_output(
             &meta.origin,
             meta.epoch,
             seen.as_ref().map(|(h, e)| (h.as_str(), *e)),
+            leading,
         )
     }
 
