@@ -205,7 +205,8 @@ fn branch_item(b: &HeldBranch) -> Item {
             b.task, b.task, b.summary
         ),
         format!(
-            "squadctl runs --all --session {session}; then squadctl merge {task} --session {session} (judged again), or squadctl merge {task} --session {session} --drop"
+            "squadctl runs --all --session {session}; fix the branch squad/{} (or give it up, kept for reference: squadctl merge {task} --session {session} --drop), then: squadctl merge {task} --session {session}",
+            b.task
         ),
     )
 }

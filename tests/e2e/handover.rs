@@ -263,3 +263,51 @@ fn a_branch_held_at_merge_needs_attention_and_holds_its_dependent_and_session_un
     );
     d.terminate();
 }
+
+/// The held branch's command, followed as a person would: its person step
+/// (fix the branch) done on the branch's worktree, then the `squadctl merge`
+/// it names merges the fixed branch, judged again; the item is gone and
+/// `status --check` passes (issue 40 item 4's rule for every kind).
+#[test]
+fn a_held_branch_is_resolved_by_its_command() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = chain_project();
+    let _d = crate::daemon::Daemon::start(&p.root);
+    task(&p.root, "task_held", "alpha", None);
+    wait_event(&p.root, "held at merge", |e| {
+        kind_of(e) == "worktree-merge" && e["state"] == "held"
+    });
+    batch_finished(&p.root);
+    let v = status_json(&p.root);
+    let item = v["needs_attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "branch-held")
+        .cloned()
+        .unwrap_or_else(|| panic!("{v:#}"));
+    let command = item["command"].as_str().unwrap();
+    // The branch's worktree, as git lists it.
+    let list = git_ok(&p.root, &["worktree", "list", "--porcelain"]);
+    let tree = list
+        .split("\n\n")
+        .find(|w| w.contains("task_held"))
+        .and_then(|w| w.lines().next())
+        .and_then(|l| l.strip_prefix("worktree "))
+        .unwrap_or_else(|| panic!("no worktree of task_held: {list}"))
+        .to_string();
+    let acted = crate::resolve::follow(&p.root, command, |step| {
+        assert!(step.starts_with("fix the branch squad/"), "{step}");
+        git_ok(Path::new(&tree), &["rm", "-q", "secret.txt"]);
+        // Every commit of the branch is judged: the fix rewrites the one
+        // that added the file.
+        git_ok(Path::new(&tree), &["commit", "-q", "--amend", "--no-edit"]);
+    });
+    assert_eq!(acted.len(), 1, "{command}");
+    crate::resolve::resolved(&p.root, "branch-held");
+    wait_event(&p.root, "merged", |e| {
+        kind_of(e) == "worktree-merge" && e["state"] == "merged"
+    });
+}

@@ -206,6 +206,10 @@ const RESOLVED_BY: &[(&str, &str)] = &[
         "resolve::an_invalid_file_is_resolved_by_its_command",
     ),
     (
+        "branch-held",
+        "handover::a_held_branch_is_resolved_by_its_command",
+    ),
+    (
         "model-warning",
         "resolve::a_model_warning_is_resolved_by_its_command",
     ),
@@ -281,7 +285,7 @@ fn the_item(root: &Path, kind: &str) -> serde_json::Value {
 /// is done by `act`; every squadctl command is split as the shell splits
 /// it and run by the real squadctl in `root`, and must succeed. Returns
 /// the steps `act` was given.
-fn follow(root: &Path, command: &str, mut act: impl FnMut(&str)) -> Vec<String> {
+pub(crate) fn follow(root: &Path, command: &str, mut act: impl FnMut(&str)) -> Vec<String> {
     let mut acted = Vec::new();
     for step in command.split("; ") {
         let line = match step.split_once(", then: ") {
@@ -313,7 +317,7 @@ fn follow(root: &Path, command: &str, mut act: impl FnMut(&str)) -> Vec<String> 
 
 /// No item of `kind` needs attention any more, and `status --check`
 /// passes.
-fn resolved(root: &Path, kind: &str) {
+pub(crate) fn resolved(root: &Path, kind: &str) {
     eventually(&format!("no {kind} item"), || {
         items_of(root, kind).is_empty().then_some(())
     });
