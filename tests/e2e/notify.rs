@@ -110,7 +110,9 @@ fn a_loopback_webhook_receives_the_json_event_of_a_held_run() {
         );
     }
     // One event per new item: the same held run is not told again.
-    std::thread::sleep(std::time::Duration::from_millis(2500)); // Stays: two more looks of the notifier (1 s apart) must not send it again
+    // Stays: two more looks of the notifier (1 s apart) must not send it
+    // again, and an absence has no event to wait for.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     assert!(rx.try_recv().is_err(), "told twice");
     let log = d.log();
     assert!(log.contains("notification sent"), "{log}");

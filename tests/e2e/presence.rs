@@ -486,6 +486,7 @@ fn an_interactive_codex_waiting_for_an_approval_needs_its_person() {
     // Codex reads a burst of keys as a paste (Enter in it is a newline):
     // the prompt is typed, then submitted a moment later.
     tmux.keys(&["Work on task_1."]);
+    // Stays: keys within a moment of the prompt would join its paste.
     std::thread::sleep(std::time::Duration::from_millis(800));
     tmux.keys(&["Enter"]);
     tmux.wait_for("Would you like to run", &stub);

@@ -207,7 +207,7 @@ fn hostile_files_are_refused_with_nothing_written() {
         ("absolute agent", bundle(r#"{"/tmp/evil":{"charter":"c"}}"#).into_bytes(), "path separator"),
         ("hidden agent", bundle(r#"{".git":{"charter":"c"}}"#).into_bytes(), "starts with a dot"),
         ("alumni as agent", bundle(r#"{"_alumni":{"charter":"c"}}"#).into_bytes(), "_alumni"),
-        ("case twins", bundle(r#"{"Ana":{"charter":"c"},"ana":{"charter":"c"}}"#).into_bytes(), "collide"),
+        ("case twins", bundle(r#"{"Ana":{"charter":"c"},"ana":{"charter":"c"}}"#).into_bytes(), "two agents named \"ana\""),
         (
             "casting key",
             br#"{"version":"1.0","casting":{"../../x":{}},"agents":{},"skills":[]}"#.to_vec(),
