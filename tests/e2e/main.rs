@@ -17,7 +17,6 @@ mod campaign;
 mod check;
 mod ci_links;
 mod cluster;
-mod cluster_outputs;
 mod core;
 pub mod daemon;
 mod defaults;
