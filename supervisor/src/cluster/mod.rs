@@ -20,6 +20,8 @@ pub(crate) mod error;
 pub(crate) mod kv;
 pub(crate) mod leader;
 pub(crate) mod presence;
+#[cfg(test)]
+mod replica_model;
 pub(crate) mod replicate;
 pub(crate) mod retire;
 

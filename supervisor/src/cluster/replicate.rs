@@ -212,13 +212,21 @@ pub(crate) enum Arrival {
 
 /// Decides an arrival at `revision` with `epoch` and bytes `hash`, from
 /// `origin` (`own`: this host), given the key's synced version and the
-/// file's fingerprint on disk (`None`: no file).
+/// file's fingerprint on disk (`None`: no file). `owned`: a
+/// supervisor-owned output ([`supervisor_owned`]), which has one writer
+/// (the leader, by lease): never a conflict, the arrival replaces the
+/// locally derived version.
+///
+/// Replicas never go back in time: this host's own version is never
+/// written over the file (the file is that version or a later local edit
+/// of it), whatever the synced state a kill -9 left.
 pub(crate) fn arrival(
     synced: Option<&Synced>,
     revision: u64,
     epoch: Option<u64>,
     hash: u64,
     own: bool,
+    owned: bool,
     disk: Option<u64>,
 ) -> Arrival {
     if synced.is_some_and(|s| s.revision >= revision) {
@@ -238,8 +246,58 @@ pub(crate) fn arrival(
     match (disk, synced) {
         (None, _) => Arrival::Write,
         (Some(d), Some(s)) if d == s.hash => Arrival::Write,
+        _ if owned => Arrival::Write,
         _ => Arrival::Conflict,
     }
+}
+
+/// What a publish refused by compare-and-set means: the key moved on to
+/// another version (`theirs_epoch`, from this host when `own`; `same`:
+/// with our bytes). `ours_epoch`: the epoch of an owned output being
+/// published; `owned`: the file is supervisor-owned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Race {
+    /// Theirs has our bytes: only noted as synced.
+    Same,
+    /// Ours is the later version (theirs is this host's own earlier one, or
+    /// an owned output of a lower epoch): noted at its revision, ours
+    /// published over it.
+    PublishOver,
+    /// Ours is an owned output of a deposed leader (or an owned output
+    /// without an epoch, never ours to publish): dropped, theirs written.
+    Deposed,
+    /// Another host committed its version first: ours kept aside as a
+    /// conflict, theirs written.
+    Conflict,
+}
+
+/// Decides a refused publish (see [`Race`]). The own-host rule of
+/// [`arrival`] holds here too: a kill -9 right after a publish can lose
+/// its revision, and the next publish of a newer local edit then meets
+/// this host's own older version; that version never wins.
+pub(crate) fn race(
+    ours_epoch: Option<u64>,
+    theirs_epoch: Option<u64>,
+    own: bool,
+    same: bool,
+    owned: bool,
+) -> Race {
+    if same {
+        return Race::Same;
+    }
+    if let Some(e) = ours_epoch {
+        return match refused(e, theirs_epoch, own) {
+            Refused::PublishOver => Race::PublishOver,
+            Refused::Deposed => Race::Deposed,
+        };
+    }
+    if own {
+        return Race::PublishOver;
+    }
+    if owned {
+        return Race::Deposed;
+    }
+    Race::Conflict
 }
 
 /// Where a message to an agent is delivered.
@@ -766,7 +824,7 @@ impl Task {
         }
         let owned = std::mem::take(&mut self.owned);
         for ((s, f), epoch) in owned {
-            if let Err(e) = self.publish(&s, &f, Some(epoch)).await {
+            if let Err(e) = self.publish_now(&s, &f, Some(epoch)).await {
                 tracing::warn!(error = %e, session = %s, file = %f, "cluster: publish failed; retrying");
                 self.owned.insert((s, f), epoch);
             }
@@ -778,7 +836,7 @@ impl Task {
                 self.dirty.insert((s, f));
                 continue;
             }
-            if let Err(e) = self.publish(&s, &f, None).await {
+            if let Err(e) = self.publish_now(&s, &f, None).await {
                 tracing::warn!(error = %e, session = %s, file = %f, "cluster: publish failed; retrying");
                 self.dirty.insert((s, f));
                 failed = Some(e);
@@ -786,6 +844,21 @@ impl Task {
         }
         if let Some(e) = failed {
             lock(&self.view).error = Some(e.to_string());
+        }
+    }
+
+    /// [`Self::publish`], and once more at once when it found a version
+    /// ours is to be published over (this host's own earlier one, a lower
+    /// epoch's): no tick's wait, no error shown for it.
+    async fn publish_now(
+        &mut self,
+        session: &str,
+        file: &str,
+        epoch: Option<u64>,
+    ) -> Result<(), ClusterError> {
+        match self.publish(session, file, epoch).await {
+            Err(ClusterError::PublishOver { .. }) => self.publish(session, file, epoch).await,
+            done => done,
         }
     }
 
@@ -813,6 +886,10 @@ impl Task {
         file: &str,
         epoch: Option<u64>,
     ) -> Result<(), ClusterError> {
+        if epoch.is_none() && supervisor_owned(file) {
+            // Only the leader publishes these, with its epoch.
+            return Ok(());
+        }
         let bytes = match self.read(session, file) {
             Ok(Some(b)) => b,
             Ok(None) => return Ok(()),
@@ -897,35 +974,47 @@ impl Task {
         let (meta, theirs) =
             decode(key, &entry.value).map_err(|e| ClusterError::Local(e.to_string()))?;
         let their_hash = crate::index::fingerprint(&theirs);
-        if their_hash == hash {
-            self.note_synced(key, &meta, entry.revision, hash);
-            return Ok(());
-        }
-        // An owned output is no merge of two writers: the higher epoch wins.
-        if let Some(e) = ours.epoch {
-            match refused(e, meta.epoch, meta.origin == self.host) {
-                Refused::PublishOver => {
-                    // Noted at its revision; ours (the file) is published
-                    // over it at the next try.
-                    self.note_synced(key, &meta, entry.revision, their_hash);
-                    return Err(ClusterError::PublishOver {
-                        file: ours.file.clone(),
-                    });
-                }
-                Refused::Deposed => {
-                    let reason = format!(
+        let own = meta.origin == self.host;
+        match race(
+            ours.epoch,
+            meta.epoch,
+            own,
+            their_hash == hash,
+            supervisor_owned(&ours.file),
+        ) {
+            Race::Same => {
+                self.note_synced(key, &meta, entry.revision, hash);
+                Ok(())
+            }
+            Race::PublishOver => {
+                // Noted at its revision; ours (the file) is published over
+                // it at once ([`Self::publish_now`]) or at the next try.
+                self.note_synced(key, &meta, entry.revision, their_hash);
+                Err(ClusterError::PublishOver {
+                    file: ours.file.clone(),
+                })
+            }
+            Race::Deposed => {
+                let reason = match ours.epoch {
+                    Some(e) => format!(
                         "this host's version (epoch {e}) lost to {}'s (epoch {}): not published",
                         meta.origin,
                         meta.epoch.unwrap_or(0)
-                    );
-                    self.dropped(ours, reason);
-                    self.write_arrival(&meta, &theirs, entry.revision);
-                    return Ok(());
-                }
+                    ),
+                    None => format!(
+                        "a supervisor output has one writer: {}'s version kept",
+                        meta.origin
+                    ),
+                };
+                self.dropped(ours, reason);
+                self.write_arrival(&meta, &theirs, entry.revision);
+                Ok(())
+            }
+            Race::Conflict => {
+                self.conflict(ours, &bytes, &meta, &theirs, entry.revision);
+                Ok(())
             }
         }
-        self.conflict(ours, &bytes, &meta, &theirs, entry.revision);
-        Ok(())
     }
 
     /// Our version of `ours.file` lost to `winner` at `revision`: ours is
@@ -1098,6 +1187,7 @@ impl Task {
             meta.epoch,
             hash,
             meta.origin == self.host,
+            supervisor_owned(&meta.file),
             disk_hash,
         ) {
             Arrival::Stale => {}
@@ -1112,7 +1202,11 @@ impl Task {
             Arrival::Same => self.note_synced(&key, &meta, entry.revision, hash),
             Arrival::OwnOlder => {
                 self.note_synced(&key, &meta, entry.revision, hash);
-                self.dirty.insert((meta.session.clone(), meta.file.clone()));
+                // The later local version is published over it; a
+                // supervisor output only by the leader, with its epoch.
+                if !supervisor_owned(&meta.file) {
+                    self.dirty.insert((meta.session.clone(), meta.file.clone()));
+                }
             }
             Arrival::Write => self.write_arrival(&meta, &bytes, entry.revision),
             Arrival::Conflict => {
@@ -1291,32 +1385,81 @@ mod tests {
     fn an_arrival_is_written_only_over_the_synced_version() {
         let s = synced(3, 10, None);
         assert_eq!(
-            arrival(Some(&s), 3, None, 11, false, Some(10)),
+            arrival(Some(&s), 3, None, 11, false, false, Some(10)),
             Arrival::Stale
         );
         assert_eq!(
-            arrival(Some(&s), 4, None, 11, false, Some(10)),
+            arrival(Some(&s), 4, None, 11, false, false, Some(10)),
             Arrival::Write
         );
-        assert_eq!(arrival(Some(&s), 4, None, 11, false, None), Arrival::Write);
-        assert_eq!(arrival(None, 4, None, 11, false, None), Arrival::Write);
         assert_eq!(
-            arrival(Some(&s), 4, None, 11, false, Some(11)),
+            arrival(Some(&s), 4, None, 11, false, false, None),
+            Arrival::Write
+        );
+        assert_eq!(
+            arrival(None, 4, None, 11, false, false, None),
+            Arrival::Write
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, None, 11, false, false, Some(11)),
             Arrival::Same
         );
         // A local change not yet published: kept aside.
         assert_eq!(
-            arrival(Some(&s), 4, None, 11, false, Some(12)),
+            arrival(Some(&s), 4, None, 11, false, false, Some(12)),
             Arrival::Conflict
         );
         assert_eq!(
-            arrival(None, 4, None, 11, false, Some(12)),
+            arrival(None, 4, None, 11, false, false, Some(12)),
             Arrival::Conflict
         );
         // Our own version whose revision a restart lost: not written back.
         assert_eq!(
-            arrival(Some(&s), 4, None, 11, true, Some(12)),
+            arrival(Some(&s), 4, None, 11, true, false, Some(12)),
             Arrival::OwnOlder
+        );
+    }
+
+    /// Issue 46: a refused publish that meets this host's own older
+    /// version (its revision lost to a kill -9) publishes over it; only
+    /// another host's commit is a conflict.
+    #[test]
+    fn a_refused_publish_never_loses_to_this_hosts_own_older_version() {
+        assert_eq!(race(None, None, true, false, false), Race::PublishOver);
+        assert_eq!(race(None, None, false, false, false), Race::Conflict);
+        assert_eq!(race(None, None, true, true, false), Race::Same);
+        assert_eq!(race(None, None, false, true, false), Race::Same);
+        // Owned outputs: by epoch, never a conflict.
+        assert_eq!(
+            race(Some(5), Some(4), false, false, true),
+            Race::PublishOver
+        );
+        assert_eq!(race(Some(4), Some(5), false, false, true), Race::Deposed);
+        assert_eq!(race(Some(5), Some(5), true, false, true), Race::PublishOver);
+        assert_eq!(race(None, Some(5), false, false, true), Race::Deposed);
+    }
+
+    /// A supervisor-owned output has one writer: an arrival over a locally
+    /// derived version replaces it, never a conflict; this host's own is
+    /// never written back.
+    #[test]
+    fn a_supervisor_output_is_never_a_conflict() {
+        let s = synced(3, 10, Some(7));
+        assert_eq!(
+            arrival(Some(&s), 4, Some(7), 11, false, true, Some(12)),
+            Arrival::Write
+        );
+        assert_eq!(
+            arrival(None, 4, Some(7), 11, false, true, Some(12)),
+            Arrival::Write
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, Some(7), 11, true, true, Some(12)),
+            Arrival::OwnOlder
+        );
+        assert_eq!(
+            arrival(Some(&s), 4, Some(6), 11, false, true, Some(12)),
+            Arrival::Fenced
         );
     }
 
@@ -1324,19 +1467,19 @@ mod tests {
     fn a_lower_epoch_is_fenced() {
         let s = synced(3, 10, Some(7));
         assert_eq!(
-            arrival(Some(&s), 4, Some(6), 11, false, Some(10)),
+            arrival(Some(&s), 4, Some(6), 11, false, false, Some(10)),
             Arrival::Fenced
         );
         assert_eq!(
-            arrival(Some(&s), 4, Some(7), 11, false, Some(10)),
+            arrival(Some(&s), 4, Some(7), 11, false, false, Some(10)),
             Arrival::Write
         );
         assert_eq!(
-            arrival(Some(&s), 4, Some(8), 11, false, Some(10)),
+            arrival(Some(&s), 4, Some(8), 11, false, false, Some(10)),
             Arrival::Write
         );
         assert_eq!(
-            arrival(Some(&s), 4, None, 11, false, Some(10)),
+            arrival(Some(&s), 4, None, 11, false, false, Some(10)),
             Arrival::Write
         );
     }
