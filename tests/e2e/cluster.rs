@@ -41,9 +41,9 @@ fn free_port() -> u16 {
 }
 
 /// One nats-server of the test cluster.
-struct Node {
+pub(crate) struct Node {
     child: Option<Child>,
-    client_port: u16,
+    pub(crate) client_port: u16,
     monitor_port: u16,
     log: PathBuf,
 }
@@ -51,7 +51,7 @@ struct Node {
 /// A three-node JetStream cluster on 127.0.0.1, each node with its own
 /// store directory; every node is killed when this is dropped.
 pub struct NatsCluster {
-    nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Node>,
     _dir: tempfile::TempDir,
 }
 
@@ -290,7 +290,7 @@ fn cluster_policy(nats: &str, ttl: &str) -> String {
     )
 }
 
-fn status(root: &Path) -> (i32, serde_json::Value) {
+pub(crate) fn status(root: &Path) -> (i32, serde_json::Value) {
     let out = ctl_run(root, &["cluster", "status", "--json"]);
     let v = serde_json::from_str(&stdout(&out)).unwrap_or_default();
     (code(&out), v)
@@ -671,13 +671,13 @@ fn a_killed_nats_node_leaves_the_locks_exclusive_and_working() {
 // "Replication", "Cross-host delivery").
 // ---------------------------------------------------------------------------
 
-fn session_of(root: &Path) -> PathBuf {
+pub(crate) fn session_of(root: &Path) -> PathBuf {
     root.join(".squad/sessions").join(SESSION)
 }
 
 /// The replication section of `cluster status --json` (null while squadd
 /// cannot answer).
-fn replication(root: &Path) -> serde_json::Value {
+pub(crate) fn replication(root: &Path) -> serde_json::Value {
     status(root).1["replication"].clone()
 }
 
@@ -1096,7 +1096,7 @@ fn cross_host_delivery_benchmark() {
 }
 
 /// A cluster policy with a leader lease of `lease`.
-fn leader_policy(nats: &str, lock_ttl: &str, lease: &str) -> String {
+pub(crate) fn leader_policy(nats: &str, lock_ttl: &str, lease: &str) -> String {
     format!(
         "cluster:\n  nats: {nats}\n  project: e2e\n  lock_ttl: {lock_ttl}\n  lease_ttl: {lease}\n  replicas: 3\n{NO_NOTICES}"
     )
@@ -1115,7 +1115,7 @@ fn sole_leader(roots: &[PathBuf], live: &[usize]) -> Option<usize> {
 
 /// One host's audit log (`.squad/audit.jsonl`), read from the file: it
 /// outlives a squadd killed -9.
-fn audit(root: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn audit(root: &Path) -> Vec<serde_json::Value> {
     fs::read_to_string(root.join(".squad/audit.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -2234,13 +2234,13 @@ fn a_late_lower_epoch_or_a_foreign_context_is_dropped_and_the_leaders_put_back()
 // follower"): forwarded to the leader over NATS, applied there, replicated.
 // ---------------------------------------------------------------------------
 
-fn status_md(root: &Path) -> PathBuf {
+pub(crate) fn status_md(root: &Path) -> PathBuf {
     session_of(root).join("session-status.md")
 }
 
 /// Two hosts with a leader whose session-status.md has reached the
 /// follower: (the checkouts, the daemons, the leader's index).
-fn two_with_a_replicated_status(
+pub(crate) fn two_with_a_replicated_status(
     policy: &str,
 ) -> (tempfile::TempDir, Vec<PathBuf>, Vec<Daemon>, usize) {
     let (tmp, roots, daemons, leader) = two_with_a_leader_on(policy);
@@ -2253,7 +2253,7 @@ fn two_with_a_replicated_status(
 }
 
 /// The follower's and the leader's session-status.md end byte-equal.
-fn converged(roots: &[PathBuf], leader: usize) -> String {
+pub(crate) fn converged(roots: &[PathBuf], leader: usize) -> String {
     eventually("the follower's session-status.md is the leader's", || {
         let theirs = fs::read_to_string(status_md(&roots[leader])).ok()?;
         (fs::read_to_string(status_md(&roots[1 - leader])).ok()? == theirs).then_some(theirs)

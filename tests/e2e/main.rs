@@ -17,6 +17,7 @@ mod campaign;
 mod check;
 mod ci_links;
 mod cluster;
+mod cluster_outputs;
 mod core;
 pub mod daemon;
 mod defaults;

@@ -12,6 +12,7 @@
 //! carries the leader's retention to every checkout.
 //! A follower's session edit is applied by the leader ([`edits`]).
 
+pub(crate) mod accept;
 pub(crate) mod client;
 pub(crate) mod context;
 pub(crate) mod daemon;

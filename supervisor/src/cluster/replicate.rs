@@ -31,6 +31,7 @@
 //!   highest seen for its key is dropped (`replica-dropped`).
 
 use super::ClusterError;
+use super::accept::{self, NotTheLeaders, Verdict};
 use super::kv::{connect_client, publish_cas};
 use super::presence::{self, Presence};
 use super::{host_id, key_of};
@@ -381,6 +382,10 @@ struct View {
     published_outputs: u64,
     applied: u64,
     dropped: u64,
+    /// Of `dropped`, supervisor outputs refused as not the leader's.
+    refused_outputs: u64,
+    /// The last of them: file, origin, why.
+    last_refused: Option<serde_json::Value>,
     pending: usize,
     conflicts: Vec<Conflict>,
     conflicts_total: u64,
@@ -404,7 +409,22 @@ enum Work {
     Changed(String, String),
     Owned(String, String, u64),
     Present(String),
+    Leader(super::leader::Leadership),
 }
+
+/// A supervisor output from another host waiting for the lease to say
+/// whether its publisher leads (see [`super::accept`]).
+struct Held {
+    key: String,
+    revision: u64,
+    meta: Meta,
+    bytes: Vec<u8>,
+    since: Instant,
+}
+
+/// The most outputs held at once; more are refused (a flood of forged
+/// epochs must not grow the process).
+const MAX_HELD: usize = 64;
 
 /// The last revision of the files bucket this checkout applied, shared
 /// with the lease task, whose heartbeat carries it (replication lag).
@@ -448,6 +468,13 @@ impl Handle {
             .send(Work::Owned(session.to_string(), file.to_string(), epoch));
     }
 
+    /// The lease as this host reads it: arriving supervisor outputs are
+    /// taken only from its holder with its epoch ([`super::accept`]);
+    /// until it is given, they are held.
+    pub(crate) fn follow_leader(&self, leadership: super::leader::Leadership) {
+        let _ = self.tx.send(Work::Leader(leadership));
+    }
+
     /// The revision applied, shared (see [`Applied`]).
     pub(crate) fn applied(&self) -> Applied {
         self.applied.clone()
@@ -487,6 +514,8 @@ impl Handle {
             "published_outputs": v.published_outputs,
             "applied": v.applied,
             "dropped": v.dropped,
+            "refused_outputs": v.refused_outputs,
+            "last_refused": v.last_refused,
             "pending": v.pending,
             "conflicts_total": v.conflicts_total,
             "conflicts": v.conflicts,
@@ -546,6 +575,12 @@ struct Task {
     view: Arc<Mutex<View>>,
     applied: Applied,
     reports: mpsc::UnboundedSender<Report>,
+    /// The lease, once squadd's cluster task gave it.
+    leader: Option<super::leader::Leadership>,
+    /// Supervisor outputs waiting for the lease to decide them.
+    held: Vec<Held>,
+    /// How long an output is held before it is refused.
+    hold_for: Duration,
 }
 
 /// Starts the replication task of `root` (inside squadd's runtime).
@@ -557,6 +592,7 @@ pub(crate) fn start(
 ) -> Handle {
     let host = host_id(root);
     let saved = load(root);
+    let policy_lease_ttl = policy.lease_ttl;
     let view = Arc::new(Mutex::new(View {
         host: host.clone(),
         origins: saved
@@ -572,6 +608,8 @@ pub(crate) fn start(
         published_outputs: 0,
         applied: 0,
         dropped: 0,
+        refused_outputs: 0,
+        last_refused: None,
         pending: 0,
         conflicts: Vec::new(),
         conflicts_total: 0,
@@ -606,6 +644,9 @@ pub(crate) fn start(
         view: view.clone(),
         applied: applied.clone(),
         reports,
+        leader: None,
+        held: Vec::new(),
+        hold_for: (2 * policy_lease_ttl).max(Duration::from_secs(5)),
     };
     tokio::spawn(task.run(rx));
     Handle { tx, view, applied }
@@ -691,6 +732,7 @@ impl Task {
             Work::Owned(s, f, epoch) => {
                 self.owned.insert((s, f), epoch);
             }
+            Work::Leader(l) => self.leader = Some(l),
             Work::Present(agent) => {
                 self.here.entry(agent.clone()).or_insert(0);
                 self.saved.present_here.insert(agent.clone());
@@ -727,6 +769,7 @@ impl Task {
             self.presence_upkeep().await;
             return;
         }
+        self.decide_held();
         let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
         if sweep {
             self.last_sweep = Some(Instant::now());
@@ -974,6 +1017,25 @@ impl Task {
         let (meta, theirs) =
             decode(key, &entry.value).map_err(|e| ClusterError::Local(e.to_string()))?;
         let their_hash = crate::index::fingerprint(&theirs);
+        // A supervisor output no lease stands for (a forged `2^63`, another
+        // host's claim to this epoch) never deposes the leader: reported,
+        // and published over.
+        if their_hash != hash
+            && ours.epoch.is_some()
+            && meta.origin != self.host
+            && let Verdict::Refuse(why) = self.verdict(&meta)
+        {
+            self.refuse(&meta, &why);
+            // Its revision noted, never its epoch (it fences nothing).
+            let unranked = Meta {
+                epoch: None,
+                ..meta.clone()
+            };
+            self.note_synced(key, &unranked, entry.revision, their_hash);
+            return Err(ClusterError::PublishOver {
+                file: ours.file.clone(),
+            });
+        }
         let own = meta.origin == self.host;
         match race(
             ours.epoch,
@@ -1168,7 +1230,93 @@ impl Task {
             tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session the leader's retention removed; not applied");
             return;
         }
-        let key = entry.key.clone();
+        // A supervisor output is the leader's alone: checked against the
+        // lease, not against what it says of itself.
+        if supervisor_owned(&meta.file) && meta.origin != self.host {
+            match self.verdict(&meta) {
+                Verdict::Take => {}
+                Verdict::Hold => {
+                    self.hold(entry.key, entry.revision, meta, bytes);
+                    return;
+                }
+                Verdict::Refuse(why) => {
+                    self.refuse(&meta, &why);
+                    return;
+                }
+            }
+        }
+        self.apply(entry.key, entry.revision, meta, bytes);
+    }
+
+    /// The verdict on a supervisor output by the lease as read now.
+    fn verdict(&self, meta: &Meta) -> Verdict {
+        let seen = self.leader.as_ref().and_then(|l| l.seen());
+        accept::owned_output(
+            &meta.origin,
+            meta.epoch,
+            seen.as_ref().map(|(h, e)| (h.as_str(), *e)),
+        )
+    }
+
+    /// Holds a supervisor output the lease cannot decide yet.
+    fn hold(&mut self, key: String, revision: u64, meta: Meta, bytes: Vec<u8>) {
+        if self.held.len() >= MAX_HELD {
+            let why = NotTheLeaders::Unconfirmed {
+                origin: meta.origin.clone(),
+                given: meta.epoch.unwrap_or(0),
+            };
+            self.refuse(&meta, &why);
+            return;
+        }
+        self.held.push(Held {
+            key,
+            revision,
+            meta,
+            bytes,
+            since: Instant::now(),
+        });
+    }
+
+    /// Decides the held outputs again: taken once the lease names their
+    /// publisher, refused when it never does in time.
+    fn decide_held(&mut self) {
+        for h in std::mem::take(&mut self.held) {
+            match self.verdict(&h.meta) {
+                Verdict::Take => self.apply(h.key, h.revision, h.meta, h.bytes),
+                Verdict::Hold if h.since.elapsed() < self.hold_for => self.held.push(h),
+                Verdict::Hold => {
+                    let why = NotTheLeaders::Unconfirmed {
+                        origin: h.meta.origin.clone(),
+                        given: h.meta.epoch.unwrap_or(0),
+                    };
+                    self.refuse(&h.meta, &why);
+                }
+                Verdict::Refuse(why) => self.refuse(&h.meta, &why),
+            }
+        }
+    }
+
+    /// Reports a supervisor output refused as not the leader's: squadd's
+    /// log (`replica-dropped`) and `cluster status` (`refused_outputs`,
+    /// `last_refused`).
+    fn refuse(&self, meta: &Meta, why: &NotTheLeaders) {
+        tracing::warn!(session = %meta.session, file = %meta.file, origin = %meta.origin, reason = %why, "cluster: a supervisor output refused (not the leader's)");
+        {
+            let mut v = lock(&self.view);
+            v.refused_outputs += 1;
+            v.last_refused = Some(serde_json::json!({
+                "session": meta.session,
+                "file": meta.file,
+                "origin": meta.origin,
+                "epoch": meta.epoch,
+                "reason": why.to_string(),
+            }));
+        }
+        self.dropped(meta, format!("not the leader's: {why}"));
+    }
+
+    /// Applies an arrival that may be applied (see [`arrival`]).
+    fn apply(&mut self, key: String, revision: u64, meta: Meta, bytes: Vec<u8>) {
         let hash = crate::index::fingerprint(&bytes);
         let disk = match self.read(&meta.session, &meta.file) {
             Ok(d) => d,
@@ -1183,7 +1331,7 @@ impl Task {
         let synced = self.saved.keys.get(&key);
         match arrival(
             synced,
-            entry.revision,
+            revision,
             meta.epoch,
             hash,
             meta.origin == self.host,
@@ -1199,16 +1347,18 @@ impl Task {
                 );
                 self.dropped(&meta, reason);
             }
-            Arrival::Same => self.note_synced(&key, &meta, entry.revision, hash),
+            Arrival::Same => self.note_synced(&key, &meta, revision, hash),
             Arrival::OwnOlder => {
-                self.note_synced(&key, &meta, entry.revision, hash);
+                self.note_synced(&key, &meta, revision, hash);
                 // The later local version is published over it; a
                 // supervisor output only by the leader, with its epoch.
                 if !supervisor_owned(&meta.file) {
                     self.dirty.insert((meta.session.clone(), meta.file.clone()));
+                } else if let Some(e) = self.leader.as_ref().and_then(|l| l.epoch()) {
+                    self.owned.insert((meta.session.clone(), meta.file.clone()), e);
                 }
             }
-            Arrival::Write => self.write_arrival(&meta, &bytes, entry.revision),
+            Arrival::Write => self.write_arrival(&meta, &bytes, revision),
             Arrival::Conflict => {
                 let ours = Meta {
                     origin: self.host.clone(),
@@ -1217,7 +1367,7 @@ impl Task {
                     epoch: None,
                 };
                 let local = disk.unwrap_or_default();
-                self.conflict(&ours, &local, &meta, &bytes, entry.revision);
+                self.conflict(&ours, &local, &meta, &bytes, revision);
             }
         }
     }

@@ -442,6 +442,10 @@ impl EventLoop {
             let to_loop = server::forwarded_edits(i, self.calls.clone());
             let handle =
                 crate::cluster::daemon::start(&root_path, c.clone(), news, applied, to_loop);
+            // Arriving leader's outputs are checked against this lease.
+            if let Some(r) = self.roots.shell(i).replica.as_ref() {
+                r.follow_leader(handle.leadership());
+            }
             // Removals across hosts: the leader's retention published, the
             // others' applied (docs/cluster.md, "Retention across hosts").
             self.roots.shell_mut(i).retire = Some(crate::cluster::retire::start(

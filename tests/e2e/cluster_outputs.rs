@@ -1,0 +1,93 @@
+//! The leader's outputs across hosts (issue 39 item 5): a supervisor output
+//! in the files bucket is taken only from the lease's holder with the
+//! lease's epoch; anything else is refused, reported, and fences nothing.
+
+use crate::cluster::{
+    NatsCluster, audit, converged, leader_policy, replication, session_of, status, status_md,
+    two_with_a_replicated_status,
+};
+use crate::daemon::eventually;
+use crate::support::*;
+use std::fs;
+
+/// `key_of`: the KV key of `session/file`.
+fn file_key(session: &str, file: &str) -> String {
+    let mut key = String::from("t-");
+    for b in format!("{session}/{file}").bytes() {
+        key.push_str(&format!("{b:02x}"));
+    }
+    key
+}
+
+/// A NATS client with the project's credentials forges the session's
+/// `session-status.md` twice: as a host that is not the leader with the
+/// lease's own epoch, and with epoch 2^63 (which, taken, fenced every real
+/// leader's output for good). Neither is written on any host; both are
+/// reported (`replica-dropped` naming why, `cluster status`'s
+/// `refused_outputs`); and the leader's next output still reaches the
+/// follower. Before issue 39 the follower wrote the forged files and then
+/// dropped every later status of the leader as a lower epoch.
+#[test]
+fn a_forged_leaders_output_is_refused_reported_and_fences_nothing() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let policy = leader_policy(&nats.urls_yaml(), "5s", "3s");
+    let (_tmp, roots, _daemons, leader) = two_with_a_replicated_status(&policy);
+    let follower = 1 - leader;
+    let (_, v) = status(&roots[leader]);
+    let epoch = v["leader"]["epoch"].as_u64().unwrap();
+    let session = session_of(&roots[leader])
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let key = file_key(&session, "session-status.md");
+    let url = format!("nats://127.0.0.1:{}", nats.nodes[0].client_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let store = js.get_key_value("squad-e2e-files").await.unwrap();
+        for (origin, e) in [("forger-host", epoch), ("jammer-host", 1u64 << 63)] {
+            let meta = serde_json::json!({
+                "origin": origin, "session": session, "file": "session-status.md", "epoch": e,
+            });
+            let value = format!("{meta}\nforged by {origin}\n");
+            store.put(&key, value.into()).await.unwrap();
+        }
+    });
+    for (host, root) in roots.iter().enumerate() {
+        let dropped = eventually("both forgeries reported", || {
+            let reasons: Vec<String> = audit(root)
+                .into_iter()
+                .filter(|e| e["kind"] == "replica-dropped" && e["file"] == "session-status.md")
+                .filter_map(|e| e["reason"].as_str().map(str::to_string))
+                .collect();
+            let named = reasons
+                .iter()
+                .any(|r| r.contains("published by forger-host"))
+                && reasons.iter().any(|r| r.contains("beyond any lease"));
+            named.then_some(reasons)
+        });
+        assert!(
+            dropped.iter().all(|r| r.contains("not the leader's")),
+            "host {host}: {dropped:?}"
+        );
+        let status = fs::read_to_string(status_md(root)).unwrap();
+        assert!(!status.contains("forged"), "host {host} wrote it: {status}");
+    }
+    let r = replication(&roots[follower]);
+    assert!(r["refused_outputs"].as_u64().unwrap() >= 2, "{r:#}");
+    assert!(r["last_refused"]["reason"].as_str().is_some(), "{r:#}");
+    // The leader's next output reaches the follower: 2^63 fenced nothing.
+    write_plan(&session_of(&roots[leader]), "task_9", "agent-9", "");
+    eventually(
+        "the follower's session-status.md counts the new plan",
+        || crate::daemon::counters(&session_of(&roots[follower])).filter(|c| c.1 == 3),
+    );
+    converged(&roots, leader);
+}
