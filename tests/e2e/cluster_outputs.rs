@@ -20,9 +20,11 @@ fn file_key(session: &str, file: &str) -> String {
 }
 
 /// A NATS client with the project's credentials forges the session's
-/// `session-status.md` twice: as a host that is not the leader with the
-/// lease's own epoch, and with epoch 2^63 (which, taken, fenced every real
-/// leader's output for good). Neither is written on any host; both are
+/// `session-status.md` three times: as a host that is not the leader with
+/// the lease's own epoch, with epoch 2^63 (which, taken, fenced every real
+/// leader's output for good), and last with the lease's epoch plus one (an
+/// election nobody held: the leader, whose lease is valid, refuses it at
+/// once; the follower holds it, then refuses it). Neither is written on any host; both are
 /// reported (`replica-dropped` naming why, `cluster status`'s
 /// `refused_outputs`); and the leader's next output still reaches the
 /// follower. Before issue 39 the follower wrote the forged files and then
@@ -52,7 +54,11 @@ fn a_forged_leaders_output_is_refused_reported_and_fences_nothing() {
         let client = async_nats::connect(url).await.unwrap();
         let js = async_nats::jetstream::new(client);
         let store = js.get_key_value("squad-e2e-files").await.unwrap();
-        for (origin, e) in [("forger-host", epoch), ("jammer-host", 1u64 << 63)] {
+        for (origin, e) in [
+            ("forger-host", epoch),
+            ("jammer-host", 1u64 << 63),
+            ("bumped-host", epoch + 1),
+        ] {
             let meta = serde_json::json!({
                 "origin": origin, "session": session, "file": "session-status.md", "epoch": e,
             });
@@ -70,7 +76,10 @@ fn a_forged_leaders_output_is_refused_reported_and_fences_nothing() {
             let named = reasons
                 .iter()
                 .any(|r| r.contains("published by forger-host"))
-                && reasons.iter().any(|r| r.contains("beyond any lease"));
+                && reasons.iter().any(|r| r.contains("beyond any lease"))
+                && reasons
+                    .iter()
+                    .any(|r| r.contains("no election gave it") || r.contains("bumped-host"));
             named.then_some(reasons)
         });
         assert!(
@@ -81,7 +90,7 @@ fn a_forged_leaders_output_is_refused_reported_and_fences_nothing() {
         assert!(!status.contains("forged"), "host {host} wrote it: {status}");
     }
     let r = replication(&roots[follower]);
-    assert!(r["refused_outputs"].as_u64().unwrap() >= 2, "{r:#}");
+    assert!(r["refused_outputs"].as_u64().unwrap() >= 3, "{r:#}");
     assert!(r["last_refused"]["reason"].as_str().is_some(), "{r:#}");
     // The leader's next output reaches the follower: 2^63 fenced nothing.
     write_plan(&session_of(&roots[leader]), "task_9", "agent-9", "");

@@ -56,17 +56,25 @@ pub(crate) enum Verdict {
 
 /// Decides a supervisor output published by `origin` with `epoch`, given
 /// the lease as last read here (`leader`: holder and epoch; `None` when
-/// not read yet).
+/// not read yet) and the epoch this host leads with while its own lease is
+/// valid (`leading`): then no other election can exist, so an epoch above
+/// it is forged, not merely unseen.
 pub(crate) fn owned_output(
     origin: &str,
     epoch: Option<u64>,
     leader: Option<(&str, u64)>,
+    leading: Option<u64>,
 ) -> Verdict {
     let Some(given) = epoch else {
         return Verdict::Refuse(NotTheLeaders::NoEpoch);
     };
     if given > MAX_EPOCH {
         return Verdict::Refuse(NotTheLeaders::OutOfBounds(given));
+    }
+    if let Some(ours) = leading
+        && given > ours
+    {
+        return Verdict::Refuse(NotTheLeaders::WrongEpoch { given, lease: ours });
     }
     let Some((holder, lease)) = leader else {
         return Verdict::Hold;
@@ -96,23 +104,28 @@ mod tests {
     #[test]
     fn only_the_lease_holder_with_the_lease_epoch_is_taken() {
         let lease = Some(("a", 7));
-        assert_eq!(owned_output("a", Some(7), lease), Verdict::Take);
+        assert_eq!(owned_output("a", Some(7), lease, None), Verdict::Take);
         assert!(matches!(
-            owned_output("b", Some(7), lease),
+            owned_output("b", Some(7), lease, None),
             Verdict::Refuse(NotTheLeaders::NotLeader { .. })
         ));
         assert!(matches!(
-            owned_output("a", Some(6), lease),
+            owned_output("a", Some(6), lease, None),
             Verdict::Refuse(NotTheLeaders::WrongEpoch { given: 6, lease: 7 })
         ));
-        assert_eq!(owned_output("b", Some(8), lease), Verdict::Hold);
-        assert_eq!(owned_output("a", Some(7), None), Verdict::Hold);
+        assert_eq!(owned_output("b", Some(8), lease, None), Verdict::Hold);
+        // This host leads with 7 on a valid lease: 8 is nobody's.
+        assert!(matches!(
+            owned_output("b", Some(8), Some(("me", 7)), Some(7)),
+            Verdict::Refuse(NotTheLeaders::WrongEpoch { given: 8, lease: 7 })
+        ));
+        assert_eq!(owned_output("a", Some(7), None, None), Verdict::Hold);
         assert_eq!(
-            owned_output("a", None, lease),
+            owned_output("a", None, lease, None),
             Verdict::Refuse(NotTheLeaders::NoEpoch)
         );
         assert_eq!(
-            owned_output("a", Some(1 << 63), Some(("a", 1 << 63))),
+            owned_output("a", Some(1 << 63), Some(("a", 1 << 63)), None),
             Verdict::Refuse(NotTheLeaders::OutOfBounds(1 << 63))
         );
     }
@@ -145,6 +158,7 @@ mod acceptance_tests {
             holder in "[abc]",
             lease in prop_oneof![(0u64..20), any::<u64>()],
             known in any::<bool>(),
+            leading in proptest::option::of(0u64..20),
             body in proptest::collection::vec(any::<u8>(), 0..64),
         ) {
             let meta = Meta {
@@ -157,7 +171,14 @@ mod acceptance_tests {
             let value = encode(&meta, &body).unwrap();
             let (read, _) = decode(&key, &value).unwrap();
             let leader = known.then_some((holder.as_str(), lease));
-            if owned_output(&read.origin, read.epoch, leader) == Verdict::Take {
+            let v = owned_output(&read.origin, read.epoch, leader, leading);
+            // While this host leads, no epoch above its own is anybody's.
+            if let (Some(ours), Some(g)) = (leading, given)
+                && g > ours
+            {
+                prop_assert!(v != Verdict::Take && v != Verdict::Hold);
+            }
+            if v == Verdict::Take {
                 prop_assert!(known);
                 prop_assert_eq!(&origin, &holder);
                 prop_assert_eq!(given, Some(lease));
@@ -170,7 +191,7 @@ mod acceptance_tests {
         fn garbage_is_never_taken(value in proptest::collection::vec(any::<u8>(), 0..200)) {
             let key = file_key("20240115T100000Z-s", "session-status.md");
             if let Ok((meta, _)) = decode(&key, &value) {
-                let v = owned_output(&meta.origin, meta.epoch, Some(("a", 7)));
+                let v = owned_output(&meta.origin, meta.epoch, Some(("a", 7)), None);
                 prop_assert!(v != Verdict::Take || (meta.origin == "a" && meta.epoch == Some(7)));
             }
         }

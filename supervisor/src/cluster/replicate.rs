@@ -1251,10 +1251,12 @@ impl Task {
     /// The verdict on a supervisor output by the lease as read now.
     fn verdict(&self, meta: &Meta) -> Verdict {
         let seen = self.leader.as_ref().and_then(|l| l.seen());
+        let leading = self.leader.as_ref().and_then(|l| l.epoch());
         accept::owned_output(
             &meta.origin,
             meta.epoch,
             seen.as_ref().map(|(h, e)| (h.as_str(), *e)),
+            leading,
         )
     }
 
