@@ -92,6 +92,23 @@ fn a_forged_leaders_output_is_refused_reported_and_fences_nothing() {
     let r = replication(&roots[follower]);
     assert!(r["refused_outputs"].as_u64().unwrap() >= 3, "{r:#}");
     assert!(r["last_refused"]["reason"].as_str().is_some(), "{r:#}");
+    // And `health` says so, as a warning naming the last one.
+    let out = ctl_run(&roots[follower], &["health", "--json"]);
+    let h: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let refused = h["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "replica-refused")
+        .unwrap_or_else(|| panic!("no replica-refused check: {h:#}"));
+    assert_eq!(refused["verdict"], "warn", "{refused}");
+    assert!(
+        refused["value"]
+            .as_str()
+            .unwrap()
+            .contains("not the leader's"),
+        "{refused}"
+    );
     // The leader's next output reaches the follower: 2^63 fenced nothing.
     write_plan(&session_of(&roots[leader]), "task_9", "agent-9", "");
     eventually(

@@ -475,6 +475,21 @@ impl Handle {
         let _ = self.tx.send(Work::Leader(leadership));
     }
 
+    /// The supervisor outputs refused as not the leader's: how many, and
+    /// the last one ("FILE from ORIGIN: WHY"), for `health`.
+    pub(crate) fn refused(&self) -> (u64, Option<String>) {
+        let v = lock(&self.view);
+        let last = v.last_refused.as_ref().map(|l| {
+            format!(
+                "{} from {}: {}",
+                l["file"].as_str().unwrap_or_default(),
+                l["origin"].as_str().unwrap_or_default(),
+                l["reason"].as_str().unwrap_or_default()
+            )
+        });
+        (v.refused_outputs, last)
+    }
+
     /// The revision applied, shared (see [`Applied`]).
     pub(crate) fn applied(&self) -> Applied {
         self.applied.clone()

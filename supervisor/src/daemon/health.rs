@@ -126,6 +126,29 @@ pub(crate) struct RootControl {
     pub problem: Option<String>,
     /// Its notify commands.
     pub hooks: HooksReport,
+    /// With `cluster:`, the replicated supervisor outputs refused as not
+    /// the leader's: how many, and the last one's description.
+    pub refused_outputs: Option<(u64, Option<String>)>,
+}
+
+/// The `replica-refused` check of one root: shown once a replicated
+/// supervisor output was refused as not the leader's (docs/cluster.md,
+/// "Only the leader's"); someone with the project's NATS credentials wrote
+/// it, which a person should know.
+fn refused_check(root: &str, refused: Option<&(u64, Option<String>)>) -> Option<Check> {
+    let (n, last) = refused.filter(|r| r.0 > 0)?;
+    Some(Check {
+        name: "replica-refused".into(),
+        value: format!(
+            "{n} supervisor output(s) refused as not the leader's{} ({root})",
+            match last {
+                Some(l) => format!("; last: {l}"),
+                None => String::new(),
+            }
+        ),
+        verdict: Verdict::Warn,
+        note: "a value in the files bucket claimed to be the leader's output and the lease says otherwise: a NATS client with the project's credentials wrote it (`cluster status`, replica-dropped events)".into(),
+    })
 }
 
 /// The `hooks` and `hook-failures` checks of one root: shown when its
@@ -367,6 +390,7 @@ pub(crate) fn measure(s: &Supervision) -> Health {
             note: "watched, pid lock held, control socket bound; a removed socket is bound again, a recreated root taken back".into(),
         });
         checks.extend(hook_checks(&r.root, &r.hooks));
+        checks.extend(refused_check(&r.root, r.refused_outputs.as_ref()));
     }
     for (root, free, total) in &disk_free {
         let ratio = if *total == 0 {

@@ -212,6 +212,7 @@ impl EventLoop {
                         root: r.root.display().to_string(),
                         problem,
                         hooks: self.hooks.report(i, &r.policy.messages, &r.policy.hooks),
+                        refused_outputs: self.roots.shell(i).replica.as_ref().map(|h| h.refused()),
                     }
                 })
                 .collect(),
