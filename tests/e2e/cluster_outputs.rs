@@ -50,22 +50,42 @@ fn a_forged_leaders_output_is_refused_reported_and_fences_nothing() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
+    let store = rt.block_on(async {
         let client = async_nats::connect(url).await.unwrap();
         let js = async_nats::jetstream::new(client);
-        let store = js.get_key_value("squad-e2e-files").await.unwrap();
-        for (origin, e) in [
-            ("forger-host", epoch),
-            ("jammer-host", 1u64 << 63),
-            ("bumped-host", epoch + 1),
-        ] {
-            let meta = serde_json::json!({
-                "origin": origin, "session": session, "file": "session-status.md", "epoch": e,
-            });
-            let value = format!("{meta}\nforged by {origin}\n");
-            store.put(&key, value.into()).await.unwrap();
-        }
+        js.get_key_value("squad-e2e-files").await.unwrap()
     });
+    // One forgery at a time, each seen refused on both hosts before the
+    // next: a value overwritten before a host's watch reads it is never
+    // seen there (the bucket keeps one value a key), so three puts in a
+    // row on a loaded machine could reach a host as one.
+    for (origin, e, said) in [
+        ("forger-host", epoch, "published by forger-host"),
+        ("jammer-host", 1u64 << 63, "beyond any lease"),
+        ("bumped-host", epoch + 1, "bumped-host"),
+    ] {
+        let meta = serde_json::json!({
+            "origin": origin, "session": session, "file": "session-status.md", "epoch": e,
+        });
+        let value = format!("{meta}\nforged by {origin}\n");
+        rt.block_on(store.put(&key, value.into())).unwrap();
+        for root in &roots {
+            eventually(&format!("{origin}'s forgery reported"), || {
+                audit(root)
+                    .into_iter()
+                    .any(|e| {
+                        e["kind"] == "replica-dropped"
+                            && e["file"] == "session-status.md"
+                            && e["reason"].as_str().is_some_and(|r| {
+                                r.contains(said)
+                                    || (origin == "bumped-host"
+                                        && r.contains("no election gave it"))
+                            })
+                    })
+                    .then_some(())
+            });
+        }
+    }
     for (host, root) in roots.iter().enumerate() {
         let dropped = eventually("both forgeries reported", || {
             let reasons: Vec<String> = audit(root)
