@@ -25,6 +25,7 @@ pub(crate) mod presence;
 mod replica_model;
 pub(crate) mod replicate;
 pub(crate) mod retire;
+pub(crate) mod session_write;
 
 pub(crate) use error::ClusterError;
 

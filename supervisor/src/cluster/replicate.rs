@@ -34,6 +34,7 @@ use super::ClusterError;
 use super::accept::{self, NotTheLeaders, Verdict};
 use super::kv::{connect_client, publish_cas};
 use super::presence::{self, Presence};
+use super::session_write;
 use super::{host_id, key_of};
 use crate::events::EventKind;
 use async_nats::jetstream::{self, kv};
@@ -1104,13 +1105,7 @@ impl Task {
             safe_host(&ours.origin)
         );
         let dir = sessions_dir(&self.root).join(&ours.session);
-        if let Err(e) = crate::safefs::write_atomic_under(
-            &self.root,
-            &dir.join(&kept),
-            bytes,
-            0o644,
-            Some(0o755),
-        ) {
+        if let Err(e) = session_write::write(&self.root, &ours.session, &kept, bytes, 0o644) {
             // Not overwritten then: the local version stays in place and
             // the winner is not written (nothing lost); tried again later.
             tracing::error!(error = %e, "cluster: cannot keep a losing version; the file is left as it is");
@@ -1164,7 +1159,7 @@ impl Task {
     /// Writes an arrived version into the checkout and notes it synced.
     fn write_arrival(&mut self, meta: &Meta, bytes: &[u8], revision: u64) {
         let path = self.file_path(&meta.session, &meta.file);
-        match crate::safefs::write_atomic_under(&self.root, &path, bytes, 0o666, Some(0o755)) {
+        match session_write::write(&self.root, &meta.session, &meta.file, bytes, 0o666) {
             Ok(()) => {
                 let hash = crate::index::fingerprint(bytes);
                 self.note_synced(&file_key(&meta.session, &meta.file), meta, revision, hash);
@@ -1223,26 +1218,7 @@ impl Task {
                 return;
             }
         };
-        // A session this host archived is not brought back by a late
-        // version from another host.
-        let archived = !sessions_dir(&self.root).join(&meta.session).exists()
-            && self
-                .root
-                .join(SQUAD_DIR)
-                .join("archives")
-                .join(&meta.session)
-                .exists();
-        if archived {
-            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session archived here; not applied");
-            return;
-        }
-        // Nor one the cluster's retention removed (archived or deleted)
-        // that this checkout no longer has (docs/cluster.md, "Retention
-        // across hosts").
-        if !sessions_dir(&self.root).join(&meta.session).exists()
-            && super::retire::retired(&self.root, &meta.session)
-        {
-            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session the leader's retention removed; not applied");
+        if self.removed_here(&meta) {
             return;
         }
         // A supervisor output is the leader's alone: checked against the
@@ -1332,8 +1308,25 @@ impl Task {
         self.dropped(meta, format!("not the leader's: {why}"));
     }
 
+    /// Whether the arrival's session was removed here (archived, or by
+    /// the leader's retention): a late version never brings it back
+    /// (docs/cluster.md, "Retention across hosts").
+    fn removed_here(&self, meta: &Meta) -> bool {
+        let removed = session_write::session_dir_of(&self.root, &meta.session)
+            == session_write::SessionDir::Removed;
+        if removed {
+            tracing::info!(session = %meta.session, file = %meta.file, "cluster: arrival for a session removed here (archived, or by the leader's retention); not applied");
+        }
+        removed
+    }
+
     /// Applies an arrival that may be applied (see [`arrival`]).
     fn apply(&mut self, key: String, revision: u64, meta: Meta, bytes: Vec<u8>) {
+        // Again here: a held output is applied later, and the session may
+        // have been removed since it was held.
+        if self.removed_here(&meta) {
+            return;
+        }
         let hash = crate::index::fingerprint(&bytes);
         let disk = match self.read(&meta.session, &meta.file) {
             Ok(d) => d,
@@ -1372,7 +1365,8 @@ impl Task {
                 if !supervisor_owned(&meta.file) {
                     self.dirty.insert((meta.session.clone(), meta.file.clone()));
                 } else if let Some(e) = self.leader.as_ref().and_then(|l| l.epoch()) {
-                    self.owned.insert((meta.session.clone(), meta.file.clone()), e);
+                    self.owned
+                        .insert((meta.session.clone(), meta.file.clone()), e);
                 }
             }
             Arrival::Write => self.write_arrival(&meta, &bytes, revision),
