@@ -697,6 +697,7 @@ mod tests {
             max_retries: 0,
             guard_off: false,
             worktree: None,
+            merge: None,
             mcp: false,
             host: None,
         };
