@@ -70,6 +70,7 @@ mod trust;
 mod typos;
 mod usage;
 mod validate;
+mod web;
 mod worktree;
 mod worktree_guard;
 mod worktree_setup;

@@ -140,8 +140,7 @@ pub(super) fn segment_ok(s: &str) -> bool {
         && s.len() <= 200
         && s != "."
         && s != ".."
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
@@ -179,7 +178,10 @@ mod tests {
             Some("squad_web_9999=t0k"),
             Some("squad_web_8642=t0kk"),
         ] {
-            assert!(matches!(decide(&get("/", bad), 8642, "t0k"), Decision::Refuse(_)), "{bad:?}");
+            assert!(
+                matches!(decide(&get("/", bad), 8642, "t0k"), Decision::Refuse(_)),
+                "{bad:?}"
+            );
         }
         let mut q = get("/s/x", None);
         q.query = Some("token=t0k");

@@ -20,7 +20,9 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WebError {
     /// The address could not be bound.
-    #[error("cannot listen on 127.0.0.1:{port}: {source} (choose another with --port, or --port 0 for any free one)")]
+    #[error(
+        "cannot listen on 127.0.0.1:{port}: {source} (choose another with --port, or --port 0 for any free one)"
+    )]
     Bind {
         /// The port asked for.
         port: u16,

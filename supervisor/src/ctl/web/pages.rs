@@ -84,8 +84,14 @@ struct Loaded {
 }
 
 impl Loaded {
-    fn new(root: &Path, session: Option<&str>) -> Result<Loaded, super::WebError> {
+    /// What the page of `session` (or of all) shows; `None` when there is
+    /// no such session.
+    fn new(root: &Path, session: Option<&str>) -> Result<Option<Loaded>, super::WebError> {
         let now = Utc::now();
+        let sessions = crate::index::scan_root(root, 1).unwrap_or_default();
+        if session.is_some_and(|s| !sessions.contains_key(s)) {
+            return Ok(None);
+        }
         let g = super::super::status::gather(root, session, now).map_err(super::WebError::Io)?;
         let (daemon, up) = match &g.report.daemon {
             crate::status::DaemonReport::Running { pid, .. } => {
@@ -98,14 +104,14 @@ impl Loaded {
                 false,
             ),
         };
-        Ok(Loaded {
+        Ok(Some(Loaded {
             daemon,
             up,
             attention: g.attention,
             runs: g.runs,
-            sessions: crate::index::scan_root(root, 1).unwrap_or_default(),
+            sessions,
             now,
-        })
+        }))
     }
 
     fn derive(&self, root: &Path, s: &SessionIndex) -> SessionView {
@@ -144,11 +150,9 @@ impl Loaded {
         );
         for i in items {
             let what = match (&i.session, &i.task) {
-                (Some(s), Some(t)) => format!(
-                    "<a href=\"{}\">{}</a>",
-                    task_href(s, t),
-                    html(&i.summary)
-                ),
+                (Some(s), Some(t)) => {
+                    format!("<a href=\"{}\">{}</a>", task_href(s, t), html(&i.summary))
+                }
                 _ => html(&i.summary),
             };
             let _ = writeln!(
@@ -196,7 +200,9 @@ pub(super) fn not_found(what: &str) -> String {
 
 /// `/`: what needs you, then every session with its progress.
 pub(super) fn index(root: &Path) -> Result<String, super::WebError> {
-    let l = Loaded::new(root, None)?;
+    let Some(l) = Loaded::new(root, None)? else {
+        return Err(super::WebError::Io("cannot read the project".into()));
+    };
     let mut main = l.banner();
     main.push_str(&l.needs_you(None));
     main.push_str("<section aria-labelledby=\"sessions-h\"><h2 id=\"sessions-h\">Sessions</h2><ul class=\"sessions\">\n");
@@ -217,7 +223,9 @@ pub(super) fn index(root: &Path) -> Result<String, super::WebError> {
 
 /// `/s/SESSION`: the board, or `None` when there is no such session.
 pub(super) fn board(root: &Path, session: &str) -> Result<Option<String>, super::WebError> {
-    let l = Loaded::new(root, Some(session))?;
+    let Some(l) = Loaded::new(root, Some(session))? else {
+        return Ok(None);
+    };
     let Some(s) = l.sessions.get(session) else {
         return Ok(None);
     };
@@ -238,7 +246,9 @@ pub(super) fn board(root: &Path, session: &str) -> Result<Option<String>, super:
         let run = l.run(session, &t.task_id);
         let tree = tree_state(&s.dir, &t.task_id);
         let c = column(t, run, tree.as_deref());
-        cols.entry(c).or_default().push(card(session, t, c, run, l.now));
+        cols.entry(c)
+            .or_default()
+            .push(card(session, t, c, run, l.now));
     }
     main.push_str("<div class=\"board\">\n");
     for c in Column::ALL {
@@ -327,7 +337,10 @@ fn card(
         ));
     }
     for b in &t.blockers {
-        facts.push(format!("<span class=\"blocker\">blocked: {}</span>", html(b)));
+        facts.push(format!(
+            "<span class=\"blocker\">blocked: {}</span>",
+            html(b)
+        ));
     }
     format!(
         "<li class=\"card\" id=\"card-{id}\" data-task=\"{id}\" data-column=\"{c}\"><a href=\"{href}\">{id}</a> {}</li>\n",
@@ -344,7 +357,9 @@ pub(super) fn graph(
     session: &str,
     raw: bool,
 ) -> Result<Option<String>, super::WebError> {
-    let l = Loaded::new(root, Some(session))?;
+    let Some(l) = Loaded::new(root, Some(session))? else {
+        return Ok(None);
+    };
     let Some(s) = l.sessions.get(session) else {
         return Ok(None);
     };
@@ -383,7 +398,9 @@ pub(super) fn task(
     session: &str,
     task: &str,
 ) -> Result<Option<String>, super::WebError> {
-    let l = Loaded::new(root, Some(session))?;
+    let Some(l) = Loaded::new(root, Some(session))? else {
+        return Ok(None);
+    };
     let Some(s) = l.sessions.get(session) else {
         return Ok(None);
     };
@@ -491,7 +508,11 @@ pub(super) fn task(
                 let _ = write!(main, " artifacts: {}", html(&p.artifacts.join(", ")));
             }
             for b in p.blockers.iter() {
-                let _ = write!(main, " <span class=\"blocker\">blocked: {}</span>", html(&b.description));
+                let _ = write!(
+                    main,
+                    " <span class=\"blocker\">blocked: {}</span>",
+                    html(&b.description)
+                );
             }
             main.push_str("</li>\n");
         }
@@ -503,13 +524,14 @@ pub(super) fn task(
     match run {
         None => main.push_str("<p>No run of this task.</p>\n"),
         Some(r) => {
-            let exit = r.exit.as_ref().map_or_else(String::new, |e| {
-                match (e.code, e.signal) {
+            let exit = r
+                .exit
+                .as_ref()
+                .map_or_else(String::new, |e| match (e.code, e.signal) {
                     (Some(c), _) => format!(", exit code {c}"),
                     (_, Some(sig)) => format!(", killed by signal {sig}"),
                     _ => String::new(),
-                }
-            });
+                });
             let _ = writeln!(
                 main,
                 "<p>attempt {} · <span class=\"word\">{}</span>{}{exit} · started {} · pid {}</p>",
@@ -551,7 +573,9 @@ fn diff_section(root: &Path, s: &SessionIndex, task: &str, agent: &str) -> Strin
     let mut out =
         String::from("<section aria-labelledby=\"diff-h\"><h2 id=\"diff-h\">Changes</h2>\n");
     let Some(tree) = crate::worktree::load(&crate::runners::run_dir(&s.dir, task)) else {
-        out.push_str("<p>The task has no worktree run, so no branch of its own to show.</p></section>\n");
+        out.push_str(
+            "<p>The task has no worktree run, so no branch of its own to show.</p></section>\n",
+        );
         return out;
     };
     let changes = crate::changes::git_changes(root, &tree.base, &tree.branch);

@@ -55,7 +55,9 @@ pub(super) async fn serve(root: PathBuf, port: u16, open: bool) -> Result<(), su
             .stderr(std::process::Stdio::null())
             .spawn()
         {
-            super::super::warn(format!("--open: cannot run {opener}: {e}; open the URL yourself"));
+            super::super::warn(format!(
+                "--open: cannot run {opener}: {e}; open the URL yourself"
+            ));
         }
     }
     let shared = Arc::new(Shared {
@@ -64,8 +66,8 @@ pub(super) async fn serve(root: PathBuf, port: u16, open: bool) -> Result<(), su
         port: bound.port(),
         feed,
     });
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(io)?;
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io)?;
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -143,7 +145,10 @@ async fn handle(shared: &Shared, req: hyper::Request<hyper::body::Incoming>) -> 
             query: req.uri().query(),
             host: header(&req, HOST),
             origin: header(&req, ORIGIN),
-            fetch_site: header(&req, hyper::header::HeaderName::from_static("sec-fetch-site")),
+            fetch_site: header(
+                &req,
+                hyper::header::HeaderName::from_static("sec-fetch-site"),
+            ),
             cookie: (!cookies.is_empty()).then_some(cookie.as_str()),
         },
         shared.port,
@@ -151,7 +156,10 @@ async fn handle(shared: &Shared, req: hyper::Request<hyper::body::Incoming>) -> 
     );
     match decision {
         auth::Decision::Refuse(why) => {
-            return text(StatusCode::FORBIDDEN, format!("squadctl web: refused: {why}\n"));
+            return text(
+                StatusCode::FORBIDDEN,
+                format!("squadctl web: refused: {why}\n"),
+            );
         }
         auth::Decision::SetCookie { location } => {
             let mut res = text(StatusCode::SEE_OTHER, String::new());
@@ -239,7 +247,11 @@ fn events<B>(shared: &Shared, req: &hyper::Request<B>) -> Response<Body> {
     let (tx, out) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         // The browser retries after a second when the stream breaks.
-        if tx.send(Bytes::from_static(b"retry: 1000\n\n")).await.is_err() {
+        if tx
+            .send(Bytes::from_static(b"retry: 1000\n\n"))
+            .await
+            .is_err()
+        {
             return;
         }
         let mut seen = last.unwrap_or(0);
