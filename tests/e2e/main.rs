@@ -71,6 +71,7 @@ mod typos;
 mod usage;
 mod validate;
 mod web;
+mod web_browser;
 mod worktree;
 mod worktree_guard;
 mod worktree_setup;
