@@ -93,16 +93,14 @@ pub(super) fn decide(req: &Request<'_>, port: u16, token: &str) -> Decision {
         return Decision::Refuse("not a path of this server".into());
     }
     let same = |given: &str| super::super::mcp_http::same(given.as_bytes(), token.as_bytes());
-    if safe {
-        if let Some(given) = query_param(req.query, "token") {
-            return if same(given) {
-                Decision::SetCookie {
-                    location: req.path.to_string(),
-                }
-            } else {
-                Decision::Refuse("wrong token".into())
-            };
-        }
+    if let Some(given) = query_param(req.query, "token").filter(|_| safe) {
+        return if same(given) {
+            Decision::SetCookie {
+                location: req.path.to_string(),
+            }
+        } else {
+            Decision::Refuse("wrong token".into())
+        };
     }
     let name = cookie_name(port);
     let carried = req

@@ -253,9 +253,9 @@ pub(super) fn board(root: &Path, session: &str) -> Result<Option<String>, super:
     main.push_str("<div class=\"board\">\n");
     for c in Column::ALL {
         let cards = cols.remove(&c).unwrap_or_default();
-        let _ = write!(
+        let _ = writeln!(
             main,
-            "<section class=\"col\" data-column=\"{w}\" aria-labelledby=\"col-{w}\"><h2 id=\"col-{w}\">{w} <span class=\"count\">{}</span></h2><ol>\n",
+            "<section class=\"col\" data-column=\"{w}\" aria-labelledby=\"col-{w}\"><h2 id=\"col-{w}\">{w} <span class=\"count\">{}</span></h2><ol>",
             cards.len(),
             w = c.word()
         );
@@ -490,7 +490,7 @@ pub(super) fn task(
     main.push_str("</section>\n");
     // Progress updates, newest first.
     let mut updates: Vec<_> = s.progress().filter(|p| p.task_id == task).collect();
-    updates.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    updates.sort_by_key(|p| std::cmp::Reverse(p.updated_at));
     main.push_str("<section aria-labelledby=\"progress-h\"><h2 id=\"progress-h\">Progress</h2>\n");
     if updates.is_empty() {
         main.push_str("<p>No progress update yet.</p>\n");

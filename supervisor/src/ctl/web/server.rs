@@ -94,7 +94,7 @@ pub(super) async fn serve(root: PathBuf, port: u16, open: bool) -> Result<(), su
     }
 }
 
-fn header<'a, B>(req: &'a hyper::Request<B>, name: hyper::header::HeaderName) -> Option<&'a str> {
+fn header<B>(req: &hyper::Request<B>, name: hyper::header::HeaderName) -> Option<&str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
