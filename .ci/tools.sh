@@ -1,8 +1,9 @@
 # The pinned external tools the test suite drives, installed into caches
 # outside the repository (issue 40 item 5). Sourced, never run: by .ci/test
 # (the README's test command) and so by .ci/run (CI). It exports where each
-# tool is (SQUAD_CLI_DIR, SQUAD_CLI_BIN, SQUAD_MCP_PYTHON, SQUAD_NATS_SERVER)
-# and installs tmux and strace from apt when missing. Each block is skipped
+# tool is (SQUAD_CLI_DIR, SQUAD_CLI_BIN, SQUAD_MCP_PYTHON, SQUAD_NATS_SERVER,
+# SQUAD_CHROMIUM, SQUAD_CHROMEDRIVER) and installs tmux, strace, chromium and
+# chromium-driver from apt when missing. Each block is skipped
 # when its tool is already installed at the pinned version.
 # shellcheck shell=bash
 
@@ -81,6 +82,20 @@ if ! "$NATS_VENV/bin/nats-server" --version 2>/dev/null | grep -qx "nats-server:
 fi
 export SQUAD_NATS_SERVER="$NATS_VENV/bin/nats-server"
 "$SQUAD_NATS_SERVER" --version
+# ------------------------------------------------------------------------------
+
+# --- Chromium for the browser suite (tests/e2e/web_browser.rs) -------------
+# Debian's own `chromium` and `chromium-driver` (one version, from the
+# distribution's security updates: the two always match), driven headless
+# over WebDriver by `squadctl web`'s browser test; it fails under CI=true
+# without them. SQUAD_CHROMIUM / SQUAD_CHROMEDRIVER override the paths.
+echo "== Chromium and chromedriver (Debian, for tests/e2e/web_browser.rs)"
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  sudo_apt apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+export SQUAD_CHROMIUM="${SQUAD_CHROMIUM:-$(command -v chromium)}"
+export SQUAD_CHROMEDRIVER="${SQUAD_CHROMEDRIVER:-$(command -v chromedriver)}"
+"$SQUAD_CHROMEDRIVER" --version
 # ------------------------------------------------------------------------------
 
 # --- tmux and strace (tests/e2e/attention.rs, first_hour.rs, notices.rs) ----

@@ -221,6 +221,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "squadctl hooks install",
         "needs a git repository; tests/e2e/hooks.rs",
     ),
+    (
+        "squadctl web",
+        "serves until stopped (and --open starts a browser); tests/e2e/web.rs",
+    ),
 ];
 
 /// The Quick start and "Using squadctl" commands, in order, each section

@@ -72,6 +72,8 @@ mod trust;
 mod typos;
 mod usage;
 mod validate;
+mod web;
+mod web_browser;
 mod worktree;
 mod worktree_guard;
 mod worktree_setup;

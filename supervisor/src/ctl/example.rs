@@ -89,6 +89,8 @@ set -u
 squadctl=${SQUADCTL:-squadctl}
 pace=${SQUAD_EXAMPLE_PACE:-4}
 out="example/out/$SQUAD_TASK.txt"
+# What it prints goes to the run's log (`squadctl web` shows it per task).
+echo "$SQUAD_AGENT starts $SQUAD_TASK (pace ${pace}s)"
 "$squadctl" progress --status in_progress --percent 10 --action "reading $SQUAD_PROMPT_FILE" -q || exit 4
 sleep "$pace"
 mkdir -p "$SQUAD_ROOT/example/out"
@@ -96,6 +98,7 @@ echo "$SQUAD_TASK, done by $SQUAD_AGENT (pace ${pace}s)" > "$SQUAD_ROOT/$out"
 "$squadctl" progress --status in_progress --percent 60 --action "wrote $out" --artifact "$out" -q || exit 5
 sleep "$pace"
 "$squadctl" progress --status completed --percent 100 --action "done" -q || exit 6
+echo "$SQUAD_AGENT completed $SQUAD_TASK"
 "#;
 
 /// The example's tasks: id, agent, what, the task it requires.

@@ -38,7 +38,7 @@ pub(crate) fn token_path(root: &Path, agent: &str, port: u16) -> PathBuf {
 }
 
 /// A new token: 32 bytes of the kernel's randomness, hex.
-fn new_token() -> Result<String, String> {
+pub(crate) fn new_token() -> Result<String, String> {
     let mut buf = [0u8; 32];
     let mut filled = 0;
     while filled < buf.len() {
@@ -63,7 +63,7 @@ fn new_token() -> Result<String, String> {
 }
 
 /// Whether `given` is the token, in time independent of where they differ.
-fn same(given: &[u8], token: &[u8]) -> bool {
+pub(crate) fn same(given: &[u8], token: &[u8]) -> bool {
     given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 

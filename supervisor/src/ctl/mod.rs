@@ -46,6 +46,7 @@ mod undelivered;
 pub(crate) mod usage;
 pub(crate) mod validate;
 pub(crate) mod wait;
+pub(crate) mod web;
 pub(crate) mod write;
 
 /// squadctl: validate, inspect and drive a squad project's coordination files.
@@ -185,6 +186,8 @@ pub enum Command {
     Import(team::ImportArgs),
     #[allow(missing_docs)]
     Mcp(mcp::McpArgs),
+    #[allow(missing_docs)]
+    Web(web::WebArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -402,6 +405,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Export(args) => team::export(cli.root.as_deref(), args),
         Command::Import(args) => team::import(cli.root.as_deref(), args),
         Command::Mcp(args) => mcp::run(cli.root.as_deref(), args),
+        Command::Web(args) => web::run(cli.root.as_deref(), args),
     }
 }
 

@@ -1,0 +1,314 @@
+//! The HTTP side: hyper 1 on 127.0.0.1, every request through
+//! [`super::auth::decide`] first, then routed to a page, an asset or the
+//! event stream. Pages are rendered off the runtime's thread (they read
+//! files and ask squadd).
+
+use super::auth;
+use super::live::{CatchUp, Feed};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Frame;
+use hyper::{Response, StatusCode};
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+const STYLE: &str = include_str!("assets/style.css");
+const SCRIPT: &str = include_str!("assets/live.js");
+
+/// What every request needs.
+struct Shared {
+    root: PathBuf,
+    token: String,
+    port: u16,
+    feed: Feed,
+}
+
+/// Serves until Ctrl-C or SIGTERM.
+pub(super) async fn serve(root: PathBuf, port: u16, open: bool) -> Result<(), super::WebError> {
+    let io = |e: std::io::Error| super::WebError::Io(e.to_string());
+    let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
+        .await
+        .map_err(|source| super::WebError::Bind { port, source })?;
+    let bound = listener.local_addr().map_err(io)?;
+    let token = super::super::mcp_http::new_token().map_err(super::WebError::Io)?;
+    let feed = Feed::new();
+    feed.start(root.clone());
+    let url = format!("http://127.0.0.1:{}/?token={token}", bound.port());
+    // The address is the output (a script or test reads it); it goes out
+    // before the first request can be answered.
+    super::super::print(&format!("squadctl web: serving {url}\n"));
+    if open {
+        let opener = if cfg!(target_os = "macos") {
+            "open"
+        } else {
+            "xdg-open"
+        };
+        if let Err(e) = std::process::Command::new(opener)
+            .arg(&url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            super::super::warn(format!(
+                "--open: cannot run {opener}: {e}; open the URL yourself"
+            ));
+        }
+    }
+    let shared = Arc::new(Shared {
+        root,
+        token,
+        port: bound.port(),
+        feed,
+    });
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io)?;
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    super::super::warn(format!("web: accept: {e}"));
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = term.recv() => return Ok(()),
+        };
+        let shared = shared.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let shared = shared.clone();
+            async move { Ok::<_, Infallible>(handle(&shared, req).await) }
+        });
+        tokio::spawn(async move {
+            // A client that hangs up ends its connection only.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn header<B>(req: &hyper::Request<B>, name: hyper::header::HeaderName) -> Option<&str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// An answer with the security headers every answer carries.
+fn answer(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut res = Response::new(Full::new(body.into()).boxed());
+    *res.status_mut() = status;
+    let h = res.headers_mut();
+    let set = |h: &mut hyper::HeaderMap, k: &'static str, v: &str| {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(v) {
+            h.insert(k, v);
+        }
+    };
+    set(h, "content-type", content_type);
+    set(
+        h,
+        "content-security-policy",
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
+    set(h, "x-content-type-options", "nosniff");
+    set(h, "referrer-policy", "no-referrer");
+    set(h, "cache-control", "no-store");
+    res
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    answer(status, "text/plain; charset=utf-8", body)
+}
+
+fn html(status: StatusCode, body: String) -> Response<Body> {
+    answer(status, "text/html; charset=utf-8", body)
+}
+
+async fn handle(shared: &Shared, req: hyper::Request<hyper::body::Incoming>) -> Response<Body> {
+    use hyper::header::{COOKIE, HOST, ORIGIN};
+    let cookies: Vec<&str> = req
+        .headers()
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let cookie = cookies.join("; ");
+    let path = req.uri().path().to_string();
+    let decision = auth::decide(
+        &auth::Request {
+            method: req.method().as_str(),
+            path: &path,
+            query: req.uri().query(),
+            host: header(&req, HOST),
+            origin: header(&req, ORIGIN),
+            fetch_site: header(
+                &req,
+                hyper::header::HeaderName::from_static("sec-fetch-site"),
+            ),
+            cookie: (!cookies.is_empty()).then_some(cookie.as_str()),
+        },
+        shared.port,
+        &shared.token,
+    );
+    match decision {
+        auth::Decision::Refuse(why) => {
+            return text(
+                StatusCode::FORBIDDEN,
+                format!("squadctl web: refused: {why}\n"),
+            );
+        }
+        auth::Decision::SetCookie { location } => {
+            let mut res = text(StatusCode::SEE_OTHER, String::new());
+            let h = res.headers_mut();
+            for (k, v) in [
+                ("set-cookie", auth::set_cookie(shared.port, &shared.token)),
+                ("location", location),
+            ] {
+                if let Ok(v) = hyper::header::HeaderValue::from_str(&v) {
+                    h.insert(k, v);
+                }
+            }
+            return res;
+        }
+        auth::Decision::Serve => {}
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let method = req.method().as_str();
+    if method == "POST" {
+        // The review gate's actions (issue 44) arrive here; none yet.
+        return text(
+            StatusCode::NOT_FOUND,
+            "squadctl web: no such action\n".into(),
+        );
+    }
+    if !matches!(method, "GET" | "HEAD") {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "squadctl web: only GET, and POST for actions\n".into(),
+        );
+    }
+    let root = shared.root.clone();
+    let owned: Vec<String> = segments.iter().map(|s| s.to_string()).collect();
+    let render = move || -> Result<Option<(String, &'static str)>, super::WebError> {
+        let html_ = |p: Option<String>| p.map(|b| (b, "text/html; charset=utf-8"));
+        let s: Vec<&str> = owned.iter().map(String::as_str).collect();
+        Ok(match s.as_slice() {
+            [] => html_(Some(super::pages::index(&root)?)),
+            ["s", session] => html_(super::pages::board(&root, session)?),
+            ["s", session, "graph"] => html_(super::pages::graph(&root, session, false)?),
+            ["s", session, "graph.svg"] => super::pages::graph(&root, session, true)?
+                .map(|b| (b, "image/svg+xml; charset=utf-8")),
+            ["s", session, "t", task] => html_(super::pages::task(&root, session, task)?),
+            _ => None,
+        })
+    };
+    match segments.as_slice() {
+        ["assets", "style.css"] => return answer(StatusCode::OK, "text/css; charset=utf-8", STYLE),
+        ["assets", "live.js"] => {
+            return answer(StatusCode::OK, "text/javascript; charset=utf-8", SCRIPT);
+        }
+        ["events"] => return events(shared, &req),
+        ["s", _, "t", _, "do", _] => {
+            return text(
+                StatusCode::FORBIDDEN,
+                "squadctl web: refused: an action needs a POST from the page (a GET never acts)\n"
+                    .into(),
+            );
+        }
+        _ => {}
+    }
+    match tokio::task::spawn_blocking(render).await {
+        Ok(Ok(Some((body, kind)))) => answer(StatusCode::OK, kind, body),
+        Ok(Ok(None)) => html(
+            StatusCode::NOT_FOUND,
+            super::pages::not_found(&format!("nothing at {path}")),
+        ),
+        Ok(Err(e)) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("squadctl web: {e}\n"),
+        ),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("squadctl web: the page failed: {e}\n"),
+        ),
+    }
+}
+
+/// `GET /events`: the server-sent event stream of changes, caught up from
+/// `Last-Event-ID`.
+fn events<B>(shared: &Shared, req: &hyper::Request<B>) -> Response<Body> {
+    let last = header(req, hyper::header::HeaderName::from_static("last-event-id"))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let (mut rx, catch_up) = shared.feed.subscribe(last);
+    let (tx, out) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        // The browser retries after a second when the stream breaks.
+        if tx
+            .send(Bytes::from_static(b"retry: 1000\n\n"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let mut seen = last.unwrap_or(0);
+        match catch_up {
+            CatchUp::Missed(changes) => {
+                for c in changes {
+                    seen = seen.max(c.id);
+                    if tx.send(c.frame()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            CatchUp::Reload => {
+                if tx
+                    .send(Bytes::from_static(b"event: reload\ndata: {}\n\n"))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        let mut keepalive = tokio::time::interval(std::time::Duration::from_secs(15));
+        loop {
+            let frame = tokio::select! {
+                got = rx.recv() => match got {
+                    Ok(c) if c.id <= seen => continue,
+                    Ok(c) => { seen = c.id; c.frame() }
+                    // Too slow a reader: it reloads rather than miss changes.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        Bytes::from_static(b"event: reload\ndata: {}\n\n")
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                _ = keepalive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+            };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut res = answer(StatusCode::OK, "text/event-stream", Bytes::new());
+    *res.body_mut() = Stream(out).boxed();
+    res
+}
+
+/// A body of the frames a channel carries, ended when its sender goes.
+struct Stream(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Stream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
