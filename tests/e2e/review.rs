@@ -374,3 +374,33 @@ fn a_waiting_review_is_resolved_by_its_command() {
     crate::resolve::resolved(&p.root, "review-waiting");
     assert!(on_main(&p.root, "src/task_a.txt"));
 }
+
+/// A `merge:` that is neither `auto` nor `review`, in the policy or in a
+/// plan, is refused with its file, line and column and the values allowed.
+#[test]
+fn a_wrong_merge_value_is_refused_where_it_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let session = init_session(&root, "merge");
+    write_policy(&root, "runners:\n  worktree: true\n  merge: later\n");
+    let out = run(ctl(&root).args(["validate"]));
+    assert_ne!(code(&out), 0);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains(".squad/policies.yaml:3:3"), "{said}");
+    assert!(
+        said.contains("`auto`") && said.contains("`review`"),
+        "{said}"
+    );
+    write_policy(&root, "runners:\n  worktree: true\n");
+    std::fs::write(
+        session.join("role-plan-alpha-task_a.md"),
+        plan_text("task_a", "alpha", "")
+            .replace("priority: high\n", "priority: high\n  merge: later\n"),
+    )
+    .unwrap();
+    let out = run(ctl(&root).args(["validate"]));
+    assert_ne!(code(&out), 0);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains("role-plan-alpha-task_a.md:6:10"), "{said}");
+    assert!(said.contains("allowed: review"), "{said}");
+}
