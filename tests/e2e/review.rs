@@ -404,3 +404,61 @@ fn a_wrong_merge_value_is_refused_where_it_is_written() {
     assert!(said.contains("role-plan-alpha-task_a.md:6:10"), "{said}");
     assert!(said.contains("allowed: review"), "{said}");
 }
+
+/// Approval is judged again at merge time: a file outside the task's
+/// boundaries committed on the branch while it waited (by the agent, or
+/// anyone with the worktree) holds it at merge; main never gets it.
+#[test]
+fn an_approved_branch_changed_while_it_waited_is_judged_again_and_held() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = review_project("review");
+    let _d = crate::daemon::Daemon::start(&p.root);
+    task(&p.root, "task_a", "alpha", None, false);
+    waits(&p.root, "task_a", 1);
+    batch_finished(&p.root);
+    let tree = p
+        .root
+        .join(".squad/worktrees")
+        .join(p.session.file_name().unwrap())
+        .join("task_a");
+    std::fs::write(tree.join("secret.txt"), "not mine\n").unwrap();
+    git_ok(&tree, &["add", "secret.txt"]);
+    git_ok(
+        &tree,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "later",
+        ],
+    );
+    // `review show` already says so.
+    let show = ctl_ok(&p.root, &["review", "show", "task_a"]);
+    assert!(show.contains("secret.txt  refused"), "{show}");
+    let out = run(ctl(&p.root).args(["review", "approve", "task_a"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("task_a held at merge"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(tree_state(&p.session, "task_a"), "held");
+    assert!(!on_main(&p.root, "secret.txt") && !on_main(&p.root, "src/task_a.txt"));
+    let v = status_json(&p.root);
+    let kinds: Vec<&str> = v["needs_attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"branch-held") && !kinds.contains(&"review-waiting"),
+        "{kinds:?}"
+    );
+}
