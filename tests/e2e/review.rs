@@ -462,3 +462,36 @@ fn an_approved_branch_changed_while_it_waited_is_judged_again_and_held() {
         "{kinds:?}"
     );
 }
+
+/// squadd killed (-9) while a review waits: the restarted squadd finds
+/// the branch waiting (worktree.json), merges nothing by itself, keeps
+/// the dependent waiting, and the lead's approval then merges it.
+#[test]
+fn a_review_waiting_when_squadd_is_killed_still_waits_after_the_restart() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = review_project("review");
+    let d = crate::daemon::Daemon::start(&p.root);
+    task(&p.root, "task_a", "alpha", None, false);
+    task(&p.root, "task_b", "bravo", Some("task_a"), false);
+    waits(&p.root, "task_a", 1);
+    batch_finished(&p.root);
+    d.kill9();
+    let d = crate::daemon::Daemon::start(&p.root);
+    batch_finished(&p.root);
+    assert_eq!(tree_state(&p.session, "task_a"), "review");
+    assert!(!on_main(&p.root, "src/task_a.txt"));
+    let all = events(&p.root);
+    assert!(
+        !all.iter()
+            .any(|e| kind_of(e) == "agent-spawned" && e["task_id"] == "task_b"),
+        "{all:#?}"
+    );
+    let approved = ctl_ok(&p.root, &["review", "approve", "task_a"]);
+    assert!(approved.contains("task_a merged"), "{approved}");
+    wait_event(&p.root, "task_b spawned", |e| {
+        kind_of(e) == "agent-spawned" && e["task_id"] == "task_b"
+    });
+    d.terminate();
+}
