@@ -211,6 +211,13 @@ fn an_approved_branch_is_merged_then_its_dependent_runs_and_the_session_complete
         })
     });
 
+    // `top` lists it under what needs you.
+    if crate::attention::have_tmux() {
+        let tmux = crate::attention::start_top(&p.root, "200", "40");
+        tmux.wait_for(&["NEEDS YOU", "squad/task_a of task_a waits for your review"]);
+        run(tmux.cmd().args(["kill-server"]));
+    }
+
     agent_refused(&p, "task_a");
 
     // The lead approves: merged, the dependent runs, the session completes.
