@@ -784,7 +784,11 @@ mod tests {
         assert_eq!(p.merge_for("docs", false), Merge::Auto);
         assert_eq!(p.merge_for("docs", true), Merge::Review, "a plan asks");
         let d = on();
-        assert_eq!(d.merge_for("backend", false), Merge::Auto, "auto by default");
+        assert_eq!(
+            d.merge_for("backend", false),
+            Merge::Auto,
+            "auto by default"
+        );
         for (yaml, field) in [
             ("runners:\n  merge: later\n", "runners.merge"),
             (
@@ -795,7 +799,10 @@ mod tests {
             let e = Policy::parse(Some(yaml)).unwrap_err();
             let text = e.to_string();
             assert!(text.contains(field), "{text}");
-            assert!(text.contains("`auto`") && text.contains("`review`"), "{text}");
+            assert!(
+                text.contains("`auto`") && text.contains("`review`"),
+                "{text}"
+            );
         }
     }
 

@@ -211,6 +211,13 @@ fn an_approved_branch_is_merged_then_its_dependent_runs_and_the_session_complete
         })
     });
 
+    // `top` lists it under what needs you.
+    if crate::attention::have_tmux() {
+        let tmux = crate::attention::start_top(&p.root, "200", "40");
+        tmux.wait_for(&["NEEDS YOU", "squad/task_a of task_a waits for your review"]);
+        run(tmux.cmd().args(["kill-server"]));
+    }
+
     agent_refused(&p, "task_a");
 
     // The lead approves: merged, the dependent runs, the session completes.
@@ -373,4 +380,125 @@ fn a_waiting_review_is_resolved_by_its_command() {
     assert_eq!(acted.len(), 1, "{command}");
     crate::resolve::resolved(&p.root, "review-waiting");
     assert!(on_main(&p.root, "src/task_a.txt"));
+}
+
+/// A `merge:` that is neither `auto` nor `review`, in the policy or in a
+/// plan, is refused with its file, line and column and the values allowed.
+#[test]
+fn a_wrong_merge_value_is_refused_where_it_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let session = init_session(&root, "merge");
+    write_policy(&root, "runners:\n  worktree: true\n  merge: later\n");
+    let out = run(ctl(&root).args(["validate"]));
+    assert_ne!(code(&out), 0);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains(".squad/policies.yaml:3:3"), "{said}");
+    assert!(
+        said.contains("`auto`") && said.contains("`review`"),
+        "{said}"
+    );
+    write_policy(&root, "runners:\n  worktree: true\n");
+    std::fs::write(
+        session.join("role-plan-alpha-task_a.md"),
+        plan_text("task_a", "alpha", "")
+            .replace("priority: high\n", "priority: high\n  merge: later\n"),
+    )
+    .unwrap();
+    let out = run(ctl(&root).args(["validate"]));
+    assert_ne!(code(&out), 0);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains("role-plan-alpha-task_a.md:6:10"), "{said}");
+    assert!(said.contains("allowed: review"), "{said}");
+}
+
+/// Approval is judged again at merge time: a file outside the task's
+/// boundaries committed on the branch while it waited (by the agent, or
+/// anyone with the worktree) holds it at merge; main never gets it.
+#[test]
+fn an_approved_branch_changed_while_it_waited_is_judged_again_and_held() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = review_project("review");
+    let _d = crate::daemon::Daemon::start(&p.root);
+    task(&p.root, "task_a", "alpha", None, false);
+    waits(&p.root, "task_a", 1);
+    batch_finished(&p.root);
+    let tree = p
+        .root
+        .join(".squad/worktrees")
+        .join(p.session.file_name().unwrap())
+        .join("task_a");
+    std::fs::write(tree.join("secret.txt"), "not mine\n").unwrap();
+    git_ok(&tree, &["add", "secret.txt"]);
+    git_ok(
+        &tree,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "later",
+        ],
+    );
+    // `review show` already says so.
+    let show = ctl_ok(&p.root, &["review", "show", "task_a"]);
+    assert!(show.contains("secret.txt  refused"), "{show}");
+    let out = run(ctl(&p.root).args(["review", "approve", "task_a"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("task_a held at merge"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(tree_state(&p.session, "task_a"), "held");
+    assert!(!on_main(&p.root, "secret.txt") && !on_main(&p.root, "src/task_a.txt"));
+    let v = status_json(&p.root);
+    let kinds: Vec<&str> = v["needs_attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"branch-held") && !kinds.contains(&"review-waiting"),
+        "{kinds:?}"
+    );
+}
+
+/// squadd killed (-9) while a review waits: the restarted squadd finds
+/// the branch waiting (worktree.json), merges nothing by itself, keeps
+/// the dependent waiting, and the lead's approval then merges it.
+#[test]
+fn a_review_waiting_when_squadd_is_killed_still_waits_after_the_restart() {
+    if !git_or_skip() {
+        return;
+    }
+    let p = review_project("review");
+    let d = crate::daemon::Daemon::start(&p.root);
+    task(&p.root, "task_a", "alpha", None, false);
+    task(&p.root, "task_b", "bravo", Some("task_a"), false);
+    waits(&p.root, "task_a", 1);
+    batch_finished(&p.root);
+    d.kill9();
+    let d = crate::daemon::Daemon::start(&p.root);
+    batch_finished(&p.root);
+    assert_eq!(tree_state(&p.session, "task_a"), "review");
+    assert!(!on_main(&p.root, "src/task_a.txt"));
+    let all = events(&p.root);
+    assert!(
+        !all.iter()
+            .any(|e| kind_of(e) == "agent-spawned" && e["task_id"] == "task_b"),
+        "{all:#?}"
+    );
+    let approved = ctl_ok(&p.root, &["review", "approve", "task_a"]);
+    assert!(approved.contains("task_a merged"), "{approved}");
+    wait_event(&p.root, "task_b spawned", |e| {
+        kind_of(e) == "agent-spawned" && e["task_id"] == "task_b"
+    });
+    d.terminate();
 }

@@ -8,7 +8,7 @@
 //! method, actions `approve`, `changes`, `reject`; `core/runs/review.rs`).
 
 use crate::control::{Client, ClientError, Method};
-use crate::worktree::{RunTree, Stat, TreeState};
+use crate::worktree::{RunTree, TreeState};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -255,7 +255,7 @@ const BOUNDARY_RULES: &[&str] = &["boundary-violation", "unattributed-change"];
 const LOCK_RULES: &[&str] = &["ownership-violation"];
 
 fn waiting(root: &Path, policy: &squad_policies::Policy, f: &Found) -> Waiting {
-    let stat = crate::worktree::stat(root, &f.tree).unwrap_or(Stat::default());
+    let stat = crate::worktree::stat(root, &f.tree).unwrap_or_default();
     let findings = findings(root, policy, f).unwrap_or_else(|e| {
         vec![Finding {
             path: f.tree.branch.clone(),

@@ -313,3 +313,26 @@ fn a_plan_asks_for_review_and_merge_auto_is_unchanged() {
             .any(|e| matches!(e, Effect::FinishWorktree { review: true, .. }))
     );
 }
+
+fn wrap_ups(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::WrapUp { .. }))
+        .count()
+}
+
+#[test]
+fn a_session_waiting_for_a_review_wraps_up_only_after_the_approved_merge() {
+    let mut r = root_with(0, ROOT_REVIEW);
+    let waiting = to_review(&mut r);
+    assert_eq!(wrap_ups(&waiting), 0, "{waiting:?}");
+    let input = Input::WrapUpDue {
+        session: SESSION.into(),
+        status: "completed".into(),
+        why: crate::daemon::core::wrapup::WrapUpWhy::Ended,
+    };
+    assert!(step(&mut r, input, t(4)).is_empty(), "the review waits");
+    ask(&mut r, "approve", None, t(5));
+    let merged = finished(&mut r, Finished::Merged, true, t(6));
+    assert_eq!(wrap_ups(&merged), 1, "{merged:?}");
+}
