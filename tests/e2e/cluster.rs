@@ -2593,7 +2593,13 @@ fn a_lapsed_cluster_lock_fails_its_renewal_and_its_token_turns_stale() {
     let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
     wait_connected(&roots[0]);
     wait_connected(&roots[1]);
-    let out = acquire(&roots[0], 0, &["--ttl", "1h", "--json"]);
+    // The first lock creates the bucket: a cluster just formed may not
+    // place it yet ("no suitable peers for placement", exit 2); asked
+    // again until it does.
+    let out = eventually("the first cluster lock", || {
+        let out = acquire(&roots[0], 0, &["--ttl", "1h", "--json"]);
+        (code(&out) != 2).then_some(out)
+    });
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let old = v["tokens"]["shared/x.rs"].as_u64().expect("a token");
