@@ -2577,3 +2577,99 @@ fn a_kill_9_right_after_a_publish_keeps_the_newer_edit_on_both_hosts() {
     }
     assert_eq!(replication(&roots[1])["conflicts_total"], 0);
 }
+
+/// Issue 46 item 1, fencing that reaches the agent: the holder's squadd
+/// is stopped (SIGSTOP) beyond the lock's TTL, another host takes the lock;
+/// once the holder's squadd runs again, the holder's `lock renew` fails
+/// naming the new holder (it said "renewed" before), and `lock verify` with
+/// the old token says stale while the new holder's token is current.
+#[test]
+fn a_lapsed_cluster_lock_fails_its_renewal_and_its_token_turns_stale() {
+    let Some(nats) = NatsCluster::start() else {
+        return;
+    };
+    let (_tmp, roots) = checkouts(2, 2, &cluster_policy(&nats.urls_yaml(), "3s"));
+    let a = Daemon::start_with_env(&roots[0], QUIET_NATS);
+    let _b = Daemon::start_with_env(&roots[1], QUIET_NATS);
+    wait_connected(&roots[0]);
+    wait_connected(&roots[1]);
+    // The first lock creates the bucket: a cluster just formed may not
+    // place it yet ("no suitable peers for placement", exit 2); asked
+    // again until it does.
+    let out = eventually("the first cluster lock", || {
+        let out = acquire(&roots[0], 0, &["--ttl", "1h", "--json"]);
+        (code(&out) != 2).then_some(out)
+    });
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let old = v["tokens"]["shared/x.rs"].as_u64().expect("a token");
+    let verify = |h: usize, token: u64| {
+        ctl_run(
+            &roots[h],
+            &[
+                "lock",
+                "verify",
+                "shared/x.rs",
+                "--token",
+                &token.to_string(),
+            ],
+        )
+    };
+    // Current on both hosts, and renewable while held.
+    for h in [0, 1] {
+        let out = verify(h, old);
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        assert!(stdout(&out).starts_with("current: "), "{}", stdout(&out));
+    }
+    let renew = || {
+        ctl_run(
+            &roots[0],
+            &["lock", "renew", "shared/x.rs", "--agent", "agent-0"],
+        )
+    };
+    let out = renew();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The holder's squadd stops renewing; host 1 gets the lock once its
+    // TTL ran out.
+    crate::daemon::signal(a.pid(), "STOP");
+    let out = acquire(&roots[1], 1, &["--wait", "2m"]);
+    crate::daemon::signal(a.pid(), "CONT");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let new: u64 = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("fencing token "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no token printed: {}", stdout(&out)));
+    assert!(new > old, "{new} after {old}");
+    // The former holder is told at its next renewal, whoever asks first
+    // (its squadd's own renewal may not have run yet).
+    let out = renew();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("lapsed and is now held by agent-1"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("renewed"), "{}", stdout(&out));
+    let out = verify(0, old);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).starts_with("stale: "), "{}", stdout(&out));
+    assert!(stdout(&out).contains("agent-1"), "{}", stdout(&out));
+    let out = ctl_run(
+        &roots[0],
+        &[
+            "lock",
+            "verify",
+            "shared/x.rs",
+            "--token",
+            &old.to_string(),
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["current"], false, "{v:#}");
+    assert_eq!(v["current_token"], new, "{v:#}");
+    let out = verify(1, new);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}

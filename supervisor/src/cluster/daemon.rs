@@ -218,8 +218,9 @@ impl Task {
                 Err(e) => Response::error(e.to_string()),
             },
             "status" => Response::ok(self.status().await),
+            "holders" => self.holders(ask).await,
             other => Response::error(format!(
-                "unknown cluster action `{other}` (acquire, release, list, status)"
+                "unknown cluster action `{other}` (acquire, release, list, status, holders)"
             )),
         }
     }
@@ -240,10 +241,18 @@ impl Task {
                 task: ask.task.clone(),
                 session: ask.session.clone(),
                 acquired_at: Utc::now(),
+                token: None,
             };
             let key = key_of(target);
             match locks.take(&key, &holder).await {
-                Ok(revision) => taken.push((key, Held { holder, revision })),
+                Ok(revision) => {
+                    // The holding's fencing token, carried by its renewals.
+                    let holder = Holder {
+                        token: Some(revision),
+                        ..holder
+                    };
+                    taken.push((key, Held { holder, revision }));
+                }
                 Err(TakeError::Held(h)) => {
                     outcome = Some(Response::ok(json!({"taken": false, "holder": h})));
                     break;
@@ -267,9 +276,42 @@ impl Task {
             None => {
                 let revisions: Vec<u64> = taken.iter().map(|(_, h)| h.revision).collect();
                 self.held.extend(taken);
-                Response::ok(json!({"taken": true, "host": host, "revisions": revisions}))
+                // The revisions the holdings began at are their fencing
+                // tokens (docs/cluster.md, "Fencing tokens").
+                Response::ok(
+                    json!({"taken": true, "host": host, "revisions": revisions, "tokens": revisions}),
+                )
             }
         }
+    }
+
+    /// The live holder of each target's key, read from the bucket (not
+    /// from this host's memory: a lock lapsed while squadd was stopped is
+    /// seen lapsed at once), with its fencing token.
+    async fn holders(&mut self, ask: Ask) -> Response {
+        let here = self.host.clone();
+        let locks = match self.ready() {
+            Ok(l) => l,
+            Err(e) => return Response::error(e.to_string()),
+        };
+        let mut out = Vec::new();
+        for target in &ask.targets {
+            match locks.holder(&key_of(target)).await {
+                Ok((live, _)) => out.push(match live {
+                    Some((h, rev)) => json!({
+                        "target": target,
+                        "held": true,
+                        "this_host": h.host == here,
+                        "token": h.token_at(rev),
+                        "revision": rev,
+                        "holder": h,
+                    }),
+                    None => json!({"target": target, "held": false}),
+                }),
+                Err(e) => return Response::error(e.to_string()),
+            }
+        }
+        Response::ok(json!({"host": here, "holders": out}))
     }
 
     async fn release(&mut self, ask: Ask) -> Response {
@@ -476,6 +518,10 @@ impl Task {
                     .any(|(a, t)| *a == holder.agent && *t == holder.target);
             if ours {
                 tracing::info!(target = %holder.target, agent = %holder.agent, "cluster: adopted a lock this checkout held");
+                let holder = Holder {
+                    token: Some(holder.token_at(revision)),
+                    ..holder
+                };
                 self.held
                     .entry(key_of(&holder.target))
                     .or_insert(Held { holder, revision });

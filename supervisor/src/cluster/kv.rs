@@ -288,6 +288,7 @@ pub(crate) fn unreadable(key: &str) -> Holder {
         task: String::new(),
         session: String::new(),
         acquired_at: chrono::DateTime::UNIX_EPOCH,
+        token: None,
     }
 }
 

@@ -27,6 +27,11 @@ use squad_policies::cluster::ClusterPolicy;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The files bucket revision this checkout applied, shared with the
+/// replication task, whose type it is (`replicate::Applied`); spelled out
+/// here because the replication task depends on this module.
+type Applied = Arc<std::sync::atomic::AtomicU64>;
+
 /// The lease's key in the leader bucket.
 pub(crate) const LEASE_KEY: &str = "leader";
 
@@ -190,7 +195,7 @@ pub(crate) struct Lease {
     leadership: Leadership,
     news: Box<dyn Fn(News) + Send + Sync>,
     /// The replication task's revision applied, for the heartbeat.
-    applied: Option<super::replicate::Applied>,
+    applied: Option<Applied>,
     /// The lease this host holds: its revision, its epoch, since when.
     held: Option<(u64, u64, DateTime<Utc>)>,
     store: Option<async_nats::jetstream::kv::Store>,
@@ -205,7 +210,7 @@ impl Lease {
         host: String,
         leadership: Leadership,
         news: Box<dyn Fn(News) + Send + Sync>,
-        applied: Option<super::replicate::Applied>,
+        applied: Option<Applied>,
     ) -> Lease {
         Lease {
             js,

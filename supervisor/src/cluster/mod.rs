@@ -18,6 +18,7 @@ pub(crate) mod context;
 pub(crate) mod daemon;
 pub(crate) mod edits;
 pub(crate) mod error;
+pub(crate) mod fence;
 pub(crate) mod kv;
 pub(crate) mod leader;
 pub(crate) mod presence;
@@ -60,6 +61,20 @@ pub(crate) struct Holder {
     pub session: String,
     /// When it was taken.
     pub acquired_at: DateTime<Utc>,
+    /// The fencing token: the key's revision when this holding began.
+    /// Absent in the holding's first value (its token is that value's own
+    /// revision, known only once written); every renewal carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+}
+
+impl Holder {
+    /// The fencing token of this holding, read at `revision` (see
+    /// [`Holder::token`]): it grows with every new holding of any key,
+    /// and stays the same through renewals.
+    pub(crate) fn token_at(&self, revision: u64) -> u64 {
+        self.token.unwrap_or(revision)
+    }
 }
 
 /// The KV key of a target: its bytes in hex. KV keys allow only

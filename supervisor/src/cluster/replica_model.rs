@@ -233,8 +233,9 @@ proptest! {
     /// Any interleaving of edits, publishes, arrivals, saves and kills on
     /// two hosts: the hosts converge on the bucket's latest version, no
     /// host's own version is ever written over its file or kept as a
-    /// conflict, and each host's last edit survives (the file everywhere,
-    /// or kept aside as a conflict where another host's commit won).
+    /// conflict, and each host's last edit survives (committed to the
+    /// bucket, or kept aside as a conflict where another host's commit
+    /// won).
     #[test]
     fn replicas_converge_never_go_back_and_lose_nothing(ops in prop::collection::vec(op(), 0..40)) {
         let mut w = World::new();
@@ -246,8 +247,9 @@ proptest! {
         for h in 0..2 {
             prop_assert_eq!(w.hosts[h].disk, latest);
             if let Some(last) = w.hosts[h].edits.last() {
+                let committed = w.bucket.history.iter().any(|(_, v)| v == last);
                 prop_assert!(
-                    Some(*last) == latest || w.hosts[h].conflicts.contains(last),
+                    committed || w.hosts[h].conflicts.contains(last),
                     "host {}'s last edit lost", h
                 );
             }
@@ -255,7 +257,11 @@ proptest! {
     }
 
     /// One host writing, the other only reading, through any kills: the
-    /// newest edit is the file on both hosts and there is no conflict.
+    /// newest edit is the file on both hosts, and the writer keeps no
+    /// conflict. (The reader may: killed within 250 ms of applying an
+    /// arrival, it finds a file that its saved state does not know when a
+    /// later version arrives, and keeps it aside rather than guess:
+    /// docs/cluster.md, "Failure modes". Nothing goes back in time.)
     #[test]
     fn a_single_writers_newest_edit_wins_through_kills(ops in prop::collection::vec(op(), 0..40)) {
         let mut w = World::new();
@@ -268,7 +274,7 @@ proptest! {
         let newest = w.hosts[0].edits.last().copied();
         prop_assert_eq!(w.hosts[0].disk, newest);
         prop_assert_eq!(w.hosts[1].disk, newest);
-        prop_assert!(w.hosts[0].conflicts.is_empty() && w.hosts[1].conflicts.is_empty());
+        prop_assert!(w.hosts[0].conflicts.is_empty());
     }
 }
 

@@ -23,6 +23,7 @@ use super::ClusterError;
 use super::kv::connect_client;
 use super::leader::Leadership;
 use super::replicate::{Report, next_entry};
+use super::session_write::note_retired;
 use super::{host_id, key_of};
 use crate::events::EventKind;
 use async_nats::jetstream::{self, kv};
@@ -33,9 +34,7 @@ use squad_policies::cluster::ClusterPolicy;
 use squad_policies::retention::{Place, Verb};
 use squad_protocol::kind::SESSION_STATUS_FILE;
 use squad_protocol::tree::{ARCHIVES_DIR, SQUAD_DIR, sessions_dir};
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -129,31 +128,6 @@ pub(crate) fn decide(record: &Record, fence: u64, own: bool, local: &Local) -> D
         return Decision::Recreated;
     }
     Decision::Apply(target.0, target.1)
-}
-
-/// Sessions removed by the cluster's retention, per root: the replication
-/// task writes no arrival into a session named here that this checkout no
-/// longer has (a late version must not bring it back). Shared between the
-/// two tasks of a root, which start apart.
-static RETIRED: LazyLock<Mutex<BTreeMap<PathBuf, BTreeSet<String>>>> =
-    LazyLock::new(|| Mutex::new(BTreeMap::new()));
-
-fn retired_set() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, BTreeSet<String>>> {
-    // Plain data: a panic elsewhere while holding it leaves it usable.
-    RETIRED.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn note_retired(root: &Path, session: &str) {
-    retired_set()
-        .entry(root.to_path_buf())
-        .or_default()
-        .insert(session.to_string());
-}
-
-/// Whether the cluster's retention removed `session` (a record of it was
-/// seen by this root's squadd).
-pub(crate) fn retired(root: &Path, session: &str) -> bool {
-    retired_set().get(root).is_some_and(|s| s.contains(session))
 }
 
 /// The records a leader's retention run gives: one per session archived

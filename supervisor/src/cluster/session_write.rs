@@ -8,9 +8,36 @@
 //! second after `session-archived`).
 
 use squad_protocol::tree::{ARCHIVES_DIR, SQUAD_DIR, sessions_dir};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+/// Sessions removed by the cluster's retention, per root: the replication
+/// task writes no arrival into a session named here that this checkout no
+/// longer has (a late version must not bring it back). Shared between the
+/// two tasks of a root, which start apart.
+static RETIRED: LazyLock<Mutex<BTreeMap<PathBuf, BTreeSet<String>>>> =
+    LazyLock::new(|| Mutex::new(BTreeMap::new()));
+
+fn retired_set() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, BTreeSet<String>>> {
+    // Plain data: a panic elsewhere while holding it leaves it usable.
+    RETIRED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn note_retired(root: &Path, session: &str) {
+    retired_set()
+        .entry(root.to_path_buf())
+        .or_default()
+        .insert(session.to_string());
+}
+
+/// Whether the cluster's retention removed `session` (a record of it was
+/// seen by this root's squadd).
+pub(crate) fn retired(root: &Path, session: &str) -> bool {
+    retired_set().get(root).is_some_and(|s| s.contains(session))
+}
 
 /// What this checkout has of an arrival's session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +54,7 @@ pub(crate) enum SessionDir {
 
 /// Decides, from whether `.squad/sessions/<s>` is there, whether
 /// `.squad/archives/<s>` is, and whether a removal record of the cluster's
-/// retention named it ([`super::retire::retired`]).
+/// retention named it ([`retired`]).
 pub(crate) fn session_dir(in_sessions: bool, archived_here: bool, retired: bool) -> SessionDir {
     if in_sessions {
         SessionDir::Present
@@ -46,7 +73,7 @@ pub(crate) fn session_dir_of(root: &Path, session: &str) -> SessionDir {
             .join(ARCHIVES_DIR)
             .join(session)
             .exists(),
-        super::retire::retired(root, session),
+        retired(root, session),
     )
 }
 

@@ -47,6 +47,15 @@ pub enum LockCommand {
     Renew(RenewArgs),
     /// List every lock of the project.
     List(ListArgs),
+    /// Whether a cluster lock's fencing token is still the current
+    /// holding's: exit 0 current, 1 stale (the lock lapsed or another
+    /// holds it), 2 when it cannot be known.
+    ///
+    /// `lock acquire` prints the token of each cluster lock it takes (the
+    /// key's revision when the holding began; a later holding always has a
+    /// larger one). Whoever accepts an agent's writes can ask this before
+    /// taking one.
+    Verify(super::lock_fence::VerifyArgs),
 }
 
 /// Arguments of `lock acquire`.
@@ -136,6 +145,7 @@ pub(crate) fn run(root_arg: Option<&Path>, cmd: LockCommand) -> u8 {
         LockCommand::Release(a) => release(&root, &policy, a),
         LockCommand::Renew(a) => renew(&root, &policy, a),
         LockCommand::List(a) => list(&root, &policy, a),
+        LockCommand::Verify(a) => super::lock_fence::verify(&root, &policy, a),
     }
 }
 
@@ -235,7 +245,8 @@ fn blocker_message(entry: &Entry, held: &str, wanted: &str) -> String {
 }
 
 enum Attempt {
-    Taken(PathBuf, LockRecord),
+    /// The record, and each cluster lock's fencing token (target, token).
+    Taken(PathBuf, LockRecord, Vec<(String, u64)>),
     /// Why, until when, and whether the blocker names a process (whose
     /// death no watch reports).
     Conflict(String, DateTime<Utc>, bool),
@@ -342,9 +353,9 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
             // squadd, after the local record is written (squadd renews the
             // cluster key only while that record is live), and undone when
             // another host holds it.
-            match cluster_take(root, policy, &record) {
-                Ok(None) => {}
-                Ok(Some(refusal)) => {
+            let tokens = match cluster_take(root, policy, &record) {
+                Ok(ClusterTake::Taken(tokens)) => tokens,
+                Ok(ClusterTake::Held(refusal)) => {
                     txn.remove(&path)?;
                     return Ok(Attempt::Conflict(refusal, Utc::now() + cluster_poll, false));
                 }
@@ -352,7 +363,7 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                     txn.remove(&path)?;
                     return Err(e);
                 }
-            }
+            };
             // The new record is written first: a crash in between leaves a
             // harmless duplicate, never a gap.
             let own: Vec<(PathBuf, LockRecord, Vec<String>)> = supersede
@@ -387,19 +398,25 @@ fn acquire(root: &Path, policy: &squad_policies::Policy, args: AcquireArgs) -> u
                     task_id: record.task_id.clone(),
                 },
             );
-            Ok(Attempt::Taken(path, record))
+            Ok(Attempt::Taken(path, record, tokens))
         });
         match attempt {
             Err(e) => return super::fail(e),
-            Ok(Attempt::Taken(path, record)) => {
+            Ok(Attempt::Taken(path, record, tokens)) => {
                 return if args.json {
+                    let tokens: serde_json::Map<String, serde_json::Value> =
+                        tokens.into_iter().map(|(t, n)| (t, json!(n))).collect();
                     super::print(&format!(
                         "{:#}\n",
-                        json!({"taken": true, "record": path.display().to_string(), "lock": record})
+                        json!({"taken": true, "record": path.display().to_string(), "lock": record, "tokens": tokens})
                     ))
                 } else {
+                    let fencing: String = tokens
+                        .iter()
+                        .map(|(t, n)| format!("fencing token {n} for {t}\n"))
+                        .collect();
                     super::print_human(&format!(
-                        "locked {} ({mode}) for {} ({}) until {}\n",
+                        "locked {} ({mode}) for {} ({}) until {}\n{fencing}",
                         record.targets.join(", "),
                         record.agent,
                         record.task_id,
@@ -549,18 +566,25 @@ const CLUSTER_POLL: chrono::Duration = chrono::Duration::milliseconds(100);
 /// host holds.
 const CLUSTER_POLL_MAX: chrono::Duration = chrono::Duration::milliseconds(1500);
 
+/// What a cluster acquisition came to.
+enum ClusterTake {
+    /// Taken, with each target's fencing token (none when not a cluster
+    /// lock).
+    Taken(Vec<(String, u64)>),
+    /// Another host holds one of the targets: why, in words.
+    Held(String),
+}
+
 /// Takes `record`'s targets cluster-wide when the project has `cluster:`
-/// and the lock is exclusive: `Ok(None)` when taken (or not a cluster
-/// lock), `Ok(Some(why))` when another host holds one, `Err` when the
-/// cluster cannot be asked (squadd down, NATS unreachable): no cluster
-/// lock is ever assumed.
+/// and the lock is exclusive; `Err` when the cluster cannot be asked
+/// (squadd down, NATS unreachable): no cluster lock is ever assumed.
 fn cluster_take(
     root: &Path,
     policy: &squad_policies::Policy,
     record: &LockRecord,
-) -> Result<Option<String>, String> {
+) -> Result<ClusterTake, String> {
     if policy.cluster.is_none() || record.mode != Mode::Exclusive {
-        return Ok(None);
+        return Ok(ClusterTake::Taken(Vec::new()));
     }
     let answer = crate::cluster::client::call(
         root,
@@ -572,11 +596,19 @@ fn cluster_take(
     )
     .map_err(|e| format!("cluster lock not taken: {e}"))?;
     if answer["taken"].as_bool() == Some(true) {
-        return Ok(None);
+        let tokens = answer["tokens"].as_array().cloned().unwrap_or_default();
+        return Ok(ClusterTake::Taken(
+            record
+                .targets
+                .iter()
+                .zip(tokens.iter().filter_map(|t| t.as_u64()))
+                .map(|(t, n)| (t.clone(), n))
+                .collect(),
+        ));
     }
     let h = &answer["holder"];
     let s = |k: &str| crate::text::escape(h[k].as_str().unwrap_or("?")).into_owned();
-    Ok(Some(format!(
+    Ok(ClusterTake::Held(format!(
         "`{}` is locked cluster-wide by {} (task {}) in session {} on host {}",
         s("target"),
         s("agent"),
@@ -723,6 +755,26 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
     // may already be someone else's turn.
     let result = transact(root, policy.lock_default_ttl, Reclaim::Stale, |txn| {
         let (_, indexes) = plan_renew(&args.agent, &wanted, &txn.table(), &txn.facts());
+        // Cluster call site (docs/cluster.md, "Fencing tokens"): a cluster
+        // lock that lapsed (its TTL ran out while squadd was stopped or cut
+        // off, another host took it) is not renewed: the agent is told.
+        if policy.cluster.is_some() {
+            let clustered: Vec<String> = indexes
+                .iter()
+                .filter_map(|i| match txn.entries().get(*i) {
+                    Some(Entry::Held { record, .. }) if record.mode == Mode::Exclusive => {
+                        Some(record.targets.clone())
+                    }
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            let lapsed = super::lock_fence::lapsed(root, &args.agent, &clustered)
+                .map_err(|e| format!("cannot confirm the cluster lock, not renewed: {e}"))?;
+            if let Some(why) = lapsed {
+                return Ok(Err(why));
+            }
+        }
         let expires_at = expiry(txn.now, ttl)?;
         let mut renewed = Vec::new();
         for i in indexes {
@@ -736,11 +788,21 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
             txn.write(&path, &record)?;
             renewed.push(record);
         }
-        Ok(renewed)
+        Ok(Ok(renewed))
     });
     match result {
         Err(e) => super::fail(e),
-        Ok(renewed) if renewed.is_empty() => {
+        Ok(Err(lapsed)) => {
+            if args.json {
+                super::print(&format!("{:#}\n", json!({"renewed": [], "error": lapsed})));
+            }
+            super::eprint_text(&format!(
+                "squadctl: not renewed: {}\n",
+                crate::text::escape_lines(&lapsed)
+            ));
+            exit::PROBLEMS
+        }
+        Ok(Ok(renewed)) if renewed.is_empty() => {
             super::eprint_text(&format!(
                 "squadctl: {} holds no live lock on {}\n",
                 args.agent,
@@ -751,7 +813,7 @@ fn renew(root: &Path, policy: &squad_policies::Policy, args: RenewArgs) -> u8 {
             }
             exit::PROBLEMS
         }
-        Ok(renewed) => {
+        Ok(Ok(renewed)) => {
             if args.json {
                 super::print(&format!("{:#}\n", json!({"renewed": renewed})))
             } else {

@@ -19,6 +19,7 @@ pub(crate) mod hook_run;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod lock;
+pub(crate) mod lock_fence;
 pub(crate) mod mcp;
 mod mcp_http;
 mod mcp_stdio;
