@@ -80,6 +80,8 @@ struct Loaded {
     attention: Vec<crate::attention::Item>,
     runs: Vec<RunRecord>,
     sessions: BTreeMap<String, SessionIndex>,
+    /// squadd's persisted facts (when tasks started), read once a page.
+    state: crate::state::State,
     now: DateTime<Utc>,
 }
 
@@ -110,14 +112,14 @@ impl Loaded {
             attention: g.attention,
             runs: g.runs,
             sessions,
+            state: crate::state::State::load(root),
             now,
         }))
     }
 
-    fn derive(&self, root: &Path, s: &SessionIndex) -> SessionView {
-        let state = crate::state::State::load(root);
+    fn derive(&self, s: &SessionIndex) -> SessionView {
         let empty = Default::default();
-        let starts = state.task_starts.get(&s.name).unwrap_or(&empty);
+        let starts = self.state.task_starts.get(&s.name).unwrap_or(&empty);
         crate::derive::derive_session(s, starts, self.now)
     }
 
@@ -207,7 +209,7 @@ pub(super) fn index(root: &Path) -> Result<String, super::WebError> {
     main.push_str(&l.needs_you(None));
     main.push_str("<section aria-labelledby=\"sessions-h\"><h2 id=\"sessions-h\">Sessions</h2><ul class=\"sessions\">\n");
     for s in l.sessions.values() {
-        let v = l.derive(root, s);
+        let v = l.derive(s);
         let _ = writeln!(
             main,
             "<li><a href=\"/s/{n}\">{n}</a> <span class=\"state\">{}</span> {}/{} done · <a href=\"/s/{n}/graph\">graph</a></li>",
@@ -229,7 +231,7 @@ pub(super) fn board(root: &Path, session: &str) -> Result<Option<String>, super:
     let Some(s) = l.sessions.get(session) else {
         return Ok(None);
     };
-    let v = l.derive(root, s);
+    let v = l.derive(s);
     let mut main = l.banner();
     let _ = writeln!(
         main,
@@ -363,7 +365,7 @@ pub(super) fn graph(
     let Some(s) = l.sessions.get(session) else {
         return Ok(None);
     };
-    let v = l.derive(root, s);
+    let v = l.derive(s);
     let svg = super::graph::svg(&v, session);
     if raw {
         return Ok(Some(svg));
@@ -404,7 +406,7 @@ pub(super) fn task(
     let Some(s) = l.sessions.get(session) else {
         return Ok(None);
     };
-    let v = l.derive(root, s);
+    let v = l.derive(s);
     let Some(t) = v.tasks.iter().find(|t| t.task_id == task) else {
         return Ok(None);
     };
