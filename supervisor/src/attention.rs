@@ -48,11 +48,14 @@ pub enum Kind {
     /// A worktree run's branch is held at merge: its dependents wait and
     /// its session does not complete (docs/worktrees.md, "Hand-over").
     BranchHeld,
+    /// A worktree run's branch waits for the lead's review (docs/review.md):
+    /// its dependents wait and its session does not complete.
+    ReviewWaiting,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 16] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -68,6 +71,7 @@ impl Kind {
         Kind::RootMissing,
         Kind::AgentWaiting,
         Kind::BranchHeld,
+        Kind::ReviewWaiting,
     ];
 
     /// The kebab-case name.
@@ -88,6 +92,7 @@ impl Kind {
             Kind::RootMissing => "root-missing",
             Kind::AgentWaiting => "agent-waiting",
             Kind::BranchHeld => "branch-held",
+            Kind::ReviewWaiting => "review-waiting",
         }
     }
 
@@ -167,8 +172,10 @@ pub(crate) struct HeldBranch {
     pub session: String,
     /// The task.
     pub task: String,
-    /// Why, in a few words.
+    /// Why, in a few words (held), or what it changes (review).
     pub summary: String,
+    /// It waits for the lead's review, not held at merge.
+    pub review: bool,
 }
 
 /// The branches of `runs` held at merge, from their worktree records
@@ -185,6 +192,13 @@ pub(crate) fn held_branches(
                     session: r.session.clone(),
                     task: r.task.clone(),
                     summary: summary.unwrap_or_else(|| "see `squadctl runs --all`".into()),
+                    review: false,
+                }),
+                (crate::worktree::TreeState::Review, summary) => Some(HeldBranch {
+                    session: r.session.clone(),
+                    task: r.task.clone(),
+                    summary: summary.unwrap_or_default(),
+                    review: true,
                 }),
                 _ => None,
             }
@@ -195,6 +209,21 @@ pub(crate) fn held_branches(
 /// A held branch: what waits for it, and the commands that settle it.
 fn branch_item(b: &HeldBranch) -> Item {
     let (session, task) = (quote(&b.session), quote(&b.task));
+    if b.review {
+        return item(
+            Kind::ReviewWaiting,
+            "warning",
+            Some(&b.session),
+            Some(&b.task),
+            format!(
+                "squad/{} of {} waits for your review ({}); the tasks that require it wait and the session does not complete",
+                b.task, b.task, b.summary
+            ),
+            format!(
+                "squadctl review show {task} --session {session}; decide (send it back instead: squadctl review changes {task} --session {session} -m TEXT, or reject it: squadctl review reject {task} --session {session} -m TEXT), then: squadctl review approve {task} --session {session}"
+            ),
+        );
+    }
     item(
         Kind::BranchHeld,
         "error",
@@ -261,7 +290,8 @@ fn root_missing(root: &crate::status::RootReport) -> Item {
 
 /// Whether a run needs a human, and as what.
 fn run_kind(r: &RunRecord) -> Option<Kind> {
-    if r.completed || r.state == RunState::Running {
+    // Rejected in review: the lead's own decision (docs/review.md).
+    if r.completed || matches!(r.state, RunState::Running | RunState::Rejected) {
         return None;
     }
     if r.held {

@@ -57,6 +57,7 @@ mod real_clis_worktree;
 mod removals;
 mod resolve;
 mod retention;
+mod review;
 mod runners;
 mod security;
 mod session_edit;

@@ -56,6 +56,10 @@ pub(crate) enum RunState {
     Failed,
     /// It passed its token or money budget and was stopped (held).
     OverBudget,
+    /// Its task completed, and the lead rejected its work in review
+    /// (`squadctl review reject`, docs/review.md): the task failed, the
+    /// branch is kept; nothing starts it again by itself.
+    Rejected,
 }
 
 impl RunState {
@@ -69,6 +73,7 @@ impl RunState {
             RunState::Lost => "lost",
             RunState::Failed => "failed",
             RunState::OverBudget => "over-budget",
+            RunState::Rejected => "rejected",
         }
     }
 }
@@ -697,6 +702,7 @@ mod tests {
             max_retries: 0,
             guard_off: false,
             worktree: None,
+            merge: None,
             mcp: false,
             host: None,
         };

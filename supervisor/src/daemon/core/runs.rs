@@ -14,6 +14,7 @@ pub(crate) mod handover;
 pub(crate) mod lead;
 pub(crate) mod output;
 mod restart;
+pub(crate) mod review;
 
 pub(crate) use restart::found;
 
@@ -121,6 +122,9 @@ pub(crate) struct RunSpec {
     pub default_timeout: Duration,
     /// `squadctl run` asked for it (its answer waits for the outcome).
     pub by_hand: bool,
+    /// `squadctl review changes`: the lead's comment, put in the run's
+    /// prompt (docs/review.md).
+    pub review: Option<String>,
 }
 
 /// A run's record as the shell found it after a restart, with what it saw
@@ -423,7 +427,7 @@ pub(crate) fn left(
     ];
     if done {
         // Its dependents and its session wait for the merge's outcome
-        // ([`handover::finished`]).
+        // ([`handover::finished`]), or for the lead's review.
         if let Some(h) = root.runs.trees.get_mut(run) {
             *h = handover::Handover::Merging;
         }
@@ -432,6 +436,7 @@ pub(crate) fn left(
             dir: live.dir.clone(),
             rec: Box::new(rec.clone()),
             by_hand: false,
+            review: review::wanted(root, run, &rec.agent),
         });
     }
     if let Some(text) = text {
@@ -556,6 +561,7 @@ fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> 
             .collect(),
         default_timeout: Duration::from_millis(config.sessions.default_timeout_ms),
         by_hand,
+        review: None,
     })
 }
 

@@ -43,6 +43,7 @@ pub(crate) fn spawn(
         plan: &spec.plan,
         model: spec.model.as_deref(),
         mcp: spec.mcp.clone(),
+        review: spec.review.as_deref(),
     });
     let prompt_path = dir.join(runners::PROMPT_FILE);
     runners::write_prompt(&dir, &text)

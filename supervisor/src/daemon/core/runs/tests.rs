@@ -747,3 +747,5 @@ mod calls;
 /// merge (docs/worktrees.md).
 mod handover;
 mod output;
+/// The review gate's transitions (docs/review.md).
+mod review;
