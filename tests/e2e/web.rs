@@ -437,3 +437,32 @@ fn web_with_squadd_down_follows_the_files_and_says_so() {
         Some("running")
     );
 }
+
+#[test]
+fn web_messages_show_threads_with_their_inbox_state_as_text() {
+    let (_tmp, root) = project();
+    let s = root.join(".squad/sessions").join(S);
+    write_alice_to_bob(
+        &s,
+        "msg_1",
+        &notification(
+            "msg_1",
+            "high",
+            "2024-01-15T10:00:00Z",
+            "\"api <shape>?\"",
+            "\"which <b>fields</b>\"",
+        ),
+    );
+    let web = Web::start(&root);
+    let page = web.page(&format!("/s/{S}/messages"));
+    assert!(page.contains("id=\"m-msg_1\""), "{page}");
+    assert!(page.contains("alice → bob"), "{page}");
+    assert!(page.contains("api &lt;shape&gt;?"), "{page}");
+    assert!(!page.contains("<b>fields"), "{page}");
+    // squadd is down: nothing delivered it to bob's inbox.
+    assert!(page.contains("data-state=\"not delivered\""), "{page}");
+    assert!(
+        web.page(&format!("/s/{S}"))
+            .contains(&format!("href=\"/s/{S}/messages\""))
+    );
+}

@@ -257,6 +257,16 @@ fn web_in_chromium_a_card_moves_ready_running_done_without_a_reload() {
     // Measured, not asserted (a loaded CI machine stretches it): from
     // before the command to the page showing it, squadd in between.
     eprintln!("progress command to the card moved: {:?}", asked.elapsed());
+    // The event's arrival in the page to the new page shown (the fetch,
+    // the server's rendering, the swap), as the page itself timed it.
+    let latency = browser.script(
+        "var d = document.documentElement.dataset; return Number(d.refreshedAt) - Number(d.refreshedAfter);",
+    );
+    eprintln!("event to page updated: {latency} ms");
+    assert!(
+        latency.as_f64().is_some_and(|ms| ms > 0.0 && ms < 1000.0),
+        "{latency}"
+    );
     progress("completed");
     eventually("the card moves to done", || {
         (card_a().as_deref() == Some("done")).then_some(())

@@ -1,7 +1,8 @@
 //! `squadctl web`: the team in a browser (docs/web.md). A local web server
 //! beside squadd, bound to 127.0.0.1, for the holder of a token made at
 //! every start: the board of each session, the task graph as SVG, each
-//! task's plan, progress, run log and diff, updated live from squadd's
+//! task's plan, progress, run log and diff, the session's messages, updated
+//! live from squadd's
 //! event stream (or from file changes while squadd is down).
 //!
 //! One room per job: `auth` decides who may ask what (pure), `server`
@@ -45,8 +46,8 @@ pub(crate) enum WebError {
 /// Pages update live from squadd's events; with squadd down they are read
 /// from the files (the page says so) and follow file changes. Stop with
 /// Ctrl-C. Pages: / (sessions and what needs you), /s/SESSION (board),
-/// /s/SESSION/graph (task graph), /s/SESSION/t/TASK (task). See
-/// docs/web.md.
+/// /s/SESSION/graph (task graph), /s/SESSION/t/TASK (task),
+/// /s/SESSION/messages (message threads). See docs/web.md.
 ///
 /// Examples: `squadctl web --open` (the default port, opened in the
 /// browser); `squadctl web --port 0` (any free port; the address is

@@ -7,9 +7,11 @@
   var main = document.getElementById("main");
   if (!main || !window.EventSource) { return; }
   var busy = false, again = false;
+  var eventAt = 0;
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
+    var asked = eventAt;
     fetch(location.pathname, { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (text) {
@@ -21,7 +23,10 @@
           var focused = document.activeElement && document.activeElement.id;
           now.replaceWith(document.importNode(fresh, true));
           if (focused) { var f = document.getElementById(focused); if (f) { f.focus(); } }
-          document.documentElement.dataset.refreshed = String(Date.now());
+          // When the page last changed, and after which event (for the
+          // browser test's event-to-page latency).
+          document.documentElement.dataset.refreshedAt = String(performance.now());
+          document.documentElement.dataset.refreshedAfter = String(asked);
         }
       })
       .catch(function () {})
@@ -31,6 +36,7 @@
       });
   }
   var source = new EventSource("/events");
-  source.addEventListener("change", refresh);
-  source.addEventListener("reload", refresh);
+  function changed() { eventAt = performance.now(); refresh(); }
+  source.addEventListener("change", changed);
+  source.addEventListener("reload", changed);
 })();
