@@ -2603,6 +2603,14 @@ fn a_lapsed_cluster_lock_fails_its_renewal_and_its_token_turns_stale() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let old = v["tokens"]["shared/x.rs"].as_u64().expect("a token");
+    // Just taken: the holder may write there.
+    let out = guard_write(&roots[0], 0, "shared/x.rs");
+    assert_eq!(
+        (code(&out), stdout(&out).trim()),
+        (0, ""),
+        "{}",
+        stderr(&out)
+    );
     let verify = |h: usize, token: u64| {
         ctl_run(
             &roots[h],
@@ -2633,8 +2641,18 @@ fn a_lapsed_cluster_lock_fails_its_renewal_and_its_token_turns_stale() {
     // TTL ran out.
     crate::daemon::signal(a.pid(), "STOP");
     let out = acquire(&roots[1], 1, &["--wait", "2m"]);
+    // By its own host's clock the holder's lock may have lapsed (no
+    // renewal noted within the TTL minus a fifth): the guard refuses the
+    // holder's write while its squadd is still stopped.
+    let fenced = guard_write(&roots[0], 0, "shared/x.rs");
     crate::daemon::signal(a.pid(), "CONT");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&fenced).contains("deny") && stdout(&fenced).contains("may have lapsed"),
+        "{}{}",
+        stdout(&fenced),
+        stderr(&fenced)
+    );
     let new: u64 = stdout(&out)
         .lines()
         .find_map(|l| l.strip_prefix("fencing token "))

@@ -86,6 +86,56 @@ pub(crate) fn remote_locks(
         .collect()
 }
 
+/// Blocking records for `agent`'s own exclusive locks (in `held`, the
+/// live local records) whose cluster lock may have lapsed by this host's
+/// clock: squadd noted no successful renewal within the lock TTL minus a
+/// fifth ([`super::fence::may_have_lapsed`]), because it is stopped, dead
+/// or cut off from NATS. The guard then refuses the agent's writes there
+/// (docs/cluster.md, "Fencing tokens"). Empty without `cluster:`.
+pub(crate) fn lapsed_own_locks(
+    root: &Path,
+    policy: &squad_policies::Policy,
+    agent: &str,
+    held: &[squad_policies::locks::LockRecord],
+) -> Vec<squad_policies::locks::LockRecord> {
+    use squad_policies::locks::{LockRecord, Mode};
+    let Some(cluster) = &policy.cluster else {
+        return Vec::new();
+    };
+    let path = root
+        .join(squad_protocol::tree::SQUAD_DIR)
+        .join(squad_protocol::tree::RUN_DIR)
+        .join(super::fence::STAMPS_FILE);
+    // Unreadable or missing: no renewal known, every own lock lapsed.
+    let stamps: super::fence::Stamps = squad_protocol::fsx::read_regular(&path, 4 << 20)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let now = super::leader::Moment::now().as_millis();
+    held.iter()
+        .filter(|r| r.agent == agent && r.mode == Mode::Exclusive)
+        .flat_map(|r| {
+            r.targets
+                .iter()
+                .filter(|t| super::fence::may_have_lapsed(&stamps, agent, t, now, cluster.lock_ttl))
+                .map(move |t| LockRecord {
+                    targets: vec![t.clone()],
+                    mode: Mode::Exclusive,
+                    agent: format!(
+                        "nobody for sure ({agent}'s cluster lock may have lapsed: squadd noted no renewal within the lock TTL; `squadctl lock renew` or re-acquire)"
+                    ),
+                    task_id: r.task_id.clone(),
+                    session: r.session.clone(),
+                    pid: None,
+                    pid_started_at: None,
+                    host: r.host.clone(),
+                    acquired_at: r.acquired_at,
+                    expires_at: r.expires_at,
+                })
+        })
+        .collect()
+}
+
 /// The environment variable naming the agent a command runs for.
 pub(crate) const AGENT_ENV: &str = "SQUAD_AGENT";
 

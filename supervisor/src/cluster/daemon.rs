@@ -85,6 +85,9 @@ impl Handle {
 struct Held {
     holder: Holder,
     revision: u64,
+    /// When its last successful renewal (or its acquisition) was sent;
+    /// `None` for a lock adopted and not renewed yet.
+    sent: Option<super::leader::Moment>,
 }
 
 struct Task {
@@ -244,6 +247,7 @@ impl Task {
                 token: None,
             };
             let key = key_of(target);
+            let sent = super::leader::Moment::now();
             match locks.take(&key, &holder).await {
                 Ok(revision) => {
                     // The holding's fencing token, carried by its renewals.
@@ -251,7 +255,14 @@ impl Task {
                         token: Some(revision),
                         ..holder
                     };
-                    taken.push((key, Held { holder, revision }));
+                    taken.push((
+                        key,
+                        Held {
+                            holder,
+                            revision,
+                            sent: Some(sent),
+                        },
+                    ));
                 }
                 Err(TakeError::Held(h)) => {
                     outcome = Some(Response::ok(json!({"taken": false, "holder": h})));
@@ -276,6 +287,7 @@ impl Task {
             None => {
                 let revisions: Vec<u64> = taken.iter().map(|(_, h)| h.revision).collect();
                 self.held.extend(taken);
+                self.save_stamps();
                 // The revisions the holdings began at are their fencing
                 // tokens (docs/cluster.md, "Fencing tokens").
                 Response::ok(
@@ -481,8 +493,12 @@ impl Task {
                 gone.push(key.clone());
                 continue;
             }
+            let sent = super::leader::Moment::now();
             match locks.renew(key, held.revision, &held.holder).await {
-                Ok(Some(rev)) => held.revision = rev,
+                Ok(Some(rev)) => {
+                    held.revision = rev;
+                    held.sent = Some(sent);
+                }
                 Ok(None) => {
                     tracing::error!(key, target = %held.holder.target, "cluster: lock lost (it lapsed before renewal)");
                     gone.push(key.clone());
@@ -492,6 +508,39 @@ impl Task {
         }
         for k in gone {
             self.held.remove(&k);
+        }
+        self.save_stamps();
+    }
+
+    /// Notes when each held lock's last successful renewal was sent
+    /// (`.squad/run/cluster-locks.json`): the guard refuses the holder's
+    /// writes once that is longer ago than the lock can be trusted, also
+    /// when this squadd is stopped or dead (docs/cluster.md, "Fencing
+    /// tokens").
+    fn save_stamps(&self) {
+        let stamps = super::fence::Stamps {
+            locks: self
+                .held
+                .values()
+                .filter_map(|h| {
+                    Some(super::fence::Stamp {
+                        agent: h.holder.agent.clone(),
+                        target: h.holder.target.clone(),
+                        sent_boot_ms: h.sent?.as_millis(),
+                    })
+                })
+                .collect(),
+        };
+        let path = self
+            .root
+            .join(squad_protocol::tree::SQUAD_DIR)
+            .join(squad_protocol::tree::RUN_DIR)
+            .join(super::fence::STAMPS_FILE);
+        let written = serde_json::to_vec(&stamps)
+            .map_err(std::io::Error::other)
+            .and_then(|b| crate::safefs::write_atomic_under(&self.root, &path, &b, 0o644, None));
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cluster: cannot note the locks' renewals; the guard refuses their holders' writes");
         }
     }
 }
@@ -522,9 +571,11 @@ impl Task {
                     token: Some(holder.token_at(revision)),
                     ..holder
                 };
-                self.held
-                    .entry(key_of(&holder.target))
-                    .or_insert(Held { holder, revision });
+                self.held.entry(key_of(&holder.target)).or_insert(Held {
+                    holder,
+                    revision,
+                    sent: None,
+                });
             }
         }
     }

@@ -8,6 +8,56 @@
 //! current holding's. These are the pure decisions; squadd reads the key.
 
 use super::Holder;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Where squadd notes, per cluster lock it holds, when its last
+/// successful renewal (or the acquisition) was sent, under `.squad/run/`.
+pub(crate) const STAMPS_FILE: &str = "cluster-locks.json";
+
+/// The renewal stamps of this checkout's cluster locks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamps {
+    /// One per lock held.
+    pub locks: Vec<Stamp>,
+}
+
+/// When a cluster lock's last successful renewal was sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamp {
+    /// The holder.
+    pub agent: String,
+    /// The target.
+    pub target: String,
+    /// Milliseconds since boot (`CLOCK_BOOTTIME`) when it was sent.
+    pub sent_boot_ms: u64,
+}
+
+/// How long a renewal sent at some moment keeps the lock the holder's by
+/// the holder's own clock: the TTL minus a fifth (at least 200 ms), the
+/// leader lease's margin. The server counts the TTL from when it stored
+/// the renewal, later, so the holder stops before the lock can pass.
+pub(crate) fn held_for(ttl: Duration) -> Duration {
+    ttl.saturating_sub((ttl / 5).max(Duration::from_millis(200)))
+}
+
+/// Whether `agent`'s lock on `target` may have lapsed at `now_ms` (boot
+/// clock) by the stamps: no stamp (squadd never noted a renewal) counts
+/// as lapsed.
+pub(crate) fn may_have_lapsed(
+    stamps: &Stamps,
+    agent: &str,
+    target: &str,
+    now_ms: u64,
+    ttl: Duration,
+) -> bool {
+    let held = u64::try_from(held_for(ttl).as_millis()).unwrap_or(u64::MAX);
+    stamps
+        .locks
+        .iter()
+        .find(|s| s.agent == agent && s.target == target)
+        .is_none_or(|s| now_ms >= s.sent_boot_ms.saturating_add(held))
+}
 
 /// What a key's current value says of a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +133,52 @@ mod tests {
         assert!(matches!(
             verify(13, Some((&renewed, 9))),
             Verdict::Superseded(_, 7)
+        ));
+    }
+
+    #[test]
+    fn by_its_own_clock_the_holder_stops_a_fifth_before_the_ttl() {
+        let ttl = Duration::from_secs(5);
+        assert_eq!(held_for(ttl), Duration::from_secs(4));
+        assert_eq!(
+            held_for(Duration::from_millis(500)),
+            Duration::from_millis(300)
+        );
+        let stamps = Stamps {
+            locks: vec![Stamp {
+                agent: "agent-0".into(),
+                target: "shared/x.rs".into(),
+                sent_boot_ms: 10_000,
+            }],
+        };
+        assert!(!may_have_lapsed(
+            &stamps,
+            "agent-0",
+            "shared/x.rs",
+            13_999,
+            ttl
+        ));
+        assert!(may_have_lapsed(
+            &stamps,
+            "agent-0",
+            "shared/x.rs",
+            14_000,
+            ttl
+        ));
+        // No stamp: never renewed as far as anyone knows.
+        assert!(may_have_lapsed(
+            &stamps,
+            "agent-0",
+            "shared/y.rs",
+            10_001,
+            ttl
+        ));
+        assert!(may_have_lapsed(
+            &stamps,
+            "agent-1",
+            "shared/x.rs",
+            10_001,
+            ttl
         ));
     }
 

@@ -91,6 +91,12 @@ pub(crate) enum News {
 pub(crate) struct Moment(Duration);
 
 impl Moment {
+    /// Milliseconds since boot (what `.squad/run/cluster-locks.json`
+    /// keeps: squadctl on the same machine compares it with its own).
+    pub(crate) fn as_millis(self) -> u64 {
+        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Now.
     pub(crate) fn now() -> Moment {
         // SAFETY: clock_gettime writes one timespec into the struct we own.

@@ -360,6 +360,12 @@ fn decide_call(root_arg: Option<&Path>, call: &hook::ToolCall) -> Result<Verdict
     locks.extend(crate::cluster::client::remote_locks(
         &root_abs, &policy, now,
     ));
+    // The agent's own cluster locks that may have lapsed by this host's
+    // clock (squadd stopped, dead or cut off): its writes there refused.
+    if let Some(a) = agent.as_deref() {
+        let own = crate::cluster::client::lapsed_own_locks(&root_abs, &policy, a, &locks);
+        locks.extend(own);
+    }
     let facts = Facts {
         agent: agent.as_deref(),
         task: task.as_ref(),
