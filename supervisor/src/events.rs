@@ -380,6 +380,19 @@ pub(crate) enum EventKind {
         /// Why it is held, in a few words (empty otherwise).
         detail: String,
     },
+    /// Before either merges, a worktree run's branch changes files another
+    /// unmerged run of its session changes too (`other`), or (no `other`)
+    /// would conflict on them with the session's branch
+    /// (docs/worktrees.md, "Overlap told before merge"). Said once each.
+    BranchOverlap {
+        /// Task id.
+        task_id: String,
+        /// The other run's task.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        other: Option<String>,
+        /// The files.
+        files: Vec<String>,
+    },
     /// A runner could not be started.
     RunFailed {
         /// Task id.
@@ -474,6 +487,7 @@ impl EventKind {
             EventKind::RunLost { .. } => "run-lost",
             EventKind::RunFailed { .. } => "run-failed",
             EventKind::WorktreeMerge { .. } => "worktree-merge",
+            EventKind::BranchOverlap { .. } => "branch-overlap",
             EventKind::ConfigReloaded { .. } => "config-reloaded",
             EventKind::ReplicaConflict { .. } => "replica-conflict",
             EventKind::ReplicaDropped { .. } => "replica-dropped",
@@ -727,6 +741,16 @@ impl EventKind {
                 state,
                 detail,
             } => format!("{task_id} {state}: {detail}"),
+            EventKind::BranchOverlap {
+                task_id,
+                other: Some(other),
+                files,
+            } => format!("{task_id} and {other} both change {}", files.join(", ")),
+            EventKind::BranchOverlap {
+                task_id,
+                other: None,
+                files,
+            } => format!("{task_id} would conflict on {}", files.join(", ")),
             EventKind::ConfigReloaded { error } => error.clone().unwrap_or_default(),
             EventKind::ReplicaConflict {
                 file,

@@ -50,6 +50,7 @@ mod messages;
 mod names;
 mod notices;
 mod notify;
+mod overlap;
 mod presence;
 mod real_clis;
 mod real_clis_gemini;

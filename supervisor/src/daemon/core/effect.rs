@@ -482,6 +482,16 @@ pub(crate) enum Effect {
         /// `squadctl merge` asked for it (its answer waits for the outcome).
         by_hand: bool,
     },
+    /// Look at what a live worktree run's branch changes (git, at the
+    /// edge: `worktree::changes`), then [`super::Input::TreeLooked`].
+    LookAtTree {
+        /// The root.
+        root: RootId,
+        /// The run.
+        run: super::runs::RunKey,
+        /// The run's folder.
+        dir: PathBuf,
+    },
     /// `squadctl merge TASK --drop`: a held branch given up (recorded
     /// `dropped`, the branch kept), then [`super::Input::WorktreeFinished`].
     DropWorktree {

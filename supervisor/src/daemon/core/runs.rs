@@ -13,6 +13,7 @@ pub(crate) mod decide;
 pub(crate) mod handover;
 pub(crate) mod lead;
 pub(crate) mod output;
+pub(crate) mod overlap;
 mod restart;
 
 pub(crate) use restart::found;
@@ -72,6 +73,9 @@ pub(crate) struct Runs {
     /// Sessions that ended whose wrap-up waits for their runs and
     /// branches: (session, status).
     ending: BTreeMap<String, String>,
+    /// What the unmerged branches change, and what the lead was told of
+    /// their overlaps (docs/worktrees.md, "Overlap told before merge").
+    seen: overlap::Seen,
 }
 
 /// What the core asks the shell about the session files while it decides
@@ -313,6 +317,8 @@ pub(crate) fn new_record(c: &Candidate, wall: DateTime<Utc>, limit: Duration) ->
         model_warning: None,
         over_budget: None,
         earlier_usage: None,
+        overlaps: Default::default(),
+        conversation: None,
     }
 }
 
@@ -651,6 +657,8 @@ pub(crate) fn spawn_failed(
                 model_warning: None,
                 over_budget: None,
                 earlier_usage: None,
+                overlaps: Default::default(),
+                conversation: None,
             },
         ),
     };

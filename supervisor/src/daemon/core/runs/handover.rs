@@ -169,6 +169,7 @@ pub(crate) fn finished(
         Finished::Dropped => Some(Handover::Dropped),
         Finished::Held { summary, .. } => Some(Handover::Held(summary.clone())),
     };
+    let merged = state == Some(Handover::Merged);
     match state {
         Some(h) => {
             root.runs.trees.insert(run.clone(), h);
@@ -176,6 +177,18 @@ pub(crate) fn finished(
         None => {
             root.runs.trees.remove(run);
         }
+    }
+    // Overlaps (core/runs/overlap.rs): a branch merged or dropped shares
+    // nothing any more; a merge moves the session's branch, so the other
+    // unmerged runs are looked at again for conflicts with it.
+    if matches!(
+        outcome,
+        Finished::Merged | Finished::Dropped | Finished::NoTree
+    ) {
+        out.extend(super::overlap::settled(root, id, run));
+    }
+    if merged {
+        out.extend(super::overlap::after_merge(root, id, &run.0));
     }
     let said = match &outcome {
         Finished::NoTree => None,
