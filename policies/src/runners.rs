@@ -32,6 +32,9 @@ pub struct RunnerSpec {
     /// `worktree:` of this entry: run in its own git worktree (`None`: the
     /// global `runners.worktree`; docs/worktrees.md).
     pub worktree: Option<bool>,
+    /// `merge:` of this entry (`None`: the global `runners.merge`;
+    /// docs/review.md).
+    pub merge: Option<Merge>,
     /// `mcp: true`: the run's agent CLI (Claude Code, Codex, Copilot CLI)
     /// is started with `squadctl mcp` for its agent configured as the MCP
     /// server `squad` (docs/runners.md).
@@ -79,6 +82,33 @@ pub struct RunnersPolicy {
     /// `runners.worktree_setup_timeout`: how long the setup (or the
     /// cleanup) lines of one worktree may take together.
     pub worktree_setup_timeout: Duration,
+    /// `runners.merge`: what becomes of a worktree run's branch when its
+    /// task completes: merged at once (`auto`) or kept waiting for the
+    /// lead's review (`review`, docs/review.md); an entry's own `merge:`
+    /// wins, and a task's plan may ask for `review`.
+    pub merge: Merge,
+}
+
+/// What becomes of a completed worktree run's branch (docs/review.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Merge {
+    /// Judged and merged into the session's branch at once.
+    #[default]
+    Auto,
+    /// Its leftovers committed, the branch waits for the lead's
+    /// `squadctl review approve|changes|reject`.
+    Review,
+}
+
+impl Merge {
+    /// `auto` or `review`, as written in the policy.
+    pub fn parse(word: &str) -> Option<Merge> {
+        match word.trim() {
+            "auto" => Some(Merge::Auto),
+            "review" => Some(Merge::Review),
+            _ => None,
+        }
+    }
 }
 
 impl Default for RunnersPolicy {
@@ -97,6 +127,7 @@ impl Default for RunnersPolicy {
             worktree_setup: Vec::new(),
             worktree_cleanup: Vec::new(),
             worktree_setup_timeout: Duration::from_secs(600),
+            merge: Merge::Auto,
         }
     }
 }
@@ -122,6 +153,19 @@ impl RunnersPolicy {
         self.runner_for(agent)
             .and_then(|r| r.worktree)
             .unwrap_or(self.worktree)
+    }
+
+    /// What becomes of a completed worktree run of `agent` whose plan
+    /// asks for review (`task_review`, the plan's `meta.merge: review`) or
+    /// not: review when the plan, the agent's entry or `runners.merge`
+    /// says so (a plan asks for review, it never waives the policy's).
+    pub fn merge_for(&self, agent: &str, task_review: bool) -> Merge {
+        if task_review {
+            return Merge::Review;
+        }
+        self.runner_for(agent)
+            .and_then(|r| r.merge)
+            .unwrap_or(self.merge)
     }
 }
 
@@ -155,6 +199,8 @@ pub(crate) struct RawRunners {
     worktree_cleanup: Vec<String>,
     #[serde(default)]
     worktree_setup_timeout: Option<String>,
+    #[serde(default)]
+    merge: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,6 +219,8 @@ struct RawRunner {
     guard: Option<String>,
     #[serde(default)]
     worktree: Option<bool>,
+    #[serde(default)]
+    merge: Option<String>,
     #[serde(default)]
     mcp: bool,
     #[serde(default)]
@@ -262,6 +310,11 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 ),
             ));
         }
+        let merge = r
+            .merge
+            .as_deref()
+            .map(|m| merge_word(&format!("{field}.merge"), m))
+            .transpose()?;
         agents.insert(
             agent,
             RunnerSpec {
@@ -272,6 +325,7 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
                 max_retries: r.max_retries.unwrap_or(2),
                 guard_off,
                 worktree: r.worktree,
+                merge,
                 mcp: r.mcp,
                 host: r
                     .host
@@ -330,7 +384,12 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
             "must be longer than 0s",
         ));
     }
+    let merge = match raw.merge.as_deref() {
+        Some(m) => merge_word("runners.merge", m)?,
+        None => d.merge,
+    };
     Ok(RunnersPolicy {
+        merge,
         worktree_setup: raw.worktree_setup,
         worktree_cleanup: raw.worktree_cleanup,
         worktree_setup_timeout,
@@ -344,6 +403,18 @@ pub(crate) fn runners_policy(raw: RawRunners) -> Result<RunnersPolicy, PolicyErr
         log_max_bytes,
         worktree: raw.worktree,
         pass_env: raw.pass_env,
+    })
+}
+
+/// `merge:` as written: `auto` or `review`.
+fn merge_word(field: &str, word: &str) -> Result<Merge, PolicyError> {
+    Merge::parse(word).ok_or_else(|| {
+        err(
+            field,
+            format!(
+                "`{word}` is not `auto` (merge a completed worktree run's branch at once) or `review` (wait for the lead's `squadctl review`, docs/review.md)"
+            ),
+        )
     })
 }
 
@@ -888,6 +959,37 @@ mod tests {
         assert!(!r.dispatches_here("web", "a:/srv", true));
         assert!(r.dispatches_here("api", "a:/srv", true));
         assert!(!r.dispatches_here("api", "b:/srv", false));
+    }
+
+    #[test]
+    fn merge_is_auto_or_review_globally_per_entry_and_per_task() {
+        let p = policy(
+            "runners:\n  merge: review\n  agents:\n    \"*\": {command: [x]}\n    docs: {command: [y], merge: auto}\n",
+        );
+        assert_eq!(p.merge_for("backend", false), Merge::Review);
+        assert_eq!(p.merge_for("docs", false), Merge::Auto);
+        assert_eq!(p.merge_for("docs", true), Merge::Review, "a plan asks");
+        let d = on();
+        assert_eq!(
+            d.merge_for("backend", false),
+            Merge::Auto,
+            "auto by default"
+        );
+        for (yaml, field) in [
+            ("runners:\n  merge: later\n", "runners.merge"),
+            (
+                "runners:\n  agents:\n    docs: {command: [y], merge: manual}\n",
+                "runners.agents.docs.merge",
+            ),
+        ] {
+            let e = Policy::parse(Some(yaml)).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(field), "{text}");
+            assert!(
+                text.contains("`auto`") && text.contains("`review`"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -240,6 +240,11 @@ pub struct TaskMeta {
     /// Seconds from the first `in_progress` report until overdue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// `review`: a worktree run's branch waits for the lead's review
+    /// when the task completes, whatever `runners.merge` says
+    /// (docs/review.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<String>,
 }
 
 /// `dependencies` of a task assignment.

@@ -222,6 +222,11 @@ const TASK_META: &[Field] = &[
         },
         "Seconds (at most 315360000, 3650 days) from the first `in_progress` report until the task is overdue.",
     ),
+    ext(
+        "merge",
+        Ty::Enum(&["review"]),
+        "`review`: in worktree mode the task's branch waits for the lead's review (`squadctl review`) when it completes, whatever `runners.merge` says (docs/review.md).",
+    ),
 ];
 
 const DEPENDENCIES: &[Field] = &[

@@ -722,6 +722,7 @@ fn task_assignment() -> BoxedStrategy<TaskAssignment> {
             created_at,
             priority,
             timeout,
+            merge: None,
         });
     let dependencies = (
         option::of(vec(task_id(), 0..4)),
@@ -1108,6 +1109,7 @@ fn task_with_instruction(instruction: &str) -> Document {
             created_at: DateTime::parse_from_rfc3339("2024-01-15T10:30:00Z").unwrap(),
             priority: Priority::High,
             timeout: None,
+            merge: None,
         },
         dependencies: None,
         instruction: instruction.into(),

@@ -52,11 +52,14 @@ pub enum Kind {
     /// a run's branch would conflict with the session's branch
     /// (docs/worktrees.md, "Overlap told before merge").
     BranchOverlap,
+    /// A worktree run's branch waits for the lead's review (docs/review.md):
+    /// its dependents wait and its session does not complete.
+    ReviewWaiting,
 }
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -73,6 +76,7 @@ impl Kind {
         Kind::AgentWaiting,
         Kind::BranchHeld,
         Kind::BranchOverlap,
+        Kind::ReviewWaiting,
     ];
 
     /// The kebab-case name.
@@ -94,6 +98,7 @@ impl Kind {
             Kind::AgentWaiting => "agent-waiting",
             Kind::BranchHeld => "branch-held",
             Kind::BranchOverlap => "branch-overlap",
+            Kind::ReviewWaiting => "review-waiting",
         }
     }
 
@@ -173,8 +178,10 @@ pub(crate) struct HeldBranch {
     pub session: String,
     /// The task.
     pub task: String,
-    /// Why, in a few words.
+    /// Why, in a few words (held), or what it changes (review).
     pub summary: String,
+    /// It waits for the lead's review, not held at merge.
+    pub review: bool,
 }
 
 /// The branches of `runs` held at merge, from their worktree records
@@ -191,6 +198,13 @@ pub(crate) fn held_branches(
                     session: r.session.clone(),
                     task: r.task.clone(),
                     summary: summary.unwrap_or_else(|| "see `squadctl runs --all`".into()),
+                    review: false,
+                }),
+                (crate::worktree::TreeState::Review, summary) => Some(HeldBranch {
+                    session: r.session.clone(),
+                    task: r.task.clone(),
+                    summary: summary.unwrap_or_default(),
+                    review: true,
                 }),
                 _ => None,
             }
@@ -201,6 +215,21 @@ pub(crate) fn held_branches(
 /// A held branch: what waits for it, and the commands that settle it.
 fn branch_item(b: &HeldBranch) -> Item {
     let (session, task) = (quote(&b.session), quote(&b.task));
+    if b.review {
+        return item(
+            Kind::ReviewWaiting,
+            "warning",
+            Some(&b.session),
+            Some(&b.task),
+            format!(
+                "squad/{} of {} waits for your review ({}); the tasks that require it wait and the session does not complete",
+                b.task, b.task, b.summary
+            ),
+            format!(
+                "squadctl review show {task} --session {session}; decide (send it back instead: squadctl review changes {task} --session {session} -m TEXT, or reject it: squadctl review reject {task} --session {session} -m TEXT), then: squadctl review approve {task} --session {session}"
+            ),
+        );
+    }
     item(
         Kind::BranchHeld,
         "error",
@@ -330,7 +359,8 @@ fn root_missing(root: &crate::status::RootReport) -> Item {
 
 /// Whether a run needs a human, and as what.
 fn run_kind(r: &RunRecord) -> Option<Kind> {
-    if r.completed || r.state == RunState::Running {
+    // Rejected in review: the lead's own decision (docs/review.md).
+    if r.completed || matches!(r.state, RunState::Running | RunState::Rejected) {
         return None;
     }
     if r.held {

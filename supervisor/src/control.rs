@@ -98,6 +98,9 @@ pub(crate) enum Method {
         /// The task (`run`, `stop`).
         #[serde(default)]
         task: Option<String>,
+        /// The lead's comment (`changes`, `reject`; docs/review.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
     },
     /// The cluster (docs/cluster.md): `acquire` / `release` cluster-wide
     /// locks, `list` them, or `status`. Answered by the root's cluster task.

@@ -393,6 +393,18 @@ pub(crate) enum EventKind {
         /// The files.
         files: Vec<String>,
     },
+    /// The review gate (docs/review.md): a worktree run's branch waits
+    /// for the lead's review, or the lead approved it, asked for changes or
+    /// rejected it.
+    Review {
+        /// Task id.
+        task_id: String,
+        /// `waiting`, `approved`, `changes` or `rejected`.
+        action: String,
+        /// What the branch changes (`waiting`: "2 files, +10 −3"), or the
+        /// lead's comment.
+        detail: String,
+    },
     /// A runner could not be started.
     RunFailed {
         /// Task id.
@@ -488,6 +500,7 @@ impl EventKind {
             EventKind::RunFailed { .. } => "run-failed",
             EventKind::WorktreeMerge { .. } => "worktree-merge",
             EventKind::BranchOverlap { .. } => "branch-overlap",
+            EventKind::Review { .. } => "review",
             EventKind::ConfigReloaded { .. } => "config-reloaded",
             EventKind::ReplicaConflict { .. } => "replica-conflict",
             EventKind::ReplicaDropped { .. } => "replica-dropped",
@@ -751,6 +764,16 @@ impl EventKind {
                 other: None,
                 files,
             } => format!("{task_id} would conflict on {}", files.join(", ")),
+            EventKind::Review {
+                task_id,
+                action,
+                detail,
+            } if detail.is_empty() => format!("{task_id} {action}"),
+            EventKind::Review {
+                task_id,
+                action,
+                detail,
+            } => format!("{task_id} {action}: {detail}"),
             EventKind::ConfigReloaded { error } => error.clone().unwrap_or_default(),
             EventKind::ReplicaConflict {
                 file,

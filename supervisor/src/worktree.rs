@@ -36,6 +36,15 @@ pub(crate) enum TreeState {
     /// the branch (and the worktree) kept for reference; the task's
     /// dependents and its session go on without it.
     Dropped,
+    /// Its task completed with `runners.merge: review` (docs/review.md):
+    /// what the agent left is committed and the branch waits for the
+    /// lead's `squadctl review approve|changes|reject`; its dependents
+    /// and its session wait.
+    Review,
+    /// Rejected by the lead in review (`squadctl review reject`): not
+    /// merged, the branch and worktree kept for reference, the run
+    /// recorded failed; the session goes on without it, as with `--drop`.
+    Rejected,
 }
 
 /// What became of a completed run's branch, as the shell tells the core
@@ -56,6 +65,34 @@ pub(crate) enum Finished {
     },
     /// Given up by the lead: not merged, the branch kept.
     Dropped,
+    /// Committed and waiting for the lead's review (docs/review.md): the
+    /// files it changes and its lines added and deleted.
+    Review(Stat),
+    /// Rejected in review: not merged, the branch kept; the lead's
+    /// comment.
+    Rejected(String),
+}
+
+/// What a branch changes from where it forked off the session's branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct Stat {
+    /// Files changed.
+    pub files: usize,
+    /// Lines added.
+    pub added: u64,
+    /// Lines deleted.
+    pub deleted: u64,
+}
+
+impl std::fmt::Display for Stat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files = if self.files == 1 { "file" } else { "files" };
+        write!(
+            f,
+            "{} {files}, +{} \u{2212}{}",
+            self.files, self.added, self.deleted
+        )
+    }
 }
 
 /// A run's worktree (`worktree.json`).
@@ -346,9 +383,12 @@ pub(crate) fn finish(
     run_dir: &Path,
     rec: &RunRecord,
 ) -> Finished {
-    let Some(mut tree) = load_own(root, run_dir, &rec.session, &rec.task)
-        .filter(|t| matches!(t.state, TreeState::Active | TreeState::Held))
-    else {
+    let Some(mut tree) = load_own(root, run_dir, &rec.session, &rec.task).filter(|t| {
+        matches!(
+            t.state,
+            TreeState::Active | TreeState::Held | TreeState::Review
+        )
+    }) else {
         return Finished::NoTree;
     };
     let finished = match merge(root, policy, &tree, rec) {
@@ -398,12 +438,134 @@ pub(crate) fn finish(
     finished
 }
 
+/// After a run of a worktree task ended with its task completed under
+/// `runners.merge: review` (docs/review.md): what the agent left
+/// uncommitted is committed on its branch and the branch recorded
+/// `review` with what it changes; nothing is merged. Held (as at a merge)
+/// when its worktree left the branch or git fails.
+pub(crate) fn to_review(root: &Path, run_dir: &Path, rec: &RunRecord) -> Finished {
+    let Some(mut tree) = load_own(root, run_dir, &rec.session, &rec.task)
+        .filter(|t| matches!(t.state, TreeState::Active | TreeState::Held))
+    else {
+        return Finished::NoTree;
+    };
+    let held = |summary: String, reason: String| Finished::Held { summary, reason };
+    let finished = match off_its_branch(root, &tree, rec) {
+        Some(reason) => held(format!("its worktree's HEAD left {}", tree.branch), reason),
+        None => match commit_leftovers(&tree, rec).and_then(|()| stat(root, &tree)) {
+            Ok(stat) => Finished::Review(stat),
+            Err(e) => held(
+                "git failed".to_string(),
+                format!(
+                    "{} of {} is held, not put up for review: {e}",
+                    tree.branch, rec.task
+                ),
+            ),
+        },
+    };
+    match &finished {
+        Finished::Review(stat) => {
+            tree.state = TreeState::Review;
+            tree.reason = None;
+            tree.summary = Some(stat.to_string());
+        }
+        Finished::Held { summary, reason } => {
+            tree.state = TreeState::Held;
+            tree.reason = Some(reason.clone());
+            tree.summary = Some(summary.clone());
+        }
+        _ => {}
+    }
+    if let Err(e) = save(run_dir, &tree) {
+        tracing::warn!(error = %e, "cannot record a run's worktree");
+    }
+    finished
+}
+
+/// The lead rejects a branch waiting for review: recorded `rejected`
+/// with the comment (not merged; the branch and the worktree stay for
+/// reference). `None` when the run has no branch waiting for review.
+pub(crate) fn reject_branch(
+    run_dir: &Path,
+    root: &Path,
+    rec: &RunRecord,
+    comment: &str,
+) -> Option<RunTree> {
+    let mut tree = load_own(root, run_dir, &rec.session, &rec.task)
+        .filter(|t| t.state == TreeState::Review)?;
+    tree.state = TreeState::Rejected;
+    let why = if comment.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", comment.trim())
+    };
+    tree.reason = Some(format!(
+        "rejected in review{why}; {} is kept, not merged into {}",
+        tree.branch, tree.target
+    ));
+    tree.summary = None;
+    if let Err(e) = save(run_dir, &tree) {
+        tracing::warn!(error = %e, "cannot record a run's worktree");
+    }
+    Some(tree)
+}
+
+/// What the agent left uncommitted in its worktree, committed on its
+/// branch (part of its work).
+fn commit_leftovers(tree: &RunTree, rec: &RunRecord) -> Result<(), WorktreeError> {
+    let agent_email = format!("{}@squad.invalid", rec.agent);
+    let identity = [
+        ("GIT_AUTHOR_NAME", rec.agent.as_str()),
+        ("GIT_AUTHOR_EMAIL", agent_email.as_str()),
+        ("GIT_COMMITTER_NAME", "squadd"),
+        ("GIT_COMMITTER_EMAIL", "squadd@squad.invalid"),
+    ];
+    let trailers = format!("Squad-Task: {}\nSquad-Agent: {}\n", rec.task, rec.agent);
+    git(&tree.path, &["add", "-A"])?;
+    if !git(&tree.path, &["status", "--porcelain"])?.is_empty() {
+        let message = format!(
+            "squad: {} by {} (left uncommitted when the task completed)\n\n{trailers}",
+            rec.task, rec.agent
+        );
+        git_with(
+            &tree.path,
+            &["commit", "-q", "--no-verify", "-m", &message],
+            &identity,
+        )?;
+    }
+    Ok(())
+}
+
+/// What the branch changes from its merge base with the session's branch
+/// (what a merge would bring in): files, lines added and deleted.
+pub(crate) fn stat(root: &Path, tree: &RunTree) -> Result<Stat, WorktreeError> {
+    let base = git(root, &["merge-base", &tree.target, &tree.branch])?;
+    let out = git(
+        root,
+        &["diff", "--numstat", "--no-renames", &base, &tree.branch],
+    )?;
+    let mut stat = Stat::default();
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let mut cols = line.split('\t');
+        // A binary file says `-`: no lines.
+        let n = |c: Option<&str>| c.and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
+        stat.added += n(cols.next());
+        stat.deleted += n(cols.next());
+        stat.files += 1;
+    }
+    Ok(stat)
+}
+
 /// The lead gives a held branch up: recorded `dropped` (not merged; the
 /// branch and the worktree stay for reference). `None` when the run has
 /// no held or active worktree.
 pub(crate) fn drop_branch(run_dir: &Path, root: &Path, rec: &RunRecord) -> Option<RunTree> {
-    let mut tree = load_own(root, run_dir, &rec.session, &rec.task)
-        .filter(|t| matches!(t.state, TreeState::Active | TreeState::Held))?;
+    let mut tree = load_own(root, run_dir, &rec.session, &rec.task).filter(|t| {
+        matches!(
+            t.state,
+            TreeState::Active | TreeState::Held | TreeState::Review
+        )
+    })?;
     tree.state = TreeState::Dropped;
     tree.reason = Some(format!(
         "dropped by the lead: {} is kept, not merged into {}",
@@ -425,11 +587,16 @@ pub(crate) fn recorded_state(
     session: &str,
     task: &str,
 ) -> Option<(TreeState, Option<String>)> {
-    // squadd records its canonical root; a command may name it otherwise.
+    own_tree(root, run_dir, session, task).map(|t| (t.state, t.summary))
+}
+
+/// The record of the run of `task` in `run_dir`, when it names the run's
+/// own worktree and branch (read by commands: squadd records its
+/// canonical root, a command may name it otherwise).
+pub(crate) fn own_tree(root: &Path, run_dir: &Path, session: &str, task: &str) -> Option<RunTree> {
     let canonical = root.canonicalize().ok();
     load_own(root, run_dir, session, task)
         .or_else(|| load_own(canonical.as_deref()?, run_dir, session, task))
-        .map(|t| (t.state, t.summary))
 }
 
 /// What a live worktree run's branch changes, as squadd looks before its
@@ -548,13 +715,6 @@ fn merge(
     tree: &RunTree,
     rec: &RunRecord,
 ) -> Result<String, WorktreeError> {
-    let agent_email = format!("{}@squad.invalid", rec.agent);
-    let identity = [
-        ("GIT_AUTHOR_NAME", rec.agent.as_str()),
-        ("GIT_AUTHOR_EMAIL", agent_email.as_str()),
-        ("GIT_COMMITTER_NAME", "squadd"),
-        ("GIT_COMMITTER_EMAIL", "squadd@squad.invalid"),
-    ];
     let trailers = format!("Squad-Task: {}\nSquad-Agent: {}\n", rec.task, rec.agent);
     // The worktree must still be on the run's branch: anything committed
     // elsewhere went past the check, and committing leftovers there would
@@ -566,18 +726,7 @@ fn merge(
         });
     }
     // What the agent left uncommitted is part of its work.
-    git(&tree.path, &["add", "-A"])?;
-    if !git(&tree.path, &["status", "--porcelain"])?.is_empty() {
-        let message = format!(
-            "squad: {} by {} (left uncommitted when the task completed)\n\n{trailers}",
-            rec.task, rec.agent
-        );
-        git_with(
-            &tree.path,
-            &["commit", "-q", "--no-verify", "-m", &message],
-            &identity,
-        )?;
-    }
+    commit_leftovers(tree, rec)?;
     // What a merge brings in is every commit of the branch not on the
     // session's branch: judged from their merge base, computed now (the
     // recorded base is for people; the agent can rewrite its branch).

@@ -58,6 +58,8 @@ mod real_clis_worktree;
 mod removals;
 mod resolve;
 mod retention;
+mod review;
+mod review_resume;
 mod runners;
 mod security;
 mod session_edit;

@@ -228,6 +228,10 @@ const RESOLVED_BY: &[(&str, &str)] = &[
         "resolve::a_missing_root_is_resolved_by_its_command",
     ),
     (
+        "review-waiting",
+        "review::a_waiting_review_is_resolved_by_its_command",
+    ),
+    (
         "agent-waiting",
         "resolve::a_waiting_agent_is_resolved_by_what_its_item_says",
     ),
@@ -277,7 +281,7 @@ fn items_of(root: &Path, kind: &str) -> Vec<serde_json::Value> {
 }
 
 /// The one item of `kind`, once it needs attention.
-fn the_item(root: &Path, kind: &str) -> serde_json::Value {
+pub(crate) fn the_item(root: &Path, kind: &str) -> serde_json::Value {
     eventually(&format!("a {kind} item"), || {
         let mut items = items_of(root, kind);
         (items.len() == 1).then(|| items.remove(0))

@@ -211,6 +211,7 @@ pub(crate) fn lay_out(root: &Path) -> Result<Example, Refused> {
             forbid: Vec::new(),
             priority: Priority::Medium,
             timeout: Some("5m".into()),
+            review: false,
             output: vec![format!("greeting=example/out/{id}.txt")],
             criterion: vec![format!("example/out/{id}.txt exists")],
             file: None,

@@ -56,7 +56,11 @@ pub(crate) fn merge_waits(
                     "{p} (held at merge: {})",
                     why.as_deref().unwrap_or("see `squadctl runs --all`")
                 )),
-                (TreeState::Merged | TreeState::Dropped, _) => None,
+                (TreeState::Review, stat) => Some(format!(
+                    "{p} (waits for review: {})",
+                    stat.as_deref().unwrap_or("see `squadctl review`")
+                )),
+                (TreeState::Merged | TreeState::Dropped | TreeState::Rejected, _) => None,
             }
         })
         .collect()
@@ -77,7 +81,7 @@ pub(crate) fn hold_back_ready(
     for (dir, r) in records {
         let run_dir = crate::runners::run_dir(dir, &r.task);
         let waiting = match crate::worktree::recorded_state(root, &run_dir, &r.session, &r.task) {
-            Some((TreeState::Held, _)) => true,
+            Some((TreeState::Held | TreeState::Review, _)) => true,
             Some((TreeState::Active, _)) => r.completed,
             _ => false,
         };

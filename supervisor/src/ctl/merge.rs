@@ -78,6 +78,7 @@ fn ask(root: &Path, args: &MergeArgs) -> Result<Value, MergeError> {
         action: if args.drop { "drop" } else { "merge" }.into(),
         session: args.session.clone(),
         task: Some(args.task.clone()),
+        text: None,
     };
     let answer = Client::connect(root, Duration::from_secs(60))
         .and_then(|mut c| c.call(method))

@@ -31,6 +31,7 @@ pub(crate) mod presence;
 mod program;
 pub(crate) mod read;
 mod recipients;
+pub(crate) mod review;
 pub(crate) mod runs;
 pub(crate) mod schema;
 pub(crate) mod service;
@@ -166,6 +167,8 @@ pub enum Command {
     Stop(runs::StopArgs),
     #[allow(missing_docs)]
     Merge(merge::MergeArgs),
+    #[allow(missing_docs)]
+    Review(review::ReviewArgs),
     /// The runtime configuration, .squad/config.json (show, validate, schema).
     #[command(subcommand)]
     Config(runs::ConfigCommand),
@@ -391,6 +394,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Run(args) => runs::run(cli.root.as_deref(), args),
         Command::Stop(args) => runs::stop(cli.root.as_deref(), args),
         Command::Merge(args) => merge::merge(cli.root.as_deref(), args),
+        Command::Review(args) => review::run(cli.root.as_deref(), args),
         Command::Config(cmd) => runs::config(cli.root.as_deref(), cmd),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),

@@ -284,6 +284,7 @@ pub(crate) fn start_run(root: &Path, task: &str, session: Option<&str>) -> Resul
         action: "run".into(),
         session: session.map(str::to_string),
         task: Some(task.to_string()),
+        text: None,
     };
     call(root, method).map_err(|e| match e {
         ClientError::NotRunning(_) => "squadd is not running for this project: runs are started and supervised by squadd (start it with `squadd --root …`)".to_string(),
@@ -316,6 +317,7 @@ pub(crate) fn stop_run(root: &Path, task: &str, session: Option<&str>) -> Result
         action: "stop".into(),
         session: session.map(str::to_string),
         task: Some(task.to_string()),
+        text: None,
     };
     match call(root, method) {
         Err(ClientError::NotRunning(_)) => stop_without_daemon(

@@ -77,6 +77,10 @@ pub struct TaskNewArgs {
     /// Overdue this long after the first `in_progress` report (e.g. `30m`).
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
+    /// In worktree mode, the task's branch waits for the lead's review
+    /// (`squadctl review`) when it completes (`meta.merge: review`).
+    #[arg(long)]
+    pub review: bool,
     /// A named output path, KEY=PATH.
     #[arg(long, value_name = "KEY=PATH")]
     pub output: Vec<String>,
@@ -471,6 +475,7 @@ fn task_new(root: &Path, args: &TaskNewArgs) -> Result<(String, PathBuf), Refuse
                 created_at: now(),
                 priority: args.priority,
                 timeout,
+                merge: args.review.then(|| "review".to_string()),
             },
             dependencies: (!args.requires.is_empty() || !args.blocks.is_empty()).then(|| {
                 Dependencies {

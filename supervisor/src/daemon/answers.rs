@@ -195,7 +195,14 @@ pub(crate) fn answer(sup: &mut EventLoop, i: RootId, method: Method) -> Reply {
             action,
             session,
             task,
-        } => Reply::Once(sup.answer_runs(i, &action, session.as_deref(), task.as_deref())),
+            text,
+        } => Reply::Once(sup.answer_runs(
+            i,
+            &action,
+            session.as_deref(),
+            task.as_deref(),
+            text.as_deref(),
+        )),
         // Replication call site: presence registrations and the replication
         // section of `cluster status`, answered from the replication task's
         // shared view (no NATS round trip).

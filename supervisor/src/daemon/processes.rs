@@ -95,6 +95,7 @@ impl EventLoop {
         action: &str,
         session: Option<&str>,
         task: Option<&str>,
+        text: Option<&str>,
     ) -> crate::control::Response {
         use crate::control::Response;
         let now = Now { wall: Utc::now() };
@@ -102,6 +103,7 @@ impl EventLoop {
             action: action.to_string(),
             session: session.map(str::to_string),
             task: task.map(str::to_string),
+            text: text.map(str::to_string),
         });
         self.roots.shell_mut(i).run_reply = None;
         self.step(i, input, now);
@@ -216,9 +218,14 @@ impl EventLoop {
                 dir,
                 rec,
                 by_hand,
+                review,
             } => {
                 let core = self.roots.core(root);
-                let outcome = crate::worktree::finish(&core.root, &core.policy, &dir, &rec);
+                let outcome = if review {
+                    crate::worktree::to_review(&core.root, &dir, &rec)
+                } else {
+                    crate::worktree::finish(&core.root, &core.policy, &dir, &rec)
+                };
                 let run = (rec.session.clone(), rec.task.clone());
                 let input = Input::WorktreeFinished {
                     run,
@@ -234,11 +241,24 @@ impl EventLoop {
                 let found = crate::worktree::changes(&core.root, &dir, &run.0, &run.1);
                 self.step(root, Input::TreeLooked { run, found }, now);
             }
-            Effect::DropWorktree { root, dir, rec } => {
+            Effect::DropWorktree {
+                root,
+                dir,
+                rec,
+                rejected,
+            } => {
                 let core = self.roots.core(root);
-                let outcome = match crate::worktree::drop_branch(&dir, &core.root, &rec) {
-                    Some(_) => crate::worktree::Finished::Dropped,
-                    None => crate::worktree::Finished::NoTree,
+                let outcome = match rejected {
+                    Some(comment) => {
+                        match crate::worktree::reject_branch(&dir, &core.root, &rec, &comment) {
+                            Some(_) => crate::worktree::Finished::Rejected(comment),
+                            None => crate::worktree::Finished::NoTree,
+                        }
+                    }
+                    None => match crate::worktree::drop_branch(&dir, &core.root, &rec) {
+                        Some(_) => crate::worktree::Finished::Dropped,
+                        None => crate::worktree::Finished::NoTree,
+                    },
                 };
                 let run = (rec.session.clone(), rec.task.clone());
                 let input = Input::WorktreeFinished {

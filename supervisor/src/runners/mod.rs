@@ -56,6 +56,10 @@ pub(crate) enum RunState {
     Failed,
     /// It passed its token or money budget and was stopped (held).
     OverBudget,
+    /// Its task completed, and the lead rejected its work in review
+    /// (`squadctl review reject`, docs/review.md): the task failed, the
+    /// branch is kept; nothing starts it again by itself.
+    Rejected,
 }
 
 impl RunState {
@@ -69,6 +73,7 @@ impl RunState {
             RunState::Lost => "lost",
             RunState::Failed => "failed",
             RunState::OverBudget => "over-budget",
+            RunState::Rejected => "rejected",
         }
     }
 }
@@ -449,8 +454,9 @@ pub(crate) fn spawn_request(
     run_dir: &Path,
     env: Vec<(String, String)>,
     log_max: u64,
+    resume: Option<&str>,
 ) -> io::Result<SpawnRequest> {
-    let argv = if spec.mcp {
+    let squadctl = if spec.mcp {
         // The squadctl installed beside this squadd (agent CLIs start MCP
         // servers by absolute path, without the user's shell PATH).
         let squadctl = std::env::current_exe()?.with_file_name("squadctl");
@@ -460,10 +466,15 @@ pub(crate) fn spawn_request(
                 squadctl.display()
             )));
         }
-        command_line(spec, vars, Some(&squadctl))
+        Some(squadctl)
     } else {
-        command_line(spec, vars, None)
+        None
     };
+    // `review changes` resumes the agent CLI's conversation where it can;
+    // elsewhere the run starts afresh.
+    let argv = resume
+        .and_then(|id| resume_line(spec, vars, squadctl.as_deref(), id))
+        .unwrap_or_else(|| command_line(spec, vars, squadctl.as_deref()));
     let cwd = match &spec.cwd {
         Some(c) => {
             let c = expand(c, vars);
@@ -491,9 +502,6 @@ pub(crate) fn spawn_request(
 /// (`squad_policies::runners::resume_command`: Claude Code `--resume ID`,
 /// Codex `exec resume ID`); `None` for a CLI that cannot resume, where
 /// the run starts afresh with the prompt alone.
-// Started by the review gate's `review changes` (issue 44 item 3), which
-// lands on another branch: until then only its tests call it.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn resume_line(
     spec: &RunnerSpec,
     vars: &Vars<'_>,
@@ -777,6 +785,7 @@ mod tests {
             max_retries: 0,
             guard_off: false,
             worktree: None,
+            merge: None,
             mcp: false,
             host: None,
         };

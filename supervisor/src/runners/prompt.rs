@@ -31,6 +31,9 @@ pub(crate) struct PromptInput<'a> {
     pub model: Option<&'a str>,
     /// MCP servers of config.json: (name, type, tools).
     pub mcp: Vec<(String, String, Vec<String>)>,
+    /// `squadctl review changes`: what the lead asks to change in the
+    /// work of the run before (docs/review.md).
+    pub review: Option<&'a str>,
 }
 
 /// Splits markdown into entries at `##`/`###` headings (text before the
@@ -150,6 +153,15 @@ pub(crate) fn render(input: &PromptInput<'_>) -> String {
         }
     }
 
+    if let Some(comment) = input.review {
+        out.push_str("## Changes asked in review\n\n");
+        let _ = writeln!(
+            out,
+            "You worked on this task before: your work is committed on branch `squad/{task}`, in the worktree you start in. The lead reviewed it and asks for these changes before it is merged:\n\n{}\n\nMake them on top of your earlier work, then report `completed` again (the lead reviews it again).\n",
+            comment.trim()
+        );
+    }
+
     out.push_str("## The task\n\n");
     let _ = writeln!(
         out,
@@ -254,6 +266,7 @@ mod tests {
                 .iter()
                 .map(|(n, s)| (n.clone(), s.kind.clone(), s.tools.clone()))
                 .collect(),
+            review: None,
         })
         .replace(&root.display().to_string(), "<root>");
         let snapshot = root.join("expected-prompt.md");

@@ -481,6 +481,9 @@ pub(crate) enum Effect {
         rec: Box<crate::runners::RunRecord>,
         /// `squadctl merge` asked for it (its answer waits for the outcome).
         by_hand: bool,
+        /// `runners.merge: review` (docs/review.md): its leftovers
+        /// committed and the branch recorded `review` instead of merged.
+        review: bool,
     },
     /// Look at what a live worktree run's branch changes (git, at the
     /// edge: `worktree::changes`), then [`super::Input::TreeLooked`].
@@ -501,6 +504,9 @@ pub(crate) enum Effect {
         dir: PathBuf,
         /// The run's last record.
         rec: Box<crate::runners::RunRecord>,
+        /// `squadctl review reject`: recorded `rejected` with the lead's
+        /// comment instead of `dropped` (docs/review.md).
+        rejected: Option<String>,
     },
     /// A high-priority message from squadd to the lead the policy names.
     TellLead {

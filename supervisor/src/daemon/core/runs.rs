@@ -15,6 +15,7 @@ pub(crate) mod lead;
 pub(crate) mod output;
 pub(crate) mod overlap;
 mod restart;
+pub(crate) mod review;
 
 pub(crate) use restart::found;
 
@@ -125,6 +126,13 @@ pub(crate) struct RunSpec {
     pub default_timeout: Duration,
     /// `squadctl run` asked for it (its answer waits for the outcome).
     pub by_hand: bool,
+    /// `squadctl review changes`: the lead's comment, put in the run's
+    /// prompt (docs/review.md).
+    pub review: Option<String>,
+    /// `review changes`: the agent CLI's conversation the run resumes
+    /// (the previous run's recorded `conversation`; docs/runners.md,
+    /// "Resuming the agent's conversation").
+    pub resume: Option<String>,
 }
 
 /// A run's record as the shell found it after a restart, with what it saw
@@ -429,7 +437,7 @@ pub(crate) fn left(
     ];
     if done {
         // Its dependents and its session wait for the merge's outcome
-        // ([`handover::finished`]).
+        // ([`handover::finished`]), or for the lead's review.
         if let Some(h) = root.runs.trees.get_mut(run) {
             *h = handover::Handover::Merging;
         }
@@ -438,6 +446,7 @@ pub(crate) fn left(
             dir: live.dir.clone(),
             rec: Box::new(rec.clone()),
             by_hand: false,
+            review: review::wanted(root, run, &rec.agent),
         });
     }
     if let Some(text) = text {
@@ -562,6 +571,8 @@ fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> 
             .collect(),
         default_timeout: Duration::from_millis(config.sessions.default_timeout_ms),
         by_hand,
+        review: None,
+        resume: None,
     })
 }
 

@@ -43,6 +43,7 @@ pub(crate) fn spawn(
         plan: &spec.plan,
         model: spec.model.as_deref(),
         mcp: spec.mcp.clone(),
+        review: spec.review.as_deref(),
     });
     let prompt_path = dir.join(runners::PROMPT_FILE);
     runners::write_prompt(&dir, &text)
@@ -125,7 +126,8 @@ pub(crate) fn spawn(
     let mut rec = crate::daemon::core::runs::new_record(c, started, limit);
     rec.model = spec.model.clone();
     runners::write_record(&dir, &rec).map_err(|e| (None, format!("run.json: {e}")))?;
-    let spawned = runners::spawn_request(&runner, &vars, root, &dir, env, log_max)
+    let resume = spec.resume.as_deref();
+    let spawned = runners::spawn_request(&runner, &vars, root, &dir, env, log_max, resume)
         .and_then(|request| procs.spawn(&request).map(|started| (started, request)));
     match spawned {
         Ok((started, request)) => {

@@ -11,7 +11,7 @@ fn refusals_read_as_before() {
         (RunError::NoTask, "give the task"),
         (
             RunError::UnknownAction("go".into()),
-            "unknown runs action `go` (list, run, stop, merge, drop)",
+            "unknown runs action `go` (list, run, stop, merge, drop, approve, changes, reject)",
         ),
         (RunError::NotPlanned("t1".into()), "no session plans `t1`"),
         (

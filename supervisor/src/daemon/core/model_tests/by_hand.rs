@@ -59,6 +59,7 @@ impl World {
             action: "run".into(),
             session,
             task: Some(task),
+            text: None,
         };
         self.step(id(r), Input::RunsAsked(asked));
         let got = self.reply.take().map(|reply| answer_of(&reply));
@@ -82,6 +83,7 @@ impl World {
             action: "stop".into(),
             session,
             task: Some(task),
+            text: None,
         };
         self.step(id(r), Input::RunsAsked(asked));
         let got = self.reply.take().map(|reply| answer_of(&reply));

@@ -392,6 +392,7 @@ fn expect_record(
         }
         // Over budget: the model world reports no usage, so never.
         RunState::OverBudget => panic!("{at}: over budget without usage: {rec:?}"),
+        RunState::Rejected => panic!("{at}: rejected without a review: {rec:?}"),
         // Lost: running when squadd stopped, gone when it started again
         // (never restarted on its own: held).
         RunState::Lost => {

@@ -16,6 +16,7 @@ pub(crate) fn asked(root: &mut Root, id: RootId, asked: super::Asked, now: Now) 
         action,
         session,
         task,
+        text,
     } = asked;
     let refused = |e: RunError| {
         vec![Effect::RunReply {
@@ -28,12 +29,18 @@ pub(crate) fn asked(root: &mut Root, id: RootId, asked: super::Asked, now: Now) 
             root: id,
             runs: root.runs.live(),
         }],
-        ("run" | "stop" | "merge" | "drop", None) => refused(RunError::NoTask),
+        ("run" | "stop" | "merge" | "drop" | "approve" | "changes" | "reject", None) => {
+            refused(RunError::NoTask)
+        }
         ("run", Some(task)) => by_hand(root, id, session.as_deref(), &task, now),
         ("stop", Some(task)) => stop(root, id, session.as_deref(), &task),
         // A held branch merged again or given up (docs/worktrees.md).
         (action @ ("merge" | "drop"), Some(task)) => {
             super::handover::by_hand(root, id, session.as_deref(), &task, action == "drop", now)
+        }
+        // The review gate (docs/review.md).
+        (action @ ("approve" | "changes" | "reject"), Some(task)) => {
+            super::review::asked(root, id, action, session.as_deref(), &task, text, now)
         }
         (other, _) => refused(RunError::UnknownAction(other.to_string())),
     }
@@ -178,7 +185,7 @@ pub(crate) enum RunError {
     #[error("give the task")]
     NoTask,
     /// An action other than list, run and stop.
-    #[error("unknown runs action `{0}` (list, run, stop, merge, drop)")]
+    #[error("unknown runs action `{0}` (list, run, stop, merge, drop, approve, changes, reject)")]
     UnknownAction(String),
     /// No session plans the task.
     #[error("no session plans `{0}`")]
@@ -211,6 +218,13 @@ pub(crate) enum RunError {
     /// `merge`/`drop` of a task whose branch is not held.
     #[error("`{0}` has no branch held at merge")]
     NotHeld(String),
+    /// `approve`/`changes`/`reject` of a task whose branch does not wait
+    /// for review.
+    #[error("`{0}` has no branch waiting for review (`squadctl review` lists those that do)")]
+    NotInReview(String),
+    /// `changes` without a comment.
+    #[error("say what to change: `-m TEXT`")]
+    NoComment,
     /// `stop` of a task with no live run.
     #[error("`{0}` has no run in progress")]
     NotRunning(String),

@@ -61,6 +61,8 @@ pub(crate) struct Asked {
     pub session: Option<String>,
     /// The task named, if any.
     pub task: Option<String>,
+    /// The lead's comment (`changes`, `reject`).
+    pub text: Option<String>,
 }
 
 /// The run records read at start-up ([`super::Input::RunRecordsRead`]).
@@ -136,15 +138,26 @@ pub(crate) fn step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> V
             spec,
             written,
             error,
-        } => super::spawn_failed(
-            root,
-            id,
-            spec.candidate,
-            spec.by_hand,
-            written.map(|w| *w),
-            error,
-            now,
-        ),
+        } => {
+            // A run the lead asked for in review that could not start: its
+            // branch waits for the lead again (docs/review.md).
+            if spec.review.is_some() {
+                let key = (spec.candidate.session.clone(), spec.candidate.task.clone());
+                let h = super::handover::Handover::Review(
+                    "its run with the changes could not start".into(),
+                );
+                root.runs.trees.insert(key, h);
+            }
+            super::spawn_failed(
+                root,
+                id,
+                spec.candidate,
+                spec.by_hand,
+                written.map(|w| *w),
+                error,
+                now,
+            )
+        }
         Input::RunStopped { run } => super::by_hand::stopped(root, id, &run, now),
         Input::RunOutput { run, seen } => super::output::seen(root, id, &run, *seen, now),
         Input::LeadMessageDue {

@@ -28,12 +28,23 @@ pub(crate) enum Handover {
     Held(String),
     /// Given up by the lead: the session goes on without it.
     Dropped,
+    /// Committed, waiting for the lead's review (docs/review.md; what it
+    /// changes, "2 files, +10 −3"): its dependents wait, its session does
+    /// not complete until the lead approves (merged), asks for changes (a
+    /// new run: working) or rejects it.
+    Review(String),
+    /// Rejected in review: the run failed, the branch kept; the session
+    /// goes on without it (as [`Handover::Dropped`]).
+    Rejected,
 }
 
 impl Handover {
     /// Whether the branch is done with: merged or deliberately dropped.
     pub(crate) fn settled(&self) -> bool {
-        matches!(self, Handover::Merged | Handover::Dropped)
+        matches!(
+            self,
+            Handover::Merged | Handover::Dropped | Handover::Rejected
+        )
     }
 
     /// What a task waiting for this branch waits for, in a few words.
@@ -42,7 +53,8 @@ impl Handover {
             Handover::Working => "its run to complete and merge".into(),
             Handover::Merging => "its merge".into(),
             Handover::Held(why) => format!("its branch, held at merge: {why}"),
-            Handover::Merged | Handover::Dropped => String::new(),
+            Handover::Review(stat) => format!("the lead's review of its branch ({stat})"),
+            Handover::Merged | Handover::Dropped | Handover::Rejected => String::new(),
         }
     }
 
@@ -52,6 +64,8 @@ impl Handover {
             TreeState::Merged => Handover::Merged,
             TreeState::Dropped => Handover::Dropped,
             TreeState::Held => Handover::Held(summary.unwrap_or_else(|| "held".into())),
+            TreeState::Review => Handover::Review(summary.unwrap_or_default()),
+            TreeState::Rejected => Handover::Rejected,
             // Completed but not merged: squadd stopped between the exit and
             // the merge; the merge is carried out again (`runs::found`).
             TreeState::Active if completed => Handover::Merging,
@@ -168,6 +182,8 @@ pub(crate) fn finished(
         Finished::Merged => Some(Handover::Merged),
         Finished::Dropped => Some(Handover::Dropped),
         Finished::Held { summary, .. } => Some(Handover::Held(summary.clone())),
+        Finished::Review(stat) => Some(Handover::Review(stat.to_string())),
+        Finished::Rejected(_) => Some(Handover::Rejected),
     };
     let merged = state == Some(Handover::Merged);
     match state {
@@ -183,7 +199,7 @@ pub(crate) fn finished(
     // unmerged runs are looked at again for conflicts with it.
     if matches!(
         outcome,
-        Finished::Merged | Finished::Dropped | Finished::NoTree
+        Finished::Merged | Finished::Dropped | Finished::Rejected(_) | Finished::NoTree
     ) {
         out.extend(super::overlap::settled(root, id, run));
     }
@@ -191,11 +207,17 @@ pub(crate) fn finished(
         out.extend(super::overlap::after_merge(root, id, &run.0));
     }
     let said = match &outcome {
-        Finished::NoTree => None,
+        Finished::NoTree | Finished::Review(_) | Finished::Rejected(_) => None,
         Finished::Merged => Some(("merged", String::new())),
         Finished::Dropped => Some(("dropped", String::new())),
         Finished::Held { summary, .. } => Some(("held", summary.clone())),
     };
+    // The review gate's outcomes (docs/review.md): said as `review`.
+    match &outcome {
+        Finished::Review(stat) => out.extend(super::review::waiting(root, id, run, *stat)),
+        Finished::Rejected(comment) => out.extend(super::review::rejected(root, id, run, comment)),
+        _ => {}
+    }
     if let Some((state, detail)) = said {
         let dir = crate::runners::run_dir(&root.session_dir(&run.0), &run.1);
         out.push(Effect::Emit {
@@ -283,13 +305,19 @@ pub(crate) fn by_hand(
     root.runs.trees.insert(key, Handover::Merging);
     let rec = Box::new(rec);
     vec![if drop {
-        Effect::DropWorktree { root: id, dir, rec }
+        Effect::DropWorktree {
+            root: id,
+            dir,
+            rec,
+            rejected: None,
+        }
     } else {
         Effect::FinishWorktree {
             root: id,
             dir,
             rec,
             by_hand: true,
+            review: false,
         }
     }]
 }

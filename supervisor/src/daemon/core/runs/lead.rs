@@ -33,6 +33,23 @@ pub(crate) fn due(
     let Some(lead) = root.policy.runners.lead.clone() else {
         return Vec::new();
     };
+    message(root, id, session, &lead, about, text, salt, now)
+}
+
+/// A message from squadd to `to` in `session` (high priority), written for
+/// the normal routing to deliver: to the lead ([`due`]) or to a run's
+/// agent (the lead's review comment, `core/runs/review.rs`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn message(
+    root: &Root,
+    id: RootId,
+    session: &str,
+    to: &str,
+    about: About,
+    text: &str,
+    salt: u32,
+    now: Now,
+) -> Vec<Effect> {
     let message_id = format!(
         "msg_{}_run{:08x}",
         now.wall.format("%Y%m%dT%H%M%S%3fZ"),
@@ -42,7 +59,7 @@ pub(crate) fn due(
         meta: MessageMeta {
             message_id,
             from_agent: "squadd".into(),
-            to_agent: lead,
+            to_agent: to.to_string(),
             created_at: now.wall.fixed_offset(),
             priority: Priority::High,
         },
@@ -70,7 +87,7 @@ pub(crate) fn due(
             session: Some(session.to_string()),
             path: Some(path),
             kind: crate::events::EventKind::OutputFailed {
-                output: "message to the lead".into(),
+                output: format!("message to {to}"),
                 error: e.to_string(),
             },
         }],

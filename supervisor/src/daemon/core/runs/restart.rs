@@ -45,6 +45,7 @@ pub(crate) fn found(
                     dir: dir.clone(),
                     rec: Box::new(rec.clone()),
                     by_hand: false,
+                    review: super::review::wanted(root, &key, &rec.agent),
                 });
             }
             root.runs.trees.insert(key.clone(), h);

@@ -751,3 +751,5 @@ mod calls;
 /// merge (docs/worktrees.md).
 mod handover;
 mod output;
+/// The review gate's transitions (docs/review.md).
+mod review;

@@ -217,6 +217,7 @@ fn the_runs_request_lists_needs_a_task_to_run_or_stop_and_refuses_other_actions(
             action: action.into(),
             session: None,
             task: task.map(str::to_string),
+            text: None,
         });
         step(r, input, t(1))
     };

@@ -140,6 +140,7 @@ fn a_held_branch_keeps_its_dependents_waiting_until_the_lead_drops_it() {
         action: "run".into(),
         session: None,
         task: Some("task_2".into()),
+        text: None,
     };
     let refused = step(&mut r, Input::RunsAsked(asked), t(4));
     let [Effect::RunReply { reply: Err(e), .. }] = refused.as_slice() else {
@@ -151,6 +152,7 @@ fn a_held_branch_keeps_its_dependents_waiting_until_the_lead_drops_it() {
         action: "drop".into(),
         session: None,
         task: Some("task_1".into()),
+        text: None,
     };
     let drop = step(&mut r, Input::RunsAsked(asked), t(5));
     assert!(
@@ -174,6 +176,7 @@ fn merge_by_hand_is_refused_for_a_branch_that_is_not_held() {
             action: action.into(),
             session: None,
             task: Some("task_1".into()),
+            text: None,
         };
         let refused = step(&mut r, Input::RunsAsked(asked), t(1));
         let [Effect::RunReply { reply: Err(e), .. }] = refused.as_slice() else {
@@ -204,6 +207,7 @@ fn a_session_ends_only_after_its_last_run_ended_and_its_branch_merged() {
         action: "merge".into(),
         session: Some(SESSION.into()),
         task: Some("task_1".into()),
+        text: None,
     };
     let again = step(&mut r, Input::RunsAsked(asked), t(4));
     assert!(
@@ -278,6 +282,8 @@ fn a_completed_run_never_merged_before_a_restart_is_merged_then_and_its_dependen
         by_hand: false,
         setup: Vec::new(),
         setup_timeout: Duration::from_secs(600),
+        review: None,
+        resume: None,
     };
     let mut rec = started_record(&spec, 42, t(0));
     rec.state = RunState::Exited;
