@@ -1,3 +1,6 @@
+// Over 800 lines: the runner policy, its parsing and the command-line
+// building (expand, resume); resume_command and its Codex option table
+// should move to a runners/resume.rs of their own.
 //! `runners:` of the policy, and the dispatch decisions made from it: which
 //! ready tasks start now, what happens after a run exits, how a runner's
 //! argv is filled in. Pure functions of (policy, facts, now): squadd gathers

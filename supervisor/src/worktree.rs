@@ -1,3 +1,7 @@
+// Over 800 lines: the worktree lifecycle (make, look for overlaps, review,
+// merge, hold, drop, sweep) shares load_own and git; the overlap look and the
+// review states (issue 44) should move to worktree/overlap.rs and
+// worktree/review.rs.
 //! Runs in their own git worktrees (`runners.worktree`, docs/worktrees.md):
 //! before a run starts, a linked worktree on branch `squad/<task>` made from
 //! the main checkout's HEAD; when its task completes, the branch's changes
