@@ -1,3 +1,6 @@
+// Over 800 lines: the runner policy, its parsing and the command-line
+// building (expand, resume); resume_command and its Codex option table
+// should move to a runners/resume.rs of their own.
 //! `runners:` of the policy, and the dispatch decisions made from it: which
 //! ready tasks start now, what happens after a run exits, how a runner's
 //! argv is filled in. Pure functions of (policy, facts, now): squadd gathers
@@ -547,6 +550,93 @@ pub fn expand_command(command: &[String], vars: &Vars<'_>) -> Vec<String> {
     out
 }
 
+/// The options of `codex exec` that take a value as the next argument
+/// (codex-cli 0.169/0.171 `codex exec --help`): what [`resume_command`]
+/// skips to find the prompt.
+const CODEX_EXEC_VALUED: &[&str] = &[
+    "-c",
+    "--config",
+    "-m",
+    "--model",
+    "-s",
+    "--sandbox",
+    "-p",
+    "--profile",
+    "-i",
+    "--image",
+    "-C",
+    "--cd",
+    "--color",
+    "-o",
+    "--output-last-message",
+    "--output-schema",
+    "--add-dir",
+    "--enable",
+    "--disable",
+    "--local-provider",
+    "--thread-source",
+    "--cyber-access-program",
+];
+
+/// A run's command line (`argv`, as [`expand_command`] made it) turned into
+/// one that resumes the agent CLI's own conversation `id` (the run's
+/// `conversation`, docs/runners.md "Resuming the agent's conversation"),
+/// with the same options and prompt: Claude Code gets `--resume ID` right
+/// after the program (never among a variadic option's values); Codex
+/// `codex exec [its options] resume ID PROMPT [the rest]` (`exec resume`
+/// takes fewer options than `exec`: those before the prompt stay `exec`'s).
+/// `None` for a CLI squadd cannot resume (Copilot CLI, Gemini CLI, any
+/// other program), for an id of another shape
+/// ([`crate::usage::conversation_id`]), or a Codex line without `exec`
+/// and a prompt.
+pub fn resume_command(argv: &[String], id: &str) -> Option<Vec<String>> {
+    use crate::guard_doctor::Cli;
+    let id = crate::usage::conversation_id(id)?;
+    let program = argv.first()?;
+    match Cli::of_program(program)? {
+        Cli::Claude => {
+            let mut out = vec![program.clone(), "--resume".into(), id.into()];
+            out.extend(argv[1..].iter().cloned());
+            Some(out)
+        }
+        Cli::Codex => {
+            let exec = argv.iter().position(|a| a == "exec")?;
+            let resumed = |at: usize, dash: bool| {
+                let mut out = argv[..at].to_vec();
+                out.extend(["resume".to_string(), id.to_string()]);
+                if dash {
+                    out.push("--".into());
+                }
+                out.extend(argv[at + usize::from(dash)..].iter().cloned());
+                out
+            };
+            let mut i = exec + 1;
+            loop {
+                let a = argv.get(i)?;
+                if a == "--" {
+                    // Everything after it is the prompt.
+                    argv.get(i + 1)?;
+                    return Some(resumed(i, true));
+                }
+                if a.starts_with('-') && a != "-" {
+                    i += if CODEX_EXEC_VALUED.contains(&a.as_str()) {
+                        2
+                    } else {
+                        1
+                    };
+                    continue;
+                }
+                // Already a resume (or another subcommand): not ours to change.
+                if ["resume", "review", "help"].contains(&a.as_str()) {
+                    return None;
+                }
+                return Some(resumed(i, false));
+            }
+        }
+        Cli::Copilot | Cli::Gemini => None,
+    }
+}
+
 /// A task that could start: ready (pending, every prerequisite completed),
 /// or a failed run's task whose retry is due.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -759,6 +849,105 @@ pub fn run_timeout(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn resume_lines_for_claude_and_codex_none_for_the_others() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let id = "0199a213-81c0-7800-8aa1-bbab2a035a53";
+        // The documented runner lines (docs/runners.md), expanded.
+        let claude = v(&[
+            "claude",
+            "-p",
+            "Read p.md",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Read",
+            "Edit",
+        ]);
+        assert_eq!(
+            super::resume_command(&claude, id).unwrap(),
+            v(&[
+                "claude",
+                "--resume",
+                id,
+                "-p",
+                "Read p.md",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--allowedTools",
+                "Read",
+                "Edit"
+            ])
+        );
+        let codex = v(&[
+            "codex",
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "-m",
+            "gpt-5",
+            "Read p.md",
+            "-c",
+            "x=1",
+        ]);
+        assert_eq!(
+            super::resume_command(&codex, id).unwrap(),
+            v(&[
+                "codex",
+                "exec",
+                "--json",
+                "--sandbox",
+                "workspace-write",
+                "-m",
+                "gpt-5",
+                "resume",
+                id,
+                "Read p.md",
+                "-c",
+                "x=1"
+            ])
+        );
+        let dashed = v(&[
+            "/opt/bin/codex",
+            "exec",
+            "--json",
+            "--",
+            "-starts with a dash",
+        ]);
+        assert_eq!(
+            super::resume_command(&dashed, id).unwrap(),
+            v(&[
+                "/opt/bin/codex",
+                "exec",
+                "--json",
+                "resume",
+                id,
+                "--",
+                "-starts with a dash"
+            ])
+        );
+        // No prompt, already resuming, other CLIs, a hostile id: none.
+        assert_eq!(
+            super::resume_command(&v(&["codex", "exec", "--json"]), id),
+            None
+        );
+        assert_eq!(
+            super::resume_command(&v(&["codex", "exec", "resume", "--last"]), id),
+            None
+        );
+        assert_eq!(super::resume_command(&v(&["copilot", "-p", "x"]), id), None);
+        assert_eq!(super::resume_command(&v(&["gemini", "-p", "x"]), id), None);
+        assert_eq!(super::resume_command(&v(&["sh", "-c", "x"]), id), None);
+        assert_eq!(
+            super::resume_command(&claude, "--dangerously-skip-permissions"),
+            None
+        );
+        assert_eq!(super::resume_command(&claude, "a b"), None);
+    }
+
     use super::*;
     use crate::policy::Policy;
 

@@ -287,6 +287,8 @@ pub struct OutputScan {
     /// The model a CLI named at its start (Claude Code's `init`).
     init_model: Option<String>,
     warning: Option<String>,
+    /// The CLI's own session (conversation) id, the latest said.
+    conversation: Option<String>,
     changed: bool,
 }
 
@@ -329,6 +331,23 @@ impl OutputScan {
     /// The CLI's warning that its model is deprecated or retiring.
     pub fn warning(&self) -> Option<&str> {
         self.warning.as_deref()
+    }
+
+    /// The agent CLI's own session id, as its output said it (Claude Code
+    /// `session_id` in its `system`/`init` and `result` events; Codex
+    /// `exec --json` `thread_id` in `thread.started`): what a later run
+    /// resumes. Only an id of the shape [`conversation_id`] accepts.
+    pub fn conversation(&self) -> Option<&str> {
+        self.conversation.as_deref()
+    }
+
+    fn note_conversation(&mut self, id: Option<&str>) {
+        if let Some(id) = id.and_then(conversation_id)
+            && self.conversation.as_deref() != Some(id)
+        {
+            self.conversation = Some(id.to_string());
+            self.changed = true;
+        }
     }
 
     /// What the output has reported so far (`None`: nothing).
@@ -387,7 +406,10 @@ impl OutputScan {
                 if let Some(m) = v["model"].as_str() {
                     self.init_model = Some(m.to_string());
                 }
+                self.note_conversation(v["session_id"].as_str());
             }
+            // Codex: the thread it runs (what `codex exec resume` takes).
+            "thread.started" => self.note_conversation(v["thread_id"].as_str()),
             // Claude Code: one response's usage (repeated for each of its
             // content blocks: kept once per message id, the latest).
             "assistant" => {
@@ -409,6 +431,9 @@ impl OutputScan {
                 self.changed = true;
             }
             "result" => {
+                if v.get("modelUsage").is_some() || v.get("total_cost_usd").is_some() {
+                    self.note_conversation(v["session_id"].as_str());
+                }
                 if let Some(r) = claude_result(v).or_else(|| gemini_result(v)) {
                     // The responses counted so far are in the result.
                     self.messages.clear();
@@ -504,6 +529,20 @@ fn gemini_result(v: &Value) -> Option<Reported> {
     Some(r)
 }
 
+/// `id` when it has the shape of an agent CLI's session id (a UUID, or a
+/// short name of letters, digits, `-`, `_`, `.`; never starting with `-`):
+/// it is put on a command line (`--resume ID`), and the output it came
+/// from is the agent's, so nothing else passes.
+pub fn conversation_id(id: &str) -> Option<&str> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with(['-', '.'])
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    ok.then_some(id)
+}
+
 /// Whether a line of a CLI's output is its warning that the model it runs
 /// is deprecated or retiring (Claude Code 2.1.332: `⚠ Claude Sonnet 4.5
 /// will be retired on November 30, 2026. Consider switching to a newer
@@ -573,6 +612,39 @@ mod tests {
                 output: 14
             }
         );
+    }
+
+    #[test]
+    fn the_clis_own_session_id_is_taken_from_claude_and_codex_output() {
+        // Captured from Claude Code 2.1.197 (`-p --output-format
+        // stream-json --verbose`; the `tools`, `slash_commands`, `skills`
+        // and `agents` lists cut short) and codex-cli 0.169.0 (`exec
+        // --json`) running against the stub model.
+        let claude_init = r#"{"type":"system","subtype":"init","cwd":"/tmp/.tmpGEt8b4/proj","session_id":"b43718b3-0374-4e13-8a51-986afaea3241","tools":["Task","Bash"],"mcp_servers":[],"model":"claude-opus-4-8[1m]","permissionMode":"acceptEdits","slash_commands":["review"],"apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.197","output_style":"default","agents":["claude"],"skills":["verify"],"plugins":[],"analytics_disabled":true,"product_feedback_disabled":true,"uuid":"34e2225f-d622-462b-9b44-f0ac9a0aa282","fast_mode_state":"off"}"#;
+        let claude_result = r#"{"type":"result","subtype":"success","is_error":false,"num_turns":3,"result":"done","session_id":"b43718b3-0374-4e13-8a51-986afaea3241","total_cost_usd":0.001,"usage":{"input_tokens":1}}"#;
+        let mut s = scan(&format!("{claude_init}\n"));
+        assert_eq!(
+            s.conversation(),
+            Some("b43718b3-0374-4e13-8a51-986afaea3241")
+        );
+        assert!(s.take_changed());
+        s.feed(format!("{claude_result}\n").as_bytes());
+        assert_eq!(
+            s.conversation(),
+            Some("b43718b3-0374-4e13-8a51-986afaea3241")
+        );
+        let codex =
+            r#"{"type":"thread.started","thread_id":"01a2283a-8645-7d21-9e58-29a2515898a0"}"#;
+        let s = scan(&format!("{codex}\n"));
+        assert_eq!(
+            s.conversation(),
+            Some("01a2283a-8645-7d21-9e58-29a2515898a0")
+        );
+        // An id that could pass for an option is never taken.
+        let hostile =
+            r#"{"type":"thread.started","thread_id":"--dangerously-bypass-approvals-and-sandbox"}"#;
+        assert_eq!(scan(&format!("{hostile}\n")).conversation(), None);
+        assert_eq!(scan("session_id: abc\n").conversation(), None);
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub enum Kind {
     /// A worktree run's branch is held at merge: its dependents wait and
     /// its session does not complete (docs/worktrees.md, "Hand-over").
     BranchHeld,
+    /// Two unmerged worktree runs of a session change the same files, or
+    /// a run's branch would conflict with the session's branch
+    /// (docs/worktrees.md, "Overlap told before merge").
+    BranchOverlap,
     /// A worktree run's branch waits for the lead's review (docs/review.md):
     /// its dependents wait and its session does not complete.
     ReviewWaiting,
@@ -55,7 +59,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, for `--help` and argument checks.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::PolicyRefused,
         Kind::PolicyInvalid,
         Kind::ConfigInvalid,
@@ -71,6 +75,7 @@ impl Kind {
         Kind::RootMissing,
         Kind::AgentWaiting,
         Kind::BranchHeld,
+        Kind::BranchOverlap,
         Kind::ReviewWaiting,
     ];
 
@@ -92,6 +97,7 @@ impl Kind {
             Kind::RootMissing => "root-missing",
             Kind::AgentWaiting => "agent-waiting",
             Kind::BranchHeld => "branch-held",
+            Kind::BranchOverlap => "branch-overlap",
             Kind::ReviewWaiting => "review-waiting",
         }
     }
@@ -109,7 +115,7 @@ impl Kind {
     pub fn acknowledged_by_lead(self) -> bool {
         matches!(
             self,
-            Kind::ErrorReport | Kind::BlockedTask | Kind::OverdueTask
+            Kind::ErrorReport | Kind::BlockedTask | Kind::OverdueTask | Kind::BranchOverlap
         )
     }
 }
@@ -238,6 +244,69 @@ fn branch_item(b: &HeldBranch) -> Item {
             b.task
         ),
     )
+}
+
+/// The overlaps the runs' records hold: each pair once (whichever of its
+/// two records says it), and each run's conflict with its session's
+/// branch. The lead decides (a message, `stop`) and acknowledges: the
+/// agents' work is theirs to change.
+fn overlap_items(runs: &[RunRecord]) -> Vec<Item> {
+    let mut pairs: std::collections::BTreeMap<(&str, String, String), &Vec<String>> =
+        std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for r in runs {
+        for (other, files) in &r.overlaps.with {
+            let (a, b) = if r.task < *other {
+                (r.task.clone(), other.clone())
+            } else {
+                (other.clone(), r.task.clone())
+            };
+            pairs.entry((r.session.as_str(), a, b)).or_insert(files);
+        }
+        if !r.overlaps.conflicts.is_empty() {
+            let target = r
+                .overlaps
+                .target
+                .as_deref()
+                .unwrap_or("the session's branch");
+            out.push(item(
+                Kind::BranchOverlap,
+                "warning",
+                Some(&r.session),
+                Some(&r.task),
+                format!(
+                    "squad/{} of {} would conflict with {target} on {} if merged now",
+                    r.task,
+                    r.task,
+                    r.overlaps.conflicts.join(", ")
+                ),
+                format!(
+                    "tell {task}'s agent to bring {target} in and resolve it, or stop it (squadctl stop {task} --session {session})",
+                    task = quote(&r.task),
+                    session = quote(&r.session)
+                ),
+            ));
+        }
+    }
+    for ((session, a, b), files) in pairs {
+        out.push(item(
+            Kind::BranchOverlap,
+            "warning",
+            Some(session),
+            Some(&a),
+            format!(
+                "{a} and {b} both change {} on branches not merged yet",
+                files.join(", ")
+            ),
+            format!(
+                "decide which of {a} and {b} goes first: tell the other to wait (a message) or stop it (squadctl stop {b} --session {session})",
+                a = quote(&a),
+                b = quote(&b),
+                session = quote(session)
+            ),
+        ));
+    }
+    out
 }
 
 fn rank(severity: &str) -> u8 {
@@ -397,6 +466,7 @@ pub(crate) fn needs_attention(facts: &Facts<'_>) -> Vec<Item> {
     }
     items.extend(facts.runs.iter().filter_map(run_item));
     items.extend(facts.branches.iter().map(branch_item));
+    items.extend(overlap_items(facts.runs));
     items.extend(waiting_agents(facts.presence));
     items.extend(model_warnings(facts.runs, facts.config));
     items.extend(session_budgets(facts.runs, &facts.session_budget));
@@ -810,6 +880,8 @@ mod tests {
             model_warning: None,
             over_budget: None,
             earlier_usage: None,
+            overlaps: Default::default(),
+            conversation: None,
         }
     }
 

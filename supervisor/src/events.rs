@@ -380,6 +380,19 @@ pub(crate) enum EventKind {
         /// Why it is held, in a few words (empty otherwise).
         detail: String,
     },
+    /// Before either merges, a worktree run's branch changes files another
+    /// unmerged run of its session changes too (`other`), or (no `other`)
+    /// would conflict on them with the session's branch
+    /// (docs/worktrees.md, "Overlap told before merge"). Said once each.
+    BranchOverlap {
+        /// Task id.
+        task_id: String,
+        /// The other run's task.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        other: Option<String>,
+        /// The files.
+        files: Vec<String>,
+    },
     /// The review gate (docs/review.md): a worktree run's branch waits
     /// for the lead's review, or the lead approved it, asked for changes or
     /// rejected it.
@@ -486,6 +499,7 @@ impl EventKind {
             EventKind::RunLost { .. } => "run-lost",
             EventKind::RunFailed { .. } => "run-failed",
             EventKind::WorktreeMerge { .. } => "worktree-merge",
+            EventKind::BranchOverlap { .. } => "branch-overlap",
             EventKind::Review { .. } => "review",
             EventKind::ConfigReloaded { .. } => "config-reloaded",
             EventKind::ReplicaConflict { .. } => "replica-conflict",
@@ -740,6 +754,16 @@ impl EventKind {
                 state,
                 detail,
             } => format!("{task_id} {state}: {detail}"),
+            EventKind::BranchOverlap {
+                task_id,
+                other: Some(other),
+                files,
+            } => format!("{task_id} and {other} both change {}", files.join(", ")),
+            EventKind::BranchOverlap {
+                task_id,
+                other: None,
+                files,
+            } => format!("{task_id} would conflict on {}", files.join(", ")),
             EventKind::Review {
                 task_id,
                 action,

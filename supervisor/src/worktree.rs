@@ -1,3 +1,7 @@
+// Over 800 lines: the worktree lifecycle (make, look for overlaps, review,
+// merge, hold, drop, sweep) shares load_own and git; the overlap look and the
+// review states (issue 44) should move to worktree/overlap.rs and
+// worktree/review.rs.
 //! Runs in their own git worktrees (`runners.worktree`, docs/worktrees.md):
 //! before a run starts, a linked worktree on branch `squad/<task>` made from
 //! the main checkout's HEAD; when its task completes, the branch's changes
@@ -597,6 +601,115 @@ pub(crate) fn own_tree(root: &Path, run_dir: &Path, session: &str, task: &str) -
     let canonical = root.canonicalize().ok();
     load_own(root, run_dir, session, task)
         .or_else(|| load_own(canonical.as_deref()?, run_dir, session, task))
+}
+
+/// What a live worktree run's branch changes, as squadd looks before its
+/// merge (docs/worktrees.md, "Overlap told before merge").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TreeChanges {
+    /// The files changed: committed on the branch since its merge base
+    /// with the session's branch, and uncommitted in its worktree.
+    pub files: std::collections::BTreeSet<String>,
+    /// The session's branch.
+    pub target: String,
+    /// The files on which merging the branch now would conflict (`git
+    /// merge-tree`; empty: it merges cleanly, or git could not tell).
+    pub conflicts: Vec<String>,
+}
+
+/// The changes of the run of `task` in `session` while its worktree is
+/// active (`None`: no worktree of its own, or git failed). Three git calls
+/// for this one run, whatever the session's size.
+pub(crate) fn changes(
+    root: &Path,
+    run_dir: &Path,
+    session: &str,
+    task: &str,
+) -> Option<TreeChanges> {
+    let tree = load_own(root, run_dir, session, task)
+        .or_else(|| load_own(&root.canonicalize().ok()?, run_dir, session, task))
+        .filter(|t| t.state == TreeState::Active)?;
+    let base = git(root, &["merge-base", &tree.target, &tree.branch]).ok()?;
+    let committed = git(
+        root,
+        &[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "-z",
+            &base,
+            &tree.branch,
+        ],
+    )
+    .ok()?;
+    let mut files: std::collections::BTreeSet<String> = committed
+        .split('\0')
+        .filter(|f| !f.is_empty())
+        .map(str::to_string)
+        .collect();
+    // Uncommitted work (the carried guard file is ignored or skipped).
+    // Untrimmed: an entry starts with its two status letters, often a space.
+    let status = crate::child_env::git()
+        .current_dir(&tree.path)
+        .args([
+            "status",
+            "--porcelain",
+            "-z",
+            "--no-renames",
+            "--untracked-files=all",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let status = String::from_utf8_lossy(&status.stdout);
+    files.extend(
+        status
+            .split('\0')
+            .filter_map(|e| e.get(3..))
+            .filter(|f| !f.is_empty())
+            .map(str::to_string),
+    );
+    let conflicts = merge_conflicts(root, &tree.target, &tree.branch);
+    Some(TreeChanges {
+        files,
+        target: tree.target,
+        conflicts,
+    })
+}
+
+/// The files on which merging `branch` into `target` would conflict:
+/// `git merge-tree --write-tree` (git 2.38 or later) writes the merge's
+/// tree into the object store only, touching no checkout; exit 1 means
+/// conflicts, named after the tree's id. Any other failure (an older git)
+/// says nothing.
+fn merge_conflicts(root: &Path, target: &str, branch: &str) -> Vec<String> {
+    let out = crate::child_env::git()
+        .current_dir(root)
+        .args([
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "-z",
+            target,
+            branch,
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.code() == Some(1) => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let mut files: Vec<String> = text
+                .split('\0')
+                .skip(1)
+                .filter(|f| !f.is_empty())
+                .map(str::to_string)
+                .collect();
+            files.sort();
+            files.dedup();
+            files
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The merge itself: the session branch's new commit, or why it is held.

@@ -397,6 +397,27 @@ pub(crate) fn assert_tokens(run: &Value, stub: &StubModel) {
     );
 }
 
+/// Issue 44: the run's record holds the CLI's own conversation id, as its
+/// output said it under `field` (`session_id`, `thread_id`): what a later
+/// run resumes.
+fn assert_conversation(run: &Value, p: &Project, field: &str) {
+    let id = run["conversation"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no conversation recorded: {run:#}"));
+    let logs: Vec<String> = crate::worktree::walk(&p.root.join(".squad/sessions"))
+        .into_iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == "run.log"))
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .collect();
+    let said = format!("\"{field}\":\"{id}\"");
+    let line = logs
+        .iter()
+        .flat_map(|l| l.lines())
+        .find(|l| l.contains(&said))
+        .unwrap_or_else(|| panic!("{said} not in the run's output: {logs:#?}"));
+    eprintln!("conversation line: {line}");
+}
+
 /// The price table every priced test writes (US dollars per million
 /// tokens), and the cost of `answers` stub answers at `model`'s price.
 const PRICES: &str = r#""prices": {"claude-opus-4-8": {"input": 5, "cachedInput": 0.5, "output": 25}, "gpt-5.1-codex": {"input": 1.25, "cachedInput": 0.125, "output": 10}}"#;
@@ -436,6 +457,7 @@ fn claude_code_runner_runs_guarded_to_completion_with_the_default_model() {
     // own default model, the cost is Claude Code's own estimate.
     assert_tokens(&run, &stub);
     assert_eq!(run["usage"]["cost_from"], "cli", "{run:#}");
+    assert_conversation(&run, &p, "session_id");
 }
 
 /// The steps of a run that reports through the squad MCP server: a write
@@ -648,6 +670,7 @@ fn codex_runner_runs_guarded_to_completion() {
     assert_tokens(&run, &stub);
     assert_eq!(run["usage"]["model"], "gpt-5.1-codex", "{run:#}");
     assert_eq!(run["usage"]["unpriced"][0], "gpt-5.1-codex", "{run:#}");
+    assert_conversation(&run, &p, "thread_id");
 }
 
 /// The environment that points Copilot CLI at the stub: offline mode (no

@@ -210,6 +210,10 @@ const RESOLVED_BY: &[(&str, &str)] = &[
         "handover::a_held_branch_is_resolved_by_its_command",
     ),
     (
+        "branch-overlap",
+        "overlap::two_runs_changing_one_file_are_told_to_the_lead_before_either_merges",
+    ),
+    (
         "model-warning",
         "resolve::a_model_warning_is_resolved_by_its_command",
     ),

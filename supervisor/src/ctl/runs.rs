@@ -143,6 +143,8 @@ fn run_json(session_dir: &Path, r: &RunRecord, tail: usize) -> Value {
         "task_usage": r.earlier_usage.is_some().then(|| r.task_usage()).flatten(),
         "model_warning": r.model_warning,
         "over_budget": r.over_budget,
+        "conversation": r.conversation,
+        "overlaps": (!r.overlaps.is_empty()).then_some(&r.overlaps),
         "dir": dir.display().to_string(),
         "log_tail": runners::log_tail(&dir, tail),
         "worktree": tree.as_ref().map(|t| t.path.display().to_string()),

@@ -234,6 +234,13 @@ impl EventLoop {
                 };
                 self.step(root, input, now);
             }
+            // issue 44 item 4: what the branch changes, for the core to
+            // pair with its session's other unmerged runs.
+            Effect::LookAtTree { root, run, dir } => {
+                let core = self.roots.core(root);
+                let found = crate::worktree::changes(&core.root, &dir, &run.0, &run.1);
+                self.step(root, Input::TreeLooked { run, found }, now);
+            }
             Effect::DropWorktree {
                 root,
                 dir,

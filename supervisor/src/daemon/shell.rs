@@ -63,6 +63,7 @@ impl EventLoop {
             | Effect::WriteRunRecord { .. }
             | Effect::FinishWorktree { .. }
             | Effect::DropWorktree { .. }
+            | Effect::LookAtTree { .. }
             | Effect::TellLead { .. }
             | Effect::RunsLooked { .. }
             | Effect::RunReply { .. }

@@ -146,6 +146,40 @@ pub(crate) struct RunRecord {
     /// task's and the session's totals survive the record's replacement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub earlier_usage: Option<Usage>,
+    /// What this run's unmerged branch shares with other runs of its
+    /// session, or would conflict on with the session's branch, as squadd
+    /// last looked (docs/worktrees.md, "Overlap told before merge").
+    #[serde(default, skip_serializing_if = "Overlaps::is_empty")]
+    pub overlaps: Overlaps,
+    /// The agent CLI's own session (conversation) id, as its output said
+    /// it (Claude Code `session_id`, Codex `thread_id`): what a later run
+    /// resumes (docs/runners.md, "Resuming the agent's conversation").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+}
+
+/// A worktree run's branch against its session's other unmerged runs and
+/// its session's branch (issue 44 item 4).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Overlaps {
+    /// Each other unmerged run of the session changing some of the same
+    /// files: its task and those files.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub with: std::collections::BTreeMap<String, Vec<String>>,
+    /// The files on which the branch would conflict with the session's
+    /// branch if merged now (`git merge-tree`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// The session's branch, when it conflicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+impl Overlaps {
+    /// Nothing shared, nothing in conflict.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.with.is_empty() && self.conflicts.is_empty()
+    }
 }
 
 impl RunRecord {
@@ -420,8 +454,9 @@ pub(crate) fn spawn_request(
     run_dir: &Path,
     env: Vec<(String, String)>,
     log_max: u64,
+    resume: Option<&str>,
 ) -> io::Result<SpawnRequest> {
-    let argv = if spec.mcp {
+    let squadctl = if spec.mcp {
         // The squadctl installed beside this squadd (agent CLIs start MCP
         // servers by absolute path, without the user's shell PATH).
         let squadctl = std::env::current_exe()?.with_file_name("squadctl");
@@ -431,10 +466,15 @@ pub(crate) fn spawn_request(
                 squadctl.display()
             )));
         }
-        command_line(spec, vars, Some(&squadctl))
+        Some(squadctl)
     } else {
-        command_line(spec, vars, None)
+        None
     };
+    // `review changes` resumes the agent CLI's conversation where it can;
+    // elsewhere the run starts afresh.
+    let argv = resume
+        .and_then(|id| resume_line(spec, vars, squadctl.as_deref(), id))
+        .unwrap_or_else(|| command_line(spec, vars, squadctl.as_deref()));
     let cwd = match &spec.cwd {
         Some(c) => {
             let c = expand(c, vars);
@@ -454,6 +494,21 @@ pub(crate) fn spawn_request(
         run_dir: run_dir.to_path_buf(),
         log_max,
     })
+}
+
+/// The argv of a run that resumes the agent CLI's own conversation
+/// `conversation` (a run's recorded `conversation`): the run's command line
+/// as [`command_line`] makes it, turned into its CLI's resume
+/// (`squad_policies::runners::resume_command`: Claude Code `--resume ID`,
+/// Codex `exec resume ID`); `None` for a CLI that cannot resume, where
+/// the run starts afresh with the prompt alone.
+pub(crate) fn resume_line(
+    spec: &RunnerSpec,
+    vars: &Vars<'_>,
+    squadctl: Option<&Path>,
+    conversation: &str,
+) -> Option<Vec<String>> {
+    squad_policies::runners::resume_command(&command_line(spec, vars, squadctl), conversation)
 }
 
 /// Our server entry in a JSON configuration (`mcpServers.squad`), as
@@ -666,6 +721,32 @@ mod tests {
         assert_eq!(argv, ["claude", "-p", "x"]);
     }
 
+    #[test]
+    fn a_resumed_run_keeps_its_command_line_and_mcp_server() {
+        let vars = Vars {
+            prompt_file: "/p/prompt.md",
+            task: "task_1",
+            agent: "backend",
+            session: "s1",
+            model: None,
+            root: "/proj",
+        };
+        let ctl = Path::new("/bin/squadctl");
+        let id = "0199a213-81c0-7800-8aa1-bbab2a035a53";
+        let claude = spec(&["claude", "-p", "do {task}", "--model", "{model}"]);
+        let argv = resume_line(&claude, &vars, Some(ctl), id).unwrap();
+        assert_eq!(argv[..5], ["claude", "--resume", id, "-p", "do task_1"]);
+        assert_eq!(argv[5], "--mcp-config", "{argv:?}");
+        let codex = spec(&["codex", "exec", "--json", "--", "do {task}"]);
+        let argv = resume_line(&codex, &vars, Some(ctl), id).unwrap();
+        assert_eq!(argv[..3], ["codex", "exec", "--json"]);
+        assert_eq!(argv[argv.len() - 4..], ["resume", id, "--", "do task_1"]);
+        assert_eq!(
+            resume_line(&spec(&["copilot", "-p", "x"]), &vars, None, id),
+            None
+        );
+    }
+
     fn record(pid: u32, task: &str, session: &str) -> RunRecord {
         RunRecord {
             task: task.into(),
@@ -687,6 +768,8 @@ mod tests {
             model_warning: None,
             over_budget: None,
             earlier_usage: None,
+            overlaps: Default::default(),
+            conversation: None,
         }
     }
 

@@ -54,6 +54,8 @@ pub(crate) struct OutputSeen {
     pub reported: Option<Reported>,
     /// The CLI's warning that its model is deprecated or retiring.
     pub warning: Option<String>,
+    /// The CLI's own session (conversation) id, when it said one.
+    pub conversation: Option<String>,
 }
 
 /// The signals squadd sends a run's group.
@@ -243,6 +245,7 @@ impl Processes for OsProcesses {
             scan.take_changed().then(|| OutputSeen {
                 reported: scan.reported(),
                 warning: scan.warning().map(str::to_string),
+                conversation: scan.conversation().map(str::to_string),
             })
         };
         // Drained: nothing more will come.

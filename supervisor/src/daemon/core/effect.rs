@@ -485,6 +485,16 @@ pub(crate) enum Effect {
         /// committed and the branch recorded `review` instead of merged.
         review: bool,
     },
+    /// Look at what a live worktree run's branch changes (git, at the
+    /// edge: `worktree::changes`), then [`super::Input::TreeLooked`].
+    LookAtTree {
+        /// The root.
+        root: RootId,
+        /// The run.
+        run: super::runs::RunKey,
+        /// The run's folder.
+        dir: PathBuf,
+    },
     /// `squadctl merge TASK --drop`: a held branch given up (recorded
     /// `dropped`, the branch kept), then [`super::Input::WorktreeFinished`].
     DropWorktree {

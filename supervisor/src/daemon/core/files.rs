@@ -210,6 +210,12 @@ fn apply(
         .and_then(|m| core.message_file(m))
         .filter(|k| *k != f.file && siblings.iter().all(|s| s != k))
         .map(str::to_string);
+    // A progress update of a task: its worktree run's branch is looked at
+    // for overlaps (core/runs/overlap.rs).
+    let progress_of = loaded.as_ref().and_then(|l| match &l.entry {
+        Entry::Progress(p) => Some(p.task_id.clone()),
+        _ => None,
+    });
     let Some(mut out) = root.apply_file(&f.session, &f.file, loaded, now.wall) else {
         return Vec::new();
     };
@@ -271,6 +277,9 @@ fn apply(
         kind: event,
     });
     effects.extend(outcome(id, &f.session, out, removal));
+    if let Some(task) = progress_of {
+        effects.extend(super::runs::overlap::progress(root, id, &f.session, &task));
+    }
     effects.push(Effect::Touched {
         root: id,
         session: f.session,

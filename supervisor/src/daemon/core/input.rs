@@ -408,6 +408,14 @@ pub(crate) enum Input<'a> {
         /// What it said.
         seen: Box<crate::runners::OutputSeen>,
     },
+    /// What a live worktree run's branch changes ([`Effect::LookAtTree`];
+    /// `None`: no active worktree, or git failed).
+    TreeLooked {
+        /// The run.
+        run: runs::RunKey,
+        /// What its branch and worktree change.
+        found: Option<crate::worktree::TreeChanges>,
+    },
     /// What became of a run's branch ([`Effect::FinishWorktree`],
     /// [`Effect::DropWorktree`]): merged, held, dropped, or no worktree.
     WorktreeFinished {
@@ -828,6 +836,7 @@ impl<'a> Core<'a> {
             input @ (Input::ConfigRead { .. }
             | Input::RunLeft { .. }
             | Input::WorktreeFinished { .. }
+            | Input::TreeLooked { .. }
             | Input::DispatchDue { .. }
             | Input::RunsLooked { .. }
             | Input::RunSpawned { .. }

@@ -13,6 +13,7 @@ pub(crate) mod decide;
 pub(crate) mod handover;
 pub(crate) mod lead;
 pub(crate) mod output;
+pub(crate) mod overlap;
 mod restart;
 pub(crate) mod review;
 
@@ -73,6 +74,9 @@ pub(crate) struct Runs {
     /// Sessions that ended whose wrap-up waits for their runs and
     /// branches: (session, status).
     ending: BTreeMap<String, String>,
+    /// What the unmerged branches change, and what the lead was told of
+    /// their overlaps (docs/worktrees.md, "Overlap told before merge").
+    seen: overlap::Seen,
 }
 
 /// What the core asks the shell about the session files while it decides
@@ -125,6 +129,10 @@ pub(crate) struct RunSpec {
     /// `squadctl review changes`: the lead's comment, put in the run's
     /// prompt (docs/review.md).
     pub review: Option<String>,
+    /// `review changes`: the agent CLI's conversation the run resumes
+    /// (the previous run's recorded `conversation`; docs/runners.md,
+    /// "Resuming the agent's conversation").
+    pub resume: Option<String>,
 }
 
 /// A run's record as the shell found it after a restart, with what it saw
@@ -317,6 +325,8 @@ pub(crate) fn new_record(c: &Candidate, wall: DateTime<Utc>, limit: Duration) ->
         model_warning: None,
         over_budget: None,
         earlier_usage: None,
+        overlaps: Default::default(),
+        conversation: None,
     }
 }
 
@@ -562,6 +572,7 @@ fn spec(root: &Root, c: &Candidate, by_hand: bool) -> Result<RunSpec, RunError> 
         default_timeout: Duration::from_millis(config.sessions.default_timeout_ms),
         by_hand,
         review: None,
+        resume: None,
     })
 }
 
@@ -657,6 +668,8 @@ pub(crate) fn spawn_failed(
                 model_warning: None,
                 over_budget: None,
                 earlier_usage: None,
+                overlaps: Default::default(),
+                conversation: None,
             },
         ),
     };

@@ -126,7 +126,8 @@ pub(crate) fn spawn(
     let mut rec = crate::daemon::core::runs::new_record(c, started, limit);
     rec.model = spec.model.clone();
     runners::write_record(&dir, &rec).map_err(|e| (None, format!("run.json: {e}")))?;
-    let spawned = runners::spawn_request(&runner, &vars, root, &dir, env, log_max)
+    let resume = spec.resume.as_deref();
+    let spawned = runners::spawn_request(&runner, &vars, root, &dir, env, log_max, resume)
         .and_then(|request| procs.spawn(&request).map(|started| (started, request)));
     match spawned {
         Ok((started, request)) => {

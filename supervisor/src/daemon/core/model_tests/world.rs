@@ -484,7 +484,9 @@ impl World {
             | Effect::ForgetSession { .. } => {}
             // A worktree merged or held (no git in the model):
             // `runs::tests`, e2e `worktree`.
-            Effect::FinishWorktree { .. } | Effect::DropWorktree { .. } => {}
+            Effect::FinishWorktree { .. }
+            | Effect::DropWorktree { .. }
+            | Effect::LookAtTree { .. } => {}
             e @ (Effect::RunsListed { .. } | Effect::Edit { .. } | Effect::Control { .. }) => {
                 panic!("effect the model never asks for: {e:?}")
             }

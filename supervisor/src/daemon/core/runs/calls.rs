@@ -125,6 +125,7 @@ pub(crate) fn step(root: &mut Root, id: RootId, input: Input<'_>, now: Now) -> V
             outcome,
             by_hand,
         } => super::handover::finished(root, id, &run, outcome, by_hand),
+        Input::TreeLooked { run, found } => super::overlap::looked(root, id, &run, found),
         Input::DispatchDue { cluster } => {
             // Only the agent's host starts its runs; the leader those
             // of agents without a `host:` (the gate: core/outputs.rs).

@@ -185,6 +185,7 @@ pub(crate) fn finished(
         Finished::Review(stat) => Some(Handover::Review(stat.to_string())),
         Finished::Rejected(_) => Some(Handover::Rejected),
     };
+    let merged = state == Some(Handover::Merged);
     match state {
         Some(h) => {
             root.runs.trees.insert(run.clone(), h);
@@ -192,6 +193,18 @@ pub(crate) fn finished(
         None => {
             root.runs.trees.remove(run);
         }
+    }
+    // Overlaps (core/runs/overlap.rs): a branch merged or dropped shares
+    // nothing any more; a merge moves the session's branch, so the other
+    // unmerged runs are looked at again for conflicts with it.
+    if matches!(
+        outcome,
+        Finished::Merged | Finished::Dropped | Finished::Rejected(_) | Finished::NoTree
+    ) {
+        out.extend(super::overlap::settled(root, id, run));
+    }
+    if merged {
+        out.extend(super::overlap::after_merge(root, id, &run.0));
     }
     let said = match &outcome {
         Finished::NoTree | Finished::Review(_) | Finished::Rejected(_) => None,

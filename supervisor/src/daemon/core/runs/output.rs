@@ -25,13 +25,22 @@ pub(crate) fn seen(
     let Some(live) = root.runs.live.get_mut(run) else {
         return Vec::new();
     };
-    let before = (live.rec.usage.clone(), live.rec.model_warning.clone());
+    let before = (
+        live.rec.usage.clone(),
+        live.rec.model_warning.clone(),
+        live.rec.conversation.clone(),
+    );
     if let Some(reported) = &seen.reported {
         let now_used = usage::priced(reported, prices, live.rec.model.as_deref());
         live.rec.usage = usage::sum(live.usage_base.iter().chain([&now_used]));
     }
     if live.rec.model_warning.is_none() {
         live.rec.model_warning = seen.warning;
+    }
+    // What a later run resumes (docs/runners.md, "Resuming the agent's
+    // conversation").
+    if seen.conversation.is_some() {
+        live.rec.conversation = seen.conversation;
     }
     let mut out = Vec::new();
     if let Some(step) = hold_to_budget(live, &budget, now) {
@@ -44,7 +53,12 @@ pub(crate) fn seen(
             Stop::Event(kind) => emit(id, &live.rec.session, &live.dir, kind),
         }));
     }
-    if (live.rec.usage.clone(), live.rec.model_warning.clone()) != before || !out.is_empty() {
+    let after = (
+        live.rec.usage.clone(),
+        live.rec.model_warning.clone(),
+        live.rec.conversation.clone(),
+    );
+    if after != before || !out.is_empty() {
         out.insert(0, record(&live.dir, &live.rec));
     }
     out

@@ -198,8 +198,9 @@ fn tell_agent(
 
 /// The single place where `review changes` starts the task's next run:
 /// same worktree and branch (`prepare_tree` finds them again), the
-/// lead's comment in its prompt (`RunSpec::review`). Resuming the agent's
-/// own CLI conversation, where recorded, belongs here too.
+/// lead's comment in its prompt (`RunSpec::review`), resuming the agent
+/// CLI's own conversation where the run recorded it (`RunSpec::resume`:
+/// Claude Code `--resume`, Codex `exec resume`; docs/runners.md).
 fn changes_run(root: &mut Root, id: RootId, run: &RunKey, comment: &str, now: Now) -> Vec<Effect> {
     let (session, task) = run;
     let Some(t) = root
@@ -214,6 +215,7 @@ fn changes_run(root: &mut Root, id: RootId, run: &RunKey, comment: &str, now: No
         }];
     };
     let past = root.runs.past.get(run);
+    let resume = past.and_then(|p| p.conversation.clone());
     let c = Candidate {
         session: session.clone(),
         task: task.clone(),
@@ -230,6 +232,7 @@ fn changes_run(root: &mut Root, id: RootId, run: &RunKey, comment: &str, now: No
     for e in &mut out {
         if let Effect::SpawnRun { spec, .. } = e {
             spec.review = Some(comment.to_string());
+            spec.resume = resume.clone();
         }
     }
     out

@@ -151,6 +151,8 @@ fn started_record(spec: &RunSpec, pid: u32, at: Now) -> RunRecord {
         model_warning: None,
         over_budget: None,
         earlier_usage: None,
+        overlaps: Default::default(),
+        conversation: None,
     }
 }
 
@@ -356,6 +358,8 @@ fn recorded(pid: u32, attempt: u32) -> RunRecord {
         model_warning: None,
         over_budget: None,
         earlier_usage: None,
+        overlaps: Default::default(),
+        conversation: None,
     }
 }
 

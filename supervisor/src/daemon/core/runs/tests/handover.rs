@@ -283,6 +283,7 @@ fn a_completed_run_never_merged_before_a_restart_is_merged_then_and_its_dependen
         setup: Vec::new(),
         setup_timeout: Duration::from_secs(600),
         review: None,
+        resume: None,
     };
     let mut rec = started_record(&spec, 42, t(0));
     rec.state = RunState::Exited;

@@ -20,6 +20,7 @@ fn said(model: &str, input: u64, output: u64) -> OutputSeen {
     OutputSeen {
         reported: Some(r),
         warning: None,
+        conversation: None,
     }
 }
 
@@ -73,6 +74,7 @@ fn a_model_warning_is_recorded_once() {
     let warned = OutputSeen {
         reported: None,
         warning: Some("model x will be retired".into()),
+        conversation: None,
     };
     let effects = output(&mut r, warned.clone(), t(1));
     assert_eq!(
@@ -80,6 +82,30 @@ fn a_model_warning_is_recorded_once() {
         Some("model x will be retired")
     );
     assert!(output(&mut r, warned, t(2)).is_empty());
+}
+
+#[test]
+fn the_clis_conversation_id_is_recorded_and_kept() {
+    let mut r = root(0);
+    dispatch_and_start(&mut r, 42, t(0));
+    let said_id = OutputSeen {
+        reported: None,
+        warning: None,
+        conversation: Some("4b1a7d4e-1111-4222-8333-944455556666".into()),
+    };
+    let effects = output(&mut r, said_id.clone(), t(1));
+    assert_eq!(
+        records(&effects)[0].conversation.as_deref(),
+        Some("4b1a7d4e-1111-4222-8333-944455556666")
+    );
+    // Said again: nothing new to record.
+    assert!(output(&mut r, said_id, t(2)).is_empty());
+    // Later output without an id keeps the one recorded.
+    let effects = output(&mut r, said("m", 1, 1), t(3));
+    assert_eq!(
+        records(&effects)[0].conversation.as_deref(),
+        Some("4b1a7d4e-1111-4222-8333-944455556666")
+    );
 }
 
 #[test]
