@@ -35,6 +35,7 @@ mod held;
 pub mod hooks;
 mod hostile;
 mod inbox_people;
+mod inotify_limits;
 mod interop;
 mod legacy;
 pub mod lock;
