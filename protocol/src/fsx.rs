@@ -142,6 +142,17 @@ fn open_regular_sized(path: &Path) -> Result<(File, u64), ReadError> {
     Ok((file, meta.len()))
 }
 
+/// What [`read_regular`] would refuse, found without reading: the file is
+/// opened as it would be and its size checked; its size on success.
+/// (Unlike [`read_regular_to_string`] it cannot see invalid UTF-8.)
+pub fn probe_regular(path: &Path, limit: u64) -> Result<u64, ReadError> {
+    let (_, size) = open_regular_sized(path)?;
+    if size > limit {
+        return Err(ReadError::TooLarge { size, limit });
+    }
+    Ok(size)
+}
+
 /// Reads the whole of the regular file at `path`, refusing it unread when it
 /// is larger than `limit` bytes (checked on the open descriptor, and again
 /// while reading in case it grows).

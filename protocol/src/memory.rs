@@ -27,6 +27,8 @@
 use chrono::{DateTime, FixedOffset, NaiveDate};
 use std::ops::Range;
 
+pub mod view;
+
 /// A `(2026-03-10T14:13:00Z)` at the end of a legacy title (history files).
 fn trailing_date(title: &str) -> Option<&str> {
     let inner = title.trim_end().strip_suffix(')')?;
@@ -202,16 +204,23 @@ pub fn identity_lines(text: &str) -> impl Iterator<Item = &str> + Clone {
 /// are held back until a line follows them. Equal identities hash equally.
 pub fn hash_identity(text: &str, h: &mut impl std::hash::Hasher) {
     use std::hash::Hash;
-    let mut held: Vec<&str> = Vec::new();
-    for l in text.lines().map(str::trim_end) {
+    // The held lines are one run of the text: where it starts (no list of
+    // them to allocate for every entry of a large query).
+    let mut held: Option<usize> = None;
+    let mut pos = 0;
+    for raw in text.split_inclusive('\n') {
+        let l = raw.trim_end();
         if l.is_empty() || l == "---" {
-            held.push(l);
-            continue;
+            held.get_or_insert(pos);
+        } else {
+            if let Some(from) = held.take() {
+                for x in text.get(from..pos).unwrap_or("").lines() {
+                    x.trim_end().hash(h);
+                }
+            }
+            l.hash(h);
         }
-        for x in held.drain(..) {
-            x.hash(h);
-        }
-        l.hash(h);
+        pos += raw.len();
     }
 }
 
@@ -275,7 +284,9 @@ fn split_lines(src: &str) -> Vec<Line<'_>> {
 
 /// The lines, and the 1-based line of a fence still open at the end.
 fn scan_lines(src: &str) -> (Vec<Line<'_>>, Option<usize>) {
-    let mut out = Vec::new();
+    // Sized once: growing a vector of a large file's lines copied it
+    // several times over (page faults were most of a query's cost).
+    let mut out = Vec::with_capacity(src.bytes().filter(|&b| b == b'\n').count() + 1);
     let mut opened_at = 0;
     let mut pos = 0;
     let mut fence: Option<(u8, usize)> = None;
@@ -627,14 +638,33 @@ fn entry_start(lines: &[Line<'_>], idx: usize) -> Option<(Style, usize)> {
     }
 }
 
-/// Parses a memory file. Never fails: what is not an entry is text.
-pub fn parse(src: &str) -> Document {
-    let lines = split_lines(src);
+/// Where an entry lies in the lines of its file, before its fields are read.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    /// Index of the heading line.
+    first: usize,
+    /// Index of the line after the entry (terminator included).
+    end: usize,
+    style: Style,
+    level: usize,
+    terminated: bool,
+}
+
+/// A block of a file as found by [`blocks_of`]: loose text (byte range,
+/// 1-based first line) or an entry's bounds.
+enum RawBlock {
+    Text(Range<usize>, usize),
+    Entry(Bounds),
+}
+
+/// The blocks of a file's lines, in order, covering it: the one reading of
+/// entry boundaries that [`parse`] and [`view::parse`] share.
+fn blocks_of(src_len: usize, lines: &[Line<'_>]) -> Vec<RawBlock> {
     let mut blocks = Vec::new();
     let mut text_start: Option<(usize, usize)> = None;
     let mut i = 0;
     while i < lines.len() {
-        let Some((style, level)) = entry_start(&lines, i) else {
+        let Some((style, level)) = entry_start(lines, i) else {
             if text_start.is_none() {
                 text_start = Some((lines[i].start, i + 1));
             }
@@ -642,7 +672,7 @@ pub fn parse(src: &str) -> Document {
             continue;
         };
         if let Some((s, line)) = text_start.take() {
-            blocks.push(Block::Text(s..lines[i].start, line));
+            blocks.push(RawBlock::Text(s..lines[i].start, line));
         }
         // Find the end.
         let mut j = i + 1;
@@ -657,12 +687,12 @@ pub fn parse(src: &str) -> Document {
                 }
                 if let Some((n, _)) = heading(m.text)
                     && (n <= level
-                        || entry_start(&lines, j).is_some_and(|(st, el)| {
+                        || entry_start(lines, j).is_some_and(|(st, el)| {
                             // A `###` entry heading ends `###` and `## Title`
                             // entries; only `#` blocks nest them, and even
                             // those end at a heading with its own date or
                             // author (that entry is someone else's).
-                            el <= level || level >= 2 || carries_own(&lines, j, st)
+                            el <= level || level >= 2 || carries_own(lines, j, st)
                         }))
                 {
                     break;
@@ -670,14 +700,42 @@ pub fn parse(src: &str) -> Document {
             }
             j += 1;
         }
-        blocks.push(Block::Entry(build_entry(
-            src, &lines, i, j, style, level, terminated,
-        )));
+        blocks.push(RawBlock::Entry(Bounds {
+            first: i,
+            end: j,
+            style,
+            level,
+            terminated,
+        }));
         i = j;
     }
     if let Some((s, line)) = text_start {
-        blocks.push(Block::Text(s..src.len(), line));
+        blocks.push(RawBlock::Text(s..src_len, line));
     }
+    blocks
+}
+
+/// Parses a memory file. Never fails: what is not an entry is text.
+///
+/// Every entry owns its strings; a reader that only looks (a query) takes
+/// [`view::parse`], which borrows them from `src`.
+pub fn parse(src: &str) -> Document {
+    let lines = split_lines(src);
+    let blocks = blocks_of(src.len(), &lines)
+        .into_iter()
+        .map(|b| match b {
+            RawBlock::Text(r, line) => Block::Text(r, line),
+            RawBlock::Entry(b) => Block::Entry(build_entry(
+                src,
+                &lines,
+                b.first,
+                b.end,
+                b.style,
+                b.level,
+                b.terminated,
+            )),
+        })
+        .collect();
     Document {
         source: src.to_string(),
         blocks,

@@ -15,9 +15,11 @@
 //!    on) and `notices.task_ready: false`.
 //! 3. `messages` (issue 23): a message to an agent with a `notify` hook →
 //!    its file in `inbox/<agent>/new/`.
-//! 4. `startup`: 1,000 sessions × 5 tasks in progress and overdue (5,000
-//!    overdue notices owed) → READY=1, RSS, when the last notice file
-//!    exists; with notices off; restart; CPU used over an idle period.
+//! 4. `startup`: 1,000 sessions × (status + 5 task assignments + 5 progress
+//!    updates: 11 files a session), every task in progress and long overdue
+//!    (5,000 overdue notices owed) → READY=1, squadd's CPU until READY,
+//!    RSS, when the last notice file exists, the load average; with
+//!    notices off; restart; CPU used over an idle period.
 //! 5. `growth` (issue 9): one session with 2,000 tasks whose messages grow to
 //!    5,000, beside 1,000 small sessions. Once the task-ready notices owed
 //!    at start are written (after READY: their time is printed), synced to
@@ -369,7 +371,11 @@ fn startup_and_idle() {
         // First start: writes every status file, the shared context and
         // (notices on) one overdue notice per task.
         let t0 = Instant::now();
+        let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
         let (first, cold) = start(root);
+        // squadd's CPU (user + system, every thread) until READY: read at
+        // once (the backlog written after READY adds to it from here).
+        let cpu_ready = proc_stat_cpu_ticks(first.child.id()).unwrap_or(0) as f64 / 100.0;
         let rss_ready = rss_kib(first.child.id()).unwrap_or(0);
         let expected = if notices { sessions * 5 } else { 0 };
         let mut written = notices_written(&base);
@@ -381,12 +387,17 @@ fn startup_and_idle() {
         let all_told = t0.elapsed();
         let rss_told = rss_kib(first.child.id()).unwrap_or(0);
         println!(
-            "start-up ({label}), {sessions} sessions, {} overdue tasks: READY=1 after {:.0} ms (RSS {:.1} MiB); {written}/{expected} notice files after {:.0} ms (RSS then {:.1} MiB)",
+            "start-up ({label}), {sessions} sessions × (status + 5 assignments + 5 progress), {} overdue tasks: READY=1 after {:.0} ms, squadd CPU until READY {:.2} s (RSS {:.1} MiB); {written}/{expected} notice files after {:.0} ms (RSS then {:.1} MiB); load average before: {}",
             sessions * 5,
             ms(cold),
+            cpu_ready,
             rss_ready as f64 / 1024.0,
             ms(all_told),
             rss_told as f64 / 1024.0,
+            load.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
         );
         drop(first);
         if !notices {

@@ -13,7 +13,7 @@
 use squad_protocol::Diagnostic;
 use squad_protocol::fsx;
 use squad_protocol::team::bundle::{self, Bundle, ImportOptions, Plan, SkillFiles};
-use squad_protocol::team::{MAX_TEAM_FILE_BYTES, Team, read_team};
+use squad_protocol::team::{MAX_TEAM_FILE_BYTES, Team, Texts, read_team, read_team_with};
 use squad_protocol::teamdir::{self, LEGACY_TEAM_DIR, TEAM_DIR, TeamDir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,7 +97,9 @@ pub(crate) fn health(project: &Path) -> TeamHealth {
     else {
         return TeamHealth::default();
     };
-    let team = read_team(&t);
+    // decisions.md and the histories only probed: status stays flat in the
+    // team's history (issue 43 item 4).
+    let team = read_team_with(&t, Texts::Roster);
     let errors = team.diagnostics.iter().filter(|d| d.is_error()).count();
     let mut sorted: Vec<&Diagnostic> = team.diagnostics.iter().collect();
     // Errors first: those are what status must show.

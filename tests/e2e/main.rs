@@ -36,6 +36,7 @@ mod held;
 pub mod hooks;
 mod hostile;
 mod inbox_people;
+mod inotify_limits;
 mod interop;
 mod legacy;
 pub mod lock;

@@ -19,7 +19,7 @@ pub mod read;
 #[cfg(test)]
 mod tests;
 
-pub use read::{Agent, Team, read_team};
+pub use read::{Agent, Team, Texts, read_team, read_team_with};
 
 /// The largest team file read (a charter, a history, a casting file):
 /// real `decisions.md` files reach 300 KB; 16 MiB leaves room and bounds

@@ -87,12 +87,40 @@ pub fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// Which texts [`read_team_with`] reads whole. The others (decisions.md,
+/// the histories) are only probed: opened and sized as a read would, so
+/// that one that cannot be read is still reported, but not read (a team's
+/// history grows without bound; its roster does not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Texts<'a> {
+    /// Every file ([`read_team`]).
+    #[default]
+    All,
+    /// Team files but decisions.md and the histories (squadd's status, the
+    /// team health). Invalid UTF-8 in those two goes unseen here (`memory
+    /// validate` and `squadctl validate` read them).
+    Roster,
+    /// As `Roster`, plus decisions.md and this agent folder's history (a
+    /// runner's prompt).
+    Agent(&'a str),
+}
+
 /// What reading one file gave.
 fn read_text(team: &mut Team, path: &Path) -> Option<String> {
-    match fsx::read_regular_to_string(path, MAX_TEAM_FILE_BYTES) {
+    read_or_probe(team, path, true)
+}
+
+/// [`read_text`], or with `read` false only a probe ([`Texts`]).
+fn read_or_probe(team: &mut Team, path: &Path, read: bool) -> Option<String> {
+    let got = if read {
+        fsx::read_regular_to_string(path, MAX_TEAM_FILE_BYTES).map(Some)
+    } else {
+        fsx::probe_regular(path, MAX_TEAM_FILE_BYTES).map(|_| None)
+    };
+    match got {
         Ok(t) => {
             team.files += 1;
-            Some(t)
+            t
         }
         Err(ReadError::NotFound) => None,
         Err(e) => {
@@ -140,10 +168,15 @@ fn subdirs(team: &mut Team, dir: &Path) -> Vec<String> {
     out
 }
 
-fn read_agent(team: &mut Team, dir: &Path, folder: &str, alumni: bool) -> Agent {
+fn read_agent(team: &mut Team, dir: &Path, folder: &str, alumni: bool, texts: Texts<'_>) -> Agent {
     let charter_path = dir.join("charter.md");
     let charter = read_text(team, &charter_path);
-    let history = read_text(team, &dir.join("history.md"));
+    let wanted = match texts {
+        Texts::All => true,
+        Texts::Roster => false,
+        Texts::Agent(a) => a == folder,
+    };
+    let history = read_or_probe(team, &dir.join("history.md"), wanted);
     let role = charter
         .as_deref()
         .and_then(markdown::charter_role)
@@ -215,6 +248,12 @@ fn read_casting(team: &mut Team, key: &str, path: &Path) {
 /// [`crate::teamdir::locate`] found it). Never fails: what cannot be read
 /// is a diagnostic.
 pub fn read_team(team: &TeamDir) -> Team {
+    read_team_with(team, Texts::All)
+}
+
+/// [`read_team`] reading whole only the texts `texts` names; the
+/// diagnostics are the same but for invalid UTF-8 in a file only probed.
+pub fn read_team_with(team: &TeamDir, texts: Texts<'_>) -> Team {
     let dir = &team.path;
     let mut t = Team {
         dir: dir.clone(),
@@ -302,7 +341,7 @@ pub fn read_team(team: &TeamDir) -> Team {
         }
     }
     t.ceremonies = read_text(&mut t, &dir.join("ceremonies.md"));
-    t.decisions = read_text(&mut t, &dir.join("decisions.md"));
+    t.decisions = read_or_probe(&mut t, &dir.join("decisions.md"), texts != Texts::Roster);
 
     // Casting: casting/<key>.json, and the legacy top-level casting-<key>.json.
     let casting = dir.join("casting");
@@ -342,12 +381,12 @@ pub fn read_team(team: &TeamDir) -> Team {
         if folder == ALUMNI_DIR {
             let alumni_dir = agents_dir.join(ALUMNI_DIR);
             for a in subdirs(&mut t, &alumni_dir) {
-                let agent = read_agent(&mut t, &alumni_dir.join(&a), &a, true);
+                let agent = read_agent(&mut t, &alumni_dir.join(&a), &a, true, texts);
                 t.alumni.insert(a, agent);
             }
             continue;
         }
-        let agent = read_agent(&mut t, &agents_dir.join(&folder), &folder, false);
+        let agent = read_agent(&mut t, &agents_dir.join(&folder), &folder, false, texts);
         if t.member_of(&folder).is_none() && t.team_md.is_some() {
             t.diagnostics.push(Diagnostic::new(
                 agents_dir.join(&folder),

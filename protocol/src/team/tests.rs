@@ -266,3 +266,56 @@ fn skill_slugs_follow_the_squad_cli() {
     assert!(!bundle::squad_cli_accepts_agent("_alumni"));
     assert!(!bundle::squad_cli_accepts_agent("ünï"));
 }
+
+/// `read_team_with(Roster)` reads no history or decisions text yet reports
+/// the same problems (a symlinked or oversized history still is one) and
+/// counts the same files; `Agent` reads that one agent's history.
+#[cfg(unix)]
+#[test]
+fn a_roster_read_probes_histories_and_decisions_without_reading_them() {
+    use super::{Texts, read_team_with};
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("h.md"), "secret").unwrap();
+    let team = dir.path().join(".squad");
+    for a in ["ana", "bo"] {
+        std::fs::create_dir_all(team.join("agents").join(a)).unwrap();
+        std::fs::write(
+            team.join("agents").join(a).join("charter.md"),
+            "- **Role:** Lead\n",
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        team.join("team.md"),
+        "## Members\n\n| Name | Role |\n|--|--|\n| Ana | Lead |\n| Bo | Lead |\n",
+    )
+    .unwrap();
+    std::fs::write(team.join("decisions.md"), "### A\n\nbig\n".repeat(1000)).unwrap();
+    std::fs::write(team.join("agents/ana/history.md"), "# History\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("h.md"),
+        team.join("agents/bo/history.md"),
+    )
+    .unwrap();
+    let dir = crate::teamdir::locate(dir.path()).unwrap();
+    let all = super::read_team(&dir);
+    let roster = read_team_with(&dir, Texts::Roster);
+    let ana = read_team_with(&dir, Texts::Agent("ana"));
+    assert_eq!(roster.diagnostics, all.diagnostics);
+    assert_eq!(ana.diagnostics, all.diagnostics);
+    assert_eq!((roster.files, ana.files), (all.files, all.files));
+    assert!(
+        all.diagnostics
+            .iter()
+            .any(|d| d.path.ends_with("agents/bo/history.md")),
+        "{:#?}",
+        all.diagnostics
+    );
+    assert_eq!(roster.roster, all.roster);
+    assert!(roster.decisions.is_none() && all.decisions.is_some());
+    assert!(roster.agents.values().all(|a| a.history.is_none()));
+    assert_eq!(ana.decisions, all.decisions);
+    assert_eq!(ana.agents["ana"].history.as_deref(), Some("# History\n"));
+    assert!(ana.agents["bo"].history.is_none());
+}

@@ -8,11 +8,13 @@ use super::validate::OutputArgs;
 use crate::exit;
 use crate::memory::{self as mem, FileKind, MemoryFile};
 use chrono::{DateTime, FixedOffset, Utc};
-use squad_protocol::memory::{self, Entry, Known, Outcome};
+use squad_protocol::memory::{self, Known, Outcome, view};
 
 use squad_protocol::report;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::Hasher;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// A line to stdout (or to the MCP capture); a closed pipe (`| head`) ends
@@ -273,35 +275,51 @@ fn validate(root: Option<&Path>, a: ValidateArgs) -> Result<u8, String> {
     })
 }
 
-/// One entry as `query --json` shows it.
+/// One entry as `query --json` shows it, borrowed from the files read.
 #[derive(Debug, serde::Serialize)]
-struct Shown {
-    file: String,
+struct Shown<'a> {
+    file: &'a str,
     line: usize,
     end_line: usize,
     style: memory::Style,
     #[serde(rename = "type")]
-    kind: String,
-    timestamp: Option<String>,
-    author: Option<String>,
-    scope: Option<String>,
-    tags: Vec<String>,
-    summary: String,
-    supersedes: Option<String>,
-    agent: Option<String>,
+    kind: Cow<'a, str>,
+    timestamp: Option<&'a str>,
+    author: Option<&'a str>,
+    scope: Option<&'a str>,
+    tags: Tags<'a>,
+    summary: &'a str,
+    supersedes: Option<&'a str>,
+    agent: Option<&'a str>,
+}
+
+/// An entry's comma-separated `tags` field, shown as a list of names.
+#[derive(Debug)]
+struct Tags<'a>(Option<&'a str>);
+
+impl serde::Serialize for Tags<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.0
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty()),
+        )
+    }
 }
 
 /// The document `query --json` prints (keys in this order).
 #[derive(serde::Serialize)]
 struct Listing<'a> {
     count: usize,
-    entries: &'a [Shown],
+    entries: &'a [Shown<'a>],
 }
 
 /// The document `query --supersede-chains --json` prints.
 #[derive(serde::Serialize)]
 struct Chains<'a> {
-    chains: &'a [Vec<&'a Shown>],
+    chains: &'a [Vec<&'a Shown<'a>>],
 }
 
 fn parse_when(s: &str) -> Result<DateTime<FixedOffset>, String> {
@@ -309,18 +327,19 @@ fn parse_when(s: &str) -> Result<DateTime<FixedOffset>, String> {
         .ok_or_else(|| format!("`{s}` is not a date (YYYY-MM-DD) or timestamp"))
 }
 
-fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
-    let team = team_dir(root)?;
-    let after = a.after.as_deref().map(parse_when).transpose()?;
-    let before = a.before.as_deref().map(parse_when).transpose()?;
-    // Entries already taken, by the hash of their identity: (file, span).
-    // Hashing the identity's lines instead of keeping a copy of each
-    // entry's text keeps a large query from touching twice its memory.
-    let mut seen: HashMap<u64, Vec<(usize, std::ops::Range<usize>)>> = HashMap::new();
-    let mut sources: Vec<String> = Vec::new();
-    let mut shown = Vec::new();
-    for f in mem::discover(&team) {
-        if let Some(agent) = &a.agent
+/// A memory file as `query` reads it: its name as shown, its agent, its text.
+struct Read {
+    name: String,
+    agent: Option<String>,
+    text: String,
+}
+
+/// The memory files `query` looks at (`--agent` narrows them), read; one
+/// that cannot be read is a warning.
+fn read_for_query(team: &Path, agent: Option<&str>) -> Vec<Read> {
+    let mut out = Vec::new();
+    for f in mem::discover(team) {
+        if let Some(agent) = agent
             && !f
                 .agent
                 .as_deref()
@@ -328,52 +347,94 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
         {
             continue;
         }
-        let src = match mem::read(&f.path) {
-            Ok(s) => s,
-            Err(e) => {
-                super::eprint_text(&format!(
-                    "squadctl: warning: {}\n",
-                    crate::text::escape(&e.to_string())
-                ));
-                continue;
-            }
+        match mem::read(&f.path) {
+            Ok(text) => out.push(Read {
+                name: f.path.display().to_string(),
+                agent: f.agent,
+                text,
+            }),
+            Err(e) => super::eprint_text(&format!(
+                "squadctl: warning: {}\n",
+                crate::text::escape(&e.to_string())
+            )),
+        }
+    }
+    out
+}
+
+/// Entries already taken, by the hash of their identity (file index and
+/// span), so that an entry in both a live file and its archive (a crash
+/// between the two writes of an archive run) is shown once. Hashing the
+/// identity's lines instead of keeping a copy of each entry's text keeps a
+/// large query from touching twice its memory; a hash shared by different
+/// identities (all but never) goes to the overflow list.
+#[derive(Default)]
+struct Taken {
+    first: HashMap<u64, (usize, Range<usize>)>,
+    more: Vec<(u64, usize, Range<usize>)>,
+}
+
+impl Taken {
+    /// Takes the entry `span` of file `file` unless one with its identity
+    /// was taken; whether it was taken now.
+    fn take(&mut self, files: &[Read], file: usize, span: Range<usize>) -> bool {
+        let text_of = |i: usize, span: &Range<usize>| {
+            files
+                .get(i)
+                .and_then(|f| f.text.get(span.clone()))
+                .unwrap_or("")
         };
-        let doc = memory::parse(&src);
-        let file = sources.len();
-        for e in doc.entries() {
-            // An entry in both a live file and its archive (a crash between
-            // the two writes of an archive run) is shown once.
-            let text = e.text(&src);
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            memory::hash_identity(text, &mut h);
-            let taken = seen.entry(h.finish()).or_default();
-            let same = |(i, span): &(usize, std::ops::Range<usize>)| {
-                let other = if *i == file { &src } else { &sources[*i] };
-                memory::same_identity(text, other.get(span.clone()).unwrap_or(""))
-            };
-            if taken.iter().any(same) {
-                continue;
+        let text = text_of(file, &span);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        memory::hash_identity(text, &mut h);
+        let key = h.finish();
+        match self.first.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((file, span));
+                true
             }
-            taken.push((file, e.span.clone()));
-            if !matches(&a, e, &src, after, before) {
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let (i, s) = o.get();
+                let same = |i: usize, s: &Range<usize>| memory::same_identity(text, text_of(i, s));
+                if same(*i, s) || self.more.iter().any(|(k, i, s)| *k == key && same(*i, s)) {
+                    return false;
+                }
+                self.more.push((key, file, span));
+                true
+            }
+        }
+    }
+}
+
+fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
+    let team = team_dir(root)?;
+    let filter = Filter::new(&a)?;
+    let files = read_for_query(&team, a.agent.as_deref());
+    // Every file is read before any is parsed, so the entries shown borrow
+    // from the texts and the views without a copy of any field.
+    let views: Vec<view::View<'_>> = files.iter().map(|f| view::parse(&f.text)).collect();
+    let mut taken = Taken::default();
+    let mut shown = Vec::new();
+    for (i, (f, v)) in files.iter().zip(&views).enumerate() {
+        for e in v.entries() {
+            if !taken.take(&files, i, e.span()) || !filter.matches(e) {
                 continue;
             }
             shown.push(Shown {
-                file: f.path.display().to_string(),
-                line: e.line,
-                end_line: e.end_line,
-                style: e.style,
+                file: &f.name,
+                line: e.line(),
+                end_line: e.end_line(),
+                style: e.style(),
                 kind: e.kind(),
                 timestamp: e.timestamp_text(),
-                author: e.author().or_else(|| f.agent.clone()),
-                scope: e.field("scope").map(|s| s.trim().to_string()),
-                tags: e.tags(),
+                author: e.author().or(f.agent.as_deref()),
+                scope: e.field("scope").map(str::trim),
+                tags: Tags(e.field("tags")),
                 summary: e.summary(),
-                supersedes: e.field("supersedes").map(|s| s.trim().to_string()),
-                agent: f.agent.clone(),
+                supersedes: e.field("supersedes").map(str::trim),
+                agent: f.agent.as_deref(),
             });
         }
-        sources.push(src);
     }
     if a.supersede_chains {
         return print_chains(&shown, a.json);
@@ -387,18 +448,18 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
     }
     // One write for the whole listing, not one per entry (stdout is line
     // buffered: a write system call per line was most of a large query).
-    let mut out = String::new();
+    let mut out = String::with_capacity(shown.len() * 96 + 32);
     for s in &shown {
         use std::fmt::Write as _;
         let _ = writeln!(
             out,
             "{}:{}: {} {} {} — {}",
-            crate::text::escape(&s.file),
+            crate::text::escape(s.file),
             s.line,
-            s.timestamp.as_deref().unwrap_or("(undated)"),
+            s.timestamp.unwrap_or("(undated)"),
             s.kind,
-            crate::text::escape(s.author.as_deref().unwrap_or("?")),
-            crate::text::escape(&s.summary)
+            crate::text::escape(s.author.unwrap_or("?")),
+            crate::text::escape(s.summary)
         );
     }
     out.push_str(&crate::text::count(shown.len(), "entry", "entries"));
@@ -407,56 +468,78 @@ fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
     Ok(exit::OK)
 }
 
-fn matches(
-    a: &QueryArgs,
-    e: &Entry,
-    src: &str,
+/// `query`'s filters, their arguments prepared once.
+struct Filter<'q> {
+    kind: Option<&'q str>,
+    author: Option<String>,
+    scope: Option<&'q str>,
+    tag: Option<&'q str>,
     after: Option<DateTime<FixedOffset>>,
     before: Option<DateTime<FixedOffset>>,
-) -> bool {
-    let ci = |x: &str, y: &str| x.trim().eq_ignore_ascii_case(y.trim());
-    if a.kind.as_deref().is_some_and(|k| !ci(&e.kind(), k)) {
-        return false;
+    text: Option<String>,
+}
+
+impl<'q> Filter<'q> {
+    fn new(a: &'q QueryArgs) -> Result<Self, String> {
+        Ok(Filter {
+            kind: a.kind.as_deref(),
+            author: a.author.as_deref().map(str::to_lowercase),
+            scope: a.scope.as_deref(),
+            tag: a.tag.as_deref(),
+            after: a.after.as_deref().map(parse_when).transpose()?,
+            before: a.before.as_deref().map(parse_when).transpose()?,
+            text: a.text.as_deref().map(str::to_lowercase),
+        })
     }
-    if a.author.as_deref().is_some_and(|au| {
-        !e.author()
-            .is_some_and(|x| x.to_lowercase().contains(&au.to_lowercase()))
-    }) {
-        return false;
+
+    /// Whether the entry passes every filter given. Its date is read only
+    /// when `--after` or `--before` asks (dating every entry was a third of
+    /// a plain query's parse).
+    fn matches(&self, e: view::EntryRef<'_, '_>) -> bool {
+        let ci = |x: &str, y: &str| x.trim().eq_ignore_ascii_case(y.trim());
+        if self.kind.is_some_and(|k| !ci(&e.kind(), k)) {
+            return false;
+        }
+        if self
+            .author
+            .as_deref()
+            .is_some_and(|au| !e.author().is_some_and(|x| x.to_lowercase().contains(au)))
+        {
+            return false;
+        }
+        if self
+            .scope
+            .is_some_and(|s| !e.field("scope").is_some_and(|x| ci(x, s)))
+        {
+            return false;
+        }
+        if self.tag.is_some_and(|t| !e.tags().any(|x| ci(x, t))) {
+            return false;
+        }
+        if self.after.is_some() || self.before.is_some() {
+            let m = e.moment();
+            if self.after.is_some_and(|w| m.is_none_or(|m| m < w)) {
+                return false;
+            }
+            if self.before.is_some_and(|w| m.is_none_or(|m| m >= w)) {
+                return false;
+            }
+        }
+        if self
+            .text
+            .as_deref()
+            .is_some_and(|t| !e.text().to_lowercase().contains(t))
+        {
+            return false;
+        }
+        true
     }
-    if a.scope
-        .as_deref()
-        .is_some_and(|s| !e.field("scope").is_some_and(|x| ci(x, s)))
-    {
-        return false;
-    }
-    if a.tag
-        .as_deref()
-        .is_some_and(|t| !e.tags().iter().any(|x| ci(x, t)))
-    {
-        return false;
-    }
-    let m = e.moment();
-    if after.is_some_and(|w| m.is_none_or(|m| m < w)) {
-        return false;
-    }
-    if before.is_some_and(|w| m.is_none_or(|m| m >= w)) {
-        return false;
-    }
-    if a.text
-        .as_deref()
-        .is_some_and(|t| !e.text(src).to_lowercase().contains(&t.to_lowercase()))
-    {
-        return false;
-    }
-    true
 }
 
 fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
     // moment → index; a chain starts at an entry nothing supersedes.
-    let key = |t: &Option<String>| {
-        t.as_deref()
-            .and_then(|t| memory::parse_moment(t, None))
+    let key = |t: &Option<&str>| {
+        t.and_then(|t| memory::parse_moment(t, None))
             .map(|m| m.timestamp())
     };
     let by_moment: std::collections::HashMap<i64, usize> = shown
@@ -493,8 +576,8 @@ fn print_chains(shown: &[Shown], json: bool) -> Result<u8, String> {
                 .map(|s| {
                     format!(
                         "{} {}",
-                        s.timestamp.as_deref().unwrap_or("?"),
-                        crate::text::escape(&s.summary)
+                        s.timestamp.unwrap_or("?"),
+                        crate::text::escape(s.summary)
                     )
                 })
                 .collect();
@@ -879,35 +962,40 @@ mod tests {
     fn typed_json_is_byte_for_byte_the_value_json() {
         let shown = vec![
             Shown {
-                file: "/p/.squad/decisions.md".into(),
+                file: "/p/.squad/decisions.md",
                 line: 3,
                 end_line: 9,
                 style: memory::Style::Sem,
                 kind: "decision".into(),
-                timestamp: Some("2026-01-02T10:00:00Z".into()),
-                author: Some("alice \"a\" \\ ü\u{1}".into()),
+                timestamp: Some("2026-01-02T10:00:00Z"),
+                author: Some("alice \"a\" \\ ü\u{1}"),
                 scope: None,
-                tags: vec!["db".into(), "infra".into()],
-                summary: "use postgres\n".into(),
-                supersedes: Some("2026-01-01T00:00:00Z".into()),
+                tags: Tags(Some("db, infra ,")),
+                summary: "use postgres\n",
+                supersedes: Some("2026-01-01T00:00:00Z"),
                 agent: None,
             },
             Shown {
-                file: "x".into(),
+                file: "x",
                 line: 1,
                 end_line: 1,
                 style: memory::Style::Sem,
-                kind: String::new(),
+                kind: "".into(),
                 timestamp: None,
                 author: None,
-                scope: Some("backend".into()),
-                tags: Vec::new(),
-                summary: String::new(),
+                scope: Some("backend"),
+                tags: Tags(None),
+                summary: "",
                 supersedes: None,
-                agent: Some("bob".into()),
+                agent: Some("bob"),
             },
         ];
         let value = serde_json::json!({ "count": shown.len(), "entries": shown });
+        assert_eq!(
+            value["entries"][0]["tags"],
+            serde_json::json!(["db", "infra"])
+        );
+        assert_eq!(value["entries"][1]["tags"], serde_json::json!([]));
         assert_eq!(
             pretty_json(&Listing {
                 count: shown.len(),

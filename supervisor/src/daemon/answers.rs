@@ -136,7 +136,7 @@ pub(crate) fn answer(sup: &mut EventLoop, i: RootId, method: Method) -> Reply {
                         .map(|(_, r)| r.root.display().to_string())
                         .collect(),
                     last_event: sup.log.last().cloned().map(Box::new),
-                    polling: sup.intake.polling().map(str::to_string),
+                    polling: sup.intake.polling(),
                     warnings: super::logging::recent(),
                 },
                 // The socket belongs to one root; report that root.

@@ -346,7 +346,7 @@ pub(crate) fn measure(s: &Supervision) -> Health {
                 Verdict::Ok
             },
             note: s.polling.clone().unwrap_or_else(|| {
-                "the kernel reports each change (inotify); polling only when no inotify instance can be had".into()
+                "the kernel reports each change (inotify); polling only where no inotify instance or watch can be had".into()
             }),
         },
         Check {
@@ -360,12 +360,14 @@ pub(crate) fn measure(s: &Supervision) -> Health {
                     if n > 3 { ", …" } else { "" }
                 ),
             },
+            // Polled meanwhile: changes there are seen, late (a warning,
+            // not a failure).
             verdict: if s.unwatched.is_empty() {
                 Verdict::Ok
             } else {
-                Verdict::Critical
+                Verdict::Warn
             },
-            note: "directories squadd could not watch (inotify limit): retried with backoff, changes there are missed until then; raise with: sysctl fs.inotify.max_user_watches=524288".into(),
+            note: "directories squadd could not watch (inotify limit): polled every 2 s and retried with backoff until watched; raise with: sysctl fs.inotify.max_user_watches=524288".into(),
         },
         Check {
             name: "queue".into(),

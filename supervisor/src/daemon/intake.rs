@@ -63,10 +63,17 @@ pub(crate) struct Intake {
     /// they are still gone then (see [`Intake::vanished`]).
     vanished: HashMap<PathBuf, Instant>,
     /// Directories that could not be watched (the inotify limit), retried
-    /// with backoff.
+    /// with backoff and polled meanwhile ([`Intake::poll_unwatched`]).
     unwatched: BTreeSet<PathBuf>,
+    /// What each unwatched directory held when last looked at.
+    listings: HashMap<PathBuf, Listing>,
+    /// The unwatched directory the last poll ended with (the next one
+    /// starts after it: a poll over budget leaves the rest for the next).
+    poll_cursor: Option<PathBuf>,
     /// The next retry's delay.
     rewatch_after: Duration,
+    /// When the next retry of unwatched directories is due (none: at once).
+    next_rewatch: Option<Instant>,
     /// At most this many watches (`SQUADD_MAX_WATCHES`): a share of the
     /// per-user inotify limit for squadd, which behaves as the limit does.
     max_watches: Option<usize>,
@@ -79,6 +86,47 @@ pub(crate) struct Intake {
 /// `file-removed` (its task gone, ready again, notified again) and then a
 /// new file: a file that is back within this is a change, not a removal.
 pub(crate) const REMOVAL_GRACE: Duration = Duration::from_millis(250);
+
+/// How often directories that could not be watched (the watch limit) are
+/// looked at for changes, until they are watched again.
+pub(crate) const POLL_UNWATCHED: Duration = Duration::from_secs(2);
+
+/// The most directory entries one poll of unwatched directories looks at
+/// (one `lstat` each): a poll that reaches it leaves the directories after
+/// the last one it listed to the next poll, round-robin, so that the cost
+/// of a poll is bounded however many directories went unwatched.
+pub(crate) const POLL_BUDGET: usize = 20_000;
+
+/// What a directory entry looked like: inode, change time, modification
+/// time and size. Any write, rename over, `chmod` or replacement changes
+/// one of them.
+type Stamp = (u64, i64, i64, i64, i64, u64);
+
+/// An unwatched directory's entries, by name.
+type Listing = HashMap<std::ffi::OsString, Stamp>;
+
+/// Lists `dir` with a stamp for each entry (not following symlinks);
+/// `None` when it cannot be listed.
+fn list(dir: &Path) -> Option<Listing> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut out = Listing::new();
+    for e in entries.flatten() {
+        // An entry gone between the listing and its stat is left out: its
+        // removal is seen as one.
+        if let Ok(m) = std::fs::symlink_metadata(e.path()) {
+            let stamp = (
+                m.ino(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.size(),
+            );
+            out.insert(e.file_name(), stamp);
+        }
+    }
+    Some(out)
+}
 
 /// The first retry of unwatched directories comes after this; each retry
 /// that leaves some unwatched doubles it, up to [`REWATCH_MAX`].
@@ -258,7 +306,10 @@ impl Intake {
                 unreadable: HashMap::new(),
                 vanished: HashMap::new(),
                 unwatched: BTreeSet::new(),
+                listings: HashMap::new(),
+                poll_cursor: None,
                 rewatch_after: REWATCH_FIRST,
+                next_rewatch: None,
                 max_watches: std::env::var("SQUADD_MAX_WATCHES")
                     .ok()
                     .and_then(|v| v.trim().parse().ok()),
@@ -296,6 +347,7 @@ impl Intake {
         match result {
             Ok(()) => {
                 self.unwatched.remove(path);
+                self.listings.remove(path);
                 self.watched
                     .insert(path.to_path_buf(), identity.unwrap_or_default());
                 Ok(())
@@ -303,6 +355,12 @@ impl Intake {
             Err(e) => {
                 if path.is_dir() {
                     self.unwatched.insert(path.to_path_buf());
+                    // What it holds now: what changes from here on is what
+                    // a poll reports (the caller reads what is there).
+                    if !self.listings.contains_key(path) {
+                        let now = list(path).unwrap_or_default();
+                        self.listings.insert(path.to_path_buf(), now);
+                    }
                 }
                 Err(e)
             }
@@ -324,13 +382,25 @@ impl Intake {
         }
     }
 
-    /// Directories that could not be watched.
-    /// Why changes are polled for rather than reported, when they are.
-    pub(crate) fn polling(&self) -> Option<&str> {
+    /// Why changes are polled for rather than reported, when they are: no
+    /// inotify instance could be had (every directory is polled), or some
+    /// directories could not be watched (those are).
+    pub(crate) fn polling(&self) -> Option<String> {
         #[cfg(target_os = "linux")]
-        return self.watcher.polling();
-        #[cfg(not(target_os = "linux"))]
-        None
+        if let Some(why) = self.watcher.polling() {
+            return Some(why.to_string());
+        }
+        let n = self.unwatched.len();
+        (n > 0).then(|| {
+            let max = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+                .ok()
+                .map_or_else(String::new, |m| format!(", now {}", m.trim()));
+            format!(
+                "{} could not be watched: this user's programs hold fs.inotify.max_user_watches watches{max}; polled every {}s (changes there seen up to that late) and watched again once watches are free; raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (persist in /etc/sysctl.d/)",
+                crate::text::count(n, "directory", "directories"),
+                POLL_UNWATCHED.as_secs()
+            )
+        })
     }
 
     pub(crate) fn unwatched(&self) -> &BTreeSet<PathBuf> {
@@ -345,6 +415,7 @@ impl Intake {
         let mut restored = Vec::new();
         for path in pending {
             if !path.is_dir() {
+                self.listings.remove(&path);
                 continue;
             }
             if self.watch(&path).is_ok() {
@@ -356,7 +427,68 @@ impl Intake {
         } else {
             (self.rewatch_after * 2).min(REWATCH_MAX)
         };
+        self.next_rewatch = Some(super::timers::instant_after(
+            Instant::now(),
+            self.rewatch_after,
+        ));
         restored
+    }
+
+    /// Whether the retry of unwatched directories is due (its back-off
+    /// over); the polls between retries come every [`POLL_UNWATCHED`].
+    pub(crate) fn rewatch_due(&self, now: Instant) -> bool {
+        self.next_rewatch.is_none_or(|at| at <= now)
+    }
+
+    /// When the next poll or retry of unwatched directories is due.
+    pub(crate) fn next_unwatched_turn(&self, now: Instant) -> Instant {
+        let poll = super::timers::instant_after(now, POLL_UNWATCHED);
+        self.next_rewatch.map_or(poll, |at| at.min(poll))
+    }
+
+    /// Looks at the unwatched directories for what changed since the last
+    /// look (an entry added, removed, or with another inode, times or size)
+    /// and queues those paths as a watch would have reported them; returns
+    /// how many. At most [`POLL_BUDGET`] entries a poll: the directories
+    /// after the last one listed wait for the next poll.
+    pub(crate) fn poll_unwatched(&mut self, now: Instant) -> usize {
+        let all: Vec<PathBuf> = self.unwatched.iter().cloned().collect();
+        // Round-robin: those after the last directory listed come first.
+        let start = self
+            .poll_cursor
+            .as_ref()
+            .map_or(0, |c| all.partition_point(|p| p <= c));
+        let order = all[start..].iter().chain(&all[..start]);
+        let mut budget = POLL_BUDGET;
+        let mut changed = Vec::new();
+        for dir in order {
+            if budget == 0 {
+                break;
+            }
+            // Gone or unreadable: what its parent's watch or poll reports.
+            let Some(now_held) = list(dir) else {
+                continue;
+            };
+            budget = budget.saturating_sub(now_held.len().max(1));
+            let before = self.listings.remove(dir).unwrap_or_default();
+            for (name, stamp) in &now_held {
+                if before.get(name) != Some(stamp) {
+                    changed.push(dir.join(name));
+                }
+            }
+            for name in before.keys() {
+                if !now_held.contains_key(name) {
+                    changed.push(dir.join(name));
+                }
+            }
+            self.listings.insert(dir.clone(), now_held);
+            self.poll_cursor = Some(dir.clone());
+        }
+        let n = changed.len();
+        for path in changed {
+            self.retry(path, now);
+        }
+        n
     }
 
     /// How long until the next [`Intake::rewatch`].
@@ -387,6 +519,7 @@ impl Intake {
         }
         self.unreadable.retain(|p, _| !p.starts_with(dir));
         self.unwatched.retain(|p| !p.starts_with(dir));
+        self.listings.retain(|p, _| !p.starts_with(dir));
         self.vanished.retain(|p, _| !p.starts_with(dir));
     }
 
@@ -396,6 +529,7 @@ impl Intake {
     pub(crate) fn forget_under(&mut self, prefix: &Path) {
         self.watched.retain(|p, _| !p.starts_with(prefix));
         self.unwatched.retain(|p| !p.starts_with(prefix));
+        self.listings.retain(|p, _| !p.starts_with(prefix));
     }
 
     /// Watches held.

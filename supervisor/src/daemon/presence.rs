@@ -23,7 +23,9 @@ impl EventLoop {
                 .intake
                 .unwatched()
                 .contains(path)
-                .then(|| self.intake.rewatch_delay());
+                // The first poll of it comes within the poll interval,
+                // whatever the retries' back-off has grown to.
+                .then(|| self.intake.rewatch_delay().min(intake::POLL_UNWATCHED));
             let input = core::Input::WatchFailed {
                 path: path.to_path_buf(),
                 error: error.to_string(),
@@ -36,20 +38,32 @@ impl EventLoop {
     /// Retries the directories that could not be watched; the roots that
     /// got a watch back are rescanned (what changed there meanwhile was
     /// never reported).
+    ///
+    /// Between retries (their back-off grows to a minute) the directories
+    /// still unwatched are polled every [`intake::POLL_UNWATCHED`]: what
+    /// changed there is queued as a watch would have reported it, so a
+    /// file written in one is still taken, late by up to the interval.
     pub(super) fn rewatch(&mut self) {
-        let restored = self.intake.rewatch();
-        let roots: BTreeSet<RootId> = restored.iter().filter_map(|p| self.root_of(p)).collect();
-        for i in roots {
-            let dirs = restored
-                .iter()
-                .filter(|p| self.root_of(p) == Some(i))
-                .count();
-            let now = core::Now { wall: Utc::now() };
-            self.step(i, core::Input::WatchesRestored { dirs }, now);
+        let now = Instant::now();
+        if self.intake.rewatch_due(now) {
+            let restored = self.intake.rewatch();
+            let roots: BTreeSet<RootId> = restored.iter().filter_map(|p| self.root_of(p)).collect();
+            for i in roots {
+                let dirs = restored
+                    .iter()
+                    .filter(|p| self.root_of(p) == Some(i))
+                    .count();
+                let now = core::Now { wall: Utc::now() };
+                self.step(i, core::Input::WatchesRestored { dirs }, now);
+            }
         }
         if !self.intake.unwatched().is_empty() {
+            let changed = self.intake.poll_unwatched(now);
+            if changed > 0 {
+                tracing::debug!(changed, "changes found by polling unwatched directories");
+            }
             self.timers
-                .set(Timer::Rewatch, Instant::now() + self.intake.rewatch_delay());
+                .set(Timer::Rewatch, self.intake.next_unwatched_turn(now));
         }
     }
 
@@ -173,7 +187,7 @@ impl EventLoop {
     pub(super) fn supervision(&self) -> health::Supervision {
         health::Supervision {
             watches: self.intake.watch_count(),
-            polling: self.intake.polling().map(str::to_string),
+            polling: self.intake.polling(),
             queue_depth: self.intake.queue_depth(),
             turns: self.turns,
             unwatched: self

@@ -8,7 +8,7 @@
 //! [`squad_protocol::team::read_team`].
 
 use squad_protocol::model::TaskAssignment;
-use squad_protocol::team::{markdown::strip_import_banner, read_team};
+use squad_protocol::team::{Texts, markdown::strip_import_banner, read_team_with};
 use squad_protocol::teamdir;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -80,7 +80,8 @@ pub(crate) fn render(input: &PromptInput<'_>) -> String {
     let plan = input.plan;
     let agent = plan.meta.agent.as_str();
     let task = plan.meta.task_id.as_str();
-    let team = teamdir::locate(input.root).map(|t| read_team(&t));
+    // Decisions and this agent's history; the other agents' only probed.
+    let team = teamdir::locate(input.root).map(|t| read_team_with(&t, Texts::Agent(agent)));
     let own = team.as_ref().and_then(|t| t.agents.get(agent));
     let mut out = String::new();
     let _ = writeln!(out, "# {agent}: {task}\n");

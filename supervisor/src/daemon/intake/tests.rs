@@ -459,3 +459,46 @@ fn with_no_inotify_instance_left_the_watcher_polls_and_says_why() {
     let (w, _rx) = watching(&[&dir]);
     assert_eq!(w.polling(), None);
 }
+
+/// A directory refused a watch (the watch limit, played by
+/// `max_watches`) is polled: what was added, changed in place, replaced or
+/// removed there since it was refused is queued, nothing else; a poll over
+/// budget leaves the other directories for the next, in turn.
+#[test]
+fn an_unwatched_directory_is_polled_for_what_changed_there() {
+    let (mut intake, _rx) = Intake::start().unwrap();
+    intake.max_watches = Some(0);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("kept.md"), "a").unwrap();
+    std::fs::write(dir.join("edited.md"), "a").unwrap();
+    std::fs::write(dir.join("gone.md"), "a").unwrap();
+    assert!(intake.watch(&dir).is_err());
+    assert!(intake.unwatched().contains(&dir));
+    let why = intake.polling().unwrap();
+    assert!(
+        why.contains("1 directory could not be watched")
+            && why.contains("fs.inotify.max_user_watches"),
+        "{why}"
+    );
+    let now = Instant::now();
+    // Nothing changed: nothing queued.
+    assert_eq!(intake.poll_unwatched(now), 0);
+    assert!(intake.take_due(now).is_empty());
+    std::fs::write(dir.join("new.md"), "b").unwrap();
+    std::fs::write(dir.join("edited.md"), "longer").unwrap();
+    std::fs::remove_file(dir.join("gone.md")).unwrap();
+    assert_eq!(intake.poll_unwatched(now), 3);
+    let mut due = intake.take_due(now);
+    due.sort();
+    assert_eq!(due, ["edited.md", "gone.md", "new.md"].map(|n| dir.join(n)));
+    // Each change is reported once.
+    assert_eq!(intake.poll_unwatched(now), 0);
+    // Watched again (a watch freed): no longer polled, no longer said.
+    intake.max_watches = None;
+    assert_eq!(intake.rewatch(), vec![dir.clone()]);
+    assert!(intake.polling().is_none());
+    std::fs::write(dir.join("later.md"), "c").unwrap();
+    assert_eq!(intake.poll_unwatched(now), 0);
+}
