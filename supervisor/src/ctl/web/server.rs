@@ -115,7 +115,11 @@ fn answer(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Res
         "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     );
     set(h, "x-content-type-options", "nosniff");
-    set(h, "referrer-policy", "no-referrer");
+    // Not `no-referrer`: under it a browser's form POST carries
+    // `Origin: null`, which the same-origin check (rightly) refuses; with
+    // `same-origin` no address leaves for another site, and the page's own
+    // forms carry its Origin.
+    set(h, "referrer-policy", "same-origin");
     set(h, "cache-control", "no-store");
     res
 }
