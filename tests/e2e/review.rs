@@ -29,7 +29,7 @@ mkdir -p src && echo "work of $SQUAD_TASK" >> "src/$SQUAD_TASK.txt" || exit 3
 
 /// A worktree-mode project whose runner is [`REVIEW_AGENT`] and whose
 /// `runners.merge` is `merge`.
-fn review_project(merge: &str) -> crate::worktree::TreeProject {
+pub(crate) fn review_project(merge: &str) -> crate::worktree::TreeProject {
     let p = tree_project("", false);
     std::fs::write(p.root.join("agent.sh"), REVIEW_AGENT).unwrap();
     let policy = std::fs::read_to_string(p.root.join(".squad/policies.yaml")).unwrap();
@@ -42,7 +42,7 @@ fn review_project(merge: &str) -> crate::worktree::TreeProject {
     p
 }
 
-fn task(root: &Path, id: &str, agent: &str, requires: Option<&str>, review: bool) {
+pub(crate) fn task(root: &Path, id: &str, agent: &str, requires: Option<&str>, review: bool) {
     let instruction = format!("do {id}");
     let mut args = vec![
         "--id",
@@ -67,7 +67,7 @@ fn kind_of(e: &Value) -> &str {
     e["kind"].as_str().unwrap_or_default()
 }
 
-fn review_events(root: &Path, task: &str, action: &str) -> Vec<Value> {
+pub(crate) fn review_events(root: &Path, task: &str, action: &str) -> Vec<Value> {
     events(root)
         .into_iter()
         .filter(|e| kind_of(e) == "review" && e["task_id"] == task && e["action"] == action)
@@ -75,7 +75,7 @@ fn review_events(root: &Path, task: &str, action: &str) -> Vec<Value> {
 }
 
 /// The `n`th `waiting` review event of `task`.
-fn waits(root: &Path, task: &str, n: usize) -> Value {
+pub(crate) fn waits(root: &Path, task: &str, n: usize) -> Value {
     crate::daemon::eventually_within(
         &format!("{task} waits for review ({n})"),
         std::time::Duration::from_secs(120),
@@ -83,13 +83,13 @@ fn waits(root: &Path, task: &str, n: usize) -> Value {
     )
 }
 
-fn tree_state(session: &Path, task: &str) -> String {
+pub(crate) fn tree_state(session: &Path, task: &str) -> String {
     let text = std::fs::read_to_string(session.join(format!("runs/{task}/worktree.json"))).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     v["state"].as_str().unwrap_or_default().to_string()
 }
 
-fn on_main(root: &Path, path: &str) -> bool {
+pub(crate) fn on_main(root: &Path, path: &str) -> bool {
     run(std::process::Command::new("git").current_dir(root).args([
         "cat-file",
         "-e",

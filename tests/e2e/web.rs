@@ -75,6 +75,21 @@ impl Web {
         out
     }
 
+    /// The raw answer to a form POST of `body` to `path` with `headers`.
+    fn post(&self, path: &str, headers: &str, body: &str) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\n{headers}Connection: close\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
     /// The status code of `raw`.
     fn status(&self, method: &str, path: &str, headers: &str) -> u16 {
         let answer = self.raw(method, path, headers);
@@ -465,4 +480,115 @@ fn web_messages_show_threads_with_their_inbox_state_as_text() {
         web.page(&format!("/s/{S}"))
             .contains(&format!("href=\"/s/{S}/messages\""))
     );
+}
+
+/// The review gate from the task page (issue 44 item 3, docs/web.md): a
+/// branch waiting for review shows Approve / Request changes / Reject as
+/// plain forms; a GET to the action, a POST without the token or from a
+/// foreign origin, and `changes` without a comment change nothing; the
+/// page's POST approves through the same path as `squadctl review approve`
+/// (one `review` `approved` event, the file on main), answers 303 back to
+/// the task page, which then shows no buttons; with squadd down an action
+/// is answered with a page saying it was not done.
+#[test]
+fn web_review_buttons_approve_a_waiting_branch_and_refuse_forged_requests() {
+    use crate::review::{on_main, review_events, review_project, task, tree_state, waits};
+    if !crate::worktree::git_or_skip() {
+        return;
+    }
+    let p = review_project("review");
+    let d = Daemon::start(&p.root);
+    task(&p.root, "task_a", "alpha", None, false);
+    waits(&p.root, "task_a", 1);
+    batch_finished(&p.root);
+    assert_eq!(tree_state(&p.session, "task_a"), "review");
+    let s = p.session.file_name().unwrap().to_str().unwrap().to_string();
+    let web = Web::start(&p.root);
+    let (host, cookie) = (web.host(), web.cookie());
+    let origin = format!("Origin: http://127.0.0.1:{}\r\n", web.port);
+    let page = format!("/s/{s}/t/task_a");
+    let approve = format!("{page}/do/approve");
+    let body = web.page(&page);
+    assert!(body.contains("id=\"review-approve\""), "{body}");
+    assert!(
+        body.contains(&format!("<form method=\"post\" action=\"{approve}\"")),
+        "{body}"
+    );
+    assert!(body.contains(&format!("action=\"{page}/do/changes\"")));
+    assert!(body.contains("<textarea name=\"comment\" required"));
+    assert!(body.contains(&format!("action=\"{page}/do/reject\"")));
+
+    // Forged: a GET, no token, a foreign origin, cross-site; and `changes`
+    // without its comment. Nothing happens.
+    let status = |answer: &str| answer.split(' ').nth(1).unwrap_or_default().to_string();
+    assert_eq!(web.status("GET", &approve, &format!("{host}{cookie}")), 403);
+    for headers in [
+        format!("{host}{origin}"),
+        format!("{host}{cookie}"),
+        format!("{host}{cookie}Origin: http://evil.example\r\n"),
+        format!("{host}{cookie}{origin}Sec-Fetch-Site: cross-site\r\n"),
+        format!(
+            "{host}Cookie: squad_web_{}={}{}\r\n{origin}",
+            web.port,
+            if web.token.starts_with('0') { '1' } else { '0' },
+            &web.token[1..]
+        ),
+    ] {
+        let answer = web.post(&approve, &headers, "");
+        assert_eq!(status(&answer), "403", "{headers}: {answer}");
+    }
+    let answer = web.post(
+        &format!("{page}/do/changes"),
+        &format!("{host}{cookie}{origin}"),
+        "comment=+++",
+    );
+    assert_eq!(status(&answer), "409", "{answer}");
+    assert!(answer.contains("Not done"), "{answer}");
+    let answer = web.post(
+        &format!("{page}/do/merge"),
+        &format!("{host}{cookie}{origin}"),
+        "",
+    );
+    assert_eq!(status(&answer), "404", "{answer}");
+    batch_finished(&p.root);
+    assert_eq!(tree_state(&p.session, "task_a"), "review");
+    assert!(!on_main(&p.root, "src/task_a.txt"));
+    for action in ["approved", "changes", "rejected"] {
+        assert!(
+            review_events(&p.root, "task_a", action).is_empty(),
+            "{action}"
+        );
+    }
+
+    // The page's form: approved, as `squadctl review approve` does it.
+    let answer = web.post(&approve, &format!("{host}{cookie}{origin}"), "");
+    assert_eq!(status(&answer), "303", "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains(&format!("location: {}\r\n", page.to_ascii_lowercase())),
+        "{answer}"
+    );
+    assert!(on_main(&p.root, "src/task_a.txt"));
+    assert_eq!(tree_state(&p.session, "task_a"), "merged");
+    let approved = review_events(&p.root, "task_a", "approved");
+    assert_eq!(approved.len(), 1, "{approved:#?}");
+    let audit = std::fs::read_to_string(p.root.join(".squad/audit.jsonl")).unwrap();
+    assert_eq!(
+        audit
+            .lines()
+            .filter(|l| l.contains("\"approved\"") && l.contains("task_a"))
+            .count(),
+        1,
+        "{audit}"
+    );
+    let body = web.page(&page);
+    assert!(!body.contains("review-approve"), "{body}");
+    assert!(body.contains("data-column=\"done\""), "{body}");
+
+    // squadd down: not done, and the page says why (no redirect).
+    d.terminate();
+    let answer = web.post(&approve, &format!("{host}{cookie}{origin}"), "");
+    assert_eq!(status(&answer), "503", "{answer}");
+    assert!(answer.contains("squadd is not running"), "{answer}");
 }

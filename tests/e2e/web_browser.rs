@@ -414,3 +414,51 @@ fn web_in_chromium_follows_the_example_run_by_squadd_and_shows_its_log() {
     );
     browser.screenshot("task.png");
 }
+
+/// The review gate's Approve button, clicked in Chromium: the browser's
+/// own form POST (its Origin, `Sec-Fetch-Site: same-origin`, the cookie)
+/// passes the checks, the branch is merged, and the browser lands back on
+/// the task page, which shows it done and no buttons.
+#[test]
+fn web_in_chromium_approve_merges_a_branch_waiting_for_review() {
+    use crate::review::{on_main, review_events, review_project, task, tree_state, waits};
+    if !crate::worktree::git_or_skip() {
+        return;
+    }
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let p = review_project("review");
+    let _d = Daemon::start(&p.root);
+    task(&p.root, "task_a", "alpha", None, false);
+    waits(&p.root, "task_a", 1);
+    let session = p
+        .session
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let (_web, url, base) = start_web(&p.root);
+    let page = format!("/s/{session}/t/task_a");
+    browser.go(&url.replace("/?token=", &format!("{page}?token=")));
+    assert_eq!(
+        browser.script("return document.querySelectorAll('#review-approve button').length;"),
+        json!(1)
+    );
+    browser.screenshot("review.png");
+    browser.script("document.querySelector('#review-approve button').click(); return null;");
+    eventually("the branch is merged", || {
+        on_main(&p.root, "src/task_a.txt").then_some(())
+    });
+    assert_eq!(tree_state(&p.session, "task_a"), "merged");
+    assert_eq!(review_events(&p.root, "task_a", "approved").len(), 1);
+    eventually("back on the task page, done, without buttons", || {
+        let here = browser.script("return location.href;");
+        let col = browser.script(
+            "var c = document.getElementById('column'); return c ? c.dataset.column : null;",
+        );
+        let buttons = browser.script("return document.querySelectorAll('#review-approve').length;");
+        (here == json!(format!("{base}{page}")) && col == json!("done") && buttons == json!(0))
+            .then_some(())
+    });
+}

@@ -440,9 +440,13 @@ fn base_files(root: &Path, f: &Found) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// Why squadd could not be asked.
+/// Why a review action was not carried out.
 #[derive(Debug, thiserror::Error)]
-enum ActError {
+pub(crate) enum ActError {
+    /// The caller is an agent, not a lead (`SQUAD_AGENT`): refused here,
+    /// squadd never asked.
+    #[error("{0}")]
+    NotLead(String),
     /// No squadd runs for the project.
     #[error(
         "squadd is not running for this project: reviews are carried out by squadd (start it with `squadd --root …`)"
@@ -453,21 +457,30 @@ enum ActError {
     Call(ClientError),
 }
 
-/// `approve`, `changes` or `reject`: the lead's, asked of squadd.
-fn act(
+/// What a review action did, as squadd left it: the `--json` answer and
+/// the sentence saying it.
+pub(crate) struct Acted {
+    /// The `--json` object (session, task, action, state, branch, …).
+    pub json: Value,
+    /// One line for a person.
+    pub text: String,
+}
+
+/// `approve`, `changes` or `reject` of `task`: the lead's, asked of squadd
+/// (the one path for `squadctl review` and `squadctl web`).
+pub(crate) fn act_on(
     root: &Path,
     action: &str,
     task: &str,
     session: Option<String>,
     text: Option<String>,
-    json: bool,
-) -> u8 {
+) -> Result<Acted, ActError> {
     if let Some(why) = super::write::lead_refusal(
         root,
         "approving, sending back or rejecting an agent's work is the lead's to decide",
         "review it",
     ) {
-        return super::fail(why);
+        return Err(ActError::NotLead(why));
     }
     let method = Method::Runs {
         action: action.to_string(),
@@ -475,15 +488,12 @@ fn act(
         task: Some(task.to_string()),
         text,
     };
-    let answer = match Client::connect(root, Duration::from_secs(60))
+    let answer = Client::connect(root, Duration::from_secs(60))
         .and_then(|mut c| c.call(method))
         .map_err(|e| match e {
             ClientError::NotRunning(_) => ActError::NotRunning,
             e => ActError::Call(e),
-        }) {
-        Ok(a) => a,
-        Err(e) => return super::fail(format!("cannot {action} {task}: {e}")),
-    };
+        })?;
     let session = answer["session"].as_str().unwrap_or_default().to_string();
     let dir = crate::runners::run_dir(
         &root
@@ -504,9 +514,6 @@ fn act(
         "merged_as": tree.as_ref().and_then(|t| t.merged_as.clone()),
         "pid": answer.get("pid").filter(|_| action == "changes"),
     });
-    if json {
-        return super::print(&format!("{v:#}\n"));
-    }
     let text = match (action, state) {
         ("approve", Some(TreeState::Merged)) => format!("{task} merged\n"),
         ("approve", Some(TreeState::Held)) => format!(
@@ -524,5 +531,22 @@ fn act(
         ),
         (_, s) => format!("{task} {}\n", serde_json::to_value(s).unwrap_or_default()),
     };
-    super::print_human(&text)
+    Ok(Acted { json: v, text })
+}
+
+/// `squadctl review approve|changes|reject`.
+fn act(
+    root: &Path,
+    action: &str,
+    task: &str,
+    session: Option<String>,
+    text: Option<String>,
+    json: bool,
+) -> u8 {
+    match act_on(root, action, task, session, text) {
+        Ok(a) if json => super::print(&format!("{:#}\n", a.json)),
+        Ok(a) => super::print_human(&a.text),
+        Err(e @ ActError::NotLead(_)) => super::fail(e),
+        Err(e) => super::fail(format!("cannot {action} {task}: {e}")),
+    }
 }

@@ -102,8 +102,52 @@ pub(super) fn html(s: &str) -> String {
     out
 }
 
+/// The value of `name` in an `application/x-www-form-urlencoded` body,
+/// decoded (`+` is a space, `%XX` a byte); `None` when absent or not UTF-8.
+pub(super) fn form_value(body: &[u8], name: &str) -> Option<String> {
+    let decode = |s: &[u8]| -> Option<String> {
+        let mut out = Vec::with_capacity(s.len());
+        let mut i = 0;
+        while i < s.len() {
+            match s[i] {
+                b'+' => out.push(b' '),
+                b'%' => {
+                    let hex = s.get(i + 1..i + 3)?;
+                    let hex = std::str::from_utf8(hex).ok()?;
+                    out.push(u8::from_str_radix(hex, 16).ok()?);
+                    i += 2;
+                }
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8(out).ok()
+    };
+    body.split(|b| *b == b'&').find_map(|pair| {
+        let (k, v) = match pair.iter().position(|b| *b == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &[][..]),
+        };
+        (decode(k)? == name).then(|| decode(v)).flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn form_values_are_decoded_and_bad_encodings_refused() {
+        let body = b"go=1&comment=add+tests%3A+%C3%A9%26more&empty=";
+        assert_eq!(
+            super::form_value(body, "comment").as_deref(),
+            Some("add tests: \u{e9}&more")
+        );
+        assert_eq!(super::form_value(body, "empty").as_deref(), Some(""));
+        assert_eq!(super::form_value(body, "none"), None);
+        assert_eq!(super::form_value(b"comment=%zz", "comment"), None);
+        assert_eq!(super::form_value(b"comment=%4", "comment"), None);
+        assert_eq!(super::form_value(b"comment=%ff", "comment"), None);
+    }
+
     #[test]
     fn html_escapes_markup_quotes_and_controls() {
         assert_eq!(

@@ -200,6 +200,44 @@ pub(super) fn not_found(what: &str) -> String {
     )
 }
 
+/// The review gate's three actions on a branch waiting for review
+/// (docs/review.md): plain forms POSTing to `/s/S/t/T/do/ACTION`, which
+/// work without JS; `changes` needs a comment, `reject` takes one.
+fn review_forms(session: &str, task: &str) -> String {
+    let to = |action: &str| format!("/s/{}/t/{}/do/{action}", html(session), html(task));
+    format!(
+        "<section class=\"review\" aria-labelledby=\"review-h\"><h2 id=\"review-h\">Review</h2>\n\
+         <p>The branch <code>squad/{t}</code> waits for your review before it is merged (its diff and each file's verdict are below, under Changes).</p>\n\
+         <form method=\"post\" action=\"{approve}\" id=\"review-approve\"><button type=\"submit\">Approve: merge it (judged again)</button></form>\n\
+         <form method=\"post\" action=\"{changes}\" id=\"review-changes\"><label>What to change (sent to the agent, a new run starts on the same branch) <textarea name=\"comment\" required rows=\"3\"></textarea></label> <button type=\"submit\">Request changes</button></form>\n\
+         <form method=\"post\" action=\"{reject}\" id=\"review-reject\"><label>Why (optional) <input type=\"text\" name=\"comment\"></label> <button type=\"submit\">Reject: the task fails, the branch is kept</button></form>\n\
+         </section>\n",
+        t = html(task),
+        approve = to("approve"),
+        changes = to("changes"),
+        reject = to("reject"),
+    )
+}
+
+/// The page of a review action that was not carried out, and why.
+pub(super) fn action_failed(session: &str, task: &str, action: &str, why: &str) -> String {
+    let back = format!("/s/{}/t/{}", html(session), html(task));
+    page(
+        "not done",
+        &[
+            (format!("/s/{}", html(session)), session.to_string()),
+            (back.clone(), task.to_string()),
+        ],
+        &format!(
+            "<h1>Not done</h1><p id=\"why\">{} of {} was not carried out: {}</p>\n<p><a href=\"{back}\">Back to {}</a></p>\n",
+            html(action),
+            html(task),
+            html(why),
+            html(task)
+        ),
+    )
+}
+
 /// `/`: what needs you, then every session with its progress.
 pub(super) fn index(root: &Path) -> Result<String, super::WebError> {
     let Some(l) = Loaded::new(root, None)? else {
@@ -426,6 +464,9 @@ pub(super) fn task(
         "<section class=\"needs\"",
         "<section class=\"needs compact\"",
     ));
+    if tree_word.as_deref() == Some("review") {
+        main.push_str(&review_forms(session, task));
+    }
     // The plan.
     main.push_str("<section aria-labelledby=\"plan-h\"><h2 id=\"plan-h\">Plan</h2>\n");
     let links = |ids: &[String]| -> String {

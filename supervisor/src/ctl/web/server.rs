@@ -115,7 +115,11 @@ fn answer(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Res
         "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     );
     set(h, "x-content-type-options", "nosniff");
-    set(h, "referrer-policy", "no-referrer");
+    // Not `no-referrer`: under it a browser's form POST carries
+    // `Origin: null`, which the same-origin check (rightly) refuses; with
+    // `same-origin` no address leaves for another site, and the page's own
+    // forms carry its Origin.
+    set(h, "referrer-policy", "same-origin");
     set(h, "cache-control", "no-store");
     res
 }
@@ -179,11 +183,24 @@ async fn handle(shared: &Shared, req: hyper::Request<hyper::body::Incoming>) -> 
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let method = req.method().as_str();
     if method == "POST" {
-        // The review gate's actions (issue 44) arrive here; none yet.
-        return text(
-            StatusCode::NOT_FOUND,
-            "squadctl web: no such action\n".into(),
-        );
+        let target = match segments.as_slice() {
+            [
+                "s",
+                session,
+                "t",
+                task,
+                "do",
+                action @ ("approve" | "changes" | "reject"),
+            ] => Some((session.to_string(), task.to_string(), action.to_string())),
+            _ => None,
+        };
+        let Some((session, task, action)) = target else {
+            return text(
+                StatusCode::NOT_FOUND,
+                "squadctl web: no such action\n".into(),
+            );
+        };
+        return review_action(shared, req, session, task, action).await;
     }
     if !matches!(method, "GET" | "HEAD") {
         return text(
@@ -235,6 +252,69 @@ async fn handle(shared: &Shared, req: hyper::Request<hyper::body::Incoming>) -> 
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("squadctl web: the page failed: {e}\n"),
+        ),
+    }
+}
+
+/// The most bytes an action's form may send (a comment).
+const FORM_LIMIT: usize = 64 * 1024;
+
+/// `POST /s/SESSION/t/TASK/do/ACTION` (approve, changes, reject), already
+/// admitted by [`auth::decide`] (token, same origin): the review gate's
+/// action through the one path `squadctl review` takes
+/// ([`crate::ctl::review::act_on`]), this server acting as the lead who
+/// started it. Done: 303 back to the task page; not done: a page saying
+/// why, never a redirect.
+async fn review_action(
+    shared: &Shared,
+    req: hyper::Request<hyper::body::Incoming>,
+    session: String,
+    task: String,
+    action: String,
+) -> Response<Body> {
+    let back = format!("/s/{session}/t/{task}");
+    let failed = |status: StatusCode, why: String| {
+        html(
+            status,
+            super::pages::action_failed(&session, &task, &action, &why),
+        )
+    };
+    let body = match http_body_util::Limited::new(req.into_body(), FORM_LIMIT)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return failed(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the form could not be read ({e})"),
+            );
+        }
+    };
+    let comment = super::form_value(&body, "comment")
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty());
+    let root = shared.root.clone();
+    let (s, t, a) = (session.clone(), task.clone(), action.clone());
+    let done = tokio::task::spawn_blocking(move || {
+        crate::ctl::review::act_on(&root, &a, &t, Some(s), comment)
+    })
+    .await;
+    use crate::ctl::review::ActError;
+    match done {
+        Ok(Ok(_)) => {
+            let mut res = text(StatusCode::SEE_OTHER, String::new());
+            if let Ok(v) = hyper::header::HeaderValue::from_str(&back) {
+                res.headers_mut().insert("location", v);
+            }
+            res
+        }
+        Ok(Err(e @ ActError::NotLead(_))) => failed(StatusCode::FORBIDDEN, e.to_string()),
+        Ok(Err(e @ ActError::NotRunning)) => failed(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Ok(Err(e @ ActError::Call(_))) => failed(StatusCode::CONFLICT, e.to_string()),
+        Err(e) => failed(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the action failed: {e}"),
         ),
     }
 }
