@@ -91,7 +91,10 @@ export SQUAD_NATS_SERVER="$NATS_VENV/bin/nats-server"
 # without them. SQUAD_CHROMIUM / SQUAD_CHROMEDRIVER override the paths.
 echo "== Chromium and chromedriver (Debian, for tests/e2e/web_browser.rs)"
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  sudo_apt apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+  # A clean machine's package lists may be stale: update once if needed.
+  sudo_apt apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null \
+    || { sudo_apt apt-get update -qq \
+      && sudo_apt apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
 fi
 export SQUAD_CHROMIUM="${SQUAD_CHROMIUM:-$(command -v chromium)}"
 export SQUAD_CHROMEDRIVER="${SQUAD_CHROMEDRIVER:-$(command -v chromedriver)}"

@@ -309,6 +309,6 @@ fn the_docs_stand_alone_and_say_how_to_install() {
             ci.lines().filter(|l| l.starts_with("echo \"== ")).count()
         })
         .sum();
-    assert_eq!(steps, 9, "update the README's description of .ci/run");
-    assert!(readme.contains("nine steps"));
+    assert_eq!(steps, 10, "update the README's description of .ci/run");
+    assert!(readme.contains("ten steps"));
 }

@@ -408,7 +408,11 @@ impl Taken {
 
 fn query(root: Option<&Path>, a: QueryArgs) -> Result<u8, String> {
     let team = team_dir(root)?;
-    let filter = Filter::new(&a)?;
+    let when = (
+        a.after.as_deref().map(parse_when).transpose()?,
+        a.before.as_deref().map(parse_when).transpose()?,
+    );
+    let filter = Filter::new(&a, when);
     let files = read_for_query(&team, a.agent.as_deref());
     // Every file is read before any is parsed, so the entries shown borrow
     // from the texts and the views without a copy of any field.
@@ -480,16 +484,21 @@ struct Filter<'q> {
 }
 
 impl<'q> Filter<'q> {
-    fn new(a: &'q QueryArgs) -> Result<Self, String> {
-        Ok(Filter {
+    /// The filter of `a`, with its `--after`/`--before` already parsed
+    /// (`when`), so that a bad date is refused before any file is read.
+    fn new(
+        a: &'q QueryArgs,
+        (after, before): (Option<DateTime<FixedOffset>>, Option<DateTime<FixedOffset>>),
+    ) -> Self {
+        Filter {
             kind: a.kind.as_deref(),
             author: a.author.as_deref().map(str::to_lowercase),
             scope: a.scope.as_deref(),
             tag: a.tag.as_deref(),
-            after: a.after.as_deref().map(parse_when).transpose()?,
-            before: a.before.as_deref().map(parse_when).transpose()?,
+            after,
+            before,
             text: a.text.as_deref().map(str::to_lowercase),
-        })
+        }
     }
 
     /// Whether the entry passes every filter given. Its date is read only

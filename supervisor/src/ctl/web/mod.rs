@@ -12,6 +12,7 @@
 mod auth;
 mod graph;
 mod live;
+mod messages;
 mod pages;
 mod server;
 

@@ -220,7 +220,7 @@ async fn handle(shared: &Shared, req: hyper::Request<hyper::body::Incoming>) -> 
             ["s", session, "graph.svg"] => super::pages::graph(&root, session, true)?
                 .map(|b| (b, "image/svg+xml; charset=utf-8")),
             ["s", session, "t", task] => html_(super::pages::task(&root, session, task)?),
-            ["s", session, "messages"] => html_(super::pages::messages(&root, session)?),
+            ["s", session, "messages"] => html_(super::messages::messages(&root, session)?),
             _ => None,
         })
     };
