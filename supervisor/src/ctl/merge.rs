@@ -71,36 +71,73 @@ enum MergeError {
     Call(ClientError),
 }
 
-/// Asks squadd, then reads what became of the branch from the run's
-/// worktree record (written before squadd answers).
+/// Asks squadd, then reads what became of the branch.
 fn ask(root: &Path, args: &MergeArgs) -> Result<Value, MergeError> {
-    let method = Method::Runs {
-        action: if args.drop { "drop" } else { "merge" }.into(),
-        session: args.session.clone(),
-        task: Some(args.task.clone()),
-        text: None,
-    };
-    let answer = Client::connect(root, Duration::from_secs(60))
-        .and_then(|mut c| c.call(method))
-        .map_err(|e| match e {
+    let action = if args.drop { "drop" } else { "merge" };
+    let asked =
+        ask_runs(root, action, args.session.clone(), &args.task, None).map_err(|e| match e {
             ClientError::NotRunning(_) => MergeError::NotRunning,
             e => MergeError::Call(e),
         })?;
+    Ok(asked.json(&args.task))
+}
+
+/// What squadd answered to a `runs` action on a branch, and the branch's
+/// worktree record as squadd left it (written before it answers).
+pub(crate) struct Asked {
+    /// squadd's answer.
+    pub answer: Value,
+    /// The session the branch is in.
+    pub session: String,
+    /// The run's worktree record, when it can be read.
+    pub tree: Option<crate::worktree::RunTree>,
+}
+
+impl Asked {
+    /// The branch's fields for `--json`: session, task, state, branch,
+    /// reason, merged_as.
+    pub(crate) fn json(&self, task: &str) -> Value {
+        let tree = self.tree.as_ref();
+        json!({
+            "session": self.session,
+            "task": task,
+            "state": tree.map(|t| t.state),
+            "branch": tree.map(|t| t.branch.clone()),
+            "reason": tree.and_then(|t| t.reason.clone()),
+            "merged_as": tree.and_then(|t| t.merged_as.clone()),
+        })
+    }
+}
+
+/// Asks squadd's `runs` method for `action` on `task`'s branch (the one
+/// path of `squadctl merge`, `squadctl review` and `squadctl web`), then
+/// reads the branch's worktree record.
+pub(crate) fn ask_runs(
+    root: &Path,
+    action: &str,
+    session: Option<String>,
+    task: &str,
+    text: Option<String>,
+) -> Result<Asked, ClientError> {
+    let method = Method::Runs {
+        action: action.to_string(),
+        session,
+        task: Some(task.to_string()),
+        text,
+    };
+    let answer = Client::connect(root, Duration::from_secs(60)).and_then(|mut c| c.call(method))?;
     let session = answer["session"].as_str().unwrap_or_default().to_string();
     let dir = crate::runners::run_dir(
         &root
             .join(squad_protocol::tree::SQUAD_DIR)
             .join(squad_protocol::tree::SESSIONS_DIR)
             .join(&session),
-        &args.task,
+        task,
     );
     let tree = crate::worktree::load(&dir);
-    Ok(json!({
-        "session": session,
-        "task": args.task,
-        "state": tree.as_ref().map(|t| t.state),
-        "branch": tree.as_ref().map(|t| t.branch.clone()),
-        "reason": tree.as_ref().and_then(|t| t.reason.clone()),
-        "merged_as": tree.as_ref().and_then(|t| t.merged_as.clone()),
-    }))
+    Ok(Asked {
+        answer,
+        session,
+        tree,
+    })
 }

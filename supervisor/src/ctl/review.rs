@@ -7,12 +7,11 @@
 //! the lead's; squadd carries them out over the control socket (`runs`
 //! method, actions `approve`, `changes`, `reject`; `core/runs/review.rs`).
 
-use crate::control::{Client, ClientError, Method};
+use crate::control::ClientError;
 use crate::worktree::{RunTree, TreeState};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::Duration;
 
 const EXAMPLES: &str = "Examples:
   squadctl review                                  # what waits for your review
@@ -482,38 +481,15 @@ pub(crate) fn act_on(
     ) {
         return Err(ActError::NotLead(why));
     }
-    let method = Method::Runs {
-        action: action.to_string(),
-        session,
-        task: Some(task.to_string()),
-        text,
-    };
-    let answer = Client::connect(root, Duration::from_secs(60))
-        .and_then(|mut c| c.call(method))
-        .map_err(|e| match e {
-            ClientError::NotRunning(_) => ActError::NotRunning,
-            e => ActError::Call(e),
-        })?;
-    let session = answer["session"].as_str().unwrap_or_default().to_string();
-    let dir = crate::runners::run_dir(
-        &root
-            .join(squad_protocol::tree::SQUAD_DIR)
-            .join(squad_protocol::tree::SESSIONS_DIR)
-            .join(&session),
-        task,
-    );
-    let tree = crate::worktree::load(&dir);
-    let state = tree.as_ref().map(|t| t.state);
-    let v = json!({
-        "session": session,
-        "task": task,
-        "action": action,
-        "state": state,
-        "branch": tree.as_ref().map(|t| t.branch.clone()),
-        "reason": tree.as_ref().and_then(|t| t.reason.clone()),
-        "merged_as": tree.as_ref().and_then(|t| t.merged_as.clone()),
-        "pid": answer.get("pid").filter(|_| action == "changes"),
-    });
+    let asked = super::merge::ask_runs(root, action, session, task, text).map_err(|e| match e {
+        ClientError::NotRunning(_) => ActError::NotRunning,
+        e => ActError::Call(e),
+    })?;
+    let answer = &asked.answer;
+    let state = asked.tree.as_ref().map(|t| t.state);
+    let mut v = asked.json(task);
+    v["action"] = json!(action);
+    v["pid"] = json!(answer.get("pid").filter(|_| action == "changes"));
     let text = match (action, state) {
         ("approve", Some(TreeState::Merged)) => format!("{task} merged\n"),
         ("approve", Some(TreeState::Held)) => format!(

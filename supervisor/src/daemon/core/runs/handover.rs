@@ -258,6 +258,42 @@ pub(crate) fn finished(
     out
 }
 
+/// The one branch of `task` (in `session`, or in the one session where
+/// one is) whose hand-over state passes `state`, with its run's record:
+/// `Err(None)` when there is none, `Err(Some(Ambiguous))` when several
+/// sessions have one. Shared by `squadctl merge` and `squadctl review`.
+pub(super) fn waiting(
+    root: &Root,
+    session: Option<&str>,
+    task: &str,
+    state: impl Fn(&Handover) -> bool,
+) -> Result<(RunKey, crate::runners::RunRecord), Option<super::RunError>> {
+    let found: Vec<&RunKey> = root
+        .runs
+        .trees
+        .iter()
+        .filter(|((s, t), h)| t == task && session.is_none_or(|n| n == s) && state(h))
+        .map(|(k, _)| k)
+        .collect();
+    match found.as_slice() {
+        [one] => root
+            .runs
+            .past
+            .get(*one)
+            .map(|rec| ((*one).clone(), rec.clone()))
+            .ok_or(None),
+        [] => Err(None),
+        _ => Err(Some(super::RunError::Ambiguous {
+            task: task.to_string(),
+            sessions: found
+                .iter()
+                .map(|k| k.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })),
+    }
+}
+
 /// `squadctl merge TASK [--drop]`: a held branch merged again (judged
 /// again at merge time) or dropped; refused for a task whose branch is not
 /// held (nor merging).
@@ -275,31 +311,10 @@ pub(crate) fn by_hand(
             reply: Err(e),
         }]
     };
-    let found: Vec<RunKey> = root
-        .runs
-        .trees
-        .iter()
-        .filter(|((s, t), h)| {
-            t == task && session.is_none_or(|n| n == s) && matches!(h, Handover::Held(_))
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
-    let key = match found.as_slice() {
-        [one] => one.clone(),
-        [] => return refused(super::RunError::NotHeld(task.to_string())),
-        _ => {
-            return refused(super::RunError::Ambiguous {
-                task: task.to_string(),
-                sessions: found
-                    .iter()
-                    .map(|k| k.0.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-    };
-    let Some(rec) = root.runs.past.get(&key).cloned() else {
-        return refused(super::RunError::NotHeld(task.to_string()));
+    let (key, rec) = match waiting(root, session, task, |h| matches!(h, Handover::Held(_))) {
+        Ok(found) => found,
+        Err(None) => return refused(super::RunError::NotHeld(task.to_string())),
+        Err(Some(e)) => return refused(e),
     };
     let dir = crate::runners::run_dir(&root.session_dir(&key.0), &key.1);
     root.runs.trees.insert(key, Handover::Merging);

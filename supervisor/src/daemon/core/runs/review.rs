@@ -98,32 +98,12 @@ pub(crate) fn asked(
             reply: Err(e),
         }]
     };
-    let found: Vec<RunKey> = root
-        .runs
-        .trees
-        .iter()
-        .filter(|((s, t), h)| {
-            t == task && session.is_none_or(|n| n == s) && matches!(h, Handover::Review(_))
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
-    let key = match found.as_slice() {
-        [one] => one.clone(),
-        [] => return refused(RunError::NotInReview(task.to_string())),
-        _ => {
-            return refused(RunError::Ambiguous {
-                task: task.to_string(),
-                sessions: found
-                    .iter()
-                    .map(|k| k.0.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-    };
-    let Some(rec) = root.runs.past.get(&key).cloned() else {
-        return refused(RunError::NotInReview(task.to_string()));
-    };
+    let (key, rec) =
+        match super::handover::waiting(root, session, task, |h| matches!(h, Handover::Review(_))) {
+            Ok(found) => found,
+            Err(None) => return refused(RunError::NotInReview(task.to_string())),
+            Err(Some(e)) => return refused(e),
+        };
     let comment = text.unwrap_or_default().trim().to_string();
     if action == "changes" && comment.is_empty() {
         return refused(RunError::NoComment);
