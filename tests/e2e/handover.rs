@@ -32,26 +32,9 @@ fn chain_project() -> crate::worktree::TreeProject {
     p
 }
 
+/// A task on `src/**` for `agent`, merged as the policy says.
 fn task(root: &Path, id: &str, agent: &str, requires: Option<&str>) {
-    let instruction = format!("do {id}");
-    let mut args = vec![
-        "--id",
-        id,
-        "--agent",
-        agent,
-        "--instruction",
-        &instruction,
-        "--allow",
-        "src/**",
-    ];
-    if let Some(r) = requires {
-        args.extend(["--requires", r]);
-    }
-    ok(task_new(root, &args));
-}
-
-fn kind_of(e: &Value) -> &str {
-    e["kind"].as_str().unwrap_or_default()
+    crate::review::task(root, id, agent, requires, false);
 }
 
 /// Twenty runs, each requiring the one before: every dependent's worktree

@@ -26,10 +26,6 @@ fn project(mode: &str) -> crate::worktree::TreeProject {
     p
 }
 
-fn kind_of(e: &Value) -> &str {
-    e["kind"].as_str().unwrap_or_default()
-}
-
 /// The lead's messages in the session whose subject starts with `prefix`
 /// (each once: the message files, not their inbox copies).
 fn told_lead(session: &Path, prefix: &str) -> Vec<String> {

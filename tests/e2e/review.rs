@@ -63,10 +63,6 @@ pub(crate) fn task(root: &Path, id: &str, agent: &str, requires: Option<&str>, r
     ok(task_new(root, &args));
 }
 
-fn kind_of(e: &Value) -> &str {
-    e["kind"].as_str().unwrap_or_default()
-}
-
 pub(crate) fn review_events(root: &Path, task: &str, action: &str) -> Vec<Value> {
     events(root)
         .into_iter()

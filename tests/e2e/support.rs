@@ -641,3 +641,8 @@ pub fn ci_tool(env_var: &str, cache_path: &str, probe: &[&str], what: &str) -> O
     ));
     None
 }
+
+/// An event's `kind` (empty when it has none).
+pub fn kind_of(e: &serde_json::Value) -> &str {
+    e["kind"].as_str().unwrap_or_default()
+}
